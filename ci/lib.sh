@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Shared helpers for rtcat's check scripts: install what is missing, say what runs.
+# Source it: . "$(dirname "$0")/lib.sh"
+set -euo pipefail
+
+RTCAT_TOP=$(git -C "$(dirname "${BASH_SOURCE[0]}")" rev-parse --show-toplevel)
+export RTCAT_TOP
+
+step() { printf '\n==> %s\n' "$*"; }
+die() { printf 'error: %s\n' "$*" >&2; exit 1; }
+
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+		die "need root to run: $* (run as root or install sudo)"
+	fi
+}
+
+_apt_updated=""
+# ensure_apt PKG...: install the Debian packages that are not installed yet.
+ensure_apt() {
+	local missing=() p
+	for p in "$@"; do
+		dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+	done
+	[ ${#missing[@]} -eq 0 ] && return 0
+	if [ -z "$_apt_updated" ] && [ -z "${RTCAT_APT_UPDATED:-}" ]; then
+		as_root apt-get update -qq
+		_apt_updated=1
+		export RTCAT_APT_UPDATED=1
+	fi
+	step "apt-get install ${missing[*]}"
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+# ensure_pip CMD PKG[==VER]: install a PyPI tool unless its command exists.
+ensure_pip() {
+	local cmd=$1 pkg=$2
+	command -v "$cmd" >/dev/null && return 0
+	step "pip install $pkg"
+	python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "$pkg"
+	hash -r
+}
