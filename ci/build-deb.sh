@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Build the rtcat Debian packages (amd64 natively, arm64 cross-compiled) with cargo-deb.
+#
+# Usage: ci/build-deb.sh [--arch amd64|arm64|all] [--out DIR]
+#   --arch  which packages to build (default: all)
+#   --out   where the .deb files go (default: out/deb in the repository)
+#
+# Installs what it needs: cargo-deb (pinned), the aarch64 Rust target, Debian's
+# gcc-aarch64-linux-gnu + libc6-dev-arm64-cross as the cross linker (binutils for stripping).
+# Honours CARGO_TARGET_DIR. Prints the wall time of each build.
+set -euo pipefail
+. "$(dirname "$0")/lib.sh"
+
+CARGO_DEB_VERSION=3.8.0
+arch=all
+out="$RTCAT_TOP/out/deb"
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--arch) arch=${2:?--arch needs amd64, arm64 or all}; shift 2 ;;
+	--out) out=${2:?--out needs a directory}; shift 2 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument '$1' (see --help)" ;;
+	esac
+done
+case "$arch" in
+amd64) arches=(amd64) ;;
+arm64) arches=(arm64) ;;
+all) arches=(amd64 arm64) ;;
+*) die "--arch: '$arch' is not one of amd64, arm64, all" ;;
+esac
+[ "$(uname -m)" = x86_64 ] || die "this script builds on an x86_64 host (amd64 natively, arm64 cross)"
+
+cd "$RTCAT_TOP"
+
+# The Debian changelog must describe the version being packaged.
+crate_version=$(cargo metadata --no-deps --format-version 1 |
+	python3 -c 'import json,sys; print(next(p["version"] for p in json.load(sys.stdin)["packages"] if p["name"] == "rtcat"))')
+changelog_version=$(sed -n '1s/^rtcat (\([^)]*\)).*/\1/p' ci/deb/changelog)
+[ "$changelog_version" = "$crate_version-1" ] ||
+	die "ci/deb/changelog: top entry is '$changelog_version' but app/rtcat is version $crate_version (expected '$crate_version-1'); add a changelog entry"
+
+step "tools"
+if ! cargo deb --version 2>/dev/null | grep -qF "$CARGO_DEB_VERSION"; then
+	step "cargo install cargo-deb $CARGO_DEB_VERSION"
+	cargo install --locked --quiet cargo-deb --version "$CARGO_DEB_VERSION"
+fi
+cargo deb --version
+ensure_apt dpkg-dev
+if [[ " ${arches[*]} " == *" arm64 "* ]]; then
+	ensure_apt gcc-aarch64-linux-gnu libc6-dev-arm64-cross binutils-aarch64-linux-gnu
+	rustup target list --installed | grep -qx aarch64-unknown-linux-gnu ||
+		rustup target add aarch64-unknown-linux-gnu
+	export CARGO_TARGET_AARCH64_UNKNOWN_LINUX_GNU_LINKER=aarch64-linux-gnu-gcc
+	export CC_aarch64_unknown_linux_gnu=aarch64-linux-gnu-gcc
+fi
+
+# add_md5sums DEB: cargo-deb writes no DEBIAN/md5sums; add it (debsums, dpkg --verify) and
+# repack with the same compression and root ownership.
+add_md5sums() {
+	local deb=$1 tmp
+	tmp=$(mktemp -d)
+	dpkg-deb -R "$deb" "$tmp/root"
+	(cd "$tmp/root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
+		xargs -0 md5sum >DEBIAN/md5sums)
+	chmod 644 "$tmp/root/DEBIAN/md5sums"
+	dpkg-deb --root-owner-group -Zxz -b "$tmp/root" "$deb" >/dev/null
+	rm -rf "$tmp"
+}
+
+mkdir -p "$out"
+for a in "${arches[@]}"; do
+	case "$a" in
+	amd64) triple=x86_64-unknown-linux-gnu ;;
+	arm64) triple=aarch64-unknown-linux-gnu ;;
+	esac
+	step "cargo deb -p rtcat --target $triple ($a)"
+	start=$(date +%s)
+	# --dbgsym: the release profile keeps line tables (debug = 1); they go into a separate
+	# rtcat-dbgsym .ddeb for crash analysis and the binary in the .deb is stripped.
+	cargo deb -p rtcat --target "$triple" --output "$out" --locked --dbgsym --compress-debug-symbols=zlib
+	add_md5sums "$out/rtcat_${changelog_version}_${a}.deb"
+	echo "built $a in $(($(date +%s) - start)) s"
+done
+
+step "packages"
+for a in "${arches[@]}"; do
+	deb="$out/rtcat_${changelog_version}_${a}.deb"
+	[ -f "$deb" ] || die "expected $deb was not produced"
+	[ "$(dpkg-deb -f "$deb" Architecture)" = "$a" ] || die "$deb: Architecture is not $a"
+	echo "$deb"
+done
