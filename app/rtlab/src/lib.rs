@@ -1,4 +1,15 @@
 //! rtlab: the `rtcat load` load generator, the `rtcat report` tables and plots, and the canonical
-//! result types (`summary`) shared by every rtcat command that writes or reads results.
+//! result types ([`summary`]) shared by every rtcat command that writes or reads results.
+//!
+//! Interface for the `rtcat` binary:
+//! - [`LoadArgs`] / [`run_load`] for `rtcat load`, [`ReportArgs`] / [`run_report`] for `rtcat report`
+//!   (both return the process exit code);
+//! - [`LoadHandle`] to run a load in the background during a ladder run;
+//! - [`summary::Summary`], [`summary::LadderManifest`], [`summary::ladder_csv_row`] and the `.hdr`
+//!   helpers for writing results.
 
+pub mod cpus;
+pub mod load;
 pub mod summary;
+
+pub use load::{LoadArgs, LoadHandle, LoadReport, LoadSpec, run_load};

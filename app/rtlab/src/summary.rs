@@ -623,7 +623,10 @@ mod tests {
     fn csv_row_round_trips() {
         let s = sample_summary();
         let row = ladder_csv_row("s2", 3, &s);
-        assert_eq!(row, "s2,3,5,4369.799999999999,13519,13519,13519,4369.799999999999,13519,0,1,0");
+        assert_eq!(
+            row,
+            "s2,3,5,4369.799999999999,13519,13519,13519,4369.799999999999,13519,0,1,0"
+        );
         let text = format!("{LADDER_CSV_HEADER}\n{row}\n");
         let rows = parse_ladder_csv(&text).unwrap();
         assert_eq!(rows.len(), 1);

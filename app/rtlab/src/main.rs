@@ -1,0 +1,35 @@
+//! `rtlab`: standalone front end of `rtcat load` and `rtcat report` (same arguments), e.g. for
+//! building reports on a workstation from result directories copied off the board.
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "rtlab",
+    version,
+    about = "rtcat's load generator and latency reports"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Bounded load generator (CPU hogs, tmpfs/anon memory churn, fork churn, loopback traffic)
+    Load(rtlab::LoadArgs),
+}
+
+fn main() {
+    let cli = Cli::parse();
+    let code = match &cli.cmd {
+        Cmd::Load(a) => rtlab::run_load(a),
+    };
+    match code {
+        Ok(c) => std::process::exit(c),
+        Err(e) => {
+            eprintln!("rtlab: error: {e:#}");
+            std::process::exit(1);
+        }
+    }
+}
