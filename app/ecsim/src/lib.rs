@@ -1,1 +1,22 @@
-//! placeholder
+//! `ecsim`: a simulated EtherCAT segment.
+//!
+//! A software model of a chain of EtherCAT SubDevice Controllers, faithful enough for an
+//! unmodified ethercrab MainDevice to scan it, configure it from the SII EEPROM, walk it to OP and
+//! exchange process data. Two transports: in-process ([`inproc`]) and a raw-socket responder on a
+//! network interface ([`wire`]). Faults are injected at run time through [`faults::Faults`].
+
+pub mod esc;
+pub mod faults;
+pub mod frame;
+pub mod inproc;
+pub mod pdi;
+pub mod port;
+pub mod segment;
+pub mod sii;
+pub mod spec;
+pub mod wire;
+
+pub use faults::{FaultCommand, Faults};
+pub use port::SimPort;
+pub use segment::{Disposition, Segment, SegmentStats};
+pub use spec::{DeviceSpec, SegmentSpec};

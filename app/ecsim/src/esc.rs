@@ -1,0 +1,563 @@
+//! One simulated EtherCAT SubDevice Controller (ESC): its register/RAM space and the behaviour
+//! behind the registers a master uses (AL state machine, SII EEPROM interface, FMMU/SM, DC).
+
+use crate::frame::{Cmd, get_u16, get_u32, put_u16};
+use crate::pdi;
+use crate::sii::{self, PdSm};
+use crate::spec::DeviceSpec;
+
+/// Size of the simulated address space: 4 KiB registers + 8 KiB process RAM.
+pub const MEM_SIZE: usize = 0x3000;
+/// Nanoseconds a frame needs to pass one device (used for the DC receive-time model).
+pub const HOP_NS: u64 = 500;
+
+pub mod reg {
+    pub const TYPE: usize = 0x0000;
+    pub const BUILD: usize = 0x0002;
+    pub const FMMU_COUNT: usize = 0x0004;
+    pub const SM_COUNT: usize = 0x0005;
+    pub const RAM_SIZE: usize = 0x0006;
+    pub const PORT_DESC: usize = 0x0007;
+    pub const FEATURES: usize = 0x0008;
+    pub const STATION_ADDR: usize = 0x0010;
+    pub const STATION_ALIAS: usize = 0x0012;
+    pub const DL_STATUS: usize = 0x0110;
+    pub const AL_CONTROL: usize = 0x0120;
+    pub const AL_STATUS: usize = 0x0130;
+    pub const AL_STATUS_CODE: usize = 0x0134;
+    pub const PDI_CONTROL: usize = 0x0140;
+    pub const SII_CONTROL: usize = 0x0502;
+    pub const SII_ADDRESS: usize = 0x0504;
+    pub const SII_DATA: usize = 0x0508;
+    pub const FMMU0: usize = 0x0600;
+    pub const SM0: usize = 0x0800;
+    pub const DC_PORT0: usize = 0x0900;
+    pub const DC_SYSTEM_TIME: usize = 0x0910;
+    pub const DC_RECEIVE_TIME: usize = 0x0918;
+    pub const DC_OFFSET: usize = 0x0920;
+    pub const DC_DELAY: usize = 0x0928;
+}
+
+/// AL states (ETG1000.6 Table 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum AlState {
+    Init = 1,
+    PreOp = 2,
+    Boot = 3,
+    SafeOp = 4,
+    Op = 8,
+}
+
+impl AlState {
+    pub fn from_u8(v: u8) -> Option<AlState> {
+        Some(match v {
+            1 => AlState::Init,
+            2 => AlState::PreOp,
+            3 => AlState::Boot,
+            4 => AlState::SafeOp,
+            8 => AlState::Op,
+            _ => return None,
+        })
+    }
+}
+
+/// AL status codes the simulator raises (ETG1000.6 Table 11).
+pub mod al_code {
+    pub const INVALID_STATE_CHANGE: u16 = 0x0011;
+    pub const UNKNOWN_STATE: u16 = 0x0012;
+    pub const SM_WATCHDOG: u16 = 0x001b;
+    pub const INVALID_OUTPUT_CONFIG: u16 = 0x001d;
+    pub const INVALID_INPUT_CONFIG: u16 = 0x001e;
+}
+
+#[derive(Debug, Clone, Copy, Default)]
+struct Fmmu {
+    logical: u32,
+    len: u32,
+    physical: u16,
+    read: bool,
+    write: bool,
+}
+
+/// What one device did with one logical datagram, for the WKC.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LogicalHit {
+    pub read: bool,
+    pub write: bool,
+}
+
+/// One ESC.
+pub struct Esc {
+    spec: DeviceSpec,
+    /// Position in the chain (0 = next to the master).
+    position: usize,
+    /// Devices after this one (for the return-path DC times).
+    downstream: usize,
+    mem: Box<[u8]>,
+    eeprom: Vec<u8>,
+    pd_sms: Vec<PdSm>,
+    fmmus: [Fmmu; 16],
+    n_fmmus: usize,
+    /// Control-register reads still answered with BUSY after an SII command.
+    sii_busy_reads: u8,
+    /// Device application cycle counter (see [`crate::pdi`]).
+    pd_counter: u32,
+    /// Process data was exchanged in the frame being processed.
+    pd_touched: bool,
+    /// Local clock offset against the simulation clock (DC devices have independent clocks).
+    clock_offset_ns: u64,
+}
+
+impl Esc {
+    pub fn new(spec: DeviceSpec, position: usize, chain_len: usize) -> Self {
+        let eeprom = sii::build_image(&spec);
+        let pd_sms = sii::process_data_sms(&spec);
+        let mut esc = Esc {
+            spec,
+            position,
+            downstream: chain_len - 1 - position,
+            mem: vec![0u8; MEM_SIZE].into_boxed_slice(),
+            eeprom,
+            pd_sms,
+            fmmus: [Fmmu::default(); 16],
+            n_fmmus: 0,
+            sii_busy_reads: 0,
+            pd_counter: 0,
+            pd_touched: false,
+            clock_offset_ns: 1_000_000 * (position as u64 + 1) + 12_345,
+        };
+        esc.power_on();
+        esc
+    }
+
+    /// Power-on state: registers back to reset values, station address lost, INIT.
+    pub fn power_on(&mut self) {
+        self.mem.fill(0);
+        let m = &mut self.mem;
+        m[reg::TYPE] = 0x11;
+        put_u16(m, reg::BUILD, 0x0001);
+        m[reg::FMMU_COUNT] = 8;
+        m[reg::SM_COUNT] = 8;
+        m[reg::RAM_SIZE] = 8;
+        m[reg::PORT_DESC] = 0x0f; // ports 0 and 1: MII
+        let features: u16 = 0x0001 | if self.spec.dc { 0x000c } else { 0 };
+        put_u16(m, reg::FEATURES, features);
+        // The ESC loads the alias from EEPROM word 4 at power-on.
+        put_u16(m, reg::STATION_ALIAS, get_u16(&self.eeprom, 8));
+        // DL status: PDI operational, port 0 link + signal; port 1 link when a device follows,
+        // otherwise port 1 loops back; ports 2 and 3 always closed.
+        let mut dl: u16 = 0x0001 | 0x0010 | 0x0200 | 0x1000 | 0x4000;
+        if self.downstream > 0 {
+            dl |= 0x0020 | 0x0800;
+        } else {
+            dl |= 0x0400;
+        }
+        put_u16(m, reg::DL_STATUS, dl);
+        put_u16(m, reg::AL_STATUS, AlState::Init as u16);
+        m[reg::PDI_CONTROL] = 0x05;
+        // SII: 8-byte reads, 2-byte addressing.
+        m[reg::SII_CONTROL] = 0xc0;
+        self.fmmus = [Fmmu::default(); 16];
+        self.n_fmmus = 0;
+        self.sii_busy_reads = 0;
+        self.pd_counter = 0;
+        self.pd_touched = false;
+    }
+
+    pub fn spec(&self) -> &DeviceSpec {
+        &self.spec
+    }
+
+    pub fn station_address(&self) -> u16 {
+        get_u16(&self.mem, reg::STATION_ADDR)
+    }
+
+    pub fn al_state(&self) -> u8 {
+        self.mem[reg::AL_STATUS] & 0x0f
+    }
+
+    pub fn al_error(&self) -> bool {
+        self.mem[reg::AL_STATUS] & 0x10 != 0
+    }
+
+    pub fn al_status_code(&self) -> u16 {
+        get_u16(&self.mem, reg::AL_STATUS_CODE)
+    }
+
+    pub fn pd_counter(&self) -> u32 {
+        self.pd_counter
+    }
+
+    /// Raw view of the address space (tests, debugging).
+    pub fn mem(&self) -> &[u8] {
+        &self.mem
+    }
+
+    pub fn eeprom(&self) -> &[u8] {
+        &self.eeprom
+    }
+
+    fn set_al_status(&mut self, state: u8, error: bool, code: u16) {
+        let v = u16::from(state) | if error { 0x10 } else { 0 };
+        put_u16(&mut self.mem, reg::AL_STATUS, v);
+        put_u16(&mut self.mem, reg::AL_STATUS_CODE, code);
+    }
+
+    /// Fault injection: the device application drops to `state` and flags an error.
+    pub fn raise_error(&mut self, state: AlState, code: u16) {
+        self.set_al_status(state as u8, true, code);
+    }
+
+    fn is_dc_register(&self, a: usize) -> bool {
+        (0x0900..0x0a00).contains(&a)
+    }
+
+    /// Whether the master may access [a, a+len) at all (the DC block exists only with DC).
+    fn accessible(&self, a: usize, len: usize) -> bool {
+        let end = a + len;
+        if end > MEM_SIZE {
+            return false;
+        }
+        if !self.spec.dc && a < 0x0a00 && end > 0x0900 {
+            return false;
+        }
+        true
+    }
+
+    fn writable(a: usize) -> bool {
+        matches!(a,
+            0x0010..=0x0013
+            | 0x0100..=0x0103
+            | 0x0120..=0x0121
+            | 0x0200..=0x0203
+            | 0x0300..=0x0313
+            | 0x0400..=0x0443
+            | 0x0500..=0x050f
+            | 0x0600..=0x06ff
+            | 0x0800..=0x087f
+            | 0x0900..=0x09ff
+            | 0x1000..)
+    }
+
+    /// Refresh registers whose value depends on the moment they are read.
+    fn before_read(&mut self, a: usize, len: usize, now_ns: u64) {
+        let end = a + len;
+        if a <= reg::SII_CONTROL + 1 && end > reg::SII_CONTROL + 1 {
+            if self.sii_busy_reads > 0 {
+                self.sii_busy_reads -= 1;
+                self.mem[reg::SII_CONTROL + 1] |= 0x80;
+            } else {
+                self.mem[reg::SII_CONTROL + 1] &= !0x80;
+            }
+        }
+        if self.spec.dc && a < reg::DC_SYSTEM_TIME + 8 && end > reg::DC_SYSTEM_TIME {
+            let offset = u64::from_le_bytes(
+                self.mem[reg::DC_OFFSET..reg::DC_OFFSET + 8]
+                    .try_into()
+                    .expect("8 bytes"),
+            );
+            let sys = self.local_time(now_ns).wrapping_add(offset);
+            self.mem[reg::DC_SYSTEM_TIME..reg::DC_SYSTEM_TIME + 8]
+                .copy_from_slice(&sys.to_le_bytes());
+        }
+    }
+
+    fn local_time(&self, now_ns: u64) -> u64 {
+        now_ns
+            .wrapping_add(self.clock_offset_ns)
+            .wrapping_add(self.position as u64 * HOP_NS)
+    }
+
+    fn write_bytes(&mut self, a: usize, data: &[u8], now_ns: u64) {
+        let end = a + data.len();
+        if a >= 0x1000 {
+            self.mem[a..end].copy_from_slice(data);
+            return;
+        }
+        for (i, &b) in data.iter().enumerate() {
+            if Self::writable(a + i) {
+                self.mem[a + i] = b;
+            }
+        }
+        self.after_write(a, end, now_ns);
+    }
+
+    fn after_write(&mut self, a: usize, end: usize, now_ns: u64) {
+        let touches = |lo: usize, hi: usize| a < hi && end > lo;
+        if touches(reg::AL_CONTROL, reg::AL_CONTROL + 1) {
+            self.al_control(self.mem[reg::AL_CONTROL]);
+        }
+        if touches(reg::SII_CONTROL, reg::SII_CONTROL + 2) {
+            self.sii_command();
+        }
+        if touches(reg::FMMU0, reg::FMMU0 + 0x100) {
+            self.parse_fmmus();
+        }
+        if self.spec.dc && touches(reg::DC_PORT0, reg::DC_PORT0 + 4) {
+            self.latch_dc(now_ns);
+        }
+    }
+
+    /// A write to the port-0 receive time latches the receive times of all ports.
+    fn latch_dc(&mut self, now_ns: u64) {
+        let t0 = self.local_time(now_ns);
+        // The frame returns through port 1 after visiting every device downstream.
+        let t1 = t0 + 2 * HOP_NS * self.downstream as u64;
+        let m = &mut self.mem;
+        m[reg::DC_PORT0..reg::DC_PORT0 + 4].copy_from_slice(&(t0 as u32).to_le_bytes());
+        let p1 = if self.downstream > 0 { t1 as u32 } else { 0 };
+        m[reg::DC_PORT0 + 4..reg::DC_PORT0 + 8].copy_from_slice(&p1.to_le_bytes());
+        m[reg::DC_PORT0 + 8..reg::DC_PORT0 + 16].fill(0);
+        m[reg::DC_RECEIVE_TIME..reg::DC_RECEIVE_TIME + 8].copy_from_slice(&t0.to_le_bytes());
+    }
+
+    /// AL control written: run the state machine (ETG1000.6 §6.4).
+    fn al_control(&mut self, ctrl: u8) {
+        let requested = ctrl & 0x0f;
+        let ack = ctrl & 0x10 != 0;
+        let current = self.al_state();
+        if self.al_error() {
+            if !ack {
+                // An error must be acknowledged before any state request is honoured.
+                return;
+            }
+            self.set_al_status(current, false, 0);
+        }
+        let Some(target) = AlState::from_u8(requested) else {
+            self.set_al_status(current, true, al_code::UNKNOWN_STATE);
+            return;
+        };
+        use AlState::*;
+        let from = AlState::from_u8(current).unwrap_or(Init);
+        let allowed = matches!(
+            (from, target),
+            (_, Init)
+                | (Init, PreOp)
+                | (Init, Boot)
+                | (Boot, Boot)
+                | (PreOp, PreOp)
+                | (PreOp, SafeOp)
+                | (SafeOp, SafeOp)
+                | (SafeOp, PreOp)
+                | (SafeOp, Op)
+                | (Op, Op)
+                | (Op, SafeOp)
+                | (Op, PreOp)
+        );
+        if !allowed {
+            self.set_al_status(current, true, al_code::INVALID_STATE_CHANGE);
+            return;
+        }
+        if from == PreOp
+            && target == SafeOp
+            && let Some(code) = self.check_pd_config()
+        {
+            self.set_al_status(current, true, code);
+            return;
+        }
+        if target == Init {
+            // Leaving the configured states resets process data; the station address stays.
+            self.pd_counter = 0;
+        }
+        if from == PreOp && target == SafeOp {
+            // The application publishes valid inputs before it reports SAFE-OP.
+            self.publish_inputs();
+        }
+        self.set_al_status(target as u8, false, 0);
+    }
+
+    /// PRE-OP -> SAFE-OP: every process-data SM must be configured as the EEPROM declares.
+    fn check_pd_config(&self) -> Option<u16> {
+        for sm in &self.pd_sms {
+            let base = reg::SM0 + 8 * usize::from(sm.index);
+            let start = get_u16(&self.mem, base);
+            let len = get_u16(&self.mem, base + 2);
+            let enabled = self.mem[base + 6] & 1 != 0;
+            if !enabled || start != sm.start || len != sm.len {
+                return Some(if sm.usage == 3 {
+                    al_code::INVALID_OUTPUT_CONFIG
+                } else {
+                    al_code::INVALID_INPUT_CONFIG
+                });
+            }
+        }
+        None
+    }
+
+    /// SII control written: execute read / write / reload (ETG1000.4 §6.4.5).
+    fn sii_command(&mut self) {
+        let hi = self.mem[reg::SII_CONTROL + 1];
+        let write_enable = self.mem[reg::SII_CONTROL] & 0x01 != 0;
+        let addr = get_u32(&self.mem, reg::SII_ADDRESS) as usize * 2;
+        // Error bits are cleared by a new command; only one command bit may be set.
+        let cmd = hi & 0x07;
+        let mut status = 0u8;
+        match cmd {
+            0 => {}
+            0x01 => {
+                let mut data = [0xffu8; 8];
+                if addr < self.eeprom.len() {
+                    let n = (self.eeprom.len() - addr).min(8);
+                    data[..n].copy_from_slice(&self.eeprom[addr..addr + n]);
+                }
+                self.mem[reg::SII_DATA..reg::SII_DATA + 8].copy_from_slice(&data);
+            }
+            0x02 => {
+                if !write_enable || addr + 2 > self.eeprom.len() {
+                    status |= 0x20; // command error
+                } else {
+                    let (lo, hi2) = (self.mem[reg::SII_DATA], self.mem[reg::SII_DATA + 1]);
+                    self.eeprom[addr] = lo;
+                    self.eeprom[addr + 1] = hi2;
+                }
+            }
+            0x04 => {
+                let alias = get_u16(&self.eeprom, 8);
+                put_u16(&mut self.mem, reg::STATION_ALIAS, alias);
+            }
+            _ => status |= 0x20,
+        }
+        // The command bits self-clear; the device stays busy for one status read.
+        self.mem[reg::SII_CONTROL + 1] = status;
+        self.mem[reg::SII_CONTROL] &= 0xc1;
+        self.sii_busy_reads = if cmd == 0 { 0 } else { 1 };
+    }
+
+    fn parse_fmmus(&mut self) {
+        self.n_fmmus = 0;
+        for i in 0..16 {
+            let b = reg::FMMU0 + 16 * i;
+            let m = &self.mem;
+            let active = m[b + 12] & 1 != 0;
+            let ty = m[b + 11];
+            if !active || ty & 0x03 == 0 {
+                continue;
+            }
+            self.fmmus[self.n_fmmus] = Fmmu {
+                logical: get_u32(m, b),
+                len: u32::from(get_u16(m, b + 4)),
+                physical: get_u16(m, b + 8),
+                read: ty & 0x01 != 0,
+                write: ty & 0x02 != 0,
+            };
+            self.n_fmmus += 1;
+        }
+    }
+
+    /// Physical read into the frame; BRD/BRW OR the data in. Returns whether the WKC counts.
+    pub(crate) fn phys_read(&mut self, ado: usize, data: &mut [u8], or: bool, now: u64) -> bool {
+        if !self.accessible(ado, data.len()) {
+            return false;
+        }
+        self.before_read(ado, data.len(), now);
+        let src = &self.mem[ado..ado + data.len()];
+        if or {
+            data.iter_mut().zip(src).for_each(|(d, s)| *d |= s);
+        } else {
+            data.copy_from_slice(src);
+        }
+        true
+    }
+
+    /// Physical write from the frame. Returns whether the WKC counts.
+    pub(crate) fn phys_write(&mut self, ado: usize, data: &[u8], now: u64) -> bool {
+        if !self.accessible(ado, data.len()) {
+            return false;
+        }
+        self.write_bytes(ado, data, now);
+        true
+    }
+
+    /// Physical read-write: the frame gets the old contents, memory gets the frame's data.
+    pub(crate) fn phys_read_write(&mut self, ado: usize, data: &mut [u8], now: u64) -> bool {
+        if !self.accessible(ado, data.len()) {
+            return false;
+        }
+        self.before_read(ado, data.len(), now);
+        let len = data.len();
+        let mut tmp = [0u8; 64];
+        if len <= tmp.len() {
+            tmp[..len].copy_from_slice(data);
+            data.copy_from_slice(&self.mem[ado..ado + len]);
+            self.write_bytes(ado, &tmp[..len], now);
+        } else {
+            let new = data.to_vec();
+            data.copy_from_slice(&self.mem[ado..ado + len]);
+            self.write_bytes(ado, &new, now);
+        }
+        true
+    }
+
+    /// Logical access through the FMMUs. Outputs are taken only in OP, inputs are served in
+    /// SAFE-OP and OP: in SAFE-OP the WKC of an LRW is therefore 1 per device, not 3.
+    pub(crate) fn logical(&mut self, cmd: Cmd, addr: u32, data: &mut [u8]) -> LogicalHit {
+        let mut hit = LogicalHit::default();
+        let state = self.al_state();
+        let inputs_live = state == AlState::SafeOp as u8 || state == AlState::Op as u8;
+        let outputs_live = state == AlState::Op as u8;
+        if !inputs_live {
+            return hit;
+        }
+        let d_start = u64::from(addr);
+        let d_end = d_start + data.len() as u64;
+        for f in &self.fmmus[..self.n_fmmus] {
+            let f_start = u64::from(f.logical);
+            let f_end = f_start + u64::from(f.len);
+            let lo = f_start.max(d_start);
+            let hi = f_end.min(d_end);
+            if lo >= hi {
+                continue;
+            }
+            let n = (hi - lo) as usize;
+            let in_frame = (lo - d_start) as usize;
+            let phys = usize::from(f.physical) + (lo - f_start) as usize;
+            if phys + n > MEM_SIZE {
+                continue;
+            }
+            if f.read && matches!(cmd, Cmd::Lrd | Cmd::Lrw) {
+                data[in_frame..in_frame + n].copy_from_slice(&self.mem[phys..phys + n]);
+                hit.read = true;
+            }
+            if f.write && outputs_live && matches!(cmd, Cmd::Lwr | Cmd::Lrw) {
+                self.mem[phys..phys + n].copy_from_slice(&data[in_frame..in_frame + n]);
+                hit.write = true;
+            }
+        }
+        // The device application runs on the output sync manager event (SM-synchronous), or on
+        // the input read for a device without outputs: once per cycle even when the image is
+        // spread over several frames.
+        if hit.write || (hit.read && self.spec.outputs == 0) {
+            self.pd_touched = true;
+        }
+        hit
+    }
+
+    /// End of a frame: the device application consumes outputs and produces the next inputs.
+    pub(crate) fn end_of_frame(&mut self) {
+        if !self.pd_touched {
+            return;
+        }
+        self.pd_touched = false;
+        self.pd_counter = self.pd_counter.wrapping_add(1);
+        self.publish_inputs();
+    }
+
+    fn publish_inputs(&mut self) {
+        let out_len = usize::from(self.spec.outputs);
+        let in_len = usize::from(self.spec.inputs);
+        let (lo, hi) = self.mem.split_at_mut(sii::INPUT_SM_ADDR as usize);
+        let outputs = &lo[sii::OUTPUT_SM_ADDR as usize..sii::OUTPUT_SM_ADDR as usize + out_len];
+        pdi::device_inputs(self.pd_counter, outputs, &mut hi[..in_len]);
+    }
+
+    /// Fault injection helper: is this register block a DC register (for the DC-only WKC rule).
+    pub fn has_dc(&self) -> bool {
+        self.spec.dc
+    }
+
+    #[doc(hidden)]
+    pub fn dc_register(&self, a: usize) -> bool {
+        self.is_dc_register(a)
+    }
+}

@@ -1,0 +1,353 @@
+//! Wire transport: AF_PACKET raw sockets. [`PacketSocket`] is a bound EtherCAT socket (used by
+//! both the simulator's responder and the master); [`Responder`] answers EtherCAT frames on an
+//! interface as the simulated chain, so a master on the other end of a veth pair sees a real wire.
+
+use crate::faults::{FaultCommand, Faults};
+use crate::frame::ETHERCAT_ETHERTYPE;
+use crate::port::{MAX_FRAME, SimPort};
+use std::ffi::CString;
+use std::io::{self, BufRead, BufReader, Write};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::net::UnixListener;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// A raw AF_PACKET socket bound to one interface, receiving only EtherCAT frames.
+#[derive(Debug)]
+pub struct PacketSocket {
+    fd: OwnedFd,
+    ifindex: i32,
+    iface: String,
+}
+
+/// Where a received frame came from (`sll_pkttype`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PacketKind {
+    Incoming,
+    /// A frame this host sent (seen by other sockets on the interface).
+    Outgoing,
+}
+
+impl PacketSocket {
+    /// Open a non-blocking raw socket for EtherType 0x88a4 on `iface`. Needs CAP_NET_RAW.
+    pub fn open(iface: &str) -> io::Result<Self> {
+        let cname = CString::new(iface).map_err(|_| {
+            io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL")
+        })?;
+        // SAFETY: plain libc calls with valid arguments; the fd is owned right after creation.
+        let ifindex = unsafe { libc::if_nametoindex(cname.as_ptr()) } as i32;
+        if ifindex == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("network interface {iface:?} does not exist"),
+            ));
+        }
+        let proto = (ETHERCAT_ETHERTYPE).to_be() as i32;
+        let raw = unsafe {
+            libc::socket(
+                libc::AF_PACKET,
+                libc::SOCK_RAW | libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+                proto,
+            )
+        };
+        if raw < 0 {
+            let e = io::Error::last_os_error();
+            return Err(if e.raw_os_error() == Some(libc::EPERM) {
+                io::Error::new(
+                    io::ErrorKind::PermissionDenied,
+                    format!(
+                        "raw socket on {iface}: {e}; needs CAP_NET_RAW (run as root, or \
+                         `setcap cap_net_raw+ep` on the binary, or AmbientCapabilities=CAP_NET_RAW)"
+                    ),
+                )
+            } else {
+                e
+            });
+        }
+        let fd = unsafe { OwnedFd::from_raw_fd(raw) };
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        sll.sll_family = libc::AF_PACKET as u16;
+        sll.sll_protocol = ETHERCAT_ETHERTYPE.to_be();
+        sll.sll_ifindex = ifindex;
+        let rc = unsafe {
+            libc::bind(
+                fd.as_raw_fd(),
+                &sll as *const libc::sockaddr_ll as *const libc::sockaddr,
+                std::mem::size_of::<libc::sockaddr_ll>() as u32,
+            )
+        };
+        if rc < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        Ok(Self {
+            fd,
+            ifindex,
+            iface: iface.to_string(),
+        })
+    }
+
+    pub fn iface(&self) -> &str {
+        &self.iface
+    }
+
+    pub fn ifindex(&self) -> i32 {
+        self.ifindex
+    }
+
+    /// Send one complete Ethernet frame.
+    pub fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        let n = unsafe {
+            libc::send(
+                self.fd.as_raw_fd(),
+                frame.as_ptr() as *const libc::c_void,
+                frame.len(),
+                0,
+            )
+        };
+        if n < 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(n as usize)
+        }
+    }
+
+    /// Receive one frame without blocking: `Ok(None)` when nothing is queued.
+    pub fn recv(&self, buf: &mut [u8]) -> io::Result<Option<(usize, PacketKind)>> {
+        let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+        let mut len = std::mem::size_of::<libc::sockaddr_ll>() as libc::socklen_t;
+        let n = unsafe {
+            libc::recvfrom(
+                self.fd.as_raw_fd(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+                libc::MSG_DONTWAIT | libc::MSG_TRUNC,
+                &mut sll as *mut libc::sockaddr_ll as *mut libc::sockaddr,
+                &mut len,
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.kind() {
+                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Ok(None),
+                _ => Err(e),
+            };
+        }
+        // MSG_TRUNC: n is the real length; a frame longer than the buffer is cut to it.
+        let kind = if sll.sll_pkttype == libc::PACKET_OUTGOING {
+            PacketKind::Outgoing
+        } else {
+            PacketKind::Incoming
+        };
+        Ok(Some(((n as usize).min(buf.len()), kind)))
+    }
+
+    /// Wait until the socket is readable or `timeout` passed (None = forever). EINTR returns
+    /// early with `Ok(false)`.
+    pub fn wait_readable(&self, timeout: Option<Duration>) -> io::Result<bool> {
+        wait_fds(&[self.fd.as_raw_fd()], timeout).map(|r| r.is_some())
+    }
+}
+
+impl AsRawFd for PacketSocket {
+    fn as_raw_fd(&self) -> RawFd {
+        self.fd.as_raw_fd()
+    }
+}
+
+/// ppoll on several fds for POLLIN; returns the index of the first readable one.
+pub fn wait_fds(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Option<usize>> {
+    let mut pfds = [libc::pollfd {
+        fd: -1,
+        events: 0,
+        revents: 0,
+    }; 4];
+    let n = fds.len().min(pfds.len());
+    for (p, &fd) in pfds.iter_mut().zip(fds) {
+        p.fd = fd;
+        p.events = libc::POLLIN;
+    }
+    let ts = timeout.map(|t| libc::timespec {
+        tv_sec: t.as_secs() as libc::time_t,
+        tv_nsec: t.subsec_nanos() as libc::c_long,
+    });
+    let tsp = ts
+        .as_ref()
+        .map_or(std::ptr::null(), |t| t as *const libc::timespec);
+    let rc = unsafe { libc::ppoll(pfds.as_mut_ptr(), n as libc::nfds_t, tsp, std::ptr::null()) };
+    if rc < 0 {
+        let e = io::Error::last_os_error();
+        if e.kind() == io::ErrorKind::Interrupted {
+            return Ok(None);
+        }
+        return Err(e);
+    }
+    Ok(pfds[..n].iter().position(|p| p.revents != 0))
+}
+
+/// Answers EtherCAT frames on an interface as the simulated chain.
+pub struct Responder {
+    sock: PacketSocket,
+    port: SimPort,
+    status: Arc<Mutex<String>>,
+}
+
+impl Responder {
+    pub fn new(iface: &str, port: SimPort) -> io::Result<Self> {
+        Ok(Self {
+            sock: PacketSocket::open(iface)?,
+            port,
+            status: Arc::new(Mutex::new(String::from("starting"))),
+        })
+    }
+
+    pub fn faults(&self) -> Faults {
+        self.port.faults().clone()
+    }
+
+    /// A text status, refreshed every 100 ms while running (served on the control socket).
+    pub fn status_handle(&self) -> Arc<Mutex<String>> {
+        self.status.clone()
+    }
+
+    fn refresh_status(&self) {
+        let st = self.port.stats();
+        let states: Vec<String> = self
+            .port
+            .segment()
+            .devices()
+            .iter()
+            .map(|d| {
+                format!(
+                    "{:#06x}:{}{}",
+                    d.station_address(),
+                    d.al_state(),
+                    if d.al_error() {
+                        format!("!{:#06x}", d.al_status_code())
+                    } else {
+                        String::new()
+                    }
+                )
+            })
+            .collect();
+        let text = format!(
+            "frames={} replied={} lost={} link_down_drops={} malformed={} ignored={} \
+             wkc_corrupted={} power_cycles={} devices=[{}]",
+            st.frames,
+            st.replied,
+            st.lost,
+            st.link_down_drops,
+            st.malformed,
+            st.ignored,
+            st.wkc_corrupted,
+            st.power_cycles,
+            states.join(" ")
+        );
+        *self.status.lock().unwrap_or_else(|e| e.into_inner()) = text;
+    }
+
+    /// Serve until `stop` is set. Returns the port (with its counters) at the end.
+    pub fn run(mut self, stop: &AtomicBool) -> io::Result<SimPort> {
+        let mut buf = vec![0u8; MAX_FRAME + 64];
+        let mut last_status = std::time::Instant::now();
+        self.refresh_status();
+        while !stop.load(Ordering::Relaxed) {
+            let timeout = match self.port.next_due_ns() {
+                Some(due) => Duration::from_nanos(due.saturating_sub(self.port.now_ns())),
+                None => Duration::from_millis(100),
+            };
+            self.sock.wait_readable(Some(timeout))?;
+            while let Some((n, kind)) = self.sock.recv(&mut buf)? {
+                if kind == PacketKind::Outgoing {
+                    continue;
+                }
+                self.port.send(&buf[..n]);
+            }
+            while let Some(n) = self.port.recv(&mut buf) {
+                if let Err(e) = self.sock.send(&buf[..n]) {
+                    // The link went away under us (veth peer down): the frame is lost, keep going.
+                    if e.raw_os_error() != Some(libc::ENETDOWN)
+                        && e.raw_os_error() != Some(libc::ENXIO)
+                    {
+                        return Err(e);
+                    }
+                }
+            }
+            if last_status.elapsed() >= Duration::from_millis(100) {
+                self.refresh_status();
+                last_status = std::time::Instant::now();
+            }
+        }
+        self.refresh_status();
+        Ok(self.port)
+    }
+}
+
+/// Serve fault commands on a UNIX socket: one command per line, answered with `ok` or
+/// `error: ...`; `status` answers the responder's status line. Runs until `stop` is set.
+pub fn serve_control(
+    path: &Path,
+    faults: Faults,
+    status: Arc<Mutex<String>>,
+    stop: Arc<AtomicBool>,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    let _ = std::fs::remove_file(path);
+    let listener = UnixListener::bind(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("control socket {}: {e}", path.display())))?;
+    listener.set_nonblocking(true)?;
+    let handle = std::thread::Builder::new()
+        .name("ecsim-control".into())
+        .spawn(move || {
+            while !stop.load(Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => {
+                        let _ = stream.set_nonblocking(false);
+                        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+                        let mut w = match stream.try_clone() {
+                            Ok(w) => w,
+                            Err(_) => continue,
+                        };
+                        for line in BufReader::new(stream).lines() {
+                            let Ok(line) = line else { break };
+                            let line = line.trim();
+                            if line.is_empty() {
+                                continue;
+                            }
+                            let reply = if line == "status" {
+                                status.lock().unwrap_or_else(|e| e.into_inner()).clone()
+                            } else {
+                                match line.parse::<FaultCommand>() {
+                                    Ok(cmd) => {
+                                        faults.apply(cmd);
+                                        "ok".to_string()
+                                    }
+                                    Err(e) => format!("error: {e}"),
+                                }
+                            };
+                            if writeln!(w, "{reply}").is_err() {
+                                break;
+                            }
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
+                }
+            }
+        })?;
+    Ok(handle)
+}
+
+/// Send one command line to a control socket and return the answer.
+pub fn control_request(path: &Path, command: &str) -> io::Result<String> {
+    let mut s = std::os::unix::net::UnixStream::connect(path)
+        .map_err(|e| io::Error::new(e.kind(), format!("control socket {}: {e}", path.display())))?;
+    s.set_read_timeout(Some(Duration::from_secs(5)))?;
+    writeln!(s, "{command}")?;
+    s.shutdown(std::net::Shutdown::Write)?;
+    let mut line = String::new();
+    BufReader::new(s).read_line(&mut line)?;
+    Ok(line.trim_end().to_string())
+}

@@ -1,0 +1,164 @@
+//! An unmodified ethercrab MainDevice scans the in-process simulated segment, walks it to OP and
+//! exchanges process data, checked byte for byte in both directions.
+
+use ecsim::inproc::InprocDriver;
+use ecsim::pdi;
+use ecsim::{Faults, SegmentSpec, SimPort};
+use ethercrab::std::ethercat_now;
+use ethercrab::{MainDevice, MainDeviceConfig, PduStorage, SubDeviceState, Timeouts};
+use futures_lite::future::block_on;
+use std::thread;
+
+const FRAMES: usize = 16;
+const FRAME_DATA: usize = PduStorage::element_size(1100);
+
+fn bring_up_and_exchange<const N: usize, const PDI: usize>(spec: SegmentSpec, cycles: u32) {
+    let storage: &'static PduStorage<FRAMES, FRAME_DATA> = Box::leak(Box::new(PduStorage::new()));
+    let (tx, rx, pdu_loop) = storage.try_split().expect("split once");
+    let faults = Faults::new();
+    let n = spec.devices.len();
+    let expected_wkc = spec.expected_wkc() as u16;
+    let port = SimPort::with_faults(spec.clone(), faults);
+    let driver = InprocDriver::new(tx, rx, port);
+    let driver_thread = thread::spawn(move || driver.run());
+
+    // Tests run in parallel on two cores: give ethercrab's 10 ms EEPROM timeout some slack.
+    let timeouts = Timeouts {
+        eeprom: std::time::Duration::from_millis(500),
+        pdu: std::time::Duration::from_millis(500),
+        ..Timeouts::default()
+    };
+    let md = MainDevice::new(pdu_loop, timeouts, MainDeviceConfig::default());
+    let group = block_on(md.init_single_group::<N, PDI>(ethercat_now)).expect("init to PRE-OP");
+    assert_eq!(group.len(), n, "every simulated subdevice discovered");
+    for (i, sd) in group.iter(&md).enumerate() {
+        let d = &spec.devices[i];
+        assert_eq!(sd.identity().vendor_id, d.vendor_id);
+        assert_eq!(sd.identity().product_id, d.product_id);
+        assert_eq!(sd.identity().serial, d.serial);
+        assert_eq!(sd.name(), d.name);
+        assert_eq!(sd.configured_address(), 0x1000 + i as u16);
+    }
+    let group = block_on(group.into_op(&md)).expect("PRE-OP -> OP");
+    for sd in group.iter(&md) {
+        assert_eq!(
+            block_on(sd.status()).expect("AL status").0,
+            SubDeviceState::Op
+        );
+    }
+
+    let mut prev_outputs: Vec<Vec<u8>> = spec
+        .devices
+        .iter()
+        .map(|d| vec![0u8; usize::from(d.outputs)])
+        .collect();
+    let mut counters: Vec<Option<u32>> = vec![None; n];
+    let mut echo_mode: Vec<Option<bool>> = vec![None; n];
+    for cycle in 0..cycles {
+        // Outputs for this cycle: a pattern that changes every cycle and per device.
+        for (i, sd) in group.iter(&md).enumerate() {
+            let mut o = sd.outputs_raw_mut();
+            for (k, b) in o.iter_mut().enumerate() {
+                *b = (cycle as u8)
+                    .wrapping_mul(7)
+                    .wrapping_add(i as u8)
+                    .wrapping_add(k as u8);
+            }
+        }
+        let resp = block_on(group.tx_rx(&md)).expect("tx_rx");
+        assert_eq!(resp.working_counter, expected_wkc, "cycle {cycle}");
+        assert!(resp.all_op(), "cycle {cycle}: {:?}", resp.subdevice_states);
+        for (i, sd) in group.iter(&md).enumerate() {
+            let inputs = sd.inputs_raw();
+            assert_eq!(inputs.len(), usize::from(spec.devices[i].inputs));
+            // Inputs echo the previous cycle's outputs, or this cycle's when the device's inputs
+            // travel in a later frame of a multi-frame image; a device always does the same.
+            let (c, echoes_current) = match pdi::check_inputs(&inputs, &prev_outputs[i]) {
+                Some(c) => (c, false),
+                None => match pdi::check_inputs(&inputs, &sd.outputs_raw()) {
+                    Some(c) => (c, true),
+                    None => panic!(
+                        "cycle {cycle} device {i}: inputs {:?} echo neither {:?} nor {:?}",
+                        &inputs[..],
+                        prev_outputs[i],
+                        &sd.outputs_raw()[..]
+                    ),
+                },
+            };
+            if cycle > 0 {
+                assert_eq!(
+                    echo_mode[i],
+                    Some(echoes_current),
+                    "device {i} echo mode is stable"
+                );
+            }
+            echo_mode[i] = Some(echoes_current);
+            if let Some(prev) = counters[i] {
+                let mask = if inputs.len() >= 4 {
+                    u32::MAX
+                } else {
+                    (1u32 << (8 * inputs.len())) - 1
+                };
+                assert_eq!(
+                    c,
+                    prev.wrapping_add(1) & mask,
+                    "device {i} counter advances by one"
+                );
+            }
+            counters[i] = Some(c);
+            prev_outputs[i] = sd.outputs_raw().to_vec();
+        }
+    }
+    let group = block_on(group.into_safe_op(&md)).expect("OP -> SAFE-OP");
+    let group = block_on(group.into_pre_op(&md)).expect("SAFE-OP -> PRE-OP");
+    let _group = block_on(group.into_init(&md)).expect("PRE-OP -> INIT");
+    // SAFETY: the group is not used again.
+    unsafe { md.release_all() };
+    let (_tx, _rx, port) = driver_thread.join().expect("driver thread");
+    let st = port.stats();
+    assert_eq!(st.malformed, 0);
+    assert!(st.replied > u64::from(cycles));
+    for d in port.segment().devices() {
+        assert_eq!(d.al_state(), 1, "left in INIT");
+    }
+}
+
+#[test]
+fn one_subdevice_reaches_op() {
+    bring_up_and_exchange::<2, 64>(SegmentSpec::uniform(1, 8, 8), 50);
+}
+
+#[test]
+fn reference_segment_reaches_op() {
+    let spec = SegmentSpec::reference();
+    assert_eq!(spec.expected_wkc(), 9);
+    bring_up_and_exchange::<4, 256>(spec, 200);
+}
+
+#[test]
+fn sixteen_subdevices_reach_op() {
+    bring_up_and_exchange::<16, 1024>(SegmentSpec::uniform(16, 22, 22), 50);
+}
+
+#[test]
+fn sixty_four_subdevices_reach_op_with_a_multi_frame_image() {
+    // 64 x 44 bytes = 2816 bytes: the LRW spans several frames.
+    bring_up_and_exchange::<64, 4096>(SegmentSpec::uniform(64, 22, 22), 30);
+}
+
+#[test]
+fn mixed_devices_and_short_images() {
+    let spec = SegmentSpec::from_toml(
+        "[[device]]\nname = \"OUT\"\noutputs = 2\n\
+         [[device]]\nname = \"IN\"\ninputs = 3\n\
+         [[device]]\nname = \"BIG\"\noutputs = 300\ninputs = 700\n",
+    )
+    .unwrap();
+    assert_eq!(spec.expected_wkc(), 2 + 1 + 3);
+    bring_up_and_exchange::<4, 2048>(spec, 30);
+}
+
+#[test]
+fn dc_capable_segment_reaches_op() {
+    bring_up_and_exchange::<4, 256>(SegmentSpec::reference().with_dc(true), 20);
+}
