@@ -3,13 +3,17 @@
 //!
 //! Interface for the `rtcat` binary:
 //! - [`LoadArgs`] / [`run_load`] for `rtcat load`, [`ReportArgs`] / [`run_report`] for `rtcat report`
-//!   (both return the process exit code);
+//!   (both return the process exit code: 0 ok, 1 failure, 2 invalid arguments);
 //! - [`LoadHandle`] to run a load in the background during a ladder run;
 //! - [`summary::Summary`], [`summary::LadderManifest`], [`summary::ladder_csv_row`] and the `.hdr`
 //!   helpers for writing results.
 
 pub mod cpus;
+pub mod cyclictest;
 pub mod load;
+pub mod plot;
+pub mod report;
 pub mod summary;
 
 pub use load::{LoadArgs, LoadHandle, LoadReport, LoadSpec, run_load};
+pub use report::{ReportArgs, run_report};

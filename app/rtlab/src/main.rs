@@ -18,12 +18,15 @@ struct Cli {
 enum Cmd {
     /// Bounded load generator (CPU hogs, tmpfs/anon memory churn, fork churn, loopback traffic)
     Load(rtlab::LoadArgs),
+    /// Latency tables (md/csv/json) and plots from ladder dirs, bench dirs and cyclictest files
+    Report(rtlab::ReportArgs),
 }
 
 fn main() {
     let cli = Cli::parse();
     let code = match &cli.cmd {
         Cmd::Load(a) => rtlab::run_load(a),
+        Cmd::Report(a) => rtlab::run_report(a),
     };
     match code {
         Ok(c) => std::process::exit(c),
