@@ -1,1 +1,29 @@
-//! placeholder
+//! rttune — `rtcat doctor` (audit every real-time knob) and `rtcat tune` (apply/restore the runtime
+//! shield with an exact, journalled restore).
+//!
+//! Everything that touches sysfs, procfs, the kernel command line or `/dev` goes through
+//! [`SysRoot`], which takes a root directory, so the whole crate runs against fake trees.
+//! Non-file operations (stopping irqbalance, ethtool coalescing, task affinity, file capabilities)
+//! go through the [`Host`] trait.
+//!
+//! Interface for the `rtcat` binary: [`DoctorArgs`], [`TuneArgs`], [`TuneSection`], [`RtContext`],
+//! [`run_doctor`], [`run_tune`]. For the ladder: [`tune::plan`], [`tune::apply`], [`tune::restore`]
+//! with [`KnobGroup`]s. See README.md for the JSON schema and check ids.
+
+pub mod cli;
+pub mod config;
+pub mod cpuset;
+pub mod doctor;
+pub mod facts;
+pub mod host;
+pub mod journal;
+pub mod sysroot;
+pub mod testkit;
+pub mod tune;
+
+pub use cli::{DoctorArgs, TuneAction, TuneArgs, run_doctor, run_tune};
+pub use config::{CoalesceConfig, RtContext, TuneSection};
+pub use cpuset::CpuSet;
+pub use host::{Host, RealHost};
+pub use sysroot::SysRoot;
+pub use tune::{KnobGroup, TuneCtx};

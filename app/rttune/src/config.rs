@@ -1,0 +1,281 @@
+//! The `[tune]` table of rtcat's configuration and the context doctor/tune run in.
+
+use crate::cpuset::CpuSet;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+
+/// Default location of the tune state journal.
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/rtcat/tune-state.json";
+
+/// Interrupt-coalescing targets for the EtherCAT NIC (`ethtool -C` semantics). A key that is
+/// absent is left as the driver has it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CoalesceConfig {
+    pub tx_usecs: Option<u32>,
+    pub tx_frames: Option<u32>,
+    pub rx_usecs: Option<u32>,
+    pub rx_frames: Option<u32>,
+}
+
+impl CoalesceConfig {
+    pub fn is_empty(&self) -> bool {
+        self.tx_usecs.is_none()
+            && self.tx_frames.is_none()
+            && self.rx_usecs.is_none()
+            && self.rx_frames.is_none()
+    }
+}
+
+/// The `[tune]` table of `/etc/rtcat/rtcat.toml` (unknown keys rejected).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TuneSection {
+    /// CPUs that take IRQs, unbound work and ordinary tasks (kernel list, e.g. `"0-5,7"`).
+    /// Absent: every online CPU except the RT CPU, and masks are only narrowed (RT CPU removed).
+    pub housekeeping_cpus: Option<String>,
+    /// CPU the EtherCAT NIC's IRQs are pinned to. Absent: NIC IRQs are only moved off the RT CPU.
+    pub nic_irq_cpu: Option<usize>,
+    /// NIC interrupt coalescing targets.
+    pub coalesce: CoalesceConfig,
+    /// cpufreq governor for the policy owning the RT CPU.
+    pub governor: String,
+    /// Disable the idle states of the RT CPU whose exit latency exceeds `cstate_max_latency_us`.
+    pub disable_cstates: bool,
+    /// Highest idle-state exit latency (µs) kept enabled on the RT CPU; state0 (WFI/POLL) is never
+    /// disabled, so 0 keeps only state0.
+    pub cstate_max_latency_us: u32,
+    /// Stop irqbalance while tuned.
+    pub stop_irqbalance: bool,
+    /// Move movable tasks and kthreads off the RT CPU.
+    pub move_tasks: bool,
+    /// Set `kernel.timer_migration` to 0.
+    pub disable_timer_migration: bool,
+    /// Tune state journal (default `/var/lib/rtcat/tune-state.json`, under `--root`).
+    pub state_file: Option<PathBuf>,
+}
+
+impl Default for TuneSection {
+    fn default() -> Self {
+        TuneSection {
+            housekeeping_cpus: None,
+            nic_irq_cpu: None,
+            coalesce: CoalesceConfig::default(),
+            governor: "performance".into(),
+            disable_cstates: true,
+            cstate_max_latency_us: 0,
+            stop_irqbalance: true,
+            move_tasks: true,
+            disable_timer_migration: true,
+            state_file: None,
+        }
+    }
+}
+
+/// A configuration value outside its allowed range; the message names the key.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("{key}: {message}")]
+pub struct ConfigError {
+    pub key: String,
+    pub message: String,
+}
+
+fn cerr(key: &str, message: impl Into<String>) -> ConfigError {
+    ConfigError {
+        key: key.into(),
+        message: message.into(),
+    }
+}
+
+pub const COALESCE_USECS_MAX: u32 = 100_000;
+pub const COALESCE_FRAMES_MAX: u32 = 65_535;
+pub const GOVERNORS: &[&str] = &[
+    "performance",
+    "powersave",
+    "schedutil",
+    "ondemand",
+    "conservative",
+    "userspace",
+    "interactive",
+];
+
+impl TuneSection {
+    /// Parse a `[tune]` table given as TOML text (the table's content, not the whole file).
+    pub fn from_toml_str(s: &str) -> anyhow::Result<TuneSection> {
+        let t: TuneSection = toml::from_str(s)?;
+        t.validate()?;
+        Ok(t)
+    }
+
+    /// Housekeeping set, if configured.
+    pub fn housekeeping(&self) -> Result<Option<CpuSet>, ConfigError> {
+        match &self.housekeeping_cpus {
+            None => Ok(None),
+            Some(s) => {
+                let set = CpuSet::parse_list(s).map_err(|e| {
+                    cerr(
+                        "tune.housekeeping_cpus",
+                        format!("{e} (expected a CPU list such as \"0-5,7\")"),
+                    )
+                })?;
+                if set.is_empty() {
+                    return Err(cerr("tune.housekeeping_cpus", "must name at least one CPU"));
+                }
+                Ok(Some(set))
+            }
+        }
+    }
+
+    /// Check every value; errors name the key and the allowed range.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        self.housekeeping()?;
+        if let Some(c) = self.nic_irq_cpu
+            && c >= crate::cpuset::MAX_CPUS
+        {
+            return Err(cerr(
+                "tune.nic_irq_cpu",
+                format!("{c} is out of range 0..={}", crate::cpuset::MAX_CPUS - 1),
+            ));
+        }
+        let c = &self.coalesce;
+        for (k, v, max) in [
+            ("tune.coalesce.tx_usecs", c.tx_usecs, COALESCE_USECS_MAX),
+            ("tune.coalesce.rx_usecs", c.rx_usecs, COALESCE_USECS_MAX),
+            ("tune.coalesce.tx_frames", c.tx_frames, COALESCE_FRAMES_MAX),
+            ("tune.coalesce.rx_frames", c.rx_frames, COALESCE_FRAMES_MAX),
+        ] {
+            if let Some(v) = v
+                && v > max
+            {
+                return Err(cerr(k, format!("{v} is out of range 0..={max}")));
+            }
+        }
+        if !GOVERNORS.contains(&self.governor.as_str()) {
+            return Err(cerr(
+                "tune.governor",
+                format!(
+                    "{:?} is not a cpufreq governor (allowed: {})",
+                    self.governor,
+                    GOVERNORS.join(", ")
+                ),
+            ));
+        }
+        if self.cstate_max_latency_us > 100_000 {
+            return Err(cerr(
+                "tune.cstate_max_latency_us",
+                format!("{} is out of range 0..=100000", self.cstate_max_latency_us),
+            ));
+        }
+        if let Some(p) = &self.state_file
+            && (p.as_os_str().is_empty() || !p.is_absolute())
+        {
+            return Err(cerr(
+                "tune.state_file",
+                format!("{} must be an absolute path", p.display()),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// What doctor and tune work on: built by rtcat from its config (`[cycle].cpu`, `[bus].interface`,
+/// `[tune]`); explicit CLI flags override it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RtContext {
+    pub rt_cpu: Option<usize>,
+    pub iface: Option<String>,
+    pub tune: TuneSection,
+}
+
+impl RtContext {
+    /// Build a context from an rtcat config file, reading only `[cycle].cpu`, `[bus].interface`
+    /// and `[tune]` (full validation of the file is `rtcat config check`).
+    pub fn from_config_file(path: &Path) -> anyhow::Result<RtContext> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        Self::from_config_str(&text).map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))
+    }
+
+    pub fn from_config_str(text: &str) -> anyhow::Result<RtContext> {
+        let v: toml::Table = toml::from_str(text)?;
+        let rt_cpu = match v.get("cycle").and_then(|c| c.get("cpu")) {
+            None => None,
+            Some(toml::Value::Integer(i)) if *i >= 0 && (*i as usize) < crate::cpuset::MAX_CPUS => {
+                Some(*i as usize)
+            }
+            Some(other) => anyhow::bail!(
+                "cycle.cpu: {other} is not a CPU number (0..={})",
+                crate::cpuset::MAX_CPUS - 1
+            ),
+        };
+        let iface = match v.get("bus").and_then(|b| b.get("interface")) {
+            None => None,
+            Some(toml::Value::String(s)) if valid_ifname(s) => Some(s.clone()),
+            Some(other) => anyhow::bail!("bus.interface: {other} is not a network interface name"),
+        };
+        let tune = match v.get("tune") {
+            None => TuneSection::default(),
+            Some(t) => {
+                let t: TuneSection = t
+                    .clone()
+                    .try_into()
+                    .map_err(|e| anyhow::anyhow!("tune: {e}"))?;
+                t.validate()?;
+                t
+            }
+        };
+        Ok(RtContext {
+            rt_cpu,
+            iface,
+            tune,
+        })
+    }
+}
+
+/// Linux interface-name rules (IFNAMSIZ 16, no '/', no whitespace, not "." or "..").
+pub fn valid_ifname(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() < 16
+        && s != "."
+        && s != ".."
+        && !s.chars().any(|c| c == '/' || c == ':' || c.is_whitespace())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate() {
+        TuneSection::default().validate().unwrap();
+    }
+
+    #[test]
+    fn errors_name_the_key() {
+        let e = TuneSection::from_toml_str("housekeeping_cpus = \"0-x\"").unwrap_err();
+        assert!(e.to_string().contains("tune.housekeeping_cpus"), "{e}");
+        let e = TuneSection::from_toml_str("[coalesce]\nrx_frames = 70000").unwrap_err();
+        assert!(e.to_string().contains("tune.coalesce.rx_frames"), "{e}");
+        assert!(e.to_string().contains("0..=65535"), "{e}");
+        let e = TuneSection::from_toml_str("governor = \"turbo\"").unwrap_err();
+        assert!(e.to_string().contains("tune.governor"), "{e}");
+        let e = TuneSection::from_toml_str("bogus = 1").unwrap_err();
+        assert!(e.to_string().contains("bogus"), "{e}");
+        let e = TuneSection::from_toml_str("state_file = \"rel/x.json\"").unwrap_err();
+        assert!(e.to_string().contains("tune.state_file"), "{e}");
+    }
+
+    #[test]
+    fn context_from_rtcat_config() {
+        let c = RtContext::from_config_str(
+            "[bus]\ninterface = \"eth1\"\n[cycle]\ncpu = 6\nperiod_us = 1000\n[tune]\nhousekeeping_cpus = \"0-5,7\"\nnic_irq_cpu = 5\n[tune.coalesce]\ntx_usecs = 0\ntx_frames = 25\nrx_frames = 1\n",
+        )
+        .unwrap();
+        assert_eq!(c.rt_cpu, Some(6));
+        assert_eq!(c.iface.as_deref(), Some("eth1"));
+        assert_eq!(c.tune.nic_irq_cpu, Some(5));
+        assert_eq!(c.tune.coalesce.tx_frames, Some(25));
+        assert!(RtContext::from_config_str("[cycle]\ncpu = -1\n").is_err());
+        assert!(RtContext::from_config_str("[bus]\ninterface = \"a/b\"\n").is_err());
+    }
+}

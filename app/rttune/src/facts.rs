@@ -1,0 +1,458 @@
+//! Reading the state of the machine (through [`SysRoot`]) into plain data shared by doctor and tune.
+
+use crate::cpuset::CpuSet;
+use crate::sysroot::SysRoot;
+use std::collections::{BTreeMap, HashMap};
+use std::io::Read;
+
+pub const PF_KTHREAD: u64 = 0x0020_0000;
+pub const PF_NO_SETAFFINITY: u64 = 0x0400_0000;
+
+pub const P_IRQ_DEFAULT: &str = "/proc/irq/default_smp_affinity";
+pub const P_WQ_MASK: &str = "/sys/devices/virtual/workqueue/cpumask";
+pub const P_TIMER_MIGRATION: &str = "/proc/sys/kernel/timer_migration";
+pub const P_CPU: &str = "/sys/devices/system/cpu";
+
+/// One interrupt line.
+#[derive(Clone, Debug, Default)]
+pub struct Irq {
+    pub num: u32,
+    /// Action (handler) names; empty = no handler requested.
+    pub names: Vec<String>,
+    pub chip: String,
+    pub hwirq: Option<u64>,
+    /// Raw `smp_affinity` (kept to write masks back in the same shape).
+    pub affinity_raw: Option<String>,
+    pub affinity: Option<CpuSet>,
+    pub effective: Option<CpuSet>,
+    /// From debugfs when mounted: kernel-managed affinity.
+    pub managed: Option<bool>,
+    /// Per-CPU interrupt (PPI / percpu_devid): affinity cannot be changed.
+    pub per_cpu: bool,
+}
+
+impl Irq {
+    pub fn smp_path(&self) -> String {
+        format!("/proc/irq/{}/smp_affinity", self.num)
+    }
+    pub fn label(&self) -> String {
+        if self.names.is_empty() {
+            format!("{}", self.num)
+        } else {
+            format!("{}({})", self.num, self.names.join(","))
+        }
+    }
+    /// True when one of its actions belongs to network interface `iface`.
+    pub fn belongs_to(&self, iface: &str) -> bool {
+        self.names.iter().any(|n| name_matches_iface(n, iface))
+    }
+}
+
+/// `eth1`, `eth1-rx-0`, `eth1:mac`, `eth1_tx` match `eth1`; `eth10` does not.
+pub fn name_matches_iface(name: &str, iface: &str) -> bool {
+    match name.strip_prefix(iface) {
+        Some("") => true,
+        Some(rest) => rest.starts_with(['-', ':', '_', '.', '@']),
+        None => false,
+    }
+}
+
+fn parse_proc_interrupts(root: &SysRoot) -> HashMap<u32, Vec<String>> {
+    let mut m = HashMap::new();
+    let Ok(text) = root.read_raw("/proc/interrupts") else {
+        return m;
+    };
+    let mut lines = text.lines();
+    let ncpu = lines
+        .next()
+        .map(|h| h.split_whitespace().count())
+        .unwrap_or(0);
+    for l in lines {
+        let Some((num, rest)) = l.trim_start().split_once(':') else {
+            continue;
+        };
+        let Ok(num) = num.parse::<u32>() else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        // counts, then chip, hwirq-type..., then actions (comma+space separated)
+        if fields.len() <= ncpu + 2 {
+            continue;
+        }
+        let tail = &fields[ncpu..];
+        // chip name, "hwirq-type" token(s), then actions; actions are the last token(s)
+        let actions = tail.last().copied().unwrap_or("");
+        let names: Vec<String> = actions
+            .split(',')
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        m.insert(num, names);
+    }
+    m
+}
+
+pub fn read_irqs(root: &SysRoot) -> std::io::Result<Vec<Irq>> {
+    let nums = root.list_numeric("/proc/irq")?;
+    let mut fallback: Option<HashMap<u32, Vec<String>>> = None;
+    let debugfs = root.exists("/sys/kernel/debug/irq/irqs");
+    let mut out = Vec::with_capacity(nums.len());
+    for n in nums {
+        let sys = format!("/sys/kernel/irq/{n}");
+        let names = match root.read_opt(&format!("{sys}/actions")) {
+            Some(a) => a
+                .split(',')
+                .map(|s| s.trim().to_string())
+                .filter(|s| !s.is_empty())
+                .collect(),
+            None => fallback
+                .get_or_insert_with(|| parse_proc_interrupts(root))
+                .get(&n)
+                .cloned()
+                .unwrap_or_default(),
+        };
+        let chip = root
+            .read_opt(&format!("{sys}/chip_name"))
+            .unwrap_or_default();
+        let hwirq = root
+            .read_opt(&format!("{sys}/hwirq"))
+            .and_then(|s| s.parse().ok());
+        let affinity_raw = root.read_opt(&format!("/proc/irq/{n}/smp_affinity"));
+        let affinity = affinity_raw
+            .as_deref()
+            .and_then(|s| CpuSet::parse_mask(s).ok());
+        let effective = root
+            .read_opt(&format!("/proc/irq/{n}/effective_affinity_list"))
+            .and_then(|s| CpuSet::parse_list(&s).ok());
+        let (managed, dbg_percpu) = if debugfs {
+            match root.read_opt(&format!("/sys/kernel/debug/irq/irqs/{n}")) {
+                Some(t) => (
+                    Some(t.contains("AFFINITY_MANAGED")),
+                    t.contains("IRQD_PER_CPU") || t.contains("PER_CPU_DEVID"),
+                ),
+                None => (None, false),
+            }
+        } else {
+            (None, false)
+        };
+        let ppi = chip.starts_with("GIC") && matches!(hwirq, Some(16..=31));
+        out.push(Irq {
+            num: n,
+            names,
+            chip,
+            hwirq,
+            affinity_raw,
+            affinity,
+            effective,
+            managed,
+            per_cpu: dbg_percpu || ppi,
+        });
+    }
+    Ok(out)
+}
+
+/// One thread.
+#[derive(Clone, Debug, Default)]
+pub struct Task {
+    pub pid: u32,
+    pub tid: u32,
+    pub comm: String,
+    pub process_comm: String,
+    pub flags: u64,
+    pub policy: u32,
+    pub rt_priority: u32,
+    pub starttime: u64,
+    pub allowed: CpuSet,
+}
+
+impl Task {
+    pub fn is_kthread(&self) -> bool {
+        self.flags & PF_KTHREAD != 0
+    }
+    pub fn no_setaffinity(&self) -> bool {
+        self.flags & PF_NO_SETAFFINITY != 0
+    }
+    pub fn is_irq_thread(&self) -> bool {
+        self.is_kthread() && self.comm.starts_with("irq/")
+    }
+    pub fn policy_name(&self) -> &'static str {
+        match self.policy {
+            0 => "SCHED_OTHER",
+            1 => "SCHED_FIFO",
+            2 => "SCHED_RR",
+            3 => "SCHED_BATCH",
+            5 => "SCHED_IDLE",
+            6 => "SCHED_DEADLINE",
+            _ => "SCHED_?",
+        }
+    }
+}
+
+/// Parse `/proc/PID/task/TID/stat` (comm may contain spaces and parentheses).
+pub fn parse_stat(s: &str) -> Option<(String, Vec<&str>)> {
+    let open = s.find('(')?;
+    let close = s.rfind(')')?;
+    let comm = s.get(open + 1..close)?.to_string();
+    let rest: Vec<&str> = s.get(close + 1..)?.split_whitespace().collect();
+    Some((comm, rest))
+}
+
+pub fn status_field<'a>(status: &'a str, key: &str) -> Option<&'a str> {
+    status.lines().find_map(|l| {
+        l.strip_prefix(key)
+            .and_then(|r| r.strip_prefix(':'))
+            .map(|v| v.trim())
+    })
+}
+
+fn read_task(root: &SysRoot, pid: u32, tid: u32, process_comm: &str) -> Option<Task> {
+    let base = format!("/proc/{pid}/task/{tid}");
+    let stat = root.read_raw(&format!("{base}/stat")).ok()?;
+    let (comm, f) = parse_stat(&stat)?;
+    let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    let status = root.read_raw(&format!("{base}/status")).ok()?;
+    let allowed = status_field(&status, "Cpus_allowed_list")
+        .and_then(|s| CpuSet::parse_list(s).ok())
+        .or_else(|| {
+            status_field(&status, "Cpus_allowed").and_then(|s| CpuSet::parse_mask(s).ok())
+        })?;
+    Some(Task {
+        pid,
+        tid,
+        comm,
+        process_comm: process_comm.to_string(),
+        flags: num(6),
+        starttime: num(19),
+        rt_priority: num(37) as u32,
+        policy: num(38) as u32,
+        allowed,
+    })
+}
+
+/// Processes: pid → comm.
+pub fn read_processes(root: &SysRoot) -> BTreeMap<u32, String> {
+    let mut m = BTreeMap::new();
+    for pid in root.list_numeric("/proc").unwrap_or_default() {
+        if let Some(c) = root.read_opt(&format!("/proc/{pid}/comm")) {
+            m.insert(pid, c);
+        }
+    }
+    m
+}
+
+/// Every thread of every process (threads that vanish while reading are skipped).
+pub fn read_tasks(root: &SysRoot, procs: &BTreeMap<u32, String>) -> Vec<Task> {
+    let mut out = Vec::new();
+    for (pid, pcomm) in procs {
+        let tids = root
+            .list_numeric(&format!("/proc/{pid}/task"))
+            .unwrap_or_default();
+        for tid in tids {
+            if let Some(t) = read_task(root, *pid, tid, pcomm) {
+                out.push(t);
+            }
+        }
+    }
+    out
+}
+
+pub fn pids_named(procs: &BTreeMap<u32, String>, name: &str) -> Vec<u32> {
+    procs
+        .iter()
+        .filter(|(_, c)| c.as_str() == name)
+        .map(|(p, _)| *p)
+        .collect()
+}
+
+/// Processes holding `/dev/cpu_dma_latency` open: (pid, comm).
+pub fn dma_latency_holders(root: &SysRoot, procs: &BTreeMap<u32, String>) -> Vec<(u32, String)> {
+    let mut v = Vec::new();
+    for (pid, comm) in procs {
+        let dir = format!("/proc/{pid}/fd");
+        let Ok(fds) = root.list(&dir) else { continue };
+        if fds.iter().any(|fd| {
+            root.read_link(&format!("{dir}/{fd}"))
+                .map(|t| t == std::path::Path::new("/dev/cpu_dma_latency"))
+                .unwrap_or(false)
+        }) {
+            v.push((*pid, comm.clone()));
+        }
+    }
+    v
+}
+
+/// cpufreq policy.
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    pub name: String,
+    pub related: CpuSet,
+    pub governor: Option<String>,
+    pub available: Vec<String>,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+    pub hw_min: Option<u64>,
+    pub hw_max: Option<u64>,
+}
+
+impl Policy {
+    pub fn dir(&self) -> String {
+        format!("{P_CPU}/cpufreq/{}", self.name)
+    }
+}
+
+pub fn read_policies(root: &SysRoot) -> Vec<Policy> {
+    let dir = format!("{P_CPU}/cpufreq");
+    let mut v = Vec::new();
+    for name in root.list(&dir).unwrap_or_default() {
+        if !name.starts_with("policy") {
+            continue;
+        }
+        let d = format!("{dir}/{name}");
+        let rd = |f: &str| root.read_opt(&format!("{d}/{f}"));
+        let num = |f: &str| rd(f).and_then(|s| s.parse().ok());
+        let related = rd("related_cpus")
+            .or_else(|| rd("affected_cpus"))
+            .map(|s| {
+                s.split_whitespace()
+                    .filter_map(|c| c.parse().ok())
+                    .collect::<CpuSet>()
+            })
+            .unwrap_or_default();
+        v.push(Policy {
+            name: name.clone(),
+            related,
+            governor: rd("scaling_governor"),
+            available: rd("scaling_available_governors")
+                .map(|s| s.split_whitespace().map(String::from).collect())
+                .unwrap_or_default(),
+            min: num("scaling_min_freq"),
+            max: num("scaling_max_freq"),
+            hw_min: num("cpuinfo_min_freq"),
+            hw_max: num("cpuinfo_max_freq"),
+        });
+    }
+    v
+}
+
+/// One cpuidle state of one CPU.
+#[derive(Clone, Debug)]
+pub struct IdleState {
+    pub cpu: usize,
+    pub index: usize,
+    pub name: String,
+    pub latency_us: u64,
+    pub disabled: bool,
+}
+
+impl IdleState {
+    pub fn disable_path(&self) -> String {
+        format!(
+            "{P_CPU}/cpu{}/cpuidle/state{}/disable",
+            self.cpu, self.index
+        )
+    }
+}
+
+/// Idle states of `cpu`; None when cpuidle is absent for it.
+pub fn read_idle_states(root: &SysRoot, cpu: usize) -> Option<Vec<IdleState>> {
+    let dir = format!("{P_CPU}/cpu{cpu}/cpuidle");
+    let entries = root.list(&dir).ok()?;
+    let mut v = Vec::new();
+    for e in entries {
+        let Some(idx) = e
+            .strip_prefix("state")
+            .and_then(|s| s.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let d = format!("{dir}/{e}");
+        v.push(IdleState {
+            cpu,
+            index: idx,
+            name: root.read_opt(&format!("{d}/name")).unwrap_or_default(),
+            latency_us: root
+                .read_opt(&format!("{d}/latency"))
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+            disabled: root.read_opt(&format!("{d}/disable")).as_deref() == Some("1"),
+        });
+    }
+    v.sort_by_key(|s| s.index);
+    Some(v)
+}
+
+pub fn online_cpus(root: &SysRoot) -> CpuSet {
+    root.read_opt(&format!("{P_CPU}/online"))
+        .and_then(|s| CpuSet::parse_list(&s).ok())
+        .unwrap_or_default()
+}
+
+/// Kernel command line split into (key, value) pairs (value None for bare flags).
+pub fn cmdline(root: &SysRoot) -> Vec<(String, Option<String>)> {
+    let s = root.read_opt("/proc/cmdline").unwrap_or_default();
+    let s = s.split(" -- ").next().unwrap_or("");
+    s.split_whitespace()
+        .map(|t| match t.split_once('=') {
+            Some((k, v)) => (k.to_string(), Some(v.trim_matches('"').to_string())),
+            None => (t.to_string(), None),
+        })
+        .collect()
+}
+
+pub fn cmdline_get(cl: &[(String, Option<String>)], key: &str) -> Option<String> {
+    cl.iter()
+        .rev()
+        .find(|(k, _)| k == key)
+        .map(|(_, v)| v.clone().unwrap_or_default())
+}
+
+/// Kernel config (`/proc/config.gz` or `/boot/config-$(uname -r)`), and where it came from.
+pub fn kernel_config(root: &SysRoot) -> Option<(String, HashMap<String, String>)> {
+    let text = if let Ok(gz) = root.read_bytes("/proc/config.gz") {
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(&gz[..])
+            .read_to_string(&mut s)
+            .ok()?;
+        ("/proc/config.gz".to_string(), s)
+    } else {
+        let rel = root.read_opt("/proc/sys/kernel/osrelease")?;
+        let p = format!("/boot/config-{rel}");
+        let s = root.read_raw(&p).ok()?;
+        (p, s)
+    };
+    let mut m = HashMap::new();
+    for l in text.1.lines() {
+        if let Some((k, v)) = l.split_once('=')
+            && k.starts_with("CONFIG_")
+        {
+            m.insert(k.to_string(), v.trim_matches('"').to_string());
+        } else if let Some(k) = l
+            .strip_prefix("# ")
+            .and_then(|r| r.strip_suffix(" is not set"))
+        {
+            m.insert(k.to_string(), "n".to_string());
+        }
+    }
+    Some((text.0, m))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn iface_matching() {
+        assert!(name_matches_iface("eth1", "eth1"));
+        assert!(name_matches_iface("eth1-rx-0", "eth1"));
+        assert!(name_matches_iface("eth1:mac", "eth1"));
+        assert!(!name_matches_iface("eth10", "eth1"));
+        assert!(!name_matches_iface("xeth1", "eth1"));
+    }
+
+    #[test]
+    fn stat_with_odd_comm() {
+        let (c, f) = parse_stat("42 (a b) c) S 1 1 1 0 -1 2097152 0").unwrap();
+        assert_eq!(c, "a b) c");
+        assert_eq!(f[6], "2097152");
+    }
+}

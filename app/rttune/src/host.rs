@@ -1,0 +1,318 @@
+//! Things that are not files: stopping/starting a service, ethtool coalescing (SIOCETHTOOL
+//! ioctl), task CPU affinity (sched_setaffinity) and file capabilities (xattr). Tests replace
+//! [`Host`] with a fake.
+
+use crate::cpuset::CpuSet;
+use crate::sysroot::SysRoot;
+use serde::{Deserialize, Serialize};
+use std::io;
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `struct ethtool_coalesce` after its `cmd` word: 22 u32 in kernel order.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Coalesce(pub [u32; 22]);
+
+impl Coalesce {
+    pub const RX_USECS: usize = 0;
+    pub const RX_FRAMES: usize = 1;
+    pub const TX_USECS: usize = 4;
+    pub const TX_FRAMES: usize = 5;
+    pub const ADAPTIVE_RX: usize = 9;
+    pub const ADAPTIVE_TX: usize = 10;
+
+    pub fn rx_usecs(&self) -> u32 {
+        self.0[Self::RX_USECS]
+    }
+    pub fn rx_frames(&self) -> u32 {
+        self.0[Self::RX_FRAMES]
+    }
+    pub fn tx_usecs(&self) -> u32 {
+        self.0[Self::TX_USECS]
+    }
+    pub fn tx_frames(&self) -> u32 {
+        self.0[Self::TX_FRAMES]
+    }
+
+    /// `rx-usecs 3 rx-frames 1 tx-usecs 0 tx-frames 25` (the `ethtool -C` spelling).
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "rx-usecs {} rx-frames {} tx-usecs {} tx-frames {}",
+            self.rx_usecs(),
+            self.rx_frames(),
+            self.tx_usecs(),
+            self.tx_frames()
+        );
+        if self.0[Self::ADAPTIVE_RX] != 0 || self.0[Self::ADAPTIVE_TX] != 0 {
+            s.push_str(&format!(
+                " adaptive-rx {} adaptive-tx {}",
+                onoff(self.0[Self::ADAPTIVE_RX]),
+                onoff(self.0[Self::ADAPTIVE_TX])
+            ));
+        }
+        s
+    }
+
+    /// This value with the configured fields replaced.
+    pub fn with(&self, c: &crate::config::CoalesceConfig) -> Coalesce {
+        let mut out = *self;
+        if let Some(v) = c.rx_usecs {
+            out.0[Self::RX_USECS] = v;
+        }
+        if let Some(v) = c.rx_frames {
+            out.0[Self::RX_FRAMES] = v;
+        }
+        if let Some(v) = c.tx_usecs {
+            out.0[Self::TX_USECS] = v;
+        }
+        if let Some(v) = c.tx_frames {
+            out.0[Self::TX_FRAMES] = v;
+        }
+        out
+    }
+}
+
+fn onoff(v: u32) -> &'static str {
+    if v != 0 { "on" } else { "off" }
+}
+
+/// How a service was stopped, so that restore can start it the same way.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "how", rename_all = "snake_case")]
+pub enum ServiceStop {
+    /// `systemctl stop UNIT`; restored with `systemctl start UNIT`.
+    Systemd { unit: String },
+    /// SIGTERM to the daemon; restored by running its recorded command line again.
+    Signalled { pid: u32, cmdline: Vec<String> },
+}
+
+/// File capabilities (`security.capability` xattr).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct FileCaps {
+    pub permitted: u64,
+    pub effective: bool,
+}
+
+/// Non-file operations used by doctor and tune.
+pub trait Host {
+    /// Stop a running daemon the way `how` says (see [`plan_service_stop`]).
+    fn stop_service(&self, root: &SysRoot, how: &ServiceStop) -> io::Result<()>;
+    fn start_service(&self, root: &SysRoot, how: &ServiceStop) -> io::Result<()>;
+    fn get_coalesce(&self, iface: &str) -> io::Result<Coalesce>;
+    fn set_coalesce(&self, iface: &str, c: &Coalesce) -> io::Result<()>;
+    fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()>;
+    fn file_caps(&self, root: &SysRoot, path: &str) -> io::Result<Option<FileCaps>>;
+}
+
+/// The real machine.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RealHost;
+
+const SIOCETHTOOL: libc::c_ulong = 0x8946;
+const ETHTOOL_GCOALESCE: u32 = 0x0e;
+const ETHTOOL_SCOALESCE: u32 = 0x0f;
+
+#[repr(C)]
+struct EthtoolCoalesceRaw {
+    cmd: u32,
+    vals: [u32; 22],
+}
+
+#[repr(C)]
+struct IfReq {
+    name: [u8; libc::IFNAMSIZ],
+    data: *mut libc::c_void,
+    _pad: [u8; 16],
+}
+
+fn ethtool_ioctl(iface: &str, raw: &mut EthtoolCoalesceRaw) -> io::Result<()> {
+    if !crate::config::valid_ifname(iface) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{iface:?} is not an interface name"),
+        ));
+    }
+    let mut ifr = IfReq {
+        name: [0; libc::IFNAMSIZ],
+        data: raw as *mut EthtoolCoalesceRaw as *mut libc::c_void,
+        _pad: [0; 16],
+    };
+    ifr.name[..iface.len()].copy_from_slice(iface.as_bytes());
+    // SAFETY: plain socket syscall; the fd is closed below.
+    let fd = unsafe { libc::socket(libc::AF_INET, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: ifr and the buffer it points to live across the call and have the layout the
+    // kernel expects for SIOCETHTOOL (struct ifreq with ifr_data).
+    let rc = unsafe { libc::ioctl(fd, SIOCETHTOOL as _, &mut ifr as *mut IfReq) };
+    let err = io::Error::last_os_error();
+    // SAFETY: fd is ours.
+    unsafe { libc::close(fd) };
+    if rc < 0 { Err(err) } else { Ok(()) }
+}
+
+fn systemd_runs(root: &SysRoot) -> bool {
+    root.exists("/run/systemd/system")
+}
+
+/// Decide how to stop daemon `name` (process `pid`): through systemd when it is PID 1's manager,
+/// otherwise by SIGTERM, recording the command line to start it again.
+pub fn plan_service_stop(root: &SysRoot, name: &str, pid: u32) -> io::Result<ServiceStop> {
+    if systemd_runs(root) {
+        return Ok(ServiceStop::Systemd {
+            unit: format!("{name}.service"),
+        });
+    }
+    let cmdline: Vec<String> = root
+        .read_bytes(&format!("/proc/{pid}/cmdline"))?
+        .split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect();
+    if cmdline.is_empty() {
+        return Err(io::Error::other(format!(
+            "{name} (pid {pid}) has no command line to restart it with"
+        )));
+    }
+    Ok(ServiceStop::Signalled { pid, cmdline })
+}
+
+fn run(cmd: &str, args: &[&str]) -> io::Result<()> {
+    let out = Command::new(cmd).args(args).stdin(Stdio::null()).output()?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(io::Error::other(format!(
+            "{cmd} {} failed ({}): {}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        )))
+    }
+}
+
+impl Host for RealHost {
+    fn stop_service(&self, root: &SysRoot, how: &ServiceStop) -> io::Result<()> {
+        match how {
+            ServiceStop::Systemd { unit } => run("systemctl", &["stop", unit]),
+            ServiceStop::Signalled { pid, .. } => {
+                // SAFETY: kill(2) with a pid read from /proc.
+                if unsafe { libc::kill(*pid as libc::pid_t, libc::SIGTERM) } != 0 {
+                    return Err(io::Error::last_os_error());
+                }
+                let t0 = Instant::now();
+                while root.exists(&format!("/proc/{pid}")) {
+                    if t0.elapsed() > Duration::from_secs(5) {
+                        return Err(io::Error::other(format!(
+                            "pid {pid} still running 5 s after SIGTERM"
+                        )));
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                Ok(())
+            }
+        }
+    }
+
+    fn start_service(&self, _root: &SysRoot, how: &ServiceStop) -> io::Result<()> {
+        match how {
+            ServiceStop::Systemd { unit } => run("systemctl", &["start", unit]),
+            ServiceStop::Signalled { cmdline, .. } => {
+                Command::new(&cmdline[0])
+                    .args(&cmdline[1..])
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()?;
+                Ok(())
+            }
+        }
+    }
+
+    fn get_coalesce(&self, iface: &str) -> io::Result<Coalesce> {
+        let mut raw = EthtoolCoalesceRaw {
+            cmd: ETHTOOL_GCOALESCE,
+            vals: [0; 22],
+        };
+        ethtool_ioctl(iface, &mut raw)?;
+        Ok(Coalesce(raw.vals))
+    }
+
+    fn set_coalesce(&self, iface: &str, c: &Coalesce) -> io::Result<()> {
+        let mut raw = EthtoolCoalesceRaw {
+            cmd: ETHTOOL_SCOALESCE,
+            vals: c.0,
+        };
+        ethtool_ioctl(iface, &mut raw)
+    }
+
+    fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()> {
+        // SAFETY: cpu_set_t is plain data; zeroed is the empty set.
+        let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+        for c in cpus.iter() {
+            if c >= libc::CPU_SETSIZE as usize {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("CPU {c} beyond CPU_SETSIZE"),
+                ));
+            }
+            // SAFETY: c < CPU_SETSIZE checked above.
+            unsafe { libc::CPU_SET(c, &mut set) };
+        }
+        // SAFETY: valid cpu_set_t of the size passed.
+        let rc = unsafe {
+            libc::sched_setaffinity(
+                tid as libc::pid_t,
+                std::mem::size_of::<libc::cpu_set_t>(),
+                &set,
+            )
+        };
+        if rc != 0 {
+            Err(io::Error::last_os_error())
+        } else {
+            Ok(())
+        }
+    }
+
+    fn file_caps(&self, root: &SysRoot, path: &str) -> io::Result<Option<FileCaps>> {
+        use std::os::unix::ffi::OsStrExt;
+        let p = root.path(path);
+        let cpath = std::ffi::CString::new(p.as_os_str().as_bytes())
+            .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "NUL in path"))?;
+        let mut buf = [0u8; 64];
+        // SAFETY: valid C strings and buffer.
+        let n = unsafe {
+            libc::getxattr(
+                cpath.as_ptr(),
+                c"security.capability".as_ptr(),
+                buf.as_mut_ptr() as *mut libc::c_void,
+                buf.len(),
+            )
+        };
+        if n < 0 {
+            let e = io::Error::last_os_error();
+            return match e.raw_os_error() {
+                Some(libc::ENODATA) | Some(libc::ENOTSUP) => Ok(None),
+                _ => Err(e),
+            };
+        }
+        Ok(parse_vfs_cap(&buf[..n as usize]))
+    }
+}
+
+/// Parse `struct vfs_cap_data` (v2/v3).
+pub fn parse_vfs_cap(b: &[u8]) -> Option<FileCaps> {
+    let word = |i: usize| -> Option<u32> {
+        b.get(i * 4..i * 4 + 4)
+            .map(|s| u32::from_le_bytes([s[0], s[1], s[2], s[3]]))
+    };
+    let magic = word(0)?;
+    let lo = word(1)?;
+    let hi = word(3).unwrap_or(0);
+    Some(FileCaps {
+        permitted: u64::from(lo) | (u64::from(hi) << 32),
+        effective: magic & 1 != 0,
+    })
+}

@@ -1,0 +1,159 @@
+//! The one layer through which rttune reads and writes sysfs, procfs, the kernel command line and
+//! `/dev`: every path is taken relative to a root directory, so tests run on fake trees.
+
+use std::collections::HashMap;
+use std::fs::{self, OpenOptions};
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A root directory (`/` on a live system) under which kernel interfaces are read and written.
+#[derive(Clone, Debug)]
+pub struct SysRoot {
+    root: PathBuf,
+    /// Fault injection for fake trees: writes to these (absolute, root-relative) paths fail with
+    /// the given errno, like a kernel file that reads fine but refuses a write (e.g. a managed IRQ's
+    /// `smp_affinity` answering EPERM). Permission bits cannot model that when tests run as root.
+    write_errors: Arc<Mutex<HashMap<String, i32>>>,
+}
+
+impl SysRoot {
+    pub fn new(root: impl Into<PathBuf>) -> Self {
+        SysRoot {
+            root: root.into(),
+            write_errors: Arc::default(),
+        }
+    }
+
+    /// The live system.
+    pub fn live() -> Self {
+        Self::new("/")
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
+    /// True when this is the real `/` (non-file probes such as ioctls only make sense there).
+    pub fn is_live(&self) -> bool {
+        self.root == Path::new("/")
+            || fs::canonicalize(&self.root)
+                .map(|p| p == Path::new("/"))
+                .unwrap_or(false)
+    }
+
+    /// Make writes to `path` fail with `errno` (fake trees only).
+    pub fn inject_write_error(&self, path: &str, errno: i32) {
+        if let Ok(mut m) = self.write_errors.lock() {
+            m.insert(path.to_string(), errno);
+        }
+    }
+
+    /// Host path of a kernel path such as `/proc/irq/36/smp_affinity`.
+    pub fn path(&self, p: &str) -> PathBuf {
+        self.root.join(p.trim_start_matches('/'))
+    }
+
+    pub fn exists(&self, p: &str) -> bool {
+        self.path(p).exists()
+    }
+
+    /// The whole content, as the kernel returned it (raw, newline included).
+    pub fn read_raw(&self, p: &str) -> io::Result<String> {
+        let mut f = fs::File::open(self.path(p))?;
+        let mut buf = Vec::new();
+        f.read_to_end(&mut buf)?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
+    pub fn read_bytes(&self, p: &str) -> io::Result<Vec<u8>> {
+        fs::read(self.path(p))
+    }
+
+    /// Content with surrounding whitespace removed.
+    pub fn read(&self, p: &str) -> io::Result<String> {
+        Ok(self.read_raw(p)?.trim().to_string())
+    }
+
+    /// Trimmed content, or None if the file is missing or unreadable.
+    pub fn read_opt(&self, p: &str) -> Option<String> {
+        self.read(p).ok()
+    }
+
+    /// Names of the entries of a directory, sorted.
+    pub fn list(&self, p: &str) -> io::Result<Vec<String>> {
+        let mut v: Vec<String> = fs::read_dir(self.path(p))?
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        Ok(v)
+    }
+
+    /// Numeric entries of a directory (PIDs, IRQ numbers), sorted numerically.
+    pub fn list_numeric(&self, p: &str) -> io::Result<Vec<u32>> {
+        let mut v: Vec<u32> = fs::read_dir(self.path(p))?
+            .filter_map(|e| e.ok())
+            .filter_map(|e| e.file_name().to_str().and_then(|s| s.parse().ok()))
+            .collect();
+        v.sort_unstable();
+        Ok(v)
+    }
+
+    pub fn read_link(&self, p: &str) -> io::Result<PathBuf> {
+        fs::read_link(self.path(p))
+    }
+
+    /// Write `content` to an existing kernel file in a single write(2) (sysfs/procfs need that);
+    /// never creates files. The file is truncated first, which the kernel ignores and a fake tree needs.
+    pub fn write(&self, p: &str, content: &str) -> io::Result<()> {
+        if let Ok(m) = self.write_errors.lock()
+            && let Some(errno) = m.get(p)
+        {
+            return Err(io::Error::from_raw_os_error(*errno));
+        }
+        let mut f = OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(self.path(p))?;
+        let n = f.write(content.as_bytes())?;
+        if n != content.len() {
+            return Err(io::Error::new(
+                io::ErrorKind::WriteZero,
+                format!("short write to {p}: {n} of {} bytes", content.len()),
+            ));
+        }
+        f.flush()
+    }
+}
+
+/// Write a file atomically: temporary file in the same directory, fsync, rename, fsync directory.
+pub fn atomic_write(path: &Path, data: &[u8]) -> io::Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let name = path.file_name().ok_or_else(|| {
+        io::Error::new(io::ErrorKind::InvalidInput, "state path has no file name")
+    })?;
+    let tmp = dir.join(format!(
+        ".{}.tmp{}",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(data)?;
+        f.sync_all()?;
+    }
+    fs::rename(&tmp, path)?;
+    if let Ok(d) = fs::File::open(dir) {
+        let _ = d.sync_all();
+    }
+    Ok(())
+}
