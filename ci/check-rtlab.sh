@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Checks the rtlab crate (rtcat load / rtcat report / result types): format, lints, tests (with
+# stress-ng installed so its backend is tested too), a live cyclictest histogram through the report,
+# an end-to-end load run and a report with plots. Exits non-zero on the first failure.
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$RTCAT_TOP"
+
+step "rtlab: install stress-ng, rt-tests (cyclictest), shellcheck"
+ensure_apt stress-ng rt-tests shellcheck
+
+step "rtlab: shellcheck"
+shellcheck -x ci/check-rtlab.sh app/rtlab/assets/make-font-subset.sh
+
+step "rtlab: no paths of the build machine in committed files"
+if git grep -n -E '/(work|root|tmp)/' -- app/rtlab; then
+	die "machine-specific paths committed under app/rtlab"
+fi
+
+step "rtlab: font licence shipped with the embedded font"
+[ -s app/rtlab/assets/DejaVuSans-subset.ttf ] || die "embedded font missing"
+grep -q "bitstream-vera" app/rtlab/assets/LICENSE-DejaVu.txt || die "font licence missing"
+
+step "rtlab: cargo fmt --check"
+cargo fmt -p rtlab --check
+
+step "rtlab: cargo clippy --all-targets -D warnings"
+cargo clippy -q -p rtlab --all-targets -- -D warnings
+
+step "rtlab: cargo test (stress-ng backend required)"
+RTLAB_REQUIRE_STRESS_NG=1 cargo test -q -p rtlab
+
+step "rtlab: build the rtlab front end"
+cargo build -q -p rtlab --bin rtlab
+bin="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/rtlab"
+[ -x "$bin" ] || die "rtlab binary not found at $bin"
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+step "rtlab: live cyclictest histogram (this machine's rt-tests) through the report"
+cyclictest -q -t 1 -i 1000 -l 300 -h 400 --histfile="$work/ct-hist.txt" >/dev/null
+"$bin" report "$work/ct-hist.txt" --format csv >"$work/ct.csv"
+cat "$work/ct.csv"
+python3 - "$work/ct.csv" <<'PY'
+import csv, sys
+rows = list(csv.DictReader(open(sys.argv[1])))
+assert len(rows) == 1, rows
+r = rows[0]
+assert r["kind"] == "cyclictest" and r["stage"] == "cyclictest", r
+assert int(r["cycles"]) == 300, r["cycles"]
+assert 0 < float(r["wake_p99_us"]) <= float(r["wake_max_us"]), r
+print("cyclictest import ok")
+PY
+
+step "rtlab: end-to-end load (2 s, CPU 0 only, every kind of load)"
+"$bin" load --cpus 0 --cpu-hogs 1 --mem tmpfs,anon --tmpfs-mb 4 --anon-mb 8 --fork-churn \
+	--net udp --net-mbit 8 --duration 2 --json "$work/load.json" --quiet
+python3 - "$work/load.json" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print({k: r[k] for k in ("stopped_by", "elapsed_s", "hog_loops", "tmpfs_bytes_written", "anon_passes", "forks", "net_bytes_sent")})
+assert r["stopped_by"] == "duration" and 2.0 <= r["elapsed_s"] < 3.0, r
+assert r["hog_loops"] > 0 and r["tmpfs_bytes_written"] > 0 and r["anon_passes"] > 0 and r["forks"] > 0, r
+assert 0 < r["net_bytes_sent"] <= 2 * 1_000_000 + 1472, r  # 8 Mbit/s for 2 s
+assert not r["errors"], r["errors"]
+print("load ok")
+PY
+if compgen -G "/dev/shm/rtcat-load-*" >/dev/null; then
+	ls -d /dev/shm/rtcat-load-* >&2
+	die "load left tmpfs directories behind"
+fi
+
+step "rtlab: report with plots on the fixtures"
+(cd app/rtlab/tests/fixtures &&
+	"$bin" report stock rt bench cyclictest-2t.txt cyclictest-histfile.txt --plots "$work/plots") >"$work/report.md"
+diff -u app/rtlab/tests/golden/report.md "$work/report.md" || die "report differs from the golden table"
+n_svg=$(find "$work/plots" -name '*.svg' | wc -l)
+n_png=$(find "$work/plots" -name '*.png' | wc -l)
+echo "plots: $n_svg SVG, $n_png PNG"
+if [ "$n_svg" -ne 15 ] || [ "$n_png" -ne 15 ]; then
+	die "expected 15 SVG + 15 PNG plots"
+fi
+
+echo
+echo "rtlab: all checks passed"
