@@ -1133,6 +1133,7 @@ fn anon_worker(c: &Ctl, bytes: usize) {
             }
             let base = p.cast::<u8>();
             let mut off = 0;
+            let mut counted = 0;
             while off < bytes {
                 let n = page.min(bytes - off);
                 std::ptr::write_bytes(base.add(off), pass, n);
@@ -1140,12 +1141,16 @@ fn anon_worker(c: &Ctl, bytes: usize) {
                 if (off / page) % 256 == 0 {
                     c.counters
                         .anon_bytes
-                        .fetch_add((256 * page) as u64, Ordering::Relaxed);
+                        .fetch_add((off - counted) as u64, Ordering::Relaxed);
+                    counted = off;
                     if c.done() {
                         break;
                     }
                 }
             }
+            c.counters
+                .anon_bytes
+                .fetch_add((off - counted) as u64, Ordering::Relaxed);
             libc::munmap(p, bytes);
         }
         c.counters.anon_passes.fetch_add(1, Ordering::Relaxed);

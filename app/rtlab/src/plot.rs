@@ -49,6 +49,12 @@ fn color(i: usize) -> RGBColor {
     RGBColor(r, g, b)
 }
 
+/// Legend mark of series `i`: a filled box for solid series, a thin bar for dashed ones.
+fn legend_mark(i: usize, x: i32, y: i32, c: RGBColor) -> Rectangle<(i32, i32)> {
+    let h = if i < COLORS.len() { 6 } else { 1 };
+    Rectangle::new([(x, y - h), (x + 16, y + h)], c.filled())
+}
+
 /// Which latency a plot shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
@@ -199,9 +205,14 @@ fn draw_histogram<DB: DrawingBackend>(
             pts.push((b.0, y));
             pts.push((b.1, y));
         }
-        de!(chart.draw_series(LineSeries::new(pts, c.stroke_width(2))))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
+        // the first COLORS.len() series are solid, the next ones dashed in the same colours
+        let anno = if i < COLORS.len() {
+            de!(chart.draw_series(LineSeries::new(pts, c.stroke_width(2))))?
+        } else {
+            de!(chart.draw_series(DashedLineSeries::new(pts, 8, 5, c.stroke_width(2))))?
+        };
+        anno.label(s.name.clone())
+            .legend(move |(x, y)| legend_mark(i, x, y, c));
     }
     de!(chart
         .configure_series_labels()
@@ -268,6 +279,7 @@ fn draw_percentiles<DB: DrawingBackend>(
     let mut chart = de!(ChartBuilder::on(root)
         .caption(title, ("sans-serif", 22))
         .margin(12)
+        .margin_right(60)
         .x_label_area_size(46)
         .y_label_area_size(70)
         .build_cartesian_2d(0.0..xmax, (ylo * 0.8..yhi * 1.5).log_scale()))?;
@@ -288,9 +300,14 @@ fn draw_percentiles<DB: DrawingBackend>(
         .draw())?;
     for (i, (s, pts)) in series.iter().zip(curves).enumerate() {
         let c = color(i);
-        de!(chart.draw_series(LineSeries::new(pts, c.stroke_width(2))))?
-            .label(s.name.clone())
-            .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
+        // the first COLORS.len() series are solid, the next ones dashed in the same colours
+        let anno = if i < COLORS.len() {
+            de!(chart.draw_series(LineSeries::new(pts, c.stroke_width(2))))?
+        } else {
+            de!(chart.draw_series(DashedLineSeries::new(pts, 8, 5, c.stroke_width(2))))?
+        };
+        anno.label(s.name.clone())
+            .legend(move |(x, y)| legend_mark(i, x, y, c));
     }
     de!(chart
         .configure_series_labels()

@@ -245,6 +245,18 @@ fn read_ladder(dir: &Path, label: String) -> Result<Source> {
                 );
             }
             let (s, run) = read_bench_dir(&rd)?;
+            if s.system.kernel_release != m.system.kernel_release
+                || s.system.hostname != m.system.hostname
+            {
+                bail!(
+                    "{}: measured on {} / kernel {}, but manifest.json says {} / kernel {} (mixed result directories?)",
+                    rd.join(SUMMARY_FILE).display(),
+                    s.system.hostname,
+                    s.system.kernel_release,
+                    m.system.hostname,
+                    m.system.kernel_release
+                );
+            }
             if let Some(ss) = &s.stage
                 && ss != st
             {

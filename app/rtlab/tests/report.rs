@@ -431,6 +431,15 @@ fn malformed_or_partial_inputs_name_the_file() {
             "stock/s1/run1/summary.json: stage is \"s2\" but the run lies under stage s1",
         ),
         (
+            "run from another kernel",
+            Box::new(|d| {
+                edit_json(&d.join("s2/run2/summary.json"), |v| {
+                    v["system"]["kernel_release"] = "6.12.57".into()
+                })
+            }),
+            "stock/s2/run2/summary.json: measured on board / kernel 6.12.57, but manifest.json says board / kernel 5.10.160",
+        ),
+        (
             "manifest schema",
             Box::new(|d| {
                 edit_json(&d.join("manifest.json"), |v| {
@@ -506,4 +515,47 @@ fn other_bad_inputs() {
     let (code, _, err) = report(&["stock", "--plot-size", "10x10"], &fx);
     assert_eq!(code, 2);
     assert!(err.contains("--plot-size: 10x10 is outside"), "{err}");
+}
+
+#[test]
+fn more_series_than_colours_are_all_drawn() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pd = tmp.path().join("p");
+    let (code, _, err) = report(
+        &[
+            "stock",
+            "rt",
+            "stock",
+            "rt",
+            "-o",
+            "/dev/null",
+            "--plots",
+            pd.to_str().unwrap(),
+        ],
+        &here().join("fixtures"),
+    );
+    assert_eq!(code, 2, "duplicate default labels must be refused");
+    assert!(
+        err.contains("--label: two inputs are labelled \"stock\""),
+        "{err}"
+    );
+    let (code, _, err) = report(
+        &[
+            "stock", "rt", "stock", "rt", "--label", "A", "--label", "B", "--label", "C",
+            "--label", "D",
+        ]
+        .into_iter()
+        .chain(["-o", "/dev/null", "--plots", pd.to_str().unwrap()])
+        .collect::<Vec<_>>(),
+        &here().join("fixtures"),
+    );
+    assert_eq!(code, 0, "{err}");
+    let svg = fs::read_to_string(pd.join("wake-percentiles.svg")).unwrap();
+    let texts = svg_texts(&svg);
+    for l in ["A", "B", "C", "D"] {
+        for st in ["s0", "s1", "s2"] {
+            let name = format!("{l}/{st}");
+            assert!(texts.contains(&name), "legend lacks {name}");
+        }
+    }
 }
