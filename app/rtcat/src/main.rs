@@ -1,1 +1,64 @@
-fn main() {}
+use clap::Parser;
+use rtcat::cli::{Cli, Command, ConfigCmd};
+use rtcat::config::{Config, EXAMPLE};
+use std::process::ExitCode;
+
+/// Exit code for bad configuration or usage.
+const EXIT_CONFIG: u8 = 2;
+
+fn context_for(config: Option<&std::path::Path>) -> Result<rttune::RtContext, ExitCode> {
+    match config {
+        None => Ok(rttune::RtContext::default()),
+        Some(p) => match Config::load(p) {
+            Ok(c) => Ok(c.rt_context()),
+            Err(e) => {
+                eprintln!("rtcat: {e}");
+                Err(ExitCode::from(EXIT_CONFIG))
+            }
+        },
+    }
+}
+
+fn code(r: anyhow::Result<i32>) -> ExitCode {
+    match r {
+        Ok(c) => ExitCode::from(c.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("rtcat: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Command::Run(a) => rtcat::runner::run_command(a),
+        Command::Bench(a) => rtcat::runner::bench_command(a),
+        Command::Sim(a) => code(rtcat::simcmd::run_sim(&a)),
+        Command::SimCtl(a) => code(rtcat::simcmd::run_ctl(&a)),
+        Command::Config(ConfigCmd::Check { file }) => match Config::load(&file) {
+            Ok(_) => {
+                println!("{}: OK", file.display());
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("rtcat: {e}");
+                ExitCode::from(EXIT_CONFIG)
+            }
+        },
+        Command::Config(ConfigCmd::Example) => {
+            print!("{EXAMPLE}");
+            ExitCode::SUCCESS
+        }
+        Command::Doctor(a) => match context_for(a.config.as_deref()) {
+            Ok(ctx) => code(rttune::run_doctor(&a, &ctx)),
+            Err(c) => c,
+        },
+        Command::Tune(a) => match context_for(a.config.as_deref()) {
+            Ok(ctx) => code(rttune::run_tune(&a, &ctx)),
+            Err(c) => c,
+        },
+        Command::Load(a) => code(rtlab::run_load(&a)),
+        Command::Report(a) => code(rtlab::run_report(&a)),
+    }
+}

@@ -1,0 +1,151 @@
+//! Command-line interface.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use std::path::PathBuf;
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "rtcat",
+    version,
+    about = "Real-time EtherCAT master for the RK3588, with its tuning toolkit and a simulated segment",
+    after_help = "Exit codes: 0 success, 1 runtime failure, 2 bad configuration or usage."
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub cmd: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Service mode: run the master until stopped (systemd Type=notify, watchdog)
+    Run(RunArgs),
+    /// Run the cyclic loop for a while and report its latencies
+    Bench(BenchArgs),
+    /// Answer as a simulated EtherCAT segment on a network interface
+    Sim(SimArgs),
+    /// Send a fault command to a running `rtcat sim` (drop-next N, link down, power-cycle, ...)
+    SimCtl(SimCtlArgs),
+    /// Validate or print the configuration
+    #[command(subcommand)]
+    Config(ConfigCmd),
+    /// Audit every real-time knob of this system (PASS/WARN/FAIL with the fix)
+    Doctor(rttune::DoctorArgs),
+    /// Apply, restore, show or plan the runtime CPU shield
+    Tune(rttune::TuneArgs),
+    /// Built-in load generator (CPU hogs, memory churn, fork churn, loopback traffic)
+    Load(rtlab::LoadArgs),
+    /// Latency tables and plots from result directories and cyclictest histograms
+    Report(rtlab::ReportArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct RunArgs {
+    /// Configuration file
+    #[arg(long, value_name = "FILE", default_value = crate::config::DEFAULT_CONFIG)]
+    pub config: PathBuf,
+    /// Results directory (default: [output].dir)
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// Run unprivileged on purpose: SCHED_OTHER, unpinned, no locked memory (said in the results)
+    #[arg(long)]
+    pub no_rt: bool,
+    /// Use the in-process simulated segment instead of [bus].interface (testing)
+    #[arg(long)]
+    pub sim: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum TxRxArg {
+    Inline,
+    Thread,
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Use the in-process simulated segment (no root, no NIC)
+    #[arg(long, conflicts_with_all = ["timer_only", "iface"])]
+    pub sim: bool,
+    /// Segment description for --sim (default: the reference segment, 3 subdevices, WKC 9)
+    #[arg(long, value_name = "FILE", requires = "sim")]
+    pub segment: Option<PathBuf>,
+    /// The loop without a bus (comparable with cyclictest)
+    #[arg(long, conflicts_with = "iface")]
+    pub timer_only: bool,
+    /// EtherCAT interface (default: [bus].interface)
+    #[arg(long, value_name = "IF")]
+    pub iface: Option<String>,
+    /// Configuration file (default: built-in defaults)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// How long to run, in seconds
+    #[arg(long, value_name = "S", default_value_t = 10.0)]
+    pub duration: f64,
+    /// Write the summary JSON here ("-" for stdout)
+    #[arg(long, value_name = "FILE")]
+    pub json: Option<String>,
+    /// Directory for all artefacts (summary.json, histograms, events.log, samples.csv)
+    #[arg(long, value_name = "DIR", default_value = "rtcat-bench")]
+    pub out: PathBuf,
+    /// Run unprivileged on purpose: SCHED_OTHER, unpinned, no locked memory (said in the results)
+    #[arg(long)]
+    pub no_rt: bool,
+    /// Cycle period in µs (overrides [cycle].period_us)
+    #[arg(long, value_name = "US")]
+    pub period_us: Option<u32>,
+    /// CPU of the cyclic thread (overrides [cycle].cpu)
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<usize>,
+    /// SCHED_FIFO priority (overrides [cycle].priority)
+    #[arg(long, value_name = "P")]
+    pub priority: Option<u8>,
+    /// Who moves frames (overrides [cycle].txrx)
+    #[arg(long, value_enum)]
+    pub txrx: Option<TxRxArg>,
+    /// Write samples.csv (one row per cycle)
+    #[arg(long)]
+    pub samples: bool,
+    /// Ladder stage id recorded in the results
+    #[arg(long, value_name = "ID", hide = true)]
+    pub stage: Option<String>,
+    /// Check that inputs echo outputs (the simulated segment's behaviour; default with --sim)
+    #[arg(long)]
+    pub check_echo: bool,
+    /// Print health events to stderr as they happen
+    #[arg(long)]
+    pub verbose: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Interface to answer on (e.g. one end of a veth pair)
+    #[arg(long, value_name = "IF")]
+    pub iface: String,
+    /// Segment description (default: the reference segment)
+    #[arg(long, value_name = "FILE")]
+    pub segment: Option<PathBuf>,
+    /// UNIX socket accepting fault commands (see `rtcat sim-ctl`)
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct SimCtlArgs {
+    /// The control socket of the running `rtcat sim`
+    #[arg(long, value_name = "PATH")]
+    pub control: PathBuf,
+    /// drop-next N | drop-fraction F | delay-us N | link up|down | subdevice-error POS CODE |
+    /// power-cycle | corrupt-wkc N | clear | status
+    #[arg(required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ConfigCmd {
+    /// Validate a configuration file (exit 2 with the offending key on error)
+    Check {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+    },
+    /// Print the example configuration (every key, commented)
+    Example,
+}

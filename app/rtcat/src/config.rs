@@ -1,0 +1,423 @@
+//! rtcat's configuration file (TOML). Unknown keys and out-of-range values are rejected with a
+//! message naming the key, the value and the allowed range.
+
+use serde::Deserialize;
+use std::path::{Path, PathBuf};
+use thiserror::Error;
+
+/// Where `rtcat run` looks for its configuration by default.
+pub const DEFAULT_CONFIG: &str = "/etc/rtcat/rtcat.toml";
+
+/// The example configuration shipped with rtcat, every key commented.
+pub const EXAMPLE: &str = include_str!("../rtcat.example.toml");
+
+#[derive(Debug, Error)]
+pub enum ConfigError {
+    #[error("cannot read config {path}: {source}")]
+    Read {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("config {path}: {message}")]
+    Parse { path: String, message: String },
+    #[error("config {path}: {key} = {value}: {message}")]
+    Invalid {
+        path: String,
+        key: String,
+        value: String,
+        message: String,
+    },
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub bus: BusConfig,
+    pub cycle: CycleConfig,
+    pub rt: RtConfig,
+    pub segment: SegmentConfig,
+    pub health: HealthConfig,
+    pub output: OutputConfig,
+    pub tune: rttune::TuneSection,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct BusConfig {
+    /// NIC wired to the EtherCAT segment.
+    pub interface: String,
+    /// How long a cycle waits for its frames to come back, in µs; absent: 90 % of the period.
+    pub response_timeout_us: Option<u32>,
+    /// PDU timeout during initialisation (ms).
+    pub init_pdu_timeout_ms: u32,
+    /// SII EEPROM timeout during initialisation (ms).
+    pub init_eeprom_timeout_ms: u32,
+    /// AL state transition timeout (ms).
+    pub state_timeout_ms: u32,
+}
+
+impl Default for BusConfig {
+    fn default() -> Self {
+        BusConfig {
+            interface: "eth1".into(),
+            response_timeout_us: None,
+            init_pdu_timeout_ms: 100,
+            init_eeprom_timeout_ms: 100,
+            state_timeout_ms: 5000,
+        }
+    }
+}
+
+/// Who moves the frames during cyclic operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TxRxMode {
+    /// The cyclic thread sends, waits for and processes its own frames: no thread hand-off.
+    Inline,
+    /// A separate TX/RX thread (pinned to `txrx_cpu`) moves the frames.
+    Thread,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct CycleConfig {
+    pub period_us: u32,
+    /// CPU of the cyclic thread (the RT CPU); absent: not pinned.
+    pub cpu: Option<usize>,
+    pub priority: u8,
+    pub txrx: TxRxMode,
+    pub txrx_cpu: Option<usize>,
+    pub txrx_priority: u8,
+}
+
+impl Default for CycleConfig {
+    fn default() -> Self {
+        CycleConfig {
+            period_us: 1000,
+            cpu: None,
+            priority: 80,
+            txrx: TxRxMode::Inline,
+            txrx_cpu: None,
+            txrx_priority: 81,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RtConfig {
+    pub lock_memory: bool,
+    pub hold_cpu_dma_latency: bool,
+    pub timer_slack_ns: u64,
+    /// Stack the cyclic thread prefaults before its first cycle (KiB).
+    pub prefault_stack_kib: u32,
+}
+
+impl Default for RtConfig {
+    fn default() -> Self {
+        RtConfig {
+            lock_memory: true,
+            hold_cpu_dma_latency: true,
+            timer_slack_ns: 1,
+            prefault_stack_kib: 256,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectedDevice {
+    pub position: u16,
+    pub vendor_id: Option<u32>,
+    pub product_id: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct SegmentConfig {
+    /// Expected number of subdevices; absent: whatever is found.
+    pub subdevices: Option<u16>,
+    /// Expected working counter; absent: derived from the mapping (+2 outputs, +1 inputs).
+    pub expected_wkc: Option<u32>,
+    pub device: Vec<ExpectedDevice>,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct HealthConfig {
+    /// Consecutive bad cycles (WKC mismatch, lost frame, subdevice not in OP) before the master
+    /// re-initialises the segment.
+    pub bad_cycles_before_recovery: u32,
+    /// Give up (exit non-zero) after this many recoveries in a row that failed; 0 = never.
+    pub max_failed_recoveries: u32,
+    /// Pause between failed recovery attempts (ms).
+    pub recovery_backoff_ms: u32,
+}
+
+impl Default for HealthConfig {
+    fn default() -> Self {
+        HealthConfig {
+            bad_cycles_before_recovery: 10,
+            max_failed_recoveries: 0,
+            recovery_backoff_ms: 500,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct OutputConfig {
+    pub dir: PathBuf,
+    /// Write one CSV row per cycle (samples.csv).
+    pub samples_csv: bool,
+    /// Status line period (ms); 0 = none.
+    pub status_interval_ms: u32,
+}
+
+impl Default for OutputConfig {
+    fn default() -> Self {
+        OutputConfig {
+            dir: PathBuf::from("/var/lib/rtcat"),
+            samples_csv: false,
+            status_interval_ms: 1000,
+        }
+    }
+}
+
+impl Config {
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+            path: path.display().to_string(),
+            source,
+        })?;
+        Self::parse(&text, &path.display().to_string())
+    }
+
+    pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        cfg.validate(path)?;
+        Ok(cfg)
+    }
+
+    /// Check every value against its range; the first violation is reported.
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        let bad = |key: &str, value: &dyn std::fmt::Display, message: &str| ConfigError::Invalid {
+            path: path.to_string(),
+            key: key.to_string(),
+            value: value.to_string(),
+            message: message.to_string(),
+        };
+        let range = |key: &str, v: u64, lo: u64, hi: u64, unit: &str| {
+            if v < lo || v > hi {
+                Err(bad(key, &v, &format!("must be {lo}..={hi}{unit}")))
+            } else {
+                Ok(())
+            }
+        };
+        if self.bus.interface.is_empty()
+            || self.bus.interface.len() > 15
+            || self.bus.interface.contains('/')
+            || self.bus.interface.chars().any(char::is_whitespace)
+        {
+            return Err(bad(
+                "bus.interface",
+                &format!("{:?}", self.bus.interface),
+                "must be a network interface name (1..=15 characters, no '/' or spaces)",
+            ));
+        }
+        range(
+            "cycle.period_us",
+            self.cycle.period_us.into(),
+            125,
+            100_000,
+            " µs",
+        )?;
+        if let Some(t) = self.bus.response_timeout_us {
+            range(
+                "bus.response_timeout_us",
+                t.into(),
+                10,
+                u64::from(self.cycle.period_us),
+                " µs (at most one period)",
+            )?;
+        }
+        range(
+            "bus.init_pdu_timeout_ms",
+            self.bus.init_pdu_timeout_ms.into(),
+            1,
+            10_000,
+            " ms",
+        )?;
+        range(
+            "bus.init_eeprom_timeout_ms",
+            self.bus.init_eeprom_timeout_ms.into(),
+            1,
+            10_000,
+            " ms",
+        )?;
+        range(
+            "bus.state_timeout_ms",
+            self.bus.state_timeout_ms.into(),
+            100,
+            60_000,
+            " ms",
+        )?;
+        range(
+            "cycle.priority",
+            self.cycle.priority.into(),
+            1,
+            99,
+            " (SCHED_FIFO)",
+        )?;
+        range(
+            "cycle.txrx_priority",
+            self.cycle.txrx_priority.into(),
+            1,
+            99,
+            " (SCHED_FIFO)",
+        )?;
+        for (key, cpu) in [
+            ("cycle.cpu", self.cycle.cpu),
+            ("cycle.txrx_cpu", self.cycle.txrx_cpu),
+        ] {
+            if let Some(c) = cpu {
+                range(key, c as u64, 0, 1023, "")?;
+            }
+        }
+        range(
+            "rt.timer_slack_ns",
+            self.rt.timer_slack_ns,
+            1,
+            50_000_000,
+            " ns",
+        )?;
+        range(
+            "rt.prefault_stack_kib",
+            self.rt.prefault_stack_kib.into(),
+            16,
+            8192,
+            " KiB",
+        )?;
+        if let Some(n) = self.segment.subdevices {
+            range("segment.subdevices", n.into(), 1, 256, "")?;
+        }
+        if let Some(w) = self.segment.expected_wkc {
+            range("segment.expected_wkc", w.into(), 1, 65_535, "")?;
+        }
+        for (i, d) in self.segment.device.iter().enumerate() {
+            if let Some(n) = self.segment.subdevices
+                && d.position >= n
+            {
+                return Err(bad(
+                    &format!("segment.device[{i}].position"),
+                    &d.position,
+                    &format!("must be below segment.subdevices ({n})"),
+                ));
+            }
+        }
+        range(
+            "health.bad_cycles_before_recovery",
+            self.health.bad_cycles_before_recovery.into(),
+            1,
+            1_000_000,
+            " cycles",
+        )?;
+        range(
+            "health.recovery_backoff_ms",
+            self.health.recovery_backoff_ms.into(),
+            0,
+            60_000,
+            " ms",
+        )?;
+        range(
+            "output.status_interval_ms",
+            self.output.status_interval_ms.into(),
+            0,
+            3_600_000,
+            " ms",
+        )?;
+        if self.output.dir.as_os_str().is_empty() {
+            return Err(bad("output.dir", &"\"\"", "must be a directory path"));
+        }
+        self.tune.validate().map_err(|e| ConfigError::Invalid {
+            path: path.to_string(),
+            key: format!("tune.{}", e.key.trim_start_matches("tune.")),
+            value: String::from("(see message)"),
+            message: e.message,
+        })?;
+        Ok(())
+    }
+
+    /// Response timeout of one cycle.
+    pub fn response_timeout_ns(&self) -> u64 {
+        match self.bus.response_timeout_us {
+            Some(us) => u64::from(us) * 1000,
+            None => u64::from(self.cycle.period_us) * 900,
+        }
+    }
+
+    /// The context doctor and tune run in, from this configuration.
+    pub fn rt_context(&self) -> rttune::RtContext {
+        rttune::RtContext {
+            rt_cpu: self.cycle.cpu,
+            iface: Some(self.bus.interface.clone()),
+            tune: self.tune.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn example_config_is_valid_and_complete() {
+        let c = Config::parse(EXAMPLE, "rtcat.example.toml").expect("example parses");
+        assert_eq!(c.cycle.period_us, 1000);
+        assert_eq!(c.cycle.cpu, Some(6));
+        assert_eq!(c.segment.expected_wkc, Some(9));
+    }
+
+    #[test]
+    fn empty_config_takes_defaults() {
+        let c = Config::parse("", "x").unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn errors_name_key_value_and_range() {
+        for (text, want) in [
+            (
+                "[cycle]\nperiod_us = 50\n",
+                "cycle.period_us = 50: must be 125..=100000 µs",
+            ),
+            (
+                "[cycle]\npriority = 0\n",
+                "cycle.priority = 0: must be 1..=99",
+            ),
+            (
+                "[cycle]\ncpu = 5000\n",
+                "cycle.cpu = 5000: must be 0..=1023",
+            ),
+            ("[bus]\ninterface = \"\"\n", "bus.interface = \"\""),
+            ("[rt]\ntimer_slack_ns = 0\n", "rt.timer_slack_ns = 0"),
+            (
+                "[segment]\nsubdevices = 2\n[[segment.device]]\nposition = 2\n",
+                "segment.device[0].position = 2",
+            ),
+            ("[cycle]\nperoid_us = 1000\n", "unknown field `peroid_us`"),
+            ("[cycle]\nperiod_us = \"fast\"\n", "period_us"),
+            ("[cycle]\ntxrx = \"both\"\n", "unknown variant `both`"),
+            (
+                "[bus]\nresponse_timeout_us = 5000\n",
+                "bus.response_timeout_us = 5000",
+            ),
+        ] {
+            let e = Config::parse(text, "c.toml").unwrap_err().to_string();
+            assert!(e.contains(want), "{text:?} gave {e:?}, wanted {want:?}");
+        }
+    }
+}

@@ -1,0 +1,481 @@
+//! The master's life: bring the segment to OP, run cyclic phases on a real-time thread, recover
+//! from faults by re-initialising (without restarting the process), and shut down cleanly
+//! (outputs to zero, SAFE-OP, INIT).
+//!
+//! Per BRIEF §6: initialisation runs on a normal thread (ethercrab's timer thread inherits the
+//! scheduling of the first thread that needs it) with a TX/RX thread moving frames; only the
+//! cyclic phase runs SCHED_FIFO.
+
+use crate::app::Application;
+use crate::bus::{Bus, Link, SimLink, SocketLink, ThreadRt, TxRxThread};
+use crate::config::{Config, TxRxMode};
+use crate::cycle::{self, Exchanger, Exit, MAX_PDI, MAX_SUBDEVICES, OpGroup, Params, Sinks};
+use crate::rt;
+use crate::stats::{Event, EventKind, Live, Recorder, Sample};
+use anyhow::{Context, Result, anyhow, bail};
+use ecsim::{Faults, SegmentSpec, SimPort};
+use ethercrab::std::ethercat_now;
+use ethercrab::{MainDevice, MainDeviceConfig, PduStorage, Timeouts};
+use futures_lite::future::block_on;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+pub const MAX_FRAMES: usize = 32;
+pub const FRAME_DATA: usize = PduStorage::element_size(1100);
+type Storage = PduStorage<MAX_FRAMES, FRAME_DATA>;
+
+/// What the master talks to.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The in-process simulated segment (no root, no NIC).
+    Sim { spec: SegmentSpec, faults: Faults },
+    /// A network interface (AF_PACKET, needs CAP_NET_RAW).
+    Iface(String),
+}
+
+/// Real-time settings actually applied (for the results).
+#[derive(Debug, Clone, Default)]
+pub struct RtApplied {
+    pub no_rt: bool,
+    pub cpu: Option<usize>,
+    pub txrx_cpu: Option<usize>,
+    pub policy: String,
+    pub priority: u32,
+    pub timer_slack_ns: u64,
+    /// Minor page faults of the cyclic thread during its cycles (should be 0).
+    pub cycle_minor_faults: u64,
+}
+
+/// The result of a whole run.
+pub struct Outcome {
+    pub rec: Recorder,
+    pub subdevices: usize,
+    pub pdi_bytes: usize,
+    pub expected_wkc: u16,
+    pub rt: RtApplied,
+    pub stop_reason: String,
+    /// An unrecoverable fault ended the run (service mode exits non-zero).
+    pub fatal: Option<String>,
+    pub bus_rx_rejected: u64,
+    pub bus_send_errors: u64,
+}
+
+/// Where the loop's events and samples go; drained by the status thread.
+pub struct Channels {
+    pub live: Arc<Live>,
+    pub events: rtrb::Producer<Event>,
+    pub samples: Option<rtrb::Producer<Sample>>,
+}
+
+/// Subdevice layout found at initialisation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Layout {
+    pub inputs: Vec<usize>,
+    pub outputs: Vec<usize>,
+}
+
+impl Layout {
+    pub fn derived_wkc(&self) -> u32 {
+        self.inputs
+            .iter()
+            .zip(&self.outputs)
+            .map(|(i, o)| (if *o > 0 { 2 } else { 0 }) + u32::from(*i > 0))
+            .sum()
+    }
+    pub fn pdi_bytes(&self) -> usize {
+        self.inputs.iter().sum::<usize>() + self.outputs.iter().sum::<usize>()
+    }
+}
+
+fn init_timeouts(cfg: &Config) -> Timeouts {
+    Timeouts {
+        pdu: Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into()),
+        eeprom: Duration::from_millis(cfg.bus.init_eeprom_timeout_ms.into()),
+        state_transition: Duration::from_millis(cfg.bus.state_timeout_ms.into()),
+        ..Timeouts::default()
+    }
+}
+
+/// Scan, check against the configuration, and walk the segment to OP.
+fn bring_up(md: &MainDevice<'static>, cfg: &Config) -> Result<(OpGroup, Layout, u16)> {
+    let group = block_on(md.init_single_group::<MAX_SUBDEVICES, MAX_PDI>(ethercat_now))
+        .map_err(|e| anyhow!("segment scan/configuration failed: {e}"))?;
+    let n = group.len();
+    if n == 0 {
+        bail!(
+            "no subdevices answered: check the cable, the interface and that the segment is powered"
+        );
+    }
+    if let Some(want) = cfg.segment.subdevices
+        && usize::from(want) != n
+    {
+        bail!("segment.subdevices = {want}, but {n} subdevices answered");
+    }
+    for d in &cfg.segment.device {
+        let sd = group
+            .subdevice(md, usize::from(d.position))
+            .map_err(|e| anyhow!("segment.device position {}: {e}", d.position))?;
+        let id = sd.identity();
+        if let Some(v) = d.vendor_id
+            && v != id.vendor_id
+        {
+            bail!(
+                "subdevice at position {}: vendor_id {:#010x}, configured {v:#010x}",
+                d.position,
+                id.vendor_id
+            );
+        }
+        if let Some(p) = d.product_id
+            && p != id.product_id
+        {
+            bail!(
+                "subdevice at position {}: product_id {:#010x}, configured {p:#010x}",
+                d.position,
+                id.product_id
+            );
+        }
+    }
+    let group = block_on(group.into_op(md)).map_err(|e| anyhow!("transition to OP failed: {e}"))?;
+    let mut layout = Layout {
+        inputs: Vec::with_capacity(n),
+        outputs: Vec::with_capacity(n),
+    };
+    for sd in group.iter(md) {
+        let io = sd.io_raw();
+        layout.inputs.push(io.inputs().len());
+        layout.outputs.push(io.outputs().len());
+    }
+    let derived = layout.derived_wkc();
+    let expected = match cfg.segment.expected_wkc {
+        Some(w) if w != derived => bail!(
+            "segment.expected_wkc = {w}, but the mapping found gives {derived} \
+             ({n} subdevices, {} bytes of process data)",
+            layout.pdi_bytes()
+        ),
+        Some(w) => w,
+        None => derived,
+    };
+    let expected = u16::try_from(expected).context("expected WKC above 65535")?;
+    Ok((group, layout, expected))
+}
+
+/// Outputs to zero, then SAFE-OP, then INIT. Errors are reported, not fatal: results still get
+/// written.
+fn shut_down(md: &MainDevice<'static>, group: OpGroup) -> Result<()> {
+    for sd in group.iter(md) {
+        sd.outputs_raw_mut().fill(0);
+    }
+    block_on(group.tx_rx(md)).map_err(|e| anyhow!("last cycle with zero outputs: {e}"))?;
+    let g = block_on(group.into_safe_op(md)).map_err(|e| anyhow!("OP -> SAFE-OP: {e}"))?;
+    let g = block_on(g.into_pre_op(md)).map_err(|e| anyhow!("SAFE-OP -> PRE-OP: {e}"))?;
+    block_on(g.into_init(md)).map_err(|e| anyhow!("PRE-OP -> INIT: {e}"))?;
+    Ok(())
+}
+
+/// Everything a run needs.
+pub struct RunSpec {
+    pub cfg: Config,
+    pub target: Target,
+    pub duration: Option<Duration>,
+    pub no_rt: bool,
+    /// Called once the segment is in OP and cycling is about to start (sd_notify READY).
+    pub on_ready: Option<Box<dyn FnMut() + Send>>,
+}
+
+fn open_link(target: &Target) -> Result<Box<dyn Link>> {
+    Ok(match target {
+        Target::Sim { spec, faults } => Box::new(SimLink {
+            port: SimPort::with_faults(spec.clone(), faults.clone()),
+        }),
+        Target::Iface(name) => Box::new(SocketLink {
+            sock: ecsim::wire::PacketSocket::open(name)
+                .with_context(|| format!("open EtherCAT interface {name}"))?,
+        }),
+    })
+}
+
+/// Run the master until stopped, the duration elapsed, or an unrecoverable fault.
+pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> Result<Outcome> {
+    let cfg = spec.cfg.clone();
+    let storage: &'static Storage = Box::leak(Box::new(Storage::new()));
+    let (tx, rx, pdu_loop) = storage
+        .try_split()
+        .map_err(|_| anyhow!("PDU storage already split"))?;
+    let link = open_link(&spec.target)?;
+    let mut bus = Bus::new(tx, rx, link);
+    let counters = bus.counters.clone();
+    let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
+    let init_rt = ThreadRt {
+        cpu: if spec.no_rt { None } else { txrx_cpu },
+        fifo_priority: None,
+    };
+
+    let mut md = MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
+    let thread = TxRxThread::spawn(bus, init_rt)?;
+    let first = bring_up(&md, &cfg);
+    bus = thread.stop();
+    let (mut group, mut layout, mut expected_wkc) = first?;
+    app.reset(&layout.outputs);
+
+    // Process-wide real-time settings, once the segment is up.
+    let _dma = if !spec.no_rt && cfg.rt.hold_cpu_dma_latency {
+        Some(rt::DmaLatencyGuard::hold_zero()?)
+    } else {
+        None
+    };
+    if !spec.no_rt && cfg.rt.lock_memory {
+        rt::lock_memory()?;
+    }
+
+    let end_ns = spec
+        .duration
+        .map(|d| crate::clock::now_ns() + d.as_nanos() as u64);
+    let mut rec = Recorder::new();
+    let mut applied = RtApplied {
+        no_rt: spec.no_rt,
+        ..RtApplied::default()
+    };
+    let mut states = [0u8; MAX_SUBDEVICES];
+    let mut scratch = vec![0u8; MAX_PDI];
+    let mut failed_in_a_row: u32 = 0;
+    let mut fatal = None;
+    let stop_reason;
+    if let Some(f) = spec.on_ready.as_mut() {
+        f();
+    }
+
+    loop {
+        let params = Params {
+            period_ns: u64::from(cfg.cycle.period_us) * 1000,
+            response_timeout_ns: cfg.response_timeout_ns(),
+            expected_wkc,
+            bad_cycles_before_recovery: cfg.health.bad_cycles_before_recovery,
+            end_ns,
+        };
+        // One cyclic phase on its own thread; the bus comes back when it ends.
+        let (b, r, exit, a) = run_phase(
+            &md,
+            &group,
+            bus,
+            &cfg,
+            spec.no_rt,
+            app,
+            rec,
+            ch,
+            &mut states,
+            &mut scratch,
+            params,
+        )?;
+        bus = b;
+        rec = r;
+        applied = RtApplied {
+            cycle_minor_faults: applied.cycle_minor_faults + a.cycle_minor_faults,
+            ..a
+        };
+        match exit {
+            Exit::Stopped | Exit::DurationReached => {
+                stop_reason = if exit == Exit::Stopped {
+                    match crate::signals::signal() {
+                        Some(s) => format!("signal {s}"),
+                        None => "stop requested".into(),
+                    }
+                } else {
+                    "duration reached".into()
+                };
+                let t = TxRxThread::spawn(bus, init_rt)?;
+                if let Err(e) = shut_down(&md, group) {
+                    eprintln!("rtcat: shutdown: {e:#}");
+                }
+                let _ = t.stop();
+                break;
+            }
+            Exit::Recover { bad_cycles } => {
+                push(ch, rec.cycles, EventKind::RecoveryStarted { bad_cycles });
+                ch.live.recovering.store(1, Ordering::Relaxed);
+                drop(group);
+                // SAFETY: the old group is dropped and never used with the new MainDevice.
+                let pdu_loop = unsafe { md.release() };
+                md = MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
+                let t = TxRxThread::spawn(bus, init_rt)?;
+                let mut attempts = 0u32;
+                let result = loop {
+                    attempts += 1;
+                    match bring_up(&md, &cfg) {
+                        Ok(up) => break Ok(up),
+                        Err(e) => {
+                            rec.failed_recoveries += 1;
+                            failed_in_a_row += 1;
+                            push(
+                                ch,
+                                rec.cycles,
+                                EventKind::RecoveryFailed { attempt: attempts },
+                            );
+                            eprintln!("rtcat: recovery attempt {attempts} failed: {e:#}");
+                            if cfg.health.max_failed_recoveries > 0
+                                && failed_in_a_row >= cfg.health.max_failed_recoveries
+                            {
+                                break Err(e);
+                            }
+                            if crate::signals::stop_requested()
+                                || end_ns.is_some_and(|e| crate::clock::now_ns() >= e)
+                            {
+                                break Err(anyhow!("stopped while recovering"));
+                            }
+                            std::thread::sleep(Duration::from_millis(
+                                cfg.health.recovery_backoff_ms.into(),
+                            ));
+                            // Start over from a clean PDU loop for the next attempt.
+                            // SAFETY: no group of this MainDevice exists.
+                            let pl = unsafe { md.release() };
+                            md = MainDevice::new(
+                                pl,
+                                init_timeouts(&cfg),
+                                MainDeviceConfig::default(),
+                            );
+                        }
+                    }
+                };
+                bus = t.stop();
+                ch.live.recovering.store(0, Ordering::Relaxed);
+                match result {
+                    Ok((g, l, w)) => {
+                        failed_in_a_row = 0;
+                        group = g;
+                        layout = l;
+                        expected_wkc = w;
+                        app.reset(&layout.outputs);
+                        states = [0u8; MAX_SUBDEVICES];
+                        rec.recoveries += 1;
+                        ch.live.recoveries.store(rec.recoveries, Ordering::Relaxed);
+                        push(ch, rec.cycles, EventKind::RecoveryDone { attempts });
+                    }
+                    Err(e) => {
+                        let stopped = crate::signals::stop_requested()
+                            || end_ns.is_some_and(|e| crate::clock::now_ns() >= e);
+                        stop_reason = if stopped {
+                            "stopped while recovering".into()
+                        } else {
+                            fatal = Some(format!("{e:#}"));
+                            "unrecoverable fault".into()
+                        };
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    Ok(Outcome {
+        rec,
+        subdevices: layout.inputs.len(),
+        pdi_bytes: layout.pdi_bytes(),
+        expected_wkc,
+        rt: applied,
+        stop_reason,
+        fatal,
+        bus_rx_rejected: counters.rx_rejected.load(Ordering::Relaxed),
+        bus_send_errors: counters.send_errors.load(Ordering::Relaxed),
+    })
+}
+
+fn push(ch: &mut Channels, cycle: u64, kind: EventKind) {
+    let _ = ch.events.push(Event {
+        unix_ns: crate::clock::unix_ns(),
+        cycle,
+        kind,
+    });
+}
+
+/// Real-time setup of the calling (cyclic) thread.
+fn setup_cycle_thread(cfg: &Config, no_rt: bool) -> Result<RtApplied> {
+    rt::name_thread("rtcat-cycle");
+    if !no_rt {
+        if let Some(cpu) = cfg.cycle.cpu {
+            rt::pin_to(cpu).context("cycle.cpu")?;
+        }
+        rt::set_timer_slack(cfg.rt.timer_slack_ns)?;
+        rt::set_fifo(cfg.cycle.priority).context("cycle.priority")?;
+        rt::prefault_stack(cfg.rt.prefault_stack_kib);
+    }
+    let (policy, priority) = rt::current_policy();
+    Ok(RtApplied {
+        no_rt,
+        cpu: if no_rt { None } else { cfg.cycle.cpu },
+        txrx_cpu: None,
+        policy,
+        priority,
+        timer_slack_ns: rt::timer_slack(),
+        cycle_minor_faults: 0,
+    })
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run_phase(
+    md: &MainDevice<'static>,
+    group: &OpGroup,
+    bus: Bus,
+    cfg: &Config,
+    no_rt: bool,
+    app: &mut dyn Application,
+    mut rec: Recorder,
+    ch: &mut Channels,
+    states: &mut [u8; MAX_SUBDEVICES],
+    scratch: &mut Vec<u8>,
+    params: Params,
+) -> Result<(Bus, Recorder, Exit, RtApplied)> {
+    let mode = cfg.cycle.txrx;
+    let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("rtcat-cycle".into())
+            .spawn_scoped(s, move || -> Result<(Bus, Recorder, Exit, RtApplied)> {
+                let mut applied = setup_cycle_thread(cfg, no_rt)?;
+                let (mut x, thread) = match mode {
+                    TxRxMode::Inline => {
+                        bus.tx.replace_waker(std::task::Waker::noop());
+                        (Exchanger::Inline(bus), None)
+                    }
+                    TxRxMode::Thread => {
+                        let counters = bus.counters.clone();
+                        let t = TxRxThread::spawn(
+                            bus,
+                            ThreadRt {
+                                cpu: if no_rt { None } else { txrx_cpu },
+                                fifo_priority: (!no_rt).then_some(cfg.cycle.txrx_priority),
+                            },
+                        )?;
+                        let waker = std::task::Waker::from(Arc::new(crate::bus::ThreadWaker(
+                            std::thread::current(),
+                        )));
+                        (Exchanger::Thread { counters, waker }, Some(t))
+                    }
+                };
+                applied.txrx_cpu = match mode {
+                    TxRxMode::Inline => applied.cpu,
+                    TxRxMode::Thread if !no_rt => txrx_cpu,
+                    TxRxMode::Thread => None,
+                };
+                let stop = || crate::signals::stop_requested();
+                let faults_before = rt::thread_minor_faults();
+                let mut sinks = Sinks {
+                    live: &ch.live,
+                    events: &mut ch.events,
+                    samples: ch.samples.as_mut(),
+                    scratch,
+                    states,
+                    stop: &stop,
+                };
+                let exit = cycle::run(&mut x, md, group, app, &mut rec, &mut sinks, params);
+                applied.cycle_minor_faults = rt::thread_minor_faults() - faults_before;
+                let bus = match (x, thread) {
+                    (Exchanger::Inline(b), _) => b,
+                    (Exchanger::Thread { .. }, Some(t)) => t.stop(),
+                    (Exchanger::Thread { .. }, None) => unreachable!("thread mode has a thread"),
+                };
+                Ok((bus, rec, exit, applied))
+            })?;
+        handle
+            .join()
+            .map_err(|_| anyhow!("cyclic thread panicked"))?
+    })
+}

@@ -1,0 +1,216 @@
+//! Measurements of the cyclic thread: HdrHistograms (ns, 1 ns .. 60 s, 3 significant digits,
+//! saturating) and counters, plus the live view the status thread reads.
+
+use hdrhistogram::Histogram;
+#[cfg(test)]
+use rtlab::summary::HDR_HIGHEST_NS;
+use rtlab::summary::{LatencyStats, new_histogram};
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Everything one run measured. Owned by the cyclic thread while it runs.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    pub wake: Histogram<u64>,
+    pub exec: Histogram<u64>,
+    pub rtt: Histogram<u64>,
+    pub cycles: u64,
+    pub missed_deadlines: u64,
+    pub skipped_periods: u64,
+    pub wkc_mismatches: u64,
+    pub frames_lost: u64,
+    pub not_op_cycles: u64,
+    /// Cycles whose inputs did not echo the outputs (simulated segment only).
+    pub data_errors: u64,
+    pub recoveries: u64,
+    pub failed_recoveries: u64,
+}
+
+impl Default for Recorder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Recorder {
+    pub fn new() -> Self {
+        Recorder {
+            wake: new_histogram(),
+            exec: new_histogram(),
+            rtt: new_histogram(),
+            cycles: 0,
+            missed_deadlines: 0,
+            skipped_periods: 0,
+            wkc_mismatches: 0,
+            frames_lost: 0,
+            not_op_cycles: 0,
+            data_errors: 0,
+            recoveries: 0,
+            failed_recoveries: 0,
+        }
+    }
+
+    /// Record one cycle's timings. Saturating: a value beyond 60 s is clamped, never lost.
+    #[inline]
+    pub fn record(&mut self, wake_ns: u64, exec_ns: u64, rtt_ns: Option<u64>) {
+        self.cycles += 1;
+        self.wake.saturating_record(wake_ns);
+        self.exec.saturating_record(exec_ns);
+        if let Some(r) = rtt_ns {
+            self.rtt.saturating_record(r);
+        }
+    }
+
+    pub fn wake_stats(&self) -> LatencyStats {
+        LatencyStats::from_histogram(&self.wake)
+    }
+
+    pub fn exec_stats(&self) -> LatencyStats {
+        LatencyStats::from_histogram(&self.exec)
+    }
+
+    pub fn rtt_stats(&self) -> Option<LatencyStats> {
+        (!self.rtt.is_empty()).then(|| LatencyStats::from_histogram(&self.rtt))
+    }
+}
+
+/// Counters the cyclic thread publishes for the status thread (relaxed atomics, no locks).
+#[derive(Debug, Default)]
+pub struct Live {
+    pub cycles: AtomicU64,
+    pub missed: AtomicU64,
+    pub wkc_mismatches: AtomicU64,
+    pub frames_lost: AtomicU64,
+    pub recoveries: AtomicU64,
+    /// Maxima since the status thread last read them (swapped to 0 on read).
+    pub wake_max_ns: AtomicU64,
+    pub exec_max_ns: AtomicU64,
+    /// 1 while cycling in OP with a healthy segment, 0 otherwise.
+    pub healthy: AtomicU64,
+    /// 1 while the master re-initialises the segment.
+    pub recovering: AtomicU64,
+}
+
+impl Live {
+    #[inline]
+    pub fn publish(&self, rec: &Recorder, wake: u64, exec: u64, healthy: bool) {
+        self.cycles.store(rec.cycles, Ordering::Relaxed);
+        self.missed.store(rec.missed_deadlines, Ordering::Relaxed);
+        self.wkc_mismatches
+            .store(rec.wkc_mismatches, Ordering::Relaxed);
+        self.frames_lost.store(rec.frames_lost, Ordering::Relaxed);
+        self.wake_max_ns.fetch_max(wake, Ordering::Relaxed);
+        self.exec_max_ns.fetch_max(exec, Ordering::Relaxed);
+        self.healthy.store(u64::from(healthy), Ordering::Relaxed);
+    }
+}
+
+/// One health event, produced in the cyclic thread, written out by the status thread.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Event {
+    pub unix_ns: u64,
+    pub cycle: u64,
+    pub kind: EventKind,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventKind {
+    /// The working counter left the expected value.
+    WkcMismatch {
+        got: u16,
+        expected: u16,
+    },
+    /// The working counter is back to the expected value.
+    WkcRestored,
+    /// No response within the response timeout.
+    FrameLost,
+    /// A subdevice's AL state changed (position, new state as ethercrab reports it).
+    StateChange {
+        position: u16,
+        state: u8,
+    },
+    /// The cycle ended after the next deadline; `skipped` periods were skipped.
+    MissedDeadline {
+        skipped: u64,
+    },
+    /// Inputs did not echo the outputs (simulated segment).
+    DataMismatch {
+        position: u16,
+    },
+    RecoveryStarted {
+        bad_cycles: u32,
+    },
+    RecoveryDone {
+        attempts: u32,
+    },
+    RecoveryFailed {
+        attempt: u32,
+    },
+}
+
+impl std::fmt::Display for EventKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventKind::WkcMismatch { got, expected } => {
+                write!(f, "wkc_mismatch got={got} expected={expected}")
+            }
+            EventKind::WkcRestored => write!(f, "wkc_restored"),
+            EventKind::FrameLost => write!(f, "frame_lost"),
+            EventKind::StateChange { position, state } => {
+                write!(
+                    f,
+                    "state_change position={position} state={}",
+                    state_name(*state)
+                )
+            }
+            EventKind::MissedDeadline { skipped } => {
+                write!(f, "missed_deadline skipped_periods={skipped}")
+            }
+            EventKind::DataMismatch { position } => write!(f, "data_mismatch position={position}"),
+            EventKind::RecoveryStarted { bad_cycles } => {
+                write!(f, "recovery_started bad_cycles={bad_cycles}")
+            }
+            EventKind::RecoveryDone { attempts } => write!(f, "recovery_done attempts={attempts}"),
+            EventKind::RecoveryFailed { attempt } => write!(f, "recovery_failed attempt={attempt}"),
+        }
+    }
+}
+
+/// Name of an AL state code as ethercrab encodes `SubDeviceState`.
+pub fn state_name(s: u8) -> &'static str {
+    match s {
+        0x01 => "INIT",
+        0x02 => "PRE-OP",
+        0x03 => "BOOT",
+        0x04 => "SAFE-OP",
+        0x08 => "OP",
+        0x00 => "NONE",
+        _ => "UNKNOWN",
+    }
+}
+
+/// One per-cycle sample for the optional samples.csv.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Sample {
+    pub cycle: u64,
+    pub wake_ns: u64,
+    pub exec_ns: u64,
+    /// 0 when no round trip was measured.
+    pub rtt_ns: u64,
+    pub wkc: u16,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn saturating_record_keeps_huge_values() {
+        let mut r = Recorder::new();
+        r.record(1_000, 2_000, Some(3_000));
+        r.record(u64::MAX / 2, 5, None);
+        assert_eq!(r.cycles, 2);
+        assert_eq!(r.wake.len(), 2);
+        assert!(r.wake.max() >= HDR_HIGHEST_NS / 2);
+        assert_eq!(r.rtt.len(), 1);
+    }
+}
