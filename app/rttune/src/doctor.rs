@@ -927,7 +927,7 @@ impl Ctx<'_> {
                 let c = chk(id, if bad { Verdict::Fail } else { Verdict::Pass })
                     .obs(format!("{s} (CPUs {m})"))
                     .exp(format!(
-                        "excludes CPU {} (e.g. {})",
+                        "excludes CPU {} (e.g. mask {})",
                         self.rtl,
                         self.hk.to_mask_like(&s)
                     ))
@@ -947,22 +947,10 @@ impl Ctx<'_> {
     }
 
     fn nic_irq_nums(&self) -> BTreeSet<u32> {
-        let mut set = BTreeSet::new();
-        if let Some(i) = &self.d.iface {
-            for irq in &self.irqs {
-                if irq.belongs_to(i) {
-                    set.insert(irq.num);
-                }
-            }
-            for n in self
-                .root()
-                .list_numeric(&format!("/sys/class/net/{i}/device/msi_irqs"))
-                .unwrap_or_default()
-            {
-                set.insert(n);
-            }
+        match &self.d.iface {
+            Some(i) => facts::nic_irqs(self.root(), &self.irqs, i),
+            None => BTreeSet::new(),
         }
-        set
     }
 
     fn known_managed(&self, irq: &Irq) -> bool {
@@ -1521,9 +1509,14 @@ impl Ctx<'_> {
                 det.push(format!("{name}: missing"));
                 continue;
             };
+            // timerslack_ns is a per-process file in /proc/TID (not under task/)
             let slack = self
                 .root()
-                .read_opt(&format!("/proc/{pid}/task/{}/timerslack_ns", t.tid))
+                .read_opt(&format!("/proc/{}/timerslack_ns", t.tid))
+                .or_else(|| {
+                    self.root()
+                        .read_opt(&format!("/proc/{pid}/task/{}/timerslack_ns", t.tid))
+                })
                 .and_then(|s| s.parse::<u64>().ok());
             let rt_policy = t.policy == 1 || t.policy == 2;
             let mut problems = Vec::new();

@@ -48,6 +48,39 @@ impl Irq {
     }
 }
 
+/// IRQs of network interface `iface`: actions named after it (`eth1`, `eth1-rx-0`, stmmac and
+/// r8169 style), actions named after its device (`virtio2-input.0`), and the MSI vectors of its
+/// PCI function (`device/msi_irqs`, or the parent's for virtio).
+pub fn nic_irqs(root: &SysRoot, irqs: &[Irq], iface: &str) -> std::collections::BTreeSet<u32> {
+    let base = format!("/sys/class/net/{iface}/device");
+    let dev = root
+        .read_link(&base)
+        .ok()
+        .and_then(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()));
+    let mut s: std::collections::BTreeSet<u32> = irqs
+        .iter()
+        .filter(|q| {
+            q.belongs_to(iface)
+                || dev
+                    .as_deref()
+                    .is_some_and(|d| q.names.iter().any(|n| name_matches_iface(n, d)))
+        })
+        .map(|q| q.num)
+        .collect();
+    let msi = root
+        .list_numeric(&format!("{base}/msi_irqs"))
+        .ok()
+        .filter(|v| !v.is_empty())
+        .or_else(|| {
+            dev.as_deref()
+                .filter(|d| d.starts_with("virtio"))
+                .and_then(|_| root.list_numeric(&format!("{base}/../msi_irqs")).ok())
+        })
+        .unwrap_or_default();
+    s.extend(msi);
+    s
+}
+
 /// `eth1`, `eth1-rx-0`, `eth1:mac`, `eth1_tx` match `eth1`; `eth10` does not.
 pub fn name_matches_iface(name: &str, iface: &str) -> bool {
     match name.strip_prefix(iface) {

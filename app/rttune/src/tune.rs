@@ -2,7 +2,7 @@
 
 use crate::config::TuneSection;
 use crate::cpuset::CpuSet;
-use crate::facts::{self, Irq};
+use crate::facts;
 use crate::host::{self, Coalesce, Host, ServiceStop};
 use crate::journal::{Change, Entry, EntryState, Journal};
 use crate::sysroot::SysRoot;
@@ -271,19 +271,6 @@ fn mask_knob(root: &SysRoot, tc: &TuneCtx, g: KnobGroup, path: &str, what: &str,
     }
 }
 
-fn nic_irq_set(root: &SysRoot, irqs: &[Irq], iface: &str) -> std::collections::BTreeSet<u32> {
-    let mut s: std::collections::BTreeSet<u32> = irqs
-        .iter()
-        .filter(|q| q.belongs_to(iface))
-        .map(|q| q.num)
-        .collect();
-    s.extend(
-        root.list_numeric(&format!("/sys/class/net/{iface}/device/msi_irqs"))
-            .unwrap_or_default(),
-    );
-    s
-}
-
 /// What apply would change for `groups` (expanded), without changing anything.
 pub fn plan(
     root: &SysRoot,
@@ -305,7 +292,7 @@ pub fn plan(
     let nic = tc
         .iface
         .as_deref()
-        .map(|i| nic_irq_set(root, &irqs, i))
+        .map(|i| facts::nic_irqs(root, &irqs, i))
         .unwrap_or_default();
     let procs = facts::read_processes(root);
     // processes this plan stops: their threads are not moved
