@@ -55,6 +55,10 @@ pub struct ReportArgs {
     /// Write the table to FILE instead of stdout
     #[arg(long, short, value_name = "FILE")]
     pub out: Option<PathBuf>,
+    /// Report an interrupted ladder: runs that were never measured (no run directory or no
+    /// summary.json, and no ladder.csv row) are left out and listed; anything malformed still fails
+    #[arg(long)]
+    pub allow_partial: bool,
 }
 
 /// What an input was.
@@ -130,6 +134,8 @@ pub struct Source {
     pub loaded: Option<bool>,
     pub duration_s: Option<f64>,
     pub stages: Vec<Stage>,
+    /// What an incomplete input lacks (with --allow-partial).
+    pub notes: Vec<String>,
 }
 
 fn check_hdr(file: &Path, h: &Histogram<u64>, count: u64, max: u64, field: &str) -> Result<()> {
@@ -201,7 +207,7 @@ pub fn read_bench_dir(dir: &Path) -> Result<(Summary, Run)> {
     ))
 }
 
-fn read_ladder(dir: &Path, label: String) -> Result<Source> {
+fn read_ladder(dir: &Path, label: String, allow_partial: bool) -> Result<Source> {
     let m = LadderManifest::read(&dir.join(MANIFEST_FILE))?;
     let csv_path = dir.join(LADDER_CSV_FILE);
     let text = fs::read_to_string(&csv_path)
@@ -233,10 +239,16 @@ fn read_ladder(dir: &Path, label: String) -> Result<Source> {
         }
     }
     let mut stages = Vec::new();
+    let mut notes = Vec::new();
     for st in &m.stages {
         let mut runs = Vec::new();
         for k in 1..=m.runs {
             let rd = dir.join(st).join(format!("run{k}"));
+            let row = rows.iter().find(|r| r.stage == *st && r.run == k);
+            if allow_partial && row.is_none() && !rd.join(SUMMARY_FILE).exists() {
+                notes.push(format!("{st} run {k}: not measured (partial ladder)"));
+                continue;
+            }
             if !rd.is_dir() {
                 bail!(
                     "{}: missing (manifest.json lists stage {st} with {} runs)",
@@ -266,15 +278,19 @@ fn read_ladder(dir: &Path, label: String) -> Result<Source> {
                 );
             }
             let want = LadderRow::from_summary(st, k, &s);
-            let row = rows
-                .iter()
-                .find(|r| r.stage == *st && r.run == k)
-                .ok_or_else(|| {
-                    anyhow!(
-                        "{}: no row for {st} run {k} (partial ladder?)",
-                        csv_path.display()
-                    )
-                })?;
+            let Some(row) = row else {
+                if allow_partial {
+                    notes.push(format!(
+                        "{st} run {k}: no row in ladder.csv, figures from its summary.json"
+                    ));
+                    runs.push(run);
+                    continue;
+                }
+                bail!(
+                    "{}: no row for {st} run {k} (partial ladder? see --allow-partial)",
+                    csv_path.display()
+                );
+            };
             if !row.matches(&want) {
                 bail!(
                     "{}: the row for {st} run {k} differs from {}",
@@ -284,13 +300,21 @@ fn read_ladder(dir: &Path, label: String) -> Result<Source> {
             }
             runs.push(run);
         }
+        if runs.is_empty() {
+            notes.push(format!("{st}: no run measured, left out"));
+            continue;
+        }
         stages.push(Stage {
             name: st.clone(),
             runs,
         });
     }
+    if stages.is_empty() {
+        bail!("{}: no run of any stage was measured", dir.display());
+    }
     Ok(Source {
         label,
+        notes,
         kind: SourceKind::Ladder,
         kernel_release: Some(m.system.kernel_release.clone()),
         preempt_rt: Some(m.system.preempt_rt),
@@ -351,6 +375,7 @@ fn read_cyclictest(path: &Path, label: String) -> Result<Source> {
     }
     Ok(Source {
         label,
+        notes: Vec::new(),
         kind: SourceKind::Cyclictest,
         kernel_release: None,
         preempt_rt: None,
@@ -361,18 +386,19 @@ fn read_cyclictest(path: &Path, label: String) -> Result<Source> {
 }
 
 /// Reads one input (ladder dir, bench dir or cyclictest file); errors name the file.
-pub fn read_source(path: &Path, label: String) -> Result<Source> {
+pub fn read_source(path: &Path, label: String, allow_partial: bool) -> Result<Source> {
     let md = fs::metadata(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     if md.is_file() {
         return read_cyclictest(path, label);
     }
     if path.join(MANIFEST_FILE).exists() {
-        return read_ladder(path, label);
+        return read_ladder(path, label, allow_partial);
     }
     if path.join(SUMMARY_FILE).exists() {
         let (s, run) = read_bench_dir(path)?;
         return Ok(Source {
             label,
+            notes: Vec::new(),
             kind: SourceKind::Bench,
             kernel_release: Some(s.system.kernel_release.clone()),
             preempt_rt: Some(s.system.preempt_rt),
@@ -552,6 +578,9 @@ pub fn render_markdown(sources: &[Source]) -> String {
     o.push_str("# rtcat latency report\n\n");
     for s in sources {
         let _ = writeln!(o, "- **{}**: {}", s.label, describe_source(s));
+        for n in &s.notes {
+            let _ = writeln!(o, "  - incomplete: {n}");
+        }
     }
     o.push_str(
         "\nLatencies in µs; with several runs `mean ± SD` over the runs; worst max = largest max of any run; \
@@ -694,6 +723,7 @@ struct JsonSource<'a> {
     preempt_rt: Option<bool>,
     loaded: Option<bool>,
     duration_s: Option<f64>,
+    notes: &'a [String],
     stages: Vec<JsonStage>,
 }
 
@@ -718,6 +748,7 @@ pub fn render_json(sources: &[Source]) -> Result<String> {
             preempt_rt: s.preempt_rt,
             loaded: s.loaded,
             duration_s: s.duration_s,
+            notes: &s.notes,
             stages: stage_rows(s)
                 .into_iter()
                 .zip(&s.stages)
@@ -762,7 +793,11 @@ pub fn parse_size(s: &str) -> Result<(u32, u32)> {
 }
 
 /// Reads every input with its label (checks labels first).
-pub fn load_sources(inputs: &[PathBuf], labels: &[String]) -> Result<Vec<Source>> {
+pub fn load_sources(
+    inputs: &[PathBuf],
+    labels: &[String],
+    allow_partial: bool,
+) -> Result<Vec<Source>> {
     if !labels.is_empty() && labels.len() != inputs.len() {
         bail!(
             "--label: {} label(s) for {} input(s); give one per input",
@@ -796,7 +831,7 @@ pub fn load_sources(inputs: &[PathBuf], labels: &[String]) -> Result<Vec<Source>
     inputs
         .iter()
         .zip(names)
-        .map(|(p, l)| read_source(p, l))
+        .map(|(p, l)| read_source(p, l, allow_partial))
         .collect()
 }
 
@@ -811,7 +846,7 @@ pub fn run_report(args: &ReportArgs) -> Result<i32> {
             return Ok(2);
         }
     };
-    let sources = match load_sources(&args.inputs, &args.label) {
+    let sources = match load_sources(&args.inputs, &args.label, args.allow_partial) {
         Ok(s) => s,
         Err(e) => {
             let msg = format!("{e:#}");

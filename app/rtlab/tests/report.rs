@@ -378,7 +378,7 @@ fn malformed_or_partial_inputs_name_the_file() {
                     .collect();
                 fs::write(&p, t.join("\n") + "\n").unwrap();
             }),
-            "stock/ladder.csv: no row for s2 run 2 (partial ladder?)",
+            "stock/ladder.csv: no row for s2 run 2 (partial ladder? see --allow-partial)",
         ),
         (
             "csv garbage",
@@ -558,4 +558,53 @@ fn more_series_than_colours_are_all_drawn() {
             assert!(texts.contains(&name), "legend lacks {name}");
         }
     }
+}
+
+#[test]
+fn interrupted_ladder_with_allow_partial() {
+    let tmp = tempfile::tempdir().unwrap();
+    let d = tmp.path().join("stock");
+    copy_dir(&here().join("fixtures/stock"), &d);
+    // interrupted during s2 run 2: no run directory, no csv row
+    fs::remove_dir_all(d.join("s2/run2")).unwrap();
+    let p = d.join("ladder.csv");
+    let t: Vec<String> = fs::read_to_string(&p)
+        .unwrap()
+        .lines()
+        .filter(|l| !l.starts_with("s2,2,"))
+        .map(String::from)
+        .collect();
+    fs::write(&p, t.join("\n") + "\n").unwrap();
+    let (code, _, err) = report(&["stock"], tmp.path());
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("stock/s2/run2: missing (manifest.json lists stage s2 with 2 runs)"),
+        "{err}"
+    );
+    let (code, out, err) = report(&["stock", "--allow-partial"], tmp.path());
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("  - incomplete: s2 run 2: not measured (partial ladder)\n"),
+        "{out}"
+    );
+    let s2 = out
+        .lines()
+        .find(|l| l.starts_with("| stock | s2 |"))
+        .unwrap();
+    let cells: Vec<&str> = s2.split('|').map(str::trim).collect();
+    assert_eq!(cells[4], "1", "runs of s2: {s2}");
+    assert_eq!(cells[5], "400", "cycles of s2: {s2}");
+    // the remaining s2 run's figures, unchanged: run 1 of the golden fixtures
+    let run1: serde_json::Value =
+        serde_json::from_str(&fs::read_to_string(d.join("s2/run1/summary.json")).unwrap()).unwrap();
+    let p99 = run1["wake_lateness_ns"]["p99"].as_u64().unwrap();
+    assert_eq!(cells[7], format!("{:.3}", p99 as f64 / 1000.0));
+    // malformed content still fails with --allow-partial
+    fs::write(d.join("s1/run1/exec_ns.hdr"), b"junk").unwrap();
+    let (code, _, err) = report(&["stock", "--allow-partial"], tmp.path());
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("stock/s1/run1/exec_ns.hdr: not a valid HdrHistogram V2 file"),
+        "{err}"
+    );
 }
