@@ -272,6 +272,9 @@ impl TxRxThread {
         let efd = Arc::new(EventFdWaker(new_eventfd()?));
         let efd_raw = efd.0.as_raw_fd();
         let waker = Waker::from(efd.clone());
+        // Register before the thread starts: a frame queued in between must wake it, not a
+        // waker left over from an earlier phase.
+        bus.tx.replace_waker(&waker);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let waker2 = waker.clone();

@@ -284,9 +284,17 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
                     "duration reached".into()
                 };
                 let t = TxRxThread::spawn(bus, init_rt)?;
-                if let Err(e) = shut_down(&md, group) {
+                let down = shut_down(&md, group);
+                if let Err(e) = &down {
                     eprintln!("rtcat: shutdown: {e:#}");
                 }
+                push(
+                    ch,
+                    rec.cycles,
+                    EventKind::Shutdown {
+                        reached_init: down.is_ok(),
+                    },
+                );
                 let _ = t.stop();
                 break;
             }

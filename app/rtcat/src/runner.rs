@@ -166,7 +166,19 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 no_rt: job.no_rt,
                 on_ready: Some(Box::new(move || notify.notify("READY=1"))),
             };
-            master::run(spec, job.app.as_mut(), &mut ch)
+            // ethercrab's groups for 256 subdevices and its init futures are large: give the
+            // setup thread a stack that fits them in debug builds too.
+            let app = job.app.as_mut();
+            let chr = &mut ch;
+            std::thread::scope(|s| {
+                std::thread::Builder::new()
+                    .name("rtcat-master".into())
+                    .stack_size(64 << 20)
+                    .spawn_scoped(s, move || master::run(spec, app, chr))
+                    .map_err(anyhow::Error::from)?
+                    .join()
+                    .map_err(|_| anyhow!("master thread panicked"))?
+            })
         }
     };
     drop(ch);

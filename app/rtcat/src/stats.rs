@@ -145,6 +145,10 @@ pub enum EventKind {
     RecoveryFailed {
         attempt: u32,
     },
+    /// End of the run: outputs zeroed, SAFE-OP, INIT (verified by ethercrab), or not.
+    Shutdown {
+        reached_init: bool,
+    },
 }
 
 impl std::fmt::Display for EventKind {
@@ -171,6 +175,13 @@ impl std::fmt::Display for EventKind {
             }
             EventKind::RecoveryDone { attempts } => write!(f, "recovery_done attempts={attempts}"),
             EventKind::RecoveryFailed { attempt } => write!(f, "recovery_failed attempt={attempt}"),
+            EventKind::Shutdown { reached_init } => {
+                write!(
+                    f,
+                    "shutdown outputs=0 segment={}",
+                    if *reached_init { "INIT" } else { "UNKNOWN" }
+                )
+            }
         }
     }
 }

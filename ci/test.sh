@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# rtcat's one test command: every check the project relies on. Installs what is missing (as root,
+# or through sudo), then runs the Rust checks (fmt, clippy, MSRV, tests — including the veth /
+# network-namespace tests, which need root) and each area's checks (kernel, image, rtlab).
+#
+#   ci/test.sh            everything
+#   ci/test.sh rust       only the Rust workspace checks
+#   ci/test.sh kernel|image|rtlab
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$RTCAT_TOP"
+
+MSRV=1.90
+areas=("$@")
+[ ${#areas[@]} -eq 0 ] && areas=(rust rtlab kernel image)
+
+timed() {
+	local name=$1
+	shift
+	local t0=$SECONDS
+	"$@"
+	printf '==> %s took %ds\n' "$name" $((SECONDS - t0))
+}
+
+rust_checks() {
+	step "rust: toolchain components and the $MSRV toolchain (MSRV)"
+	ensure_apt iproute2 ethtool
+	rustup component add rustfmt clippy >/dev/null 2>&1 || true
+	rustup toolchain install "$MSRV" --profile minimal >/dev/null
+
+	step "rust: cargo fmt --check"
+	cargo fmt --all --check
+
+	step "rust: cargo clippy --all-targets -D warnings"
+	cargo clippy --locked --workspace --all-targets -- -D warnings
+
+	step "rust: cargo +$MSRV check --locked (MSRV)"
+	cargo "+$MSRV" check --locked --workspace --all-targets
+
+	step "rust: cargo test (root-only tests are required when running as root)"
+	if [ "$(id -u)" -eq 0 ]; then
+		export RTCAT_REQUIRE_ROOT_TESTS=1
+	fi
+	cargo test --locked --workspace
+}
+
+for a in "${areas[@]}"; do
+	case $a in
+	rust) timed rust rust_checks ;;
+	rtlab) timed rtlab env RTLAB_SKIP_CARGO_CHECKS=1 bash ci/check-rtlab.sh ;;
+	kernel) timed kernel bash ci/check-kernel.sh ;;
+	image) timed image bash ci/check-image.sh ;;
+	*) die "unknown area $a (rust, rtlab, kernel, image)" ;;
+	esac
+done
+printf '\nall checks passed: %s\n' "${areas[*]}"
