@@ -1,0 +1,134 @@
+//! Steady state of the cyclic thread: zero heap allocations and zero page faults per cycle.
+//!
+//! A counting global allocator counts per thread; the application hook (which runs in the cyclic
+//! thread) switches counting on after a warm-up and samples the thread's minor faults.
+
+use ecsim::{Faults, SegmentSpec};
+use rtcat::app::{Application, EchoCheck};
+use rtcat::config::{Config, TxRxMode};
+use rtcat::master::Target;
+use rtcat::runner::{Job, execute};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+struct Counting;
+
+thread_local! {
+    static TRACK: Cell<bool> = const { Cell::new(false) };
+}
+static ALLOCS: AtomicU64 = AtomicU64::new(0);
+
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        if TRACK.with(|t| t.get()) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.alloc(l) }
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) }
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
+        if TRACK.with(|t| t.get()) {
+            ALLOCS.fetch_add(1, Ordering::Relaxed);
+        }
+        unsafe { System.realloc(p, l, n) }
+    }
+}
+
+#[global_allocator]
+static A: Counting = Counting;
+
+const WARMUP: u64 = 200;
+
+/// Wraps the echo check; turns allocation tracking on in the cyclic thread after the warm-up.
+struct Probe {
+    inner: EchoCheck,
+    faults_at_warmup: Arc<AtomicU64>,
+    faults_at_end: Arc<AtomicU64>,
+    cycles_tracked: Arc<AtomicU64>,
+}
+
+impl Application for Probe {
+    fn cycle(&mut self, cycle: u64, position: usize, inputs: &[u8], outputs: &mut [u8]) -> bool {
+        if position == 0 {
+            if cycle == WARMUP {
+                TRACK.with(|t| t.set(true));
+                self.faults_at_warmup.store(rtcat::rt::thread_minor_faults(), Ordering::Relaxed);
+            } else if cycle > WARMUP {
+                self.faults_at_end.store(rtcat::rt::thread_minor_faults(), Ordering::Relaxed);
+                self.cycles_tracked.store(cycle - WARMUP, Ordering::Relaxed);
+            }
+        }
+        self.inner.cycle(cycle, position, inputs, outputs)
+    }
+    fn reset(&mut self, lens: &[usize]) {
+        self.inner.reset(lens)
+    }
+}
+
+fn steady_state(mode: TxRxMode) {
+    let root = nix::unistd::geteuid().is_root();
+    let mut cfg = Config::default();
+    cfg.cycle.txrx = mode;
+    cfg.cycle.period_us = 1000;
+    cfg.bus.response_timeout_us = Some(1000);
+    cfg.output.status_interval_ms = 0;
+    cfg.health.bad_cycles_before_recovery = 1_000_000;
+    // Pin to the last CPU; locked memory needs root (without it, page faults are not asserted).
+    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
+    cfg.cycle.cpu = Some(ncpu - 1);
+    cfg.cycle.txrx_cpu = Some(0);
+    let w = Arc::new(AtomicU64::new(0));
+    let e = Arc::new(AtomicU64::new(0));
+    let c = Arc::new(AtomicU64::new(0));
+    let dir = tempfile::tempdir().unwrap();
+    rtcat::signals::reset();
+    ALLOCS.store(0, Ordering::Relaxed);
+    let r = execute(Job {
+        cfg,
+        target: Some(Target::Sim {
+            spec: SegmentSpec::reference(),
+            faults: Faults::new(),
+        }),
+        duration: Some(Duration::from_secs(2)),
+        no_rt: !root,
+        stage: None,
+        out_dir: dir.path().to_path_buf(),
+        json: None,
+        samples: false,
+        app: Box::new(Probe {
+            inner: EchoCheck::default(),
+            faults_at_warmup: w.clone(),
+            faults_at_end: e.clone(),
+            cycles_tracked: c.clone(),
+        }),
+        notifier: None,
+        echo_events: false,
+        print_table: false,
+    })
+    .expect("run");
+    let tracked = c.load(Ordering::Relaxed);
+    assert!(tracked > 500, "{mode:?}: only {tracked} steady-state cycles");
+    let allocs = ALLOCS.load(Ordering::Relaxed);
+    assert_eq!(allocs, 0, "{mode:?}: {allocs} allocations in {tracked} steady-state cycles");
+    let faults = e.load(Ordering::Relaxed) - w.load(Ordering::Relaxed);
+    if root {
+        assert_eq!(faults, 0, "{mode:?}: {faults} minor page faults in {tracked} cycles");
+        assert!(!r.summary.system.no_rt);
+        assert_eq!(r.summary.system.policy, rtlab::summary::Policy::Fifo);
+    } else {
+        eprintln!("not root: memory not locked, {faults} page faults not asserted");
+        assert!(std::env::var_os("RTCAT_REQUIRE_ROOT_TESTS").is_none());
+    }
+}
+
+#[test]
+fn no_allocation_and_no_page_fault_per_cycle() {
+    // One test: the tracking flag and counter are process-wide.
+    steady_state(TxRxMode::Inline);
+    steady_state(TxRxMode::Thread);
+}

@@ -1,0 +1,132 @@
+//! The binary as a user runs it: exit codes, messages, signals, files.
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn rtcat() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rtcat"))
+}
+
+#[test]
+fn malformed_config_exits_2_naming_the_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.toml");
+    std::fs::write(&f, "[cycle]\nperiod_us = 50\n").unwrap();
+    for args in [
+        vec!["config", "check"],
+        vec!["bench", "--sim", "--duration", "1", "--config"],
+        vec!["run", "--config"],
+    ] {
+        let out = rtcat().args(&args).arg(&f).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("cycle.period_us = 50: must be 125..=100000"), "{args:?}: {err}");
+    }
+    std::fs::write(&f, "[cycle]\nperiod = 1000\n").unwrap();
+    let out = rtcat().args(["config", "check"]).arg(&f).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `period`"));
+    let out = rtcat().args(["config", "check", "/nonexistent/rtcat.toml"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/rtcat.toml"));
+}
+
+#[test]
+fn shipped_configs_are_valid() {
+    let top = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    for f in ["app/rtcat/rtcat.example.toml", "rootfs-overlay/etc/rtcat/rtcat.toml"] {
+        let out = rtcat().args(["config", "check"]).arg(format!("{top}/{f}")).output().unwrap();
+        assert!(out.status.success(), "{f}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let out = rtcat().args(["config", "example"]).output().unwrap();
+    assert!(String::from_utf8_lossy(&out.stdout).contains("[tune.coalesce]"));
+}
+
+#[test]
+fn bad_segment_file_and_arguments_exit_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let seg = dir.path().join("seg.toml");
+    std::fs::write(&seg, "[[device]]\noutputs = 9999\n").unwrap();
+    let out = rtcat()
+        .args(["bench", "--sim", "--no-rt", "--duration", "1", "--segment"])
+        .arg(&seg)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("device[0].outputs = 9999"));
+    let out = rtcat().args(["bench", "--sim", "--duration", "-3"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let out = rtcat().args(["bench", "--sim", "--period-us", "10", "--no-rt"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cycle.period_us = 10"));
+    let out = rtcat().args(["sim-ctl", "--control", "/nonexistent", "explode"]).output().unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command"));
+}
+
+#[test]
+fn sigterm_writes_results_and_leaves_the_segment_in_init() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut child = rtcat()
+        .args(["bench", "--sim", "--no-rt", "--duration", "60", "--period-us", "2000", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let t = Instant::now();
+    let status = child.wait().unwrap();
+    assert!(t.elapsed() < Duration::from_secs(10), "stops promptly");
+    assert!(status.success(), "{status:?}");
+    let s = rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary written");
+    assert!(s.cycles > 100, "{}", s.cycles);
+    assert!(s.duration_s < 30.0);
+    let ev = std::fs::read_to_string(out.join("events.log")).unwrap();
+    assert!(ev.contains("shutdown outputs=0 segment=INIT"), "{ev}");
+    let mut err = String::new();
+    use std::io::Read;
+    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    assert!(err.contains("stopped: signal 15"), "{err}");
+}
+
+#[test]
+fn timer_only_and_json_to_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = rtcat()
+        .args(["bench", "--timer-only", "--no-rt", "--duration", "1", "--json", "-", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let s: rtlab::summary::Summary = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    s.validate().unwrap();
+    assert_eq!(s.mode, rtlab::summary::Mode::TimerOnly);
+    assert!(s.rtt_ns.is_none());
+    assert_eq!(s.wkc.expected, None);
+    assert!(s.cycles > 500);
+    assert!(!dir.path().join("rtt_ns.hdr").exists());
+}
+
+#[test]
+fn missing_privileges_name_the_capability() {
+    if nix::unistd::geteuid().is_root() {
+        eprintln!("skipped: running as root, privileges are not missing");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = rtcat()
+        .args(["bench", "--timer-only", "--duration", "1", "--out"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("CAP_IPC_LOCK") || err.contains("CAP_SYS_NICE") || err.contains("cpu_dma_latency"), "{err}");
+}
