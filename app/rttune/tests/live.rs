@@ -11,7 +11,18 @@ use rttune::tune::{self, KnobGroup, TuneCtx};
 use rttune::{RealHost, SysRoot};
 use std::path::PathBuf;
 
+/// `RTTUNE_REQUIRE_LIVE=1` (set by CI, which runs as root) turns a skip into a failure.
 fn skip_reason() -> Option<String> {
+    let why = skip_reason_inner();
+    if let Some(w) = &why
+        && std::env::var_os("RTTUNE_REQUIRE_LIVE").is_some()
+    {
+        panic!("live test required (RTTUNE_REQUIRE_LIVE) but cannot run: {w}");
+    }
+    why
+}
+
+fn skip_reason_inner() -> Option<String> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         return Some("not root".into());

@@ -1,0 +1,126 @@
+#!/usr/bin/env bash
+# Checks the rttune crate (`rtcat doctor` / `rtcat tune`): shellcheck, no machine paths, fmt,
+# clippy, MSRV build, unit + fake-tree golden tests, live root tests (doctor on /, apply/restore of
+# default_smp_affinity, workqueue cpumask, cpuidle, timer_migration), the CLI against the real
+# machine (JSON schema, exit codes, plan changes nothing, bad config named), and the doctor
+# benchmark on a board-sized fake tree (< 1 s). Exits non-zero on the first failure.
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$RTCAT_TOP"
+
+step "tune: install shellcheck"
+ensure_apt shellcheck
+
+step "tune: shellcheck"
+shellcheck -x ci/check-tune.sh
+
+step "tune: no paths of the build machine in committed files"
+if git grep -n -E '(^|[^a-z_.])/(work|root|tmp)/' -- app/rttune ':!app/rttune/README.md'; then
+	die "machine-specific paths committed under app/rttune"
+fi
+
+step "tune: cargo fmt --check"
+cargo fmt -p rttune --check
+
+step "tune: cargo clippy --all-targets -D warnings"
+cargo clippy -q -p rttune --all-targets -- -D warnings
+
+if command -v rustup >/dev/null; then
+	step "tune: builds with the MSRV (Rust 1.90)"
+	rustup toolchain install 1.90 --profile minimal >/dev/null 2>&1 || die "cannot install Rust 1.90"
+	cargo +1.90 check -q -p rttune --all-targets
+else
+	printf 'rustup not found: MSRV build skipped\n'
+fi
+
+step "tune: cargo test (unit, fake trees, golden verdicts, live root tests)"
+if [ "$(id -u)" -eq 0 ]; then
+	RTTUNE_REQUIRE_LIVE=1 cargo test -q -p rttune -- --test-threads=1
+else
+	printf 'not root: live tests will print why they skip\n'
+	cargo test -q -p rttune
+fi
+
+step "tune: build the stand-alone front end and the benchmark (release)"
+cargo build -q --release -p rttune --examples
+tdir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+bin="$tdir/release/examples/rttune"
+bench="$tdir/release/examples/bench_doctor"
+if [ ! -x "$bin" ] || [ ! -x "$bench" ]; then die "examples not built"; fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+cpus=$(cat /sys/devices/system/cpu/online)
+rt=${cpus##*[-,]}
+step "tune: doctor --json against this machine (RT CPU $rt)"
+set +e
+"$bin" doctor --cpu "$rt" --json >"$work/doctor.json"
+rc=$?
+set -e
+python3 - "$work/doctor.json" "$rc" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+rc = int(sys.argv[2])
+assert r["schema"] == "rttune.doctor/1", r["schema"]
+ids = [c["id"] for c in r["checks"]]
+assert len(ids) == 30 and len(set(ids)) == 30, ids
+for c in r["checks"]:
+    assert c["verdict"] in ("PASS", "WARN", "FAIL", "N/A"), c
+    for k in ("observed", "expected", "why", "fix"):
+        assert isinstance(c[k], str), (c["id"], k)
+    assert c["observed"] and c["expected"] and c["why"], c["id"]
+    assert isinstance(c["reboot"], bool) and isinstance(c["details"], list)
+fails = sum(c["verdict"] == "FAIL" for c in r["checks"])
+assert r["summary"]["fail"] == fails
+assert rc == (1 if fails else 0), (rc, fails)
+print(f"doctor json ok: {len(ids)} checks, {fails} FAIL, exit {rc}")
+PY
+
+step "tune: plan changes nothing on this machine"
+knobs=(/proc/irq/default_smp_affinity /sys/devices/virtual/workqueue/cpumask /proc/sys/kernel/timer_migration)
+snap() { for f in "${knobs[@]}" /sys/devices/system/cpu/cpu"$rt"/cpuidle/state*/disable; do [ -r "$f" ] && printf '%s=%s\n' "$f" "$(cat "$f")"; done; true; }
+snap >"$work/before"
+"$bin" tune plan --cpu "$rt" --state "$work/state.json" >"$work/plan.txt"
+cat "$work/plan.txt"
+snap >"$work/after"
+diff -u "$work/before" "$work/after" || die "tune plan changed the machine"
+[ ! -e "$work/state.json" ] || die "tune plan wrote a state file"
+
+if [ "$(id -u)" -eq 0 ]; then
+	step "tune: CLI apply/status/restore of the VM-safe groups round-trips"
+	groups=(--group default-irq-affinity --group workqueue-mask --group c-states --group timer-migration)
+	"$bin" tune apply --cpu "$rt" "${groups[@]}" --state "$work/state.json"
+	"$bin" tune status --cpu "$rt" "${groups[@]}" --state "$work/state.json" | tee "$work/status.txt"
+	grep -q "in effect" "$work/status.txt" || die "status shows nothing in effect"
+	"$bin" tune restore --state "$work/state.json"
+	snap >"$work/restored"
+	diff -u "$work/before" "$work/restored" || die "restore did not put the machine back"
+	[ ! -e "$work/state.json" ] || die "state file left after a full restore"
+fi
+
+step "tune: a bad config value is rejected naming the key"
+printf '[cycle]\ncpu = 0\n[tune]\nnic_irq_cpu = 99999\n' >"$work/bad.toml"
+set +e
+"$bin" doctor --config "$work/bad.toml" 2>"$work/err.txt"
+rc=$?
+set -e
+cat "$work/err.txt"
+[ "$rc" -eq 2 ] || die "bad config: exit $rc, expected 2"
+grep -q "tune.nic_irq_cpu" "$work/err.txt" || die "error does not name tune.nic_irq_cpu"
+
+step "tune: doctor benchmark on a fake RK3588 tree (~300 IRQs, ~500 tasks)"
+"$bench" 20 | tee "$work/bench.txt"
+python3 - "$work/bench.txt" <<'PY'
+import re, sys
+t = open(sys.argv[1]).read()
+irqs = int(re.search(r"(\d+) IRQs", t).group(1))
+tasks = int(re.search(r"(\d+) tasks", t).group(1))
+med = float(re.search(r"median ([\d.]+) ms", t).group(1))
+assert irqs >= 300 and tasks >= 500, (irqs, tasks)
+assert med < 1000, f"doctor median {med} ms >= 1 s"
+print(f"benchmark ok: median {med} ms")
+PY
+
+step "tune: all checks passed"
