@@ -9,14 +9,15 @@ set -euo pipefail
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 cd "$RTCAT_TOP"
 
-step "tune: install shellcheck"
+step "tune: install shellcheck, check-jsonschema"
 ensure_apt shellcheck
+ensure_pip check-jsonschema check-jsonschema
 
 step "tune: shellcheck"
 shellcheck -x ci/check-tune.sh
 
 step "tune: no paths of the build machine in committed files"
-if git grep -n -E '(^|[^a-z_.])/(work|root|tmp)/' -- app/rttune ':!app/rttune/README.md'; then
+if git grep -n -E '/(work|root|tmp)/' -- app/rttune ci/check-tune.sh; then
 	die "machine-specific paths committed under app/rttune"
 fi
 
@@ -77,6 +78,7 @@ assert r["summary"]["fail"] == fails
 assert rc == (1 if fails else 0), (rc, fails)
 print(f"doctor json ok: {len(ids)} checks, {fails} FAIL, exit {rc}")
 PY
+check-jsonschema --schemafile app/rttune/doctor.schema.json "$work/doctor.json"
 
 step "tune: plan changes nothing on this machine"
 knobs=(/proc/irq/default_smp_affinity /sys/devices/virtual/workqueue/cpumask /proc/sys/kernel/timer_migration)
@@ -87,6 +89,8 @@ cat "$work/plan.txt"
 snap >"$work/after"
 diff -u "$work/before" "$work/after" || die "tune plan changed the machine"
 [ ! -e "$work/state.json" ] || die "tune plan wrote a state file"
+"$bin" tune plan --cpu "$rt" --state "$work/state.json" --json >"$work/plan.json"
+check-jsonschema --schemafile app/rttune/tune.schema.json "$work/plan.json"
 
 if [ "$(id -u)" -eq 0 ]; then
 	step "tune: CLI apply/status/restore of the VM-safe groups round-trips"
@@ -94,7 +98,9 @@ if [ "$(id -u)" -eq 0 ]; then
 	"$bin" tune apply --cpu "$rt" "${groups[@]}" --state "$work/state.json"
 	"$bin" tune status --cpu "$rt" "${groups[@]}" --state "$work/state.json" | tee "$work/status.txt"
 	grep -q "in effect" "$work/status.txt" || die "status shows nothing in effect"
-	"$bin" tune restore --state "$work/state.json"
+	"$bin" tune restore --state "$work/state.json" --json >"$work/restore.json"
+	cat "$work/restore.json"
+	check-jsonschema --schemafile app/rttune/tune.schema.json "$work/restore.json"
 	snap >"$work/restored"
 	diff -u "$work/before" "$work/restored" || die "restore did not put the machine back"
 	[ ! -e "$work/state.json" ] || die "state file left after a full restore"
