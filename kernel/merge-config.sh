@@ -103,7 +103,7 @@ echo "merge-config: $base + ${frags[*]##*/} ($(make -s -C "$src" kernelversion 2
 # merge_config.sh prints every override; keep its log for the curious.
 (cd "$out" && "$src/scripts/kconfig/merge_config.sh" -m -O "$out" "$out/.config" "${frags[@]}") \
 	>"$out/merge_config.log" 2>&1 || die "merge_config.sh failed (see $out/merge_config.log)"
-"${mk[@]}" olddefconfig >/dev/null || die "make olddefconfig failed"
+"${mk[@]}" olddefconfig >"$out/olddefconfig.log" 2>&1 || die "make olddefconfig failed (see $out/olddefconfig.log)"
 if verify "$out/.config" "${frags[@]}"; then
 	echo "merge-config: every requested option survived ($out/.config)"
 else

@@ -1,0 +1,226 @@
+#!/usr/bin/env bash
+# Standalone build of rtcat's real-time kernels: fetch the pinned source, apply the patches,
+# merge and verify the config fragments, build Image + dtbs + modules + overlays and package
+# Debian kernel packages (bindeb-pkg).
+#
+# Usage: kernel/build.sh --flavour mainline-rt|bsp-rt [options]
+#   --out DIR           results (default: ./rtcat-kernel-FLAVOUR); the build tree is DIR/build
+#   --src DIR           use this kernel tree instead of fetching the pinned one (it is copied,
+#                       never modified; the patches must apply to it)
+#   --qemu-virt         add fragments/qemu-virt.cfg (virtio blk/net/pci, PL011) for
+#                       qemu-system-aarch64 -M virt
+#   --trim              add fragments/trim.cfg (no DRM, sound, media, WLAN, BT, ...) to build faster
+#   --no-hw             leave out the RK3588 hardware fragments (e.g. a QEMU-only kernel)
+#   --no-deb            build Image, dtbs and modules only, no Debian packages
+#   --localversion STR  LOCALVERSION (default: -rtcat-rt for mainline-rt, -rtcat for bsp-rt,
+#                       whose tree already appends -rt89)
+#   --jobs N            parallel jobs (default: number of CPUs)
+#   --config-only       stop after the verified .config (fast; what CI checks)
+# Environment: EXTRA_FRAGMENTS="a.cfg b.cfg" extra fragments, verified like the others;
+#              RTCAT_KERNEL_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/rtcat) for downloads/sources.
+#
+# Results in --out: Image, dtbs/ (RK3588 dtbs), overlays/*.dtbo, config, linux-*.deb (unless
+# --no-deb), build-info.txt (source pin, patches, fragments, versions). Exit non-zero on any error,
+# including a requested config option that did not survive.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+top=$(cd "$here/.." && pwd)
+flavour="" out="" src="" qemu="" trim="" hw=1 deb=1 localversion="" config_only=""
+jobs=$(nproc)
+cache=${RTCAT_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rtcat}
+cross=${CROSS_COMPILE:-aarch64-linux-gnu-}
+
+die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 2; }
+step() { printf '\n==> %s\n' "$*"; }
+
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--flavour) flavour=${2:?--flavour needs mainline-rt or bsp-rt}; shift 2 ;;
+	--out) out=${2:?--out needs a directory}; shift 2 ;;
+	--src) src=${2:?--src needs a kernel tree}; shift 2 ;;
+	--qemu-virt) qemu=1; shift ;;
+	--trim) trim=1; shift ;;
+	--no-hw) hw=""; shift ;;
+	--no-deb) deb=""; shift ;;
+	--localversion) localversion=${2?--localversion needs a string}; shift 2 ;;
+	--jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
+	--config-only) config_only=1; shift ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument '$1' (see --help)" ;;
+	esac
+done
+
+# pin KEY: value of KEY in sources.env (read, not sourced).
+pin() {
+	local v
+	v=$(sed -n "s/^$1=//p" "$here/sources.env" | tail -1)
+	v=${v#\"} v=${v%\"}
+	[ -n "$v" ] || die "sources.env has no $1"
+	printf '%s' "$v"
+}
+
+case "$flavour" in
+mainline-rt) patchdir="$here/patches/mainline-6.12" defconfig=$(pin MAINLINE_DEFCONFIG) ;;
+bsp-rt) patchdir="$here/patches/bsp-5.10" defconfig=$(pin BSP_DEFCONFIG) ;;
+"") die "--flavour is required (mainline-rt or bsp-rt)" ;;
+*) die "--flavour: '$flavour' is not mainline-rt or bsp-rt" ;;
+esac
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || die "--jobs: '$jobs' is not a positive number"
+if [ -z "$localversion" ]; then
+	if [ "$flavour" = mainline-rt ]; then localversion=-rtcat-rt; else localversion=-rtcat; fi
+fi
+[[ $localversion =~ ^[-+.a-z0-9]*$ ]] || die "--localversion: '$localversion' may only hold a-z 0-9 - + ."
+out=${out:-$PWD/rtcat-kernel-$flavour}
+mkdir -p "$out" "$cache"
+out=$(cd "$out" && pwd)
+
+frags=("$here/fragments/rt-core.cfg")
+if [ -n "$hw" ]; then
+	frags+=("$here/fragments/rk3588-ethercat.cfg")
+	[ "$flavour" = mainline-rt ] && frags+=("$here/fragments/rk3588-mainline.cfg")
+fi
+[ -n "$qemu" ] && frags+=("$here/fragments/qemu-virt.cfg")
+[ -n "$trim" ] && frags+=("$here/fragments/trim.cfg")
+for f in ${EXTRA_FRAGMENTS:-}; do
+	[ -r "$f" ] || die "EXTRA_FRAGMENTS: cannot read $f"
+	frags+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
+done
+
+need=(make gcc "${cross}gcc" bc bison flex perl python3 dtc openssl rsync cpio kmod)
+[ -n "$deb" ] && need+=(dpkg-buildpackage)
+missing=()
+for t in "${need[@]}"; do command -v "$t" >/dev/null || missing+=("$t"); done
+[ ${#missing[@]} -eq 0 ] || die "missing tools: ${missing[*]} (Debian: apt-get install build-essential gcc-aarch64-linux-gnu bc bison flex libssl-dev libelf-dev device-tree-compiler rsync cpio kmod dpkg-dev)"
+
+# ---- 1. source --------------------------------------------------------------------------------
+fetch_mainline() {
+	local pkg ver suite tarball sha dir deb
+	pkg=$(pin MAINLINE_DEB_PACKAGE) ver=$(pin MAINLINE_DEB_VERSION) suite=$(pin MAINLINE_DEB_SUITE)
+	tarball=$(pin MAINLINE_TARBALL) sha=$(pin MAINLINE_TARBALL_SHA256)
+	dir="$cache/src-$pkg-$ver"
+	if [ ! -f "$dir/.rtcat-unpacked" ]; then
+		local t="$cache/$tarball.$ver"
+		if [ ! -f "$t" ]; then
+			if [ -f "/usr/src/$tarball" ] && [ "$(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null)" = "$ver" ]; then
+				cp "/usr/src/$tarball" "$t.part"
+			else
+				step "downloading $pkg=$ver (Debian $suite)"
+				command -v apt-get >/dev/null || die "no apt-get: download $pkg $ver from Debian $suite, put /usr/src/$tarball at $t"
+				(cd "$cache" && apt-get download "$pkg=$ver") ||
+					die "apt-get download $pkg=$ver failed (is $suite in the apt sources?)"
+				deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | head -1)
+				rm -rf "$cache/deb-x" && dpkg-deb -x "$deb" "$cache/deb-x"
+				mv "$cache/deb-x/usr/src/$tarball" "$t.part" && rm -rf "$cache/deb-x" "$deb"
+			fi
+			mv "$t.part" "$t"
+		fi
+		echo "$sha  $t" | sha256sum -c --quiet - || die "$t does not match MAINLINE_TARBALL_SHA256"
+		step "unpacking $tarball"
+		rm -rf "$dir" && mkdir -p "$dir"
+		tar -xf "$t" -C "$dir" --strip-components=1
+		touch "$dir/.rtcat-unpacked"
+	fi
+	echo "$dir"
+}
+
+fetch_bsp() {
+	local url branch commit dir
+	url=$(pin BSP_GIT_URL) branch=$(pin BSP_GIT_BRANCH) commit=$(pin BSP_GIT_COMMIT)
+	dir="$cache/src-bsp-$commit"
+	if [ ! -f "$dir/.rtcat-unpacked" ]; then
+		command -v git >/dev/null || die "git is needed to fetch $url"
+		step "fetching $url $branch @ $commit (shallow)"
+		rm -rf "$dir" && git init -q "$dir"
+		git -C "$dir" fetch --depth 1 "$url" "$commit" ||
+			die "git fetch of $commit from $url failed"
+		git -C "$dir" -c advice.detachedHead=false checkout -q FETCH_HEAD
+		[ "$(git -C "$dir" rev-parse HEAD)" = "$commit" ] || die "fetched tree is not at $commit"
+		touch "$dir/.rtcat-unpacked"
+	fi
+	echo "$dir"
+}
+
+if [ -n "$src" ]; then
+	if [ ! -f "$src/Makefile" ] || [ ! -d "$src/arch/arm64" ]; then die "--src: $src is not a kernel tree"; fi
+	pristine=$(cd "$src" && pwd)
+	srcpin="local tree $pristine"
+elif [ "$flavour" = mainline-rt ]; then
+	pristine=$(fetch_mainline | tail -1)
+	srcpin="Debian $(pin MAINLINE_DEB_PACKAGE) $(pin MAINLINE_DEB_VERSION) sha256 $(pin MAINLINE_TARBALL_SHA256)"
+else
+	pristine=$(fetch_bsp | tail -1)
+	srcpin="$(pin BSP_GIT_URL) $(pin BSP_GIT_BRANCH) @ $(pin BSP_GIT_COMMIT)"
+fi
+
+# ---- 2. patched work tree (hard-link copy: patches replace files, the pristine tree stays) -----
+work="$out/src"
+step "patched source tree $work"
+rm -rf "$work"
+cp -al "$pristine" "$work" 2>/dev/null || cp -a "$pristine" "$work"
+rm -rf "$work/.git"
+mapfile -t patches < <(find "$patchdir" -name '*.patch' | sort)
+[ ${#patches[@]} -gt 0 ] || die "no patches in $patchdir"
+# GIT_CEILING_DIRECTORIES: never let git apply see an enclosing repository (it would then
+# silently skip paths outside the current directory).
+export GIT_CEILING_DIRECTORIES
+GIT_CEILING_DIRECTORIES=$(dirname "$work")
+for p in "${patches[@]}"; do
+	(cd "$work" && git apply --check "$p") || die "$(basename "$p") does not apply to $srcpin"
+	(cd "$work" && git apply "$p")
+	echo "  applied $(basename "$p")"
+done
+
+# ---- 3. config ---------------------------------------------------------------------------------
+build="$out/build"
+step "config: $defconfig + ${frags[*]##*/}"
+"$here/merge-config.sh" --src "$work" --out "$build" --base "$defconfig" --cross "$cross" "${frags[@]}"
+"$work/scripts/config" --file "$build/.config" --set-str LOCALVERSION "$localversion" --disable LOCALVERSION_AUTO
+make -s -C "$work" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" olddefconfig
+# syncconfig writes include/config/auto.conf, which kernelrelease reads LOCALVERSION from
+make -s -C "$work" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" syncconfig
+"$here/merge-config.sh" --verify-only "$build/.config" "${frags[@]}"
+cp "$build/.config" "$out/config"
+krel=$(make -s -C "$work" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" kernelrelease)
+echo "  kernel release: $krel"
+
+{
+	echo "flavour: $flavour"
+	echo "kernel release: $krel"
+	echo "source: $srcpin"
+	echo "patches: ${patches[*]##*/}"
+	echo "fragments: ${frags[*]##*/}"
+	echo "base defconfig: $defconfig"
+	echo "compiler: $("${cross}gcc" --version | head -1)"
+	echo "rtcat commit: $(git -C "$top" rev-parse --short HEAD 2>/dev/null || echo unknown)"
+} >"$out/build-info.txt"
+
+if [ -n "$config_only" ]; then
+	echo "config only: $out/config"
+	exit 0
+fi
+
+# ---- 4. build ----------------------------------------------------------------------------------
+mk=(make -C "$work" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" -j"$jobs")
+step "building Image, modules, dtbs ($jobs jobs)"
+start=$(date +%s)
+"${mk[@]}" Image modules dtbs
+echo "build time: $(($(date +%s) - start)) s" | tee -a "$out/build-info.txt"
+cp "$build/arch/arm64/boot/Image" "$out/Image"
+rm -rf "$out/dtbs" && mkdir -p "$out/dtbs"
+find "$build/arch/arm64/boot/dts/rockchip" -name 'rk3588*.dtb' -exec cp {} "$out/dtbs/" \; 2>/dev/null || true
+
+step "overlays"
+rm -rf "$out/overlays" && mkdir -p "$out/overlays"
+for o in "$top"/dts/*.dtso; do
+	dtc -@ -q -I dts -O dtb -o "$out/overlays/$(basename "$o" .dtso).dtbo" "$o"
+	echo "  $(basename "$o" .dtso).dtbo"
+done
+
+if [ -n "$deb" ]; then
+	step "Debian packages (bindeb-pkg)"
+	rm -f "$out"/linux-*.deb "$out"/linux-*.buildinfo "$out"/linux-*.changes
+	"${mk[@]}" KDEB_PKGVERSION="$(make -s -C "$work" kernelversion)-1" bindeb-pkg
+	find "$out" -maxdepth 1 -name "linux-*.deb" | sort | tee -a "$out/build-info.txt"
+fi
+step "done: $out"
