@@ -124,6 +124,23 @@ macro_rules! de {
 
 const BINS_PER_DECADE: f64 = 20.0;
 
+/// The power of ten at or below `v` (for log axes; 0.001 at least).
+fn decade_floor(v: f64) -> f64 {
+    10f64.powf(v.max(0.001).log10().floor())
+}
+
+/// Axis label: no decimals from 10 up, at most 3 significant digits below.
+fn fmt_num(v: f64) -> String {
+    if v >= 10.0 || v == 0.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}").trim_end_matches(".0").to_string()
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
 /// Log-spaced bins (in µs) of a histogram: (lower edge, upper edge, count).
 fn log_bins(h: &Histogram<u64>, lo_us: f64, hi_us: f64) -> Vec<(f64, f64, u64)> {
     let k0 = (lo_us.log10() * BINS_PER_DECADE).floor() as i64;
@@ -191,6 +208,8 @@ fn draw_histogram<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc(format!("{} (µs, log scale)", metric.title()))
         .y_desc("samples per bin (log scale)")
+        .y_label_formatter(&|v| fmt_num(*v))
+        .x_label_formatter(&|v| fmt_num(*v))
         .label_style(("sans-serif", 14))
         .axis_desc_style(("sans-serif", 15))
         .draw())?;
@@ -268,8 +287,8 @@ fn draw_percentiles<DB: DrawingBackend>(
         .iter()
         .flatten()
         .map(|p| p.1)
-        .fold(f64::MAX, f64::min)
-        .min(1.0);
+        .fold(f64::MAX, f64::min);
+    let ylo = decade_floor(ylo);
     let yhi = curves
         .iter()
         .flatten()
@@ -287,6 +306,7 @@ fn draw_percentiles<DB: DrawingBackend>(
         .configure_mesh()
         .x_desc("1 − quantile (log scale)")
         .y_desc(format!("{} (µs, log scale)", metric.title()))
+        .y_label_formatter(&|v| fmt_num(*v))
         .x_labels(xmax as usize + 1)
         .x_label_formatter(&|k| {
             if (k - k.round()).abs() < 1e-6 {
@@ -329,7 +349,7 @@ fn draw_bars<DB: DrawingBackend>(
     de!(root.fill(&WHITE))?;
     let n = groups.len().max(1);
     let vals = groups.iter().flat_map(|g| g.1).map(|v| v.max(0.001));
-    let ylo = vals.clone().fold(f64::MAX, f64::min).min(1.0) * 0.5;
+    let ylo = decade_floor(vals.clone().fold(f64::MAX, f64::min) * 0.5);
     let yhi = vals.fold(0.0, f64::max).max(ylo * 10.0) * 2.0;
     let names: Vec<String> = groups.iter().map(|g| g.0.clone()).collect();
     let fmt = move |x: &f64| -> String {
@@ -349,6 +369,7 @@ fn draw_bars<DB: DrawingBackend>(
         .disable_x_mesh()
         .x_desc("stage")
         .y_desc("wake lateness (µs, log scale)")
+        .y_label_formatter(&|v| fmt_num(*v))
         .x_labels(n)
         .x_label_formatter(&fmt)
         .label_style(("sans-serif", 14))
