@@ -83,5 +83,27 @@ if [ "$n_svg" -ne 15 ] || [ "$n_png" -ne 15 ]; then
 	die "expected 15 SVG + 15 PNG plots"
 fi
 
+step "rtlab: contract with rtcat (bench output read by report; load/report wired into rtcat)"
+cargo build -q -p rtcat
+rtcat="$(dirname "$bin")/rtcat"
+"$rtcat" bench --sim --no-rt --duration 2 --out "$work/bench" >"$work/bench.log" 2>&1 ||
+	{ cat "$work/bench.log" >&2; die "rtcat bench --sim failed"; }
+"$bin" report "$work/bench" --format json >"$work/bench-report.json"
+python3 - "$work/bench-report.json" "$work/bench/summary.json" <<'PY'
+import json, sys
+r, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+st = r["sources"][0]["stages"][0]
+assert st["cycles"] == s["cycles"] > 500, (st["cycles"], s["cycles"])
+assert st["wake_p99_ns"]["mean"] == s["wake_lateness_ns"]["p99"], st
+assert st["pooled_wake_ns"]["count"] == s["wake_lateness_ns"]["count"], st
+print("rtcat bench -> report ok:", st["cycles"], "cycles, wake P99", st["wake_p99_ns"]["mean"] / 1000, "us")
+PY
+(cd app/rtlab/tests/fixtures &&
+	"$rtcat" report stock rt bench cyclictest-2t.txt cyclictest-histfile.txt) >"$work/rtcat-report.md"
+diff -u app/rtlab/tests/golden/report.md "$work/rtcat-report.md" || die "rtcat report differs from rtlab report"
+"$rtcat" load --cpus 0 --cpu-hogs 1 --duration 0.5 --quiet || die "rtcat load failed"
+"$rtcat" load --cpus 0 --duration 0 2>"$work/load-err.txt" && die "rtcat load accepted --duration 0"
+grep -q -- "--duration:" "$work/load-err.txt" || die "rtcat load: bad --duration not named"
+
 echo
 echo "rtlab: all checks passed"
