@@ -11,6 +11,16 @@ use rtlab::{LoadHandle, cpus::format_cpu_list};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtlab");
 
+/// The CPU the in-process loads are confined to: the first one this process may use.
+fn load_cpu() -> usize {
+    rtlab::cpus::usable_cpus().unwrap()[0]
+}
+
+/// The `Cpus_allowed_list` line every load thread and child must show.
+fn allowed_line(cpus: &[usize]) -> String {
+    format!("Cpus_allowed_list:\t{}", format_cpu_list(cpus))
+}
+
 fn status_field(path: &Path, key: &str) -> Option<String> {
     let s = fs::read_to_string(path).ok()?;
     s.lines().find_map(|l| {
@@ -81,7 +91,7 @@ fn in_process_load_respects_every_bound() {
     let script = affinity_script(tmp.path(), &aff_out, "0");
     let spec = LoadSpec {
         duration: Duration::from_millis(1500),
-        cpus: vec![0],
+        cpus: vec![load_cpu()],
         cpu_hogs: 2,
         tmpfs: Some(TmpfsLoad {
             dir: "/dev/shm".into(),
@@ -107,7 +117,7 @@ fn in_process_load_respects_every_bound() {
         let st = PathBuf::from(format!("/proc/self/task/{tid}/status"));
         assert_eq!(
             status_field(&st, "Cpus_allowed_list").as_deref(),
-            Some("0"),
+            Some(format_cpu_list(&[load_cpu()]).as_str()),
             "thread {tid}"
         );
     }
@@ -149,7 +159,8 @@ fn in_process_load_respects_every_bound() {
     let aff = fs::read_to_string(&aff_out).unwrap();
     assert!(aff.lines().count() as u64 >= 1);
     assert!(
-        aff.lines().all(|l| l.trim_end() == "Cpus_allowed_list:\t0"),
+        aff.lines()
+            .all(|l| l.trim_end() == allowed_line(&[load_cpu()])),
         "fork churn children ran elsewhere: {aff}"
     );
 }
@@ -158,7 +169,7 @@ fn in_process_load_respects_every_bound() {
 fn stop_ends_a_long_load_early_and_udp_is_bounded() {
     let spec = LoadSpec {
         duration: Duration::from_secs(60),
-        cpus: vec![0],
+        cpus: vec![load_cpu()],
         cpu_hogs: 1,
         tmpfs: None,
         anon_mib: None,
@@ -192,11 +203,19 @@ fn run_cli_and_signal(signal: nix::sys::signal::Signal, name: &str) {
     let tmp = tempfile::tempdir().unwrap();
     let aff_out = tmp.path().join("aff.txt");
     let script = affinity_script(tmp.path(), &aff_out, "0.3");
+    let usable = rtlab::cpus::usable_cpus().unwrap();
+    assert!(
+        usable.len() >= 2,
+        "this test needs 2 usable CPUs (one stands for the RT CPU)"
+    );
+    let rt_cpu = *usable.last().unwrap();
+    let rest: Vec<usize> = usable[..usable.len() - 1].to_vec();
+    let rt_arg = rt_cpu.to_string();
     let child = Command::new(BIN)
         .args([
             "load",
             "--exclude-cpu",
-            "1",
+            rt_arg.as_str(),
             "--cpu-hogs",
             "1",
             "--mem",
@@ -226,7 +245,7 @@ fn run_cli_and_signal(signal: nix::sys::signal::Signal, name: &str) {
         if comm.starts_with("load-") {
             assert_eq!(
                 status_field(&t.path().join("status"), "Cpus_allowed_list").as_deref(),
-                Some("0"),
+                Some(format_cpu_list(&rest).as_str()),
                 "{comm}"
             );
         }
@@ -254,7 +273,7 @@ fn run_cli_and_signal(signal: nix::sys::signal::Signal, name: &str) {
     );
     let aff = fs::read_to_string(&aff_out).unwrap();
     assert!(
-        aff.lines().all(|l| l.trim_end() == "Cpus_allowed_list:\t0"),
+        aff.lines().all(|l| l.trim_end() == allowed_line(&rest)),
         "{aff}"
     );
 }
@@ -271,12 +290,13 @@ fn cli_ends_cleanly_on_sigterm() {
 
 #[test]
 fn cli_duration_bound_and_usage_errors() {
+    let cpu_arg = load_cpu().to_string();
     let t = Instant::now();
     let out = Command::new(BIN)
         .args([
             "load",
             "--cpus",
-            "0",
+            &cpu_arg,
             "--cpu-hogs",
             "1",
             "--duration",
@@ -295,7 +315,15 @@ fn cli_duration_bound_and_usage_errors() {
     assert!((1.0..1.5).contains(&rep.elapsed_s), "{}", rep.elapsed_s);
 
     let out = Command::new(BIN)
-        .args(["load", "--cpus", "0", "--tmpfs-mb", "0", "--mem", "tmpfs"])
+        .args([
+            "load",
+            "--cpus",
+            &cpu_arg,
+            "--tmpfs-mb",
+            "0",
+            "--mem",
+            "tmpfs",
+        ])
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -305,7 +333,7 @@ fn cli_duration_bound_and_usage_errors() {
         .args([
             "load",
             "--cpus",
-            "0",
+            &cpu_arg,
             "--mem",
             "tmpfs",
             "--tmpfs-dir",
@@ -321,7 +349,7 @@ fn cli_duration_bound_and_usage_errors() {
 fn spawned_child_load_reports_back() {
     let spec = LoadSpec {
         duration: Duration::from_secs(20),
-        cpus: vec![0],
+        cpus: vec![load_cpu()],
         cpu_hogs: 1,
         tmpfs: Some(TmpfsLoad {
             dir: "/dev/shm".into(),
@@ -366,7 +394,7 @@ fn stress_ng_backend_is_placed_and_stopped() {
     }
     let spec = LoadSpec {
         duration: Duration::from_secs(30),
-        cpus: vec![0],
+        cpus: vec![load_cpu()],
         cpu_hogs: 1,
         tmpfs: Some(TmpfsLoad {
             dir: "/dev/shm".into(),
@@ -399,7 +427,7 @@ fn stress_ng_backend_is_placed_and_stopped() {
     for p in &group {
         let st = PathBuf::from(format!("/proc/{p}/status"));
         if let Some(a) = status_field(&st, "Cpus_allowed_list") {
-            assert_eq!(a, format_cpu_list(&[0]), "stress-ng process {p}");
+            assert_eq!(a, format_cpu_list(&[load_cpu()]), "stress-ng process {p}");
         }
     }
     let t = Instant::now();
