@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone, Debug)]
 pub struct SysRoot {
     root: PathBuf,
+    live: bool,
     /// Fault injection for fake trees: writes to these (absolute, root-relative) paths fail with
     /// the given errno, like a kernel file that reads fine but refuses a write (e.g. a managed IRQ's
     /// `smp_affinity` answering EPERM). Permission bits cannot model that when tests run as root.
@@ -19,8 +20,14 @@ pub struct SysRoot {
 
 impl SysRoot {
     pub fn new(root: impl Into<PathBuf>) -> Self {
+        let root: PathBuf = root.into();
+        let live = root == Path::new("/")
+            || fs::canonicalize(&root)
+                .map(|p| p == Path::new("/"))
+                .unwrap_or(false);
         SysRoot {
-            root: root.into(),
+            root,
+            live,
             write_errors: Arc::default(),
         }
     }
@@ -36,10 +43,7 @@ impl SysRoot {
 
     /// True when this is the real `/` (non-file probes such as ioctls only make sense there).
     pub fn is_live(&self) -> bool {
-        self.root == Path::new("/")
-            || fs::canonicalize(&self.root)
-                .map(|p| p == Path::new("/"))
-                .unwrap_or(false)
+        self.live
     }
 
     /// Make writes to `path` fail with `errno` (fake trees only).
