@@ -7,14 +7,16 @@ use ecsim::{Disposition, Segment, SegmentSpec};
 use std::hint::black_box;
 use std::time::Instant;
 
-/// Frames of one cycle, split like ethercrab does (at most ~1100 data bytes per frame).
-fn cycle_frames(image: usize, n_dev: usize) -> Vec<Vec<u8>> {
+/// Frames of one cycle, split like ethercrab does (at most 1100 data bytes per frame), with the
+/// logical range of each frame's LRW.
+fn cycle_frames(image: usize, n_dev: usize) -> Vec<(Vec<u8>, std::ops::Range<usize>)> {
     let mut frames = Vec::new();
     let mut off = 0;
     let mut dev = 0;
     while off < image || dev < n_dev {
         let mut b = FrameBuilder::new();
-        let mut room = 1100usize;
+        let mut room = 1100usize + 12;
+        let start = off;
         if off < image {
             let chunk = (image - off).min(room - 12);
             b = b.datagram(Cmd::Lrw, 0, off as u32, &vec![0u8; chunk]);
@@ -26,7 +28,7 @@ fn cycle_frames(image: usize, n_dev: usize) -> Vec<Vec<u8>> {
             dev += 1;
             room -= 14;
         }
-        frames.push(b.build());
+        frames.push((b.build(), start..off));
     }
     frames
 }
@@ -39,20 +41,23 @@ fn main() {
     );
     for n in [3usize, 64, 256] {
         let mut seg = Segment::new(SegmentSpec::uniform(n, 22, 22));
-        let (image, wkc) = seg.preconfigure();
-        let templates = cycle_frames(image, n);
+        let layout = seg.preconfigure();
+        let image = layout.image_len;
+        let with_ranges = cycle_frames(image, n);
+        let templates: Vec<Vec<u8>> = with_ranges.iter().map(|(f, _)| f.clone()).collect();
         let mut frames = templates.clone();
-        // Check once that the cycle is real: the full WKC comes back.
-        let mut got = 0u32;
-        for f in frames.iter_mut() {
+        // Check once that the cycle is real: every frame's LRW comes back with its full WKC.
+        for (f, (_, range)) in frames.iter_mut().zip(&with_ranges) {
             assert!(matches!(seg.process(f, 0), Disposition::Reply { .. }));
-            if let Some((_, w)) = ecsim::frame::datagram_result(f, 0) {
-                if f[16] == Cmd::Lrw as u8 {
-                    got += u32::from(w);
-                }
+            if !range.is_empty() {
+                let (_, w) = ecsim::frame::datagram_result(f, 0).expect("valid reply");
+                assert_eq!(
+                    u32::from(w),
+                    layout.lrw_wkc(range.clone()),
+                    "LRW WKC of {range:?}"
+                );
             }
         }
-        assert_eq!(got, u32::from(wkc), "LRW WKC over all frames");
         let iters = (200_000 / n).max(200);
         let mut best = f64::MAX;
         for _ in 0..5 {

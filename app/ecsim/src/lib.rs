@@ -9,6 +9,7 @@ pub mod esc;
 pub mod faults;
 pub mod frame;
 pub mod inproc;
+pub mod netns;
 pub mod pdi;
 pub mod port;
 pub mod segment;

@@ -230,18 +230,17 @@ impl Segment {
     }
 
     /// Configure every device as a master would for cyclic exchange, without a master: station
-    /// addresses 0x1000+i, SMs and FMMUs mapping outputs then inputs into one logical image
-    /// starting at 0, state OP. Returns (image length, expected LRW WKC). For benchmarks.
-    pub fn preconfigure(&mut self) -> (usize, u16) {
+    /// addresses 0x1000+i, SMs and FMMUs mapping each device's outputs then inputs into one
+    /// logical image starting at 0, state OP. Returns the logical ranges (for benchmarks).
+    pub fn preconfigure(&mut self) -> Preconfigured {
         let mut logical: u32 = 0;
-        let mut wkc: u16 = 0;
         let now = 0;
-        let n = self.devices.len();
-        for i in 0..n {
-            let dev = &mut self.devices[i];
+        let mut ranges = Vec::with_capacity(self.devices.len());
+        for (i, dev) in self.devices.iter_mut().enumerate() {
             let _ = dev.phys_write(0x0010, &(0x1000u16 + i as u16).to_le_bytes(), now);
-            let sms = crate::sii::process_data_sms(dev.spec());
-            for sm in &sms {
+            let mut out = 0..0;
+            let mut inp = 0..0;
+            for sm in &crate::sii::process_data_sms(dev.spec()) {
                 let mut reg = [0u8; 8];
                 reg[0..2].copy_from_slice(&sm.start.to_le_bytes());
                 reg[2..4].copy_from_slice(&sm.len.to_le_bytes());
@@ -256,14 +255,43 @@ impl Segment {
                 f[11] = if sm.usage == 3 { 2 } else { 1 };
                 f[12] = 1;
                 let _ = dev.phys_write(0x0600 + 16 * usize::from(sm.index), &f, now);
+                let r = logical as usize..(logical + u32::from(sm.len)) as usize;
+                if sm.usage == 3 {
+                    out = r;
+                } else {
+                    inp = r;
+                }
                 logical += u32::from(sm.len);
             }
-            wkc += dev.spec().lrw_wkc();
+            ranges.push((out, inp));
             for st in [2u8, 4, 8] {
                 let _ = dev.phys_write(0x0120, &[st, 0], now);
             }
         }
-        (logical as usize, wkc)
+        Preconfigured {
+            image_len: logical as usize,
+            ranges,
+        }
+    }
+}
+
+/// Logical layout made by [`Segment::preconfigure`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Preconfigured {
+    pub image_len: usize,
+    /// Per device: (outputs, inputs) logical byte ranges (empty when absent).
+    pub ranges: Vec<(std::ops::Range<usize>, std::ops::Range<usize>)>,
+}
+
+impl Preconfigured {
+    /// WKC of one LRW covering logical bytes `chunk`: +2 per device whose outputs it touches,
+    /// +1 per device whose inputs it touches (a device spanning two frames counts in both).
+    pub fn lrw_wkc(&self, chunk: std::ops::Range<usize>) -> u32 {
+        let touches = |r: &std::ops::Range<usize>| r.start < chunk.end && chunk.start < r.end;
+        self.ranges
+            .iter()
+            .map(|(o, i)| 2 * u32::from(touches(o)) + u32::from(touches(i)))
+            .sum()
     }
 }
 

@@ -186,11 +186,20 @@ pub fn wait_fds(fds: &[RawFd], timeout: Option<Duration>) -> io::Result<Option<u
     Ok(pfds[..n].iter().position(|p| p.revents != 0))
 }
 
+/// Errors that mean "the link is down right now", not "the socket is broken".
+pub fn is_link_error(e: &io::Error) -> bool {
+    matches!(
+        e.raw_os_error(),
+        Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENOBUFS) | Some(libc::EAGAIN)
+    )
+}
+
 /// Answers EtherCAT frames on an interface as the simulated chain.
 pub struct Responder {
     sock: PacketSocket,
     port: SimPort,
     status: Arc<Mutex<String>>,
+    link_errors: u64,
 }
 
 impl Responder {
@@ -199,6 +208,7 @@ impl Responder {
             sock: PacketSocket::open(iface)?,
             port,
             status: Arc::new(Mutex::new(String::from("starting"))),
+            link_errors: 0,
         })
     }
 
@@ -233,7 +243,7 @@ impl Responder {
             .collect();
         let text = format!(
             "frames={} replied={} lost={} link_down_drops={} malformed={} ignored={} \
-             wkc_corrupted={} power_cycles={} devices=[{}]",
+             wkc_corrupted={} power_cycles={} link_errors={} devices=[{}]",
             st.frames,
             st.replied,
             st.lost,
@@ -242,6 +252,7 @@ impl Responder {
             st.ignored,
             st.wkc_corrupted,
             st.power_cycles,
+            self.link_errors,
             states.join(" ")
         );
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = text;
@@ -258,20 +269,30 @@ impl Responder {
                 None => Duration::from_millis(100),
             };
             self.sock.wait_readable(Some(timeout))?;
-            while let Some((n, kind)) = self.sock.recv(&mut buf)? {
-                if kind == PacketKind::Outgoing {
-                    continue;
+            loop {
+                match self.sock.recv(&mut buf) {
+                    Ok(Some((_, PacketKind::Outgoing))) => continue,
+                    Ok(Some((n, PacketKind::Incoming))) => {
+                        self.port.send(&buf[..n]);
+                    }
+                    Ok(None) => break,
+                    // The interface went down (cable pulled): the socket reports it once and
+                    // resumes by itself when the link is back. Keep serving.
+                    Err(e) if is_link_error(&e) => {
+                        self.link_errors += 1;
+                        std::thread::sleep(Duration::from_millis(5));
+                        break;
+                    }
+                    Err(e) => return Err(e),
                 }
-                self.port.send(&buf[..n]);
             }
             while let Some(n) = self.port.recv(&mut buf) {
                 if let Err(e) = self.sock.send(&buf[..n]) {
-                    // The link went away under us (veth peer down): the frame is lost, keep going.
-                    if e.raw_os_error() != Some(libc::ENETDOWN)
-                        && e.raw_os_error() != Some(libc::ENXIO)
-                    {
+                    // The link went away under us: the frame is lost, keep going.
+                    if !is_link_error(&e) {
                         return Err(e);
                     }
+                    self.link_errors += 1;
                 }
             }
             if last_status.elapsed() >= Duration::from_millis(100) {

@@ -69,8 +69,14 @@ fn malformed_frames_are_counted() {
 #[test]
 fn wkc_rules_per_command() {
     let mut seg = Segment::new(SegmentSpec::uniform(3, 4, 4));
-    let (_, wkc) = seg.preconfigure();
-    assert_eq!(wkc, 9);
+    let layout = seg.preconfigure();
+    assert_eq!(layout.image_len, 24);
+    assert_eq!(layout.lrw_wkc(0..24), 9);
+    assert_eq!(
+        layout.lrw_wkc(0..5),
+        2 + 1,
+        "device 0 outputs + first input byte"
+    );
     let mut f = FrameBuilder::new()
         .datagram(Cmd::Brd, 0, phys(0, 0x0000), &[0])
         .datagram(Cmd::Aprd, 1, phys(0xffff, 0x0010), &[0, 0])

@@ -126,6 +126,13 @@ pub struct SimArgs {
     /// UNIX socket accepting fault commands (see `rtcat sim-ctl`)
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
+    /// Answer from a SCHED_FIFO thread at this priority (a real ESC answers in hardware, whatever
+    /// the host is doing); needs CAP_SYS_NICE
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub priority: Option<u8>,
+    /// Pin the responder to this CPU
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<usize>,
 }
 
 #[derive(Args, Debug)]

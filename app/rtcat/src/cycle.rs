@@ -223,8 +223,10 @@ pub fn run(
             }
         }
 
-        // The application sees this cycle's inputs and writes the next outputs.
-        if result.is_ok() {
+        // The application sees this cycle's inputs and writes the next outputs -- only after a
+        // complete exchange: with a wrong WKC some inputs are stale, and the outputs of the last
+        // good cycle stay in place.
+        if !bad {
             for (i, sd) in group.iter(md).enumerate() {
                 let mut io = sd.io_raw_mut();
                 let n = io.inputs().len().min(sinks.scratch.len());

@@ -22,7 +22,9 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 pub const MAX_FRAMES: usize = 32;
-pub const FRAME_DATA: usize = PduStorage::element_size(1100);
+/// Largest datagram payload per frame: ethercrab splits the process image into LRWs of this size.
+pub const LRW_CHUNK: usize = 1100;
+pub const FRAME_DATA: usize = PduStorage::element_size(LRW_CHUNK);
 type Storage = PduStorage<MAX_FRAMES, FRAME_DATA>;
 
 /// What the master talks to.
@@ -76,15 +78,70 @@ pub struct Layout {
 }
 
 impl Layout {
+    /// Expected WKC of one cycle. ethercrab lays the image out as all inputs (in position order)
+    /// then all outputs, and sends it as LRWs of at most [`LRW_CHUNK`] bytes; a device counts in
+    /// every LRW that touches its area (+2 outputs, +1 inputs), so a device whose area straddles
+    /// two frames counts twice.
     pub fn derived_wkc(&self) -> u32 {
-        self.inputs
-            .iter()
-            .zip(&self.outputs)
-            .map(|(i, o)| (if *o > 0 { 2 } else { 0 }) + u32::from(*i > 0))
-            .sum()
+        let total = self.pdi_bytes();
+        let mut areas = Vec::with_capacity(2 * self.inputs.len());
+        let mut off = 0;
+        for &n in &self.inputs {
+            areas.push((off..off + n, 1u32));
+            off += n;
+        }
+        for &n in &self.outputs {
+            areas.push((off..off + n, 2u32));
+            off += n;
+        }
+        debug_assert_eq!(off, total);
+        let mut wkc = 0;
+        let mut start = 0;
+        while start < total {
+            let end = (start + LRW_CHUNK).min(total);
+            wkc += areas
+                .iter()
+                .filter(|(r, _)| !r.is_empty() && r.start < end && start < r.end)
+                .map(|(_, w)| w)
+                .sum::<u32>();
+            start = end;
+        }
+        wkc
     }
     pub fn pdi_bytes(&self) -> usize {
         self.inputs.iter().sum::<usize>() + self.outputs.iter().sum::<usize>()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wkc_counts_devices_straddling_frames_twice() {
+        let l = Layout {
+            inputs: vec![22; 3],
+            outputs: vec![22; 3],
+        };
+        assert_eq!(l.derived_wkc(), 9);
+        // 64 x 22: chunk boundaries fall between devices (1100 = 50 x 22).
+        let l = Layout {
+            inputs: vec![22; 64],
+            outputs: vec![22; 64],
+        };
+        assert_eq!(l.derived_wkc(), 192);
+        // 64 x 23 in, 64 x 23 out = 2944 bytes: the boundary at 1100 falls inside input 47
+        // (1081..1104) and the one at 2200 inside output 31 (2185..2208): +1 and +2.
+        let l = Layout {
+            inputs: vec![23; 64],
+            outputs: vec![23; 64],
+        };
+        assert_eq!(l.derived_wkc(), 192 + 1 + 2);
+        let l = Layout {
+            inputs: vec![0, 4],
+            outputs: vec![2, 0],
+        };
+        assert_eq!(l.derived_wkc(), 3);
     }
 }
 

@@ -21,6 +21,13 @@ pub fn run_sim(a: &SimArgs) -> Result<i32> {
     );
     let responder = ecsim::wire::Responder::new(&a.iface, SimPort::new(spec))
         .with_context(|| format!("answer on {}", a.iface))?;
+    // The responder runs on this thread: give it the requested placement and priority.
+    if let Some(cpu) = a.cpu {
+        crate::rt::pin_to(cpu).context("--cpu")?;
+    }
+    if let Some(p) = a.priority {
+        crate::rt::set_fifo(p).context("--priority")?;
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let control = match &a.control {
         Some(path) => Some(ecsim::wire::serve_control(
@@ -31,6 +38,7 @@ pub fn run_sim(a: &SimArgs) -> Result<i32> {
         )?),
         None => None,
     };
+    eprintln!("rtcat sim: listening on {}", a.iface);
     // The responder polls `stop`; mirror the signal flag into it.
     let stop_watch = stop.clone();
     let watcher = std::thread::spawn(move || {

@@ -57,9 +57,11 @@ impl Application for Probe {
         if position == 0 {
             if cycle == WARMUP {
                 TRACK.with(|t| t.set(true));
-                self.faults_at_warmup.store(rtcat::rt::thread_minor_faults(), Ordering::Relaxed);
+                self.faults_at_warmup
+                    .store(rtcat::rt::thread_minor_faults(), Ordering::Relaxed);
             } else if cycle > WARMUP {
-                self.faults_at_end.store(rtcat::rt::thread_minor_faults(), Ordering::Relaxed);
+                self.faults_at_end
+                    .store(rtcat::rt::thread_minor_faults(), Ordering::Relaxed);
                 self.cycles_tracked.store(cycle - WARMUP, Ordering::Relaxed);
             }
         }
@@ -112,12 +114,21 @@ fn steady_state(mode: TxRxMode) {
     })
     .expect("run");
     let tracked = c.load(Ordering::Relaxed);
-    assert!(tracked > 500, "{mode:?}: only {tracked} steady-state cycles");
+    assert!(
+        tracked > 500,
+        "{mode:?}: only {tracked} steady-state cycles"
+    );
     let allocs = ALLOCS.load(Ordering::Relaxed);
-    assert_eq!(allocs, 0, "{mode:?}: {allocs} allocations in {tracked} steady-state cycles");
+    assert_eq!(
+        allocs, 0,
+        "{mode:?}: {allocs} allocations in {tracked} steady-state cycles"
+    );
     let faults = e.load(Ordering::Relaxed) - w.load(Ordering::Relaxed);
     if root {
-        assert_eq!(faults, 0, "{mode:?}: {faults} minor page faults in {tracked} cycles");
+        assert_eq!(
+            faults, 0,
+            "{mode:?}: {faults} minor page faults in {tracked} cycles"
+        );
         assert!(!r.summary.system.no_rt);
         assert_eq!(r.summary.system.policy, rtlab::summary::Policy::Fifo);
     } else {

@@ -20,13 +20,19 @@ fn malformed_config_exits_2_naming_the_key() {
         let out = rtcat().args(&args).arg(&f).output().unwrap();
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         let err = String::from_utf8_lossy(&out.stderr);
-        assert!(err.contains("cycle.period_us = 50: must be 125..=100000"), "{args:?}: {err}");
+        assert!(
+            err.contains("cycle.period_us = 50: must be 125..=100000"),
+            "{args:?}: {err}"
+        );
     }
     std::fs::write(&f, "[cycle]\nperiod = 1000\n").unwrap();
     let out = rtcat().args(["config", "check"]).arg(&f).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field `period`"));
-    let out = rtcat().args(["config", "check", "/nonexistent/rtcat.toml"]).output().unwrap();
+    let out = rtcat()
+        .args(["config", "check", "/nonexistent/rtcat.toml"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/rtcat.toml"));
 }
@@ -34,9 +40,20 @@ fn malformed_config_exits_2_naming_the_key() {
 #[test]
 fn shipped_configs_are_valid() {
     let top = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
-    for f in ["app/rtcat/rtcat.example.toml", "rootfs-overlay/etc/rtcat/rtcat.toml"] {
-        let out = rtcat().args(["config", "check"]).arg(format!("{top}/{f}")).output().unwrap();
-        assert!(out.status.success(), "{f}: {}", String::from_utf8_lossy(&out.stderr));
+    for f in [
+        "app/rtcat/rtcat.example.toml",
+        "rootfs-overlay/etc/rtcat/rtcat.toml",
+    ] {
+        let out = rtcat()
+            .args(["config", "check"])
+            .arg(format!("{top}/{f}"))
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{f}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
     }
     let out = rtcat().args(["config", "example"]).output().unwrap();
     assert!(String::from_utf8_lossy(&out.stdout).contains("[tune.coalesce]"));
@@ -54,12 +71,21 @@ fn bad_segment_file_and_arguments_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("device[0].outputs = 9999"));
-    let out = rtcat().args(["bench", "--sim", "--duration", "-3"]).output().unwrap();
+    let out = rtcat()
+        .args(["bench", "--sim", "--duration", "-3"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
-    let out = rtcat().args(["bench", "--sim", "--period-us", "10", "--no-rt"]).output().unwrap();
+    let out = rtcat()
+        .args(["bench", "--sim", "--period-us", "10", "--no-rt"])
+        .output()
+        .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cycle.period_us = 10"));
-    let out = rtcat().args(["sim-ctl", "--control", "/nonexistent", "explode"]).output().unwrap();
+    let out = rtcat()
+        .args(["sim-ctl", "--control", "/nonexistent", "explode"])
+        .output()
+        .unwrap();
     assert_ne!(out.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command"));
 }
@@ -69,7 +95,16 @@ fn sigterm_writes_results_and_leaves_the_segment_in_init() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
     let mut child = rtcat()
-        .args(["bench", "--sim", "--no-rt", "--duration", "60", "--period-us", "2000", "--out"])
+        .args([
+            "bench",
+            "--sim",
+            "--no-rt",
+            "--duration",
+            "60",
+            "--period-us",
+            "2000",
+            "--out",
+        ])
         .arg(&out)
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -92,7 +127,12 @@ fn sigterm_writes_results_and_leaves_the_segment_in_init() {
     assert!(ev.contains("shutdown outputs=0 segment=INIT"), "{ev}");
     let mut err = String::new();
     use std::io::Read;
-    child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
     assert!(err.contains("stopped: signal 15"), "{err}");
 }
 
@@ -100,11 +140,24 @@ fn sigterm_writes_results_and_leaves_the_segment_in_init() {
 fn timer_only_and_json_to_stdout() {
     let dir = tempfile::tempdir().unwrap();
     let out = rtcat()
-        .args(["bench", "--timer-only", "--no-rt", "--duration", "1", "--json", "-", "--out"])
+        .args([
+            "bench",
+            "--timer-only",
+            "--no-rt",
+            "--duration",
+            "1",
+            "--json",
+            "-",
+            "--out",
+        ])
         .arg(dir.path())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let s: rtlab::summary::Summary = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     s.validate().unwrap();
     assert_eq!(s.mode, rtlab::summary::Mode::TimerOnly);
@@ -128,5 +181,10 @@ fn missing_privileges_name_the_capability() {
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("CAP_IPC_LOCK") || err.contains("CAP_SYS_NICE") || err.contains("cpu_dma_latency"), "{err}");
+    assert!(
+        err.contains("CAP_IPC_LOCK")
+            || err.contains("CAP_SYS_NICE")
+            || err.contains("cpu_dma_latency"),
+        "{err}"
+    );
 }

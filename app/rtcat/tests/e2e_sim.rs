@@ -211,15 +211,17 @@ fn large_segment_with_multi_frame_image() {
     let mut c = cfg(TxRxMode::Inline);
     c.cycle.period_us = 4000;
     c.bus.response_timeout_us = Some(4000);
+    // 64 x (23 in + 23 out) = 2944 bytes in three LRWs; one input area and one output area
+    // straddle a frame boundary and count twice: 192 + 1 + 2.
     let r = run(job(
         c,
-        SegmentSpec::uniform(64, 22, 22),
+        SegmentSpec::uniform(64, 23, 23),
         Faults::new(),
         1.5,
         dir.path(),
     ));
     assert_eq!(r.summary.subdevices, 64);
-    assert_eq!(r.summary.wkc.expected, Some(192));
+    assert_eq!(r.summary.wkc.expected, Some(195));
     assert_eq!(r.summary.wkc.mismatches, 0);
     assert_eq!(r.rec.data_errors, 0);
 }
