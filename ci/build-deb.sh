@@ -1,24 +1,31 @@
 #!/usr/bin/env bash
 # Build the rtcat Debian packages (amd64 natively, arm64 cross-compiled) with cargo-deb.
 #
-# Usage: ci/build-deb.sh [--arch amd64|arm64|all] [--out DIR]
-#   --arch  which packages to build (default: all)
-#   --out   where the .deb files go (default: out/deb in the repository)
+# Usage: ci/build-deb.sh [--arch amd64|arm64|all] [--out DIR] [--with-cross]
+#   --arch        which packages to build (default: all)
+#   --out         where the .deb files go (default: out/deb in the repository)
+#   --with-cross  compile with cross (Cross.toml, needs docker or podman) instead of the host
+#                 toolchain, then package the result with cargo-deb --no-build
 #
 # Installs what it needs: cargo-deb (pinned), the aarch64 Rust target, Debian's
-# gcc-aarch64-linux-gnu + libc6-dev-arm64-cross as the cross linker (binutils for stripping).
+# gcc-aarch64-linux-gnu + libc6-dev-arm64-cross as the cross linker (binutils for stripping and
+# the dbgsym split), and cross (pinned) with --with-cross.
 # Honours CARGO_TARGET_DIR. Prints the wall time of each build.
 set -euo pipefail
+# shellcheck source=ci/lib.sh
 . "$(dirname "$0")/lib.sh"
 
 CARGO_DEB_VERSION=3.8.0
+CROSS_VERSION=0.2.5
 arch=all
+with_cross=""
 out="$RTCAT_TOP/out/deb"
 
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--arch) arch=${2:?--arch needs amd64, arm64 or all}; shift 2 ;;
 	--out) out=${2:?--out needs a directory}; shift 2 ;;
+	--with-cross) with_cross=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
 	esac
@@ -68,6 +75,15 @@ add_md5sums() {
 	rm -rf "$tmp"
 }
 
+if [ -n "$with_cross" ]; then
+	if ! cross --version 2>/dev/null | grep -qF "cross $CROSS_VERSION"; then
+		step "cargo install cross $CROSS_VERSION"
+		cargo install --locked --quiet cross --version "$CROSS_VERSION"
+	fi
+	command -v docker >/dev/null || command -v podman >/dev/null ||
+		die "--with-cross needs docker or podman (cross runs the build in a container)"
+fi
+
 mkdir -p "$out"
 for a in "${arches[@]}"; do
 	case "$a" in
@@ -78,7 +94,12 @@ for a in "${arches[@]}"; do
 	start=$(date +%s)
 	# --dbgsym: the release profile keeps line tables (debug = 1); they go into a separate
 	# rtcat-dbgsym .ddeb for crash analysis and the binary in the .deb is stripped.
-	cargo deb -p rtcat --target "$triple" --output "$out" --locked --dbgsym --compress-debug-symbols=zlib
+	if [ -n "$with_cross" ]; then
+		cross build -p rtcat --release --locked --target "$triple"
+		cargo deb -p rtcat --target "$triple" --output "$out" --no-build --dbgsym --compress-debug-symbols=zlib
+	else
+		cargo deb -p rtcat --target "$triple" --output "$out" --locked --dbgsym --compress-debug-symbols=zlib
+	fi
 	add_md5sums "$out/rtcat_${changelog_version}_${a}.deb"
 	echo "built $a in $(($(date +%s) - start)) s"
 done

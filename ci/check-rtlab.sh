@@ -28,6 +28,14 @@ cargo fmt -p rtlab --check
 step "rtlab: cargo clippy --all-targets -D warnings"
 cargo clippy -q -p rtlab --all-targets -- -D warnings
 
+step "rtlab: builds with the MSRV (Rust 1.90)"
+if command -v rustup >/dev/null; then
+	rustup toolchain install 1.90 --profile minimal >/dev/null 2>&1 || die "cannot install Rust 1.90"
+	cargo +1.90 build -q -p rtlab --all-targets
+else
+	die "rustup missing: cannot check the MSRV"
+fi
+
 step "rtlab: cargo test (stress-ng backend required)"
 RTLAB_REQUIRE_STRESS_NG=1 cargo test -q -p rtlab
 

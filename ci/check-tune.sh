@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$RTCAT_TOP"
 
 step "tune: install shellcheck, check-jsonschema"
-ensure_apt shellcheck
+ensure_apt shellcheck ethtool
 ensure_pip check-jsonschema check-jsonschema
 
 step "tune: shellcheck"
@@ -79,6 +79,29 @@ assert rc == (1 if fails else 0), (rc, fails)
 print(f"doctor json ok: {len(ids)} checks, {fails} FAIL, exit {rc}")
 PY
 check-jsonschema --schemafile app/rttune/doctor.schema.json "$work/doctor.json"
+
+step "tune: coalescing read by our SIOCETHTOOL ioctl agrees with ethtool -c"
+checked=0
+for d in /sys/class/net/*; do
+	ifc=${d##*/}
+	[ "$ifc" = lo ] && continue
+	ethtool -c "$ifc" >"$work/ethtool-c.txt" 2>/dev/null || continue
+	set +e
+	"$bin" doctor --cpu "$rt" --iface "$ifc" --json >"$work/d-$ifc.json"
+	set -e
+	python3 - "$work/ethtool-c.txt" "$work/d-$ifc.json" "$ifc" <<'PY'
+import json, re, sys
+et = open(sys.argv[1]).read()
+want = {k: re.search(rf"^{k}:\s*(\S+)", et, re.M).group(1) for k in ("rx-usecs", "rx-frames", "tx-usecs", "tx-frames")}
+want = {k: ("0" if v == "n/a" else v) for k, v in want.items()}
+c = next(c for c in json.load(open(sys.argv[2]))["checks"] if c["id"] == "nic.coalesce")
+got = dict(re.findall(r"([rt]x-(?:usecs|frames)) (\d+)", c["observed"]))
+assert got == want, (sys.argv[3], got, want, c["observed"])
+print(f"{sys.argv[3]}: ioctl {got} == ethtool -c")
+PY
+	checked=$((checked + 1))
+done
+[ "$checked" -gt 0 ] || printf 'no interface here supports ethtool -c: cross-check skipped\n'
 
 step "tune: plan changes nothing on this machine"
 knobs=(/proc/irq/default_smp_affinity /sys/devices/virtual/workqueue/cpumask /proc/sys/kernel/timer_migration)

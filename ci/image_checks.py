@@ -277,6 +277,22 @@ def check_recipes():
                             err(rel(patch), "no Upstream-Status: line")
             if name.startswith("RTCAT_GMAC_OVERLAY") and not (TOP / "dts" / value).is_file():
                 err(rel(p), f"{name}: dts/{value} does not exist")
+    # The vendor kernel is pinned once more by kernel/build.sh (kernel/sources.env): same tree.
+    env = dict(re.findall(r"^(BSP_GIT_\w+)=(\S+)", (TOP / "kernel/sources.env").read_text(), re.M)) \
+        if (TOP / "kernel/sources.env").is_file() else {}
+    bsp = LAYER / "recipes-kernel/linux/linux-rockchip-rt_5.10.bb"
+    if env and bsp.is_file():
+        text = bsp.read_text()
+        rev = re.search(r'^SRCREV = "([0-9a-f]{40})"', text, re.M)
+        if not rev or rev.group(1) != env.get("BSP_GIT_COMMIT"):
+            err(rel(bsp), f"SRCREV: {rev and rev.group(1)} differs from BSP_GIT_COMMIT "
+                          f"{env.get('BSP_GIT_COMMIT')} in kernel/sources.env")
+        for key, field in (("BSP_GIT_URL", "url"), ("BSP_GIT_BRANCH", "branch")):
+            val = env.get(key, "")
+            if field == "url":
+                val = re.sub(r"^https://", "git://", val)
+            if val and val not in text:
+                err(rel(bsp), f"SRC_URI: does not use {key}={env.get(key)} of kernel/sources.env")
     if not errors:
         print(f"recipes: {len(recipes)} recipes/appends, {n_files} local files found, "
               f"{n_lic} license checksums match")

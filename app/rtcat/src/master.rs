@@ -113,38 +113,6 @@ impl Layout {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn wkc_counts_devices_straddling_frames_twice() {
-        let l = Layout {
-            inputs: vec![22; 3],
-            outputs: vec![22; 3],
-        };
-        assert_eq!(l.derived_wkc(), 9);
-        // 64 x 22: chunk boundaries fall between devices (1100 = 50 x 22).
-        let l = Layout {
-            inputs: vec![22; 64],
-            outputs: vec![22; 64],
-        };
-        assert_eq!(l.derived_wkc(), 192);
-        // 64 x 23 in, 64 x 23 out = 2944 bytes: the boundary at 1100 falls inside input 47
-        // (1081..1104) and the one at 2200 inside output 31 (2185..2208): +1 and +2.
-        let l = Layout {
-            inputs: vec![23; 64],
-            outputs: vec![23; 64],
-        };
-        assert_eq!(l.derived_wkc(), 192 + 1 + 2);
-        let l = Layout {
-            inputs: vec![0, 4],
-            outputs: vec![2, 0],
-        };
-        assert_eq!(l.derived_wkc(), 3);
-    }
-}
-
 fn init_timeouts(cfg: &Config) -> Timeouts {
     Timeouts {
         pdu: Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into()),
@@ -543,4 +511,36 @@ fn run_phase(
             .join()
             .map_err(|_| anyhow!("cyclic thread panicked"))?
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wkc_counts_devices_straddling_frames_twice() {
+        let l = Layout {
+            inputs: vec![22; 3],
+            outputs: vec![22; 3],
+        };
+        assert_eq!(l.derived_wkc(), 9);
+        // 64 x 22: chunk boundaries fall between devices (1100 = 50 x 22).
+        let l = Layout {
+            inputs: vec![22; 64],
+            outputs: vec![22; 64],
+        };
+        assert_eq!(l.derived_wkc(), 192);
+        // 64 x 23 in, 64 x 23 out = 2944 bytes: the boundary at 1100 falls inside input 47
+        // (1081..1104) and the one at 2200 inside output 31 (2185..2208): +1 and +2.
+        let l = Layout {
+            inputs: vec![23; 64],
+            outputs: vec![23; 64],
+        };
+        assert_eq!(l.derived_wkc(), 192 + 1 + 2);
+        let l = Layout {
+            inputs: vec![0, 4],
+            outputs: vec![2, 0],
+        };
+        assert_eq!(l.derived_wkc(), 3);
+    }
 }

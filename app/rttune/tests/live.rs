@@ -227,3 +227,20 @@ fn live_apply_restore_round_trip() {
     }
     eprintln!("live round trip: {changed} knob(s) changed and restored");
 }
+
+#[test]
+fn ethtool_ioctl_errors_are_reported() {
+    use rttune::Host;
+    let e = RealHost.get_coalesce("lo").unwrap_err();
+    assert_eq!(e.raw_os_error(), Some(libc::EOPNOTSUPP), "lo: {e}");
+    let e = RealHost.get_coalesce("rttune-nx0").unwrap_err();
+    assert_eq!(
+        e.raw_os_error(),
+        Some(libc::ENODEV),
+        "missing interface: {e}"
+    );
+    let e = RealHost.get_coalesce("a/b").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+    let e = RealHost.get_coalesce("averyveryverylongname").unwrap_err();
+    assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
+}

@@ -17,8 +17,10 @@ DEPENDS += "dtc-native"
 # linux-rockchip.inc (rockchip boot.img/zboot.img, defconfig merging of rk3588_linux.config).
 # nooelint: oelint.file.requirenotfound - in openembedded-core (meta/), a declared dependency
 require recipes-kernel/linux/linux-yocto.inc
-# nooelint: oelint.file.requirenotfound - in the Rockchip vendor BSP layer (see kas/rk3588-evb-bsp-rt.yml)
-require recipes-kernel/linux/linux-rockchip.inc
+# Only in the bsp-rt stack: Yocto's meta-rockchip (mainline-rt stack) has a different file of
+# the same name, and this recipe is skipped there (SKIP_RECIPE in conf/distro/rtcat.conf).
+# In the Rockchip vendor BSP layer (see kas/rk3588-evb-bsp-rt.yml).
+require ${@'recipes-kernel/linux/linux-rockchip.inc' if d.getVar('RTCAT_KERNEL_FLAVOUR') == 'bsp-rt' else ''}
 
 LINUX_VERSION = "5.10.160"
 LINUX_KERNEL_TYPE = "preempt-rt"
@@ -28,10 +30,11 @@ PV = "${LINUX_VERSION}+git"
 # published on the Orange Pi RK35xx RT branch (uname -r: 5.10.160-rt89).
 # From the rtcat repository (never copied): config fragments shared with mainline-rt, the
 # stmmac coalescing patch series for the 5.10 vendor driver, and the GMAC EtherCAT overlay.
-SRC_URI = "git://github.com/orangepi-xunlong/linux-orangepi.git;protocol=https;branch=orange-pi-5.10-rk35xx-rt \
-           ${@rtcat.kernel_fragments(d, d.getVar('RTCAT_KERNEL_FRAGMENTS'))} \
-           ${@rtcat.kernel_files(d, 'patches/' + d.getVar('RTCAT_BSP_PATCHES'), '.patch')} \
-           file://${RTCAT_GMAC_OVERLAY} \
+SRC_URI = "git://github.com/orangepi-xunlong/linux-orangepi.git;protocol=https;branch=orange-pi-5.10-rk35xx-rt"
+SRC_URI:append:rtcat-bsp-rt = " \
+    ${@rtcat.kernel_fragments(d, d.getVar('RTCAT_KERNEL_FRAGMENTS'))} \
+    ${@rtcat.kernel_files(d, 'patches/' + d.getVar('RTCAT_BSP_PATCHES'), '.patch')} \
+    file://${RTCAT_GMAC_OVERLAY} \
 "
 SRCREV = "9f9e9d18574d0914c0d192a90c3babfe1fd63c95"
 
@@ -42,6 +45,8 @@ RTCAT_BSP_PATCHES ?= "bsp-5.10"
 # GMAC wired to the EtherCAT segment: rk3588-gmac0-ethercat.dtso or rk3588-gmac1-ethercat.dtso.
 RTCAT_GMAC_OVERLAY ?= "rk3588-gmac1-ethercat.dtso"
 
+# The tree's own defconfig, as kernel/build.sh uses it (kernel/sources.env BSP_DEFCONFIG).
+KBUILD_DEFCONFIG = "rockchip_linux_defconfig"
 KERNEL_VERSION_SANITY_SKIP = "1"
 COMPATIBLE_MACHINE = "rockchip-rk3588-evb"
 
@@ -71,3 +76,4 @@ do_compile:prepend() {
 do_compile[vardeps] += "RTCAT_BOOTARGS RTCAT_GMAC_OVERLAY"
 
 CVE_PRODUCT = "linux_kernel"
+
