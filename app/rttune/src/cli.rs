@@ -191,7 +191,14 @@ pub fn run_tune(args: &TuneArgs, ctx: &RtContext) -> anyhow::Result<i32> {
         let sel = (!args.groups.is_empty()).then_some(groups.as_slice());
         tune::restore(&root, host, sel, &state)?
     } else {
-        let rt = resolve_rt(&root, args.cpu, ctx, false)?;
+        let rt = match resolve_rt(&root, args.cpu, ctx, false) {
+            Ok(rt) => rt,
+            // status of an applied state works without --cpu: the journal knows the RT CPU
+            Err(e) => match (args.action, Journal::load(&state).ok().flatten()) {
+                (TuneAction::Status, Some(j)) => CpuSet::parse_list(&j.rt_cpus).map_err(|_| e)?,
+                _ => return Err(e),
+            },
+        };
         let hk = match &args.housekeeping {
             Some(s) => {
                 Some(CpuSet::parse_list(s).map_err(|e| anyhow::anyhow!("--housekeeping: {e}"))?)

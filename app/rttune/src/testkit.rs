@@ -139,6 +139,13 @@ impl FakeTree {
                 w(&format!("{d}/cpuinfo_max_freq"), &format!("{max}\n"));
                 w(&format!("{d}/scaling_min_freq"), "408000\n");
                 w(&format!("{d}/scaling_max_freq"), &format!("{max}\n"));
+                // cpuN/cpufreq -> ../cpufreq/policyP, as the kernel links them
+                for cpu in cpus.split(' ') {
+                    let link = root.join(format!("sys/devices/system/cpu/cpu{cpu}/cpufreq"));
+                    fs::create_dir_all(link.parent().expect("parent")).expect("mkdir");
+                    std::os::unix::fs::symlink(format!("../cpufreq/policy{pol}"), &link)
+                        .expect("symlink");
+                }
             }
         }
         if spec.cpuidle {

@@ -641,8 +641,21 @@ fn cli_runs_on_a_fake_root() {
     .unwrap();
     assert_eq!(rttune::run_tune(&a.a, &ctx).unwrap(), 0);
     assert!(t.root.join("var/lib/rtcat/tune-state.json").exists());
+    let no_cpu = rttune::RtContext::default();
+    let st = T::try_parse_from(["tune", "status", "--root", r]).unwrap();
+    assert_eq!(
+        rttune::run_tune(&st.a, &no_cpu).unwrap(),
+        0,
+        "status needs no --cpu after apply"
+    );
     let s = T::try_parse_from(["tune", "restore", "--root", r]).unwrap();
-    assert_eq!(rttune::run_tune(&s.a, &ctx).unwrap(), 0);
+    assert_eq!(
+        rttune::run_tune(&s.a, &no_cpu).unwrap(),
+        0,
+        "restore needs no --cpu"
+    );
+    let e = rttune::run_tune(&st.a, &no_cpu).unwrap_err().to_string();
+    assert!(e.contains("no RT CPU"), "{e}");
     assert!(!t.root.join("var/lib/rtcat/tune-state.json").exists());
     let mut after = snapshot(&t.root);
     after.retain(|k, _| !k.starts_with("var"));
