@@ -113,6 +113,13 @@ def check_kas():
         if want != got:
             err(rel(lock), f"overrides.repos: pins {got} but the kas files name {want}")
         print(f"kas pins: {rel(p)}: {len(want)} repositories pinned, lock file agrees" if want == got else "")
+    # A distro name is an override: it must not be the name of one of our recipes (FILES:${PN}
+    # would turn into a distro override; bitbake's pn-overrides QA check fails the parse).
+    pns = {re.sub(r"_[^_]*$", "", q.stem) for q in LAYER.rglob("*.bb")}
+    for p in files:
+        distro = (load_yaml(p) or {}).get("distro")
+        if distro and distro in pns:
+            err(rel(p), f"distro: '{distro}' is also a recipe name (a distro name is an override)")
     if flavours != {"mainline-rt", "bsp-rt"}:
         err(rel(KAS), f"kernel flavours covered: {sorted(flavours)}; need mainline-rt and bsp-rt")
 

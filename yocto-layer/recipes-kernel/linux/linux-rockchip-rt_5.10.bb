@@ -18,7 +18,7 @@ DEPENDS += "dtc-native"
 # nooelint: oelint.file.requirenotfound - in openembedded-core (meta/), a declared dependency
 require recipes-kernel/linux/linux-yocto.inc
 # Only in the bsp-rt stack: Yocto's meta-rockchip (mainline-rt stack) has a different file of
-# the same name, and this recipe is skipped there (SKIP_RECIPE in conf/distro/rtcat.conf).
+# the same name, and this recipe is skipped there (SKIP_RECIPE in conf/distro/rtcat-os.conf).
 # In the Rockchip vendor BSP layer (see kas/rk3588-evb-bsp-rt.yml).
 require ${@'recipes-kernel/linux/linux-rockchip.inc' if d.getVar('RTCAT_KERNEL_FLAVOUR') == 'bsp-rt' else ''}
 

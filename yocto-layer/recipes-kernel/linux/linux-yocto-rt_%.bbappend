@@ -1,6 +1,6 @@
 # rtcat mainline-rt flavour: linux-yocto-rt (PREEMPT_RT merged in mainline) on the RK3588 machines
 # of Yocto's meta-rockchip (rock-5b, rock-5a, orangepi-5-plus, nanopc-t6), booted via extlinux.
-# The RT boot arguments reach extlinux.conf through UBOOT_EXTLINUX_KERNEL_ARGS (conf/distro/rtcat.conf).
+# The RT boot arguments reach extlinux.conf through UBOOT_EXTLINUX_KERNEL_ARGS (conf/distro/rtcat-os.conf).
 #
 # Config fragments and the stmmac patches come from the rtcat repository's kernel/ (never copied):
 #   kernel/fragments/{rt-core,rk3588-ethercat,rk3588-mainline}.cfg

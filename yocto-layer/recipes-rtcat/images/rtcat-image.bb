@@ -9,7 +9,7 @@ BUGTRACKER = "https://github.com/rtcat/rtcat/issues"
 SECTION = "images"
 LICENSE = "MIT"
 
-# The bsp-rt flavour adds the vendor BSP's image class through IMAGE_CLASSES (conf/distro/rtcat.conf).
+# The bsp-rt flavour adds the vendor BSP's image class through IMAGE_CLASSES (conf/distro/rtcat-os.conf).
 inherit core-image
 
 IMAGE_FEATURES += "ssh-server-dropbear"
