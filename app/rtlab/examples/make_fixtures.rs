@@ -100,7 +100,25 @@ fn bench_dir(
 
 fn ladder(dir: &Path, kernel: &str, rt: bool, scale: f64, seed0: u64) -> Result<()> {
     std::fs::create_dir_all(dir)?;
-    let sys = system(kernel, rt);
+    let base = system(kernel, rt);
+    // the ladder's stages change the recorded setup: s0 plain, s1 pinned FIFO, s2 performance
+    let setup = |st: &str| {
+        let mut s = base.clone();
+        match st {
+            "s0" => {
+                s.policy = Policy::Other;
+                s.priority = 0;
+                s.cpu = None;
+                s.txrx_cpu = None;
+                s.governor = Some("ondemand".into());
+                s.timer_slack_ns = 50_000;
+            }
+            "s1" => s.governor = Some("ondemand".into()),
+            _ => {}
+        }
+        s
+    };
+    let sys = setup("s0");
     let stages = [
         (
             "s0",
@@ -122,7 +140,7 @@ fn ladder(dir: &Path, kernel: &str, rt: bool, scale: f64, seed0: u64) -> Result<
                 Some(st),
                 seed,
                 Mode::Sim,
-                &sys,
+                &setup(st),
                 w,
                 e,
                 *c,

@@ -92,6 +92,8 @@ pub struct RunStats {
 #[derive(Debug, Clone)]
 pub struct Run {
     pub stats: RunStats,
+    /// How the cycle thread ran (policy, priority, CPU, governor, timer slack), when known.
+    pub setup: Option<String>,
     pub wake: Histogram<u64>,
     pub exec: Option<Histogram<u64>>,
 }
@@ -156,6 +158,22 @@ fn check_hdr(file: &Path, h: &Histogram<u64>, count: u64, max: u64, field: &str)
     Ok(())
 }
 
+/// The cycle thread's setup as recorded in a summary, e.g. `FIFO 80, CPU 6, performance, slack 1 ns`.
+pub fn setup_of(sys: &crate::summary::SystemInfo) -> String {
+    let policy = match sys.policy {
+        crate::summary::Policy::Fifo => format!("FIFO {}", sys.priority),
+        crate::summary::Policy::Other => "OTHER".to_string(),
+    };
+    let cpu = sys
+        .cpu
+        .map_or_else(|| "unpinned".to_string(), |c| format!("CPU {c}"));
+    let gov = sys
+        .governor
+        .clone()
+        .unwrap_or_else(|| "no cpufreq".to_string());
+    format!("{policy}, {cpu}, {gov}, slack {} ns", sys.timer_slack_ns)
+}
+
 /// Reads a bench output directory (summary.json + wake/exec histograms).
 pub fn read_bench_dir(dir: &Path) -> Result<(Summary, Run)> {
     let sp = dir.join(SUMMARY_FILE);
@@ -197,10 +215,12 @@ pub fn read_bench_dir(dir: &Path) -> Result<(Summary, Run)> {
         wkc_mismatches: Some(s.wkc.mismatches),
         recoveries: Some(s.recoveries),
     };
+    let setup = Some(setup_of(&s.system));
     Ok((
         s,
         Run {
             stats,
+            setup,
             wake,
             exec: Some(exec),
         },
@@ -368,6 +388,7 @@ fn read_cyclictest(path: &Path, label: String) -> Result<Source> {
             name,
             runs: vec![Run {
                 stats,
+                setup: None,
                 wake,
                 exec: None,
             }],
@@ -457,6 +478,8 @@ pub struct StageRow {
     pub kind: SourceKind,
     pub kernel_release: Option<String>,
     pub preempt_rt: Option<bool>,
+    /// Setup of the cycle thread (see [`setup_of`]); runs that differ are joined with " / ".
+    pub setup: Option<String>,
     pub runs: usize,
     pub cycles: u64,
     pub wake_mean_ns: Spread,
@@ -496,6 +519,17 @@ pub fn stage_rows(src: &Source) -> Vec<StageRow> {
                 kind: src.kind,
                 kernel_release: src.kernel_release.clone(),
                 preempt_rt: src.preempt_rt,
+                setup: {
+                    let mut v: Vec<String> = Vec::new();
+                    for r in &st.runs {
+                        if let Some(x) = &r.setup
+                            && !v.contains(x)
+                        {
+                            v.push(x.clone());
+                        }
+                    }
+                    (!v.is_empty()).then(|| v.join(" / "))
+                },
                 runs: s.len(),
                 cycles: s.iter().map(|r| r.cycles).sum(),
                 wake_mean_ns: f(|r| r.wake_mean),
@@ -587,9 +621,9 @@ pub fn render_markdown(sources: &[Source]) -> String {
          missed, WKC mismatches and recoveries are totals over the runs.\n\n",
     );
     o.push_str(
-        "| source | stage | kernel | runs | cycles | wake mean | wake P99 | wake P99.9 | wake max | worst max | exec mean | exec max | missed | WKC mismatches | recoveries |\n",
+        "| source | stage | kernel | setup | runs | cycles | wake mean | wake P99 | wake P99.9 | wake max | worst max | exec mean | exec max | missed | WKC mismatches | recoveries |\n",
     );
-    o.push_str("|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+    o.push_str("|---|---|---|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
     let mut bounded = false;
     for r in &rows {
         let m99 = if r.wake_p99_bounded { " ≤" } else { "" };
@@ -597,10 +631,11 @@ pub fn render_markdown(sources: &[Source]) -> String {
         bounded |= r.wake_p99_bounded || r.wake_p999_bounded;
         let _ = writeln!(
             o,
-            "| {} | {} | {} | {} | {} | {} | {}{m99} | {}{m999} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {}{m99} | {}{m999} | {} | {} | {} | {} | {} | {} | {} |",
             r.source,
             r.stage,
             kernel_of(r),
+            r.setup.as_deref().unwrap_or("–"),
             r.runs,
             r.cycles,
             cell(&r.wake_mean_ns, r.runs),
@@ -662,7 +697,7 @@ pub fn render_markdown(sources: &[Source]) -> String {
 /// CSV: one row per source and stage, latencies in µs (3 decimals), empty where not applicable.
 pub fn render_csv(sources: &[Source]) -> String {
     let mut o = String::from(
-        "source,stage,kind,kernel_release,preempt_rt,runs,cycles,wake_mean_us,wake_mean_sd_us,wake_p99_us,wake_p99_sd_us,wake_p999_us,wake_p999_sd_us,wake_max_us,wake_max_sd_us,wake_max_worst_us,wake_p99_upper_bound,wake_p999_upper_bound,exec_mean_us,exec_mean_sd_us,exec_max_us,exec_max_sd_us,exec_max_worst_us,missed_deadlines,wkc_mismatches,recoveries\n",
+        "source,stage,kind,kernel_release,preempt_rt,setup,runs,cycles,wake_mean_us,wake_mean_sd_us,wake_p99_us,wake_p99_sd_us,wake_p999_us,wake_p999_sd_us,wake_max_us,wake_max_sd_us,wake_max_worst_us,wake_p99_upper_bound,wake_p999_upper_bound,exec_mean_us,exec_mean_sd_us,exec_max_us,exec_max_sd_us,exec_max_worst_us,missed_deadlines,wkc_mismatches,recoveries\n",
     );
     let q = |s: &str| {
         if s.contains([',', '"', '\n']) {
@@ -688,11 +723,12 @@ pub fn render_csv(sources: &[Source]) -> String {
         let oc = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
         let _ = writeln!(
             o,
-            "{},{},{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{exec_mean},{},{},{},{}",
+            "{},{},{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{exec_mean},{},{},{},{}",
             q(&r.source),
             q(&r.stage),
             q(r.kernel_release.as_deref().unwrap_or("")),
             r.preempt_rt.map_or(String::new(), |b| b.to_string()),
+            q(r.setup.as_deref().unwrap_or("")),
             r.runs,
             r.cycles,
             us(r.wake_mean_ns.mean),

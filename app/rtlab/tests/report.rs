@@ -592,13 +592,13 @@ fn interrupted_ladder_with_allow_partial() {
         .find(|l| l.starts_with("| stock | s2 |"))
         .unwrap();
     let cells: Vec<&str> = s2.split('|').map(str::trim).collect();
-    assert_eq!(cells[4], "1", "runs of s2: {s2}");
-    assert_eq!(cells[5], "400", "cycles of s2: {s2}");
+    assert_eq!(cells[5], "1", "runs of s2: {s2}");
+    assert_eq!(cells[6], "400", "cycles of s2: {s2}");
     // the remaining s2 run's figures, unchanged: run 1 of the golden fixtures
     let run1: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(d.join("s2/run1/summary.json")).unwrap()).unwrap();
     let p99 = run1["wake_lateness_ns"]["p99"].as_u64().unwrap();
-    assert_eq!(cells[7], format!("{:.3}", p99 as f64 / 1000.0));
+    assert_eq!(cells[8], format!("{:.3}", p99 as f64 / 1000.0));
     // malformed content still fails with --allow-partial
     fs::write(d.join("s1/run1/exec_ns.hdr"), b"junk").unwrap();
     let (code, _, err) = report(&["stock", "--allow-partial"], tmp.path());
