@@ -441,3 +441,43 @@ fn stress_ng_backend_is_placed_and_stopped() {
         assert!(!alive, "stress-ng process {p} still running");
     }
 }
+
+fn status_kib(pid: u32, key: &str) -> u64 {
+    status_field(Path::new(&format!("/proc/{pid}/status")), key)
+        .and_then(|v| v.trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+#[test]
+fn anon_churn_stays_within_its_size() {
+    let cpu = load_cpu().to_string();
+    let child = Command::new(BIN)
+        .args([
+            "load",
+            "--cpus",
+            &cpu,
+            "--mem",
+            "anon",
+            "--anon-mb",
+            "32",
+            "--duration",
+            "1.5",
+            "--quiet",
+        ])
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    std::thread::sleep(Duration::from_millis(1000));
+    let hwm = status_kib(pid, "VmHWM");
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    // the churn touched its 32 MiB (peak RSS above it) but never held much more than one mapping
+    assert!(
+        hwm > 32 * 1024,
+        "peak RSS {hwm} kB: the anon churn did not touch its 32 MiB"
+    );
+    assert!(
+        hwm < (32 + 24) * 1024,
+        "peak RSS {hwm} kB: more than one 32 MiB mapping plus the program"
+    );
+}
