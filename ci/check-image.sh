@@ -33,6 +33,9 @@ while [ $# -gt 0 ]; do
 done
 
 cd "$RTCAT_TOP"
+# Debian 12's python3 is "externally managed" (PEP 668): on the throwaway CI machine the pinned
+# linters go into the system site-packages.
+export PIP_BREAK_SYSTEM_PACKAGES=1
 failures=()
 fail() { failures+=("$1"); printf 'FAILED: %s\n' "$1" >&2; }
 work=$(mktemp -d)
