@@ -5,7 +5,7 @@
 #
 #   ci/test.sh            everything
 #   ci/test.sh rust       only the Rust workspace checks
-#   ci/test.sh kernel|image|rtlab
+#   ci/test.sh rtlab|tune|kernel|image   one area (after `rust`, or standalone)
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -13,7 +13,7 @@ cd "$RTCAT_TOP"
 
 MSRV=1.90
 areas=("$@")
-[ ${#areas[@]} -eq 0 ] && areas=(rust rtlab kernel image)
+[ ${#areas[@]} -eq 0 ] && areas=(rust rtlab tune kernel image)
 
 timed() {
 	local name=$1
@@ -25,7 +25,8 @@ timed() {
 
 rust_checks() {
 	step "rust: toolchain components and the $MSRV toolchain (MSRV)"
-	ensure_apt iproute2 ethtool
+	# iproute2: veth tests; rt-tests: cyclictest import; stress-ng: the load backend tests.
+	ensure_apt iproute2 ethtool rt-tests stress-ng
 	rustup component add rustfmt clippy >/dev/null 2>&1 || true
 	rustup toolchain install "$MSRV" --profile minimal >/dev/null
 
@@ -42,16 +43,18 @@ rust_checks() {
 	if [ "$(id -u)" -eq 0 ]; then
 		export RTCAT_REQUIRE_ROOT_TESTS=1
 	fi
-	cargo test --locked --workspace
+	RTLAB_REQUIRE_STRESS_NG=1 cargo test --locked --workspace
+	export RTCAT_WORKSPACE_CHECKED=1
 }
 
 for a in "${areas[@]}"; do
 	case $a in
 	rust) timed rust rust_checks ;;
-	rtlab) timed rtlab env RTLAB_SKIP_CARGO_CHECKS=1 bash ci/check-rtlab.sh ;;
+	rtlab) timed rtlab bash ci/check-rtlab.sh ;;
+	tune) timed tune bash ci/check-tune.sh ;;
 	kernel) timed kernel bash ci/check-kernel.sh ;;
 	image) timed image bash ci/check-image.sh ;;
-	*) die "unknown area $a (rust, rtlab, kernel, image)" ;;
+	*) die "unknown area $a (rust, rtlab, tune, kernel, image)" ;;
 	esac
 done
 printf '\nall checks passed: %s\n' "${areas[*]}"
