@@ -1,0 +1,268 @@
+#!/usr/bin/env bash
+# "cond && ok ... || bad ...": ok/bad only print, so the SC2015 caveat does not apply.
+# shellcheck disable=SC2015
+# rtcat CI: kernel configuration fragments, stmmac coalescing patches, device-tree overlays and
+# boot-argument generation (issue 6). Runs as root on a fresh Debian 12; installs what it needs;
+# caches unpacked kernel trees and build dirs under ${XDG_CACHE_HOME:-~/.cache}/rtcat/ci-kernel.
+#
+# Checks:
+#  1. kernel/bootargs.sh: output generated from kernel/rt-cpus.env; bad CPU lists rejected (exit 2,
+#     field named); shellcheck of the kernel/dts scripts.
+#  2. 6.12 (Debian linux-source-6.12): the patches apply (git apply --check), carry
+#     Upstream-Status and Signed-off-by, and checkpatch.pl --strict reports 0 errors/warnings/checks.
+#  3. Fragments merged onto arm64 defconfig (RK3588 set and QEMU set): every requested option
+#     survives; the checker itself must reject PREEMPT_RT without EXPERT.
+#  4. stmmac + dwmac-rk compile with the patch under the PREEMPT_RT config (-Werror).
+#  5. RK3588 dtbs built from the same tree; overlays compile with dtc -@, apply with fdtoverlay,
+#     properties read back with fdtget, dt-validate clean with the patched binding; an
+#     out-of-range value and the unpatched binding must both be rejected.
+#  6. 5.10 variant: Debian bullseye's linux-source-5.10 + its RT patch + our patch, fragments
+#     verified, stmmac compiled with -Werror (skipped with a notice only if the archive is
+#     unreachable).
+# Exit status: 0 all checks passed, 1 otherwise.
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "$0")/lib.sh"
+top=$RTCAT_TOP
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/rtcat/ci-kernel
+mkdir -p "$cache"
+cross=aarch64-linux-gnu-
+jobs=$(nproc)
+failures=()
+t0=$(date +%s)
+
+ok() { printf '  ok   %s\n' "$*"; }
+bad() { printf '  FAIL %s\n' "$*" >&2; failures+=("$*"); }
+elapsed() { printf '  (%ss)\n' "$(($(date +%s) - t0))"; }
+# Never let git apply discover an enclosing repository.
+export GIT_CEILING_DIRECTORIES=$cache
+
+# ---- tools ----------------------------------------------------------------------------------
+step "install tools"
+policy=$(apt-cache policy linux-source-6.12 2>/dev/null || true)
+if ! grep -q 'Candidate: [0-9]' <<<"$policy"; then
+	echo "adding bookworm-backports to the apt sources (linux-source-6.12 lives there)"
+	cat >/etc/apt/sources.list.d/rtcat-bookworm-backports.sources <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+	as_root apt-get update -qq
+fi
+ensure_apt linux-source-6.12 gcc-aarch64-linux-gnu device-tree-compiler bc bison flex \
+	libssl-dev libelf-dev make cpio kmod rsync xz-utils perl shellcheck
+# Debian 12's system python refuses pip installs without this (PEP 668).
+export PIP_BREAK_SYSTEM_PACKAGES=1
+ensure_pip dt-validate dtschema==2026.9
+elapsed
+
+# ---- 1. boot args -----------------------------------------------------------------------------
+step "1. boot args from kernel/rt-cpus.env; script hygiene"
+ba="$top/kernel/bootargs.sh"
+rt=$(sed -n 's/^RTCAT_RT_CPUS=//p' "$top/kernel/rt-cpus.env")
+hk=$(sed -n 's/^RTCAT_HOUSEKEEPING_CPUS=//p' "$top/kernel/rt-cpus.env")
+want="isolcpus=nohz,domain,managed_irq,$rt nohz_full=$rt rcu_nocbs=$rt irqaffinity=$hk cpufreq.default_governor=performance"
+got=$("$ba") || true
+[ -n "$rt" ] && [ -n "$hk" ] && [ "$got" = "$want" ] && ok "plain: $got" || bad "bootargs plain: got '$got', want '$want'"
+got=$("$ba" --format extlinux --base "root=/dev/mmcblk0p2 rw nohz_full=3") || true
+[ "$got" = "$(printf '\tappend root=/dev/mmcblk0p2 rw %s' "$want")" ] && ok "extlinux append (old RT args replaced)" ||
+	bad "bootargs extlinux: '$got'"
+if "$ba" --format chosen --base "console=ttyFIQ0" 2>/dev/null | sed '1s|^|/dts-v1/;\n|' |
+	dtc -q -I dts -O dtb -o "$cache/chosen.dtb" - &&
+	[ "$(fdtget -t s "$cache/chosen.dtb" /chosen bootargs)" = "console=ttyFIQ0 $want" ]; then
+	ok "chosen: compiles with dtc, /chosen/bootargs reads back"
+else
+	bad "bootargs chosen output does not compile or read back"
+fi
+got=$("$ba" --format yocto) || true
+[ "$got" = "UBOOT_EXTLINUX_KERNEL_ARGS:append = \" $want\"" ] && ok "yocto" || bad "bootargs yocto: '$got'"
+while IFS='|' read -r args field; do
+	rc=0
+	# shellcheck disable=SC2086 # word splitting of the test arguments is intended
+	err=$("$ba" $args 2>&1 >/dev/null) || rc=$?
+	if [ "$rc" -eq 0 ]; then
+		bad "bootargs accepted bad input: $args"
+	elif [ "$rc" -ne 2 ] || ! grep -qF -- "$field" <<<"$err"; then
+		bad "bootargs $args: expected exit 2 naming $field, got rc=$rc: $err"
+	else
+		ok "rejects $args ($field)"
+	fi
+done <<'EOF'
+--rt-cpus 0|RTCAT_RT_CPUS
+--rt-cpus 8|RTCAT_RT_CPUS
+--rt-cpus 6,x|RTCAT_RT_CPUS
+--rt-cpus 7-6|RTCAT_RT_CPUS
+--housekeeping 1-5,7|RTCAT_HOUSEKEEPING_CPUS
+--rt-cpus 5|overlap
+--nr-cpus 0|RTCAT_NR_CPUS
+--format nope|--format
+EOF
+printf 'RTCAT_RT_CPUS=6\nRTCAT_BOGUS=1\n' >"$cache/bad.env"
+"$ba" --env "$cache/bad.env" >/dev/null 2>&1 && bad "bootargs accepted an unknown key in the env file" ||
+	ok "rejects an unknown key in rt-cpus.env"
+scripts=("$top"/kernel/*.sh "$top"/dts/*.sh "$top/ci/check-kernel.sh")
+shellcheck -x "${scripts[@]}" && ok "shellcheck ${scripts[*]##*/}" || bad "shellcheck"
+elapsed
+
+# ---- 2. 6.12 tree and patches -------------------------------------------------------------------
+step "2. 6.12 source, patches, checkpatch"
+tarball=/usr/src/linux-source-6.12.tar.xz
+ver=$(dpkg-query -W -f='${Version}' linux-source-6.12)
+pin=$(sed -n 's/^MAINLINE_DEB_VERSION=//p' "$top/kernel/sources.env")
+[ "$ver" = "$pin" ] && ok "linux-source-6.12 $ver (the pinned version)" ||
+	echo "  note linux-source-6.12 is $ver, kernel/sources.env pins $pin (checking against $ver)"
+pristine="$cache/linux-6.12"
+if [ "$(cat "$pristine/.rtcat-source" 2>/dev/null)" != "$ver" ]; then
+	echo "  unpacking $tarball"
+	rm -rf "$pristine" && mkdir -p "$pristine"
+	tar -xf "$tarball" -C "$pristine" --strip-components=1
+	echo "$ver" >"$pristine/.rtcat-source"
+fi
+work="$cache/work-6.12"
+rm -rf "$work" && cp -al "$pristine" "$work"
+for p in "$top"/kernel/patches/mainline-6.12/*.patch; do
+	n=$(basename "$p")
+	grep -q '^Upstream-Status: ' "$p" && grep -q '^Signed-off-by: ' "$p" && ok "$n: Upstream-Status, Signed-off-by" ||
+		bad "$n: lacks Upstream-Status or Signed-off-by"
+	if (cd "$work" && git apply --check "$p" && git apply "$p"); then ok "$n applies"; else bad "$n does not apply to 6.12 ($ver)"; fi
+	res=$(cd "$pristine" && ./scripts/checkpatch.pl --strict --no-tree --no-color "$p" 2>&1 | grep '^total:' || true)
+	case "$res" in "total: 0 errors, 0 warnings, 0 checks,"*) ok "$n checkpatch --strict: $res" ;;
+	*) bad "$n checkpatch --strict: ${res:-no result}" ;; esac
+done
+res=$(cd "$pristine" && ./scripts/checkpatch.pl --strict --no-tree --no-color "$top"/kernel/patches/bsp-5.10/*.patch 2>&1 | grep '^total:' || true)
+case "$res" in "total: 0 errors, 0 warnings, 0 checks,"*) ok "bsp-5.10 patch checkpatch --strict: $res" ;;
+*) bad "bsp-5.10 patch checkpatch --strict: ${res:-no result}" ;; esac
+grep -q '^Upstream-Status: ' "$top"/kernel/patches/bsp-5.10/*.patch && ok "bsp-5.10 patch: Upstream-Status" ||
+	bad "bsp-5.10 patch lacks Upstream-Status"
+elapsed
+
+# ---- 3. fragments -----------------------------------------------------------------------------
+step "3. fragments merged onto arm64 defconfig"
+F="$top/kernel/fragments"
+build="$cache/build-6.12"
+"$top/kernel/merge-config.sh" --src "$work" --out "$build" "$F/rt-core.cfg" "$F/rk3588-ethercat.cfg" "$F/rk3588-mainline.cfg" &&
+	ok "RK3588 RT set: every option survived" || bad "RK3588 RT fragments: options dropped"
+"$top/kernel/merge-config.sh" --src "$work" --out "$cache/build-6.12-qemu" "$F/rt-core.cfg" "$F/qemu-virt.cfg" "$F/trim.cfg" &&
+	ok "QEMU RT set: every option survived" || bad "QEMU fragments: options dropped"
+printf 'CONFIG_PREEMPT_RT=y\n' >"$cache/no-expert.cfg"
+if "$top/kernel/merge-config.sh" --src "$work" --out "$cache/build-neg" "$cache/no-expert.cfg" >"$cache/neg.log" 2>&1; then
+	bad "checker accepted PREEMPT_RT without EXPERT (it is dropped on 6.12)"
+else
+	grep -q 'CONFIG_PREEMPT_RT=y requested' "$cache/neg.log" && ok "checker rejects PREEMPT_RT without EXPERT" ||
+		bad "checker failed for another reason: $(tail -3 "$cache/neg.log")"
+fi
+elapsed
+
+# ---- 4. compile stmmac under RT -----------------------------------------------------------------
+step "4. stmmac + dwmac-rk with the patch, PREEMPT_RT config"
+mk=(make -s -C "$work" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" -j"$jobs")
+if grep -q '^CONFIG_PREEMPT_RT=y' "$build/.config" && "${mk[@]}" modules_prepare >"$cache/prep.log" 2>&1 &&
+	"${mk[@]}" KCFLAGS=-Werror drivers/net/ethernet/stmicro/stmmac/ >"$cache/stmmac.log" 2>&1; then
+	o="$build/drivers/net/ethernet/stmicro/stmmac"
+	if grep -qa 'snps,tx-coalesce-frames' "$o/stmmac_platform.o" && [ -f "$o/dwmac-rk.o" ]; then
+		ok "compiled (-Werror); stmmac_platform.o parses snps,tx-coalesce-*; dwmac-rk.o built"
+	else
+		bad "stmmac built, but the patched code or dwmac-rk is missing from the objects"
+	fi
+else
+	tail -20 "$cache/prep.log" "$cache/stmmac.log" 2>/dev/null >&2 || true
+	bad "stmmac does not compile with the patch under PREEMPT_RT"
+fi
+elapsed
+
+# ---- 5. dtbs and overlays -------------------------------------------------------------------------
+step "5. RK3588 dtbs, overlays, dt-validate"
+mapfile -t dtbs < <(cd "$work/arch/arm64/boot/dts" && find rockchip -maxdepth 1 -name 'rk3588*.dts' | sed 's/\.dts$/.dtb/' | sort)
+if "${mk[@]}" DTC_FLAGS=-@ "${dtbs[@]}" >"$cache/dtbs.log" 2>&1; then
+	ok "${#dtbs[@]} RK3588 dtbs built (DTC_FLAGS=-@)"
+else
+	tail -20 "$cache/dtbs.log" >&2
+	bad "RK3588 dtbs do not build"
+fi
+dtbdir="$build/arch/arm64/boot/dts/rockchip"
+"$top/dts/verify-overlays.sh" --dtbs "$dtbdir" --bindings "$work" --validate-max 3 --out "$cache/overlays" &&
+	ok "overlays apply, read back and validate with the patched binding" || bad "overlay verification"
+sed 's/snps,tx-coalesce-frames = <25>/snps,tx-coalesce-frames = <300>/' "$top/dts/rk3588-gmac1-ethercat.dtso" >"$cache/bad-range.dtso"
+if "$top/dts/verify-overlays.sh" --dtbs "$dtbdir" --bindings "$work" --validate-max 1 --out "$cache/ov-neg1" "$cache/bad-range.dtso" >"$cache/neg1.log" 2>&1; then
+	bad "dt-validate accepted snps,tx-coalesce-frames = 300 (binding maximum is 256)"
+else
+	grep -q 'greater than the maximum' "$cache/neg1.log" && ok "out-of-range value rejected by dt-validate" ||
+		bad "negative overlay failed for another reason: $(tail -3 "$cache/neg1.log")"
+fi
+if "$top/dts/verify-overlays.sh" --dtbs "$dtbdir" --bindings "$pristine" --validate-max 1 --out "$cache/ov-neg2" "$top/dts/rk3588-gmac1-ethercat.dtso" >"$cache/neg2.log" 2>&1; then
+	bad "the UNPATCHED binding accepted the coalescing properties (the check would be vacuous)"
+else
+	grep -q 'Unevaluated properties are not allowed' "$cache/neg2.log" && ok "unpatched binding rejects the properties (the extension is what makes them valid)" ||
+		bad "unpatched-binding run failed for another reason: $(tail -3 "$cache/neg2.log")"
+fi
+elapsed
+
+# ---- 6. 5.10 variant ------------------------------------------------------------------------------
+step "6. 5.10 variant on Debian bullseye's linux-source-5.10 + RT"
+bw="$cache/bullseye-apt"
+mkdir -p "$bw/lists/partial" "$bw/archives/partial"
+printf 'deb http://deb.debian.org/debian bullseye main\ndeb http://deb.debian.org/debian-security bullseye-security main\n' >"$bw/sources.list"
+aopt=(-o "Dir::Etc::SourceList=$bw/sources.list" -o Dir::Etc::SourceParts=/dev/null
+	-o "Dir::State::Lists=$bw/lists" -o "Dir::Cache=$bw")
+v510=""
+if apt-get "${aopt[@]}" update -qq >"$bw/update.log" 2>&1; then
+	v510=$(apt-cache "${aopt[@]}" policy linux-source-5.10 | sed -n 's/^  Candidate: //p')
+fi
+if [ -z "$v510" ] || [ "$v510" = "(none)" ]; then
+	echo "  SKIP Debian bullseye's linux-source-5.10 is not reachable from here ($(tail -1 "$bw/update.log"))"
+else
+	deb="$cache/linux-source-5.10_${v510}_all.deb"
+	if [ ! -f "$deb" ]; then
+		(cd "$cache" && apt-get "${aopt[@]}" download "linux-source-5.10=$v510" >/dev/null 2>&1) ||
+			bad "could not download linux-source-5.10=$v510"
+	fi
+	p510="$cache/linux-5.10"
+	if [ -f "$deb" ] && [ "$(cat "$p510/.rtcat-source" 2>/dev/null)" != "$v510" ]; then
+		echo "  unpacking linux-source-5.10 $v510"
+		rm -rf "$cache/deb510" "$p510" && dpkg-deb -x "$deb" "$cache/deb510"
+		mkdir -p "$p510" && tar -xf "$cache/deb510/usr/src/linux-source-5.10.tar.xz" -C "$p510" --strip-components=1
+		cp "$cache/deb510/usr/src/linux-patch-5.10-rt.patch.xz" "$p510/.rtcat-rt.patch.xz"
+		rm -rf "$cache/deb510"
+		echo "$v510" >"$p510/.rtcat-source"
+	fi
+	if [ -f "$p510/.rtcat-source" ]; then
+		w510="$cache/work-5.10"
+		rm -rf "$w510" && cp -al "$p510" "$w510"
+		if (cd "$w510" && xzcat .rtcat-rt.patch.xz | patch -p1 -s --no-backup-if-mismatch); then
+			ok "Debian 5.10 RT patch applied ($(cat "$w510/localversion-rt" 2>/dev/null))"
+		else
+			bad "Debian's 5.10 RT patch does not apply to linux-source-5.10 $v510"
+		fi
+		p510s=("$top"/kernel/patches/bsp-5.10/*.patch)
+		p=${p510s[0]}
+		if (cd "$w510" && git apply --check "$p" && git apply "$p"); then
+			ok "$(basename "$p") applies to 5.10 ($v510, RT)"
+		else
+			bad "$(basename "$p") does not apply to Debian 5.10 $v510"
+		fi
+		b510="$cache/build-5.10"
+		"$top/kernel/merge-config.sh" --src "$w510" --out "$b510" "$F/rt-core.cfg" "$F/rk3588-ethercat.cfg" &&
+			ok "5.10-rt: every option survived" || bad "5.10-rt fragments: options dropped"
+		mk5=(make -s -C "$w510" O="$b510" ARCH=arm64 CROSS_COMPILE="$cross" -j"$jobs")
+		if "${mk5[@]}" modules_prepare >"$cache/prep510.log" 2>&1 &&
+			"${mk5[@]}" KCFLAGS=-Werror drivers/net/ethernet/stmicro/stmmac/ >"$cache/stmmac510.log" 2>&1 &&
+			grep -qa 'snps,tx-coalesce-frames' "$b510/drivers/net/ethernet/stmicro/stmmac/stmmac_platform.o"; then
+			ok "5.10-rt: stmmac + dwmac-rk compiled with the patch (-Werror)"
+		else
+			tail -20 "$cache/prep510.log" "$cache/stmmac510.log" 2>/dev/null >&2 || true
+			bad "5.10-rt: stmmac does not compile with the patch"
+		fi
+	fi
+fi
+elapsed
+
+# ---- result -----------------------------------------------------------------------------------
+echo
+if [ ${#failures[@]} -gt 0 ]; then
+	echo "check-kernel: ${#failures[@]} check(s) FAILED:" >&2
+	printf '  - %s\n' "${failures[@]}" >&2
+	exit 1
+fi
+echo "check-kernel: all checks passed in $(($(date +%s) - t0)) s"
