@@ -160,10 +160,19 @@ fn systemd_runs(root: &SysRoot) -> bool {
 /// Decide how to stop daemon `name` (process `pid`): through systemd when it is PID 1's manager,
 /// otherwise by SIGTERM, recording the command line to start it again.
 pub fn plan_service_stop(root: &SysRoot, name: &str, pid: u32) -> io::Result<ServiceStop> {
-    if systemd_runs(root) {
-        return Ok(ServiceStop::Systemd {
-            unit: format!("{name}.service"),
-        });
+    let unit = format!("{name}.service");
+    let has_unit = [
+        "/etc/systemd/system",
+        "/run/systemd/system",
+        "/usr/lib/systemd/system",
+        "/lib/systemd/system",
+    ]
+    .iter()
+    .any(|d| root.exists(&format!("{d}/{unit}")));
+    // under systemd, a daemon with a unit is stopped through it (else systemd restarts it);
+    // one started by hand is signalled like on a system without systemd
+    if systemd_runs(root) && has_unit {
+        return Ok(ServiceStop::Systemd { unit });
     }
     let cmdline: Vec<String> = root
         .read_bytes(&format!("/proc/{pid}/cmdline"))?

@@ -417,6 +417,10 @@ impl FakeTree {
         // --- systemd, service unit
         fs::create_dir_all(root.join("run/systemd/system")).expect("mkdir");
         w(
+            "/lib/systemd/system/irqbalance.service",
+            "[Unit]\nDescription=irqbalance daemon\n[Service]\nExecStart=/usr/sbin/irqbalance --foreground\n",
+        );
+        w(
             "/etc/systemd/system/rtcat.service",
             if t {
                 "[Unit]\nDescription=rtcat EtherCAT master\n[Service]\nType=notify\nUser=rtcat\nExecStart=/usr/bin/rtcat run\nAmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK CAP_NET_RAW\nLimitMEMLOCK=infinity\nWatchdogSec=2\n"

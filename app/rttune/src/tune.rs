@@ -758,6 +758,9 @@ pub fn apply(
         Some(j) => j,
         None => Journal::new(root, &tc.rt.to_list()),
     };
+    if let Ok(prev) = CpuSet::parse_list(&j.rt_cpus) {
+        j.rt_cpus = prev.union(&tc.rt).to_list();
+    }
     let p = plan(root, tc, host, groups, Some(&j));
     out.skipped = p.skipped.clone();
     // 1. journal every original before touching anything

@@ -687,3 +687,27 @@ fn doctor_is_fast_on_a_big_tree() {
     // is measured by `cargo run --release -p rttune --example bench_doctor`
     assert!(el < std::time::Duration::from_secs(5), "doctor took {el:?}");
 }
+
+#[test]
+fn irqbalance_is_stopped_through_systemd_only_when_it_has_a_unit() {
+    use rttune::host::{ServiceStop, plan_service_stop};
+    let (_d, t) = tree(TreeSpec::default());
+    let root = t.sysroot();
+    assert_eq!(
+        plan_service_stop(&root, "irqbalance", 600).unwrap(),
+        ServiceStop::Systemd {
+            unit: "irqbalance.service".into()
+        }
+    );
+    std::fs::remove_file(t.root.join("lib/systemd/system/irqbalance.service")).unwrap();
+    assert_eq!(
+        plan_service_stop(&root, "irqbalance", 600).unwrap(),
+        ServiceStop::Signalled {
+            pid: 600,
+            cmdline: vec!["/usr/sbin/irqbalance".into(), "--foreground".into()]
+        }
+    );
+    std::fs::write(t.root.join("proc/600/cmdline"), b"").unwrap();
+    let e = plan_service_stop(&root, "irqbalance", 600).unwrap_err();
+    assert!(e.to_string().contains("no command line"), "{e}");
+}
