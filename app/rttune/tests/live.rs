@@ -244,3 +244,68 @@ fn ethtool_ioctl_errors_are_reported() {
     let e = RealHost.get_coalesce("averyveryverylongname").unwrap_err();
     assert_eq!(e.kind(), std::io::ErrorKind::InvalidInput);
 }
+
+/// sched_setaffinity through RealHost, read back through /proc, and a journalled restore of one
+/// thread's affinity (plus PID-reuse protection by start time), on a child process of our own.
+#[test]
+fn live_task_affinity_restore_on_own_child() {
+    use rttune::Host;
+    use rttune::journal::{Entry, EntryState, Journal};
+    let root = SysRoot::live();
+    let online = facts::online_cpus(&root);
+    if online.len() < 2 {
+        eprintln!("SKIP live_task_affinity_restore_on_own_child: need 2+ online CPUs");
+        return;
+    }
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let procs: std::collections::BTreeMap<u32, String> =
+        [(pid, "sleep".to_string())].into_iter().collect();
+    let task = facts::read_tasks(&root, &procs).into_iter().next().unwrap();
+    let original = task.allowed.clone();
+    assert!(original.len() >= 2, "child allowed on {original}");
+    let first = CpuSet::single(original.iter().next().unwrap());
+    RealHost.set_affinity(pid, &first).unwrap();
+    let now = facts::read_tasks(&root, &procs)
+        .into_iter()
+        .next()
+        .unwrap()
+        .allowed;
+    assert_eq!(now, first, "sched_setaffinity did not take");
+
+    let sd = tempfile::tempdir().unwrap();
+    let state = sd.path().join("s.json");
+    let mut j = Journal::new(&root, &first.to_list());
+    let entry = |starttime: u64| Entry {
+        id: format!("task:{pid}:{starttime}"),
+        group: KnobGroup::Tasks,
+        change: Change::Affinity {
+            pid,
+            tid: pid,
+            starttime,
+            comm: "sleep".into(),
+            original: original.to_list(),
+            target: first.to_list(),
+        },
+        state: EntryState::Applied,
+    };
+    // a journal entry for another process that had this PID before: must not be touched
+    j.entries.push(entry(task.starttime + 1));
+    j.save(&state).unwrap();
+    let out = tune::restore(&root, &RealHost, None, &state).unwrap();
+    assert_eq!(out.items[0].result, "gone (task exited)");
+    assert_eq!(facts::read_tasks(&root, &procs)[0].allowed, first);
+
+    let mut j = Journal::new(&root, &first.to_list());
+    j.entries.push(entry(task.starttime));
+    j.save(&state).unwrap();
+    let out = tune::restore(&root, &RealHost, None, &state).unwrap();
+    assert_eq!(out.items[0].result, "restored", "{}", out.to_text());
+    assert_eq!(facts::read_tasks(&root, &procs)[0].allowed, original);
+    assert!(!state.exists());
+    child.kill().unwrap();
+    child.wait().unwrap();
+}
