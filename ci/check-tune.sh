@@ -21,18 +21,22 @@ if git grep -n -E '/(work|root|tmp)/' -- app/rttune ci/check-tune.sh; then
 	die "machine-specific paths committed under app/rttune"
 fi
 
-step "tune: cargo fmt --check"
-cargo fmt -p rttune --check
+# ci/test.sh runs fmt, clippy and the MSRV check for the whole workspace first and sets
+# RTCAT_WORKSPACE_CHECKED; the rttune tests always run here (serially: the live ones share knobs).
+if [ -z "${RTCAT_WORKSPACE_CHECKED:-}" ]; then
+	step "tune: cargo fmt --check"
+	cargo fmt -p rttune --check
 
-step "tune: cargo clippy --all-targets -D warnings"
-cargo clippy -q -p rttune --all-targets -- -D warnings
+	step "tune: cargo clippy --all-targets -D warnings"
+	cargo clippy -q -p rttune --all-targets -- -D warnings
 
-if command -v rustup >/dev/null; then
-	step "tune: builds with the MSRV (Rust 1.90)"
-	rustup toolchain install 1.90 --profile minimal >/dev/null 2>&1 || die "cannot install Rust 1.90"
-	cargo +1.90 check -q -p rttune --all-targets
-else
-	printf 'rustup not found: MSRV build skipped\n'
+	if command -v rustup >/dev/null; then
+		step "tune: builds with the MSRV (Rust 1.90)"
+		rustup toolchain install 1.90 --profile minimal >/dev/null 2>&1 || die "cannot install Rust 1.90"
+		cargo +1.90 check -q -p rttune --all-targets
+	else
+		printf 'rustup not found: MSRV build skipped\n'
+	fi
 fi
 
 step "tune: cargo test (unit, fake trees, golden verdicts, live root tests)"

@@ -19,6 +19,18 @@ fn context_for(config: Option<&std::path::Path>) -> Result<rttune::RtContext, Ex
     }
 }
 
+/// doctor/tune report knob failures in their output; an error out of them is bad input (an
+/// offline CPU, a bad CPU list, an unreadable root): exit 2 like a bad configuration.
+fn input_code(r: anyhow::Result<i32>) -> ExitCode {
+    match r {
+        Ok(c) => ExitCode::from(c.clamp(0, 255) as u8),
+        Err(e) => {
+            eprintln!("rtcat: {e:#}");
+            ExitCode::from(EXIT_CONFIG)
+        }
+    }
+}
+
 fn code(r: anyhow::Result<i32>) -> ExitCode {
     match r {
         Ok(c) => ExitCode::from(c.clamp(0, 255) as u8),
@@ -51,11 +63,11 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Command::Doctor(a) => match context_for(a.config.as_deref()) {
-            Ok(ctx) => code(rttune::run_doctor(&a, &ctx)),
+            Ok(ctx) => input_code(rttune::run_doctor(&a, &ctx)),
             Err(c) => c,
         },
         Command::Tune(a) => match context_for(a.config.as_deref()) {
-            Ok(ctx) => code(rttune::run_tune(&a, &ctx)),
+            Ok(ctx) => input_code(rttune::run_tune(&a, &ctx)),
             Err(c) => c,
         },
         Command::Load(a) => code(rtlab::run_load(&a)),
