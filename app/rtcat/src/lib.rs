@@ -9,6 +9,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod cycle;
+pub mod ladder;
 pub mod master;
 pub mod output;
 pub mod rt;

@@ -72,5 +72,6 @@ fn main() -> ExitCode {
         },
         Command::Load(a) => code(rtlab::run_load(&a)),
         Command::Report(a) => code(rtlab::run_report(&a)),
+        Command::Ladder(a) => rtcat::ladder::run(a),
     }
 }
