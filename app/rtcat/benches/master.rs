@@ -1,0 +1,369 @@
+//! rtcat's performance targets, measured side by side in one run (`cargo bench -p rtcat --bench
+//! master`; root for parts A and B). Prints ratios; asserts nothing about absolute times.
+//!
+//! A. `bench --timer-only` vs `cyclictest -m -p80` at the same period on the same CPU, interleaved.
+//! B. Our TX/RX (inline and thread) vs ethercrab's stock `tx_rx_task_io_uring` on the same
+//!    simulated veth segment: round trip of one cycle, and whether each survives a lost response.
+//! C. Execution time as the segment grows (3, 16, 64, 256 subdevices; 256 is a multi-frame image).
+
+use ecsim::netns::VethPair;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
+const SECS: &str = "5";
+
+fn is_root() -> bool {
+    nix::unistd::geteuid().is_root()
+}
+
+fn last_cpu() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get()) - 1
+}
+
+fn rtcat_json(args: &[&str], extra_ns: Option<&str>) -> rtlab::summary::Summary {
+    let dir = tempfile::tempdir().unwrap();
+    let mut cmd = match extra_ns {
+        Some(ns) => {
+            let mut c = Command::new("ip");
+            c.args(["netns", "exec", ns, BIN]);
+            c
+        }
+        None => Command::new(BIN),
+    };
+    let out = cmd
+        .args(args)
+        .args(["--json", "-", "--out"])
+        .arg(dir.path())
+        .stderr(Stdio::null())
+        .output()
+        .expect("run rtcat");
+    assert!(out.status.success(), "rtcat {args:?} failed");
+    serde_json::from_slice(&out.stdout).expect("summary JSON")
+}
+
+fn us(ns: u64) -> f64 {
+    ns as f64 / 1000.0
+}
+
+fn part_a() {
+    println!(
+        "\nA. timer-only loop vs cyclictest (1 ms, SCHED_FIFO 80, CPU {}, {SECS} s each, interleaved)",
+        last_cpu()
+    );
+    if Command::new("cyclictest").arg("--help").output().is_err() {
+        println!("   skipped: cyclictest not installed (apt-get install rt-tests)");
+        return;
+    }
+    let cpu = last_cpu().to_string();
+    println!(
+        "   {:>5} {:>12} {:>12} {:>14} {:>14}",
+        "round", "rtcat p50", "rtcat p99", "cyclictest p50", "cyclictest p99"
+    );
+    let (mut r50, mut r99, mut c50, mut c99) = (0.0, 0.0, 0.0, 0.0);
+    let rounds = 3;
+    for round in 1..=rounds {
+        let s = rtcat_json(
+            &[
+                "bench",
+                "--timer-only",
+                "--cpu",
+                &cpu,
+                "--priority",
+                "80",
+                "--duration",
+                SECS,
+            ],
+            None,
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let hist = dir.path().join("ct.hist");
+        let st = Command::new("cyclictest")
+            .args(["-m", "-p80", "-t1", "-i1000", "-q", "-h", "20000"])
+            .arg(format!("-a{cpu}"))
+            .arg(format!("-D{SECS}s"))
+            .arg(format!("--histfile={}", hist.display()))
+            .stdout(Stdio::null())
+            .status()
+            .expect("cyclictest");
+        assert!(st.success());
+        let text = std::fs::read_to_string(&hist).unwrap();
+        let ct = rtlab::cyclictest::parse(&hist, &text).expect("cyclictest histogram");
+        let t = &ct.threads[0];
+        let (p50, _) = t.quantile_us(0.5);
+        let (p99, _) = t.quantile_us(0.99);
+        println!(
+            "   {round:>5} {:>10.1}µs {:>10.1}µs {:>12}µs {:>12}µs",
+            us(s.wake_lateness_ns.p50),
+            us(s.wake_lateness_ns.p99),
+            p50,
+            p99
+        );
+        r50 += us(s.wake_lateness_ns.p50);
+        r99 += us(s.wake_lateness_ns.p99);
+        c50 += p50 as f64;
+        c99 += p99 as f64;
+    }
+    let n = rounds as f64;
+    println!(
+        "   mean  rtcat/cyclictest: p50 {:.2}x ({:.1} vs {:.1} µs), p99 {:.2}x ({:.1} vs {:.1} µs); target within 1.05x",
+        (r50 / n) / (c50 / n).max(1.0),
+        r50 / n,
+        c50 / n,
+        (r99 / n) / (c99 / n).max(1.0),
+        r99 / n,
+        c99 / n
+    );
+}
+
+struct SimProc(Child);
+impl Drop for SimProc {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.0.wait();
+    }
+}
+
+fn start_sim(net: &VethPair, control: &Path) -> SimProc {
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.segment_ns,
+            BIN,
+            "sim",
+            "--priority",
+            "70",
+            "--iface",
+            &net.segment_if,
+            "--control",
+        ])
+        .arg(control)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    use std::io::{BufRead, BufReader};
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    while let Some(Ok(l)) = lines.next() {
+        if l.contains("listening") {
+            break;
+        }
+    }
+    std::thread::spawn(move || for _ in lines {});
+    SimProc(child)
+}
+
+/// The stock io_uring task with a minimal 1 ms cyclic loop: per-cycle tx_rx time (ns) and
+/// whether the bus still answers after one dropped response.
+fn stock_io_uring(net: &VethPair, control: &Path) -> (Vec<u64>, bool) {
+    use ethercrab::{MainDevice, MainDeviceConfig, PduStorage, Timeouts};
+    use futures_lite::future::block_on;
+    let storage: &'static PduStorage<16, { PduStorage::element_size(1100) }> =
+        Box::leak(Box::new(PduStorage::new()));
+    let (tx, rx, pdu_loop) = storage.try_split().unwrap();
+    let iface = net.master_if.clone();
+    let _task = VethPair::in_ns(&net.master_ns, move || {
+        let _ = ethercrab::std::tx_rx_task_io_uring(&iface, tx, rx);
+    })
+    .unwrap();
+    let timeouts = Timeouts {
+        pdu: Duration::from_millis(100),
+        eeprom: Duration::from_millis(100),
+        ..Timeouts::default()
+    };
+    let md: &'static MainDevice<'static> = Box::leak(Box::new(MainDevice::new(
+        pdu_loop,
+        timeouts,
+        MainDeviceConfig::default(),
+    )));
+    let group =
+        block_on(md.init_single_group::<4, 256>(ethercrab::std::ethercat_now)).expect("init");
+    let group = block_on(group.into_op(md)).expect("OP");
+    // Same real-time treatment as rtcat's cyclic thread: pinned, SCHED_FIFO 80, 1 ns slack.
+    rtcat::rt::pin_to(last_cpu()).expect("pin");
+    rtcat::rt::set_fifo(80).expect("SCHED_FIFO");
+    rtcat::rt::set_timer_slack(1).expect("timer slack");
+    let mut times = Vec::with_capacity(5000);
+    let period = Duration::from_millis(1);
+    let end = Instant::now() + Duration::from_secs(SECS.parse().unwrap());
+    let mut next = Instant::now() + period;
+    while Instant::now() < end {
+        std::thread::sleep(next.saturating_duration_since(Instant::now()));
+        next += period;
+        let t = Instant::now();
+        if block_on(group.tx_rx(md)).is_ok() {
+            times.push(t.elapsed().as_nanos() as u64);
+        }
+    }
+    // One lost response, then: does the bus answer again within 2 s?
+    let out = Command::new(BIN)
+        .args(["sim-ctl", "--control"])
+        .arg(control)
+        .args(["drop-next", "1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let _ = block_on(group.tx_rx(md));
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let group: &'static _ = Box::leak(Box::new(group));
+    std::thread::spawn(move || {
+        let ok = (0..5).any(|_| block_on(group.tx_rx(md)).is_ok());
+        let _ = done_tx.send(ok);
+    });
+    let survived = done_rx
+        .recv_timeout(Duration::from_secs(2))
+        .unwrap_or(false);
+    (times, survived)
+}
+
+fn pct(v: &mut [u64], q: f64) -> u64 {
+    v.sort_unstable();
+    v[((v.len() as f64 * q) as usize).min(v.len() - 1)]
+}
+
+fn part_b() {
+    println!("\nB. TX/RX on a veth pair to the simulated reference segment (1 ms, {SECS} s each)");
+    if !is_root() {
+        println!("   skipped: needs root (network namespaces)");
+        return;
+    }
+    let cpu = last_cpu().to_string();
+    println!(
+        "   {:<28} {:>12} {:>12} {:>12}  {}",
+        "design", "tx_rx p50", "tx_rx p99", "tx_rx max", "survives a lost response"
+    );
+    for (name, mode) in [
+        ("rtcat inline (IgH style)", "inline"),
+        ("rtcat TX/RX thread", "thread"),
+    ] {
+        let net = VethPair::create("rtcbench").unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let ctl = dir.path().join("s.sock");
+        let _sim = start_sim(&net, &ctl);
+        let s = rtcat_json(
+            &[
+                "bench",
+                "--iface",
+                &net.master_if,
+                "--cpu",
+                &cpu,
+                "--txrx",
+                mode,
+                "--duration",
+                SECS,
+            ],
+            Some(&net.master_ns),
+        );
+        // rtcat's exec is wake -> end of the cycle (tx_rx plus WKC/state checks and the
+        // application hook), so it slightly over-states the tx_rx time it is compared with.
+        println!(
+            "   {name:<28} {:>10.1}µs {:>10.1}µs {:>10.1}µs  yes (frames_lost={}, recoveries={})",
+            us(s.exec_ns.p50),
+            us(s.exec_ns.p99),
+            us(s.exec_ns.max),
+            s.frames_lost,
+            s.recoveries
+        );
+    }
+    let net = VethPair::create("rtcbench").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let ctl = dir.path().join("s.sock");
+    let _sim = start_sim(&net, &ctl);
+    let (mut t, survived) = stock_io_uring(&net, &ctl);
+    println!(
+        "   {:<28} {:>10.1}µs {:>10.1}µs {:>10.1}µs  {}",
+        "ethercrab tx_rx_task_io_uring",
+        us(pct(&mut t, 0.5)),
+        us(pct(&mut t, 0.99)),
+        us(*t.iter().max().unwrap_or(&0)),
+        if survived {
+            "yes"
+        } else {
+            "NO (hangs after one lost response)"
+        }
+    );
+}
+
+fn part_c() {
+    println!("\nC. execution time vs segment size (in-process simulated segment, {SECS} s each)");
+    let root = is_root();
+    let cpu = last_cpu().to_string();
+    println!(
+        "   {:>10} {:>8} {:>12} {:>12} {:>12}",
+        "subdevices", "bytes", "exec mean", "exec p99", "rtt mean"
+    );
+    let mut pts = Vec::new();
+    for n in [3usize, 16, 64, 256] {
+        let dir = tempfile::tempdir().unwrap();
+        let seg = dir.path().join("seg.toml");
+        std::fs::write(
+            &seg,
+            format!("[[device]]\ncount = {n}\noutputs = 22\ninputs = 22\n"),
+        )
+        .unwrap();
+        let period = if n >= 64 { "4000" } else { "1000" };
+        let mut args = vec![
+            "bench",
+            "--sim",
+            "--period-us",
+            period,
+            "--duration",
+            SECS,
+            "--segment",
+        ];
+        let segs = seg.display().to_string();
+        args.push(&segs);
+        if root {
+            args.extend(["--cpu", &cpu]);
+        } else {
+            args.push("--no-rt");
+        }
+        let s = rtcat_json(&args, None);
+        println!(
+            "   {n:>10} {:>8} {:>10.1}µs {:>10.1}µs {:>10.1}µs",
+            s.pdi_bytes,
+            s.exec_ns.mean / 1000.0,
+            us(s.exec_ns.p99),
+            s.rtt_ns.map_or(0.0, |r| r.mean / 1000.0)
+        );
+        pts.push((n as f64, s.pdi_bytes as f64, s.exec_ns.mean));
+    }
+    // Least-squares slope of exec mean over subdevices (and over bytes: 44 bytes per device).
+    let k = pts.len() as f64;
+    let (sx, sy) = pts.iter().fold((0.0, 0.0), |a, p| (a.0 + p.0, a.1 + p.2));
+    let (mx, my) = (sx / k, sy / k);
+    let slope = pts.iter().map(|p| (p.0 - mx) * (p.2 - my)).sum::<f64>()
+        / pts.iter().map(|p| (p.0 - mx).powi(2)).sum::<f64>();
+    println!(
+        "   growth: {:.0} ns per subdevice, {:.1} ns per process-data byte (least squares over the four sizes)",
+        slope,
+        slope / 44.0
+    );
+}
+
+fn main() {
+    // `cargo bench -p rtcat --bench master -- A C` runs only those parts (cargo adds --bench).
+    let parts: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .collect();
+    let want = |p: &str| parts.is_empty() || parts.iter().any(|a| a.eq_ignore_ascii_case(p));
+    println!(
+        "rtcat master benchmarks ({} CPUs, {})",
+        last_cpu() + 1,
+        if is_root() { "root" } else { "not root" }
+    );
+    if want("C") {
+        part_c();
+    }
+    if want("A") {
+        part_a();
+    }
+    if want("B") {
+        part_b();
+    }
+}
