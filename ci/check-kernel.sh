@@ -158,6 +158,9 @@ elapsed
 # ---- 4. compile stmmac under RT -----------------------------------------------------------------
 step "4. stmmac + dwmac-rk with the patch, PREEMPT_RT config"
 mk=(make -s -C "$work" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" -j"$jobs")
+# The work tree is a hard-link copy: unpatched files keep old mtimes, so objects cached from an
+# earlier (patched) run would look up to date. Always compile the driver from scratch.
+rm -rf "$build/drivers/net/ethernet/stmicro/stmmac"
 if grep -q '^CONFIG_PREEMPT_RT=y' "$build/.config" && "${mk[@]}" modules_prepare >"$cache/prep.log" 2>&1 &&
 	"${mk[@]}" KCFLAGS=-Werror drivers/net/ethernet/stmicro/stmmac/ >"$cache/stmmac.log" 2>&1; then
 	o="$build/drivers/net/ethernet/stmicro/stmmac"
@@ -246,6 +249,7 @@ else
 		"$top/kernel/merge-config.sh" --src "$w510" --out "$b510" "$F/rt-core.cfg" "$F/rk3588-ethercat.cfg" &&
 			ok "5.10-rt: every option survived" || bad "5.10-rt fragments: options dropped"
 		mk5=(make -s -C "$w510" O="$b510" ARCH=arm64 CROSS_COMPILE="$cross" -j"$jobs")
+		rm -rf "$b510/drivers/net/ethernet/stmicro/stmmac"
 		if "${mk5[@]}" modules_prepare >"$cache/prep510.log" 2>&1 &&
 			"${mk5[@]}" KCFLAGS=-Werror drivers/net/ethernet/stmicro/stmmac/ >"$cache/stmmac510.log" 2>&1 &&
 			grep -qa 'snps,tx-coalesce-frames' "$b510/drivers/net/ethernet/stmicro/stmmac/stmmac_platform.o"; then
