@@ -758,38 +758,46 @@ fn wait_bench(
     }
 }
 
-/// Notes on what the stage's own knobs did (N/A, refused, nothing to change).
+/// Notes on what the stage's knobs did: N/A and refused knobs (attributed to the stage that adds
+/// their group, also when that stage is not in the list), and a stage that changed nothing.
 fn stage_notes(stage: StageId, apply: &Outcome) -> Vec<String> {
-    let own = KnobGroup::expand(&stage.own_groups());
-    if own.is_empty() {
-        return Vec::new();
-    }
+    let owner = |g: KnobGroup| {
+        StageId::ALL
+            .into_iter()
+            .find(|s| KnobGroup::expand(&s.own_groups()).contains(&g))
+            .unwrap_or(stage)
+    };
     let mut notes = Vec::new();
-    for s in apply.skipped.iter().filter(|s| own.contains(&s.group)) {
+    for s in &apply.skipped {
+        let o = owner(s.group);
         notes.push(format!(
             "{} ({}): {} N/A here: {}",
-            stage.id(),
-            stage.change(),
+            o.id(),
+            o.change(),
             s.id,
             s.reason
         ));
     }
-    for i in apply.items.iter().filter(|i| own.contains(&i.group)) {
-        if i.result.starts_with("refused") {
-            notes.push(format!(
-                "{} ({}): {}: {}",
-                stage.id(),
-                stage.change(),
-                i.what,
-                i.result
-            ));
-        }
+    for i in apply
+        .items
+        .iter()
+        .filter(|i| i.result.starts_with("refused"))
+    {
+        let o = owner(i.group);
+        notes.push(format!(
+            "{} ({}): {}: {}",
+            o.id(),
+            o.change(),
+            i.what,
+            i.result
+        ));
     }
+    let own = KnobGroup::expand(&stage.own_groups());
     let applied = apply
         .items
         .iter()
         .any(|i| own.contains(&i.group) && i.result == "applied");
-    if !applied {
+    if !own.is_empty() && !applied {
         notes.push(format!(
             "{} ({}): changed nothing on this system (already in effect, N/A or refused): \
              it measures the same setup as the stage below",
