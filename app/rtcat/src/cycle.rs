@@ -142,6 +142,21 @@ fn push_event(events: &mut rtrb::Producer<Event>, cycle: u64, kind: EventKind) {
     });
 }
 
+/// Move to the next deadline. A cycle that ended after it missed it: count the miss, skip to the
+/// first deadline still in the future (same grid), count the skipped periods and return them.
+#[inline]
+fn advance(deadline: &mut u64, period: u64, end: u64, rec: &mut Recorder) -> Option<u64> {
+    *deadline += period;
+    if end <= *deadline {
+        return None;
+    }
+    let behind = (end - *deadline) / period + 1;
+    rec.missed_deadlines += 1;
+    rec.skipped_periods += behind;
+    *deadline += behind * period;
+    Some(behind)
+}
+
 /// Run cycles until stopped, the duration ends, or the segment needs recovery.
 pub fn run(
     x: &mut Exchanger,
@@ -257,13 +272,7 @@ pub fn run(
         bad_run = if bad { bad_run + 1 } else { 0 };
         sinks.live.publish(rec, lateness, exec, !bad);
 
-        // Next deadline; a cycle that ran past it misses it and skips to the future.
-        deadline += period;
-        if end > deadline {
-            let behind = (end - deadline) / period + 1;
-            rec.missed_deadlines += 1;
-            rec.skipped_periods += behind;
-            deadline += behind * period;
+        if let Some(behind) = advance(&mut deadline, period, end, rec) {
             push_event(
                 sinks.events,
                 cycle,
@@ -300,12 +309,26 @@ pub fn run_timer_only(
         let end = now_ns();
         rec.record(lateness, end - wake, None);
         live.publish(rec, lateness, end - wake, true);
-        deadline += period;
-        if end > deadline {
-            let behind = (end - deadline) / period + 1;
-            rec.missed_deadlines += 1;
-            rec.skipped_periods += behind;
-            deadline += behind * period;
-        }
+        advance(&mut deadline, period, end, rec);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn catch_up_keeps_the_grid_and_counts_skips() {
+        let mut rec = Recorder::new();
+        let mut d = 1_000;
+        // On time: next deadline one period later.
+        assert_eq!(advance(&mut d, 1_000, 1_500, &mut rec), None);
+        assert_eq!(d, 2_000);
+        // Ended at 4_200, after the deadlines 3_000 and 4_000: next is 5_000, two skipped.
+        assert_eq!(advance(&mut d, 1_000, 4_200, &mut rec), Some(2));
+        assert_eq!(d, 5_000);
+        assert_eq!((rec.missed_deadlines, rec.skipped_periods), (1, 2));
+        // Ending exactly on the next deadline is not a miss.
+        assert_eq!(advance(&mut d, 1_000, 6_000, &mut rec), None);
     }
 }
