@@ -105,9 +105,9 @@ fetch_mainline() {
 			if [ -f "/usr/src/$tarball" ] && [ "$(dpkg-query -W -f='${Version}' "$pkg" 2>/dev/null)" = "$ver" ]; then
 				cp "/usr/src/$tarball" "$t.part"
 			else
-				step "downloading $pkg=$ver (Debian $suite)"
+				step "downloading $pkg=$ver (Debian $suite)" >&2
 				command -v apt-get >/dev/null || die "no apt-get: download $pkg $ver from Debian $suite, put /usr/src/$tarball at $t"
-				(cd "$cache" && apt-get download "$pkg=$ver") ||
+				(cd "$cache" && apt-get download "$pkg=$ver" >&2) ||
 					die "apt-get download $pkg=$ver failed (is $suite in the apt sources?)"
 				deb=$(find "$cache" -maxdepth 1 -name "${pkg}_*.deb" | head -1)
 				rm -rf "$cache/deb-x" && dpkg-deb -x "$deb" "$cache/deb-x"
@@ -116,7 +116,7 @@ fetch_mainline() {
 			mv "$t.part" "$t"
 		fi
 		echo "$sha  $t" | sha256sum -c --quiet - || die "$t does not match MAINLINE_TARBALL_SHA256"
-		step "unpacking $tarball"
+		step "unpacking $tarball" >&2
 		rm -rf "$dir" && mkdir -p "$dir"
 		tar -xf "$t" -C "$dir" --strip-components=1
 		touch "$dir/.rtcat-unpacked"
@@ -130,7 +130,7 @@ fetch_bsp() {
 	dir="$cache/src-bsp-$commit"
 	if [ ! -f "$dir/.rtcat-unpacked" ]; then
 		command -v git >/dev/null || die "git is needed to fetch $url"
-		step "fetching $url $branch @ $commit (shallow)"
+		step "fetching $url $branch @ $commit (shallow)" >&2
 		rm -rf "$dir" && git init -q "$dir"
 		git -C "$dir" fetch --depth 1 "$url" "$commit" ||
 			die "git fetch of $commit from $url failed"
