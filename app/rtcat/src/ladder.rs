@@ -781,7 +781,8 @@ fn stage_notes(stage: StageId, apply: &Outcome) -> Vec<String> {
     for i in apply
         .items
         .iter()
-        .filter(|i| i.result.starts_with("refused"))
+        // a task that exited between plan and apply is not a refusal
+        .filter(|i| i.result.starts_with("refused") && i.result != "refused: task exited")
     {
         let o = owner(i.group);
         notes.push(format!(
