@@ -52,7 +52,7 @@ EOF
 	as_root apt-get update -qq
 fi
 ensure_apt linux-source-6.12 gcc-aarch64-linux-gnu device-tree-compiler bc bison flex \
-	libssl-dev libelf-dev make cpio kmod rsync xz-utils perl shellcheck
+	libssl-dev libelf-dev make cpio kmod rsync xz-utils perl patch shellcheck
 # Debian 12's system python refuses pip installs without this (PEP 668).
 export PIP_BREAK_SYSTEM_PACKAGES=1
 ensure_pip dt-validate dtschema==2026.9
