@@ -87,7 +87,7 @@ for f in ${EXTRA_FRAGMENTS:-}; do
 	frags+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
 done
 
-need=(make gcc "${cross}gcc" bc bison flex perl python3 dtc openssl rsync cpio kmod)
+need=(make gcc "${cross}gcc" bc bison flex perl python3 dtc openssl rsync cpio kmod git)
 [ -n "$deb" ] && need+=(dpkg-buildpackage)
 missing=()
 for t in "${need[@]}"; do command -v "$t" >/dev/null || missing+=("$t"); done
