@@ -809,6 +809,15 @@ fn stage_notes(stage: StageId, apply: &Outcome) -> Vec<String> {
     notes
 }
 
+/// The last `rtcat: ...` line of a bench log (its error message).
+fn last_error(log: &Path) -> Option<String> {
+    let text = fs::read_to_string(log).ok()?;
+    text.lines()
+        .rev()
+        .find(|l| l.starts_with("rtcat:"))
+        .map(|l| l.trim_start_matches("rtcat:").trim().to_string())
+}
+
 struct RunCtx<'a> {
     plan: &'a Plan,
     exe: &'a Path,
@@ -989,7 +998,10 @@ fn one_run(c: &mut RunCtx<'_>, stage: StageId, k: u32) -> Result<(RunLog, Next)>
             },
             Some(code) => {
                 rl.error = Some(format!(
-                    "rtcat bench exited with {code} (see {rel}.failed/bench.log)"
+                    "rtcat bench exited with {code}{} (see {rel}.failed/bench.log)",
+                    last_error(&dir.join("bench.log"))
+                        .map(|l| format!(": {l}"))
+                        .unwrap_or_default()
                 ))
             }
             None => rl.error = Some("rtcat bench was killed by a signal".into()),

@@ -541,3 +541,98 @@ fn live_ladder_restores_what_this_machine_allows() {
     let rows = parse_ladder_csv(&std::fs::read_to_string(out.join("ladder.csv")).unwrap()).unwrap();
     assert_eq!(rows.len(), 5);
 }
+
+#[test]
+fn failing_runs_are_kept_aside_and_the_ladder_stops_after_two_in_a_row() {
+    let _g = serial();
+    let (_td, tree) = fake_tree();
+    let before = snapshot(&tree.root);
+    let out_td = tempfile::tempdir().unwrap();
+    let out = out_td.path().join("ladder");
+    // no such interface: every bench fails at start-up
+    let o = rtcat()
+        .args(["ladder", "--iface", "rtcnoif0", "--stages", "s0,s2,s4"])
+        .args(["--runs", "1", "--duration", "1", "--no-plots"])
+        .args(["--cpu", &rt_cpu().to_string()])
+        .arg("--root")
+        .arg(&tree.root)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("two runs in a row failed"), "{err}");
+    assert!(
+        err.contains("s0/run1 FAILED: rtcat bench exited with 1"),
+        "{err}"
+    );
+    assert!(
+        err.contains("rtcnoif0"),
+        "the bench's own error is quoted: {err}"
+    );
+    assert!(out.join("s0/run1.failed/bench.log").is_file());
+    assert!(out.join("s2/run1.failed/tune.json").is_file());
+    assert!(
+        !out.join("s4").exists(),
+        "the ladder went on after two failures"
+    );
+    let after = snapshot(&tree.root);
+    assert!(after == before, "not restored: {:?}", diff(&before, &after));
+    let log = log_of(&out);
+    let st: Vec<&str> = log["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap())
+        .collect();
+    assert_eq!(st, ["failed", "failed"]);
+    assert!(
+        results(&log, "s2", "tune_apply")
+            .iter()
+            .any(|(_, r)| r == "applied"),
+        "s2 applied its knob before the bench failed"
+    );
+    let rows = parse_ladder_csv(&std::fs::read_to_string(out.join("ladder.csv")).unwrap()).unwrap();
+    assert!(rows.is_empty());
+}
+
+#[test]
+fn loaded_ladder_runs_the_seed_load_off_the_rt_cpu() {
+    let _g = serial();
+    let usable = rtlab::cpus::usable_cpus().unwrap();
+    if usable.len() < 2 {
+        eprintln!("skipped: --loaded needs a CPU besides the RT CPU");
+        return;
+    }
+    let (_td, tree) = fake_tree();
+    let out_td = tempfile::tempdir().unwrap();
+    let out = out_td.path().join("ladder");
+    let rt = rt_cpu();
+    let o = rtcat()
+        .args([
+            "ladder", "--sim", "--loaded", "--stages", "s0", "--runs", "1",
+        ])
+        .args(["--duration", "1", "--no-plots", "--cpu", &rt.to_string()])
+        .arg("--root")
+        .arg(&tree.root)
+        .arg("--out")
+        .arg(&out)
+        .output()
+        .unwrap();
+    ok(&o, "rtcat ladder --loaded");
+    let m = LadderManifest::read(&out.join("manifest.json")).unwrap();
+    assert!(m.loaded);
+    let log = log_of(&out);
+    let load = &log["runs"][0]["load"];
+    let cpus = rtlab::cpus::parse_cpu_list(load["cpus"].as_str().unwrap()).unwrap();
+    assert!(
+        !cpus.is_empty() && !cpus.contains(&rt),
+        "load on {cpus:?}, RT CPU {rt}"
+    );
+    assert_eq!(load["stopped_by"], "stop");
+    for k in ["hog_loops", "tmpfs_files_written", "anon_passes", "forks"] {
+        assert!(load[k].as_u64().unwrap() > 0, "{k}: {load}");
+    }
+    assert!(load["errors"].as_array().unwrap().is_empty(), "{load}");
+}
