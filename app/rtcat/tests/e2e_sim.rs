@@ -115,29 +115,68 @@ fn healthy_reference_segment_inline_and_threaded() {
     }
 }
 
-/// Inject a fault 0.5 s into a run and check it is seen and recovered from.
+/// Applies a fault from inside the cyclic thread once the segment has cycled in OP for a while,
+/// so a slow start-up on a loaded machine can never see the fault.
+struct FaultAt {
+    inner: EchoCheck,
+    at_cycle: u64,
+    faults: Faults,
+    cmd: Option<FaultCommand>,
+    applied: std::sync::mpsc::Sender<()>,
+}
+
+impl rtcat::app::Application for FaultAt {
+    fn cycle(&mut self, cycle: u64, position: usize, inputs: &[u8], outputs: &mut [u8]) -> bool {
+        if cycle >= self.at_cycle
+            && let Some(cmd) = self.cmd.take()
+        {
+            self.faults.apply(cmd);
+            let _ = self.applied.send(());
+        }
+        self.inner.cycle(cycle, position, inputs, outputs)
+    }
+    fn reset(&mut self, lens: &[usize]) {
+        self.inner.reset(lens)
+    }
+}
+
+/// Inject a fault after 200 healthy cycles (and optionally a second command `ms` later) and check
+/// it is seen and recovered from.
 fn fault_case(cmd: FaultCommand, then: Option<(u64, FaultCommand)>) -> (JobResult, String) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let faults = Faults::new();
     let f2 = faults.clone();
-    let injector = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(500));
-        f2.apply(cmd);
-        if let Some((ms, c)) = then {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let follow_up = std::thread::spawn(move || {
+        let fired = rx.recv_timeout(Duration::from_secs(30)).is_ok();
+        if fired && let Some((ms, c)) = then {
             std::thread::sleep(Duration::from_millis(ms));
             f2.apply(c);
         }
+        fired
     });
-    let r = run(job(
+    let mut j = job(
         cfg(TxRxMode::Inline),
         SegmentSpec::reference(),
-        faults,
+        faults.clone(),
         3.0,
         dir.path(),
-    ));
-    injector.join().unwrap();
+    );
+    j.app = Box::new(FaultAt {
+        inner: EchoCheck::default(),
+        at_cycle: 200,
+        faults,
+        cmd: Some(cmd),
+        applied: tx,
+    });
+    let r = run(j);
+    follow_up.join().unwrap();
     let ev = events(dir.path());
+    assert!(
+        ev.contains("cycle=20"),
+        "the fault fired after cycle 200: {ev}"
+    );
     (r, ev)
 }
 
