@@ -171,12 +171,9 @@ fn fault_case(cmd: FaultCommand, then: Option<(u64, FaultCommand)>) -> (JobResul
         applied: tx,
     });
     let r = run(j);
-    follow_up.join().unwrap();
+    let fired = follow_up.join().unwrap();
     let ev = events(dir.path());
-    assert!(
-        ev.contains("cycle=20"),
-        "the fault fired after cycle 200: {ev}"
-    );
+    assert!(fired, "the fault was never applied: {ev}");
     (r, ev)
 }
 
