@@ -37,6 +37,7 @@ ensure_pip() {
 	local cmd=$1 pkg=$2
 	command -v "$cmd" >/dev/null && return 0
 	step "pip install $pkg"
-	python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "$pkg"
+	# A stock Debian python refuses system-wide pip installs (PEP 668) unless told otherwise.
+	PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "$pkg"
 	hash -r
 }
