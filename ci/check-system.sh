@@ -1,0 +1,330 @@
+#!/usr/bin/env bash
+# rtcat system test (issue 8): boot the mainline-rt kernel in qemu-system-aarch64 with a Debian
+# arm64 root filesystem on which the rtcat arm64 .deb and the rootfs-overlay/ units are installed
+# as a user would, and prove that the controller runs from boot. See ci/system/README.md.
+#
+# Usage: ci/check-system.sh [--out DIR] [--timeout S] [--jobs N] [--rebuild kernel|rootfs|all]
+#   --out DIR      results (console log, files read back from the guest disk, phases.txt);
+#                  default: out/system in the repository
+#   --timeout S    wall-clock limit of the guest run (default 1200)
+#   --jobs N       kernel build jobs (default: number of CPUs)
+#   --rebuild X    ignore the cached kernel Image / base rootfs / both
+#
+# Caches (outside the repository, survive between runs on one machine, keyed by a hash of
+# their inputs, rebuilt when missing): ${XDG_CACHE_HOME:-$HOME/.cache}/rtcat/system/
+#   kernel-<key>/Image     kernel/build.sh --flavour mainline-rt --qemu-virt --trim --no-hw
+#                          plus ci/system/guest-kernel.cfg
+#   rootfs-<key>/          debootstrap'd Debian bookworm arm64 (qemu-user-static)
+# Needs root (debootstrap, chroot, binfmt_misc). Exit status 0 only when every assertion holds.
+set -euo pipefail
+# shellcheck source=ci/lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
+cd "$RTCAT_TOP"
+
+out="$RTCAT_TOP/out/system"
+guest_timeout=1200
+jobs=$(nproc)
+rebuild=""
+while [ $# -gt 0 ]; do
+	case "$1" in
+	--out) out=${2:?--out needs a directory}; shift 2 ;;
+	--timeout) guest_timeout=${2:?--timeout needs seconds}; shift 2 ;;
+	--jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
+	--rebuild) rebuild=${2:?--rebuild needs kernel, rootfs or all}; shift 2 ;;
+	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+	*) die "unknown argument '$1' (see --help)" ;;
+	esac
+done
+[[ $guest_timeout =~ ^[1-9][0-9]*$ ]] || die "--timeout: '$guest_timeout' is not a number of seconds"
+[[ $jobs =~ ^[1-9][0-9]*$ ]] || die "--jobs: '$jobs' is not a positive number"
+case "$rebuild" in "" | kernel | rootfs | all) ;; *) die "--rebuild: '$rebuild' is not kernel, rootfs or all" ;; esac
+[ "$(id -u)" -eq 0 ] || die "the system test needs root (debootstrap, chroot, binfmt_misc)"
+[ "$(uname -m)" = x86_64 ] || die "the system test runs on an x86_64 host"
+
+sys="$RTCAT_TOP/ci/system"
+cache=${XDG_CACHE_HOME:-$HOME/.cache}/rtcat/system
+mkdir -p "$out" "$cache"
+out=$(cd "$out" && pwd)
+GUEST_NR_CPUS=4
+SUITE=bookworm
+MIRROR=http://deb.debian.org/debian
+# The base system: systemd as init, udev, ip (the veth "cable"), ethtool (the .deb recommends it), dbus.
+ROOTFS_INCLUDE=systemd-sysv,udev,iproute2,ethtool,procps,kmod,dbus
+# `nice`: keep the (shared, 2-core) machine usable while compiling and emulating.
+NICE=(nice -n 10)
+
+phases=()
+t_all=$SECONDS
+# phase NAME CMD...: run a phase, record its wall time.
+phase() {
+	local name=$1 t0=$SECONDS
+	shift
+	step "$name"
+	"$@"
+	phases+=("$(printf '%-34s %5ds' "$name" $((SECONDS - t0)))")
+	printf '==> %s took %ds\n' "$name" $((SECONDS - t0))
+}
+print_phases() {
+	{
+		echo "rtcat system test phases (wall time):"
+		printf '  %s\n' "${phases[@]}"
+		printf '  %-34s %5ds\n' total $((SECONDS - t_all))
+	} | tee "$out/phases.txt"
+}
+
+# key FILE...: short hash of the names and contents of the inputs (plus extra strings on stdin)
+key() {
+	{
+		for f in "$@"; do
+			printf '== %s\n' "${f#"$RTCAT_TOP"/}"
+			cat "$f"
+		done
+		cat
+	} | sha256sum | cut -c1-16
+}
+
+# ---- tools ---------------------------------------------------------------------------------
+tools() {
+	if ! apt-cache policy qemu-system-arm linux-source-6.12 2>/dev/null | grep -q 'bookworm-backports'; then
+		echo "adding bookworm-backports to the apt sources (linux-source-6.12, qemu-system-arm 10)"
+		cat >/etc/apt/sources.list.d/rtcat-bookworm-backports.sources <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+		as_root apt-get update -qq
+		export RTCAT_APT_UPDATED=1
+	fi
+	if ! command -v qemu-system-aarch64 >/dev/null; then
+		step "apt-get install -t bookworm-backports qemu-system-arm"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			-t bookworm-backports qemu-system-arm >/dev/null
+	fi
+	# kernel/build.sh: cross compiler and kernel build tools; rootfs: debootstrap + qemu-user;
+	# image: mkfs.ext4 -d / debugfs (e2fsprogs).
+	ensure_apt linux-source-6.12 gcc-aarch64-linux-gnu device-tree-compiler bc bison flex \
+		libssl-dev libelf-dev make cpio kmod rsync xz-utils perl dpkg-dev \
+		debootstrap qemu-user-static e2fsprogs debian-archive-keyring shellcheck
+	qemu-system-aarch64 --version | head -1
+	# binfmt_misc: lets chroot run the arm64 rootfs' programs through qemu-aarch64-static.
+	if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+		mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
+	fi
+	if [ ! -e /proc/sys/fs/binfmt_misc/qemu-aarch64 ]; then
+		[ -r /usr/lib/binfmt.d/qemu-aarch64.conf ] || die "qemu-user-static did not install /usr/lib/binfmt.d/qemu-aarch64.conf"
+		cat /usr/lib/binfmt.d/qemu-aarch64.conf >/proc/sys/fs/binfmt_misc/register
+	fi
+	grep -qx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 || die "binfmt_misc qemu-aarch64 is not enabled"
+	echo "scripts: shellcheck"
+	shellcheck -x ci/check-system.sh "$sys"/*.sh
+	systemd-analyze --version >/dev/null 2>&1 && for u in "$sys"/*.service; do
+		# the units' own syntax (the guest's binaries do not exist here: --man=no, no ExecStart check)
+		grep -qE '^\[(Unit|Service|Install)\]' "$u" || die "$u is not a unit file"
+	done
+	true
+}
+
+# ---- 1. boot arguments, scaled to the guest's CPUs -------------------------------------------
+# kernel/rt-cpus.env defines the RT CPUs of the board (RTCAT_RT_CPUS, e.g. 6 on 8 CPUs). The
+# guest keeps their number and puts them at the top of its 4 vCPUs (RT CPU 3 for one RT CPU);
+# every other vCPU does housekeeping. The string itself comes from kernel/bootargs.sh.
+cpu_count() { # cpu_count LIST: number of CPUs in a kernel CPU list
+	local n=0 item
+	IFS=, read -ra items <<<"$1"
+	for item in "${items[@]}"; do
+		if [[ $item =~ ^([0-9]+)-([0-9]+)$ ]]; then n=$((n + BASH_REMATCH[2] - BASH_REMATCH[1] + 1)); else n=$((n + 1)); fi
+	done
+	echo "$n"
+}
+bootargs() {
+	local board_rt n
+	board_rt=$(sed -n 's/^RTCAT_RT_CPUS=//p' kernel/rt-cpus.env | tr -d '"')
+	[ -n "$board_rt" ] || die "kernel/rt-cpus.env has no RTCAT_RT_CPUS"
+	n=$(cpu_count "$board_rt")
+	if [ "$n" -lt 1 ] || [ "$n" -ge "$GUEST_NR_CPUS" ]; then die "RTCAT_RT_CPUS='$board_rt' ($n CPUs) cannot be scaled to $GUEST_NR_CPUS vCPUs"; fi
+	G_RT=$((GUEST_NR_CPUS - n))
+	[ "$n" -gt 1 ] && G_RT="$G_RT-$((GUEST_NR_CPUS - 1))"
+	G_HK=0
+	[ $((GUEST_NR_CPUS - n - 1)) -gt 0 ] && G_HK="0-$((GUEST_NR_CPUS - n - 1))"
+	G_RT_FIRST=${G_RT%%-*}
+	G_NIC_IRQ_CPU=$((GUEST_NR_CPUS - n - 1))
+	G_BASE="console=ttyAMA0 root=/dev/vda rw rootfstype=ext4 rootwait net.ifnames=0 panic=-1"
+	G_APPEND=$(kernel/bootargs.sh --env kernel/rt-cpus.env --rt-cpus "$G_RT" --housekeeping "$G_HK" \
+		--nr-cpus "$GUEST_NR_CPUS" --base "$G_BASE")
+	echo "board RT CPUs $board_rt -> guest RT CPUs $G_RT, housekeeping $G_HK (of $GUEST_NR_CPUS vCPUs)"
+	echo "kernel command line: $G_APPEND"
+	printf '%s\n' "$G_APPEND" >"$out/cmdline.txt"
+}
+
+# ---- 2. kernel ---------------------------------------------------------------------------------
+kernel() {
+	local k frags=(kernel/fragments/rt-core.cfg kernel/fragments/qemu-virt.cfg kernel/fragments/trim.cfg "$sys/guest-kernel.cfg")
+	mapfile -t patches < <(find kernel/patches/mainline-6.12 -type f | sort)
+	k=$(aarch64-linux-gnu-gcc --version | head -1 | key kernel/build.sh kernel/merge-config.sh kernel/sources.env "${frags[@]}" "${patches[@]}")
+	KDIR="$cache/kernel-$k"
+	if [ -f "$KDIR/Image" ] && [ -f "$KDIR/.complete" ] && [ "$rebuild" != kernel ] && [ "$rebuild" != all ]; then
+		echo "cached: $KDIR/Image ($(sed -n 's/^kernel release: //p' "$KDIR/build-info.txt"))"
+		return 0
+	fi
+	echo "building the mainline-rt kernel (key $k): kernel/build.sh + ci/system/guest-kernel.cfg"
+	rm -rf "$KDIR"
+	EXTRA_FRAGMENTS="$sys/guest-kernel.cfg" "${NICE[@]}" kernel/build.sh --flavour mainline-rt \
+		--qemu-virt --trim --no-hw --no-deb --jobs "$jobs" --out "$KDIR" >"$out/kernel-build.log" 2>&1 ||
+		{ tail -40 "$out/kernel-build.log" >&2; die "kernel build failed (log: $out/kernel-build.log)"; }
+	grep -E 'options requested|kernel release|build time' "$out/kernel-build.log" || true
+	# keep the Image, config and build-info; the 2 GB build tree is not needed again
+	rm -rf "$KDIR/src" "$KDIR/build"
+	touch "$KDIR/.complete"
+	find "$cache" -maxdepth 1 -name 'kernel-*' ! -name "kernel-$k" -exec rm -rf {} +
+}
+
+# ---- 3. base root filesystem ---------------------------------------------------------------------
+rootfs() {
+	local k
+	k=$(printf '%s\n' "$SUITE" "$MIRROR" "$ROOTFS_INCLUDE" "minbase" "$(dpkg-query -W -f='${Version}' debootstrap)" | key)
+	ROOTFS="$cache/rootfs-$k"
+	if [ -f "$ROOTFS.complete" ] && [ -d "$ROOTFS" ] && [ "$rebuild" != rootfs ] && [ "$rebuild" != all ]; then
+		echo "cached: $ROOTFS ($(du -sh "$ROOTFS" | cut -f1))"
+		return 0
+	fi
+	echo "debootstrap $SUITE arm64 (minbase + $ROOTFS_INCLUDE), key $k"
+	rm -rf "$ROOTFS" "$ROOTFS.complete"
+	"${NICE[@]}" debootstrap --arch=arm64 --variant=minbase --include="$ROOTFS_INCLUDE" \
+		"$SUITE" "$ROOTFS" "$MIRROR" >"$out/debootstrap.log" 2>&1 ||
+		{ tail -30 "$out/debootstrap.log" >&2; die "debootstrap failed (log: $out/debootstrap.log)"; }
+	rm -rf "$ROOTFS/var/cache/apt/archives/"*.deb
+	touch "$ROOTFS.complete"
+	for old in "$cache"/rootfs-*.complete; do
+		[ "$old" = "$ROOTFS.complete" ] || rm -rf "${old%.complete}" "$old"
+	done
+	du -sh "$ROOTFS" | cut -f1
+}
+
+# ---- 4. the rtcat arm64 package -----------------------------------------------------------------
+package() {
+	rm -rf "$out/deb"
+	bash ci/build-deb.sh --arch arm64 --out "$out/deb" >"$out/build-deb.log" 2>&1 ||
+		{ tail -30 "$out/build-deb.log" >&2; die "ci/build-deb.sh --arch arm64 failed (log: $out/build-deb.log)"; }
+	DEB=$(find "$out/deb" -maxdepth 1 -name 'rtcat_*_arm64.deb' | head -1)
+	[ -n "$DEB" ] || die "ci/build-deb.sh produced no rtcat_*_arm64.deb"
+	echo "$DEB ($(dpkg-deb -f "$DEB" Version))"
+}
+
+# ---- 5. the guest disk image --------------------------------------------------------------------
+root=""
+cleanup_mounts() {
+	if [ -n "$root" ]; then
+		for m in proc sys dev/pts dev; do mountpoint -q "$root/$m" && umount -l "$root/$m"; done
+	fi
+	return 0
+}
+trap cleanup_mounts EXIT
+inroot() { chroot "$root" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"; }
+image() {
+	root="$out/rootfs"
+	rm -rf "$root" && cp -a "$ROOTFS" "$root"
+	mount -t proc proc "$root/proc"
+	mount -t sysfs sys "$root/sys"
+	mount --bind /dev "$root/dev"
+	mount --bind /dev/pts "$root/dev/pts"
+
+	echo "install the package as a user would: apt-get install ./$(basename "$DEB")"
+	cp "$DEB" "$root/tmp/"
+	inroot apt-get install -y -q --no-install-recommends "/tmp/$(basename "$DEB")" >"$out/apt-install.log" 2>&1 ||
+		{ tail -30 "$out/apt-install.log" >&2; die "apt-get install of the .deb failed in the guest rootfs"; }
+	rm -f "$root/tmp/$(basename "$DEB")"
+	inroot dpkg -s rtcat | grep -E '^(Status|Version)'
+
+	echo "the package's units are the overlay's (byte for byte)"
+	local f
+	for f in usr/lib/systemd/system/rtcat.service usr/lib/systemd/system/rtcat-tune.service \
+		usr/lib/sysusers.d/rtcat.conf usr/lib/tmpfiles.d/rtcat.conf usr/lib/sysctl.d/60-rtcat.conf \
+		usr/lib/udev/rules.d/60-rtcat.rules etc/rtcat/rtcat.toml; do
+		cmp -s "rootfs-overlay/$f" "$root/$f" || die "/$f in the .deb differs from rootfs-overlay/$f (or is missing)"
+	done
+	echo "image-only overlay files (the image installs them next to the package): preset, .network"
+	install -D -m 0644 rootfs-overlay/usr/lib/systemd/system-preset/80-rtcat.preset "$root/usr/lib/systemd/system-preset/80-rtcat.preset"
+	install -D -m 0644 rootfs-overlay/usr/lib/systemd/network/10-rtcat-ethercat.network "$root/usr/lib/systemd/network/10-rtcat-ethercat.network"
+	inroot systemctl preset rtcat.service rtcat-tune.service
+	inroot systemctl enable systemd-networkd.service
+
+	echo "scale /etc/rtcat/rtcat.toml to the guest: RT CPU $G_RT_FIRST, housekeeping $G_HK, NIC IRQ CPU $G_NIC_IRQ_CPU"
+	python3 "$sys/assert.py" scale-config "$root/etc/rtcat/rtcat.toml" \
+		--cpu "$G_RT_FIRST" --housekeeping "$G_HK" --nic-irq-cpu "$G_NIC_IRQ_CPU"
+	inroot rtcat config check /etc/rtcat/rtcat.toml
+
+	echo "guest-only test units: veth cable, simulator, reporter"
+	install -D -m 0755 "$sys/guest-report.sh" "$root/usr/local/lib/rtcat-systest/guest-report.sh"
+	for f in rtcat-systest-veth.service rtcat-systest-sim.service rtcat-systest.service; do
+		install -m 0644 "$sys/$f" "$root/etc/systemd/system/$f"
+	done
+	inroot systemctl enable rtcat-systest-veth.service rtcat-systest-sim.service rtcat-systest.service
+	echo "rtcat-systest" >"$root/etc/hostname"
+	echo "/dev/vda / ext4 rw,errors=remount-ro 0 1" >"$root/etc/fstab"
+	: >"$root/etc/machine-id"
+	cleanup_mounts
+	rm -f "$out/guest.img"
+	mkfs.ext4 -q -L rtcat-root -d "$root" "$out/guest.img" 2G
+	rm -rf "$root"
+	root=""
+	echo "$out/guest.img"
+}
+
+# ---- 6. boot ------------------------------------------------------------------------------------
+boot() {
+	local log="$out/console.log" rc=0 qpid
+	rm -f "$log"
+	: >"$log"
+	"${NICE[@]}" timeout "$guest_timeout" qemu-system-aarch64 -M virt -cpu cortex-a76 -smp "$GUEST_NR_CPUS" -m 1536 \
+		-display none -monitor none -serial "file:$log" -no-reboot -nic none \
+		-kernel "$KDIR/Image" -append "$G_APPEND" \
+		-drive "if=none,file=$out/guest.img,format=raw,id=hd0" -device virtio-blk-pci,drive=hd0 \
+		-device virtio-rng-pci &
+	qpid=$!
+	tail -f -n +1 --pid="$qpid" "$log" | grep --line-buffered -E 'RTCAT-SYSTEST|reboot: |Kernel panic|Failed to start' || true
+	wait "$qpid" || rc=$?
+	echo "qemu exit status $rc"
+	[ "$rc" -ne 124 ] || die "the guest did not power off within ${guest_timeout}s (console: $log)"
+	QEMU_RC=$rc
+}
+
+# ---- 7. read back and assert ------------------------------------------------------------------
+readback() {
+	local g="$out/guest" f
+	rm -rf "$g" && mkdir -p "$g"
+	for f in /var/lib/rtcat/summary.json /var/lib/rtcat/events.log /var/lib/rtcat-systest/doctor.json \
+		/var/lib/rtcat-systest/doctor.txt /var/lib/rtcat-systest/tune-status.json \
+		/var/lib/rtcat-systest/report.txt /var/lib/rtcat-systest/journal.txt; do
+		debugfs -R "dump -p $f $g/$(basename "$f")" "$out/guest.img" 2>/dev/null || true
+		[ -s "$g/$(basename "$f")" ] || rm -f "$g/$(basename "$f")"
+	done
+	ls -l "$g"
+}
+status=0
+check() {
+	python3 "$sys/assert.py" check --console "$out/console.log" --guest "$out/guest" \
+		--qemu-rc "$QEMU_RC" --cmdline "$G_APPEND" --rt-cpus "$G_RT" --housekeeping "$G_HK" \
+		--nr-cpus "$GUEST_NR_CPUS" --config rootfs-overlay/etc/rtcat/rtcat.toml || status=1
+}
+# The assertions must notice deliberate defects injected into this run's own transcript.
+negative_controls() {
+	python3 "$sys/assert.py" self-test --console "$out/console.log" --guest "$out/guest" \
+		--qemu-rc "$QEMU_RC" --cmdline "$G_APPEND" --rt-cpus "$G_RT" --housekeeping "$G_HK" \
+		--nr-cpus "$GUEST_NR_CPUS" --config rootfs-overlay/etc/rtcat/rtcat.toml || status=1
+}
+
+phase "tools" tools
+phase "boot args (kernel/bootargs.sh)" bootargs
+phase "kernel (mainline-rt Image)" kernel
+phase "rootfs (debootstrap arm64)" rootfs
+phase "package (rtcat arm64 .deb)" package
+phase "image (install .deb + overlay)" image
+phase "boot, run and power off guest" boot
+phase "read back the guest disk" readback
+phase "assertions" check
+phase "negative controls (assertions)" negative_controls
+print_phases
+[ "$status" -eq 0 ] || die "system test FAILED (console: $out/console.log, guest files: $out/guest)"
+echo "system test passed"

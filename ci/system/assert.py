@@ -1,0 +1,412 @@
+#!/usr/bin/env python3
+"""rtcat system test, host side: the assertion logic (and the guest config scaling).
+
+  assert.py scale-config FILE --cpu N --housekeeping LIST --nic-irq-cpu N
+      rewrite [cycle].cpu/.txrx_cpu, [tune].housekeeping_cpus/.nic_irq_cpu of an installed
+      rtcat.toml for the guest's CPUs (everything else stays as shipped)
+  assert.py check --console LOG --guest DIR --qemu-rc N --cmdline STR --rt-cpus LIST
+                  --housekeeping LIST --nr-cpus N --config TOML
+      parse the "RTCAT-SYSTEST key=value" lines of the serial console and the files read back
+      from the guest disk; print one PASS/FAIL line per assertion; exit 1 on any FAIL
+  assert.py self-test (same arguments as check)
+      negative controls: apply one deliberate defect at a time to the real transcript and
+      require that the assertion it targets FAILs; exit 1 if any defect goes unnoticed
+
+Checks of `rtcat doctor` that cannot pass on a QEMU guest are excluded (VM_EXCLUDED below, with
+the reason); every other check must not FAIL.
+"""
+
+import argparse
+import copy
+import json
+import re
+import sys
+import tomllib
+
+MARK = "RTCAT-SYSTEST "
+
+# doctor checks that do not apply to a QEMU -M virt guest (id -> why). Only these may FAIL.
+VM_EXCLUDED = {
+    # The simulated segment is wired through a veth pair: no IRQ, no speed/duplex of a PHY.
+    "irq.nic": "the EtherCAT NIC is a veth (no IRQ of its own to place)",
+    "nic.link": "veth has no PHY: speed/duplex are not those of a 100 Mbit/s EtherCAT link",
+    "nic.coalesce": "veth has no interrupt coalescing (stmmac-only knob)",
+    # -M virt has no cpufreq driver and TCG has no idle states that matter.
+    "power.governor": "QEMU virt CPUs have no cpufreq driver",
+    "power.frequency": "QEMU virt CPUs have no cpufreq driver",
+}
+WINDOW_MIN_S = 10
+# Share of the nominal cycles (window / period) that must have run in the OP window: the guest
+# CPUs are emulated (TCG) on a shared CI host, so periods may be skipped; but a master that only
+# cycles now and then must not pass.
+MIN_CYCLE_SHARE = 0.5
+
+
+def cpu_set(text):
+    """Kernel CPU list ("0-2,5") -> set of ints; "" -> empty set. Raises ValueError."""
+    out = set()
+    text = text.strip()
+    if not text:
+        return out
+    for item in text.split(","):
+        if "-" in item:
+            a, b = item.split("-", 1)
+            out.update(range(int(a), int(b) + 1))
+        else:
+            out.add(int(item))
+    return out
+
+
+def mask_cpus(hexmask):
+    """/proc/irq/default_smp_affinity style mask ("00000007" or "ff,ffffffff") -> set."""
+    v = int(hexmask.replace(",", "").strip() or "0", 16)
+    return {i for i in range(v.bit_length()) if v >> i & 1}
+
+
+def parse_console(path):
+    facts = {}
+    with open(path, "rb") as f:
+        for raw in f:
+            line = raw.decode("utf-8", "replace").rstrip("\r\n")
+            i = line.find(MARK)
+            if i < 0:
+                continue
+            kv = line[i + len(MARK):]
+            if "=" not in kv:
+                continue
+            k, v = kv.split("=", 1)
+            facts.setdefault(k.strip(), []).append(v.strip("\r"))
+    return facts
+
+
+def status_fields(line):
+    """'rtcat: t=12s cycles=N ... recoveries=R OK' -> dict with 'health'."""
+    d = dict(re.findall(r"(\w+)=(\S+)", line or ""))
+    d["health"] = (line or "").split()[-1] if line else ""
+    return d
+
+
+def sim_fields(line):
+    d = dict(re.findall(r"(\w+)=(\d+)", line or ""))
+    m = re.search(r"devices=\[([^\]]*)\]", line or "")
+    d["devices"] = m.group(1).split() if m else []
+    return d
+
+
+def load_guest(gdir):
+    g = {}
+    for name in ("summary.json", "doctor.json", "tune-status.json"):
+        try:
+            with open(f"{gdir}/{name}") as f:
+                g[name] = json.load(f)
+        except (OSError, ValueError) as e:
+            g[name] = e
+    try:
+        with open(f"{gdir}/events.log") as f:
+            g["events.log"] = f.read().splitlines()
+    except OSError as e:
+        g["events.log"] = e
+    return g
+
+
+def evaluate(facts, guest, a):
+    """Returns [(check, ok, detail)]."""
+    res = []
+    one = lambda k, d="": (facts.get(k) or [d])[-1]  # noqa: E731
+
+    def chk(name, ok, detail):
+        res.append((name, bool(ok), detail))
+
+    with open(a.config, "rb") as f:
+        shipped = tomllib.load(f)
+    period_us = shipped["cycle"]["period_us"]
+    expected_wkc = shipped["segment"].get("expected_wkc")
+    rt = cpu_set(a.rt_cpus)
+
+    chk("report.complete", one("phase", "") == "poweroff" and "guest-up" in facts.get("phase", []),
+        f"phases {facts.get('phase')}")
+    chk("poweroff.clean", a.qemu_rc == 0 and a.power_down,
+        f"qemu exit {a.qemu_rc}, 'reboot: Power down' on the console: {a.power_down}")
+    kv = one("kernel_version")
+    chk("kernel.preempt_rt", "PREEMPT_RT" in kv and one("kernel_release").endswith("-rtcat-rt"),
+        f"uname -r {one('kernel_release')!r}, uname -v {kv!r}")
+    chk("boot.cmdline", one("cmdline") == a.cmdline,
+        f"/proc/cmdline {one('cmdline')!r}, generated {a.cmdline!r}")
+    chk("boot.nr_cpus", one("nr_cpus") == str(a.nr_cpus), f"{one('nr_cpus')} CPUs")
+    try:
+        iso, nohz = cpu_set(one("cpu_isolated")), cpu_set(one("cpu_nohz_full"))
+    except ValueError:
+        iso, nohz = None, None
+    chk("boot.isolated", iso == rt and rt, f"/sys/devices/system/cpu/isolated {one('cpu_isolated')!r}, RT CPUs {a.rt_cpus}")
+    chk("boot.nohz_full", nohz == rt and rt, f"/sys/devices/system/cpu/nohz_full {one('cpu_nohz_full')!r}, RT CPUs {a.rt_cpus}")
+    chk("system.running", one("system_state") == "running",
+        f"is-system-running {one('system_state')!r} ({one('boot_time')})")
+
+    # rtcat-tune
+    ts = guest.get("tune-status.json")
+    tune_ok = (one("tune.active") == "active" and one("tune.result") == "success"
+               and one("tune.journal_present") == "yes" and one("tune.status_exit") == "0")
+    detail = (f"rtcat-tune.service {one('tune.active')}/{one('tune.result')}, journal "
+              f"{one('tune.journal_present')}, tune status exit {one('tune.status_exit')}")
+    if isinstance(ts, dict):
+        items = ts.get("items", [])
+        eff = [i for i in items if i.get("result", "").startswith("in effect")]
+        drift = [i["id"] for i in items if i.get("result", "").startswith("drifted")]
+        tm = [i for i in items if i.get("group") == "timer-migration"]
+        tune_ok = tune_ok and ts.get("action") == "status" and eff and not drift and tm and all(
+            i["result"].startswith("in effect") for i in tm)
+        detail += f"; {len(eff)}/{len(items)} knobs in effect, drifted {drift}, timer-migration {[i['result'] for i in tm]}"
+    else:
+        tune_ok = False
+        detail += f"; tune-status.json: {ts}"
+    try:
+        dsa = mask_cpus(one("default_smp_affinity"))
+        wq = mask_cpus(one("wq_cpumask"))
+    except ValueError:
+        dsa, wq = {None}, {None}
+    tune_ok = tune_ok and not (dsa & rt) and not (wq & rt) and one("timer_migration") == "0"
+    detail += (f"; default_smp_affinity {one('default_smp_affinity')}, workqueue cpumask "
+               f"{one('wq_cpumask')}, timer_migration {one('timer_migration')}")
+    chk("tune.applied", tune_ok, detail)
+
+    # rtcat.service
+    chk("rtcat.active", one("rtcat.active") == "active" and one("rtcat.substate") == "running"
+        and one("rtcat.nrestarts") == "0" and one("rtcat.comm") == "rtcat",
+        f"{one('rtcat.active')}/{one('rtcat.substate')}, NRestarts {one('rtcat.nrestarts')}, comm {one('rtcat.comm')!r}")
+    threads = {}
+    for t in facts.get("rtcat.thread", []):
+        m = re.match(r"(\S+) policy=(\d+) rtprio=(\d+) cpus=(\S*)", t)
+        if m:
+            threads[m.group(1)] = (int(m.group(2)), int(m.group(3)), m.group(4))
+    cyc, txrx, stat = threads.get("rtcat-cycle"), threads.get("rtcat-txrx"), threads.get("rtcat-status")
+    ok = (cyc and cyc[0] == 1 and cyc[1] == shipped["cycle"]["priority"] and cpu_set(cyc[2]) == rt
+          and txrx and txrx[0] == 1 and txrx[1] == shipped["cycle"]["txrx_priority"]
+          and stat and stat[0] == 0)
+    chk("rtcat.threads", ok, f"{threads} (policy 1 = SCHED_FIFO)")
+
+    # OP and WKC over the window
+    banner = one("sim.banner")
+    m = re.search(r"expected WKC (\d+)", banner)
+    sim_wkc = int(m.group(1)) if m else None
+    summ = guest.get("summary.json")
+    sum_wkc = summ.get("wkc", {}).get("expected") if isinstance(summ, dict) else None
+    chk("wkc.expected", expected_wkc is not None and sim_wkc == expected_wkc and sum_wkc == expected_wkc,
+        f"config {expected_wkc}, simulated segment {sim_wkc}, results file {sum_wkc}")
+
+    def window(tag, min_s):
+        s0, s1 = status_fields(one(f"{tag}.start_status")), status_fields(one(f"{tag}.end_status"))
+        m0, m1 = sim_fields(one(f"{tag}.start_sim")), sim_fields(one(f"{tag}.end_sim"))
+        try:
+            secs = float(one(f"{tag}.seconds", "0"))
+            d = {k: int(s1[k]) - int(s0[k]) for k in ("cycles", "wkc_mismatch", "lost", "recoveries")}
+            dframes = int(m1["frames"]) - int(m0["frames"])
+            dsimlost = int(m1["lost"]) - int(m0["lost"])
+        except (KeyError, ValueError) as e:
+            return False, f"unparsable window {tag}: {e}: {s0} {s1} {m0} {m1}"
+        nominal = secs * 1e6 / period_us
+        ops = all(re.fullmatch(r"0x[0-9a-f]+:8", x) for x in m0["devices"] + m1["devices"])
+        ok = (secs >= min_s and s0["health"] == "OK" and s1["health"] == "OK"
+              and d["wkc_mismatch"] == 0 and d["lost"] == 0 and d["recoveries"] == 0
+              and d["cycles"] >= MIN_CYCLE_SHARE * nominal and dframes >= d["cycles"] and dsimlost == 0
+              and ops and len(m0["devices"]) == shipped["segment"]["subdevices"])
+        return ok, (f"{secs:.0f} s: cycles +{d['cycles']} ({d['cycles'] / nominal:.0%} of {nominal:.0f} nominal), "
+                    f"wkc_mismatch +{d['wkc_mismatch']}, lost +{d['lost']}, recoveries +{d['recoveries']}, "
+                    f"health {s0['health']}->{s1['health']}; segment frames +{dframes}, lost +{dsimlost}, "
+                    f"AL states {m0['devices']} -> {m1['devices']}")
+
+    ok, detail = window("op", WINDOW_MIN_S)
+    chk("rtcat.op_wkc_window", ok, detail)
+
+    # doctor
+    doc = guest.get("doctor.json")
+    if isinstance(doc, dict) and doc.get("schema") == "rttune.doctor/1" and doc.get("checks"):
+        fails = [c["id"] for c in doc["checks"] if c.get("verdict") == "FAIL"]
+        bad = [i for i in fails if i not in VM_EXCLUDED]
+        verdicts = {}
+        for c in doc["checks"]:
+            verdicts[c.get("verdict")] = verdicts.get(c.get("verdict"), 0) + 1
+        chk("doctor.no_fail", not bad,
+            f"{len(doc['checks'])} checks {verdicts}; FAIL {fails}; not excused on a VM: {bad}")
+    else:
+        chk("doctor.no_fail", False, f"doctor.json unusable: {str(doc)[:200]}")
+
+    chk("systemctl.failed_empty", "failed_units" in facts and one("failed_units") == ""
+        and "failed_units_end" in facts and one("failed_units_end") == "",
+        f"after boot {one('failed_units', '?')!r}, at the end {one('failed_units_end', '?')!r}")
+
+    # segment power-cycle and simulator restart: recovered in the same process
+    pid = one("rtcat.mainpid")
+    for tag in ("powercycle", "simrestart"):
+        chk(f"recovery.{tag}", one(f"{tag}.recovered") == "yes" and one(f"{tag}.mainpid") == pid
+            and pid not in ("", "0") and one(f"{tag}.nrestarts") == "0",
+            f"recovered {one(f'{tag}.recovered')!r} in {one(f'{tag}.recovery_ms')} ms, MainPID "
+            f"{pid} -> {one(f'{tag}.mainpid')}, NRestarts {one(f'{tag}.nrestarts')}")
+    ok, detail = window("after", 5)
+    chk("rtcat.wkc_after_recovery", ok and one("rtcat.active_end") == "active", detail)
+
+    # the results file written at the clean poweroff
+    ev = guest.get("events.log")
+    if isinstance(summ, dict) and isinstance(ev, list):
+        last = ev[-1] if ev else ""
+        ok = (summ.get("schema") == "rtcat.summary/1" and summ.get("mode") == "iface" and summ.get("interface") == "eth1"
+              and summ.get("cycles", 0) > 0 and summ.get("recoveries", 0) >= 2
+              and summ.get("subdevices") == shipped["segment"]["subdevices"]
+              and sum("recovery_done" in x for x in ev) >= 2
+              and re.search(r"shutdown outputs=0 segment=INIT$", last) is not None)
+        chk("results.written_at_poweroff", ok,
+            f"summary.json: schema {summ.get('schema')}, cycles {summ.get('cycles')}, duration "
+            f"{summ.get('duration_s')} s, recoveries {summ.get('recoveries')}, frames lost "
+            f"{summ.get('frames_lost')}, wkc {summ.get('wkc')}; events.log last line {last!r}")
+    else:
+        chk("results.written_at_poweroff", False, f"summary.json {str(summ)[:120]}; events.log {str(ev)[:120]}")
+    return res
+
+
+def common_args(p):
+    p.add_argument("--console", required=True)
+    p.add_argument("--guest", required=True)
+    p.add_argument("--qemu-rc", type=int, required=True)
+    p.add_argument("--cmdline", required=True)
+    p.add_argument("--rt-cpus", required=True)
+    p.add_argument("--housekeeping", required=True)
+    p.add_argument("--nr-cpus", type=int, required=True)
+    p.add_argument("--config", required=True)
+
+
+def scale_config(a):
+    with open(a.file) as f:
+        text = f.read()
+    want = {("cycle", "cpu"): str(a.cpu), ("cycle", "txrx_cpu"): str(a.cpu),
+            ("tune", "housekeeping_cpus"): json.dumps(a.housekeeping),
+            ("tune", "nic_irq_cpu"): str(a.nic_irq_cpu)}
+    done, section, out = set(), None, []
+    for line in text.splitlines(keepends=True):
+        m = re.match(r"\s*\[([^\]]+)\]", line)
+        if m:
+            section = m.group(1).strip()
+        m = re.match(r"(\s*)([A-Za-z_]+)(\s*=\s*)([^#\n]*?)(\s*(#.*)?)$", line.rstrip("\n"))
+        if m and (section, m.group(2)) in want:
+            key = (section, m.group(2))
+            line = f"{m.group(1)}{m.group(2)}{m.group(3)}{want[key]}{m.group(5)}\n"
+            done.add(key)
+        out.append(line)
+    missing = [f"[{s}].{k}" for (s, k) in want if (s, k) not in done]
+    if missing:
+        sys.exit(f"scale-config: {a.file} has no {', '.join(missing)}")
+    new = "".join(out)
+    cfg = tomllib.loads(new)
+    assert cfg["cycle"]["cpu"] == a.cpu and cfg["tune"]["housekeeping_cpus"] == a.housekeeping
+    with open(a.file, "w") as f:
+        f.write(new)
+    print(f"  [cycle] cpu = txrx_cpu = {a.cpu}; [tune] housekeeping_cpus = {a.housekeeping!r}, "
+          f"nic_irq_cpu = {a.nic_irq_cpu}")
+
+
+def gather(a):
+    facts = parse_console(a.console)
+    with open(a.console, "rb") as f:
+        a.power_down = b"reboot: Power down" in f.read()
+    return facts, load_guest(a.guest)
+
+
+def cmd_check(a):
+    facts, guest = gather(a)
+    res = evaluate(facts, guest, a)
+    for name, ok, detail in res:
+        print(f"  {'PASS' if ok else 'FAIL'} {name}: {detail}")
+    failed = [n for n, ok, _ in res if not ok]
+    print(f"  {len(res) - len(failed)}/{len(res)} assertions hold"
+          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    excluded = ", ".join(f"{k} ({v})" for k, v in VM_EXCLUDED.items())
+    print(f"  doctor checks excused on the VM: {excluded}")
+    return 1 if failed else 0
+
+
+def set_fact(k, v):
+    def f(facts, guest, a):
+        facts[k] = [v]
+    return f
+
+
+def bump_status(tag, field, by):
+    def f(facts, guest, a):
+        line = facts[tag][-1]
+        facts[tag][-1] = re.sub(rf"{field}=(\d+)", lambda m: f"{field}={int(m.group(1)) + by}", line)
+    return f
+
+
+def doctor_fail(cid):
+    def f(facts, guest, a):
+        for c in guest["doctor.json"]["checks"]:
+            if c["id"] == cid:
+                c["verdict"] = "FAIL"
+    return f
+
+
+def cmd_self_test(a):
+    facts0, guest0 = gather(a)
+    power0 = a.power_down
+    cases = [
+        ("kernel.preempt_rt", "uname -v without PREEMPT_RT", set_fact("kernel_version", "#1 SMP PREEMPT")),
+        ("boot.cmdline", "command line without nohz_full", set_fact("cmdline", re.sub(r" nohz_full=\S+", "", a.cmdline))),
+        ("boot.isolated", "no isolated CPU", set_fact("cpu_isolated", "")),
+        ("boot.nohz_full", "nohz_full on the wrong CPU", set_fact("cpu_nohz_full", "1")),
+        ("tune.applied", "rtcat-tune failed", set_fact("tune.result", "exit-code")),
+        ("tune.applied", "timer migration back on", set_fact("timer_migration", "1")),
+        ("rtcat.active", "rtcat.service restarted once", set_fact("rtcat.nrestarts", "1")),
+        ("rtcat.op_wkc_window", "one WKC mismatch in the window", bump_status("op.end_status", "wkc_mismatch", 1)),
+        ("rtcat.op_wkc_window", "one lost frame in the window", bump_status("op.end_status", "lost", 1)),
+        ("rtcat.op_wkc_window", "window shorter than 10 s", set_fact("op.seconds", "9")),
+        ("rtcat.op_wkc_window", "a subdevice in SAFE-OP", lambda f, g, a: f["op.end_sim"].__setitem__(-1, re.sub(r":8\]", ":4]", f["op.end_sim"][-1]))),
+        ("doctor.no_fail", "doctor FAIL on tasks.rt_cpu", doctor_fail("tasks.rt_cpu")),
+        ("systemctl.failed_empty", "a failed unit", set_fact("failed_units", "foo.service")),
+        ("recovery.powercycle", "rtcat restarted by systemd to recover", set_fact("powercycle.mainpid", "99999")),
+        ("recovery.simrestart", "no recovery", set_fact("simrestart.recovered", "no")),
+        ("results.written_at_poweroff", "no results file", lambda f, g, a: g.__setitem__("summary.json", OSError("missing"))),
+        ("results.written_at_poweroff", "segment not back to INIT", lambda f, g, a: g["events.log"].append("1 cycle=1 shutdown outputs=0 segment=UNKNOWN")),
+        ("poweroff.clean", "no clean power-down", lambda f, g, a: setattr(a, "power_down", False)),
+        ("wkc.expected", "simulator with another WKC", set_fact("sim.banner", "rtcat sim: 2 subdevices, 4 bytes of process data, expected WKC 6 on ecsim0")),
+    ]
+    missed = 0
+    for target, what, mutate in cases:
+        facts, guest = copy.deepcopy(facts0), copy.deepcopy(guest0)
+        a.power_down = power0
+        try:
+            mutate(facts, guest, a)
+        except (KeyError, IndexError, TypeError) as e:
+            print(f"  MISSED {target}: {what}: cannot inject ({e!r}; the transcript lacks the fact)")
+            missed += 1
+            continue
+        res = {n: ok for n, ok, _ in evaluate(facts, guest, a)}
+        if res.get(target) is False:
+            print(f"  ok     {target} FAILs on: {what}")
+        else:
+            print(f"  MISSED {target} still passes with: {what}")
+            missed += 1
+    print(f"  {len(cases) - missed}/{len(cases)} deliberate defects detected")
+    return 1 if missed else 0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("scale-config")
+    p.add_argument("file")
+    p.add_argument("--cpu", type=int, required=True)
+    p.add_argument("--housekeeping", required=True)
+    p.add_argument("--nic-irq-cpu", type=int, required=True)
+    common_args(sub.add_parser("check"))
+    common_args(sub.add_parser("self-test"))
+    a = ap.parse_args()
+    if a.cmd == "scale-config":
+        scale_config(a)
+        return 0
+    try:
+        cpu_set(a.rt_cpus)
+    except ValueError:
+        sys.exit(f"--rt-cpus: {a.rt_cpus!r} is not a CPU list")
+    return cmd_check(a) if a.cmd == "check" else cmd_self_test(a)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

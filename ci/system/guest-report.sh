@@ -1,0 +1,170 @@
+#!/bin/bash
+# rtcat system test, guest side (runs inside the QEMU guest as rtcat-systest.service).
+#
+# Reports facts, never verdicts: every line on the serial console is
+#   RTCAT-SYSTEST key=value
+# and the host (ci/system/assert.py) decides. Sequence:
+#   1. wait for the boot to finish (systemctl is-system-running --wait)
+#   2. kernel, command line, isolated / nohz_full CPUs, rtcat-tune state, IRQ/workqueue masks
+#   3. rtcat.service state; OP and working counter over a window of >= 10 s (the master's own
+#      status line and the simulator's counters at both ends of the window)
+#   4. rtcat doctor --json, systemctl --failed
+#   5. segment power-cycle (rtcat sim-ctl power-cycle), then a restart of the simulator process:
+#      after each, rtcat must recover in the same process (same MainPID, no unit restart)
+#   6. copy the journal and the doctor JSON to /var/lib/rtcat-systest, power off cleanly
+# Any unexpected condition is reported as a fact (e.g. recovered=no) and the guest still powers
+# off, so the host always gets a complete transcript and the disk image to read back.
+set -uo pipefail
+
+CONSOLE=/dev/ttyAMA0
+SIM_SOCK=/run/rtcat-systest/sim.sock
+CONFIG=/etc/rtcat/rtcat.toml
+TUNE_STATE=/var/lib/rtcat-tune/tune-state.json
+KEEP=/var/lib/rtcat-systest
+WINDOW_S=${RTCAT_SYSTEST_WINDOW_S:-12}
+mkdir -p "$KEEP"
+
+say() {
+	# one write(2) per line, so kernel messages cannot split it
+	local line="RTCAT-SYSTEST $1=$2"
+	printf '%s\n' "$line" >"$CONSOLE"
+	printf '%s\n' "$line" >>"$KEEP/report.txt"
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+prop() { systemctl show -P "$2" "$1"; }
+
+# The master's latest status line: "rtcat: t=12s cycles=N ... wkc_mismatch=M lost=L recoveries=R OK"
+status_line() { journalctl -q -u rtcat.service -o cat --no-pager | grep -E '^rtcat: t=[0-9]+s cycles=' | tail -1; }
+sim_status() { rtcat sim-ctl --control "$SIM_SOCK" status 2>&1; }
+# field NAME LINE: value of NAME=... in LINE
+field() { sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p" <<<" $2"; }
+health() { awk '{print $NF}' <<<"$1"; }
+recovery_count() { grep -c 'recovery_done' /var/lib/rtcat/events.log 2>/dev/null || true; }
+
+# sim_all_op: every simulated subdevice reports AL state 8 (OP) without an error flag
+sim_all_op() {
+	local devs
+	devs=$(sim_status | sed -n 's/.*devices=\[\(.*\)\].*/\1/p')
+	[ -n "$devs" ] || return 1
+	! tr ' ' '\n' <<<"$devs" | grep -vqE '^0x[0-9a-f]+:8$'
+}
+
+# wait_recovered TAG BEFORE_COUNT T0: wait (<= 90 s) for a new recovery_done in events.log, the
+# master's status OK and every subdevice back in OP
+wait_recovered() {
+	local tag=$1 before=$2 t0=$3 n
+	for _ in $(seq 450); do
+		n=$(recovery_count)
+		if [ "${n:-0}" -gt "$before" ] && [ "$(health "$(status_line)")" = OK ] && sim_all_op; then
+			say "$tag.recovered" yes
+			say "$tag.recovery_ms" $(($(now_ms) - t0))
+			return 0
+		fi
+		sleep 0.2
+	done
+	say "$tag.recovered" no
+	say "$tag.last_status" "$(status_line)"
+	say "$tag.last_sim" "$(sim_status)"
+	return 1
+}
+
+# window TAG SECONDS: the master's counters and the simulator's at both ends of a window
+window() {
+	local tag=$1 secs=$2 a b sa sb
+	a=$(status_line) sa=$(sim_status)
+	sleep "$secs"
+	b=$(status_line) sb=$(sim_status)
+	say "$tag.seconds" "$secs"
+	say "$tag.start_status" "$a"
+	say "$tag.end_status" "$b"
+	say "$tag.start_sim" "$sa"
+	say "$tag.end_sim" "$sb"
+}
+
+say phase guest-up
+say uptime_s "$(cut -d' ' -f1 /proc/uptime)"
+
+state=$(timeout 600 systemctl is-system-running --wait 2>&1)
+say system_state "$state"
+say boot_finished_uptime_s "$(cut -d' ' -f1 /proc/uptime)"
+say boot_time "$(systemd-analyze time 2>/dev/null | head -1)"
+
+# ---- kernel and boot arguments --------------------------------------------------------------
+say kernel_release "$(uname -r)"
+say kernel_version "$(uname -v)"
+say cmdline "$(cat /proc/cmdline)"
+say nr_cpus "$(nproc --all)"
+say cpu_isolated "$(cat /sys/devices/system/cpu/isolated)"
+say cpu_nohz_full "$(cat /sys/devices/system/cpu/nohz_full 2>/dev/null || echo absent)"
+
+# ---- rtcat-tune ------------------------------------------------------------------------------
+say tune.active "$(prop rtcat-tune.service ActiveState)"
+say tune.result "$(prop rtcat-tune.service Result)"
+say tune.exec_status "$(prop rtcat-tune.service ExecMainStatus)"
+say tune.journal_present "$([ -s "$TUNE_STATE" ] && echo yes || echo no)"
+rtcat tune status --config "$CONFIG" --state "$TUNE_STATE" --json >"$KEEP/tune-status.json" 2>"$KEEP/tune-status.err"
+say tune.status_exit "$?"
+say default_smp_affinity "$(cat /proc/irq/default_smp_affinity)"
+say wq_cpumask "$(cat /sys/devices/virtual/workqueue/cpumask 2>/dev/null || echo absent)"
+say timer_migration "$(cat /proc/sys/kernel/timer_migration 2>/dev/null || echo absent)"
+
+# ---- the simulated segment and the master ----------------------------------------------------
+say sim.active "$(prop rtcat-systest-sim.service ActiveState)"
+say sim.banner "$(journalctl -q -u rtcat-systest-sim.service -o cat --no-pager | grep -m1 'expected WKC')"
+say rtcat.active "$(prop rtcat.service ActiveState)"
+say rtcat.substate "$(prop rtcat.service SubState)"
+say rtcat.nrestarts "$(prop rtcat.service NRestarts)"
+pid=$(prop rtcat.service MainPID)
+say rtcat.mainpid "$pid"
+say rtcat.ready_uptime_s "$(awk -v m="$(prop rtcat.service ExecMainStartTimestampMonotonic)" 'BEGIN{printf "%.1f", m/1e6}')"
+if [ "${pid:-0}" -gt 0 ]; then
+	say rtcat.comm "$(cat "/proc/$pid/comm")"
+	for t in /proc/"$pid"/task/*; do
+		# "name policy rtprio cpus", policy/rt_priority from stat fields 41/40 (after "comm) ")
+		st=$(cat "$t/stat") && st=${st##*) }
+		read -ra f <<<"$st"
+		say rtcat.thread "$(cat "$t/comm") policy=${f[38]} rtprio=${f[37]} cpus=$(sed -n 's/^Cpus_allowed_list:[[:space:]]*//p' "$t/status")"
+	done
+fi
+say config_check "$(rtcat config check "$CONFIG" 2>&1 | tr '\n' ' ')"
+
+# OP + working counter: let the master settle, then a window of WINDOW_S seconds
+sleep 2
+window op "$WINDOW_S"
+
+# ---- doctor and failed units -----------------------------------------------------------------
+rtcat doctor --config "$CONFIG" --json >"$KEEP/doctor.json" 2>"$KEEP/doctor.err"
+say doctor.exit "$?"
+# The JSON is read back from the disk image by the host; the text goes to the console for humans.
+rtcat doctor --config "$CONFIG" >"$KEEP/doctor.txt" 2>&1
+while IFS= read -r l; do say doctor.text "$l"; done <"$KEEP/doctor.txt"
+failed=$(systemctl list-units --failed --plain --no-legend --no-pager | awk '{print $1}' | tr '\n' ' ')
+say failed_units "${failed% }"
+
+# ---- segment power-cycle, then simulator restart ---------------------------------------------
+before=$(recovery_count)
+say powercycle.before_recoveries "$before"
+t0=$(now_ms)
+say powercycle.inject "$(rtcat sim-ctl --control "$SIM_SOCK" power-cycle 2>&1)"
+wait_recovered powercycle "$before" "$t0"
+say powercycle.mainpid "$(prop rtcat.service MainPID)"
+say powercycle.nrestarts "$(prop rtcat.service NRestarts)"
+
+before=$(recovery_count)
+t0=$(now_ms)
+systemctl restart rtcat-systest-sim.service
+say simrestart.exit "$?"
+wait_recovered simrestart "$before" "$t0"
+say simrestart.mainpid "$(prop rtcat.service MainPID)"
+say simrestart.nrestarts "$(prop rtcat.service NRestarts)"
+sleep 1
+window after 5
+say rtcat.active_end "$(prop rtcat.service ActiveState)"
+failed=$(systemctl list-units --failed --plain --no-legend --no-pager | awk '{print $1}' | tr '\n' ' ')
+say failed_units_end "${failed% }"
+
+# ---- clean poweroff --------------------------------------------------------------------------
+journalctl -b --no-pager -o short-monotonic >"$KEEP/journal.txt" 2>&1
+say phase poweroff
+sync
+systemctl poweroff --no-block
