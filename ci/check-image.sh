@@ -131,12 +131,18 @@ if [ -z "$skip_deb" ]; then
 	for a in amd64 arm64; do
 		deb="$deb_dir/rtcat_${version}_$a.deb"
 		[ -f "$deb" ] || { fail "no $deb"; continue; }
-		if lintian --fail-on error,warning,info,pedantic --display-info --pedantic "$deb"; then
+		# spelling-error-in-binary is not a gate: optimised code keeps pieces of string
+		# constants as instruction immediates ("--st" + "age" of "--stage" showed up as "tage",
+		# x86 opcodes as "thIk"), so its hints change with every build; they are listed below.
+		if lintian --fail-on error,warning,info,pedantic --display-info --pedantic \
+			--suppress-tags spelling-error-in-binary "$deb"; then
 			echo "lintian $a: clean"
 		else
 			fail "lintian $a"
 		fi
 	done
+	# Spelling hints in the binaries, for a human to look at (not a gate, see above).
+	lintian --tags spelling-error-in-binary "$deb_dir"/rtcat_"${version}"_*.deb || true
 	# The overridden tags and why (informational: lintian counts shown overrides as failures).
 	lintian --show-overrides "$deb_dir/rtcat_${version}_amd64.deb" | grep -E '^[NO]:' || true
 
