@@ -185,6 +185,55 @@ fn bring_up(md: &MainDevice<'static>, cfg: &Config) -> Result<(OpGroup, Layout, 
     Ok((group, layout, expected))
 }
 
+/// What [`bring_up_retrying`] returns: the (possibly re-created) MainDevice, and the segment with
+/// the number of attempts it took, or the last error.
+type Retried = (MainDevice<'static>, Result<((OpGroup, Layout, u16), u32)>);
+
+/// Bring the segment up, retrying after `[health] recovery_backoff_ms` until it works, a stop is
+/// requested, `deadline_ns` passes, or `[health] max_failed_recoveries` attempts failed in a row
+/// (0 = never give up). Each failure goes to `on_failure(attempt, error)`.
+fn bring_up_retrying(
+    mut md: MainDevice<'static>,
+    cfg: &Config,
+    deadline_ns: Option<u64>,
+    failed_in_a_row: &mut u32,
+    mut on_failure: impl FnMut(u32, &anyhow::Error),
+) -> Retried {
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        let e = match bring_up(&md, cfg) {
+            Ok(up) => {
+                *failed_in_a_row = 0;
+                return (md, Ok((up, attempts)));
+            }
+            Err(e) => e,
+        };
+        *failed_in_a_row += 1;
+        on_failure(attempts, &e);
+        let max = cfg.health.max_failed_recoveries;
+        if max > 0 && *failed_in_a_row >= max {
+            return (
+                md,
+                Err(e.context(format!("gave up after {max} failed attempts in a row"))),
+            );
+        }
+        if crate::signals::stop_requested()
+            || deadline_ns.is_some_and(|d| crate::clock::now_ns() >= d)
+        {
+            return (
+                md,
+                Err(anyhow!("stopped while bringing the segment up: {e:#}")),
+            );
+        }
+        std::thread::sleep(Duration::from_millis(cfg.health.recovery_backoff_ms.into()));
+        // Start over from a clean PDU loop for the next attempt.
+        // SAFETY: bring_up failed, so no group of this MainDevice exists.
+        let pl = unsafe { md.release() };
+        md = MainDevice::new(pl, init_timeouts(cfg), MainDeviceConfig::default());
+    }
+}
+
 /// Outputs to zero, then SAFE-OP, then INIT. Errors are reported, not fatal: results still get
 /// written.
 fn shut_down(md: &MainDevice<'static>, group: OpGroup) -> Result<()> {
@@ -206,6 +255,8 @@ pub struct RunSpec {
     pub no_rt: bool,
     /// Called once the segment is in OP and cycling is about to start (sd_notify READY).
     pub on_ready: Option<Box<dyn FnMut() + Send>>,
+    /// Keep retrying the first bring-up (service mode) instead of failing at once (bench).
+    pub retry_start: bool,
 }
 
 fn open_link(target: &Target) -> Result<Box<dyn Link>> {
@@ -236,9 +287,23 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
         fifo_priority: None,
     };
 
-    let mut md = MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
+    let md = MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
     let thread = TxRxThread::spawn(bus, init_rt)?;
-    let first = bring_up(&md, &cfg);
+    let mut failed_in_a_row: u32 = 0;
+    let (mut md, first) = if spec.retry_start {
+        // Service mode: a segment that is not there yet (powered later, cable plugged later)
+        // is waited for, like a recovery.
+        ch.live.recovering.store(1, Ordering::Relaxed);
+        let r = bring_up_retrying(md, &cfg, None, &mut failed_in_a_row, |n, e| {
+            push(ch, 0, EventKind::StartFailed { attempt: n });
+            eprintln!("rtcat: bringing the segment up, attempt {n} failed: {e:#}");
+        });
+        ch.live.recovering.store(0, Ordering::Relaxed);
+        (r.0, r.1.map(|(up, _)| up))
+    } else {
+        let r = bring_up(&md, &cfg);
+        (md, r)
+    };
     bus = thread.stop();
     let (mut group, mut layout, mut expected_wkc) = first?;
     app.reset(&layout.outputs);
@@ -263,7 +328,6 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
     };
     let mut states = [0u8; MAX_SUBDEVICES];
     let mut scratch = vec![0u8; MAX_PDI];
-    let mut failed_in_a_row: u32 = 0;
     let mut fatal = None;
     let stop_reason;
     if let Some(f) = spec.on_ready.as_mut() {
@@ -331,49 +395,20 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
                 let pdu_loop = unsafe { md.release() };
                 md = MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
                 let t = TxRxThread::spawn(bus, init_rt)?;
-                let mut attempts = 0u32;
-                let result = loop {
-                    attempts += 1;
-                    match bring_up(&md, &cfg) {
-                        Ok(up) => break Ok(up),
-                        Err(e) => {
-                            rec.failed_recoveries += 1;
-                            failed_in_a_row += 1;
-                            push(
-                                ch,
-                                rec.cycles,
-                                EventKind::RecoveryFailed { attempt: attempts },
-                            );
-                            eprintln!("rtcat: recovery attempt {attempts} failed: {e:#}");
-                            if cfg.health.max_failed_recoveries > 0
-                                && failed_in_a_row >= cfg.health.max_failed_recoveries
-                            {
-                                break Err(e);
-                            }
-                            if crate::signals::stop_requested()
-                                || end_ns.is_some_and(|e| crate::clock::now_ns() >= e)
-                            {
-                                break Err(anyhow!("stopped while recovering"));
-                            }
-                            std::thread::sleep(Duration::from_millis(
-                                cfg.health.recovery_backoff_ms.into(),
-                            ));
-                            // Start over from a clean PDU loop for the next attempt.
-                            // SAFETY: no group of this MainDevice exists.
-                            let pl = unsafe { md.release() };
-                            md = MainDevice::new(
-                                pl,
-                                init_timeouts(&cfg),
-                                MainDeviceConfig::default(),
-                            );
-                        }
-                    }
-                };
+                let cycles = rec.cycles;
+                let mut failures = 0u64;
+                let (m, result) =
+                    bring_up_retrying(md, &cfg, end_ns, &mut failed_in_a_row, |n, e| {
+                        failures += 1;
+                        push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
+                        eprintln!("rtcat: recovery attempt {n} failed: {e:#}");
+                    });
+                md = m;
+                rec.failed_recoveries += failures;
                 bus = t.stop();
                 ch.live.recovering.store(0, Ordering::Relaxed);
                 match result {
-                    Ok((g, l, w)) => {
-                        failed_in_a_row = 0;
+                    Ok(((g, l, w), attempts)) => {
                         group = g;
                         layout = l;
                         expected_wkc = w;

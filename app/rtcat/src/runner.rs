@@ -42,6 +42,8 @@ pub struct Job {
     pub echo_events: bool,
     /// Print the human table to stderr at the end.
     pub print_table: bool,
+    /// Keep retrying the first bring-up (service mode).
+    pub retry_start: bool,
 }
 
 /// What a finished job reports.
@@ -165,6 +167,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 duration: job.duration,
                 no_rt: job.no_rt,
                 on_ready: Some(Box::new(move || notify.notify("READY=1"))),
+                retry_start: job.retry_start,
             };
             // ethercrab's groups for 256 subdevices and its init futures are large: give the
             // setup thread a stack that fits them in debug builds too.
@@ -336,6 +339,7 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
         notifier: None,
         echo_events: a.verbose,
         print_table: true,
+        retry_start: false,
     }))
 }
 
@@ -376,6 +380,7 @@ pub fn run_command(a: RunArgs) -> ExitCode {
         notifier: Some(notifier),
         echo_events: true,
         print_table: true,
+        retry_start: true,
     });
     stopping.notify("STOPPING=1");
     finish(r)

@@ -145,6 +145,10 @@ pub enum EventKind {
     RecoveryFailed {
         attempt: u32,
     },
+    /// Service start: the segment could not be brought up yet (retried).
+    StartFailed {
+        attempt: u32,
+    },
     /// End of the run: outputs zeroed, SAFE-OP, INIT (verified by ethercrab), or not.
     Shutdown {
         reached_init: bool,
@@ -175,6 +179,7 @@ impl std::fmt::Display for EventKind {
             }
             EventKind::RecoveryDone { attempts } => write!(f, "recovery_done attempts={attempts}"),
             EventKind::RecoveryFailed { attempt } => write!(f, "recovery_failed attempt={attempt}"),
+            EventKind::StartFailed { attempt } => write!(f, "start_failed attempt={attempt}"),
             EventKind::Shutdown { reached_init } => {
                 write!(
                     f,

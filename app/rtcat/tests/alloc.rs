@@ -111,6 +111,7 @@ fn steady_state(mode: TxRxMode) {
         notifier: None,
         echo_events: false,
         print_table: false,
+        retry_start: false,
     })
     .expect("run");
     let tracked = c.load(Ordering::Relaxed);

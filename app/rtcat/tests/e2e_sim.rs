@@ -44,6 +44,7 @@ fn job(c: Config, spec: SegmentSpec, faults: Faults, secs: f64, dir: &std::path:
         notifier: None,
         echo_events: false,
         print_table: false,
+        retry_start: false,
     }
 }
 

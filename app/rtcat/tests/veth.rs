@@ -237,3 +237,54 @@ fn service_mode_stops_on_sigterm_with_results() {
     assert_eq!(csv.lines().count() as u64, s.cycles + 1);
     assert_all_init(&sim);
 }
+
+#[test]
+fn service_mode_waits_for_a_segment_that_comes_up_later() {
+    if !root_or_skip("service_waits") {
+        return;
+    }
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let net = VethPair::create("rtcatw").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("results");
+    let cfg = dir.path().join("rtcat.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[bus]\ninterface = \"{}\"\n[health]\nrecovery_backoff_ms = 200\n\
+             [output]\ndir = \"{}\"\n",
+            net.master_if,
+            out.display()
+        ),
+    )
+    .unwrap();
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &net.master_ns, BIN, "run", "--config"])
+        .arg(&cfg)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // No segment for 2 s: the service keeps trying instead of exiting.
+    std::thread::sleep(Duration::from_millis(2000));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "rtcat run gave up without a segment"
+    );
+    let sim = Sim::start(&net, dir.path());
+    std::thread::sleep(Duration::from_millis(2500));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    assert!(child.wait().unwrap().success());
+    let s = summary(&out);
+    assert!(
+        s.cycles > 500,
+        "cycled once the segment appeared: {}",
+        s.cycles
+    );
+    let ev = std::fs::read_to_string(out.join("events.log")).unwrap();
+    assert!(ev.contains("start_failed attempt=1"), "{ev}");
+    assert_all_init(&sim);
+}
