@@ -85,7 +85,7 @@ key() {
 
 # ---- tools ---------------------------------------------------------------------------------
 tools() {
-	if ! apt-cache policy qemu-system-arm linux-source-6.12 2>/dev/null | grep -q 'bookworm-backports'; then
+	if ! grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
 		echo "adding bookworm-backports to the apt sources (linux-source-6.12, qemu-system-arm 10)"
 		cat >/etc/apt/sources.list.d/rtcat-bookworm-backports.sources <<'EOF'
 Types: deb
@@ -119,11 +119,9 @@ EOF
 	grep -qx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 || die "binfmt_misc qemu-aarch64 is not enabled"
 	echo "scripts: shellcheck"
 	shellcheck -x ci/check-system.sh "$sys"/*.sh
-	systemd-analyze --version >/dev/null 2>&1 && for u in "$sys"/*.service; do
-		# the units' own syntax (the guest's binaries do not exist here: --man=no, no ExecStart check)
-		grep -qE '^\[(Unit|Service|Install)\]' "$u" || die "$u is not a unit file"
+	for u in "$sys"/*.service; do
+		if ! grep -qE '^\[Service\]' "$u" || ! grep -qE '^ExecStart=' "$u"; then die "$u is not a service unit"; fi
 	done
-	true
 }
 
 # ---- 1. boot arguments, scaled to the guest's CPUs -------------------------------------------
@@ -277,16 +275,18 @@ boot() {
 	local log="$out/console.log" rc=0 qpid
 	rm -f "$log"
 	: >"$log"
-	"${NICE[@]}" timeout "$guest_timeout" qemu-system-aarch64 -M virt -cpu cortex-a76 -smp "$GUEST_NR_CPUS" -m 1536 \
+	# Not niced: the guest is the test subject and its vCPU threads carry the 1 ms cycle.
+	timeout "$guest_timeout" qemu-system-aarch64 -M virt -cpu cortex-a76 -smp "$GUEST_NR_CPUS" -m 1536 \
 		-display none -monitor none -serial "file:$log" -no-reboot -nic none \
 		-kernel "$KDIR/Image" -append "$G_APPEND" \
-		-drive "if=none,file=$out/guest.img,format=raw,id=hd0" -device virtio-blk-pci,drive=hd0 \
+		-drive "if=none,file=$out/guest.img,format=raw,id=hd0" -device virtio-blk-pci,drive=hd0,num-queues=1 \
 		-device virtio-rng-pci &
 	qpid=$!
 	tail -f -n +1 --pid="$qpid" "$log" | grep --line-buffered -E 'RTCAT-SYSTEST|reboot: |Kernel panic|Failed to start' || true
 	wait "$qpid" || rc=$?
 	echo "qemu exit status $rc"
-	[ "$rc" -ne 124 ] || die "the guest did not power off within ${guest_timeout}s (console: $log)"
+	# a timeout is reported by the assertions (poweroff.clean), after reading back what there is
+	[ "$rc" -ne 124 ] || echo "the guest did not power off within ${guest_timeout}s (console: $log)" >&2
 	QEMU_RC=$rc
 }
 
