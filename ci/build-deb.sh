@@ -67,11 +67,11 @@ fi
 add_md5sums() {
 	local deb=$1 tmp
 	tmp=$(mktemp -d)
-	dpkg-deb -R "$deb" "$tmp/root"
-	(cd "$tmp/root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
+	dpkg-deb -R "$deb" "$tmp/pkgroot"
+	(cd "$tmp/pkgroot" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z |
 		xargs -0 md5sum >DEBIAN/md5sums)
-	chmod 644 "$tmp/root/DEBIAN/md5sums"
-	dpkg-deb --root-owner-group -Zxz -b "$tmp/root" "$deb" >/dev/null
+	chmod 644 "$tmp/pkgroot/DEBIAN/md5sums"
+	dpkg-deb --root-owner-group -Zxz -b "$tmp/pkgroot" "$deb" >/dev/null
 	rm -rf "$tmp"
 }
 

@@ -101,6 +101,38 @@ fn bench(net: &VethPair, out: &Path, secs: &str) -> Command {
     c
 }
 
+/// Start `rtcat run` in the master namespace with a config for this pair (plus `extra` TOML).
+fn start_service(net: &VethPair, dir: &Path, extra: &str) -> (Child, PathBuf) {
+    let out = dir.join("results");
+    let cfg = dir.join("rtcat.toml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "[bus]\ninterface = \"{}\"\n{extra}\n[output]\ndir = \"{}\"\nsamples_csv = true\n",
+            net.master_if,
+            out.display()
+        ),
+    )
+    .unwrap();
+    let child = Command::new("ip")
+        .args(["netns", "exec", &net.master_ns, BIN, "run", "--config"])
+        .arg(&cfg)
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    (child, out)
+}
+
+/// SIGTERM (what systemd sends on stop) and the exit status.
+fn sigterm(child: &mut Child) -> std::process::ExitStatus {
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(child.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    child.wait().unwrap()
+}
+
 fn summary(out: &Path) -> rtlab::summary::Summary {
     rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary.json")
 }
@@ -204,31 +236,13 @@ fn service_mode_stops_on_sigterm_with_results() {
     let net = VethPair::create("rtcats").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let sim = Sim::start(&net, dir.path());
-    let out = dir.path().join("results");
-    let cfg = dir.path().join("rtcat.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[bus]\ninterface = \"{}\"\n[segment]\nsubdevices = 3\nexpected_wkc = 9\n\
-             [output]\ndir = \"{}\"\nsamples_csv = true\n",
-            net.master_if,
-            out.display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", &net.master_ns, BIN, "run", "--config"])
-        .arg(&cfg)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut child, out) = start_service(
+        &net,
+        dir.path(),
+        "[segment]\nsubdevices = 3\nexpected_wkc = 9",
+    );
     std::thread::sleep(Duration::from_millis(2500));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let status = child.wait().unwrap();
+    let status = sigterm(&mut child);
     assert!(status.success(), "{status:?}");
     let s = summary(&out);
     assert!(s.cycles > 1000, "{}", s.cycles);
@@ -246,24 +260,7 @@ fn service_mode_waits_for_a_segment_that_comes_up_later() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let net = VethPair::create("rtcatw").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let out = dir.path().join("results");
-    let cfg = dir.path().join("rtcat.toml");
-    std::fs::write(
-        &cfg,
-        format!(
-            "[bus]\ninterface = \"{}\"\n[health]\nrecovery_backoff_ms = 200\n\
-             [output]\ndir = \"{}\"\n",
-            net.master_if,
-            out.display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", &net.master_ns, BIN, "run", "--config"])
-        .arg(&cfg)
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let (mut child, out) = start_service(&net, dir.path(), "[health]\nrecovery_backoff_ms = 200");
     // No segment for 2 s: the service keeps trying instead of exiting.
     std::thread::sleep(Duration::from_millis(2000));
     assert!(
@@ -272,12 +269,7 @@ fn service_mode_waits_for_a_segment_that_comes_up_later() {
     );
     let sim = Sim::start(&net, dir.path());
     std::thread::sleep(Duration::from_millis(2500));
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(child.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    assert!(child.wait().unwrap().success());
+    assert!(sigterm(&mut child).success());
     let s = summary(&out);
     assert!(
         s.cycles > 500,
