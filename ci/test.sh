@@ -6,6 +6,9 @@
 #   ci/test.sh            everything
 #   ci/test.sh rust       only the Rust workspace checks
 #   ci/test.sh rtlab|tune|kernel|image   one area (after `rust`, or standalone)
+#   ci/test.sh system     the QEMU arm64 PREEMPT_RT system test (not in the default set yet: it
+#                         does not pass at the shipped 1 ms cycle under emulation and takes about an
+#                         hour cold on 2 cores; see ci/system/README.md)
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -55,7 +58,8 @@ for a in "${areas[@]}"; do
 	tune) timed tune bash ci/check-tune.sh ;;
 	kernel) timed kernel bash ci/check-kernel.sh ;;
 	image) timed image bash ci/check-image.sh ;;
-	*) die "unknown area $a (rust, rtlab, tune, kernel, image)" ;;
+	system) timed system bash ci/check-system.sh ;;
+	*) die "unknown area $a (rust, rtlab, tune, kernel, image, system)" ;;
 	esac
 done
 printf '\nall checks passed: %s\n' "${areas[*]}"

@@ -172,6 +172,20 @@ fn golden_tuned_rk3588() {
     assert_eq!(r.summary.fail, 0);
     let th = r.get("tasks.rtcat").unwrap();
     assert_eq!(th.verdict, Verdict::Pass, "{:?}", th.details);
+    // txrx = "inline" (rtcat's default): no TX/RX thread while cycling is still a PASS; no
+    // cyclic thread (initialising / recovering) is a WARN.
+    std::fs::remove_dir_all(t.root.join("proc/900/task/902")).unwrap();
+    let r2 = doctor(&root, &host, None);
+    let th = r2.get("tasks.rtcat").unwrap();
+    assert_eq!(th.verdict, Verdict::Pass, "{:?}", th.details);
+    assert!(
+        th.details.iter().any(|d| d.contains("rtcat-txrx: absent")),
+        "{:?}",
+        th.details
+    );
+    std::fs::remove_dir_all(t.root.join("proc/900/task/901")).unwrap();
+    let r3 = doctor(&root, &host, None);
+    assert_eq!(r3.get("tasks.rtcat").unwrap().verdict, Verdict::Warn);
     assert!(
         r.get("power.cpu_dma_latency")
             .unwrap()
