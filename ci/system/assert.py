@@ -180,9 +180,14 @@ def evaluate(facts, guest, a):
         if m:
             threads[m.group(1)] = (int(m.group(2)), int(m.group(3)), m.group(4))
     cyc, txrx, stat = threads.get("rtcat-cycle"), threads.get("rtcat-txrx"), threads.get("rtcat-status")
+    # txrx = "inline" (rtcat's default): the cyclic thread moves its own frames and no rtcat-txrx
+    # thread exists while cycling; txrx = "thread": it must be SCHED_FIFO at txrx_priority.
+    if shipped["cycle"].get("txrx", "inline") == "inline":
+        txrx_ok = txrx is None
+    else:
+        txrx_ok = bool(txrx and txrx[0] == 1 and txrx[1] == shipped["cycle"]["txrx_priority"])
     ok = (cyc and cyc[0] == 1 and cyc[1] == shipped["cycle"]["priority"] and cpu_set(cyc[2]) == rt
-          and txrx and txrx[0] == 1 and txrx[1] == shipped["cycle"]["txrx_priority"]
-          and stat and stat[0] == 0)
+          and txrx_ok and stat and stat[0] == 0)
     chk("rtcat.threads", ok, f"{threads} (policy 1 = SCHED_FIFO)")
 
     # OP and WKC over the window
