@@ -209,10 +209,6 @@ impl Esc {
         self.set_al_status(state as u8, true, code);
     }
 
-    fn is_dc_register(&self, a: usize) -> bool {
-        (0x0900..0x0a00).contains(&a)
-    }
-
     /// Whether the master may access [a, a+len) at all (the DC block exists only with DC).
     fn accessible(&self, a: usize, len: usize) -> bool {
         let end = a + len;
@@ -551,13 +547,8 @@ impl Esc {
         pdi::device_inputs(self.pd_counter, outputs, &mut hi[..in_len]);
     }
 
-    /// Fault injection helper: is this register block a DC register (for the DC-only WKC rule).
+    /// Whether this device supports distributed clocks (DC registers 0x0900..0x09ff).
     pub fn has_dc(&self) -> bool {
         self.spec.dc
-    }
-
-    #[doc(hidden)]
-    pub fn dc_register(&self, a: usize) -> bool {
-        self.is_dc_register(a)
     }
 }

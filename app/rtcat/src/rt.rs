@@ -56,8 +56,8 @@ pub fn pin_to(cpu: usize) -> Result<()> {
 }
 
 pub fn online_cpus() -> Option<String> {
-    std::fs::read_to_string("/sys/devices/system/cpu/online")
-        .ok()
+    rttune::SysRoot::live()
+        .read_opt("/sys/devices/system/cpu/online")
         .map(|s| s.trim().to_string())
 }
 
