@@ -62,7 +62,7 @@ pub struct TuneArgs {
     /// Knob groups to act on (repeatable; default: all)
     #[arg(long = "group", value_enum, value_name = "GROUP")]
     pub groups: Vec<KnobGroup>,
-    /// Tune state journal (default: [tune].state_file, else /var/lib/rtcat/tune-state.json)
+    /// Tune state journal (default: [tune].state_file, else /var/lib/rtcat-tune/tune-state.json)
     #[arg(long, value_name = "FILE")]
     pub state: Option<PathBuf>,
     /// Print the result as JSON

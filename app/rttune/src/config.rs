@@ -5,7 +5,9 @@ use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 
 /// Default location of the tune state journal.
-pub const DEFAULT_STATE_FILE: &str = "/var/lib/rtcat/tune-state.json";
+/// Root-only directory (rtcat-tune.service's StateDirectory): the unprivileged master must not be
+/// able to edit what `tune restore` writes back into /proc and /sys as root.
+pub const DEFAULT_STATE_FILE: &str = "/var/lib/rtcat-tune/tune-state.json";
 
 /// Interrupt-coalescing targets for the EtherCAT NIC (`ethtool -C` semantics). A key that is
 /// absent is left as the driver has it.
@@ -51,7 +53,7 @@ pub struct TuneSection {
     pub move_tasks: bool,
     /// Set `kernel.timer_migration` to 0.
     pub disable_timer_migration: bool,
-    /// Tune state journal (default `/var/lib/rtcat/tune-state.json`, under `--root`).
+    /// Tune state journal (default `/var/lib/rtcat-tune/tune-state.json`, under `--root`).
     pub state_file: Option<PathBuf>,
 }
 

@@ -654,7 +654,7 @@ fn cli_runs_on_a_fake_root() {
     ])
     .unwrap();
     assert_eq!(rttune::run_tune(&a.a, &ctx).unwrap(), 0);
-    assert!(t.root.join("var/lib/rtcat/tune-state.json").exists());
+    assert!(t.root.join("var/lib/rtcat-tune/tune-state.json").exists());
     let no_cpu = rttune::RtContext::default();
     let st = T::try_parse_from(["tune", "status", "--root", r]).unwrap();
     assert_eq!(
@@ -670,7 +670,7 @@ fn cli_runs_on_a_fake_root() {
     );
     let e = rttune::run_tune(&st.a, &no_cpu).unwrap_err().to_string();
     assert!(e.contains("no RT CPU"), "{e}");
-    assert!(!t.root.join("var/lib/rtcat/tune-state.json").exists());
+    assert!(!t.root.join("var/lib/rtcat-tune/tune-state.json").exists());
     let mut after = snapshot(&t.root);
     after.retain(|k, _| !k.starts_with("var"));
     assert_eq!(after, before);
