@@ -8,7 +8,7 @@
 
 use ecsim::netns::VethPair;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
@@ -123,44 +123,12 @@ fn part_a() {
     );
 }
 
-struct SimProc(Child);
-impl Drop for SimProc {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.0.wait();
-    }
-}
+#[path = "../tests/support/sim_proc.rs"]
+mod sim_proc;
+use sim_proc::SimProc;
 
 fn start_sim(net: &VethPair, control: &Path) -> SimProc {
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &net.segment_ns,
-            BIN,
-            "sim",
-            "--priority",
-            "70",
-            "--iface",
-            &net.segment_if,
-            "--control",
-        ])
-        .arg(control)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::{BufRead, BufReader};
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    while let Some(Ok(l)) = lines.next() {
-        if l.contains("listening") {
-            break;
-        }
-    }
-    std::thread::spawn(move || for _ in lines {});
-    SimProc(child)
+    SimProc::start(Path::new(BIN), net, control)
 }
 
 /// The stock io_uring task with a minimal 1 ms cyclic loop: per-cycle tx_rx time (ns) and

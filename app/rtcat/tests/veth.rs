@@ -3,7 +3,6 @@
 //! Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -13,71 +12,13 @@ const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 // Each test runs two processes in busy loops: one test at a time on two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-struct Sim {
-    child: Child,
-    control: PathBuf,
-}
+#[path = "support/sim_proc.rs"]
+mod sim_proc;
+use sim_proc::SimProc as Sim;
 
-impl Sim {
-    fn start(net: &VethPair, dir: &Path) -> Sim {
-        let control = dir.join("sim.sock");
-        let mut child = Command::new("ip")
-            // SCHED_FIFO: like a real ESC, the simulated segment answers whatever else runs.
-            .args([
-                "netns",
-                "exec",
-                &net.segment_ns,
-                BIN,
-                "sim",
-                "--priority",
-                "70",
-                "--iface",
-                &net.segment_if,
-                "--control",
-            ])
-            .arg(&control)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start rtcat sim");
-        // Wait for "listening": the responder socket exists before any frame is sent.
-        let err = child.stderr.take().unwrap();
-        let mut lines = BufReader::new(err).lines();
-        let t = Instant::now();
-        loop {
-            let l = lines.next().expect("sim output").expect("sim output");
-            if l.contains("listening") {
-                break;
-            }
-            assert!(t.elapsed() < Duration::from_secs(20), "sim did not start");
-        }
-        std::thread::spawn(move || for _ in lines {});
-        Sim { child, control }
-    }
-
-    fn ctl(&self, cmd: &str) -> String {
-        let out = Command::new(BIN)
-            .args(["sim-ctl", "--control"])
-            .arg(&self.control)
-            .args(cmd.split_whitespace())
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "sim-ctl {cmd}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
-    }
-}
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.child.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.child.wait();
-    }
+/// The simulator of one test, its control socket in the test's directory.
+fn start_sim(net: &VethPair, dir: &Path) -> Sim {
+    Sim::start(Path::new(BIN), net, &dir.join("sim.sock"))
 }
 
 fn bench(net: &VethPair, out: &Path, secs: &str) -> Command {
@@ -168,7 +109,7 @@ fn bench_over_veth_is_clean_and_leaves_init() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let net = VethPair::create("rtcat").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let sim = Sim::start(&net, dir.path());
+    let sim = start_sim(&net, dir.path());
     let out = dir.path().join("out");
     let o = bench(&net, &out, "3").output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
@@ -200,7 +141,7 @@ fn power_cycle_and_link_pull_over_veth_are_recovered() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let net = VethPair::create("rtcatf").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let sim = Sim::start(&net, dir.path());
+    let sim = start_sim(&net, dir.path());
     let out = dir.path().join("out");
     let mut child = bench(&net, &out, "8")
         .stderr(Stdio::null())
@@ -235,7 +176,7 @@ fn service_mode_stops_on_sigterm_with_results() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let net = VethPair::create("rtcats").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let sim = Sim::start(&net, dir.path());
+    let sim = start_sim(&net, dir.path());
     let (mut child, out) = start_service(
         &net,
         dir.path(),
@@ -267,7 +208,7 @@ fn service_mode_waits_for_a_segment_that_comes_up_later() {
         child.try_wait().unwrap().is_none(),
         "rtcat run gave up without a segment"
     );
-    let sim = Sim::start(&net, dir.path());
+    let sim = start_sim(&net, dir.path());
     std::thread::sleep(Duration::from_millis(2500));
     assert!(sigterm(&mut child).success());
     let s = summary(&out);

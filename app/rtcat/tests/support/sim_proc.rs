@@ -1,0 +1,80 @@
+//! `rtcat sim` as a child process in the segment's network namespace, for the veth tests and the
+//! master benchmark (included by both with `#[path]`). Stopped with SIGTERM when dropped.
+
+use ecsim::netns::VethPair;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+pub struct SimProc {
+    child: Child,
+    control: PathBuf,
+    bin: PathBuf,
+}
+
+impl SimProc {
+    /// Start `BIN sim` on the segment end of `net` with its control socket at `control`, at
+    /// SCHED_FIFO 70 (like a real ESC, the segment answers whatever else runs), and wait for its
+    /// "listening" line: the responder socket exists before the first frame is sent.
+    pub fn start(bin: &Path, net: &VethPair, control: &Path) -> SimProc {
+        let mut child = Command::new("ip")
+            .args(["netns", "exec", &net.segment_ns])
+            .arg(bin)
+            .args(["sim", "--priority", "70", "--iface", &net.segment_if])
+            .arg("--control")
+            .arg(control)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start rtcat sim");
+        let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
+        let t = Instant::now();
+        loop {
+            let l = lines
+                .next()
+                .expect("rtcat sim exited before listening")
+                .expect("rtcat sim output");
+            if l.contains("listening") {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(20),
+                "rtcat sim did not start"
+            );
+        }
+        // keep draining stderr so that the simulator never blocks on a full pipe
+        std::thread::spawn(move || for _ in lines {});
+        SimProc {
+            child,
+            control: control.to_path_buf(),
+            bin: bin.to_path_buf(),
+        }
+    }
+
+    /// `rtcat sim-ctl CMD`; panics unless it succeeds. Returns its trimmed stdout.
+    #[allow(dead_code)] // the benchmark only starts and stops the simulator
+    pub fn ctl(&self, cmd: &str) -> String {
+        let out = Command::new(&self.bin)
+            .args(["sim-ctl", "--control"])
+            .arg(&self.control)
+            .args(cmd.split_whitespace())
+            .output()
+            .expect("run rtcat sim-ctl");
+        assert!(
+            out.status.success(),
+            "sim-ctl {cmd}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    }
+}
+
+impl Drop for SimProc {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.child.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.child.wait();
+    }
+}
