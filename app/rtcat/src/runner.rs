@@ -38,7 +38,9 @@ pub struct Job {
     pub json: Option<JsonDest>,
     pub samples: bool,
     pub app: Box<dyn Application>,
-    pub notifier: Option<Notifier>,
+    /// systemd notifications (READY, WATCHDOG from the status thread); `run` keeps a clone for
+    /// STOPPING. One socket for all of them.
+    pub notifier: Option<Arc<Notifier>>,
     pub echo_events: bool,
     /// Print the human table to stderr at the end.
     pub print_table: bool,
@@ -124,7 +126,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 0 => None,
                 ms => Some(Duration::from_millis(ms.into())),
             },
-            notifier: job.notifier.take(),
+            notifier: job.notifier.clone(),
             echo_events: job.echo_events,
         },
         live.clone(),
@@ -143,7 +145,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         Some(Target::Sim { .. }) => (Mode::Sim, None),
         Some(Target::Iface(i)) => (Mode::Iface, Some(i.clone())),
     };
-    let notify = Notifier::from_env();
+    let notify = job.notifier.clone();
     let run = match job.target.clone() {
         None => timer_only(&job, &live).map(|(rec, rt)| master::Outcome {
             rec,
@@ -166,7 +168,11 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 target,
                 duration: job.duration,
                 no_rt: job.no_rt,
-                on_ready: Some(Box::new(move || notify.notify("READY=1"))),
+                on_ready: Some(Box::new(move || {
+                    if let Some(n) = &notify {
+                        n.notify("READY=1");
+                    }
+                })),
                 retry_start: job.retry_start,
             };
             // ethercrab's groups for 256 subdevices and its init futures are large: give the
@@ -359,8 +365,7 @@ pub fn run_command(a: RunArgs) -> ExitCode {
     } else {
         Target::Iface(cfg.bus.interface.clone())
     };
-    let notifier = Notifier::from_env();
-    let stopping = Notifier::from_env();
+    let notifier = Arc::new(Notifier::from_env());
     let out_dir = a.out.clone().unwrap_or_else(|| cfg.output.dir.clone());
     let samples = cfg.output.samples_csv;
     let r = execute(Job {
@@ -377,11 +382,11 @@ pub fn run_command(a: RunArgs) -> ExitCode {
         } else {
             Box::new(ZeroOutputs)
         },
-        notifier: Some(notifier),
+        notifier: Some(notifier.clone()),
         echo_events: true,
         print_table: true,
         retry_start: true,
     });
-    stopping.notify("STOPPING=1");
+    notifier.notify("STOPPING=1");
     finish(r)
 }

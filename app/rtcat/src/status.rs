@@ -10,10 +10,15 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
+/// While the first bring-up waits for the segment: extend systemd's start timeout by 10 s every
+/// second (generous against a stalled status thread, short enough to stop soon after a hang).
+const EXTEND_EVERY: Duration = Duration::from_secs(1);
+const EXTEND_START_TIMEOUT: &str = "EXTEND_TIMEOUT_USEC=10000000";
+
 pub struct StatusConfig {
     pub out_dir: PathBuf,
     pub interval: Option<Duration>,
-    pub notifier: Option<Notifier>,
+    pub notifier: Option<Arc<Notifier>>,
     /// Print events to stderr as they happen.
     pub echo_events: bool,
 }
@@ -52,6 +57,7 @@ impl StatusThread {
                 let start = Instant::now();
                 let mut last_print = Instant::now();
                 let mut last_dog = Instant::now();
+                let mut last_extend: Option<Instant> = None;
                 let mut last_cycles = 0u64;
                 loop {
                     let stopping = stop2.load(Ordering::Acquire);
@@ -111,6 +117,19 @@ impl StatusThread {
                         }
                         last_cycles = cycles;
                         last_dog = Instant::now();
+                    }
+                    if let Some(n) = cfg.notifier.as_ref() {
+                        // Waiting for a segment that is not there yet (service mode): READY=1
+                        // only comes in OP, so keep pushing systemd's start timeout out instead
+                        // of being killed and restarted every TimeoutStartSec.
+                        let waiting = cycles == 0 && live.recovering.load(Ordering::Relaxed) == 1;
+                        if waiting && last_extend.is_none_or(|t| t.elapsed() >= EXTEND_EVERY) {
+                            n.notify(EXTEND_START_TIMEOUT);
+                            n.notify("STATUS=waiting for the EtherCAT segment to come up");
+                            last_extend = Some(Instant::now());
+                        } else if !waiting && last_extend.take().is_some() {
+                            n.notify("STATUS=segment in OP, cycling");
+                        }
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }

@@ -3,6 +3,7 @@
 //! Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
+use std::os::unix::net::UnixDatagram;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -43,7 +44,12 @@ fn bench(net: &VethPair, out: &Path, secs: &str) -> Command {
 }
 
 /// Start `rtcat run` in the master namespace with a config for this pair (plus `extra` TOML).
-fn start_service(net: &VethPair, dir: &Path, extra: &str) -> (Child, PathBuf) {
+/// `rtcat run` as systemd would start it (Type=notify): NOTIFY_SOCKET is a datagram socket of
+/// the test, WATCHDOG_USEC 1 s.
+fn start_service(net: &VethPair, dir: &Path, extra: &str) -> (Child, PathBuf, UnixDatagram) {
+    let notify_path = dir.join("notify.sock");
+    let notify = UnixDatagram::bind(&notify_path).unwrap();
+    notify.set_nonblocking(true).unwrap();
     let out = dir.join("results");
     let cfg = dir.join("rtcat.toml");
     std::fs::write(
@@ -58,10 +64,22 @@ fn start_service(net: &VethPair, dir: &Path, extra: &str) -> (Child, PathBuf) {
     let child = Command::new("ip")
         .args(["netns", "exec", &net.master_ns, BIN, "run", "--config"])
         .arg(&cfg)
+        .env("NOTIFY_SOCKET", &notify_path)
+        .env("WATCHDOG_USEC", "1000000")
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    (child, out)
+    (child, out, notify)
+}
+
+/// Every notification received so far.
+fn notifications(sock: &UnixDatagram) -> Vec<String> {
+    let mut buf = [0u8; 512];
+    let mut v = Vec::new();
+    while let Ok(n) = sock.recv(&mut buf) {
+        v.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    v
 }
 
 /// SIGTERM (what systemd sends on stop) and the exit status.
@@ -177,7 +195,7 @@ fn service_mode_stops_on_sigterm_with_results() {
     let net = VethPair::create("rtcats").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(&net, dir.path());
-    let (mut child, out) = start_service(
+    let (mut child, out, _notify) = start_service(
         &net,
         dir.path(),
         "[segment]\nsubdevices = 3\nexpected_wkc = 9",
@@ -201,16 +219,39 @@ fn service_mode_waits_for_a_segment_that_comes_up_later() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let net = VethPair::create("rtcatw").unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let (mut child, out) = start_service(&net, dir.path(), "[health]\nrecovery_backoff_ms = 200");
-    // No segment for 2 s: the service keeps trying instead of exiting.
-    std::thread::sleep(Duration::from_millis(2000));
+    let (mut child, out, notify) =
+        start_service(&net, dir.path(), "[health]\nrecovery_backoff_ms = 200");
+    // No segment for 2 s: the service keeps trying instead of exiting, and keeps systemd from
+    // timing its start out (no READY=1 before OP).
+    std::thread::sleep(Duration::from_millis(2500));
     assert!(
         child.try_wait().unwrap().is_none(),
         "rtcat run gave up without a segment"
     );
+    let waiting = notifications(&notify);
+    assert!(!waiting.iter().any(|m| m == "READY=1"), "{waiting:?}");
+    assert!(
+        waiting
+            .iter()
+            .filter(|m| m.starts_with("EXTEND_TIMEOUT_USEC="))
+            .count()
+            >= 2,
+        "start timeout not extended while waiting: {waiting:?}"
+    );
+    assert!(
+        waiting.iter().any(|m| m == "WATCHDOG=1"),
+        "watchdog not fed while waiting: {waiting:?}"
+    );
     let sim = start_sim(&net, dir.path());
     std::thread::sleep(Duration::from_millis(2500));
     assert!(sigterm(&mut child).success());
+    let later = notifications(&notify);
+    assert!(later.iter().any(|m| m == "READY=1"), "{later:?}");
+    assert_eq!(
+        later.last().map(String::as_str),
+        Some("STOPPING=1"),
+        "{later:?}"
+    );
     let s = summary(&out);
     assert!(
         s.cycles > 500,
