@@ -107,6 +107,8 @@ impl FakeTree {
             "/proc/sys/kernel/random/boot_id",
             "3f1c2a9e-7d4b-4f59-9a51-1e2b3c4d5e6f\n",
         );
+        // an hour after boot: every task below started long before (starttime in clock ticks)
+        w("/proc/uptime", "3600.00 20000.00\n");
         w("/proc/sys/kernel/sched_rt_runtime_us", "950000\n");
         w("/proc/sys/kernel/sched_rt_period_us", "1000000\n");
         w(
@@ -579,6 +581,104 @@ impl FakeTree {
     pub fn remove_cpufreq(&self) {
         let _ = fs::remove_dir_all(self.root.join("sys/devices/system/cpu/cpufreq"));
     }
+
+    /// Set `/proc/uptime` (seconds since boot).
+    pub fn set_uptime(&self, secs: u64) {
+        put(
+            &self.root,
+            "/proc/uptime",
+            &format!("{secs}.00 {}.00\n", secs * 6),
+        );
+    }
+
+    /// Add one task (a process's main thread when `tid == pid`, which also creates the process)
+    /// as the kernel would show it; an existing task with that tid is replaced.
+    pub fn add_task(&self, t: &FakeTask) {
+        let pid = t.pid;
+        if t.tid == pid {
+            let _ = fs::remove_dir_all(self.root.join(format!("proc/{pid}")));
+            put(
+                &self.root,
+                &format!("/proc/{pid}/comm"),
+                &format!("{}\n", t.comm),
+            );
+            put(&self.root, &format!("/proc/{pid}/cmdline"), &t.comm);
+            put(
+                &self.root,
+                &format!("/proc/{pid}/status"),
+                &format!("Name:\t{}\nTgid:\t{pid}\nPid:\t{pid}\n", t.comm),
+            );
+            fs::create_dir_all(self.root.join(format!("proc/{pid}/fd"))).expect("mkdir fd");
+        }
+        let tid = t.tid;
+        put(
+            &self.root,
+            &format!("/proc/{pid}/task/{tid}/stat"),
+            &stat_text(
+                tid,
+                &t.comm,
+                &stat_fields(t.ppid, pid, t.flags, 0, 0, t.starttime),
+            ),
+        );
+        put(
+            &self.root,
+            &format!("/proc/{pid}/task/{tid}/status"),
+            &task_status(&t.comm, pid, tid, &t.cpus),
+        );
+    }
+
+    /// Remove a process and its threads (it exited).
+    pub fn remove_process(&self, pid: u32) {
+        let _ = fs::remove_dir_all(self.root.join(format!("proc/{pid}")));
+    }
+}
+
+/// One task for [`FakeTree::add_task`].
+#[derive(Clone, Debug, Default)]
+pub struct FakeTask {
+    pub pid: u32,
+    pub tid: u32,
+    pub ppid: u32,
+    pub comm: String,
+    /// `PF_*` flags.
+    pub flags: u64,
+    /// Clock ticks since boot (`/proc/uptime` × 100).
+    pub starttime: u64,
+    pub cpus: CpuSet,
+}
+
+/// The fields of `/proc/PID/task/TID/stat` after `(comm)`, from the state (index 0 = field 3).
+fn stat_fields(
+    ppid: u32,
+    pgrp: u32,
+    flags: u64,
+    policy: u32,
+    prio: u32,
+    start: u64,
+) -> Vec<String> {
+    let mut f: Vec<String> = vec!["0".to_string(); 50];
+    f[0] = "S".into();
+    f[1] = ppid.to_string();
+    f[2] = pgrp.to_string();
+    f[3] = pgrp.to_string();
+    f[4] = "0".into();
+    f[5] = "-1".into();
+    f[6] = flags.to_string();
+    f[15] = if policy == 0 {
+        "20".into()
+    } else {
+        format!("-{}", prio + 1)
+    };
+    f[17] = "1".into();
+    f[19] = start.to_string();
+    f[36] = "0".into();
+    f[37] = prio.to_string();
+    f[38] = policy.to_string();
+    f
+}
+
+fn stat_text(tid: u32, comm: &str, f: &[String]) -> String {
+    format!("{tid} ({comm}) {}\n", f.join(" "))
 }
 
 struct TaskBuilder<'a> {
@@ -628,31 +728,21 @@ impl TaskBuilder<'_> {
             &format!("Name:\t{comm}\nTgid:\t{pid}\nPid:\t{pid}\n{vm}CapEff:\t{cap}\n"),
         );
         fs::create_dir_all(self.root.join(format!("proc/{pid}/fd"))).expect("mkdir fd");
+        // init and kthreadd have no parent, kthreads are kthreadd's, the rest init's
+        let ppid = match pid {
+            1 | 2 => 0,
+            _ if kthread => 2,
+            _ => 1,
+        };
         for (i, (tcomm, flags, policy, prio)) in threads.iter().enumerate() {
             let tid = pid + i as u32;
             self.start += 7;
-            let mut f: Vec<String> = vec!["0".to_string(); 50];
-            f[0] = "S".into();
-            f[1] = "1".into();
-            f[2] = pid.to_string();
-            f[3] = pid.to_string();
-            f[4] = "0".into();
-            f[5] = "-1".into();
-            f[6] = flags.to_string();
-            f[15] = if *policy == 0 {
-                "20".into()
-            } else {
-                format!("-{}", prio + 1)
-            };
+            let mut f = stat_fields(ppid, pid, *flags, *policy, *prio, self.start);
             f[17] = threads.len().to_string();
-            f[19] = self.start.to_string();
-            f[36] = "0".into();
-            f[37] = prio.to_string();
-            f[38] = policy.to_string();
             put(
                 self.root,
                 &format!("/proc/{pid}/task/{tid}/stat"),
-                &format!("{tid} ({tcomm}) {}\n", f.join(" ")),
+                &stat_text(tid, tcomm, &f),
             );
             put(
                 self.root,
