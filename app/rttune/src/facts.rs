@@ -189,6 +189,8 @@ pub fn read_irqs(root: &SysRoot) -> std::io::Result<Vec<Irq>> {
 pub struct Task {
     pub pid: u32,
     pub tid: u32,
+    /// Parent process (`/proc/PID/task/TID/stat` field 4; 0 for init and kthreadd).
+    pub ppid: u32,
     pub comm: String,
     pub process_comm: String,
     pub flags: u64,
@@ -252,6 +254,7 @@ fn read_task(root: &SysRoot, pid: u32, tid: u32, process_comm: &str) -> Option<T
     Some(Task {
         pid,
         tid,
+        ppid: num(1) as u32,
         comm,
         process_comm: process_comm.to_string(),
         flags: num(6),
@@ -260,6 +263,42 @@ fn read_task(root: &SysRoot, pid: u32, tid: u32, process_comm: &str) -> Option<T
         policy: num(38) as u32,
         allowed,
     })
+}
+
+/// Parent pid and start time of process `pid`, from its main thread's stat (a zombie group
+/// leader still has one); None when the process is gone.
+pub fn read_proc_ids(root: &SysRoot, pid: u32) -> Option<(u32, u64)> {
+    let stat = root
+        .read_raw(&format!("/proc/{pid}/task/{pid}/stat"))
+        .or_else(|_| root.read_raw(&format!("/proc/{pid}/stat")))
+        .ok()?;
+    let (_, f) = parse_stat(&stat)?;
+    Some((f.get(1)?.parse().ok()?, f.get(19)?.parse().ok()?))
+}
+
+/// Clock ticks per second of `/proc/PID/stat` times (`USER_HZ`, 100 on Linux).
+pub fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if hz > 0 { hz as u64 } else { 100 }
+}
+
+/// Time since boot (`/proc/uptime`) in clock ticks: the clock and unit of a task's `starttime`.
+pub fn uptime_ticks(root: &SysRoot) -> Option<u64> {
+    let s = root.read_opt("/proc/uptime")?;
+    parse_uptime_ticks(s.split_whitespace().next()?, clock_ticks_per_sec())
+}
+
+/// `"12345.67"` seconds → clock ticks at `hz` (truncated, like the kernel's `starttime`).
+pub fn parse_uptime_ticks(secs: &str, hz: u64) -> Option<u64> {
+    let (whole, frac) = secs.split_once('.').unwrap_or((secs, ""));
+    let whole: u64 = whole.parse().ok()?;
+    if !frac.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    // centiseconds from the first two fraction digits
+    let cs: u64 = format!("{frac:0<2}")[..2].parse().ok()?;
+    whole.checked_mul(hz)?.checked_add(cs * hz / 100)
 }
 
 /// Processes: pid → comm.
@@ -487,5 +526,35 @@ mod tests {
         let (c, f) = parse_stat("42 (a b) c) S 1 1 1 0 -1 2097152 0").unwrap();
         assert_eq!(c, "a b) c");
         assert_eq!(f[6], "2097152");
+    }
+
+    #[test]
+    fn uptime_in_ticks() {
+        assert_eq!(parse_uptime_ticks("12345.67", 100), Some(1_234_567));
+        assert_eq!(parse_uptime_ticks("3.5", 100), Some(350));
+        assert_eq!(parse_uptime_ticks("7", 250), Some(1750));
+        assert_eq!(parse_uptime_ticks("1.999", 1000), Some(1990));
+        assert_eq!(parse_uptime_ticks("x.1", 100), None);
+        assert_eq!(parse_uptime_ticks("1.-1", 100), None);
+    }
+
+    #[test]
+    fn ppid_and_starttime_with_odd_comm() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        std::fs::create_dir_all(dir.join("proc/42/task/42")).unwrap();
+        // comm with spaces and ')' : the fields start after the LAST ')'
+        let mut f = vec!["0"; 50];
+        f[0] = "S";
+        f[1] = "17";
+        f[19] = "4242";
+        std::fs::write(
+            dir.join("proc/42/task/42/stat"),
+            format!("42 (a) 3 (b) {}\n", f.join(" ")),
+        )
+        .unwrap();
+        let root = SysRoot::new(dir);
+        assert_eq!(read_proc_ids(&root, 42), Some((17, 4242)));
+        assert_eq!(read_proc_ids(&root, 43), None);
     }
 }

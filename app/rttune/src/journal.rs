@@ -64,6 +64,12 @@ pub struct Journal {
     /// `/proc/sys/kernel/random/boot_id` when written: runtime knobs do not survive a reboot.
     pub boot_id: String,
     pub rt_cpus: String,
+    /// Time since boot in clock ticks (the unit and clock of a task's `starttime`), read just
+    /// before the tasks group was first applied: tasks that started later were created while the
+    /// shield was up, and restore gives back the mask they inherited from a journalled task.
+    /// Absent in journals written before it existed (still version 1) and when unreadable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tasks_since: Option<u64>,
     pub entries: Vec<Entry>,
 }
 
@@ -73,6 +79,7 @@ impl Journal {
             version: JOURNAL_VERSION,
             boot_id: boot_id(root),
             rt_cpus: rt_cpus.to_string(),
+            tasks_since: None,
             entries: Vec::new(),
         }
     }
@@ -112,6 +119,13 @@ impl Journal {
         self.entries.iter().position(|e| e.id == id)
     }
 
+    /// True if some task affinity is journalled.
+    pub fn has_tasks(&self) -> bool {
+        self.entries
+            .iter()
+            .any(|e| matches!(e.change, Change::Affinity { .. }))
+    }
+
     /// True if the kernel refused a write to `path` (e.g. a managed IRQ).
     pub fn refused(&self, path: &str) -> bool {
         self.entries.iter().any(|e| {
@@ -124,4 +138,36 @@ impl Journal {
 fn boot_id(root: &SysRoot) -> String {
     root.read_opt("/proc/sys/kernel/random/boot_id")
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_1_journal_without_tasks_since_still_loads() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path();
+        let p = dir.join("old.json");
+        std::fs::write(
+            &p,
+            r#"{"version":1,"boot_id":"b","rt_cpus":"6","entries":[{"id":"task:410:142",
+               "group":"tasks","change":{"kind":"affinity","pid":410,"tid":410,"starttime":142,
+               "comm":"bash","original":"0-7","target":"0-5,7"},"state":"applied"}]}"#,
+        )
+        .unwrap();
+        let j = Journal::load(&p).unwrap().unwrap();
+        assert_eq!(j.tasks_since, None);
+        assert!(j.has_tasks());
+        // written back without the field while it is unknown, with it once known
+        j.save(&p).unwrap();
+        assert!(!std::fs::read_to_string(&p).unwrap().contains("tasks_since"));
+        let mut j = j;
+        j.tasks_since = Some(360_000);
+        j.save(&p).unwrap();
+        assert_eq!(
+            Journal::load(&p).unwrap().unwrap().tasks_since,
+            Some(360_000)
+        );
+    }
 }

@@ -5,7 +5,7 @@ use rttune::config::{CoalesceConfig, TuneSection};
 use rttune::cpuset::CpuSet;
 use rttune::doctor::{self, Doctor, Report, Verdict};
 use rttune::journal::{EntryState, Journal};
-use rttune::testkit::{FakeHost, FakeTree, TreeSpec, snapshot};
+use rttune::testkit::{FakeHost, FakeTask, FakeTree, TreeSpec, snapshot};
 use rttune::tune::{self, KnobGroup, TuneCtx};
 use rttune::{Host, SysRoot};
 use std::path::{Path, PathBuf};
@@ -724,4 +724,224 @@ fn irqbalance_is_stopped_through_systemd_only_when_it_has_a_unit() {
     std::fs::write(t.root.join("proc/600/cmdline"), b"").unwrap();
     let e = plan_service_stop(&root, "irqbalance", 600).unwrap_err();
     assert!(e.to_string().contains("no command line"), "{e}");
+}
+
+// --- tasks created while the shield is up ------------------------------------------------------
+
+fn cpus(s: &str) -> CpuSet {
+    CpuSet::parse_list(s).unwrap()
+}
+
+/// `Cpus_allowed_list` of a task of the fake tree.
+fn allowed(root: &SysRoot, pid: u32, tid: u32) -> String {
+    let st = root
+        .read_raw(&format!("/proc/{pid}/task/{tid}/status"))
+        .unwrap();
+    rttune::facts::status_field(&st, "Cpus_allowed_list")
+        .unwrap()
+        .to_string()
+}
+
+/// A task started `at` clock ticks after boot (the fake tree's shield goes up at 360000).
+fn task(pid: u32, tid: u32, ppid: u32, comm: &str, at: u64, mask: &str) -> FakeTask {
+    FakeTask {
+        pid,
+        tid,
+        ppid,
+        comm: comm.into(),
+        starttime: at,
+        cpus: cpus(mask),
+        ..FakeTask::default()
+    }
+}
+
+#[test]
+fn restore_gives_tasks_created_under_the_shield_their_inherited_mask() {
+    let (_d, t) = tree(TreeSpec::default());
+    let root = t.sysroot();
+    let host = FakeHost::new(&root);
+    let sd = tempfile::tempdir().unwrap();
+    let state = sd.path().join("s.json");
+    // sshd with a mask of its own, so that what it hands down differs from init's
+    host.set_affinity(400, &cpus("1-7")).unwrap();
+    // started by its user on the housekeeping CPUs before the shield: not journalled
+    t.add_task(&task(800, 800, 410, "pinned", 300_000, "0-5,7"));
+
+    tune::apply(&root, &ctx(&root), &host, &[KnobGroup::Tasks], &state).unwrap();
+    let j = Journal::load(&state).unwrap().unwrap();
+    assert_eq!(j.tasks_since, Some(360_000), "uptime 3600.00 s at apply");
+    let bash = rttune::facts::read_proc_ids(&root, 410).unwrap().1;
+    assert!(
+        j.find(&format!("task:410:{bash}")).is_some(),
+        "bash journalled"
+    );
+    assert!(
+        j.find("task:800:300000").is_none(),
+        "already off the RT CPU"
+    );
+    assert_eq!(allowed(&root, 410, 410), "0-5,7");
+    assert_eq!(allowed(&root, 400, 400), "1-5,7");
+
+    // created under the shield, each with the mask it inherited (or was given since)
+    t.set_uptime(3700);
+    t.add_task(&task(500, 500, 410, "make", 370_000, "0-5,7")); // child of bash
+    t.add_task(&task(400, 401, 1, "sshd-worker", 370_100, "1-5,7")); // new thread of sshd
+    t.add_task(&task(510, 510, 410, "taskset", 370_200, "0-3")); // mask set deliberately
+    t.add_task(&task(520, 520, 700, "stress-child", 370_300, "0-5,7")); // stress: not journalled
+    t.add_task(&task(810, 810, 800, "pinned-child", 370_400, "0-5,7")); // of the pre-shield pin
+    t.add_task(&FakeTask {
+        flags: rttune::facts::PF_KTHREAD,
+        ..task(530, 530, 2, "kworker/u16:2", 370_500, "0-5,7")
+    });
+
+    // restoring another group leaves the tasks alone
+    tune::restore(&root, &host, Some(&[KnobGroup::Governor]), &state).unwrap();
+    assert_eq!(allowed(&root, 500, 500), "0-5,7");
+    assert_eq!(allowed(&root, 410, 410), "0-5,7");
+
+    let out = tune::restore(&root, &host, Some(&[KnobGroup::Tasks]), &state).unwrap();
+    let text = out.to_text();
+    assert_eq!(out.exit_code(), 0, "{text}");
+    assert!(!state.exists(), "{text}");
+    // the journalled ones
+    assert_eq!(allowed(&root, 410, 410), "0-7");
+    assert_eq!(allowed(&root, 400, 400), "1-7");
+    // the inherited ones get what their journalled ancestor had before the shield
+    assert_eq!(allowed(&root, 500, 500), "0-7", "{text}");
+    assert_eq!(allowed(&root, 400, 401), "1-7", "{text}");
+    assert!(
+        text.contains(
+            "[tasks] task make[500] (started while the shield was up, inherited from parent \
+             bash[410]) affinity 0-5,7 -> 0-7: restored"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "[tasks] task sshd-worker[401] (started while the shield was up, inherited from \
+             thread sshd[400]) affinity 1-5,7 -> 1-7: restored"
+        ),
+        "{text}"
+    );
+    // everything else is left alone
+    assert_eq!(allowed(&root, 510, 510), "0-3");
+    assert_eq!(allowed(&root, 520, 520), "0-5,7");
+    assert_eq!(allowed(&root, 800, 800), "0-5,7");
+    assert_eq!(allowed(&root, 810, 810), "0-5,7");
+    assert_eq!(allowed(&root, 530, 530), "0-5,7");
+    let inherited: Vec<&str> = out
+        .items
+        .iter()
+        .filter(|i| i.what.contains("started while the shield was up"))
+        .map(|i| i.id.as_str())
+        .collect();
+    assert_eq!(inherited, ["task:401:370100", "task:500:370000"]);
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.starts_with("1 task(s) started while the shield was up have a CPU mask")),
+        "{text}"
+    );
+}
+
+#[test]
+fn restore_gives_a_grandchild_its_journalled_grandparents_mask() {
+    let (_d, t) = tree(TreeSpec::default());
+    let root = t.sysroot();
+    let host = FakeHost::new(&root);
+    let sd = tempfile::tempdir().unwrap();
+    let state = sd.path().join("s.json");
+    // bash's own mask, so that its grandchildren are told apart from init's
+    host.set_affinity(410, &cpus("2-7")).unwrap();
+    tune::apply(&root, &ctx(&root), &host, &KnobGroup::SHIELD, &state).unwrap();
+    assert_eq!(allowed(&root, 410, 410), "2-5,7");
+    // bash -> "sh -c (x) y" (not journalled, narrowed mask) -> sleep, and a thread of sleep;
+    // the intermediate's comm has spaces and parentheses: its ppid comes after the LAST ')'
+    t.add_task(&task(500, 500, 410, "sh -c (x) y", 370_000, "2-5,7"));
+    t.add_task(&task(505, 505, 500, "sleep", 370_050, "2-5,7"));
+    t.add_task(&task(505, 506, 500, "sleep-io", 370_060, "2-5,7"));
+    let out = tune::restore(&root, &host, None, &state).unwrap();
+    let text = out.to_text();
+    assert_eq!(out.exit_code(), 0, "{text}");
+    for (pid, tid) in [(410, 410), (500, 500), (505, 505), (505, 506)] {
+        assert_eq!(allowed(&root, pid, tid), "2-7", "{pid}/{tid}: {text}");
+    }
+    assert!(
+        text.contains(
+            "task sleep[505] (started while the shield was up, inherited from ancestor \
+             bash[410]) affinity 2-5,7 -> 2-7: restored"
+        ),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "task sh -c (x) y[500] (started while the shield was up, inherited from parent \
+             bash[410])"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn restore_does_not_trace_inheritance_through_a_reused_pid() {
+    let (_d, t) = tree(TreeSpec::default());
+    let root = t.sysroot();
+    let host = FakeHost::new(&root);
+    let sd = tempfile::tempdir().unwrap();
+    let state = sd.path().join("s.json");
+    host.set_affinity(410, &cpus("2-7")).unwrap();
+    let bash = rttune::facts::read_proc_ids(&root, 410).unwrap().1;
+    tune::apply(&root, &ctx(&root), &host, &[KnobGroup::Tasks], &state).unwrap();
+    // bash (journalled: 2-7 narrowed to 2-5,7) exits; init starts another process that gets
+    // pid 410 again, with init's narrowed mask; it has two children
+    t.remove_process(410);
+    t.add_task(&task(410, 410, 1, "bash", 370_000, "0-5,7"));
+    t.add_task(&task(420, 420, 410, "vi", 370_100, "0-5,7"));
+    // has the old bash's narrowed mask (set by hand): the old bash is not its ancestor
+    t.add_task(&task(430, 430, 410, "less", 370_200, "2-5,7"));
+    let out = tune::restore(&root, &host, None, &state).unwrap();
+    let text = out.to_text();
+    assert_eq!(out.exit_code(), 0, "{text}");
+    let old = out
+        .items
+        .iter()
+        .find(|i| i.id == format!("task:410:{bash}"))
+        .unwrap();
+    assert_eq!(old.result, "gone (task exited)");
+    assert_eq!(allowed(&root, 410, 410), "0-7", "{text}");
+    assert_eq!(allowed(&root, 420, 420), "0-7", "{text}");
+    assert!(
+        text.contains(
+            "task vi[420] (started while the shield was up, inherited from ancestor \
+             systemd[1]) affinity 0-5,7 -> 0-7: restored"
+        ),
+        "{text}"
+    );
+    assert_eq!(allowed(&root, 430, 430), "2-5,7", "{text}");
+}
+
+#[test]
+fn journal_without_shield_time_leaves_new_tasks_alone() {
+    let (_d, t) = tree(TreeSpec::default());
+    let root = t.sysroot();
+    let host = FakeHost::new(&root);
+    let sd = tempfile::tempdir().unwrap();
+    let state = sd.path().join("s.json");
+    tune::apply(&root, &ctx(&root), &host, &[KnobGroup::Tasks], &state).unwrap();
+    // as written by an rtcat that did not record it
+    let mut j = Journal::load(&state).unwrap().unwrap();
+    j.tasks_since = None;
+    j.save(&state).unwrap();
+    t.add_task(&task(500, 500, 410, "make", 370_000, "0-5,7"));
+    let out = tune::restore(&root, &host, None, &state).unwrap();
+    assert_eq!(out.exit_code(), 0);
+    assert_eq!(allowed(&root, 410, 410), "0-7");
+    assert_eq!(allowed(&root, 500, 500), "0-5,7");
+    assert!(
+        out.notes
+            .iter()
+            .any(|n| n.contains("does not say when the tasks group was applied")),
+        "{}",
+        out.to_text()
+    );
 }
