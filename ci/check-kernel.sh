@@ -146,6 +146,9 @@ build="$cache/build-6.12"
 	ok "RK3588 RT set: every option survived" || bad "RK3588 RT fragments: options dropped"
 "$top/kernel/merge-config.sh" --src "$work" --out "$cache/build-6.12-qemu" "$F/rt-core.cfg" "$F/qemu-virt.cfg" "$F/trim.cfg" &&
 	ok "QEMU RT set: every option survived" || bad "QEMU fragments: options dropped"
+"$top/kernel/merge-config.sh" --src "$work" --out "$cache/build-6.12-rkonly" "$F/rt-core.cfg" "$F/rk3588-ethercat.cfg" \
+	"$F/rk3588-mainline.cfg" "$F/trim.cfg" "$F/rockchip-only.cfg" &&
+	ok "RK3588 RT set, trimmed, Rockchip only: every option survived" || bad "Rockchip-only fragments: options dropped"
 printf 'CONFIG_PREEMPT_RT=y\n' >"$cache/no-expert.cfg"
 if "$top/kernel/merge-config.sh" --src "$work" --out "$cache/build-neg" "$cache/no-expert.cfg" >"$cache/neg.log" 2>&1; then
 	bad "checker accepted PREEMPT_RT without EXPERT (it is dropped on 6.12)"

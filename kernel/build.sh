@@ -10,6 +10,7 @@
 #   --qemu-virt         add fragments/qemu-virt.cfg (virtio blk/net/pci, PL011) for
 #                       qemu-system-aarch64 -M virt
 #   --trim              add fragments/trim.cfg (no DRM, sound, media, WLAN, BT, ...) to build faster
+#   --rockchip-only     add fragments/rockchip-only.cfg (mainline-rt: no other SoC families)
 #   --no-hw             leave out the RK3588 hardware fragments (e.g. a QEMU-only kernel)
 #   --no-deb            build Image, dtbs and modules only, no Debian packages
 #   --localversion STR  LOCALVERSION (default: -rtcat-rt for mainline-rt, -rtcat for bsp-rt,
@@ -26,7 +27,7 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/.." && pwd)
-flavour="" out="" src="" qemu="" trim="" hw=1 deb=1 localversion="" config_only=""
+flavour="" out="" src="" qemu="" trim="" rkonly="" hw=1 deb=1 localversion="" config_only=""
 jobs=$(nproc)
 cache=${RTCAT_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rtcat}
 cross=${CROSS_COMPILE:-aarch64-linux-gnu-}
@@ -41,6 +42,7 @@ while [ $# -gt 0 ]; do
 	--src) src=${2:?--src needs a kernel tree}; shift 2 ;;
 	--qemu-virt) qemu=1; shift ;;
 	--trim) trim=1; shift ;;
+	--rockchip-only) rkonly=1; shift ;;
 	--no-hw) hw=""; shift ;;
 	--no-deb) deb=""; shift ;;
 	--localversion) localversion=${2?--localversion needs a string}; shift 2 ;;
@@ -82,6 +84,10 @@ if [ -n "$hw" ]; then
 fi
 [ -n "$qemu" ] && frags+=("$here/fragments/qemu-virt.cfg")
 [ -n "$trim" ] && frags+=("$here/fragments/trim.cfg")
+if [ -n "$rkonly" ]; then
+	[ "$flavour" = mainline-rt ] || die "--rockchip-only: the fragment uses 6.12 symbol names (mainline-rt only)"
+	frags+=("$here/fragments/rockchip-only.cfg")
+fi
 for f in ${EXTRA_FRAGMENTS:-}; do
 	[ -r "$f" ] || die "EXTRA_FRAGMENTS: cannot read $f"
 	frags+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
