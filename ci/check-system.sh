@@ -9,8 +9,11 @@
 #   --timeout S    wall-clock limit of the guest run (default 1200)
 #   --jobs N       kernel build jobs (default: number of CPUs)
 #   --rebuild X    ignore the cached kernel Image / base rootfs / both
-#   --period-us N  guest cycle period (default: the shipped [cycle].period_us); emulated CPUs on a
-#                  busy host may not sustain 1 ms
+#   --period-us N  guest cycle period (default: the shipped [cycle].period_us, 1 ms)
+#   --icount X     guest clock: SHIFT (default 1) = QEMU -icount shift=SHIFT, one emulated
+#                  instruction = 2^SHIFT ns of guest time, so the guest's timing no longer
+#                  depends on how fast the host emulates; "off" = wall-clock time (multi-threaded
+#                  TCG: on a 2-core host the guest then cannot sustain 1 ms, see README)
 #
 # Caches (outside the repository, survive between runs on one machine, keyed by a hash of
 # their inputs, rebuilt when missing): ${XDG_CACHE_HOME:-$HOME/.cache}/rtcat/system/
@@ -28,6 +31,7 @@ guest_timeout=1200
 jobs=$(nproc)
 rebuild=""
 period_us=0
+icount=1
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?--out needs a directory}; shift 2 ;;
@@ -35,6 +39,7 @@ while [ $# -gt 0 ]; do
 	--jobs) jobs=${2:?--jobs needs a number}; shift 2 ;;
 	--rebuild) rebuild=${2:?--rebuild needs kernel, rootfs or all}; shift 2 ;;
 	--period-us) period_us=${2:?--period-us needs microseconds}; shift 2 ;;
+	--icount) icount=${2:?--icount needs a shift (0-10) or off}; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
 	esac
@@ -42,6 +47,7 @@ done
 [[ $guest_timeout =~ ^[1-9][0-9]*$ ]] || die "--timeout: '$guest_timeout' is not a number of seconds"
 [[ $period_us =~ ^[0-9]+$ ]] || die "--period-us: '$period_us' is not a number of microseconds"
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "--jobs: '$jobs' is not a positive number"
+[[ $icount =~ ^([0-9]|10|off)$ ]] || die "--icount: '$icount' is not a shift 0-10 or off"
 case "$rebuild" in "" | kernel | rootfs | all) ;; *) die "--rebuild: '$rebuild' is not kernel, rootfs or all" ;; esac
 [ "$(id -u)" -eq 0 ] || die "the system test needs root (debootstrap, chroot, binfmt_misc)"
 [ "$(uname -m)" = x86_64 ] || die "the system test runs on an x86_64 host"
@@ -184,7 +190,10 @@ kernel() {
 }
 
 # ---- 3. base root filesystem ---------------------------------------------------------------------
-rootfs() {
+# debootstrap mostly downloads and runs maintainer scripts through qemu-user, the kernel build
+# compiles: on a cold cache the two run side by side (started before the kernel, joined after).
+ROOTFS_PID=""
+rootfs_start() {
 	local k
 	k=$(printf '%s\n' "$SUITE" "$MIRROR" "$ROOTFS_INCLUDE" "minbase" "$(dpkg-query -W -f='${Version}' debootstrap)" | key)
 	ROOTFS="$cache/rootfs-$k"
@@ -192,12 +201,26 @@ rootfs() {
 		echo "cached: $ROOTFS ($(du -sh "$ROOTFS" | cut -f1))"
 		return 0
 	fi
-	echo "debootstrap $SUITE arm64 (minbase + $ROOTFS_INCLUDE), key $k"
+	echo "debootstrap $SUITE arm64 (minbase + $ROOTFS_INCLUDE), key $k, in the background (log: $out/debootstrap.log)"
 	rm -rf "$ROOTFS" "$ROOTFS.complete"
-	"${NICE[@]}" debootstrap --arch=arm64 --variant=minbase --include="$ROOTFS_INCLUDE" \
-		"$SUITE" "$ROOTFS" "$MIRROR" >"$out/debootstrap.log" 2>&1 ||
+	(
+		t0=$SECONDS
+		"${NICE[@]}" debootstrap --arch=arm64 --variant=minbase --include="$ROOTFS_INCLUDE" \
+			"$SUITE" "$ROOTFS" "$MIRROR" >"$out/debootstrap.log" 2>&1 || exit 1
+		rm -rf "$ROOTFS/var/cache/apt/archives/"*.deb
+		echo "debootstrap took $((SECONDS - t0))s" >>"$out/debootstrap.log"
+	) &
+	ROOTFS_PID=$!
+}
+rootfs_join() {
+	if [ -z "$ROOTFS_PID" ]; then
+		echo "cached"
+		return 0
+	fi
+	wait "$ROOTFS_PID" ||
 		{ tail -30 "$out/debootstrap.log" >&2; die "debootstrap failed (log: $out/debootstrap.log)"; }
-	rm -rf "$ROOTFS/var/cache/apt/archives/"*.deb
+	ROOTFS_PID=""
+	tail -1 "$out/debootstrap.log"
 	touch "$ROOTFS.complete"
 	for old in "$cache"/rootfs-*.complete; do
 		[ "$old" = "$ROOTFS.complete" ] || rm -rf "${old%.complete}" "$old"
@@ -218,6 +241,7 @@ package() {
 # ---- 5. the guest disk image --------------------------------------------------------------------
 root=""
 cleanup_mounts() {
+	if [ -n "$ROOTFS_PID" ]; then pkill -P "$ROOTFS_PID" 2>/dev/null || true; kill "$ROOTFS_PID" 2>/dev/null || true; fi
 	if [ -n "$root" ]; then
 		for m in proc sys dev/pts dev; do mountpoint -q "$root/$m" && umount -l "$root/$m"; done
 	fi
@@ -277,7 +301,12 @@ image() {
 
 # ---- 6. boot ------------------------------------------------------------------------------------
 boot() {
-	local log="$out/console.log" rc=0 qpid
+	local log="$out/console.log" rc=0 qpid qclock=()
+	# -icount: guest time advances with the emulated instructions (and jumps ahead while every
+	# vCPU idles), one TCG thread runs all vCPUs. Without it the guest's clock is the host's
+	# and a 2-core host running 4 emulated vCPUs stalls them for milliseconds.
+	[ "$icount" = off ] || qclock=(-icount "shift=$icount,sleep=on,align=off")
+	echo "guest clock: ${qclock[*]:-wall clock (multi-threaded TCG)}"
 	rm -f "$log"
 	: >"$log"
 	# Not niced: the guest is the test subject and its vCPU threads carry the 1 ms cycle.
@@ -285,7 +314,7 @@ boot() {
 		-display none -monitor none -serial "file:$log" -no-reboot -nic none \
 		-kernel "$KDIR/Image" -append "$G_APPEND" \
 		-drive "if=none,file=$out/guest.img,format=raw,id=hd0" -device virtio-blk-pci,drive=hd0,num-queues=1 \
-		-device virtio-rng-pci &
+		-device virtio-rng-pci "${qclock[@]}" &
 	qpid=$!
 	tail -f -n +1 --pid="$qpid" "$log" | grep --line-buffered -E 'RTCAT-SYSTEST|reboot: |Kernel panic|Failed to start' || true
 	wait "$qpid" || rc=$?
@@ -322,8 +351,9 @@ negative_controls() {
 
 phase "tools" tools
 phase "boot args (kernel/bootargs.sh)" bootargs
+phase "rootfs (debootstrap arm64) start" rootfs_start
 phase "kernel (mainline-rt Image)" kernel
-phase "rootfs (debootstrap arm64)" rootfs
+phase "rootfs (debootstrap arm64) join" rootfs_join
 phase "package (rtcat arm64 .deb)" package
 phase "image (install .deb + overlay)" image
 phase "boot, run and power off guest" boot

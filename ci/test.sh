@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # rtcat's one test command: every check the project relies on. Installs what is missing (as root,
 # or through sudo), then runs the Rust checks (fmt, clippy, MSRV, tests — including the veth /
-# network-namespace tests, which need root) and each area's checks (kernel, image, rtlab).
+# network-namespace tests, which need root), each area's checks (rtlab, tune, kernel, image) and
+# the QEMU system test.
 #
 #   ci/test.sh            everything
 #   ci/test.sh rust       only the Rust workspace checks
-#   ci/test.sh rtlab|tune|kernel|image   one area (after `rust`, or standalone)
-#   ci/test.sh system     the QEMU arm64 PREEMPT_RT system test (not in the default set yet: it
-#                         does not pass at the shipped 1 ms cycle under emulation and takes about an
-#                         hour cold on 2 cores; see ci/system/README.md)
+#   ci/test.sh rtlab|tune|kernel|image|system   one area (after `rust`, or standalone)
+#
+# `system` boots the mainline-rt kernel with the arm64 .deb in qemu-system-aarch64 (root): about
+# 3 minutes with its caches warm, longer on a cold machine (kernel build and debootstrap, cached
+# under ~/.cache/rtcat/system; see ci/system/README.md). It runs last: it reuses the arm64 build
+# of `image`.
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -16,7 +19,7 @@ cd "$RTCAT_TOP"
 
 MSRV=1.90
 areas=("$@")
-[ ${#areas[@]} -eq 0 ] && areas=(rust rtlab tune kernel image)
+[ ${#areas[@]} -eq 0 ] && areas=(rust rtlab tune kernel image system)
 
 timed() {
 	local name=$1
