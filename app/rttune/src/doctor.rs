@@ -514,67 +514,63 @@ impl Ctx<'_> {
     }
 
     fn boot_cpu_arg(&self, id: &'static str, key: &str, why: &str) -> Check {
-        let exp = format!("{key}={}", self.rtl);
-        let fix = format!("boot with {exp} ({BOOTARGS_FIX})");
-        match facts::cmdline_get(&self.cmdline, key) {
-            None => chk(id, Verdict::Warn)
-                .obs("not set")
-                .exp(exp)
-                .why(why)
-                .fix(fix)
-                .reboot(),
-            Some(v) => match CpuSet::parse_list(&v) {
-                Ok(s) if self.rt.is_subset(&s) => chk(id, Verdict::Pass)
-                    .obs(format!("{key}={v}"))
-                    .exp(exp)
-                    .why(why),
-                Ok(_) => chk(id, Verdict::Fail)
-                    .obs(format!("{key}={v} does not cover RT CPU {}", self.rtl))
-                    .exp(exp)
-                    .why(why)
-                    .fix(fix)
-                    .reboot(),
-                Err(e) => chk(id, Verdict::Fail)
-                    .obs(format!("{key}={v}: {e}"))
-                    .exp(exp)
-                    .why(why)
-                    .fix(fix)
-                    .reboot(),
-            },
-        }
+        self.boot_cpu_list(
+            id,
+            key,
+            format!("{key}={}", self.rtl),
+            why,
+            |s| self.rt.is_subset(s),
+            &format!("does not cover RT CPU {}", self.rtl),
+        )
     }
 
     fn irqaffinity(&self) -> Check {
-        let id = "boot.irqaffinity";
-        let exp = format!("irqaffinity={}", self.hk.to_list());
-        let why = "default affinity of every IRQ requested during boot; keeps them off the RT CPU before any runtime tuning";
+        self.boot_cpu_list(
+            "boot.irqaffinity",
+            "irqaffinity",
+            format!("irqaffinity={}", self.hk.to_list()),
+            "default affinity of every IRQ requested during boot; keeps them off the RT CPU before any runtime tuning",
+            |s| !s.intersects(&self.rt) && !s.is_empty(),
+            &format!("includes RT CPU {}", self.rtl),
+        )
+    }
+
+    /// A CPU-list boot argument: WARN when absent, PASS when `ok` accepts it, else FAIL with
+    /// `wrong` (or the parse error).
+    fn boot_cpu_list(
+        &self,
+        id: &'static str,
+        key: &str,
+        exp: String,
+        why: &str,
+        ok: impl Fn(&CpuSet) -> bool,
+        wrong: &str,
+    ) -> Check {
         let fix = format!("boot with {exp} ({BOOTARGS_FIX})");
-        match facts::cmdline_get(&self.cmdline, "irqaffinity") {
-            None => chk(id, Verdict::Warn)
+        let Some(v) = facts::cmdline_get(&self.cmdline, key) else {
+            return chk(id, Verdict::Warn)
                 .obs("not set")
                 .exp(exp)
                 .why(why)
                 .fix(fix)
-                .reboot(),
-            Some(v) => match CpuSet::parse_list(&v) {
-                Ok(s) if !s.intersects(&self.rt) && !s.is_empty() => chk(id, Verdict::Pass)
-                    .obs(format!("irqaffinity={v}"))
+                .reboot();
+        };
+        let problem = match CpuSet::parse_list(&v) {
+            Ok(s) if ok(&s) => {
+                return chk(id, Verdict::Pass)
+                    .obs(format!("{key}={v}"))
                     .exp(exp)
-                    .why(why),
-                Ok(_) => chk(id, Verdict::Fail)
-                    .obs(format!("irqaffinity={v} includes RT CPU {}", self.rtl))
-                    .exp(exp)
-                    .why(why)
-                    .fix(fix)
-                    .reboot(),
-                Err(e) => chk(id, Verdict::Fail)
-                    .obs(format!("irqaffinity={v}: {e}"))
-                    .exp(exp)
-                    .why(why)
-                    .fix(fix)
-                    .reboot(),
-            },
-        }
+                    .why(why);
+            }
+            Ok(_) => format!(" {wrong}"),
+            Err(e) => format!(": {e}"),
+        };
+        chk(id, Verdict::Fail)
+            .obs(format!("{key}={v}{problem}"))
+            .exp(exp)
+            .why(why)
+            .fix(fix)
+            .reboot()
     }
 
     fn isolated_sysfs(&self) -> Check {

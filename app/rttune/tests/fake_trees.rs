@@ -945,3 +945,37 @@ fn journal_without_shield_time_leaves_new_tasks_alone() {
         out.to_text()
     );
 }
+
+#[test]
+fn wrong_cpu_list_boot_arguments_fail_with_the_reason() {
+    let (_d, t) = tree(TreeSpec {
+        tuned: true,
+        ..TreeSpec::default()
+    });
+    let root = t.sysroot();
+    let host = FakeHost::new(&root);
+    std::fs::write(
+        t.root.join("proc/cmdline"),
+        "root=/dev/mmcblk0p2 isolcpus=nohz,domain,managed_irq,6 nohz_full=5 rcu_nocbs=6-x irqaffinity=0-7\n",
+    )
+    .unwrap();
+    let r = doctor(&root, &host, None);
+    let get = |id: &str| r.get(id).unwrap_or_else(|| panic!("no check {id}"));
+    let c = get("boot.nohz_full");
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert_eq!(c.observed, "nohz_full=5 does not cover RT CPU 6");
+    assert!(c.reboot && c.fix.contains("nohz_full=6"), "{c:?}");
+    let c = get("boot.rcu_nocbs");
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert!(c.observed.starts_with("rcu_nocbs=6-x: "), "{c:?}");
+    let c = get("boot.irqaffinity");
+    assert_eq!(c.verdict, Verdict::Fail);
+    assert_eq!(c.observed, "irqaffinity=0-7 includes RT CPU 6");
+    assert!(c.fix.contains("irqaffinity=0-5,7"), "{c:?}");
+    // absent: a WARN that asks for a reboot with the argument
+    std::fs::write(t.root.join("proc/cmdline"), "root=/dev/mmcblk0p2\n").unwrap();
+    let r = doctor(&root, &host, None);
+    let c = r.get("boot.irqaffinity").unwrap();
+    assert_eq!((c.verdict, c.observed.as_str()), (Verdict::Warn, "not set"));
+    assert!(c.reboot);
+}
