@@ -39,18 +39,7 @@ export GIT_CEILING_DIRECTORIES=$cache
 
 # ---- tools ----------------------------------------------------------------------------------
 step "install tools"
-policy=$(apt-cache policy linux-source-6.12 2>/dev/null || true)
-if ! grep -q 'Candidate: [0-9]' <<<"$policy"; then
-	echo "adding bookworm-backports to the apt sources (linux-source-6.12 lives there)"
-	cat >/etc/apt/sources.list.d/rtcat-bookworm-backports.sources <<'EOF'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-	as_root apt-get update -qq
-fi
+ensure_backports linux-source-6.12
 ensure_apt linux-source-6.12 gcc-aarch64-linux-gnu device-tree-compiler bc bison flex \
 	libssl-dev libelf-dev make cpio kmod rsync xz-utils perl patch shellcheck
 # Debian 12's system python refuses pip installs without this (PEP 668).

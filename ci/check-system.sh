@@ -96,18 +96,7 @@ key() {
 
 # ---- tools ---------------------------------------------------------------------------------
 tools() {
-	if ! grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
-		echo "adding bookworm-backports to the apt sources (linux-source-6.12, qemu-system-arm 10)"
-		cat >/etc/apt/sources.list.d/rtcat-bookworm-backports.sources <<'EOF'
-Types: deb
-URIs: http://deb.debian.org/debian
-Suites: bookworm-backports
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOF
-		as_root apt-get update -qq
-		export RTCAT_APT_UPDATED=1
-	fi
+	ensure_backports linux-source-6.12
 	if ! command -v qemu-system-aarch64 >/dev/null; then
 		step "apt-get install -t bookworm-backports qemu-system-arm"
 		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \

@@ -32,6 +32,23 @@ ensure_apt() {
 	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 }
 
+# ensure_backports [PKG]: add Debian bookworm-backports to the apt sources (linux-source-6.12 and
+# qemu-system-arm 10 live there) unless PKG already has a candidate or the suite is there.
+ensure_backports() {
+	if [ $# -gt 0 ] && apt-cache policy "$1" 2>/dev/null | grep -q 'Candidate: [0-9]'; then return 0; fi
+	grep -rqsE '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/ && return 0
+	echo "adding bookworm-backports to the apt sources"
+	as_root tee /etc/apt/sources.list.d/rtcat-bookworm-backports.sources >/dev/null <<'EOF'
+Types: deb
+URIs: http://deb.debian.org/debian
+Suites: bookworm-backports
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOF
+	as_root apt-get update -qq
+	export RTCAT_APT_UPDATED=1
+}
+
 # ensure_pip CMD PKG[==VER]: install a PyPI tool unless its command exists.
 ensure_pip() {
 	local cmd=$1 pkg=$2
