@@ -10,6 +10,9 @@
 #   --jobs N       kernel build jobs (default: number of CPUs)
 #   --rebuild X    ignore the cached kernel Image / base rootfs / both
 #   --period-us N  guest cycle period (default: the shipped [cycle].period_us, 1 ms)
+#   --kernel-deb F boot a kernel package built by kernel/build.sh (e.g. the RK3588 mainline-rt
+#                  linux-image-*.deb) instead of the cached QEMU kernel: it is installed in the
+#                  guest with apt like the .deb of rtcat, and QEMU boots its /boot/vmlinuz
 #   --icount X     guest clock: SHIFT (default 1) = QEMU -icount shift=SHIFT, one emulated
 #                  instruction = 2^SHIFT ns of guest time, so the guest's timing no longer
 #                  depends on how fast the host emulates; "off" = wall-clock time (multi-threaded
@@ -32,6 +35,7 @@ jobs=$(nproc)
 rebuild=""
 period_us=0
 icount=1
+kernel_deb=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?--out needs a directory}; shift 2 ;;
@@ -40,6 +44,7 @@ while [ $# -gt 0 ]; do
 	--rebuild) rebuild=${2:?--rebuild needs kernel, rootfs or all}; shift 2 ;;
 	--period-us) period_us=${2:?--period-us needs microseconds}; shift 2 ;;
 	--icount) icount=${2:?--icount needs a shift (0-10) or off}; shift 2 ;;
+	--kernel-deb) kernel_deb=${2:?--kernel-deb needs a linux-image-*.deb}; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
 	esac
@@ -48,6 +53,11 @@ done
 [[ $period_us =~ ^[0-9]+$ ]] || die "--period-us: '$period_us' is not a number of microseconds"
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "--jobs: '$jobs' is not a positive number"
 [[ $icount =~ ^([0-9]|10|off)$ ]] || die "--icount: '$icount' is not a shift 0-10 or off"
+if [ -n "$kernel_deb" ]; then
+	[ -r "$kernel_deb" ] || die "--kernel-deb: cannot read '$kernel_deb'"
+	[ "$(dpkg-deb -f "$kernel_deb" Architecture 2>/dev/null)" = arm64 ] || die "--kernel-deb: '$kernel_deb' is not an arm64 package"
+	kernel_deb=$(cd "$(dirname "$kernel_deb")" && pwd)/$(basename "$kernel_deb")
+fi
 case "$rebuild" in "" | kernel | rootfs | all) ;; *) die "--rebuild: '$rebuild' is not kernel, rootfs or all" ;; esac
 [ "$(id -u)" -eq 0 ] || die "the system test needs root (debootstrap, chroot, binfmt_misc)"
 [ "$(uname -m)" = x86_64 ] || die "the system test runs on an x86_64 host"
@@ -158,7 +168,13 @@ bootargs() {
 
 # ---- 2. kernel ---------------------------------------------------------------------------------
 kernel() {
-	local k frags=(kernel/fragments/rt-core.cfg kernel/fragments/qemu-virt.cfg kernel/fragments/trim.cfg "$sys/guest-kernel.cfg")
+	local k
+	if [ -n "$kernel_deb" ]; then
+		echo "kernel from $kernel_deb ($(dpkg-deb -f "$kernel_deb" Package) $(dpkg-deb -f "$kernel_deb" Version)), installed in the image phase"
+		KDIR="$out/kernel-from-deb"
+		return 0
+	fi
+	local frags=(kernel/fragments/rt-core.cfg kernel/fragments/qemu-virt.cfg kernel/fragments/trim.cfg "$sys/guest-kernel.cfg")
 	mapfile -t patches < <(find kernel/patches/mainline-6.12 -type f | sort)
 	k=$(aarch64-linux-gnu-gcc --version | head -1 | key kernel/build.sh kernel/merge-config.sh kernel/sources.env "${frags[@]}" "${patches[@]}")
 	KDIR="$cache/kernel-$k"
@@ -252,6 +268,20 @@ image() {
 		{ tail -30 "$out/apt-install.log" >&2; die "apt-get install of the .deb failed in the guest rootfs"; }
 	rm -f "$root/tmp/$(basename "$DEB")"
 	inroot dpkg -s rtcat | grep -E '^(Status|Version)'
+
+	if [ -n "$kernel_deb" ]; then
+		echo "install the kernel package as a user would: apt-get install ./$(basename "$kernel_deb")"
+		cp "$kernel_deb" "$root/tmp/"
+		inroot apt-get install -y -q --no-install-recommends "/tmp/$(basename "$kernel_deb")" >>"$out/apt-install.log" 2>&1 ||
+			{ tail -30 "$out/apt-install.log" >&2; die "apt-get install of the kernel package failed in the guest rootfs"; }
+		rm -f "$root/tmp/$(basename "$kernel_deb")"
+		local vmlinuz
+		vmlinuz=$(find "$root/boot" -maxdepth 1 -name 'vmlinuz-*' | sort | tail -1)
+		[ -n "$vmlinuz" ] || die "the kernel package installed no /boot/vmlinuz-*"
+		rm -rf "$KDIR" && mkdir -p "$KDIR"
+		cp "$vmlinuz" "$KDIR/Image"
+		echo "boots /boot/$(basename "$vmlinuz"); modules: $(find "$root/lib/modules" -name '*.ko*' | wc -l)"
+	fi
 
 	echo "the package's units are the overlay's (byte for byte)"
 	local f

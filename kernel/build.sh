@@ -94,10 +94,10 @@ for f in ${EXTRA_FRAGMENTS:-}; do
 done
 
 need=(make gcc "${cross}gcc" bc bison flex perl python3 dtc openssl rsync cpio kmod git)
-[ -n "$deb" ] && need+=(dpkg-buildpackage)
+[ -n "$deb" ] && need+=(dpkg-buildpackage dh)
 missing=()
 for t in "${need[@]}"; do command -v "$t" >/dev/null || missing+=("$t"); done
-[ ${#missing[@]} -eq 0 ] || die "missing tools: ${missing[*]} (Debian: apt-get install build-essential gcc-aarch64-linux-gnu bc bison flex libssl-dev libelf-dev device-tree-compiler rsync cpio kmod dpkg-dev)"
+[ ${#missing[@]} -eq 0 ] || die "missing tools: ${missing[*]} (Debian: apt-get install build-essential gcc-aarch64-linux-gnu bc bison flex libssl-dev libelf-dev device-tree-compiler rsync cpio kmod dpkg-dev debhelper)"
 
 # ---- 1. source --------------------------------------------------------------------------------
 fetch_mainline() {
@@ -207,6 +207,10 @@ if [ -n "$config_only" ]; then
 fi
 
 # ---- 4. build ----------------------------------------------------------------------------------
+# The build machine's user and host name would otherwise end up in /proc/version and in the
+# packages' Maintainer field.
+export KBUILD_BUILD_USER=${KBUILD_BUILD_USER:-rtcat} KBUILD_BUILD_HOST=${KBUILD_BUILD_HOST:-rtcat-build}
+export DEBFULLNAME=${DEBFULLNAME:-rtcat kernel build} DEBEMAIL=${DEBEMAIL:-rtcat@example.org}
 mk=(make -C "$work" O="$build" ARCH=arm64 CROSS_COMPILE="$cross" -j"$jobs")
 step "building Image, modules, dtbs ($jobs jobs)"
 start=$(date +%s)
@@ -226,6 +230,13 @@ done
 if [ -n "$deb" ]; then
 	step "Debian packages (bindeb-pkg)"
 	rm -f "$out"/linux-*.deb "$out"/linux-*.buildinfo "$out"/linux-*.changes
+	# The linux-headers package carries host tools built for arm64, which needs the arm64
+	# libssl-dev (dpkg --add-architecture arm64). Without it, build linux-image and
+	# linux-libc-dev only (the kernel's own build profile) instead of failing at the very end.
+	if ! dpkg-query -W -f='${Status}' libssl-dev:arm64 2>/dev/null | grep -q 'install ok installed'; then
+		echo "libssl-dev:arm64 not installed: no linux-headers package (profile pkg.linux-upstream.nokernelheaders)"
+		export DEB_BUILD_PROFILES="${DEB_BUILD_PROFILES:+$DEB_BUILD_PROFILES }pkg.linux-upstream.nokernelheaders"
+	fi
 	"${mk[@]}" KDEB_PKGVERSION="$(make -s -C "$work" kernelversion)-1" bindeb-pkg
 	find "$out" -maxdepth 1 -name "linux-*.deb" | sort | tee -a "$out/build-info.txt"
 fi
