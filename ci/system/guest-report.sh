@@ -68,13 +68,33 @@ wait_recovered() {
 	return 1
 }
 
+# fresh_status_line: wait (<= 5 s) for the master to print its next status line and print it.
+# The master's counters are only known at its status lines (one per output.status_interval_ms);
+# reading the simulator right after a fresh one keeps the two samples close in time.
+fresh_status_line() {
+	local prev cur
+	prev=$(status_line)
+	for _ in $(seq 250); do
+		cur=$(status_line)
+		if [ "$cur" != "$prev" ]; then
+			printf '%s\n' "$cur"
+			return 0
+		fi
+		sleep 0.02
+	done
+	printf '%s\n' "$cur"
+}
+
 # window TAG SECONDS: the master's counters and the simulator's at both ends of a window
 window() {
-	local tag=$1 secs=$2 a b sa sb
-	a=$(status_line) sa=$(sim_status)
+	local tag=$1 secs=$2 a b sa sb s0 s1 t0 t1
+	a=$(fresh_status_line) s0=$(now_ms) sa=$(sim_status) t0=$(($(now_ms) - s0))
 	sleep "$secs"
-	b=$(status_line) sb=$(sim_status)
-	say "$tag.seconds" "$secs"
+	b=$(fresh_status_line) s1=$(now_ms) sb=$(sim_status) t1=$(($(now_ms) - s1))
+	# the window as measured: from the first fresh status line to the last (>= SECONDS)
+	say "$tag.seconds" "$(awk -v ms=$((s1 - s0)) 'BEGIN { printf "%.3f", ms / 1000 }')"
+	# how long reading the simulator took after the master's line was seen, at each end
+	say "$tag.sim_read_ms" "$t0 $t1"
 	say "$tag.start_status" "$a"
 	say "$tag.end_status" "$b"
 	say "$tag.start_sim" "$sa"
