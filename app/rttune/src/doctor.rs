@@ -177,8 +177,13 @@ impl Check {
         self.fix = s.into();
         self
     }
+    /// The fix, recorded only when `needed`: a check that holds has nothing to fix.
+    fn fix_if(self, needed: bool, s: impl Into<String>) -> Self {
+        if needed { self.fix(s) } else { self }
+    }
+    /// The fix takes effect only after a reboot (nothing to say when there is no fix).
     fn reboot(mut self) -> Self {
-        self.reboot = true;
+        self.reboot = !self.fix.is_empty();
         self
     }
     fn details(mut self, v: Vec<String>) -> Self {
@@ -376,12 +381,11 @@ impl Ctx<'_> {
         .obs(obs)
         .exp("PREEMPT_RT kernel")
         .why("loaded RK3588 1 ms cycle: stock 5.10 wake max 165.6 us, PREEMPT_RT 9.5 us (BRIEF 1)");
-        if self.is_rt {
-            c
-        } else {
-            c.fix("boot a PREEMPT_RT kernel (CONFIG_PREEMPT_RT=y; on 6.12+ with CONFIG_EXPERT=y)")
-                .reboot()
-        }
+        c.fix_if(
+            !self.is_rt,
+            "boot a PREEMPT_RT kernel (CONFIG_PREEMPT_RT=y; on 6.12+ with CONFIG_EXPERT=y)",
+        )
+        .reboot()
     }
 
     fn preempt_mode(&self, version: &str) -> Check {
@@ -457,11 +461,12 @@ impl Ctx<'_> {
                 ))
                 .exp("1000")
                 .why(why);
-            return if v == Verdict::Pass {
-                c
-            } else {
-                c.fix("rebuild the kernel with CONFIG_HZ_1000=y").reboot()
-            };
+            return c
+                .fix_if(
+                    v != Verdict::Pass,
+                    "rebuild the kernel with CONFIG_HZ_1000=y",
+                )
+                .reboot();
         }
         let val = m.get(key).cloned().unwrap_or_else(|| "not set".into());
         let ok = val == "y";
@@ -469,11 +474,8 @@ impl Ctx<'_> {
             .obs(format!("{key}={val} ({src})"))
             .exp(format!("{key}=y"))
             .why(why);
-        if ok {
-            c
-        } else {
-            c.fix(format!("rebuild the kernel with {key}=y")).reboot()
-        }
+        c.fix_if(!ok, format!("rebuild the kernel with {key}=y"))
+            .reboot()
     }
 
     fn isolcpus(&self) -> Check {
@@ -499,16 +501,18 @@ impl Ctx<'_> {
                 } else {
                     Verdict::Pass
                 };
-                let c = chk(id, verdict).obs(obs).exp(exp).why(why);
-                if verdict == Verdict::Pass {
-                    c
+                let unrecognised = if bad.is_empty() {
+                    vec![]
                 } else {
-                    let mut c = c.fix(fix).reboot();
-                    if !bad.is_empty() {
-                        c.details = vec![format!("unrecognised elements: {}", bad.join(","))];
-                    }
-                    c
-                }
+                    vec![format!("unrecognised elements: {}", bad.join(","))]
+                };
+                chk(id, verdict)
+                    .obs(obs)
+                    .exp(exp)
+                    .why(why)
+                    .details(unrecognised)
+                    .fix_if(verdict != Verdict::Pass, fix)
+                    .reboot()
             }
         }
     }
@@ -600,15 +604,14 @@ impl Ctx<'_> {
             raw.clone()
         };
         let c = chk(id, v).obs(format!("isolated: {obs}")).exp(exp).why(why);
-        if v == Verdict::Pass {
-            c
-        } else {
-            c.fix(format!(
+        c.fix_if(
+            v != Verdict::Pass,
+            format!(
                 "boot with isolcpus=nohz,domain,managed_irq,{} and check the spelling",
                 self.rtl
-            ))
-            .reboot()
-        }
+            ),
+        )
+        .reboot()
     }
 
     fn rt_runtime(&self) -> Check {
@@ -643,11 +646,10 @@ impl Ctx<'_> {
             .obs(format!("-1 (throttling off); {prot}"))
             .exp("950000, or -1 with starvation protection")
             .why(why);
-            if stalld || fair {
-                c
-            } else {
-                c.fix("sysctl -w kernel.sched_rt_runtime_us=950000, or run stalld")
-            }
+            c.fix_if(
+                !(stalld || fair),
+                "sysctl -w kernel.sched_rt_runtime_us=950000, or run stalld",
+            )
         } else {
             match v.trim().parse::<i64>() {
                 Ok(n) if n > 0 => chk(id, Verdict::Pass)
@@ -721,15 +723,14 @@ impl Ctx<'_> {
             .obs(obs.join("; "))
             .exp(want.clone())
             .why(why);
-        if bad {
-            c.fix(format!(
+        c.fix_if(
+            bad,
+            format!(
                 "{} (or: echo {want} > {}/scaling_governor)",
                 self.tune_cmd,
                 pols[0].dir()
-            ))
-        } else {
-            c
-        }
+            ),
+        )
     }
 
     fn frequency(&self) -> Check {
@@ -765,15 +766,14 @@ impl Ctx<'_> {
             .obs(obs.join("; "))
             .exp("max = hardware max, and min = max unless the governor is performance")
             .why(why);
-        if v == Verdict::Pass {
-            c
-        } else {
-            c.fix(format!(
+        c.fix_if(
+            v != Verdict::Pass,
+            format!(
                 "{}; or: cat {d}/cpuinfo_max_freq > {d}/scaling_max_freq",
                 self.tune_cmd,
                 d = pols[0].dir()
-            ))
-        }
+            ),
+        )
     }
 
     fn deep_states(&self) -> Option<Vec<facts::IdleState>> {
@@ -835,15 +835,14 @@ impl Ctx<'_> {
                         "left enabled ([tune].disable_cstates = false)".into()
                     })
                     .why(why);
-                if v == Verdict::Pass {
-                    c
-                } else {
-                    c.fix(format!(
+                c.fix_if(
+                    v != Verdict::Pass,
+                    format!(
                         "{} (or: echo 1 > {})",
                         self.tune_cmd,
                         deep[0].disable_path()
-                    ))
-                }
+                    ),
+                )
             }
         }
     }
@@ -868,11 +867,10 @@ impl Ctx<'_> {
             })
             .exp("held (by rtcat) while deep idle states are enabled")
             .why(why);
-        if v == Verdict::Warn {
-            c.fix("run rtcat with [rt].hold_cpu_dma_latency = true, or disable the idle states (rtcat tune apply)")
-        } else {
-            c
-        }
+        c.fix_if(
+            v == Verdict::Warn,
+            "run rtcat with [rt].hold_cpu_dma_latency = true, or disable the idle states (rtcat tune apply)",
+        )
     }
 
     fn irqbalance(&self) -> Check {
@@ -928,16 +926,15 @@ impl Ctx<'_> {
                         self.hk.to_mask_like(&s)
                     ))
                     .why(why);
-                if bad {
-                    c.fix(format!(
+                c.fix_if(
+                    bad,
+                    format!(
                         "{} (or: echo {} > {})",
                         self.tune_cmd,
                         self.hk.to_mask_like(&s),
                         facts::P_IRQ_DEFAULT
-                    ))
-                } else {
-                    c
-                }
+                    ),
+                )
             }
         }
     }
@@ -1103,11 +1100,7 @@ impl Ctx<'_> {
             .exp(exp)
             .why(why)
             .details(det);
-        if v == Verdict::Fail {
-            c.fix(self.tune_cmd.clone())
-        } else {
-            c
-        }
+        c.fix_if(v == Verdict::Fail, self.tune_cmd.clone())
     }
 
     fn wq_unbound(&self) -> Check {
@@ -1132,16 +1125,15 @@ impl Ctx<'_> {
                     .obs(format!("{s} (CPUs {m})"))
                     .exp(format!("excludes CPU {}", self.rtl))
                     .why(why);
-                if bad {
-                    c.fix(format!(
+                c.fix_if(
+                    bad,
+                    format!(
                         "{} (or: echo {} > {})",
                         self.tune_cmd,
                         self.hk.to_mask_like(&s),
                         facts::P_WQ_MASK
-                    ))
-                } else {
-                    c
-                }
+                    ),
+                )
             }
         }
     }
@@ -1195,11 +1187,7 @@ impl Ctx<'_> {
         .exp(format!("none runs on CPU {}", self.rtl))
         .why(why)
         .details(bad.clone());
-        if bad.is_empty() {
-            c
-        } else {
-            c.fix(self.tune_cmd.clone())
-        }
+        c.fix_if(!bad.is_empty(), self.tune_cmd.clone())
     }
 
     fn thp(&self) -> Check {
@@ -1224,11 +1212,7 @@ impl Ctx<'_> {
                     .obs(sel)
                     .exp("never or madvise")
                     .why(why);
-                if bad {
-                    c.fix("echo never > /sys/kernel/mm/transparent_hugepage/enabled (or transparent_hugepage=never on the command line)")
-                } else {
-                    c
-                }
+                c.fix_if(bad, "echo never > /sys/kernel/mm/transparent_hugepage/enabled (or transparent_hugepage=never on the command line)")
             }
         }
     }
@@ -1365,11 +1349,10 @@ impl Ctx<'_> {
                 ))
                 .exp("VmLck about VmRSS")
                 .why(why);
-            return if locked {
-                c
-            } else {
-                c.fix("set [rt].lock_memory = true and LimitMEMLOCK=infinity in rtcat.service")
-            };
+            return c.fix_if(
+                !locked,
+                "set [rt].lock_memory = true and LimitMEMLOCK=infinity in rtcat.service",
+            );
         }
         match self.unit() {
             None => chk(id, Verdict::NA)
@@ -1396,11 +1379,7 @@ impl Ctx<'_> {
                     ))
                     .exp("LimitMEMLOCK=infinity, or root / CAP_IPC_LOCK")
                     .why(why);
-                if ok {
-                    c
-                } else {
-                    c.fix(format!("add LimitMEMLOCK=infinity to {path}"))
-                }
+                c.fix_if(!ok, format!("add LimitMEMLOCK=infinity to {path}"))
             }
         }
     }
@@ -1473,8 +1452,9 @@ impl Ctx<'_> {
             ))
             .why(why)
             .details(det);
-        if v == Verdict::Fail {
-            c.fix(if pinned.is_empty() {
+        c.fix_if(
+            v == Verdict::Fail,
+            if pinned.is_empty() {
                 self.tune_cmd.clone()
             } else {
                 format!(
@@ -1482,10 +1462,8 @@ impl Ctx<'_> {
                     self.hk.to_list(),
                     self.tune_cmd
                 )
-            })
-        } else {
-            c
-        }
+            },
+        )
     }
 
     fn rtcat_threads(&self) -> Check {
@@ -1578,11 +1556,10 @@ impl Ctx<'_> {
             .exp("rtcat-cycle FIFO on the RT CPU, slack <= 1 us; rtcat-txrx (txrx = thread only) FIFO; rtcat-status SCHED_OTHER")
             .why(why)
             .details(det);
-        if v == Verdict::Fail {
-            c.fix("check [cycle] and [rt] in /etc/rtcat/rtcat.toml and the service's CAP_SYS_NICE; see rtcat's log")
-        } else {
-            c
-        }
+        c.fix_if(
+            v == Verdict::Fail,
+            "check [cycle] and [rt] in /etc/rtcat/rtcat.toml and the service's CAP_SYS_NICE; see rtcat's log",
+        )
     }
 
     fn nic_link(&self) -> Check {
@@ -1632,13 +1609,10 @@ impl Ctx<'_> {
             .obs(obs)
             .exp("up, >= 100 Mbit/s, full duplex")
             .why(why);
-        if v == Verdict::Pass {
-            c
-        } else {
-            c.fix(format!(
-                "ip link set {i} up; check the cable and the first subdevice"
-            ))
-        }
+        c.fix_if(
+            v != Verdict::Pass,
+            format!("ip link set {i} up; check the cable and the first subdevice"),
+        )
     }
 
     fn nic_coalesce(&self) -> Check {
@@ -1695,11 +1669,7 @@ impl Ctx<'_> {
                     .obs(format!("{i}: {}", cur.describe()))
                     .exp(exp.clone())
                     .why(why);
-                if ok {
-                    c
-                } else {
-                    c.fix(format!("{} (or: ethtool -C {i} {exp})", self.tune_cmd))
-                }
+                c.fix_if(!ok, format!("{} (or: ethtool -C {i} {exp})", self.tune_cmd))
             }
         }
     }
@@ -1734,14 +1704,10 @@ impl Ctx<'_> {
             })
             .exp(exp.clone())
             .why(why);
-            if missing.is_empty() {
-                c
-            } else {
-                c.fix(format!(
-                    "AmbientCapabilities={} in rtcat.service",
-                    missing.join(" ")
-                ))
-            }
+            c.fix_if(
+                !missing.is_empty(),
+                format!("AmbientCapabilities={} in rtcat.service", missing.join(" ")),
+            )
         };
         if let Some(pid) = self.rtcat_pid() {
             let st = self
