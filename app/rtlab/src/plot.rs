@@ -55,6 +55,65 @@ fn legend_mark(i: usize, x: i32, y: i32, c: RGBColor) -> Rectangle<(i32, i32)> {
     Rectangle::new([(x, y - h), (x + 16, y + h)], c.filled())
 }
 
+macro_rules! de {
+    ($e:expr) => {
+        $e.map_err(|e| anyhow!("drawing: {e:?}"))
+    };
+}
+
+const BINS_PER_DECADE: f64 = 20.0;
+
+/// The power of ten at or below `v` (for log axes; 0.001 at least).
+fn decade_floor(v: f64) -> f64 {
+    10f64.powf(v.max(0.001).log10().floor())
+}
+
+/// Axis label: no decimals from 10 up, at most 3 significant digits below.
+fn fmt_num(v: f64) -> String {
+    if v >= 10.0 || v == 0.0 {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}").trim_end_matches(".0").to_string()
+    } else {
+        let s = format!("{v:.3}");
+        s.trim_end_matches('0').to_string()
+    }
+}
+
+/// Series `i` as a line: the first COLORS.len() series solid, the next ones dashed in the same
+/// colours.
+fn draw_line<'a, DB: DrawingBackend + 'a, CT: CoordTranslate<From = (f64, f64)>>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    i: usize,
+    name: &str,
+    pts: Vec<(f64, f64)>,
+) -> Result<()> {
+    let c = color(i);
+    let anno = if i < COLORS.len() {
+        de!(chart.draw_series(LineSeries::new(pts, c.stroke_width(2))))?
+    } else {
+        de!(chart.draw_series(DashedLineSeries::new(pts, 8, 5, c.stroke_width(2))))?
+    };
+    anno.label(name)
+        .legend(move |(x, y)| legend_mark(i, x, y, c));
+    Ok(())
+}
+
+/// The legend box, at `pos`, in the same style on every plot.
+fn draw_legend<'a, DB: DrawingBackend + 'a, CT: CoordTranslate>(
+    chart: &mut ChartContext<'a, DB, CT>,
+    pos: SeriesLabelPosition,
+) -> Result<()> {
+    de!(chart
+        .configure_series_labels()
+        .position(pos)
+        .background_style(WHITE.mix(0.85))
+        .border_style(BLACK)
+        .label_font(("sans-serif", 14))
+        .draw())
+    .map(|_| ())
+}
+
 /// Which latency a plot shows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Metric {
@@ -114,31 +173,6 @@ pub fn file_label(l: &str) -> String {
             }
         })
         .collect()
-}
-
-macro_rules! de {
-    ($e:expr) => {
-        $e.map_err(|e| anyhow!("drawing: {e:?}"))
-    };
-}
-
-const BINS_PER_DECADE: f64 = 20.0;
-
-/// The power of ten at or below `v` (for log axes; 0.001 at least).
-fn decade_floor(v: f64) -> f64 {
-    10f64.powf(v.max(0.001).log10().floor())
-}
-
-/// Axis label: no decimals from 10 up, at most 3 significant digits below.
-fn fmt_num(v: f64) -> String {
-    if v >= 10.0 || v == 0.0 {
-        format!("{v:.0}")
-    } else if v >= 1.0 {
-        format!("{v:.1}").trim_end_matches(".0").to_string()
-    } else {
-        let s = format!("{v:.3}");
-        s.trim_end_matches('0').to_string()
-    }
 }
 
 /// Log-spaced bins (in µs) of a histogram: (lower edge, upper edge, count).
@@ -214,7 +248,6 @@ fn draw_histogram<DB: DrawingBackend>(
         .axis_desc_style(("sans-serif", 15))
         .draw())?;
     for (i, (s, bins)) in series.iter().zip(&binned).enumerate() {
-        let c = color(i);
         // a step outline; empty bins drop to the floor of the axis
         let first = bins.iter().position(|b| b.2 > 0).unwrap_or(0);
         let last = bins.iter().rposition(|b| b.2 > 0).unwrap_or(0);
@@ -224,22 +257,9 @@ fn draw_histogram<DB: DrawingBackend>(
             pts.push((b.0, y));
             pts.push((b.1, y));
         }
-        // the first COLORS.len() series are solid, the next ones dashed in the same colours
-        let anno = if i < COLORS.len() {
-            de!(chart.draw_series(LineSeries::new(pts, c.stroke_width(2))))?
-        } else {
-            de!(chart.draw_series(DashedLineSeries::new(pts, 8, 5, c.stroke_width(2))))?
-        };
-        anno.label(s.name.clone())
-            .legend(move |(x, y)| legend_mark(i, x, y, c));
+        draw_line(&mut chart, i, &s.name, pts)?;
     }
-    de!(chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperRight)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw())?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperRight)?;
     de!(root.present())?;
     Ok(())
 }
@@ -319,23 +339,9 @@ fn draw_percentiles<DB: DrawingBackend>(
         .axis_desc_style(("sans-serif", 15))
         .draw())?;
     for (i, (s, pts)) in series.iter().zip(curves).enumerate() {
-        let c = color(i);
-        // the first COLORS.len() series are solid, the next ones dashed in the same colours
-        let anno = if i < COLORS.len() {
-            de!(chart.draw_series(LineSeries::new(pts, c.stroke_width(2))))?
-        } else {
-            de!(chart.draw_series(DashedLineSeries::new(pts, 8, 5, c.stroke_width(2))))?
-        };
-        anno.label(s.name.clone())
-            .legend(move |(x, y)| legend_mark(i, x, y, c));
+        draw_line(&mut chart, i, &s.name, pts)?;
     }
-    de!(chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw())?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     de!(root.present())?;
     Ok(())
 }
@@ -385,13 +391,7 @@ fn draw_bars<DB: DrawingBackend>(
             .label(*name)
             .legend(move |(x, y)| Rectangle::new([(x, y - 6), (x + 16, y + 6)], c.filled()));
     }
-    de!(chart
-        .configure_series_labels()
-        .position(SeriesLabelPosition::UpperLeft)
-        .background_style(WHITE.mix(0.85))
-        .border_style(BLACK)
-        .label_font(("sans-serif", 14))
-        .draw())?;
+    draw_legend(&mut chart, SeriesLabelPosition::UpperLeft)?;
     de!(root.present())?;
     Ok(())
 }
