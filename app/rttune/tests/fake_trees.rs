@@ -30,6 +30,23 @@ fn tree(spec: TreeSpec) -> (tempfile::TempDir, FakeTree) {
     (dir, t)
 }
 
+/// The usual setup: a default fake RK3588 tree, its root, a host over it, and where tune keeps
+/// its journal. The temporary directories live as long as the first element is bound.
+fn rig() -> (
+    (tempfile::TempDir, tempfile::TempDir),
+    FakeTree,
+    SysRoot,
+    FakeHost,
+    PathBuf,
+) {
+    let (d, t) = tree(TreeSpec::default());
+    let root = t.sysroot();
+    let host = FakeHost::new(&root);
+    let sd = tempfile::tempdir().unwrap();
+    let state = sd.path().join("s.json");
+    ((d, sd), t, root, host, state)
+}
+
 fn doctor(root: &SysRoot, host: &dyn Host, state: Option<&Path>) -> Report {
     let journal = state.and_then(|s| Journal::load(s).unwrap());
     doctor::run(&Doctor {
@@ -286,11 +303,7 @@ fn unwritable_files_are_reported_skipped_and_restored() {
 
 #[test]
 fn apply_restore_is_byte_identical_and_doctor_sees_the_shield() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let host = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, t, root, host, state) = rig();
     let before = snapshot(&t.root);
     let coalesce_before = host.get_coalesce("eth1").unwrap();
 
@@ -395,11 +408,7 @@ fn apply_restore_is_byte_identical_and_doctor_sees_the_shield() {
 
 #[test]
 fn second_apply_is_idempotent_and_keeps_first_originals() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let host = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, t, root, host, state) = rig();
     let before = snapshot(&t.root);
     tune::apply(&root, &ctx(&root), &host, &[KnobGroup::Shield], &state).unwrap();
     let j1 = Journal::load(&state).unwrap().unwrap();
@@ -451,11 +460,7 @@ impl Host for Crashing<'_> {
 
 #[test]
 fn restore_after_crash_half_way() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let fake = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, t, root, fake, state) = rig();
     let before = snapshot(&t.root);
     let crashing = Crashing {
         inner: &fake,
@@ -483,11 +488,7 @@ fn restore_after_crash_half_way() {
 
 #[test]
 fn restore_directly_after_crash() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let fake = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, t, root, fake, state) = rig();
     let before = snapshot(&t.root);
     let crashing = Crashing {
         inner: &fake,
@@ -503,11 +504,7 @@ fn restore_directly_after_crash() {
 
 #[test]
 fn restore_reports_drift_and_failures() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let host = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, _t, root, host, state) = rig();
     tune::apply(
         &root,
         &ctx(&root),
@@ -543,11 +540,7 @@ fn restore_reports_drift_and_failures() {
 
 #[test]
 fn stale_journal_from_previous_boot_is_discarded() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let host = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, _t, root, host, state) = rig();
     tune::apply(
         &root,
         &ctx(&root),
@@ -757,11 +750,7 @@ fn task(pid: u32, tid: u32, ppid: u32, comm: &str, at: u64, mask: &str) -> FakeT
 
 #[test]
 fn restore_gives_tasks_created_under_the_shield_their_inherited_mask() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let host = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, t, root, host, state) = rig();
     // sshd with a mask of its own, so that what it hands down differs from init's
     host.set_affinity(400, &cpus("1-7")).unwrap();
     // started by its user on the housekeeping CPUs before the shield: not journalled
@@ -846,11 +835,7 @@ fn restore_gives_tasks_created_under_the_shield_their_inherited_mask() {
 
 #[test]
 fn restore_gives_a_grandchild_its_journalled_grandparents_mask() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let host = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, t, root, host, state) = rig();
     // bash's own mask, so that its grandchildren are told apart from init's
     host.set_affinity(410, &cpus("2-7")).unwrap();
     tune::apply(&root, &ctx(&root), &host, &KnobGroup::SHIELD, &state).unwrap();
@@ -884,11 +869,7 @@ fn restore_gives_a_grandchild_its_journalled_grandparents_mask() {
 
 #[test]
 fn restore_does_not_trace_inheritance_through_a_reused_pid() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let host = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, t, root, host, state) = rig();
     host.set_affinity(410, &cpus("2-7")).unwrap();
     let bash = rttune::facts::read_proc_ids(&root, 410).unwrap().1;
     tune::apply(&root, &ctx(&root), &host, &[KnobGroup::Tasks], &state).unwrap();
@@ -922,11 +903,7 @@ fn restore_does_not_trace_inheritance_through_a_reused_pid() {
 
 #[test]
 fn journal_without_shield_time_leaves_new_tasks_alone() {
-    let (_d, t) = tree(TreeSpec::default());
-    let root = t.sysroot();
-    let host = FakeHost::new(&root);
-    let sd = tempfile::tempdir().unwrap();
-    let state = sd.path().join("s.json");
+    let (_dirs, t, root, host, state) = rig();
     tune::apply(&root, &ctx(&root), &host, &[KnobGroup::Tasks], &state).unwrap();
     // as written by an rtcat that did not record it
     let mut j = Journal::load(&state).unwrap().unwrap();
