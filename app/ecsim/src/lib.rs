@@ -15,6 +15,7 @@ pub mod port;
 pub mod segment;
 pub mod sii;
 pub mod spec;
+mod station;
 pub mod wire;
 
 pub use faults::{FaultCommand, Faults};

@@ -5,6 +5,10 @@ use crate::esc::{AlState, Esc};
 use crate::faults::{DeviceFault, Faults};
 use crate::frame::{self, Cmd, Datagrams, FrameError, get_u16, put_u16};
 use crate::spec::SegmentSpec;
+use crate::station::StationIndex;
+
+/// End (exclusive) of the station address register.
+const STATION_ADDR_END: usize = crate::esc::reg::STATION_ADDR + 2;
 
 /// What happened to one frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,6 +49,7 @@ pub struct Segment {
     pending: Vec<DeviceFault>,
     rng: u64,
     last_error: Option<FrameError>,
+    stations: StationIndex,
 }
 
 impl Segment {
@@ -69,6 +74,7 @@ impl Segment {
             pending: Vec::with_capacity(8),
             rng: 0x9e37_79b9_7f4a_7c15,
             last_error: None,
+            stations: StationIndex::default(),
         }
     }
 
@@ -185,46 +191,79 @@ impl Segment {
         disposition
     }
 
+    /// Every datagram of the frame through the chain, in order. Datagram by datagram, not device
+    /// by device: each datagram's data is touched by its own processing only, and each device still
+    /// sees the datagrams in frame order, so the result is the same; but a configured-address
+    /// datagram goes straight to its device instead of being offered to all of them.
     fn run_chain(&mut self, frame: &mut [u8], dgs: &Datagrams, now_ns: u64) {
         self.stats.datagrams += dgs.as_slice().len() as u64;
-        for dev in self.devices.iter_mut() {
-            for d in dgs.as_slice() {
-                let adp_at = d.header + 2;
-                let ado = usize::from(get_u16(frame, d.header + 4));
-                let wkc_at = d.wkc_offset();
-                let (head, rest) = frame.split_at_mut(d.data);
-                let data = &mut rest[..d.len];
-                let mut add: u16 = 0;
-                match d.cmd {
-                    Cmd::Nop => {}
-                    Cmd::Aprd | Cmd::Apwr | Cmd::Aprw | Cmd::Armw => {
+        self.stations.refresh(&self.devices);
+        for d in dgs.as_slice() {
+            let adp_at = d.header + 2;
+            let ado = usize::from(get_u16(frame, d.header + 4));
+            let wkc_at = d.wkc_offset();
+            let (head, rest) = frame.split_at_mut(d.data);
+            let data = &mut rest[..d.len];
+            let mut add: u16 = 0;
+            match d.cmd {
+                Cmd::Nop => {}
+                Cmd::Aprd | Cmd::Apwr | Cmd::Aprw | Cmd::Armw => {
+                    for dev in self.devices.iter_mut() {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
-                        add = physical(dev, d.cmd, adp == 0, ado, data, now_ns);
+                        add = add.wrapping_add(physical(dev, d.cmd, adp == 0, ado, data, now_ns));
                     }
-                    Cmd::Fprd | Cmd::Fpwr | Cmd::Fprw | Cmd::Frmw => {
-                        let hit = get_u16(head, adp_at) == dev.station_address();
-                        add = physical(dev, d.cmd, hit, ado, data, now_ns);
+                }
+                Cmd::Fprd | Cmd::Fpwr | Cmd::Fprw => {
+                    // only the addressed devices do anything with these
+                    let adr = get_u16(head, adp_at);
+                    for i in self.stations.positions(adr) {
+                        add = add.wrapping_add(physical(
+                            &mut self.devices[i],
+                            d.cmd,
+                            true,
+                            ado,
+                            data,
+                            now_ns,
+                        ));
                     }
-                    Cmd::Brd | Cmd::Bwr | Cmd::Brw => {
+                }
+                Cmd::Frmw => {
+                    // the addressed device reads, every other one writes
+                    let adr = get_u16(head, adp_at);
+                    for dev in self.devices.iter_mut() {
+                        let hit = dev.station_address() == adr;
+                        add = add.wrapping_add(physical(dev, d.cmd, hit, ado, data, now_ns));
+                    }
+                }
+                Cmd::Brd | Cmd::Bwr | Cmd::Brw => {
+                    for dev in self.devices.iter_mut() {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
-                        add = physical(dev, d.cmd, true, ado, data, now_ns);
+                        add = add.wrapping_add(physical(dev, d.cmd, true, ado, data, now_ns));
                     }
-                    Cmd::Lrd | Cmd::Lwr | Cmd::Lrw => {
-                        let addr = frame::get_u32(head, d.header + 2);
+                }
+                Cmd::Lrd | Cmd::Lwr | Cmd::Lrw => {
+                    let addr = frame::get_u32(head, d.header + 2);
+                    for dev in self.devices.iter_mut() {
                         let hit = dev.logical(d.cmd, addr, data);
-                        add = match d.cmd {
+                        add = add.wrapping_add(match d.cmd {
                             Cmd::Lrw => u16::from(hit.read) + 2 * u16::from(hit.write),
                             _ => u16::from(hit.read || hit.write),
-                        };
+                        });
                     }
                 }
-                if add > 0 {
-                    let w = get_u16(frame, wkc_at);
-                    put_u16(frame, wkc_at, w.wrapping_add(add));
-                }
             }
+            if add > 0 {
+                let w = get_u16(frame, wkc_at);
+                put_u16(frame, wkc_at, w.wrapping_add(add));
+            }
+            if writes_station_address(d.cmd, ado, d.len) {
+                // a later datagram of this frame may already use the new address
+                self.stations.refresh(&self.devices);
+            }
+        }
+        for dev in self.devices.iter_mut() {
             dev.end_of_frame();
         }
     }
@@ -295,6 +334,15 @@ impl Preconfigured {
     }
 }
 
+/// Whether a physical write datagram can change a station address register (0x0010).
+fn writes_station_address(cmd: Cmd, ado: usize, len: usize) -> bool {
+    let writes = matches!(
+        cmd,
+        Cmd::Apwr | Cmd::Aprw | Cmd::Armw | Cmd::Fpwr | Cmd::Fprw | Cmd::Frmw | Cmd::Bwr | Cmd::Brw
+    );
+    writes && ado < STATION_ADDR_END && ado + len > crate::esc::reg::STATION_ADDR
+}
+
 /// Apply one physical-addressed command at one device. Returns the WKC increment.
 fn physical(
     dev: &mut Esc,
@@ -321,5 +369,136 @@ fn physical(
             }
         }
         _ => 0,
+    }
+}
+
+#[cfg(test)]
+mod chain_order_tests {
+    //! The datagram-by-datagram chain (with the station index) against the plain model it
+    //! replaces: every device offered every datagram, device by device.
+    use super::*;
+    use crate::frame::{FrameBuilder, phys};
+    use proptest::prelude::*;
+
+    fn reference_chain(devices: &mut [Esc], frame: &mut [u8], dgs: &Datagrams, now_ns: u64) {
+        for dev in devices.iter_mut() {
+            for d in dgs.as_slice() {
+                let adp_at = d.header + 2;
+                let ado = usize::from(get_u16(frame, d.header + 4));
+                let wkc_at = d.wkc_offset();
+                let (head, rest) = frame.split_at_mut(d.data);
+                let data = &mut rest[..d.len];
+                let add = match d.cmd {
+                    Cmd::Nop => 0,
+                    Cmd::Aprd | Cmd::Apwr | Cmd::Aprw | Cmd::Armw => {
+                        let adp = get_u16(head, adp_at);
+                        put_u16(head, adp_at, adp.wrapping_add(1));
+                        physical(dev, d.cmd, adp == 0, ado, data, now_ns)
+                    }
+                    Cmd::Fprd | Cmd::Fpwr | Cmd::Fprw | Cmd::Frmw => {
+                        let hit = get_u16(head, adp_at) == dev.station_address();
+                        physical(dev, d.cmd, hit, ado, data, now_ns)
+                    }
+                    Cmd::Brd | Cmd::Bwr | Cmd::Brw => {
+                        let adp = get_u16(head, adp_at);
+                        put_u16(head, adp_at, adp.wrapping_add(1));
+                        physical(dev, d.cmd, true, ado, data, now_ns)
+                    }
+                    Cmd::Lrd | Cmd::Lwr | Cmd::Lrw => {
+                        let hit = dev.logical(d.cmd, frame::get_u32(head, d.header + 2), data);
+                        match d.cmd {
+                            Cmd::Lrw => u16::from(hit.read) + 2 * u16::from(hit.write),
+                            _ => u16::from(hit.read || hit.write),
+                        }
+                    }
+                };
+                let w = get_u16(frame, wkc_at);
+                put_u16(frame, wkc_at, w.wrapping_add(add));
+            }
+            dev.end_of_frame();
+        }
+    }
+
+    const CMDS: [Cmd; 15] = [
+        Cmd::Nop,
+        Cmd::Aprd,
+        Cmd::Apwr,
+        Cmd::Aprw,
+        Cmd::Fprd,
+        Cmd::Fpwr,
+        Cmd::Fprw,
+        Cmd::Brd,
+        Cmd::Bwr,
+        Cmd::Brw,
+        Cmd::Lrd,
+        Cmd::Lwr,
+        Cmd::Lrw,
+        Cmd::Armw,
+        Cmd::Frmw,
+    ];
+    /// Registers worth hitting: station address, AL control/status, DC times, FMMU, SM, PDI.
+    const ADOS: [u16; 9] = [
+        0x0010, 0x0011, 0x0120, 0x0130, 0x0910, 0x0600, 0x0800, 0x1000, 0x1100,
+    ];
+    const STATIONS: [u16; 6] = [0, 0x1000, 0x1001, 0x1002, 0x1003, 0x2000];
+
+    fn datagram() -> impl Strategy<Value = (usize, u16, usize, u16, Vec<u8>)> {
+        (
+            0..CMDS.len(),
+            // auto-increment position (as 0, -1, -2 ...) or station index
+            0u16..6,
+            0..ADOS.len(),
+            0u16..200,
+            proptest::collection::vec(any::<u8>(), 1..24),
+        )
+    }
+
+    fn build(dgs: &[(usize, u16, usize, u16, Vec<u8>)]) -> Vec<u8> {
+        let mut b = FrameBuilder::new();
+        for (i, (c, a, o, logical, data)) in dgs.iter().enumerate() {
+            let cmd = CMDS[*c];
+            let address = match cmd {
+                Cmd::Lrd | Cmd::Lwr | Cmd::Lrw => u32::from(*logical),
+                Cmd::Aprd | Cmd::Apwr | Cmd::Aprw | Cmd::Armw => {
+                    phys(0u16.wrapping_sub(*a), ADOS[*o])
+                }
+                _ => phys(STATIONS[usize::from(*a)], ADOS[*o]),
+            };
+            b = b.datagram(cmd, i as u8, address, data);
+        }
+        b.build()
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, .. ProptestConfig::default() })]
+
+        #[test]
+        fn same_frames_and_devices_as_offering_every_datagram_to_every_device(
+            preconfigured in any::<bool>(),
+            frames in proptest::collection::vec(proptest::collection::vec(datagram(), 1..8), 1..12),
+        ) {
+            let make = || {
+                let mut seg = Segment::new(SegmentSpec::uniform(4, 6, 4));
+                if preconfigured {
+                    seg.preconfigure();
+                }
+                seg
+            };
+            let (mut seg, mut reference) = (make(), make().devices);
+            for (t, dgs) in frames.iter().enumerate() {
+                let now = 1_000_000 * t as u64;
+                let mut a = build(dgs);
+                let mut b = a.clone();
+                let mut pos = Datagrams::default();
+                frame::validate(&b, &mut pos).unwrap();
+                seg.run_chain(&mut a, &pos, now);
+                reference_chain(&mut reference, &mut b, &pos, now);
+                prop_assert_eq!(&a, &b, "frame {} differs", t);
+                for (i, (x, y)) in seg.devices.iter().zip(&reference).enumerate() {
+                    prop_assert!(x.mem() == y.mem(), "device {} memory differs after frame {}", i, t);
+                    prop_assert_eq!(x.pd_counter(), y.pd_counter());
+                }
+            }
+        }
     }
 }
