@@ -35,7 +35,12 @@ VM_EXCLUDED = {
     "power.governor": "QEMU virt CPUs have no cpufreq driver",
     "power.frequency": "QEMU virt CPUs have no cpufreq driver",
 }
+# The OP window must hold a stretch of this long with every cycle's WKC as expected (the issue's
+# ">= 10 s"); the window itself is 30 s (guest-report.sh), so one or two frames lost to an
+# emulation stall cannot fail it, three or more can.
 WINDOW_MIN_S = 10
+# The same after the recoveries, within an 11 s window.
+AFTER_MIN_S = 5
 # Share of the nominal cycles (window / period) that must have run in the OP window: the guest
 # CPUs are emulated (TCG) on a shared CI host, so periods may be skipped; but a master that only
 # cycles now and then must not pass.
@@ -200,12 +205,21 @@ def evaluate(facts, guest, a):
     chk("wkc.expected", expected_wkc is not None and sim_wkc == expected_wkc and sum_wkc == expected_wkc,
         f"config {expected_wkc}, simulated segment {sim_wkc}, results file {sum_wkc}")
 
-    def window(tag, min_s):
+    # the master's own events (each with its CLOCK_REALTIME ns and cycle), read back at the end
+    events = []
+    for line in guest.get("events.log") if isinstance(guest.get("events.log"), list) else []:
+        m = re.match(r"(\d+) cycle=(\d+) (\w+)", line)
+        if m:
+            events.append((int(m.group(1)), int(m.group(2)), m.group(3)))
+
+    def window(tag, clean_s):
         s0, s1 = status_fields(one(f"{tag}.start_status")), status_fields(one(f"{tag}.end_status"))
         m0, m1 = sim_fields(one(f"{tag}.start_sim")), sim_fields(one(f"{tag}.end_sim"))
         try:
             secs = float(one(f"{tag}.seconds", "0"))
+            t0, t1 = int(one(f"{tag}.start_unix_ns")), int(one(f"{tag}.end_unix_ns"))
             d = {k: int(s1[k]) - int(s0[k]) for k in ("cycles", "wkc_mismatch", "lost", "recoveries")}
+            c0, c1 = int(s0["cycles"]), int(s1["cycles"])
             dframes = int(m1["frames"]) - int(m0["frames"])
             dsimlost = int(m1["lost"]) - int(m0["lost"])
         except (KeyError, ValueError) as e:
@@ -216,14 +230,27 @@ def evaluate(facts, guest, a):
         # interval older than the simulator's sample, so the segment may have counted that many
         # frames fewer than the master cycled -- never more missing than that.
         slack = status_interval_ms * 1000 / period_us
+        # Frames lost in the window (a response later than the timeout counts as lost), located
+        # by the master's events; the longest stretch between them (and the window's ends) is
+        # how long every cycle came back with the expected WKC. Emulated vCPUs stall now and
+        # then for milliseconds (see README.md), so a rare late response is tolerated as long
+        # as that stretch lasts clean_s; a master that loses frames regularly still fails.
+        lost_at = sorted(ns for ns, cyc, kind in events if kind == "frame_lost" and c0 <= cyc < c1)
+        edges = [t0] + [min(max(ns, t0), t1) for ns in lost_at] + [t1]
+        clean = max(b - a for a, b in zip(edges, edges[1:])) / 1e9
         ops = all(re.fullmatch(r"0x[0-9a-f]+:8", x) for x in m0["devices"] + m1["devices"])
-        ok = (secs >= min_s and s0["health"] == "OK" and s1["health"] == "OK"
-              and d["wkc_mismatch"] == 0 and d["lost"] == 0 and d["recoveries"] == 0
+        ok = (secs >= clean_s and s0["health"] == "OK" and s1["health"] == "OK"
+              and d["wkc_mismatch"] == 0 and d["recoveries"] == 0
+              and len(lost_at) == d["lost"] and clean >= clean_s
               and d["cycles"] >= MIN_CYCLE_SHARE * nominal and dframes >= d["cycles"] - slack and dsimlost == 0
               and ops and len(m0["devices"]) == shipped["segment"]["subdevices"])
+        where = ", ".join(f"{(ns - t0) / 1e9:.1f} s" for ns in lost_at)
         return ok, (f"{secs:.1f} s: cycles +{d['cycles']} ({d['cycles'] / nominal:.0%} of {nominal:.0f} nominal), "
-                    f"wkc_mismatch +{d['wkc_mismatch']}, lost +{d['lost']}, recoveries +{d['recoveries']}, "
-                    f"health {s0['health']}->{s1['health']}; segment frames +{dframes}, lost +{dsimlost}, "
+                    f"wkc_mismatch +{d['wkc_mismatch']}, lost +{d['lost']} "
+                    f"({len(lost_at)} in events.log{': at ' + where if where else ''}), "
+                    f"longest stretch with every cycle's WKC as expected {clean:.1f} s (needs {clean_s} s), "
+                    f"recoveries +{d['recoveries']}, health {s0['health']}->{s1['health']}; "
+                    f"segment frames +{dframes}, lost +{dsimlost}, "
                     f"AL states {m0['devices']} -> {m1['devices']}")
 
     ok, detail = window("op", WINDOW_MIN_S)
@@ -253,7 +280,7 @@ def evaluate(facts, guest, a):
             and pid not in ("", "0") and one(f"{tag}.nrestarts") == "0",
             f"recovered {one(f'{tag}.recovered')!r} in {one(f'{tag}.recovery_ms')} ms, MainPID "
             f"{pid} -> {one(f'{tag}.mainpid')}, NRestarts {one(f'{tag}.nrestarts')}")
-    ok, detail = window("after", 5)
+    ok, detail = window("after", AFTER_MIN_S)
     chk("rtcat.wkc_after_recovery", ok and one("rtcat.active_end") == "active", detail)
 
     # the results file written at the clean poweroff
@@ -364,6 +391,22 @@ def short_segment(tag):
     return f
 
 
+def lost_frames(tag, n):
+    """n frame_lost events spread evenly over window `tag` (splitting it into n + 1 equal
+    stretches), and the master's lost counter raised to match."""
+    def f(facts, guest, a):
+        one = lambda k: facts[k][-1]  # noqa: E731
+        t0, t1 = int(one(f"{tag}.start_unix_ns")), int(one(f"{tag}.end_unix_ns"))
+        cyc = lambda end: int(re.search(r"cycles=(\d+)", one(f"{tag}.{end}_status")).group(1))  # noqa: E731
+        c0, c1 = cyc("start"), cyc("end")
+        for k in range(1, n + 1):
+            # before the last line (the shutdown event)
+            guest["events.log"].insert(len(guest["events.log"]) - 1,
+                                       f"{t0 + (t1 - t0) * k // (n + 1)} cycle={c0 + (c1 - c0) * k // (n + 1)} frame_lost")
+        bump_status(f"{tag}.end_status", "lost", n)(facts, guest, a)
+    return f
+
+
 def doctor_fail(cid):
     def f(facts, guest, a):
         for c in guest["doctor.json"]["checks"]:
@@ -384,7 +427,9 @@ def cmd_self_test(a):
         ("tune.applied", "timer migration back on", set_fact("timer_migration", "1")),
         ("rtcat.active", "rtcat.service restarted once", set_fact("rtcat.nrestarts", "1")),
         ("rtcat.op_wkc_window", "one WKC mismatch in the window", bump_status("op.end_status", "wkc_mismatch", 1)),
-        ("rtcat.op_wkc_window", "one lost frame in the window", bump_status("op.end_status", "lost", 1)),
+        ("rtcat.op_wkc_window", "a lost frame events.log does not show", bump_status("op.end_status", "lost", 1)),
+        ("rtcat.op_wkc_window", "three lost frames spread over the window (no 10 s clean)", lost_frames("op", 3)),
+        ("rtcat.wkc_after_recovery", "two lost frames spread over the window (no 5 s clean)", lost_frames("after", 2)),
         ("rtcat.op_wkc_window", "window shorter than 10 s", set_fact("op.seconds", "9")),
         ("rtcat.op_wkc_window", "segment saw one status interval of frames fewer than the master cycled", short_segment("op")),
         ("rtcat.op_wkc_window", "a subdevice in SAFE-OP", lambda f, g, a: f["op.end_sim"].__setitem__(-1, re.sub(r":8\]", ":4]", f["op.end_sim"][-1]))),
@@ -397,7 +442,22 @@ def cmd_self_test(a):
         ("poweroff.clean", "no clean power-down", lambda f, g, a: setattr(a, "power_down", False)),
         ("wkc.expected", "simulator with another WKC", set_fact("sim.banner", "rtcat sim: 2 subdevices, 4 bytes of process data, expected WKC 6 on ecsim0")),
     ]
+    # what the assertions tolerate on purpose: must still pass
+    tolerated = [
+        ("rtcat.op_wkc_window", "two lost frames spread over the window (a 10 s stretch stays clean)", lost_frames("op", 2)),
+        ("rtcat.wkc_after_recovery", "one lost frame mid-window (a 5 s stretch stays clean)", lost_frames("after", 1)),
+    ]
     missed = 0
+    for target, what, mutate in tolerated:
+        facts, guest = copy.deepcopy(facts0), copy.deepcopy(guest0)
+        a.power_down = power0
+        mutate(facts, guest, a)
+        res = {n: ok for n, ok, _ in evaluate(facts, guest, a)}
+        if res.get(target) is True:
+            print(f"  ok     {target} still passes with: {what}")
+        else:
+            print(f"  WRONG  {target} FAILs with: {what} (tolerated on purpose)")
+            missed += 1
     for target, what, mutate in cases:
         facts, guest = copy.deepcopy(facts0), copy.deepcopy(guest0)
         a.power_down = power0
@@ -413,7 +473,8 @@ def cmd_self_test(a):
         else:
             print(f"  MISSED {target} still passes with: {what}")
             missed += 1
-    print(f"  {len(cases) - missed}/{len(cases)} deliberate defects detected")
+    print(f"  {len(cases) + len(tolerated) - missed}/{len(cases) + len(tolerated)} deliberate defects detected "
+          f"and tolerated conditions passed")
     return 1 if missed else 0
 
 
