@@ -9,7 +9,7 @@
 #   ci/test.sh rtlab|tune|kernel|image|system   one area (after `rust`, or standalone)
 #
 # `system` boots the mainline-rt kernel with the arm64 .deb in qemu-system-aarch64 (root): about
-# 3 minutes with its caches warm, longer on a cold machine (kernel build and debootstrap, cached
+# 5 minutes with its caches warm, longer on a cold machine (kernel build and debootstrap, cached
 # under ~/.cache/rtcat/system; see ci/system/README.md). It runs last: it reuses the arm64 build
 # of `image`.
 set -euo pipefail
