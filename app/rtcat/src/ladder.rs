@@ -295,7 +295,7 @@ fn resolve(a: &LadderArgs) -> Result<Plan, Usage> {
         (None, false) => Bus::Iface(cfg.bus.interface.clone()),
     };
     if let Bus::Iface(i) = &bus
-        && !rttune::config::valid_ifname(i)
+        && !rttune::netif::valid_name(i)
     {
         return usage(format!("--iface: {i:?} is not an interface name"));
     }

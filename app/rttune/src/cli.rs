@@ -154,7 +154,7 @@ pub fn run_doctor(args: &DoctorArgs, ctx: &RtContext) -> anyhow::Result<i32> {
     let rt = resolve_rt(&root, args.cpu, ctx, true)?;
     let iface = args.iface.clone().or_else(|| ctx.iface.clone());
     if let Some(i) = &iface
-        && !crate::config::valid_ifname(i)
+        && !crate::netif::valid_name(i)
     {
         anyhow::bail!("--iface: {i:?} is not an interface name");
     }

@@ -212,7 +212,7 @@ impl RtContext {
         };
         let iface = match v.get("bus").and_then(|b| b.get("interface")) {
             None => None,
-            Some(toml::Value::String(s)) if valid_ifname(s) => Some(s.clone()),
+            Some(toml::Value::String(s)) if crate::netif::valid_name(s) => Some(s.clone()),
             Some(other) => anyhow::bail!("bus.interface: {other} is not a network interface name"),
         };
         let tune = match v.get("tune") {
@@ -234,14 +234,6 @@ impl RtContext {
     }
 }
 
-/// Linux interface-name rules (IFNAMSIZ 16, no '/', no whitespace, not "." or "..").
-pub fn valid_ifname(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() < 16
-        && s != "."
-        && s != ".."
-        && !s.chars().any(|c| c == '/' || c == ':' || c.is_whitespace())
-}
 
 #[cfg(test)]
 mod tests {

@@ -127,7 +127,7 @@ struct IfReq {
 }
 
 fn ethtool_ioctl(iface: &str, raw: &mut EthtoolCoalesceRaw) -> io::Result<()> {
-    if !crate::config::valid_ifname(iface) {
+    if !crate::netif::valid_name(iface) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
             format!("{iface:?} is not an interface name"),

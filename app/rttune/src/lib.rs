@@ -17,6 +17,7 @@ pub mod doctor;
 pub mod facts;
 pub mod host;
 pub mod journal;
+pub mod netif;
 pub mod sysroot;
 pub mod testkit;
 pub mod tune;

@@ -149,7 +149,7 @@ impl TuneCtx {
             }
         }
         if let Some(i) = &iface
-            && !crate::config::valid_ifname(i)
+            && !crate::netif::valid_name(i)
         {
             anyhow::bail!("--iface/[bus].interface: {i:?} is not an interface name");
         }
