@@ -68,6 +68,9 @@ pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
             timer_slack_ns: f.rt.timer_slack_ns,
             governor: f.system.governor.clone(),
         },
+        stop: None,
+        bus: None,
+        logging: None,
     }
 }
 

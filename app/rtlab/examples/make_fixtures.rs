@@ -93,6 +93,9 @@ fn bench_dir(
         subdevices: 3,
         pdi_bytes: 132,
         system: sys.clone(),
+        stop: None,
+        bus: None,
+        logging: None,
     };
     s.write(&dir.join(SUMMARY_FILE))?;
     Ok(s)

@@ -204,6 +204,75 @@ pub struct Summary {
     pub subdevices: u32,
     pub pdi_bytes: u32,
     pub system: SystemInfo,
+    /// Why the run ended (or that it is still running, in a checkpoint). Absent in files written
+    /// before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stop: Option<Stop>,
+    /// Frames the master refused as replies or failed to send; absent in timer-only mode.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bus: Option<BusStats>,
+    /// Problems writing `events.log` / `samples.csv` (a full disk, a closed stderr); absent when
+    /// there were none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub logging: Option<LoggingHealth>,
+}
+
+/// Why a run stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    /// The requested duration was reached.
+    Duration,
+    /// A signal (SIGINT, SIGTERM, SIGHUP, SIGQUIT) asked it to stop.
+    Signal,
+    /// The segment failed and could not be recovered.
+    Fatal,
+    /// Not stopped: this is a checkpoint written while the run goes on.
+    Running,
+}
+
+/// How and why the run ended (`stop` in `summary.json`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Stop {
+    pub reason: StopReason,
+    /// The signal's name (`SIGTERM`) when `reason` is `signal`.
+    #[serde(default)]
+    pub signal: Option<String>,
+    /// The duration asked for (`--duration`); `null` for `rtcat run`, which runs until stopped.
+    #[serde(default)]
+    pub requested_duration_s: Option<f64>,
+    /// The unrecoverable error when `reason` is `fatal`.
+    #[serde(default)]
+    pub detail: Option<String>,
+}
+
+/// Frames the bus refused as replies, by reason, and frames it could not send.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BusStats {
+    /// Received frames that were not taken as replies, in total.
+    pub rx_rejected: u64,
+    /// The same, by reason (`not_ethercat`, `foreign_source`, `bad_length`, `not_awaited`, …).
+    #[serde(default)]
+    pub rx_rejected_by_reason: std::collections::BTreeMap<String, u64>,
+    /// Frames the link failed to send.
+    pub send_errors: u64,
+}
+
+/// Problems the status thread had with the log files; the run went on regardless.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LoggingHealth {
+    /// Failed writes (to events.log, samples.csv or stderr).
+    pub write_errors: u64,
+    /// Events not written to events.log (after a write error, or with the disk nearly full).
+    pub events_dropped: u64,
+    /// Samples not written to samples.csv.
+    pub samples_dropped: u64,
+    /// The first error, as text.
+    #[serde(default)]
+    pub first_error: Option<String>,
 }
 
 impl Summary {
@@ -244,6 +313,16 @@ impl Summary {
                 self.wake_lateness_ns.count,
                 self.cycles
             );
+        }
+        if let Some(stop) = &self.stop {
+            if let Some(d) = stop.requested_duration_s
+                && !(d.is_finite() && d > 0.0)
+            {
+                bail!("stop.requested_duration_s: {d} is not a finite positive number");
+            }
+            if stop.reason == StopReason::Signal && stop.signal.is_none() {
+                bail!("stop.signal: must be set when stop.reason is \"signal\"");
+            }
         }
         if self.missed_deadlines > self.cycles {
             bail!(
@@ -574,6 +653,9 @@ mod tests {
                 timer_slack_ns: 1,
                 governor: Some("performance".into()),
             },
+            stop: None,
+            bus: None,
+            logging: None,
         }
     }
 
