@@ -11,13 +11,14 @@ pub const DEFAULT_CONFIG: &str = "/etc/rtcat/rtcat.toml";
 /// The example configuration shipped with rtcat, every key commented.
 pub const EXAMPLE: &str = include_str!("../rtcat.example.toml");
 
+/// Largest configuration file read (a real one is a few KiB; this bounds what a wrong path such
+/// as a log file or a device costs).
+pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
+
 #[derive(Debug, Error)]
 pub enum ConfigError {
-    #[error("cannot read config {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    #[error("cannot read config: {source}")]
+    Read { path: String, source: safefs::Error },
     #[error("config {path}: {message}")]
     Parse { path: String, message: String },
     #[error("config {path}: {key} = {value}: {message}")]
@@ -172,6 +173,11 @@ pub struct OutputConfig {
     pub samples_csv: bool,
     /// Status line period (ms); 0 = none.
     pub status_interval_ms: u32,
+    /// Write summary.json and the histograms this often while running (s); 0 = only at the end.
+    /// A SIGKILL, an OOM kill or a power loss loses at most one interval.
+    pub checkpoint_s: u32,
+    /// Results of earlier runs kept under `<dir>/runs/` when a new run starts (0 = keep none).
+    pub keep_runs: u32,
 }
 
 impl Default for OutputConfig {
@@ -180,15 +186,19 @@ impl Default for OutputConfig {
             dir: PathBuf::from("/var/lib/rtcat"),
             samples_csv: false,
             status_interval_ms: 1000,
+            checkpoint_s: 10,
+            keep_runs: 10,
         }
     }
 }
 
 impl Config {
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
-            path: path.display().to_string(),
-            source,
+        let text = safefs::read_to_string_bounded(path, MAX_CONFIG_BYTES).map_err(|source| {
+            ConfigError::Read {
+                path: path.display().to_string(),
+                source,
+            }
         })?;
         Self::parse(&text, &path.display().to_string())
     }
@@ -217,15 +227,11 @@ impl Config {
                 Ok(())
             }
         };
-        if self.bus.interface.is_empty()
-            || self.bus.interface.len() > 15
-            || self.bus.interface.contains('/')
-            || self.bus.interface.chars().any(char::is_whitespace)
-        {
+        if let Err(why) = rttune::netif::check_name(&self.bus.interface) {
             return Err(bad(
                 "bus.interface",
                 &format!("{:?}", self.bus.interface),
-                "must be a network interface name (1..=15 characters, no '/' or spaces)",
+                &why,
             ));
         }
         range(
@@ -339,6 +345,20 @@ impl Config {
             3_600_000,
             " ms",
         )?;
+        range(
+            "output.checkpoint_s",
+            self.output.checkpoint_s.into(),
+            0,
+            86_400,
+            " s",
+        )?;
+        range(
+            "output.keep_runs",
+            self.output.keep_runs.into(),
+            0,
+            1000,
+            "",
+        )?;
         if self.output.dir.as_os_str().is_empty() {
             return Err(bad("output.dir", &"\"\"", "must be a directory path"));
         }
@@ -403,6 +423,15 @@ mod tests {
                 "cycle.cpu = 5000: must be 0..=1023",
             ),
             ("[bus]\ninterface = \"\"\n", "bus.interface = \"\""),
+            (
+                "[bus]\ninterface = \"a\\u0000b\"\n",
+                "bus.interface = \"a\\0b\"",
+            ),
+            ("[bus]\ninterface = \".\"\n", "bus.interface = \".\""),
+            ("[bus]\ninterface = \"..\"\n", "bus.interface = \"..\""),
+            ("[bus]\ninterface = \"a:b\"\n", "bus.interface = \"a:b\""),
+            ("[bus]\ninterface = \"abcdefghijklmnop\"\n", "at most 15"),
+            ("[output]\ncheckpoint_s = 100000\n", "output.checkpoint_s"),
             ("[rt]\ntimer_slack_ns = 0\n", "rt.timer_slack_ns = 0"),
             (
                 "[segment]\nsubdevices = 2\n[[segment.device]]\nposition = 2\n",

@@ -8,6 +8,7 @@ pub mod bus;
 pub mod cli;
 pub mod clock;
 pub mod config;
+pub mod console;
 pub mod cycle;
 pub mod ladder;
 pub mod master;

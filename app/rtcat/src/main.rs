@@ -12,7 +12,7 @@ fn context_for(config: Option<&std::path::Path>) -> Result<rttune::RtContext, Ex
         Some(p) => match Config::load(p) {
             Ok(c) => Ok(c.rt_context()),
             Err(e) => {
-                eprintln!("rtcat: {e}");
+                rtcat::say!("rtcat: {e}");
                 Err(ExitCode::from(EXIT_CONFIG))
             }
         },
@@ -25,7 +25,7 @@ fn input_code(r: anyhow::Result<i32>) -> ExitCode {
     match r {
         Ok(c) => ExitCode::from(c.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("rtcat: {e:#}");
+            rtcat::say!("rtcat: {e:#}");
             ExitCode::from(EXIT_CONFIG)
         }
     }
@@ -35,14 +35,29 @@ fn code(r: anyhow::Result<i32>) -> ExitCode {
     match r {
         Ok(c) => ExitCode::from(c.clamp(0, 255) as u8),
         Err(e) => {
-            eprintln!("rtcat: {e:#}");
+            rtcat::say!("rtcat: {e:#}");
             ExitCode::from(1)
         }
     }
 }
 
+/// Commands that only print a report end quietly when their reader goes away (`| head`).
+fn prints_only(cmd: &Command) -> bool {
+    match cmd {
+        Command::Config(_) | Command::Doctor(_) | Command::Report(_) => true,
+        Command::Tune(a) => matches!(
+            a.action,
+            rttune::TuneAction::Plan | rttune::TuneAction::Status
+        ),
+        _ => false,
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if prints_only(&cli.cmd) {
+        rtcat::signals::default_sigpipe();
+    }
     match cli.cmd {
         Command::Run(a) => rtcat::runner::run_command(a),
         Command::Bench(a) => rtcat::runner::bench_command(a),
@@ -54,7 +69,7 @@ fn main() -> ExitCode {
                 ExitCode::SUCCESS
             }
             Err(e) => {
-                eprintln!("rtcat: {e}");
+                rtcat::say!("rtcat: {e}");
                 ExitCode::from(EXIT_CONFIG)
             }
         },

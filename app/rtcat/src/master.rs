@@ -296,7 +296,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
         ch.live.recovering.store(1, Ordering::Relaxed);
         let r = bring_up_retrying(md, &cfg, None, &mut failed_in_a_row, |n, e| {
             push(ch, 0, EventKind::StartFailed { attempt: n });
-            eprintln!("rtcat: bringing the segment up, attempt {n} failed: {e:#}");
+            crate::say!("rtcat: bringing the segment up, attempt {n} failed: {e:#}");
         });
         ch.live.recovering.store(0, Ordering::Relaxed);
         (r.0, r.1.map(|(up, _)| up))
@@ -307,6 +307,8 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
     bus = thread.stop();
     let (mut group, mut layout, mut expected_wkc) = first?;
     app.reset(&layout.outputs);
+    ch.live
+        .set_layout(layout.inputs.len(), layout.pdi_bytes(), expected_wkc);
 
     // Process-wide real-time settings, once the segment is up.
     let _dma = if !spec.no_rt && cfg.rt.hold_cpu_dma_latency {
@@ -375,7 +377,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
                 let t = TxRxThread::spawn(bus, init_rt)?;
                 let down = shut_down(&md, group);
                 if let Err(e) = &down {
-                    eprintln!("rtcat: shutdown: {e:#}");
+                    crate::say!("rtcat: shutdown: {e:#}");
                 }
                 push(
                     ch,
@@ -401,7 +403,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
                     bring_up_retrying(md, &cfg, end_ns, &mut failed_in_a_row, |n, e| {
                         failures += 1;
                         push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
-                        eprintln!("rtcat: recovery attempt {n} failed: {e:#}");
+                        crate::say!("rtcat: recovery attempt {n} failed: {e:#}");
                     });
                 md = m;
                 rec.failed_recoveries += failures;
@@ -413,6 +415,8 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
                         layout = l;
                         expected_wkc = w;
                         app.reset(&layout.outputs);
+                        ch.live
+                            .set_layout(layout.inputs.len(), layout.pdi_bytes(), expected_wkc);
                         states = [0u8; MAX_SUBDEVICES];
                         rec.recoveries += 1;
                         ch.live.recoveries.store(rec.recoveries, Ordering::Relaxed);

@@ -4,6 +4,7 @@
 use crate::stats::Recorder;
 use anyhow::{Context, Result};
 use rtlab::summary::{self, LatencyStats, Mode, Policy, Summary, SystemInfo, Wkc};
+use safefs::Dir;
 use std::fmt::Write as _;
 use std::path::Path;
 
@@ -20,6 +21,9 @@ pub struct RunFacts {
     pub pdi_bytes: u32,
     pub system: crate::sysinfo::SystemSnapshot,
     pub rt: crate::master::RtApplied,
+    pub stop: Option<summary::Stop>,
+    pub bus: Option<summary::BusStats>,
+    pub logging: Option<summary::LoggingHealth>,
 }
 
 pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
@@ -68,9 +72,9 @@ pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
             timer_slack_ns: f.rt.timer_slack_ns,
             governor: f.system.governor.clone(),
         },
-        stop: None,
-        bus: None,
-        logging: None,
+        stop: f.stop.clone(),
+        bus: f.bus.clone(),
+        logging: f.logging.clone(),
     }
 }
 
@@ -150,20 +154,216 @@ pub fn human_table(s: &Summary, rec: &Recorder) -> String {
         s.recoveries,
         rec.data_errors
     );
+    if let Some(b) = &s.bus {
+        let reasons: Vec<String> = b
+            .rx_rejected_by_reason
+            .iter()
+            .filter(|(_, n)| **n > 0)
+            .map(|(r, n)| format!("{r} {n}"))
+            .collect();
+        let _ = writeln!(
+            t,
+            "rejected frames {}{}  send errors {}",
+            b.rx_rejected,
+            if reasons.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", reasons.join(", "))
+            },
+            b.send_errors
+        );
+    }
+    if let Some(l) = &s.logging {
+        let _ = writeln!(
+            t,
+            "logging problems: {} failed writes, {} events and {} samples not written{}",
+            l.write_errors,
+            l.events_dropped,
+            l.samples_dropped,
+            l.first_error
+                .as_deref()
+                .map(|e| format!(" (first: {e})"))
+                .unwrap_or_default()
+        );
+    }
+    if let Some(st) = &s.stop {
+        let _ = writeln!(
+            t,
+            "stopped: {}{}{}",
+            match st.reason {
+                summary::StopReason::Duration => "duration reached",
+                summary::StopReason::Signal => "by a signal",
+                summary::StopReason::Fatal => "unrecoverable fault",
+                summary::StopReason::Running => "not yet (checkpoint of a running master)",
+            },
+            st.signal
+                .as_deref()
+                .map(|x| format!(" ({x})"))
+                .unwrap_or_default(),
+            st.detail
+                .as_deref()
+                .map(|x| format!(": {x}"))
+                .unwrap_or_default()
+        );
+    }
     t
 }
 
-/// Write summary.json, summary.txt and the histograms into `dir` (created if needed).
-pub fn write_results(dir: &Path, s: &Summary, rec: &Recorder) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("create output dir {}", dir.display()))?;
-    s.write(&dir.join(summary::SUMMARY_FILE))?;
-    summary::write_hdr(&dir.join(summary::WAKE_HDR_FILE), &rec.wake)?;
-    summary::write_hdr(&dir.join(summary::EXEC_HDR_FILE), &rec.exec)?;
-    if s.rtt_ns.is_some() {
-        summary::write_hdr(&dir.join(summary::RTT_HDR_FILE), &rec.rtt)?;
+/// Files of one run in its output directory (what a new run moves aside first).
+pub const RESULT_FILES: [&str; 7] = [
+    summary::SUMMARY_FILE,
+    summary::WAKE_HDR_FILE,
+    summary::EXEC_HDR_FILE,
+    summary::RTT_HDR_FILE,
+    "summary.txt",
+    "events.log",
+    "samples.csv",
+];
+
+/// Where earlier runs' files go, below the output directory.
+pub const RUNS_DIR: &str = "runs";
+
+/// Mode of result files: readable by the operators, written only by the run's user.
+const FILE_MODE: u32 = 0o644;
+
+/// Open (creating it if needed) the output directory without following a link in its last
+/// component, and move the files of a previous run into `runs/<time>/` so a restart never
+/// overwrites them; keep the newest `keep_runs` there (0: the previous files are removed).
+pub fn prepare_dir(path: &Path, keep_runs: u32) -> Result<Dir> {
+    let dir = Dir::create_all(path).with_context(|| "results directory".to_string())?;
+    let present: Vec<&str> = RESULT_FILES
+        .iter()
+        .copied()
+        .filter(|f| dir.exists(f))
+        .collect();
+    if present.is_empty() {
+        return Ok(dir);
     }
-    let txt = dir.join("summary.txt");
-    std::fs::write(&txt, human_table(s, rec))
-        .with_context(|| format!("write {}", txt.display()))?;
+    if keep_runs == 0 {
+        for f in present {
+            dir.remove(f)?;
+        }
+        return Ok(dir);
+    }
+    let runs = dir.subdir(RUNS_DIR, true)?;
+    let base = previous_run_name(&dir);
+    let mut name = base.clone();
+    let mut k = 1;
+    while runs.exists(&name) {
+        name = format!("{base}-{k}");
+        k += 1;
+    }
+    let old = runs.subdir(&name, true)?;
+    for f in present {
+        // Same file system: a rename, never a copy; a planted link is moved, not followed.
+        dir.rename_into(f, &old, f)
+            .with_context(|| format!("move {f} to {RUNS_DIR}/{name}"))?;
+    }
+    old.sync();
+    dir.sync();
+    prune_runs(&runs, keep_runs as usize)?;
+    Ok(dir)
+}
+
+/// A previous summary.json larger than this is not looked at for its start time.
+const PREVIOUS_SUMMARY_LIMIT: u64 = 1 << 20;
+
+/// `20261201T091500Z` from the previous summary's start time, else from events.log's mtime.
+fn previous_run_name(dir: &Dir) -> String {
+    let started = dir
+        .read_bounded(summary::SUMMARY_FILE, PREVIOUS_SUMMARY_LIMIT)
+        .ok()
+        .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
+        .and_then(|v| v["started_at_unix_ns"].as_u64())
+        .map(|ns| ns / 1_000_000_000);
+    let secs = started.unwrap_or_else(|| {
+        dir.mtime("events.log")
+            .map(|t| t.max(0) as u64)
+            .unwrap_or_else(|_| crate::clock::unix_ns() / 1_000_000_000)
+    });
+    utc_stamp(secs)
+}
+
+/// Seconds since the epoch as `YYYYMMDDTHHMMSSZ` (civil-from-days, H. Hinnant's algorithm).
+pub fn utc_stamp(secs: u64) -> String {
+    let days = (secs / 86_400) as i64;
+    let rem = secs % 86_400;
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}{m:02}{d:02}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem / 60 % 60,
+        rem % 60
+    )
+}
+
+/// Remove the oldest run directories beyond `keep` (names sort by time).
+fn prune_runs(runs: &Dir, keep: usize) -> Result<()> {
+    let mut names = runs.entries()?;
+    names.retain(|n| n.len() >= 16 && n.as_bytes()[8] == b'T');
+    names.sort();
+    if names.len() <= keep {
+        return Ok(());
+    }
+    for n in &names[..names.len() - keep] {
+        // std's remove_dir_all does not follow links (CVE-2022-21658 fixed in Rust 1.58.1).
+        let p = runs.path().join(n);
+        std::fs::remove_dir_all(&p).with_context(|| format!("remove {}", p.display()))?;
+    }
+    runs.sync();
+    Ok(())
+}
+
+fn hdr_bytes(h: &hdrhistogram::Histogram<u64>) -> Result<Vec<u8>> {
+    use hdrhistogram::serialization::{Serializer, V2Serializer};
+    let mut buf = Vec::new();
+    V2Serializer::new()
+        .serialize(h, &mut buf)
+        .map_err(|e| anyhow::anyhow!("cannot serialise a histogram: {e:?}"))?;
+    Ok(buf)
+}
+
+/// Write summary.json, summary.txt and the histograms into `dir`, each atomically (temp file,
+/// fsync, rename): a crash or a full disk leaves the previous complete file, never a torn one.
+/// Returns the bytes written (the space the next write needs, for the status thread's reserve).
+pub fn write_results(dir: &Dir, s: &Summary, rec: &Recorder) -> Result<u64> {
+    let mut total = 0u64;
+    let mut put = |name: &str, data: &[u8]| -> Result<()> {
+        dir.write_atomic(name, data, FILE_MODE)?;
+        total += data.len() as u64;
+        Ok(())
+    };
+    put(summary::WAKE_HDR_FILE, &hdr_bytes(&rec.wake)?)?;
+    put(summary::EXEC_HDR_FILE, &hdr_bytes(&rec.exec)?)?;
+    if s.rtt_ns.is_some() {
+        put(summary::RTT_HDR_FILE, &hdr_bytes(&rec.rtt)?)?;
+    }
+    put("summary.txt", human_table(s, rec).as_bytes())?;
+    // Last: a summary.json on disk always comes with histograms at least as new.
+    let mut json = serde_json::to_string_pretty(s)?;
+    json.push('\n');
+    put(summary::SUMMARY_FILE, json.as_bytes())?;
+    Ok(total)
+}
+
+/// Write `text` to a file the user named (`--json FILE`) atomically, without following a link.
+pub fn write_user_file(path: &Path, text: &str) -> Result<()> {
+    let parent = path
+        .parent()
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| anyhow::anyhow!("{}: not a file name", path.display()))?;
+    Dir::open(parent)?.write_atomic(name, text.as_bytes(), FILE_MODE)?;
     Ok(())
 }

@@ -43,7 +43,7 @@ impl Notifier {
             s.send_to(state.as_bytes(), path)
         };
         if let Err(e) = r {
-            eprintln!("rtcat: sd_notify {state:?} failed: {e}");
+            crate::say!("rtcat: sd_notify {state:?} failed: {e}");
         }
     }
 }

@@ -88,6 +88,15 @@ pub struct Live {
     pub healthy: AtomicU64,
     /// 1 while the master re-initialises the segment.
     pub recovering: AtomicU64,
+    /// Received frames not taken as replies, and frames that could not be sent (bus totals).
+    pub rx_rejected: AtomicU64,
+    pub send_errors: AtomicU64,
+    /// Periods skipped by the catch-up policy (lags the recorder by at most one cycle).
+    pub skipped: AtomicU64,
+    /// The segment as last brought up (for checkpoints written while the run goes on).
+    pub subdevices: AtomicU64,
+    pub pdi_bytes: AtomicU64,
+    pub expected_wkc: AtomicU64,
 }
 
 impl Live {
@@ -98,9 +107,20 @@ impl Live {
         self.wkc_mismatches
             .store(rec.wkc_mismatches, Ordering::Relaxed);
         self.frames_lost.store(rec.frames_lost, Ordering::Relaxed);
+        self.skipped.store(rec.skipped_periods, Ordering::Relaxed);
         self.wake_max_ns.fetch_max(wake, Ordering::Relaxed);
         self.exec_max_ns.fetch_max(exec, Ordering::Relaxed);
         self.healthy.store(u64::from(healthy), Ordering::Relaxed);
+    }
+}
+
+impl Live {
+    /// Publish the layout of a (re-)initialised segment (outside the cyclic path).
+    pub fn set_layout(&self, subdevices: usize, pdi_bytes: usize, expected_wkc: u16) {
+        self.subdevices.store(subdevices as u64, Ordering::Relaxed);
+        self.pdi_bytes.store(pdi_bytes as u64, Ordering::Relaxed);
+        self.expected_wkc
+            .store(u64::from(expected_wkc), Ordering::Relaxed);
     }
 }
 

@@ -1,11 +1,19 @@
 //! The non-real-time status thread: drains the cyclic thread's event and sample rings to
-//! events.log / samples.csv, prints a status line, and feeds the systemd watchdog.
+//! events.log / samples.csv, prints a status line, writes checkpoints of the results, and feeds
+//! the systemd watchdog.
+//!
+//! It never dies of a logging or disk error: a failed write is counted, said once, and the file
+//! concerned stops; the watchdog keeps being fed as long as the cycle runs. When the file system
+//! runs low, samples.csv stops first, then events.log, so the summary and the histograms (written
+//! at every checkpoint and at the end) still fit.
 
+use crate::say;
 use crate::sdnotify::Notifier;
-use crate::stats::{Event, Live, Sample};
+use crate::stats::{Event, Live, Recorder, Sample};
+use rtlab::summary::LoggingHealth;
+use safefs::Dir;
 use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -15,21 +23,162 @@ use std::time::{Duration, Instant};
 const EXTEND_EVERY: Duration = Duration::from_secs(1);
 const EXTEND_START_TIMEOUT: &str = "EXTEND_TIMEOUT_USEC=10000000";
 
+/// Free space kept for the results below which samples.csv stops (events.log stops at half of
+/// it): at least this, or four times what the last checkpoint wrote (an atomic rewrite needs the
+/// old and the new file side by side).
+const MIN_RESERVE: u64 = 256 * 1024;
+
+/// Writes the results of the run so far (a checkpoint); returns the bytes written.
+pub type CheckpointFn = Box<dyn FnMut(&Recorder, &LoggingHealth) -> anyhow::Result<u64> + Send>;
+
 pub struct StatusConfig {
-    pub out_dir: PathBuf,
+    /// The run's output directory (already prepared: previous results moved aside).
+    pub dir: Arc<Dir>,
     pub interval: Option<Duration>,
     pub notifier: Option<Arc<Notifier>>,
     /// Print events to stderr as they happen.
     pub echo_events: bool,
+    /// Write samples.csv.
+    pub samples_csv: bool,
+    /// Write a checkpoint this often.
+    pub checkpoint: Option<(Duration, CheckpointFn)>,
 }
 
 pub struct StatusThread {
     stop: Arc<AtomicBool>,
-    handle: std::thread::JoinHandle<std::io::Result<()>>,
+    handle: std::thread::JoinHandle<LoggingHealth>,
 }
 
 fn format_event(e: &Event) -> String {
     format!("{} cycle={} {}", e.unix_ns, e.cycle, e.kind)
+}
+
+/// One log file that stops (and says why, once) instead of failing the thread.
+struct LogFile {
+    name: &'static str,
+    w: Option<BufWriter<File>>,
+    /// Stopped because the disk is nearly full (not an error: counted as dropped).
+    low_space: bool,
+}
+
+impl LogFile {
+    fn open(dir: &Dir, name: &'static str, health: &mut Health) -> LogFile {
+        let w = match dir.create(name, 0o644) {
+            Ok(f) => Some(BufWriter::new(f)),
+            Err(e) => {
+                health.error(format!("{e}"));
+                None
+            }
+        };
+        LogFile {
+            name,
+            w,
+            low_space: false,
+        }
+    }
+
+    fn active(&self) -> bool {
+        self.w.is_some() && !self.low_space
+    }
+
+    /// Write one line; false when the line was not written.
+    fn line(&mut self, args: std::fmt::Arguments<'_>, health: &mut Health) -> bool {
+        if self.low_space {
+            return false;
+        }
+        let Some(w) = self.w.as_mut() else {
+            return false;
+        };
+        if let Err(e) = w.write_fmt(args).and_then(|()| w.write_all(b"\n")) {
+            health.error(format!("{}: {e}", self.name));
+            self.w = None;
+            return false;
+        }
+        true
+    }
+
+    fn flush(&mut self, health: &mut Health) {
+        if let Some(w) = self.w.as_mut()
+            && let Err(e) = w.flush()
+        {
+            health.error(format!("{}: {e}", self.name));
+            self.w = None;
+        }
+    }
+
+    fn stop_for_space(&mut self, health: &mut Health, avail: u64) {
+        if self.active() {
+            self.flush(health);
+            self.low_space = true;
+            say!(
+                "rtcat: only {} KiB free for the results: {} stops here so the summary and \
+                 the histograms still fit",
+                avail / 1024,
+                self.name
+            );
+        }
+    }
+}
+
+/// The logging health of a run, kept by the status thread.
+#[derive(Default)]
+struct Health {
+    h: LoggingHealth,
+}
+
+impl Health {
+    fn error(&mut self, what: String) {
+        self.h.write_errors += 1;
+        if self.h.first_error.is_none() {
+            say!("rtcat: {what}; the run goes on, this and later failures are counted");
+            self.h.first_error = Some(what);
+        }
+    }
+
+    fn snapshot(&self) -> LoggingHealth {
+        let mut h = self.h.clone();
+        let (n, first) = crate::console::failures();
+        h.write_errors += n;
+        if h.first_error.is_none() {
+            h.first_error = first;
+        }
+        h
+    }
+}
+
+/// The run so far as the status thread sees it: histograms from the sample ring, counters from
+/// the live view.
+fn mirror_counters(m: &mut Recorder, live: &Live) {
+    m.cycles = live.cycles.load(Ordering::Relaxed);
+    m.missed_deadlines = live.missed.load(Ordering::Relaxed);
+    m.skipped_periods = live.skipped.load(Ordering::Relaxed);
+    m.wkc_mismatches = live.wkc_mismatches.load(Ordering::Relaxed);
+    m.frames_lost = live.frames_lost.load(Ordering::Relaxed);
+    m.recoveries = live.recoveries.load(Ordering::Relaxed);
+}
+
+fn status_line(start: Instant, cycles: u64, live: &Live) -> String {
+    format!(
+        "rtcat: t={:.0}s cycles={} wake_max={:.1}µs exec_max={:.1}µs missed={} \
+         wkc_mismatch={} lost={} recoveries={} rejected={} send_errors={} {}",
+        start.elapsed().as_secs_f64(),
+        cycles,
+        live.wake_max_ns.swap(0, Ordering::Relaxed) as f64 / 1000.0,
+        live.exec_max_ns.swap(0, Ordering::Relaxed) as f64 / 1000.0,
+        live.missed.load(Ordering::Relaxed),
+        live.wkc_mismatches.load(Ordering::Relaxed),
+        live.frames_lost.load(Ordering::Relaxed),
+        live.recoveries.load(Ordering::Relaxed),
+        live.rx_rejected.load(Ordering::Relaxed),
+        live.send_errors.load(Ordering::Relaxed),
+        if live.recovering.load(Ordering::Relaxed) == 1 {
+            "RECOVERING"
+        } else if live.healthy.load(Ordering::Relaxed) == 1 {
+            "OK"
+        } else {
+            "DEGRADED"
+        }
+    )
 }
 
 impl StatusThread {
@@ -37,76 +186,111 @@ impl StatusThread {
         cfg: StatusConfig,
         live: Arc<Live>,
         mut events: rtrb::Consumer<Event>,
-        mut samples: Option<rtrb::Consumer<Sample>>,
+        mut samples: rtrb::Consumer<Sample>,
     ) -> std::io::Result<Self> {
-        std::fs::create_dir_all(&cfg.out_dir)?;
-        let mut log = BufWriter::new(File::create(cfg.out_dir.join("events.log"))?);
-        let mut csv = match samples {
-            Some(_) => {
-                let mut w = BufWriter::new(File::create(cfg.out_dir.join("samples.csv"))?);
-                writeln!(w, "cycle,wake_lateness_ns,exec_ns,rtt_ns,wkc")?;
-                Some(w)
-            }
-            None => None,
-        };
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let handle = std::thread::Builder::new()
             .name("rtcat-status".into())
-            .spawn(move || -> std::io::Result<()> {
+            .spawn(move || {
+                let StatusConfig {
+                    dir,
+                    interval,
+                    notifier,
+                    echo_events,
+                    samples_csv,
+                    mut checkpoint,
+                } = cfg;
+                let mut health = Health::default();
+                let mut log = LogFile::open(&dir, "events.log", &mut health);
+                let mut csv = samples_csv.then(|| {
+                    let mut f = LogFile::open(&dir, "samples.csv", &mut health);
+                    f.line(
+                        format_args!("cycle,wake_lateness_ns,exec_ns,rtt_ns,wkc"),
+                        &mut health,
+                    );
+                    f
+                });
+                let mut mirror = Recorder::new();
+                let mut reserve = MIN_RESERVE;
                 let start = Instant::now();
                 let mut last_print = Instant::now();
                 let mut last_dog = Instant::now();
+                let mut last_checkpoint = Instant::now();
                 let mut last_extend: Option<Instant> = None;
                 let mut last_cycles = 0u64;
                 loop {
                     let stopping = stop2.load(Ordering::Acquire);
-                    while let Ok(e) = events.pop() {
-                        let line = format_event(&e);
-                        writeln!(log, "{line}")?;
-                        if cfg.echo_events {
-                            eprintln!("rtcat: event {line}");
+                    // Space first: what is about to be written must not take the results' room.
+                    if log.active() || csv.as_ref().is_some_and(LogFile::active) {
+                        match dir.available_bytes() {
+                            Ok(avail) => {
+                                if avail < 2 * reserve
+                                    && let Some(c) = csv.as_mut()
+                                {
+                                    c.stop_for_space(&mut health, avail);
+                                }
+                                if avail < reserve {
+                                    log.stop_for_space(&mut health, avail);
+                                }
+                            }
+                            Err(e) => health.error(format!("free space: {e}")),
                         }
                     }
-                    if let (Some(c), Some(w)) = (samples.as_mut(), csv.as_mut()) {
-                        while let Ok(s) = c.pop() {
-                            writeln!(
-                                w,
-                                "{},{},{},{},{}",
-                                s.cycle, s.wake_ns, s.exec_ns, s.rtt_ns, s.wkc
-                            )?;
+                    while let Ok(e) = events.pop() {
+                        let line = format_event(&e);
+                        if !log.line(format_args!("{line}"), &mut health) {
+                            health.h.events_dropped += 1;
+                        }
+                        if echo_events {
+                            say!("rtcat: event {line}");
+                        }
+                    }
+                    while let Ok(s) = samples.pop() {
+                        mirror.wake.saturating_record(s.wake_ns);
+                        mirror.exec.saturating_record(s.exec_ns);
+                        if s.rtt_ns > 0 {
+                            mirror.rtt.saturating_record(s.rtt_ns);
+                        }
+                        if let Some(c) = csv.as_mut()
+                            && !c.line(
+                                format_args!(
+                                    "{},{},{},{},{}",
+                                    s.cycle, s.wake_ns, s.exec_ns, s.rtt_ns, s.wkc
+                                ),
+                                &mut health,
+                            )
+                        {
+                            health.h.samples_dropped += 1;
                         }
                     }
                     if stopping {
                         break;
                     }
                     let cycles = live.cycles.load(Ordering::Relaxed);
-                    if let Some(iv) = cfg.interval
+                    if let Some(iv) = interval
                         && last_print.elapsed() >= iv
                     {
-                        log.flush()?;
-                        eprintln!(
-                            "rtcat: t={:.0}s cycles={} wake_max={:.1}µs exec_max={:.1}µs missed={} \
-                             wkc_mismatch={} lost={} recoveries={} {}",
-                            start.elapsed().as_secs_f64(),
-                            cycles,
-                            live.wake_max_ns.swap(0, Ordering::Relaxed) as f64 / 1000.0,
-                            live.exec_max_ns.swap(0, Ordering::Relaxed) as f64 / 1000.0,
-                            live.missed.load(Ordering::Relaxed),
-                            live.wkc_mismatches.load(Ordering::Relaxed),
-                            live.frames_lost.load(Ordering::Relaxed),
-                            live.recoveries.load(Ordering::Relaxed),
-                            if live.recovering.load(Ordering::Relaxed) == 1 {
-                                "RECOVERING"
-                            } else if live.healthy.load(Ordering::Relaxed) == 1 {
-                                "OK"
-                            } else {
-                                "DEGRADED"
-                            }
-                        );
+                        log.flush(&mut health);
+                        say!("{}", status_line(start, cycles, &live));
                         last_print = Instant::now();
                     }
-                    if let Some(n) = cfg.notifier.as_ref()
+                    if let Some((every, write)) = checkpoint.as_mut()
+                        && last_checkpoint.elapsed() >= *every
+                        && cycles > 0
+                    {
+                        log.flush(&mut health);
+                        if let Some(c) = csv.as_mut() {
+                            c.flush(&mut health);
+                        }
+                        mirror_counters(&mut mirror, &live);
+                        match write(&mirror, &health.snapshot()) {
+                            Ok(bytes) => reserve = reserve.max(4 * bytes),
+                            Err(e) => health.error(format!("checkpoint: {e:#}")),
+                        }
+                        last_checkpoint = Instant::now();
+                    }
+                    if let Some(n) = notifier.as_ref()
                         && let Some(iv) = n.watchdog_interval()
                         && last_dog.elapsed() >= iv
                     {
@@ -118,7 +302,7 @@ impl StatusThread {
                         last_cycles = cycles;
                         last_dog = Instant::now();
                     }
-                    if let Some(n) = cfg.notifier.as_ref() {
+                    if let Some(n) = notifier.as_ref() {
                         // Waiting for a segment that is not there yet (service mode): READY=1
                         // only comes in OP, so keep pushing systemd's start timeout out instead
                         // of being killed and restarted every TimeoutStartSec.
@@ -133,20 +317,23 @@ impl StatusThread {
                     }
                     std::thread::sleep(Duration::from_millis(50));
                 }
-                log.flush()?;
-                if let Some(w) = csv.as_mut() {
-                    w.flush()?;
+                log.flush(&mut health);
+                if let Some(c) = csv.as_mut() {
+                    c.flush(&mut health);
                 }
-                Ok(())
+                dir.sync();
+                health.snapshot()
             })?;
         Ok(StatusThread { stop, handle })
     }
 
-    /// Drain everything left, flush the files, and stop.
-    pub fn finish(self) -> std::io::Result<()> {
+    /// Drain everything left, flush the files, stop, and say how logging went.
+    pub fn finish(self) -> LoggingHealth {
         self.stop.store(true, Ordering::Release);
-        self.handle
-            .join()
-            .map_err(|_| std::io::Error::other("status thread panicked"))?
+        self.handle.join().unwrap_or_else(|_| LoggingHealth {
+            first_error: Some("status thread panicked".into()),
+            write_errors: 1,
+            ..LoggingHealth::default()
+        })
     }
 }

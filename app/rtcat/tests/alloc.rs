@@ -99,7 +99,7 @@ fn steady_state(mode: TxRxMode) {
         duration: Some(Duration::from_secs(2)),
         no_rt: !root,
         stage: None,
-        out_dir: dir.path().to_path_buf(),
+        dir: std::sync::Arc::new(safefs::Dir::create_all(dir.path()).unwrap()),
         json: None,
         samples: false,
         app: Box::new(Probe {
@@ -112,6 +112,7 @@ fn steady_state(mode: TxRxMode) {
         echo_events: false,
         print_table: false,
         retry_start: false,
+        live: Default::default(),
     })
     .expect("run");
     let tracked = c.load(Ordering::Relaxed);

@@ -119,7 +119,8 @@ fn sigterm_writes_results_and_leaves_the_segment_in_init() {
     let t = Instant::now();
     let status = child.wait().unwrap();
     assert!(t.elapsed() < Duration::from_secs(10), "stops promptly");
-    assert!(status.success(), "{status:?}");
+    // Like a shell reports a process ended by SIGTERM: 128 + 15.
+    assert_eq!(status.code(), Some(143), "{status:?}");
     let s = rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary written");
     assert!(s.cycles > 100, "{}", s.cycles);
     assert!(s.duration_s < 30.0);
@@ -133,7 +134,11 @@ fn sigterm_writes_results_and_leaves_the_segment_in_init() {
         .unwrap()
         .read_to_string(&mut err)
         .unwrap();
-    assert!(err.contains("stopped: signal 15"), "{err}");
+    assert!(err.contains("stopped: by a signal (SIGTERM)"), "{err}");
+    let stop = s.stop.expect("summary.json says why the run stopped");
+    assert_eq!(stop.reason, rtlab::summary::StopReason::Signal);
+    assert_eq!(stop.signal.as_deref(), Some("SIGTERM"));
+    assert_eq!(stop.requested_duration_s, Some(60.0));
 }
 
 #[test]

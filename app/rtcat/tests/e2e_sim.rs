@@ -37,7 +37,7 @@ fn job(c: Config, spec: SegmentSpec, faults: Faults, secs: f64, dir: &std::path:
         // into lost frames; unprivileged it runs SCHED_OTHER with the generous timeout below.
         no_rt: !nix::unistd::geteuid().is_root(),
         stage: None,
-        out_dir: dir.to_path_buf(),
+        dir: std::sync::Arc::new(safefs::Dir::create_all(dir).unwrap()),
         json: None,
         samples: true,
         app: Box::new(EchoCheck::default()),
@@ -45,6 +45,7 @@ fn job(c: Config, spec: SegmentSpec, faults: Faults, secs: f64, dir: &std::path:
         echo_events: false,
         print_table: false,
         retry_start: false,
+        live: Default::default(),
     }
 }
 

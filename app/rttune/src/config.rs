@@ -234,7 +234,6 @@ impl RtContext {
     }
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

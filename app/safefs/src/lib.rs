@@ -499,6 +499,29 @@ impl Dir {
         Ok(())
     }
 
+    /// Move `from` in this directory to `to` in `other` (same file system; a link is moved, not
+    /// followed).
+    pub fn rename_into(&self, from: &str, other: &Dir, to: &str) -> Result<()> {
+        let p = self.child(from)?;
+        other.child(to)?;
+        renameat(self.borrowed(), from, other.borrowed(), to).map_err(io_err(&p))?;
+        Ok(())
+    }
+
+    /// Modification time of `name` (seconds since the epoch; a link's own, not followed).
+    pub fn mtime(&self, name: &str) -> Result<i64> {
+        let p = self.child(name)?;
+        let st =
+            fstatat(self.borrowed(), name, AtFlags::AT_SYMLINK_NOFOLLOW).map_err(io_err(&p))?;
+        Ok(st.st_mtime)
+    }
+
+    /// Free space for an unprivileged writer on this directory's file system, in bytes.
+    pub fn available_bytes(&self) -> Result<u64> {
+        let v = nix::sys::statvfs::fstatvfs(&self.fd).map_err(io_err(&self.path))?;
+        Ok((v.blocks_available() as u64).saturating_mul(v.fragment_size() as u64))
+    }
+
     /// Remove file `name` (a link is removed, not followed). Missing is not an error.
     pub fn remove(&self, name: &str) -> Result<()> {
         let p = self.child(name)?;
