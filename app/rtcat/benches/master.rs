@@ -5,6 +5,8 @@
 //! B. Our TX/RX (inline and thread) vs ethercrab's stock `tx_rx_task_io_uring` on the same
 //!    simulated veth segment: round trip of one cycle, and whether each survives a lost response.
 //! C. Execution time as the segment grows (3, 16, 64, 256 subdevices; 256 is a multi-frame image).
+//! D. The cost of checkpoints on the cycle: reference segment with a checkpoint every second
+//!    (ten times the default rate) vs none, interleaved rounds, wake/exec P99 and their ratio.
 
 use ecsim::netns::VethPair;
 use std::path::Path;
@@ -319,6 +321,76 @@ fn part_c() {
     );
 }
 
+fn median(v: &mut [u64]) -> u64 {
+    v.sort_unstable();
+    v[v.len() / 2]
+}
+
+fn part_d() {
+    let rounds = 5;
+    println!(
+        "\nD. checkpoint cost: reference segment, 1 ms, checkpoint every 1 s vs none, {rounds} interleaved rounds of {SECS} s"
+    );
+    let root = is_root();
+    let cpu = last_cpu().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = |every: u32| {
+        let p = dir.path().join(format!("ck{every}.toml"));
+        std::fs::write(&p, format!("[output]\ncheckpoint_s = {every}\n")).unwrap();
+        p.display().to_string()
+    };
+    let (with, without) = (cfg(1), cfg(0));
+    println!(
+        "   {:>5} {:>14} {:>14} {:>14} {:>14}",
+        "round", "wake p99 ck", "wake p99 none", "exec p99 ck", "exec p99 none"
+    );
+    let (mut wc, mut wn, mut ec, mut en) = (vec![], vec![], vec![], vec![]);
+    for round in 1..=rounds {
+        let mut one = |c: &str| {
+            let mut args = vec!["bench", "--sim", "--duration", SECS, "--config", c];
+            if root {
+                args.extend(["--cpu", &cpu]);
+            } else {
+                args.push("--no-rt");
+            }
+            rtcat_json(&args, None)
+        };
+        let a = one(&with);
+        let b = one(&without);
+        println!(
+            "   {round:>5} {:>12.1}µs {:>12.1}µs {:>12.1}µs {:>12.1}µs",
+            us(a.wake_lateness_ns.p99),
+            us(b.wake_lateness_ns.p99),
+            us(a.exec_ns.p99),
+            us(b.exec_ns.p99)
+        );
+        wc.push(a.wake_lateness_ns.p99);
+        wn.push(b.wake_lateness_ns.p99);
+        ec.push(a.exec_ns.p99);
+        en.push(b.exec_ns.p99);
+    }
+    let (wc, wn, ec, en) = (
+        median(&mut wc),
+        median(&mut wn),
+        median(&mut ec),
+        median(&mut en),
+    );
+    println!(
+        "   medians: wake p99 {:.1} vs {:.1} µs (ratio {:.2}), exec p99 {:.1} vs {:.1} µs (ratio {:.2}){}",
+        us(wc),
+        us(wn),
+        wc as f64 / wn.max(1) as f64,
+        us(ec),
+        us(en),
+        ec as f64 / en.max(1) as f64,
+        if root {
+            ""
+        } else {
+            " — not root: SCHED_OTHER, unpinned"
+        }
+    );
+}
+
 fn main() {
     // `cargo bench -p rtcat --bench master -- A C` runs only those parts (cargo adds --bench).
     let parts: Vec<String> = std::env::args()
@@ -339,5 +411,8 @@ fn main() {
     }
     if want("B") {
         part_b();
+    }
+    if want("D") {
+        part_d();
     }
 }

@@ -449,4 +449,73 @@ mod tests {
             assert!(e.contains(want), "{text:?} gave {e:?}, wanted {want:?}");
         }
     }
+
+    mod fuzz {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        /// Lines that are valid or nearly valid configuration, to reach past the TOML parser.
+        fn line() -> impl Strategy<Value = String> {
+            prop_oneof![
+                Just("[bus]".to_string()),
+                Just("[cycle]".to_string()),
+                Just("[output]".to_string()),
+                Just("[tune]".to_string()),
+                Just("[[segment.device]]".to_string()),
+                ("[a-z_]{1,24}", any::<i64>()).prop_map(|(k, v)| format!("{k} = {v}")),
+                ("[a-z_]{1,24}", "\\PC{0,20}").prop_map(|(k, v)| format!("{k} = {v:?}")),
+                (
+                    prop::sample::select(vec![
+                        "period_us",
+                        "cpu",
+                        "priority",
+                        "interface",
+                        "checkpoint_s",
+                        "keep_runs",
+                        "position",
+                        "expected_wkc",
+                        "housekeeping_cpus",
+                    ]),
+                    prop_oneof![
+                        any::<i64>().prop_map(|v| v.to_string()),
+                        "\\PC{0,20}".prop_map(|v| format!("{v:?}")),
+                        Just("true".to_string()),
+                        Just("[1, 2]".to_string()),
+                    ]
+                )
+                    .prop_map(|(k, v)| format!("{k} = {v}")),
+                "\\PC{0,40}",
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(3000))]
+
+            /// Never a panic; an error always names the file, and a key or the parser's position.
+            #[test]
+            fn any_text_is_accepted_or_refused_with_a_named_error(
+                lines in prop::collection::vec(line(), 0..12)
+            ) {
+                let text = lines.join("\n");
+                match Config::parse(&text, "fuzz.toml") {
+                    Ok(c) => prop_assert!(c.validate("fuzz.toml").is_ok()),
+                    Err(e) => {
+                        let m = e.to_string();
+                        prop_assert!(m.starts_with("config fuzz.toml: "), "{}", m);
+                        prop_assert!(m.len() > "config fuzz.toml: ".len(), "{}", m);
+                    }
+                }
+            }
+
+            /// Mutations of the shipped example: one byte changed or the text cut anywhere.
+            #[test]
+            fn mutated_example_never_panics(pos in 0usize..EXAMPLE.len(), byte in any::<u8>(), cut in any::<bool>()) {
+                let mut b = EXAMPLE.as_bytes().to_vec();
+                if cut { b.truncate(pos) } else { b[pos] = byte }
+                if let Ok(text) = String::from_utf8(b) {
+                    let _ = Config::parse(&text, "fuzz.toml");
+                }
+            }
+        }
+    }
 }
