@@ -290,12 +290,15 @@ def evaluate(facts, guest, a):
         ok = (summ.get("schema") == "rtcat.summary/1" and summ.get("mode") == "iface" and summ.get("interface") == "eth1"
               and summ.get("cycles", 0) > 0 and summ.get("recoveries", 0) >= 2
               and summ.get("subdevices") == shipped["segment"]["subdevices"]
+              # the final summary of a run stopped by systemd, not a checkpoint of a running one
+              and (summ.get("stop") or {}).get("reason") == "signal"
+              and (summ.get("stop") or {}).get("signal") == "SIGTERM"
               and sum("recovery_done" in x for x in ev) >= 2
               and re.search(r"shutdown outputs=0 segment=INIT$", last) is not None)
         chk("results.written_at_poweroff", ok,
             f"summary.json: schema {summ.get('schema')}, cycles {summ.get('cycles')}, duration "
             f"{summ.get('duration_s')} s, recoveries {summ.get('recoveries')}, frames lost "
-            f"{summ.get('frames_lost')}, wkc {summ.get('wkc')}; events.log last line {last!r}")
+            f"{summ.get('frames_lost')}, wkc {summ.get('wkc')}, stop {summ.get('stop')}; events.log last line {last!r}")
     else:
         chk("results.written_at_poweroff", False, f"summary.json {str(summ)[:120]}; events.log {str(ev)[:120]}")
     return res
@@ -438,6 +441,8 @@ def cmd_self_test(a):
         ("recovery.powercycle", "rtcat restarted by systemd to recover", set_fact("powercycle.mainpid", "99999")),
         ("recovery.simrestart", "no recovery", set_fact("simrestart.recovered", "no")),
         ("results.written_at_poweroff", "no results file", lambda f, g, a: g.__setitem__("summary.json", OSError("missing"))),
+        ("results.written_at_poweroff", "a checkpoint instead of the final summary",
+         lambda f, g, a: g["summary.json"].__setitem__("stop", {"reason": "running", "signal": None})),
         ("results.written_at_poweroff", "segment not back to INIT", lambda f, g, a: g["events.log"].append("1 cycle=1 shutdown outputs=0 segment=UNKNOWN")),
         ("poweroff.clean", "no clean power-down", lambda f, g, a: setattr(a, "power_down", False)),
         ("wkc.expected", "simulator with another WKC", set_fact("sim.banner", "rtcat sim: 2 subdevices, 4 bytes of process data, expected WKC 6 on ecsim0")),
