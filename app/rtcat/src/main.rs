@@ -64,8 +64,14 @@ fn main() -> ExitCode {
         Command::Sim(a) => code(rtcat::simcmd::run_sim(&a)),
         Command::SimCtl(a) => code(rtcat::simcmd::run_ctl(&a)),
         Command::Config(ConfigCmd::Check { file }) => match Config::load(&file) {
-            Ok(_) => {
+            Ok(c) => {
                 println!("{}: OK", file.display());
+                // Checked offline (the file may be for another machine): a note, not an error.
+                if let Err(why) =
+                    rttune::netif::check_exists(&rttune::SysRoot::live(), &c.bus.interface)
+                {
+                    rtcat::say!("rtcat: note: bus.interface: {why}");
+                }
                 ExitCode::SUCCESS
             }
             Err(e) => {

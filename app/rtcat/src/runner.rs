@@ -461,6 +461,10 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
             faults: Faults::new(),
         })
     } else {
+        if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
+        {
+            return usage(format_args!("--iface / bus.interface: {why}"));
+        }
         Some(Target::Iface(cfg.bus.interface.clone()))
     };
     let app: Box<dyn Application> = if a.sim || a.check_echo {
@@ -514,6 +518,12 @@ pub fn run_command(a: RunArgs) -> ExitCode {
             faults: Faults::new(),
         }
     } else {
+        // The service waits for a NIC that is not there yet (udev renames it, a USB adapter is
+        // plugged later), but says at once what this machine has.
+        if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
+        {
+            crate::say!("rtcat: bus.interface: {why}; waiting for it");
+        }
         Target::Iface(cfg.bus.interface.clone())
     };
     let notifier = Arc::new(Notifier::from_env());
