@@ -29,8 +29,16 @@ pub enum FaultCommand {
     Clear,
 }
 
+/// Largest count of `drop-next` and `corrupt-wkc`: about 17 minutes of 1 kHz cycles; a longer
+/// outage is `link down`.
+pub const MAX_COUNT: u32 = 1_000_000;
+/// Largest `delay-us`: 10 s, far beyond any master's response timeout (a lost response).
+pub const MAX_DELAY_US: u64 = 10_000_000;
+/// How much of an invalid command line an error message quotes.
+const QUOTE_CHARS: usize = 64;
+
 #[derive(Debug, Error, PartialEq)]
-#[error("fault command {input:?}: {why}")]
+#[error("fault command {:?}: {why}", crate::spec::truncated(.input, QUOTE_CHARS))]
 pub struct FaultParseError {
     pub input: String,
     pub why: String,
@@ -42,12 +50,15 @@ impl std::str::FromStr for FaultCommand {
     /// Text form used by the control socket and the CLI:
     /// `drop-next N`, `drop-fraction F`, `delay-us N`, `link up|down`,
     /// `subdevice-error POS CODE` (CODE decimal or 0x hex), `power-cycle`, `corrupt-wkc N`, `clear`.
+    /// Values are checked against their bounds ([`MAX_COUNT`], [`MAX_DELAY_US`], 0..=1); a
+    /// position can only be checked against a segment: [`FaultCommand::parse_for`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         let err = |why: &str| FaultParseError {
             input: s.to_string(),
             why: why.to_string(),
         };
         let words: Vec<&str> = s.split_whitespace().collect();
+        let quote = |w: &str| crate::spec::truncated(w, QUOTE_CHARS);
         let int = |w: Option<&&str>, what: &str| -> Result<u64, FaultParseError> {
             let w = w.ok_or_else(|| err(&format!("missing {what}")))?;
             let parsed = if let Some(h) = w.strip_prefix("0x") {
@@ -55,29 +66,40 @@ impl std::str::FromStr for FaultCommand {
             } else {
                 w.parse()
             };
-            parsed.map_err(|_| err(&format!("{what} {w:?} is not a non-negative integer")))
+            parsed.map_err(|_| {
+                err(&format!(
+                    "{what} {:?} is not a non-negative integer",
+                    quote(w)
+                ))
+            })
+        };
+        let count = |w: Option<&&str>| -> Result<u32, FaultParseError> {
+            let n = int(w, "count")?;
+            if n > u64::from(MAX_COUNT) {
+                return Err(err(&format!(
+                    "count {n} is above the limit of {MAX_COUNT} (use `link down` for a longer outage)"
+                )));
+            }
+            Ok(n as u32)
         };
         let cmd = match words.first().copied() {
-            Some("drop-next") => {
-                let n = int(words.get(1), "count")?;
-                FaultCommand::DropNext(
-                    u32::try_from(n).map_err(|_| err("count must fit in 32 bits"))?,
-                )
-            }
+            Some("drop-next") => FaultCommand::DropNext(count(words.get(1))?),
             Some("drop-fraction") => {
                 let w = words.get(1).ok_or_else(|| err("missing fraction"))?;
                 let f: f64 = w
                     .parse()
-                    .map_err(|_| err(&format!("fraction {w:?} is not a number")))?;
+                    .map_err(|_| err(&format!("fraction {:?} is not a number", quote(w))))?;
                 if !(0.0..=1.0).contains(&f) {
-                    return Err(err("fraction must be within 0..=1"));
+                    return Err(err(&format!("fraction {} must be within 0..=1", quote(w))));
                 }
                 FaultCommand::DropFraction(f)
             }
             Some("delay-us") => {
                 let n = int(words.get(1), "delay")?;
-                if n > 10_000_000 {
-                    return Err(err("delay must be at most 10000000 us"));
+                if n > MAX_DELAY_US {
+                    return Err(err(&format!(
+                        "delay {n} us is above the limit of {MAX_DELAY_US} us"
+                    )));
                 }
                 FaultCommand::DelayUs(n)
             }
@@ -87,21 +109,19 @@ impl std::str::FromStr for FaultCommand {
                 _ => return Err(err("expected `link up` or `link down`")),
             },
             Some("subdevice-error") => {
-                let position = int(words.get(1), "position")? as usize;
+                // Checked against the segment by `parse_for`.
+                let position = int(words.get(1), "position")?;
+                let position = usize::try_from(position)
+                    .map_err(|_| err(&format!("position {position} is out of range")))?;
                 let code = int(words.get(2), "AL status code")?;
-                let code =
-                    u16::try_from(code).map_err(|_| err("AL status code must fit in 16 bits"))?;
+                let code = u16::try_from(code)
+                    .map_err(|_| err(&format!("AL status code {code:#x} must fit in 16 bits")))?;
                 FaultCommand::SubdeviceError { position, code }
             }
             Some("power-cycle") => FaultCommand::PowerCycle,
-            Some("corrupt-wkc") => {
-                let n = int(words.get(1), "count")?;
-                FaultCommand::CorruptWkc(
-                    u32::try_from(n).map_err(|_| err("count must fit in 32 bits"))?,
-                )
-            }
+            Some("corrupt-wkc") => FaultCommand::CorruptWkc(count(words.get(1))?),
             Some("clear") => FaultCommand::Clear,
-            Some(other) => return Err(err(&format!("unknown command {other:?}"))),
+            Some(other) => return Err(err(&format!("unknown command {:?}", quote(other)))),
             None => return Err(err("empty command")),
         };
         let expected_words = match cmd {
@@ -118,6 +138,42 @@ impl std::str::FromStr for FaultCommand {
         Ok(cmd)
     }
 }
+
+impl FaultCommand {
+    /// Parse a command for a segment of `devices` subdevices: as [`str::parse`], and a
+    /// `subdevice-error` position must exist in that segment.
+    pub fn parse_for(s: &str, devices: usize) -> Result<Self, FaultParseError> {
+        let cmd: FaultCommand = s.parse()?;
+        if let FaultCommand::SubdeviceError { position, .. } = cmd
+            && position >= devices
+        {
+            return Err(FaultParseError {
+                input: s.to_string(),
+                why: if devices == 0 {
+                    format!("position {position} does not exist: the segment has no subdevices")
+                } else {
+                    format!(
+                        "position {position} is outside the segment: positions 0..={} \
+                         ({devices} subdevices)",
+                        devices - 1
+                    )
+                },
+            });
+        }
+        Ok(cmd)
+    }
+}
+
+/// Device faults (error, power-cycle) that may wait for the segment's next frame at once.
+pub const MAX_PENDING_DEVICE_FAULTS: usize = 256;
+
+/// [`Faults::try_apply`] refused a device fault: too many are waiting for the next frame.
+#[derive(Debug, Error, PartialEq, Eq)]
+#[error(
+    "{MAX_PENDING_DEVICE_FAULTS} device faults are waiting for the segment's next frame; \
+     not queueing more until a master sends"
+)]
+pub struct QueueFull;
 
 /// A device-level fault waiting for the processing thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +194,17 @@ struct State {
     device_faults: Mutex<Vec<DeviceFault>>,
 }
 
+/// A copy of the fault state at one moment ([`Faults::snapshot`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct FaultState {
+    pub drop_next: u32,
+    pub drop_ppm: u32,
+    pub delay_ns: u64,
+    pub link_down: bool,
+    pub corrupt_wkc_next: u32,
+    pub pending_device_faults: usize,
+}
+
 /// Shared handle to the fault state of one segment. Clone it freely.
 #[derive(Debug, Clone, Default)]
 pub struct Faults {
@@ -149,19 +216,31 @@ impl Faults {
         Self::default()
     }
 
+    /// Apply a fault. A device fault beyond [`MAX_PENDING_DEVICE_FAULTS`] not yet picked up by
+    /// the segment is dropped; [`Faults::try_apply`] says so.
     pub fn apply(&self, cmd: FaultCommand) {
+        let _ = self.try_apply(cmd);
+    }
+
+    /// Apply a fault, or refuse a device fault while [`MAX_PENDING_DEVICE_FAULTS`] are queued
+    /// (the segment takes them at its next frame; with no master sending, they would pile up).
+    pub fn try_apply(&self, cmd: FaultCommand) -> Result<(), QueueFull> {
         let s = &self.s;
         match cmd {
             FaultCommand::DropNext(n) => s.drop_next.store(n, Ordering::Release),
-            FaultCommand::DropFraction(f) => s
-                .drop_ppm
-                .store((f * 1_000_000.0).round() as u32, Ordering::Release),
-            FaultCommand::DelayUs(us) => s.delay_ns.store(us * 1000, Ordering::Release),
+            // Clamped: a value built in code (not parsed) must not wrap or overflow.
+            FaultCommand::DropFraction(f) => s.drop_ppm.store(
+                (f.clamp(0.0, 1.0) * 1_000_000.0).round() as u32,
+                Ordering::Release,
+            ),
+            FaultCommand::DelayUs(us) => {
+                s.delay_ns.store(us.saturating_mul(1000), Ordering::Release)
+            }
             FaultCommand::Link(up) => s.link_down.store(!up, Ordering::Release),
             FaultCommand::SubdeviceError { position, code } => {
-                self.queue(DeviceFault::Error { position, code })
+                return self.queue(DeviceFault::Error { position, code });
             }
-            FaultCommand::PowerCycle => self.queue(DeviceFault::PowerCycle),
+            FaultCommand::PowerCycle => return self.queue(DeviceFault::PowerCycle),
             FaultCommand::CorruptWkc(n) => s.corrupt_wkc_next.store(n, Ordering::Release),
             FaultCommand::Clear => {
                 s.drop_next.store(0, Ordering::Release);
@@ -171,17 +250,40 @@ impl Faults {
                 s.corrupt_wkc_next.store(0, Ordering::Release);
             }
         }
+        Ok(())
     }
 
-    fn queue(&self, f: DeviceFault) {
+    /// The persistent fault state and the number of device faults not yet applied (for status
+    /// and tests: an invalid command must leave this unchanged).
+    pub fn snapshot(&self) -> FaultState {
+        let s = &self.s;
+        FaultState {
+            drop_next: s.drop_next.load(Ordering::Acquire),
+            drop_ppm: s.drop_ppm.load(Ordering::Acquire),
+            delay_ns: s.delay_ns.load(Ordering::Acquire),
+            link_down: s.link_down.load(Ordering::Acquire),
+            corrupt_wkc_next: s.corrupt_wkc_next.load(Ordering::Acquire),
+            pending_device_faults: s
+                .device_faults
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .len(),
+        }
+    }
+
+    fn queue(&self, f: DeviceFault) -> Result<(), QueueFull> {
         // A poisoned lock only means another thread panicked while pushing; the Vec is intact.
         let mut q = self
             .s
             .device_faults
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        if q.len() >= MAX_PENDING_DEVICE_FAULTS {
+            return Err(QueueFull);
+        }
         q.push(f);
         self.s.device_pending.store(true, Ordering::Release);
+        Ok(())
     }
 
     pub(crate) fn take_device_faults(&self, out: &mut Vec<DeviceFault>) {
@@ -267,6 +369,103 @@ mod tests {
             let e = text.parse::<FaultCommand>().unwrap_err();
             assert!(e.to_string().contains(why), "{text}: {e}");
         }
+    }
+
+    #[test]
+    fn values_are_bounded_and_errors_name_them() {
+        for (text, why) in [
+            (
+                "drop-next 1000001",
+                "count 1000001 is above the limit of 1000000",
+            ),
+            ("corrupt-wkc 99999999999", "count 99999999999 is above"),
+            ("delay-us 10000001", "delay 10000001 us is above the limit"),
+            ("drop-fraction -0.1", "fraction -0.1 must be within 0..=1"),
+            ("drop-fraction nan", "fraction nan must be within"),
+            ("drop-fraction inf", "fraction inf must be within"),
+            ("subdevice-error 99999999999999999999 1", "position"),
+            (
+                "subdevice-error 1 70000",
+                "AL status code 0x11170 must fit in 16 bits",
+            ),
+        ] {
+            let e = text.parse::<FaultCommand>().unwrap_err();
+            assert!(e.to_string().contains(why), "{text}: {e}");
+        }
+        assert_eq!(
+            "drop-next 1000000".parse::<FaultCommand>().unwrap(),
+            FaultCommand::DropNext(MAX_COUNT)
+        );
+        assert_eq!(
+            "delay-us 10000000".parse::<FaultCommand>().unwrap(),
+            FaultCommand::DelayUs(MAX_DELAY_US)
+        );
+    }
+
+    #[test]
+    fn positions_are_checked_against_the_segment() {
+        let e = FaultCommand::parse_for("subdevice-error 99999 1", 3).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("position 99999 is outside the segment: positions 0..=2 (3 subdevices)"),
+            "{e}"
+        );
+        assert!(FaultCommand::parse_for("subdevice-error 3 1", 3).is_err());
+        assert!(FaultCommand::parse_for("subdevice-error 0 1", 0).is_err());
+        assert_eq!(
+            FaultCommand::parse_for("subdevice-error 2 1", 3).unwrap(),
+            FaultCommand::SubdeviceError {
+                position: 2,
+                code: 1
+            }
+        );
+        // Position-free commands are unaffected.
+        assert_eq!(
+            FaultCommand::parse_for("power-cycle", 3).unwrap(),
+            FaultCommand::PowerCycle
+        );
+    }
+
+    #[test]
+    fn an_error_quotes_a_long_input_only_in_part() {
+        let long = format!("explode{}", "x".repeat(5000));
+        let e = long.parse::<FaultCommand>().unwrap_err().to_string();
+        assert!(e.len() < 300, "{} bytes", e.len());
+        assert!(e.contains("unknown command"), "{e}");
+        // Control characters are escaped: one line of text.
+        let e = "link \u{1b}[2J\n"
+            .parse::<FaultCommand>()
+            .unwrap_err()
+            .to_string();
+        assert!(!e.contains('\u{1b}') && !e.contains('\n'), "{e:?}");
+    }
+
+    #[test]
+    fn device_faults_queue_is_bounded() {
+        let f = Faults::new();
+        for _ in 0..MAX_PENDING_DEVICE_FAULTS {
+            f.try_apply(FaultCommand::PowerCycle).unwrap();
+        }
+        assert_eq!(f.try_apply(FaultCommand::PowerCycle), Err(QueueFull));
+        assert_eq!(
+            f.snapshot().pending_device_faults,
+            MAX_PENDING_DEVICE_FAULTS
+        );
+        let mut out = Vec::new();
+        f.take_device_faults(&mut out);
+        assert_eq!(out.len(), MAX_PENDING_DEVICE_FAULTS);
+        f.try_apply(FaultCommand::PowerCycle).unwrap();
+    }
+
+    #[test]
+    fn values_built_in_code_do_not_overflow() {
+        let f = Faults::new();
+        f.apply(FaultCommand::DelayUs(u64::MAX));
+        assert_eq!(f.delay_ns(), u64::MAX);
+        f.apply(FaultCommand::DropFraction(7.0));
+        assert_eq!(f.drop_ppm(), 1_000_000);
+        f.apply(FaultCommand::DropFraction(f64::NAN));
+        assert_eq!(f.drop_ppm(), 0);
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! exchange process data. Two transports: in-process ([`inproc`]) and a raw-socket responder on a
 //! network interface ([`wire`]). Faults are injected at run time through [`faults::Faults`].
 
+pub mod control;
 pub mod esc;
 pub mod faults;
 pub mod frame;
@@ -18,7 +19,7 @@ pub mod spec;
 mod station;
 pub mod wire;
 
-pub use faults::{FaultCommand, Faults};
+pub use faults::{FaultCommand, FaultState, Faults};
 pub use port::SimPort;
 pub use segment::{Disposition, Segment, SegmentStats};
 pub use spec::{DeviceSpec, SegmentSpec};

@@ -20,16 +20,29 @@ use thiserror::Error;
 
 /// Largest process image per direction and device (fits the simulated 8 KiB process RAM).
 pub const MAX_IO_BYTES: u16 = 2048;
-/// Largest chain the simulator builds (configured addresses 0x1000.. stay below 0xffff).
-pub const MAX_DEVICES: usize = 4096;
+/// Largest chain a segment file may describe: what rtcat's master can run. ethercrab 0.7 keeps
+/// the subdevices it finds in fixed-capacity storage sized by the `MAX_SUBDEVICES` const generic
+/// of `MainDevice::init_single_group` (`heapless::Deque<SubDevice, MAX_SUBDEVICES>`); one more
+/// subdevice fails the scan with `Error::Capacity(Item::SubDevice)` ("not enough capacity for
+/// SubDevice"). rtcat instantiates it with `rtcat::cycle::MAX_SUBDEVICES`; rtcat's tests check
+/// that the two constants agree. (Configured addresses 0x1000 + position stay far below 0xffff.)
+pub const MAX_DEVICES: usize = 256;
+/// Largest process image of the whole segment (all inputs + all outputs, bytes): ethercrab's
+/// `MAX_PDI` const generic of the same call, which rtcat sets to `rtcat::cycle::MAX_PDI`; a larger
+/// image fails the transition to OP ("Process Data Image is too long"). The master sends it as
+/// LRWs of at most 1100 bytes, 15 frames at this size, within its 32 PDU frames.
+pub const MAX_PDI_BYTES: usize = 16384;
+/// Largest segment file read (a segment at [`MAX_DEVICES`] takes a few KiB of TOML).
+pub const MAX_FILE_BYTES: u64 = 1024 * 1024;
+/// Longest segment or device name (ethercrab 0.7 keeps a subdevice's name in a
+/// `heapless::String<64>`, `subdevice/mod.rs`).
+pub const MAX_NAME_CHARS: usize = 64;
 
 #[derive(Debug, Error)]
 pub enum SpecError {
-    #[error("cannot read segment file {path}: {source}")]
-    Read {
-        path: String,
-        source: std::io::Error,
-    },
+    /// The file is missing, unreadable, not a regular file or larger than [`MAX_FILE_BYTES`].
+    #[error("segment file {0}")]
+    Read(#[source] safefs::Error),
     #[error("segment file {path}: {source}")]
     Parse {
         path: String,
@@ -167,11 +180,10 @@ impl SegmentSpec {
             .sum()
     }
 
+    /// Read and validate a segment file: a regular file of at most [`MAX_FILE_BYTES`] (a FIFO or
+    /// a device such as `/dev/zero` is refused without blocking).
     pub fn load(path: &Path) -> Result<Self, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|source| SpecError::Read {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = safefs::read_to_string_bounded(path, MAX_FILE_BYTES).map_err(SpecError::Read)?;
         Self::from_toml(&text).map_err(|e| match e {
             SpecError::Parse { source, .. } => SpecError::Parse {
                 path: path.display().to_string(),
@@ -182,21 +194,48 @@ impl SegmentSpec {
         })
     }
 
+    /// Parse and validate a segment description. Every error names the offending field
+    /// (`device[i].field = value`) and the allowed range.
     pub fn from_toml(text: &str) -> Result<Self, SpecError> {
+        if text.len() as u64 > MAX_FILE_BYTES {
+            return Err(SpecError::Invalid(format!(
+                "the description is {} bytes, larger than the limit of {MAX_FILE_BYTES} bytes",
+                text.len()
+            )));
+        }
         let file: SegmentFile = toml::from_str(text).map_err(|source| SpecError::Parse {
             path: "<string>".into(),
             source,
         })?;
+        if let Some(n) = &file.name {
+            check_name("name", n)?;
+        }
         if file.device.is_empty() {
             return Err(SpecError::Invalid(
                 "no [[device]] entries: a segment needs at least one subdevice".into(),
             ));
         }
+        if file.device.len() > MAX_DEVICES {
+            return Err(SpecError::Invalid(format!(
+                "{} [[device]] entries: a segment has at most {MAX_DEVICES} subdevices \
+                 (what rtcat's master runs)",
+                file.device.len()
+            )));
+        }
         let mut devices = Vec::new();
+        let mut pdi = 0usize;
         for (i, e) in file.device.iter().enumerate() {
             if e.count == 0 {
                 return Err(SpecError::Invalid(format!(
                     "device[{i}].count = 0: must be at least 1"
+                )));
+            }
+            let total = devices.len() as u64 + u64::from(e.count);
+            if total > MAX_DEVICES as u64 {
+                return Err(SpecError::Invalid(format!(
+                    "device[{i}].count = {}: the segment would have {total} subdevices, more \
+                     than the {MAX_DEVICES} rtcat's master runs",
+                    e.count
                 )));
             }
             for (field, v) in [("outputs", e.outputs), ("inputs", e.inputs)] {
@@ -211,18 +250,17 @@ impl SegmentSpec {
                     "device[{i}]: outputs and inputs are both 0; a subdevice needs process data"
                 )));
             }
-            if e.name.is_empty() || e.name.len() > 64 || !e.name.is_ascii() {
+            check_name(&format!("device[{i}].name"), &e.name)?;
+            // count <= MAX_DEVICES here, so this cannot overflow.
+            pdi += e.count as usize * (usize::from(e.outputs) + usize::from(e.inputs));
+            if pdi > MAX_PDI_BYTES {
                 return Err(SpecError::Invalid(format!(
-                    "device[{i}].name = {:?}: must be 1..=64 ASCII characters",
-                    e.name
+                    "device[{i}] (count = {}, outputs = {}, inputs = {}): the process image \
+                     would be {pdi} bytes, more than the {MAX_PDI_BYTES} rtcat's master runs",
+                    e.count, e.outputs, e.inputs
                 )));
             }
             for k in 0..e.count {
-                if devices.len() == MAX_DEVICES {
-                    return Err(SpecError::Invalid(format!(
-                        "more than {MAX_DEVICES} subdevices in total"
-                    )));
-                }
                 devices.push(DeviceSpec {
                     name: e.name.clone(),
                     vendor_id: e.vendor_id,
@@ -242,6 +280,26 @@ impl SegmentSpec {
                 .unwrap_or_else(|| format!("{} subdevices", devices.len())),
             devices,
         })
+    }
+}
+
+/// Names end up in the SII EEPROM, status lines and logs: printable ASCII only.
+fn check_name(field: &str, name: &str) -> Result<(), SpecError> {
+    let printable = name.bytes().all(|b| (0x20..=0x7e).contains(&b));
+    if name.is_empty() || name.len() > MAX_NAME_CHARS || !printable {
+        return Err(SpecError::Invalid(format!(
+            "{field} = {:?}: must be 1..={MAX_NAME_CHARS} printable ASCII characters",
+            truncated(name, 80)
+        )));
+    }
+    Ok(())
+}
+
+/// At most `max` characters of `s` (for messages that quote input).
+pub(crate) fn truncated(s: &str, max: usize) -> String {
+    match s.char_indices().nth(max) {
+        None => s.to_string(),
+        Some((at, _)) => format!("{}...", &s[..at]),
     }
 }
 
@@ -280,5 +338,214 @@ mod tests {
         assert!(e.to_string().contains("device[0].count"), "{e}");
         let e = SegmentSpec::from_toml("name = \"x\"\n").unwrap_err();
         assert!(e.to_string().contains("no [[device]]"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod limits {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn device_limit_is_the_masters() {
+        let at = format!("[[device]]\ncount = {MAX_DEVICES}\ninputs = 2\n");
+        assert_eq!(SegmentSpec::from_toml(&at).unwrap().devices.len(), 256);
+        let over = format!("[[device]]\ncount = {}\ninputs = 2\n", MAX_DEVICES + 1);
+        let e = SegmentSpec::from_toml(&over).unwrap_err().to_string();
+        assert!(
+            e.contains("device[0].count = 257") && e.contains("256"),
+            "{e}"
+        );
+        let split = "[[device]]\ncount = 200\ninputs = 2\n[[device]]\ncount = 57\ninputs = 2\n";
+        let e = SegmentSpec::from_toml(split).unwrap_err().to_string();
+        assert!(
+            e.contains("device[1].count = 57") && e.contains("257"),
+            "{e}"
+        );
+        let e = SegmentSpec::from_toml("[[device]]\ncount = 4294967295\ninputs = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("device[0].count = 4294967295"), "{e}");
+        let many = "[[device]]\ninputs = 1\n".repeat(MAX_DEVICES + 1);
+        let e = SegmentSpec::from_toml(&many).unwrap_err().to_string();
+        assert!(e.contains("257 [[device]] entries"), "{e}");
+    }
+
+    #[test]
+    fn process_image_limit_is_the_masters() {
+        let at = "[[device]]\ncount = 8\noutputs = 2048\n";
+        assert_eq!(
+            SegmentSpec::from_toml(at).unwrap().pdi_bytes(),
+            MAX_PDI_BYTES
+        );
+        let over = format!("{at}[[device]]\ninputs = 1\n");
+        let e = SegmentSpec::from_toml(&over).unwrap_err().to_string();
+        assert!(
+            e.contains("device[1]") && e.contains("16385") && e.contains("16384"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn names_are_printable_ascii() {
+        let e = SegmentSpec::from_toml("[[device]]\nname = \"a\\u0007b\"\ninputs = 1\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("device[0].name"), "{e}");
+        let e = SegmentSpec::from_toml(&format!(
+            "name = \"{}\"\n[[device]]\ninputs = 1\n",
+            "n".repeat(65)
+        ))
+        .unwrap_err()
+        .to_string();
+        assert!(e.starts_with("segment: name = "), "{e}");
+        assert!(e.len() < 300, "the name is quoted whole: {e}");
+    }
+
+    #[test]
+    fn text_over_the_size_limit_is_refused() {
+        let big = format!(
+            "[[device]]\ninputs = 1\n#{}\n",
+            "x".repeat(MAX_FILE_BYTES as usize)
+        );
+        let e = SegmentSpec::from_toml(&big).unwrap_err().to_string();
+        assert!(e.contains("limit of 1048576 bytes"), "{e}");
+    }
+
+    #[test]
+    fn load_refuses_large_files_fifos_and_devices_without_blocking() {
+        let d = tempfile::tempdir().unwrap();
+        let big = d.path().join("big.toml");
+        let mut text = String::from("[[device]]\ninputs = 1\n");
+        text.push_str(&"# padding\n".repeat(110_000));
+        std::fs::write(&big, text).unwrap();
+        let e = SegmentSpec::load(&big).unwrap_err().to_string();
+        assert!(e.contains("larger than the limit of 1048576 bytes"), "{e}");
+
+        let fifo = d.path().join("fifo.toml");
+        nix::unistd::mkfifo(&fifo, nix::sys::stat::Mode::from_bits_truncate(0o600)).unwrap();
+        let zero = d.path().join("zero.toml");
+        std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send((
+                SegmentSpec::load(&fifo)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+                SegmentSpec::load(&zero)
+                    .map(|_| ())
+                    .map_err(|e| e.to_string()),
+            ));
+        });
+        let (f, z) = rx
+            .recv_timeout(std::time::Duration::from_secs(10))
+            .expect("load returns");
+        assert!(f.unwrap_err().contains("a FIFO"));
+        assert!(z.unwrap_err().contains("a character device"));
+
+        let ok = d.path().join("ok.toml");
+        std::fs::write(&ok, "[[device]]\ncount = 2\ninputs = 4\n").unwrap();
+        assert_eq!(SegmentSpec::load(&ok).unwrap().devices.len(), 2);
+    }
+
+    /// A valid document, one field of one entry of which is replaced by a bad value.
+    fn field_and_bad_value() -> impl Strategy<Value = (&'static str, String)> {
+        prop_oneof![
+            (2049u32..=65535).prop_map(|v| ("outputs", v.to_string())),
+            (2049u32..=65535).prop_map(|v| ("inputs", v.to_string())),
+            (65536u64..=u64::MAX / 2).prop_map(|v| ("inputs", v.to_string())),
+            (-1000i64..0).prop_map(|v| ("outputs", v.to_string())),
+            (257u64..=u32::MAX as u64).prop_map(|v| ("count", v.to_string())),
+            Just(("count", "0".to_string())),
+            (4294967296u64..=u64::MAX / 2).prop_map(|v| ("vendor_id", v.to_string())),
+            (65536u32..=1 << 30).prop_map(|v| ("alias", v.to_string())),
+            Just(("dc", "\"yes\"".to_string())),
+            Just(("serial", "1.5".to_string())),
+            "[a-z]{65,90}".prop_map(|n| ("name", format!("{n:?}"))),
+            Just(("name", "\"\"".to_string())),
+            Just(("name", "\"tab\\there\"".to_string())),
+            Just(("revision", "[1, 2]".to_string())),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, .. ProptestConfig::default() })]
+
+        /// Any text: an error or a valid segment, never a panic, always within the limits.
+        #[test]
+        fn random_text_never_panics(text in prop_oneof![
+            any::<String>(),
+            "[\\[\\]a-z_=0-9\"\n .#-]{0,400}",
+            proptest::collection::vec(
+                prop_oneof![
+                    Just("[[device]]\n".to_string()),
+                    "count = [0-9]{1,12}\n",
+                    "(outputs|inputs) = -?[0-9]{1,7}\n",
+                    "name = \"[ -~]{0,80}\"\n",
+                    "dc = (true|false)\n",
+                    Just("name = \"seg\"\n".to_string()),
+                ],
+                0..40,
+            ).prop_map(|v| v.concat()),
+        ]) {
+            match SegmentSpec::from_toml(&text) {
+                Ok(s) => {
+                    prop_assert!(!s.devices.is_empty() && s.devices.len() <= MAX_DEVICES);
+                    prop_assert!(s.pdi_bytes() <= MAX_PDI_BYTES);
+                }
+                Err(e) => prop_assert!(!e.to_string().is_empty()),
+            }
+        }
+
+        /// A bad value in one field of one entry: refused, and the error names that field.
+        #[test]
+        fn a_bad_field_is_named(
+            entries in 1usize..4,
+            at in 0usize..4,
+            (field, bad) in field_and_bad_value(),
+        ) {
+            let at = at % entries;
+            let mut text = String::from("name = \"prop\"\n");
+            for i in 0..entries {
+                text.push_str("[[device]]\n");
+                let fields = [
+                    ("count", "2".to_string()),
+                    ("name", "\"DEV\"".to_string()),
+                    ("vendor_id", "0x766".to_string()),
+                    ("revision", "1".to_string()),
+                    ("serial", "10".to_string()),
+                    ("outputs", "4".to_string()),
+                    ("inputs", "4".to_string()),
+                    ("dc", "false".to_string()),
+                    ("alias", "0".to_string()),
+                ];
+                for (k, v) in fields {
+                    let v = if i == at && k == field { bad.clone() } else { v };
+                    text.push_str(&format!("{k} = {v}\n"));
+                }
+            }
+            let e = SegmentSpec::from_toml(&text).unwrap_err().to_string();
+            prop_assert!(e.contains(field), "{field} = {bad}: {e}");
+        }
+
+        /// Valid documents parse to what they say (at most 29 entries of 4 devices of 64 bytes:
+        /// within both limits).
+        #[test]
+        fn valid_documents_parse(entries in proptest::collection::vec((1u32..=4, 0u16..=32, 1u16..=32), 1..30)) {
+            let mut text = String::new();
+            for (count, outputs, inputs) in &entries {
+                text.push_str(&format!(
+                    "[[device]]\ncount = {count}\noutputs = {outputs}\ninputs = {inputs}\n"
+                ));
+            }
+            let s = SegmentSpec::from_toml(&text).unwrap();
+            let n: u32 = entries.iter().map(|e| e.0).sum();
+            prop_assert_eq!(s.devices.len(), n as usize);
+            let pdi: usize = entries
+                .iter()
+                .map(|(c, o, i)| *c as usize * (usize::from(*o) + usize::from(*i)))
+                .sum();
+            prop_assert_eq!(s.pdi_bytes(), pdi);
+        }
     }
 }

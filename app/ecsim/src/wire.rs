@@ -2,14 +2,12 @@
 //! both the simulator's responder and the master); [`Responder`] answers EtherCAT frames on an
 //! interface as the simulated chain, so a master on the other end of a veth pair sees a real wire.
 
-use crate::faults::{FaultCommand, Faults};
+use crate::faults::Faults;
 use crate::frame::ETHERCAT_ETHERTYPE;
 use crate::port::{MAX_FRAME, SimPort};
 use std::ffi::CString;
-use std::io::{self, BufRead, BufReader, Write};
+use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::os::unix::net::UnixListener;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -204,10 +202,15 @@ pub struct Responder {
 
 impl Responder {
     pub fn new(iface: &str, port: SimPort) -> io::Result<Self> {
+        Self::with_status(iface, port, Arc::new(Mutex::new(String::from("starting"))))
+    }
+
+    /// As [`Responder::new`], refreshing `status` (e.g. one a control socket already serves).
+    pub fn with_status(iface: &str, port: SimPort, status: Arc<Mutex<String>>) -> io::Result<Self> {
         Ok(Self {
             sock: PacketSocket::open(iface)?,
             port,
-            status: Arc::new(Mutex::new(String::from("starting"))),
+            status,
             link_errors: 0,
         })
     }
@@ -303,72 +306,4 @@ impl Responder {
         self.refresh_status();
         Ok(self.port)
     }
-}
-
-/// Serve fault commands on a UNIX socket: one command per line, answered with `ok` or
-/// `error: ...`; `status` answers the responder's status line. Runs until `stop` is set.
-pub fn serve_control(
-    path: &Path,
-    faults: Faults,
-    status: Arc<Mutex<String>>,
-    stop: Arc<AtomicBool>,
-) -> io::Result<std::thread::JoinHandle<()>> {
-    let _ = std::fs::remove_file(path);
-    let listener = UnixListener::bind(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("control socket {}: {e}", path.display())))?;
-    listener.set_nonblocking(true)?;
-    let handle = std::thread::Builder::new()
-        .name("ecsim-control".into())
-        .spawn(move || {
-            while !stop.load(Ordering::Relaxed) {
-                match listener.accept() {
-                    Ok((stream, _)) => {
-                        let _ = stream.set_nonblocking(false);
-                        let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
-                        let mut w = match stream.try_clone() {
-                            Ok(w) => w,
-                            Err(_) => continue,
-                        };
-                        for line in BufReader::new(stream).lines() {
-                            let Ok(line) = line else { break };
-                            let line = line.trim();
-                            if line.is_empty() {
-                                continue;
-                            }
-                            let reply = if line == "status" {
-                                status.lock().unwrap_or_else(|e| e.into_inner()).clone()
-                            } else {
-                                match line.parse::<FaultCommand>() {
-                                    Ok(cmd) => {
-                                        faults.apply(cmd);
-                                        "ok".to_string()
-                                    }
-                                    Err(e) => format!("error: {e}"),
-                                }
-                            };
-                            if writeln!(w, "{reply}").is_err() {
-                                break;
-                            }
-                        }
-                    }
-                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
-                    Err(_) => std::thread::sleep(Duration::from_millis(20)),
-                }
-            }
-        })?;
-    Ok(handle)
-}
-
-/// Send one command line to a control socket and return the answer.
-pub fn control_request(path: &Path, command: &str) -> io::Result<String> {
-    let mut s = std::os::unix::net::UnixStream::connect(path)
-        .map_err(|e| io::Error::new(e.kind(), format!("control socket {}: {e}", path.display())))?;
-    s.set_read_timeout(Some(Duration::from_secs(5)))?;
-    writeln!(s, "{command}")?;
-    s.shutdown(std::net::Shutdown::Write)?;
-    let mut line = String::new();
-    BufReader::new(s).read_line(&mut line)?;
-    Ok(line.trim_end().to_string())
 }

@@ -140,17 +140,24 @@ fn control_socket_accepts_commands_and_reports_status() {
     let faults = ecsim::Faults::new();
     let status = Arc::new(std::sync::Mutex::new("frames=0".to_string()));
     let stop = Arc::new(AtomicBool::new(false));
-    let h = ecsim::wire::serve_control(&sock, faults.clone(), status, stop.clone()).unwrap();
+    let h = ecsim::control::serve(
+        &sock,
+        ecsim::control::Access::Owner,
+        ecsim::control::Handler::new(faults.clone(), status, 3),
+        stop.clone(),
+    )
+    .unwrap();
+    assert_eq!(ecsim::control::request(&sock, "link down").unwrap(), "ok");
     assert_eq!(
-        ecsim::wire::control_request(&sock, "link down").unwrap(),
-        "ok"
-    );
-    assert_eq!(
-        ecsim::wire::control_request(&sock, "status").unwrap(),
+        ecsim::control::request(&sock, "status").unwrap(),
         "frames=0"
     );
-    let e = ecsim::wire::control_request(&sock, "link sideways").unwrap();
+    let e = ecsim::control::request(&sock, "link sideways").unwrap();
     assert!(e.starts_with("error:") && e.contains("link up"), "{e}");
     stop.store(true, Ordering::Release);
-    h.join().unwrap();
+    h.shutdown();
+    assert!(
+        !sock.exists(),
+        "the socket is removed when the server stops"
+    );
 }

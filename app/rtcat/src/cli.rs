@@ -126,9 +126,13 @@ pub struct SimArgs {
     /// Segment description (default: the reference segment)
     #[arg(long, value_name = "FILE")]
     pub segment: Option<PathBuf>,
-    /// UNIX socket accepting fault commands (see `rtcat sim-ctl`)
+    /// UNIX socket accepting fault commands (see `rtcat sim-ctl`); created 0600, it replaces
+    /// only a stale socket
     #[arg(long, value_name = "PATH")]
     pub control: Option<PathBuf>,
+    /// Let this group use the control socket too (mode 0660)
+    #[arg(long, value_name = "NAME", requires = "control")]
+    pub control_group: Option<String>,
     /// Answer from a SCHED_FIFO thread at this priority (a real ESC answers in hardware, whatever
     /// the host is doing); needs CAP_SYS_NICE
     #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]

@@ -1,25 +1,104 @@
 //! `rtcat sim` (the simulated segment on a network interface) and `rtcat sim-ctl`.
+//!
+//! Exit codes as everywhere in rtcat: 2 for bad input (interface name, segment file, control
+//! path or group, fault command), 1 for runtime failures (interface missing, no raw socket,
+//! control socket unreachable). Output never panics on a closed stdout/stderr: `rtcat sim` runs
+//! for hours, often with its stderr piped to something that may go away.
 
 use crate::cli::{SimArgs, SimCtlArgs};
 use anyhow::{Context, Result};
+use ecsim::control::{self, Access, Handler};
 use ecsim::{SegmentSpec, SimPort};
-use std::sync::Arc;
+use std::io::Write;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+const EXIT_USAGE: i32 = 2;
+
+/// One line on stderr; a closed or broken stderr is not a reason to stop serving.
+fn say(msg: std::fmt::Arguments) {
+    let _ = writeln!(std::io::stderr().lock(), "{msg}");
+}
+
+/// A usage error: said on stderr, exit 2.
+fn usage(msg: std::fmt::Arguments) -> Result<i32> {
+    say(format_args!("rtcat: {msg}"));
+    Ok(EXIT_USAGE)
+}
+
+/// Runtime failures are said here too (not by the caller's `eprintln!`, which panics on a
+/// broken stderr): exit 1.
+fn runtime(r: Result<i32>) -> Result<i32> {
+    r.or_else(|e| {
+        say(format_args!("rtcat: {e:#}"));
+        Ok(1)
+    })
+}
 
 pub fn run_sim(a: &SimArgs) -> Result<i32> {
-    crate::signals::install()?;
+    runtime(sim(a))
+}
+
+pub fn run_ctl(a: &SimCtlArgs) -> Result<i32> {
+    runtime(ctl(a))
+}
+
+fn sim(a: &SimArgs) -> Result<i32> {
+    if let Err(e) = rttune::netif::check_name(&a.iface) {
+        return usage(format_args!("--iface: {e}"));
+    }
+    if let Some(cpu) = a.cpu {
+        let online = rttune::facts::online_cpus(&rttune::SysRoot::live());
+        // An unreadable list (no sysfs) is left to sched_setaffinity to judge.
+        if !online.is_empty() && !online.contains(cpu) {
+            return usage(format_args!(
+                "--cpu {cpu}: not an online CPU (online: {})",
+                crate::rt::online_cpus().unwrap_or_else(|| "unknown".into())
+            ));
+        }
+    }
     let spec = match &a.segment {
-        Some(p) => SegmentSpec::load(p)?,
+        Some(p) => match SegmentSpec::load(p) {
+            Ok(s) => s,
+            Err(e) => return usage(format_args!("{e}")),
+        },
         None => SegmentSpec::reference(),
     };
-    eprintln!(
+    let access = match &a.control_group {
+        Some(g) => match control::group_by_name(g) {
+            Ok(gid) => Access::Group(gid),
+            Err(e) => return usage(format_args!("--control-group: {e}")),
+        },
+        None => Access::Owner,
+    };
+    crate::signals::install()?;
+    say(format_args!(
         "rtcat sim: {} subdevices, {} bytes of process data, expected WKC {} on {}",
         spec.devices.len(),
         spec.pdi_bytes(),
         spec.expected_wkc(),
         a.iface
-    );
-    let responder = ecsim::wire::Responder::new(&a.iface, SimPort::new(spec))
+    ));
+    let devices = spec.devices.len();
+    let port = SimPort::new(spec);
+    let status = Arc::new(Mutex::new(String::from("starting")));
+    let stop = Arc::new(AtomicBool::new(false));
+    // The control socket first: a wrong path is a usage error found before touching the network.
+    // Dropped on every way out, which removes the socket.
+    let control = match &a.control {
+        Some(path) => match control::serve(
+            path,
+            access,
+            Handler::new(port.faults().clone(), status.clone(), devices),
+            stop.clone(),
+        ) {
+            Ok(c) => Some(c),
+            Err(e) if e.is_usage() => return usage(format_args!("--control: {e}")),
+            Err(e) => return Err(e.into()),
+        },
+        None => None,
+    };
+    let responder = ecsim::wire::Responder::with_status(&a.iface, port, status)
         .with_context(|| format!("answer on {}", a.iface))?;
     // The responder runs on this thread: give it the requested placement and priority.
     if let Some(cpu) = a.cpu {
@@ -28,17 +107,7 @@ pub fn run_sim(a: &SimArgs) -> Result<i32> {
     if let Some(p) = a.priority {
         crate::rt::set_fifo(p).context("--priority")?;
     }
-    let stop = Arc::new(AtomicBool::new(false));
-    let control = match &a.control {
-        Some(path) => Some(ecsim::wire::serve_control(
-            path,
-            responder.faults(),
-            responder.status_handle(),
-            stop.clone(),
-        )?),
-        None => None,
-    };
-    eprintln!("rtcat sim: listening on {}", a.iface);
+    say(format_args!("rtcat sim: listening on {}", a.iface));
     // The responder polls `stop`; mirror the signal flag into it.
     let stop_watch = stop.clone();
     let watcher = std::thread::spawn(move || {
@@ -47,30 +116,49 @@ pub fn run_sim(a: &SimArgs) -> Result<i32> {
         }
         stop_watch.store(true, std::sync::atomic::Ordering::Release);
     });
-    let port = responder.run(&stop)?;
+    let port = responder.run(&stop);
     crate::signals::request_stop();
     let _ = watcher.join();
     if let Some(c) = control {
-        let _ = c.join();
+        c.shutdown();
     }
-    if let Some(p) = &a.control {
-        let _ = std::fs::remove_file(p);
-    }
+    let port = port?;
     let st = port.stats();
-    eprintln!(
+    say(format_args!(
         "rtcat sim: stopped; frames {} replied {} lost {} malformed {} ignored {}",
         st.frames, st.replied, st.lost, st.malformed, st.ignored
-    );
+    ));
     Ok(0)
 }
 
-pub fn run_ctl(a: &SimCtlArgs) -> Result<i32> {
+fn ctl(a: &SimCtlArgs) -> Result<i32> {
     let line = a.command.join(" ");
-    if line != "status" {
-        // Validate locally first so a typo gets the parser's message, not a socket round trip.
-        line.parse::<ecsim::FaultCommand>()?;
+    if line.len() >= control::MAX_LINE {
+        return usage(format_args!(
+            "the command is {} bytes; a command line has less than {}",
+            line.len(),
+            control::MAX_LINE
+        ));
     }
-    let reply = ecsim::wire::control_request(&a.control, &line)?;
-    println!("{reply}");
-    Ok(if reply.starts_with("error") { 2 } else { 0 })
+    if line.trim() != "status" {
+        // Validate locally first so a typo gets the parser's message, not a socket round trip.
+        // (Positions are checked by the simulator, which knows the segment.)
+        if let Err(e) = line.parse::<ecsim::FaultCommand>() {
+            return usage(format_args!("{e}"));
+        }
+    }
+    let reply = control::request(&a.control, &line)?;
+    if let Some(why) = reply.strip_prefix("error: ") {
+        return usage(format_args!("refused by the simulator: {why}"));
+    }
+    if reply.starts_with("busy: ") {
+        say(format_args!("rtcat: {reply}"));
+        return Ok(1);
+    }
+    match writeln!(std::io::stdout().lock(), "{reply}") {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("write the reply to stdout"))
+        }
+        _ => Ok(0),
+    }
 }
