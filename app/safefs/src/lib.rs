@@ -177,10 +177,14 @@ fn check_stat(st: &FileStat, path: &Path, owner: Owner) -> Result<()> {
         Owner::Root => 0,
         Owner::Uid(u) => u,
     };
-    if st.st_uid != want {
+    // root may own anything a process trusts (it could write there anyway)
+    if st.st_uid != want && st.st_uid != 0 {
         return Err(Error::Untrusted {
             path: path.to_path_buf(),
-            why: format!("owned by uid {}, not uid {want}", st.st_uid),
+            why: match owner {
+                Owner::Root => format!("owned by uid {}, not root", st.st_uid),
+                Owner::Uid(u) => format!("owned by uid {}, not root or uid {u}", st.st_uid),
+            },
         });
     }
     if st.st_mode & 0o022 != 0 {
@@ -784,7 +788,16 @@ mod tests {
             )
             .unwrap();
             let e = dir.read_private("j.json", 100, Owner::Root).unwrap_err();
-            assert!(e.to_string().contains("owned by uid 4321"), "{e}");
+            assert!(e.to_string().contains("owned by uid 4321, not root"), "{e}");
+            dir.read_private("j.json", 100, Owner::Uid(4321)).unwrap();
+            nix::unistd::chown(
+                &d.path().join("j.json"),
+                Some(nix::unistd::Uid::from_raw(0)),
+                None,
+            )
+            .unwrap();
+            // root is trusted by every owner
+            dir.read_private("j.json", 100, Owner::Uid(4321)).unwrap();
         }
         symlink(d.path().join("j.json"), d.path().join("l.json")).unwrap();
         let e = dir.read_private("l.json", 100, Owner::Uid(me)).unwrap_err();
