@@ -56,7 +56,10 @@ pub fn check_exists(root: &SysRoot, name: &str) -> Result<(), String> {
     Err(if have.is_empty() {
         format!("{name} does not exist; this machine has no network interface besides lo")
     } else {
-        format!("{name} does not exist; this machine has {}", have.join(", "))
+        format!(
+            "{name} does not exist; this machine has {}",
+            have.join(", ")
+        )
     })
 }
 
