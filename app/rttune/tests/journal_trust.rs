@@ -496,6 +496,17 @@ fn is_knob_file(p: &Path) -> bool {
         || (s.starts_with("sys/devices/system/cpu/cpu") && s.ends_with("/disable"))
 }
 
+/// One applied tree for every fuzz case (check_restore_of puts it back after each), with the
+/// journal as apply wrote it.
+fn shared_rig() -> &'static std::sync::Mutex<(Rig, Vec<u8>)> {
+    static RIG: std::sync::OnceLock<std::sync::Mutex<(Rig, Vec<u8>)>> = std::sync::OnceLock::new();
+    RIG.get_or_init(|| {
+        let r = applied();
+        let j = std::fs::read(&r.state).unwrap();
+        std::sync::Mutex::new((r, j))
+    })
+}
+
 fn check_restore_of(r: &Rig, bytes: &[u8]) -> Result<(), TestCaseError> {
     std::fs::write(&r.state, bytes).unwrap();
     let before = snapshot(&r.tree.root);
@@ -527,29 +538,38 @@ fn check_restore_of(r: &Rig, bytes: &[u8]) -> Result<(), TestCaseError> {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 128, .. ProptestConfig::default() })]
 
-    /// Byte-level damage (flips, cuts, insertions) and hostile strings in any field: restore
-    /// never panics, and a journal it refuses changes nothing.
+    /// Hostile strings in any field of a good journal (a file entry's path in half the cases):
+    /// restore never writes anything but the knobs, and a journal it refuses changes nothing.
     #[test]
-    fn mangled_journals_never_restore_anything_else(
-        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 0..6),
-        cut in proptest::option::of(any::<usize>()),
+    fn hostile_values_never_reach_other_files(
         field in any::<usize>(),
         hostile in 0..HOSTILE.len(),
+        in_a_path in any::<bool>(),
     ) {
-        // one applied tree for every case (check_restore_of puts it back after each)
-        static RIG: std::sync::OnceLock<std::sync::Mutex<(Rig, Vec<u8>)>> = std::sync::OnceLock::new();
-        let g = RIG.get_or_init(|| {
-            let r = applied();
-            let j = std::fs::read(&r.state).unwrap();
-            std::sync::Mutex::new((r, j))
-        });
-        let g = g.lock().unwrap_or_else(|e| e.into_inner());
+        let g = shared_rig().lock().unwrap_or_else(|e| e.into_inner());
         let (r, journal) = (&g.0, &g.1);
         let mut j: Value = serde_json::from_slice(journal).unwrap();
-        let n_strings = j.to_string().matches('"').count() / 2;
-        let mut k = field % n_strings.max(1);
-        mutate_strings(&mut j, &mut k, HOSTILE[hostile]);
-        let mut bytes = serde_json::to_vec_pretty(&j).unwrap();
+        if in_a_path {
+            let es = j["entries"].as_array_mut().unwrap();
+            let n = es.len();
+            es[field % n]["change"]["path"] = json!(HOSTILE[hostile]);
+        } else {
+            let n_strings = j.to_string().matches('"').count() / 2;
+            let mut k = field % n_strings.max(1);
+            mutate_strings(&mut j, &mut k, HOSTILE[hostile]);
+        }
+        check_restore_of(r, &serde_json::to_vec_pretty(&j).unwrap())?;
+    }
+
+    /// Byte-level damage (flips, cuts): never a panic, and a refused journal changes nothing.
+    #[test]
+    fn damaged_journals_never_restore_anything_else(
+        flips in proptest::collection::vec((any::<usize>(), any::<u8>()), 1..6),
+        cut in proptest::option::of(any::<usize>()),
+    ) {
+        let g = shared_rig().lock().unwrap_or_else(|e| e.into_inner());
+        let (r, journal) = (&g.0, &g.1);
+        let mut bytes = journal.clone();
         for (pos, b) in &flips {
             let i = pos % bytes.len();
             bytes[i] = *b;
