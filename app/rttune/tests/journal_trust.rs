@@ -4,11 +4,11 @@
 //! also a half-applied one, still restores exactly.
 
 use proptest::prelude::*;
+use rttune::SysRoot;
 use rttune::config::TuneSection;
 use rttune::cpuset::CpuSet;
 use rttune::testkit::{FakeHost, FakeTree, TreeSpec, snapshot};
 use rttune::tune::{self, KnobGroup, TuneCtx};
-use rttune::SysRoot;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
