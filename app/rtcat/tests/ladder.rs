@@ -802,3 +802,28 @@ fn swapping_the_output_directory_cannot_hand_root_a_journal() {
     assert!(!moved.join("tune-state.json").exists(), "{err}");
     assert!(moved.join("ladder-log.json").is_file(), "{err}");
 }
+
+#[test]
+fn interface_names_follow_the_kernels_rules_as_in_tune() {
+    let _g = serial();
+    let td = tempfile::tempdir().unwrap();
+    let out = td.path().join("l");
+    for (bad, want) in [
+        ("eth0123456789012", "is 16 bytes long"),
+        ("a:b", "it contains ':'"),
+        ("..", "is not an interface name"),
+    ] {
+        let o = rtcat()
+            .args(["ladder", "--stages", "s0", "--iface", bad, "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(
+            err.contains(&format!("--iface: {bad:?}")) && err.contains(want),
+            "{bad:?}: {err}"
+        );
+        assert!(!out.exists());
+    }
+}
