@@ -45,11 +45,11 @@ const GOVERNOR_NAME_MAX: usize = 15;
 #[derive(Debug, thiserror::Error)]
 pub enum JournalError {
     /// Not trusted (owner, mode, link, size) or not a journal tune writes: refused as a whole.
-    #[error("tune state {}: {why}; the journal is refused as a whole, nothing was restored", path.display())]
+    #[error("tune state {}: {why}; the journal is refused as a whole, nothing was restored or changed", path.display())]
     Refused { path: PathBuf, why: String },
     /// One entry is not a knob tune writes: the whole journal is refused.
     #[error(
-        "tune state {}: entry {index} ({id}): {why}; the journal is refused as a whole, nothing was restored",
+        "tune state {}: entry {index} ({id}): {why}; the journal is refused as a whole, nothing was restored or changed",
         path.display()
     )]
     Entry {

@@ -589,3 +589,42 @@ proptest! {
         prop_assert!(rttune::journal::Journal::load(&p).is_err());
     }
 }
+
+#[test]
+fn a_stopped_service_is_started_by_what_tune_finds_itself() {
+    use rttune::host::{ServiceStart, ServiceStop, plan_service_start};
+    let d = tempfile::tempdir().unwrap();
+    let tree = FakeTree::rk3588(d.path(), &TreeSpec::default());
+    let root = tree.sysroot();
+    let signalled = ServiceStop::Signalled {
+        pid: 600,
+        cmdline: vec!["/opt/evil/irqbalance".into(), "--foreground".into()],
+    };
+    // systemd runs and has the unit: through systemd by name, whatever the journal recorded
+    assert_eq!(
+        plan_service_start(&root, "irqbalance", &signalled).unwrap(),
+        ServiceStart::Systemd {
+            unit: "irqbalance.service".into()
+        }
+    );
+    assert!(plan_service_start(&root, "sshd", &signalled).is_err());
+    // no unit: only a root-owned, executable binary from the fixed list, never the journal's
+    std::fs::remove_file(tree.root.join("lib/systemd/system/irqbalance.service")).unwrap();
+    let e = plan_service_start(&root, "irqbalance", &signalled).unwrap_err();
+    assert!(e.to_string().contains("start irqbalance by hand"), "{e}");
+    let bin = tree.root.join("usr/sbin/irqbalance");
+    std::fs::create_dir_all(bin.parent().unwrap()).unwrap();
+    std::fs::write(&bin, "#!/bin/sh\n").unwrap();
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o775)).unwrap();
+    assert!(
+        plan_service_start(&root, "irqbalance", &signalled).is_err(),
+        "a group-writable binary is not run"
+    );
+    std::fs::set_permissions(&bin, std::fs::Permissions::from_mode(0o755)).unwrap();
+    if is_root() {
+        assert_eq!(
+            plan_service_start(&root, "irqbalance", &signalled).unwrap(),
+            ServiceStart::Exec { program: bin }
+        );
+    }
+}
