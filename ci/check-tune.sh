@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checks the rttune crate (`rtcat doctor` / `rtcat tune`): shellcheck, no machine paths, fmt,
-# clippy, MSRV build, unit + fake-tree golden tests, live root tests (doctor on /, apply/restore of
-# default_smp_affinity, workqueue cpumask, cpuidle, timer_migration), the CLI against the real
-# machine (JSON schema, exit codes, plan changes nothing, bad config named), and the doctor
-# benchmark on a board-sized fake tree (< 1 s). Exits non-zero on the first failure.
+# clippy, MSRV build, unit + fake-tree golden tests, forged-journal and fuzz tests, live root tests
+# (doctor on /, apply/restore of default_smp_affinity, workqueue cpumask, cpuidle,
+# timer_migration), the CLI against the real machine (JSON schema, exit codes, plan changes
+# nothing, forged journals refused with exit 2, no panic on a closed stdout, bad config named), and
+# the doctor benchmark on a board-sized fake tree (< 1 s). Exits non-zero on the first failure.
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
@@ -131,6 +132,76 @@ if [ "$(id -u)" -eq 0 ]; then
 	snap >"$work/restored"
 	diff -u "$work/before" "$work/restored" || die "restore did not put the machine back"
 	[ ! -e "$work/state.json" ] || die "state file left after a full restore"
+fi
+
+if [ "$(id -u)" -eq 0 ]; then
+	step "tune: forged journals are refused (exit 2) and change nothing; no journalled command runs"
+	python3 - "$bin" "$work" <<'PY'
+import json, os, subprocess, sys
+binary, work = sys.argv[1], sys.argv[2]
+boot = open("/proc/sys/kernel/random/boot_id").read().strip()
+jdir = os.path.join(work, "forged")
+os.makedirs(jdir, mode=0o700, exist_ok=True)
+state = os.path.join(jdir, "tune-state.json")
+victim = os.path.join(work, "victim")
+marker = os.path.join(work, "marker")
+with open(victim, "w") as f:
+    f.write("precious\n")
+def entry_file(path):
+    return {"id": "file:" + path, "group": "default-irq-affinity",
+            "change": {"kind": "file", "path": path, "original": "ff\n", "target": "bf"},
+            "state": "applied"}
+service = {"id": "service:irqbalance", "group": "irqbalance",
+           "change": {"kind": "service", "name": "irqbalance",
+                      "how": {"how": "signalled", "pid": 4000000,
+                              "cmdline": ["/bin/sh", "-c", "touch " + marker]}},
+           "state": "applied"}
+cases = [
+    ("a file outside the knobs", {"boot_id": boot, "entries": [entry_file(victim)]}, 0o644,
+     'entry 0 ("file:' + victim + '")'),
+    ("a journalled command", {"boot_id": boot, "entries": [service]}, 0o644,
+     'entry 0 ("service:irqbalance"): recorded command line'),
+    ("a journal others can write", {"boot_id": boot, "entries": []}, 0o666,
+     "writable by group or others"),
+    ("an empty boot id", {"boot_id": "", "entries": []}, 0o644, "records no boot id"),
+    ("another boot's id", {"boot_id": "0a8f77e2-0000-4000-8000-000000000000", "entries": []},
+     0o644, "written during another boot"),
+]
+for what, j, mode, want in cases:
+    j = dict(version=1, rt_cpus="0", **j)
+    with open(state, "w") as f:
+        json.dump(j, f)
+    os.chmod(state, mode)
+    r = subprocess.run([binary, "tune", "restore", "--state", state], capture_output=True, text=True)
+    assert r.returncode == 2, (what, r.returncode, r.stdout, r.stderr)
+    assert want in r.stderr, (what, r.stderr)
+    assert open(victim).read() == "precious\n", what
+    assert not os.path.exists(marker), what
+    print(f"refused: {what}")
+PY
+
+	step "tune: a closed stdout never panics; apply/restore still finish"
+	snap >"$work/before-pipe"
+	python3 - "$bin" "$rt" "$work/pipe-state.json" <<'PY'
+import os, subprocess, sys
+binary, rt, state = sys.argv[1], sys.argv[2], sys.argv[3]
+groups = ["--group", "default-irq-affinity", "--group", "timer-migration"]
+for args in (["doctor", "--cpu", rt], ["tune", "plan", "--cpu", rt, "--state", state],
+             ["tune", "apply", "--cpu", rt, *groups, "--state", state],
+             ["tune", "status", "--cpu", rt, "--state", state],
+             ["tune", "restore", "--state", state]):
+    r, w = os.pipe()
+    os.close(r)
+    p = subprocess.run([binary, *args], stdout=w, stderr=subprocess.PIPE, text=True)
+    os.close(w)
+    assert p.returncode != 101 and "panicked" not in p.stderr, (args, p.returncode, p.stderr)
+    if args[0] == "tune" and args[1] in ("apply", "restore"):
+        assert p.returncode == 0, (args, p.returncode, p.stderr)
+    print(f"{' '.join(args[:2])} | (closed): exit {p.returncode}")
+assert not os.path.exists(state), "restore left its journal"
+PY
+	snap >"$work/after-pipe"
+	diff -u "$work/before-pipe" "$work/after-pipe" || die "apply/restore with a closed stdout did not round-trip"
 fi
 
 step "tune: a bad config value is rejected naming the key"

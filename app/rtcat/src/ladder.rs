@@ -11,7 +11,7 @@
 //! | s4 | + runtime CPU shield of the RT CPU | tune group `shield` |
 //!
 //! Each run of a stage: apply the stage's knobs through rttune (journal `tune-state.json` inside the
-//! ladder directory), start the optional load (`--loaded`), run `rtcat bench` as a child process
+//! ladder directory, see below), start the optional load (`--loaded`), run `rtcat bench` as a child process
 //! (its own memory locking and RT setup, so a crashing run cannot lose the ladder), stop the load,
 //! restore every knob. Restore also runs on error, on a panic and on SIGINT/SIGTERM (the first
 //! signal stops the running bench gracefully, a second one kills it; the knobs are restored either
@@ -24,6 +24,14 @@
 //! `ladder-log.json` (what every run changed, refused or found N/A, and how it ended),
 //! `report.md` and `plots/`. A run stopped by a signal is kept as `run<k>.interrupted`, a failed
 //! one as `run<k>.failed`; neither enters `ladder.csv`.
+//!
+//! The ladder creates its directory itself (an existing one, even empty, is refused: another
+//! user could have made it) and opens it once: the journal, which the ladder reads back as root
+//! after every run, and every file the ladder writes there go through that directory handle
+//! ([`safefs::Dir`]), never following a link. A user who can rename the directory (it lies in
+//! their own) can swap the path but not what the handle refers to, so they cannot hand root a
+//! journal. After a killed ladder, `rtcat tune restore --state DIR/tune-state.json` goes by the
+//! path and so trusts the journal only if DIR and every directory above it are root's.
 
 use std::ffi::OsString;
 use std::fs;
@@ -44,6 +52,22 @@ use rttune::{CpuSet, Host, SysRoot};
 use serde::Serialize;
 
 use crate::config::Config;
+use rttune::journal::StateFile;
+use safefs::Dir;
+use std::sync::Arc;
+
+/// One line on stderr. A closed stderr must not stop a ladder before every knob is restored
+/// (SIGPIPE is ignored), so a failed write is dropped.
+fn say(line: &str) {
+    let mut e = std::io::stderr().lock();
+    let _ = writeln!(e, "{line}");
+}
+
+/// The report table on stdout; a closed pipe (`| head`) is not an error.
+fn print_out(text: &str) {
+    let mut o = std::io::stdout().lock();
+    let _ = o.write_all(text.as_bytes()).and_then(|()| o.flush());
+}
 
 /// Longest `--duration` of one run (1 day).
 pub const MAX_RUN_S: f64 = 86_400.0;
@@ -79,7 +103,9 @@ The kernel (PREEMPT_RT or not) is recorded in manifest.json: ladders on two kern
 Every run applies its stage with rtcat tune (journal DIR/tune-state.json), runs `rtcat bench` in
 a child process and restores every knob afterwards, also on error and on Ctrl-C (a second Ctrl-C
 kills the running bench; the knobs are restored all the same). If the ladder itself is killed,
-`rtcat tune restore --state DIR/tune-state.json` puts the knobs back.
+`rtcat tune restore --state DIR/tune-state.json` puts the knobs back (it trusts the journal
+only when DIR and every directory above it belong to root and nobody else can write them).
+DIR must not exist: the ladder creates it.
 
 Output: DIR/manifest.json, DIR/ladder.csv, DIR/<stage>/run<k>/ (summary.json, histograms,
 bench.log, tune.json), DIR/ladder-log.json, DIR/report.md, DIR/plots/.
@@ -201,7 +227,7 @@ pub struct LadderArgs {
     /// Configuration file ([cycle], [rt], [tune]; default: built-in defaults)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Results directory, created; must not exist or be empty (default: rtcat-ladder-<UTC time>)
+    /// Results directory, created by the ladder; must not exist (default: rtcat-ladder-<UTC time>)
     #[arg(long, value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// RT CPU (default: [cycle].cpu, else the last CPU this process may use)
@@ -239,6 +265,8 @@ struct Plan {
     bus: Bus,
     config: Option<PathBuf>,
     out: PathBuf,
+    /// `out`, created by `resolve` and opened once: everything the ladder writes or reads there.
+    dir: Arc<Dir>,
     rt_cpu: usize,
     priority: u8,
     load_cpus: Option<Vec<usize>>,
@@ -295,9 +323,14 @@ fn resolve(a: &LadderArgs) -> Result<Plan, Usage> {
         (None, false) => Bus::Iface(cfg.bus.interface.clone()),
     };
     if let Bus::Iface(i) = &bus
-        && !rttune::netif::valid_name(i)
+        && let Err(m) = rttune::netif::check_name(i)
     {
-        return usage(format!("--iface: {i:?} is not an interface name"));
+        let from = if a.iface.is_some() {
+            "--iface"
+        } else {
+            "[bus].interface"
+        };
+        return usage(format!("{from}: {m}"));
     }
     let usable = rtlab::cpus::usable_cpus()
         .map_err(|e| Usage(format!("cannot read the CPUs this process may use: {e:#}")))?;
@@ -363,34 +396,56 @@ fn resolve(a: &LadderArgs) -> Result<Plan, Usage> {
     };
     // a shield applied outside the ladder would make every stage "tuned"
     let sys_state = rttune::cli::state_path(&root, None, &cfg.rt_context());
-    if let Ok(Some(j)) = rttune::journal::Journal::load(&sys_state)
-        && j.same_boot(&root)
-        && j.entries
-            .iter()
-            .any(|e| !matches!(e.state, rttune::journal::EntryState::Refused { .. }))
-    {
-        notes.push(format!(
-            "WARNING: `rtcat tune apply` is in effect on this system ({} knob(s) in {}): the lower \
-             stages are not plain; run `rtcat tune restore` first for a true ladder",
-            j.entries.len(),
-            sys_state.display()
-        ));
+    match StateFile::at(&sys_state).load(&root) {
+        Ok(Some(j))
+            if j.same_boot(&root)
+                && j.entries
+                    .iter()
+                    .any(|e| !matches!(e.state, rttune::journal::EntryState::Refused { .. })) =>
+        {
+            notes.push(format!(
+                "WARNING: `rtcat tune apply` is in effect on this system ({} knob(s) in {}): the \
+                 lower stages are not plain; run `rtcat tune restore` first for a true ladder",
+                j.entries.len(),
+                sys_state.display()
+            ));
+        }
+        Ok(_) => {}
+        Err(e) => notes.push(format!(
+            "WARNING: cannot tell whether `rtcat tune apply` is in effect on this system: {e}"
+        )),
     }
     let out = a.out.clone().unwrap_or_else(|| {
         PathBuf::from(format!("rtcat-ladder-{}", utc_stamp(unix_now().as_secs())))
     });
-    if out.exists() {
+    // never reused, even empty: a directory someone else made could be theirs to swap
+    let taken = || {
         let empty = out.is_dir()
             && fs::read_dir(&out)
                 .map(|mut d| d.next().is_none())
                 .unwrap_or(false);
-        if !empty {
-            return usage(format!(
+        Usage(if empty {
+            format!(
+                "--out: {} already exists; a ladder creates its results directory itself \
+                 (it keeps the tune journal there) and never uses an existing one, even empty",
+                out.display()
+            )
+        } else {
+            format!(
                 "--out: {} exists and is not an empty directory (a ladder never overwrites results)",
                 out.display()
-            ));
-        }
+            )
+        })
+    };
+    if fs::symlink_metadata(&out).is_ok() {
+        return Err(taken());
     }
+    // last: nothing is created unless every argument is good
+    let dir = match Dir::create_new(&out, 0o755) {
+        Ok(d) => Arc::new(d),
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::AlreadyExists) => return Err(taken()),
+        Err(e) => return usage(format!("--out: cannot create {}: {e}", out.display())),
+    };
     Ok(Plan {
         stages: a.stages.clone(),
         runs: a.runs,
@@ -398,6 +453,7 @@ fn resolve(a: &LadderArgs) -> Result<Plan, Usage> {
         bus,
         config: a.config.clone(),
         out,
+        dir,
         rt_cpu,
         priority: cfg.cycle.priority,
         load_cpus,
@@ -457,7 +513,7 @@ fn host_for(root: &SysRoot) -> &'static dyn Host {
 /// Restores the journal when dropped unless `restore` was called: knobs go back on every path out.
 struct Tuned<'a> {
     root: &'a SysRoot,
-    journal: PathBuf,
+    journal: StateFile,
     armed: bool,
 }
 
@@ -473,11 +529,14 @@ impl Drop for Tuned<'_> {
         if self.armed {
             match tune::restore(self.root, host_for(self.root), None, &self.journal) {
                 Ok(o) if o.failed == 0 => {}
-                Ok(o) => eprintln!("rtcat ladder: restore incomplete:\n{}", o.to_text()),
-                Err(e) => eprintln!(
+                Ok(o) => say(&format!(
+                    "rtcat ladder: restore incomplete:\n{}",
+                    o.to_text()
+                )),
+                Err(e) => say(&format!(
                     "rtcat ladder: restore failed: {e:#}; run `rtcat tune restore --state {}`",
-                    self.journal.display()
-                ),
+                    self.journal.path().display()
+                )),
             }
         }
     }
@@ -542,11 +601,11 @@ impl LadderLog {
             self.notes.push(n);
         }
     }
-    fn save(&self, dir: &Path) -> Result<()> {
+    fn save(&self, dir: &Dir) -> Result<()> {
         let mut text = serde_json::to_string_pretty(self)?;
         text.push('\n');
-        rttune::sysroot::atomic_write(&dir.join(LOG_FILE), text.as_bytes())
-            .with_context(|| format!("{}: cannot write", dir.join(LOG_FILE).display()))
+        dir.write_atomic(LOG_FILE, text.as_bytes(), 0o644)
+            .with_context(|| format!("{LOG_FILE}: cannot write"))
     }
 }
 
@@ -621,7 +680,7 @@ impl Progress {
     fn line(&self, s: String) {
         match &self.bar {
             Some(b) => b.println(s),
-            None => eprintln!("{s}"),
+            None => say(&s),
         }
     }
 
@@ -681,16 +740,16 @@ impl Plan {
         cmd
     }
 
-    fn journal(&self) -> PathBuf {
-        self.out.join(JOURNAL_FILE)
+    /// The tune journal, through the directory handle.
+    fn journal(&self) -> StateFile {
+        StateFile::in_dir(self.dir.clone(), JOURNAL_FILE)
     }
 }
 
 /// Starts `cmd` in its own process group (a terminal's Ctrl-C reaches only the ladder, which
 /// forwards it) with stdout and stderr into `log`; the child gets SIGTERM if the ladder dies.
-fn spawn_child(cmd: &mut Command, log: &Path) -> Result<Child> {
+fn spawn_child(cmd: &mut Command, f: fs::File) -> Result<Child> {
     use std::os::unix::process::CommandExt;
-    let f = fs::File::create(log).with_context(|| format!("{}: cannot create", log.display()))?;
     let f2 = f.try_clone()?;
     cmd.stdin(Stdio::null())
         .stdout(Stdio::from(f))
@@ -810,8 +869,9 @@ fn stage_notes(stage: StageId, apply: &Outcome) -> Vec<String> {
 }
 
 /// The last `rtcat: ...` line of a bench log (its error message).
-fn last_error(log: &Path) -> Option<String> {
-    let text = fs::read_to_string(log).ok()?;
+fn last_error(run: &Dir) -> Option<String> {
+    let bytes = run.read_bounded("bench.log", 16 << 20).ok()?;
+    let text = String::from_utf8_lossy(&bytes);
     text.lines()
         .rev()
         .find(|l| l.starts_with("rtcat:"))
@@ -840,7 +900,14 @@ fn one_run(c: &mut RunCtx<'_>, stage: StageId, k: u32) -> Result<(RunLog, Next)>
     let t0 = Instant::now();
     let rel = format!("{}/run{k}", stage.id());
     let dir = plan.out.join(&rel);
-    fs::create_dir_all(&dir).with_context(|| format!("{}: cannot create", dir.display()))?;
+    let run_name = format!("run{k}");
+    let stage_dir = plan
+        .dir
+        .subdir(stage.id(), true)
+        .with_context(|| format!("{}: cannot create", stage.id()))?;
+    let run_dir = stage_dir
+        .subdir(&run_name, true)
+        .with_context(|| format!("{rel}: cannot create"))?;
     let mut rl = RunLog {
         stage: stage.id(),
         run: k,
@@ -905,7 +972,10 @@ fn one_run(c: &mut RunCtx<'_>, stage: StageId, k: u32) -> Result<(RunLog, Next)>
     let mut end = None;
     if bench_err.is_none() && signals() == 0 {
         let mut cmd = plan.bench_command(c.exe, stage, &dir);
-        match spawn_child(&mut cmd, &dir.join("bench.log")) {
+        let log = run_dir
+            .create("bench.log", 0o644)
+            .with_context(|| format!("{rel}/bench.log: cannot create"));
+        match log.and_then(|f| spawn_child(&mut cmd, f)) {
             Ok(mut child) => match wait_bench(&mut child, plan, c.prog, stage, k) {
                 Ok(e) => end = Some(e),
                 Err(e) => {
@@ -939,7 +1009,7 @@ fn one_run(c: &mut RunCtx<'_>, stage: StageId, k: u32) -> Result<(RunLog, Next)>
                     fatal = Some(format!(
                         "{} knob(s) could not be restored (still journalled in {}): {}",
                         o.failed,
-                        plan.journal().display(),
+                        plan.journal().path().display(),
                         o.items
                             .iter()
                             .filter(|i| i.result.starts_with("FAILED"))
@@ -999,7 +1069,7 @@ fn one_run(c: &mut RunCtx<'_>, stage: StageId, k: u32) -> Result<(RunLog, Next)>
             Some(code) => {
                 rl.error = Some(format!(
                     "rtcat bench exited with {code}{} (see {rel}.failed/bench.log)",
-                    last_error(&dir.join("bench.log"))
+                    last_error(&run_dir)
                         .map(|l| format!(": {l}"))
                         .unwrap_or_default()
                 ))
@@ -1013,9 +1083,10 @@ fn one_run(c: &mut RunCtx<'_>, stage: StageId, k: u32) -> Result<(RunLog, Next)>
         "error": rl.error, "tune_apply": rl.tune_apply, "tune_restore": rl.tune_restore,
         "load": rl.load,
     });
-    let _ = fs::write(
-        dir.join("tune.json"),
-        format!("{}\n", serde_json::to_string_pretty(&rec)?),
+    let _ = run_dir.write_atomic(
+        "tune.json",
+        format!("{}\n", serde_json::to_string_pretty(&rec)?).as_bytes(),
+        0o644,
     );
     if rl.status != RunStatus::Ok {
         let suffix = if rl.status == RunStatus::Interrupted {
@@ -1023,9 +1094,10 @@ fn one_run(c: &mut RunCtx<'_>, stage: StageId, k: u32) -> Result<(RunLog, Next)>
         } else {
             "failed"
         };
-        let moved = plan.out.join(format!("{rel}.{suffix}"));
-        fs::rename(&dir, &moved)
-            .with_context(|| format!("cannot move {} to {}", dir.display(), moved.display()))?;
+        let moved = format!("{run_name}.{suffix}");
+        stage_dir
+            .rename(&run_name, &moved)
+            .with_context(|| format!("cannot move {rel} to {}/{moved}", stage.id()))?;
         rl.dir = format!("{rel}.{suffix}");
         if rl.status == RunStatus::Failed {
             c.prog.line(format!(
@@ -1071,8 +1143,6 @@ fn manifest_system(plan: &Plan) -> SystemInfo {
 fn ladder(plan: Plan) -> Result<u8> {
     install_signals()?;
     let exe = std::env::current_exe().context("cannot find the rtcat executable")?;
-    fs::create_dir_all(&plan.out)
-        .with_context(|| format!("--out: cannot create {}", plan.out.display()))?;
     let manifest = LadderManifest {
         schema: LADDER_SCHEMA.into(),
         created_unix_ns: unix_now().as_nanos() as u64,
@@ -1083,10 +1153,15 @@ fn ladder(plan: Plan) -> Result<u8> {
         loaded: plan.load_cpus.is_some(),
     };
     manifest.validate()?;
-    manifest.write(&plan.out.join(MANIFEST_FILE))?;
-    let csv_path = plan.out.join(LADDER_CSV_FILE);
-    let mut csv = fs::File::create(&csv_path)
-        .with_context(|| format!("{}: cannot create", csv_path.display()))?;
+    let mut text = serde_json::to_string_pretty(&manifest)?;
+    text.push('\n');
+    plan.dir
+        .write_atomic(MANIFEST_FILE, text.as_bytes(), 0o644)
+        .with_context(|| format!("{MANIFEST_FILE}: cannot write"))?;
+    let mut csv = plan
+        .dir
+        .create(LADDER_CSV_FILE, 0o644)
+        .with_context(|| format!("{LADDER_CSV_FILE}: cannot create"))?;
     writeln!(csv, "{LADDER_CSV_HEADER}")?;
     csv.sync_data()?;
     let mut log = LadderLog {
@@ -1117,7 +1192,7 @@ fn ladder(plan: Plan) -> Result<u8> {
         finished: false,
         stopped_by: None,
     };
-    log.save(&plan.out)?;
+    log.save(&plan.dir)?;
     let mut prog = Progress::new(plan.stages.len() as u32 * plan.runs, plan.duration);
     for n in &plan.notes {
         prog.line(format!("ladder: note: {n}"));
@@ -1165,7 +1240,7 @@ fn ladder(plan: Plan) -> Result<u8> {
                         consecutive_failures = 0;
                     }
                     log.runs.push(rl);
-                    log.save(&plan.out)?;
+                    log.save(&plan.dir)?;
                     match next {
                         Next::Continue => {}
                         Next::Stop => break 'outer,
@@ -1199,7 +1274,7 @@ fn ladder(plan: Plan) -> Result<u8> {
                     anyhow!(
                         "{} knob(s) could not be restored; run `rtcat tune restore --state {}`",
                         o.failed,
-                        plan.journal().display()
+                        plan.journal().path().display()
                     )
                 });
             }
@@ -1215,7 +1290,7 @@ fn ladder(plan: Plan) -> Result<u8> {
         fatal.as_ref().map(|e| format!("error: {e:#}"))
     };
     log.finished = sig == 0 && fatal.is_none();
-    log.save(&plan.out)?;
+    log.save(&plan.dir)?;
     let ok_runs = log
         .runs
         .iter()
@@ -1227,42 +1302,47 @@ fn ladder(plan: Plan) -> Result<u8> {
         match rtlab::report::load_sources(std::slice::from_ref(&plan.out), &[], partial) {
             Ok(src) => {
                 let table = rtlab::report::render_markdown(&src);
-                print!("{table}");
-                let _ = std::io::stdout().flush();
-                fs::write(plan.out.join(REPORT_FILE), &table)
-                    .with_context(|| format!("{}: cannot write", REPORT_FILE))?;
+                print_out(&table);
+                plan.dir
+                    .write_atomic(REPORT_FILE, table.as_bytes(), 0o644)
+                    .with_context(|| format!("{REPORT_FILE}: cannot write"))?;
                 if plan.plots {
                     let pdir = plan.out.join("plots");
-                    let r = fs::create_dir_all(&pdir)
+                    let r = plan
+                        .dir
+                        .subdir("plots", true)
                         .map_err(anyhow::Error::from)
                         .and_then(|_| rtlab::plot::write_plots(&src, &pdir, (1000, 600)));
                     if let Err(e) = r {
-                        eprintln!("rtcat ladder: plots not written: {e:#}");
+                        say(&format!("rtcat ladder: plots not written: {e:#}"));
                     }
                 }
             }
-            Err(e) => eprintln!("rtcat ladder: report of {}: {e:#}", plan.out.display()),
+            Err(e) => say(&format!(
+                "rtcat ladder: report of {}: {e:#}",
+                plan.out.display()
+            )),
         }
     }
     for n in &log.notes {
-        eprintln!("rtcat ladder: note: {n}");
+        say(&format!("rtcat ladder: note: {n}"));
     }
-    eprintln!(
+    say(&format!(
         "rtcat ladder: {ok_runs} of {} run(s) completed, {failed} failed; results in {}",
         plan.stages.len() as u32 * plan.runs,
         plan.out.display()
-    );
+    ));
     if let Some(e) = fatal {
-        eprintln!("rtcat ladder: {e:#}");
+        say(&format!("rtcat ladder: {e:#}"));
         return Ok(1);
     }
     if sig > 0 {
         let s = LAST_SIGNAL.load(Ordering::Relaxed);
-        eprintln!(
+        say(&format!(
             "rtcat ladder: stopped by {}; every knob restored; `rtcat report --allow-partial {}` reads the completed runs",
             signal_name(s),
             plan.out.display()
-        );
+        ));
         return Ok((128 + s).clamp(0, 255) as u8);
     }
     Ok(if failed > 0 { 1 } else { 0 })
@@ -1273,14 +1353,14 @@ pub fn run(a: LadderArgs) -> ExitCode {
     let plan = match resolve(&a) {
         Ok(p) => p,
         Err(Usage(m)) => {
-            eprintln!("rtcat ladder: {m}");
+            say(&format!("rtcat ladder: {m}"));
             return ExitCode::from(2);
         }
     };
     match ladder(plan) {
         Ok(c) => ExitCode::from(c),
         Err(e) => {
-            eprintln!("rtcat ladder: {e:#}");
+            say(&format!("rtcat ladder: {e:#}"));
             ExitCode::from(1)
         }
     }

@@ -26,7 +26,7 @@ fn input_code(r: anyhow::Result<i32>) -> ExitCode {
         Ok(c) => ExitCode::from(c.clamp(0, 255) as u8),
         Err(e) => {
             rtcat::say!("rtcat: {e:#}");
-            ExitCode::from(EXIT_CONFIG)
+            ExitCode::from(rttune::cli::exit_code_of(&e))
         }
     }
 }

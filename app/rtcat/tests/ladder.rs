@@ -249,6 +249,31 @@ fn wait_for(what: &str, limit: Duration, mut f: impl FnMut() -> bool) {
     }
 }
 
+/// Whether a child of process `parent` has a SIGINT handler installed (`SigCgt` in its status).
+fn bench_catches_sigint(parent: u32) -> bool {
+    let Ok(rd) = std::fs::read_dir("/proc") else {
+        return false;
+    };
+    rd.flatten().any(|e| {
+        let Ok(st) = std::fs::read_to_string(e.path().join("status")) else {
+            return false;
+        };
+        let field = |k: &str| {
+            st.lines()
+                .find_map(|l| l.strip_prefix(k))
+                .map(|v| v.trim().to_string())
+        };
+        field("PPid:").is_some_and(|p| p == parent.to_string())
+            && field("SigCgt:")
+                .and_then(|m| u64::from_str_radix(&m, 16).ok())
+                .is_some_and(|m| m & (1 << (libc_sigint() - 1)) != 0)
+    })
+}
+
+fn libc_sigint() -> u32 {
+    nix::sys::signal::Signal::SIGINT as u32
+}
+
 /// Starts a fake-root ladder s0,s4 (1 run each, `secs` s) and returns once s4's knobs are applied
 /// and its bench is running.
 fn ladder_in_s4(tree: &FakeTree, out: &Path, secs: &str) -> std::process::Child {
@@ -268,6 +293,13 @@ fn ladder_in_s4(tree: &FakeTree, out: &Path, secs: &str) -> std::process::Child 
     wait_for("s4's bench to start", Duration::from_secs(60), || {
         bench_log.exists()
     });
+    // and to be ready for a signal (on a loaded machine it may take a while to get there)
+    let ladder = child.id();
+    wait_for(
+        "s4's bench to catch SIGINT",
+        Duration::from_secs(60),
+        || bench_catches_sigint(ladder),
+    );
     // the shield is in effect on the fake tree right now
     let during = snapshot(&tree.root);
     assert!(
@@ -564,7 +596,7 @@ fn failing_runs_are_kept_aside_and_the_ladder_stops_after_two_in_a_row() {
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("two runs in a row failed"), "{err}");
     assert!(
-        err.contains("s0/run1 FAILED: rtcat bench exited with 1"),
+        err.contains("s0/run1 FAILED: rtcat bench exited with 2"),
         "{err}"
     );
     assert!(
@@ -635,4 +667,163 @@ fn loaded_ladder_runs_the_seed_load_off_the_rt_cpu() {
         assert!(load[k].as_u64().unwrap() > 0, "{k}: {load}");
     }
     assert!(load["errors"].as_array().unwrap().is_empty(), "{load}");
+}
+
+#[test]
+fn an_existing_output_directory_is_refused_even_empty() {
+    let _g = serial();
+    let td = tempfile::tempdir().unwrap();
+    let out = td.path().join("premade");
+    std::fs::create_dir(&out).unwrap();
+    let o = rtcat()
+        .args(["ladder", "--sim", "--stages", "s0", "--runs", "1"])
+        .args(["--duration", "0.5", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains(&format!("--out: {} already exists", out.display())),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_dir(&out).unwrap().count(), 0, "wrote into it");
+    // a link to a directory is refused the same way
+    let link = td.path().join("link");
+    std::os::unix::fs::symlink(&out, &link).unwrap();
+    let o = rtcat()
+        .args(["ladder", "--sim", "--stages", "s0", "--out"])
+        .arg(&link)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    // the ladder makes its directory itself: 0755 whatever the umask, owned by whoever runs it
+    let fresh = td.path().join("a/fresh");
+    let o = rtcat()
+        .args(["ladder", "--sim", "--stages", "s0", "--runs", "1"])
+        .args([
+            "--duration",
+            "0.3",
+            "--no-plots",
+            "--cpu",
+            &rt_cpu().to_string(),
+        ])
+        .arg("--out")
+        .arg(&fresh)
+        .output()
+        .unwrap();
+    ok(&o, "ladder into a new directory");
+    use std::os::unix::fs::MetadataExt;
+    let m = std::fs::metadata(&fresh).unwrap();
+    assert_eq!(m.mode() & 0o7777, 0o755);
+    assert_eq!(m.uid(), nix::unistd::geteuid().as_raw());
+}
+
+fn closed_pipe() -> Stdio {
+    let (r, w) = nix::unistd::pipe().unwrap();
+    drop(r);
+    Stdio::from(w)
+}
+
+#[test]
+fn a_closed_stdout_and_stderr_do_not_stop_the_ladder_before_it_restores() {
+    let _g = serial();
+    if !is_root() {
+        eprintln!("skipped: stage s2 runs SCHED_FIFO, which needs root");
+        return;
+    }
+    let (_td, tree) = fake_tree();
+    let before = snapshot(&tree.root);
+    let out_td = tempfile::tempdir().unwrap();
+    let out = out_td.path().join("ladder");
+    let o = rtcat()
+        .args(["ladder", "--sim", "--stages", "s0,s2", "--runs", "1"])
+        .args([
+            "--duration",
+            "0.5",
+            "--no-plots",
+            "--cpu",
+            &rt_cpu().to_string(),
+        ])
+        .arg("--root")
+        .arg(&tree.root)
+        .arg("--out")
+        .arg(&out)
+        .stdout(closed_pipe())
+        .stderr(closed_pipe())
+        .status()
+        .unwrap();
+    assert_eq!(o.code(), Some(0), "ladder with closed stdout/stderr: {o:?}");
+    let after = snapshot(&tree.root);
+    assert!(after == before, "not restored: {:?}", diff(&before, &after));
+    assert!(out.join("report.md").is_file());
+    assert!(!out.join("tune-state.json").exists());
+}
+
+#[test]
+fn swapping_the_output_directory_cannot_hand_root_a_journal() {
+    let _g = serial();
+    if !is_root() {
+        eprintln!("skipped: stage s4 runs SCHED_FIFO, which needs root");
+        return;
+    }
+    let (_td, tree) = fake_tree();
+    let before = snapshot(&tree.root);
+    let out_td = tempfile::tempdir().unwrap();
+    let out = out_td.path().join("ladder");
+    let child = ladder_in_s4(&tree, &out, "2");
+    // what a user owning the parent directory can do while s4 runs: move the ladder's directory
+    // away and put one of their own, with a plausible journal, in its place
+    let moved = out_td.path().join("ladder.orig");
+    std::fs::rename(&out, &moved).unwrap();
+    std::fs::create_dir(&out).unwrap();
+    let boot = std::fs::read_to_string(tree.root.join("proc/sys/kernel/random/boot_id")).unwrap();
+    let forged = serde_json::json!({"version": 1, "boot_id": boot.trim(), "rt_cpus": "0",
+        "entries": [{"id": "file:/proc/irq/default_smp_affinity", "group": "default-irq-affinity",
+                     "change": {"kind": "file", "path": "/proc/irq/default_smp_affinity",
+                                "original": "01\n", "target": "bf"},
+                     "state": "applied"}]});
+    let forged = serde_json::to_vec_pretty(&forged).unwrap();
+    std::fs::write(out.join("tune-state.json"), &forged).unwrap();
+    let o = child.wait_with_output().unwrap();
+    let err = text(&o.stderr);
+    // the ladder restored its own journal, through its handle on the moved directory
+    let after = snapshot(&tree.root);
+    assert!(
+        after == before,
+        "not restored from the ladder's own journal: {:?}\n{err}",
+        diff(&before, &after)
+    );
+    assert_eq!(
+        std::fs::read(out.join("tune-state.json")).unwrap(),
+        forged,
+        "the planted journal was touched"
+    );
+    assert!(!moved.join("tune-state.json").exists(), "{err}");
+    assert!(moved.join("ladder-log.json").is_file(), "{err}");
+}
+
+#[test]
+fn interface_names_follow_the_kernels_rules_as_in_tune() {
+    let _g = serial();
+    let td = tempfile::tempdir().unwrap();
+    let out = td.path().join("l");
+    for (bad, want) in [
+        ("eth0123456789012", "is 16 bytes long"),
+        ("a:b", "it contains ':'"),
+        ("..", "is not an interface name"),
+    ] {
+        let o = rtcat()
+            .args(["ladder", "--stages", "s0", "--iface", bad, "--out"])
+            .arg(&out)
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{bad:?}: {err}");
+        assert!(
+            err.contains(&format!("--iface: {bad:?}")) && err.contains(want),
+            "{bad:?}: {err}"
+        );
+        assert!(!out.exists());
+    }
 }

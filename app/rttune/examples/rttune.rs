@@ -3,6 +3,7 @@
 
 use clap::{Parser, Subcommand};
 use rttune::{DoctorArgs, RtContext, TuneArgs};
+use std::io::Write;
 
 #[derive(Parser)]
 struct Cli {
@@ -26,7 +27,7 @@ fn main() {
         Some(p) => match RtContext::from_config_file(&p) {
             Ok(c) => c,
             Err(e) => {
-                eprintln!("error: {e:#}");
+                let _ = writeln!(std::io::stderr(), "error: {e:#}");
                 std::process::exit(2);
             }
         },
@@ -39,8 +40,9 @@ fn main() {
     match r {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("error: {e:#}");
-            std::process::exit(2);
+            let code = rttune::cli::exit_code_of(&e);
+            let _ = writeln!(std::io::stderr(), "error: {e:#}");
+            std::process::exit(i32::from(code));
         }
     }
 }

@@ -3,8 +3,8 @@
 use crate::config::{DEFAULT_STATE_FILE, RtContext};
 use crate::cpuset::CpuSet;
 use crate::doctor::{self, Doctor};
-use crate::host::{Coalesce, FileCaps, Host, RealHost, ServiceStop};
-use crate::journal::Journal;
+use crate::host::{Coalesce, FileCaps, Host, RealHost, ServiceStart, ServiceStop};
+use crate::journal::{JournalError, StateFile};
 use crate::sysroot::SysRoot;
 use crate::tune::{self, KnobGroup, TuneCtx};
 use std::io;
@@ -85,7 +85,7 @@ impl Host for NoHost {
     fn stop_service(&self, _: &SysRoot, _: &ServiceStop) -> io::Result<()> {
         Err(not_live())
     }
-    fn start_service(&self, _: &SysRoot, _: &ServiceStop) -> io::Result<()> {
+    fn start_service(&self, _: &SysRoot, _: &ServiceStart) -> io::Result<()> {
         Err(not_live())
     }
     fn get_coalesce(&self, _: &str) -> io::Result<Coalesce> {
@@ -100,6 +100,53 @@ impl Host for NoHost {
     fn file_caps(&self, _: &SysRoot, _: &str) -> io::Result<Option<FileCaps>> {
         Err(not_live())
     }
+}
+
+/// stdout could not be written (other than a closed pipe): a runtime failure, exit 1.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot write the report to stdout: {0}")]
+pub struct OutputError(#[source] pub io::Error);
+
+/// Exit code for an error out of [`run_doctor`] / [`run_tune`]: a refused journal, a bad flag or
+/// value is bad input (2); a journal that cannot be read or written, or stdout, is a runtime
+/// failure (1).
+pub fn exit_code_of(e: &anyhow::Error) -> u8 {
+    if let Some(j) = e.downcast_ref::<JournalError>() {
+        return j.exit_code();
+    }
+    if e.downcast_ref::<OutputError>().is_some() {
+        return 1;
+    }
+    2
+}
+
+/// Write a report to stdout. A closed pipe (`| head`) is not an error: the reader took what it
+/// wanted, and apply/restore (which keep SIGPIPE ignored) have done their work by now.
+pub fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut o = io::stdout().lock();
+    match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
+        Err(e) => Err(OutputError(e).into()),
+    }
+}
+
+fn check_iface(iface: Option<&String>) -> anyhow::Result<()> {
+    if let Some(i) = iface {
+        crate::netif::check_name(i).map_err(|m| anyhow::anyhow!("--iface/[bus].interface: {m}"))?;
+    }
+    Ok(())
+}
+
+/// `--cpu N` must be an online CPU whatever the command does with it.
+fn check_cpu_flag(root: &SysRoot, cpu: Option<usize>) -> anyhow::Result<()> {
+    let Some(c) = cpu else { return Ok(()) };
+    let online = crate::facts::online_cpus(root);
+    if c >= crate::cpuset::MAX_CPUS || (!online.is_empty() && !online.contains(c)) {
+        anyhow::bail!("--cpu: RT CPU {c} is not online (online: {online})");
+    }
+    Ok(())
 }
 
 fn open_root(p: &Path) -> anyhow::Result<SysRoot> {
@@ -151,14 +198,17 @@ fn resolve_rt(
 pub fn run_doctor(args: &DoctorArgs, ctx: &RtContext) -> anyhow::Result<i32> {
     ctx.tune.validate()?;
     let root = open_root(&args.root)?;
+    check_cpu_flag(&root, args.cpu)?;
     let rt = resolve_rt(&root, args.cpu, ctx, true)?;
     let iface = args.iface.clone().or_else(|| ctx.iface.clone());
-    if let Some(i) = &iface
-        && !crate::netif::valid_name(i)
-    {
-        anyhow::bail!("--iface: {i:?} is not an interface name");
-    }
-    let journal = Journal::load(&state_path(&root, None, ctx)).ok().flatten();
+    check_iface(iface.as_ref())?;
+    // only used to tell refused (kernel-managed) IRQs; a journal that is not trusted or is of
+    // another boot tells nothing
+    let journal = StateFile::at(state_path(&root, None, ctx))
+        .load(&root)
+        .ok()
+        .flatten()
+        .filter(|j| j.same_boot(&root));
     let d = Doctor {
         root: &root,
         host: host_for(&root),
@@ -169,9 +219,9 @@ pub fn run_doctor(args: &DoctorArgs, ctx: &RtContext) -> anyhow::Result<i32> {
     };
     let r = doctor::run(&d)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&r)?))?;
     } else {
-        print!("{}", r.to_text());
+        emit(&r.to_text())?;
     }
     Ok(r.exit_code())
 }
@@ -180,8 +230,10 @@ pub fn run_doctor(args: &DoctorArgs, ctx: &RtContext) -> anyhow::Result<i32> {
 pub fn run_tune(args: &TuneArgs, ctx: &RtContext) -> anyhow::Result<i32> {
     ctx.tune.validate()?;
     let root = open_root(&args.root)?;
+    check_cpu_flag(&root, args.cpu)?;
+    check_iface(args.iface.as_ref())?;
     let host = host_for(&root);
-    let state = state_path(&root, args.state.as_deref(), ctx);
+    let state = StateFile::at(state_path(&root, args.state.as_deref(), ctx));
     let groups = if args.groups.is_empty() {
         KnobGroup::all()
     } else {
@@ -194,7 +246,7 @@ pub fn run_tune(args: &TuneArgs, ctx: &RtContext) -> anyhow::Result<i32> {
         let rt = match resolve_rt(&root, args.cpu, ctx, false) {
             Ok(rt) => rt,
             // status of an applied state works without --cpu: the journal knows the RT CPU
-            Err(e) => match (args.action, Journal::load(&state).ok().flatten()) {
+            Err(e) => match (args.action, state.load(&root)?) {
                 (TuneAction::Status, Some(j)) => CpuSet::parse_list(&j.rt_cpus).map_err(|_| e)?,
                 _ => return Err(e),
             },
@@ -211,15 +263,15 @@ pub fn run_tune(args: &TuneArgs, ctx: &RtContext) -> anyhow::Result<i32> {
             TuneAction::Apply => tune::apply(&root, &tc, host, &groups, &state)?,
             TuneAction::Status => tune::status(&root, &tc, host, &groups, &state)?,
             _ => {
-                let j = Journal::load(&state).ok().flatten();
-                tune::plan(&root, &tc, host, &groups, j.as_ref()).to_outcome(&state)
+                let j = state.load(&root)?.filter(|j| j.same_boot(&root));
+                tune::plan(&root, &tc, host, &groups, j.as_ref()).to_outcome(state.path())
             }
         }
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&out)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&out)?))?;
     } else {
-        print!("{}", out.to_text());
+        emit(&out.to_text())?;
     }
     Ok(out.exit_code())
 }

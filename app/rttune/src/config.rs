@@ -168,15 +168,68 @@ impl TuneSection {
                 format!("{} is out of range 0..=100000", self.cstate_max_latency_us),
             ));
         }
-        if let Some(p) = &self.state_file
-            && (p.as_os_str().is_empty() || !p.is_absolute())
-        {
-            return Err(cerr(
-                "tune.state_file",
-                format!("{} must be an absolute path", p.display()),
-            ));
+        if let Some(p) = &self.state_file {
+            check_state_file(p).map_err(|m| cerr("tune.state_file", m))?;
         }
         Ok(())
+    }
+}
+
+/// Directories where users other than root can create or replace files, whether or not they
+/// exist on the machine checking the configuration: the master's own StateDirectory (owned by
+/// the unprivileged `rtcat` user, see rtcat.service), its runtime directory, and the
+/// world-writable temporary directories.
+pub const UNTRUSTED_STATE_DIRS: &[&str] = &[
+    "/var/lib/rtcat",
+    "/run/rtcat",
+    "/tmp",
+    "/var/tmp",
+    "/dev/shm",
+    "/run/shm",
+    "/run/lock",
+    "/var/lock",
+    "/run/user",
+];
+
+/// `[tune].state_file`: root restores what the journal says, so it must live where only root
+/// can write — an absolute, plain path (no `.`/`..`), not below [`UNTRUSTED_STATE_DIRS`], in a
+/// directory that (as far as it exists) nobody but root can write.
+fn check_state_file(p: &Path) -> Result<(), String> {
+    if p.as_os_str().is_empty() || !p.is_absolute() {
+        return Err(format!("{} must be an absolute path", p.display()));
+    }
+    // on the raw text: Path::components() drops inner "." and doubled "/"
+    let text = p.to_string_lossy();
+    if text[1..]
+        .split('/')
+        .any(|c| c.is_empty() || c == "." || c == "..")
+    {
+        return Err(format!(
+            "{} must be a plain path to a file (no \".\", \"..\" or trailing \"/\")",
+            p.display()
+        ));
+    }
+    if let Some(d) = UNTRUSTED_STATE_DIRS
+        .iter()
+        .find(|d| p.starts_with(d) && p != Path::new(d))
+    {
+        return Err(format!(
+            "{} is in {d}, where users other than root can write: `rtcat tune restore` runs as \
+             root and would restore what they put there; keep the journal in a root-only \
+             directory such as /var/lib/rtcat-tune",
+            p.display()
+        ));
+    }
+    let parent = p.parent().unwrap_or(Path::new("/"));
+    match safefs::writable_by_non_root(parent) {
+        Ok(None) => Ok(()),
+        Ok(Some(why)) => Err(format!(
+            "{}: {why}, so users other than root could replace the journal that \
+             `rtcat tune restore` acts on as root; keep it in a root-only directory such as \
+             /var/lib/rtcat-tune",
+            p.display()
+        )),
+        Err(e) => Err(format!("{}: cannot check its directory: {e}", p.display())),
     }
 }
 
@@ -193,8 +246,9 @@ impl RtContext {
     /// Build a context from an rtcat config file, reading only `[cycle].cpu`, `[bus].interface`
     /// and `[tune]` (full validation of the file is `rtcat config check`).
     pub fn from_config_file(path: &Path) -> anyhow::Result<RtContext> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        // a configuration is a few kB; a FIFO or /dev/zero is refused, not waited on
+        let text = safefs::read_to_string_bounded(path, 1 << 20)
+            .map_err(|e| anyhow::anyhow!("cannot read config: {e}"))?;
         Self::from_config_str(&text).map_err(|e| anyhow::anyhow!("config {}: {e}", path.display()))
     }
 
@@ -256,6 +310,48 @@ mod tests {
         assert!(e.to_string().contains("bogus"), "{e}");
         let e = TuneSection::from_toml_str("state_file = \"rel/x.json\"").unwrap_err();
         assert!(e.to_string().contains("tune.state_file"), "{e}");
+    }
+
+    #[test]
+    fn state_file_must_be_where_only_root_writes() {
+        for bad in [
+            "/var/lib/rtcat/tune-state.json",
+            "/var/lib/rtcat/sub/tune-state.json",
+            concat!("/tmp", "/tune-state.json"),
+            "/run/rtcat/tune-state.json",
+            "/dev/shm/tune-state.json",
+            "/var/lib/rtcat-tune/../rtcat/tune-state.json",
+            "/var/lib/rtcat-tune/./tune-state.json",
+        ] {
+            let e = TuneSection::from_toml_str(&format!("state_file = \"{bad}\""))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("tune.state_file"), "{bad}: {e}");
+        }
+        // the default place, and a sibling of the service user's directory, are fine
+        for ok in [
+            "/var/lib/rtcat-tune/tune-state.json",
+            "/var/lib/rtcat-tune-x/s.json",
+        ] {
+            TuneSection::from_toml_str(&format!("state_file = \"{ok}\"")).unwrap();
+        }
+        // any existing directory another user can write (outside /tmp, which is refused anyway)
+        let d = tempfile::tempdir_in(env!("CARGO_MANIFEST_DIR")).unwrap();
+        let open = d.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        let t = TuneSection {
+            state_file: Some(open.join("s.json")),
+            ..TuneSection::default()
+        };
+        let e = t.validate().unwrap_err();
+        assert_eq!(e.key, "tune.state_file");
+        assert!(
+            e.message.contains(&format!("{} is", open.display()))
+                && e.message.contains("writable by group or others"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -1051,9 +1051,9 @@ impl Ctx<'_> {
             Some(c) => format!("NIC IRQs on CPU {c}"),
             None => format!("NIC IRQs off CPU {}", self.rtl),
         };
-        if !self.root().exists(&format!("/sys/class/net/{i}")) {
+        if let Err(m) = crate::netif::check_exists(self.root(), i) {
             return chk(id, Verdict::Fail)
-                .obs(format!("interface {i} does not exist"))
+                .obs(format!("interface {m}"))
                 .exp(exp)
                 .why(why)
                 .fix("check [bus].interface / --iface");
@@ -1572,9 +1572,9 @@ impl Ctx<'_> {
                 .why(why);
         };
         let base = format!("/sys/class/net/{i}");
-        if !self.root().exists(&base) {
+        if let Err(m) = crate::netif::check_exists(self.root(), i) {
             return chk(id, Verdict::Fail)
-                .obs(format!("interface {i} does not exist"))
+                .obs(format!("interface {m}"))
                 .exp("up, full duplex")
                 .why(why)
                 .fix("check [bus].interface / --iface");
@@ -1643,6 +1643,12 @@ impl Ctx<'_> {
             }
             v.join(" ")
         };
+        if let Err(m) = crate::netif::check_exists(self.root(), i) {
+            return chk(id, Verdict::NA)
+                .obs(format!("interface {m}"))
+                .exp(exp)
+                .why(why);
+        }
         match self.d.host.get_coalesce(i) {
             Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => chk(id, Verdict::NA)
                 .obs(format!("{i}: driver has no coalescing (EOPNOTSUPP)"))

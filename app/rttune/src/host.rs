@@ -6,7 +6,7 @@ use crate::cpuset::CpuSet;
 use crate::sysroot::SysRoot;
 use serde::{Deserialize, Serialize};
 use std::io;
-
+use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -77,14 +77,96 @@ fn onoff(v: u32) -> &'static str {
     if v != 0 { "on" } else { "off" }
 }
 
-/// How a service was stopped, so that restore can start it the same way.
+/// How a service was stopped (journalled).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "how", rename_all = "snake_case")]
 pub enum ServiceStop {
     /// `systemctl stop UNIT`; restored with `systemctl start UNIT`.
     Systemd { unit: String },
-    /// SIGTERM to the daemon; restored by running its recorded command line again.
+    /// SIGTERM to the daemon. `cmdline` is recorded for the operator only: restore never runs
+    /// it (the journal is data), it starts the service by what [`plan_service_start`] finds.
     Signalled { pid: u32, cmdline: Vec<String> },
+}
+
+/// How restore starts a stopped service: decided by the tuner from the service's name and what
+/// it finds on the machine, never from a command line in the journal.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServiceStart {
+    /// `systemctl start UNIT` (UNIT = `NAME.service`).
+    Systemd { unit: String },
+    /// Run this root-owned binary from [`KNOWN_BINARIES`] without arguments (the daemon's own
+    /// defaults; irqbalance then forks into the background).
+    Exec { program: PathBuf },
+}
+
+/// Where each service tune stops may be installed (Debian, Yocto, Fedora layouts).
+pub const KNOWN_BINARIES: &[(&str, &[&str])] = &[(
+    "irqbalance",
+    &[
+        "/usr/sbin/irqbalance",
+        "/sbin/irqbalance",
+        "/usr/bin/irqbalance",
+        "/bin/irqbalance",
+    ],
+)];
+
+/// Where systemctl is (run by absolute path: the caller's PATH is not trusted).
+const SYSTEMCTL: &[&str] = &["/usr/bin/systemctl", "/bin/systemctl"];
+
+const UNIT_DIRS: &[&str] = &[
+    "/etc/systemd/system",
+    "/run/systemd/system",
+    "/usr/lib/systemd/system",
+    "/lib/systemd/system",
+];
+
+fn has_unit(root: &SysRoot, unit: &str) -> bool {
+    UNIT_DIRS
+        .iter()
+        .any(|d| root.exists(&format!("{d}/{unit}")))
+}
+
+/// Decide how to start service `name` again after it was stopped `how`: through systemd by its
+/// unit name when systemd runs and the unit exists (also for a daemon that was signalled), else
+/// the first of its [`KNOWN_BINARIES`] that is a regular, executable file owned by root in
+/// directories only root can write. The journal's command line is never used.
+pub fn plan_service_start(
+    root: &SysRoot,
+    name: &str,
+    how: &ServiceStop,
+) -> io::Result<ServiceStart> {
+    if !crate::journal::KNOWN_SERVICES.contains(&name) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            format!("{name:?} is not a service rtcat tune stops"),
+        ));
+    }
+    let unit = format!("{name}.service");
+    if matches!(how, ServiceStop::Systemd { .. }) || (systemd_runs(root) && has_unit(root, &unit)) {
+        return Ok(ServiceStart::Systemd { unit });
+    }
+    let candidates = KNOWN_BINARIES
+        .iter()
+        .find(|(n, _)| *n == name)
+        .map(|(_, p)| *p)
+        .unwrap_or_default();
+    for p in candidates {
+        let host = root.path(p);
+        let Ok(md) = std::fs::symlink_metadata(&host) else {
+            continue;
+        };
+        use std::os::unix::fs::PermissionsExt;
+        if md.is_file()
+            && md.permissions().mode() & 0o111 != 0
+            && safefs::check_private(&host, safefs::Owner::Root).is_ok()
+        {
+            return Ok(ServiceStart::Exec { program: host });
+        }
+    }
+    Err(io::Error::other(format!(
+        "no {unit} and no root-owned {name} binary in {}: start {name} by hand",
+        candidates.join(", ")
+    )))
 }
 
 /// File capabilities (`security.capability` xattr).
@@ -98,7 +180,7 @@ pub struct FileCaps {
 pub trait Host {
     /// Stop a running daemon the way `how` says (see [`plan_service_stop`]).
     fn stop_service(&self, root: &SysRoot, how: &ServiceStop) -> io::Result<()>;
-    fn start_service(&self, root: &SysRoot, how: &ServiceStop) -> io::Result<()>;
+    fn start_service(&self, root: &SysRoot, how: &ServiceStart) -> io::Result<()>;
     fn get_coalesce(&self, iface: &str) -> io::Result<Coalesce>;
     fn set_coalesce(&self, iface: &str, c: &Coalesce) -> io::Result<()>;
     fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()>;
@@ -158,20 +240,12 @@ fn systemd_runs(root: &SysRoot) -> bool {
 }
 
 /// Decide how to stop daemon `name` (process `pid`): through systemd when it is PID 1's manager,
-/// otherwise by SIGTERM, recording the command line to start it again.
+/// otherwise by SIGTERM, recording its command line (for the operator; see [`ServiceStop`]).
 pub fn plan_service_stop(root: &SysRoot, name: &str, pid: u32) -> io::Result<ServiceStop> {
     let unit = format!("{name}.service");
-    let has_unit = [
-        "/etc/systemd/system",
-        "/run/systemd/system",
-        "/usr/lib/systemd/system",
-        "/lib/systemd/system",
-    ]
-    .iter()
-    .any(|d| root.exists(&format!("{d}/{unit}")));
     // under systemd, a daemon with a unit is stopped through it (else systemd restarts it);
     // one started by hand is signalled like on a system without systemd
-    if systemd_runs(root) && has_unit {
+    if systemd_runs(root) && has_unit(root, &unit) {
         return Ok(ServiceStop::Systemd { unit });
     }
     let cmdline: Vec<String> = root
@@ -188,8 +262,26 @@ pub fn plan_service_stop(root: &SysRoot, name: &str, pid: u32) -> io::Result<Ser
     Ok(ServiceStop::Signalled { pid, cmdline })
 }
 
+/// A minimal environment for the programs tune runs as root.
+const SAFE_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+fn systemctl(args: &[&str]) -> io::Result<()> {
+    let cmd = SYSTEMCTL
+        .iter()
+        .find(|p| Path::new(p).is_file())
+        .ok_or_else(|| {
+            io::Error::other(format!("systemctl not found in {}", SYSTEMCTL.join(", ")))
+        })?;
+    run(cmd, args)
+}
+
 fn run(cmd: &str, args: &[&str]) -> io::Result<()> {
-    let out = Command::new(cmd).args(args).stdin(Stdio::null()).output()?;
+    let out = Command::new(cmd)
+        .args(args)
+        .env_clear()
+        .env("PATH", SAFE_PATH)
+        .stdin(Stdio::null())
+        .output()?;
     if out.status.success() {
         Ok(())
     } else {
@@ -205,7 +297,7 @@ fn run(cmd: &str, args: &[&str]) -> io::Result<()> {
 impl Host for RealHost {
     fn stop_service(&self, root: &SysRoot, how: &ServiceStop) -> io::Result<()> {
         match how {
-            ServiceStop::Systemd { unit } => run("systemctl", &["stop", unit]),
+            ServiceStop::Systemd { unit } => systemctl(&["stop", unit]),
             ServiceStop::Signalled { pid, .. } => {
                 // SAFETY: kill(2) with a pid read from /proc.
                 if unsafe { libc::kill(*pid as libc::pid_t, libc::SIGTERM) } != 0 {
@@ -225,12 +317,13 @@ impl Host for RealHost {
         }
     }
 
-    fn start_service(&self, _root: &SysRoot, how: &ServiceStop) -> io::Result<()> {
+    fn start_service(&self, _root: &SysRoot, how: &ServiceStart) -> io::Result<()> {
         match how {
-            ServiceStop::Systemd { unit } => run("systemctl", &["start", unit]),
-            ServiceStop::Signalled { cmdline, .. } => {
-                Command::new(&cmdline[0])
-                    .args(&cmdline[1..])
+            ServiceStart::Systemd { unit } => systemctl(&["start", unit]),
+            ServiceStart::Exec { program } => {
+                Command::new(program)
+                    .env_clear()
+                    .env("PATH", SAFE_PATH)
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())

@@ -2,7 +2,7 @@
 //! `/dev`: every path is taken relative to a root directory, so tests run on fake trees.
 
 use std::collections::HashMap;
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -108,18 +108,56 @@ impl SysRoot {
         fs::read_link(self.path(p))
     }
 
+    /// The directory holding kernel path `p` and the file name in it, reached from the root one
+    /// component at a time without following a symbolic link: the kernel has none on the paths
+    /// tune writes, so a link there was planted (or the path is not a knob tune knows).
+    fn knob_dir(&self, p: &str) -> io::Result<(safefs::Dir, String)> {
+        let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
+        let Some((name, dirs)) = comps.split_last() else {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                format!("{p:?} is not a file path"),
+            ));
+        };
+        let mut d = safefs::Dir::open(&self.root).map_err(fs_err)?;
+        for c in dirs {
+            d = d.subdir(c, false).map_err(fs_err)?;
+        }
+        Ok((d, (*name).to_string()))
+    }
+
+    /// What kernel path `p` is, examined without following a link in any component: Ok(None) if
+    /// it (or a directory on the way) does not exist, an error if a component is a link.
+    pub fn knob_kind(&self, p: &str) -> io::Result<Option<safefs::EntryKind>> {
+        match self.knob_dir(p) {
+            Ok((d, name)) => d.entry_kind(&name).map_err(fs_err),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// [`SysRoot::read_raw`] of a knob, never following a link (see [`SysRoot::write`]).
+    pub fn read_knob(&self, p: &str) -> io::Result<String> {
+        let (d, name) = self.knob_dir(p)?;
+        let mut f = d.open_existing(&name, false).map_err(fs_err)?;
+        let mut buf = Vec::new();
+        // a knob is a page at most (sysfs), procfs masks are shorter
+        (&mut f).take(1 << 16).read_to_end(&mut buf)?;
+        Ok(String::from_utf8_lossy(&buf).into_owned())
+    }
+
     /// Write `content` to an existing kernel file in a single write(2) (sysfs/procfs need that);
-    /// never creates files. The file is truncated first, which the kernel ignores and a fake tree needs.
+    /// never creates files and never follows a symbolic link (in any component: the kernel has
+    /// none on the paths tune writes). The file is truncated first, which the kernel ignores and
+    /// a fake tree needs.
     pub fn write(&self, p: &str, content: &str) -> io::Result<()> {
         if let Ok(m) = self.write_errors.lock()
             && let Some(errno) = m.get(p)
         {
             return Err(io::Error::from_raw_os_error(*errno));
         }
-        let mut f = OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(self.path(p))?;
+        let (d, name) = self.knob_dir(p)?;
+        let mut f = d.open_existing(&name, true).map_err(fs_err)?;
         let n = f.write(content.as_bytes())?;
         if n != content.len() {
             return Err(io::Error::new(
@@ -131,33 +169,10 @@ impl SysRoot {
     }
 }
 
-/// Write a file atomically: temporary file in the same directory, fsync, rename, fsync directory.
-pub fn atomic_write(path: &Path, data: &[u8]) -> io::Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    fs::create_dir_all(dir)?;
-    let name = path.file_name().ok_or_else(|| {
-        io::Error::new(io::ErrorKind::InvalidInput, "state path has no file name")
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(data)?;
-        f.sync_all()?;
+/// A safefs error as an I/O error (the kind kept: NotFound stays NotFound).
+fn fs_err(e: safefs::Error) -> io::Error {
+    match e {
+        safefs::Error::Io { source, .. } => source,
+        e => io::Error::new(io::ErrorKind::InvalidInput, e.to_string()),
     }
-    fs::rename(&tmp, path)?;
-    if let Ok(d) = fs::File::open(dir) {
-        let _ = d.sync_all();
-    }
-    Ok(())
 }

@@ -6,7 +6,7 @@
 
 use crate::cpuset::CpuSet;
 use crate::facts;
-use crate::host::{Coalesce, FileCaps, Host, ServiceStop};
+use crate::host::{Coalesce, FileCaps, Host, ServiceStart, ServiceStop};
 use crate::sysroot::SysRoot;
 use std::collections::HashMap;
 use std::fs;
@@ -845,12 +845,13 @@ impl Host for FakeHost {
         Ok(())
     }
 
-    fn start_service(&self, root: &SysRoot, how: &ServiceStop) -> io::Result<()> {
+    fn start_service(&self, root: &SysRoot, how: &ServiceStart) -> io::Result<()> {
         let name = match how {
-            ServiceStop::Systemd { unit } => unit.trim_end_matches(".service").to_string(),
-            ServiceStop::Signalled { cmdline, .. } => {
-                cmdline[0].rsplit('/').next().unwrap_or("").to_string()
-            }
+            ServiceStart::Systemd { unit } => unit.trim_end_matches(".service").to_string(),
+            ServiceStart::Exec { program } => program
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
         };
         let stash = self.stash();
         let mut started = false;

@@ -3,8 +3,8 @@
 use crate::config::TuneSection;
 use crate::cpuset::CpuSet;
 use crate::facts;
-use crate::host::{self, Coalesce, Host, ServiceStop};
-use crate::journal::{Change, Entry, EntryState, Journal};
+use crate::host::{self, Coalesce, Host, ServiceStart};
+use crate::journal::{AsStateFile, Boot, Change, Entry, EntryState, Journal};
 use crate::sysroot::SysRoot;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
@@ -148,10 +148,9 @@ impl TuneCtx {
                 anyhow::bail!("tune.nic_irq_cpu: CPU {c} is not online (online: {online})");
             }
         }
-        if let Some(i) = &iface
-            && !crate::netif::valid_name(i)
-        {
-            anyhow::bail!("--iface/[bus].interface: {i:?} is not an interface name");
+        if let Some(i) = &iface {
+            crate::netif::check_name(i)
+                .map_err(|m| anyhow::anyhow!("--iface/[bus].interface: {m}"))?;
         }
         Ok(TuneCtx {
             rt,
@@ -216,7 +215,7 @@ fn file_change(
     target: String,
     plan: &mut Plan,
 ) {
-    match root.read_raw(path) {
+    match root.read_knob(path) {
         Ok(original) => {
             let cur = original.trim().to_string();
             plan.changes.push(Planned {
@@ -693,7 +692,9 @@ fn do_change(root: &SysRoot, host: &dyn Host, c: &Change) -> Result<(), String> 
         Change::File { path, target, .. } => {
             root.write(path, &format!("{target}\n"))
                 .map_err(|e| e.to_string())?;
-            let back = root.read_raw(path).map_err(|e| format!("read-back: {e}"))?;
+            let back = root
+                .read_knob(path)
+                .map_err(|e| format!("read-back: {e}"))?;
             if !same_value(path, &back, target) {
                 return Err(format!(
                     "read back {:?} after writing {target:?}",
@@ -740,15 +741,24 @@ pub fn apply(
     tc: &TuneCtx,
     host: &dyn Host,
     groups: &[KnobGroup],
-    state: &Path,
+    state: &(impl AsStateFile + ?Sized),
 ) -> anyhow::Result<Outcome> {
+    let state = state.as_state_file();
     let mut out = Outcome {
         action: "apply".into(),
-        state_file: state.display().to_string(),
+        state_file: state.path().display().to_string(),
         ..Default::default()
     };
-    let mut j = match Journal::load(state)? {
-        Some(j) if !j.same_boot(root) => {
+    if crate::journal::boot_id(root).is_empty() {
+        anyhow::bail!(
+            "cannot read /proc/sys/kernel/random/boot_id under {}: the journal must record the \
+             boot it belongs to, nothing applied",
+            root.root().display()
+        );
+    }
+    // a journal that is not trusted is refused here too: apply would keep its originals
+    let mut j = match state.load(root)? {
+        Some(j) if j.boot(root) != Boot::Same => {
             out.notes.push(
                 "journal from a previous boot discarded (runtime knobs were reset by the reboot)"
                     .into(),
@@ -796,7 +806,7 @@ pub fn apply(
         idx.push(i);
     }
     if !p.changes.is_empty() {
-        j.save(state)?;
+        state.save(&j)?;
     }
     // 2. change
     for (ch, i) in p.changes.iter().zip(idx) {
@@ -824,7 +834,7 @@ pub fn apply(
         });
     }
     if !p.changes.is_empty() {
-        j.save(state)?;
+        state.save(&j)?;
     }
     if p.changes.is_empty() {
         out.notes.push("nothing to change: already applied".into());
@@ -900,7 +910,7 @@ fn undo(root: &SysRoot, host: &dyn Host, e: &Entry) -> Result<String, String> {
             original,
             target,
         } => {
-            let cur = match root.read_raw(path) {
+            let cur = match root.read_knob(path) {
                 Ok(c) => c,
                 Err(err) if err.kind() == std::io::ErrorKind::NotFound => {
                     return Ok(format!("gone ({path} no longer exists)"));
@@ -914,7 +924,7 @@ fn undo(root: &SysRoot, host: &dyn Host, e: &Entry) -> Result<String, String> {
             root.write(path, original)
                 .map_err(|err| format!("write {path}: {err}"))?;
             let back = root
-                .read_raw(path)
+                .read_knob(path)
                 .map_err(|err| format!("read-back {path}: {err}"))?;
             if !same_value(path, &back, original) {
                 return Err(format!(
@@ -937,13 +947,17 @@ fn undo(root: &SysRoot, host: &dyn Host, e: &Entry) -> Result<String, String> {
             if running {
                 return Ok("already running".into());
             }
-            host.start_service(root, how)
+            // how to start it is decided here, from its name and the machine: a journalled
+            // command line is never run
+            let start = host::plan_service_start(root, name, how).map_err(|err| err.to_string())?;
+            host.start_service(root, &start)
                 .map_err(|err| err.to_string())?;
-            Ok(match how {
-                ServiceStop::Systemd { unit } => format!("started ({unit})"),
-                ServiceStop::Signalled { cmdline, .. } => {
-                    format!("started ({})", cmdline.join(" "))
-                }
+            Ok(match start {
+                ServiceStart::Systemd { unit } => format!("started ({unit})"),
+                ServiceStart::Exec { program } => format!(
+                    "started ({} with its default options; the journalled command line is not used)",
+                    program.display()
+                ),
             })
         }
         Change::Coalesce {
@@ -1184,22 +1198,19 @@ pub fn restore(
     root: &SysRoot,
     host: &dyn Host,
     groups: Option<&[KnobGroup]>,
-    state: &Path,
+    state: &(impl AsStateFile + ?Sized),
 ) -> anyhow::Result<Outcome> {
+    let state = state.as_state_file();
     let mut out = Outcome {
         action: "restore".into(),
-        state_file: state.display().to_string(),
+        state_file: state.path().display().to_string(),
         ..Default::default()
     };
-    let Some(mut j) = Journal::load(state)? else {
+    // every entry is checked before the first one is restored: a journal is used whole or not
+    let Some(mut j) = state.load_this_boot(root)? else {
         out.notes.push("no tune state: nothing to restore".into());
         return Ok(out);
     };
-    if !j.same_boot(root) {
-        std::fs::remove_file(state)?;
-        out.notes.push("journal from a previous boot: runtime knobs were already reset by the reboot; journal removed".into());
-        return Ok(out);
-    }
     let sel = groups.map(KnobGroup::expand);
     let mut keep = Vec::new();
     for e in j.entries.iter().rev() {
@@ -1237,13 +1248,9 @@ pub fn restore(
         .iter()
         .all(|e| matches!(e.state, EntryState::Refused { .. }))
     {
-        if let Err(err) = std::fs::remove_file(state)
-            && err.kind() != std::io::ErrorKind::NotFound
-        {
-            anyhow::bail!("cannot remove tune state {}: {err}", state.display());
-        }
+        state.remove()?;
     } else {
-        j.save(state)?;
+        state.save(&j)?;
         if out.failed > 0 {
             out.notes.push(format!(
                 "{} knob(s) could not be restored; they stay in the journal, run restore again",
@@ -1260,14 +1267,15 @@ pub fn status(
     tc: &TuneCtx,
     host: &dyn Host,
     groups: &[KnobGroup],
-    state: &Path,
+    state: &(impl AsStateFile + ?Sized),
 ) -> anyhow::Result<Outcome> {
+    let state = state.as_state_file();
     let mut out = Outcome {
         action: "status".into(),
-        state_file: state.display().to_string(),
+        state_file: state.path().display().to_string(),
         ..Default::default()
     };
-    let j = Journal::load(state)?;
+    let j = state.load(root)?;
     match &j {
         None => out
             .notes
@@ -1286,7 +1294,7 @@ pub fn status(
                             target,
                             original,
                         },
-                    ) => match root.read_raw(path) {
+                    ) => match root.read_knob(path) {
                         Err(_) => "gone".into(),
                         Ok(c) if same_value(path, &c, target) => "in effect".into(),
                         Ok(c) if same_value(path, &c, original) => {

@@ -226,7 +226,10 @@ fn golden_missing_cpufreq() {
         assert_eq!(r.get(id).unwrap().verdict, Verdict::NA, "{id}");
     }
     // tune skips them cleanly and still round-trips
-    let state = t.root.join("../state-nocpufreq.json");
+    // the journal in a directory of its own: /tmp itself (anyone may create files there) is
+    // not a place restore trusts
+    let sd = tempfile::tempdir().unwrap();
+    let state = sd.path().join("state-nocpufreq.json");
     let before = snapshot(&t.root);
     let out = tune::apply(&root, &ctx(&root), &host, &KnobGroup::all(), &state).unwrap();
     assert!(
@@ -435,7 +438,7 @@ impl Host for Crashing<'_> {
     fn stop_service(&self, r: &SysRoot, h: &rttune::host::ServiceStop) -> std::io::Result<()> {
         self.inner.stop_service(r, h)
     }
-    fn start_service(&self, r: &SysRoot, h: &rttune::host::ServiceStop) -> std::io::Result<()> {
+    fn start_service(&self, r: &SysRoot, h: &rttune::host::ServiceStart) -> std::io::Result<()> {
         self.inner.start_service(r, h)
     }
     fn get_coalesce(&self, i: &str) -> std::io::Result<rttune::host::Coalesce> {
@@ -551,14 +554,33 @@ fn stale_journal_from_previous_boot_is_discarded() {
     .unwrap();
     root.write("/proc/sys/kernel/random/boot_id", "00000000-new-boot\n")
         .unwrap();
-    let out = tune::restore(&root, &host, None, &state).unwrap();
-    assert!(out.notes[0].contains("previous boot"));
-    assert!(!state.exists());
+    // restore refuses a journal of another boot (exit 2) and writes nothing; it stays for the
+    // operator to see
+    let e = tune::restore(&root, &host, None, &state).unwrap_err();
+    assert_eq!(rttune::cli::exit_code_of(&e), 2);
+    assert!(e.to_string().contains("another boot"), "{e}");
+    assert!(state.exists());
     assert_eq!(
         root.read("/proc/sys/kernel/timer_migration").unwrap(),
         "0",
         "nothing written"
     );
+    // apply (rtcat-tune.service at the next boot) discards it and starts a new journal
+    let out = tune::apply(
+        &root,
+        &ctx(&root),
+        &host,
+        &[KnobGroup::DefaultIrqAffinity],
+        &state,
+    )
+    .unwrap();
+    assert!(out.notes[0].contains("previous boot"), "{}", out.to_text());
+    let j = Journal::load(&state).unwrap().unwrap();
+    assert_eq!(j.boot_id, "00000000-new-boot");
+    assert!(j.find("file:/proc/sys/kernel/timer_migration").is_none());
+    tune::restore(&root, &host, None, &state).unwrap();
+    assert!(!state.exists());
+    assert_eq!(root.read("/proc/sys/kernel/timer_migration").unwrap(), "0");
 }
 
 #[test]

@@ -162,15 +162,29 @@ pub enum Owner {
     Uid(u32),
 }
 
+/// What a directory entry is, links not followed ([`Dir::entry_kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EntryKind {
+    File,
+    Dir,
+    Symlink,
+    /// A FIFO, socket or device.
+    Other,
+}
+
 fn check_stat(st: &FileStat, path: &Path, owner: Owner) -> Result<()> {
     let want = match owner {
         Owner::Root => 0,
         Owner::Uid(u) => u,
     };
-    if st.st_uid != want {
+    // root may own anything a process trusts (it could write there anyway)
+    if st.st_uid != want && st.st_uid != 0 {
         return Err(Error::Untrusted {
             path: path.to_path_buf(),
-            why: format!("owned by uid {}, not uid {want}", st.st_uid),
+            why: match owner {
+                Owner::Root => format!("owned by uid {}, not root", st.st_uid),
+                Owner::Uid(u) => format!("owned by uid {}, not root or uid {u}", st.st_uid),
+            },
         });
     }
     if st.st_mode & 0o022 != 0 {
@@ -458,32 +472,8 @@ impl Dir {
 
     /// Read `name` below this directory: a regular file of at most `limit` bytes, not a link.
     pub fn read_bounded(&self, name: &str, limit: u64) -> Result<Vec<u8>> {
-        let p = self.child(name)?;
-        let fd = openat(
-            self.borrowed(),
-            name,
-            OFlag::O_RDONLY
-                | OFlag::O_NONBLOCK
-                | OFlag::O_NOFOLLOW
-                | OFlag::O_NOCTTY
-                | OFlag::O_CLOEXEC,
-            Mode::empty(),
-        )
-        .map_err(|e| match e {
-            nix::Error::ELOOP => Error::Untrusted {
-                path: p.clone(),
-                why: "is a symbolic link (not followed)".into(),
-            },
-            e => io_err(&p)(e),
-        })?;
-        let st = fstat(&fd).map_err(io_err(&p))?;
-        if !is_kind(&st, SFlag::S_IFREG) {
-            return Err(Error::NotRegular {
-                path: p,
-                kind: kind_name(&st),
-            });
-        }
-        read_limited(File::from(fd), &p, limit)
+        let (f, p) = self.open_read_nofollow(name)?;
+        read_limited(f, &p, limit)
     }
 
     /// Whether `name` exists (as anything, links not followed).
@@ -557,6 +547,110 @@ impl Dir {
             }
         }
         Ok(out)
+    }
+
+    /// Read `name` like [`Dir::read_bounded`] and check, on the open descriptor, that it is owned
+    /// by `owner` and not writable by group or others: a file root acts on (a journal) that
+    /// another user could have written is refused without a check-then-open race.
+    pub fn read_private(&self, name: &str, limit: u64, owner: Owner) -> Result<Vec<u8>> {
+        let (f, p) = self.open_read_nofollow(name)?;
+        let st = fstat(&f).map_err(io_err(&p))?;
+        check_stat(&st, &p, owner)?;
+        read_limited(f, &p, limit)
+    }
+
+    fn open_read_nofollow(&self, name: &str) -> Result<(File, PathBuf)> {
+        let p = self.child(name)?;
+        let fd = openat(
+            self.borrowed(),
+            name,
+            OFlag::O_RDONLY
+                | OFlag::O_NONBLOCK
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_NOCTTY
+                | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            nix::Error::ELOOP => Error::Untrusted {
+                path: p.clone(),
+                why: "is a symbolic link (not followed)".into(),
+            },
+            e => io_err(&p)(e),
+        })?;
+        let st = fstat(&fd).map_err(io_err(&p))?;
+        if !is_kind(&st, SFlag::S_IFREG) {
+            return Err(Error::NotRegular {
+                path: p,
+                kind: kind_name(&st),
+            });
+        }
+        Ok((File::from(fd), p))
+    }
+
+    /// Open the existing regular file `name` (never created, a link never followed) for reading
+    /// or, with `write`, for writing with `O_TRUNC` (which sysfs and procfs ignore), e.g. a kernel
+    /// knob written in one write(2).
+    pub fn open_existing(&self, name: &str, write: bool) -> Result<File> {
+        if !write {
+            return self.open_read_nofollow(name).map(|(f, _)| f);
+        }
+        let p = self.child(name)?;
+        let fd = openat(
+            self.borrowed(),
+            name,
+            OFlag::O_WRONLY
+                | OFlag::O_TRUNC
+                | OFlag::O_NONBLOCK
+                | OFlag::O_NOFOLLOW
+                | OFlag::O_NOCTTY
+                | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            nix::Error::ELOOP => Error::Untrusted {
+                path: p.clone(),
+                why: "is a symbolic link (not followed)".into(),
+            },
+            e => io_err(&p)(e),
+        })?;
+        let st = fstat(&fd).map_err(io_err(&p))?;
+        if !is_kind(&st, SFlag::S_IFREG) {
+            return Err(Error::NotRegular {
+                path: p,
+                kind: kind_name(&st),
+            });
+        }
+        Ok(File::from(fd))
+    }
+
+    /// What `name` is (links not followed), or None when it does not exist.
+    pub fn entry_kind(&self, name: &str) -> Result<Option<EntryKind>> {
+        let p = self.child(name)?;
+        match fstatat(self.borrowed(), name, AtFlags::AT_SYMLINK_NOFOLLOW) {
+            Ok(st) => Ok(Some(
+                match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+                    SFlag::S_IFREG => EntryKind::File,
+                    SFlag::S_IFDIR => EntryKind::Dir,
+                    SFlag::S_IFLNK => EntryKind::Symlink,
+                    _ => EntryKind::Other,
+                },
+            )),
+            Err(nix::Error::ENOENT) => Ok(None),
+            Err(e) => Err(io_err(&p)(e)),
+        }
+    }
+
+    /// A second handle on the same directory (a duplicated descriptor).
+    pub fn try_clone(&self) -> Result<Dir> {
+        let fd = self.fd.try_clone().map_err(|source| Error::Io {
+            path: self.path.clone(),
+            source,
+        })?;
+        Ok(Dir {
+            fd,
+            path: self.path.clone(),
+        })
     }
 
     /// Owner and mode check of the directory itself (see [`check_private`]).
@@ -683,5 +777,70 @@ mod tests {
         if me != 0 {
             assert!(check_private(&f, Owner::Root).is_err());
         }
+    }
+
+    #[test]
+    fn private_read_and_existing_opens_check_the_descriptor() {
+        let d = tempfile::tempdir().unwrap();
+        let me = nix::unistd::geteuid().as_raw();
+        let dir = Dir::open(d.path()).unwrap();
+        dir.write_atomic("j.json", b"{}", 0o600).unwrap();
+        assert_eq!(
+            dir.read_private("j.json", 100, Owner::Uid(me)).unwrap(),
+            b"{}"
+        );
+        let e = dir.read_private("j.json", 1, Owner::Uid(me)).unwrap_err();
+        assert!(e.to_string().contains("limit of 1 bytes"), "{e}");
+        std::fs::set_permissions(
+            d.path().join("j.json"),
+            std::fs::Permissions::from_mode(0o666),
+        )
+        .unwrap();
+        let e = dir.read_private("j.json", 100, Owner::Uid(me)).unwrap_err();
+        assert!(e.to_string().contains("writable by group or others"), "{e}");
+        std::fs::set_permissions(
+            d.path().join("j.json"),
+            std::fs::Permissions::from_mode(0o600),
+        )
+        .unwrap();
+        if me == 0 {
+            nix::unistd::chown(
+                &d.path().join("j.json"),
+                Some(nix::unistd::Uid::from_raw(4321)),
+                None,
+            )
+            .unwrap();
+            let e = dir.read_private("j.json", 100, Owner::Root).unwrap_err();
+            assert!(e.to_string().contains("owned by uid 4321, not root"), "{e}");
+            dir.read_private("j.json", 100, Owner::Uid(4321)).unwrap();
+            nix::unistd::chown(
+                &d.path().join("j.json"),
+                Some(nix::unistd::Uid::from_raw(0)),
+                None,
+            )
+            .unwrap();
+            // root is trusted by every owner
+            dir.read_private("j.json", 100, Owner::Uid(4321)).unwrap();
+        }
+        symlink(d.path().join("j.json"), d.path().join("l.json")).unwrap();
+        let e = dir.read_private("l.json", 100, Owner::Uid(me)).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert_eq!(dir.entry_kind("l.json").unwrap(), Some(EntryKind::Symlink));
+        assert_eq!(dir.entry_kind("j.json").unwrap(), Some(EntryKind::File));
+        assert_eq!(dir.entry_kind("nope").unwrap(), None);
+        // an existing file is opened for writing, a missing one is not created, a link refused
+        std::fs::write(d.path().join("knob"), "1\n").unwrap();
+        let mut f = dir.open_existing("knob", true).unwrap();
+        f.write_all(b"0\n").unwrap();
+        assert_eq!(
+            std::fs::read_to_string(d.path().join("knob")).unwrap(),
+            "0\n"
+        );
+        let e = dir.open_existing("missing", true).unwrap_err();
+        assert_eq!(e.io_kind(), Some(io::ErrorKind::NotFound));
+        assert!(!d.path().join("missing").exists());
+        assert!(dir.open_existing("l.json", true).is_err());
+        let twin = dir.try_clone().unwrap();
+        assert!(twin.exists("knob"));
     }
 }
