@@ -271,6 +271,7 @@ pub fn run(
         }
         bad_run = if bad { bad_run + 1 } else { 0 };
         sinks.live.publish(rec, lateness, exec, !bad);
+        x.counters().publish(sinks.live);
 
         if let Some(behind) = advance(&mut deadline, period, end, rec) {
             push_event(

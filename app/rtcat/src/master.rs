@@ -59,8 +59,8 @@ pub struct Outcome {
     pub stop_reason: String,
     /// An unrecoverable fault ended the run (service mode exits non-zero).
     pub fatal: Option<String>,
-    pub bus_rx_rejected: u64,
-    pub bus_send_errors: u64,
+    /// Frames refused as replies (by reason) and frames the link could not send.
+    pub bus: rtlab::summary::BusStats,
 }
 
 /// Where the loop's events and samples go; drained by the status thread.
@@ -295,6 +295,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
         // is waited for, like a recovery.
         ch.live.recovering.store(1, Ordering::Relaxed);
         let r = bring_up_retrying(md, &cfg, None, &mut failed_in_a_row, |n, e| {
+            counters.publish(&ch.live);
             push(ch, 0, EventKind::StartFailed { attempt: n });
             eprintln!("rtcat: bringing the segment up, attempt {n} failed: {e:#}");
         });
@@ -305,6 +306,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
         (md, r)
     };
     bus = thread.stop();
+    counters.publish(&ch.live);
     let (mut group, mut layout, mut expected_wkc) = first?;
     app.reset(&layout.outputs);
 
@@ -399,6 +401,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
                 let mut failures = 0u64;
                 let (m, result) =
                     bring_up_retrying(md, &cfg, end_ns, &mut failed_in_a_row, |n, e| {
+                        counters.publish(&ch.live);
                         failures += 1;
                         push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
                         eprintln!("rtcat: recovery attempt {n} failed: {e:#}");
@@ -406,6 +409,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
                 md = m;
                 rec.failed_recoveries += failures;
                 bus = t.stop();
+                counters.publish(&ch.live);
                 ch.live.recovering.store(0, Ordering::Relaxed);
                 match result {
                     Ok(((g, l, w), attempts)) => {
@@ -433,6 +437,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
             }
         }
     }
+    counters.publish(&ch.live);
     Ok(Outcome {
         rec,
         subdevices: layout.inputs.len(),
@@ -441,8 +446,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
         rt: applied,
         stop_reason,
         fatal,
-        bus_rx_rejected: counters.rx_rejected.load(Ordering::Relaxed),
-        bus_send_errors: counters.send_errors.load(Ordering::Relaxed),
+        bus: counters.bus_stats(),
     })
 }
 

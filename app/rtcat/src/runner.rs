@@ -159,8 +159,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 "duration reached".into()
             },
             fatal: None,
-            bus_rx_rejected: 0,
-            bus_send_errors: 0,
+            bus: Default::default(),
         }),
         Some(target) => {
             let spec = RunSpec {

@@ -88,6 +88,10 @@ pub struct Live {
     pub healthy: AtomicU64,
     /// 1 while the master re-initialises the segment.
     pub recovering: AtomicU64,
+    /// Received frames not taken as replies (all reasons), and frames the link failed to send:
+    /// copies of the bus counters, refreshed every cycle and after each bring-up.
+    pub rx_rejected: AtomicU64,
+    pub send_errors: AtomicU64,
 }
 
 impl Live {
