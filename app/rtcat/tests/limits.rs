@@ -1,0 +1,90 @@
+//! The largest segment the master runs ([`MAX_SUBDEVICES`] subdevices, [`MAX_PDI_BYTES`] of
+//! process data) goes to OP and cycles cleanly on the in-process simulated segment; one more
+//! subdevice or byte is refused with an error naming the limit.
+
+use ecsim::{Faults, SegmentSpec};
+use rtcat::app::EchoCheck;
+use rtcat::config::Config;
+use rtcat::master::{MAX_PDI_BYTES, MAX_SUBDEVICES, Target};
+use rtcat::runner::{Job, JobResult, execute};
+use std::time::Duration;
+
+fn run(spec: SegmentSpec, period_us: u32) -> anyhow::Result<JobResult> {
+    let mut cfg = Config::default();
+    // The bring-up of 1024 subdevices takes a minute in a debug build; each cycle sends one AL
+    // status read per subdevice (ethercrab), 14 frames at the limit: a long period.
+    cfg.cycle.period_us = period_us;
+    cfg.output.status_interval_ms = 0;
+    cfg.rt.hold_cpu_dma_latency = false;
+    let dir = tempfile::tempdir().unwrap();
+    rtcat::signals::reset();
+    execute(Job {
+        cfg,
+        target: Some(Target::Sim {
+            spec,
+            faults: Faults::new(),
+        }),
+        duration: Some(Duration::from_secs(1)),
+        no_rt: !nix::unistd::geteuid().is_root(),
+        stage: None,
+        out_dir: dir.path().to_path_buf(),
+        json: None,
+        samples: false,
+        app: Box::new(EchoCheck::default()),
+        notifier: None,
+        echo_events: false,
+        print_table: false,
+        retry_start: false,
+    })
+}
+
+fn assert_clean(r: &JobResult, devices: usize, pdi: usize) {
+    let s = &r.summary;
+    assert_eq!(r.fatal, None);
+    assert_eq!(s.subdevices as usize, devices);
+    assert_eq!(s.pdi_bytes as usize, pdi);
+    assert!(s.cycles >= 10, "{} cycles", s.cycles);
+    assert_eq!(s.wkc.mismatches, 0);
+    assert_eq!(s.frames_lost, 0);
+    assert_eq!(r.rec.data_errors, 0);
+}
+
+#[test]
+fn the_largest_segment_runs_and_one_more_subdevice_is_refused() {
+    let r = run(SegmentSpec::uniform(MAX_SUBDEVICES, 1, 1), 20_000).expect("runs");
+    assert_clean(&r, MAX_SUBDEVICES, 2 * MAX_SUBDEVICES);
+    assert_eq!(r.summary.wkc.expected, Some(3 * MAX_SUBDEVICES as u32));
+
+    let e = run(SegmentSpec::uniform(MAX_SUBDEVICES + 1, 1, 1), 20_000)
+        .err()
+        .expect("one subdevice too many");
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains(&format!(
+            "the segment has {} subdevices; rtcat runs at most {MAX_SUBDEVICES}",
+            MAX_SUBDEVICES + 1
+        )),
+        "{msg}"
+    );
+}
+
+#[test]
+fn the_largest_process_image_runs_and_one_more_byte_is_refused() {
+    // 16 x (512 out + 512 in) = 16384 bytes.
+    let per = (MAX_PDI_BYTES / 32) as u16;
+    let r = run(SegmentSpec::uniform(16, per, per), 10_000).expect("runs");
+    assert_clean(&r, 16, MAX_PDI_BYTES);
+
+    let mut over = SegmentSpec::uniform(17, per, per);
+    over.devices[16].outputs = 1;
+    over.devices[16].inputs = 0;
+    let e = run(over, 10_000).err().expect("one byte too many");
+    let msg = format!("{e:#}");
+    assert!(
+        msg.contains(&format!(
+            "process image is {} bytes (inputs + outputs); rtcat runs at most {MAX_PDI_BYTES}",
+            MAX_PDI_BYTES + 1
+        )),
+        "{msg}"
+    );
+}
