@@ -24,11 +24,11 @@ pub const MAX_IO_BYTES: u16 = 2048;
 /// the subdevices it finds in fixed-capacity storage sized by the `MAX_SUBDEVICES` const generic
 /// of `MainDevice::init_single_group` (`heapless::Deque<SubDevice, MAX_SUBDEVICES>`); one more
 /// subdevice fails the scan with `Error::Capacity(Item::SubDevice)` ("not enough capacity for
-/// SubDevice"). rtcat instantiates it with `rtcat::cycle::MAX_SUBDEVICES`; rtcat's tests check
+/// SubDevice"). rtcat instantiates it with `rtcat::master::MAX_SUBDEVICES`; rtcat's tests check
 /// that the two constants agree. (Configured addresses 0x1000 + position stay far below 0xffff.)
-pub const MAX_DEVICES: usize = 256;
+pub const MAX_DEVICES: usize = 1024;
 /// Largest process image of the whole segment (all inputs + all outputs, bytes): ethercrab's
-/// `MAX_PDI` const generic of the same call, which rtcat sets to `rtcat::cycle::MAX_PDI`; a larger
+/// `MAX_PDI` const generic of the same call, which rtcat sets to `rtcat::master::MAX_PDI_BYTES`; a larger
 /// image fails the transition to OP ("Process Data Image is too long"). The master sends it as
 /// LRWs of at most 1100 bytes, 15 frames at this size, within its 32 PDU frames.
 pub const MAX_PDI_BYTES: usize = 16384;

@@ -3,8 +3,15 @@
 //!
 //! Lost and late frames never stop the bus: a response ethercrab no longer waits for is counted
 //! and dropped (the stock ethercrab tasks exit on it, upstream issue #293).
+//!
+//! Only replies reach ethercrab: every received frame goes through [`classify`] first (on either
+//! link), and a frame that is not EtherCAT, was not processed by the segment, comes from another
+//! source or has an implausible length is counted by [`RxReject`] reason and dropped.
 
 use ecsim::SimPort;
+use ecsim::frame::{
+    DATAGRAM_HEADER_LEN, ECAT_HEADER_LEN, ETH_HEADER_LEN, ETHERCAT_ETHERTYPE, WKC_LEN,
+};
 use ecsim::wire::{PacketKind, PacketSocket, wait_fds};
 use ethercrab::{PduRx, PduTx};
 use std::io;
@@ -16,8 +23,121 @@ use std::time::Duration;
 
 use crate::clock::now_ns;
 
-/// Largest Ethernet frame handled.
+/// Receive buffer: larger than any plausible reply ([`MAX_REPLY_LEN`]), so that a longer frame
+/// (the socket reports at most the buffer's length) is recognised as too long, not cut to fit.
 pub const MAX_FRAME: usize = 1536;
+
+/// The source MAC address ethercrab 0.7.1 writes into every frame it sends (its private
+/// `MAINDEVICE_ADDR`, `src/lib.rs`, set in `FrameBox::init`; it uses no other on Linux).
+pub const MASTER_MAC: [u8; 6] = [0x10; 6];
+/// The source MAC address of a reply: the master's with the locally administered bit (bit 1 of
+/// the first octet) set by the first subdevice that processed the frame ("The source MAC address
+/// is changed for every frame passing the EtherCAT Processing Unit (SOURCE_MAC[1] is set to 1)",
+/// Beckhoff EtherCAT Slave Controller Technology, Section I, 3 Frame Processing; `ecsim` does the
+/// same). Anyone on the wire can still send this address: the check keeps out other traffic and
+/// frames that went astray, it is no authentication.
+pub const REPLY_MAC: [u8; 6] = {
+    let mut m = MASTER_MAC;
+    m[0] |= 0x02;
+    m
+};
+/// Ethernet minimum frame without FCS; shorter frames are padded to it on a real wire.
+pub const ETH_MIN_FRAME: usize = 60;
+/// Frame check sequence, which some NICs pass up with the frame (`ethtool -K IF rx-fcs on`).
+pub const FCS_LEN: usize = 4;
+/// Longest plausible reply: an untagged Ethernet II frame of 1500 payload bytes, plus the FCS.
+/// ESCs do not lengthen frames and ethercrab sends at most its 1500-byte MTU.
+pub const MAX_REPLY_LEN: usize = ETH_HEADER_LEN + 1500 + FCS_LEN;
+/// Shortest plausible reply: the headers and one datagram without data.
+pub const MIN_REPLY_LEN: usize = ETH_HEADER_LEN + ECAT_HEADER_LEN + DATAGRAM_HEADER_LEN + WKC_LEN;
+/// EtherCAT header type of frames carrying datagrams (ETG.1000.4: type 1, "DLPDU").
+const ECAT_TYPE_DATAGRAMS: u16 = 1;
+
+/// Why a received frame was not taken as a reply.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RxReject {
+    /// Shorter than one datagram, longer than [`MAX_REPLY_LEN`], or the EtherCAT header's length
+    /// does not match the bytes received (beyond Ethernet padding and an FCS).
+    BadLength,
+    /// Not EtherType 0x88a4 (a VLAN tag included), or an EtherCAT header type other than
+    /// datagrams.
+    NotEthercat,
+    /// The master's own frame with the source MAC unchanged: no subdevice processed it (a loop
+    /// without a segment, or a switch echoing it).
+    Unprocessed,
+    /// Any other source MAC: another station's frame, not a reply.
+    ForeignSource,
+    /// A well-formed reply ethercrab did not accept: late after its timeout, or an unknown index.
+    NotAwaited,
+}
+
+impl RxReject {
+    pub const ALL: [RxReject; 5] = [
+        RxReject::BadLength,
+        RxReject::NotEthercat,
+        RxReject::Unprocessed,
+        RxReject::ForeignSource,
+        RxReject::NotAwaited,
+    ];
+
+    /// The name used in results (`rx_rejected_by_reason`).
+    pub fn name(self) -> &'static str {
+        match self {
+            RxReject::BadLength => "bad_length",
+            RxReject::NotEthercat => "not_ethercat",
+            RxReject::Unprocessed => "unprocessed",
+            RxReject::ForeignSource => "foreign_source",
+            RxReject::NotAwaited => "not_awaited",
+        }
+    }
+}
+
+impl std::fmt::Display for RxReject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether `frame` (as received, without FCS unless the NIC keeps it) can be a reply to one of
+/// the master's frames. Reads only the headers: no allocation, constant time.
+///
+/// Checked in order: the EtherType (a frame too short to have one is `BadLength`), who sent it,
+/// then the lengths, so that a foreign frame is counted as foreign whatever its shape.
+#[inline]
+pub fn classify(frame: &[u8]) -> Result<(), RxReject> {
+    let n = frame.len();
+    if n < ETH_HEADER_LEN {
+        return Err(RxReject::BadLength);
+    }
+    if u16::from_be_bytes([frame[12], frame[13]]) != ETHERCAT_ETHERTYPE {
+        return Err(RxReject::NotEthercat);
+    }
+    let src = &frame[6..12];
+    if src != REPLY_MAC {
+        return Err(if src == MASTER_MAC {
+            RxReject::Unprocessed
+        } else {
+            RxReject::ForeignSource
+        });
+    }
+    if !(MIN_REPLY_LEN..=MAX_REPLY_LEN).contains(&n) {
+        return Err(RxReject::BadLength);
+    }
+    // EtherCAT header, little endian: length in bits 0..=10, type in bits 12..=15.
+    let h = u16::from_le_bytes([frame[ETH_HEADER_LEN], frame[ETH_HEADER_LEN + 1]]);
+    if h >> 12 != ECAT_TYPE_DATAGRAMS {
+        return Err(RxReject::NotEthercat);
+    }
+    let datagrams = usize::from(h & 0x07ff);
+    let used = ETH_HEADER_LEN + ECAT_HEADER_LEN + datagrams;
+    if datagrams < DATAGRAM_HEADER_LEN + WKC_LEN
+        || n < used
+        || n > used.max(ETH_MIN_FRAME) + FCS_LEN
+    {
+        return Err(RxReject::BadLength);
+    }
+    Ok(())
+}
 
 /// Something frames can be sent on and received from.
 pub trait Link: Send {
@@ -113,9 +233,12 @@ impl Link for SocketLink {
 #[derive(Debug, Default)]
 pub struct BusCounters {
     pub sent: AtomicU64,
+    /// Every frame received, replies or not.
     pub received: AtomicU64,
-    /// Responses ethercrab did not accept (late after a timeout, or unknown index).
+    /// Received frames not taken as replies, in total ...
     pub rx_rejected: AtomicU64,
+    /// ... and by reason, indexed like [`RxReject::ALL`].
+    pub rx_rejected_by: [AtomicU64; RxReject::ALL.len()],
     pub send_errors: AtomicU64,
     pub recv_errors: AtomicU64,
     /// Monotonic time of the first frame sent / last frame received in the current cycle.
@@ -179,9 +302,15 @@ impl Bus {
                 Ok(Some(len)) => {
                     n += 1;
                     self.counters.received.fetch_add(1, Ordering::Relaxed);
-                    self.counters.last_rx_ns.store(now_ns(), Ordering::Relaxed);
-                    if self.rx.receive_frame(&self.buf[..len]).is_err() {
-                        self.counters.rx_rejected.fetch_add(1, Ordering::Relaxed);
+                    let frame = &self.buf[..len];
+                    match classify(frame).and_then(|()| {
+                        self.rx
+                            .receive_frame(frame)
+                            .map_err(|_| RxReject::NotAwaited)
+                    }) {
+                        // Only frames ethercrab took end the round trip.
+                        Ok(_) => self.counters.last_rx_ns.store(now_ns(), Ordering::Relaxed),
+                        Err(why) => self.counters.reject(why),
                     }
                 }
                 Ok(None) => return n,
@@ -195,6 +324,38 @@ impl Bus {
 }
 
 impl BusCounters {
+    #[inline]
+    fn reject(&self, why: RxReject) {
+        self.rx_rejected.fetch_add(1, Ordering::Relaxed);
+        self.rx_rejected_by[why as usize].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Frames rejected for `why` so far.
+    pub fn rejected(&self, why: RxReject) -> u64 {
+        self.rx_rejected_by[why as usize].load(Ordering::Relaxed)
+    }
+
+    /// Copy the totals the status line shows into `live` (relaxed stores, no allocation).
+    #[inline]
+    pub fn publish(&self, live: &crate::stats::Live) {
+        live.rx_rejected
+            .store(self.rx_rejected.load(Ordering::Relaxed), Ordering::Relaxed);
+        live.send_errors
+            .store(self.send_errors.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
+
+    /// The counters as the results report them (every reason listed, zero or not).
+    pub fn bus_stats(&self) -> rtlab::summary::BusStats {
+        rtlab::summary::BusStats {
+            rx_rejected: self.rx_rejected.load(Ordering::Relaxed),
+            rx_rejected_by_reason: RxReject::ALL
+                .iter()
+                .map(|&r| (r.name().to_string(), self.rejected(r)))
+                .collect(),
+            send_errors: self.send_errors.load(Ordering::Relaxed),
+        }
+    }
+
     /// Forget the per-cycle round-trip timestamps.
     #[inline]
     pub fn start_cycle(&self) {
@@ -329,5 +490,217 @@ impl TxRxThread {
         self.waker.wake_by_ref();
         // A panic in the TX/RX loop is a bug; propagate it.
         self.handle.join().expect("TX/RX thread panicked")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ecsim::frame::{Cmd, FrameBuilder, phys};
+    use ethercrab::{Command, MainDevice, MainDeviceConfig, PduStorage, Timeouts};
+    use std::collections::VecDeque;
+    use std::sync::Mutex;
+
+    /// A reply as the segment returns it: one FPRD of the AL status, source MAC U/L bit set.
+    fn reply() -> Vec<u8> {
+        let mut f = FrameBuilder::new()
+            .datagram(Cmd::Fprd, 7, phys(0x1000, 0x0130), &[0x08, 0x00])
+            .build();
+        f[6] |= 0x02;
+        f
+    }
+
+    #[test]
+    fn reasons_are_indexed_like_all() {
+        for (i, r) in RxReject::ALL.iter().enumerate() {
+            assert_eq!(*r as usize, i, "{r}");
+        }
+        assert_eq!(REPLY_MAC, [0x12, 0x10, 0x10, 0x10, 0x10, 0x10]);
+        assert_eq!(MASTER_MAC, ecsim::frame::MAINDEVICE_MAC);
+    }
+
+    #[test]
+    fn a_reply_from_the_segment_is_accepted() {
+        let f = reply();
+        assert_eq!(f.len(), ETH_MIN_FRAME, "padded like on a real wire");
+        assert_eq!(classify(&f), Ok(()));
+        // Unpadded (veth) and with an FCS kept by the NIC.
+        let used = ETH_HEADER_LEN + ECAT_HEADER_LEN + DATAGRAM_HEADER_LEN + 2 + WKC_LEN;
+        assert_eq!(classify(&f[..used]), Ok(()));
+        let mut fcs = f.clone();
+        fcs.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
+        assert_eq!(classify(&fcs), Ok(()));
+        // A full-size frame: one LRW of 1486 bytes (1500 bytes of Ethernet payload).
+        let mut big = FrameBuilder::new()
+            .datagram(Cmd::Lrw, 1, 0, &[0; 1500 - 2 - 12])
+            .build();
+        big[6] |= 0x02;
+        assert_eq!(big.len(), 1514);
+        assert_eq!(classify(&big), Ok(()));
+    }
+
+    #[test]
+    fn too_short_or_too_long_is_bad_length() {
+        let f = reply();
+        for n in [0, 1, 13] {
+            assert_eq!(classify(&f[..n]), Err(RxReject::BadLength), "{n} bytes");
+        }
+        // Ethernet and EtherCAT headers but no complete datagram.
+        assert_eq!(classify(&f[..MIN_REPLY_LEN - 1]), Err(RxReject::BadLength));
+        let mut long = f.clone();
+        long.resize(MAX_REPLY_LEN + 1, 0);
+        assert_eq!(classify(&long), Err(RxReject::BadLength));
+        // What the socket reports for a jumbo frame: cut to the receive buffer.
+        long.resize(MAX_FRAME, 0);
+        assert_eq!(classify(&long), Err(RxReject::BadLength));
+    }
+
+    #[test]
+    fn ethercat_length_inconsistent_with_the_frame_is_bad_length() {
+        let f = reply();
+        let set_len = |f: &mut Vec<u8>, len: u16| {
+            let h = u16::from_le_bytes([f[14], f[15]]) & !0x07ff;
+            f[14..16].copy_from_slice(&(h | len).to_le_bytes());
+        };
+        // Claims more datagram bytes than the frame holds.
+        let mut over = f.clone();
+        set_len(&mut over, 60);
+        assert_eq!(classify(&over), Err(RxReject::BadLength));
+        // Claims no datagram at all, or less than one header.
+        for len in [0, 11] {
+            let mut short = f.clone();
+            set_len(&mut short, len);
+            assert_eq!(classify(&short), Err(RxReject::BadLength), "length {len}");
+        }
+        // Far more bytes than the header says, beyond padding and an FCS.
+        let mut trailing = FrameBuilder::new()
+            .datagram(Cmd::Lrw, 1, 0, &[0; 100])
+            .build();
+        trailing[6] |= 0x02;
+        trailing.extend_from_slice(&[0; FCS_LEN]);
+        assert_eq!(classify(&trailing), Ok(()));
+        trailing.push(0);
+        assert_eq!(classify(&trailing), Err(RxReject::BadLength));
+    }
+
+    #[test]
+    fn other_ethertypes_and_header_types_are_not_ethercat() {
+        let f = reply();
+        for ty in [0x0800u16, 0x8100, 0x88a8, 0x88a5] {
+            let mut g = f.clone();
+            g[12..14].copy_from_slice(&ty.to_be_bytes());
+            assert_eq!(classify(&g), Err(RxReject::NotEthercat), "{ty:#06x}");
+        }
+        // EtherCAT header type 4 (network variables) or 5 (mailbox gateway): not datagrams.
+        for ty in [0u16, 4, 5, 15] {
+            let mut g = f.clone();
+            let h = (u16::from_le_bytes([g[14], g[15]]) & 0x0fff) | (ty << 12);
+            g[14..16].copy_from_slice(&h.to_le_bytes());
+            assert_eq!(classify(&g), Err(RxReject::NotEthercat), "type {ty}");
+        }
+    }
+
+    #[test]
+    fn another_source_mac_is_foreign_and_our_own_is_unprocessed() {
+        let f = reply();
+        for mac in [
+            [0x02, 0x42, 0xac, 0x11, 0x00, 0x02],
+            [0x12, 0x10, 0x10, 0x10, 0x10, 0x11],
+            [0x13, 0x10, 0x10, 0x10, 0x10, 0x10],
+            [0xff; 6],
+        ] {
+            let mut g = f.clone();
+            g[6..12].copy_from_slice(&mac);
+            assert_eq!(classify(&g), Err(RxReject::ForeignSource), "{mac:02x?}");
+        }
+        // Foreign wins over a bad length: the frame is not ours whatever its shape.
+        let mut g = f[..20].to_vec();
+        g[6] = 0x02;
+        assert_eq!(classify(&g), Err(RxReject::ForeignSource));
+        let mut own = f.clone();
+        own[6] &= !0x02;
+        assert_eq!(classify(&own), Err(RxReject::Unprocessed));
+    }
+
+    /// A link whose received frames the test scripts; sent frames are kept.
+    #[derive(Default)]
+    struct Script {
+        sent: Vec<Vec<u8>>,
+        inbox: VecDeque<Vec<u8>>,
+    }
+    struct ScriptLink(Arc<Mutex<Script>>);
+
+    impl Link for ScriptLink {
+        fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+            self.0.lock().unwrap().sent.push(frame.to_vec());
+            Ok(())
+        }
+        fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+            Ok(self.0.lock().unwrap().inbox.pop_front().map(|f| {
+                buf[..f.len()].copy_from_slice(&f);
+                f.len()
+            }))
+        }
+        fn wait(&mut self, _: Duration, _: Option<RawFd>) -> io::Result<()> {
+            Ok(())
+        }
+        fn describe(&self) -> String {
+            "script".into()
+        }
+    }
+
+    /// The bus hands ethercrab only the real reply: a forged copy from another MAC that arrives
+    /// first, the master's own frame echoed back unprocessed and a truncated copy are counted and
+    /// dropped, and a duplicate of the reply after it was taken counts as not awaited.
+    #[test]
+    fn only_replies_reach_ethercrab() {
+        type Sto = PduStorage<4, { PduStorage::element_size(64) }>;
+        let storage: &'static Sto = Box::leak(Box::new(Sto::new()));
+        let (tx, rx, pdu_loop) = storage.try_split().unwrap();
+        let md = MainDevice::new(pdu_loop, Timeouts::default(), MainDeviceConfig::default());
+        let script = Arc::new(Mutex::new(Script::default()));
+        let mut bus = Bus::new(tx, rx, Box::new(ScriptLink(script.clone())));
+
+        let mut fut = std::pin::pin!(Command::fprd(0x1000, 0x0130).receive::<u16>(&md));
+        let mut cx = std::task::Context::from_waker(Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        assert_eq!(bus.pump_tx(), 1);
+        let sent = script.lock().unwrap().sent[0].clone();
+        assert_eq!(sent[6..12], MASTER_MAC, "ethercrab's source MAC");
+        // The request: one FPRD, 2 data bytes at 26..28, WKC at 28..30.
+        let mut real = sent.clone();
+        real[6] |= 0x02;
+        real[26..28].copy_from_slice(&[0x08, 0x00]);
+        real[28..30].copy_from_slice(&1u16.to_le_bytes());
+        let mut forged = real.clone();
+        forged[6..12].copy_from_slice(&[0x02, 0x42, 0xac, 0x11, 0x00, 0x02]);
+        forged[26] = 0x04;
+        script.lock().unwrap().inbox.extend([
+            forged,
+            sent.clone(),
+            real[..20].to_vec(),
+            real.clone(),
+            real.clone(),
+        ]);
+        assert_eq!(bus.pump_rx(), 5);
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(r) => assert_eq!(r.expect("reply"), 0x0008),
+            std::task::Poll::Pending => panic!("the real reply was not taken"),
+        }
+        let c = &bus.counters;
+        assert_eq!(c.received.load(Ordering::Relaxed), 5);
+        assert_eq!(c.rejected(RxReject::ForeignSource), 1);
+        assert_eq!(c.rejected(RxReject::Unprocessed), 1);
+        assert_eq!(c.rejected(RxReject::BadLength), 1);
+        assert_eq!(c.rejected(RxReject::NotAwaited), 1);
+        assert_eq!(c.rejected(RxReject::NotEthercat), 0);
+        let stats = c.bus_stats();
+        assert_eq!(stats.rx_rejected, 4);
+        assert_eq!(stats.rx_rejected_by_reason.len(), RxReject::ALL.len());
+        assert_eq!(stats.rx_rejected_by_reason["foreign_source"], 1);
+        let live = crate::stats::Live::default();
+        c.publish(&live);
+        assert_eq!(live.rx_rejected.load(Ordering::Relaxed), 4);
+        assert_eq!(live.send_errors.load(Ordering::Relaxed), 0);
     }
 }

@@ -308,7 +308,13 @@ impl Config {
             " KiB",
         )?;
         if let Some(n) = self.segment.subdevices {
-            range("segment.subdevices", n.into(), 1, 256, "")?;
+            range(
+                "segment.subdevices",
+                n.into(),
+                1,
+                crate::master::MAX_SUBDEVICES as u64,
+                "",
+            )?;
         }
         if let Some(w) = self.segment.expected_wkc {
             range("segment.expected_wkc", w.into(), 1, 65_535, "")?;

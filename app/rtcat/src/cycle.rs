@@ -9,6 +9,7 @@
 use crate::app::Application;
 use crate::bus::{Bus, BusCounters};
 use crate::clock::{now_ns, sleep_until, unix_ns};
+use crate::master::{MAX_PDI_BYTES, MAX_SUBDEVICES};
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use ethercrab::subdevice_group::{Op, TxRxResponse};
 use ethercrab::{DefaultLock, MainDevice, SubDeviceGroup, SubDeviceState};
@@ -16,9 +17,7 @@ use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-pub const MAX_SUBDEVICES: usize = 256;
-pub const MAX_PDI: usize = 16384;
-pub type OpGroup = SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI, DefaultLock, Op>;
+pub type OpGroup = SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI_BYTES, DefaultLock, Op>;
 
 /// Why the cyclic loop returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,6 +270,7 @@ pub fn run(
         }
         bad_run = if bad { bad_run + 1 } else { 0 };
         sinks.live.publish(rec, lateness, exec, !bad);
+        x.counters().publish(sinks.live);
 
         if let Some(behind) = advance(&mut deadline, period, end, rec) {
             push_event(

@@ -9,7 +9,7 @@
 use crate::app::Application;
 use crate::bus::{Bus, Link, SimLink, SocketLink, ThreadRt, TxRxThread};
 use crate::config::{Config, TxRxMode};
-use crate::cycle::{self, Exchanger, Exit, MAX_PDI, MAX_SUBDEVICES, OpGroup, Params, Sinks};
+use crate::cycle::{self, Exchanger, Exit, OpGroup, Params, Sinks};
 use crate::rt;
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use anyhow::{Context, Result, anyhow, bail};
@@ -21,6 +21,18 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
+/// Largest segment the master runs: the capacity of ethercrab's subdevice group (the const
+/// generic of `init_single_group`; one more and the scan fails with `Capacity(SubDevice)`).
+/// A power of two, as ethercrab's group index map needs. 1024 costs ~250 KiB per group, and the
+/// bring-up (ethercrab's state transitions move the group by value) about 20 MiB of the
+/// master thread's 64 MiB stack in a debug build; 4096 overflows it.
+pub const MAX_SUBDEVICES: usize = 1024;
+/// Largest process image, inputs plus outputs of all subdevices: the group's PDI storage (one
+/// byte more and the transition to SAFE-OP fails with `PdiTooLong`). Sent as LRWs of at most
+/// [`LRW_CHUNK`] bytes, one after the other: 15 frames per cycle at the limit.
+pub const MAX_PDI_BYTES: usize = 16384;
+/// Frames ethercrab may have in flight (it sends a cycle's frames one after the other and at most
+/// two at once during the bring-up).
 pub const MAX_FRAMES: usize = 32;
 /// Largest datagram payload per frame: ethercrab splits the process image into LRWs of this size.
 pub const LRW_CHUNK: usize = 1100;
@@ -59,8 +71,8 @@ pub struct Outcome {
     pub stop_reason: String,
     /// An unrecoverable fault ended the run (service mode exits non-zero).
     pub fatal: Option<String>,
-    pub bus_rx_rejected: u64,
-    pub bus_send_errors: u64,
+    /// Frames refused as replies (by reason) and frames the link could not send.
+    pub bus: rtlab::summary::BusStats,
 }
 
 /// Where the loop's events and samples go; drained by the status thread.
@@ -124,8 +136,14 @@ fn init_timeouts(cfg: &Config) -> Timeouts {
 
 /// Scan, check against the configuration, and walk the segment to OP.
 fn bring_up(md: &MainDevice<'static>, cfg: &Config) -> Result<(OpGroup, Layout, u16)> {
-    let group = block_on(md.init_single_group::<MAX_SUBDEVICES, MAX_PDI>(ethercat_now))
-        .map_err(|e| anyhow!("segment scan/configuration failed: {e}"))?;
+    let group = block_on(md.init_single_group::<MAX_SUBDEVICES, MAX_PDI_BYTES>(ethercat_now))
+        .map_err(|e| match e {
+            ethercrab::error::Error::Capacity(ethercrab::error::Item::SubDevice) => anyhow!(
+                "the segment has {} subdevices; rtcat runs at most {MAX_SUBDEVICES}",
+                md.num_subdevices()
+            ),
+            e => anyhow!("segment scan/configuration failed: {e}"),
+        })?;
     let n = group.len();
     if n == 0 {
         bail!(
@@ -161,7 +179,13 @@ fn bring_up(md: &MainDevice<'static>, cfg: &Config) -> Result<(OpGroup, Layout, 
             );
         }
     }
-    let group = block_on(group.into_op(md)).map_err(|e| anyhow!("transition to OP failed: {e}"))?;
+    let group = block_on(group.into_op(md)).map_err(|e| match e {
+        ethercrab::error::Error::PdiTooLong { desired_length, .. } => anyhow!(
+            "the segment's process image is {desired_length} bytes (inputs + outputs); rtcat \
+             runs at most {MAX_PDI_BYTES}"
+        ),
+        e => anyhow!("transition to OP failed: {e}"),
+    })?;
     let mut layout = Layout {
         inputs: Vec::with_capacity(n),
         outputs: Vec::with_capacity(n),
@@ -295,6 +319,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
         // is waited for, like a recovery.
         ch.live.recovering.store(1, Ordering::Relaxed);
         let r = bring_up_retrying(md, &cfg, None, &mut failed_in_a_row, |n, e| {
+            counters.publish(&ch.live);
             push(ch, 0, EventKind::StartFailed { attempt: n });
             crate::say!("rtcat: bringing the segment up, attempt {n} failed: {e:#}");
         });
@@ -305,6 +330,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
         (md, r)
     };
     bus = thread.stop();
+    counters.publish(&ch.live);
     let (mut group, mut layout, mut expected_wkc) = first?;
     app.reset(&layout.outputs);
     ch.live
@@ -329,7 +355,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
         ..RtApplied::default()
     };
     let mut states = [0u8; MAX_SUBDEVICES];
-    let mut scratch = vec![0u8; MAX_PDI];
+    let mut scratch = vec![0u8; MAX_PDI_BYTES];
     let mut fatal = None;
     let stop_reason;
     if let Some(f) = spec.on_ready.as_mut() {
@@ -401,6 +427,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
                 let mut failures = 0u64;
                 let (m, result) =
                     bring_up_retrying(md, &cfg, end_ns, &mut failed_in_a_row, |n, e| {
+                        counters.publish(&ch.live);
                         failures += 1;
                         push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
                         crate::say!("rtcat: recovery attempt {n} failed: {e:#}");
@@ -408,6 +435,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
                 md = m;
                 rec.failed_recoveries += failures;
                 bus = t.stop();
+                counters.publish(&ch.live);
                 ch.live.recovering.store(0, Ordering::Relaxed);
                 match result {
                     Ok(((g, l, w), attempts)) => {
@@ -437,6 +465,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
             }
         }
     }
+    counters.publish(&ch.live);
     Ok(Outcome {
         rec,
         subdevices: layout.inputs.len(),
@@ -445,8 +474,7 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
         rt: applied,
         stop_reason,
         fatal,
-        bus_rx_rejected: counters.rx_rejected.load(Ordering::Relaxed),
-        bus_send_errors: counters.send_errors.load(Ordering::Relaxed),
+        bus: counters.bus_stats(),
     })
 }
 

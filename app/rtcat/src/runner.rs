@@ -254,8 +254,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 "duration reached".into()
             },
             fatal: None,
-            bus_rx_rejected: 0,
-            bus_send_errors: 0,
+            bus: Default::default(),
         }),
         Some(target) => {
             let spec = RunSpec {
@@ -270,7 +269,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 })),
                 retry_start: job.retry_start,
             };
-            // ethercrab's groups for 256 subdevices and its init futures are large: give the
+            // ethercrab's groups for 1024 subdevices and its init futures are large: give the
             // setup thread a stack that fits them in debug builds too.
             let app = job.app.as_mut();
             let chr = &mut ch;
@@ -303,11 +302,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         system: crate::sysinfo::snapshot(&rttune::SysRoot::live(), cpu),
         rt: outcome.rt.clone(),
         stop: Some(stop_info(&job, outcome.fatal.as_deref())),
-        bus: (mode != Mode::TimerOnly).then(|| summary::BusStats {
-            rx_rejected: outcome.bus_rx_rejected,
-            send_errors: outcome.bus_send_errors,
-            ..summary::BusStats::default()
-        }),
+        bus: (mode != Mode::TimerOnly).then_some(outcome.bus.clone()),
         logging: (logging.write_errors + logging.events_dropped + logging.samples_dropped > 0)
             .then_some(logging),
     };

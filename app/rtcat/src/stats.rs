@@ -88,7 +88,8 @@ pub struct Live {
     pub healthy: AtomicU64,
     /// 1 while the master re-initialises the segment.
     pub recovering: AtomicU64,
-    /// Received frames not taken as replies, and frames that could not be sent (bus totals).
+    /// Received frames not taken as replies (all reasons), and frames the link failed to send:
+    /// copies of the bus counters, refreshed every cycle and after each bring-up.
     pub rx_rejected: AtomicU64,
     pub send_errors: AtomicU64,
     /// Periods skipped by the catch-up policy (lags the recorder by at most one cycle).

@@ -53,8 +53,8 @@ fn sim_with_segment(seg: &Path) -> Output {
 #[test]
 fn master_limits_equal_the_segment_formats() {
     // The segment format refuses exactly what the master cannot run.
-    assert_eq!(ecsim::spec::MAX_DEVICES, rtcat::cycle::MAX_SUBDEVICES);
-    assert_eq!(ecsim::spec::MAX_PDI_BYTES, rtcat::cycle::MAX_PDI);
+    assert_eq!(ecsim::spec::MAX_DEVICES, rtcat::master::MAX_SUBDEVICES);
+    assert_eq!(ecsim::spec::MAX_PDI_BYTES, rtcat::master::MAX_PDI_BYTES);
 }
 
 /// The master runs a segment at both limits; one subdevice or one byte more is refused up
@@ -86,13 +86,17 @@ fn a_segment_at_the_limits_runs_and_one_beyond_is_refused() {
             .arg(&seg)
             .arg("--out")
             .arg(&out);
-        let o = run(c);
-        let text = String::from_utf8_lossy(&o.stdout).into_owned() + &stderr(&o);
-        assert_eq!(o.status.code(), Some(0), "{name}: {text}");
-        assert!(
-            text.contains(&format!("WKC expected {wkc} mismatches 0")),
-            "{name}: {text}"
-        );
+        // A whole segment at the device limit takes minutes to bring up in a debug build:
+        // tests/limits.rs runs it (with long timeouts); here only the image limit runs.
+        if name == "pdi" {
+            let o = run(c);
+            let text = String::from_utf8_lossy(&o.stdout).into_owned() + &stderr(&o);
+            assert_eq!(o.status.code(), Some(0), "{name}: {text}");
+            assert!(
+                text.contains(&format!("WKC expected {wkc} mismatches 0")),
+                "{name}: {text}"
+            );
+        }
 
         let over = d.path().join(format!("{name}-over.toml"));
         std::fs::write(&over, format!("{toml}[[device]]\ninputs = 1\n")).unwrap();
