@@ -98,6 +98,46 @@ if [ "$n_svg" -ne 15 ] || [ "$n_png" -ne 15 ]; then
 	die "expected 15 SVG + 15 PNG plots"
 fi
 
+step "rtlab: untrusted inputs (crafted .hdr, FIFO, link to /dev/zero) refused within limits"
+cp -r app/rtlab/tests/fixtures/bench "$work/crafted"
+# a 40-byte V2 header claiming a 4 GiB payload
+python3 - "$work/crafted/wake_lateness_ns.hdr" <<'PY'
+import struct, sys
+open(sys.argv[1], "wb").write(struct.pack(">IIIIQQd", 0x1c849313, 0xFFFFFFFF, 0, 3, 1, 60_000_000_000, 1.0))
+PY
+rc=0
+(ulimit -v 1048576 && timeout 20 "$bin" report "$work/crafted") >/dev/null 2>"$work/crafted.err" || rc=$?
+cat "$work/crafted.err"
+[ "$rc" -eq 1 ] || die "crafted .hdr: exit status $rc, expected 1 within 1 GiB of address space"
+grep -q "payload of 4294967295 bytes" "$work/crafted.err" || die "crafted .hdr: the length is not named"
+cp -r app/rtlab/tests/fixtures/stock "$work/fifo"
+rm "$work/fifo/ladder.csv"
+mkfifo "$work/fifo/ladder.csv"
+ln -sf /dev/zero "$work/fifo/s0/run1/summary.json"
+rc=0
+timeout 20 "$bin" report "$work/fifo" >/dev/null 2>"$work/fifo.err" || rc=$?
+cat "$work/fifo.err"
+[ "$rc" -eq 1 ] || die "FIFO as ladder.csv: exit status $rc, expected 1 (124: it hung)"
+grep -q "ladder.csv: not a regular file (a FIFO)" "$work/fifo.err" || die "FIFO not named"
+rm "$work/fifo/ladder.csv"
+cp app/rtlab/tests/fixtures/stock/ladder.csv "$work/fifo/"
+rc=0
+timeout 20 "$bin" report "$work/fifo" >/dev/null 2>"$work/fifo.err" || rc=$?
+[ "$rc" -eq 1 ] || die "link to /dev/zero: exit status $rc, expected 1 (124: it hung)"
+grep -q "summary.json: is a symbolic link (not followed)" "$work/fifo.err" || die "link not named"
+
+step "rtlab: a closed stdout ends report and load quietly (no panic)"
+set +o pipefail
+(cd app/rtlab/tests/fixtures && "$bin" report stock rt bench cyclictest-2t.txt 2>"$work/pipe.err" | head -c 10 >/dev/null
+	echo "${PIPESTATUS[0]}" >"$work/pipe.rc")
+"$bin" load --cpus "$cpu0" --cpu-hogs 1 --duration 0.3 --json - 2>"$work/load-pipe.err" | true
+load_rc=${PIPESTATUS[0]}
+set -o pipefail
+[ "$(cat "$work/pipe.rc")" -eq 141 ] || die "report | head -c 10: exit status $(cat "$work/pipe.rc"), expected 141"
+[ ! -s "$work/pipe.err" ] || { cat "$work/pipe.err" >&2; die "report | head -c 10 printed on stderr"; }
+[ "$load_rc" -eq 0 ] || { cat "$work/load-pipe.err" >&2; die "load --json - | true: exit status $load_rc"; }
+if grep -q panicked "$work/load-pipe.err"; then die "load panicked on a closed stdout"; fi
+
 step "rtlab: contract with rtcat (bench output read by report; load/report wired into rtcat)"
 cargo build -q -p rtcat
 rtcat="$(dirname "$bin")/rtcat"
