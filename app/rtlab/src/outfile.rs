@@ -7,9 +7,11 @@
 //!   file, fsync, rename): whatever sits at the name is replaced, never written through;
 //! - a symbolic link is followed only when its directory can be written by nobody but root and
 //!   the current user (so one of them made it: `/dev/stdout`, a link in one's own directory);
-//!   in a directory others can write it is refused;
+//!   in a directory others can write it is refused. Links are followed one at a time and the
+//!   rule applies again where each leads;
 //! - a character device or a FIFO (`/dev/null`, a terminal, a pipe) is written to, opened
-//!   without blocking so a FIFO without a reader is an error rather than a hang; block devices,
+//!   without blocking so a FIFO without a reader is an error rather than a hang, and checked on
+//!   the open descriptor (a regular file swapped in meanwhile is not written); block devices,
 //!   sockets and directories are refused.
 //!
 //! Directories above the last component are resolved as named: the user chose the path.
@@ -76,19 +78,10 @@ fn atomic(path: &Path, data: &[u8], mode: u32) -> Result<()> {
     Ok(())
 }
 
-/// Writes to an existing character device or FIFO; `path` is opened as named.
-fn write_special(path: &Path, data: &[u8], ft: fs::FileType) -> Result<()> {
-    if ft.is_block_device() || ft.is_socket() {
-        bail!(
-            "{}: a {}; only files, character devices and FIFOs are written",
-            path.display(),
-            if ft.is_socket() {
-                "socket"
-            } else {
-                "block device"
-            }
-        );
-    }
+/// Writes to a character device or FIFO; `path` is opened as named. What was opened is checked on
+/// the descriptor: if a regular file (or anything else) was swapped in after the caller looked, it
+/// is refused before a byte is written.
+fn write_special(path: &Path, data: &[u8]) -> Result<()> {
     let fd = nix::fcntl::open(
         path,
         OFlag::O_WRONLY | OFlag::O_NONBLOCK | OFlag::O_NOCTTY | OFlag::O_CLOEXEC,
@@ -98,12 +91,29 @@ fn write_special(path: &Path, data: &[u8], ft: fs::FileType) -> Result<()> {
         nix::Error::ENXIO => anyhow!("{}: a FIFO without a reader", path.display()),
         e => anyhow!("{}: {}", path.display(), io::Error::from(e)),
     })?;
+    let f = fs::File::from(fd);
+    let ft = f
+        .metadata()
+        .map_err(|e| anyhow!("{}: {e}", path.display()))?
+        .file_type();
+    if !(ft.is_char_device() || ft.is_fifo()) {
+        bail!(
+            "{}: {}; only files, character devices and FIFOs are written",
+            path.display(),
+            if ft.is_block_device() {
+                "a block device"
+            } else if ft.is_socket() {
+                "a socket"
+            } else {
+                "changed while it was opened"
+            }
+        );
+    }
     // Non-blocking only for the open: the writes below may wait for a slow reader.
-    let fl = fcntl(&fd, FcntlArg::F_GETFL).map_err(io::Error::from)?;
+    let fl = fcntl(&f, FcntlArg::F_GETFL).map_err(io::Error::from)?;
     let fl = OFlag::from_bits_truncate(fl) & !OFlag::O_NONBLOCK;
-    fcntl(&fd, FcntlArg::F_SETFL(fl)).map_err(io::Error::from)?;
-    let mut f = fs::File::from(fd);
-    f.write_all(data).map_err(|e| {
+    fcntl(&f, FcntlArg::F_SETFL(fl)).map_err(io::Error::from)?;
+    (&f).write_all(data).map_err(|e| {
         anyhow::Error::new(io::Error::new(e.kind(), format!("{}: {e}", path.display())))
     })?;
     Ok(())
@@ -111,6 +121,13 @@ fn write_special(path: &Path, data: &[u8], ft: fs::FileType) -> Result<()> {
 
 /// Writes `data` to the file the user named, following the rules in the module documentation.
 pub fn write_named(path: &Path, data: &[u8]) -> Result<()> {
+    write_named_at(path, data, 0)
+}
+
+/// Most symbolic links followed from a name to the file (the kernel allows 40; 8 is plenty).
+const MAX_LINKS: usize = 8;
+
+fn write_named_at(path: &Path, data: &[u8], links: usize) -> Result<()> {
     let md = match fs::symlink_metadata(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => {
             return atomic(path, data, OUTPUT_MODE);
@@ -120,21 +137,27 @@ pub fn write_named(path: &Path, data: &[u8]) -> Result<()> {
     };
     let ft = md.file_type();
     if ft.is_symlink() {
-        if let Err(why) = only_root_or_me(parent_of(path)) {
+        let dir = parent_of(path);
+        if let Err(why) = only_root_or_me(dir) {
             bail!(
                 "{}: a symbolic link in a directory others can write ({why}); not followed, \
                  name the file it points to",
                 path.display()
             );
         }
+        if links == MAX_LINKS {
+            bail!("{}: more than {MAX_LINKS} symbolic links", path.display());
+        }
         return match fs::metadata(path) {
+            // One hop at a time, so that the rule applies again where the link leads (a
+            // trusted link into a directory others can write gains nothing).
             Ok(t) if t.is_file() => {
-                let real =
-                    fs::canonicalize(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-                atomic(&real, data, t.permissions().mode() & 0o777)
+                let target = fs::read_link(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
+                write_named_at(&dir.join(target), data, links + 1)
             }
             Ok(t) if t.is_dir() => bail!("{}: is a directory", path.display()),
-            Ok(t) => write_special(path, data, t.file_type()),
+            // a device, a FIFO, or a pipe behind /proc/self/fd (`/dev/stdout`)
+            Ok(_) => write_special(path, data),
             Err(e) => bail!("{}: dangling symbolic link ({e})", path.display()),
         };
     }
@@ -144,7 +167,7 @@ pub fn write_named(path: &Path, data: &[u8]) -> Result<()> {
     if ft.is_dir() {
         bail!("{}: is a directory", path.display());
     }
-    write_special(path, data, ft)
+    write_special(path, data)
 }
 
 /// Opens (creating it and its parents if missing) the output directory the user named, under
@@ -211,17 +234,16 @@ mod tests {
         let target = own.join("target.md");
         fs::write(&target, "old").unwrap();
         symlink(&target, own.join("link.md")).unwrap();
-        // the tempdir lies in /tmp (sticky, root's): trusted like its contents
-        if only_root_or_me(&own).is_ok() {
-            write_named(&own.join("link.md"), b"new").unwrap();
-            assert_eq!(fs::read(&target).unwrap(), b"new");
-            assert!(
-                fs::symlink_metadata(own.join("link.md"))
-                    .unwrap()
-                    .file_type()
-                    .is_symlink()
-            );
-        }
+        // the tempdir is ours (0700) in a sticky directory of root's: as trusted as its contents
+        only_root_or_me(&own).unwrap();
+        write_named(&own.join("link.md"), b"new").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"new");
+        assert!(
+            fs::symlink_metadata(own.join("link.md"))
+                .unwrap()
+                .file_type()
+                .is_symlink()
+        );
         // a link in a directory anyone can write is refused and its target left alone
         let open = d.path().join("open");
         fs::create_dir(&open).unwrap();
@@ -236,6 +258,17 @@ mod tests {
         );
         let e = open_named_dir(&open.join("r.md")).unwrap_err().to_string();
         assert!(e.contains("not followed"), "{e}");
+        assert_ne!(fs::read(&target).unwrap(), b"evil");
+        // a link of ours into that directory, where someone swapped the file for a link: the
+        // rule applies again at every hop
+        symlink(open.join("r.md"), own.join("via.md")).unwrap();
+        let e = write_named(&own.join("via.md"), b"evil")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("open/r.md: a symbolic link in a directory others can write"),
+            "{e}"
+        );
         assert_ne!(fs::read(&target).unwrap(), b"evil");
     }
 }
