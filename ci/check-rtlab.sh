@@ -98,6 +98,54 @@ if [ "$n_svg" -ne 15 ] || [ "$n_png" -ne 15 ]; then
 	die "expected 15 SVG + 15 PNG plots"
 fi
 
+step "rtlab: untrusted inputs (crafted .hdr, FIFO, link to /dev/zero) refused within limits"
+cp -r app/rtlab/tests/fixtures/bench "$work/crafted"
+# a 40-byte V2 header claiming a 4 GiB payload
+python3 - "$work/crafted/wake_lateness_ns.hdr" <<'PY'
+import struct, sys
+open(sys.argv[1], "wb").write(struct.pack(">IIIIQQd", 0x1c849313, 0xFFFFFFFF, 0, 3, 1, 60_000_000_000, 1.0))
+PY
+rc=0
+(ulimit -v 1048576 && timeout 20 "$bin" report "$work/crafted") >/dev/null 2>"$work/crafted.err" || rc=$?
+cat "$work/crafted.err"
+[ "$rc" -eq 1 ] || die "crafted .hdr: exit status $rc, expected 1 within 1 GiB of address space"
+grep -q "payload of 4294967295 bytes" "$work/crafted.err" || die "crafted .hdr: the length is not named"
+cp -r app/rtlab/tests/fixtures/stock "$work/fifo"
+rm "$work/fifo/ladder.csv"
+mkfifo "$work/fifo/ladder.csv"
+ln -sf /dev/zero "$work/fifo/s0/run1/summary.json"
+rc=0
+timeout 20 "$bin" report "$work/fifo" >/dev/null 2>"$work/fifo.err" || rc=$?
+cat "$work/fifo.err"
+[ "$rc" -eq 1 ] || die "FIFO as ladder.csv: exit status $rc, expected 1 (124: it hung)"
+grep -q "ladder.csv: not a regular file (a FIFO)" "$work/fifo.err" || die "FIFO not named"
+rm "$work/fifo/ladder.csv"
+cp app/rtlab/tests/fixtures/stock/ladder.csv "$work/fifo/"
+rc=0
+timeout 20 "$bin" report "$work/fifo" >/dev/null 2>"$work/fifo.err" || rc=$?
+[ "$rc" -eq 1 ] || die "link to /dev/zero: exit status $rc, expected 1 (124: it hung)"
+grep -q "summary.json: is a symbolic link (not followed)" "$work/fifo.err" || die "link not named"
+
+step "rtlab: a closed stdout ends report and load quietly (no panic)"
+# The read end is closed before the command starts, so its first write fails with EPIPE (with
+# `| head -c 10` the table may fit in the pipe before head exits).
+python3 - "$bin" "$cpu0" <<'PY'
+import os, subprocess, sys
+binary, cpu = sys.argv[1], sys.argv[2]
+def closed_stdout(args, cwd=None):
+    r, w = os.pipe()
+    os.close(r)
+    p = subprocess.run([binary] + args, stdout=w, stderr=subprocess.PIPE, cwd=cwd, timeout=60)
+    os.close(w)
+    return p.returncode, p.stderr.decode()
+rc, err = closed_stdout(["report", "stock", "rt", "bench", "cyclictest-2t.txt"], "app/rtlab/tests/fixtures")
+print("report into a closed pipe: exit", rc, repr(err))
+assert rc == 141 and err == "", (rc, err)
+rc, err = closed_stdout(["load", "--cpus", cpu, "--cpu-hogs", "1", "--duration", "0.3", "--json", "-"])
+print("load --json - into a closed pipe: exit", rc)
+assert rc == 0 and "panicked" not in err, (rc, err)
+PY
+
 step "rtlab: contract with rtcat (bench output read by report; load/report wired into rtcat)"
 cargo build -q -p rtcat
 rtcat="$(dirname "$bin")/rtcat"

@@ -11,6 +11,7 @@
 pub mod cpus;
 pub mod cyclictest;
 pub mod load;
+pub mod outfile;
 pub mod plot;
 pub mod report;
 pub mod summary;

@@ -15,7 +15,7 @@
 //! default exclude the RT CPU. The load ends by itself when `--duration` has elapsed.
 //! `--stress-ng` runs stress-ng with equivalent options instead (where it is installed).
 
-use std::fs::{self, File};
+use std::fs;
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::path::{Path, PathBuf};
@@ -30,11 +30,14 @@ use clap::{Args, ValueEnum};
 use serde::{Deserialize, Serialize};
 
 use crate::cpus::{format_cpu_list, parse_cpu_list, pin_current_thread, usable_cpus};
+use crate::outfile::say;
 
 /// Longest allowed `--duration` (7 days).
 pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
 /// Default config file that names the RT CPU.
 pub const DEFAULT_CONFIG: &str = "/etc/rtcat/rtcat.toml";
+/// Largest config file read for the RT CPU (a real one is a few KiB).
+pub const CONFIG_LIMIT: u64 = 1 << 20;
 /// Prefix of the private tmpfs directories (`<prefix><pid>-<seq>`).
 pub const TMPFS_PREFIX: &str = "rtcat-load-";
 const TMPFS_MAGIC: i64 = 0x0102_1994;
@@ -326,8 +329,10 @@ struct CfgCycle {
 /// RT CPUs named by an rtcat config (`[cycle].cpu` and `[cycle].txrx_cpu`). Other keys are ignored
 /// here; `rtcat config check` validates the whole file.
 pub fn rt_cpus_from_config(path: &Path) -> Result<Vec<usize>> {
-    let text =
-        fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?;
+    let text = safefs::read_to_string_bounded(path, CONFIG_LIMIT).map_err(|e| match e {
+        safefs::Error::Io { source, .. } => anyhow!("{}: cannot read: {source}", path.display()),
+        e => anyhow!("{e}"),
+    })?;
     let cfg: CfgFile = toml::from_str(&text).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     let c = cfg.cycle.ok_or_else(|| {
         anyhow!(
@@ -1046,9 +1051,20 @@ fn prepare_tmpfs_dir(t: &TmpfsLoad) -> Result<DirGuard> {
         std::process::id(),
         SEQ.fetch_add(1, Ordering::SeqCst)
     ));
-    fs::create_dir(&dir)
-        .map_err(|e| anyhow!("--tmpfs-dir: cannot create {}: {e}", dir.display()))?;
-    Ok(DirGuard(dir))
+    // 0700 whatever the umask: /dev/shm is world-writable, and a link planted in a directory
+    // others could write would be opened by the churn (as root in a ladder). A name taken by
+    // someone else already (the pid is predictable) is an error, never reused.
+    {
+        use std::os::unix::fs::{DirBuilderExt, PermissionsExt};
+        fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&dir)
+            .map_err(|e| anyhow!("--tmpfs-dir: cannot create {}: {e}", dir.display()))?;
+        let guard = DirGuard(dir);
+        fs::set_permissions(&guard.0, fs::Permissions::from_mode(0o700))
+            .map_err(|e| anyhow!("--tmpfs-dir: {}: {e}", guard.0.display()))?;
+        Ok(guard)
+    }
 }
 
 fn hog_worker(c: &Ctl) {
@@ -1078,8 +1094,17 @@ fn tmpfs_worker(c: &Ctl, dir: &Path, bytes: u64) {
             buf.fill(pass);
             for i in 0..nfiles {
                 let path = dir.join(format!("churn-{i}"));
-                let mut f = File::create(&path)
-                    .with_context(|| format!("tmpfs churn: {}", path.display()))?;
+                let mut f = {
+                    use std::os::unix::fs::OpenOptionsExt;
+                    fs::OpenOptions::new()
+                        .write(true)
+                        .create(true)
+                        .truncate(true)
+                        .mode(0o600)
+                        .custom_flags(libc::O_NOFOLLOW)
+                        .open(&path)
+                        .with_context(|| format!("tmpfs churn: {}", path.display()))?
+                };
                 let mut written = 0u64;
                 while written < file_size {
                     if c.done() {
@@ -1331,7 +1356,7 @@ pub fn run_load(args: &LoadArgs) -> Result<i32> {
     let spec = match args.to_spec() {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rtcat load: error: {e:#}");
+            say!("rtcat load: error: {e:#}");
             return Ok(2);
         }
     };
@@ -1353,14 +1378,14 @@ pub fn run_load(args: &LoadArgs) -> Result<i32> {
         }
     };
     if !args.quiet {
-        eprintln!("rtcat load: {} (Ctrl-C stops)", spec.describe());
+        say!("rtcat load: {} (Ctrl-C stops)", spec.describe());
     }
     let mut handle = match LoadHandle::start(&spec) {
         Ok(h) => h,
         Err(e) => {
             restore();
             if format!("{e:#}").starts_with("--") {
-                eprintln!("rtcat load: error: {e:#}");
+                say!("rtcat load: error: {e:#}");
                 return Ok(2);
             }
             return Err(e);
@@ -1383,33 +1408,45 @@ pub fn run_load(args: &LoadArgs) -> Result<i32> {
     if !args.quiet {
         print_report(&rep);
     }
+    let mut failed = !rep.errors.is_empty();
     if let Some(j) = &args.json {
         let text = serde_json::to_string_pretty(&rep)? + "\n";
         if j == "-" {
-            print!("{text}");
-            std::io::stdout().flush()?;
-        } else {
-            fs::write(j, text).with_context(|| format!("--json: cannot write {j}"))?;
+            // A reader that went away (EPIPE) does not want the report; the load itself ended
+            // cleanly, so that is not a failure of the load.
+            match crate::outfile::write_stdout(text.as_bytes()) {
+                Ok(()) => {}
+                Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {}
+                Err(e) => {
+                    say!("rtcat load: error: --json -: {e}");
+                    failed = true;
+                }
+            }
+        } else if let Err(e) = crate::outfile::write_named(Path::new(j), text.as_bytes()) {
+            say!("rtcat load: error: --json: {e:#}");
+            failed = true;
         }
     }
     for e in &rep.errors {
-        eprintln!("rtcat load: worker error: {e}");
+        say!("rtcat load: worker error: {e}");
     }
-    Ok(if rep.errors.is_empty() { 0 } else { 1 })
+    Ok(if failed { 1 } else { 0 })
 }
 
 fn print_report(r: &LoadReport) {
-    eprintln!(
+    say!(
         "rtcat load: stopped by {} after {:.2} s ({})",
-        r.stopped_by, r.elapsed_s, r.backend
+        r.stopped_by,
+        r.elapsed_s,
+        r.backend
     );
     if r.backend == "stress-ng" {
         if let Some(o) = &r.stress_ng_output {
-            eprintln!("{o}");
+            say!("{o}");
         }
         return;
     }
-    eprintln!(
+    say!(
         "  hog loops {}, tmpfs {} MiB in {} files, anon {} MiB in {} passes, forks {} ({} failed), net sent {} KiB / received {} KiB",
         r.hog_loops,
         r.tmpfs_bytes_written >> 20,

@@ -7,8 +7,6 @@
 //! Text is drawn with the DejaVu Sans subset in `assets/` (see `assets/LICENSE-DejaVu.txt`), so no
 //! system font library is needed; SVG text stays text (`<text>` elements).
 
-use std::fs::File;
-use std::io::BufWriter;
 use std::path::{Path, PathBuf};
 use std::sync::Once;
 
@@ -16,7 +14,9 @@ use anyhow::{Context, Result, anyhow};
 use hdrhistogram::Histogram;
 use plotters::coord::Shift;
 use plotters::prelude::*;
+use safefs::Dir;
 
+use crate::outfile::OUTPUT_MODE;
 use crate::report::{Source, stage_rows};
 
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");
@@ -396,29 +396,35 @@ fn draw_bars<DB: DrawingBackend>(
     Ok(())
 }
 
-/// Renders one plot as `<base>.svg` and `<base>.png`.
+/// Renders one plot as `<base>.svg` and `<base>.png` in memory, then writes both atomically
+/// through the directory handle (a link planted at either name is replaced, never followed).
 macro_rules! render {
     ($dir:expr, $base:expr, $size:expr, |$root:ident| $body:expr) => {{
-        let svg_path = $dir.join(format!("{}.svg", $base));
-        let png_path = $dir.join(format!("{}.png", $base));
+        let svg_name = format!("{}.svg", $base);
+        let png_name = format!("{}.png", $base);
+        let svg_path = $dir.path().join(&svg_name);
+        let png_path = $dir.path().join(&png_name);
+        let mut svg = String::new();
         {
-            let $root = SVGBackend::new(&svg_path, $size).into_drawing_area();
+            let $root = SVGBackend::with_string(&mut svg, $size).into_drawing_area();
             $body.with_context(|| format!("{}", svg_path.display()))?;
         }
+        $dir.write_atomic(&svg_name, svg.as_bytes(), OUTPUT_MODE)?;
         let (w, h) = $size;
         let mut buf = vec![0u8; (w * h * 3) as usize];
         {
             let $root = BitMapBackend::with_buffer(&mut buf, $size).into_drawing_area();
             $body.with_context(|| format!("{}", png_path.display()))?;
         }
-        write_png(&png_path, w, h, &buf)?;
+        let png = encode_png(&png_path, w, h, &buf)?;
+        $dir.write_atomic(&png_name, &png, OUTPUT_MODE)?;
         vec![svg_path, png_path]
     }};
 }
 
-fn write_png(path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {
-    let f = File::create(path).with_context(|| format!("{}: cannot create", path.display()))?;
-    let mut enc = png::Encoder::new(BufWriter::new(f), w, h);
+fn encode_png(path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<Vec<u8>> {
+    let mut out = Vec::new();
+    let mut enc = png::Encoder::new(&mut out, w, h);
     enc.set_color(png::ColorType::Rgb);
     enc.set_depth(png::BitDepth::Eight);
     let mut wr = enc
@@ -428,11 +434,18 @@ fn write_png(path: &Path, w: u32, h: u32, rgb: &[u8]) -> Result<()> {
         .with_context(|| format!("{}: PNG data", path.display()))?;
     wr.finish()
         .with_context(|| format!("{}: PNG end", path.display()))?;
-    Ok(())
+    Ok(out)
 }
 
-/// Writes every plot for `sources` into `dir`; returns the files written (SVG and PNG pairs).
+/// Writes every plot for `sources` into the directory `dir` names (opened as named; the files
+/// below it are written as in [`write_plots_in`]).
 pub fn write_plots(sources: &[Source], dir: &Path, size: (u32, u32)) -> Result<Vec<PathBuf>> {
+    write_plots_in(sources, &Dir::open_named(dir)?, size)
+}
+
+/// Writes every plot for `sources` into `dir`, each file atomically and never through a link;
+/// returns the files written (SVG and PNG pairs).
+pub fn write_plots_in(sources: &[Source], dir: &Dir, size: (u32, u32)) -> Result<Vec<PathBuf>> {
     register_font();
     let mut files = Vec::new();
     let multi = sources.len() > 1;

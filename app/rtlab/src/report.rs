@@ -10,20 +10,23 @@
 //! "worst max" is the largest max of all runs; the counters (missed deadlines, WKC mismatches,
 //! recoveries) are totals over all runs. Latencies are shown in µs with 3 decimals.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::fs;
 use std::path::{Path, PathBuf};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Result, anyhow, bail};
 use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
+use safefs::Dir;
 use serde::Serialize;
 
 use crate::cyclictest;
+use crate::outfile::say;
 use crate::summary::{
-    EXEC_HDR_FILE, LADDER_CSV_FILE, LadderManifest, LadderRow, MANIFEST_FILE, SUMMARY_FILE,
-    Summary, WAKE_HDR_FILE, new_histogram, parse_ladder_csv, read_hdr,
+    BusStats, EXEC_HDR_FILE, LADDER_CSV_FILE, LadderManifest, LadderRow, LoggingHealth,
+    MANIFEST_FILE, SUMMARY_FILE, Stop, StopReason, Summary, WAKE_HDR_FILE, new_histogram,
+    read_hdr_in, read_ladder_csv_in,
 };
 
 /// Output format of the table.
@@ -88,6 +91,40 @@ pub struct RunStats {
     pub recoveries: Option<u64>,
 }
 
+/// How a run ended and what went wrong around the measurement, from its `summary.json`
+/// (all `None` for cyclictest and for summaries written before these were recorded).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RunHealth {
+    /// Run number within a ladder stage (1-based); `None` for a single bench run.
+    pub run: Option<u32>,
+    pub duration_s: Option<f64>,
+    pub stop: Option<Stop>,
+    pub bus: Option<BusStats>,
+    pub logging: Option<LoggingHealth>,
+}
+
+impl RunHealth {
+    fn of(s: &Summary) -> Self {
+        Self {
+            run: None,
+            duration_s: Some(s.duration_s),
+            stop: s.stop.clone(),
+            bus: s.bus.clone(),
+            logging: s.logging.clone(),
+        }
+    }
+
+    /// "interrupted", "fatal" or "checkpoint" for a run that did not end by its duration.
+    pub fn status(&self) -> Option<&'static str> {
+        match self.stop.as_ref()?.reason {
+            StopReason::Duration => None,
+            StopReason::Signal => Some("interrupted"),
+            StopReason::Fatal => Some("fatal"),
+            StopReason::Running => Some("checkpoint"),
+        }
+    }
+}
+
 /// One run: its figures and its histograms (values in ns).
 #[derive(Debug, Clone)]
 pub struct Run {
@@ -96,33 +133,69 @@ pub struct Run {
     pub setup: Option<String>,
     pub wake: Histogram<u64>,
     pub exec: Option<Histogram<u64>>,
+    pub health: RunHealth,
+}
+
+/// The figures of one run of a stage (its histograms are merged into the stage's).
+#[derive(Debug, Clone)]
+pub struct RunFigures {
+    pub stats: RunStats,
+    /// How the cycle thread ran (policy, priority, CPU, governor, timer slack), when known.
+    pub setup: Option<String>,
+    pub health: RunHealth,
 }
 
 /// One stage (a row of the table).
 #[derive(Debug, Clone)]
 pub struct Stage {
     pub name: String,
-    pub runs: Vec<Run>,
+    pub runs: Vec<RunFigures>,
+    /// All runs' wake-lateness samples merged: a stage of many runs holds two histograms
+    /// (216 KiB each), not two per run.
+    pub wake: Histogram<u64>,
+    /// All runs' execution-time samples merged (None when no run has them).
+    pub exec: Option<Histogram<u64>>,
 }
 
 impl Stage {
+    /// A stage without runs yet.
+    pub fn new(name: String) -> Self {
+        Self {
+            name,
+            runs: Vec::new(),
+            wake: new_histogram(),
+            exec: None,
+        }
+    }
+
+    /// Adds a run: its figures, and its samples to the stage's histograms.
+    pub fn push(&mut self, run: Run) -> Result<()> {
+        let merge = |into: &mut Histogram<u64>, h: &Histogram<u64>| {
+            into.add(h)
+                .map_err(|e| anyhow!("stage {}: cannot merge the histograms: {e:?}", self.name))
+        };
+        merge(&mut self.wake, &run.wake)?;
+        if let Some(e) = &run.exec {
+            let mut pooled = self.exec.take().unwrap_or_else(new_histogram);
+            merge(&mut pooled, e)?;
+            self.exec = Some(pooled);
+        }
+        self.runs.push(RunFigures {
+            stats: run.stats,
+            setup: run.setup,
+            health: run.health,
+        });
+        Ok(())
+    }
+
     /// All runs' wake-lateness samples merged.
     pub fn pooled_wake(&self) -> Histogram<u64> {
-        let mut h = new_histogram();
-        for r in &self.runs {
-            h.add(&r.wake).expect("same bounds");
-        }
-        h
+        self.wake.clone()
     }
+
     /// All runs' execution-time samples merged (None when no run has them).
     pub fn pooled_exec(&self) -> Option<Histogram<u64>> {
-        let mut h = new_histogram();
-        let mut any = false;
-        for e in self.runs.iter().filter_map(|r| r.exec.as_ref()) {
-            h.add(e).expect("same bounds");
-            any = true;
-        }
-        any.then_some(h)
+        self.exec.clone()
     }
 }
 
@@ -174,24 +247,29 @@ pub fn setup_of(sys: &crate::summary::SystemInfo) -> String {
     format!("{policy}, {cpu}, {gov}, slack {} ns", sys.timer_slack_ns)
 }
 
-/// Reads a bench output directory (summary.json + wake/exec histograms).
+/// Reads a bench output directory (summary.json + wake/exec histograms) named by the caller.
 pub fn read_bench_dir(dir: &Path) -> Result<(Summary, Run)> {
-    let sp = dir.join(SUMMARY_FILE);
-    if !sp.is_file() {
-        bail!("{}: missing", sp.display());
+    read_bench_in(&Dir::open_named(dir)?)
+}
+
+/// Reads a bench output directory through its handle: every file a regular file below its size
+/// limit, no link followed.
+pub fn read_bench_in(dir: &Dir) -> Result<(Summary, Run)> {
+    if !dir.exists(SUMMARY_FILE) {
+        bail!("{}: missing", dir.path().join(SUMMARY_FILE).display());
     }
-    let s = Summary::read(&sp)?;
-    let wp = dir.join(WAKE_HDR_FILE);
-    let ep = dir.join(EXEC_HDR_FILE);
-    for p in [&wp, &ep] {
-        if !p.is_file() {
+    let s = Summary::read_in(dir)?;
+    for name in [WAKE_HDR_FILE, EXEC_HDR_FILE] {
+        if !dir.exists(name) {
             bail!(
                 "{}: missing (written next to every summary.json)",
-                p.display()
+                dir.path().join(name).display()
             );
         }
     }
-    let wake = read_hdr(&wp)?;
+    let wp = dir.path().join(WAKE_HDR_FILE);
+    let ep = dir.path().join(EXEC_HDR_FILE);
+    let wake = read_hdr_in(dir, WAKE_HDR_FILE)?;
     check_hdr(
         &wp,
         &wake,
@@ -199,7 +277,7 @@ pub fn read_bench_dir(dir: &Path) -> Result<(Summary, Run)> {
         s.wake_lateness_ns.max,
         "wake_lateness_ns",
     )?;
-    let exec = read_hdr(&ep)?;
+    let exec = read_hdr_in(dir, EXEC_HDR_FILE)?;
     check_hdr(&ep, &exec, s.exec_ns.count, s.exec_ns.max, "exec_ns")?;
     let stats = RunStats {
         cycles: s.cycles,
@@ -216,6 +294,7 @@ pub fn read_bench_dir(dir: &Path) -> Result<(Summary, Run)> {
         recoveries: Some(s.recoveries),
     };
     let setup = Some(setup_of(&s.system));
+    let health = RunHealth::of(&s);
     Ok((
         s,
         Run {
@@ -223,16 +302,28 @@ pub fn read_bench_dir(dir: &Path) -> Result<(Summary, Run)> {
             setup,
             wake,
             exec: Some(exec),
+            health,
         },
     ))
 }
 
-fn read_ladder(dir: &Path, label: String, allow_partial: bool) -> Result<Source> {
-    let m = LadderManifest::read(&dir.join(MANIFEST_FILE))?;
-    let csv_path = dir.join(LADDER_CSV_FILE);
-    let text = fs::read_to_string(&csv_path)
-        .map_err(|e| anyhow!("{}: cannot read: {e}", csv_path.display()))?;
-    let rows = parse_ladder_csv(&text).map_err(|e| anyhow!("{}: {e}", csv_path.display()))?;
+/// A subdirectory, or `None` when it does not exist (a link or anything else is an error).
+fn subdir_if_any(dir: &Dir, name: &str) -> Result<Option<Dir>> {
+    match dir.subdir(name, false) {
+        Ok(d) => Ok(Some(d)),
+        Err(e) if e.io_kind() == Some(std::io::ErrorKind::NotFound) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+fn read_ladder(dir: &Dir, label: String, allow_partial: bool) -> Result<Source> {
+    let m = LadderManifest::read_in(dir)?;
+    let csv_path = dir.path().join(LADDER_CSV_FILE);
+    if !dir.exists(LADDER_CSV_FILE) {
+        bail!("{}: cannot read: missing", csv_path.display());
+    }
+    let rows = read_ladder_csv_in(dir)?;
+    let mut by_run: BTreeMap<(&str, u32), &LadderRow> = BTreeMap::new();
     for (i, r) in rows.iter().enumerate() {
         if !m.stages.contains(&r.stage) || r.run > m.runs {
             bail!(
@@ -245,10 +336,7 @@ fn read_ladder(dir: &Path, label: String, allow_partial: bool) -> Result<Source>
                 m.runs
             );
         }
-        if rows[..i]
-            .iter()
-            .any(|o| o.stage == r.stage && o.run == r.run)
-        {
+        if by_run.insert((r.stage.as_str(), r.run), r).is_some() {
             bail!(
                 "{}: row {}: {} run {} appears twice",
                 csv_path.display(),
@@ -261,28 +349,38 @@ fn read_ladder(dir: &Path, label: String, allow_partial: bool) -> Result<Source>
     let mut stages = Vec::new();
     let mut notes = Vec::new();
     for st in &m.stages {
-        let mut runs = Vec::new();
+        let stage_dir = subdir_if_any(dir, st)?;
+        let mut stage = Stage::new(st.clone());
         for k in 1..=m.runs {
-            let rd = dir.join(st).join(format!("run{k}"));
-            let row = rows.iter().find(|r| r.stage == *st && r.run == k);
-            if allow_partial && row.is_none() && !rd.join(SUMMARY_FILE).exists() {
+            let rname = format!("run{k}");
+            let rd_path = dir.path().join(st).join(&rname);
+            let rd = match &stage_dir {
+                Some(sd) => subdir_if_any(sd, &rname)?,
+                None => None,
+            };
+            let row = by_run.get(&(st.as_str(), k)).copied();
+            if allow_partial
+                && row.is_none()
+                && !rd.as_ref().is_some_and(|d| d.exists(SUMMARY_FILE))
+            {
                 notes.push(format!("{st} run {k}: not measured (partial ladder)"));
                 continue;
             }
-            if !rd.is_dir() {
+            let Some(rd) = rd else {
                 bail!(
                     "{}: missing (manifest.json lists stage {st} with {} runs)",
-                    rd.display(),
+                    rd_path.display(),
                     m.runs
                 );
-            }
-            let (s, run) = read_bench_dir(&rd)?;
+            };
+            let (s, mut run) = read_bench_in(&rd)?;
+            run.health.run = Some(k);
             if s.system.kernel_release != m.system.kernel_release
                 || s.system.hostname != m.system.hostname
             {
                 bail!(
                     "{}: measured on {} / kernel {}, but manifest.json says {} / kernel {} (mixed result directories?)",
-                    rd.join(SUMMARY_FILE).display(),
+                    rd_path.join(SUMMARY_FILE).display(),
                     s.system.hostname,
                     s.system.kernel_release,
                     m.system.hostname,
@@ -294,7 +392,7 @@ fn read_ladder(dir: &Path, label: String, allow_partial: bool) -> Result<Source>
             {
                 bail!(
                     "{}: stage is \"{ss}\" but the run lies under stage {st}",
-                    rd.join(SUMMARY_FILE).display()
+                    rd_path.join(SUMMARY_FILE).display()
                 );
             }
             let want = LadderRow::from_summary(st, k, &s);
@@ -303,7 +401,7 @@ fn read_ladder(dir: &Path, label: String, allow_partial: bool) -> Result<Source>
                     notes.push(format!(
                         "{st} run {k}: no row in ladder.csv, figures from its summary.json"
                     ));
-                    runs.push(run);
+                    stage.push(run)?;
                     continue;
                 }
                 bail!(
@@ -315,22 +413,19 @@ fn read_ladder(dir: &Path, label: String, allow_partial: bool) -> Result<Source>
                 bail!(
                     "{}: the row for {st} run {k} differs from {}",
                     csv_path.display(),
-                    rd.join(SUMMARY_FILE).display()
+                    rd_path.join(SUMMARY_FILE).display()
                 );
             }
-            runs.push(run);
+            stage.push(run)?;
         }
-        if runs.is_empty() {
+        if stage.runs.is_empty() {
             notes.push(format!("{st}: no run measured, left out"));
             continue;
         }
-        stages.push(Stage {
-            name: st.clone(),
-            runs,
-        });
+        stages.push(stage);
     }
     if stages.is_empty() {
-        bail!("{}: no run of any stage was measured", dir.display());
+        bail!("{}: no run of any stage was measured", dir.path().display());
     }
     Ok(Source {
         label,
@@ -345,23 +440,24 @@ fn read_ladder(dir: &Path, label: String, allow_partial: bool) -> Result<Source>
 }
 
 fn read_cyclictest(path: &Path, label: String) -> Result<Source> {
-    let bytes = fs::read(path).map_err(|e| anyhow!("{}: cannot read: {e}", path.display()))?;
-    let text =
-        String::from_utf8(bytes).map_err(|_| anyhow!("{}: not a text file", path.display()))?;
+    let text = safefs::read_to_string_bounded(path, cyclictest::FILE_LIMIT)?;
     let h = cyclictest::parse(path, &text)?;
+    drop(text);
     let multi = h.threads.len() > 1;
     let mut stages = Vec::new();
     for (i, t) in h.threads.iter().enumerate() {
+        // The parser bounds buckets (< 10^6) and latencies (<= 60 s), so µs × 1000 fits in u64
+        // and in the histogram's range.
         let mut wake = new_histogram();
         for (b, c) in t.counts.iter().enumerate() {
             if *c > 0 {
                 wake.record_n(b as u64 * 1000, *c)
-                    .map_err(|e| anyhow!("{}: {e:?}", path.display()))?;
+                    .map_err(|e| anyhow!("{}: thread {i}: {e:?}", path.display()))?;
             }
         }
         if t.overflows > 0 {
             wake.record_n(t.max_us * 1000, t.overflows)
-                .map_err(|e| anyhow!("{}: {e:?}", path.display()))?;
+                .map_err(|e| anyhow!("{}: thread {i}: {e:?}", path.display()))?;
         }
         let (p99, e99) = t.quantile_us(0.99);
         let (p999, e999) = t.quantile_us(0.999);
@@ -384,15 +480,15 @@ fn read_cyclictest(path: &Path, label: String) -> Result<Source> {
         } else {
             "cyclictest".to_string()
         };
-        stages.push(Stage {
-            name,
-            runs: vec![Run {
-                stats,
-                setup: None,
-                wake,
-                exec: None,
-            }],
-        });
+        let mut stage = Stage::new(name);
+        stage.push(Run {
+            stats,
+            setup: None,
+            wake,
+            exec: None,
+            health: RunHealth::default(),
+        })?;
+        stages.push(stage);
     }
     Ok(Source {
         label,
@@ -406,18 +502,58 @@ fn read_cyclictest(path: &Path, label: String) -> Result<Source> {
     })
 }
 
-/// Reads one input (ladder dir, bench dir or cyclictest file); errors name the file.
+fn checked_total(mut v: impl Iterator<Item = u64>) -> Option<u64> {
+    v.try_fold(0u64, |a, x| a.checked_add(x))
+}
+
+/// The counters of a stage must add up without overflow (the table shows their totals).
+fn check_totals(src: &Source) -> Result<()> {
+    for st in &src.stages {
+        let over = |what: &str| {
+            anyhow!(
+                "{}: stage {}: the runs' {what} add up to more than {}",
+                src.label,
+                st.name,
+                u64::MAX
+            )
+        };
+        let r = &st.runs;
+        let bus = || r.iter().filter_map(|r| r.health.bus.as_ref());
+        let log = || r.iter().filter_map(|r| r.health.logging.as_ref());
+        checked_total(r.iter().map(|r| r.stats.cycles)).ok_or_else(|| over("cycles"))?;
+        checked_total(r.iter().filter_map(|r| r.stats.missed))
+            .ok_or_else(|| over("missed deadlines"))?;
+        checked_total(r.iter().filter_map(|r| r.stats.wkc_mismatches))
+            .ok_or_else(|| over("WKC mismatches"))?;
+        checked_total(r.iter().filter_map(|r| r.stats.recoveries))
+            .ok_or_else(|| over("recoveries"))?;
+        checked_total(bus().map(|b| b.rx_rejected)).ok_or_else(|| over("rejected frames"))?;
+        checked_total(bus().map(|b| b.send_errors)).ok_or_else(|| over("send errors"))?;
+        checked_total(log().map(|l| l.write_errors)).ok_or_else(|| over("log write errors"))?;
+        checked_total(log().map(|l| l.events_dropped)).ok_or_else(|| over("dropped events"))?;
+        checked_total(log().map(|l| l.samples_dropped)).ok_or_else(|| over("dropped samples"))?;
+    }
+    Ok(())
+}
+
+/// Reads one input (ladder dir, bench dir or cyclictest file); errors name the file. Every file
+/// must be a regular file below its size limit; inside a directory no link is followed.
 pub fn read_source(path: &Path, label: String, allow_partial: bool) -> Result<Source> {
     let md = fs::metadata(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
-    if md.is_file() {
-        return read_cyclictest(path, label);
+    if !md.is_dir() {
+        // a cyclictest file; anything but a regular file is refused without reading it
+        let src = read_cyclictest(path, label)?;
+        check_totals(&src)?;
+        return Ok(src);
     }
-    if path.join(MANIFEST_FILE).exists() {
-        return read_ladder(path, label, allow_partial);
-    }
-    if path.join(SUMMARY_FILE).exists() {
-        let (s, run) = read_bench_dir(path)?;
-        return Ok(Source {
+    let dir = Dir::open_named(path)?;
+    let src = if dir.exists(MANIFEST_FILE) {
+        read_ladder(&dir, label, allow_partial)?
+    } else if dir.exists(SUMMARY_FILE) {
+        let (s, run) = read_bench_in(&dir)?;
+        let mut stage = Stage::new(s.stage.clone().unwrap_or_else(|| "bench".into()));
+        stage.push(run)?;
+        Source {
             label,
             notes: Vec::new(),
             kind: SourceKind::Bench,
@@ -425,16 +561,16 @@ pub fn read_source(path: &Path, label: String, allow_partial: bool) -> Result<So
             preempt_rt: Some(s.system.preempt_rt),
             loaded: None,
             duration_s: Some(s.duration_s),
-            stages: vec![Stage {
-                name: s.stage.clone().unwrap_or_else(|| "bench".into()),
-                runs: vec![run],
-            }],
-        });
-    }
-    bail!(
-        "{}: neither {MANIFEST_FILE} (ladder) nor {SUMMARY_FILE} (bench output) found",
-        path.display()
-    )
+            stages: vec![stage],
+        }
+    } else {
+        bail!(
+            "{}: neither {MANIFEST_FILE} (ladder) nor {SUMMARY_FILE} (bench output) found",
+            path.display()
+        )
+    };
+    check_totals(&src)?;
+    Ok(src)
 }
 
 /// Mean and sample standard deviation over runs (SD 0 for one run), plus the largest value.
@@ -494,10 +630,32 @@ pub struct StageRow {
     pub missed_deadlines: Option<u64>,
     pub wkc_mismatches: Option<u64>,
     pub recoveries: Option<u64>,
+    /// How runs that did not end by their duration ended: "interrupted" (a signal), "fatal" or
+    /// "checkpoint" (still running when its summary was written); distinct, in run order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub status: Vec<&'static str>,
+    /// Received frames the master refused as replies, total over the runs that recorded it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rx_rejected: Option<u64>,
+    /// Frames the link failed to send, total over the runs that recorded it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub send_errors: Option<u64>,
+    /// Failed writes to events.log/samples.csv/stderr, total over the runs that recorded any.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_write_errors: Option<u64>,
 }
 
+/// Sum of the known values (saturating: [`read_source`] refuses totals that overflow); `None`
+/// when any is unknown.
 fn opt_sum(v: impl Iterator<Item = Option<u64>>) -> Option<u64> {
-    v.collect::<Option<Vec<u64>>>().map(|x| x.iter().sum())
+    v.collect::<Option<Vec<u64>>>()
+        .map(|x| x.iter().fold(0u64, |a, b| a.saturating_add(*b)))
+}
+
+/// Sum of the values that are there; `None` when none is.
+fn any_sum(v: impl Iterator<Item = Option<u64>>) -> Option<u64> {
+    v.flatten()
+        .fold(None, |a, b| Some(a.unwrap_or(0u64).saturating_add(b)))
 }
 
 fn opt_spread(v: impl Iterator<Item = Option<f64>>) -> Option<Spread> {
@@ -531,7 +689,7 @@ pub fn stage_rows(src: &Source) -> Vec<StageRow> {
                     (!v.is_empty()).then(|| v.join(" / "))
                 },
                 runs: s.len(),
-                cycles: s.iter().map(|r| r.cycles).sum(),
+                cycles: s.iter().fold(0u64, |a, r| a.saturating_add(r.cycles)),
                 wake_mean_ns: f(|r| r.wake_mean),
                 wake_p99_ns: f(|r| r.wake_p99 as f64),
                 wake_p999_ns: f(|r| r.wake_p999 as f64),
@@ -543,9 +701,114 @@ pub fn stage_rows(src: &Source) -> Vec<StageRow> {
                 missed_deadlines: opt_sum(s.iter().map(|r| r.missed)),
                 wkc_mismatches: opt_sum(s.iter().map(|r| r.wkc_mismatches)),
                 recoveries: opt_sum(s.iter().map(|r| r.recoveries)),
+                status: {
+                    let mut v = Vec::new();
+                    for x in st.runs.iter().filter_map(|r| r.health.status()) {
+                        if !v.contains(&x) {
+                            v.push(x);
+                        }
+                    }
+                    v
+                },
+                rx_rejected: any_sum(
+                    st.runs
+                        .iter()
+                        .map(|r| r.health.bus.as_ref().map(|b| b.rx_rejected)),
+                ),
+                send_errors: any_sum(
+                    st.runs
+                        .iter()
+                        .map(|r| r.health.bus.as_ref().map(|b| b.send_errors)),
+                ),
+                log_write_errors: any_sum(
+                    st.runs
+                        .iter()
+                        .map(|r| r.health.logging.as_ref().map(|l| l.write_errors)),
+                ),
             }
         })
         .collect()
+}
+
+/// Text from a result file, safe in a markdown table cell or list item: control characters
+/// become spaces and `|` is escaped.
+fn md_text(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect::<String>()
+        .replace('|', "\\|")
+}
+
+/// What the report says about runs that did not end normally or had trouble around the
+/// measurement: one line per run and kind, e.g. `s1 run 2: interrupted by SIGTERM after 4.2 s
+/// of 10 s`. Empty for runs that ended by their duration without rejected frames, send errors
+/// or logging errors (and for cyclictest and older summaries, which record none of it).
+pub fn run_notes(stage: &Stage) -> Vec<String> {
+    let mut out = Vec::new();
+    for r in &stage.runs {
+        let h = &r.health;
+        let who = match h.run {
+            Some(k) => format!("{} run {k}", stage.name),
+            None => stage.name.clone(),
+        };
+        let ran = h.duration_s.map(|d| format!("{d:.1} s"));
+        if let Some(stop) = &h.stop {
+            let of = match stop.requested_duration_s {
+                Some(req) => format!(" of {req} s requested"),
+                None => String::new(),
+            };
+            let after = ran.as_deref().unwrap_or("?");
+            match stop.reason {
+                StopReason::Duration => {}
+                StopReason::Signal => out.push(format!(
+                    "{who}: interrupted by {} after {after}{of}",
+                    md_text(stop.signal.as_deref().unwrap_or("a signal"))
+                )),
+                StopReason::Fatal => out.push(format!(
+                    "{who}: ended by a fatal error after {after}{of}{}",
+                    stop.detail
+                        .as_deref()
+                        .map(|d| format!(": {}", md_text(d)))
+                        .unwrap_or_default()
+                )),
+                StopReason::Running => out.push(format!(
+                    "{who}: a checkpoint of a run still going ({after} so far{of})"
+                )),
+            }
+        }
+        if let Some(b) = &h.bus
+            && (b.rx_rejected > 0 || b.send_errors > 0)
+        {
+            let mut t = format!(
+                "{who}: {} received frame(s) refused as replies",
+                b.rx_rejected
+            );
+            if !b.rx_rejected_by_reason.is_empty() {
+                let by: Vec<String> = b
+                    .rx_rejected_by_reason
+                    .iter()
+                    .filter(|(_, n)| **n > 0)
+                    .map(|(k, n)| format!("{k} {n}"))
+                    .collect();
+                let _ = write!(t, " ({})", by.join(", "));
+            }
+            let _ = write!(t, ", {} send error(s)", b.send_errors);
+            out.push(t);
+        }
+        if let Some(l) = &h.logging
+            && (l.write_errors > 0 || l.events_dropped > 0 || l.samples_dropped > 0)
+        {
+            let mut t = format!(
+                "{who}: logging: {} failed write(s), {} event(s) and {} sample(s) not written",
+                l.write_errors, l.events_dropped, l.samples_dropped
+            );
+            if let Some(e) = &l.first_error {
+                let _ = write!(t, "; first error: {}", md_text(e));
+            }
+            out.push(t);
+        }
+    }
+    out
 }
 
 fn us(ns: f64) -> String {
@@ -591,7 +854,7 @@ fn describe_source(s: &Source) -> String {
         let _ = write!(d, " of {dur} s");
     }
     if let Some(k) = &s.kernel_release {
-        let _ = write!(d, ", kernel {k}");
+        let _ = write!(d, ", kernel {}", md_text(k));
         if s.preempt_rt == Some(true) {
             d.push_str(" (PREEMPT_RT)");
         }
@@ -629,13 +892,18 @@ pub fn render_markdown(sources: &[Source]) -> String {
         let m99 = if r.wake_p99_bounded { " ≤" } else { "" };
         let m999 = if r.wake_p999_bounded { " ≤" } else { "" };
         bounded |= r.wake_p99_bounded || r.wake_p999_bounded;
+        let stage = if r.status.is_empty() {
+            r.stage.clone()
+        } else {
+            format!("{} ({})", r.stage, r.status.join(", "))
+        };
         let _ = writeln!(
             o,
             "| {} | {} | {} | {} | {} | {} | {} | {}{m99} | {}{m999} | {} | {} | {} | {} | {} | {} | {} |",
             r.source,
-            r.stage,
-            kernel_of(r),
-            r.setup.as_deref().unwrap_or("–"),
+            stage,
+            md_text(&kernel_of(r)),
+            md_text(r.setup.as_deref().unwrap_or("–")),
             r.runs,
             r.cycles,
             cell(&r.wake_mean_ns, r.runs),
@@ -654,6 +922,21 @@ pub fn render_markdown(sources: &[Source]) -> String {
         o.push_str(
             "\n≤: the percentile falls among samples above the cyclictest histogram range, which are counted at the reported max: an upper bound.\n",
         );
+    }
+    let mut noted = false;
+    for s in sources {
+        for st in &s.stages {
+            for n in run_notes(st) {
+                if !noted {
+                    o.push_str(
+                        "\nRuns to note (interrupted, fatal or checkpoint runs did not run their full duration; \
+                         refused frames and send errors are counted by the master, logging errors did not stop the run):\n\n",
+                    );
+                    noted = true;
+                }
+                let _ = writeln!(o, "- **{}** {n}", s.label);
+            }
+        }
     }
     if sources.len() > 1 {
         let mut stages: Vec<String> = Vec::new();
@@ -697,7 +980,7 @@ pub fn render_markdown(sources: &[Source]) -> String {
 /// CSV: one row per source and stage, latencies in µs (3 decimals), empty where not applicable.
 pub fn render_csv(sources: &[Source]) -> String {
     let mut o = String::from(
-        "source,stage,kind,kernel_release,preempt_rt,setup,runs,cycles,wake_mean_us,wake_mean_sd_us,wake_p99_us,wake_p99_sd_us,wake_p999_us,wake_p999_sd_us,wake_max_us,wake_max_sd_us,wake_max_worst_us,wake_p99_upper_bound,wake_p999_upper_bound,exec_mean_us,exec_mean_sd_us,exec_max_us,exec_max_sd_us,exec_max_worst_us,missed_deadlines,wkc_mismatches,recoveries\n",
+        "source,stage,kind,kernel_release,preempt_rt,setup,runs,cycles,wake_mean_us,wake_mean_sd_us,wake_p99_us,wake_p99_sd_us,wake_p999_us,wake_p999_sd_us,wake_max_us,wake_max_sd_us,wake_max_worst_us,wake_p99_upper_bound,wake_p999_upper_bound,exec_mean_us,exec_mean_sd_us,exec_max_us,exec_max_sd_us,exec_max_worst_us,missed_deadlines,wkc_mismatches,recoveries,status,rx_rejected,send_errors,log_write_errors\n",
     );
     let q = |s: &str| {
         if s.contains([',', '"', '\n']) {
@@ -723,7 +1006,7 @@ pub fn render_csv(sources: &[Source]) -> String {
         let oc = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
         let _ = writeln!(
             o,
-            "{},{},{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{exec_mean},{},{},{},{}",
+            "{},{},{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{exec_mean},{},{},{},{},{},{},{},{}",
             q(&r.source),
             q(&r.stage),
             q(r.kernel_release.as_deref().unwrap_or("")),
@@ -746,6 +1029,10 @@ pub fn render_csv(sources: &[Source]) -> String {
             oc(r.missed_deadlines),
             oc(r.wkc_mismatches),
             oc(r.recoveries),
+            r.status.join("/"),
+            oc(r.rx_rejected),
+            oc(r.send_errors),
+            oc(r.log_write_errors),
         );
     }
     o
@@ -871,14 +1158,20 @@ pub fn load_sources(
         .collect()
 }
 
+/// Exit status after stdout was closed under us (the reader went away, e.g. `| head -1`) while
+/// SIGPIPE is ignored: what a shell shows for a command killed by SIGPIPE (128 + 13).
+pub const EXIT_BROKEN_PIPE: i32 = 141;
+
 /// `rtcat report`: prints the table (or writes it to `--out`) and writes the plots. Returns the exit
-/// code: 0 on success, 1 when an input is malformed or incomplete, 2 for invalid arguments; the
-/// message on stderr names the file or option.
+/// code: 0 on success, 1 when an input is malformed or incomplete, 2 for invalid arguments,
+/// [`EXIT_BROKEN_PIPE`] (quietly) when stdout is a pipe nobody reads any more; the message on
+/// stderr names the file or option. Nothing is printed with `println!`/`eprintln!`, so a closed
+/// stdout or stderr is never a panic.
 pub fn run_report(args: &ReportArgs) -> Result<i32> {
     let size = match parse_size(&args.plot_size) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("rtcat report: error: {e:#}");
+            say!("rtcat report: error: {e:#}");
             return Ok(2);
         }
     };
@@ -886,7 +1179,7 @@ pub fn run_report(args: &ReportArgs) -> Result<i32> {
         Ok(s) => s,
         Err(e) => {
             let msg = format!("{e:#}");
-            eprintln!("rtcat report: error: {msg}");
+            say!("rtcat report: error: {msg}");
             return Ok(if msg.starts_with("--") { 2 } else { 1 });
         }
     };
@@ -897,24 +1190,34 @@ pub fn run_report(args: &ReportArgs) -> Result<i32> {
     };
     match &args.out {
         Some(p) => {
-            fs::write(p, &text).with_context(|| format!("--out: cannot write {}", p.display()))?
+            if let Err(e) = crate::outfile::write_named(p, text.as_bytes()) {
+                say!("rtcat report: error: --out: {e:#}");
+                return Ok(1);
+            }
         }
-        None => {
-            use std::io::Write;
-            let mut so = std::io::stdout().lock();
-            so.write_all(text.as_bytes())?;
-            so.flush()?;
-        }
+        None => match crate::outfile::write_stdout(text.as_bytes()) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(EXIT_BROKEN_PIPE),
+            Err(e) => {
+                say!("rtcat report: error: stdout: {e}");
+                return Ok(1);
+            }
+        },
     }
     if let Some(dir) = &args.plots {
-        fs::create_dir_all(dir)
-            .with_context(|| format!("--plots: cannot create {}", dir.display()))?;
-        let files = crate::plot::write_plots(&sources, dir, size)?;
-        eprintln!(
-            "rtcat report: wrote {} plot files to {}",
-            files.len(),
-            dir.display()
-        );
+        let written = crate::outfile::open_named_dir(dir)
+            .and_then(|d| crate::plot::write_plots_in(&sources, &d, size));
+        match written {
+            Ok(files) => say!(
+                "rtcat report: wrote {} plot files to {}",
+                files.len(),
+                dir.display()
+            ),
+            Err(e) => {
+                say!("rtcat report: error: --plots: {e:#}");
+                return Ok(1);
+            }
+        }
     }
     Ok(0)
 }

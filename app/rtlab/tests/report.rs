@@ -608,3 +608,109 @@ fn interrupted_ladder_with_allow_partial() {
         "{err}"
     );
 }
+
+#[test]
+fn interrupted_fatal_and_checkpoint_runs_and_bus_counts_are_shown() {
+    let tmp = tempfile::tempdir().unwrap();
+    let b = tmp.path().join("bench");
+    copy_dir(&here().join("fixtures/bench"), &b);
+    edit_json(&b.join("summary.json"), |v| {
+        // the fixture is a timer-only run, which has no bus
+        v["mode"] = "sim".into();
+        v["stop"] = serde_json::json!({
+            "reason": "signal", "signal": "SIGTERM", "requested_duration_s": 10.0, "detail": null
+        });
+        v["bus"] = serde_json::json!({
+            "rx_rejected": 12,
+            "rx_rejected_by_reason": { "foreign_source": 10, "bad_length": 2 },
+            "send_errors": 3
+        });
+        v["logging"] = serde_json::json!({
+            "write_errors": 1, "events_dropped": 4, "samples_dropped": 0,
+            "first_error": "events.log: No space left on device (os error 28)"
+        });
+    });
+    let l = tmp.path().join("stock");
+    copy_dir(&here().join("fixtures/stock"), &l);
+    edit_json(&l.join("s1/run2/summary.json"), |v| {
+        v["stop"] = serde_json::json!({
+            "reason": "fatal", "detail": "subdevice 2 lost | no recovery"
+        });
+    });
+    edit_json(&l.join("s2/run1/summary.json"), |v| {
+        v["stop"] = serde_json::json!({ "reason": "running" });
+        // zero counts: nothing to note
+        v["bus"] = serde_json::json!({ "rx_rejected": 0, "send_errors": 0 });
+    });
+    edit_json(&l.join("s0/run1/summary.json"), |v| {
+        v["stop"] = serde_json::json!({ "reason": "duration", "requested_duration_s": 0.4 });
+    });
+    let (code, out, err) = report(&["bench", "stock"], tmp.path());
+    assert_eq!(code, 0, "{err}");
+    let row = |src: &str, st: &str| {
+        out.lines()
+            .find(|l| l.starts_with(&format!("| {src} | {st}")))
+            .unwrap_or_else(|| panic!("no row {src}/{st}:\n{out}"))
+            .to_string()
+    };
+    assert!(row("bench", "bench").starts_with("| bench | bench (interrupted) |"));
+    assert!(row("stock", "s1").starts_with("| stock | s1 (fatal) |"));
+    assert!(row("stock", "s2").starts_with("| stock | s2 (checkpoint) |"));
+    assert!(row("stock", "s0").starts_with("| stock | s0 |"));
+    for want in [
+        "- **bench** bench: interrupted by SIGTERM after 0.4 s of 10 s requested\n",
+        "- **bench** bench: 12 received frame(s) refused as replies (bad_length 2, foreign_source 10), 3 send error(s)\n",
+        "- **bench** bench: logging: 1 failed write(s), 4 event(s) and 0 sample(s) not written; first error: events.log: No space left on device (os error 28)\n",
+        "- **stock** s1 run 2: ended by a fatal error after 0.4 s: subdevice 2 lost \\| no recovery\n",
+        "- **stock** s2 run 1: a checkpoint of a run still going (0.4 s so far)\n",
+    ] {
+        assert!(out.contains(want), "lacks {want:?}:\n{out}");
+    }
+    assert!(
+        !out.contains("s0 run 1:"),
+        "a run that ran its duration is noted:\n{out}"
+    );
+    assert!(
+        !out.contains("s2 run 1: 0 received"),
+        "zero counts are noted:\n{out}"
+    );
+
+    let (code, csv, err) = report(&["bench", "stock", "--format", "csv"], tmp.path());
+    assert_eq!(code, 0, "{err}");
+    let mut lines = csv.lines();
+    let head: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| head.iter().position(|h| *h == name).unwrap();
+    let rows: Vec<Vec<String>> = lines
+        .map(|l| {
+            // the setup column is quoted; the columns checked here come after it
+            let tail = l.rsplitn(5, ',').collect::<Vec<_>>();
+            let mut v: Vec<String> = tail.iter().rev().map(|s| s.to_string()).collect();
+            v.insert(0, l.split(',').nth(1).unwrap().to_string());
+            v
+        })
+        .collect();
+    assert_eq!(
+        head[col("status")..].join(","),
+        "status,rx_rejected,send_errors,log_write_errors"
+    );
+    let bench = rows.iter().find(|r| r[0] == "bench").unwrap();
+    assert_eq!(bench[2..], ["interrupted", "12", "3", "1"]);
+    let s2 = rows.iter().find(|r| r[0] == "s2").unwrap();
+    assert_eq!(s2[2..], ["checkpoint", "0", "0", ""]);
+    let s0 = rows.iter().find(|r| r[0] == "s0").unwrap();
+    assert_eq!(s0[2..], ["", "", "", ""]);
+
+    let (code, json, err) = report(&["bench", "stock", "--format", "json"], tmp.path());
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    let st = &v["sources"][0]["stages"][0];
+    assert_eq!(st["status"], serde_json::json!(["interrupted"]));
+    assert_eq!(st["rx_rejected"], 12);
+    assert_eq!(st["send_errors"], 3);
+    assert_eq!(st["log_write_errors"], 1);
+    let s0 = &v["sources"][1]["stages"][0];
+    assert!(
+        s0.get("status").is_none() && s0.get("rx_rejected").is_none(),
+        "{s0}"
+    );
+}

@@ -312,6 +312,29 @@ impl Dir {
         })
     }
 
+    /// Open an existing directory named by the user (a command-line argument such as
+    /// `rtcat report latest`), following symbolic links in every component, the last one
+    /// included: the user chose that path. Only the files below it are then opened without
+    /// following links.
+    pub fn open_named(path: &Path) -> Result<Dir> {
+        let fd = nix::fcntl::open(
+            path,
+            OFlag::O_RDONLY | OFlag::O_DIRECTORY | OFlag::O_CLOEXEC,
+            Mode::empty(),
+        )
+        .map_err(|e| match e {
+            nix::Error::ENOTDIR => Error::Invalid {
+                path: path.to_path_buf(),
+                why: "not a directory".into(),
+            },
+            e => io_err(path)(e),
+        })?;
+        Ok(Dir {
+            fd,
+            path: path.to_path_buf(),
+        })
+    }
+
     /// Create the directory and the missing ones above it (mode 0755 after the umask), then open it.
     pub fn create_all(path: &Path) -> Result<Dir> {
         std::fs::create_dir_all(path).map_err(|source| Error::Io {
@@ -729,6 +752,14 @@ mod tests {
         assert!(matches!(
             Dir::open(&ldir).unwrap_err(),
             Error::Untrusted { .. }
+        ));
+        // ... unless the user named it: open_named follows it, but still not the links below.
+        let named = Dir::open_named(&ldir).unwrap();
+        let e = named.read_bounded("events.log", 100).unwrap_err();
+        assert!(e.to_string().contains("symbolic link"), "{e}");
+        assert!(matches!(
+            Dir::open_named(&victim).unwrap_err(),
+            Error::Invalid { .. }
         ));
     }
 
