@@ -42,9 +42,10 @@ fn code(r: anyhow::Result<i32>) -> ExitCode {
 }
 
 /// Commands that only print a report end quietly when their reader goes away (`| head`).
+/// (`report` handles a closed pipe itself: it exits 141 after finishing its files.)
 fn prints_only(cmd: &Command) -> bool {
     match cmd {
-        Command::Config(_) | Command::Doctor(_) | Command::Report(_) => true,
+        Command::Config(_) | Command::Doctor(_) => true,
         Command::Tune(a) => matches!(
             a.action,
             rttune::TuneAction::Plan | rttune::TuneAction::Status

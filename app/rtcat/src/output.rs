@@ -265,13 +265,10 @@ pub fn prepare_dir(path: &Path, keep_runs: u32) -> Result<Dir> {
     Ok(dir)
 }
 
-/// A previous summary.json larger than this is not looked at for its start time.
-const PREVIOUS_SUMMARY_LIMIT: u64 = 1 << 20;
-
 /// `20261201T091500Z` from the previous summary's start time, else from events.log's mtime.
 fn previous_run_name(dir: &Dir) -> String {
     let started = dir
-        .read_bounded(summary::SUMMARY_FILE, PREVIOUS_SUMMARY_LIMIT)
+        .read_bounded(summary::SUMMARY_FILE, summary::SUMMARY_LIMIT)
         .ok()
         .and_then(|b| serde_json::from_slice::<serde_json::Value>(&b).ok())
         .and_then(|v| v["started_at_unix_ns"].as_u64())
@@ -322,36 +319,32 @@ fn prune_runs(runs: &Dir, keep: usize) -> Result<()> {
     Ok(())
 }
 
-fn hdr_bytes(h: &hdrhistogram::Histogram<u64>) -> Result<Vec<u8>> {
-    use hdrhistogram::serialization::{Serializer, V2Serializer};
-    let mut buf = Vec::new();
-    V2Serializer::new()
-        .serialize(h, &mut buf)
-        .map_err(|e| anyhow::anyhow!("cannot serialise a histogram: {e:?}"))?;
-    Ok(buf)
-}
-
 /// Write summary.json, summary.txt and the histograms into `dir`, each atomically (temp file,
 /// fsync, rename): a crash or a full disk leaves the previous complete file, never a torn one.
-/// Returns the bytes written (the space the next write needs, for the status thread's reserve).
+/// summary.json goes last, so it always comes with histograms at least as new. Returns about
+/// how many bytes the files take (the room the next write needs, for the status thread).
 pub fn write_results(dir: &Dir, s: &Summary, rec: &Recorder) -> Result<u64> {
-    let mut total = 0u64;
-    let mut put = |name: &str, data: &[u8]| -> Result<()> {
-        dir.write_atomic(name, data, FILE_MODE)?;
-        total += data.len() as u64;
-        Ok(())
-    };
-    put(summary::WAKE_HDR_FILE, &hdr_bytes(&rec.wake)?)?;
-    put(summary::EXEC_HDR_FILE, &hdr_bytes(&rec.exec)?)?;
-    if s.rtt_ns.is_some() {
-        put(summary::RTT_HDR_FILE, &hdr_bytes(&rec.rtt)?)?;
-    }
-    put("summary.txt", human_table(s, rec).as_bytes())?;
-    // Last: a summary.json on disk always comes with histograms at least as new.
-    let mut json = serde_json::to_string_pretty(s)?;
-    json.push('\n');
-    put(summary::SUMMARY_FILE, json.as_bytes())?;
-    Ok(total)
+    let table = human_table(s, rec);
+    dir.write_atomic("summary.txt", table.as_bytes(), FILE_MODE)?;
+    summary::write_results(
+        dir,
+        s,
+        &rec.wake,
+        &rec.exec,
+        s.rtt_ns.is_some().then_some(&rec.rtt),
+    )?;
+    // Sizes for the free-space reserve only (a stat by path is good enough for an estimate).
+    let size = |f: &str| std::fs::metadata(dir.path().join(f)).map_or(0, |m| m.len());
+    Ok(table.len() as u64
+        + [
+            summary::SUMMARY_FILE,
+            summary::WAKE_HDR_FILE,
+            summary::EXEC_HDR_FILE,
+            summary::RTT_HDR_FILE,
+        ]
+        .iter()
+        .map(|f| size(f))
+        .sum::<u64>())
 }
 
 /// Write `text` to a file the user named (`--json FILE`) atomically, without following a link.
