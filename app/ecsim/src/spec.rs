@@ -99,7 +99,7 @@ fn default_product() -> u32 {
     REFERENCE_PRODUCT
 }
 
-/// Renesas' EtherCAT vendor id: the seeds' reference segment is three RZ/T2 subdevices.
+/// Renesas' EtherCAT vendor id: the reference segment (docs/NOTES.md §1) is three RZ/T2 subdevices.
 pub const REFERENCE_VENDOR: u32 = 0x0000_0766;
 /// Product code used for the simulated RZ/T2 subdevice.
 pub const REFERENCE_PRODUCT: u32 = 0x0001_0001;
@@ -135,7 +135,7 @@ pub struct SegmentSpec {
 }
 
 impl SegmentSpec {
-    /// The reference segment of the seeds: 3 subdevices, 132 bytes of process data, WKC 9.
+    /// The reference segment (docs/NOTES.md §1): 3 subdevices, 132 bytes of process data, WKC 9.
     pub fn reference() -> Self {
         Self::uniform(3, 22, 22)
     }
@@ -308,7 +308,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reference_segment_matches_the_seeds() {
+    fn reference_segment_matches_the_reference_study() {
         let s = SegmentSpec::reference();
         assert_eq!(s.devices.len(), 3);
         assert_eq!(s.pdi_bytes(), 132);

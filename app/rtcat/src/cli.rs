@@ -36,7 +36,7 @@ pub enum Command {
     Load(rtlab::LoadArgs),
     /// Latency tables and plots from result directories and cyclictest histograms
     Report(rtlab::ReportArgs),
-    /// The seeds' A/B ladder: each stage adds one change (s0 plain .. s4 CPU shield), measured
+    /// The reference A/B ladder (docs/NOTES.md §1): each stage adds one change (s0 plain .. s4 CPU shield), measured
     /// over several runs, knobs restored after every run
     Ladder(crate::ladder::LadderArgs),
 }

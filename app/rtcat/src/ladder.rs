@@ -1,6 +1,6 @@
-//! `rtcat ladder`: the seeds' A/B ladder with one command.
+//! `rtcat ladder`: the reference A/B ladder (docs/NOTES.md §1) with one command.
 //!
-//! Every stage adds exactly one change on top of the previous one (BRIEF §1):
+//! Every stage adds exactly one change on top of the previous one (docs/NOTES.md §1):
 //!
 //! | stage | change | how |
 //! |---|---|---|
@@ -80,7 +80,7 @@ pub const LOG_FILE: &str = "ladder-log.json";
 pub const LOG_SCHEMA: &str = "rtcat.ladder-log/1";
 /// The report table written after the ladder.
 pub const REPORT_FILE: &str = "report.md";
-/// Coalescing of stage s3 when `[tune.coalesce]` is empty: the seed's values (BRIEF §3).
+/// Coalescing of stage s3 when `[tune.coalesce]` is empty: the reference study's values (docs/NOTES.md §3).
 pub const SEED_COALESCE: rttune::CoalesceConfig = rttune::CoalesceConfig {
     tx_usecs: Some(0),
     tx_frames: Some(25),
@@ -207,7 +207,7 @@ pub struct LadderArgs {
         default_value = "s0,s1,s2,s3,s4"
     )]
     pub stages: Vec<StageId>,
-    /// Run the seed's load (CPU hogs, tmpfs and anon memory churn, fork churn) on every CPU but
+    /// Run the reference load mix (CPU hogs, tmpfs and anon memory churn, fork churn) on every CPU but
     /// the RT CPU during each run
     #[arg(long)]
     pub loaded: bool,
@@ -377,7 +377,7 @@ fn resolve(a: &LadderArgs) -> Result<Plan, Usage> {
         if a.stages.iter().any(|s| *s >= StageId::S3) && section.coalesce.is_empty() {
             section.coalesce = SEED_COALESCE;
             notes.push(
-                "[tune.coalesce] is not configured: stage s3 uses the seed's values \
+                "[tune.coalesce] is not configured: stage s3 uses the reference study's values \
                  (tx-usecs 0, tx-frames 25, rx-frames 1)"
                     .into(),
             );
@@ -956,7 +956,7 @@ fn one_run(c: &mut RunCtx<'_>, stage: StageId, k: u32) -> Result<(RunLog, Next)>
     // 2. load, 3. bench
     let mut load = None;
     if let (Some(cpus), None) = (&plan.load_cpus, &bench_err) {
-        let spec = rtlab::LoadSpec::seed_mix(
+        let spec = rtlab::LoadSpec::reference_mix(
             cpus.clone(),
             Duration::from_secs_f64(plan.duration * 1.5 + 30.0),
         );
@@ -1174,7 +1174,8 @@ fn ladder(plan: Plan) -> Result<u8> {
         duration_s: plan.duration,
         runs_per_stage: plan.runs,
         load: plan.load_cpus.as_ref().map(|c| {
-            rtlab::LoadSpec::seed_mix(c.clone(), Duration::from_secs_f64(plan.duration)).describe()
+            rtlab::LoadSpec::reference_mix(c.clone(), Duration::from_secs_f64(plan.duration))
+                .describe()
         }),
         tune_journal: JOURNAL_FILE,
         stages: plan
@@ -1296,7 +1297,7 @@ fn ladder(plan: Plan) -> Result<u8> {
         .iter()
         .filter(|r| r.status == RunStatus::Ok)
         .count();
-    // the answer: the seed-style table (and plots) of what was measured
+    // the answer: the reference-style table (and plots) of what was measured
     if ok_runs > 0 {
         let partial = !log.finished || failed > 0;
         match rtlab::report::load_sources(std::slice::from_ref(&plan.out), &[], partial) {

@@ -2,7 +2,7 @@
 //! from faults by re-initialising (without restarting the process), and shut down cleanly
 //! (outputs to zero, SAFE-OP, INIT).
 //!
-//! Per BRIEF §6: initialisation runs on a normal thread (ethercrab's timer thread inherits the
+//! Per docs/NOTES.md §5: initialisation runs on a normal thread (ethercrab's timer thread inherits the
 //! scheduling of the first thread that needs it) with a TX/RX thread moving frames; only the
 //! cyclic phase runs SCHED_FIFO.
 

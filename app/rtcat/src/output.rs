@@ -82,7 +82,7 @@ fn us(ns: f64) -> String {
     format!("{:.3}", ns / 1000.0)
 }
 
-/// The human table (µs, like the seeds' tables).
+/// The human table (µs, like the reference study's tables).
 pub fn human_table(s: &Summary, rec: &Recorder) -> String {
     let mut t = String::new();
     let row = |t: &mut String, name: &str, l: &LatencyStats| {

@@ -21,7 +21,7 @@ pub fn snapshot(root: &SysRoot, cpu: Option<usize>) -> SystemSnapshot {
     };
     let kernel_version = read("/proc/sys/kernel/version");
     // /sys/kernel/realtime exists only with the out-of-tree RT patch; mainline 6.12+ says
-    // PREEMPT_RT in the version string (BRIEF §4).
+    // PREEMPT_RT in the version string (docs/NOTES.md §4).
     let preempt_rt = kernel_version.contains("PREEMPT_RT")
         || root
             .read_opt("/sys/kernel/realtime")

@@ -79,7 +79,7 @@ fn healthy_reference_segment_inline_and_threaded() {
         assert_eq!(s.wkc.mismatches, 0, "{mode:?}");
         // Inline, nothing crosses threads: not one frame may be late. The threaded design needs
         // two cross-CPU wake-ups per frame; on this shared 2-vCPU VM a vCPU stall of > 2 ms
-        // happens a few times per thousand cycles even at SCHED_FIFO (BRIEF §7).
+        // happens a few times per thousand cycles even at SCHED_FIFO (measured on the CI machines).
         match mode {
             TxRxMode::Inline => assert_eq!(s.frames_lost, 0, "{}", events(dir.path())),
             TxRxMode::Thread => assert!(

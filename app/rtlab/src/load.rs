@@ -67,7 +67,7 @@ pub struct LoadArgs {
     #[arg(long, value_name = "S", default_value_t = 60.0)]
     pub duration: f64,
     /// Number of CPU hog threads (default without any load option: one per chosen CPU, plus
-    /// tmpfs and anon churn and fork churn, i.e. the seed's load)
+    /// tmpfs and anon churn and fork churn, i.e. the reference load mix)
     #[arg(long, value_name = "N")]
     pub cpu_hogs: Option<usize>,
     /// Memory churn: tmpfs, anon, or both (comma-separated or repeated)
@@ -162,8 +162,8 @@ pub struct LoadSpec {
 }
 
 impl LoadSpec {
-    /// The seed's load (one CPU hog per CPU + tmpfs churn + anon churn + fork churn) on `cpus`.
-    pub fn seed_mix(cpus: Vec<usize>, duration: Duration) -> Self {
+    /// The reference load mix (docs/NOTES.md §1) (one CPU hog per CPU + tmpfs churn + anon churn + fork churn) on `cpus`.
+    pub fn reference_mix(cpus: Vec<usize>, duration: Duration) -> Self {
         Self {
             duration,
             cpu_hogs: cpus.len(),
@@ -415,7 +415,7 @@ impl LoadArgs {
             && self.net.is_none();
         let duration = Duration::from_secs_f64(self.duration);
         let mut spec = if nothing_chosen {
-            let mut s = LoadSpec::seed_mix(cpus, duration);
+            let mut s = LoadSpec::reference_mix(cpus, duration);
             s.tmpfs = Some(TmpfsLoad {
                 dir: self.tmpfs_dir.clone(),
                 mib: self.tmpfs_mb,
@@ -1510,7 +1510,7 @@ mod tests {
     }
 
     #[test]
-    fn default_is_seed_mix_without_rt_cpu() {
+    fn default_is_reference_mix_without_rt_cpu() {
         let usable = usable_cpus().unwrap();
         let last = *usable.last().unwrap();
         let a = parse(&["--exclude-cpu", &last.to_string()]);

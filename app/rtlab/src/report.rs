@@ -1,4 +1,4 @@
-//! `rtcat report`: the seed-style A/B table (markdown, CSV or JSON) and plots from ladder
+//! `rtcat report`: the A/B table in the reference study's style (markdown, CSV or JSON) and plots from ladder
 //! directories, single bench output directories and cyclictest histogram files.
 //!
 //! Inputs (any mix, compared side by side):
@@ -867,7 +867,7 @@ fn describe_source(s: &Source) -> String {
     d
 }
 
-/// The markdown report: sources, the seed-style table, and (for several sources) side-by-side
+/// The markdown report: sources, the reference-style table, and (for several sources) side-by-side
 /// comparisons of wake mean, P99 and max per stage.
 pub fn render_markdown(sources: &[Source]) -> String {
     let rows: Vec<StageRow> = sources.iter().flat_map(stage_rows).collect();

@@ -380,7 +380,7 @@ impl Ctx<'_> {
         )
         .obs(obs)
         .exp("PREEMPT_RT kernel")
-        .why("loaded RK3588 1 ms cycle: stock 5.10 wake max 165.6 us, PREEMPT_RT 9.5 us (BRIEF 1)");
+        .why("loaded RK3588 1 ms cycle: stock 5.10 wake max 165.6 us, PREEMPT_RT 9.5 us (docs/NOTES.md §1)");
         c.fix_if(
             !self.is_rt,
             "boot a PREEMPT_RT kernel (CONFIG_PREEMPT_RT=y; on 6.12+ with CONFIG_EXPERT=y)",
@@ -481,7 +481,7 @@ impl Ctx<'_> {
     fn isolcpus(&self) -> Check {
         let id = "boot.isolcpus";
         let exp = format!("isolcpus=nohz,domain,managed_irq,{}", self.rtl);
-        let why = "keeps the scheduler (domain) and managed IRQs (managed_irq) off the RT CPU from boot; loaded cyclictest on RK3588: isolated core max 6 us vs 184 us (BRIEF 1)";
+        let why = "keeps the scheduler (domain) and managed IRQs (managed_irq) off the RT CPU from boot; loaded cyclictest on RK3588: isolated core max 6 us vs 184 us (docs/NOTES.md §1)";
         let fix = format!("boot with {exp} ({BOOTARGS_FIX})");
         match facts::cmdline_get(&self.cmdline, "isolcpus") {
             None => chk(id, Verdict::Warn)
@@ -691,7 +691,7 @@ impl Ctx<'_> {
     fn governor(&self) -> Check {
         let id = "power.governor";
         let want = &self.d.tune.governor;
-        let why = "RK3588 idle: ondemand -> performance cut wake mean 10.9 -> 2.3 us, max 151 -> 13.5 us (BRIEF 1)";
+        let why = "RK3588 idle: ondemand -> performance cut wake mean 10.9 -> 2.3 us, max 151 -> 13.5 us (docs/NOTES.md §1)";
         let pols = self.rt_policies();
         if pols.is_empty() {
             return chk(id, Verdict::NA)
