@@ -130,8 +130,8 @@ fn bad_segments_exit_2_naming_the_problem() {
             "inputs",
         ),
         (
-            write("count.toml", "[[device]]\ncount = 300\ninputs = 1\n"),
-            "device[0].count = 300",
+            write("count.toml", "[[device]]\ncount = 1025\ninputs = 1\n"),
+            "device[0].count = 1025",
         ),
         (write("unknown.toml", "[[device]]\ninptus = 1\n"), "inptus"),
         (
