@@ -346,7 +346,7 @@ fn part_d() {
     );
     let (mut wc, mut wn, mut ec, mut en) = (vec![], vec![], vec![], vec![]);
     for round in 1..=rounds {
-        let mut one = |c: &str| {
+        let one = |c: &str| {
             let mut args = vec!["bench", "--sim", "--duration", SECS, "--config", c];
             if root {
                 args.extend(["--cpu", &cpu]);
