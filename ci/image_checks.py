@@ -361,6 +361,7 @@ OVERLAY_NET = TOP / "rootfs-overlay/usr/lib/systemd/network"
 LINK_SECTIONS = {"Match", "Link"}
 # 20-rtcat-maintenance.network without its Kind=!* line, for the networkd check's veth port
 MAINT_STAND_IN = "21-rtcat-maintenance-on-veth.network"
+SYSCTL_ECAT = TOP / "rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf"
 
 
 def ini(text):
@@ -567,6 +568,11 @@ def cmd_networkd_case(args):
             Path(f"{base}/{new}/uevent").write_text(f"INTERFACE={new}\nIFINDEX={idx}\n")
             os.unlink(f"/sys/class/net/{old}")
             os.symlink(f"../../{dev.strip('/')}/net/{new}", f"/sys/class/net/{new}")
+    # what udev's 99-systemd.rules runs for every new link, after the rename: the sysctl.d keys of
+    # that name (61-rtcat-ethercat.conf: no IPv6 on the EtherCAT port)
+    for idx in (i0, i1):
+        pre = [f"--prefix=/net/ipv6/conf/{names[idx]}", f"--prefix=/net/ipv4/conf/{names[idx]}"]
+        subprocess.run(["/lib/systemd/systemd-sysctl", *pre, str(SYSCTL_ECAT)], check=True)
     # udev's part is done: with /sys read-only networkd takes the links as initialised (the
     # container rule of systemd's udev_available()) instead of waiting for a udevd to announce them.
     subprocess.run(["mount", "-o", "remount,ro", "/sys"], check=True)
@@ -585,8 +591,10 @@ def cmd_networkd_case(args):
         for idx in (i0, i1):
             f = Path(f"/run/systemd/netif/links/{idx}")
             kv = dict(ln.split("=", 1) for ln in f.read_text().splitlines() if "=" in ln) if f.exists() else {}
+            v6 = Path(f"/proc/sys/net/ipv6/conf/{names[idx]}/disable_ipv6")
             st[names[idx]] = {"network_file": kv.get("NETWORK_FILE", ""), "admin": kv.get("ADMIN_STATE", ""),
-                              "flags": flags.get(idx, []), "addresses": addrs.get(idx, [])}
+                              "flags": flags.get(idx, []), "addresses": addrs.get(idx, []),
+                              "disable_ipv6": v6.read_text().strip() if v6.exists() else "absent"}
         return st
 
     try:
@@ -635,6 +643,8 @@ def check_networks():
         err(where, f"{iface}: not configured by 10-rtcat-ethercat.network: {e}")
     if e.get("addresses"):
         err(where, f"{iface}: has addresses {e['addresses']} (the EtherCAT port carries no IP)")
+    if e.get("disable_ipv6") != "1":
+        err(where, f"{iface}: disable_ipv6 is {e.get('disable_ipv6')} after networkd ran (61-rtcat-ethercat.conf sets 1)")
     if "UP" not in e.get("flags", []) or "NOARP" not in e.get("flags", []):
         err(where, f"{iface}: flags {e.get('flags')} (want UP by ActivationPolicy=always-up, NOARP)")
     if not m.get("network_file", "").endswith("/" + MAINT_STAND_IN) or \
@@ -644,7 +654,8 @@ def check_networks():
     for w in got["warnings"]:
         err(where, f"systemd-networkd/udev: {w}")
     if not errors:
-        print(f"networks: {iface}: {e['network_file']}, flags {','.join(e['flags'])}, no address; "
+        print(f"networks: {iface}: {e['network_file']}, flags {','.join(e['flags'])}, no address, "
+              f"disable_ipv6 {e['disable_ipv6']}; "
               f"maintenance {got['maint']}: not 20-rtcat-maintenance.network (a veth: Kind=!*), "
               f"{m['network_file']} (the same less Kind=!*), addresses {m['addresses']}")
 
