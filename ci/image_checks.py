@@ -9,14 +9,30 @@
     ci/image_checks.py recipes    every local file a recipe names exists; LIC_FILES_CHKSUM
                                   md5 sums match; every kernel fragment named exists
     ci/image_checks.py sysctl FILE     syntax of a sysctl.d snippet
+    ci/image_checks.py links      every machine's 10-rtcat-ethercat.link, run through udev
+                                  (udevadm test, real rules and .link parser) against a fake
+                                  sysfs of the board's NICs in a private mount + network
+                                  namespace: it names the board's EtherCAT port [bus].interface
+                                  and no other port; without it the port is not so named
+    ci/image_checks.py networks   the image's .network files under systemd-networkd (its parser
+                                  and its behaviour, same namespaces): the EtherCAT port comes
+                                  up without any address, a maintenance port gets link-local
+    ci/image_checks.py rootfs     per machine of the kas files, what the image installs (static:
+                                  FILESPATH of rtcat-board, do_install and FILES of the rtcat
+                                  recipes): exactly one .link naming the EtherCAT port
 
 Each problem is printed as "FILE: field: message"; the exit status is 1 when there is any.
 """
 
 import hashlib
+import json
+import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import time
 import tomllib
 from pathlib import Path
 
@@ -217,6 +233,19 @@ def check_config(path):
     if not re.search(rf"^Name={re.escape(iface)}$", net, re.M):
         err("rootfs-overlay/usr/lib/systemd/network/10-rtcat-ethercat.network",
             f"[Match] Name: must be the EtherCAT NIC {iface} ([bus].interface)")
+    maint = (OVERLAY_NET / "20-rtcat-maintenance.network").read_text()
+    if not re.search(rf"^Name=!{re.escape(iface)}$", maint, re.M):
+        err(rel(OVERLAY_NET / "20-rtcat-maintenance.network"), f"[Match] Name: must exclude the EtherCAT NIC (Name=!{iface})")
+    sysctl = (TOP / "rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf").read_text()
+    if not re.search(rf"^net\.ipv6\.conf\.{re.escape(iface)}\.disable_ipv6 = 1$", sysctl, re.M):
+        err("rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf", f"must set net.ipv6.conf.{iface}.disable_ipv6 = 1")
+    distro = (LAYER / "conf/distro/rtcat-os.conf").read_text()
+    if not re.search(rf'^RTCAT_ETHERCAT_IFACE = "{re.escape(iface)}"$', distro, re.M):
+        err("yocto-layer/conf/distro/rtcat-os.conf", f'RTCAT_ETHERCAT_IFACE must be "{iface}" ([bus].interface)')
+    for machine, link in board_links().items():
+        name = [v for s, k, v, _ in ini(link.read_text()) if (s, k) == ("Link", "Name")]
+        if name != [iface]:
+            err(rel(link), f"[Link] Name: {name} must be [{iface!r}] ([bus].interface of the shipped config)")
     if not errors:
         print(f"config: {where}: contract and CPU sets OK "
               f"(cpu {cfg['cycle']['cpu']} isolated, housekeeping {env['RTCAT_HOUSEKEEPING_CPUS']})")
@@ -250,7 +279,11 @@ def check_recipes():
                     if not uri.startswith("file://") or "${" in uri:
                         continue
                     path = uri[len("file://"):].split(";")[0]
-                    if not any((Path(e) / path).exists() for e in extra):
+                    # bitbake's FILESPATH: FILESEXTRAPATHS, then files/ of the recipe and its
+                    # override directories (files/<MACHINE>/); a per-machine file must exist
+                    # for every machine of the kas files (the rootfs check).
+                    own = [p.parent / "files"] + [d for d in (p.parent / "files").glob("*") if d.is_dir()]
+                    if not any((Path(e) / path).exists() for e in extra + own):
                         err(rel(p), f"SRC_URI: {uri.split(';')[0]} not found in {', '.join(extra) or 'FILESEXTRAPATHS'}")
                     n_files += 1
             if name == "LIC_FILES_CHKSUM":
@@ -321,6 +354,347 @@ def check_sysctl(path):
         print(f"sysctl: {rel(path)}: syntax OK")
 
 
+# ---------------------------------------------------------------------------------------------
+# The EtherCAT port's name per machine: udev (.link) and networkd (.network), offline.
+BOARDS = LAYER / "recipes-rtcat/rtcat-board/files"
+OVERLAY_NET = TOP / "rootfs-overlay/usr/lib/systemd/network"
+LINK_SECTIONS = {"Match", "Link"}
+# 20-rtcat-maintenance.network without its Kind=!* line, for the networkd check's veth port
+MAINT_STAND_IN = "21-rtcat-maintenance-on-veth.network"
+SYSCTL_ECAT = TOP / "rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf"
+
+
+def ini(text):
+    """(section, key, value, line) of a systemd unit-style file, comments and blanks skipped."""
+    section, out = None, []
+    for n, line in enumerate(text.splitlines(), 1):
+        s = line.strip()
+        if not s or s[0] in "#;":
+            continue
+        m = re.fullmatch(r"\[([A-Za-z0-9]+)\]", s)
+        if m:
+            section = m.group(1)
+            continue
+        k, eq, v = s.partition("=")
+        out.append((section, k.strip() if eq else s, v.strip(), n))
+    return out
+
+
+def board_links():
+    return {p.parent.name: p for p in sorted(BOARDS.glob("*/10-rtcat-ethercat.link"))}
+
+
+def shipped_iface():
+    with open(TOP / "rootfs-overlay/etc/rtcat/rtcat.toml", "rb") as f:
+        return tomllib.load(f)["bus"]["interface"]
+
+
+def in_namespace(*args):
+    """Run this script's subcommand ARGS in a new mount and network namespace (root); JSON out."""
+    r = subprocess.run(["unshare", "--mount", "--net", sys.executable, __file__, *args],
+                       capture_output=True, text=True, timeout=120)
+    try:
+        return json.loads(r.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return {"error": f"exit {r.returncode}: {r.stdout[-400:]} {r.stderr[-800:]}"}
+
+
+def fake_sysfs(devpath, kname, ifindex, mount=True):
+    """Put device DEVPATH (/devices/...) with net/KNAME under it into a fake /sys (a tmpfs,
+    mounted by the first call), shaped like the kernel's: platform and PCI devices with their
+    subsystem and driver links, a uevent everywhere (what udev's sd-device and path_id read)."""
+    if mount:
+        subprocess.run(["mount", "-t", "tmpfs", "rtcat-fake-sysfs", "/sys"], check=True)
+        for d in ("bus/platform/drivers/rtcat-fake", "bus/pci/drivers/rtcat-fake", "class/net"):
+            os.makedirs(f"/sys/{d}", exist_ok=True)
+    parts = devpath.strip("/").split("/")
+    assert parts[0] == "devices", devpath
+    cur = "/sys/devices"
+    for i, name in enumerate(parts[1:], 1):
+        cur = f"{cur}/{name}"
+        if os.path.isdir(cur):
+            continue
+        os.makedirs(cur)
+        up = "../" * (i + 1)
+        if parts[1] == "platform" and i == 2:
+            sub = "platform"
+        elif re.fullmatch(r"[0-9a-f]{4}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]", name):
+            sub = "pci"
+        else:
+            sub = None  # the platform bus itself, a PCI host bridge (pciDDDD:BB)
+        with open(f"{cur}/uevent", "w") as f:
+            if sub:
+                os.symlink(f"{up}bus/{sub}", f"{cur}/subsystem")
+                os.symlink(f"{up}bus/{sub}/drivers/rtcat-fake", f"{cur}/driver")
+                f.write("DRIVER=rtcat-fake\n" + (f"PCI_SLOT_NAME={name}\n" if sub == "pci" else ""))
+    net = f"{cur}/net/{kname}"
+    os.makedirs(net)
+    os.symlink("../" * (len(parts) + 1) + "class/net", f"{net}/subsystem")
+    os.symlink("../..", f"{net}/device")
+    # name_assign_type 1 = NET_NAME_ENUM: named by the kernel, so udev may rename it
+    for k, v in (("uevent", f"INTERFACE={kname}\nIFINDEX={ifindex}\n"), ("ifindex", ifindex), ("type", 1),
+                 ("name_assign_type", 1), ("addr_assign_type", 0), ("iflink", ifindex)):
+        with open(f"{net}/{k}", "w") as f:
+            f.write(f"{v}\n")
+    os.symlink(f"../../{devpath.strip('/')}/net/{kname}", f"/sys/class/net/{kname}")
+    return net
+
+
+def private_config(links, networks=()):
+    """udev and networkd see only LINKS and NETWORKS (plus systemd's own 99-default.link) and
+    no rules of this host's /etc. Everything lives on tmpfs mounts of the namespace."""
+    subprocess.run(["mount", "-t", "tmpfs", "rtcat-run", "/run"], check=True)
+    d = tempfile.mkdtemp(prefix="rtcat-net-", dir="/run")
+    os.chmod(d, 0o755)  # networkd reads it as the systemd-network user
+    for p in [Path("/usr/lib/systemd/network/99-default.link"), *links]:
+        shutil.copy(p, d)
+    for name, text in networks:
+        Path(d, name).write_text(text)
+    for p in Path(d).iterdir():
+        os.chmod(p, 0o644)
+    subprocess.run(["mount", "--bind", d, "/usr/lib/systemd/network"], check=True)
+    for m in ("/etc/systemd/network", "/etc/udev/rules.d"):
+        if os.path.isdir(m):
+            subprocess.run(["mount", "-t", "tmpfs", "rtcat-empty", m], check=True)
+
+
+def ip_json(what, *args):
+    return json.loads(subprocess.run(["ip", "-j", what, "show", *args], check=True,
+                                     capture_output=True, text=True).stdout)
+
+
+def ifindex_of(name):
+    return ip_json("link", "dev", name)[0]["ifindex"]
+
+
+def udev_add(devpath, kname):
+    """Create KNAME (a veth; udev renames it as it would the board's NIC), put it at DEVPATH in
+    the fake sysfs, run udevadm test --action=add on it. Returns (name, link file, log)."""
+    subprocess.run(["ip", "link", "add", kname, "type", "veth", "peer", "name", f"p{kname}"], check=True)
+    idx = ifindex_of(kname)
+    fake_sysfs(devpath, kname, idx)
+    env = dict(os.environ, SYSTEMD_DEVICE_VERIFY_SYSFS="0", SYSTEMD_LOG_LEVEL="debug")
+    r = subprocess.run(["udevadm", "test", "--action=add", f"/sys/class/net/{kname}"],
+                       capture_output=True, text=True, env=env, timeout=60)
+    name = next(i["ifname"] for i in ip_json("link") if i["ifindex"] == idx)
+    lf = re.findall(r"^ID_NET_LINK_FILE=(.*)$", r.stdout, re.M)
+    return name, (lf[-1] if lf else ""), r.stdout + r.stderr
+
+
+def cmd_udev_case(args):
+    """In the namespaces: one NIC at DEVPATH, the given .link files."""
+    devpath, links = args[0], [Path(a) for a in args[1:]]
+    private_config(links)
+    name, lf, log = udev_add(devpath, "eth0")
+    warn = [ln for ln in log.splitlines() if "10-rtcat-ethercat.link:" in ln]
+    print(json.dumps({"name": name, "link_file": lf, "warnings": warn}))
+
+
+def check_links():
+    iface = shipped_iface()
+    boards = board_links()
+    if not boards:
+        err(rel(BOARDS), "no machine has a 10-rtcat-ethercat.link")
+    n_cases = 0
+    for machine, p in boards.items():
+        text = p.read_text()
+        where = rel(p)
+        entries = ini(text)
+        for s, k, v, n in entries:
+            if s not in LINK_SECTIONS:
+                err(f"{where}:{n}", f"{k}: outside [Match]/[Link] (section {s})")
+        match = [(k, v) for s, k, v, _ in entries if s == "Match"]
+        if not any(k == "Path" for k, _ in match):
+            err(where, "[Match]: no Path= (the port is matched by its hardware path)")
+        ports = re.findall(r"^# ethercat-port: (\S+)$", text, re.M)
+        others = re.findall(r"^# other-port: (\S+)$", text, re.M)
+        if not ports:
+            err(where, "no '# ethercat-port: /devices/...' line: where the board's EtherCAT port is in sysfs")
+        for dev in ports:
+            got = in_namespace("udev-case", dev, str(p))
+            n_cases += 1
+            if got.get("error") or got["name"] != iface or not got["link_file"].endswith("/10-rtcat-ethercat.link") or got["warnings"]:
+                err(where, f"the port at {dev} is not named {iface} by this file: {got}")
+            else:
+                print(f"links: {machine}: {dev} -> {got['name']} ({got['link_file']})")
+            # negative control: without the file, udev's defaults do not give it the name
+            got = in_namespace("udev-case", dev)
+            n_cases += 1
+            if got.get("error") or got["name"] == iface:
+                err(where, f"negative control: without this file the port at {dev} is still named {iface}: {got}")
+            else:
+                print(f"links: {machine}: without the .link, {dev} -> {got['name']} (not {iface}, as it must)")
+        for dev in others:
+            got = in_namespace("udev-case", dev, str(p))
+            n_cases += 1
+            if got.get("error") or got["name"] == iface:
+                err(where, f"another port, {dev}, is named {iface} too: {got}")
+            else:
+                print(f"links: {machine}: other port {dev} -> {got['name']}")
+    if not errors:
+        print(f"links: {len(boards)} machines, {n_cases} udev runs: every EtherCAT port named {iface}, "
+              f"no other port, and none without its .link")
+
+
+def cmd_networkd_case(args):
+    """In the namespaces: the board's EtherCAT port (renamed by its .link) and a maintenance
+    port, both initialised by udev, then systemd-networkd with the image's .network files."""
+    link, ecat_dev, maint_dev = Path(args[0]), args[1], args[2]
+    # The test's NICs are veths (Kind=veth), which the maintenance file's Kind=!* (physical ports
+    # only) excludes, as it must: networkd parses the real file (its warnings count) and skips the
+    # test's port, and a copy without that line, sorted after it, stands in for it on a real NIC.
+    nets = [(p.name, p.read_text()) for p in sorted(OVERLAY_NET.glob("*.network"))]
+    maint_text = (OVERLAY_NET / "20-rtcat-maintenance.network").read_text()
+    nets.append((MAINT_STAND_IN, re.sub(r"^Kind=!\*\n", "", maint_text, flags=re.M)))
+    private_config([link], nets)
+    # the EtherCAT port and the maintenance port, where the board has them
+    subprocess.run(["ip", "link", "add", "eth0", "type", "veth", "peer", "name", "peth0"], check=True)
+    subprocess.run(["ip", "link", "add", "eth1", "type", "veth", "peer", "name", "peth1"], check=True)
+    i0, i1 = ifindex_of("eth0"), ifindex_of("eth1")
+    fake_sysfs(ecat_dev, "eth0", i0)
+    fake_sysfs(maint_dev, "eth1", i1, mount=False)
+    env = dict(os.environ, SYSTEMD_DEVICE_VERIFY_SYSFS="0")
+    logs = ""
+    for k in ("eth0", "eth1"):
+        logs += subprocess.run(["udevadm", "test", "--action=add", f"/sys/class/net/{k}"],
+                               capture_output=True, text=True, env=env).stderr
+    names = {i["ifindex"]: i["ifname"] for i in ip_json("link")}
+    # the fake sysfs follows the rename (the kernel renames its sysfs entry; ours is a tmpfs)
+    for idx, dev, old in ((i0, ecat_dev, "eth0"), (i1, maint_dev, "eth1")):
+        new = names[idx]
+        if new != old:
+            base = f"/sys/{dev.strip('/')}/net"
+            os.rename(f"{base}/{old}", f"{base}/{new}")
+            Path(f"{base}/{new}/uevent").write_text(f"INTERFACE={new}\nIFINDEX={idx}\n")
+            os.unlink(f"/sys/class/net/{old}")
+            os.symlink(f"../../{dev.strip('/')}/net/{new}", f"/sys/class/net/{new}")
+    # what udev's 99-systemd.rules runs for every new link, after the rename: the sysctl.d keys of
+    # that name (61-rtcat-ethercat.conf: no IPv6 on the EtherCAT port)
+    for idx in (i0, i1):
+        pre = [f"--prefix=/net/ipv6/conf/{names[idx]}", f"--prefix=/net/ipv4/conf/{names[idx]}"]
+        subprocess.run(["/lib/systemd/systemd-sysctl", *pre, str(SYSCTL_ECAT)], check=True)
+    # udev's part is done: with /sys read-only networkd takes the links as initialised (the
+    # container rule of systemd's udev_available()) instead of waiting for a udevd to announce them.
+    subprocess.run(["mount", "-o", "remount,ro", "/sys"], check=True)
+    for p in ("peth0", "peth1"):
+        subprocess.run(["ip", "link", "set", p, "up"], check=True)
+    for d in ("/run/systemd/netif", "/run/systemd/netif/links", "/run/systemd/netif/leases"):
+        os.makedirs(d, exist_ok=True)
+        shutil.chown(d, "systemd-network", "systemd-network")  # networkd runs as that user
+    nd = subprocess.Popen(["/lib/systemd/systemd-networkd"], env=dict(env, SYSTEMD_LOG_LEVEL="debug"),
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+    def snapshot():
+        addrs = {i["ifindex"]: [f"{a['family']} {a['local']}" for a in i.get("addr_info", [])] for i in ip_json("addr")}
+        flags = {i["ifindex"]: i.get("flags", []) for i in ip_json("link")}
+        st = {}
+        for idx in (i0, i1):
+            f = Path(f"/run/systemd/netif/links/{idx}")
+            kv = dict(ln.split("=", 1) for ln in f.read_text().splitlines() if "=" in ln) if f.exists() else {}
+            v6 = Path(f"/proc/sys/net/ipv6/conf/{names[idx]}/disable_ipv6")
+            st[names[idx]] = {"network_file": kv.get("NETWORK_FILE", ""), "admin": kv.get("ADMIN_STATE", ""),
+                              "flags": flags.get(idx, []), "addresses": addrs.get(idx, []),
+                              "disable_ipv6": v6.read_text().strip() if v6.exists() else "absent"}
+        return st
+
+    try:
+        # until the maintenance port has its IPv6 link-local address (the first address any
+        # configuration gives), then 3 s more: an address on the EtherCAT port would be there by then
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            st = snapshot()
+            if any(a.startswith("inet6 fe80") for a in st[names[i1]]["addresses"]):
+                time.sleep(3)
+                break
+        st = snapshot()
+    finally:
+        nd.terminate()
+        out = nd.communicate(timeout=10)[0]
+    warn = [ln for ln in (out + logs).splitlines() if re.search(r"rtcat-[a-z]+\.(network|link):\d+", ln)]
+    if os.environ.get("RTCAT_NETWORKD_LOG"):
+        Path(os.environ["RTCAT_NETWORKD_LOG"]).write_text(out)
+    print(json.dumps({"ecat": names[i0], "maint": names[i1], "state": st, "warnings": warn}))
+
+
+def check_networks():
+    iface = shipped_iface()
+    boards = board_links()
+    # the EVB: a GMAC EtherCAT port and a PCIe second port (the maintenance way in)
+    machine = "rockchip-rk3588-evb"
+    link = boards.get(machine)
+    if not link:
+        err(rel(BOARDS), f"no {machine}/10-rtcat-ethercat.link for the networkd check")
+        return
+    text = link.read_text()
+    ecat = re.findall(r"^# ethercat-port: (\S+)$", text, re.M)[0]
+    maint = re.findall(r"^# other-port: (\S+)$", text, re.M)[0]
+    if not re.search(r"^Kind=!\*$", (OVERLAY_NET / "20-rtcat-maintenance.network").read_text(), re.M):
+        err(rel(OVERLAY_NET / "20-rtcat-maintenance.network"), "[Match]: no Kind=!* (virtual links such as veth must stay out)")
+    got = in_namespace("networkd-case", str(link), ecat, maint)
+    if got.get("error"):
+        err("networkd", got["error"])
+        return
+    e, m = got["state"].get(got["ecat"], {}), got["state"].get(got["maint"], {})
+    where = rel(OVERLAY_NET)
+    if got["ecat"] != iface:
+        err(where, f"the EtherCAT port is {got['ecat']!r}, not {iface}")
+    if not e.get("network_file", "").endswith("/10-rtcat-ethercat.network") or e.get("admin") != "configured":
+        err(where, f"{iface}: not configured by 10-rtcat-ethercat.network: {e}")
+    if e.get("addresses"):
+        err(where, f"{iface}: has addresses {e['addresses']} (the EtherCAT port carries no IP)")
+    if e.get("disable_ipv6") != "1":
+        err(where, f"{iface}: disable_ipv6 is {e.get('disable_ipv6')} after networkd ran (61-rtcat-ethercat.conf sets 1)")
+    if "UP" not in e.get("flags", []) or "NOARP" not in e.get("flags", []):
+        err(where, f"{iface}: flags {e.get('flags')} (want UP by ActivationPolicy=always-up, NOARP)")
+    if not m.get("network_file", "").endswith("/" + MAINT_STAND_IN) or \
+            not any(a.startswith("inet6 fe80") for a in m.get("addresses", [])):
+        err(where, f"maintenance port {got['maint']}: not configured by 20-rtcat-maintenance.network "
+                   f"(less Kind=!*, as {MAINT_STAND_IN}) with a link-local address: {m}")
+    for w in got["warnings"]:
+        err(where, f"systemd-networkd/udev: {w}")
+    if not errors:
+        print(f"networks: {iface}: {e['network_file']}, flags {','.join(e['flags'])}, no address, "
+              f"disable_ipv6 {e['disable_ipv6']}; "
+              f"maintenance {got['maint']}: not 20-rtcat-maintenance.network (a veth: Kind=!*), "
+              f"{m['network_file']} (the same less Kind=!*), addresses {m['addresses']}")
+
+
+def check_rootfs():
+    """What the image installs, per machine of the kas files (bitbake is not run here)."""
+    iface = shipped_iface()
+    machines = sorted({load_yaml(p).get("machine") for p in KAS.glob("*.yml")
+                       if not p.name.endswith(".lock.yml") and load_yaml(p).get("machine")})
+    image = (LAYER / "recipes-rtcat/images/rtcat-image.bb").read_text()
+    install = re.search(r'^IMAGE_INSTALL = "([^"]*)"', re.sub(r"\\\n", " ", image), re.M)
+    pkgs = set(install.group(1).split()) if install else set()
+    if "rtcat-board" not in pkgs:
+        err("yocto-layer/recipes-rtcat/images/rtcat-image.bb", "IMAGE_INSTALL: no rtcat-board (the .link of the machine)")
+    recipes = {re.sub(r"_[^_]*$", "", p.stem): p for p in LAYER.glob("recipes-rtcat/*/*.bb")}
+    for machine in machines:
+        links = []
+        for pn in sorted(pkgs & set(recipes)):
+            text = re.sub(r"\\\n", " ", recipes[pn].read_text())
+            files = " ".join(v for k, v in recipe_vars(text) if k.startswith("FILES:"))
+            for m in re.finditer(r"install -m \S+ (\S+\.link) (\S+)", text):
+                src, dst = m.group(1), m.group(2)
+                dst = dst.rstrip("/") + "/" + os.path.basename(src) if dst.endswith("/") else dst
+                dst = dst.replace("${D}", "")
+                if dst not in files.split():
+                    err(rel(recipes[pn]), f"{dst} is installed but not in FILES:${{PN}}")
+                # FILESPATH: files/${MACHINE}/ of the recipe (the only place rtcat-board takes it from)
+                local = recipes[pn].parent / "files" / machine / os.path.basename(src)
+                if not local.is_file():
+                    err(rel(recipes[pn]), f"MACHINE {machine}: no files/{machine}/{os.path.basename(src)}")
+                    continue
+                if re.search(rf"^Name={re.escape(iface)}$", local.read_text(), re.M):
+                    links.append((pn, dst, rel(local)))
+        if len(links) != 1:
+            err(f"MACHINE {machine}", f"{len(links)} .link files in the rootfs name {iface}, want exactly 1: {links}")
+        else:
+            print(f"rootfs: {machine}: one .link for {iface}: {links[0][1]} from {links[0][2]} ({links[0][0]})")
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__)
@@ -336,6 +710,18 @@ def main():
         check_recipes()
     elif cmd == "sysctl":
         check_sysctl(Path(args[0]).resolve())
+    elif cmd == "links":
+        check_links()
+    elif cmd == "networks":
+        check_networks()
+    elif cmd == "rootfs":
+        check_rootfs()
+    elif cmd == "udev-case":
+        cmd_udev_case(args)
+        return 0
+    elif cmd == "networkd-case":
+        cmd_networkd_case(args)
+        return 0
     else:
         print(f"image_checks.py: unknown check {cmd!r}", file=sys.stderr)
         return 2

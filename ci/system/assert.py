@@ -145,6 +145,28 @@ def evaluate(facts, guest, a):
         iso, nohz = None, None
     chk("boot.isolated", iso == rt and rt, f"/sys/devices/system/cpu/isolated {one('cpu_isolated')!r}, RT CPUs {a.rt_cpus}")
     chk("boot.nohz_full", nohz == rt and rt, f"/sys/devices/system/cpu/nohz_full {one('cpu_nohz_full')!r}, RT CPUs {a.rt_cpus}")
+    # The EtherCAT port: named by the board's .link file (the test created it without a name),
+    # brought up by the shipped .network without any IP.
+    iface = shipped["bus"]["interface"]
+    link = "/usr/lib/systemd/network/10-rtcat-ethercat.link"
+    ctl = one("control.nolink_name")
+    chk("nic.named_by_link", one("nic.configured") == iface and one("nic.master_end") == iface
+        and one("nic.exists") == "yes" and one("nic.link_file") == link and one("nic.name_assign_type") == "4"
+        and re.fullmatch(r"[A-Za-z0-9_.-]+", ctl) is not None and ctl != iface,
+        f"[bus].interface {iface!r}, guest config {one('nic.configured')!r}; the cable's master end is "
+        f"{one('nic.master_end')!r} (exists {one('nic.exists')}), link file {one('nic.link_file')!r}, "
+        f"name_assign_type {one('nic.name_assign_type')!r} (4 = renamed); control cable without the "
+        f".link: {ctl!r}")
+    net = "/usr/lib/systemd/network/10-rtcat-ethercat.network"
+    noip = all(one(f"{t}.network_file") == net and one(f"{t}.addresses", "?").strip() == ""
+               # "no-ipv6": a guest kernel without IPv6 (ci/check-image.sh checks the sysctl on a host kernel with it)
+               and one(f"{t}.disable_ipv6") in ("1", "no-ipv6") and one(f"{t}.ip6_out", "0") in ("", "0")
+               and {"UP", "NOARP"} <= set(one(f"{t}.flags").split(","))
+               for t in ("nic", "nic_end"))
+    chk("nic.no_ip", noip, "; ".join(
+        f"{w}: network file {one(t + '.network_file')!r}, flags {one(t + '.flags')!r}, addresses "
+        f"{one(t + '.addresses').strip()!r}, disable_ipv6 {one(t + '.disable_ipv6')!r}, Ip6OutRequests "
+        f"{one(t + '.ip6_out')!r}" for w, t in (("after boot", "nic"), ("at the end", "nic_end"))))
     chk("system.running", one("system_state") == "running",
         f"is-system-running {one('system_state')!r} ({one('boot_time')})")
 
@@ -287,7 +309,7 @@ def evaluate(facts, guest, a):
     ev = guest.get("events.log")
     if isinstance(summ, dict) and isinstance(ev, list):
         last = ev[-1] if ev else ""
-        ok = (summ.get("schema") == "rtcat.summary/1" and summ.get("mode") == "iface" and summ.get("interface") == "eth1"
+        ok = (summ.get("schema") == "rtcat.summary/1" and summ.get("mode") == "iface" and summ.get("interface") == iface
               and summ.get("cycles", 0) > 0 and summ.get("recoveries", 0) >= 2
               and summ.get("subdevices") == shipped["segment"]["subdevices"]
               # the final summary of a run stopped by systemd, not a checkpoint of a running one
@@ -423,6 +445,17 @@ def cmd_self_test(a):
     power0 = a.power_down
     cases = [
         ("kernel.preempt_rt", "uname -v without PREEMPT_RT", set_fact("kernel_version", "#1 SMP PREEMPT")),
+        ("nic.named_by_link", "no .link file: the port kept the kernel's name",
+         lambda f, g, a: (set_fact("nic.master_end", "veth0")(f, g, a), set_fact("nic.exists", "no")(f, g, a))),
+        ("nic.named_by_link", "the cable created under the configured name (no rename)", set_fact("nic.name_assign_type", "3")),
+        ("nic.named_by_link", "named by another .link file", set_fact("nic.link_file", "/usr/lib/systemd/network/99-default.link")),
+        ("nic.named_by_link", "the control cable got the EtherCAT name without the .link file",
+         lambda f, g, a: set_fact("control.nolink_name", f["nic.configured"][-1])(f, g, a)),
+        ("nic.no_ip", "an IPv6 link-local address on the port at the end", set_fact("nic_end.addresses", "inet6 fe80::1/64 ")),
+        ("nic.no_ip", "the port configured by the maintenance .network",
+         set_fact("nic.network_file", "/usr/lib/systemd/network/20-rtcat-maintenance.network")),
+        ("nic.no_ip", "IPv6 left on", set_fact("nic_end.disable_ipv6", "0")),
+        ("nic.no_ip", "ARP on", set_fact("nic.flags", "BROADCAST,MULTICAST,UP,LOWER_UP")),
         ("boot.cmdline", "command line without nohz_full", set_fact("cmdline", re.sub(r" nohz_full=\S+", "", a.cmdline))),
         ("boot.isolated", "no isolated CPU", set_fact("cpu_isolated", "")),
         ("boot.nohz_full", "nohz_full on the wrong CPU", set_fact("cpu_nohz_full", "1")),

@@ -11,7 +11,9 @@
 #   4. rtcat doctor --json, systemctl --failed
 #   5. segment power-cycle (rtcat sim-ctl power-cycle), then a restart of the simulator process:
 #      after each, rtcat must recover in the same process (same MainPID, no unit restart)
-#   6. copy the journal and the doctor JSON to /var/lib/rtcat-systest, power off cleanly
+#   6. the EtherCAT port once more (still no IP after the run) and a control cable created the
+#      same way with the board's .link file hidden: it must keep the kernel's name
+#   7. copy the journal and the doctor JSON to /var/lib/rtcat-systest, power off cleanly
 # Any unexpected condition is reported as a fact (e.g. recovered=no) and the guest still powers
 # off, so the host always gets a complete transcript and the disk image to read back.
 set -uo pipefail
@@ -41,6 +43,29 @@ sim_status() { rtcat sim-ctl --control "$SIM_SOCK" status 2>&1; }
 field() { sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p" <<<" $2"; }
 health() { awk '{print $NF}' <<<"$1"; }
 recovery_count() { grep -c 'recovery_done' /var/lib/rtcat/events.log 2>/dev/null || true; }
+# The master's NIC: [bus].interface of the shipped config (the name the board's .link gives).
+IFACE=$(sed -n 's/^interface *= *"\([^"]*\)".*/\1/p' "$CONFIG" | head -1)
+LINK=/usr/lib/systemd/network/10-rtcat-ethercat.link
+
+# nic_facts TAG: how the EtherCAT port got its name and what networkd made of it
+nic_facts() {
+	local tag=$1 idx
+	say "$tag.exists" "$([ -e "/sys/class/net/$IFACE" ] && echo yes || echo no)"
+	say "$tag.link_file" "$(udevadm info -q property -p "/sys/class/net/$IFACE" 2>/dev/null | sed -n 's/^ID_NET_LINK_FILE=//p')"
+	# 4 = NET_NAME_RENAMED: renamed from the kernel's name (include/uapi/linux/netdevice.h)
+	say "$tag.name_assign_type" "$(cat "/sys/class/net/$IFACE/name_assign_type" 2>/dev/null)"
+	idx=$(cat "/sys/class/net/$IFACE/ifindex" 2>/dev/null)
+	say "$tag.network_file" "$(sed -n 's/^NETWORK_FILE=//p' "/run/systemd/netif/links/${idx:-0}" 2>/dev/null)"
+	say "$tag.flags" "$(ip -o link show dev "$IFACE" 2>/dev/null | sed -n 's/^[0-9]*: [^<]*<\([^>]*\)>.*/\1/p')"
+	say "$tag.addresses" "$(ip -o addr show dev "$IFACE" 2>/dev/null | awk '{print $3, $4}' | tr '\n' ' ')"
+	# the guest kernel may be built without IPv6 (ci/system/guest-kernel.cfg): "no-ipv6"
+	if [ -d /proc/sys/net/ipv6 ]; then
+		say "$tag.disable_ipv6" "$(cat "/proc/sys/net/ipv6/conf/$IFACE/disable_ipv6" 2>/dev/null)"
+	else
+		say "$tag.disable_ipv6" no-ipv6
+	fi
+	say "$tag.ip6_out" "$(awk '$1 == "Ip6OutRequests" { print $2 }' "/proc/net/dev_snmp6/$IFACE" 2>/dev/null)"
+}
 
 # sim_all_op: every simulated subdevice reports AL state 8 (OP) without an error flag
 sim_all_op() {
@@ -121,6 +146,11 @@ say nr_cpus "$(nproc --all)"
 say cpu_isolated "$(cat /sys/devices/system/cpu/isolated)"
 say cpu_nohz_full "$(cat /sys/devices/system/cpu/nohz_full 2>/dev/null || echo absent)"
 
+# ---- the EtherCAT port: named by the board's .link file, no IP --------------------------------
+say nic.configured "$IFACE"
+say nic.master_end "$(cat /run/rtcat-systest-cable/master-end 2>/dev/null)"
+nic_facts nic
+
 # ---- rtcat-tune ------------------------------------------------------------------------------
 say tune.active "$(prop rtcat-tune.service ActiveState)"
 say tune.result "$(prop rtcat-tune.service Result)"
@@ -186,6 +216,21 @@ window after 11
 say rtcat.active_end "$(prop rtcat.service ActiveState)"
 failed=$(systemctl list-units --failed --plain --no-legend --no-pager | awk '{print $1}' | tr '\n' ' ')
 say failed_units_end "${failed% }"
+
+# ---- the EtherCAT port after the run; the control cable without the .link file ---------------
+nic_facts nic_end
+# The same cable again, created the same way while the board's .link file is hidden: udev must
+# leave it with the kernel's name, i.e. it was that file, not the test, that named the port.
+if [ -e "$LINK" ]; then
+	mv "$LINK" /run/rtcat-systest-hidden.link
+	udevadm control --reload
+	say control.nolink_name "$(/usr/local/lib/rtcat-systest/cable.sh up 02:52:54:ec:a7:02 ecsimctl 2>&1)"
+	/usr/local/lib/rtcat-systest/cable.sh down ecsimctl
+	mv /run/rtcat-systest-hidden.link "$LINK"
+	udevadm control --reload
+else
+	say control.nolink_name "no $LINK in the guest"
+fi
 
 # ---- clean poweroff --------------------------------------------------------------------------
 journalctl -b --no-pager -o short-monotonic >"$KEEP/journal.txt" 2>&1

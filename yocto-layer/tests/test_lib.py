@@ -6,10 +6,12 @@ run without bitbake: a minimal stand-in for the bb module and the datastore.
 """
 
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
+import tomllib
 import types
 import unittest
 from pathlib import Path
@@ -129,6 +131,39 @@ class KernelFiles(unittest.TestCase):
             os.makedirs(f"{t}/kernel/patches/x")
             with self.assertRaisesRegex(Fatal, "no \\*.patch files"):
                 rtcat.kernel_files(d, "patches/x", ".patch")
+
+
+class Config(unittest.TestCase):
+    SHIPPED = (TOP / "rootfs-overlay/etc/rtcat/rtcat.toml").read_text()
+
+    def d(self, **kw):
+        v = {k: rtcat.cpus(D(RTCAT_TOPDIR=str(TOP)), k) for k in rtcat.ENV_KEYS}
+        distro = (LAYER / "conf/distro/rtcat-os.conf").read_text()
+        v["RTCAT_ETHERCAT_IFACE"] = re.search(r'^RTCAT_ETHERCAT_IFACE = "([^"]+)"', distro, re.M).group(1)
+        v.update(kw)
+        return D(**v)
+
+    def test_defaults_give_the_shipped_file(self):
+        # rt-cpus.env and the distro's port name are what the shipped file says
+        self.assertEqual(rtcat.config_text(self.d(), self.SHIPPED), self.SHIPPED)
+
+    def test_override_reaches_the_config(self):
+        got = tomllib.loads(rtcat.config_text(
+            self.d(RTCAT_RT_CPUS="2-3", RTCAT_HOUSEKEEPING_CPUS="0-1,4-7", RTCAT_ETHERCAT_IFACE="ecat9"), self.SHIPPED))
+        self.assertEqual(got["bus"]["interface"], "ecat9")
+        self.assertEqual((got["cycle"]["cpu"], got["cycle"]["txrx_cpu"]), (2, 2))
+        self.assertEqual(got["tune"]["housekeeping_cpus"], "0-1,4-7")
+        self.assertEqual(got["tune"]["nic_irq_cpu"], 5)
+
+    def test_nic_irq_cpu_must_be_housekeeping(self):
+        with self.assertRaisesRegex(Fatal, r"nic_irq_cpu = 5 is not a housekeeping CPU"):
+            rtcat.config_text(self.d(RTCAT_RT_CPUS="5", RTCAT_HOUSEKEEPING_CPUS="0-4,6-7"), self.SHIPPED)
+
+    def test_missing_key_and_bad_list(self):
+        with self.assertRaisesRegex(Fatal, r"no \[bus\].interface"):
+            rtcat.config_text(self.d(), self.SHIPPED.replace('interface = "ecat0"', ""))
+        with self.assertRaisesRegex(Fatal, "RTCAT_RT_CPUS: '6-x'"):
+            rtcat.config_text(self.d(RTCAT_RT_CPUS="6-x"), self.SHIPPED)
 
 
 class Provider(unittest.TestCase):

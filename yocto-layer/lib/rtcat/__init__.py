@@ -109,3 +109,53 @@ def kernel_fragments(d, names):
             bb.fatal("RTCAT_KERNEL_FRAGMENTS: %s does not exist (kernel/fragments/%s)" % (path, name))
         out.append("file://fragments/%s" % name)
     return " ".join(out)
+
+
+def cpu_list(field, text):
+    """The CPUs of a kernel CPU list ("6", "0-5,7"); bad syntax is fatal, naming FIELD."""
+    out = set()
+    for item in (text or "").split(","):
+        a, _, b = item.partition("-")
+        if not a.isdigit() or (b and not b.isdigit()) or (b and int(b) < int(a)):
+            bb.fatal("%s: '%s' is not a CPU list (e.g. 6 or 0-5,7)" % (field, text))
+        out.update(range(int(a), int(b or a) + 1))
+    return out
+
+
+def config_text(d, text):
+    """The shipped /etc/rtcat/rtcat.toml TEXT with the image's values written in, so that the
+    config and the boot arguments come from the same variables even when a local.conf overrides
+    them: [bus].interface = RTCAT_ETHERCAT_IFACE (the name the machine's .link gives the port),
+    [cycle].cpu and .txrx_cpu = the first CPU of RTCAT_RT_CPUS, [tune].housekeeping_cpus =
+    RTCAT_HOUSEKEEPING_CPUS. [tune].nic_irq_cpu is kept and must be a housekeeping CPU.
+    Only the values change (comments and layout stay); with the defaults of kernel/rt-cpus.env
+    the result is the shipped file byte for byte."""
+    import re
+    rt = cpu_list("RTCAT_RT_CPUS", d.getVar("RTCAT_RT_CPUS"))
+    hk_text = d.getVar("RTCAT_HOUSEKEEPING_CPUS")
+    hk = cpu_list("RTCAT_HOUSEKEEPING_CPUS", hk_text)
+    iface = d.getVar("RTCAT_ETHERCAT_IFACE")
+    if not iface:
+        bb.fatal("RTCAT_ETHERCAT_IFACE is not set (conf/distro/rtcat-os.conf)")
+    cpu = str(min(rt))
+    want = {("bus", "interface"): '"%s"' % iface, ("cycle", "cpu"): cpu, ("cycle", "txrx_cpu"): cpu,
+            ("tune", "housekeeping_cpus"): '"%s"' % hk_text}
+    done, section, out = set(), None, []
+    for line in text.splitlines(keepends=True):
+        m = re.match(r"\s*\[([^\]]+)\]", line)
+        if m:
+            section = m.group(1).strip()
+        m = re.match(r"(\s*)([A-Za-z_]+)(\s*=\s*)([^#\n]*?)(\s*(#.*)?)(\n?)$", line)
+        if m and (section, m.group(2)) in want:
+            line = m.group(1) + m.group(2) + m.group(3) + want[(section, m.group(2))] + m.group(5) + m.group(7)
+            done.add((section, m.group(2)))
+        elif m and (section, m.group(2)) == ("tune", "nic_irq_cpu"):
+            nic = m.group(4).strip()
+            if not nic.isdigit() or int(nic) not in hk:
+                bb.fatal("rtcat.toml: [tune].nic_irq_cpu = %s is not a housekeeping CPU "
+                         "(RTCAT_HOUSEKEEPING_CPUS = %s)" % (nic, hk_text))
+        out.append(line)
+    missing = sorted("[%s].%s" % k for k in want if k not in done)
+    if missing:
+        bb.fatal("rtcat.toml: no %s to set" % ", ".join(missing))
+    return "".join(out)

@@ -21,15 +21,36 @@ IMAGE_INSTALL = "packagegroup-core-boot \
                  rt-tests \
                  rtcat \
                  rtcat-tune \
+                 rtcat-board \
 "
+
+# The way in for maintenance (see yocto-layer/README.md): ssh (dropbear) on the maintenance
+# port, or a login on the serial console. Neither works without a credential, and the image
+# ships none: set RTCAT_AUTHORIZED_KEYS in local.conf to a file of ssh public keys for root,
+# and/or give root a password hash with extrausers (EXTRA_USERS_PARAMS). An image with neither
+# builds, with a warning: nobody can log in to it.
+RTCAT_AUTHORIZED_KEYS ??= ""
 
 # Never irqbalance (it would move IRQs onto the isolated CPU): refuse any package pulling it in.
 PACKAGE_EXCLUDE = "${RTCAT_FORBIDDEN_PACKAGES}"
 
 IMAGE_FSTYPES:append = " wic wic.bmap"
 
-ROOTFS_POSTPROCESS_COMMAND += "rtcat_rootfs_check"
-rtcat_rootfs_check[doc] = "Fail the image when rtcat, its units, its user or its config are missing, or irqbalance is present"
+ROOTFS_POSTPROCESS_COMMAND += "rtcat_authorized_keys rtcat_rootfs_check"
+rtcat_authorized_keys[doc] = "Install RTCAT_AUTHORIZED_KEYS as root's authorized_keys"
+rtcat_authorized_keys[vardeps] += "RTCAT_AUTHORIZED_KEYS"
+
+rtcat_authorized_keys() {
+    keys="${RTCAT_AUTHORIZED_KEYS}"
+    if [ -n "$keys" ]; then
+        [ -s "$keys" ] || bbfatal "rtcat-image: RTCAT_AUTHORIZED_KEYS: $keys is missing or empty"
+        grep -qE '^(ssh-(ed25519|rsa)|ecdsa-sha2-nistp(256|384|521)) ' "$keys" ||
+            bbfatal "rtcat-image: RTCAT_AUTHORIZED_KEYS: $keys holds no ssh public key"
+        install -d -m 0700 ${IMAGE_ROOTFS}${ROOT_HOME}/.ssh
+        install -m 0600 "$keys" ${IMAGE_ROOTFS}${ROOT_HOME}/.ssh/authorized_keys
+    fi
+}
+rtcat_rootfs_check[doc] = "Fail the image when rtcat, its units, its user, its config or the EtherCAT port's .link/.network are missing, or irqbalance is present"
 
 # Fail the image when the product would not come up as intended.
 rtcat_rootfs_check() {
@@ -48,4 +69,17 @@ rtcat_rootfs_check() {
         fi
     done
     grep -q '^rtcat:' ${IMAGE_ROOTFS}${sysconfdir}/passwd || bbfatal "rtcat-image: no rtcat user"
+    # Exactly one .link file names the EtherCAT port (the machine's, from rtcat-board), and the
+    # port's .network file is there: a second one would make the name depend on sort order.
+    links=$(grep -lx "Name=${RTCAT_ETHERCAT_IFACE}" ${IMAGE_ROOTFS}${sysconfdir}/systemd/network/*.link \
+            ${IMAGE_ROOTFS}${systemd_unitdir}/network/*.link 2>/dev/null | wc -l)
+    [ "$links" -eq 1 ] ||
+        bbfatal "rtcat-image: $links .link files name the EtherCAT port ${RTCAT_ETHERCAT_IFACE}, want exactly 1 (rtcat-board)"
+    for f in ${systemd_unitdir}/network/10-rtcat-ethercat.link ${systemd_unitdir}/network/10-rtcat-ethercat.network \
+             ${systemd_unitdir}/network/20-rtcat-maintenance.network; do
+        [ -e "${IMAGE_ROOTFS}$f" ] || bbfatal "rtcat-image: $f is missing from the rootfs"
+    done
+    if [ ! -s ${IMAGE_ROOTFS}${ROOT_HOME}/.ssh/authorized_keys ] && grep -q '^root:[*!]' ${IMAGE_ROOTFS}${sysconfdir}/shadow; then
+        bbwarn "rtcat-image: root has no password and no ssh key: nobody can log in (set RTCAT_AUTHORIZED_KEYS or EXTRA_USERS_PARAMS)"
+    fi
 }

@@ -19,7 +19,9 @@ SRC_URI = "file://LICENSE-MIT;subdir=rtcat \
            file://rootfs-overlay/usr/lib/systemd/system/rtcat-tune.service;subdir=rtcat \
            file://rootfs-overlay/usr/lib/systemd/system-preset/80-rtcat.preset;subdir=rtcat \
            file://rootfs-overlay/usr/lib/systemd/network/10-rtcat-ethercat.network;subdir=rtcat \
+           file://rootfs-overlay/usr/lib/systemd/network/20-rtcat-maintenance.network;subdir=rtcat \
            file://rootfs-overlay/usr/lib/sysctl.d/60-rtcat.conf;subdir=rtcat \
+           file://rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf;subdir=rtcat \
            file://rootfs-overlay/etc/security/limits.d/rtcat.conf;subdir=rtcat \
 "
 
@@ -35,8 +37,12 @@ do_install() {
                ${D}${nonarch_libdir}/sysctl.d ${D}${sysconfdir}/security/limits.d ${D}${sysconfdir}/systemd/system
     install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat-tune.service ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system-preset/80-rtcat.preset ${D}${systemd_unitdir}/system-preset/
+    # The EtherCAT port ecat0 without IP, every other wired port as the way in for maintenance.
+    # The port's name comes from the machine's .link file (rtcat-board).
     install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/network/10-rtcat-ethercat.network ${D}${systemd_unitdir}/network/
+    install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/network/20-rtcat-maintenance.network ${D}${systemd_unitdir}/network/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/sysctl.d/60-rtcat.conf ${D}${nonarch_libdir}/sysctl.d/
+    install -m 0644 ${S}/rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf ${D}${nonarch_libdir}/sysctl.d/
     install -m 0644 ${S}/rootfs-overlay/etc/security/limits.d/rtcat.conf ${D}${sysconfdir}/security/limits.d/
     # irqbalance would move IRQs onto the isolated CPU: masked, should any layer bring it in.
     ln -sf /dev/null ${D}${sysconfdir}/systemd/system/irqbalance.service
@@ -48,7 +54,9 @@ SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 FILES:${PN} += "${systemd_system_unitdir}/rtcat-tune.service \
                 ${systemd_unitdir}/system-preset/80-rtcat.preset \
                 ${systemd_unitdir}/network/10-rtcat-ethercat.network \
+                ${systemd_unitdir}/network/20-rtcat-maintenance.network \
                 ${nonarch_libdir}/sysctl.d/60-rtcat.conf \
+                ${nonarch_libdir}/sysctl.d/61-rtcat-ethercat.conf \
                 ${sysconfdir}/systemd/system/irqbalance.service \
 "
 

@@ -50,6 +50,21 @@ do_install:append() {
     install -m 0644 ${S}/rootfs-overlay/usr/lib/udev/rules.d/60-rtcat.rules ${D}${nonarch_base_libdir}/udev/rules.d/
 }
 
+# The installed /etc/rtcat/rtcat.toml takes the EtherCAT port's name and the CPU sets from the
+# same variables as the .link file and the boot arguments (RTCAT_ETHERCAT_IFACE, RTCAT_RT_CPUS,
+# RTCAT_HOUSEKEEPING_CPUS: kernel/rt-cpus.env unless a local.conf overrides them); with the
+# defaults it is rootfs-overlay's file byte for byte (yocto-layer/tests/test_lib.py).
+do_install[postfuncs] += "rtcat_image_config"
+rtcat_image_config[doc] = "Write the image's port name and CPU sets into the installed rtcat.toml"
+do_install[vardeps] += "RTCAT_ETHERCAT_IFACE RTCAT_RT_CPUS RTCAT_HOUSEKEEPING_CPUS"
+python rtcat_image_config() {
+    path = d.expand("${D}${sysconfdir}/rtcat/rtcat.toml")
+    with open(path) as f:
+        text = f.read()
+    with open(path, "w") as f:
+        f.write(rtcat.config_text(d, text))
+}
+
 USERADD_PACKAGES = "${PN}"
 # The same user as rootfs-overlay/usr/lib/sysusers.d/rtcat.conf (the Debian package's source),
 # created at rootfs time so that a read-only rootfs works too.
