@@ -308,13 +308,33 @@ def check_recipes():
                     if not (TOP / "kernel/fragments" / frag).is_file():
                         err(rel(p), f"{name}: kernel/fragments/{frag} does not exist")
             if name.startswith(("RTCAT_MAINLINE_PATCHES", "RTCAT_BSP_PATCHES")):
-                d = TOP / "kernel/patches" / value
-                if not d.is_dir() or not any(d.glob("*.patch")):
-                    err(rel(p), f"{name}: kernel/patches/{value}/ has no *.patch (the stmmac patch series)")
-                else:
-                    for patch in sorted(d.glob("*.patch")):
-                        if not re.search(r"^Upstream-Status: ", patch.read_text(errors="replace"), re.M):
-                            err(rel(patch), "no Upstream-Status: line")
+                # The series is chosen from the kernel's version (kernel/patch-series.sh); with
+                # the version in the recipe itself, the choice is checked here too.
+                sel = re.fullmatch(r"\$\{@rtcat\.kernel_patch_series\(d, '(mainline-rt|bsp-rt)'\)\}", value)
+                series = [value]
+                if sel:
+                    ver = re.search(r'^LINUX_VERSION \??=\s*"([^"$]+)"', text, re.M)
+                    if ver:
+                        r = subprocess.run(["bash", str(TOP / "kernel/patch-series.sh"), "--flavour", sel.group(1),
+                                            "--version", ver.group(1), "--name"], capture_output=True, text=True)
+                        if r.returncode != 0:
+                            err(rel(p), f"{name}: {r.stderr.strip()}")
+                        series = [r.stdout.strip()] if r.returncode == 0 else []
+                    else:
+                        prefix = sel.group(1).split("-")[0]
+                        series = sorted(d.name for d in (TOP / "kernel/patches").glob(prefix + "-*") if d.is_dir())
+                elif "${" in value:
+                    err(rel(p), f"{name}: {value!r} is neither a kernel/patches/ directory nor "
+                                "${@rtcat.kernel_patch_series(d, FLAVOUR)}")
+                    series = []
+                for value in series:
+                    d = TOP / "kernel/patches" / value
+                    if not d.is_dir() or not any(d.glob("*.patch")):
+                        err(rel(p), f"{name}: kernel/patches/{value}/ has no *.patch (the stmmac patch series)")
+                    else:
+                        for patch in sorted(d.glob("*.patch")):
+                            if not re.search(r"^Upstream-Status: ", patch.read_text(errors="replace"), re.M):
+                                err(rel(patch), "no Upstream-Status: line")
             if name.startswith("RTCAT_GMAC_OVERLAY") and not (TOP / "dts" / value).is_file():
                 err(rel(p), f"{name}: dts/{value} does not exist")
     # The vendor kernel is pinned once more by kernel/build.sh (kernel/sources.env): same tree.

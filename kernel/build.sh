@@ -5,6 +5,10 @@
 #
 # Usage: kernel/build.sh --flavour mainline-rt|bsp-rt [options]
 #   --out DIR           results (default: ./rtcat-kernel-FLAVOUR); the build tree is DIR/build
+#   --series X.Y        mainline-rt: which pinned source to fetch: 6.18 (default, MAINLINE_SERIES
+#                       in sources.env; Linux 6.18.39 from kernel.org, the series of the
+#                       mainline-rt image) or 6.12 (Debian's linux-source-6.12; what the QEMU
+#                       system test builds)
 #   --src DIR           use this kernel tree instead of fetching the pinned one (it is copied,
 #                       never modified; the patches must apply to it)
 #   --qemu-virt         add fragments/qemu-virt.cfg (virtio blk/net/pci, PL011) for
@@ -17,8 +21,13 @@
 #                       whose tree already appends -rt89)
 #   --jobs N            parallel jobs (default: number of CPUs)
 #   --config-only       stop after the verified .config (fast; what CI checks)
+# The stmmac patch series is chosen by the version of the tree that is built (VERSION.PATCHLEVEL
+# of its Makefile, kernel/patch-series.sh): kernel/patches/mainline-X.Y or bsp-X.Y. A tree with no
+# series of its own is refused, never patched with another series.
 # Environment: EXTRA_FRAGMENTS="a.cfg b.cfg" extra fragments, verified like the others;
-#              RTCAT_KERNEL_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/rtcat) for downloads/sources.
+#              RTCAT_KERNEL_CACHE (default ${XDG_CACHE_HOME:-~/.cache}/rtcat) for downloads/sources;
+#              RTCAT_KERNEL_TARBALL=FILE: a linux-6.18.39.tar.xz fetched beforehand, instead of
+#              downloading it (checked against the same sha256 and commit id).
 #
 # Results in --out: Image, dtbs/ (RK3588 dtbs), overlays/*.dtbo, config, linux-*.deb (unless
 # --no-deb), build-info.txt (source pin, patches, fragments, versions). Exit non-zero on any error,
@@ -27,18 +36,20 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 top=$(cd "$here/.." && pwd)
-flavour="" out="" src="" qemu="" trim="" rkonly="" hw=1 deb=1 localversion="" config_only=""
+flavour="" series="" out="" src="" qemu="" trim="" rkonly="" hw=1 deb=1 localversion="" config_only=""
 jobs=$(nproc)
 cache=${RTCAT_KERNEL_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/rtcat}
 cross=${CROSS_COMPILE:-aarch64-linux-gnu-}
 
 die() { printf 'build.sh: error: %s\n' "$*" >&2; exit 2; }
+fail() { printf 'build.sh: error: %s\n' "$*" >&2; exit 1; }
 step() { printf '\n==> %s\n' "$*"; }
 
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--flavour) flavour=${2:?--flavour needs mainline-rt or bsp-rt}; shift 2 ;;
 	--out) out=${2:?--out needs a directory}; shift 2 ;;
+	--series) series=${2:?--series needs 6.18 or 6.12}; shift 2 ;;
 	--src) src=${2:?--src needs a kernel tree}; shift 2 ;;
 	--qemu-virt) qemu=1; shift ;;
 	--trim) trim=1; shift ;;
@@ -63,11 +74,18 @@ pin() {
 }
 
 case "$flavour" in
-mainline-rt) patchdir="$here/patches/mainline-6.12" defconfig=$(pin MAINLINE_DEFCONFIG) ;;
-bsp-rt) patchdir="$here/patches/bsp-5.10" defconfig=$(pin BSP_DEFCONFIG) ;;
+mainline-rt) defconfig=$(pin MAINLINE_DEFCONFIG) ;;
+bsp-rt) defconfig=$(pin BSP_DEFCONFIG) ;;
 "") die "--flavour is required (mainline-rt or bsp-rt)" ;;
 *) die "--flavour: '$flavour' is not mainline-rt or bsp-rt" ;;
 esac
+if [ "$flavour" = mainline-rt ]; then
+	# --series picks the pinned source to fetch; with --src, what the tree must be (if given).
+	case "$series" in "" | 6.18 | 6.12) ;; *) die "--series: '$series' is not 6.18 or 6.12 (the pinned mainline sources)" ;; esac
+	[ -n "$series" ] || [ -n "$src" ] || series=$(pin MAINLINE_SERIES)
+elif [ -n "$series" ]; then
+	die "--series: only for --flavour mainline-rt (bsp-rt is the pinned 5.10 vendor tree)"
+fi
 [[ $jobs =~ ^[1-9][0-9]*$ ]] || die "--jobs: '$jobs' is not a positive number"
 if [ -z "$localversion" ]; then
 	if [ "$flavour" = mainline-rt ]; then localversion=-rtcat-rt; else localversion=-rtcat; fi
@@ -85,7 +103,7 @@ fi
 [ -n "$qemu" ] && frags+=("$here/fragments/qemu-virt.cfg")
 [ -n "$trim" ] && frags+=("$here/fragments/trim.cfg")
 if [ -n "$rkonly" ]; then
-	[ "$flavour" = mainline-rt ] || die "--rockchip-only: the fragment uses 6.12 symbol names (mainline-rt only)"
+	[ "$flavour" = mainline-rt ] || die "--rockchip-only: the fragment uses mainline symbol names (mainline-rt only)"
 	frags+=("$here/fragments/rockchip-only.cfg")
 fi
 for f in ${EXTRA_FRAGMENTS:-}; do
@@ -93,17 +111,60 @@ for f in ${EXTRA_FRAGMENTS:-}; do
 	frags+=("$(cd "$(dirname "$f")" && pwd)/$(basename "$f")")
 done
 
-need=(make gcc "${cross}gcc" bc bison flex perl python3 dtc openssl rsync cpio kmod git)
+need=(make gcc "${cross}gcc" bc bison flex perl python3 dtc openssl rsync cpio kmod git xz sha256sum)
 [ -n "$deb" ] && need+=(dpkg-buildpackage dh)
 missing=()
 for t in "${need[@]}"; do command -v "$t" >/dev/null || missing+=("$t"); done
 [ ${#missing[@]} -eq 0 ] || die "missing tools: ${missing[*]} (Debian: apt-get install build-essential gcc-aarch64-linux-gnu bc bison flex libssl-dev libelf-dev device-tree-compiler rsync cpio kmod dpkg-dev debhelper)"
 
 # ---- 1. source --------------------------------------------------------------------------------
-fetch_mainline() {
+# Linux 6.18.y from kernel.org: sha256 and the commit id git archive stored in the tarball.
+fetch_618() {
+	local ver url sha commit dir t got
+	ver=$(pin M618_VERSION) url=$(pin M618_TARBALL_URL) sha=$(pin M618_TARBALL_SHA256) commit=$(pin M618_COMMIT)
+	dir="$cache/src-linux-$ver"
+	if [ ! -f "$dir/.rtcat-unpacked" ]; then
+		t="$cache/linux-$ver.tar.xz"
+		if [ -n "${RTCAT_KERNEL_TARBALL:-}" ]; then
+			[ -r "$RTCAT_KERNEL_TARBALL" ] || die "RTCAT_KERNEL_TARBALL: cannot read $RTCAT_KERNEL_TARBALL"
+			cp "$RTCAT_KERNEL_TARBALL" "$t.part" && mv "$t.part" "$t"
+		elif [ ! -f "$t" ]; then
+			step "downloading $url" >&2
+			if command -v curl >/dev/null; then
+				curl -fL --retry 3 --proto '=https' -o "$t.part" "$url" >&2 || fail "download of $url failed"
+			elif command -v wget >/dev/null; then
+				wget -q -O "$t.part" "$url" >&2 || fail "download of $url failed"
+			else
+				die "neither curl nor wget: download $url and set RTCAT_KERNEL_TARBALL to it"
+			fi
+			mv "$t.part" "$t"
+		fi
+		got=$(sha256sum "$t" | cut -d' ' -f1)
+		if [ "$got" != "$sha" ]; then
+			rm -f "$t"
+			fail "$(basename "$t"): sha256 $got, kernel/sources.env pins $sha (M618_TARBALL_SHA256); file removed"
+		fi
+		# git get-tar-commit-id reads the pax header only; xz is cut off with SIGPIPE after it.
+		got=$({ xz -dc "$t" 2>/dev/null || true; } | git get-tar-commit-id 2>/dev/null || true)
+		if [ -z "$got" ]; then
+			echo "build.sh: warning: $(basename "$t") carries no git commit id; relying on its sha256" >&2
+		elif [ "$got" != "$commit" ]; then
+			rm -f "$t"
+			fail "$(basename "$t") was made from commit $got, not $commit (M618_COMMIT, v$ver); file removed"
+		fi
+		step "unpacking $(basename "$t")" >&2
+		rm -rf "$dir" && mkdir -p "$dir"
+		tar -xf "$t" -C "$dir" --strip-components=1
+		touch "$dir/.rtcat-unpacked"
+	fi
+	echo "$dir"
+}
+
+# Linux 6.12 as Debian ships it (linux-source-6.12, pinned package version and tarball sha256).
+fetch_612() {
 	local pkg ver suite tarball sha dir deb
-	pkg=$(pin MAINLINE_DEB_PACKAGE) ver=$(pin MAINLINE_DEB_VERSION) suite=$(pin MAINLINE_DEB_SUITE)
-	tarball=$(pin MAINLINE_TARBALL) sha=$(pin MAINLINE_TARBALL_SHA256)
+	pkg=$(pin M612_DEB_PACKAGE) ver=$(pin M612_DEB_VERSION) suite=$(pin M612_DEB_SUITE)
+	tarball=$(pin M612_TARBALL) sha=$(pin M612_TARBALL_SHA256)
 	dir="$cache/src-$pkg-$ver"
 	if [ ! -f "$dir/.rtcat-unpacked" ]; then
 		local t="$cache/$tarball.$ver"
@@ -121,7 +182,7 @@ fetch_mainline() {
 			fi
 			mv "$t.part" "$t"
 		fi
-		echo "$sha  $t" | sha256sum -c --quiet - || die "$t does not match MAINLINE_TARBALL_SHA256"
+		echo "$sha  $t" | sha256sum -c --quiet - || fail "$t does not match M612_TARBALL_SHA256"
 		step "unpacking $tarball" >&2
 		rm -rf "$dir" && mkdir -p "$dir"
 		tar -xf "$t" -C "$dir" --strip-components=1
@@ -151,13 +212,25 @@ if [ -n "$src" ]; then
 	if [ ! -f "$src/Makefile" ] || [ ! -d "$src/arch/arm64" ]; then die "--src: $src is not a kernel tree"; fi
 	pristine=$(cd "$src" && pwd)
 	srcpin="local tree $pristine"
+elif [ "$flavour" = mainline-rt ] && [ "$series" = 6.18 ]; then
+	pristine=$(fetch_618 | tail -1)
+	srcpin="kernel.org linux-$(pin M618_VERSION).tar.xz sha256 $(pin M618_TARBALL_SHA256) commit $(pin M618_COMMIT)"
 elif [ "$flavour" = mainline-rt ]; then
-	pristine=$(fetch_mainline | tail -1)
-	srcpin="Debian $(pin MAINLINE_DEB_PACKAGE) $(pin MAINLINE_DEB_VERSION) sha256 $(pin MAINLINE_TARBALL_SHA256)"
+	pristine=$(fetch_612 | tail -1)
+	srcpin="Debian $(pin M612_DEB_PACKAGE) $(pin M612_DEB_VERSION) sha256 $(pin M612_TARBALL_SHA256)"
 else
 	pristine=$(fetch_bsp | tail -1)
 	srcpin="$(pin BSP_GIT_URL) $(pin BSP_GIT_BRANCH) @ $(pin BSP_GIT_COMMIT)"
 fi
+
+# The patch series of the tree's own version (not of the flavour's expectation).
+patchdir=$("$here/patch-series.sh" --flavour "$flavour" --tree "$pristine") ||
+	fail "refusing to build $srcpin: no patch series for its version (above)"
+treeseries=${patchdir##*-}
+if [ "$flavour" = mainline-rt ] && [ -n "$series" ] && [ "$treeseries" != "$series" ]; then
+	fail "--series $series, but $srcpin is Linux $treeseries (give --series $treeseries or another --src)"
+fi
+echo "kernel series: $treeseries, patches: kernel/patches/$(basename "$patchdir")/"
 
 # ---- 2. patched work tree (hard-link copy: patches replace files, the pristine tree stays) -----
 work="$out/src"
@@ -194,6 +267,7 @@ echo "  kernel release: $krel"
 	echo "flavour: $flavour"
 	echo "kernel release: $krel"
 	echo "source: $srcpin"
+	echo "series: $treeseries (kernel/patches/$(basename "$patchdir")/)"
 	echo "patches: ${patches[*]##*/}"
 	echo "fragments: ${frags[*]##*/}"
 	echo "base defconfig: $defconfig"

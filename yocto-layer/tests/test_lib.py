@@ -166,6 +166,96 @@ class Config(unittest.TestCase):
             rtcat.config_text(self.d(RTCAT_RT_CPUS="6-x"), self.SHIPPED)
 
 
+# The kernel the mainline-rt image builds: LINUX_VERSION of linux-yocto-rt_6.18.bb at the
+# openembedded-core commit kas/include/stack-wrynose.yml pins (read from that commit). Bumping
+# the pin means reading the version again: test_image_kernel_pin_is_the_one_read fails until then.
+WRYNOSE_OE_CORE = "ef022bf82d79015802309d14c28b13373ebe53f5"
+WRYNOSE_LINUX_YOCTO_RT = "6.18.39"
+
+
+def recipe_value(path, name):
+    """The value a kernel recipe gives NAME (plain or inline python), as bitbake would expand it
+    with the rtcat helpers and the recipe's LINUX_VERSION."""
+    import re
+    text = Path(path).read_text()
+    m = re.search(r'^%s\s*\??=\s*"([^"]*)"' % re.escape(name), text, re.M)
+    assert m, f"{path}: no {name}"
+    return m.group(1)
+
+
+def expand(value, **v):
+    if value.startswith("${@") and value.endswith("}"):
+        return eval(value[3:-1], {"rtcat": rtcat, "d": D(**v)})
+    return value
+
+
+def series_of(version):
+    return ".".join(version.split(".")[:2])
+
+
+def sources_env():
+    env = {}
+    for line in (TOP / "kernel/sources.env").read_text().splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, v = line.split("=", 1)
+            env[k] = v.strip('"')
+    return env
+
+
+class KernelSeries(unittest.TestCase):
+    def test_selected_by_version(self):
+        d = D(RTCAT_TOPDIR=str(TOP), LINUX_VERSION="6.18.39")
+        self.assertEqual(rtcat.kernel_patch_series(d, "mainline-rt"), "mainline-6.18")
+        self.assertEqual(rtcat.kernel_patch_series(d, "mainline-rt", "6.12.117"), "mainline-6.12")
+        self.assertEqual(rtcat.kernel_patch_series(d, "bsp-rt", "5.10.160"), "bsp-5.10")
+        self.assertIn(str(TOP / "kernel/patch-series.sh"), sys.modules["bb"].parse.deps)
+
+    def test_no_series_is_fatal_and_names_it(self):
+        d = D(RTCAT_TOPDIR=str(TOP), LINUX_VERSION="7.2.12")
+        with self.assertRaisesRegex(Fatal, r"kernel/patches/mainline-7\.2/ does not exist.*mainline-6\.18"):
+            rtcat.kernel_patch_series(d, "mainline-rt")
+        with self.assertRaisesRegex(Fatal, "bsp-6.18"):
+            rtcat.kernel_patch_series(D(RTCAT_TOPDIR=str(TOP), LINUX_VERSION="6.18.39"), "bsp-rt")
+        with self.assertRaisesRegex(Fatal, "LINUX_VERSION is not set"):
+            rtcat.kernel_patch_series(D(RTCAT_TOPDIR=str(TOP)), "mainline-rt")
+
+    def test_tree_must_be_the_series_version(self):
+        with tempfile.TemporaryDirectory() as t:
+            Path(f"{t}/Makefile").write_text("# SPDX\nVERSION = 6\nPATCHLEVEL = 18\nSUBLEVEL = 39\n")
+            d = D(LINUX_VERSION="6.18.39")
+            self.assertEqual(rtcat.check_tree_series(d, t, "mainline-6.18"), "6.18")
+            with self.assertRaisesRegex(Fatal, r"source is Linux 6\.18 but the patch series is kernel/patches/mainline-6\.12/"):
+                rtcat.check_tree_series(d, t, "mainline-6.12")
+            Path(f"{t}/Makefile").write_text("VERSION = six\n")
+            with self.assertRaisesRegex(Fatal, "no numeric VERSION/PATCHLEVEL"):
+                rtcat.check_tree_series(d, t, "mainline-6.18")
+        with self.assertRaisesRegex(Fatal, "cannot read"):
+            rtcat.check_tree_series(D(), "/nonexistent-rtcat", "mainline-6.18")
+
+    def test_image_kernel_pin_is_the_one_read(self):
+        stack = (LAYER / "kas/include/stack-wrynose.yml").read_text()
+        self.assertIn(f"commit: {WRYNOSE_OE_CORE}", stack,
+                      "openembedded-core pin changed: read LINUX_VERSION of its linux-yocto-rt again")
+
+    def test_recipes_apply_the_series_of_the_kernel_they_build(self):
+        # Issue 18: the mainline-rt image builds 6.18 but applied kernel/patches/mainline-6.12.
+        bbappend = LAYER / "recipes-kernel/linux/linux-yocto-rt_%.bbappend"
+        got = expand(recipe_value(bbappend, "RTCAT_MAINLINE_PATCHES:rtcat-mainline-rt"),
+                     RTCAT_TOPDIR=str(TOP), LINUX_VERSION=WRYNOSE_LINUX_YOCTO_RT)
+        self.assertEqual(got, "mainline-" + series_of(WRYNOSE_LINUX_YOCTO_RT))
+        bsp = LAYER / "recipes-kernel/linux/linux-rockchip-rt_5.10.bb"
+        got = expand(recipe_value(bsp, "RTCAT_BSP_PATCHES"), RTCAT_TOPDIR=str(TOP),
+                     LINUX_VERSION=recipe_value(bsp, "LINUX_VERSION"))
+        self.assertEqual(got, "bsp-5.10")
+
+    def test_standalone_build_follows_the_image_series(self):
+        # "The kernel CI rebuilds" (kernel/build.sh, the kernel workflow) and the kernel in the
+        # mainline-rt image are the same series, and the same stable release.
+        env = sources_env()
+        self.assertEqual(env["MAINLINE_SERIES"], series_of(WRYNOSE_LINUX_YOCTO_RT))
+        self.assertEqual(env["M618_VERSION"], WRYNOSE_LINUX_YOCTO_RT)
+
+
 class Provider(unittest.TestCase):
     def test_flavours(self):
         self.assertEqual(rtcat.kernel_provider(D(RTCAT_KERNEL_FLAVOUR="mainline-rt")), "linux-yocto-rt")

@@ -5,6 +5,7 @@
 # read that file (without executing it) and run that script, so the layer holds no CPU list.
 
 import os
+import re
 import subprocess
 
 import bb
@@ -159,3 +160,42 @@ def config_text(d, text):
     if missing:
         bb.fatal("rtcat.toml: no %s to set" % ", ".join(missing))
     return "".join(out)
+
+
+def kernel_patch_series(d, flavour, version=None):
+    """Name of the kernel/patches/ series (e.g. mainline-6.18) for the kernel a recipe builds,
+    chosen by kernel/patch-series.sh from its version (default: LINUX_VERSION), the same
+    selection kernel/build.sh makes; no series for that version is a parse error."""
+    version = version or d.getVar("LINUX_VERSION")
+    if not version:
+        bb.fatal("rtcat: LINUX_VERSION is not set; cannot choose the kernel/patches/ series")
+    script = os.path.join(_topdir(d), "kernel", "patch-series.sh")
+    bb.parse.mark_dependency(d, script)
+    cmd = ["bash", script, "--flavour", flavour, "--version", version, "--name"]
+    try:
+        out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    except subprocess.CalledProcessError as e:
+        bb.fatal("rtcat: %s" % e.stderr.strip())
+    return out.stdout.strip()
+
+
+def check_tree_series(d, tree, series):
+    """Stop when the fetched tree is not the kernel the patch series was chosen for: VERSION and
+    PATCHLEVEL of TREE/Makefile must be the X.Y of SERIES (e.g. mainline-6.18)."""
+    makefile = os.path.join(tree, "Makefile")
+    try:
+        with open(makefile) as f:
+            text = f.read(4096)
+    except OSError as e:
+        bb.fatal("rtcat: cannot read %s: %s" % (makefile, e.strerror))
+    v = re.search(r"^VERSION = (\d+)$", text, re.M)
+    p = re.search(r"^PATCHLEVEL = (\d+)$", text, re.M)
+    if not v or not p:
+        bb.fatal("rtcat: %s has no numeric VERSION/PATCHLEVEL" % makefile)
+    tree_series = "%d.%d" % (int(v.group(1)), int(p.group(1)))
+    want = series.rsplit("-", 1)[-1]
+    if tree_series != want:
+        bb.fatal("rtcat: the kernel source is Linux %s but the patch series is kernel/patches/%s/ "
+                 "(chosen for LINUX_VERSION %s); the series must be the source's"
+                 % (tree_series, series, d.getVar("LINUX_VERSION")))
+    return tree_series

@@ -41,7 +41,9 @@ SRCREV = "9f9e9d18574d0914c0d192a90c3babfe1fd63c95"
 # nooelint: oelint.vars.fileextrapaths,oelint.vars.outofcontext - the sources are kernel/ and dts/ of the repository around the layer
 FILESEXTRAPATHS:prepend := "${RTCAT_TOPDIR}/kernel:${RTCAT_TOPDIR}/dts:"
 RTCAT_KERNEL_FRAGMENTS ?= "rt-core.cfg rk3588-ethercat.cfg"
-RTCAT_BSP_PATCHES ?= "bsp-5.10"
+# The series of LINUX_VERSION (kernel/patch-series.sh): bsp-5.10.
+RTCAT_BSP_PATCHES ?= "${@rtcat.kernel_patch_series(d, 'bsp-rt')}"
+RTCAT_KERNEL_PATCHES = "${RTCAT_BSP_PATCHES}"
 # GMAC wired to the EtherCAT segment: rk3588-gmac0-ethercat.dtso or rk3588-gmac1-ethercat.dtso.
 RTCAT_GMAC_OVERLAY ?= "rk3588-gmac1-ethercat.dtso"
 
@@ -74,6 +76,10 @@ do_compile:prepend() {
     done
 }
 do_compile[vardeps] += "RTCAT_BOOTARGS RTCAT_GMAC_OVERLAY"
+
+# The source's own version must be the series' (before do_patch), and every fragment line must
+# hold in the final .config (do_rtcat_configcheck, kernel/merge-config.sh --verify-only).
+require rtcat-kernel-checks.inc
 
 CVE_PRODUCT = "linux_kernel"
 
