@@ -41,17 +41,11 @@ fn code(r: anyhow::Result<i32>) -> ExitCode {
     }
 }
 
-/// Commands that only print a report end quietly when their reader goes away (`| head`).
-/// (`report` handles a closed pipe itself: it exits 141 after finishing its files.)
+/// Commands that only print end quietly when their reader goes away (`| head`), as coreutils
+/// do. (`doctor`, `tune` and `report` handle a closed pipe themselves: `tune apply`/`restore`
+/// must finish restoring, `report` its files.)
 fn prints_only(cmd: &Command) -> bool {
-    match cmd {
-        Command::Config(_) | Command::Doctor(_) => true,
-        Command::Tune(a) => matches!(
-            a.action,
-            rttune::TuneAction::Plan | rttune::TuneAction::Status
-        ),
-        _ => false,
-    }
+    matches!(cmd, Command::Config(_))
 }
 
 fn main() -> ExitCode {

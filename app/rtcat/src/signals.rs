@@ -71,9 +71,8 @@ pub fn reset() {
     SIGNAL.store(0, Ordering::Relaxed);
 }
 
-/// Restore the default action of SIGPIPE: short commands that print a report (doctor, tune
-/// plan, config example, report) then end quietly when their reader goes away (`| head`), as
-/// coreutils do. Rust ignores SIGPIPE by default, which turns a closed pipe into a panic in
+/// Restore the default action of SIGPIPE: short commands that only print (`config example`,
+/// `config check`) then end quietly when their reader goes away (`| head`), as coreutils do. Rust ignores SIGPIPE by default, which turns a closed pipe into a panic in
 /// `println!`. Long-running commands keep it ignored and never print with `println!`.
 pub fn default_sigpipe() {
     use nix::sys::signal::{SigHandler, Signal, signal};
