@@ -42,3 +42,29 @@ pub fn failures() -> (u64, Option<String>) {
 macro_rules! say {
     ($($t:tt)*) => { $crate::console::line(format_args!($($t)*)) };
 }
+
+/// The `log` records of the libraries (the master's bring-up and recovery failures), as
+/// `rtcat: message` lines on stderr that never panic.
+struct Logger;
+
+impl log::Log for Logger {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Info && !m.target().starts_with("ethercrab")
+    }
+
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            line(format_args!("rtcat: {}", r.args()));
+        }
+    }
+
+    fn flush(&self) {}
+}
+
+/// Send the libraries' log records to stderr (once per process).
+pub fn install_logger() {
+    static LOGGER: Logger = Logger;
+    if log::set_logger(&LOGGER).is_ok() {
+        log::set_max_level(log::LevelFilter::Info);
+    }
+}

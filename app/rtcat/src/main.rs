@@ -50,6 +50,7 @@ fn prints_only(cmd: &Command) -> bool {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    rtcat::console::install_logger();
     if prints_only(&cli.cmd) {
         rtcat::signals::default_sigpipe();
     }

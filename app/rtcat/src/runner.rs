@@ -1,11 +1,11 @@
 //! `rtcat bench` and `rtcat run`: set up, run the master (or the timer-only loop), and always
 //! write the results — on normal end, on SIGINT/SIGTERM, and after an unrecoverable fault.
 
-use crate::app::{Application, EchoCheck, ZeroOutputs};
 use crate::cli::{BenchArgs, RunArgs, TxRxArg};
 use crate::clock::{now_ns, unix_ns};
 use crate::config::{Config, TxRxMode};
 use crate::cycle::{self, Exit};
+use crate::echo::EchoCheck;
 use crate::master::{self, Channels, RtApplied, RunSpec, Target};
 use crate::output::{self, RunFacts};
 use crate::sdnotify::Notifier;
@@ -13,6 +13,7 @@ use crate::stats::{Live, Recorder};
 use crate::status::{CheckpointFn, StatusConfig, StatusThread};
 use anyhow::{Context, Result, anyhow};
 use ecsim::{Faults, SegmentSpec};
+use rtcat_master::{Application, ZeroOutputs};
 use rtlab::summary;
 use rtlab::summary::Mode;
 use safefs::Dir;
@@ -91,7 +92,7 @@ fn timer_only(job: &Job, live: &Live) -> Result<(Recorder, RtApplied)> {
                 }
                 let (policy, priority) = crate::rt::current_policy();
                 let mut rec = Recorder::new();
-                let stop = crate::signals::stop_requested;
+                let stop = crate::signals::handle();
                 let f0 = crate::rt::thread_minor_faults();
                 let _ = cycle::run_timer_only(&mut rec, live, period, end, &stop) == Exit::Stopped;
                 Ok((
@@ -255,6 +256,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             },
             fatal: None,
             bus: Default::default(),
+            layout: None,
         }),
         Some(target) => {
             let spec = RunSpec {
@@ -268,6 +270,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                     }
                 })),
                 retry_start: job.retry_start,
+                stop: crate::signals::handle(),
             };
             // ethercrab's groups for 1024 subdevices and its init futures are large: give the
             // setup thread a stack that fits them in debug builds too.
@@ -281,6 +284,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                     .map_err(anyhow::Error::from)?
                     .join()
                     .map_err(|_| anyhow!("master thread panicked"))?
+                    .map_err(anyhow::Error::from)
             })
         }
     };

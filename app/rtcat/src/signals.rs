@@ -2,10 +2,10 @@
 //! always written. SIGHUP (a dropped ssh session) and SIGQUIT are handled like SIGTERM: a run
 //! stopped by any of them keeps what it measured.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use rtcat_master::{Stop, StopFlags};
 
-static STOP: AtomicBool = AtomicBool::new(false);
-static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// The process's stop flags: raised by the handlers, polled through [`handle`].
+static FLAGS: StopFlags = StopFlags::new();
 
 /// The signals that stop a run gracefully.
 pub const STOP_SIGNALS: [nix::sys::signal::Signal; 4] = [
@@ -16,8 +16,12 @@ pub const STOP_SIGNALS: [nix::sys::signal::Signal; 4] = [
 ];
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    SIGNAL.store(sig, Ordering::Relaxed);
-    STOP.store(true, Ordering::Release);
+    FLAGS.signalled(sig);
+}
+
+/// The stop handle the signals raise, for the master and every loop of the process.
+pub fn handle() -> Stop {
+    Stop::from_static(&FLAGS)
 }
 
 /// Install the handlers (without SA_RESTART: blocking waits return so loops see the flag).
@@ -35,21 +39,19 @@ pub fn install() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Whether a signal (or [`request_stop`]) asked the process to stop.
 pub fn stop_requested() -> bool {
-    STOP.load(Ordering::Acquire)
+    handle().is_requested()
 }
 
 /// Ask every loop to stop (same effect as a signal).
 pub fn request_stop() {
-    STOP.store(true, Ordering::Release);
+    FLAGS.request();
 }
 
 /// The signal that requested the stop, if any.
 pub fn signal() -> Option<i32> {
-    match SIGNAL.load(Ordering::Relaxed) {
-        0 => None,
-        s => Some(s),
-    }
+    handle().signal()
 }
 
 /// The name of a signal number (`SIGTERM`), or `signal N`.
@@ -67,8 +69,7 @@ pub fn exit_code(sig: i32) -> u8 {
 
 /// Tests run several masters in one process: reset between runs.
 pub fn reset() {
-    STOP.store(false, Ordering::Release);
-    SIGNAL.store(0, Ordering::Relaxed);
+    FLAGS.clear();
 }
 
 /// Restore the default action of SIGPIPE: short commands that only print (`config example`,

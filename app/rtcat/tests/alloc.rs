@@ -4,10 +4,11 @@
 //! thread) switches counting on after a warm-up and samples the thread's minor faults.
 
 use ecsim::{Faults, SegmentSpec};
-use rtcat::app::{Application, EchoCheck};
 use rtcat::config::{Config, TxRxMode};
+use rtcat::echo::EchoCheck;
 use rtcat::master::Target;
 use rtcat::runner::{Job, execute};
+use rtcat_master::{AppError, Application, Cycle, Setup};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 use std::sync::Arc;
@@ -53,8 +54,9 @@ struct Probe {
 }
 
 impl Application for Probe {
-    fn cycle(&mut self, cycle: u64, position: usize, inputs: &[u8], outputs: &mut [u8]) -> bool {
-        if position == 0 {
+    fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        let cycle = cx.status.cycle;
+        {
             if cycle == WARMUP {
                 TRACK.with(|t| t.set(true));
                 self.faults_at_warmup
@@ -65,10 +67,10 @@ impl Application for Probe {
                 self.cycles_tracked.store(cycle - WARMUP, Ordering::Relaxed);
             }
         }
-        self.inner.cycle(cycle, position, inputs, outputs)
+        self.inner.cycle(cx)
     }
-    fn reset(&mut self, lens: &[usize]) {
-        self.inner.reset(lens)
+    fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
+        self.inner.configure(setup)
     }
 }
 

@@ -41,7 +41,7 @@ fn malformed_config_exits_2_naming_the_key() {
 fn shipped_configs_are_valid() {
     let top = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
     for f in [
-        "app/rtcat/rtcat.example.toml",
+        "app/master/rtcat.example.toml",
         "rootfs-overlay/etc/rtcat/rtcat.toml",
     ] {
         let out = rtcat()

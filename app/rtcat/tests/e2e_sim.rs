@@ -2,8 +2,8 @@
 //! every fault detected and recovered from, results written.
 
 use ecsim::{FaultCommand, Faults, SegmentSpec};
-use rtcat::app::EchoCheck;
 use rtcat::config::{Config, TxRxMode};
+use rtcat::echo::EchoCheck;
 use rtcat::master::Target;
 use rtcat::runner::{Job, JobResult, execute};
 use std::sync::Mutex;
@@ -127,18 +127,21 @@ struct FaultAt {
     applied: std::sync::mpsc::Sender<()>,
 }
 
-impl rtcat::app::Application for FaultAt {
-    fn cycle(&mut self, cycle: u64, position: usize, inputs: &[u8], outputs: &mut [u8]) -> bool {
-        if cycle >= self.at_cycle
+impl rtcat_master::Application for FaultAt {
+    fn cycle(&mut self, cx: &mut rtcat_master::Cycle<'_>) {
+        if cx.status.cycle >= self.at_cycle
             && let Some(cmd) = self.cmd.take()
         {
             self.faults.apply(cmd);
             let _ = self.applied.send(());
         }
-        self.inner.cycle(cycle, position, inputs, outputs)
+        self.inner.cycle(cx)
     }
-    fn reset(&mut self, lens: &[usize]) {
-        self.inner.reset(lens)
+    fn configure(
+        &mut self,
+        setup: &mut rtcat_master::Setup<'_>,
+    ) -> Result<(), rtcat_master::AppError> {
+        self.inner.configure(setup)
     }
 }
 

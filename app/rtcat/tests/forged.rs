@@ -6,8 +6,8 @@
 
 use ecsim::netns::{VethPair, root_or_skip};
 use ecsim::wire::{PacketKind, PacketSocket};
-use rtcat::app::EchoCheck;
 use rtcat::config::Config;
+use rtcat::echo::EchoCheck;
 use rtcat::master::{self, Channels, Outcome, RunSpec, Target};
 use rtcat::stats::Live;
 use std::path::Path;
@@ -130,6 +130,7 @@ fn run_master(net: &VethPair, secs: u64) -> (Outcome, Arc<Live>) {
                     no_rt: false,
                     on_ready: None,
                     retry_start: false,
+                    stop: rtcat_master::Stop::new(),
                 };
                 let out = master::run(spec, &mut EchoCheck::default(), &mut ch).expect("run");
                 (out, live)

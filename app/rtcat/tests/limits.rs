@@ -3,8 +3,8 @@
 //! subdevice or byte is refused with an error naming the limit.
 
 use ecsim::{Faults, SegmentSpec};
-use rtcat::app::EchoCheck;
 use rtcat::config::Config;
+use rtcat::echo::EchoCheck;
 use rtcat::master::{MAX_PDI_BYTES, MAX_SUBDEVICES, Target};
 use rtcat::runner::{Job, JobResult, execute};
 use std::time::Duration;

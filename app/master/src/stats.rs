@@ -10,18 +10,29 @@ use std::sync::atomic::{AtomicU64, Ordering};
 /// Everything one run measured. Owned by the cyclic thread while it runs.
 #[derive(Debug, Clone)]
 pub struct Recorder {
+    /// Wake lateness per cycle (ns).
     pub wake: Histogram<u64>,
+    /// Execution time per cycle, wake to end (ns).
     pub exec: Histogram<u64>,
+    /// Round trip, first frame out to last frame in (ns).
     pub rtt: Histogram<u64>,
+    /// Cycles run.
     pub cycles: u64,
+    /// Cycles that ended after the next deadline.
     pub missed_deadlines: u64,
+    /// Periods skipped to catch up.
     pub skipped_periods: u64,
+    /// Cycles with a wrong working counter.
     pub wkc_mismatches: u64,
+    /// Cycles whose frames did not come back in time.
     pub frames_lost: u64,
+    /// Cycles with a subdevice not in OP.
     pub not_op_cycles: u64,
     /// Cycles whose inputs did not echo the outputs (simulated segment only).
     pub data_errors: u64,
+    /// Recoveries that brought the segment back.
     pub recoveries: u64,
+    /// Recovery attempts that failed.
     pub failed_recoveries: u64,
 }
 
@@ -32,6 +43,7 @@ impl Default for Recorder {
 }
 
 impl Recorder {
+    /// Empty histograms and counters.
     pub fn new() -> Self {
         Recorder {
             wake: new_histogram(),
@@ -60,14 +72,17 @@ impl Recorder {
         }
     }
 
+    /// Wake lateness percentiles.
     pub fn wake_stats(&self) -> LatencyStats {
         LatencyStats::from_histogram(&self.wake)
     }
 
+    /// Execution time percentiles.
     pub fn exec_stats(&self) -> LatencyStats {
         LatencyStats::from_histogram(&self.exec)
     }
 
+    /// Round-trip percentiles (None: none measured).
     pub fn rtt_stats(&self) -> Option<LatencyStats> {
         (!self.rtt.is_empty()).then(|| LatencyStats::from_histogram(&self.rtt))
     }
@@ -76,13 +91,19 @@ impl Recorder {
 /// Counters the cyclic thread publishes for the status thread (relaxed atomics, no locks).
 #[derive(Debug, Default)]
 pub struct Live {
+    /// Cycles run.
     pub cycles: AtomicU64,
+    /// Missed deadlines.
     pub missed: AtomicU64,
+    /// Working counter mismatches.
     pub wkc_mismatches: AtomicU64,
+    /// Lost frames.
     pub frames_lost: AtomicU64,
+    /// Recoveries.
     pub recoveries: AtomicU64,
     /// Maxima since the status thread last read them (swapped to 0 on read).
     pub wake_max_ns: AtomicU64,
+    /// Largest execution time since the last read (ns).
     pub exec_max_ns: AtomicU64,
     /// 1 while cycling in OP with a healthy segment, 0 otherwise.
     pub healthy: AtomicU64,
@@ -91,17 +112,21 @@ pub struct Live {
     /// Received frames not taken as replies (all reasons), and frames the link failed to send:
     /// copies of the bus counters, refreshed every cycle and after each bring-up.
     pub rx_rejected: AtomicU64,
+    /// Frames the link failed to send.
     pub send_errors: AtomicU64,
     /// Periods skipped by the catch-up policy (lags the recorder by at most one cycle).
     pub skipped: AtomicU64,
     /// The segment as last brought up (for checkpoints written while the run goes on).
     pub subdevices: AtomicU64,
+    /// Process image bytes.
     pub pdi_bytes: AtomicU64,
+    /// Expected working counter.
     pub expected_wkc: AtomicU64,
 }
 
 impl Live {
     #[inline]
+    /// Publish one cycle (relaxed stores, no allocation).
     pub fn publish(&self, rec: &Recorder, wake: u64, exec: u64, healthy: bool) {
         self.cycles.store(rec.cycles, Ordering::Relaxed);
         self.missed.store(rec.missed_deadlines, Ordering::Relaxed);
@@ -128,16 +153,22 @@ impl Live {
 /// One health event, produced in the cyclic thread, written out by the status thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Event {
+    /// Wall-clock time (ns since the epoch).
     pub unix_ns: u64,
+    /// Cycle number.
     pub cycle: u64,
+    /// What happened.
     pub kind: EventKind,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// What a health event says.
 pub enum EventKind {
     /// The working counter left the expected value.
     WkcMismatch {
+        /// Received.
         got: u16,
+        /// Expected.
         expected: u16,
     },
     /// The working counter is back to the expected value.
@@ -146,32 +177,44 @@ pub enum EventKind {
     FrameLost,
     /// A subdevice's AL state changed (position, new state as ethercrab reports it).
     StateChange {
+        /// Position.
         position: u16,
+        /// New AL state code.
         state: u8,
     },
     /// The cycle ended after the next deadline; `skipped` periods were skipped.
     MissedDeadline {
+        /// Periods skipped.
         skipped: u64,
     },
     /// Inputs did not echo the outputs (simulated segment).
     DataMismatch {
+        /// Position of the first subdevice reported.
         position: u16,
     },
+    /// Re-initialisation started.
     RecoveryStarted {
+        /// Consecutive bad cycles.
         bad_cycles: u32,
     },
+    /// Re-initialisation succeeded.
     RecoveryDone {
+        /// Attempts it took.
         attempts: u32,
     },
+    /// One re-initialisation attempt failed.
     RecoveryFailed {
+        /// Attempt number.
         attempt: u32,
     },
     /// Service start: the segment could not be brought up yet (retried).
     StartFailed {
+        /// Attempt number.
         attempt: u32,
     },
     /// End of the run: outputs zeroed, SAFE-OP, INIT (verified by ethercrab), or not.
     Shutdown {
+        /// Whether INIT was reached.
         reached_init: bool,
     },
 }
@@ -228,11 +271,15 @@ pub fn state_name(s: u8) -> &'static str {
 /// One per-cycle sample for the optional samples.csv.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Sample {
+    /// Cycle number.
     pub cycle: u64,
+    /// Wake lateness (ns).
     pub wake_ns: u64,
+    /// Execution time (ns).
     pub exec_ns: u64,
     /// 0 when no round trip was measured.
     pub rtt_ns: u64,
+    /// Working counter.
     pub wkc: u16,
 }
 

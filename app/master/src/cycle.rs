@@ -6,17 +6,21 @@
 //! Nothing here allocates, locks across I/O, or prints: events and samples go into lock-free
 //! rings drained by the status thread.
 
-use crate::app::Application;
+use crate::application::{Application, Cycle, CycleStatus, RecoveryCause, SubdeviceStatus};
 use crate::bus::{Bus, BusCounters};
 use crate::clock::{now_ns, sleep_until, unix_ns};
+use crate::image::ProcessImage;
+use crate::layout::Layout;
 use crate::master::{MAX_PDI_BYTES, MAX_SUBDEVICES};
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
+use crate::stop::Stop;
 use ethercrab::subdevice_group::{Op, TxRxResponse};
 use ethercrab::{DefaultLock, MainDevice, SubDeviceGroup, SubDeviceState};
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
+/// The segment in OP, as ethercrab holds it.
 pub type OpGroup = SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI_BYTES, DefaultLock, Op>;
 
 /// Why the cyclic loop returned.
@@ -27,15 +31,24 @@ pub enum Exit {
     /// The requested duration elapsed.
     DurationReached,
     /// Too many consecutive bad cycles: the segment must be re-initialised.
-    Recover { bad_cycles: u32 },
+    Recover {
+        /// Consecutive bad cycles.
+        bad_cycles: u32,
+        /// What the last one saw.
+        cause: RecoveryCause,
+    },
 }
 
 /// Fixed parameters of one cyclic phase.
 #[derive(Debug, Clone, Copy)]
 pub struct Params {
+    /// Cycle period.
     pub period_ns: u64,
+    /// How long an exchange waits for its frames.
     pub response_timeout_ns: u64,
+    /// Expected working counter.
     pub expected_wkc: u16,
+    /// Consecutive bad cycles that start a recovery.
     pub bad_cycles_before_recovery: u32,
     /// Monotonic end time (bench duration), if any.
     pub end_ns: Option<u64>,
@@ -47,7 +60,9 @@ pub enum Exchanger {
     Inline(Bus),
     /// A TX/RX thread pumps; the cyclic thread parks until woken.
     Thread {
+        /// The bus counters (the bus is on the TX/RX thread).
         counters: Arc<BusCounters>,
+        /// Wakes this thread when a frame came back.
         waker: Waker,
     },
 }
@@ -121,14 +136,33 @@ fn state_code(s: SubDeviceState) -> u8 {
 
 /// Everything the loop writes to besides the recorder.
 pub struct Sinks<'a> {
+    /// Live counters for the status thread.
     pub live: &'a Live,
+    /// Health events.
     pub events: &'a mut rtrb::Producer<Event>,
+    /// Per-cycle samples.
     pub samples: Option<&'a mut rtrb::Producer<Sample>>,
-    /// Scratch for a copy of one subdevice's inputs (sized to the largest before the loop).
-    pub scratch: &'a mut Vec<u8>,
-    /// Last AL state seen per subdevice.
-    pub states: &'a mut [u8; MAX_SUBDEVICES],
-    pub stop: &'a dyn Fn() -> bool,
+    /// Stop request.
+    pub stop: &'a Stop,
+}
+
+/// What the cycle keeps between cycles of one bring-up, allocated before the loop starts.
+pub struct State {
+    image: ProcessImage,
+    status: Vec<SubdeviceStatus>,
+    /// Each subdevice's share of the expected working counter.
+    shares: Vec<u32>,
+}
+
+impl State {
+    /// State for a segment with `layout`.
+    pub fn new(layout: &Layout, shares: &[u32]) -> Self {
+        State {
+            image: ProcessImage::for_layout(layout),
+            status: vec![SubdeviceStatus::default(); layout.subdevices.len()],
+            shares: shares.to_vec(),
+        }
+    }
 }
 
 #[inline]
@@ -157,6 +191,7 @@ fn advance(deadline: &mut u64, period: u64, end: u64, rec: &mut Recorder) -> Opt
 }
 
 /// Run cycles until stopped, the duration ends, or the segment needs recovery.
+#[allow(clippy::too_many_arguments)]
 pub fn run(
     x: &mut Exchanger,
     md: &MainDevice<'static>,
@@ -164,6 +199,7 @@ pub fn run(
     app: &mut dyn Application,
     rec: &mut Recorder,
     sinks: &mut Sinks<'_>,
+    st: &mut State,
     p: Params,
 ) -> Exit {
     let period = p.period_ns;
@@ -171,11 +207,12 @@ pub fn run(
     let mut deadline = now_ns() + period;
     let mut bad_run: u32 = 0;
     let mut wkc_was_ok = true;
+    let mut cause = RecoveryCause::FramesLost;
     loop {
         sleep_until(deadline);
         let wake = now_ns();
         let lateness = wake.saturating_sub(deadline);
-        if (sinks.stop)() {
+        if sinks.stop.is_requested() {
             return Exit::Stopped;
         }
         if p.end_ns.is_some_and(|e| wake >= e) {
@@ -188,12 +225,46 @@ pub fn run(
 
         let mut bad = false;
         let mut wkc = 0u16;
+        let lost = result.is_err();
         match &result {
             Ok(resp) => {
                 wkc = resp.working_counter;
+                let mut missing_share = 0u32;
+                let mut first_not_op = None;
+                for (i, s) in resp.subdevice_states.iter().enumerate() {
+                    let code = state_code(*s);
+                    if let Some(st) = st.status.get_mut(i) {
+                        if st.al_state != code {
+                            push_event(
+                                sinks.events,
+                                cycle,
+                                EventKind::StateChange {
+                                    position: i as u16,
+                                    state: code,
+                                },
+                            );
+                        }
+                        st.al_state = code;
+                    }
+                    if code != 8 {
+                        missing_share += st.shares.get(i).copied().unwrap_or(0);
+                        first_not_op.get_or_insert((i as u16, code));
+                    }
+                }
+                // A wrong WKC fully explained by the subdevices not in OP leaves the others'
+                // data valid; any other mismatch makes every subdevice's data suspect.
+                let explained = wkc == p.expected_wkc
+                    || u32::from(wkc) + missing_share == u32::from(p.expected_wkc);
+                for s in st.status.iter_mut() {
+                    s.data_valid = explained && s.al_state == 8;
+                }
                 if wkc != p.expected_wkc {
                     rec.wkc_mismatches += 1;
                     bad = true;
+                    cause = RecoveryCause::WkcMismatch {
+                        got: wkc,
+                        expected: p.expected_wkc,
+                    };
                     if wkc_was_ok {
                         push_event(
                             sinks.events,
@@ -209,51 +280,68 @@ pub fn run(
                     wkc_was_ok = true;
                     push_event(sinks.events, cycle, EventKind::WkcRestored);
                 }
-                let mut all_op = true;
-                for (i, s) in resp.subdevice_states.iter().enumerate() {
-                    let code = state_code(*s);
-                    all_op &= code == 8;
-                    if sinks.states[i] != code {
-                        sinks.states[i] = code;
-                        push_event(
-                            sinks.events,
-                            cycle,
-                            EventKind::StateChange {
-                                position: i as u16,
-                                state: code,
-                            },
-                        );
-                    }
-                }
-                if !all_op {
+                if let Some((position, state)) = first_not_op {
                     rec.not_op_cycles += 1;
                     bad = true;
+                    cause = RecoveryCause::NotOp { position, state };
                 }
             }
             Err(()) => {
                 rec.frames_lost += 1;
                 bad = true;
+                cause = RecoveryCause::FramesLost;
+                for s in st.status.iter_mut() {
+                    s.data_valid = false;
+                }
                 push_event(sinks.events, cycle, EventKind::FrameLost);
             }
         }
 
-        // The application sees this cycle's inputs and writes the next outputs -- only after a
-        // complete exchange: with a wrong WKC some inputs are stale, and the outputs of the last
-        // good cycle stay in place.
-        if !bad {
+        // The application sees this cycle's inputs (those that came back) and writes the next
+        // outputs, on bad cycles too: it decides what a bad cycle means for the machine.
+        if !lost {
             for (i, sd) in group.iter(md).enumerate() {
-                let mut io = sd.io_raw_mut();
-                let n = io.inputs().len().min(sinks.scratch.len());
-                sinks.scratch[..n].copy_from_slice(&io.inputs()[..n]);
-                if !app.cycle(cycle, i, &sinks.scratch[..n], io.outputs()) {
-                    rec.data_errors += 1;
-                    push_event(
-                        sinks.events,
-                        cycle,
-                        EventKind::DataMismatch { position: i as u16 },
-                    );
-                }
+                let io = sd.io_raw();
+                let dst = st.image.inputs_of_mut(i);
+                let n = dst.len().min(io.inputs().len());
+                dst[..n].copy_from_slice(&io.inputs()[..n]);
             }
+        }
+        let mut data_errors = 0u32;
+        let mut first_error = None;
+        {
+            let status = CycleStatus {
+                cycle,
+                deadline_ns: deadline,
+                wake_ns: wake,
+                expected_wkc: p.expected_wkc,
+                wkc,
+                frames_lost: lost,
+                subdevices: &st.status,
+            };
+            app.cycle(&mut Cycle {
+                status: &status,
+                image: &mut st.image,
+                data_errors: &mut data_errors,
+                first_error: &mut first_error,
+            });
+        }
+        for (i, sd) in group.iter(md).enumerate() {
+            let mut io = sd.io_raw_mut();
+            let src = st.image.outputs_of(i);
+            let out = io.outputs();
+            let n = out.len().min(src.len());
+            out[..n].copy_from_slice(&src[..n]);
+        }
+        if data_errors > 0 {
+            rec.data_errors += u64::from(data_errors);
+            push_event(
+                sinks.events,
+                cycle,
+                EventKind::DataMismatch {
+                    position: first_error.unwrap_or(0),
+                },
+            );
         }
 
         let end = now_ns();
@@ -282,6 +370,7 @@ pub fn run(
         if bad_run >= p.bad_cycles_before_recovery {
             return Exit::Recover {
                 bad_cycles: bad_run,
+                cause,
             };
         }
     }
@@ -293,14 +382,14 @@ pub fn run_timer_only(
     live: &Live,
     period: u64,
     end_ns: Option<u64>,
-    stop: &dyn Fn() -> bool,
+    stop: &Stop,
 ) -> Exit {
     let mut deadline = now_ns() + period;
     loop {
         sleep_until(deadline);
         let wake = now_ns();
         let lateness = wake.saturating_sub(deadline);
-        if stop() {
+        if stop.is_requested() {
             return Exit::Stopped;
         }
         if end_ns.is_some_and(|e| wake >= e) {

@@ -8,12 +8,13 @@
 //! link), and a frame that is not EtherCAT, was not processed by the segment, comes from another
 //! source or has an implausible length is counted by [`RxReject`] reason and dropped.
 
+#[cfg(feature = "sim")]
 use ecsim::SimPort;
-use ecsim::frame::{
-    DATAGRAM_HEADER_LEN, ECAT_HEADER_LEN, ETH_HEADER_LEN, ETHERCAT_ETHERTYPE, WKC_LEN,
-};
-use ecsim::wire::{PacketKind, PacketSocket, wait_fds};
 use ethercrab::{PduRx, PduTx};
+use rtcat_packet::{
+    DATAGRAM_HEADER_LEN, ECAT_HEADER_LEN, ETH_HEADER_LEN, ETHERCAT_ETHERTYPE, PacketKind,
+    PacketSocket, WKC_LEN, wait_fds,
+};
 use std::io;
 use std::os::fd::{AsRawFd, RawFd};
 use std::sync::Arc;
@@ -32,7 +33,7 @@ pub const MAX_FRAME: usize = 1536;
 pub const MASTER_MAC: [u8; 6] = [0x10; 6];
 /// The source MAC address of a reply: the master's with the locally administered bit (bit 1 of
 /// the first octet) set by the first subdevice that processed the frame ("The source MAC address
-/// is changed for every frame passing the EtherCAT Processing Unit (SOURCE_MAC[1] is set to 1)",
+/// is changed for every frame passing the EtherCAT Processing Unit (`SOURCE_MAC[1]` is set to 1)",
 /// Beckhoff EtherCAT Slave Controller Technology, Section I, 3 Frame Processing; `ecsim` does the
 /// same). Anyone on the wire can still send this address: the check keeps out other traffic and
 /// frames that went astray, it is no authentication.
@@ -72,6 +73,7 @@ pub enum RxReject {
 }
 
 impl RxReject {
+    /// Every reason, in the order of the counters.
     pub const ALL: [RxReject; 5] = [
         RxReject::BadLength,
         RxReject::NotEthercat,
@@ -152,10 +154,13 @@ pub trait Link: Send {
 }
 
 /// The in-process simulated segment as a link: processing happens inside `send`.
+#[cfg(feature = "sim")]
 pub struct SimLink {
+    /// The simulated segment's port.
     pub port: SimPort,
 }
 
+#[cfg(feature = "sim")]
 impl Link for SimLink {
     fn send(&mut self, frame: &[u8]) -> io::Result<()> {
         self.port.send(frame);
@@ -191,6 +196,7 @@ impl Link for SimLink {
 
 /// An AF_PACKET socket on a real (or veth) interface.
 pub struct SocketLink {
+    /// The bound socket.
     pub sock: PacketSocket,
 }
 
@@ -232,6 +238,7 @@ impl Link for SocketLink {
 /// Counters of the bus, readable from any thread.
 #[derive(Debug, Default)]
 pub struct BusCounters {
+    /// Frames sent.
     pub sent: AtomicU64,
     /// Every frame received, replies or not.
     pub received: AtomicU64,
@@ -239,23 +246,36 @@ pub struct BusCounters {
     pub rx_rejected: AtomicU64,
     /// ... and by reason, indexed like [`RxReject::ALL`].
     pub rx_rejected_by: [AtomicU64; RxReject::ALL.len()],
+    /// Frames the link failed to send.
     pub send_errors: AtomicU64,
+    /// Receive errors of the link.
     pub recv_errors: AtomicU64,
     /// Monotonic time of the first frame sent / last frame received in the current cycle.
     pub first_tx_ns: AtomicU64,
+    /// When the last reply of the current cycle arrived (monotonic ns, 0: none yet).
     pub last_rx_ns: AtomicU64,
 }
 
 /// ethercrab's TX/RX handles plus a link.
 pub struct Bus {
+    /// ethercrab's sending half.
     pub tx: PduTx<'static>,
+    /// ethercrab's receiving half.
     pub rx: PduRx<'static>,
+    /// What the frames go over.
     pub link: Box<dyn Link>,
+    /// Counters, shared with whoever reports them.
     pub counters: Arc<BusCounters>,
     buf: Box<[u8; MAX_FRAME]>,
 }
 
 impl Bus {
+    /// The PDU halves back (the link is closed).
+    pub fn into_parts(self) -> (PduTx<'static>, PduRx<'static>, Box<dyn Link>) {
+        (self.tx, self.rx, self.link)
+    }
+
+    /// A bus moving the frames of `tx`/`rx` over `link`.
     pub fn new(tx: PduTx<'static>, rx: PduRx<'static>, link: Box<dyn Link>) -> Self {
         Bus {
             tx,
@@ -424,13 +444,18 @@ pub struct TxRxThread {
 /// How a TX/RX thread is set up.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ThreadRt {
+    /// CPU to pin the thread to.
     pub cpu: Option<usize>,
+    /// SCHED_FIFO priority (None: the default policy).
     pub fifo_priority: Option<u8>,
 }
 
 impl TxRxThread {
-    pub fn spawn(mut bus: Bus, rt: ThreadRt) -> anyhow::Result<Self> {
-        let efd = Arc::new(EventFdWaker(new_eventfd()?));
+    /// Start a TX/RX thread on `bus` with the real-time settings `rt`.
+    pub fn spawn(mut bus: Bus, rt: ThreadRt) -> crate::Result<Self> {
+        let efd = Arc::new(EventFdWaker(
+            new_eventfd().map_err(crate::Error::io("eventfd for the TX/RX thread"))?,
+        ));
         let efd_raw = efd.0.as_raw_fd();
         let waker = Waker::from(efd.clone());
         // Register before the thread starts: a frame queued in between must wake it, not a
@@ -439,11 +464,11 @@ impl TxRxThread {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let waker2 = waker.clone();
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<anyhow::Result<()>>();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel::<crate::Result<()>>();
         let handle = std::thread::Builder::new()
             .name("rtcat-txrx".into())
             .spawn(move || {
-                let setup = (|| -> anyhow::Result<()> {
+                let setup = (|| -> crate::Result<()> {
                     if let Some(cpu) = rt.cpu {
                         crate::rt::pin_to(cpu)?;
                     }
@@ -468,14 +493,15 @@ impl TxRxThread {
                     unsafe { libc::read(efd_raw, drain.as_mut_ptr() as *mut libc::c_void, 8) };
                 }
                 bus
-            })?;
+            })
+            .map_err(crate::Error::io("spawn the TX/RX thread"))?;
         match ready_rx.recv() {
             Ok(Ok(())) => {}
             Ok(Err(e)) => {
                 let _ = handle.join();
-                return Err(e.context("TX/RX thread setup"));
+                return Err(e);
             }
-            Err(_) => anyhow::bail!("TX/RX thread died during setup"),
+            Err(_) => return Err(crate::Error::Panicked("TX/RX")),
         }
         Ok(TxRxThread {
             stop,

@@ -1,26 +1,30 @@
 //! Real-time setup of the process and its threads: locked memory, SCHED_FIFO, CPU affinity,
 //! timer slack, /dev/cpu_dma_latency. Every failure names the capability or limit and the fix.
 
-use anyhow::{Context, Result, bail};
+use crate::error::{Error, Result};
 use std::fs::OpenOptions;
 use std::io::Write;
 
-fn os_err() -> std::io::Error {
-    std::io::Error::last_os_error()
+fn rt_err(what: impl Into<String>, why: impl Into<String>) -> Error {
+    Error::RealTime {
+        what: what.into(),
+        why: why.into(),
+    }
 }
 
 /// mlockall(MCL_CURRENT | MCL_FUTURE): no page of the process is ever paged out or faulted in.
 pub fn lock_memory() -> Result<()> {
-    // SAFETY: plain syscall.
-    if unsafe { libc::mlockall(libc::MCL_CURRENT | libc::MCL_FUTURE) } != 0 {
-        let e = os_err();
-        bail!(
-            "mlockall failed: {e}; needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK \
-             (run as root, `setcap cap_ipc_lock,cap_sys_nice,cap_net_raw+ep rtcat`, or \
-             LimitMEMLOCK=infinity in the unit); or run with --no-rt"
-        );
-    }
-    Ok(())
+    use nix::sys::mman::{MlockAllFlags, mlockall};
+    mlockall(MlockAllFlags::MCL_CURRENT | MlockAllFlags::MCL_FUTURE).map_err(|e| {
+        rt_err(
+            "mlockall",
+            format!(
+                "{e}; needs CAP_IPC_LOCK or a large enough RLIMIT_MEMLOCK (run as root, \
+                 `setcap cap_ipc_lock,cap_sys_nice,cap_net_raw+ep rtcat`, or \
+                 LimitMEMLOCK=infinity in the unit); or run with --no-rt"
+            ),
+        )
+    })
 }
 
 /// Make the calling thread SCHED_FIFO at `priority`.
@@ -28,33 +32,41 @@ pub fn set_fifo(priority: u8) -> Result<()> {
     let param = libc::sched_param {
         sched_priority: i32::from(priority),
     };
+    // nix has no pthread_setschedparam (sched_setscheduler would change the whole process's
+    // main thread semantics under glibc): libc it is.
     // SAFETY: pthread_self is always valid; param is a valid pointer.
     let rc = unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) };
     if rc != 0 {
         let e = std::io::Error::from_raw_os_error(rc);
-        bail!(
-            "SCHED_FIFO priority {priority} refused: {e}; needs CAP_SYS_NICE or RLIMIT_RTPRIO >= \
-             {priority} (run as root, setcap cap_sys_nice+ep, or LimitRTPRIO={priority} in the \
-             unit); or run with --no-rt"
-        );
+        return Err(rt_err(
+            format!("SCHED_FIFO priority {priority}"),
+            format!(
+                "{e}; needs CAP_SYS_NICE or RLIMIT_RTPRIO >= {priority} (run as root, setcap \
+                 cap_sys_nice+ep, or LimitRTPRIO={priority} in the unit); or run with --no-rt"
+            ),
+        ));
     }
     Ok(())
 }
 
 /// Pin the calling thread to one CPU.
 pub fn pin_to(cpu: usize) -> Result<()> {
+    let what = || format!("pin to CPU {cpu}");
     let mut set = nix::sched::CpuSet::new();
     set.set(cpu)
-        .with_context(|| format!("CPU {cpu} is beyond the CPU set size"))?;
-    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).with_context(|| {
-        format!(
-            "cannot pin to CPU {cpu}: it is not online or not allowed here (online: {})",
-            online_cpus().unwrap_or_else(|| "unknown".into())
+        .map_err(|_| rt_err(what(), "beyond the CPU set size"))?;
+    nix::sched::sched_setaffinity(nix::unistd::Pid::from_raw(0), &set).map_err(|e| {
+        rt_err(
+            what(),
+            format!(
+                "{e}: the CPU is not online or not allowed here (online: {})",
+                online_cpus().unwrap_or_else(|| "unknown".into())
+            ),
         )
-    })?;
-    Ok(())
+    })
 }
 
+/// The online CPUs as the kernel lists them (`0-3`), for messages.
 pub fn online_cpus() -> Option<String> {
     rttune::SysRoot::live()
         .read_opt("/sys/devices/system/cpu/online")
@@ -63,17 +75,13 @@ pub fn online_cpus() -> Option<String> {
 
 /// Timer slack of the calling thread (1 ns: no coalescing of our wakeups).
 pub fn set_timer_slack(ns: u64) -> Result<()> {
-    // SAFETY: prctl with integer arguments.
-    if unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, ns as libc::c_ulong, 0, 0, 0) } != 0 {
-        bail!("PR_SET_TIMERSLACK {ns}: {}", os_err());
-    }
-    Ok(())
+    nix::sys::prctl::set_timerslack(ns)
+        .map_err(|e| rt_err(format!("PR_SET_TIMERSLACK {ns}"), e.to_string()))
 }
 
+/// Timer slack of the calling thread, in ns.
 pub fn timer_slack() -> u64 {
-    // SAFETY: prctl with integer arguments.
-    let v = unsafe { libc::prctl(libc::PR_GET_TIMERSLACK, 0, 0, 0, 0) };
-    v.max(0) as u64
+    nix::sys::prctl::get_timerslack().map_or(0, |v| v.max(0) as u64)
 }
 
 /// Touch `kib` KiB of stack so that the cyclic path never faults a stack page in.
@@ -101,16 +109,22 @@ pub struct DmaLatencyGuard {
 }
 
 impl DmaLatencyGuard {
+    /// Open /dev/cpu_dma_latency and ask for 0 µs.
     pub fn hold_zero() -> Result<Self> {
         let mut f = OpenOptions::new()
             .write(true)
             .open("/dev/cpu_dma_latency")
-            .context(
-                "cannot open /dev/cpu_dma_latency (needs root or a udev rule granting write \
-                 access; or set rt.hold_cpu_dma_latency = false)",
-            )?;
+            .map_err(|e| {
+                rt_err(
+                    "open /dev/cpu_dma_latency",
+                    format!(
+                        "{e} (needs root or a udev rule granting write access; or set \
+                         rt.hold_cpu_dma_latency = false)"
+                    ),
+                )
+            })?;
         f.write_all(&0i32.to_ne_bytes())
-            .context("write 0 to /dev/cpu_dma_latency")?;
+            .map_err(|e| rt_err("write 0 to /dev/cpu_dma_latency", e.to_string()))?;
         Ok(Self { _file: f })
     }
 }
@@ -132,15 +146,13 @@ pub fn current_policy() -> (String, u32) {
 /// Name the calling thread (visible in /proc/PID/task/TID/comm, used by `rtcat doctor`).
 pub fn name_thread(name: &str) {
     if let Ok(c) = std::ffi::CString::new(name) {
-        // SAFETY: valid NUL-terminated string of at most 15 bytes + NUL (truncated by the kernel).
-        unsafe { libc::prctl(libc::PR_SET_NAME, c.as_ptr() as libc::c_ulong, 0, 0, 0) };
+        // The kernel truncates to 15 bytes + NUL.
+        let _ = nix::sys::prctl::set_name(&c);
     }
 }
 
 /// Minor page faults of the calling thread so far.
 pub fn thread_minor_faults() -> u64 {
-    let mut ru: libc::rusage = unsafe { std::mem::zeroed() };
-    // SAFETY: valid out-pointer.
-    unsafe { libc::getrusage(libc::RUSAGE_THREAD, &mut ru) };
-    ru.ru_minflt as u64
+    use nix::sys::resource::{UsageWho, getrusage};
+    getrusage(UsageWho::RUSAGE_THREAD).map_or(0, |u| u.minor_page_faults().max(0) as u64)
 }

@@ -16,34 +16,61 @@ pub const EXAMPLE: &str = include_str!("../rtcat.example.toml");
 pub const MAX_CONFIG_BYTES: u64 = 1 << 20;
 
 #[derive(Debug, Error)]
+/// Why a configuration was refused.
 pub enum ConfigError {
     #[error("cannot read config: {source}")]
-    Read { path: String, source: safefs::Error },
-    #[error("config {path}: {message}")]
-    Parse { path: String, message: String },
-    #[error("config {path}: {key} = {value}: {message}")]
-    Invalid {
+    /// The file could not be read.
+    Read {
+        /// The file.
         path: String,
+        /// Why it could not be read.
+        source: safefs::Error,
+    },
+    #[error("config {path}: {message}")]
+    /// The file is not valid TOML for this schema.
+    Parse {
+        /// The file.
+        path: String,
+        /// The parser's message (names the key and line).
+        message: String,
+    },
+    #[error("config {path}: {key} = {value}: {message}")]
+    /// A value is out of range: the key, the value and the allowed range are named.
+    Invalid {
+        /// The file.
+        path: String,
+        /// The key (`cycle.period_us`).
         key: String,
+        /// The value found.
         value: String,
+        /// What is allowed.
         message: String,
     },
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
+/// The whole configuration file (`/etc/rtcat/rtcat.toml`); every section has defaults.
 pub struct Config {
+    /// `[bus]`: the interface and the bring-up timeouts.
     pub bus: BusConfig,
+    /// `[cycle]`: period, CPU, priority, TX/RX mode.
     pub cycle: CycleConfig,
+    /// `[rt]`: process-wide real-time settings.
     pub rt: RtConfig,
+    /// `[segment]`: what the segment must look like.
     pub segment: SegmentConfig,
+    /// `[health]`: when to recover and when to give up.
     pub health: HealthConfig,
+    /// `[output]`: results, status lines, checkpoints.
     pub output: OutputConfig,
+    /// `[tune]`: the CPU shield and NIC tuning (`rtcat tune`).
     pub tune: rttune::TuneSection,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+/// `[bus]`.
 pub struct BusConfig {
     /// NIC wired to the EtherCAT segment.
     pub interface: String,
@@ -81,13 +108,19 @@ pub enum TxRxMode {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+/// `[cycle]`.
 pub struct CycleConfig {
+    /// Cycle period in µs.
     pub period_us: u32,
     /// CPU of the cyclic thread (the RT CPU); absent: not pinned.
     pub cpu: Option<usize>,
+    /// SCHED_FIFO priority of the cyclic thread.
     pub priority: u8,
+    /// Who moves the frames.
     pub txrx: TxRxMode,
+    /// CPU of the TX/RX thread (`txrx = "thread"`); absent: the cycle's CPU.
     pub txrx_cpu: Option<usize>,
+    /// SCHED_FIFO priority of the TX/RX thread.
     pub txrx_priority: u8,
 }
 
@@ -106,9 +139,13 @@ impl Default for CycleConfig {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+/// `[rt]`.
 pub struct RtConfig {
+    /// mlockall(MCL_CURRENT | MCL_FUTURE) once the segment is up.
     pub lock_memory: bool,
+    /// Hold /dev/cpu_dma_latency at 0 µs while running (no deep C-states).
     pub hold_cpu_dma_latency: bool,
+    /// Timer slack of the cyclic thread (ns).
     pub timer_slack_ns: u64,
     /// Stack the cyclic thread prefaults before its first cycle (KiB).
     pub prefault_stack_kib: u32,
@@ -127,24 +164,31 @@ impl Default for RtConfig {
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
+/// `[[segment.device]]`: identity the subdevice at a position must have.
 pub struct ExpectedDevice {
+    /// Position in the segment.
     pub position: u16,
+    /// Vendor ID it must have.
     pub vendor_id: Option<u32>,
+    /// Product code it must have.
     pub product_id: Option<u32>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
+/// `[segment]`.
 pub struct SegmentConfig {
     /// Expected number of subdevices; absent: whatever is found.
     pub subdevices: Option<u16>,
     /// Expected working counter; absent: derived from the mapping (+2 outputs, +1 inputs).
     pub expected_wkc: Option<u32>,
+    /// Identities to check at every bring-up.
     pub device: Vec<ExpectedDevice>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+/// `[health]`.
 pub struct HealthConfig {
     /// Consecutive bad cycles (WKC mismatch, lost frame, subdevice not in OP) before the master
     /// re-initialises the segment.
@@ -167,7 +211,9 @@ impl Default for HealthConfig {
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
+/// `[output]`.
 pub struct OutputConfig {
+    /// Results directory of `rtcat run`.
     pub dir: PathBuf,
     /// Write one CSV row per cycle (samples.csv).
     pub samples_csv: bool,
@@ -193,6 +239,7 @@ impl Default for OutputConfig {
 }
 
 impl Config {
+    /// Read, parse and validate a file (at most [`MAX_CONFIG_BYTES`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
         let text = safefs::read_to_string_bounded(path, MAX_CONFIG_BYTES).map_err(|source| {
             ConfigError::Read {
@@ -203,6 +250,7 @@ impl Config {
         Self::parse(&text, &path.display().to_string())
     }
 
+    /// Parse and validate `text`; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
         let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_string(),

@@ -1,0 +1,267 @@
+//! The application API: what the machine's logic implements to run in the master's cycle.
+//!
+//! - [`Application::configure`] — at every (re)initialisation, in PRE-OP, on the master's
+//!   setup thread: the subdevices, the layout of the process data, register access. Resolve the
+//!   entries the cycle needs here ([`Setup::input`], [`Setup::output`]).
+//! - [`Application::cycle`] — once per cycle on the real-time thread, with the process image and
+//!   the cycle's status, also on bad cycles: the application decides what its outputs are
+//!   then (hold, zero, quick stop). What it writes goes out with the next exchange. It must not
+//!   allocate, lock, block or print.
+//! - [`Application::on_recovery`] and [`Application::shutdown`] — notifications with the reason,
+//!   off the real-time thread.
+
+use crate::image::{Input, Output, PdoValue, ProcessImage};
+use crate::layout::{Layout, LayoutError, Subdevice};
+
+/// An error an application returns from `configure`: the master refuses the segment and (in
+/// service mode) retries the bring-up after the back-off.
+pub type AppError = Box<dyn std::error::Error + Send + Sync>;
+
+/// The AL state code of a subdevice as it reports it (ETG.1000.6 Table 9).
+pub mod al_state {
+    /// No state read.
+    pub const NONE: u8 = 0x00;
+    /// INIT.
+    pub const INIT: u8 = 0x01;
+    /// PRE-OP.
+    pub const PRE_OP: u8 = 0x02;
+    /// BOOT.
+    pub const BOOT: u8 = 0x03;
+    /// SAFE-OP.
+    pub const SAFE_OP: u8 = 0x04;
+    /// OP.
+    pub const OP: u8 = 0x08;
+}
+
+/// Per-subdevice status of one cycle.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SubdeviceStatus {
+    /// AL state code as read this cycle ([`al_state`]); unchanged when the frame was lost.
+    pub al_state: u8,
+    /// Its inputs in the image are this cycle's and its outputs were written by the segment:
+    /// the frame came back, the subdevice is in OP, and the working counter is the expected one
+    /// or short by exactly the shares of the subdevices not in OP.
+    pub data_valid: bool,
+}
+
+impl SubdeviceStatus {
+    /// In OP.
+    pub fn in_op(&self) -> bool {
+        self.al_state == al_state::OP
+    }
+}
+
+/// The status of one cycle, as the application sees it.
+#[derive(Debug, Clone, Copy)]
+pub struct CycleStatus<'a> {
+    /// Cycle number since the start of the run (continues across recoveries).
+    pub cycle: u64,
+    /// The absolute deadline this cycle woke for (CLOCK_MONOTONIC, ns).
+    pub deadline_ns: u64,
+    /// When the thread woke (CLOCK_MONOTONIC, ns).
+    pub wake_ns: u64,
+    /// Working counter the segment should return.
+    pub expected_wkc: u16,
+    /// Working counter returned (0 when the frame was lost).
+    pub wkc: u16,
+    /// No response within the response timeout: inputs are the previous cycle's.
+    pub frames_lost: bool,
+    /// Per subdevice, in position order.
+    pub subdevices: &'a [SubdeviceStatus],
+}
+
+impl CycleStatus<'_> {
+    /// Everything came back as expected: frame, working counter, every subdevice in OP.
+    pub fn is_good(&self) -> bool {
+        !self.frames_lost
+            && self.wkc == self.expected_wkc
+            && self.subdevices.iter().all(SubdeviceStatus::in_op)
+    }
+}
+
+/// What the application gets every cycle.
+pub struct Cycle<'a> {
+    /// The cycle's status.
+    pub status: &'a CycleStatus<'a>,
+    /// The process image: this cycle's inputs, the outputs to send.
+    pub image: &'a mut ProcessImage,
+    pub(crate) data_errors: &'a mut u32,
+    pub(crate) first_error: &'a mut Option<u16>,
+}
+
+impl Cycle<'_> {
+    /// Read an input.
+    #[inline]
+    pub fn get<T: PdoValue>(&mut self, e: &Input<T>) -> T {
+        self.image.get(e)
+    }
+
+    /// Write an output.
+    #[inline]
+    pub fn set<T: PdoValue>(&mut self, e: &Output<T>, v: T) {
+        self.image.set(e, v)
+    }
+
+    /// Report that the inputs of the subdevice at `position` are not what the application
+    /// expects: counted as a data error (`data_errors` in the results) with an event.
+    #[inline]
+    pub fn data_error(&mut self, position: u16) {
+        *self.data_errors += 1;
+        self.first_error.get_or_insert(position);
+    }
+}
+
+/// A subdevice as the master found it at (re)initialisation.
+pub type SubdeviceInfo = Subdevice;
+
+/// What `configure` can see and do: the segment in PRE-OP.
+pub struct Setup<'a> {
+    pub(crate) layout: &'a Layout,
+    pub(crate) registers: &'a mut dyn RegisterAccess,
+}
+
+/// Register access to the subdevices (configured station addressing).
+pub trait RegisterAccess {
+    /// Read `buf.len()` bytes at ESC register `register` of the subdevice at `position`.
+    fn read(&mut self, position: u16, register: u16, buf: &mut [u8]) -> crate::Result<()>;
+    /// Write `data` at ESC register `register` of the subdevice at `position`.
+    fn write(&mut self, position: u16, register: u16, data: &[u8]) -> crate::Result<()>;
+}
+
+impl Setup<'_> {
+    /// The subdevices, in position order.
+    pub fn subdevices(&self) -> &[SubdeviceInfo] {
+        &self.layout.subdevices
+    }
+
+    /// The layout of the process data in effect.
+    pub fn layout(&self) -> &Layout {
+        self.layout
+    }
+
+    /// The input entry called `name`, as a `T`.
+    pub fn input<T: PdoValue>(&self, name: &str) -> Result<Input<T>, LayoutError> {
+        self.layout.input(name)
+    }
+
+    /// The output entry called `name`, as a `T`.
+    pub fn output<T: PdoValue>(&self, name: &str) -> Result<Output<T>, LayoutError> {
+        self.layout.output(name)
+    }
+
+    /// The input entry `index:subindex` of the subdevice at `position`.
+    pub fn input_at<T: PdoValue>(
+        &self,
+        position: u16,
+        index: u16,
+        subindex: u8,
+    ) -> Result<Input<T>, LayoutError> {
+        self.layout.input_at(position, index, subindex)
+    }
+
+    /// The output entry `index:subindex` of the subdevice at `position`.
+    pub fn output_at<T: PdoValue>(
+        &self,
+        position: u16,
+        index: u16,
+        subindex: u8,
+    ) -> Result<Output<T>, LayoutError> {
+        self.layout.output_at(position, index, subindex)
+    }
+
+    /// Read ESC registers of the subdevice at `position` (e.g. 0x0130 AL status).
+    pub fn read_register(
+        &mut self,
+        position: u16,
+        register: u16,
+        buf: &mut [u8],
+    ) -> crate::Result<()> {
+        self.registers.read(position, register, buf)
+    }
+
+    /// Write ESC registers of the subdevice at `position`.
+    pub fn write_register(
+        &mut self,
+        position: u16,
+        register: u16,
+        data: &[u8],
+    ) -> crate::Result<()> {
+        self.registers.write(position, register, data)
+    }
+}
+
+/// Why the master re-initialises the segment.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RecoveryCause {
+    /// Frames did not come back.
+    FramesLost,
+    /// The working counter was wrong.
+    WkcMismatch {
+        /// Last value received.
+        got: u16,
+        /// Expected value.
+        expected: u16,
+    },
+    /// A subdevice left OP.
+    NotOp {
+        /// Its position.
+        position: u16,
+        /// Its AL state code.
+        state: u8,
+    },
+}
+
+/// A recovery notification.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Recovery {
+    /// Consecutive bad cycles that triggered it.
+    pub bad_cycles: u32,
+    /// The last bad cycle's cause.
+    pub cause: RecoveryCause,
+    /// Cycle number when it started.
+    pub cycle: u64,
+}
+
+/// Why the run ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ShutdownReason {
+    /// A stop was requested (`signal`: the signal that requested it, if one did).
+    Stopped {
+        /// The signal number.
+        signal: Option<i32>,
+    },
+    /// The requested duration elapsed.
+    Duration,
+    /// The segment could not be brought back.
+    Fatal(String),
+}
+
+/// The machine's logic in the cycle. Only [`Application::cycle`] is required.
+pub trait Application: Send {
+    /// The segment was (re)initialised and is in PRE-OP: look at it, resolve the entries the
+    /// cycle needs, keep what you need (allocate here, never in `cycle`). An error refuses the
+    /// segment: the bring-up fails with it.
+    fn configure(&mut self, _setup: &mut Setup<'_>) -> Result<(), AppError> {
+        Ok(())
+    }
+
+    /// One cycle: read inputs, write outputs. Called on bad cycles too (see
+    /// [`CycleStatus::is_good`] and [`SubdeviceStatus::data_valid`]).
+    fn cycle(&mut self, cycle: &mut Cycle<'_>);
+
+    /// The master starts re-initialising the segment (the next call is `configure`).
+    fn on_recovery(&mut self, _recovery: &Recovery) {}
+
+    /// The run ends: after this the master zeroes every output, then SAFE-OP, INIT.
+    fn shutdown(&mut self, _reason: &ShutdownReason) {}
+}
+
+/// The reference behaviour: every output held at zero, inputs ignored.
+#[derive(Debug, Default)]
+pub struct ZeroOutputs;
+
+impl Application for ZeroOutputs {
+    fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        cx.image.outputs_mut().fill(0);
+    }
+}

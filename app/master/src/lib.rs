@@ -1,0 +1,153 @@
+//! # rtcat-master: a real-time EtherCAT master as a library
+//!
+//! The master of [rtcat](https://github.com/rtcat/rtcat) on [ethercrab]: it brings a segment to
+//! OP, runs the cyclic exchange on absolute deadlines in a pinned `SCHED_FIFO` thread with locked
+//! memory, measures every cycle (wake lateness, execution time, round trip, missed deadlines,
+//! working counter, lost frames), recovers from faults by re-initialising the segment without
+//! restarting, and shuts down cleanly (outputs zero, SAFE-OP, INIT). Your code is the
+//! [`Application`]: it sees the segment at every bring-up and runs in the cycle.
+//!
+//! ```no_run
+//! use rtcat_master::{Application, Config, Cycle, Input, Output, RunSpec, Setup, Stop, Target};
+//!
+//! #[derive(Default)]
+//! struct Conveyor {
+//!     io: Option<(Input<bool>, Output<bool>)>,
+//! }
+//!
+//! impl Application for Conveyor {
+//!     fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), rtcat_master::AppError> {
+//!         // Resolved once per bring-up; the cycle then does no lookup.
+//!         self.io = Some((setup.input("Input 1")?, setup.output("Output 1")?));
+//!         Ok(())
+//!     }
+//!
+//!     fn cycle(&mut self, cx: &mut Cycle<'_>) {
+//!         let Some((sensor, motor)) = self.io else { return };
+//!         if cx.status.is_good() {
+//!             let on = cx.get(&sensor);
+//!             cx.set(&motor, on);
+//!         } else {
+//!             cx.set(&motor, false); // a bad cycle stops the conveyor
+//!         }
+//!     }
+//! }
+//!
+//! let spec = RunSpec::new(Config::default(), Target::Iface("ecat0".into()), Stop::new());
+//! let outcome = rtcat_master::run_simple(spec, &mut Conveyor::default()).unwrap();
+//! println!("{} cycles, {} missed deadlines", outcome.rec.cycles, outcome.rec.missed_deadlines);
+//! ```
+//!
+//! ## Data flow
+//! [`config`] → [`master`] (bring-up, recovery) → [`cycle`] (the real-time loop) → [`stats`]
+//! (histograms, counters, events) → the caller (results files, status lines, service
+//! notifications live in the `rtcat` binary). The library prints nothing: failures during
+//! bring-up go to the [`log`] crate and to [`stats::EventKind`] events.
+//!
+//! ## Process data
+//! At every bring-up, in PRE-OP, the master reads the mapping each subdevice will run with (CoE
+//! 0x1C12/0x1C13 and the PDOs they list, or the SII PDO categories) into a [`Layout`]: every
+//! entry's subdevice, PDO, index:subindex, name, bit offset, bit length and data type. After OP
+//! the image ethercrab configured is checked against it. [`Setup::input`] / [`Setup::output`]
+//! resolve entries to typed accessors ([`Input`], [`Output`]: bool, u8…u64, i8…i64, f32, f64);
+//! [`image::ProcessImage::inputs_of`] gives a subdevice's bytes for `ethercrab-wire` structs.
+//!
+//! ## Features
+//! - `sim`: the in-process simulated segment (`ecsim`) as `Target::Sim`. Off by default: a
+//!   controller built without it does not contain the simulator.
+//!
+//! ## Real-time rules of the cycle
+//! [`Application::cycle`] runs on the cyclic thread: it must not allocate, lock, block, print
+//! or make system calls. The master's own part of the cycle keeps to the same rules; its tests
+//! count allocations and minor page faults over thousands of cycles.
+
+#![deny(missing_docs)]
+
+pub mod application;
+pub mod bus;
+pub mod clock;
+pub mod config;
+pub mod cycle;
+mod error;
+pub mod image;
+pub mod layout;
+pub mod mapping;
+pub mod master;
+pub mod netuse;
+pub mod rt;
+pub mod sii;
+pub mod stats;
+mod stop;
+
+pub use application::{
+    AppError, Application, Cycle, CycleStatus, Recovery, RecoveryCause, Setup, ShutdownReason,
+    SubdeviceStatus, ZeroOutputs,
+};
+pub use config::{Config, ConfigError};
+pub use error::{Error, Result};
+pub use image::{Input, Output, PdoValue, ProcessImage};
+pub use layout::{DataType, Direction, Entry, Layout, LayoutError};
+pub use master::{Channels, Outcome, RtApplied, RunSpec, Session, Target, run};
+pub use stop::{Stop, StopFlags};
+
+impl RunSpec {
+    /// A run of `cfg` on `target` until `stop` is requested, with the real-time settings of the
+    /// configuration.
+    pub fn new(cfg: Config, target: Target, stop: Stop) -> Self {
+        RunSpec {
+            cfg,
+            target,
+            duration: None,
+            no_rt: false,
+            on_ready: None,
+            retry_start: false,
+            stop,
+        }
+    }
+}
+
+/// Run with the measurements' events and samples discarded: for programs that want only the
+/// outcome (the histograms and counters are in it). A program that reports events while it runs
+/// passes its own [`Channels`] to [`run`].
+pub fn run_simple(spec: RunSpec, app: &mut dyn Application) -> Result<Outcome> {
+    let (events, mut ev_rx) = rtrb::RingBuffer::new(1024);
+    let live = std::sync::Arc::new(stats::Live::default());
+    let mut ch = Channels {
+        live,
+        events,
+        samples: None,
+    };
+    // Drain the events on a helper thread so the ring never fills (a full ring drops events,
+    // which is harmless, but this keeps memory flat for runs of any length).
+    let done = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let d2 = done.clone();
+    let drain = std::thread::Builder::new()
+        .name("rtcat-events".into())
+        .spawn(move || {
+            while !d2.load(std::sync::atomic::Ordering::Acquire) {
+                while ev_rx.pop().is_ok() {}
+                std::thread::sleep(std::time::Duration::from_millis(50));
+            }
+        })
+        .map_err(|source| Error::Io {
+            what: "spawn the event drain thread",
+            source,
+        })?;
+    // ethercrab's groups for 1024 subdevices and its init futures are large: the bring-up runs
+    // on a thread with a stack that fits them in debug builds too.
+    let r = std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("rtcat-master".into())
+            .stack_size(64 << 20)
+            .spawn_scoped(s, || run(spec, app, &mut ch))
+            .map_err(|source| Error::Io {
+                what: "spawn the master thread",
+                source,
+            })?
+            .join()
+            .map_err(|_| Error::Panicked("master"))?
+    });
+    done.store(true, std::sync::atomic::Ordering::Release);
+    let _ = drain.join();
+    r
+}

@@ -1,0 +1,159 @@
+//! Reading a subdevice's process-data mapping in PRE-OP: its SII (the categories the layout
+//! needs, not the whole EEPROM) and, with CoE, the assignment and mapping objects.
+
+use crate::error::{Error, Result};
+use crate::layout::{Identity, MappingSource, PdoSource, SubdeviceSource};
+use crate::sii::{self, Direction, Sii, SmUsage};
+use ethercrab::{MainDevice, SubDevice, SubDeviceRef};
+use futures_lite::future::block_on;
+
+/// Most SII bytes read per subdevice for the layout: far above any real device's categories
+/// (EEPROMs are 2..64 KiB), and a bound on what a broken EEPROM can make the master read.
+pub const MAX_SII_BYTES: usize = 64 * 1024;
+
+/// Categories the layout and the subdevice list need.
+const WANTED: [u16; 5] = [
+    sii::category::STRINGS,
+    sii::category::GENERAL,
+    sii::category::SYNC_MANAGER,
+    sii::category::TXPDO,
+    sii::category::RXPDO,
+];
+
+/// Read the fixed area and the categories in `wanted` (all categories when `None`) of a
+/// subdevice's SII, and return them as one image [`Sii::parse`] reads (the categories skipped
+/// are left out of it).
+pub fn read_sii(md: &MainDevice<'_>, sd: &SubDevice, wanted: Option<&[u16]>) -> Result<Vec<u8>> {
+    let pos = sd.configured_address();
+    let read = |word: u16, buf: &mut [u8]| -> Result<()> {
+        let n = block_on(sd.eeprom_read_raw(md, word, buf))
+            .map_err(|e| Error::bus(format!("SII of subdevice {pos:#06x}, word {word:#06x}"), e))?;
+        if n < buf.len() {
+            return Err(Error::Layout(crate::layout::LayoutError::Mapping {
+                position: pos,
+                name: sd.name().to_string(),
+                what: format!(
+                    "SII ends at word {word:#06x} (read {n} of {} bytes)",
+                    buf.len()
+                ),
+            }));
+        }
+        Ok(())
+    };
+    let mut img = vec![0u8; sii::FIXED_AREA_BYTES];
+    read(0, &mut img)?;
+    let mut word = sii::FIXED_AREA_BYTES / 2;
+    loop {
+        if 2 * word + 4 > MAX_SII_BYTES {
+            break;
+        }
+        let mut h = [0u8; 4];
+        read(word as u16, &mut h)?;
+        let kind = u16::from_le_bytes([h[0], h[1]]);
+        let words = usize::from(u16::from_le_bytes([h[2], h[3]]));
+        if kind == sii::category::END || kind == 0 {
+            break;
+        }
+        if wanted.is_none_or(|w| w.contains(&kind)) {
+            let start = img.len();
+            if start + 4 + 2 * words > MAX_SII_BYTES {
+                break;
+            }
+            img.extend_from_slice(&h);
+            img.resize(start + 4 + 2 * words, 0);
+            read((word + 2) as u16, &mut img[start + 4..])?;
+        }
+        word += 2 + words;
+    }
+    img.extend_from_slice(&sii::category::END.to_le_bytes());
+    img.extend_from_slice(&0u16.to_le_bytes());
+    Ok(img)
+}
+
+/// The subdevice as the layout needs it: identity, name, and the PDOs it will run with.
+pub fn read_subdevice(
+    md: &MainDevice<'_>,
+    sd: &SubDeviceRef<'_, &SubDevice>,
+) -> Result<SubdeviceSource> {
+    let img = read_sii(md, sd, Some(&WANTED))?;
+    let sii = Sii::parse(&img).map_err(|e| {
+        Error::Layout(crate::layout::LayoutError::Mapping {
+            position: sd.configured_address(),
+            name: sd.name().to_string(),
+            what: e.to_string(),
+        })
+    })?;
+    let id = sd.identity();
+    let coe = sii.protocols.coe && sii.mailbox.is_some();
+    let pdos = if coe {
+        coe_pdos(sd, &sii)?
+    } else {
+        SubdeviceSource::pdos_from_sii(&sii)
+    };
+    Ok(SubdeviceSource {
+        address: sd.configured_address(),
+        alias: sd.alias_address(),
+        name: sd.name().to_string(),
+        identity: Identity {
+            vendor_id: id.vendor_id,
+            product_code: id.product_id,
+            revision: id.revision,
+            serial: id.serial,
+        },
+        coe,
+        mapping: if coe {
+            MappingSource::Coe
+        } else {
+            MappingSource::Sii
+        },
+        pdos,
+    })
+}
+
+/// The PDOs of a CoE subdevice: for every process-data sync manager n, the assignment object
+/// 0x1C10 + n and the mapping objects it lists (ETG.1000.6 §5.6.7.4), as ethercrab 0.7.1 reads
+/// them to size the SMs (`SubDevice::configure_pdos_coe`).
+fn coe_pdos(sd: &SubDeviceRef<'_, &SubDevice>, sii: &Sii) -> Result<Vec<PdoSource>> {
+    let pos = sd.configured_address();
+    let sdo = |what: String, e: ethercrab::error::Error| {
+        Error::bus(format!("subdevice {pos:#06x}: {what}"), e)
+    };
+    let mut out = Vec::new();
+    for (n, sm) in sii.sync_managers.iter().enumerate() {
+        let direction = match sm.usage {
+            SmUsage::Outputs => Direction::Outputs,
+            SmUsage::Inputs => Direction::Inputs,
+            _ => continue,
+        };
+        let assign = 0x1c10 + n as u16;
+        let count: u8 = block_on(sd.sdo_read(assign, 0))
+            .map_err(|e| sdo(format!("SDO {assign:#06x}:00"), e))?;
+        for i in 1..=count {
+            let pdo: u16 = block_on(sd.sdo_read(assign, i))
+                .map_err(|e| sdo(format!("SDO {assign:#06x}:{i:02x}"), e))?;
+            let entries: u8 =
+                block_on(sd.sdo_read(pdo, 0)).map_err(|e| sdo(format!("SDO {pdo:#06x}:00"), e))?;
+            let mut list = Vec::with_capacity(usize::from(entries));
+            for k in 1..=entries {
+                let m: u32 = block_on(sd.sdo_read(pdo, k))
+                    .map_err(|e| sdo(format!("SDO {pdo:#06x}:{k:02x}"), e))?;
+                let (index, sub, bits) = ((m >> 16) as u16, (m >> 8) as u8, m as u8);
+                let (name, dt) = SubdeviceSource::describe_from_sii(sii, index, sub);
+                list.push((index, sub, bits, name, dt));
+            }
+            let name = sii
+                .pdos
+                .iter()
+                .find(|p| p.index == pdo)
+                .and_then(|p| p.name.clone());
+            out.push(PdoSource {
+                index: pdo,
+                name,
+                sync_manager: n as u8,
+                direction,
+                entries: list,
+            });
+        }
+    }
+    Ok(out)
+}

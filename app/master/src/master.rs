@@ -1,0 +1,866 @@
+//! The master's life: bring the segment to OP, run cyclic phases on a real-time thread, recover
+//! from faults by re-initialising (without restarting the process), and shut down cleanly
+//! (outputs to zero, SAFE-OP, INIT).
+//!
+//! Per docs/NOTES.md §5: initialisation runs on a normal thread (ethercrab's timer thread inherits the
+//! scheduling of the first thread that needs it) with a TX/RX thread moving frames; only the
+//! cyclic phase runs SCHED_FIFO.
+
+use crate::application::{Application, Recovery, Setup, ShutdownReason};
+use crate::bus::{Bus, Link, SocketLink, ThreadRt, TxRxThread};
+use crate::config::{Config, TxRxMode};
+use crate::cycle::{self, Exchanger, Exit, OpGroup, Params, Sinks};
+use crate::error::{Error, Result};
+use crate::layout::{Layout, LayoutError};
+use crate::rt;
+use crate::stats::{Event, EventKind, Live, Recorder, Sample};
+use crate::stop::Stop;
+use ethercrab::std::ethercat_now;
+use ethercrab::{MainDevice, MainDeviceConfig, PduLoop, PduRx, PduStorage, PduTx, Timeouts};
+use futures_lite::future::block_on;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Largest segment the master runs: the capacity of ethercrab's subdevice group (the const
+/// generic of `init_single_group`; one more and the scan fails with `Capacity(SubDevice)`).
+/// A power of two, as ethercrab's group index map needs. 1024 costs ~250 KiB per group, and the
+/// bring-up (ethercrab's state transitions move the group by value) about 20 MiB of the
+/// master thread's 64 MiB stack in a debug build; 4096 overflows it.
+pub const MAX_SUBDEVICES: usize = 1024;
+/// Largest process image, inputs plus outputs of all subdevices: the group's PDI storage (one
+/// byte more and the transition to SAFE-OP fails with `PdiTooLong`). Sent as LRWs of at most
+/// [`LRW_CHUNK`] bytes, one after the other: 15 frames per cycle at the limit.
+pub const MAX_PDI_BYTES: usize = 16384;
+/// Frames ethercrab may have in flight (it sends a cycle's frames one after the other and at most
+/// two at once during the bring-up).
+pub const MAX_FRAMES: usize = 32;
+/// Largest datagram payload per frame: ethercrab splits the process image into LRWs of this size.
+pub const LRW_CHUNK: usize = 1100;
+/// Bytes of one frame slot of ethercrab's PDU storage.
+pub const FRAME_DATA: usize = PduStorage::element_size(LRW_CHUNK);
+type Storage = PduStorage<MAX_FRAMES, FRAME_DATA>;
+
+/// What the master talks to.
+#[derive(Debug, Clone)]
+pub enum Target {
+    /// The in-process simulated segment (no root, no NIC).
+    #[cfg(feature = "sim")]
+    Sim {
+        /// The segment.
+        spec: ecsim::SegmentSpec,
+        /// Its fault injection handle.
+        faults: ecsim::Faults,
+    },
+    /// A network interface (AF_PACKET, needs CAP_NET_RAW).
+    Iface(String),
+}
+
+/// Real-time settings actually applied (for the results).
+#[derive(Debug, Clone, Default)]
+pub struct RtApplied {
+    /// `--no-rt`: nothing applied.
+    pub no_rt: bool,
+    /// CPU of the cyclic thread.
+    pub cpu: Option<usize>,
+    /// CPU of the frames' TX/RX (the cyclic CPU in inline mode).
+    pub txrx_cpu: Option<usize>,
+    /// Scheduling policy of the cyclic thread.
+    pub policy: String,
+    /// Its priority.
+    pub priority: u32,
+    /// Its timer slack.
+    pub timer_slack_ns: u64,
+    /// Minor page faults of the cyclic thread during its cycles (should be 0).
+    pub cycle_minor_faults: u64,
+}
+
+/// The result of a whole run.
+pub struct Outcome {
+    /// Everything measured.
+    pub rec: Recorder,
+    /// Subdevices of the last bring-up.
+    pub subdevices: usize,
+    /// Process image bytes (inputs + outputs).
+    pub pdi_bytes: usize,
+    /// Expected working counter.
+    pub expected_wkc: u16,
+    /// Real-time settings applied.
+    pub rt: RtApplied,
+    /// Why it ended, in words.
+    pub stop_reason: String,
+    /// An unrecoverable fault ended the run (service mode exits non-zero).
+    pub fatal: Option<String>,
+    /// Frames refused as replies (by reason) and frames the link could not send.
+    pub bus: rtlab::summary::BusStats,
+    /// The layout of the last bring-up.
+    pub layout: Option<Layout>,
+}
+
+/// Where the loop's events and samples go; drained by the status thread.
+pub struct Channels {
+    /// Live counters.
+    pub live: Arc<Live>,
+    /// Health events.
+    pub events: rtrb::Producer<Event>,
+    /// Per-cycle samples.
+    pub samples: Option<rtrb::Producer<Sample>>,
+}
+
+fn init_timeouts(cfg: &Config) -> Timeouts {
+    Timeouts {
+        pdu: Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into()),
+        eeprom: Duration::from_millis(cfg.bus.init_eeprom_timeout_ms.into()),
+        state_transition: Duration::from_millis(cfg.bus.state_timeout_ms.into()),
+        ..Timeouts::default()
+    }
+}
+
+/// A segment in OP.
+struct Up {
+    group: OpGroup,
+    layout: Layout,
+    expected_wkc: u16,
+    /// Each subdevice's share of the working counter.
+    wkc_shares: Vec<u32>,
+}
+
+/// Register access of `configure`, through the MainDevice (configured station addresses).
+struct Registers<'a> {
+    md: &'a MainDevice<'static>,
+    addresses: Vec<u16>,
+}
+
+impl crate::application::RegisterAccess for Registers<'_> {
+    fn read(&mut self, position: u16, register: u16, buf: &mut [u8]) -> Result<()> {
+        let addr = self.address(position)?;
+        let len = u16::try_from(buf.len())
+            .map_err(|_| Error::SegmentMismatch(format!("register read of {} bytes", buf.len())))?;
+        let r = block_on(ethercrab::Command::fprd(addr, register).receive_slice(self.md, len))
+            .map_err(|e| {
+                Error::bus(
+                    format!("read register {register:#06x} of position {position}"),
+                    e,
+                )
+            })?;
+        buf.copy_from_slice(&r[..buf.len()]);
+        Ok(())
+    }
+
+    fn write(&mut self, position: u16, register: u16, data: &[u8]) -> Result<()> {
+        let addr = self.address(position)?;
+        block_on(ethercrab::Command::fpwr(addr, register).send(self.md, data)).map_err(|e| {
+            Error::bus(
+                format!("write register {register:#06x} of position {position}"),
+                e,
+            )
+        })
+    }
+}
+
+impl Registers<'_> {
+    fn address(&self, position: u16) -> Result<u16> {
+        self.addresses
+            .get(usize::from(position))
+            .copied()
+            .ok_or_else(|| {
+                Error::SegmentMismatch(format!(
+                    "position {position}: the segment has {} subdevices",
+                    self.addresses.len()
+                ))
+            })
+    }
+}
+
+/// Scan, check against the configuration, read the mapping, let the application configure,
+/// and walk the segment to OP.
+fn bring_up(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    app: &mut dyn Application,
+    generation: u32,
+) -> Result<Up> {
+    let group = block_on(md.init_single_group::<MAX_SUBDEVICES, MAX_PDI_BYTES>(ethercat_now))
+        .map_err(|e| match e {
+            ethercrab::error::Error::Capacity(ethercrab::error::Item::SubDevice) => {
+                Error::Capacity(format!(
+                    "the segment has {} subdevices; rtcat runs at most {MAX_SUBDEVICES}",
+                    md.num_subdevices()
+                ))
+            }
+            e => Error::bus("segment scan/configuration", e),
+        })?;
+    let n = group.len();
+    if n == 0 {
+        return Err(Error::NoSubdevices);
+    }
+    if let Some(want) = cfg.segment.subdevices
+        && usize::from(want) != n
+    {
+        return Err(Error::SegmentMismatch(format!(
+            "segment.subdevices = {want}, but {n} subdevices answered"
+        )));
+    }
+    for d in &cfg.segment.device {
+        let sd = group.subdevice(md, usize::from(d.position)).map_err(|_| {
+            Error::SegmentMismatch(format!(
+                "segment.device position {}: the segment has {n} subdevices",
+                d.position
+            ))
+        })?;
+        let id = sd.identity();
+        for (what, got, want) in [
+            ("vendor_id", id.vendor_id, d.vendor_id),
+            ("product_id", id.product_id, d.product_id),
+        ] {
+            if let Some(w) = want
+                && w != got
+            {
+                return Err(Error::SegmentMismatch(format!(
+                    "subdevice at position {}: {what} {got:#010x}, configured {w:#010x}",
+                    d.position
+                )));
+            }
+        }
+    }
+    // The mapping in effect, read in PRE-OP from the sources ethercrab sizes the SMs from.
+    let mut sources = Vec::with_capacity(n);
+    for sd in group.iter(md) {
+        sources.push(crate::mapping::read_subdevice(md, &sd)?);
+    }
+    let layout = Layout::build(generation, &sources)?;
+    let mut regs = Registers {
+        md,
+        addresses: layout.subdevices.iter().map(|s| s.address).collect(),
+    };
+    app.configure(&mut Setup {
+        layout: &layout,
+        registers: &mut regs,
+    })
+    .map_err(|e| Error::Application(e.to_string()))?;
+
+    let group = block_on(group.into_op(md)).map_err(|e| match e {
+        ethercrab::error::Error::PdiTooLong { desired_length, .. } => Error::Capacity(format!(
+            "the segment's process image is {desired_length} bytes (inputs + outputs); rtcat \
+             runs at most {MAX_PDI_BYTES}"
+        )),
+        e => Error::bus("transition to OP", e),
+    })?;
+    for (sd, s) in group.iter(md).zip(&layout.subdevices) {
+        let io = sd.io_raw();
+        let (i, o) = (io.inputs().len(), io.outputs().len());
+        if i != s.input_bytes as usize || o != s.output_bytes as usize {
+            return Err(LayoutError::SizeMismatch {
+                position: s.position,
+                name: s.name.clone(),
+                layout_in: s.input_bytes,
+                layout_out: s.output_bytes,
+                image_in: i,
+                image_out: o,
+            }
+            .into());
+        }
+    }
+    let (derived, wkc_shares) = layout.wkc(LRW_CHUNK);
+    let expected = match cfg.segment.expected_wkc {
+        Some(w) if w != derived => {
+            return Err(Error::SegmentMismatch(format!(
+                "segment.expected_wkc = {w}, but the mapping found gives {derived} \
+                 ({n} subdevices, {} bytes of process data)",
+                layout.pdi_bytes()
+            )));
+        }
+        Some(w) => w,
+        None => derived,
+    };
+    let expected_wkc = u16::try_from(expected)
+        .map_err(|_| Error::Capacity(format!("expected WKC {expected} is above 65535")))?;
+    Ok(Up {
+        group,
+        layout,
+        expected_wkc,
+        wkc_shares,
+    })
+}
+
+/// What [`bring_up_retrying`] returns: the (possibly re-created) MainDevice, and the segment with
+/// the number of attempts it took, or the last error.
+type Retried = (MainDevice<'static>, Result<(Up, u32)>);
+
+/// Bring the segment up, retrying after `[health] recovery_backoff_ms` until it works, a stop is
+/// requested, `deadline_ns` passes, or `[health] max_failed_recoveries` attempts failed in a row
+/// (0 = never give up). Each failure goes to `on_failure(attempt, error)`.
+#[allow(clippy::too_many_arguments)]
+fn bring_up_retrying(
+    mut md: MainDevice<'static>,
+    cfg: &Config,
+    app: &mut dyn Application,
+    generation: &mut u32,
+    stop: &Stop,
+    deadline_ns: Option<u64>,
+    failed_in_a_row: &mut u32,
+    mut on_failure: impl FnMut(u32, &Error),
+) -> Retried {
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        *generation = generation.wrapping_add(1);
+        let e = match bring_up(&md, cfg, app, *generation) {
+            Ok(up) => {
+                *failed_in_a_row = 0;
+                return (md, Ok((up, attempts)));
+            }
+            Err(e) => e,
+        };
+        *failed_in_a_row += 1;
+        on_failure(attempts, &e);
+        let max = cfg.health.max_failed_recoveries;
+        if max > 0 && *failed_in_a_row >= max {
+            return (
+                md,
+                Err(Error::GaveUp {
+                    attempts: max,
+                    last: Box::new(e),
+                }),
+            );
+        }
+        if stop.is_requested() || deadline_ns.is_some_and(|d| crate::clock::now_ns() >= d) {
+            return (md, Err(Error::Stopped(Box::new(e))));
+        }
+        std::thread::sleep(Duration::from_millis(cfg.health.recovery_backoff_ms.into()));
+        // Start over from a clean PDU loop for the next attempt.
+        // SAFETY: bring_up failed, so no group of this MainDevice exists.
+        let pl = unsafe { md.release() };
+        md = MainDevice::new(pl, init_timeouts(cfg), MainDeviceConfig::default());
+    }
+}
+
+/// Outputs to zero, then SAFE-OP, then INIT. Errors are reported, not fatal: results still get
+/// written.
+fn shut_down(md: &MainDevice<'static>, group: OpGroup) -> Result<()> {
+    for sd in group.iter(md) {
+        sd.outputs_raw_mut().fill(0);
+    }
+    block_on(group.tx_rx(md)).map_err(|e| Error::bus("last cycle with zero outputs", e))?;
+    let g = block_on(group.into_safe_op(md)).map_err(|e| Error::bus("OP -> SAFE-OP", e))?;
+    let g = block_on(g.into_pre_op(md)).map_err(|e| Error::bus("SAFE-OP -> PRE-OP", e))?;
+    block_on(g.into_init(md)).map_err(|e| Error::bus("PRE-OP -> INIT", e))?;
+    Ok(())
+}
+
+/// Everything a run needs.
+pub struct RunSpec {
+    /// The configuration.
+    pub cfg: Config,
+    /// What to talk to.
+    pub target: Target,
+    /// Run for this long (None: until stopped).
+    pub duration: Option<Duration>,
+    /// Apply no real-time setting (tests, development machines).
+    pub no_rt: bool,
+    /// Called once the segment is in OP and cycling is about to start (sd_notify READY).
+    pub on_ready: Option<Box<dyn FnMut() + Send>>,
+    /// Keep retrying the first bring-up (service mode) instead of failing at once (bench).
+    pub retry_start: bool,
+    /// Stop request handle.
+    pub stop: Stop,
+}
+
+/// The split PDU storage of ethercrab: `'static` because the TX/RX thread owns its halves.
+/// Runs take one from the pool and give it back, so a process that runs many masters one after
+/// another (tests, a supervisor) allocates only as many as run at once.
+type Split = (PduTx<'static>, PduRx<'static>, PduLoop<'static>);
+static POOL: Mutex<Vec<Split>> = Mutex::new(Vec::new());
+
+fn take_storage() -> Split {
+    if let Some(s) = POOL.lock().unwrap_or_else(|p| p.into_inner()).pop() {
+        return s;
+    }
+    let storage: &'static Storage = Box::leak(Box::new(Storage::new()));
+    storage
+        .try_split()
+        .unwrap_or_else(|_| unreachable!("fresh storage splits"))
+}
+
+fn give_storage(s: Split) {
+    POOL.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+}
+
+/// Open the link to a target.
+pub fn open_link(target: &Target) -> Result<Box<dyn Link>> {
+    Ok(match target {
+        #[cfg(feature = "sim")]
+        Target::Sim { spec, faults } => Box::new(crate::bus::SimLink {
+            port: ecsim::SimPort::with_faults(spec.clone(), faults.clone()),
+        }),
+        Target::Iface(name) => {
+            crate::netuse::check_free(&rttune::SysRoot::live(), name)?;
+            Box::new(SocketLink {
+                sock: rtcat_packet::PacketSocket::open(name).map_err(|source| {
+                    Error::Interface {
+                        iface: name.clone(),
+                        source,
+                    }
+                })?,
+            })
+        }
+    })
+}
+
+/// A MainDevice on a link with a TX/RX thread moving its frames, for the bus commands (scan,
+/// registers, SII): no group, no cycle. Dropping it gives the storage back.
+pub struct Session {
+    md: Option<MainDevice<'static>>,
+    thread: Option<TxRxThread>,
+}
+
+impl Session {
+    /// Open `target` with the timeouts of `cfg`.
+    pub fn open(target: &Target, cfg: &Config) -> Result<Session> {
+        let (tx, rx, pdu_loop) = take_storage();
+        let link = match open_link(target) {
+            Ok(l) => l,
+            Err(e) => {
+                give_storage((tx, rx, pdu_loop));
+                return Err(e);
+            }
+        };
+        let bus = Bus::new(tx, rx, link);
+        let md = MainDevice::new(pdu_loop, init_timeouts(cfg), MainDeviceConfig::default());
+        let thread = TxRxThread::spawn(bus, ThreadRt::default())?;
+        Ok(Session {
+            md: Some(md),
+            thread: Some(thread),
+        })
+    }
+
+    /// The MainDevice.
+    pub fn maindevice(&self) -> &MainDevice<'static> {
+        self.md.as_ref().expect("present until drop")
+    }
+}
+
+impl Drop for Session {
+    fn drop(&mut self) {
+        if let (Some(md), Some(t)) = (self.md.take(), self.thread.take()) {
+            let bus = t.stop();
+            // SAFETY: no group of this MainDevice outlives the session (they borrow it).
+            let pl = unsafe { md.release() };
+            let (tx, rx, _) = bus.into_parts();
+            give_storage((tx, rx, pl));
+        }
+    }
+}
+
+/// Run the master until stopped, the duration elapsed, or an unrecoverable fault.
+pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> Result<Outcome> {
+    let cfg = spec.cfg.clone();
+    let stop = spec.stop.clone();
+    let (tx, rx, pdu_loop) = take_storage();
+    let link = match open_link(&spec.target) {
+        Ok(l) => l,
+        Err(e) => {
+            give_storage((tx, rx, pdu_loop));
+            return Err(e);
+        }
+    };
+    let mut bus = Bus::new(tx, rx, link);
+    let counters = bus.counters.clone();
+    let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
+    let init_rt = ThreadRt {
+        cpu: if spec.no_rt { None } else { txrx_cpu },
+        fifo_priority: None,
+    };
+
+    let md = MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
+    let mut run = Running {
+        md: Some(md),
+        bus: None,
+    };
+    let result = (|| {
+        let thread = TxRxThread::spawn(bus, init_rt)?;
+        let mut failed_in_a_row: u32 = 0;
+        let mut generation = 0u32;
+        let md = run.md.take().expect("set above");
+        let (md, first) = if spec.retry_start {
+            // Service mode: a segment that is not there yet (powered later, cable plugged later)
+            // is waited for, like a recovery.
+            ch.live.recovering.store(1, Ordering::Relaxed);
+            let r = bring_up_retrying(
+                md,
+                &cfg,
+                app,
+                &mut generation,
+                &stop,
+                None,
+                &mut failed_in_a_row,
+                |n, e| {
+                    counters.publish(&ch.live);
+                    push(ch, 0, EventKind::StartFailed { attempt: n });
+                    log::warn!("bringing the segment up, attempt {n} failed: {e}");
+                },
+            );
+            ch.live.recovering.store(0, Ordering::Relaxed);
+            (r.0, r.1.map(|(up, _)| up))
+        } else {
+            generation = 1;
+            let r = bring_up(&md, &cfg, app, generation);
+            (md, r)
+        };
+        run.md = Some(md);
+        bus = thread.stop();
+        counters.publish(&ch.live);
+        let up = match first {
+            Ok(up) => up,
+            Err(e) => {
+                run.bus = Some(bus);
+                return Err(e);
+            }
+        };
+        cycle_until_done(
+            &mut run,
+            bus,
+            up,
+            &mut spec,
+            app,
+            ch,
+            &stop,
+            generation,
+            failed_in_a_row,
+        )
+    })();
+    // Give the storage back whatever happened.
+    if let (Some(md), Some(bus)) = (run.md.take(), run.bus.take()) {
+        // SAFETY: every group of this MainDevice has been dropped by now.
+        let pl = unsafe { md.release() };
+        let (tx, rx, _) = bus.into_parts();
+        give_storage((tx, rx, pl));
+    }
+    result
+}
+
+/// The MainDevice and the bus while a run owns them (given back to the pool at the end).
+struct Running {
+    md: Option<MainDevice<'static>>,
+    bus: Option<Bus>,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn cycle_until_done(
+    run: &mut Running,
+    mut bus: Bus,
+    up: Up,
+    spec: &mut RunSpec,
+    app: &mut dyn Application,
+    ch: &mut Channels,
+    stop: &Stop,
+    mut generation: u32,
+    mut failed_in_a_row: u32,
+) -> Result<Outcome> {
+    let cfg = spec.cfg.clone();
+    let counters = bus.counters.clone();
+    let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
+    let init_rt = ThreadRt {
+        cpu: if spec.no_rt { None } else { txrx_cpu },
+        fifo_priority: None,
+    };
+    let Up {
+        mut group,
+        mut layout,
+        mut expected_wkc,
+        mut wkc_shares,
+    } = up;
+    ch.live
+        .set_layout(layout.subdevices.len(), layout.pdi_bytes(), expected_wkc);
+
+    // Process-wide real-time settings, once the segment is up.
+    let rt_setup = || -> Result<Option<rt::DmaLatencyGuard>> {
+        let dma = if !spec.no_rt && cfg.rt.hold_cpu_dma_latency {
+            Some(rt::DmaLatencyGuard::hold_zero()?)
+        } else {
+            None
+        };
+        if !spec.no_rt && cfg.rt.lock_memory {
+            rt::lock_memory()?;
+        }
+        Ok(dma)
+    };
+    let _dma = match rt_setup() {
+        Ok(d) => d,
+        Err(e) => {
+            run.bus = Some(bus);
+            return Err(e);
+        }
+    };
+
+    let end_ns = spec
+        .duration
+        .map(|d| crate::clock::now_ns() + d.as_nanos() as u64);
+    let mut rec = Recorder::new();
+    let mut applied = RtApplied {
+        no_rt: spec.no_rt,
+        ..RtApplied::default()
+    };
+    let mut fatal = None;
+    let stop_reason;
+    if let Some(f) = spec.on_ready.as_mut() {
+        f();
+    }
+
+    loop {
+        let params = Params {
+            period_ns: u64::from(cfg.cycle.period_us) * 1000,
+            response_timeout_ns: cfg.response_timeout_ns(),
+            expected_wkc,
+            bad_cycles_before_recovery: cfg.health.bad_cycles_before_recovery,
+            end_ns,
+        };
+        // Everything the cycle touches, allocated here, outside the cyclic path.
+        let mut state = cycle::State::new(&layout, &wkc_shares);
+        let md = run.md.as_ref().expect("present while running");
+        // One cyclic phase on its own thread; the bus comes back when it ends.
+        let (b, r, exit, a) = match run_phase(
+            md, &group, bus, &cfg, spec.no_rt, app, rec, ch, &mut state, params, stop,
+        ) {
+            Ok(v) => v,
+            Err(b) => {
+                let (e, bus) = *b;
+                run.bus = bus;
+                return Err(e);
+            }
+        };
+        bus = b;
+        rec = r;
+        applied = RtApplied {
+            cycle_minor_faults: applied.cycle_minor_faults + a.cycle_minor_faults,
+            ..a
+        };
+        match exit {
+            Exit::Stopped | Exit::DurationReached => {
+                let reason = if exit == Exit::Stopped {
+                    ShutdownReason::Stopped {
+                        signal: stop.signal(),
+                    }
+                } else {
+                    ShutdownReason::Duration
+                };
+                stop_reason = match &reason {
+                    ShutdownReason::Stopped { signal: Some(s) } => format!("signal {s}"),
+                    ShutdownReason::Stopped { signal: None } => "stop requested".into(),
+                    _ => "duration reached".into(),
+                };
+                app.shutdown(&reason);
+                let t = TxRxThread::spawn(bus, init_rt)?;
+                let down = shut_down(md, group);
+                if let Err(e) = &down {
+                    log::warn!("shutdown: {e}");
+                }
+                push(
+                    ch,
+                    rec.cycles,
+                    EventKind::Shutdown {
+                        reached_init: down.is_ok(),
+                    },
+                );
+                bus = t.stop();
+                break;
+            }
+            Exit::Recover { bad_cycles, cause } => {
+                push(ch, rec.cycles, EventKind::RecoveryStarted { bad_cycles });
+                app.on_recovery(&Recovery {
+                    bad_cycles,
+                    cause,
+                    cycle: rec.cycles,
+                });
+                ch.live.recovering.store(1, Ordering::Relaxed);
+                drop(group);
+                let old = run.md.take().expect("present while running");
+                // SAFETY: the old group is dropped and never used with the new MainDevice.
+                let pdu_loop = unsafe { old.release() };
+                let md =
+                    MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
+                let t = TxRxThread::spawn(bus, init_rt)?;
+                let cycles = rec.cycles;
+                let mut failures = 0u64;
+                let (m, result) = bring_up_retrying(
+                    md,
+                    &cfg,
+                    app,
+                    &mut generation,
+                    stop,
+                    end_ns,
+                    &mut failed_in_a_row,
+                    |n, e| {
+                        counters.publish(&ch.live);
+                        failures += 1;
+                        push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
+                        log::warn!("recovery attempt {n} failed: {e}");
+                    },
+                );
+                run.md = Some(m);
+                rec.failed_recoveries += failures;
+                bus = t.stop();
+                counters.publish(&ch.live);
+                ch.live.recovering.store(0, Ordering::Relaxed);
+                match result {
+                    Ok((up, attempts)) => {
+                        group = up.group;
+                        layout = up.layout;
+                        expected_wkc = up.expected_wkc;
+                        wkc_shares = up.wkc_shares;
+                        ch.live.set_layout(
+                            layout.subdevices.len(),
+                            layout.pdi_bytes(),
+                            expected_wkc,
+                        );
+                        rec.recoveries += 1;
+                        ch.live.recoveries.store(rec.recoveries, Ordering::Relaxed);
+                        push(ch, rec.cycles, EventKind::RecoveryDone { attempts });
+                    }
+                    Err(e) => {
+                        let stopped = stop.is_requested()
+                            || end_ns.is_some_and(|e| crate::clock::now_ns() >= e);
+                        stop_reason = if stopped {
+                            "stopped while recovering".into()
+                        } else {
+                            fatal = Some(e.to_string());
+                            "unrecoverable fault".into()
+                        };
+                        app.shutdown(&if stopped {
+                            ShutdownReason::Stopped {
+                                signal: stop.signal(),
+                            }
+                        } else {
+                            ShutdownReason::Fatal(e.to_string())
+                        });
+                        break;
+                    }
+                }
+            }
+        }
+    }
+    counters.publish(&ch.live);
+    run.bus = Some(bus);
+    Ok(Outcome {
+        rec,
+        subdevices: layout.subdevices.len(),
+        pdi_bytes: layout.pdi_bytes(),
+        expected_wkc,
+        rt: applied,
+        stop_reason,
+        fatal,
+        bus: counters.bus_stats(),
+        layout: Some(layout),
+    })
+}
+
+fn push(ch: &mut Channels, cycle: u64, kind: EventKind) {
+    let _ = ch.events.push(Event {
+        unix_ns: crate::clock::unix_ns(),
+        cycle,
+        kind,
+    });
+}
+
+/// Real-time setup of the calling (cyclic) thread.
+pub fn setup_cycle_thread(cfg: &Config, no_rt: bool) -> Result<RtApplied> {
+    rt::name_thread("rtcat-cycle");
+    if !no_rt {
+        if let Some(cpu) = cfg.cycle.cpu {
+            rt::pin_to(cpu)?;
+        }
+        rt::set_timer_slack(cfg.rt.timer_slack_ns)?;
+        rt::set_fifo(cfg.cycle.priority)?;
+        rt::prefault_stack(cfg.rt.prefault_stack_kib);
+    }
+    let (policy, priority) = rt::current_policy();
+    Ok(RtApplied {
+        no_rt,
+        cpu: if no_rt { None } else { cfg.cycle.cpu },
+        txrx_cpu: None,
+        policy,
+        priority,
+        timer_slack_ns: rt::timer_slack(),
+        cycle_minor_faults: 0,
+    })
+}
+
+/// A cyclic phase's end: the bus back with the measurements, or the error with the bus when it
+/// could be saved (so the run's storage goes back to the pool).
+type PhaseResult = std::result::Result<(Bus, Recorder, Exit, RtApplied), Box<(Error, Option<Bus>)>>;
+
+#[allow(clippy::too_many_arguments)]
+fn run_phase(
+    md: &MainDevice<'static>,
+    group: &OpGroup,
+    bus: Bus,
+    cfg: &Config,
+    no_rt: bool,
+    app: &mut dyn Application,
+    mut rec: Recorder,
+    ch: &mut Channels,
+    state: &mut cycle::State,
+    params: Params,
+    stop: &Stop,
+) -> PhaseResult {
+    let mode = cfg.cycle.txrx;
+    let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
+    std::thread::scope(|s| {
+        let handle = std::thread::Builder::new()
+            .name("rtcat-cycle".into())
+            .spawn_scoped(s, move || -> PhaseResult {
+                // A refused setting hands the bus back, so the run's storage is reused.
+                let mut applied = match setup_cycle_thread(cfg, no_rt) {
+                    Ok(a) => a,
+                    Err(e) => return Err(Box::new((e, Some(bus)))),
+                };
+                let (mut x, thread) = match mode {
+                    TxRxMode::Inline => {
+                        bus.tx.replace_waker(std::task::Waker::noop());
+                        (Exchanger::Inline(bus), None)
+                    }
+                    TxRxMode::Thread => {
+                        let counters = bus.counters.clone();
+                        let t = TxRxThread::spawn(
+                            bus,
+                            ThreadRt {
+                                cpu: if no_rt { None } else { txrx_cpu },
+                                fifo_priority: (!no_rt).then_some(cfg.cycle.txrx_priority),
+                            },
+                        )
+                        .map_err(|e| Box::new((e, None)))?;
+                        let waker = std::task::Waker::from(Arc::new(crate::bus::ThreadWaker(
+                            std::thread::current(),
+                        )));
+                        (Exchanger::Thread { counters, waker }, Some(t))
+                    }
+                };
+                applied.txrx_cpu = match mode {
+                    TxRxMode::Inline => applied.cpu,
+                    TxRxMode::Thread if !no_rt => txrx_cpu,
+                    TxRxMode::Thread => None,
+                };
+                let faults_before = rt::thread_minor_faults();
+                let mut sinks = Sinks {
+                    live: &ch.live,
+                    events: &mut ch.events,
+                    samples: ch.samples.as_mut(),
+                    stop,
+                };
+                let exit = cycle::run(&mut x, md, group, app, &mut rec, &mut sinks, state, params);
+                applied.cycle_minor_faults = rt::thread_minor_faults() - faults_before;
+                let bus = match (x, thread) {
+                    (Exchanger::Inline(b), _) => b,
+                    (Exchanger::Thread { .. }, Some(t)) => t.stop(),
+                    (Exchanger::Thread { .. }, None) => {
+                        unreachable!("thread mode has a thread")
+                    }
+                };
+                Ok((bus, rec, exit, applied))
+            })
+            .map_err(|e| Box::new((Error::io("spawn the cyclic thread")(e), None)))?;
+        handle
+            .join()
+            .map_err(|_| Box::new((Error::Panicked("cyclic"), None)))?
+    })
+}
