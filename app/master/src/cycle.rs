@@ -150,13 +150,13 @@ pub struct Sinks<'a> {
 pub struct State {
     image: ProcessImage,
     status: Vec<SubdeviceStatus>,
-    /// Each subdevice's share of the expected working counter.
-    shares: Vec<u32>,
+    /// Each subdevice's share of the expected working counter (inputs, outputs).
+    shares: Vec<(u32, u32)>,
 }
 
 impl State {
     /// State for a segment with `layout`.
-    pub fn new(layout: &Layout, shares: &[u32]) -> Self {
+    pub fn new(layout: &Layout, shares: &[(u32, u32)]) -> Self {
         State {
             image: ProcessImage::for_layout(layout),
             status: vec![SubdeviceStatus::default(); layout.subdevices.len()],
@@ -247,12 +247,17 @@ pub fn run(
                         st.al_state = code;
                     }
                     if code != 8 {
-                        missing_share += st.shares.get(i).copied().unwrap_or(0);
+                        // In SAFE-OP a subdevice still has its inputs read (the ETG.1000.6 AL
+                        // states: inputs valid in SAFE-OP, outputs only in OP; ecsim does the
+                        // same); below SAFE-OP its process data FMMUs do nothing.
+                        let (ins, outs) = st.shares.get(i).copied().unwrap_or((0, 0));
+                        missing_share += if code & 0x0f == 4 { outs } else { ins + outs };
                         first_not_op.get_or_insert((i as u16, code));
                     }
                 }
                 // A wrong WKC fully explained by the subdevices not in OP leaves the others'
-                // data valid; any other mismatch makes every subdevice's data suspect.
+                // data valid; any other mismatch makes every subdevice's data suspect (ethercrab
+                // returns one sum for all the LRW frames of the cycle).
                 let explained = wkc == p.expected_wkc
                     || u32::from(wkc) + missing_share == u32::from(p.expected_wkc);
                 for s in st.status.iter_mut() {

@@ -567,8 +567,9 @@ impl Layout {
     /// inputs (in position order) then all outputs, and sends it as LRWs of at most `chunk`
     /// bytes; a subdevice counts in every LRW that touches its area (+1 for inputs read, +2 for
     /// outputs written, ETG.1000.4 Table 24), so a subdevice whose area straddles two frames
-    /// counts twice. Returns the total and each subdevice's share.
-    pub fn wkc(&self, chunk: usize) -> (u32, Vec<u32>) {
+    /// counts twice. Returns the total and each subdevice's share: (from reading its inputs,
+    /// from writing its outputs).
+    pub fn wkc(&self, chunk: usize) -> (u32, Vec<(u32, u32)>) {
         let n = self.subdevices.len();
         let mut areas = Vec::with_capacity(2 * n);
         let mut off = 0usize;
@@ -581,18 +582,22 @@ impl Layout {
             off += s.output_bytes as usize;
         }
         let total = off;
-        let mut share = vec![0u32; n];
+        let mut share = vec![(0u32, 0u32); n];
         let mut start = 0;
         while start < total {
             let end = (start + chunk).min(total);
             for (r, w, i) in &areas {
                 if !r.is_empty() && r.start < end && start < r.end {
-                    share[*i] += w;
+                    if *w == 1 {
+                        share[*i].0 += 1;
+                    } else {
+                        share[*i].1 += 2;
+                    }
                 }
             }
             start = end;
         }
-        (share.iter().sum(), share)
+        (share.iter().map(|(a, b)| a + b).sum(), share)
     }
 }
 
@@ -639,8 +644,8 @@ mod tests {
         let l = Layout::from_sizes(1, &[23; 64], &[23; 64]);
         let (total, share) = l.wkc(1100);
         assert_eq!(total, 192 + 1 + 2);
-        assert_eq!(share[47], 3 + 1);
-        assert_eq!(share[31], 3 + 2);
+        assert_eq!(share[47], (2, 2));
+        assert_eq!(share[31], (1, 4));
         let l = Layout::from_sizes(1, &[0, 4], &[2, 0]);
         assert_eq!(l.wkc(1100).0, 3);
     }

@@ -11,14 +11,21 @@ use futures_lite::future::block_on;
 /// (EEPROMs are 2..64 KiB), and a bound on what a broken EEPROM can make the master read.
 pub const MAX_SII_BYTES: usize = 64 * 1024;
 
-/// Categories the layout and the subdevice list need.
-const WANTED: [u16; 5] = [
+/// Categories the layout needs (the device name comes from ethercrab).
+const WANTED: [u16; 4] = [
     sii::category::STRINGS,
-    sii::category::GENERAL,
     sii::category::SYNC_MANAGER,
     sii::category::TXPDO,
     sii::category::RXPDO,
 ];
+
+/// The decoded SII of the subdevices read so far in one bring-up, by identity: subdevices with
+/// the same vendor, product code and revision share their description (ETG.2010 and the ESI
+/// rules tie any change of the PDO description to a new revision number), so a segment of 100
+/// identical terminals reads one SII, not 100 — the SII is read a word pair at a time, and this
+/// is most of a bring-up's time on large segments.
+#[derive(Debug, Default)]
+pub struct SiiCache(Vec<((u32, u32, u32), Sii)>);
 
 /// Read the fixed area and the categories in `wanted` (all categories when `None`) of a
 /// subdevice's SII, and return them as one image [`Sii::parse`] reads (the categories skipped
@@ -74,16 +81,25 @@ pub fn read_sii(md: &MainDevice<'_>, sd: &SubDevice, wanted: Option<&[u16]>) -> 
 pub fn read_subdevice(
     md: &MainDevice<'_>,
     sd: &SubDeviceRef<'_, &SubDevice>,
+    cache: &mut SiiCache,
 ) -> Result<SubdeviceSource> {
-    let img = read_sii(md, sd, Some(&WANTED))?;
-    let sii = Sii::parse(&img).map_err(|e| {
-        Error::Layout(crate::layout::LayoutError::Mapping {
-            position: sd.configured_address(),
-            name: sd.name().to_string(),
-            what: e.to_string(),
-        })
-    })?;
     let id = sd.identity();
+    let key = (id.vendor_id, id.product_id, id.revision);
+    let sii = match cache.0.iter().find(|(k, _)| *k == key) {
+        Some((_, s)) => s.clone(),
+        None => {
+            let img = read_sii(md, sd, Some(&WANTED))?;
+            let s = Sii::parse(&img).map_err(|e| {
+                Error::Layout(crate::layout::LayoutError::Mapping {
+                    position: sd.configured_address(),
+                    name: sd.name().to_string(),
+                    what: e.to_string(),
+                })
+            })?;
+            cache.0.push((key, s.clone()));
+            s
+        }
+    };
     let coe = sii.protocols.coe && sii.mailbox.is_some();
     let pdos = if coe {
         coe_pdos(sd, &sii)?

@@ -121,8 +121,8 @@ struct Up {
     group: OpGroup,
     layout: Layout,
     expected_wkc: u16,
-    /// Each subdevice's share of the working counter.
-    wkc_shares: Vec<u32>,
+    /// Each subdevice's share of the working counter (inputs, outputs).
+    wkc_shares: Vec<(u32, u32)>,
 }
 
 /// Register access of `configure`, through the MainDevice (configured station addresses).
@@ -225,8 +225,9 @@ fn bring_up(
     }
     // The mapping in effect, read in PRE-OP from the sources ethercrab sizes the SMs from.
     let mut sources = Vec::with_capacity(n);
+    let mut cache = crate::mapping::SiiCache::default();
     for sd in group.iter(md) {
-        sources.push(crate::mapping::read_subdevice(md, &sd)?);
+        sources.push(crate::mapping::read_subdevice(md, &sd, &mut cache)?);
     }
     let layout = Layout::build(generation, &sources)?;
     let mut regs = Registers {

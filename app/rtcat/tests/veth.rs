@@ -161,8 +161,9 @@ fn power_cycle_and_link_pull_over_veth_are_recovered() {
     let dir = tempfile::tempdir().unwrap();
     let sim = start_sim(&net, dir.path());
     let out = dir.path().join("out");
+    let log = dir.path().join("bench.stderr");
     let mut child = bench(&net, &out, "8")
-        .stderr(Stdio::null())
+        .stderr(std::fs::File::create(&log).unwrap())
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(2000));
@@ -172,7 +173,11 @@ fn power_cycle_and_link_pull_over_veth_are_recovered() {
     std::thread::sleep(Duration::from_millis(700));
     net.set_segment_link(true).unwrap();
     let status = child.wait().unwrap();
-    assert!(status.success());
+    assert!(
+        status.success(),
+        "{status}: {}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
     let s = summary(&out);
     let ev = std::fs::read_to_string(out.join("events.log")).unwrap();
     assert!(
