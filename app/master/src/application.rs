@@ -139,14 +139,33 @@ impl Setup<'_> {
         self.layout
     }
 
-    /// The input entry called `name`, as a `T`.
+    /// The input entry called `name` (or `PDO.entry`, as `Channel 1.Input`), unique in the
+    /// segment, as a `T`.
     pub fn input<T: PdoValue>(&self, name: &str) -> Result<Input<T>, LayoutError> {
         self.layout.input(name)
     }
 
-    /// The output entry called `name`, as a `T`.
+    /// The output entry called `name` (or `PDO.entry`), unique in the segment, as a `T`.
     pub fn output<T: PdoValue>(&self, name: &str) -> Result<Output<T>, LayoutError> {
         self.layout.output(name)
+    }
+
+    /// The input entry called `name` (or `PDO.entry`) of the subdevice at `position`.
+    pub fn input_of<T: PdoValue>(
+        &self,
+        position: u16,
+        name: &str,
+    ) -> Result<Input<T>, LayoutError> {
+        self.layout.input_of(Some(position), name)
+    }
+
+    /// The output entry called `name` (or `PDO.entry`) of the subdevice at `position`.
+    pub fn output_of<T: PdoValue>(
+        &self,
+        position: u16,
+        name: &str,
+    ) -> Result<Output<T>, LayoutError> {
+        self.layout.output_of(Some(position), name)
     }
 
     /// The input entry `index:subindex` of the subdevice at `position`.

@@ -62,6 +62,10 @@ pub enum Error {
     /// The application refused the segment in `configure`.
     #[error("application: {0}")]
     Application(String),
+    /// The application asked in `configure` for an entry the layout does not have (or not with
+    /// that type): the entry names come from the user, so this is a usage error.
+    #[error("application: {0}")]
+    Entry(crate::layout::LayoutError),
     /// A bring-up failed `attempts` times in a row (`[health] max_failed_recoveries`).
     #[error("{last} (gave up after {attempts} failed attempts in a row)")]
     GaveUp {
@@ -81,7 +85,7 @@ pub enum Error {
 impl Error {
     /// Whether the error is the user's input (configuration, arguments): exit 2, not 1.
     pub fn is_usage(&self) -> bool {
-        matches!(self, Error::Config(_))
+        matches!(self, Error::Config(_) | Error::Entry(_))
     }
 
     pub(crate) fn bus(stage: impl Into<String>, source: ethercrab::error::Error) -> Self {

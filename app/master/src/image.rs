@@ -153,9 +153,24 @@ fn check<T: PdoValue>(e: &Entry) -> Result<u32, LayoutError> {
 }
 
 impl Layout {
-    /// The input entry called `name`, as a `T`.
+    /// The input entry called `name` (or `PDO.entry`), unique in the segment, as a `T`.
     pub fn input<T: PdoValue>(&self, name: &str) -> Result<Input<T>, LayoutError> {
-        let e = self.by_name(Direction::Inputs, name)?;
+        self.input_of(None, name)
+    }
+
+    /// The output entry called `name` (or `PDO.entry`), unique in the segment, as a `T`.
+    pub fn output<T: PdoValue>(&self, name: &str) -> Result<Output<T>, LayoutError> {
+        self.output_of(None, name)
+    }
+
+    /// The input entry called `name` (or `PDO.entry`) of the subdevice at `position` (or, with
+    /// `None`, unique in the segment), as a `T`.
+    pub fn input_of<T: PdoValue>(
+        &self,
+        position: Option<u16>,
+        name: &str,
+    ) -> Result<Input<T>, LayoutError> {
+        let e = self.by_name(Direction::Inputs, position, name)?;
         Ok(Input {
             bit: check::<T>(e)?,
             generation: self.generation,
@@ -163,9 +178,14 @@ impl Layout {
         })
     }
 
-    /// The output entry called `name`, as a `T`.
-    pub fn output<T: PdoValue>(&self, name: &str) -> Result<Output<T>, LayoutError> {
-        let e = self.by_name(Direction::Outputs, name)?;
+    /// The output entry called `name` (or `PDO.entry`) of the subdevice at `position` (or,
+    /// with `None`, unique in the segment), as a `T`.
+    pub fn output_of<T: PdoValue>(
+        &self,
+        position: Option<u16>,
+        name: &str,
+    ) -> Result<Output<T>, LayoutError> {
+        let e = self.by_name(Direction::Outputs, position, name)?;
         Ok(Output {
             bit: check::<T>(e)?,
             generation: self.generation,

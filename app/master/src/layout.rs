@@ -118,6 +118,8 @@ pub struct Entry {
     pub subindex: u8,
     /// Name: from the SII, else `0xIIII:SS`.
     pub name: String,
+    /// Name of the PDO it is mapped in, if the SII gives one (`Channel 1`).
+    pub pdo_name: Option<String>,
     /// Bit position in the direction's process image (all subdevices' inputs, or outputs).
     pub bit_offset: u32,
     /// Length in bits.
@@ -132,6 +134,26 @@ impl Entry {
     /// `0xIIII:SS`.
     pub fn address(&self) -> String {
         format!("{:#06x}:{:02x}", self.index, self.subindex)
+    }
+
+    /// `PDO name.entry name` (`Channel 1.Input`), or the entry name when the PDO has none: the
+    /// way TwinCAT and IgH's tool tell apart entries of the same name in different PDOs.
+    pub fn qualified_name(&self) -> String {
+        match &self.pdo_name {
+            Some(p) => format!("{p}.{}", self.name),
+            None => self.name.clone(),
+        }
+    }
+
+    /// Whether `name` names this entry: its name or its qualified name.
+    pub fn is_named(&self, name: &str) -> bool {
+        self.name == name
+            || self
+                .pdo_name
+                .as_deref()
+                .and_then(|p| name.strip_prefix(p))
+                .and_then(|r| r.strip_prefix('.'))
+                == Some(self.name.as_str())
     }
 }
 
@@ -236,8 +258,8 @@ pub enum LayoutError {
     },
     /// Several entries have this name: ask by position and index:subindex.
     #[error(
-        "{direction} entry name {name:?} is used by {count} entries (subdevices {positions}): \
-         resolve it by position and index:subindex"
+        "{direction} entry name {name:?} is used by {count} entries ({positions}): qualify it \
+         with its PDO name (`PDO.entry`), give the position, or use index:subindex"
     )]
     Ambiguous {
         /// Inputs or outputs.
@@ -402,6 +424,7 @@ impl Layout {
                                 .clone()
                                 .filter(|n| !n.is_empty())
                                 .unwrap_or_else(|| format!("{index:#06x}:{subindex:02x}")),
+                            pdo_name: p.name.clone().filter(|n| !n.is_empty()),
                             bit_offset: u32::try_from(*total).unwrap_or(u32::MAX),
                             bits: *bits,
                             data_type: DataType::from_code(*dt),
@@ -508,22 +531,32 @@ impl Layout {
             .filter(move |e| e.direction == dir && e.index != 0 && pred(e))
     }
 
-    /// The entry called `name` in direction `dir`; an error if none or several are.
-    pub fn by_name(&self, dir: Direction, name: &str) -> Result<&Entry, LayoutError> {
-        let found: Vec<&Entry> = self.find(dir, |e| e.name == name).collect();
+    /// The entry called `name` (its name, or `PDO name.entry name`) in direction `dir`, in the
+    /// whole segment or only at `position`; an error if none or several are.
+    pub fn by_name(
+        &self,
+        dir: Direction,
+        position: Option<u16>,
+        name: &str,
+    ) -> Result<&Entry, LayoutError> {
+        let here = |e: &Entry| position.is_none_or(|p| e.position == p);
+        let found: Vec<&Entry> = self.find(dir, |e| here(e) && e.is_named(name)).collect();
+        let at = position.map_or(String::new(), |p| format!(" at position {p}"));
         match found.as_slice() {
             [one] => Ok(one),
             [] => {
-                let close: Vec<&str> = self
+                let close: Vec<String> = self
                     .find(dir, |e| {
-                        e.name.eq_ignore_ascii_case(name) || e.name.contains(name)
+                        here(e)
+                            && (e.name.eq_ignore_ascii_case(name)
+                                || e.qualified_name().contains(name))
                     })
-                    .map(|e| e.name.as_str())
+                    .map(Entry::qualified_name)
                     .take(5)
                     .collect();
                 Err(LayoutError::NotFound {
                     direction: dir_name(dir),
-                    what: format!("named {name:?}"),
+                    what: format!("named {name:?}{at}"),
                     hint: if close.is_empty() {
                         String::new()
                     } else {
@@ -537,7 +570,7 @@ impl Layout {
                 count: many.len(),
                 positions: many
                     .iter()
-                    .map(|e| e.position.to_string())
+                    .map(|e| format!("{} {}", e.position, e.qualified_name()))
                     .collect::<Vec<_>>()
                     .join(", "),
             }),
@@ -692,11 +725,22 @@ mod tests {
             .map(|e| e.bit_offset)
             .collect();
         assert_eq!(e, [0, 1, 2, 8, 9, 10]);
-        let err = l.by_name(Direction::Inputs, "In 2").unwrap_err();
-        assert!(err.to_string().contains("subdevices 0, 1"), "{err}");
+        let err = l.by_name(Direction::Inputs, None, "In 2").unwrap_err();
+        assert!(
+            err.to_string().contains("(0 Inputs.In 2, 1 Inputs.In 2)"),
+            "{err}"
+        );
+        let e = l
+            .by_name(Direction::Inputs, Some(1), "Inputs.In 2")
+            .unwrap();
+        assert_eq!(e.bit_offset, 9);
+        assert!(
+            l.by_name(Direction::Inputs, Some(1), "Inputs.In 9")
+                .is_err()
+        );
         let e = l.by_address(Direction::Inputs, 1, 0x6000, 2).unwrap();
         assert_eq!(e.bit_offset, 9);
-        let err = l.by_name(Direction::Outputs, "speed").unwrap_err();
+        let err = l.by_name(Direction::Outputs, None, "speed").unwrap_err();
         assert!(err.to_string().contains("similar: Speed"), "{err}");
     }
 }

@@ -238,7 +238,10 @@ fn bring_up(
         layout: &layout,
         registers: &mut regs,
     })
-    .map_err(|e| Error::Application(e.to_string()))?;
+    .map_err(|e| match e.downcast::<LayoutError>() {
+        Ok(l) => Error::Entry(*l),
+        Err(e) => Error::Application(e.to_string()),
+    })?;
 
     let group = block_on(group.into_op(md)).map_err(|e| match e {
         ethercrab::error::Error::PdiTooLong { desired_length, .. } => Error::Capacity(format!(
