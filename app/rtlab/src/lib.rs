@@ -14,7 +14,8 @@ pub mod load;
 pub mod outfile;
 pub mod plot;
 pub mod report;
-pub mod summary;
+/// The result types, now the `rtcat-results` crate; kept under this name for existing callers.
+pub use rtcat_results as summary;
 
 pub use load::{LoadArgs, LoadHandle, LoadReport, LoadSpec, run_load};
 pub use report::{ReportArgs, run_report};
