@@ -379,6 +379,61 @@ fn spawned_child_load_reports_back() {
     assert!(shm_dirs_of(pid).is_empty());
 }
 
+/// The child of `LoadHandle::spawn` has SIGTERM as its parent-death signal: when the thread that
+/// spawned it ends without stopping it, the child stops as on Ctrl-C (tmpfs files removed).
+#[test]
+fn child_load_stops_when_the_spawning_thread_ends() {
+    let spec = LoadSpec {
+        duration: Duration::from_secs(60),
+        cpus: vec![load_cpu()],
+        cpu_hogs: 1,
+        tmpfs: Some(TmpfsLoad {
+            dir: "/dev/shm".into(),
+            mib: 2,
+        }),
+        anon_mib: None,
+        fork_churn: None,
+        net: None,
+        backend: Backend::Builtin,
+    };
+    let pid = std::thread::spawn(move || {
+        let h = LoadHandle::spawn(Path::new(BIN), &spec).unwrap();
+        let pid = h.child_pid().unwrap();
+        // until the child's tmpfs directory exists, its signal handlers are in place
+        let t0 = Instant::now();
+        while shm_dirs_of(pid).is_empty() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!shm_dirs_of(pid).is_empty(), "the child load did not start");
+        // neither stop() nor Drop: only the parent-death signal can end it now
+        std::mem::forget(h);
+        pid
+    })
+    .join()
+    .unwrap();
+    let t0 = Instant::now();
+    let ended = loop {
+        let state = status_field(Path::new(&format!("/proc/{pid}/status")), "State");
+        if state.is_none_or(|s| s.starts_with('Z')) {
+            break true;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pid_t = nix::unistd::Pid::from_raw(pid as i32);
+    if !ended {
+        let _ = nix::sys::signal::killpg(pid_t, nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = nix::sys::wait::waitpid(pid_t, None);
+    assert!(
+        ended,
+        "the child load still runs 10 s after its parent thread ended"
+    );
+    assert!(shm_dirs_of(pid).is_empty());
+}
+
 #[test]
 fn stress_ng_backend_is_placed_and_stopped() {
     let have = std::env::var_os("PATH")
