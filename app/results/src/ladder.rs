@@ -7,7 +7,10 @@ use safefs::Dir;
 use serde::{Deserialize, Deserializer, Serialize};
 
 use crate::error::invalid;
-use crate::files::{read_text_in, split_path, to_json, write_text_in};
+use crate::files::read_text_in;
+use crate::files::{
+    JsonFile, parse_json, read_json, read_json_in, to_json, write_json, write_json_to,
+};
 use crate::table::{non_negative, ordinal, shortest, uint};
 use crate::{
     Error, LADDER_CSV_FILE, LADDER_CSV_LIMIT, LADDER_SCHEMA, MANIFEST_FILE, MANIFEST_LIMIT,
@@ -78,42 +81,33 @@ impl LadderManifest {
 
     /// Parses and validates the text of a `manifest.json`; errors name `path` and the field.
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
-        let m: LadderManifest = serde_json::from_str(text).map_err(|e| Error::Json {
-            path: path.to_path_buf(),
-            what: "rtcat.ladder/1 manifest",
-            reason: e.to_string(),
-        })?;
-        m.validate().map_err(|e| e.in_file(path))?;
-        Ok(m)
+        parse_json(text, path)
     }
 
     /// Reads a `manifest.json` named by the caller (a regular file of at most
     /// [`MANIFEST_LIMIT`] bytes).
     pub fn read(path: &Path) -> Result<Self> {
-        let text = safefs::read_to_string_bounded(path, MANIFEST_LIMIT)?;
-        Self::parse(&text, path)
+        read_json(path)
     }
 
     /// Reads `manifest.json` in `dir` without following a link.
     pub fn read_in(dir: &Dir) -> Result<Self> {
-        let (text, path) = read_text_in(dir, MANIFEST_FILE, MANIFEST_LIMIT)?;
-        Self::parse(&text, &path)
+        read_json_in(dir)
     }
 
     /// The manifest as pretty JSON with a final newline.
     pub fn to_json(&self) -> Result<String> {
-        to_json(self, MANIFEST_FILE)
+        to_json(self)
     }
 
     /// Writes `manifest.json` into `dir` atomically, never following a link.
     pub fn write_to(&self, dir: &Dir) -> Result<()> {
-        write_text_in(dir, MANIFEST_FILE, &self.to_json()?)
+        write_json_to(self, dir)
     }
 
     /// Writes the manifest to `path` atomically through its directory (see [`Summary::write`]).
     pub fn write(&self, path: &Path) -> Result<()> {
-        let (dir, name) = split_path(path)?;
-        write_text_in(&dir, name, &self.to_json()?)
+        write_json(self, path)
     }
 }
 
@@ -239,6 +233,15 @@ pub fn parse_ladder_csv(text: &str) -> Result<Vec<LadderRow>> {
 pub fn read_ladder_csv_in(dir: &Dir) -> Result<Vec<LadderRow>> {
     let (text, path) = read_text_in(dir, LADDER_CSV_FILE, LADDER_CSV_LIMIT)?;
     parse_ladder_csv(&text).map_err(|e| e.in_file(path))
+}
+
+impl JsonFile for LadderManifest {
+    const FILE: &'static str = MANIFEST_FILE;
+    const LIMIT: u64 = MANIFEST_LIMIT;
+    const WHAT: &'static str = "rtcat.ladder/1 manifest";
+    fn check(&self) -> Result<()> {
+        self.validate()
+    }
 }
 
 #[cfg(test)]

@@ -8,7 +8,9 @@ use safefs::Dir;
 use serde::{Deserialize, Serialize};
 
 use crate::error::invalid;
-use crate::files::{read_text_in, split_path, to_json, write_text_in};
+use crate::files::{
+    JsonFile, parse_json, read_json, read_json_in, to_json, write_json, write_json_to,
+};
 use crate::{
     EXEC_HDR_FILE, Error, RTT_HDR_FILE, Result, SUMMARY_FILE, SUMMARY_LIMIT, SUMMARY_SCHEMA,
     WAKE_HDR_FILE, validate_stage_id, write_hdr_to,
@@ -495,44 +497,35 @@ impl Summary {
 
     /// Parses and validates the text of a `summary.json`; errors name `path` and the field.
     pub fn parse(text: &str, path: &Path) -> Result<Self> {
-        let s: Summary = serde_json::from_str(text).map_err(|e| Error::Json {
-            path: path.to_path_buf(),
-            what: "rtcat.summary/1 summary",
-            reason: e.to_string(),
-        })?;
-        s.validate().map_err(|e| e.in_file(path))?;
-        Ok(s)
+        parse_json(text, path)
     }
 
     /// Reads and validates a `summary.json` named by the caller (links in `path` are followed;
     /// it must be a regular file of at most [`SUMMARY_LIMIT`] bytes); errors name the file.
     pub fn read(path: &Path) -> Result<Self> {
-        let text = safefs::read_to_string_bounded(path, SUMMARY_LIMIT)?;
-        Self::parse(&text, path)
+        read_json(path)
     }
 
     /// Reads and validates `summary.json` in `dir` without following a link.
     pub fn read_in(dir: &Dir) -> Result<Self> {
-        let (text, path) = read_text_in(dir, SUMMARY_FILE, SUMMARY_LIMIT)?;
-        Self::parse(&text, &path)
+        read_json_in(dir)
     }
 
     /// The summary as pretty JSON with a final newline.
     pub fn to_json(&self) -> Result<String> {
-        to_json(self, SUMMARY_FILE)
+        to_json(self)
     }
 
     /// Writes `summary.json` into `dir` atomically (temporary file, fsync, rename, directory
     /// fsync); a link planted at the name is replaced, never followed.
     pub fn write_to(&self, dir: &Dir) -> Result<()> {
-        write_text_in(dir, SUMMARY_FILE, &self.to_json()?)
+        write_json_to(self, dir)
     }
 
     /// Writes the summary to `path` atomically through its directory, like [`Summary::write_to`]
     /// (the directory is opened as named, following links in it; the file name is not followed).
     pub fn write(&self, path: &Path) -> Result<()> {
-        let (dir, name) = split_path(path)?;
-        write_text_in(&dir, name, &self.to_json()?)
+        write_json(self, path)
     }
 }
 
@@ -554,6 +547,15 @@ pub fn write_results(
         write_hdr_to(dir, RTT_HDR_FILE, r)?;
     }
     s.write_to(dir)
+}
+
+impl JsonFile for Summary {
+    const FILE: &'static str = SUMMARY_FILE;
+    const LIMIT: u64 = SUMMARY_LIMIT;
+    const WHAT: &'static str = "rtcat.summary/1 summary";
+    fn check(&self) -> Result<()> {
+        self.validate()
+    }
 }
 
 #[cfg(test)]

@@ -345,10 +345,10 @@ fn cli_duration_bound_and_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--tmpfs-dir: /proc is not a tmpfs"));
 }
 
-#[test]
-fn spawned_child_load_reports_back() {
-    let spec = LoadSpec {
-        duration: Duration::from_secs(20),
+/// One hog and 2 MiB of tmpfs churn on the load CPU, built in.
+fn hog_and_tmpfs(duration: Duration) -> LoadSpec {
+    LoadSpec {
+        duration,
         cpus: vec![load_cpu()],
         cpu_hogs: 1,
         tmpfs: Some(TmpfsLoad {
@@ -359,7 +359,12 @@ fn spawned_child_load_reports_back() {
         fork_churn: None,
         net: None,
         backend: Backend::Builtin,
-    };
+    }
+}
+
+#[test]
+fn spawned_child_load_reports_back() {
+    let spec = hog_and_tmpfs(Duration::from_secs(20));
     let h = LoadHandle::spawn(Path::new(BIN), &spec).unwrap();
     let pid = h.child_pid().unwrap();
     std::thread::sleep(Duration::from_millis(700));
@@ -383,19 +388,7 @@ fn spawned_child_load_reports_back() {
 /// spawned it ends without stopping it, the child stops as on Ctrl-C (tmpfs files removed).
 #[test]
 fn child_load_stops_when_the_spawning_thread_ends() {
-    let spec = LoadSpec {
-        duration: Duration::from_secs(60),
-        cpus: vec![load_cpu()],
-        cpu_hogs: 1,
-        tmpfs: Some(TmpfsLoad {
-            dir: "/dev/shm".into(),
-            mib: 2,
-        }),
-        anon_mib: None,
-        fork_churn: None,
-        net: None,
-        backend: Backend::Builtin,
-    };
+    let spec = hog_and_tmpfs(Duration::from_secs(60));
     let pid = std::thread::spawn(move || {
         let h = LoadHandle::spawn(Path::new(BIN), &spec).unwrap();
         let pid = h.child_pid().unwrap();

@@ -22,6 +22,14 @@ fn pace(c: &Ctl, t0: Instant, sent: u64, rate: f64) -> bool {
     }
 }
 
+/// The socket timeout (50 ms) ran out: not an error, the worker checks its deadline and goes on.
+fn timed_out(e: &std::io::Error) -> bool {
+    matches!(
+        e.kind(),
+        std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
+    )
+}
+
 pub(super) fn tcp_rx_worker(c: &Ctl, listener: TcpListener) {
     if let Err(e) = listener.set_nonblocking(true) {
         c.error(format!("net: {e}"));
@@ -53,11 +61,7 @@ pub(super) fn tcp_rx_worker(c: &Ctl, listener: TcpListener) {
                     .net_received
                     .fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if timed_out(&e) => {}
             Err(e) => {
                 c.error(format!("net: recv: {e}"));
                 return;
@@ -84,11 +88,7 @@ pub(super) fn tcp_tx_worker(c: &Ctl, addr: std::net::SocketAddr, rate: f64) {
                 sent += n as u64;
                 c.counters.net_sent.fetch_add(n as u64, Ordering::Relaxed);
             }
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut
-                ) => {}
+            Err(e) if timed_out(&e) => {}
             Err(e) => {
                 c.error(format!("net: send: {e}"));
                 return;
