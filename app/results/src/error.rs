@@ -144,3 +144,24 @@ impl Error {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The binary maps errors to exit codes by kind: a bad input is not a failed read.
+    #[test]
+    fn input_errors_are_told_from_io_failures() {
+        let d = tempfile::tempdir().unwrap();
+        let missing = crate::Summary::read(&d.path().join("summary.json")).unwrap_err();
+        assert!(!missing.is_input(), "{missing}");
+        std::fs::write(d.path().join("summary.json"), "{}").unwrap();
+        let bad = crate::Summary::read(&d.path().join("summary.json")).unwrap_err();
+        assert!(matches!(bad, Error::Json { .. }) && bad.is_input(), "{bad}");
+        let e = Error::field("runs", "runs: 0 is not in 1..=1000").in_file("m.json");
+        assert!(e.is_input());
+        // the whole message, and no source: a chain printer ({:#} of anyhow) does not repeat it
+        assert_eq!(e.to_string(), "m.json: runs: 0 is not in 1..=1000");
+        assert!(std::error::Error::source(&e).is_none());
+    }
+}
