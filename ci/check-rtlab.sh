@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Checks the rtlab crate (rtcat load / rtcat report / result types): format, lints, tests (with
+# Checks the rtlab crate (rtcat load / rtcat report) and rtcat-results (the result types): format, lints, tests (with
 # stress-ng installed so its backend is tested too), a live cyclictest histogram through the report,
 # an end-to-end load run and a report with plots. Exits non-zero on the first failure.
 set -euo pipefail
@@ -14,8 +14,8 @@ step "rtlab: shellcheck"
 shellcheck -x ci/check-rtlab.sh app/rtlab/assets/make-font-subset.sh
 
 step "rtlab: no paths of the build machine in committed files"
-if git grep -n -E '/(work|root|tmp)/' -- app/rtlab; then
-	die "machine-specific paths committed under app/rtlab"
+if git grep -n -E '/(work|root|tmp)/' -- app/rtlab app/results; then
+	die "machine-specific paths committed under app/rtlab or app/results"
 fi
 
 step "rtlab: font licence shipped with the embedded font"
@@ -26,21 +26,21 @@ grep -q "bitstream-vera" app/rtlab/assets/LICENSE-DejaVu.txt || die "font licenc
 # sets RTCAT_WORKSPACE_CHECKED; run standalone, this script does the rtlab part itself.
 if [ -z "${RTCAT_WORKSPACE_CHECKED:-}" ]; then
 	step "rtlab: cargo fmt --check"
-	cargo fmt -p rtlab --check
+	cargo fmt -p rtlab -p rtcat-results --check
 
 	step "rtlab: cargo clippy --all-targets -D warnings"
-	cargo clippy -q -p rtlab --all-targets -- -D warnings
+	cargo clippy -q -p rtlab -p rtcat-results --all-targets -- -D warnings
 
 	step "rtlab: builds with the MSRV (Rust 1.90)"
 	if command -v rustup >/dev/null; then
 		rustup toolchain install 1.90 --profile minimal >/dev/null 2>&1 || die "cannot install Rust 1.90"
-		cargo +1.90 build -q -p rtlab --all-targets
+		cargo +1.90 build -q -p rtlab -p rtcat-results --all-targets
 	else
 		die "rustup missing: cannot check the MSRV"
 	fi
 
 	step "rtlab: cargo test (stress-ng backend required)"
-	RTLAB_REQUIRE_STRESS_NG=1 cargo test -q -p rtlab
+	RTLAB_REQUIRE_STRESS_NG=1 cargo test -q -p rtlab -p rtcat-results
 fi
 
 step "rtlab: build the rtlab front end"

@@ -365,8 +365,8 @@ impl BusCounters {
     }
 
     /// The counters as the results report them (every reason listed, zero or not).
-    pub fn bus_stats(&self) -> rtlab::summary::BusStats {
-        rtlab::summary::BusStats {
+    pub fn bus_stats(&self) -> rtcat_results::BusStats {
+        rtcat_results::BusStats {
             rx_rejected: self.rx_rejected.load(Ordering::Relaxed),
             rx_rejected_by_reason: RxReject::ALL
                 .iter()

@@ -92,7 +92,7 @@ pub struct Outcome {
     /// An unrecoverable fault ended the run (service mode exits non-zero).
     pub fatal: Option<String>,
     /// Frames refused as replies (by reason) and frames the link could not send.
-    pub bus: rtlab::summary::BusStats,
+    pub bus: rtcat_results::BusStats,
     /// The layout of the last bring-up.
     pub layout: Option<Layout>,
 }

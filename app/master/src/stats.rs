@@ -3,8 +3,8 @@
 
 use hdrhistogram::Histogram;
 #[cfg(test)]
-use rtlab::summary::HDR_HIGHEST_NS;
-use rtlab::summary::{LatencyStats, new_histogram};
+use rtcat_results::HDR_HIGHEST_NS;
+use rtcat_results::{LatencyStats, new_histogram};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Everything one run measured. Owned by the cyclic thread while it runs.

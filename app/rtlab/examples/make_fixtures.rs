@@ -162,7 +162,7 @@ fn ladder(dir: &Path, kernel: &str, rt: bool, scale: f64, seed0: u64) -> Result<
         duration_s: 0.4,
         loaded: true,
     };
-    m.write(&dir.join(MANIFEST_FILE))
+    Ok(m.write(&dir.join(MANIFEST_FILE))?)
 }
 
 /// Writes all fixtures under `out`.

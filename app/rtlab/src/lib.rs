@@ -1,5 +1,5 @@
-//! rtlab: the `rtcat load` load generator, the `rtcat report` tables and plots, and the canonical
-//! result types ([`summary`]) shared by every rtcat command that writes or reads results.
+//! rtlab: the `rtcat load` load generator and the `rtcat report` tables and plots. The result
+//! types they read and write are the `rtcat-results` crate, re-exported here as [`summary`].
 //!
 //! Interface for the `rtcat` binary:
 //! - [`LoadArgs`] / [`run_load`] for `rtcat load`, [`ReportArgs`] / [`run_report`] for `rtcat report`
@@ -14,7 +14,8 @@ pub mod load;
 pub mod outfile;
 pub mod plot;
 pub mod report;
-pub mod summary;
+/// The result types, now the `rtcat-results` crate; kept under this name for existing callers.
+pub use rtcat_results as summary;
 
 pub use load::{LoadArgs, LoadHandle, LoadReport, LoadSpec, run_load};
 pub use report::{ReportArgs, run_report};

@@ -978,64 +978,92 @@ pub fn render_markdown(sources: &[Source]) -> String {
 }
 
 /// CSV: one row per source and stage, latencies in µs (3 decimals), empty where not applicable.
-pub fn render_csv(sources: &[Source]) -> String {
-    let mut o = String::from(
-        "source,stage,kind,kernel_release,preempt_rt,setup,runs,cycles,wake_mean_us,wake_mean_sd_us,wake_p99_us,wake_p99_sd_us,wake_p999_us,wake_p999_sd_us,wake_max_us,wake_max_sd_us,wake_max_worst_us,wake_p99_upper_bound,wake_p999_upper_bound,exec_mean_us,exec_mean_sd_us,exec_max_us,exec_max_sd_us,exec_max_worst_us,missed_deadlines,wkc_mismatches,recoveries,status,rx_rejected,send_errors,log_write_errors\n",
-    );
-    let q = |s: &str| {
-        if s.contains([',', '"', '\n']) {
-            format!("\"{}\"", s.replace('"', "\"\""))
-        } else {
-            s.to_string()
+pub fn render_csv(sources: &[Source]) -> Result<String> {
+    let rows: Vec<StageRow> = sources.iter().flat_map(stage_rows).collect();
+    let lines: Vec<CsvRow> = rows.iter().map(CsvRow::of).collect();
+    Ok(rtcat_results::table::to_csv(&lines)?)
+}
+
+/// One line of the CSV table: the columns are the fields, in this order. Latencies in µs with 3
+/// decimals; a figure a source does not have (exec times of cyclictest, counters of a source
+/// that does not record them) is empty.
+#[derive(Serialize, Default)]
+struct CsvRow<'a> {
+    source: &'a str,
+    stage: &'a str,
+    kind: &'static str,
+    kernel_release: &'a str,
+    preempt_rt: Option<bool>,
+    setup: &'a str,
+    runs: usize,
+    cycles: u64,
+    wake_mean_us: String,
+    wake_mean_sd_us: String,
+    wake_p99_us: String,
+    wake_p99_sd_us: String,
+    wake_p999_us: String,
+    wake_p999_sd_us: String,
+    wake_max_us: String,
+    wake_max_sd_us: String,
+    wake_max_worst_us: String,
+    wake_p99_upper_bound: bool,
+    wake_p999_upper_bound: bool,
+    exec_mean_us: Option<String>,
+    exec_mean_sd_us: Option<String>,
+    exec_max_us: Option<String>,
+    exec_max_sd_us: Option<String>,
+    exec_max_worst_us: Option<String>,
+    missed_deadlines: Option<u64>,
+    wkc_mismatches: Option<u64>,
+    recoveries: Option<u64>,
+    status: String,
+    rx_rejected: Option<u64>,
+    send_errors: Option<u64>,
+    log_write_errors: Option<u64>,
+}
+
+impl<'a> CsvRow<'a> {
+    fn of(r: &'a StageRow) -> Self {
+        let exec_mean = r.exec_mean_ns.as_ref();
+        let exec_max = r.exec_max_ns.as_ref();
+        CsvRow {
+            source: &r.source,
+            stage: &r.stage,
+            kind: match r.kind {
+                SourceKind::Ladder => "ladder",
+                SourceKind::Bench => "bench",
+                SourceKind::Cyclictest => "cyclictest",
+            },
+            kernel_release: r.kernel_release.as_deref().unwrap_or(""),
+            preempt_rt: r.preempt_rt,
+            setup: r.setup.as_deref().unwrap_or(""),
+            runs: r.runs,
+            cycles: r.cycles,
+            wake_mean_us: us(r.wake_mean_ns.mean),
+            wake_mean_sd_us: us(r.wake_mean_ns.sd),
+            wake_p99_us: us(r.wake_p99_ns.mean),
+            wake_p99_sd_us: us(r.wake_p99_ns.sd),
+            wake_p999_us: us(r.wake_p999_ns.mean),
+            wake_p999_sd_us: us(r.wake_p999_ns.sd),
+            wake_max_us: us(r.wake_max_ns.mean),
+            wake_max_sd_us: us(r.wake_max_ns.sd),
+            wake_max_worst_us: us(r.wake_max_ns.worst),
+            wake_p99_upper_bound: r.wake_p99_bounded,
+            wake_p999_upper_bound: r.wake_p999_bounded,
+            exec_mean_us: exec_mean.map(|s| us(s.mean)),
+            exec_mean_sd_us: exec_mean.map(|s| us(s.sd)),
+            exec_max_us: exec_max.map(|s| us(s.mean)),
+            exec_max_sd_us: exec_max.map(|s| us(s.sd)),
+            exec_max_worst_us: exec_max.map(|s| us(s.worst)),
+            missed_deadlines: r.missed_deadlines,
+            wkc_mismatches: r.wkc_mismatches,
+            recoveries: r.recoveries,
+            status: r.status.join("/"),
+            rx_rejected: r.rx_rejected,
+            send_errors: r.send_errors,
+            log_write_errors: r.log_write_errors,
         }
-    };
-    for r in sources.iter().flat_map(stage_rows) {
-        let kind = match r.kind {
-            SourceKind::Ladder => "ladder",
-            SourceKind::Bench => "bench",
-            SourceKind::Cyclictest => "cyclictest",
-        };
-        let opt = |s: &Option<Spread>| match s {
-            Some(s) => format!("{},{},{}", us(s.mean), us(s.sd), us(s.worst)),
-            None => ",,".into(),
-        };
-        let exec_mean = match &r.exec_mean_ns {
-            Some(s) => format!("{},{}", us(s.mean), us(s.sd)),
-            None => ",".into(),
-        };
-        let oc = |v: Option<u64>| v.map_or(String::new(), |v| v.to_string());
-        let _ = writeln!(
-            o,
-            "{},{},{kind},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{exec_mean},{},{},{},{},{},{},{},{}",
-            q(&r.source),
-            q(&r.stage),
-            q(r.kernel_release.as_deref().unwrap_or("")),
-            r.preempt_rt.map_or(String::new(), |b| b.to_string()),
-            q(r.setup.as_deref().unwrap_or("")),
-            r.runs,
-            r.cycles,
-            us(r.wake_mean_ns.mean),
-            us(r.wake_mean_ns.sd),
-            us(r.wake_p99_ns.mean),
-            us(r.wake_p99_ns.sd),
-            us(r.wake_p999_ns.mean),
-            us(r.wake_p999_ns.sd),
-            us(r.wake_max_ns.mean),
-            us(r.wake_max_ns.sd),
-            us(r.wake_max_ns.worst),
-            r.wake_p99_bounded,
-            r.wake_p999_bounded,
-            opt(&r.exec_max_ns),
-            oc(r.missed_deadlines),
-            oc(r.wkc_mismatches),
-            oc(r.recoveries),
-            r.status.join("/"),
-            oc(r.rx_rejected),
-            oc(r.send_errors),
-            oc(r.log_write_errors),
-        );
     }
-    o
 }
 
 #[derive(Serialize)]
@@ -1185,7 +1213,7 @@ pub fn run_report(args: &ReportArgs) -> Result<i32> {
     };
     let text = match args.format {
         Format::Md => render_markdown(&sources),
-        Format::Csv => render_csv(&sources),
+        Format::Csv => render_csv(&sources)?,
         Format::Json => render_json(&sources)?,
     };
     match &args.out {

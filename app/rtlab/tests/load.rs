@@ -345,10 +345,10 @@ fn cli_duration_bound_and_usage_errors() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("--tmpfs-dir: /proc is not a tmpfs"));
 }
 
-#[test]
-fn spawned_child_load_reports_back() {
-    let spec = LoadSpec {
-        duration: Duration::from_secs(20),
+/// One hog and 2 MiB of tmpfs churn on the load CPU, built in.
+fn hog_and_tmpfs(duration: Duration) -> LoadSpec {
+    LoadSpec {
+        duration,
         cpus: vec![load_cpu()],
         cpu_hogs: 1,
         tmpfs: Some(TmpfsLoad {
@@ -359,7 +359,12 @@ fn spawned_child_load_reports_back() {
         fork_churn: None,
         net: None,
         backend: Backend::Builtin,
-    };
+    }
+}
+
+#[test]
+fn spawned_child_load_reports_back() {
+    let spec = hog_and_tmpfs(Duration::from_secs(20));
     let h = LoadHandle::spawn(Path::new(BIN), &spec).unwrap();
     let pid = h.child_pid().unwrap();
     std::thread::sleep(Duration::from_millis(700));
@@ -375,6 +380,49 @@ fn spawned_child_load_reports_back() {
             let s = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
             !s.contains("rtlab")
         }
+    );
+    assert!(shm_dirs_of(pid).is_empty());
+}
+
+/// The child of `LoadHandle::spawn` has SIGTERM as its parent-death signal: when the thread that
+/// spawned it ends without stopping it, the child stops as on Ctrl-C (tmpfs files removed).
+#[test]
+fn child_load_stops_when_the_spawning_thread_ends() {
+    let spec = hog_and_tmpfs(Duration::from_secs(60));
+    let pid = std::thread::spawn(move || {
+        let h = LoadHandle::spawn(Path::new(BIN), &spec).unwrap();
+        let pid = h.child_pid().unwrap();
+        // until the child's tmpfs directory exists, its signal handlers are in place
+        let t0 = Instant::now();
+        while shm_dirs_of(pid).is_empty() && t0.elapsed() < Duration::from_secs(10) {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert!(!shm_dirs_of(pid).is_empty(), "the child load did not start");
+        // neither stop() nor Drop: only the parent-death signal can end it now
+        std::mem::forget(h);
+        pid
+    })
+    .join()
+    .unwrap();
+    let t0 = Instant::now();
+    let ended = loop {
+        let state = status_field(Path::new(&format!("/proc/{pid}/status")), "State");
+        if state.is_none_or(|s| s.starts_with('Z')) {
+            break true;
+        }
+        if t0.elapsed() > Duration::from_secs(10) {
+            break false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let pid_t = nix::unistd::Pid::from_raw(pid as i32);
+    if !ended {
+        let _ = nix::sys::signal::killpg(pid_t, nix::sys::signal::Signal::SIGKILL);
+    }
+    let _ = nix::sys::wait::waitpid(pid_t, None);
+    assert!(
+        ended,
+        "the child load still runs 10 s after its parent thread ended"
     );
     assert!(shm_dirs_of(pid).is_empty());
 }

@@ -98,7 +98,8 @@ fn bytes_for(valid: &[u8], (mutated, edits, random): &(bool, Vec<Edit>, Vec<u8>)
     }
 }
 
-fn names_file(e: &anyhow::Error, p: &Path) {
+/// `{:#}`: with an `anyhow::Error`, the whole chain.
+fn names_file(e: &impl std::fmt::Display, p: &Path) {
     let msg = format!("{e:#}");
     assert!(
         msg.starts_with(&p.display().to_string()),
@@ -228,17 +229,23 @@ fn inputs_above_their_limit_are_refused_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: [(&str, u64, Reader); 4] = [
         ("summary.json", rtlab::summary::SUMMARY_LIMIT, |p| {
-            rtlab::summary::Summary::read(p).map(|_| ())
+            rtlab::summary::Summary::read(p)
+                .map(|_| ())
+                .map_err(Into::into)
         }),
         ("manifest.json", rtlab::summary::MANIFEST_LIMIT, |p| {
-            rtlab::summary::LadderManifest::read(p).map(|_| ())
+            rtlab::summary::LadderManifest::read(p)
+                .map(|_| ())
+                .map_err(Into::into)
         }),
         ("x.hdr", rtlab::summary::HDR_FILE_LIMIT, |p| {
-            rtlab::summary::read_hdr(p).map(|_| ())
+            rtlab::summary::read_hdr(p).map(|_| ()).map_err(Into::into)
         }),
         ("ladder.csv", rtlab::summary::LADDER_CSV_LIMIT, |p| {
             let d = safefs::Dir::open(p.parent().unwrap())?;
-            rtlab::summary::read_ladder_csv_in(&d).map(|_| ())
+            rtlab::summary::read_ladder_csv_in(&d)
+                .map(|_| ())
+                .map_err(Into::into)
         }),
     ];
     for (name, limit, read) in cases {

@@ -102,6 +102,38 @@ fn golden_csv() {
     golden("report.csv", &out);
 }
 
+/// A label with the CSV's delimiter and quote is quoted, its quotes doubled (RFC 4180 §2.6, 2.7);
+/// a label without them is not.
+#[test]
+fn csv_quotes_labels_that_need_it() {
+    let (code, out, err) = report(
+        &[
+            "stock",
+            "rt",
+            "--label",
+            "stock, \"5.10\"",
+            "--label",
+            "rt",
+            "--format",
+            "csv",
+        ],
+        &here().join("fixtures"),
+    );
+    assert_eq!(code, 0, "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert!(
+        lines[1].starts_with("\"stock, \"\"5.10\"\"\",s0,ladder,"),
+        "{}",
+        lines[1]
+    );
+    assert!(
+        lines.iter().any(|l| l.starts_with("rt,s0,ladder,")),
+        "{out}"
+    );
+    let columns = lines[0].split(',').count();
+    assert_eq!(columns, 31, "{}", lines[0]);
+}
+
 #[test]
 fn golden_json_and_labels() {
     let (code, out, err) = report(
