@@ -38,7 +38,6 @@ use std::fs;
 use std::io::{IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitCode, Stdio};
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, Result, anyhow};
@@ -447,38 +446,15 @@ fn resolve(a: &LadderArgs) -> Result<Plan, Usage> {
 
 // ---------------------------------------------------------------- signals
 
-static SIGNALS: AtomicU32 = AtomicU32::new(0);
-static LAST_SIGNAL: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    LAST_SIGNAL.store(sig, Ordering::Relaxed);
-    SIGNALS.fetch_add(1, Ordering::AcqRel);
-}
-
-fn install_signals() -> Result<()> {
-    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
-    let action = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    for sig in [Signal::SIGINT, Signal::SIGTERM] {
-        // SAFETY: the handler only touches atomics (async-signal-safe).
-        unsafe { sigaction(sig, &action) }.context("install SIGINT/SIGTERM handler")?;
-    }
-    Ok(())
-}
-
+/// Stop signals so far: the first is forwarded to the child bench (which writes its results),
+/// a second kills the child; the ladder itself always goes on to restore (`crate::signals`,
+/// installed with `Second::Counts`).
 fn signals() -> u32 {
-    SIGNALS.load(Ordering::Acquire)
+    crate::signals::count()
 }
 
-fn signal_name(sig: i32) -> String {
-    match sig {
-        libc::SIGINT => "SIGINT".into(),
-        libc::SIGTERM => "SIGTERM".into(),
-        s => format!("signal {s}"),
-    }
+fn last_signal_name() -> String {
+    crate::signals::signal().map_or_else(|| "signal".into(), crate::signals::name)
 }
 
 // ---------------------------------------------------------------- tune guard
@@ -1122,7 +1098,7 @@ fn manifest_system(plan: &Plan) -> SystemInfo {
 }
 
 fn ladder(plan: Plan) -> Result<u8> {
-    install_signals()?;
+    crate::signals::install(crate::signals::Second::Counts)?;
     let exe = std::env::current_exe().context("cannot find the rtcat executable")?;
     let manifest = LadderManifest {
         schema: LADDER_SCHEMA.into(),
@@ -1267,7 +1243,7 @@ fn ladder(plan: Plan) -> Result<u8> {
     }
     let sig = signals();
     log.stopped_by = if sig > 0 {
-        Some(signal_name(LAST_SIGNAL.load(Ordering::Relaxed)))
+        Some(last_signal_name())
     } else {
         fatal.as_ref().map(|e| format!("error: {e:#}"))
     };
@@ -1319,13 +1295,13 @@ fn ladder(plan: Plan) -> Result<u8> {
         return Ok(1);
     }
     if sig > 0 {
-        let s = LAST_SIGNAL.load(Ordering::Relaxed);
+        let s = crate::signals::signal().unwrap_or(libc::SIGINT);
         say(&format!(
             "rtcat ladder: stopped by {}; every knob restored; `rtcat report --allow-partial {}` reads the completed runs",
-            signal_name(s),
+            crate::signals::name(s),
             plan.out.display()
         ));
-        return Ok((128 + s).clamp(0, 255) as u8);
+        return Ok(crate::signals::exit_code(s));
     }
     Ok(if failed > 0 { 1 } else { 0 })
 }

@@ -198,7 +198,7 @@ fn checkpoint_fn(
 
 /// Run a job to its end and write every result file.
 pub fn execute(mut job: Job) -> Result<JobResult> {
-    crate::signals::install()?;
+    crate::signals::install(crate::signals::Second::Kills)?;
     let started = unix_ns();
     let t0 = now_ns();
     let (ev_tx, ev_rx) = rtrb::RingBuffer::new(4096);

@@ -71,7 +71,7 @@ fn sim(a: &SimArgs) -> Result<i32> {
         },
         None => Access::Owner,
     };
-    crate::signals::install()?;
+    crate::signals::install(crate::signals::Second::Kills)?;
     say(format_args!(
         "rtcat sim: {} subdevices, {} bytes of process data, expected WKC {} on {}",
         spec.devices.len(),
