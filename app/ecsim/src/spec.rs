@@ -418,7 +418,7 @@ fn direction(
             entries,
         });
     }
-    let carried = if bits % 8 == 0 && bits / 8 <= u64::from(MAX_IO_BYTES) {
+    let carried = if bits.is_multiple_of(8) && bits / 8 <= u64::from(MAX_IO_BYTES) {
         bits / 8
     } else {
         return Err(SpecError::Invalid(format!(
@@ -687,7 +687,7 @@ mod pdo_lists {
             ),
             (
                 "inputs = 2\n",
-                &"{ index = 0, bits = 8 }".to_string(),
+                "{ index = 0, bits = 8 }",
                 "device[0].inputs = 2: the txpdo entries carry 8 bits (1 bytes)",
             ),
             (
