@@ -62,7 +62,10 @@ fn open(bus: &BusArgs) -> Result<(Session, Config), Fail> {
             faults: Faults::new(),
         }
     } else {
-        let iface = bus.iface.clone().unwrap_or_else(|| cfg.bus.interface.clone());
+        let iface = bus
+            .iface
+            .clone()
+            .unwrap_or_else(|| cfg.bus.interface.clone());
         rttune::netif::check_exists(&rttune::SysRoot::live(), &iface)
             .map_err(|why| Fail::Usage(format!("--iface / bus.interface: {why}")))?;
         Target::Iface(iface)
@@ -237,7 +240,7 @@ pub fn layout_text(l: &Layout) -> String {
     for sd in &l.subdevices {
         let _ = writeln!(
             out,
-            "Subdevice {} ({}), address {:#06x}, mapping from {}: inputs {} bytes at {}, outputs {} bytes at {}",
+            "Subdevice {} ({}), address {:#06x}, mapping from {}: inputs {} at byte {}, outputs {} at byte {}",
             sd.position,
             if sd.name.is_empty() { "?" } else { &sd.name },
             sd.address,
@@ -245,9 +248,9 @@ pub fn layout_text(l: &Layout) -> String {
                 rtcat_master::layout::MappingSource::Coe => "CoE",
                 rtcat_master::layout::MappingSource::Sii => "SII",
             },
-            sd.input_bytes,
+            bytes(sd.input_bytes),
             sd.input_offset,
-            sd.output_bytes,
+            bytes(sd.output_bytes),
             sd.output_offset,
         );
         for pdo in &l.pdos[sd.pdos.clone()] {
@@ -265,26 +268,40 @@ pub fn layout_text(l: &Layout) -> String {
                     .map(|n| format!(" {n:?}"))
                     .unwrap_or_default()
             );
-            let mut rows = Vec::new();
+            // Fixed widths, so that the columns line up across PDOs and subdevices.
             for e in &l.entries[pdo.entries.clone()] {
-                rows.push(vec![
-                    "   ".to_string(),
+                let _ = writeln!(
+                    out,
+                    "    {:<10}  {:<22}  {:<7}  {:<7}  {}",
                     e.address(),
-                    format!("bit {:>5} = byte {}.{}", e.bit_offset, e.bit_offset / 8, e.bit_offset % 8),
+                    format!(
+                        "bit {} = byte {}.{}",
+                        e.bit_offset,
+                        e.bit_offset / 8,
+                        e.bit_offset % 8
+                    ),
                     format!("{} bit{}", e.bits, if e.bits == 1 { "" } else { "s" }),
                     e.data_type.to_string(),
-                    format!("{:?}", e.name),
-                ]);
+                    if e.index == 0 {
+                        "(gap)"
+                    } else {
+                        e.name.as_str()
+                    }
+                );
             }
-            out.push_str(&table(&rows));
         }
     }
     let _ = writeln!(
         out,
-        "Process image: {} input bytes, {} output bytes",
-        l.input_bytes, l.output_bytes
+        "Process image: {} of inputs, {} of outputs",
+        bytes(l.input_bytes),
+        bytes(l.output_bytes)
     );
     out
+}
+
+fn bytes(n: u32) -> String {
+    format!("{n} byte{}", if n == 1 { "" } else { "s" })
 }
 
 /// `rtcat pdos`.
@@ -302,7 +319,8 @@ pub fn pdos(a: PdosArgs) -> ExitCode {
 }
 
 fn opt(s: &Option<String>) -> String {
-    s.as_deref().map_or_else(|| "-".into(), |s| format!("{s:?}"))
+    s.as_deref()
+        .map_or_else(|| "-".into(), |s| format!("{s:?}"))
 }
 
 /// A decoded SII in words.
@@ -343,7 +361,11 @@ pub fn sii_text(position: u16, s: &Sii, truncated: bool) -> String {
     let _ = writeln!(
         o,
         "Protocols: {}",
-        if p.is_empty() { "none".into() } else { p.join(" ") }
+        if p.is_empty() {
+            "none".into()
+        } else {
+            p.join(" ")
+        }
     );
     let _ = writeln!(o, "Strings ({}):", s.strings.len());
     for (i, st) in s.strings.iter().enumerate() {
@@ -388,7 +410,11 @@ pub fn sii_text(position: u16, s: &Sii, truncated: bool) -> String {
     let _ = writeln!(
         o,
         "FMMUs: {}",
-        if f.is_empty() { "none".into() } else { f.join(" ") }
+        if f.is_empty() {
+            "none".into()
+        } else {
+            f.join(" ")
+        }
     );
     o.push_str("Sync managers:\n");
     for (i, sm) in s.sync_managers.iter().enumerate() {
@@ -532,7 +558,14 @@ pub fn sii(a: SiiArgs) -> ExitCode {
 pub fn counters_table(all: &[ErrorCounters]) -> String {
     let mut rows = vec![
         [
-            "POS", "PORT", "INVALID", "RX-ERR", "FORWARDED", "LOST-LINK", "PU-ERR", "PDI-ERR",
+            "POS",
+            "PORT",
+            "INVALID",
+            "RX-ERR",
+            "FORWARDED",
+            "LOST-LINK",
+            "PU-ERR",
+            "PDI-ERR",
         ]
         .map(String::from)
         .to_vec(),
@@ -580,12 +613,37 @@ pub fn counter_changes(old: &[ErrorCounters], new: &[ErrorCounters]) -> Vec<Stri
     for (o, n) in old.iter().zip(new) {
         for (po, pn) in o.ports.iter().zip(&n.ports) {
             let p = pn.port;
-            line(n.position, format!("port {p} invalid frames"), po.invalid_frame, pn.invalid_frame);
-            line(n.position, format!("port {p} RX errors"), po.rx_error, pn.rx_error);
-            line(n.position, format!("port {p} forwarded errors"), po.forwarded, pn.forwarded);
-            line(n.position, format!("port {p} lost links"), po.lost_link, pn.lost_link);
+            line(
+                n.position,
+                format!("port {p} invalid frames"),
+                po.invalid_frame,
+                pn.invalid_frame,
+            );
+            line(
+                n.position,
+                format!("port {p} RX errors"),
+                po.rx_error,
+                pn.rx_error,
+            );
+            line(
+                n.position,
+                format!("port {p} forwarded errors"),
+                po.forwarded,
+                pn.forwarded,
+            );
+            line(
+                n.position,
+                format!("port {p} lost links"),
+                po.lost_link,
+                pn.lost_link,
+            );
         }
-        line(n.position, "processing unit errors".into(), o.processing_unit, n.processing_unit);
+        line(
+            n.position,
+            "processing unit errors".into(),
+            o.processing_unit,
+            n.processing_unit,
+        );
         line(n.position, "PDI errors".into(), o.pdi, n.pdi);
     }
     if old.len() != new.len() {

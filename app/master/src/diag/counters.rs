@@ -54,7 +54,11 @@ pub struct ErrorCounters {
 
 impl ErrorCounters {
     /// Decode the 20 bytes of 0x0300..=0x0313; `implemented[p]` keeps port p.
-    pub fn from_registers(position: u16, r: &[u8; ERROR_COUNTERS_LEN], implemented: [bool; 4]) -> Self {
+    pub fn from_registers(
+        position: u16,
+        r: &[u8; ERROR_COUNTERS_LEN],
+        implemented: [bool; 4],
+    ) -> Self {
         ErrorCounters {
             position,
             ports: (0..4u8)

@@ -65,11 +65,12 @@ struct Owned<'p, 'a> {
 impl Drop for Owned<'_, '_> {
     fn drop(&mut self) {
         if self.restore
-            && let Err(e) = self
-                .probe
-                .write(self.position, CONFIG, &[self.old_config])
+            && let Err(e) = self.probe.write(self.position, CONFIG, &[self.old_config])
         {
-            log::warn!("position {}: giving the EEPROM back to the PDI: {e}", self.position);
+            log::warn!(
+                "position {}: giving the EEPROM back to the PDI: {e}",
+                self.position
+            );
         }
     }
 }

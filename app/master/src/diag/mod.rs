@@ -80,7 +80,9 @@ pub enum Error {
         timeout: Duration,
     },
     /// The ESC refused an EEPROM read (its control/status register 0x0502 reports an error).
-    #[error("position {position}: SII EEPROM read of word {word:#06x} failed: {what} (0x0502 = {status:#06x})")]
+    #[error(
+        "position {position}: SII EEPROM read of word {word:#06x} failed: {what} (0x0502 = {status:#06x})"
+    )]
     EepromCommand {
         /// Position of the subdevice.
         position: u16,
@@ -172,11 +174,12 @@ impl<'a> Probe<'a> {
             let n = (buf.len() - done).min(READ_CHUNK);
             let a = addr + done as u16;
             let what = || format!("position {position}: APRD {a:#06x}, {n} bytes");
-            let r = block_on(Command::aprd(position, a).receive_slice(self.md, n as u16))
-                .map_err(|source| Error::Bus {
+            let r = block_on(Command::aprd(position, a).receive_slice(self.md, n as u16)).map_err(
+                |source| Error::Bus {
                     what: what(),
                     source,
-                })?;
+                },
+            )?;
             if r.len() < n {
                 return Err(Error::Bus {
                     what: what(),
@@ -192,7 +195,10 @@ impl<'a> Probe<'a> {
     /// Write `data` to register `addr` of the subdevice at `position` (APWR).
     pub(crate) fn write(&self, position: u16, addr: u16, data: &[u8]) -> Result<()> {
         block_on(Command::apwr(position, addr).send(self.md, data)).map_err(|source| Error::Bus {
-            what: format!("position {position}: APWR {addr:#06x}, {} bytes", data.len()),
+            what: format!(
+                "position {position}: APWR {addr:#06x}, {} bytes",
+                data.len()
+            ),
             source,
         })
     }

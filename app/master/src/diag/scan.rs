@@ -19,20 +19,26 @@ const DL_STATUS: u16 = 0x0110;
 const AL_STATUS: u16 = 0x0130;
 
 /// An AL state (register 0x0130 bits 0..3, ETG.1000.6 Table 9).
+/// Serialized as the table shows it (`"PREOP"`), as IgH's tool names the states.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum AlState {
     /// INIT (1).
+    #[serde(rename = "INIT")]
     Init,
     /// PRE-OP (2).
+    #[serde(rename = "PREOP")]
     PreOp,
     /// BOOT (3).
+    #[serde(rename = "BOOT")]
     Boot,
     /// SAFE-OP (4).
+    #[serde(rename = "SAFEOP")]
     SafeOp,
     /// OP (8).
+    #[serde(rename = "OP")]
     Op,
     /// A value the standard does not define.
+    #[serde(rename = "UNKNOWN")]
     Unknown(u8),
 }
 
@@ -299,7 +305,10 @@ impl Probe<'_> {
             Err(err) => e.errors.push(err.to_string()),
         }
         match self
-            .read_sii(position, Some(&[sii::category::STRINGS, sii::category::GENERAL]))
+            .read_sii(
+                position,
+                Some(&[sii::category::STRINGS, sii::category::GENERAL]),
+            )
             .and_then(|img| img.parse())
         {
             Ok(s) => {
