@@ -194,6 +194,22 @@ fn sii_decodes_names_pdos_and_the_whole_image() {
 }
 
 #[test]
+fn sii_read_gives_an_eeprom_offered_to_the_pdi_back() {
+    let s = sim_session(SegmentSpec::reference(), &Faults::new());
+    let md = s.maindevice();
+    // The device application has the EEPROM offered (0x0500 bit 0), as many ESCs run.
+    futures_lite::future::block_on(ethercrab::Command::apwr(1, 0x0500).send(md, [0x01u8])).unwrap();
+    let p = Probe::new(md, &Config::default()).unwrap();
+    let img = p.read_sii(1, None).unwrap();
+    assert_eq!(img.parse().unwrap().serial, 1001);
+    let mut r = [0u8; 1];
+    p.read(1, 0x0500, &mut r).unwrap();
+    assert_eq!(r[0], 0x01, "EEPROM configuration after the read");
+    p.read(0, 0x0500, &mut r).unwrap();
+    assert_eq!(r[0], 0x00, "a device that did not offer it is left alone");
+}
+
+#[test]
 fn layout_matches_the_segment_and_leaves_it_in_init() {
     let spec = SegmentSpec::load(&segment_io()).unwrap();
     let s = sim_session(spec.clone(), &Faults::new());
@@ -540,6 +556,48 @@ fn veth_scan_counters_pdos_sii_with_faults() {
     assert_eq!(v[2]["ports"][0]["forwarded"], 7, "{v}");
     let t = stdout(&in_ns(&net, &["counters", "--iface", ifc]));
     assert!(t.lines().nth(3).unwrap().contains(" 7 "), "{t}");
+
+    // --watch prints the table, then the changes a new fault makes, until SIGTERM.
+    let mut watch = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.master_ns,
+            BIN,
+            "counters",
+            "--iface",
+            ifc,
+        ])
+        .args(["--watch", "0.1"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    sim.ctl("crc-errors 1 0 3");
+    std::thread::sleep(Duration::from_millis(600));
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(watch.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let t = Instant::now();
+    while watch.try_wait().unwrap().is_none() {
+        assert!(t.elapsed() < Duration::from_secs(10), "watch did not stop");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = watch.wait_with_output().unwrap();
+    assert!(o.status.success(), "{:?} {}", o.status, stderr(&o));
+    let t = stdout(&o);
+    assert!(t.starts_with("POS  PORT"), "{t}");
+    assert!(
+        t.contains("pos 1 port 0 invalid frames: 7 -> 10 (+3)"),
+        "{t}"
+    );
+    assert!(
+        t.contains("pos 2 port 0 forwarded errors: 7 -> 10 (+3)"),
+        "{t}"
+    );
 
     let v = ok(&in_ns(&net, &["pdos", "--iface", ifc, "--json"]));
     assert_eq!(v["input_bytes"], 66);

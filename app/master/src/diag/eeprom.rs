@@ -164,7 +164,7 @@ impl<'a> Probe<'a> {
     /// Read the SII of the subdevice at `position`: the fixed area, then the category list up to
     /// its end marker, keeping the categories in `wanted` (all when `None`) and skipping over the
     /// others. At most the EEPROM size word 0x3E gives, and at most
-    /// [`MAX_SII_BYTES`](crate::mapping::MAX_SII_BYTES), are read; a list that runs past that
+    /// [`MAX_SII_BYTES`], are read; a list that runs past that
     /// bound is cut there ([`SiiImage::truncated`]).
     pub fn read_sii(&self, position: u16, wanted: Option<&[u16]>) -> Result<SiiImage> {
         let o = self.take_eeprom(position)?;

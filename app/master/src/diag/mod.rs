@@ -65,6 +65,16 @@ pub enum Error {
         /// ethercrab's error.
         source: ethercrab::error::Error,
     },
+    /// A datagram came back unprocessed (working counter 0): no subdevice at the position, or
+    /// its ESC does not implement the address range.
+    #[error(
+        "{what}: not processed (working counter 0): no subdevice at this position, or its ESC \
+         does not implement these addresses"
+    )]
+    NotProcessed {
+        /// What was being read or written.
+        what: String,
+    },
     /// The ESC's EEPROM interface stayed busy longer than `[bus] init_eeprom_timeout_ms`.
     #[error(
         "position {position}: SII EEPROM interface busy for more than {} ms (word {word:#06x}); \
@@ -125,7 +135,7 @@ impl Error {
     }
 }
 
-/// `Result` with a diagnosis [`Error`].
+/// `Result` with a diagnosis [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// Raw access to the subdevices of a segment by position (no group, no state change).
@@ -174,12 +184,8 @@ impl<'a> Probe<'a> {
             let n = (buf.len() - done).min(READ_CHUNK);
             let a = addr + done as u16;
             let what = || format!("position {position}: APRD {a:#06x}, {n} bytes");
-            let r = block_on(Command::aprd(position, a).receive_slice(self.md, n as u16)).map_err(
-                |source| Error::Bus {
-                    what: what(),
-                    source,
-                },
-            )?;
+            let r = block_on(Command::aprd(position, a).receive_slice(self.md, n as u16))
+                .map_err(|source| bus_error(what(), source))?;
             if r.len() < n {
                 return Err(Error::Bus {
                     what: what(),
@@ -194,12 +200,14 @@ impl<'a> Probe<'a> {
 
     /// Write `data` to register `addr` of the subdevice at `position` (APWR).
     pub(crate) fn write(&self, position: u16, addr: u16, data: &[u8]) -> Result<()> {
-        block_on(Command::apwr(position, addr).send(self.md, data)).map_err(|source| Error::Bus {
-            what: format!(
-                "position {position}: APWR {addr:#06x}, {} bytes",
-                data.len()
-            ),
-            source,
+        block_on(Command::apwr(position, addr).send(self.md, data)).map_err(|source| {
+            bus_error(
+                format!(
+                    "position {position}: APWR {addr:#06x}, {} bytes",
+                    data.len()
+                ),
+                source,
+            )
         })
     }
 
@@ -220,6 +228,13 @@ impl<'a> Probe<'a> {
 
     pub(crate) fn eeprom_timeout(&self) -> Duration {
         self.eeprom_timeout
+    }
+}
+
+fn bus_error(what: String, source: ethercrab::error::Error) -> Error {
+    match source {
+        ethercrab::error::Error::WorkingCounter { received: 0, .. } => Error::NotProcessed { what },
+        source => Error::Bus { what, source },
     }
 }
 
