@@ -516,9 +516,11 @@ mod chain_order_tests {
         Cmd::Armw,
         Cmd::Frmw,
     ];
-    /// Registers worth hitting: station address, AL control/status, DC times, FMMU, SM, PDI.
-    const ADOS: [u16; 9] = [
-        0x0010, 0x0011, 0x0120, 0x0130, 0x0910, 0x0600, 0x0800, 0x1000, 0x1100,
+    /// Registers worth hitting: station address, AL control/status, error counters (cleared on
+    /// write), DC times, FMMU, SM, PDI.
+    const ADOS: [u16; 12] = [
+        0x0010, 0x0011, 0x0120, 0x0130, 0x0300, 0x030c, 0x0310, 0x0910, 0x0600, 0x0800, 0x1000,
+        0x1100,
     ];
     const STATIONS: [u16; 6] = [0, 0x1000, 0x1001, 0x1002, 0x1003, 0x2000];
 
