@@ -564,6 +564,9 @@ mod chain_order_tests {
                 if preconfigured {
                     seg.preconfigure();
                 }
+                // Counters to read and clear.
+                seg.crc_errors(1, 0, 9);
+                seg.crc_errors(2, 1, 3);
                 seg
             };
             let (mut seg, mut reference) = (make(), make().devices);
