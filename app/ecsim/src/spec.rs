@@ -37,6 +37,7 @@ use crate::pdo::{
     self, DataType, Direction, MAX_ENTRIES, MAX_ENTRIES_PER_PDO, MAX_PDOS, PdoEntrySpec, PdoSpec,
 };
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::path::Path;
 use thiserror::Error;
 
@@ -168,13 +169,30 @@ pub struct DeviceSpec {
     pub inputs: u16,
     pub dc: bool,
     pub alias: u16,
-    /// RxPDOs (outputs): their entries carry exactly `outputs` bytes.
-    pub rxpdo: Vec<PdoSpec>,
-    /// TxPDOs (inputs): their entries carry exactly `inputs` bytes.
-    pub txpdo: Vec<PdoSpec>,
+    /// RxPDOs (outputs) listed in the description, whose entries carry exactly `outputs` bytes
+    /// ([`SegmentSpec::from_toml`] checks that); `None`: the generated default for `outputs`.
+    pub rxpdo: Option<Vec<PdoSpec>>,
+    /// TxPDOs (inputs), as `rxpdo` for `inputs`.
+    pub txpdo: Option<Vec<PdoSpec>>,
 }
 
 impl DeviceSpec {
+    /// The RxPDOs (outputs) the device's SII lists: the listed ones or the generated default.
+    pub fn rx_pdos(&self) -> Cow<'_, [PdoSpec]> {
+        match &self.rxpdo {
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(pdo::default_pdos(self.outputs, Direction::Outputs)),
+        }
+    }
+
+    /// The TxPDOs (inputs) the device's SII lists: the listed ones or the generated default.
+    pub fn tx_pdos(&self) -> Cow<'_, [PdoSpec]> {
+        match &self.txpdo {
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(pdo::default_pdos(self.inputs, Direction::Inputs)),
+        }
+    }
+
     /// Working counter this device adds to one LRW of the whole image (+2 outputs, +1 inputs).
     pub fn lrw_wkc(&self) -> u16 {
         (if self.outputs > 0 { 2 } else { 0 }) + (if self.inputs > 0 { 1 } else { 0 })
@@ -207,8 +225,8 @@ impl SegmentSpec {
                 inputs,
                 dc: false,
                 alias: 0,
-                rxpdo: pdo::default_pdos(outputs, Direction::Outputs),
-                txpdo: pdo::default_pdos(inputs, Direction::Inputs),
+                rxpdo: None,
+                txpdo: None,
             })
             .collect();
         Self {
@@ -349,7 +367,7 @@ fn direction(
     dir: Direction,
     bytes: Option<u16>,
     pdos: &Option<Vec<PdoEntry>>,
-) -> Result<(u16, Vec<PdoSpec>), SpecError> {
+) -> Result<(u16, Option<Vec<PdoSpec>>), SpecError> {
     let key = dir.key();
     let bytes_key = dir.bytes_key();
     if let Some(v) = bytes
@@ -360,8 +378,7 @@ fn direction(
         )));
     }
     let Some(list) = pdos else {
-        let bytes = bytes.unwrap_or(0);
-        return Ok((bytes, pdo::default_pdos(bytes, dir)));
+        return Ok((bytes.unwrap_or(0), None));
     };
     if list.len() > MAX_PDOS {
         return Err(SpecError::Invalid(format!(
@@ -435,7 +452,7 @@ fn direction(
              bytes); leave {bytes_key} out or make it {carried}"
         )));
     }
-    Ok((carried as u16, out))
+    Ok((carried as u16, Some(out)))
 }
 
 /// One PDO entry: padding (index 0: `bits`, no type, no name, subindex 0) or a named, typed
@@ -518,8 +535,8 @@ fn type_names() -> String {
 /// SII image bounded, and the names fit the SII strings category.
 fn check_mapping(i: usize, d: &DeviceSpec) -> Result<(), SpecError> {
     let lists = [
-        (Direction::Outputs, &d.rxpdo),
-        (Direction::Inputs, &d.txpdo),
+        (Direction::Outputs, d.rx_pdos()),
+        (Direction::Inputs, d.tx_pdos()),
     ];
     let total: usize = lists
         .iter()
@@ -532,7 +549,7 @@ fn check_mapping(i: usize, d: &DeviceSpec) -> Result<(), SpecError> {
         )));
     }
     let mut seen: Vec<(u16, u8, String)> = Vec::new();
-    for (dir, list) in lists {
+    for (dir, list) in &lists {
         for (p, pdo) in list.iter().enumerate() {
             for (k, e) in pdo.entries.iter().enumerate() {
                 if e.is_padding() {
@@ -638,8 +655,8 @@ mod pdo_lists {
         .unwrap();
         let d = &s.devices[0];
         assert_eq!((d.inputs, d.outputs), (3, 0));
-        assert!(d.rxpdo.is_empty());
-        let e = &d.txpdo[0].entries;
+        assert!(d.rxpdo.is_none() && d.rx_pdos().is_empty());
+        let e = &d.tx_pdos()[0].entries;
         assert_eq!(e.len(), 4);
         assert_eq!(e[1].bits, 1);
         assert_eq!(e[3].data_type, Some(DataType::Int16));
@@ -654,7 +671,7 @@ mod pdo_lists {
         .unwrap();
         assert_eq!(s.devices.len(), 2);
         assert_eq!(s.devices[1].txpdo, s.devices[0].txpdo);
-        assert_eq!(s.devices[1].rxpdo[0].name, "Outputs");
+        assert_eq!(s.devices[1].rx_pdos()[0].name, "Outputs");
         assert_eq!(s.pdi_bytes(), 6);
     }
 
@@ -666,11 +683,11 @@ mod pdo_lists {
         let bits = |p: &[PdoSpec]| p.iter().map(PdoSpec::bits).sum::<u32>();
         let d = &s.devices;
         assert_eq!((d[0].inputs, d[0].outputs), (1, 0));
-        assert_eq!(d[0].txpdo.len(), 8);
-        assert_eq!(bits(&d[0].txpdo), 8);
+        assert_eq!(d[0].tx_pdos().len(), 8);
+        assert_eq!(bits(&d[0].tx_pdos()), 8);
         assert_eq!((d[1].inputs, d[1].outputs), (0, 1));
-        assert_eq!(d[1].rxpdo[0].entries[0].name.as_deref(), Some("Output"));
-        assert!(d[2].txpdo.iter().flat_map(|p| &p.entries).any(|e| {
+        assert_eq!(d[1].rx_pdos()[0].entries[0].name.as_deref(), Some("Output"));
+        assert!(d[2].tx_pdos().iter().flat_map(|p| &p.entries).any(|e| {
             e.data_type == Some(DataType::Int16) && e.name.as_deref() == Some("Value")
         }));
         assert_eq!(s.expected_wkc(), 1 + 2 + 3);
@@ -954,7 +971,7 @@ mod pdo_lists {
             match SegmentSpec::from_toml(&text) {
                 Ok(s) => {
                     let d = &s.devices[0];
-                    let bits: u32 = d.txpdo.iter().map(PdoSpec::bits).sum();
+                    let bits: u32 = d.tx_pdos().iter().map(PdoSpec::bits).sum();
                     prop_assert_eq!(bits % 8, 0);
                     prop_assert_eq!(u32::from(d.inputs), bits / 8);
                     let sms = crate::sii::process_data_sms(d);
@@ -963,7 +980,7 @@ mod pdo_lists {
                     if let Some(n) = inputs {
                         prop_assert_eq!(d.inputs, n);
                     }
-                    for e in d.txpdo.iter().flat_map(|p| &p.entries) {
+                    for e in d.tx_pdos().iter().flat_map(|p| &p.entries) {
                         match e.data_type {
                             Some(t) => prop_assert_eq!(t.bits(), e.bits),
                             None => prop_assert!(e.is_padding()),
