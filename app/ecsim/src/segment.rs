@@ -73,10 +73,19 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// The chain of `spec`'s devices, powered on (INIT), without faults.
+    ///
+    /// # Panics
+    /// When a device's names do not fit its SII ([`SegmentSpec::check`] refuses such a spec;
+    /// one loaded from TOML never has them).
     pub fn new(spec: SegmentSpec) -> Self {
         Self::with_faults(spec, Faults::new())
     }
 
+    /// As [`Segment::new`], with faults injected through `faults`.
+    ///
+    /// # Panics
+    /// As [`Segment::new`].
     pub fn with_faults(spec: SegmentSpec, faults: Faults) -> Self {
         let n = spec.devices.len();
         let devices = spec

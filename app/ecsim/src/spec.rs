@@ -254,6 +254,61 @@ impl SegmentSpec {
             .sum()
     }
 
+    /// Check a spec built or changed in code as [`SegmentSpec::from_toml`] checks a description:
+    /// sizes and process image within the limits, listed PDOs carrying exactly their device's
+    /// bytes, every mapping and name valid, the names within the SII strings category. Fields
+    /// are named `device[position]`.
+    pub fn check(&self) -> Result<(), SpecError> {
+        if self.devices.is_empty() || self.devices.len() > MAX_DEVICES {
+            return Err(SpecError::Invalid(format!(
+                "{} subdevices: a segment has 1..={MAX_DEVICES}",
+                self.devices.len()
+            )));
+        }
+        check_name("name", &self.name)?;
+        if self.pdi_bytes() > MAX_PDI_BYTES {
+            return Err(SpecError::Invalid(format!(
+                "the process image is {} bytes, more than the {MAX_PDI_BYTES} rtcat's master runs",
+                self.pdi_bytes()
+            )));
+        }
+        for (i, d) in self.devices.iter().enumerate() {
+            check_name(&format!("device[{i}].name"), &d.name)?;
+            if d.outputs == 0 && d.inputs == 0 {
+                return Err(SpecError::Invalid(format!(
+                    "device[{i}]: outputs and inputs are both 0; a subdevice needs process data"
+                )));
+            }
+            for (dir, bytes, list) in [
+                (Direction::Outputs, d.outputs, &d.rxpdo),
+                (Direction::Inputs, d.inputs, &d.txpdo),
+            ] {
+                let listed = list.as_ref().map(|l| {
+                    l.iter()
+                        .map(|p| PdoEntry {
+                            index: p.index,
+                            name: p.name.clone(),
+                            entries: p
+                                .entries
+                                .iter()
+                                .map(|e| EntryEntry {
+                                    index: e.index,
+                                    sub: e.sub,
+                                    bits: Some(e.bits),
+                                    data_type: e.data_type.map(|t| t.name().to_string()),
+                                    name: e.name.clone(),
+                                })
+                                .collect(),
+                        })
+                        .collect()
+                });
+                direction(i, dir, Some(bytes), &listed)?;
+            }
+            check_mapping(i, d)?;
+        }
+        Ok(())
+    }
+
     /// Read and validate a segment file: a regular file of at most [`MAX_FILE_BYTES`] (a FIFO or
     /// a device such as `/dev/zero` is refused without blocking).
     pub fn load(path: &Path) -> Result<Self, SpecError> {
@@ -837,6 +892,47 @@ mod pdo_lists {
     }
 
     #[test]
+    fn check_applies_the_rules_of_the_description_to_specs_built_in_code() {
+        let mut s = SegmentSpec::reference();
+        s.check().unwrap();
+        s.devices[1].outputs = 1;
+        s.devices[1].inputs = 0;
+        s.check().unwrap();
+        let mut io =
+            SegmentSpec::from_toml(include_str!("../../../examples/segment-io.toml")).unwrap();
+        io.check().unwrap();
+        io.devices[2].inputs = 9;
+        let e = io.check().unwrap_err().to_string();
+        assert!(
+            e.contains("device[2].inputs = 9: the txpdo entries carry 64 bits (8 bytes)"),
+            "{e}"
+        );
+        io.devices[2].inputs = 8;
+        io.devices[2].txpdo.as_mut().unwrap()[0].entries[0].bits = 3;
+        let e = io.check().unwrap_err().to_string();
+        assert!(
+            e.contains("device[2].txpdo[0].entries[0].bits = 3: BOOL is 1 bits wide"),
+            "{e}"
+        );
+        let mut named = SegmentSpec::uniform(1, 4, 4);
+        named.devices[0].name = "\n".into();
+        assert!(
+            named
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("device[0].name")
+        );
+        assert!(
+            SegmentSpec::uniform(0, 1, 1)
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("0 subdevices")
+        );
+    }
+
+    #[test]
     fn strings_beyond_the_sii_limit_are_an_error_not_a_truncation() {
         // 4 PDOs of 64 differently named UNSIGNED8: 256 entry names + name, group, 4 PDO names.
         let pdos: String = (0..4)
@@ -987,6 +1083,7 @@ mod pdo_lists {
                         }
                     }
                     crate::sii::build_image(d).unwrap();
+                    prop_assert!(s.check().is_ok(), "{:?}", s.check());
                 }
                 Err(e) => {
                     let e = e.to_string();
