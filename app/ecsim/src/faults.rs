@@ -33,7 +33,9 @@ pub enum FaultCommand {
         port: u8,
         count: u8,
     },
-    /// Clear every persistent fault (drops, fraction, delay, link down, WKC corruption).
+    /// Clear every persistent fault (drops, fraction, delay, link down, WKC corruption). The error
+    /// counters stay: they are the devices' registers (a write clears them, a power cycle resets
+    /// them).
     Clear,
 }
 
@@ -223,7 +225,8 @@ impl FaultCommand {
     }
 }
 
-/// Device faults (error, power-cycle, crc-errors) that may wait for the segment's next frame at once.
+/// Device faults (error, power-cycle, crc-errors) that may wait for the segment's next frame at
+/// once.
 pub const MAX_PENDING_DEVICE_FAULTS: usize = 256;
 
 /// [`Faults::try_apply`] refused a device fault: too many are waiting for the next frame.

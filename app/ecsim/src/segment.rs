@@ -73,10 +73,19 @@ pub struct Segment {
 }
 
 impl Segment {
+    /// The chain of `spec`'s devices, powered on (INIT), without faults.
+    ///
+    /// # Panics
+    /// When a device's names do not fit its SII ([`SegmentSpec::check`] refuses such a spec;
+    /// one loaded from TOML never has them).
     pub fn new(spec: SegmentSpec) -> Self {
         Self::with_faults(spec, Faults::new())
     }
 
+    /// As [`Segment::new`], with faults injected through `faults`.
+    ///
+    /// # Panics
+    /// As [`Segment::new`].
     pub fn with_faults(spec: SegmentSpec, faults: Faults) -> Self {
         let n = spec.devices.len();
         let devices = spec
@@ -516,9 +525,11 @@ mod chain_order_tests {
         Cmd::Armw,
         Cmd::Frmw,
     ];
-    /// Registers worth hitting: station address, AL control/status, DC times, FMMU, SM, PDI.
-    const ADOS: [u16; 9] = [
-        0x0010, 0x0011, 0x0120, 0x0130, 0x0910, 0x0600, 0x0800, 0x1000, 0x1100,
+    /// Registers worth hitting: station address, AL control/status, error counters (cleared on
+    /// write), DC times, FMMU, SM, PDI.
+    const ADOS: [u16; 12] = [
+        0x0010, 0x0011, 0x0120, 0x0130, 0x0300, 0x030c, 0x0310, 0x0910, 0x0600, 0x0800, 0x1000,
+        0x1100,
     ];
     const STATIONS: [u16; 6] = [0, 0x1000, 0x1001, 0x1002, 0x1003, 0x2000];
 
@@ -562,6 +573,9 @@ mod chain_order_tests {
                 if preconfigured {
                     seg.preconfigure();
                 }
+                // Counters to read and clear.
+                seg.crc_errors(1, 0, 9);
+                seg.crc_errors(2, 1, 3);
                 seg
             };
             let (mut seg, mut reference) = (make(), make().devices);

@@ -115,7 +115,7 @@ impl Strings {
         let mut s = Strings::default();
         s.add(&d.name)?;
         s.add(GROUP)?;
-        for pdo in d.rxpdo.iter().chain(&d.txpdo) {
+        for pdo in d.rx_pdos().iter().chain(d.tx_pdos().iter()) {
             s.add(&pdo.name)?;
             for e in &pdo.entries {
                 if let Some(n) = &e.name {
@@ -246,13 +246,13 @@ pub fn build_image(d: &DeviceSpec) -> Result<Vec<u8>, SiiError> {
             push_category(
                 &mut img,
                 CAT_TXPDO,
-                pdo_category(&d.txpdo, s.index, &strings),
+                pdo_category(&d.tx_pdos(), s.index, &strings),
             );
         } else {
             push_category(
                 &mut img,
                 CAT_RXPDO,
-                pdo_category(&d.rxpdo, s.index, &strings),
+                pdo_category(&d.rx_pdos(), s.index, &strings),
             );
         }
     }
@@ -454,14 +454,31 @@ mod tests {
     }
 
     #[test]
+    fn a_generated_mapping_follows_sizes_changed_in_code() {
+        // Code that builds a spec and then changes a device's sizes (as rtcat's limit tests
+        // do) gets the SII of the new sizes.
+        let mut d = SegmentSpec::uniform(1, 512, 512).devices[0].clone();
+        d.outputs = 1;
+        d.inputs = 0;
+        let img = build_image(&d).unwrap();
+        let cats = categories(&img);
+        assert!(cats.iter().all(|c| c.0 != CAT_TXPDO));
+        let rx = decode_pdos(cats.iter().find(|c| c.0 == CAT_RXPDO).unwrap().1);
+        assert_eq!(rx.len(), 1);
+        assert_eq!(rx[0].2, [(0x7000, 1, 4, 0x05, 8)]);
+    }
+
+    #[test]
     fn strings_that_do_not_fit_are_errors() {
         let mut d = SegmentSpec::uniform(1, 0, 1).devices[0].clone();
-        d.txpdo[0].entries[0].name = Some("x".repeat(256));
+        let mut pdos = d.tx_pdos().into_owned();
+        pdos[0].entries[0].name = Some("x".repeat(256));
+        d.txpdo = Some(pdos.clone());
         assert!(matches!(
             build_image(&d),
             Err(SiiError::StringTooLong { len: 256, .. })
         ));
-        d.txpdo[0].entries = (0..=253)
+        pdos[0].entries = (0..=253)
             .map(|k| crate::pdo::PdoEntrySpec {
                 index: 0x6000,
                 sub: k as u8,
@@ -470,12 +487,14 @@ mod tests {
                 name: Some(format!("In {k}")),
             })
             .collect();
+        d.txpdo = Some(pdos.clone());
         // name, group, PDO name and 254 entries: 257.
         assert_eq!(
             build_image(&d).unwrap_err(),
             SiiError::TooManyStrings { count: 257 }
         );
-        d.txpdo[0].entries.truncate(252);
+        pdos[0].entries.truncate(252);
+        d.txpdo = Some(pdos);
         assert_eq!(Strings::of(&d).unwrap().len(), MAX_STRINGS);
         build_image(&d).unwrap();
     }

@@ -37,6 +37,7 @@ use crate::pdo::{
     self, DataType, Direction, MAX_ENTRIES, MAX_ENTRIES_PER_PDO, MAX_PDOS, PdoEntrySpec, PdoSpec,
 };
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::path::Path;
 use thiserror::Error;
 
@@ -168,13 +169,30 @@ pub struct DeviceSpec {
     pub inputs: u16,
     pub dc: bool,
     pub alias: u16,
-    /// RxPDOs (outputs): their entries carry exactly `outputs` bytes.
-    pub rxpdo: Vec<PdoSpec>,
-    /// TxPDOs (inputs): their entries carry exactly `inputs` bytes.
-    pub txpdo: Vec<PdoSpec>,
+    /// RxPDOs (outputs) listed in the description, whose entries carry exactly `outputs` bytes
+    /// ([`SegmentSpec::from_toml`] checks that); `None`: the generated default for `outputs`.
+    pub rxpdo: Option<Vec<PdoSpec>>,
+    /// TxPDOs (inputs), as `rxpdo` for `inputs`.
+    pub txpdo: Option<Vec<PdoSpec>>,
 }
 
 impl DeviceSpec {
+    /// The RxPDOs (outputs) the device's SII lists: the listed ones or the generated default.
+    pub fn rx_pdos(&self) -> Cow<'_, [PdoSpec]> {
+        match &self.rxpdo {
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(pdo::default_pdos(self.outputs, Direction::Outputs)),
+        }
+    }
+
+    /// The TxPDOs (inputs) the device's SII lists: the listed ones or the generated default.
+    pub fn tx_pdos(&self) -> Cow<'_, [PdoSpec]> {
+        match &self.txpdo {
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(pdo::default_pdos(self.inputs, Direction::Inputs)),
+        }
+    }
+
     /// Working counter this device adds to one LRW of the whole image (+2 outputs, +1 inputs).
     pub fn lrw_wkc(&self) -> u16 {
         (if self.outputs > 0 { 2 } else { 0 }) + (if self.inputs > 0 { 1 } else { 0 })
@@ -207,8 +225,8 @@ impl SegmentSpec {
                 inputs,
                 dc: false,
                 alias: 0,
-                rxpdo: pdo::default_pdos(outputs, Direction::Outputs),
-                txpdo: pdo::default_pdos(inputs, Direction::Inputs),
+                rxpdo: None,
+                txpdo: None,
             })
             .collect();
         Self {
@@ -234,6 +252,61 @@ impl SegmentSpec {
             .iter()
             .map(|d| usize::from(d.outputs) + usize::from(d.inputs))
             .sum()
+    }
+
+    /// Check a spec built or changed in code as [`SegmentSpec::from_toml`] checks a description:
+    /// sizes and process image within the limits, listed PDOs carrying exactly their device's
+    /// bytes, every mapping and name valid, the names within the SII strings category. Fields
+    /// are named `device[position]`.
+    pub fn check(&self) -> Result<(), SpecError> {
+        if self.devices.is_empty() || self.devices.len() > MAX_DEVICES {
+            return Err(SpecError::Invalid(format!(
+                "{} subdevices: a segment has 1..={MAX_DEVICES}",
+                self.devices.len()
+            )));
+        }
+        check_name("name", &self.name)?;
+        if self.pdi_bytes() > MAX_PDI_BYTES {
+            return Err(SpecError::Invalid(format!(
+                "the process image is {} bytes, more than the {MAX_PDI_BYTES} rtcat's master runs",
+                self.pdi_bytes()
+            )));
+        }
+        for (i, d) in self.devices.iter().enumerate() {
+            check_name(&format!("device[{i}].name"), &d.name)?;
+            if d.outputs == 0 && d.inputs == 0 {
+                return Err(SpecError::Invalid(format!(
+                    "device[{i}]: outputs and inputs are both 0; a subdevice needs process data"
+                )));
+            }
+            for (dir, bytes, list) in [
+                (Direction::Outputs, d.outputs, &d.rxpdo),
+                (Direction::Inputs, d.inputs, &d.txpdo),
+            ] {
+                let listed = list.as_ref().map(|l| {
+                    l.iter()
+                        .map(|p| PdoEntry {
+                            index: p.index,
+                            name: p.name.clone(),
+                            entries: p
+                                .entries
+                                .iter()
+                                .map(|e| EntryEntry {
+                                    index: e.index,
+                                    sub: e.sub,
+                                    bits: Some(e.bits),
+                                    data_type: e.data_type.map(|t| t.name().to_string()),
+                                    name: e.name.clone(),
+                                })
+                                .collect(),
+                        })
+                        .collect()
+                });
+                direction(i, dir, Some(bytes), &listed)?;
+            }
+            check_mapping(i, d)?;
+        }
+        Ok(())
     }
 
     /// Read and validate a segment file: a regular file of at most [`MAX_FILE_BYTES`] (a FIFO or
@@ -349,7 +422,7 @@ fn direction(
     dir: Direction,
     bytes: Option<u16>,
     pdos: &Option<Vec<PdoEntry>>,
-) -> Result<(u16, Vec<PdoSpec>), SpecError> {
+) -> Result<(u16, Option<Vec<PdoSpec>>), SpecError> {
     let key = dir.key();
     let bytes_key = dir.bytes_key();
     if let Some(v) = bytes
@@ -360,8 +433,7 @@ fn direction(
         )));
     }
     let Some(list) = pdos else {
-        let bytes = bytes.unwrap_or(0);
-        return Ok((bytes, pdo::default_pdos(bytes, dir)));
+        return Ok((bytes.unwrap_or(0), None));
     };
     if list.len() > MAX_PDOS {
         return Err(SpecError::Invalid(format!(
@@ -435,7 +507,7 @@ fn direction(
              bytes); leave {bytes_key} out or make it {carried}"
         )));
     }
-    Ok((carried as u16, out))
+    Ok((carried as u16, Some(out)))
 }
 
 /// One PDO entry: padding (index 0: `bits`, no type, no name, subindex 0) or a named, typed
@@ -518,8 +590,8 @@ fn type_names() -> String {
 /// SII image bounded, and the names fit the SII strings category.
 fn check_mapping(i: usize, d: &DeviceSpec) -> Result<(), SpecError> {
     let lists = [
-        (Direction::Outputs, &d.rxpdo),
-        (Direction::Inputs, &d.txpdo),
+        (Direction::Outputs, d.rx_pdos()),
+        (Direction::Inputs, d.tx_pdos()),
     ];
     let total: usize = lists
         .iter()
@@ -532,7 +604,7 @@ fn check_mapping(i: usize, d: &DeviceSpec) -> Result<(), SpecError> {
         )));
     }
     let mut seen: Vec<(u16, u8, String)> = Vec::new();
-    for (dir, list) in lists {
+    for (dir, list) in &lists {
         for (p, pdo) in list.iter().enumerate() {
             for (k, e) in pdo.entries.iter().enumerate() {
                 if e.is_padding() {
@@ -638,8 +710,8 @@ mod pdo_lists {
         .unwrap();
         let d = &s.devices[0];
         assert_eq!((d.inputs, d.outputs), (3, 0));
-        assert!(d.rxpdo.is_empty());
-        let e = &d.txpdo[0].entries;
+        assert!(d.rxpdo.is_none() && d.rx_pdos().is_empty());
+        let e = &d.tx_pdos()[0].entries;
         assert_eq!(e.len(), 4);
         assert_eq!(e[1].bits, 1);
         assert_eq!(e[3].data_type, Some(DataType::Int16));
@@ -654,7 +726,7 @@ mod pdo_lists {
         .unwrap();
         assert_eq!(s.devices.len(), 2);
         assert_eq!(s.devices[1].txpdo, s.devices[0].txpdo);
-        assert_eq!(s.devices[1].rxpdo[0].name, "Outputs");
+        assert_eq!(s.devices[1].rx_pdos()[0].name, "Outputs");
         assert_eq!(s.pdi_bytes(), 6);
     }
 
@@ -666,11 +738,11 @@ mod pdo_lists {
         let bits = |p: &[PdoSpec]| p.iter().map(PdoSpec::bits).sum::<u32>();
         let d = &s.devices;
         assert_eq!((d[0].inputs, d[0].outputs), (1, 0));
-        assert_eq!(d[0].txpdo.len(), 8);
-        assert_eq!(bits(&d[0].txpdo), 8);
+        assert_eq!(d[0].tx_pdos().len(), 8);
+        assert_eq!(bits(&d[0].tx_pdos()), 8);
         assert_eq!((d[1].inputs, d[1].outputs), (0, 1));
-        assert_eq!(d[1].rxpdo[0].entries[0].name.as_deref(), Some("Output"));
-        assert!(d[2].txpdo.iter().flat_map(|p| &p.entries).any(|e| {
+        assert_eq!(d[1].rx_pdos()[0].entries[0].name.as_deref(), Some("Output"));
+        assert!(d[2].tx_pdos().iter().flat_map(|p| &p.entries).any(|e| {
             e.data_type == Some(DataType::Int16) && e.name.as_deref() == Some("Value")
         }));
         assert_eq!(s.expected_wkc(), 1 + 2 + 3);
@@ -820,6 +892,47 @@ mod pdo_lists {
     }
 
     #[test]
+    fn check_applies_the_rules_of_the_description_to_specs_built_in_code() {
+        let mut s = SegmentSpec::reference();
+        s.check().unwrap();
+        s.devices[1].outputs = 1;
+        s.devices[1].inputs = 0;
+        s.check().unwrap();
+        let mut io =
+            SegmentSpec::from_toml(include_str!("../../../examples/segment-io.toml")).unwrap();
+        io.check().unwrap();
+        io.devices[2].inputs = 9;
+        let e = io.check().unwrap_err().to_string();
+        assert!(
+            e.contains("device[2].inputs = 9: the txpdo entries carry 64 bits (8 bytes)"),
+            "{e}"
+        );
+        io.devices[2].inputs = 8;
+        io.devices[2].txpdo.as_mut().unwrap()[0].entries[0].bits = 3;
+        let e = io.check().unwrap_err().to_string();
+        assert!(
+            e.contains("device[2].txpdo[0].entries[0].bits = 3: BOOL is 1 bits wide"),
+            "{e}"
+        );
+        let mut named = SegmentSpec::uniform(1, 4, 4);
+        named.devices[0].name = "\n".into();
+        assert!(
+            named
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("device[0].name")
+        );
+        assert!(
+            SegmentSpec::uniform(0, 1, 1)
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("0 subdevices")
+        );
+    }
+
+    #[test]
     fn strings_beyond_the_sii_limit_are_an_error_not_a_truncation() {
         // 4 PDOs of 64 differently named UNSIGNED8: 256 entry names + name, group, 4 PDO names.
         let pdos: String = (0..4)
@@ -954,7 +1067,7 @@ mod pdo_lists {
             match SegmentSpec::from_toml(&text) {
                 Ok(s) => {
                     let d = &s.devices[0];
-                    let bits: u32 = d.txpdo.iter().map(PdoSpec::bits).sum();
+                    let bits: u32 = d.tx_pdos().iter().map(PdoSpec::bits).sum();
                     prop_assert_eq!(bits % 8, 0);
                     prop_assert_eq!(u32::from(d.inputs), bits / 8);
                     let sms = crate::sii::process_data_sms(d);
@@ -963,13 +1076,14 @@ mod pdo_lists {
                     if let Some(n) = inputs {
                         prop_assert_eq!(d.inputs, n);
                     }
-                    for e in d.txpdo.iter().flat_map(|p| &p.entries) {
+                    for e in d.tx_pdos().iter().flat_map(|p| &p.entries) {
                         match e.data_type {
                             Some(t) => prop_assert_eq!(t.bits(), e.bits),
                             None => prop_assert!(e.is_padding()),
                         }
                     }
                     crate::sii::build_image(d).unwrap();
+                    prop_assert!(s.check().is_ok(), "{:?}", s.check());
                 }
                 Err(e) => {
                     let e = e.to_string();

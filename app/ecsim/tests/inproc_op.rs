@@ -241,7 +241,7 @@ fn named_pdos_are_read_from_the_sii_and_size_the_sync_managers() {
             strings.push(String::from_utf8(strings_cat[at + 1..at + 1 + len].to_vec()).unwrap());
             at += 1 + len;
         }
-        for (kind, pdos) in [(51u16, &d.rxpdo), (50, &d.txpdo)] {
+        for (kind, pdos) in [(51u16, d.rx_pdos()), (50, d.tx_pdos())] {
             let found = cats
                 .iter()
                 .find(|c| c.0 == kind)
