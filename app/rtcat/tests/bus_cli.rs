@@ -179,9 +179,9 @@ fn sii_decodes_names_pdos_and_the_whole_image() {
             .flat_map(|p| p.entries.iter().filter_map(|e| e.name.clone()))
             .collect();
         let want: Vec<_> = d
-            .txpdo
+            .tx_pdos()
             .iter()
-            .chain(&d.rxpdo)
+            .chain(d.rx_pdos().iter())
             .flat_map(|p| p.entries.iter().filter_map(|e| e.name.clone()))
             .collect();
         assert_eq!(names.len(), want.len(), "position {pos}");
@@ -352,8 +352,13 @@ fn pdos_json_is_the_layout_of_the_segment() {
     let want: usize = spec
         .devices
         .iter()
-        .flat_map(|d| d.txpdo.iter().chain(&d.rxpdo))
-        .map(|p| p.entries.len())
+        .map(|d| {
+            d.tx_pdos()
+                .iter()
+                .chain(d.rx_pdos().iter())
+                .map(|p| p.entries.len())
+                .sum::<usize>()
+        })
         .sum();
     assert_eq!(entries.len(), want);
     assert!(entries.iter().all(|e| e["name"].is_string()));
