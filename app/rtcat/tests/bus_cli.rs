@@ -108,6 +108,37 @@ fn subdevice_error_shows_its_al_status_code_text() {
 }
 
 #[test]
+fn scan_goes_on_past_a_lost_reply_and_a_pulled_cable_is_a_bus_failure() {
+    let faults = Faults::new();
+    let s = sim_session(SegmentSpec::reference(), &faults);
+    let p = Probe::new(s.maindevice(), &Config::default()).unwrap();
+    // The reply to the first register read of position 0 is lost: that block is named, the
+    // rest of the entry and the other subdevices are still read.
+    faults.apply(FaultCommand::DropNext(1));
+    let e = p.scan();
+    assert_eq!(e[0].errors.len(), 1, "{:?}", e[0].errors);
+    assert!(e[0].errors[0].contains("APRD 0x0000"), "{:?}", e[0].errors);
+    assert_eq!(e[0].name.as_deref(), Some("RZ/T2M-SIM"));
+    assert_eq!(e[0].al_state, AlState::Init);
+    assert!(e[1].errors.is_empty() && e[2].errors.is_empty());
+    assert!(rtcat::buscmd::scan_table(&e).contains("error: position 0: APRD 0x0000"));
+
+    faults.apply(FaultCommand::Link(false));
+    let err = Probe::new(s.maindevice(), &Config::default())
+        .err()
+        .expect("no answer");
+    assert!(!err.is_usage(), "{err}");
+    assert!(err.to_string().contains("count the subdevices"), "{err}");
+    faults.apply(FaultCommand::Link(true));
+    let p = Probe::new(s.maindevice(), &Config::default()).unwrap();
+    assert_eq!(p.count(), 3);
+    // The cable pull counted as one lost link at port 0 of the first subdevice.
+    let c = p.all_error_counters().unwrap();
+    assert_eq!(c[0].ports[0].lost_link, 1, "{c:?}");
+    assert_eq!(c[1].ports[0].lost_link, 0, "{c:?}");
+}
+
+#[test]
 fn al_status_texts_cover_the_table() {
     for (code, text) in [
         (0x0000, "No error"),
@@ -477,6 +508,26 @@ fn regs_sim_hex_dump_and_json() {
     let v = ok(&cmd(&["regs", "--sim", "2", "0x12", "2", "--json"]));
     assert_eq!(v["address"], 0x12);
     assert_eq!(v["hex"], "0000");
+}
+
+#[test]
+fn the_interface_comes_from_the_configuration() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("rtcat.toml");
+    std::fs::write(&cfg, format!("[bus]\ninterface = \"{NO_IF}\"\n")).unwrap();
+    let o = cmd(&["scan", "--config", cfg.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains(NO_IF), "{}", stderr(&o));
+    // --iface wins over the file.
+    let o = cmd(&[
+        "scan",
+        "--config",
+        cfg.to_str().unwrap(),
+        "--iface",
+        "rtcatnoif1",
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(stderr(&o).contains("rtcatnoif1"), "{}", stderr(&o));
 }
 
 /// Bad input exits 2 and names the value; nothing is opened for an argument that is wrong in
