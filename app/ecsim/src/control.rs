@@ -813,6 +813,7 @@ mod tests {
                 Just("delay-us"),
                 Just("link"),
                 Just("subdevice-error"),
+                Just("crc-errors"),
                 Just("power-cycle"),
                 Just("corrupt-wkc"),
                 Just("clear"),
@@ -860,6 +861,10 @@ mod tests {
                     prop_assert!(cmd.is_ok(), "accepted {text:?}: {cmd:?}");
                     if let Ok(FaultCommand::SubdeviceError { position, .. }) = cmd {
                         prop_assert!(position < devices);
+                    }
+                    if let Ok(FaultCommand::CrcErrors { position, port, count }) = cmd {
+                        prop_assert!(position < devices && (count >= 1));
+                        prop_assert!(port == 0 || (port == 1 && position + 1 < devices));
                     }
                 }
                 _ => prop_assert_eq!(before, after, "refused line {:?} changed the state", line),

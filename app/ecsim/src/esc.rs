@@ -22,6 +22,17 @@ pub mod reg {
     pub const STATION_ADDR: usize = 0x0010;
     pub const STATION_ALIAS: usize = 0x0012;
     pub const DL_STATUS: usize = 0x0110;
+    /// RX error counters, 2 bytes per port: invalid frame counter at 0x0300 + 2p, physical RX
+    /// error counter at 0x0301 + 2p.
+    pub const RX_ERROR: usize = 0x0300;
+    /// Forwarded RX error counter of port p at 0x0308 + p.
+    pub const FWD_RX_ERROR: usize = 0x0308;
+    /// ECAT processing unit error counter.
+    pub const EPU_ERROR: usize = 0x030c;
+    /// PDI error counter.
+    pub const PDI_ERROR: usize = 0x030d;
+    /// Lost link counter of port p at 0x0310 + p.
+    pub const LOST_LINK: usize = 0x0310;
     pub const AL_CONTROL: usize = 0x0120;
     pub const AL_STATUS: usize = 0x0130;
     pub const AL_STATUS_CODE: usize = 0x0134;
@@ -71,6 +82,41 @@ pub mod al_code {
     pub const INVALID_INPUT_CONFIG: u16 = 0x001e;
 }
 
+/// The error counters of one ESC (registers 0x0300..=0x0313), as a master reads them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ErrorCounters {
+    /// Invalid frames received, per port (0x0300 + 2p): a bad FCS or frame structure.
+    pub invalid_frame: [u8; 4],
+    /// Physical layer RX errors, per port (0x0301 + 2p).
+    pub rx_error: [u8; 4],
+    /// Frames received already marked as erroneous by an ESC before, per port (0x0308 + p).
+    pub forwarded: [u8; 4],
+    /// Invalid frames passing the EtherCAT processing unit (0x030C).
+    pub processing_unit: u8,
+    /// Errors of the process data interface (0x030D).
+    pub pdi: u8,
+    /// Link losses, per port (0x0310 + p).
+    pub lost_link: [u8; 4],
+}
+
+impl ErrorCounters {
+    /// Decode the 20 bytes read from 0x0300.
+    pub fn from_registers(r: &[u8; 20]) -> Self {
+        let mut c = ErrorCounters {
+            processing_unit: r[0x0c],
+            pdi: r[0x0d],
+            ..Default::default()
+        };
+        for p in 0..4 {
+            c.invalid_frame[p] = r[2 * p];
+            c.rx_error[p] = r[2 * p + 1];
+            c.forwarded[p] = r[8 + p];
+            c.lost_link[p] = r[0x10 + p];
+        }
+        c
+    }
+}
+
 #[derive(Debug, Clone, Copy, Default)]
 struct Fmmu {
     logical: u32,
@@ -107,11 +153,16 @@ pub struct Esc {
     pd_touched: bool,
     /// Local clock offset against the simulation clock (DC devices have independent clocks).
     clock_offset_ns: u64,
+    /// Whether port 0 has its link (the cable towards the master): the `link down` fault.
+    upstream_link: bool,
 }
 
 impl Esc {
     pub fn new(spec: DeviceSpec, position: usize, chain_len: usize) -> Self {
-        let eeprom = sii::build_image(&spec);
+        // A loaded segment has been checked (`SegmentSpec::from_toml`); one built in code with
+        // more strings than an SII holds is a bug of that code.
+        let eeprom = sii::build_image(&spec)
+            .unwrap_or_else(|e| panic!("device {position} ({:?}): {e}", spec.name));
         let pd_sms = sii::process_data_sms(&spec);
         let mut esc = Esc {
             spec,
@@ -126,6 +177,7 @@ impl Esc {
             pd_counter: 0,
             pd_touched: false,
             clock_offset_ns: 1_000_000 * (position as u64 + 1) + 12_345,
+            upstream_link: true,
         };
         esc.power_on();
         esc
@@ -145,15 +197,8 @@ impl Esc {
         put_u16(m, reg::FEATURES, features);
         // The ESC loads the alias from EEPROM word 4 at power-on.
         put_u16(m, reg::STATION_ALIAS, get_u16(&self.eeprom, 8));
-        // DL status: PDI operational, port 0 link + signal; port 1 link when a device follows,
-        // otherwise port 1 loops back; ports 2 and 3 always closed.
-        let mut dl: u16 = 0x0001 | 0x0010 | 0x0200 | 0x1000 | 0x4000;
-        if self.downstream > 0 {
-            dl |= 0x0020 | 0x0800;
-        } else {
-            dl |= 0x0400;
-        }
-        put_u16(m, reg::DL_STATUS, dl);
+        self.update_dl_status();
+        let m = &mut self.mem;
         put_u16(m, reg::AL_STATUS, AlState::Init as u16);
         m[reg::PDI_CONTROL] = 0x05;
         // SII: 8-byte reads, 2-byte addressing.
@@ -167,6 +212,59 @@ impl Esc {
 
     pub fn spec(&self) -> &DeviceSpec {
         &self.spec
+    }
+
+    /// DL status (0x0110) from the wiring (ET1100 register description, "DL Status"): bit 0 PDI
+    /// operational; bits 4..7 physical link on port 0..3; then per port p bit 8 + 2p loop closed
+    /// and bit 9 + 2p communication established. Port 0 faces the master and is open while its
+    /// link is up; port 1 is open with link and communication when a device follows, and closed
+    /// (the frame turns back here) at the end of the chain; ports 2 and 3 are not implemented
+    /// (port descriptor 0x0007) and so closed. A port that loses its link is closed by the ESC
+    /// (auto mode), which is what a `link down` leaves at port 0 of the first device.
+    fn update_dl_status(&mut self) {
+        let mut dl: u16 = 0x0001 | 0x1000 | 0x4000;
+        if self.upstream_link {
+            dl |= 0x0010 | 0x0200;
+        } else {
+            dl |= 0x0100;
+        }
+        if self.downstream > 0 {
+            dl |= 0x0020 | 0x0800;
+        } else {
+            dl |= 0x0400;
+        }
+        put_u16(&mut self.mem, reg::DL_STATUS, dl);
+    }
+
+    /// The link of port 0 (towards the master) goes down or comes back (the segment counts the
+    /// losses in 0x0310).
+    pub(crate) fn set_upstream_link(&mut self, up: bool) {
+        self.upstream_link = up;
+        self.update_dl_status();
+    }
+
+    /// Add `n` to the 8-bit error counter at `at`; error counters stop at 0xFF (ET1100 register
+    /// description, 0x0300..0x0313: "counting is stopped when 0xFF is reached").
+    pub(crate) fn count(&mut self, at: usize, n: u8) {
+        self.mem[at] = self.mem[at].saturating_add(n);
+    }
+
+    /// Whether port `p` has a link: port 0 unless the master's cable is down, port 1 when a
+    /// device follows.
+    pub fn port_linked(&self, p: usize) -> bool {
+        match p {
+            0 => self.upstream_link,
+            1 => self.downstream > 0,
+            _ => false,
+        }
+    }
+
+    /// The error counters 0x0300..=0x0313.
+    pub fn error_counters(&self) -> ErrorCounters {
+        let r: &[u8; 20] = self.mem[reg::RX_ERROR..reg::RX_ERROR + 20]
+            .try_into()
+            .expect("20 bytes");
+        ErrorCounters::from_registers(r)
     }
 
     pub fn station_address(&self) -> u16 {
@@ -227,7 +325,6 @@ impl Esc {
             | 0x0100..=0x0103
             | 0x0120..=0x0121
             | 0x0200..=0x0203
-            | 0x0300..=0x0313
             | 0x0400..=0x0443
             | 0x0500..=0x050f
             | 0x0600..=0x06ff
@@ -287,11 +384,33 @@ impl Esc {
         if touches(reg::SII_CONTROL, reg::SII_CONTROL + 2) {
             self.sii_command();
         }
+        if a < reg::LOST_LINK + 4 && end > reg::RX_ERROR {
+            self.clear_counters(touches);
+        }
         if touches(reg::FMMU0, reg::FMMU0 + 0x100) {
             self.parse_fmmus();
         }
         if self.spec.dc && touches(reg::DC_PORT0, reg::DC_PORT0 + 4) {
             self.latch_dc(now_ns);
+        }
+    }
+
+    /// A write to an error counter clears it or its group, whatever the value written (ET1100
+    /// register description, 0x0300..0x0313): one of 0x0300..0x030B clears all of 0x0300..0x030B;
+    /// 0x030C and 0x030D clear themselves; one of 0x0310..0x0313 clears all four.
+    fn clear_counters(&mut self, touches: impl Fn(usize, usize) -> bool) {
+        let m = &mut self.mem;
+        if touches(reg::RX_ERROR, reg::EPU_ERROR) {
+            m[reg::RX_ERROR..reg::EPU_ERROR].fill(0);
+        }
+        if touches(reg::EPU_ERROR, reg::EPU_ERROR + 1) {
+            m[reg::EPU_ERROR] = 0;
+        }
+        if touches(reg::PDI_ERROR, reg::PDI_ERROR + 1) {
+            m[reg::PDI_ERROR] = 0;
+        }
+        if touches(reg::LOST_LINK, reg::LOST_LINK + 4) {
+            m[reg::LOST_LINK..reg::LOST_LINK + 4].fill(0);
         }
     }
 

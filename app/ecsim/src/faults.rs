@@ -25,7 +25,17 @@ pub enum FaultCommand {
     PowerCycle,
     /// Decrement the WKC of the logical datagrams of the next N frames.
     CorruptWkc(u32),
-    /// Clear every persistent fault (drops, fraction, delay, link down, WKC corruption).
+    /// The subdevice at `position` receives `count` frames with a bad checksum on `port`: the
+    /// ESC error counters count them as a real chain would (see [`crate::segment`]); the frames
+    /// themselves still arrive (add `drop-next` to lose them too).
+    CrcErrors {
+        position: usize,
+        port: u8,
+        count: u8,
+    },
+    /// Clear every persistent fault (drops, fraction, delay, link down, WKC corruption). The error
+    /// counters stay: they are the devices' registers (a write clears them, a power cycle resets
+    /// them).
     Clear,
 }
 
@@ -34,6 +44,10 @@ pub enum FaultCommand {
 pub const MAX_COUNT: u32 = 1_000_000;
 /// Largest `delay-us`: 10 s, far beyond any master's response timeout (a lost response).
 pub const MAX_DELAY_US: u64 = 10_000_000;
+/// Largest `crc-errors` count: the counters are 8 bits wide and stop at 0xFF.
+pub const MAX_CRC_ERRORS: u8 = 255;
+/// Ports of an ESC (ETG.1000.4: ports 0..3).
+pub const PORTS: u8 = 4;
 /// How much of an invalid command line an error message quotes.
 const QUOTE_CHARS: usize = 64;
 
@@ -49,7 +63,8 @@ impl std::str::FromStr for FaultCommand {
 
     /// Text form used by the control socket and the CLI:
     /// `drop-next N`, `drop-fraction F`, `delay-us N`, `link up|down`,
-    /// `subdevice-error POS CODE` (CODE decimal or 0x hex), `power-cycle`, `corrupt-wkc N`, `clear`.
+    /// `subdevice-error POS CODE` (CODE decimal or 0x hex), `power-cycle`, `corrupt-wkc N`,
+    /// `crc-errors POS PORT N` (PORT 0..=3, N 1..=255), `clear`.
     /// Values are checked against their bounds ([`MAX_COUNT`], [`MAX_DELAY_US`], 0..=1); a
     /// position can only be checked against a segment: [`FaultCommand::parse_for`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -118,6 +133,30 @@ impl std::str::FromStr for FaultCommand {
                     .map_err(|_| err(&format!("AL status code {code:#x} must fit in 16 bits")))?;
                 FaultCommand::SubdeviceError { position, code }
             }
+            Some("crc-errors") => {
+                let position = int(words.get(1), "position")?;
+                let position = usize::try_from(position)
+                    .map_err(|_| err(&format!("position {position} is out of range")))?;
+                let port = int(words.get(2), "port")?;
+                if port >= u64::from(PORTS) {
+                    return Err(err(&format!(
+                        "port {port} must be 0..={} (an ESC has ports 0 to 3)",
+                        PORTS - 1
+                    )));
+                }
+                let n = int(words.get(3), "count")?;
+                if n == 0 || n > u64::from(MAX_CRC_ERRORS) {
+                    return Err(err(&format!(
+                        "count {n} must be 1..={MAX_CRC_ERRORS} (the counters are 8 bits and stop \
+                         at 255)"
+                    )));
+                }
+                FaultCommand::CrcErrors {
+                    position,
+                    port: port as u8,
+                    count: n as u8,
+                }
+            }
             Some("power-cycle") => FaultCommand::PowerCycle,
             Some("corrupt-wkc") => FaultCommand::CorruptWkc(count(words.get(1))?),
             Some("clear") => FaultCommand::Clear,
@@ -127,6 +166,7 @@ impl std::str::FromStr for FaultCommand {
         let expected_words = match cmd {
             FaultCommand::PowerCycle | FaultCommand::Clear => 1,
             FaultCommand::SubdeviceError { .. } => 3,
+            FaultCommand::CrcErrors { .. } => 4,
             _ => 2,
         };
         if words.len() != expected_words {
@@ -141,30 +181,52 @@ impl std::str::FromStr for FaultCommand {
 
 impl FaultCommand {
     /// Parse a command for a segment of `devices` subdevices: as [`str::parse`], and a
-    /// `subdevice-error` position must exist in that segment.
+    /// `subdevice-error` or `crc-errors` position must exist in that segment; `crc-errors` needs
+    /// a port with a link (the chain uses ports 0 and 1; port 1 of the last subdevice is open).
     pub fn parse_for(s: &str, devices: usize) -> Result<Self, FaultParseError> {
         let cmd: FaultCommand = s.parse()?;
-        if let FaultCommand::SubdeviceError { position, .. } = cmd
-            && position >= devices
-        {
-            return Err(FaultParseError {
+        let refuse = |why: String| {
+            Err(FaultParseError {
                 input: s.to_string(),
-                why: if devices == 0 {
-                    format!("position {position} does not exist: the segment has no subdevices")
-                } else {
-                    format!(
-                        "position {position} is outside the segment: positions 0..={} \
-                         ({devices} subdevices)",
-                        devices - 1
-                    )
-                },
+                why,
+            })
+        };
+        let position = match cmd {
+            FaultCommand::SubdeviceError { position, .. }
+            | FaultCommand::CrcErrors { position, .. } => position,
+            _ => return Ok(cmd),
+        };
+        if position >= devices {
+            return refuse(if devices == 0 {
+                format!("position {position} does not exist: the segment has no subdevices")
+            } else {
+                format!(
+                    "position {position} is outside the segment: positions 0..={} \
+                     ({devices} subdevices)",
+                    devices - 1
+                )
             });
+        }
+        if let FaultCommand::CrcErrors { port, .. } = cmd {
+            if port >= 2 {
+                return refuse(format!(
+                    "port {port} of subdevice {position} has no link: the simulated subdevices \
+                     are chained through ports 0 and 1"
+                ));
+            }
+            if port == 1 && position + 1 == devices {
+                return refuse(format!(
+                    "port 1 of subdevice {position} has no link: it is the last subdevice, \
+                     where the chain ends"
+                ));
+            }
         }
         Ok(cmd)
     }
 }
 
-/// Device faults (error, power-cycle) that may wait for the segment's next frame at once.
+/// Device faults (error, power-cycle, crc-errors) that may wait for the segment's next frame at
+/// once.
 pub const MAX_PENDING_DEVICE_FAULTS: usize = 256;
 
 /// [`Faults::try_apply`] refused a device fault: too many are waiting for the next frame.
@@ -178,8 +240,16 @@ pub struct QueueFull;
 /// A device-level fault waiting for the processing thread.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum DeviceFault {
-    Error { position: usize, code: u16 },
+    Error {
+        position: usize,
+        code: u16,
+    },
     PowerCycle,
+    CrcErrors {
+        position: usize,
+        port: u8,
+        count: u8,
+    },
 }
 
 #[derive(Debug, Default)]
@@ -189,6 +259,9 @@ struct State {
     drop_ppm: AtomicU32,
     delay_ns: AtomicU64,
     link_down: AtomicBool,
+    /// Times the link went down (counted here, so that a down/up between two frames still
+    /// reaches the lost link counter).
+    link_losses: AtomicU32,
     corrupt_wkc_next: AtomicU32,
     device_pending: AtomicBool,
     device_faults: Mutex<Vec<DeviceFault>>,
@@ -236,11 +309,27 @@ impl Faults {
             FaultCommand::DelayUs(us) => {
                 s.delay_ns.store(us.saturating_mul(1000), Ordering::Release)
             }
-            FaultCommand::Link(up) => s.link_down.store(!up, Ordering::Release),
+            FaultCommand::Link(up) => {
+                let was_down = s.link_down.swap(!up, Ordering::AcqRel);
+                if !up && !was_down {
+                    s.link_losses.fetch_add(1, Ordering::AcqRel);
+                }
+            }
             FaultCommand::SubdeviceError { position, code } => {
                 return self.queue(DeviceFault::Error { position, code });
             }
             FaultCommand::PowerCycle => return self.queue(DeviceFault::PowerCycle),
+            FaultCommand::CrcErrors {
+                position,
+                port,
+                count,
+            } => {
+                return self.queue(DeviceFault::CrcErrors {
+                    position,
+                    port,
+                    count,
+                });
+            }
             FaultCommand::CorruptWkc(n) => s.corrupt_wkc_next.store(n, Ordering::Release),
             FaultCommand::Clear => {
                 s.drop_next.store(0, Ordering::Release);
@@ -302,6 +391,11 @@ impl Faults {
         self.s.link_down.load(Ordering::Acquire)
     }
 
+    /// How often the link went down since these faults were made.
+    pub(crate) fn link_losses(&self) -> u32 {
+        self.s.link_losses.load(Ordering::Acquire)
+    }
+
     /// Consume one unit of a countdown; true when this frame is affected.
     fn take(counter: &AtomicU32) -> bool {
         counter
@@ -347,6 +441,14 @@ mod tests {
             ),
             ("power-cycle", FaultCommand::PowerCycle),
             ("corrupt-wkc 3", FaultCommand::CorruptWkc(3)),
+            (
+                "crc-errors 2 1 0x10",
+                FaultCommand::CrcErrors {
+                    position: 2,
+                    port: 1,
+                    count: 16,
+                },
+            ),
             ("clear", FaultCommand::Clear),
         ];
         for (text, cmd) in cases {
@@ -424,6 +526,55 @@ mod tests {
             FaultCommand::parse_for("power-cycle", 3).unwrap(),
             FaultCommand::PowerCycle
         );
+    }
+
+    #[test]
+    fn crc_errors_are_bounded_and_need_a_linked_port() {
+        for (text, why) in [
+            ("crc-errors", "missing position"),
+            ("crc-errors 1", "missing port"),
+            ("crc-errors 1 0", "missing count"),
+            ("crc-errors 1 0 5 6", "expected 4 word(s), got 5"),
+            ("crc-errors 1 4 5", "port 4 must be 0..=3"),
+            (
+                "crc-errors 1 99999999999 5",
+                "port 99999999999 must be 0..=3",
+            ),
+            ("crc-errors 1 0 0", "count 0 must be 1..=255"),
+            ("crc-errors 1 0 256", "count 256 must be 1..=255"),
+            (
+                "crc-errors -1 0 1",
+                "position \"-1\" is not a non-negative integer",
+            ),
+        ] {
+            let e = text.parse::<FaultCommand>().unwrap_err();
+            assert!(e.to_string().contains(why), "{text}: {e}");
+        }
+        for (text, why) in [
+            (
+                "crc-errors 3 0 1",
+                "position 3 is outside the segment: positions 0..=2 (3 subdevices)",
+            ),
+            ("crc-errors 0 2 1", "port 2 of subdevice 0 has no link"),
+            ("crc-errors 1 3 1", "port 3 of subdevice 1 has no link"),
+            (
+                "crc-errors 2 1 1",
+                "port 1 of subdevice 2 has no link: it is the last subdevice",
+            ),
+        ] {
+            let e = FaultCommand::parse_for(text, 3).unwrap_err();
+            assert!(e.to_string().contains(why), "{text}: {e}");
+        }
+        assert_eq!(
+            FaultCommand::parse_for("crc-errors 1 1 255", 3).unwrap(),
+            FaultCommand::CrcErrors {
+                position: 1,
+                port: 1,
+                count: 255
+            }
+        );
+        assert!(FaultCommand::parse_for("crc-errors 0 0 1", 1).is_ok());
+        assert!(FaultCommand::parse_for("crc-errors 0 1 1", 1).is_err());
     }
 
     #[test]

@@ -10,8 +10,10 @@ pub mod esc;
 pub mod faults;
 pub mod frame;
 pub mod inproc;
+#[cfg(feature = "netns")]
 pub mod netns;
 pub mod pdi;
+pub mod pdo;
 pub mod port;
 pub mod segment;
 pub mod sii;

@@ -1,5 +1,22 @@
 //! The chain of ESCs: passes each frame through every device in wiring order and applies the
 //! addressing and working-counter rules of ETG1000.4 §5.4.
+//!
+//! The chain is wired port 1 to port 0: a frame enters device 0 at port 0, passes its processing
+//! unit, leaves at port 1 for the next device, turns back at the last device (its port 1 is open)
+//! and returns through port 1 → port 0 of every device before it, without processing.
+//!
+//! Error counters (`crc-errors POS PORT N`, ET1100 register description 0x0300..0x0313 and
+//! "Error counters" in the EtherCAT slave controller technology section): the device that receives
+//! a frame with a bad checksum counts it in the invalid frame counter of that port, marks it and
+//! forwards it; every device the marked frame reaches afterwards counts it in the forwarded RX
+//! error counter of the port it arrives at; a bad frame arriving at port 0 also counts in the
+//! processing unit error counter of every device whose processing unit it passes. So for
+//! `crc-errors P 0 N`: device P counts N invalid frames at port 0 and N in its processing unit;
+//! devices after P count N forwarded at port 0 and N in their processing unit; every device with a
+//! following device counts N forwarded at port 1 (the way back). For `crc-errors P 1 N` (the way
+//! back, from device P+1): device P counts N invalid frames at port 1 and devices before P count N
+//! forwarded at port 1. The device with invalid frames and no forwarded errors at that port is
+//! the one behind the bad link. A `link down` counts one lost link at port 0 of device 0.
 
 use crate::esc::{AlState, Esc};
 use crate::faults::{DeviceFault, Faults};
@@ -50,13 +67,25 @@ pub struct Segment {
     rng: u64,
     last_error: Option<FrameError>,
     stations: StationIndex,
+    /// Link losses of the fault state already counted at device 0, and the link state last seen.
+    link_losses_seen: u32,
+    link_was_down: bool,
 }
 
 impl Segment {
+    /// The chain of `spec`'s devices, powered on (INIT), without faults.
+    ///
+    /// # Panics
+    /// When a device's names do not fit its SII ([`SegmentSpec::check`] refuses such a spec;
+    /// one loaded from TOML never has them).
     pub fn new(spec: SegmentSpec) -> Self {
         Self::with_faults(spec, Faults::new())
     }
 
+    /// As [`Segment::new`], with faults injected through `faults`.
+    ///
+    /// # Panics
+    /// As [`Segment::new`].
     pub fn with_faults(spec: SegmentSpec, faults: Faults) -> Self {
         let n = spec.devices.len();
         let devices = spec
@@ -75,6 +104,8 @@ impl Segment {
             rng: 0x9e37_79b9_7f4a_7c15,
             last_error: None,
             stations: StationIndex::default(),
+            link_losses_seen: 0,
+            link_was_down: false,
         }
     }
 
@@ -114,7 +145,8 @@ impl Segment {
 
     fn apply_device_faults(&mut self) {
         self.faults.take_device_faults(&mut self.pending);
-        for f in self.pending.drain(..) {
+        let mut pending = std::mem::take(&mut self.pending);
+        for f in pending.drain(..) {
             match f {
                 DeviceFault::Error { position, code } => {
                     if let Some(d) = self.devices.get_mut(position) {
@@ -128,8 +160,63 @@ impl Segment {
                     }
                     self.stats.power_cycles += 1;
                 }
+                DeviceFault::CrcErrors {
+                    position,
+                    port,
+                    count,
+                } => self.crc_errors(position, usize::from(port), count),
             }
         }
+        self.pending = pending;
+    }
+
+    /// `count` frames with a bad checksum arrive at `port` of the device at `position`: the
+    /// counters of the whole chain as the module documentation describes.
+    fn crc_errors(&mut self, position: usize, port: usize, count: u8) {
+        use crate::esc::reg::{EPU_ERROR, FWD_RX_ERROR, RX_ERROR};
+        let last = self.devices.len().saturating_sub(1);
+        let Some(dev) = self.devices.get_mut(position) else {
+            return;
+        };
+        if !dev.port_linked(port) {
+            return;
+        }
+        self.stats.injected_errors += 1;
+        dev.count(RX_ERROR + 2 * port, count);
+        if port == 0 {
+            dev.count(EPU_ERROR, count);
+            for d in &mut self.devices[position + 1..] {
+                d.count(FWD_RX_ERROR, count);
+                d.count(EPU_ERROR, count);
+            }
+            // The way back: received at port 1 by every device that has a following one.
+            for d in &mut self.devices[..last] {
+                d.count(FWD_RX_ERROR + 1, count);
+            }
+        } else {
+            for d in &mut self.devices[..position] {
+                d.count(FWD_RX_ERROR + 1, count);
+            }
+        }
+    }
+
+    /// Reflect the `link down` fault in device 0's port 0: its DL status, and one lost link per
+    /// loss (also for a loss that ended before this frame).
+    fn track_link(&mut self, down: bool) {
+        let losses = self.faults.link_losses();
+        if losses == self.link_losses_seen && down == self.link_was_down {
+            return;
+        }
+        if let Some(dev) = self.devices.first_mut() {
+            let new = losses.wrapping_sub(self.link_losses_seen);
+            dev.count(
+                crate::esc::reg::LOST_LINK,
+                new.min(u32::from(u8::MAX)) as u8,
+            );
+            dev.set_upstream_link(!down);
+        }
+        self.link_losses_seen = losses;
+        self.link_was_down = down;
     }
 
     /// Pass one Ethernet frame through the chain, modifying it in place into the response.
@@ -137,6 +224,8 @@ impl Segment {
     pub fn process(&mut self, frame: &mut [u8], now_ns: u64) -> Disposition {
         self.stats.frames += 1;
         self.apply_device_faults();
+        let link_down = self.faults.link_down();
+        self.track_link(link_down);
         if frame.len() >= 14
             && u16::from_be_bytes([frame[12], frame[13]]) == frame::ETHERCAT_ETHERTYPE
             && frame[6] & 0x02 != 0
@@ -156,7 +245,7 @@ impl Segment {
                 self.last_error = Some(e);
                 Disposition::Malformed(e)
             }
-            Ok(()) if self.faults.link_down() => {
+            Ok(()) if link_down => {
                 self.stats.link_down_drops += 1;
                 Disposition::LinkDown
             }
@@ -436,9 +525,11 @@ mod chain_order_tests {
         Cmd::Armw,
         Cmd::Frmw,
     ];
-    /// Registers worth hitting: station address, AL control/status, DC times, FMMU, SM, PDI.
-    const ADOS: [u16; 9] = [
-        0x0010, 0x0011, 0x0120, 0x0130, 0x0910, 0x0600, 0x0800, 0x1000, 0x1100,
+    /// Registers worth hitting: station address, AL control/status, error counters (cleared on
+    /// write), DC times, FMMU, SM, PDI.
+    const ADOS: [u16; 12] = [
+        0x0010, 0x0011, 0x0120, 0x0130, 0x0300, 0x030c, 0x0310, 0x0910, 0x0600, 0x0800, 0x1000,
+        0x1100,
     ];
     const STATIONS: [u16; 6] = [0, 0x1000, 0x1001, 0x1002, 0x1003, 0x2000];
 
@@ -482,6 +573,9 @@ mod chain_order_tests {
                 if preconfigured {
                     seg.preconfigure();
                 }
+                // Counters to read and clear.
+                seg.crc_errors(1, 0, 9);
+                seg.crc_errors(2, 1, 3);
                 seg
             };
             let (mut seg, mut reference) = (make(), make().devices);

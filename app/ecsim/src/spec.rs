@@ -13,8 +13,31 @@
 //! dc = false                # distributed clocks supported
 //! alias = 0                 # station alias in the EEPROM
 //! ```
+//!
+//! A device may list its PDOs instead of getting the generated default
+//! ([`crate::pdo::default_pdos`]); `inputs` / `outputs` may then be left out (they follow from
+//! the entries) or must agree with them:
+//!
+//! ```toml
+//! [[device]]
+//! name = "EL1008"
+//! [[device.txpdo]]          # inputs; [[device.rxpdo]] for outputs
+//! index = 0x1a00            # 0x1a00..=0x1bff (rxpdo: 0x1600..=0x17ff)
+//! name = "Channel 1"
+//! entries = [
+//!   { index = 0x6000, sub = 1, type = "BOOL", name = "Input 1" },
+//!   { index = 0, bits = 7 },  # padding: index 0, no type, no name
+//! ]
+//! ```
+//!
+//! An entry's `bits` may be left out (it is the type's width) or must equal it; the entries of a
+//! direction carry whole bytes.
 
+use crate::pdo::{
+    self, DataType, Direction, MAX_ENTRIES, MAX_ENTRIES_PER_PDO, MAX_PDOS, PdoEntrySpec, PdoSpec,
+};
 use serde::Deserialize;
+use std::borrow::Cow;
 use std::path::Path;
 use thiserror::Error;
 
@@ -77,13 +100,41 @@ struct DeviceEntry {
     #[serde(default)]
     serial: u32,
     #[serde(default)]
-    outputs: u16,
+    outputs: Option<u16>,
     #[serde(default)]
-    inputs: u16,
+    inputs: Option<u16>,
     #[serde(default)]
     dc: bool,
     #[serde(default)]
     alias: u16,
+    #[serde(default)]
+    rxpdo: Option<Vec<PdoEntry>>,
+    #[serde(default)]
+    txpdo: Option<Vec<PdoEntry>>,
+}
+
+/// One `[[device.txpdo]]` / `[[device.rxpdo]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PdoEntry {
+    index: u16,
+    name: String,
+    entries: Vec<EntryEntry>,
+}
+
+/// One element of a PDO's `entries`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EntryEntry {
+    index: u16,
+    #[serde(default)]
+    sub: u8,
+    #[serde(default)]
+    bits: Option<u8>,
+    #[serde(default, rename = "type")]
+    data_type: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
 }
 
 fn one() -> u32 {
@@ -118,9 +169,30 @@ pub struct DeviceSpec {
     pub inputs: u16,
     pub dc: bool,
     pub alias: u16,
+    /// RxPDOs (outputs) listed in the description, whose entries carry exactly `outputs` bytes
+    /// ([`SegmentSpec::from_toml`] checks that); `None`: the generated default for `outputs`.
+    pub rxpdo: Option<Vec<PdoSpec>>,
+    /// TxPDOs (inputs), as `rxpdo` for `inputs`.
+    pub txpdo: Option<Vec<PdoSpec>>,
 }
 
 impl DeviceSpec {
+    /// The RxPDOs (outputs) the device's SII lists: the listed ones or the generated default.
+    pub fn rx_pdos(&self) -> Cow<'_, [PdoSpec]> {
+        match &self.rxpdo {
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(pdo::default_pdos(self.outputs, Direction::Outputs)),
+        }
+    }
+
+    /// The TxPDOs (inputs) the device's SII lists: the listed ones or the generated default.
+    pub fn tx_pdos(&self) -> Cow<'_, [PdoSpec]> {
+        match &self.txpdo {
+            Some(l) => Cow::Borrowed(l),
+            None => Cow::Owned(pdo::default_pdos(self.inputs, Direction::Inputs)),
+        }
+    }
+
     /// Working counter this device adds to one LRW of the whole image (+2 outputs, +1 inputs).
     pub fn lrw_wkc(&self) -> u16 {
         (if self.outputs > 0 { 2 } else { 0 }) + (if self.inputs > 0 { 1 } else { 0 })
@@ -153,6 +225,8 @@ impl SegmentSpec {
                 inputs,
                 dc: false,
                 alias: 0,
+                rxpdo: None,
+                txpdo: None,
             })
             .collect();
         Self {
@@ -178,6 +252,61 @@ impl SegmentSpec {
             .iter()
             .map(|d| usize::from(d.outputs) + usize::from(d.inputs))
             .sum()
+    }
+
+    /// Check a spec built or changed in code as [`SegmentSpec::from_toml`] checks a description:
+    /// sizes and process image within the limits, listed PDOs carrying exactly their device's
+    /// bytes, every mapping and name valid, the names within the SII strings category. Fields
+    /// are named `device[position]`.
+    pub fn check(&self) -> Result<(), SpecError> {
+        if self.devices.is_empty() || self.devices.len() > MAX_DEVICES {
+            return Err(SpecError::Invalid(format!(
+                "{} subdevices: a segment has 1..={MAX_DEVICES}",
+                self.devices.len()
+            )));
+        }
+        check_name("name", &self.name)?;
+        if self.pdi_bytes() > MAX_PDI_BYTES {
+            return Err(SpecError::Invalid(format!(
+                "the process image is {} bytes, more than the {MAX_PDI_BYTES} rtcat's master runs",
+                self.pdi_bytes()
+            )));
+        }
+        for (i, d) in self.devices.iter().enumerate() {
+            check_name(&format!("device[{i}].name"), &d.name)?;
+            if d.outputs == 0 && d.inputs == 0 {
+                return Err(SpecError::Invalid(format!(
+                    "device[{i}]: outputs and inputs are both 0; a subdevice needs process data"
+                )));
+            }
+            for (dir, bytes, list) in [
+                (Direction::Outputs, d.outputs, &d.rxpdo),
+                (Direction::Inputs, d.inputs, &d.txpdo),
+            ] {
+                let listed = list.as_ref().map(|l| {
+                    l.iter()
+                        .map(|p| PdoEntry {
+                            index: p.index,
+                            name: p.name.clone(),
+                            entries: p
+                                .entries
+                                .iter()
+                                .map(|e| EntryEntry {
+                                    index: e.index,
+                                    sub: e.sub,
+                                    bits: Some(e.bits),
+                                    data_type: e.data_type.map(|t| t.name().to_string()),
+                                    name: e.name.clone(),
+                                })
+                                .collect(),
+                        })
+                        .collect()
+                });
+                direction(i, dir, Some(bytes), &listed)?;
+            }
+            check_mapping(i, d)?;
+        }
+        Ok(())
     }
 
     /// Read and validate a segment file: a regular file of at most [`MAX_FILE_BYTES`] (a FIFO or
@@ -238,39 +367,42 @@ impl SegmentSpec {
                     e.count
                 )));
             }
-            for (field, v) in [("outputs", e.outputs), ("inputs", e.inputs)] {
-                if v > MAX_IO_BYTES {
-                    return Err(SpecError::Invalid(format!(
-                        "device[{i}].{field} = {v}: must be 0..={MAX_IO_BYTES} bytes"
-                    )));
-                }
-            }
-            if e.outputs == 0 && e.inputs == 0 {
+            check_name(&format!("device[{i}].name"), &e.name)?;
+            let (outputs, rxpdo) = direction(i, Direction::Outputs, e.outputs, &e.rxpdo)?;
+            let (inputs, txpdo) = direction(i, Direction::Inputs, e.inputs, &e.txpdo)?;
+            if outputs == 0 && inputs == 0 {
                 return Err(SpecError::Invalid(format!(
                     "device[{i}]: outputs and inputs are both 0; a subdevice needs process data"
                 )));
             }
-            check_name(&format!("device[{i}].name"), &e.name)?;
             // count <= MAX_DEVICES here, so this cannot overflow.
-            pdi += e.count as usize * (usize::from(e.outputs) + usize::from(e.inputs));
+            pdi += e.count as usize * (usize::from(outputs) + usize::from(inputs));
             if pdi > MAX_PDI_BYTES {
                 return Err(SpecError::Invalid(format!(
-                    "device[{i}] (count = {}, outputs = {}, inputs = {}): the process image \
-                     would be {pdi} bytes, more than the {MAX_PDI_BYTES} rtcat's master runs",
-                    e.count, e.outputs, e.inputs
+                    "device[{i}] (count = {}, outputs = {outputs}, inputs = {inputs}): the \
+                     process image would be {pdi} bytes, more than the {MAX_PDI_BYTES} rtcat's \
+                     master runs",
+                    e.count
                 )));
             }
+            let first = DeviceSpec {
+                name: e.name.clone(),
+                vendor_id: e.vendor_id,
+                product_id: e.product_id,
+                revision: e.revision,
+                serial: e.serial,
+                outputs,
+                inputs,
+                dc: e.dc,
+                alias: e.alias,
+                rxpdo,
+                txpdo,
+            };
+            check_mapping(i, &first)?;
             for k in 0..e.count {
                 devices.push(DeviceSpec {
-                    name: e.name.clone(),
-                    vendor_id: e.vendor_id,
-                    product_id: e.product_id,
-                    revision: e.revision,
                     serial: e.serial.wrapping_add(k),
-                    outputs: e.outputs,
-                    inputs: e.inputs,
-                    dc: e.dc,
-                    alias: e.alias,
+                    ..first.clone()
                 });
             }
         }
@@ -281,6 +413,219 @@ impl SegmentSpec {
             devices,
         })
     }
+}
+
+/// The byte count and PDOs of one direction of `device[i]`: the generated default from the byte
+/// count, or the listed PDOs, checked, with the byte count they carry.
+fn direction(
+    i: usize,
+    dir: Direction,
+    bytes: Option<u16>,
+    pdos: &Option<Vec<PdoEntry>>,
+) -> Result<(u16, Option<Vec<PdoSpec>>), SpecError> {
+    let key = dir.key();
+    let bytes_key = dir.bytes_key();
+    if let Some(v) = bytes
+        && v > MAX_IO_BYTES
+    {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].{bytes_key} = {v}: must be 0..={MAX_IO_BYTES} bytes"
+        )));
+    }
+    let Some(list) = pdos else {
+        return Ok((bytes.unwrap_or(0), None));
+    };
+    if list.len() > MAX_PDOS {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].{key}: {} PDOs, more than the {MAX_PDOS} per direction ethercrab reads",
+            list.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(list.len());
+    let mut bits: u64 = 0;
+    for (p, pdo_entry) in list.iter().enumerate() {
+        let at = format!("device[{i}].{key}[{p}]");
+        let range = dir.index_range();
+        if !range.contains(&pdo_entry.index) {
+            return Err(SpecError::Invalid(format!(
+                "{at}.index = {:#06x}: {key} mapping objects are {:#06x}..={:#06x}",
+                pdo_entry.index,
+                range.start(),
+                range.end()
+            )));
+        }
+        if let Some(q) = list[..p].iter().position(|o| o.index == pdo_entry.index) {
+            return Err(SpecError::Invalid(format!(
+                "{at}.index = {:#06x}: already used by device[{i}].{key}[{q}]",
+                pdo_entry.index
+            )));
+        }
+        check_name(&format!("{at}.name"), &pdo_entry.name)?;
+        if pdo_entry.entries.is_empty() || pdo_entry.entries.len() > MAX_ENTRIES_PER_PDO {
+            return Err(SpecError::Invalid(format!(
+                "{at}.entries: {} entries, must be 1..={MAX_ENTRIES_PER_PDO} (the SII entry count \
+                 is one byte)",
+                pdo_entry.entries.len()
+            )));
+        }
+        let mut entries = Vec::with_capacity(pdo_entry.entries.len());
+        for (k, e) in pdo_entry.entries.iter().enumerate() {
+            let entry = entry(&format!("{at}.entries[{k}]"), e)?;
+            if let Some(name) = &entry.name
+                && let Some(j) = entries
+                    .iter()
+                    .position(|o: &PdoEntrySpec| o.name.as_ref() == Some(name))
+            {
+                return Err(SpecError::Invalid(format!(
+                    "{at}.entries[{k}].name = {name:?}: already the name of {at}.entries[{j}] \
+                     (names are unique within a PDO)"
+                )));
+            }
+            bits += u64::from(entry.bits);
+            entries.push(entry);
+        }
+        out.push(PdoSpec {
+            index: pdo_entry.index,
+            name: pdo_entry.name.clone(),
+            entries,
+        });
+    }
+    let carried = if bits.is_multiple_of(8) && bits / 8 <= u64::from(MAX_IO_BYTES) {
+        bits / 8
+    } else {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].{key}: the entries carry {bits} bits; they must carry whole bytes, at \
+             most {MAX_IO_BYTES} ({} bits)",
+            8 * MAX_IO_BYTES as u32
+        )));
+    };
+    if let Some(v) = bytes
+        && u64::from(v) != carried
+    {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].{bytes_key} = {v}: the {key} entries carry {bits} bits ({carried} \
+             bytes); leave {bytes_key} out or make it {carried}"
+        )));
+    }
+    Ok((carried as u16, Some(out)))
+}
+
+/// One PDO entry: padding (index 0: `bits`, no type, no name, subindex 0) or a named, typed
+/// object whose `bits`, if given, is the type's width.
+fn entry(at: &str, e: &EntryEntry) -> Result<PdoEntrySpec, SpecError> {
+    let invalid = |m: String| Err(SpecError::Invalid(format!("{at}{m}")));
+    if e.index == 0 {
+        if let Some(t) = &e.data_type {
+            return invalid(format!(
+                ".type = {:?}: a padding entry (index = 0) has no type",
+                truncated(t, 40)
+            ));
+        }
+        if let Some(n) = &e.name {
+            return invalid(format!(
+                ".name = {:?}: a padding entry (index = 0) has no name",
+                truncated(n, 40)
+            ));
+        }
+        if e.sub != 0 {
+            return invalid(format!(
+                ".sub = {}: a padding entry (index = 0) has subindex 0",
+                e.sub
+            ));
+        }
+        return match e.bits {
+            None | Some(0) => invalid(format!(
+                ".bits = {}: a padding entry (index = 0) needs bits = 1..=255",
+                e.bits.unwrap_or(0)
+            )),
+            Some(bits) => Ok(PdoEntrySpec {
+                index: 0,
+                sub: 0,
+                bits,
+                data_type: None,
+                name: None,
+            }),
+        };
+    }
+    let Some(type_name) = &e.data_type else {
+        return invalid(format!(
+            ": index {:#06x} needs a type ({})",
+            e.index,
+            type_names()
+        ));
+    };
+    let Some(data_type) = DataType::from_name(type_name) else {
+        return invalid(format!(
+            ".type = {:?}: not a data type; one of {}",
+            truncated(type_name, 40),
+            type_names()
+        ));
+    };
+    if let Some(bits) = e.bits
+        && bits != data_type.bits()
+    {
+        return invalid(format!(
+            ".bits = {bits}: {data_type} is {} bits wide",
+            data_type.bits()
+        ));
+    }
+    let Some(name) = &e.name else {
+        return invalid(format!(": index {:#06x} needs a name", e.index));
+    };
+    check_name(&format!("{at}.name"), name)?;
+    Ok(PdoEntrySpec {
+        index: e.index,
+        sub: e.sub,
+        bits: data_type.bits(),
+        data_type: Some(data_type),
+        name: Some(name.clone()),
+    })
+}
+
+fn type_names() -> String {
+    DataType::ALL.map(DataType::name).join(", ")
+}
+
+/// Checks across both directions of a device: an object is mapped once, the entry count keeps the
+/// SII image bounded, and the names fit the SII strings category.
+fn check_mapping(i: usize, d: &DeviceSpec) -> Result<(), SpecError> {
+    let lists = [
+        (Direction::Outputs, d.rx_pdos()),
+        (Direction::Inputs, d.tx_pdos()),
+    ];
+    let total: usize = lists
+        .iter()
+        .flat_map(|(_, l)| l.iter())
+        .map(|p| p.entries.len())
+        .sum();
+    if total > MAX_ENTRIES {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}]: {total} PDO entries, more than the {MAX_ENTRIES} a device may list"
+        )));
+    }
+    let mut seen: Vec<(u16, u8, String)> = Vec::new();
+    for (dir, list) in &lists {
+        for (p, pdo) in list.iter().enumerate() {
+            for (k, e) in pdo.entries.iter().enumerate() {
+                if e.is_padding() {
+                    continue;
+                }
+                let at = format!("device[{i}].{}[{p}].entries[{k}]", dir.key());
+                if let Some((_, _, first)) =
+                    seen.iter().find(|(x, s, _)| (*x, *s) == (e.index, e.sub))
+                {
+                    return Err(SpecError::Invalid(format!(
+                        "{at}: object {:#06x}:{:02x} is already mapped by {first}",
+                        e.index, e.sub
+                    )));
+                }
+                seen.push((e.index, e.sub, at));
+            }
+        }
+    }
+    crate::sii::Strings::of(d)
+        .map(|_| ())
+        .map_err(|e| SpecError::Invalid(format!("device[{i}]: {e}")))
 }
 
 /// Names end up in the SII EEPROM, status lines and logs: printable ASCII only.
@@ -338,6 +683,414 @@ mod tests {
         assert!(e.to_string().contains("device[0].count"), "{e}");
         let e = SegmentSpec::from_toml("name = \"x\"\n").unwrap_err();
         assert!(e.to_string().contains("no [[device]]"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod pdo_lists {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// One device with inputs given as `entries` (TOML inline tables) in one TxPDO.
+    fn with_inputs(extra: &str, entries: &str) -> Result<SegmentSpec, SpecError> {
+        SegmentSpec::from_toml(&format!(
+            "[[device]]\nname = \"D\"\n{extra}[[device.txpdo]]\nindex = 0x1a00\n\
+             name = \"In\"\nentries = [{entries}]\n"
+        ))
+    }
+
+    #[test]
+    fn explicit_entries_set_the_process_data_size() {
+        let s = with_inputs(
+            "",
+            "{ index = 0x6000, sub = 1, type = \"BOOL\", name = \"A\" },\
+             { index = 0x6000, sub = 2, bits = 1, type = \"BOOL\", name = \"B\" },\
+             { index = 0, bits = 6 }, { index = 0x6001, sub = 1, type = \"INT16\", name = \"C\" }",
+        )
+        .unwrap();
+        let d = &s.devices[0];
+        assert_eq!((d.inputs, d.outputs), (3, 0));
+        assert!(d.rxpdo.is_none() && d.rx_pdos().is_empty());
+        let e = &d.tx_pdos()[0].entries;
+        assert_eq!(e.len(), 4);
+        assert_eq!(e[1].bits, 1);
+        assert_eq!(e[3].data_type, Some(DataType::Int16));
+        assert_eq!(e[3].bits, 16);
+        assert!(e[2].is_padding() && e[2].name.is_none());
+        assert_eq!(s.expected_wkc(), 1);
+        // Given sizes must agree; repeated devices share the mapping.
+        let s = with_inputs(
+            "count = 2\ninputs = 1\noutputs = 2\n",
+            "{ index = 0x6000, sub = 1, type = \"UNSIGNED8\", name = \"A\" }",
+        )
+        .unwrap();
+        assert_eq!(s.devices.len(), 2);
+        assert_eq!(s.devices[1].txpdo, s.devices[0].txpdo);
+        assert_eq!(s.devices[1].rx_pdos()[0].name, "Outputs");
+        assert_eq!(s.pdi_bytes(), 6);
+    }
+
+    #[test]
+    fn the_shipped_io_segment_loads() {
+        let s = SegmentSpec::from_toml(include_str!("../../../examples/segment-io.toml")).unwrap();
+        let names: Vec<&str> = s.devices.iter().map(|d| d.name.as_str()).collect();
+        assert_eq!(names, ["EL1008-SIM", "EL2008-SIM", "AIO2-SIM"]);
+        let bits = |p: &[PdoSpec]| p.iter().map(PdoSpec::bits).sum::<u32>();
+        let d = &s.devices;
+        assert_eq!((d[0].inputs, d[0].outputs), (1, 0));
+        assert_eq!(d[0].tx_pdos().len(), 8);
+        assert_eq!(bits(&d[0].tx_pdos()), 8);
+        assert_eq!((d[1].inputs, d[1].outputs), (0, 1));
+        assert_eq!(d[1].rx_pdos()[0].entries[0].name.as_deref(), Some("Output"));
+        assert!(d[2].tx_pdos().iter().flat_map(|p| &p.entries).any(|e| {
+            e.data_type == Some(DataType::Int16) && e.name.as_deref() == Some("Value")
+        }));
+        assert_eq!(s.expected_wkc(), 1 + 2 + 3);
+    }
+
+    #[test]
+    fn bad_entries_are_named() {
+        let bool_a = "{ index = 0x6000, sub = 1, type = \"BOOL\", name = \"A\" }";
+        for (extra, entries, want) in [
+            (
+                "",
+                bool_a,
+                "device[0].txpdo: the entries carry 1 bits; they must carry whole bytes",
+            ),
+            (
+                "inputs = 2\n",
+                "{ index = 0, bits = 8 }",
+                "device[0].inputs = 2: the txpdo entries carry 8 bits (1 bytes)",
+            ),
+            (
+                "",
+                "{ index = 0x6000, sub = 1, type = \"BOOLEAN\", name = \"A\" }",
+                "device[0].txpdo[0].entries[0].type = \"BOOLEAN\": not a data type; one of BOOL, INT8",
+            ),
+            (
+                "",
+                "{ index = 0x6000, sub = 1, bits = 8, type = \"INT16\", name = \"A\" }",
+                "device[0].txpdo[0].entries[0].bits = 8: INT16 is 16 bits wide",
+            ),
+            (
+                "",
+                "{ index = 0x6000, sub = 1, name = \"A\" }",
+                "device[0].txpdo[0].entries[0]: index 0x6000 needs a type",
+            ),
+            (
+                "",
+                "{ index = 0x6000, sub = 1, type = \"INT8\" }",
+                "device[0].txpdo[0].entries[0]: index 0x6000 needs a name",
+            ),
+            (
+                "",
+                &format!(
+                    "{{ index = 0x6000, sub = 1, type = \"INT8\", name = \"{}\" }}",
+                    "n".repeat(65)
+                ),
+                "device[0].txpdo[0].entries[0].name = ",
+            ),
+            (
+                "",
+                "{ index = 0, bits = 8, name = \"gap\" }",
+                "device[0].txpdo[0].entries[0].name = \"gap\": a padding entry (index = 0) has no name",
+            ),
+            (
+                "",
+                "{ index = 0, bits = 8, type = \"INT8\" }",
+                "device[0].txpdo[0].entries[0].type = \"INT8\": a padding entry",
+            ),
+            (
+                "",
+                "{ index = 0, sub = 3, bits = 8 }",
+                "device[0].txpdo[0].entries[0].sub = 3: a padding entry (index = 0) has subindex 0",
+            ),
+            (
+                "",
+                "{ index = 0 }",
+                "device[0].txpdo[0].entries[0].bits = 0: a padding entry",
+            ),
+            (
+                "",
+                "",
+                "device[0].txpdo[0].entries: 0 entries, must be 1..=255",
+            ),
+            (
+                "",
+                &format!("{bool_a}, {bool_a}, {{ index = 0, bits = 6 }}"),
+                "device[0].txpdo[0].entries[1].name = \"A\": already the name of device[0].txpdo[0].entries[0]",
+            ),
+            (
+                "",
+                "{ index = 0x6000, sub = 1, type = \"INT8\", name = \"A\" }, \
+                  { index = 0x6000, sub = 1, type = \"INT8\", name = \"B\" }",
+                "device[0].txpdo[0].entries[1]: object 0x6000:01 is already mapped by device[0].txpdo[0].entries[0]",
+            ),
+            (
+                "",
+                "{ index = 0x6000, sub = 1, type = \"INT8\", name = \"A\", scale = 2 }",
+                "scale",
+            ),
+            (
+                "",
+                "{ index = 0x6000, sub = 300, type = \"INT8\", name = \"A\" }",
+                "sub",
+            ),
+        ] {
+            let e = with_inputs(extra, entries).unwrap_err().to_string();
+            assert!(e.contains(want), "{entries}: {e}");
+        }
+        let e = SegmentSpec::from_toml(
+            "[[device]]\n[[device.rxpdo]]\nindex = 0x1a00\nname = \"X\"\n\
+             entries = [{ index = 0x7000, sub = 1, type = \"INT8\", name = \"A\" }]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "device[0].rxpdo[0].index = 0x1a00: rxpdo mapping objects are 0x1600..=0x17ff"
+            ),
+            "{e}"
+        );
+        let pdo = "[[device.txpdo]]\nindex = 0x1a00\nname = \"X\"\n\
+                   entries = [{ index = 0, bits = 8 }]\n";
+        let e = SegmentSpec::from_toml(&format!("[[device]]\n{pdo}{pdo}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("device[0].txpdo[1].index = 0x1a00: already used by device[0].txpdo[0]"),
+            "{e}"
+        );
+        let many: String = (0..65)
+            .map(|k| {
+                format!(
+                    "[[device.txpdo]]\nindex = {}\nname = \"X\"\nentries = [{{ index = 0, bits = 8 }}]\n",
+                    0x1a00 + k
+                )
+            })
+            .collect();
+        let e = SegmentSpec::from_toml(&format!("[[device]]\n{many}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("device[0].txpdo: 65 PDOs, more than the 64"),
+            "{e}"
+        );
+        // The same object in both directions.
+        let e = SegmentSpec::from_toml(
+            "[[device]]\n[[device.rxpdo]]\nindex = 0x1600\nname = \"O\"\n\
+             entries = [{ index = 0x7000, sub = 1, type = \"INT8\", name = \"A\" }]\n\
+             [[device.txpdo]]\nindex = 0x1a00\nname = \"I\"\n\
+             entries = [{ index = 0x7000, sub = 1, type = \"INT8\", name = \"A\" }]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("device[0].txpdo[0].entries[0]: object 0x7000:01 is already mapped by device[0].rxpdo[0].entries[0]"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn check_applies_the_rules_of_the_description_to_specs_built_in_code() {
+        let mut s = SegmentSpec::reference();
+        s.check().unwrap();
+        s.devices[1].outputs = 1;
+        s.devices[1].inputs = 0;
+        s.check().unwrap();
+        let mut io =
+            SegmentSpec::from_toml(include_str!("../../../examples/segment-io.toml")).unwrap();
+        io.check().unwrap();
+        io.devices[2].inputs = 9;
+        let e = io.check().unwrap_err().to_string();
+        assert!(
+            e.contains("device[2].inputs = 9: the txpdo entries carry 64 bits (8 bytes)"),
+            "{e}"
+        );
+        io.devices[2].inputs = 8;
+        io.devices[2].txpdo.as_mut().unwrap()[0].entries[0].bits = 3;
+        let e = io.check().unwrap_err().to_string();
+        assert!(
+            e.contains("device[2].txpdo[0].entries[0].bits = 3: BOOL is 1 bits wide"),
+            "{e}"
+        );
+        let mut named = SegmentSpec::uniform(1, 4, 4);
+        named.devices[0].name = "\n".into();
+        assert!(
+            named
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("device[0].name")
+        );
+        assert!(
+            SegmentSpec::uniform(0, 1, 1)
+                .check()
+                .unwrap_err()
+                .to_string()
+                .contains("0 subdevices")
+        );
+    }
+
+    #[test]
+    fn strings_beyond_the_sii_limit_are_an_error_not_a_truncation() {
+        // 4 PDOs of 64 differently named UNSIGNED8: 256 entry names + name, group, 4 PDO names.
+        let pdos: String = (0..4)
+            .map(|p| {
+                let entries: Vec<String> = (0..64)
+                    .map(|k| {
+                        format!(
+                            "{{ index = {}, sub = {}, type = \"UNSIGNED8\", name = \"E{p}.{k}\" }}",
+                            0x6000 + p,
+                            k + 1
+                        )
+                    })
+                    .collect();
+                format!(
+                    "[[device.txpdo]]\nindex = {}\nname = \"P{p}\"\nentries = [{}]\n",
+                    0x1a00 + p,
+                    entries.join(", ")
+                )
+            })
+            .collect();
+        let e = SegmentSpec::from_toml(&format!("[[device]]\nname = \"BIG\"\n{pdos}"))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("device[0]: 262 distinct strings") && e.contains("at most 255"),
+            "{e}"
+        );
+    }
+
+    /// An entry of a random PDO, mostly valid.
+    #[derive(Debug, Clone)]
+    enum Kind {
+        Typed(String, Option<u8>),
+        EightBools,
+        Padding(u8),
+        NoType,
+        DuplicateName,
+        DuplicateObject,
+    }
+
+    fn kind() -> impl Strategy<Value = Kind> {
+        let types = || {
+            prop::sample::select(
+                DataType::ALL
+                    .iter()
+                    .filter(|t| t.bits() % 8 == 0)
+                    .map(|t| t.name().to_string())
+                    .collect::<Vec<_>>(),
+            )
+        };
+        let any_type = prop::sample::select(
+            DataType::ALL
+                .iter()
+                .map(|t| t.name().to_string())
+                .chain(["BYTE".to_string(), "bool".to_string()])
+                .collect::<Vec<_>>(),
+        );
+        let padding = prop_oneof![8 => Just(8u8), 8 => Just(16), 1 => 0u8..=255];
+        let bad = prop_oneof![
+            (any_type, 0u8..70).prop_map(|(t, b)| Kind::Typed(t, Some(b))),
+            Just(Kind::NoType),
+            Just(Kind::DuplicateName),
+            Just(Kind::DuplicateObject),
+        ];
+        prop_oneof![
+            40 => types().prop_map(|t| Kind::Typed(t, None)),
+            6 => Just(Kind::EightBools),
+            6 => padding.prop_map(Kind::Padding),
+            3 => bad,
+        ]
+    }
+
+    /// The `entries = [...]` of PDO `p` as TOML.
+    fn entries_text(p: usize, kinds: &[Kind]) -> String {
+        let mut out = Vec::new();
+        let mut sub = 0u32;
+        for k in kinds {
+            let index = 0x6000 + p;
+            let mut typed = |t: &str, bits: Option<u8>, sub_at: u32, name: String| {
+                let bits = bits.map(|b| format!("bits = {b}, ")).unwrap_or_default();
+                out.push(format!(
+                    "{{ index = {index}, sub = {sub_at}, {bits}type = \"{t}\", name = \"{name}\" }}"
+                ));
+            };
+            match k {
+                Kind::Typed(t, bits) => {
+                    sub += 1;
+                    typed(t, *bits, sub, format!("E{sub}"));
+                }
+                Kind::EightBools => {
+                    for _ in 0..8 {
+                        sub += 1;
+                        typed("BOOL", None, sub, format!("E{sub}"));
+                    }
+                }
+                Kind::Padding(b) => out.push(format!("{{ index = 0, bits = {b} }}")),
+                Kind::NoType => out.push(format!("{{ index = {index}, sub = 200 }}")),
+                Kind::DuplicateName => {
+                    sub += 1;
+                    typed("UNSIGNED8", None, sub, "E1".into());
+                }
+                Kind::DuplicateObject => typed("UNSIGNED8", None, 1, "Dup".into()),
+            }
+        }
+        out.join(", ")
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 400, .. ProptestConfig::default() })]
+
+        /// Random entry lists load, with SM sizes the sum of their bits over 8, or fail with an
+        /// error naming the device; never a panic.
+        #[test]
+        fn random_entry_lists_load_or_are_refused(
+            pdos in prop::collection::vec(prop_oneof![
+                20 => prop::collection::vec(kind(), 1..8),
+                1 => Just(Vec::new()),
+            ], 1..4),
+            inputs in prop::option::weighted(0.2, 0u16..40),
+        ) {
+            let mut text = String::from("[[device]]\nname = \"P\"\noutputs = 1\n");
+            if let Some(n) = inputs {
+                text.push_str(&format!("inputs = {n}\n"));
+            }
+            for (p, entries) in pdos.iter().enumerate() {
+                text.push_str(&format!(
+                    "[[device.txpdo]]\nindex = {}\nname = \"PDO {p}\"\nentries = [{}]\n",
+                    0x1a00 + p,
+                    entries_text(p, entries)
+                ));
+            }
+            match SegmentSpec::from_toml(&text) {
+                Ok(s) => {
+                    let d = &s.devices[0];
+                    let bits: u32 = d.tx_pdos().iter().map(PdoSpec::bits).sum();
+                    prop_assert_eq!(bits % 8, 0);
+                    prop_assert_eq!(u32::from(d.inputs), bits / 8);
+                    let sms = crate::sii::process_data_sms(d);
+                    let input_sm = sms.iter().find(|s| s.usage == 4).map_or(0, |s| s.len);
+                    prop_assert_eq!(u32::from(input_sm), bits / 8);
+                    if let Some(n) = inputs {
+                        prop_assert_eq!(d.inputs, n);
+                    }
+                    for e in d.tx_pdos().iter().flat_map(|p| &p.entries) {
+                        match e.data_type {
+                            Some(t) => prop_assert_eq!(t.bits(), e.bits),
+                            None => prop_assert!(e.is_padding()),
+                        }
+                    }
+                    crate::sii::build_image(d).unwrap();
+                    prop_assert!(s.check().is_ok(), "{:?}", s.check());
+                }
+                Err(e) => {
+                    let e = e.to_string();
+                    prop_assert!(e.contains("device[0]") || e.contains("TOML"), "{}", e);
+                }
+            }
+        }
     }
 }
 

@@ -258,11 +258,22 @@ fn positions_are_checked_against_the_segment() {
     let e = control::request(&r.path, "subdevice-error 3 1").unwrap();
     assert!(e.starts_with("error:") && e.contains("position 3"), "{e}");
     assert_eq!(r.faults.snapshot(), FaultState::default());
+    for (cmd, names) in [
+        ("crc-errors 3 0 1", "position 3 is outside the segment"),
+        ("crc-errors 2 1 1", "port 1 of subdevice 2 has no link"),
+        ("crc-errors 0 7 1", "port 7 must be 0..=3"),
+        ("crc-errors 0 0 300", "count 300 must be 1..=255"),
+    ] {
+        let e = control::request(&r.path, cmd).unwrap();
+        assert!(e.starts_with("error:") && e.contains(names), "{cmd}: {e}");
+    }
+    assert_eq!(r.faults.snapshot(), FaultState::default());
     assert_eq!(
         control::request(&r.path, "subdevice-error 2 0x1b").unwrap(),
         "ok"
     );
-    assert_eq!(r.faults.snapshot().pending_device_faults, 1);
+    assert_eq!(control::request(&r.path, "crc-errors 1 0 9").unwrap(), "ok");
+    assert_eq!(r.faults.snapshot().pending_device_faults, 2);
 }
 
 #[test]

@@ -162,3 +162,144 @@ fn mixed_devices_and_short_images() {
 fn dc_capable_segment_reaches_op() {
     bring_up_and_exchange::<4, 256>(SegmentSpec::reference().with_dc(true), 20);
 }
+
+/// The categories of an SII image read through ethercrab: (type, data).
+fn sii_categories(img: &[u8]) -> Vec<(u16, Vec<u8>)> {
+    let word = |at: usize| u16::from_le_bytes([img[at], img[at + 1]]);
+    let mut at = 0x80;
+    let mut out = Vec::new();
+    while word(at) != 0xffff {
+        let len = 2 * usize::from(word(at + 2));
+        out.push((word(at), img[at + 4..at + 4 + len].to_vec()));
+        at += 4 + len;
+    }
+    out
+}
+
+/// (PDO index, PDO name, [(index, sub, name, type code, bits)]) from an SII PDO category.
+type NamedPdo = (u16, String, Vec<(u16, u8, String, u8, u8)>);
+
+fn decode_pdos(data: &[u8], strings: &[String]) -> Vec<NamedPdo> {
+    let name = |i: u8| match i {
+        0 => String::new(),
+        i => strings[usize::from(i) - 1].clone(),
+    };
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at + 8 <= data.len() {
+        let n = usize::from(data[at + 2]);
+        let entries = (0..n)
+            .map(|k| {
+                let e = &data[at + 8 + 8 * k..at + 16 + 8 * k];
+                (
+                    u16::from_le_bytes([e[0], e[1]]),
+                    e[2],
+                    name(e[3]),
+                    e[4],
+                    e[5],
+                )
+            })
+            .collect();
+        out.push((
+            u16::from_le_bytes([data[at], data[at + 1]]),
+            name(data[at + 5]),
+            entries,
+        ));
+        at += 8 + 8 * n;
+    }
+    out
+}
+
+#[test]
+fn named_pdos_are_read_from_the_sii_and_size_the_sync_managers() {
+    let spec = SegmentSpec::from_toml(include_str!("../../../examples/segment-io.toml")).unwrap();
+    let storage: &'static PduStorage<FRAMES, FRAME_DATA> = Box::leak(Box::new(PduStorage::new()));
+    let (tx, rx, pdu_loop) = storage.try_split().expect("split once");
+    let port = SimPort::with_faults(spec.clone(), Faults::new());
+    std::thread::spawn(move || InprocDriver::new(tx, rx, port).run());
+    let timeouts = Timeouts {
+        eeprom: std::time::Duration::from_millis(500),
+        pdu: std::time::Duration::from_millis(500),
+        ..Timeouts::default()
+    };
+    let md = MainDevice::new(pdu_loop, timeouts, MainDeviceConfig::default());
+    let group = block_on(md.init_single_group::<4, 64>(ethercat_now)).expect("init to PRE-OP");
+    for (i, sd) in group.iter(&md).enumerate() {
+        let d = &spec.devices[i];
+        assert_eq!(sd.name(), d.name);
+        // The whole SII, read word by word through ethercrab's EEPROM interface.
+        let size = block_on(sd.eeprom_size(&md)).expect("EEPROM size");
+        let mut img = vec![0u8; size];
+        let n = block_on(sd.eeprom_read_raw(&md, 0, &mut img)).expect("EEPROM read");
+        assert_eq!(n, size);
+        let cats = sii_categories(&img);
+        let strings_cat = &cats.iter().find(|c| c.0 == 10).expect("strings").1;
+        let mut strings = Vec::new();
+        let mut at = 1;
+        for _ in 0..strings_cat[0] {
+            let len = usize::from(strings_cat[at]);
+            strings.push(String::from_utf8(strings_cat[at + 1..at + 1 + len].to_vec()).unwrap());
+            at += 1 + len;
+        }
+        for (kind, pdos) in [(51u16, d.rx_pdos()), (50, d.tx_pdos())] {
+            let found = cats
+                .iter()
+                .find(|c| c.0 == kind)
+                .map(|c| decode_pdos(&c.1, &strings))
+                .unwrap_or_default();
+            let want: Vec<NamedPdo> = pdos
+                .iter()
+                .map(|p| {
+                    let entries = p
+                        .entries
+                        .iter()
+                        .map(|e| {
+                            (
+                                e.index,
+                                e.sub,
+                                e.name.clone().unwrap_or_default(),
+                                e.data_type.map_or(0, |t| t.code()),
+                                e.bits,
+                            )
+                        })
+                        .collect();
+                    (p.index, p.name.clone(), entries)
+                })
+                .collect();
+            assert_eq!(found, want, "{} category {kind}", d.name);
+        }
+    }
+    let group = block_on(group.into_op(&md)).expect("PRE-OP -> OP");
+    for (i, sd) in group.iter(&md).enumerate() {
+        let d = &spec.devices[i];
+        assert_eq!(sd.inputs_raw().len(), usize::from(d.inputs), "{}", d.name);
+        assert_eq!(sd.outputs_raw().len(), usize::from(d.outputs), "{}", d.name);
+        // SM0 holds the outputs when there are any, the next SM the inputs (no mailbox).
+        let mut sms = Vec::new();
+        for (bytes, usage) in [(d.outputs, 3), (d.inputs, 4)] {
+            if bytes > 0 {
+                sms.push((bytes, usage));
+            }
+        }
+        for (k, (bytes, _)) in sms.iter().enumerate() {
+            let sm: [u8; 8] = block_on(sd.register_read(0x0800 + 8 * k as u16)).expect("SM");
+            assert_eq!(
+                u16::from_le_bytes([sm[2], sm[3]]),
+                *bytes,
+                "{} SM{k}",
+                d.name
+            );
+            assert_eq!(sm[6] & 1, 1, "{} SM{k} enabled", d.name);
+        }
+    }
+    let resp = block_on(group.tx_rx(&md)).expect("tx_rx");
+    assert_eq!(resp.working_counter, 6);
+    assert!(resp.all_op());
+}
+
+#[test]
+fn named_pdo_segment_exchanges_data() {
+    let spec = SegmentSpec::from_toml(include_str!("../../../examples/segment-io.toml")).unwrap();
+    assert_eq!(spec.pdi_bytes(), 14);
+    bring_up_and_exchange::<4, 64>(spec, 50);
+}

@@ -68,6 +68,7 @@ pub mod bus;
 pub mod clock;
 pub mod config;
 pub mod cycle;
+pub mod diag;
 mod error;
 pub mod image;
 pub mod layout;
@@ -84,6 +85,7 @@ pub use application::{
     SubdeviceStatus, ZeroOutputs,
 };
 pub use config::{Config, ConfigError};
+pub use diag::{Probe, ScanEntry};
 pub use error::{Error, Result};
 pub use image::{Input, Output, PdoValue, ProcessImage};
 pub use layout::{DataType, Direction, Entry, Layout, LayoutError};

@@ -547,7 +547,7 @@ mod tests {
     #[test]
     fn decodes_the_simulators_image() {
         let spec = ecsim::SegmentSpec::reference();
-        let img = ecsim::sii::build_image(&spec.devices[0]);
+        let img = ecsim::sii::build_image(&spec.devices[0]).unwrap();
         let s = Sii::parse(&img).unwrap();
         assert_eq!(s.vendor_id, spec.devices[0].vendor_id);
         assert_eq!(s.product_code, spec.devices[0].product_id);
@@ -562,7 +562,7 @@ mod tests {
     #[test]
     fn truncated_categories_are_errors() {
         let spec = ecsim::SegmentSpec::reference();
-        let img = ecsim::sii::build_image(&spec.devices[0]);
+        let img = ecsim::sii::build_image(&spec.devices[0]).unwrap();
         // Cut inside the first category.
         let e = Sii::parse(&img[..FIXED_AREA_BYTES + 6]).unwrap_err();
         assert!(matches!(e, SiiError::CategoryOverrun { .. }), "{e}");
@@ -578,7 +578,7 @@ mod tests {
         #[test]
         fn mutated_images_never_panic(pos in 0usize..2048, b in any::<u8>()) {
             let spec = ecsim::SegmentSpec::reference();
-            let mut img = ecsim::sii::build_image(&spec.devices[1]);
+            let mut img = ecsim::sii::build_image(&spec.devices[1]).unwrap();
             let p = pos % img.len();
             img[p] = b;
             let _ = Sii::parse(&img);

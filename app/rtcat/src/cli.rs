@@ -39,6 +39,95 @@ pub enum Command {
     /// The reference A/B ladder (docs/NOTES.md §1): each stage adds one change (s0 plain .. s4 CPU shield), measured
     /// over several runs, knobs restored after every run
     Ladder(crate::ladder::LadderArgs),
+    /// List the subdevices: identity, AL state and status code, ports, DC, mailbox, SM/FMMU
+    /// (read by position; changes nothing on the segment)
+    Scan(ScanArgs),
+    /// The process-data layout the application sees (brings the segment to PRE-OP, then INIT)
+    Pdos(PdosArgs),
+    /// The SII EEPROM decoded (identity, strings, General, FMMU, SM, PDOs, DC), or its raw bytes
+    Sii(SiiArgs),
+    /// The ESC error counters per port (RX, forwarded, processing unit, PDI, lost link)
+    Counters(CountersArgs),
+    /// Read ESC registers of one subdevice (APRD) as a hex dump
+    Regs(RegsArgs),
+}
+
+/// Where a bus command talks to, and how it prints.
+#[derive(Args, Debug, Clone)]
+pub struct BusArgs {
+    /// EtherCAT interface (default: [bus].interface)
+    #[arg(long, value_name = "IF", conflicts_with = "sim")]
+    pub iface: Option<String>,
+    /// Use the in-process simulated segment (no root, no NIC)
+    #[arg(long)]
+    pub sim: bool,
+    /// Segment description for --sim (default: the reference segment, 3 subdevices)
+    #[arg(long, value_name = "FILE", requires = "sim")]
+    pub segment: Option<PathBuf>,
+    /// Configuration file: [bus] interface and timeouts (default: built-in defaults)
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Machine-readable output (JSON) instead of the table
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct PdosArgs {
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SiiArgs {
+    /// Position of the subdevice (default: all)
+    #[arg(value_name = "POS")]
+    pub position: Option<u32>,
+    /// Write the image's bytes to stdout (needs POS; refused on a terminal)
+    #[arg(long, requires = "position", conflicts_with = "json")]
+    pub raw: bool,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CountersArgs {
+    /// Read again every SECONDS (default 1) and print what changed, until SIGINT/SIGTERM
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "1")]
+    pub watch: Option<f64>,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RegsArgs {
+    /// Position of the subdevice
+    #[arg(value_name = "POS")]
+    pub position: u32,
+    /// Register address, 0..=0xffff (hex with 0x, or decimal)
+    #[arg(value_name = "ADDR", value_parser = parse_number)]
+    pub address: u32,
+    /// Bytes to read, 1..=4096, ADDR + LEN at most 0x10000
+    #[arg(value_name = "LEN", value_parser = parse_number)]
+    pub length: u32,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+/// A number in decimal or with a `0x` prefix in hex.
+pub fn parse_number(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => t.parse(),
+    };
+    r.map_err(|_| format!("{s:?} is not a number (decimal, or hex with 0x)"))
 }
 
 #[derive(Args, Debug)]
@@ -148,7 +237,7 @@ pub struct SimCtlArgs {
     #[arg(long, value_name = "PATH")]
     pub control: PathBuf,
     /// drop-next N | drop-fraction F | delay-us N | link up|down | subdevice-error POS CODE |
-    /// power-cycle | corrupt-wkc N | clear | status
+    /// power-cycle | corrupt-wkc N | crc-errors POS PORT N | clear | status
     #[arg(required = true, num_args = 1..)]
     pub command: Vec<String>,
 }

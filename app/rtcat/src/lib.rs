@@ -8,6 +8,7 @@
 // The master's modules under their old paths, for the commands and the tests.
 pub use rtcat_master::{bus, clock, config, cycle, master, rt, stats};
 
+pub mod buscmd;
 pub mod cli;
 pub mod console;
 pub mod echo;

@@ -45,7 +45,15 @@ fn code(r: anyhow::Result<i32>) -> ExitCode {
 /// do. (`doctor`, `tune` and `report` handle a closed pipe themselves: `tune apply`/`restore`
 /// must finish restoring, `report` its files.)
 fn prints_only(cmd: &Command) -> bool {
-    matches!(cmd, Command::Config(_))
+    matches!(
+        cmd,
+        Command::Config(_)
+            | Command::Scan(_)
+            | Command::Pdos(_)
+            | Command::Sii(_)
+            | Command::Counters(_)
+            | Command::Regs(_)
+    )
 }
 
 fn main() -> ExitCode {
@@ -90,5 +98,10 @@ fn main() -> ExitCode {
         Command::Load(a) => code(rtlab::run_load(&a)),
         Command::Report(a) => code(rtlab::run_report(&a)),
         Command::Ladder(a) => rtcat::ladder::run(a),
+        Command::Scan(a) => rtcat::buscmd::scan(a),
+        Command::Pdos(a) => rtcat::buscmd::pdos(a),
+        Command::Sii(a) => rtcat::buscmd::sii(a),
+        Command::Counters(a) => rtcat::buscmd::counters(a),
+        Command::Regs(a) => rtcat::buscmd::regs(a),
     }
 }
