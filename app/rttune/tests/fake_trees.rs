@@ -175,13 +175,13 @@ fn golden_tuned_rk3588() {
     });
     let root = t.sysroot();
     let host = FakeHost::new(&root);
-    host.coalesce.lock().unwrap().get_mut("eth1").unwrap().0 = {
+    *host.coalesce.lock().unwrap().get_mut("eth1").unwrap() = {
         let mut c = host.get_coalesce("eth1").unwrap();
-        c.0[0] = 2048;
-        c.0[1] = 1;
-        c.0[4] = 0;
-        c.0[5] = 25;
-        c.0
+        c.rx_coalesce_usecs = 2048;
+        c.rx_max_coalesced_frames = 1;
+        c.tx_coalesce_usecs = 0;
+        c.tx_max_coalesced_frames = 25;
+        c
     };
     let r = doctor(&root, &host, None);
     golden("tuned", &r.verdict_lines());
