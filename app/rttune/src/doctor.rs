@@ -6,6 +6,7 @@ use crate::facts::{self, Irq, Task};
 use crate::host::Host;
 use crate::journal::Journal;
 use crate::sysroot::SysRoot;
+use caps::Capability;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -1683,17 +1684,18 @@ impl Ctx<'_> {
     fn caps(&self) -> Check {
         let id = "caps.service";
         let why = "SCHED_FIFO needs CAP_SYS_NICE, mlockall CAP_IPC_LOCK, the raw EtherCAT socket CAP_NET_RAW";
-        const NEED: [(u32, &str); 3] = [
-            (23, "CAP_SYS_NICE"),
-            (14, "CAP_IPC_LOCK"),
-            (13, "CAP_NET_RAW"),
+        // names and bits from the caps crate (include/uapi/linux/capability.h)
+        const NEED: [Capability; 3] = [
+            Capability::CAP_SYS_NICE,
+            Capability::CAP_IPC_LOCK,
+            Capability::CAP_NET_RAW,
         ];
-        let exp = "CAP_SYS_NICE, CAP_IPC_LOCK, CAP_NET_RAW".to_string();
+        let exp = NEED.map(|c| c.to_string()).join(", ");
         let judge = |mask: u64, src: String| {
-            let missing: Vec<&str> = NEED
+            let missing: Vec<String> = NEED
                 .iter()
-                .filter(|(b, _)| mask & (1u64 << b) == 0)
-                .map(|(_, n)| *n)
+                .filter(|c| mask & c.bitmask() == 0)
+                .map(|c| c.to_string())
                 .collect();
             let c = chk(
                 id,
@@ -1730,8 +1732,8 @@ impl Ctx<'_> {
             let names_to_mask = |s: &str| -> u64 {
                 let mut mask = 0u64;
                 for tok in s.split_whitespace() {
-                    if let Some((b, _)) = NEED.iter().find(|(_, n)| *n == tok) {
-                        mask |= 1 << b;
+                    if let Some(c) = NEED.iter().find(|c| c.to_string() == tok) {
+                        mask |= c.bitmask();
                     }
                 }
                 mask
