@@ -19,6 +19,7 @@ pub mod host;
 pub mod journal;
 pub mod netif;
 pub mod sysroot;
+#[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod tune;
 
