@@ -228,19 +228,6 @@ pub const KNOWN_BINARIES: &[(&str, &[&str])] = &[(
 /// Where systemctl is (run by absolute path: the caller's PATH is not trusted).
 const SYSTEMCTL: &[&str] = &["/usr/bin/systemctl", "/bin/systemctl"];
 
-const UNIT_DIRS: &[&str] = &[
-    "/etc/systemd/system",
-    "/run/systemd/system",
-    "/usr/lib/systemd/system",
-    "/lib/systemd/system",
-];
-
-fn has_unit(root: &SysRoot, unit: &str) -> bool {
-    UNIT_DIRS
-        .iter()
-        .any(|d| root.exists(&format!("{d}/{unit}")))
-}
-
 /// Decide how to start service `name` again after it was stopped `how`: through systemd by its
 /// unit name when systemd runs and the unit exists (also for a daemon that was signalled), else
 /// the first of its [`KNOWN_BINARIES`] that is a regular, executable file owned by root in
@@ -257,7 +244,9 @@ pub fn plan_service_start(
         ));
     }
     let unit = format!("{name}.service");
-    if matches!(how, ServiceStop::Systemd { .. }) || (systemd_runs(root) && has_unit(root, &unit)) {
+    if matches!(how, ServiceStop::Systemd { .. })
+        || (systemd_runs(root) && crate::unitfile::exists(root, &unit))
+    {
         return Ok(ServiceStart::Systemd { unit });
     }
     let candidates = KNOWN_BINARIES
@@ -354,7 +343,7 @@ pub fn plan_service_stop(root: &SysRoot, name: &str, pid: u32) -> io::Result<Ser
     let unit = format!("{name}.service");
     // under systemd, a daemon with a unit is stopped through it (else systemd restarts it);
     // one started by hand is signalled like on a system without systemd
-    if systemd_runs(root) && has_unit(root, &unit) {
+    if systemd_runs(root) && crate::unitfile::exists(root, &unit) {
         return Ok(ServiceStop::Systemd { unit });
     }
     let cmdline: Vec<String> = root

@@ -17,11 +17,13 @@ pub mod doctor;
 pub mod facts;
 pub mod host;
 pub mod journal;
+mod knobs;
 pub mod netif;
 pub mod sysroot;
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod tune;
+pub mod unitfile;
 
 pub use cli::{DoctorArgs, TuneAction, TuneArgs, run_doctor, run_tune};
 pub use config::{CoalesceConfig, RtContext, TuneSection};

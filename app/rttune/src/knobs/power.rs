@@ -1,0 +1,198 @@
+//! Power: the cpufreq governor and frequency limits, idle states, `/dev/cpu_dma_latency` (tune groups `governor` and `c-states`).
+
+use crate::doctor::{Check, Ctx, Verdict, chk};
+use crate::facts;
+
+impl Ctx<'_> {
+    pub(crate) fn rt_policies(&self) -> Vec<facts::Policy> {
+        facts::read_policies(self.root())
+            .into_iter()
+            .filter(|p| p.related.intersects(&self.rt))
+            .collect()
+    }
+
+    pub(crate) fn governor(&self) -> Check {
+        let id = "power.governor";
+        let want = &self.d.tune.governor;
+        let why = "RK3588 idle: ondemand -> performance cut wake mean 10.9 -> 2.3 us, max 151 -> 13.5 us (docs/NOTES.md §1)";
+        let pols = self.rt_policies();
+        if pols.is_empty() {
+            return chk(id, Verdict::NA)
+                .obs(format!(
+                    "no cpufreq policy for CPU {} (cpufreq absent or disabled)",
+                    self.rtl
+                ))
+                .exp(want.clone())
+                .why(why);
+        }
+        let mut bad = false;
+        let obs: Vec<String> = pols
+            .iter()
+            .map(|p| {
+                let g = p.governor.clone().unwrap_or_else(|| "?".into());
+                if &g != want {
+                    bad = true;
+                }
+                let also = p.related.difference(&self.rt);
+                let share = if also.is_empty() {
+                    String::new()
+                } else {
+                    format!("; CPU {also} share it")
+                };
+                format!("{g} on {} (CPUs {}{share})", p.name, p.related)
+            })
+            .collect();
+        let c = chk(id, if bad { Verdict::Fail } else { Verdict::Pass })
+            .obs(obs.join("; "))
+            .exp(want.clone())
+            .why(why);
+        c.fix_if(
+            bad,
+            format!(
+                "{} (or: echo {want} > {}/scaling_governor)",
+                self.tune_cmd,
+                pols[0].dir()
+            ),
+        )
+    }
+
+    pub(crate) fn frequency(&self) -> Check {
+        let id = "power.frequency";
+        let why = "a capped scaling_max_freq or a low floor under a dynamic governor slows and jitters the cycle";
+        let pols = self.rt_policies();
+        if pols.is_empty() {
+            return chk(id, Verdict::NA)
+                .obs(format!("no cpufreq policy for CPU {}", self.rtl))
+                .exp("scaling_min = scaling_max = cpuinfo_max")
+                .why(why);
+        }
+        let mut v = Verdict::Pass;
+        let mut obs = Vec::new();
+        for p in &pols {
+            let f = |x: Option<u64>| x.map(|k| format!("{} MHz", k / 1000)).unwrap_or("?".into());
+            obs.push(format!(
+                "{}: min {} max {} (hardware {}..{})",
+                p.name,
+                f(p.min),
+                f(p.max),
+                f(p.hw_min),
+                f(p.hw_max)
+            ));
+            if p.max.is_some() && p.max != p.hw_max {
+                v = Verdict::Warn;
+            }
+            if p.governor.as_deref() != Some("performance") && p.min != p.max {
+                v = Verdict::Warn;
+            }
+        }
+        let c = chk(id, v)
+            .obs(obs.join("; "))
+            .exp("max = hardware max, and min = max unless the governor is performance")
+            .why(why);
+        c.fix_if(
+            v != Verdict::Pass,
+            format!(
+                "{}; or: cat {d}/cpuinfo_max_freq > {d}/scaling_max_freq",
+                self.tune_cmd,
+                d = pols[0].dir()
+            ),
+        )
+    }
+
+    pub(crate) fn deep_states(&self) -> Option<Vec<facts::IdleState>> {
+        let mut any = false;
+        let mut deep = Vec::new();
+        for cpu in self.rt.iter() {
+            if let Some(states) = facts::read_idle_states(self.root(), cpu) {
+                any = true;
+                deep.extend(states.into_iter().filter(|s| {
+                    s.index > 0
+                        && !s.disabled
+                        && s.latency_us > u64::from(self.d.tune.cstate_max_latency_us)
+                }));
+            }
+        }
+        any.then_some(deep)
+    }
+
+    pub(crate) fn cpuidle(&self) -> Check {
+        let id = "power.cpuidle";
+        let why = "waking from a deep idle state adds its exit latency to every cycle's wake-up";
+        let exp = format!(
+            "states with exit latency > {} us disabled on CPU {}",
+            self.d.tune.cstate_max_latency_us, self.rtl
+        );
+        let driver = self
+            .root()
+            .read_opt(&format!("{}/cpuidle/current_driver", facts::P_CPU))
+            .unwrap_or_else(|| "?".into());
+        match self.deep_states() {
+            None => chk(id, Verdict::NA)
+                .obs(format!("no cpuidle on CPU {}", self.rtl))
+                .exp(exp)
+                .why(why),
+            Some(deep) if deep.is_empty() => chk(id, Verdict::Pass)
+                .obs(format!("no deep state enabled (driver {driver})"))
+                .exp(exp)
+                .why(why),
+            Some(deep) => {
+                let v = if self.d.tune.disable_cstates {
+                    Verdict::Warn
+                } else {
+                    Verdict::Pass
+                };
+                let list: Vec<String> = deep
+                    .iter()
+                    .map(|s| {
+                        format!(
+                            "cpu{} state{} {} ({} us)",
+                            s.cpu, s.index, s.name, s.latency_us
+                        )
+                    })
+                    .collect();
+                let c = chk(id, v)
+                    .obs(format!("enabled: {} (driver {driver})", list.join(", ")))
+                    .exp(if self.d.tune.disable_cstates {
+                        exp
+                    } else {
+                        "left enabled ([tune].disable_cstates = false)".into()
+                    })
+                    .why(why);
+                c.fix_if(
+                    v != Verdict::Pass,
+                    format!(
+                        "{} (or: echo 1 > {})",
+                        self.tune_cmd,
+                        deep[0].disable_path()
+                    ),
+                )
+            }
+        }
+    }
+
+    pub(crate) fn dma_latency(&self) -> Check {
+        let id = "power.cpu_dma_latency";
+        let why = "a process holding /dev/cpu_dma_latency at 0 keeps every CPU out of deep idle states (rtcat does with [rt].hold_cpu_dma_latency)";
+        let holders = facts::dma_latency_holders(self.root(), &self.procs);
+        let list: Vec<String> = holders.iter().map(|(p, c)| format!("{c}[{p}]")).collect();
+        let deep = self.deep_states();
+        let v = match (&deep, holders.is_empty()) {
+            (_, false) => Verdict::Pass,
+            (None, true) => Verdict::Pass,
+            (Some(d), true) if d.is_empty() => Verdict::Pass,
+            _ => Verdict::Warn,
+        };
+        let c = chk(id, v)
+            .obs(if list.is_empty() {
+                "held by nobody".into()
+            } else {
+                format!("held by {}", list.join(", "))
+            })
+            .exp("held (by rtcat) while deep idle states are enabled")
+            .why(why);
+        c.fix_if(
+            v == Verdict::Warn,
+            "run rtcat with [rt].hold_cpu_dma_latency = true, or disable the idle states (rtcat tune apply)",
+        )
+    }
+}

@@ -1,0 +1,94 @@
+//! Workqueues: the unbound cpumask and each WQ_SYSFS workqueue (tune group `workqueue-mask`).
+
+use crate::cpuset::CpuSet;
+use crate::doctor::{Check, Ctx, Verdict, chk};
+use crate::facts;
+
+impl Ctx<'_> {
+    pub(crate) fn wq_unbound(&self) -> Check {
+        let id = "wq.unbound_cpumask";
+        let why = "unbound kworkers (writeback, crypto, fs work) run wherever this mask allows";
+        match self
+            .root()
+            .read_opt(facts::P_WQ_MASK)
+            .map(|s| (CpuSet::parse_mask(&s), s))
+        {
+            None => chk(id, Verdict::NA)
+                .obs(format!("{} absent", facts::P_WQ_MASK))
+                .exp(format!("excludes {}", self.rtl))
+                .why(why),
+            Some((Err(e), s)) => chk(id, Verdict::Fail)
+                .obs(format!("{s}: {e}"))
+                .exp(format!("excludes {}", self.rtl))
+                .why(why),
+            Some((Ok(m), s)) => {
+                let bad = m.intersects(&self.rt);
+                let c = chk(id, if bad { Verdict::Fail } else { Verdict::Pass })
+                    .obs(format!("{s} (CPUs {m})"))
+                    .exp(format!("excludes CPU {}", self.rtl))
+                    .why(why);
+                c.fix_if(
+                    bad,
+                    format!(
+                        "{} (or: echo {} > {})",
+                        self.tune_cmd,
+                        self.hk.to_mask_like(&s),
+                        facts::P_WQ_MASK
+                    ),
+                )
+            }
+        }
+    }
+
+    pub(crate) fn wq_each(&self) -> Check {
+        let id = "wq.per_workqueue";
+        let why = "a WQ_SYSFS workqueue runs on its own cpumask intersected with the unbound mask";
+        let global = self
+            .root()
+            .read_opt(facts::P_WQ_MASK)
+            .and_then(|s| CpuSet::parse_mask(&s).ok());
+        let dir = "/sys/devices/virtual/workqueue";
+        let mut n = 0;
+        let mut bad = Vec::new();
+        for name in self.root().list(dir).unwrap_or_default() {
+            let Some(m) = self.root().read_opt(&format!("{dir}/{name}/cpumask")) else {
+                continue;
+            };
+            let Ok(m) = CpuSet::parse_mask(&m) else {
+                continue;
+            };
+            n += 1;
+            let eff = match &global {
+                Some(g) if m.intersects(g) => m.intersection(g),
+                Some(g) => g.clone(),
+                None => m.clone(),
+            };
+            if eff.intersects(&self.rt) {
+                bad.push(format!("{name}: cpumask {m}, effective {eff}"));
+            }
+        }
+        if n == 0 {
+            return chk(id, Verdict::NA)
+                .obs("no workqueue exposes a cpumask")
+                .exp(format!("none runs on {}", self.rtl))
+                .why(why);
+        }
+        let c = chk(
+            id,
+            if bad.is_empty() {
+                Verdict::Pass
+            } else {
+                Verdict::Warn
+            },
+        )
+        .obs(format!(
+            "{n} workqueue(s) with a cpumask, {} reach CPU {}",
+            bad.len(),
+            self.rtl
+        ))
+        .exp(format!("none runs on CPU {}", self.rtl))
+        .why(why)
+        .details(bad.clone());
+        c.fix_if(!bad.is_empty(), self.tune_cmd.clone())
+    }
+}
