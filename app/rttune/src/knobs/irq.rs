@@ -4,6 +4,12 @@ use crate::cpuset::CpuSet;
 use crate::doctor::{Check, Ctx, Verdict, chk};
 use crate::facts;
 use crate::facts::Irq;
+use crate::host;
+use crate::journal::{Change, Journal};
+use crate::sysroot::SysRoot;
+use crate::tune::plan::{file_change, mask_knob, skip};
+use crate::tune::{KnobGroup, Plan, Planned, TuneCtx};
+use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
 impl Ctx<'_> {
@@ -235,5 +241,135 @@ impl Ctx<'_> {
             .why(why)
             .details(det);
         c.fix_if(v == Verdict::Fail, self.tune_cmd.clone())
+    }
+}
+
+/// Tune group `irqbalance`: stop every running irqbalance (its pids go to `stopping`: their
+/// threads are not moved).
+pub(crate) fn plan_irqbalance(
+    root: &SysRoot,
+    tc: &TuneCtx,
+    procs: &BTreeMap<u32, String>,
+    stopping: &mut Vec<u32>,
+    plan: &mut Plan,
+) {
+    let g = KnobGroup::Irqbalance;
+    if !tc.tune.stop_irqbalance {
+        skip(
+            plan,
+            g,
+            "service:irqbalance",
+            "tune.stop_irqbalance = false",
+        );
+        return;
+    }
+    for pid in facts::pids_named(&procs, "irqbalance") {
+        stopping.push(pid);
+        match host::plan_service_stop(root, "irqbalance", pid) {
+            Ok(how) => plan.changes.push(Planned {
+                group: g,
+                id: "service:irqbalance".into(),
+                what: format!("stop irqbalance (pid {pid})"),
+                current: "running".into(),
+                target: "stopped".into(),
+                change: Change::Service {
+                    name: "irqbalance".into(),
+                    how,
+                },
+            }),
+            Err(e) => skip(plan, g, "service:irqbalance", e.to_string()),
+        }
+    }
+}
+
+/// Tune group `default-irq-affinity`: `/proc/irq/default_smp_affinity` off the RT CPU.
+pub(crate) fn plan_default_irq_affinity(root: &SysRoot, tc: &TuneCtx, plan: &mut Plan) {
+    mask_knob(
+        root,
+        tc,
+        KnobGroup::DefaultIrqAffinity,
+        facts::P_IRQ_DEFAULT,
+        "default IRQ affinity",
+        plan,
+    )
+}
+
+/// Tune groups `irq-affinity` (every movable IRQ but the NIC's off the RT CPU) and `nic-irqs`
+/// (the NIC's IRQs, `nic`, to `[tune].nic_irq_cpu` or off the RT CPU). Per-CPU and known
+/// kernel-managed IRQs are skipped.
+pub(crate) fn plan_irqs(
+    root: &SysRoot,
+    tc: &TuneCtx,
+    g: KnobGroup,
+    irqs: &[Irq],
+    nic: &BTreeSet<u32>,
+    journal: Option<&Journal>,
+    plan: &mut Plan,
+) {
+    if g == KnobGroup::NicIrqs && tc.iface.is_none() {
+        skip(
+            plan,
+            g,
+            "nic-irqs",
+            "no interface (--iface or [bus].interface)",
+        );
+        return;
+    }
+    if g == KnobGroup::NicIrqs && nic.is_empty() {
+        skip(
+            plan,
+            g,
+            "nic-irqs",
+            format!("no IRQ named after {}", tc.iface.as_deref().unwrap_or("")),
+        );
+        return;
+    }
+    for irq in irqs {
+        let is_nic = nic.contains(&irq.num);
+        if (g == KnobGroup::NicIrqs) != is_nic {
+            continue;
+        }
+        let (Some(aff), Some(raw)) = (&irq.affinity, &irq.affinity_raw) else {
+            continue;
+        };
+        let target = match (g, tc.tune.nic_irq_cpu) {
+            (KnobGroup::NicIrqs, Some(c)) => CpuSet::single(c),
+            _ => {
+                if !aff.intersects(&tc.rt) {
+                    continue;
+                }
+                tc.narrow(aff)
+            }
+        };
+        if &target == aff {
+            continue;
+        }
+        let path = irq.smp_path();
+        if irq.per_cpu {
+            skip(
+                plan,
+                g,
+                format!("file:{path}"),
+                format!("IRQ {} is per-CPU, cannot move", irq.label()),
+            );
+            continue;
+        }
+        if irq.managed == Some(true) || journal.is_some_and(|j| j.refused(&path)) {
+            skip(
+                plan,
+                g,
+                format!("file:{path}"),
+                format!("IRQ {} is kernel-managed, cannot move", irq.label()),
+            );
+            continue;
+        }
+        file_change(
+            root,
+            g,
+            &path,
+            format!("IRQ {}: {aff} -> {target}", irq.label()),
+            target.to_mask_like(raw),
+            plan,
+        );
     }
 }

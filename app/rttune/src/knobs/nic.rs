@@ -1,6 +1,10 @@
 //! NIC: link state and interrupt coalescing (tune group `coalesce`).
 
 use crate::doctor::{Check, Ctx, Verdict, chk};
+use crate::host::Host;
+use crate::journal::Change;
+use crate::tune::plan::skip;
+use crate::tune::{KnobGroup, Plan, Planned, TuneCtx};
 
 impl Ctx<'_> {
     pub(crate) fn nic_link(&self) -> Check {
@@ -117,6 +121,49 @@ impl Ctx<'_> {
                     .exp(exp.clone())
                     .why(why);
                 c.fix_if(!ok, format!("{} (or: ethtool -C {i} {exp})", self.tune_cmd))
+            }
+        }
+    }
+}
+
+/// Tune group `coalesce`: `[tune.coalesce]` on the NIC, read back by the driver.
+pub(crate) fn plan_coalesce(tc: &TuneCtx, host: &dyn Host, plan: &mut Plan) {
+    let g = KnobGroup::Coalesce;
+    if tc.tune.coalesce.is_empty() {
+        skip(plan, g, "coalesce", "no [tune.coalesce] values configured");
+        return;
+    }
+    let Some(i) = &tc.iface else {
+        skip(
+            plan,
+            g,
+            "coalesce",
+            "no interface (--iface or [bus].interface)",
+        );
+        return;
+    };
+    match host.get_coalesce(i) {
+        Err(e) => skip(
+            plan,
+            g,
+            format!("coalesce:{i}"),
+            format!("cannot read coalescing of {i}: {e}"),
+        ),
+        Ok(cur) => {
+            let target = cur.with(&tc.tune.coalesce);
+            if target != cur {
+                plan.changes.push(Planned {
+                    group: g,
+                    id: format!("coalesce:{i}"),
+                    what: format!("{i} coalescing"),
+                    current: cur.describe(),
+                    target: target.describe(),
+                    change: Change::Coalesce {
+                        iface: i.clone(),
+                        original: cur,
+                        target,
+                    },
+                });
             }
         }
     }

@@ -2,6 +2,9 @@
 
 use crate::doctor::{Check, Ctx, Verdict, chk};
 use crate::facts;
+use crate::sysroot::SysRoot;
+use crate::tune::plan::{file_change, skip};
+use crate::tune::{KnobGroup, Plan, TuneCtx};
 
 impl Ctx<'_> {
     pub(crate) fn rt_policies(&self) -> Vec<facts::Policy> {
@@ -194,5 +197,91 @@ impl Ctx<'_> {
             v == Verdict::Warn,
             "run rtcat with [rt].hold_cpu_dma_latency = true, or disable the idle states (rtcat tune apply)",
         )
+    }
+}
+
+/// Tune group `governor`: `[tune].governor` on every cpufreq policy owning an RT CPU, when the
+/// policy offers it.
+pub(crate) fn plan_governor(root: &SysRoot, tc: &TuneCtx, plan: &mut Plan) {
+    let g = KnobGroup::Governor;
+    let pols: Vec<_> = facts::read_policies(root)
+        .into_iter()
+        .filter(|p| p.related.intersects(&tc.rt))
+        .collect();
+    if pols.is_empty() {
+        skip(
+            plan,
+            g,
+            "governor",
+            format!("no cpufreq policy for CPU {}", tc.rt),
+        );
+    }
+    let want = &tc.tune.governor;
+    for p in pols {
+        let path = format!("{}/scaling_governor", p.dir());
+        if p.governor.as_deref() == Some(want.as_str()) {
+            continue;
+        }
+        if !p.available.is_empty() && !p.available.iter().any(|a| a == want) {
+            skip(
+                plan,
+                g,
+                format!("file:{path}"),
+                format!(
+                    "governor {want} not available on {} ({})",
+                    p.name,
+                    p.available.join(" ")
+                ),
+            );
+            continue;
+        }
+        file_change(
+            root,
+            g,
+            &path,
+            format!(
+                "{} (CPUs {}) governor: {} -> {want}",
+                p.name,
+                p.related,
+                p.governor.as_deref().unwrap_or("?")
+            ),
+            want.clone(),
+            plan,
+        );
+    }
+}
+
+/// Tune group `c-states`: disable the RT CPU's idle states deeper than
+/// `[tune].cstate_max_latency_us` (state0 never).
+pub(crate) fn plan_cstates(root: &SysRoot, tc: &TuneCtx, plan: &mut Plan) {
+    let g = KnobGroup::CStates;
+    if !tc.tune.disable_cstates {
+        skip(plan, g, "c-states", "tune.disable_cstates = false");
+        return;
+    }
+    for cpu in tc.rt.iter() {
+        let Some(states) = facts::read_idle_states(root, cpu) else {
+            skip(plan, g, format!("cpuidle:cpu{cpu}"), "no cpuidle");
+            continue;
+        };
+        for s in states {
+            if s.index == 0
+                || s.disabled
+                || s.latency_us <= u64::from(tc.tune.cstate_max_latency_us)
+            {
+                continue;
+            }
+            file_change(
+                root,
+                g,
+                &s.disable_path(),
+                format!(
+                    "cpu{cpu} idle state{} {} ({} us): disable",
+                    s.index, s.name, s.latency_us
+                ),
+                "1".into(),
+                plan,
+            );
+        }
     }
 }

@@ -2,6 +2,9 @@
 
 use crate::doctor::{Check, Ctx, Verdict, chk};
 use crate::facts;
+use crate::sysroot::SysRoot;
+use crate::tune::plan::{file_change, skip};
+use crate::tune::{KnobGroup, Plan, TuneCtx};
 
 impl Ctx<'_> {
     pub(crate) fn rt_runtime(&self) -> Check {
@@ -69,5 +72,36 @@ impl Ctx<'_> {
                 self.tune_cmd
             )),
         }
+    }
+}
+
+/// Tune group `timer-migration`: `kernel.timer_migration` = 0.
+pub(crate) fn plan_timer_migration(root: &SysRoot, tc: &TuneCtx, plan: &mut Plan) {
+    let g = KnobGroup::TimerMigration;
+    if !tc.tune.disable_timer_migration {
+        skip(
+            plan,
+            g,
+            "timer_migration",
+            "tune.disable_timer_migration = false",
+        );
+        return;
+    }
+    match root.read_opt(facts::P_TIMER_MIGRATION) {
+        None => skip(
+            plan,
+            g,
+            format!("file:{}", facts::P_TIMER_MIGRATION),
+            "missing file",
+        ),
+        Some(v) if v == "0" => {}
+        Some(v) => file_change(
+            root,
+            g,
+            facts::P_TIMER_MIGRATION,
+            format!("kernel.timer_migration: {v} -> 0"),
+            "0".into(),
+            plan,
+        ),
     }
 }

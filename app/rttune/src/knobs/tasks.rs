@@ -1,6 +1,12 @@
 //! Tasks: what else may run on the RT CPU, and rtcat's own threads (tune group `tasks`).
 
 use crate::doctor::{Check, Ctx, Verdict, chk};
+use crate::facts;
+use crate::journal::Change;
+use crate::sysroot::SysRoot;
+use crate::tune::plan::skip;
+use crate::tune::{KnobGroup, Plan, Planned, TuneCtx};
+use std::collections::BTreeMap;
 
 impl Ctx<'_> {
     pub(crate) fn tasks_on_rt(&self) -> Check {
@@ -179,5 +185,61 @@ impl Ctx<'_> {
             v == Verdict::Fail,
             "check [cycle] and [rt] in /etc/rtcat/rtcat.toml and the service's CAP_SYS_NICE; see rtcat's log",
         )
+    }
+}
+
+/// Tune group `tasks`: every movable task and kthread off the RT CPU (not rtcat, IRQ threads,
+/// `PF_NO_SETAFFINITY` threads, tasks pinned to the RT CPU only or of processes being stopped).
+pub(crate) fn plan_tasks(
+    root: &SysRoot,
+    tc: &TuneCtx,
+    procs: &BTreeMap<u32, String>,
+    stopping: &[u32],
+    plan: &mut Plan,
+) {
+    let g = KnobGroup::Tasks;
+    if !tc.tune.move_tasks {
+        skip(plan, g, "tasks", "tune.move_tasks = false");
+        return;
+    }
+    let me = std::process::id();
+    let rtcat: Vec<u32> = facts::pids_named(&procs, "rtcat");
+    for t in facts::read_tasks(root, &procs) {
+        if !t.allowed.intersects(&tc.rt)
+            || rtcat.contains(&t.pid)
+            || stopping.contains(&t.pid)
+            || (root.is_live() && t.pid == me)
+            || t.is_irq_thread()
+            || t.no_setaffinity()
+            || t.allowed.is_subset(&tc.rt)
+        {
+            continue;
+        }
+        let target = match &tc.housekeeping {
+            Some(h) => {
+                let i = t.allowed.intersection(h);
+                if i.is_empty() {
+                    tc.narrow(&t.allowed)
+                } else {
+                    i
+                }
+            }
+            None => t.allowed.difference(&tc.rt),
+        };
+        plan.changes.push(Planned {
+            group: g,
+            id: format!("task:{}:{}", t.tid, t.starttime),
+            what: format!("task {}[{}]: {} -> {}", t.comm, t.tid, t.allowed, target),
+            current: t.allowed.to_list(),
+            target: target.to_list(),
+            change: Change::Affinity {
+                pid: t.pid,
+                tid: t.tid,
+                starttime: t.starttime,
+                comm: t.comm.clone(),
+                original: t.allowed.to_list(),
+                target: target.to_list(),
+            },
+        });
     }
 }

@@ -3,6 +3,9 @@
 use crate::cpuset::CpuSet;
 use crate::doctor::{Check, Ctx, Verdict, chk};
 use crate::facts;
+use crate::sysroot::SysRoot;
+use crate::tune::plan::mask_knob;
+use crate::tune::{KnobGroup, Plan, TuneCtx};
 
 impl Ctx<'_> {
     pub(crate) fn wq_unbound(&self) -> Check {
@@ -91,4 +94,16 @@ impl Ctx<'_> {
         .details(bad.clone());
         c.fix_if(!bad.is_empty(), self.tune_cmd.clone())
     }
+}
+
+/// Tune group `workqueue-mask`: the unbound workqueue cpumask off the RT CPU.
+pub(crate) fn plan_workqueue_mask(root: &SysRoot, tc: &TuneCtx, plan: &mut Plan) {
+    mask_knob(
+        root,
+        tc,
+        KnobGroup::WorkqueueMask,
+        facts::P_WQ_MASK,
+        "unbound workqueue cpumask",
+        plan,
+    )
 }
