@@ -1,4 +1,5 @@
-//! Boot arguments: `isolcpus=`, `nohz_full=`, `rcu_nocbs=`, `irqaffinity=`, and what the kernel isolated.
+//! Boot arguments: `isolcpus=`, `nohz_full=`, `rcu_nocbs=`, `irqaffinity=`, and what the kernel
+//! isolated.
 
 use crate::cpuset::CpuSet;
 use crate::doctor::{Check, Ctx, Verdict, chk};

@@ -1,4 +1,5 @@
-//! IRQs: irqbalance, the default affinity, every movable IRQ, the NIC's IRQs (tune groups `irqbalance`, `default-irq-affinity`, `irq-affinity`, `nic-irqs`).
+//! IRQs: irqbalance, the default affinity, every movable IRQ, the NIC's IRQs (tune groups
+//! `irqbalance`, `default-irq-affinity`, `irq-affinity`, `nic-irqs`).
 
 use crate::cpuset::CpuSet;
 use crate::doctor::{Check, Ctx, Verdict, chk};

@@ -1,14 +1,142 @@
-//! Power: the cpufreq governor and frequency limits, idle states, `/dev/cpu_dma_latency` (tune groups `governor` and `c-states`).
+//! Power: the cpufreq governor and frequency limits, idle states, `/dev/cpu_dma_latency` (tune
+//! groups `governor` and `c-states`).
+//!
+//! The governor, end to end: [`read_policies`] reads the cpufreq policies; `power.governor`
+//! (`Ctx::governor`) judges the policy owning the RT CPU against `[tune].governor`;
+//! [`plan_governor`] plans writing it to that policy's `scaling_governor` (when the policy offers
+//! it); the write, read-back, status and restore are those of every file knob
+//! ([`crate::journal::Change::File`]); the tests fake policy0/4/6 in `testkit::FakeTree`.
 
+use crate::cpuset::CpuSet;
 use crate::doctor::{Check, Ctx, Verdict, chk};
 use crate::facts;
 use crate::sysroot::SysRoot;
 use crate::tune::plan::{file_change, skip};
 use crate::tune::{KnobGroup, Plan, TuneCtx};
+use std::collections::BTreeMap;
+
+/// Processes holding `/dev/cpu_dma_latency` open: (pid, comm).
+pub fn dma_latency_holders(root: &SysRoot, procs: &BTreeMap<u32, String>) -> Vec<(u32, String)> {
+    let mut v = Vec::new();
+    for (pid, comm) in procs {
+        let dir = format!("/proc/{pid}/fd");
+        let Ok(fds) = root.list(&dir) else { continue };
+        if fds.iter().any(|fd| {
+            root.read_link(&format!("{dir}/{fd}"))
+                .map(|t| t == std::path::Path::new("/dev/cpu_dma_latency"))
+                .unwrap_or(false)
+        }) {
+            v.push((*pid, comm.clone()));
+        }
+    }
+    v
+}
+
+/// cpufreq policy.
+#[derive(Clone, Debug, Default)]
+pub struct Policy {
+    pub name: String,
+    pub related: CpuSet,
+    pub governor: Option<String>,
+    pub available: Vec<String>,
+    pub min: Option<u64>,
+    pub max: Option<u64>,
+    pub hw_min: Option<u64>,
+    pub hw_max: Option<u64>,
+}
+
+impl Policy {
+    pub fn dir(&self) -> String {
+        format!("{}/cpufreq/{}", facts::P_CPU, self.name)
+    }
+}
+
+pub fn read_policies(root: &SysRoot) -> Vec<Policy> {
+    let dir = format!("{}/cpufreq", facts::P_CPU);
+    let mut v = Vec::new();
+    for name in root.list(&dir).unwrap_or_default() {
+        if !name.starts_with("policy") {
+            continue;
+        }
+        let d = format!("{dir}/{name}");
+        let rd = |f: &str| root.read_opt(&format!("{d}/{f}"));
+        let num = |f: &str| rd(f).and_then(|s| s.parse().ok());
+        let related = rd("related_cpus")
+            .or_else(|| rd("affected_cpus"))
+            .map(|s| {
+                s.split_whitespace()
+                    .filter_map(|c| c.parse().ok())
+                    .collect::<CpuSet>()
+            })
+            .unwrap_or_default();
+        v.push(Policy {
+            name: name.clone(),
+            related,
+            governor: rd("scaling_governor"),
+            available: rd("scaling_available_governors")
+                .map(|s| s.split_whitespace().map(String::from).collect())
+                .unwrap_or_default(),
+            min: num("scaling_min_freq"),
+            max: num("scaling_max_freq"),
+            hw_min: num("cpuinfo_min_freq"),
+            hw_max: num("cpuinfo_max_freq"),
+        });
+    }
+    v
+}
+
+/// One cpuidle state of one CPU.
+#[derive(Clone, Debug)]
+pub struct IdleState {
+    pub cpu: usize,
+    pub index: usize,
+    pub name: String,
+    pub latency_us: u64,
+    pub disabled: bool,
+}
+
+impl IdleState {
+    pub fn disable_path(&self) -> String {
+        format!(
+            "{}/cpu{}/cpuidle/state{}/disable",
+            facts::P_CPU,
+            self.cpu,
+            self.index
+        )
+    }
+}
+
+/// Idle states of `cpu`; None when cpuidle is absent for it.
+pub fn read_idle_states(root: &SysRoot, cpu: usize) -> Option<Vec<IdleState>> {
+    let dir = format!("{}/cpu{cpu}/cpuidle", facts::P_CPU);
+    let entries = root.list(&dir).ok()?;
+    let mut v = Vec::new();
+    for e in entries {
+        let Some(idx) = e
+            .strip_prefix("state")
+            .and_then(|s| s.parse::<usize>().ok())
+        else {
+            continue;
+        };
+        let d = format!("{dir}/{e}");
+        v.push(IdleState {
+            cpu,
+            index: idx,
+            name: root.read_opt(&format!("{d}/name")).unwrap_or_default(),
+            latency_us: root
+                .read_opt(&format!("{d}/latency"))
+                .and_then(|s| s.parse().ok())
+                .unwrap_or(0),
+            disabled: root.read_opt(&format!("{d}/disable")).as_deref() == Some("1"),
+        });
+    }
+    v.sort_by_key(|s| s.index);
+    Some(v)
+}
 
 impl Ctx<'_> {
-    pub(crate) fn rt_policies(&self) -> Vec<facts::Policy> {
-        facts::read_policies(self.root())
+    pub(crate) fn rt_policies(&self) -> Vec<Policy> {
+        read_policies(self.root())
             .into_iter()
             .filter(|p| p.related.intersects(&self.rt))
             .collect()
@@ -102,11 +230,11 @@ impl Ctx<'_> {
         )
     }
 
-    pub(crate) fn deep_states(&self) -> Option<Vec<facts::IdleState>> {
+    pub(crate) fn deep_states(&self) -> Option<Vec<IdleState>> {
         let mut any = false;
         let mut deep = Vec::new();
         for cpu in self.rt.iter() {
-            if let Some(states) = facts::read_idle_states(self.root(), cpu) {
+            if let Some(states) = read_idle_states(self.root(), cpu) {
                 any = true;
                 deep.extend(states.into_iter().filter(|s| {
                     s.index > 0
@@ -176,7 +304,7 @@ impl Ctx<'_> {
     pub(crate) fn dma_latency(&self) -> Check {
         let id = "power.cpu_dma_latency";
         let why = "a process holding /dev/cpu_dma_latency at 0 keeps every CPU out of deep idle states (rtcat does with [rt].hold_cpu_dma_latency)";
-        let holders = facts::dma_latency_holders(self.root(), &self.procs);
+        let holders = dma_latency_holders(self.root(), &self.procs);
         let list: Vec<String> = holders.iter().map(|(p, c)| format!("{c}[{p}]")).collect();
         let deep = self.deep_states();
         let v = match (&deep, holders.is_empty()) {
@@ -204,7 +332,7 @@ impl Ctx<'_> {
 /// policy offers it.
 pub(crate) fn plan_governor(root: &SysRoot, tc: &TuneCtx, plan: &mut Plan) {
     let g = KnobGroup::Governor;
-    let pols: Vec<_> = facts::read_policies(root)
+    let pols: Vec<_> = read_policies(root)
         .into_iter()
         .filter(|p| p.related.intersects(&tc.rt))
         .collect();
@@ -260,7 +388,7 @@ pub(crate) fn plan_cstates(root: &SysRoot, tc: &TuneCtx, plan: &mut Plan) {
         return;
     }
     for cpu in tc.rt.iter() {
-        let Some(states) = facts::read_idle_states(root, cpu) else {
+        let Some(states) = read_idle_states(root, cpu) else {
             skip(plan, g, format!("cpuidle:cpu{cpu}"), "no cpuidle");
             continue;
         };
