@@ -264,7 +264,7 @@ pub(crate) fn plan_irqbalance(
         );
         return;
     }
-    for pid in facts::pids_named(&procs, "irqbalance") {
+    for pid in facts::pids_named(procs, "irqbalance") {
         stopping.push(pid);
         match host::plan_service_stop(root, "irqbalance", pid) {
             Ok(how) => plan.changes.push(Planned {

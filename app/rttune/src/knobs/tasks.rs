@@ -203,8 +203,8 @@ pub(crate) fn plan_tasks(
         return;
     }
     let me = std::process::id();
-    let rtcat: Vec<u32> = facts::pids_named(&procs, "rtcat");
-    for t in facts::read_tasks(root, &procs) {
+    let rtcat: Vec<u32> = facts::pids_named(procs, "rtcat");
+    for t in facts::read_tasks(root, procs) {
         if !t.allowed.intersects(&tc.rt)
             || rtcat.contains(&t.pid)
             || stopping.contains(&t.pid)
