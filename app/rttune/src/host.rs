@@ -10,127 +10,67 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `struct ethtool_coalesce` of include/uapi/linux/ethtool.h: the buffer of the
-/// `ETHTOOL_GCOALESCE`/`ETHTOOL_SCOALESCE` ioctls, field for field in kernel order.
-///
-/// `cmd` is only set for the ioctl itself ([`RealHost`]); every value read, compared or
-/// journalled has `cmd` 0. In the journal the value is the 22 parameters after `cmd`, as a JSON
-/// array in kernel order (the format of journal version 1).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(from = "[u32; 22]", into = "[u32; 22]")]
-pub struct Coalesce {
-    pub cmd: u32,
-    pub rx_coalesce_usecs: u32,
-    pub rx_max_coalesced_frames: u32,
-    pub rx_coalesce_usecs_irq: u32,
-    pub rx_max_coalesced_frames_irq: u32,
-    pub tx_coalesce_usecs: u32,
-    pub tx_max_coalesced_frames: u32,
-    pub tx_coalesce_usecs_irq: u32,
-    pub tx_max_coalesced_frames_irq: u32,
-    pub stats_block_coalesce_usecs: u32,
-    pub use_adaptive_rx_coalesce: u32,
-    pub use_adaptive_tx_coalesce: u32,
-    pub pkt_rate_low: u32,
-    pub rx_coalesce_usecs_low: u32,
-    pub rx_max_coalesced_frames_low: u32,
-    pub tx_coalesce_usecs_low: u32,
-    pub tx_max_coalesced_frames_low: u32,
-    pub pkt_rate_high: u32,
-    pub rx_coalesce_usecs_high: u32,
-    pub rx_max_coalesced_frames_high: u32,
-    pub tx_coalesce_usecs_high: u32,
-    pub tx_max_coalesced_frames_high: u32,
-    pub rate_sample_interval: u32,
+/// Declares [`Coalesce`] and its journal form from one list of the fields after `cmd`, so the
+/// struct, the array and the two conversions cannot disagree on the order.
+macro_rules! ethtool_coalesce {
+    ($($field:ident),* $(,)?) => {
+        /// `struct ethtool_coalesce` of include/uapi/linux/ethtool.h: the buffer of the
+        /// `ETHTOOL_GCOALESCE`/`ETHTOOL_SCOALESCE` ioctls, field for field in kernel order.
+        ///
+        /// `cmd` is only set for the ioctl itself ([`RealHost`]); every value read, compared or
+        /// journalled has `cmd` 0. In the journal the value is the 22 parameters after `cmd`,
+        /// as a JSON array in kernel order (the format of journal version 1).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(from = "[u32; 22]", into = "[u32; 22]")]
+        pub struct Coalesce {
+            pub cmd: u32,
+            $(pub $field: u32,)*
+        }
+
+        impl From<[u32; 22]> for Coalesce {
+            fn from(v: [u32; 22]) -> Coalesce {
+                let [$($field),*] = v;
+                Coalesce { cmd: 0, $($field),* }
+            }
+        }
+
+        impl From<Coalesce> for [u32; 22] {
+            fn from(c: Coalesce) -> [u32; 22] {
+                [$(c.$field),*]
+            }
+        }
+    };
 }
+
+ethtool_coalesce!(
+    rx_coalesce_usecs,
+    rx_max_coalesced_frames,
+    rx_coalesce_usecs_irq,
+    rx_max_coalesced_frames_irq,
+    tx_coalesce_usecs,
+    tx_max_coalesced_frames,
+    tx_coalesce_usecs_irq,
+    tx_max_coalesced_frames_irq,
+    stats_block_coalesce_usecs,
+    use_adaptive_rx_coalesce,
+    use_adaptive_tx_coalesce,
+    pkt_rate_low,
+    rx_coalesce_usecs_low,
+    rx_max_coalesced_frames_low,
+    tx_coalesce_usecs_low,
+    tx_max_coalesced_frames_low,
+    pkt_rate_high,
+    rx_coalesce_usecs_high,
+    rx_max_coalesced_frames_high,
+    tx_coalesce_usecs_high,
+    tx_max_coalesced_frames_high,
+    rate_sample_interval,
+);
 
 // 23 u32 without padding, as the kernel copies it (copy_from_user of sizeof(struct
 // ethtool_coalesce)): a field added or lost here would corrupt the ioctl.
 const _: () = assert!(std::mem::size_of::<Coalesce>() == 92);
-
-impl From<[u32; 22]> for Coalesce {
-    fn from(v: [u32; 22]) -> Coalesce {
-        let [
-            rx_coalesce_usecs,
-            rx_max_coalesced_frames,
-            rx_coalesce_usecs_irq,
-            rx_max_coalesced_frames_irq,
-            tx_coalesce_usecs,
-            tx_max_coalesced_frames,
-            tx_coalesce_usecs_irq,
-            tx_max_coalesced_frames_irq,
-            stats_block_coalesce_usecs,
-            use_adaptive_rx_coalesce,
-            use_adaptive_tx_coalesce,
-            pkt_rate_low,
-            rx_coalesce_usecs_low,
-            rx_max_coalesced_frames_low,
-            tx_coalesce_usecs_low,
-            tx_max_coalesced_frames_low,
-            pkt_rate_high,
-            rx_coalesce_usecs_high,
-            rx_max_coalesced_frames_high,
-            tx_coalesce_usecs_high,
-            tx_max_coalesced_frames_high,
-            rate_sample_interval,
-        ] = v;
-        Coalesce {
-            cmd: 0,
-            rx_coalesce_usecs,
-            rx_max_coalesced_frames,
-            rx_coalesce_usecs_irq,
-            rx_max_coalesced_frames_irq,
-            tx_coalesce_usecs,
-            tx_max_coalesced_frames,
-            tx_coalesce_usecs_irq,
-            tx_max_coalesced_frames_irq,
-            stats_block_coalesce_usecs,
-            use_adaptive_rx_coalesce,
-            use_adaptive_tx_coalesce,
-            pkt_rate_low,
-            rx_coalesce_usecs_low,
-            rx_max_coalesced_frames_low,
-            tx_coalesce_usecs_low,
-            tx_max_coalesced_frames_low,
-            pkt_rate_high,
-            rx_coalesce_usecs_high,
-            rx_max_coalesced_frames_high,
-            tx_coalesce_usecs_high,
-            tx_max_coalesced_frames_high,
-            rate_sample_interval,
-        }
-    }
-}
-
-impl From<Coalesce> for [u32; 22] {
-    fn from(c: Coalesce) -> [u32; 22] {
-        [
-            c.rx_coalesce_usecs,
-            c.rx_max_coalesced_frames,
-            c.rx_coalesce_usecs_irq,
-            c.rx_max_coalesced_frames_irq,
-            c.tx_coalesce_usecs,
-            c.tx_max_coalesced_frames,
-            c.tx_coalesce_usecs_irq,
-            c.tx_max_coalesced_frames_irq,
-            c.stats_block_coalesce_usecs,
-            c.use_adaptive_rx_coalesce,
-            c.use_adaptive_tx_coalesce,
-            c.pkt_rate_low,
-            c.rx_coalesce_usecs_low,
-            c.rx_max_coalesced_frames_low,
-            c.tx_coalesce_usecs_low,
-            c.tx_max_coalesced_frames_low,
-            c.pkt_rate_high,
-            c.rx_coalesce_usecs_high,
-            c.rx_max_coalesced_frames_high,
-            c.tx_coalesce_usecs_high,
-            c.tx_max_coalesced_frames_high,
-            c.rate_sample_interval,
-        ]
-    }
-}
 
 impl Coalesce {
     /// `rx-usecs` of `ethtool -C`.

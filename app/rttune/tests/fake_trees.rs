@@ -978,3 +978,50 @@ fn wrong_cpu_list_boot_arguments_fail_with_the_reason() {
     assert_eq!((c.verdict, c.observed.as_str()), (Verdict::Warn, "not set"));
     assert!(c.reboot);
 }
+
+#[test]
+fn caps_from_the_unit_and_its_drop_ins_when_rtcat_is_not_running() {
+    // untuned tree: rtcat not running, rtcat.service runs as User=rtcat without capabilities
+    let (_d, t) = tree(TreeSpec::default());
+    let root = t.sysroot();
+    let host = FakeHost::new(&root);
+    let caps = |want: Verdict, observed: &str| {
+        let r = doctor(&root, &host, None);
+        let c = r.get("caps.service").unwrap();
+        assert_eq!(c.verdict, want, "{}", r.to_text());
+        assert!(
+            c.observed.contains(observed),
+            "{observed:?} not in {:?}",
+            c.observed
+        );
+        c.fix.clone()
+    };
+    let fix = caps(
+        Verdict::Fail,
+        "User=rtcat: missing CAP_SYS_NICE, CAP_IPC_LOCK, CAP_NET_RAW",
+    );
+    assert!(fix.contains("AmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK CAP_NET_RAW"));
+    let dropins = t.root.join("etc/systemd/system/rtcat.service.d");
+    std::fs::create_dir_all(&dropins).unwrap();
+    std::fs::write(
+        dropins.join("10-caps.conf"),
+        "[Service]\nAmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK\nAmbientCapabilities=CAP_NET_RAW\n",
+    )
+    .unwrap();
+    caps(Verdict::Pass, "User=rtcat: all present");
+    // the bounding set is applied on top of the ambient set
+    std::fs::write(
+        dropins.join("20-bounding.conf"),
+        "[Service]\nCapabilityBoundingSet=~CAP_NET_RAW\n",
+    )
+    .unwrap();
+    caps(Verdict::Fail, "User=rtcat: missing CAP_NET_RAW");
+    // a file that is not a drop-in is not read
+    std::fs::remove_file(dropins.join("20-bounding.conf")).unwrap();
+    std::fs::write(
+        dropins.join("20-bounding.conf.off"),
+        "CapabilityBoundingSet=\n",
+    )
+    .unwrap();
+    caps(Verdict::Pass, "all present");
+}

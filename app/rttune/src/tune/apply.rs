@@ -16,11 +16,7 @@ pub fn apply(
     state: &(impl AsStateFile + ?Sized),
 ) -> anyhow::Result<Outcome> {
     let state = state.as_state_file();
-    let mut out = Outcome {
-        action: "apply".into(),
-        state_file: state.path().display().to_string(),
-        ..Default::default()
-    };
+    let mut out = Outcome::new("apply", state.path());
     if crate::journal::boot_id(root).is_empty() {
         anyhow::bail!(
             "cannot read /proc/sys/kernel/random/boot_id under {}: the journal must record the \

@@ -245,6 +245,15 @@ pub struct OutcomeItem {
 }
 
 impl Outcome {
+    /// An empty outcome of `action` on the journal at `state`.
+    pub fn new(action: &str, state: &Path) -> Outcome {
+        Outcome {
+            action: action.into(),
+            state_file: state.display().to_string(),
+            ..Default::default()
+        }
+    }
+
     pub fn to_text(&self) -> String {
         let mut s = format!("rtcat tune {} (state {})\n", self.action, self.state_file);
         for i in &self.items {

@@ -13,11 +13,7 @@ pub fn restore(
     state: &(impl AsStateFile + ?Sized),
 ) -> anyhow::Result<Outcome> {
     let state = state.as_state_file();
-    let mut out = Outcome {
-        action: "restore".into(),
-        state_file: state.path().display().to_string(),
-        ..Default::default()
-    };
+    let mut out = Outcome::new("restore", state.path());
     // every entry is checked before the first one is restored: a journal is used whole or not
     let Some(mut j) = state.load_this_boot(root)? else {
         out.notes.push("no tune state: nothing to restore".into());

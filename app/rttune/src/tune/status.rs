@@ -14,11 +14,7 @@ pub fn status(
     state: &(impl AsStateFile + ?Sized),
 ) -> anyhow::Result<Outcome> {
     let state = state.as_state_file();
-    let mut out = Outcome {
-        action: "status".into(),
-        state_file: state.path().display().to_string(),
-        ..Default::default()
-    };
+    let mut out = Outcome::new("status", state.path());
     let j = state.load(root)?;
     match &j {
         None => out
