@@ -245,4 +245,54 @@ impl Ctx<'_> {
     pub(crate) fn unit(&self) -> Option<(String, BTreeMap<String, String>)> {
         crate::unitfile::read(self.root(), "rtcat.service").map(|u| (u.path, u.keys))
     }
+
+    /// A CPU-mask file that must exclude the RT CPU (tune narrows it): N/A when absent, FAIL
+    /// when unparsable or when it includes the RT CPU. `example`: name the mask to write in the
+    /// expectation too.
+    pub(crate) fn mask_excludes_rt(
+        &self,
+        id: &'static str,
+        path: &str,
+        why: &str,
+        example: bool,
+    ) -> Check {
+        match self
+            .root()
+            .read_opt(path)
+            .map(|s| (CpuSet::parse_mask(&s), s))
+        {
+            None => chk(id, Verdict::NA)
+                .obs(format!("{path} absent"))
+                .exp(format!("excludes {}", self.rtl))
+                .why(why),
+            Some((Err(e), s)) => chk(id, Verdict::Fail)
+                .obs(format!("{s}: {e}"))
+                .exp(format!("excludes {}", self.rtl))
+                .why(why),
+            Some((Ok(m), s)) => {
+                let bad = m.intersects(&self.rt);
+                let exp = if example {
+                    format!(
+                        "excludes CPU {} (e.g. mask {})",
+                        self.rtl,
+                        self.hk.to_mask_like(&s)
+                    )
+                } else {
+                    format!("excludes CPU {}", self.rtl)
+                };
+                let c = chk(id, if bad { Verdict::Fail } else { Verdict::Pass })
+                    .obs(format!("{s} (CPUs {m})"))
+                    .exp(exp)
+                    .why(why);
+                c.fix_if(
+                    bad,
+                    format!(
+                        "{} (or: echo {} > {path})",
+                        self.tune_cmd,
+                        self.hk.to_mask_like(&s)
+                    ),
+                )
+            }
+        }
+    }
 }

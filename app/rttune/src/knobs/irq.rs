@@ -42,42 +42,12 @@ impl Ctx<'_> {
     }
 
     pub(crate) fn default_affinity(&self) -> Check {
-        let id = "irq.default_affinity";
-        let why = "IRQs requested later (hot-plug, interface up) start on these CPUs";
-        match self
-            .root()
-            .read_opt(facts::P_IRQ_DEFAULT)
-            .map(|s| (CpuSet::parse_mask(&s), s))
-        {
-            None => chk(id, Verdict::NA)
-                .obs("/proc/irq/default_smp_affinity absent")
-                .exp(format!("excludes {}", self.rtl))
-                .why(why),
-            Some((Err(e), s)) => chk(id, Verdict::Fail)
-                .obs(format!("{s}: {e}"))
-                .exp(format!("excludes {}", self.rtl))
-                .why(why),
-            Some((Ok(m), s)) => {
-                let bad = m.intersects(&self.rt);
-                let c = chk(id, if bad { Verdict::Fail } else { Verdict::Pass })
-                    .obs(format!("{s} (CPUs {m})"))
-                    .exp(format!(
-                        "excludes CPU {} (e.g. mask {})",
-                        self.rtl,
-                        self.hk.to_mask_like(&s)
-                    ))
-                    .why(why);
-                c.fix_if(
-                    bad,
-                    format!(
-                        "{} (or: echo {} > {})",
-                        self.tune_cmd,
-                        self.hk.to_mask_like(&s),
-                        facts::P_IRQ_DEFAULT
-                    ),
-                )
-            }
-        }
+        self.mask_excludes_rt(
+            "irq.default_affinity",
+            facts::P_IRQ_DEFAULT,
+            "IRQs requested later (hot-plug, interface up) start on these CPUs",
+            true,
+        )
     }
 
     pub(crate) fn nic_irq_nums(&self) -> BTreeSet<u32> {

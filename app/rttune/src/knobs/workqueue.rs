@@ -9,38 +9,12 @@ use crate::tune::{KnobGroup, Plan, TuneCtx};
 
 impl Ctx<'_> {
     pub(crate) fn wq_unbound(&self) -> Check {
-        let id = "wq.unbound_cpumask";
-        let why = "unbound kworkers (writeback, crypto, fs work) run wherever this mask allows";
-        match self
-            .root()
-            .read_opt(facts::P_WQ_MASK)
-            .map(|s| (CpuSet::parse_mask(&s), s))
-        {
-            None => chk(id, Verdict::NA)
-                .obs(format!("{} absent", facts::P_WQ_MASK))
-                .exp(format!("excludes {}", self.rtl))
-                .why(why),
-            Some((Err(e), s)) => chk(id, Verdict::Fail)
-                .obs(format!("{s}: {e}"))
-                .exp(format!("excludes {}", self.rtl))
-                .why(why),
-            Some((Ok(m), s)) => {
-                let bad = m.intersects(&self.rt);
-                let c = chk(id, if bad { Verdict::Fail } else { Verdict::Pass })
-                    .obs(format!("{s} (CPUs {m})"))
-                    .exp(format!("excludes CPU {}", self.rtl))
-                    .why(why);
-                c.fix_if(
-                    bad,
-                    format!(
-                        "{} (or: echo {} > {})",
-                        self.tune_cmd,
-                        self.hk.to_mask_like(&s),
-                        facts::P_WQ_MASK
-                    ),
-                )
-            }
-        }
+        self.mask_excludes_rt(
+            "wq.unbound_cpumask",
+            facts::P_WQ_MASK,
+            "unbound kworkers (writeback, crypto, fs work) run wherever this mask allows",
+            false,
+        )
     }
 
     pub(crate) fn wq_each(&self) -> Check {
