@@ -7,8 +7,12 @@
 //! go through the [`Host`] trait.
 //!
 //! Interface for the `rtcat` binary: [`DoctorArgs`], [`TuneArgs`], [`TuneSection`], [`RtContext`],
-//! [`run_doctor`], [`run_tune`]. For the ladder: [`tune::plan`], [`tune::apply`], [`tune::restore`]
-//! with [`KnobGroup`]s. See README.md for the JSON schema and check ids.
+//! [`run_doctor`], [`run_tune`]. For the ladder: [`tune::plan()`], [`tune::apply()`],
+//! [`tune::restore()`] with [`KnobGroup`]s. See README.md for the JSON schema and check ids.
+//!
+//! The knobs live in the private `knobs` module, one file per area, each with its doctor checks
+//! and tune planners; [`doctor`] and [`tune`] hold what is common to all of them. The fake trees
+//! and host of the tests (`testkit`) are compiled only with the cargo feature `testkit`.
 
 pub mod cli;
 pub mod config;

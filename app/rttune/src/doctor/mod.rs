@@ -3,7 +3,7 @@
 //! This module gathers the facts every check needs once ([`run`] builds a `Ctx`) and lists the
 //! checks in report order; the checks themselves live with their knobs, one file per area, in
 //! the crate's `knobs` module (kernel, boot arguments, scheduler, power, IRQs, workqueues,
-//! memory, tasks, NIC, capabilities). The report type is in [`report`].
+//! memory, tasks, NIC, capabilities). The report type is in `report.rs`.
 
 mod report;
 

@@ -7,7 +7,7 @@
 //! the area). What happens to a planned change afterwards does not depend on the knob, only on
 //! its kind — a kernel file, a service, NIC coalescing, a task's affinity — so applying,
 //! restoring and showing it live with [`crate::journal::Change`], and `tune/` is split by phase
-//! around them. The fake machine of the tests is [`crate::testkit`] (feature `testkit`).
+//! around them. The fake machine of the tests is `testkit` (feature `testkit`).
 //!
 //! This split follows the code: a knob's judgement and its plan share the same facts and rules
 //! (e.g. the governor: the cpufreq policy owning the RT CPU and `[tune].governor`), while its

@@ -4,7 +4,7 @@
 //! in the crate's `knobs` module), [`apply()`] (journal every original, then change), [`restore()`]
 //! (put back newest first) with the tasks created under the shield in `inherited`, and
 //! [`status()`]. What one change does in each phase depends only on its kind and is a method of
-//! [`Change`](crate::journal::Change).
+//! [`crate::journal::Change`].
 
 mod apply;
 mod inherited;
