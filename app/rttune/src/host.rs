@@ -10,45 +10,100 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `struct ethtool_coalesce` after its `cmd` word: 22 u32 in kernel order.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Coalesce(pub [u32; 22]);
+/// Declares [`Coalesce`] and its journal form from one list of the fields after `cmd`, so the
+/// struct, the array and the two conversions cannot disagree on the order.
+macro_rules! ethtool_coalesce {
+    ($($field:ident),* $(,)?) => {
+        /// `struct ethtool_coalesce` of include/uapi/linux/ethtool.h: the buffer of the
+        /// `ETHTOOL_GCOALESCE`/`ETHTOOL_SCOALESCE` ioctls, field for field in kernel order.
+        ///
+        /// `cmd` is only set for the ioctl itself ([`RealHost`]); every value read, compared or
+        /// journalled has `cmd` 0. In the journal the value is the 22 parameters after `cmd`,
+        /// as a JSON array in kernel order (the format of journal version 1).
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+        #[serde(from = "[u32; 22]", into = "[u32; 22]")]
+        pub struct Coalesce {
+            pub cmd: u32,
+            $(pub $field: u32,)*
+        }
+
+        impl From<[u32; 22]> for Coalesce {
+            fn from(v: [u32; 22]) -> Coalesce {
+                let [$($field),*] = v;
+                Coalesce { cmd: 0, $($field),* }
+            }
+        }
+
+        impl From<Coalesce> for [u32; 22] {
+            fn from(c: Coalesce) -> [u32; 22] {
+                [$(c.$field),*]
+            }
+        }
+    };
+}
+
+ethtool_coalesce!(
+    rx_coalesce_usecs,
+    rx_max_coalesced_frames,
+    rx_coalesce_usecs_irq,
+    rx_max_coalesced_frames_irq,
+    tx_coalesce_usecs,
+    tx_max_coalesced_frames,
+    tx_coalesce_usecs_irq,
+    tx_max_coalesced_frames_irq,
+    stats_block_coalesce_usecs,
+    use_adaptive_rx_coalesce,
+    use_adaptive_tx_coalesce,
+    pkt_rate_low,
+    rx_coalesce_usecs_low,
+    rx_max_coalesced_frames_low,
+    tx_coalesce_usecs_low,
+    tx_max_coalesced_frames_low,
+    pkt_rate_high,
+    rx_coalesce_usecs_high,
+    rx_max_coalesced_frames_high,
+    tx_coalesce_usecs_high,
+    tx_max_coalesced_frames_high,
+    rate_sample_interval,
+);
+
+// 23 u32 without padding, as the kernel copies it (copy_from_user of sizeof(struct
+// ethtool_coalesce)): a field added or lost here would corrupt the ioctl.
+const _: () = assert!(std::mem::size_of::<Coalesce>() == 92);
 
 impl Coalesce {
-    pub const RX_USECS: usize = 0;
-    pub const RX_FRAMES: usize = 1;
-    pub const TX_USECS: usize = 4;
-    pub const TX_FRAMES: usize = 5;
-    pub const ADAPTIVE_RX: usize = 9;
-    pub const ADAPTIVE_TX: usize = 10;
-
+    /// `rx-usecs` of `ethtool -C`.
     pub fn rx_usecs(&self) -> u32 {
-        self.0[Self::RX_USECS]
+        self.rx_coalesce_usecs
     }
+    /// `rx-frames` of `ethtool -C`.
     pub fn rx_frames(&self) -> u32 {
-        self.0[Self::RX_FRAMES]
+        self.rx_max_coalesced_frames
     }
+    /// `tx-usecs` of `ethtool -C`.
     pub fn tx_usecs(&self) -> u32 {
-        self.0[Self::TX_USECS]
+        self.tx_coalesce_usecs
     }
+    /// `tx-frames` of `ethtool -C`.
     pub fn tx_frames(&self) -> u32 {
-        self.0[Self::TX_FRAMES]
+        self.tx_max_coalesced_frames
     }
 
     /// `rx-usecs 3 rx-frames 1 tx-usecs 0 tx-frames 25` (the `ethtool -C` spelling).
     pub fn describe(&self) -> String {
         let mut s = format!(
             "rx-usecs {} rx-frames {} tx-usecs {} tx-frames {}",
-            self.rx_usecs(),
-            self.rx_frames(),
-            self.tx_usecs(),
-            self.tx_frames()
+            self.rx_coalesce_usecs,
+            self.rx_max_coalesced_frames,
+            self.tx_coalesce_usecs,
+            self.tx_max_coalesced_frames
         );
-        if self.0[Self::ADAPTIVE_RX] != 0 || self.0[Self::ADAPTIVE_TX] != 0 {
+        if self.use_adaptive_rx_coalesce != 0 || self.use_adaptive_tx_coalesce != 0 {
             s.push_str(&format!(
                 " adaptive-rx {} adaptive-tx {}",
-                onoff(self.0[Self::ADAPTIVE_RX]),
-                onoff(self.0[Self::ADAPTIVE_TX])
+                onoff(self.use_adaptive_rx_coalesce),
+                onoff(self.use_adaptive_tx_coalesce)
             ));
         }
         s
@@ -58,16 +113,16 @@ impl Coalesce {
     pub fn with(&self, c: &crate::config::CoalesceConfig) -> Coalesce {
         let mut out = *self;
         if let Some(v) = c.rx_usecs {
-            out.0[Self::RX_USECS] = v;
+            out.rx_coalesce_usecs = v;
         }
         if let Some(v) = c.rx_frames {
-            out.0[Self::RX_FRAMES] = v;
+            out.rx_max_coalesced_frames = v;
         }
         if let Some(v) = c.tx_usecs {
-            out.0[Self::TX_USECS] = v;
+            out.tx_coalesce_usecs = v;
         }
         if let Some(v) = c.tx_frames {
-            out.0[Self::TX_FRAMES] = v;
+            out.tx_max_coalesced_frames = v;
         }
         out
     }
@@ -113,19 +168,6 @@ pub const KNOWN_BINARIES: &[(&str, &[&str])] = &[(
 /// Where systemctl is (run by absolute path: the caller's PATH is not trusted).
 const SYSTEMCTL: &[&str] = &["/usr/bin/systemctl", "/bin/systemctl"];
 
-const UNIT_DIRS: &[&str] = &[
-    "/etc/systemd/system",
-    "/run/systemd/system",
-    "/usr/lib/systemd/system",
-    "/lib/systemd/system",
-];
-
-fn has_unit(root: &SysRoot, unit: &str) -> bool {
-    UNIT_DIRS
-        .iter()
-        .any(|d| root.exists(&format!("{d}/{unit}")))
-}
-
 /// Decide how to start service `name` again after it was stopped `how`: through systemd by its
 /// unit name when systemd runs and the unit exists (also for a daemon that was signalled), else
 /// the first of its [`KNOWN_BINARIES`] that is a regular, executable file owned by root in
@@ -142,7 +184,9 @@ pub fn plan_service_start(
         ));
     }
     let unit = format!("{name}.service");
-    if matches!(how, ServiceStop::Systemd { .. }) || (systemd_runs(root) && has_unit(root, &unit)) {
+    if matches!(how, ServiceStop::Systemd { .. })
+        || (systemd_runs(root) && crate::unitfile::exists(root, &unit))
+    {
         return Ok(ServiceStart::Systemd { unit });
     }
     let candidates = KNOWN_BINARIES
@@ -196,19 +240,13 @@ const ETHTOOL_GCOALESCE: u32 = 0x0e;
 const ETHTOOL_SCOALESCE: u32 = 0x0f;
 
 #[repr(C)]
-struct EthtoolCoalesceRaw {
-    cmd: u32,
-    vals: [u32; 22],
-}
-
-#[repr(C)]
 struct IfReq {
     name: [u8; libc::IFNAMSIZ],
     data: *mut libc::c_void,
     _pad: [u8; 16],
 }
 
-fn ethtool_ioctl(iface: &str, raw: &mut EthtoolCoalesceRaw) -> io::Result<()> {
+fn ethtool_ioctl(iface: &str, raw: &mut Coalesce) -> io::Result<()> {
     if !crate::netif::valid_name(iface) {
         return Err(io::Error::new(
             io::ErrorKind::InvalidInput,
@@ -217,7 +255,7 @@ fn ethtool_ioctl(iface: &str, raw: &mut EthtoolCoalesceRaw) -> io::Result<()> {
     }
     let mut ifr = IfReq {
         name: [0; libc::IFNAMSIZ],
-        data: raw as *mut EthtoolCoalesceRaw as *mut libc::c_void,
+        data: raw as *mut Coalesce as *mut libc::c_void,
         _pad: [0; 16],
     };
     ifr.name[..iface.len()].copy_from_slice(iface.as_bytes());
@@ -245,7 +283,7 @@ pub fn plan_service_stop(root: &SysRoot, name: &str, pid: u32) -> io::Result<Ser
     let unit = format!("{name}.service");
     // under systemd, a daemon with a unit is stopped through it (else systemd restarts it);
     // one started by hand is signalled like on a system without systemd
-    if systemd_runs(root) && has_unit(root, &unit) {
+    if systemd_runs(root) && crate::unitfile::exists(root, &unit) {
         return Ok(ServiceStop::Systemd { unit });
     }
     let cmdline: Vec<String> = root
@@ -334,18 +372,19 @@ impl Host for RealHost {
     }
 
     fn get_coalesce(&self, iface: &str) -> io::Result<Coalesce> {
-        let mut raw = EthtoolCoalesceRaw {
+        let mut raw = Coalesce {
             cmd: ETHTOOL_GCOALESCE,
-            vals: [0; 22],
+            ..Coalesce::default()
         };
         ethtool_ioctl(iface, &mut raw)?;
-        Ok(Coalesce(raw.vals))
+        raw.cmd = 0;
+        Ok(raw)
     }
 
     fn set_coalesce(&self, iface: &str, c: &Coalesce) -> io::Result<()> {
-        let mut raw = EthtoolCoalesceRaw {
+        let mut raw = Coalesce {
             cmd: ETHTOOL_SCOALESCE,
-            vals: c.0,
+            ..*c
         };
         ethtool_ioctl(iface, &mut raw)
     }
@@ -417,4 +456,36 @@ pub fn parse_vfs_cap(b: &[u8]) -> Option<FileCaps> {
         permitted: u64::from(lo) | (u64::from(hi) << 32),
         effective: magic & 1 != 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn coalesce_is_journalled_as_the_kernel_order_array() {
+        // a version-1 journal value: rx-usecs, rx-frames, …, tx-usecs (5th), tx-frames (6th),
+        // …, use_adaptive_rx (10th), use_adaptive_tx (11th), …, rate_sample_interval (22nd)
+        let v: Coalesce =
+            serde_json::from_str("[2048,1,0,0,7,25,0,0,0,1,1,0,0,0,0,0,0,0,0,0,0,22]").unwrap();
+        assert_eq!(v.cmd, 0);
+        assert_eq!(
+            (v.rx_usecs(), v.rx_frames(), v.tx_usecs(), v.tx_frames()),
+            (2048, 1, 7, 25)
+        );
+        assert_eq!(
+            (v.use_adaptive_rx_coalesce, v.use_adaptive_tx_coalesce),
+            (1, 1)
+        );
+        assert_eq!(v.rate_sample_interval, 22);
+        assert_eq!(
+            serde_json::to_string(&v).unwrap(),
+            "[2048,1,0,0,7,25,0,0,0,1,1,0,0,0,0,0,0,0,0,0,0,22]"
+        );
+        assert!(serde_json::from_str::<Coalesce>("[1,2,3]").is_err());
+        assert_eq!(
+            v.describe(),
+            "rx-usecs 2048 rx-frames 1 tx-usecs 7 tx-frames 25 adaptive-rx on adaptive-tx on"
+        );
+    }
 }

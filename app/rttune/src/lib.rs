@@ -7,8 +7,12 @@
 //! go through the [`Host`] trait.
 //!
 //! Interface for the `rtcat` binary: [`DoctorArgs`], [`TuneArgs`], [`TuneSection`], [`RtContext`],
-//! [`run_doctor`], [`run_tune`]. For the ladder: [`tune::plan`], [`tune::apply`], [`tune::restore`]
-//! with [`KnobGroup`]s. See README.md for the JSON schema and check ids.
+//! [`run_doctor`], [`run_tune`]. For the ladder: [`tune::plan()`], [`tune::apply()`],
+//! [`tune::restore()`] with [`KnobGroup`]s. See README.md for the JSON schema and check ids.
+//!
+//! The knobs live in the private `knobs` module, one file per area, each with its doctor checks
+//! and tune planners; [`doctor`] and [`tune`] hold what is common to all of them. The fake trees
+//! and host of the tests (`testkit`) are compiled only with the cargo feature `testkit`.
 
 pub mod cli;
 pub mod config;
@@ -17,10 +21,13 @@ pub mod doctor;
 pub mod facts;
 pub mod host;
 pub mod journal;
+mod knobs;
 pub mod netif;
 pub mod sysroot;
+#[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod tune;
+pub mod unitfile;
 
 pub use cli::{DoctorArgs, TuneAction, TuneArgs, run_doctor, run_tune};
 pub use config::{CoalesceConfig, RtContext, TuneSection};

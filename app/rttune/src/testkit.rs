@@ -797,11 +797,13 @@ impl FakeHost {
     pub fn new(root: &SysRoot) -> FakeHost {
         let mut c = HashMap::new();
         // stmmac 5.10 defaults: tx-usecs 1000, tx-frames 25, rx-usecs (RIWT) 0? -> use realistic values
-        let mut v = Coalesce::default();
-        v.0[Coalesce::RX_USECS] = 2048;
-        v.0[Coalesce::RX_FRAMES] = 0;
-        v.0[Coalesce::TX_USECS] = 1000;
-        v.0[Coalesce::TX_FRAMES] = 25;
+        let v = Coalesce {
+            rx_coalesce_usecs: 2048,
+            rx_max_coalesced_frames: 0,
+            tx_coalesce_usecs: 1000,
+            tx_max_coalesced_frames: 25,
+            ..Coalesce::default()
+        };
         c.insert("eth1".to_string(), v);
         FakeHost {
             root: root.clone(),

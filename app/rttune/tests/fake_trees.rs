@@ -175,13 +175,13 @@ fn golden_tuned_rk3588() {
     });
     let root = t.sysroot();
     let host = FakeHost::new(&root);
-    host.coalesce.lock().unwrap().get_mut("eth1").unwrap().0 = {
+    *host.coalesce.lock().unwrap().get_mut("eth1").unwrap() = {
         let mut c = host.get_coalesce("eth1").unwrap();
-        c.0[0] = 2048;
-        c.0[1] = 1;
-        c.0[4] = 0;
-        c.0[5] = 25;
-        c.0
+        c.rx_coalesce_usecs = 2048;
+        c.rx_max_coalesced_frames = 1;
+        c.tx_coalesce_usecs = 0;
+        c.tx_max_coalesced_frames = 25;
+        c
     };
     let r = doctor(&root, &host, None);
     golden("tuned", &r.verdict_lines());
@@ -977,4 +977,51 @@ fn wrong_cpu_list_boot_arguments_fail_with_the_reason() {
     let c = r.get("boot.irqaffinity").unwrap();
     assert_eq!((c.verdict, c.observed.as_str()), (Verdict::Warn, "not set"));
     assert!(c.reboot);
+}
+
+#[test]
+fn caps_from_the_unit_and_its_drop_ins_when_rtcat_is_not_running() {
+    // untuned tree: rtcat not running, rtcat.service runs as User=rtcat without capabilities
+    let (_d, t) = tree(TreeSpec::default());
+    let root = t.sysroot();
+    let host = FakeHost::new(&root);
+    let caps = |want: Verdict, observed: &str| {
+        let r = doctor(&root, &host, None);
+        let c = r.get("caps.service").unwrap();
+        assert_eq!(c.verdict, want, "{}", r.to_text());
+        assert!(
+            c.observed.contains(observed),
+            "{observed:?} not in {:?}",
+            c.observed
+        );
+        c.fix.clone()
+    };
+    let fix = caps(
+        Verdict::Fail,
+        "User=rtcat: missing CAP_SYS_NICE, CAP_IPC_LOCK, CAP_NET_RAW",
+    );
+    assert!(fix.contains("AmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK CAP_NET_RAW"));
+    let dropins = t.root.join("etc/systemd/system/rtcat.service.d");
+    std::fs::create_dir_all(&dropins).unwrap();
+    std::fs::write(
+        dropins.join("10-caps.conf"),
+        "[Service]\nAmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK\nAmbientCapabilities=CAP_NET_RAW\n",
+    )
+    .unwrap();
+    caps(Verdict::Pass, "User=rtcat: all present");
+    // the bounding set is applied on top of the ambient set
+    std::fs::write(
+        dropins.join("20-bounding.conf"),
+        "[Service]\nCapabilityBoundingSet=~CAP_NET_RAW\n",
+    )
+    .unwrap();
+    caps(Verdict::Fail, "User=rtcat: missing CAP_NET_RAW");
+    // a file that is not a drop-in is not read
+    std::fs::remove_file(dropins.join("20-bounding.conf")).unwrap();
+    std::fs::write(
+        dropins.join("20-bounding.conf.off"),
+        "CapabilityBoundingSet=\n",
+    )
+    .unwrap();
+    caps(Verdict::Pass, "all present");
 }

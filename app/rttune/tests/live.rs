@@ -84,7 +84,7 @@ fn live_doctor_runs_against_root() {
             );
         }
     }
-    // facts the brief measured on these VMs: the kernel here is not PREEMPT_RT, and no cpufreq
+    // the verdicts match this machine: a PREEMPT_RT kernel or not, cpufreq or not
     let rt = root
         .read_opt("/proc/sys/kernel/version")
         .unwrap_or_default()

@@ -14,7 +14,6 @@
 //! Anything else refuses the journal as a whole ([`JournalError`]): nothing is restored.
 
 use crate::cpuset::{CpuSet, MAX_CPUS};
-use crate::host::{Coalesce, ServiceStop};
 use crate::sysroot::SysRoot;
 use crate::tune::KnobGroup;
 use safefs::{Dir, Owner};
@@ -23,6 +22,10 @@ use std::collections::HashSet;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+
+mod change;
+
+pub use change::Change;
 
 pub const JOURNAL_VERSION: u32 = 1;
 
@@ -118,34 +121,6 @@ fn write_err(path: &Path, e: safefs::Error) -> JournalError {
         },
         e => refused(path, e.to_string()),
     }
-}
-
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "kind", rename_all = "snake_case")]
-pub enum Change {
-    /// A sysfs/procfs file; `original` is the raw content as read (restored byte for byte).
-    File {
-        path: String,
-        original: String,
-        target: String,
-    },
-    /// A daemon that was running and is stopped.
-    Service { name: String, how: ServiceStop },
-    /// NIC coalescing parameters (the whole `struct ethtool_coalesce`).
-    Coalesce {
-        iface: String,
-        original: Coalesce,
-        target: Coalesce,
-    },
-    /// CPU affinity of one thread (identified by tid and start time, against PID reuse).
-    Affinity {
-        pid: u32,
-        tid: u32,
-        starttime: u64,
-        comm: String,
-        original: String,
-        target: String,
-    },
 }
 
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -327,102 +302,6 @@ fn check_cpu_list(what: &str, v: &str) -> Result<(), String> {
     }
 }
 
-/// `Err` unless `e` is an entry tune itself writes (root-independent checks).
-fn check_entry(e: &Entry) -> Result<(), String> {
-    let want_group = |allowed: &[KnobGroup]| {
-        if allowed.contains(&e.group) {
-            Ok(())
-        } else {
-            Err(format!(
-                "group {} does not change this kind of knob",
-                e.group.name()
-            ))
-        }
-    };
-    let want_id = |id: String| {
-        if e.id == id {
-            Ok(())
-        } else {
-            Err(format!("id does not match the change (expected {id:?})"))
-        }
-    };
-    match &e.change {
-        Change::File {
-            path,
-            original,
-            target,
-        } => {
-            let Some(k) = classify(path) else {
-                return Err(format!("{path:?} is not a file rtcat tune writes"));
-            };
-            want_id(format!("file:{path}"))?;
-            want_group(k.groups())?;
-            k.check_value(original)
-                .map_err(|m| format!("original: {m}"))?;
-            k.check_value(target).map_err(|m| format!("target: {m}"))?;
-        }
-        Change::Service { name, how } => {
-            if !KNOWN_SERVICES.contains(&name.as_str()) {
-                return Err(format!(
-                    "service {name:?} is not one rtcat tune stops (only {})",
-                    KNOWN_SERVICES.join(", ")
-                ));
-            }
-            want_id(format!("service:{name}"))?;
-            want_group(&[KnobGroup::Irqbalance])?;
-            match how {
-                ServiceStop::Systemd { unit } => {
-                    if *unit != format!("{name}.service") {
-                        return Err(format!("unit {unit:?} is not {name}.service"));
-                    }
-                }
-                ServiceStop::Signalled { pid, cmdline } => {
-                    if *pid == 0 || *pid > PID_MAX {
-                        return Err(format!("pid {pid} is out of range"));
-                    }
-                    // never run: restore starts the service by what it finds itself. Checked
-                    // so that a journal carrying a command of something else is refused.
-                    let prog = cmdline.first().map(|c| c.rsplit('/').next().unwrap_or(c));
-                    if prog != Some(name.as_str()) {
-                        return Err(format!("recorded command line {cmdline:?} is not {name}'s"));
-                    }
-                    if cmdline.len() > 256 || cmdline.iter().map(String::len).sum::<usize>() > 65536
-                    {
-                        return Err("recorded command line is too long".into());
-                    }
-                }
-            }
-        }
-        Change::Coalesce { iface, .. } => {
-            crate::netif::check_name(iface)?;
-            want_id(format!("coalesce:{iface}"))?;
-            want_group(&[KnobGroup::Coalesce])?;
-        }
-        Change::Affinity {
-            pid,
-            tid,
-            starttime,
-            comm,
-            original,
-            target,
-        } => {
-            for (what, v) in [("pid", pid), ("tid", tid)] {
-                if *v == 0 || *v > PID_MAX {
-                    return Err(format!("{what} {v} is out of range"));
-                }
-            }
-            want_id(format!("task:{tid}:{starttime}"))?;
-            want_group(&[KnobGroup::Tasks])?;
-            if comm.len() > 64 {
-                return Err("comm is longer than 64 bytes".into());
-            }
-            check_cpu_list("original", original)?;
-            check_cpu_list("target", target)?;
-        }
-    }
-    Ok(())
-}
-
 impl Journal {
     pub fn new(root: &SysRoot, rt_cpus: &str) -> Journal {
         Journal {
@@ -470,7 +349,7 @@ impl Journal {
                 id: format!("{:?}", e.id),
                 why,
             };
-            check_entry(e).map_err(bad)?;
+            e.change.check(&e.id, e.group).map_err(bad)?;
             if !seen.insert(e.id.as_str()) {
                 return Err(bad("a second entry for the same knob".into()));
             }
