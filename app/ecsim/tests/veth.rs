@@ -2,11 +2,12 @@
 //! namespaces, the responder on one end, an AF_PACKET TX/RX loop on the other. Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
-use ecsim::wire::{PacketKind, PacketSocket, Responder};
+use ecsim::wire::Responder;
 use ecsim::{FaultCommand, SegmentSpec, SimPort};
 use ethercrab::std::ethercat_now;
 use ethercrab::{MainDevice, MainDeviceConfig, PduRx, PduStorage, PduTx, Timeouts};
 use futures_lite::future::block_on;
+use rtcat_packet::{PacketKind, PacketSocket};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;

@@ -5,11 +5,11 @@
 //! Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
-use ecsim::wire::{PacketKind, PacketSocket};
 use rtcat::config::Config;
 use rtcat::echo::EchoCheck;
 use rtcat::master::{self, Channels, Outcome, RunSpec, Target};
 use rtcat::stats::Live;
+use rtcat_packet::{PacketKind, PacketSocket};
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
