@@ -45,6 +45,19 @@ rust_checks() {
 	step "rust: cargo +$MSRV check --locked (MSRV)"
 	cargo "+$MSRV" check --locked --workspace --all-targets
 
+	step "rust: library docs (missing_docs is denied in the crates; rustdoc warnings too)"
+	RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -q -p rtcat-master -p rtcat-results -p rtcat-packet
+
+	step "rust: what the shipped binary and the master library are built from"
+	# The master without its 'sim' feature must not contain the simulator, and the rtcat binary
+	# must not contain the test kits (rttune's testkit, ecsim's netns).
+	if cargo tree --locked -p rtcat-master -e normal --prefix none | grep -q '^ecsim '; then
+		die "rtcat-master depends on ecsim without the sim feature"
+	fi
+	if cargo tree --locked -p rtcat -e normal,features --prefix none | grep -E -q '"(testkit|netns)"'; then
+		die "the rtcat binary is built with a test kit feature (testkit, netns)"
+	fi
+
 	step "rust: cargo test (root-only tests are required when running as root)"
 	if [ "$(id -u)" -eq 0 ]; then
 		export RTCAT_REQUIRE_ROOT_TESTS=1
