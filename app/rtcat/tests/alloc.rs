@@ -51,6 +51,9 @@ struct Probe {
     faults_at_warmup: Arc<AtomicU64>,
     faults_at_end: Arc<AtomicU64>,
     cycles_tracked: Arc<AtomicU64>,
+    /// Typed accessors read every cycle: the named-entry path must not allocate either.
+    typed: Option<(rtcat_master::Input<u32>, rtcat_master::Input<u16>)>,
+    sum: u64,
 }
 
 impl Application for Probe {
@@ -67,9 +70,18 @@ impl Application for Probe {
                 self.cycles_tracked.store(cycle - WARMUP, Ordering::Relaxed);
             }
         }
+        if let Some((a, b)) = self.typed {
+            self.sum = self
+                .sum
+                .wrapping_add(u64::from(cx.get(&a)) + u64::from(cx.get(&b)));
+        }
         self.inner.cycle(cx)
     }
     fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
+        self.typed = Some((
+            setup.input_of(0, "Inputs.Input 1")?,
+            setup.input_at(2, 0x6000, 6)?,
+        ));
         self.inner.configure(setup)
     }
 }
@@ -109,6 +121,8 @@ fn steady_state(mode: TxRxMode) {
             faults_at_warmup: w.clone(),
             faults_at_end: e.clone(),
             cycles_tracked: c.clone(),
+            typed: None,
+            sum: 0,
         }),
         notifier: None,
         echo_events: false,
