@@ -1,4 +1,6 @@
-//! The `rtcat doctor` / `rtcat tune` command-line interface (wired into the rtcat binary).
+//! The `rtcat doctor` / `rtcat tune` commands (wired into the rtcat binary). Their argument
+//! structs derive clap's parsers only with the `cli` feature, which the binary enables: the
+//! libraries that use rttune for its configuration types (the master) do not build clap.
 
 use crate::config::{DEFAULT_STATE_FILE, RtContext};
 use crate::cpuset::CpuSet;
@@ -11,26 +13,31 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// `rtcat doctor [--cpu N] [--iface IF] [--config FILE] [--json]`
-#[derive(Clone, Debug, Default, clap::Args)]
+#[derive(Clone, Debug, Default)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct DoctorArgs {
     /// RT CPU (default: [cycle].cpu, else the isolated CPUs)
-    #[arg(long, value_name = "N")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub cpu: Option<usize>,
     /// EtherCAT NIC (default: [bus].interface)
-    #[arg(long, value_name = "IF")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "IF"))]
     pub iface: Option<String>,
     /// rtcat config file ([cycle].cpu, [bus].interface, [tune])
-    #[arg(long, value_name = "FILE")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub config: Option<PathBuf>,
     /// Print the report as JSON (schema rttune.doctor/1)
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub json: bool,
     /// Root of the tree to inspect (fake trees in tests)
-    #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_name = "DIR", default_value = "/", hide = true)
+    )]
     pub root: PathBuf,
 }
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum TuneAction {
     /// Apply the runtime shield (journalled)
     Apply,
@@ -43,33 +50,37 @@ pub enum TuneAction {
 }
 
 /// `rtcat tune apply|restore|status|plan [--cpu N] [--housekeeping CPUS] [--iface IF] [--config FILE]`
-#[derive(Clone, Debug, clap::Args)]
+#[derive(Clone, Debug)]
+#[cfg_attr(feature = "cli", derive(clap::Args))]
 pub struct TuneArgs {
-    #[arg(value_enum)]
+    #[cfg_attr(feature = "cli", arg(value_enum))]
     pub action: TuneAction,
     /// RT CPU (default: [cycle].cpu)
-    #[arg(long, value_name = "N")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub cpu: Option<usize>,
     /// Housekeeping CPUs, e.g. 0-5,7 (default: [tune].housekeeping_cpus, else all but the RT CPU)
-    #[arg(long, value_name = "CPUS")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "CPUS"))]
     pub housekeeping: Option<String>,
     /// EtherCAT NIC (default: [bus].interface)
-    #[arg(long, value_name = "IF")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "IF"))]
     pub iface: Option<String>,
     /// rtcat config file
-    #[arg(long, value_name = "FILE")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub config: Option<PathBuf>,
     /// Knob groups to act on (repeatable; default: all)
-    #[arg(long = "group", value_enum, value_name = "GROUP")]
+    #[cfg_attr(feature = "cli", arg(long = "group", value_enum, value_name = "GROUP"))]
     pub groups: Vec<KnobGroup>,
     /// Tune state journal (default: [tune].state_file, else /var/lib/rtcat-tune/tune-state.json)
-    #[arg(long, value_name = "FILE")]
+    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub state: Option<PathBuf>,
     /// Print the result as JSON
-    #[arg(long)]
+    #[cfg_attr(feature = "cli", arg(long))]
     pub json: bool,
     /// Root of the tree to tune (fake trees in tests)
-    #[arg(long, value_name = "DIR", default_value = "/", hide = true)]
+    #[cfg_attr(
+        feature = "cli",
+        arg(long, value_name = "DIR", default_value = "/", hide = true)
+    )]
     pub root: PathBuf,
 }
 
