@@ -56,7 +56,7 @@ rust_checks() {
 	fi
 	# No command-line parser in the master (rttune's clap derives are behind its 'cli' feature;
 	# ethercrab-wire-derive's own build-time dependency on clap is not ours).
-	if cargo tree --locked -p rtcat-master -e normal --prefix none -i clap | grep -E -q '^(rttune|rtcat-master|rtcat-results) '; then
+	if cargo tree --locked -p rtcat-master -e normal --prefix none -i clap --depth 1 | grep -E -q '^(rttune|rtcat-master|rtcat-results|rtcat-packet|safefs) '; then
 		die "rtcat-master builds clap through one of rtcat's crates"
 	fi
 	if cargo tree --locked -p rtcat -e normal,features --prefix none | grep -E -q '"(testkit|netns)"'; then
