@@ -162,4 +162,13 @@ pub enum ConfigCmd {
     },
     /// Print the example configuration (every key, commented)
     Example,
+    /// Normalise a kernel CPU list (`0-3,5`): its canonical form, count and members (exit 2
+    /// naming the bad item). The one parser the CI scripts ask instead of their own.
+    Cpus {
+        #[arg(value_name = "LIST", allow_hyphen_values = true)]
+        list: String,
+        /// Print `{"list": "0-3,5", "count": 5, "cpus": [0, 1, 2, 3, 5]}` instead of the list
+        #[arg(long)]
+        json: bool,
+    },
 }
