@@ -189,7 +189,7 @@ kernel() {
 	# so the guest runs the 6.12 series; the mainline-rt image and kernel/build.sh's default
 	# are 6.18 (kernel/README.md, "Which series each path builds").
 	mapfile -t patches < <(find kernel/patches/mainline-6.12 -type f | sort)
-	k=$(aarch64-linux-gnu-gcc --version | head -1 | key kernel/build.sh kernel/patch-series.sh kernel/merge-config.sh kernel/sources.env "${frags[@]}" "${patches[@]}")
+	k=$(aarch64-linux-gnu-gcc --version | head -1 | key kernel/build.sh kernel/patch-series.sh kernel/merge-config.sh kernel/verify-config.py kernel/sources.env "${frags[@]}" "${patches[@]}")
 	KDIR="$cache/kernel-$k"
 	if [ -f "$KDIR/Image" ] && [ -f "$KDIR/.complete" ] && [ "$rebuild" != kernel ] && [ "$rebuild" != all ]; then
 		echo "cached: $KDIR/Image ($(sed -n 's/^kernel release: //p' "$KDIR/build-info.txt"))"
