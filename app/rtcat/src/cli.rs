@@ -168,7 +168,10 @@ pub enum ConfigCmd {
         #[arg(value_name = "LIST", allow_hyphen_values = true)]
         list: String,
         /// Print `{"list": "0-3,5", "count": 5, "cpus": [0, 1, 2, 3, 5]}` instead of the list
-        #[arg(long)]
+        #[arg(long, conflicts_with = "members")]
         json: bool,
+        /// Print the members on one line (`0 1 2 3 5`), for shell scripts
+        #[arg(long)]
+        members: bool,
     },
 }

@@ -213,6 +213,12 @@ fn config_cpus_normalises_and_names_the_bad_item() {
         v,
         serde_json::json!({"list": "6-7", "count": 2, "cpus": [6, 7]})
     );
+    let out = rtcat()
+        .args(["config", "cpus", "--members", "3,0-1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0 1 3\n");
     for (bad, named) in [
         ("", "empty CPU list"),
         ("1,,2", "\"\" is not a CPU number"),
