@@ -54,12 +54,17 @@ tdir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys
 bin="$tdir/release/examples/rttune"
 bench="$tdir/release/examples/bench_doctor"
 if [ ! -x "$bin" ] || [ ! -x "$bench" ]; then die "examples not built"; fi
+# rtcat's CPU-list parser (rtcat config cpus) reads this machine's CPU list below.
+cargo build -q --locked -p rtcat
+rtcat="$tdir/debug/rtcat"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
 cpus=$(cat /sys/devices/system/cpu/online)
-rt=${cpus##*[-,]}
+online=$("$rtcat" config cpus --members -- "$cpus") || die "/sys/devices/system/cpu/online: '$cpus' is not a CPU list"
+read -ra online <<<"$online"
+rt=${online[-1]} # the last online CPU
 step "tune: doctor --json against this machine (RT CPU $rt)"
 set +e
 "$bin" doctor --cpu "$rt" --json >"$work/doctor.json"

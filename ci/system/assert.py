@@ -5,7 +5,7 @@
       rewrite [cycle].cpu/.txrx_cpu, [tune].housekeeping_cpus/.nic_irq_cpu of an installed
       rtcat.toml for the guest's CPUs (everything else stays as shipped)
   assert.py check --console LOG --guest DIR --qemu-rc N --cmdline STR --rt-cpus LIST
-                  --housekeeping LIST --nr-cpus N --config TOML
+                  --housekeeping LIST --nr-cpus N --config TOML --rtcat BIN
       parse the "RTCAT-SYSTEST key=value" lines of the serial console and the files read back
       from the guest disk; print one PASS/FAIL line per assertion; exit 1 on any FAIL
   assert.py self-test (same arguments as check)
@@ -18,8 +18,10 @@ the reason); every other check must not FAIL.
 
 import argparse
 import copy
+import functools
 import json
 import re
+import subprocess
 import sys
 import tomllib
 
@@ -47,19 +49,21 @@ AFTER_MIN_S = 5
 MIN_CYCLE_SHARE = 0.5
 
 
+RTCAT = None  # --rtcat BIN: the host build of rtcat, whose CPU-list parser this asks
+
+
+@functools.cache
 def cpu_set(text):
-    """Kernel CPU list ("0-2,5") -> set of ints; "" -> empty set. Raises ValueError."""
-    out = set()
+    """Kernel CPU list ("0-2,5") -> frozenset of ints, parsed by `rtcat config cpus`; "" -> empty
+    set (sysfs prints an empty line for "no CPUs", e.g. cpu/isolated without isolcpus, where
+    rtcat refuses an empty list). Raises ValueError naming the bad item."""
     text = text.strip()
     if not text:
-        return out
-    for item in text.split(","):
-        if "-" in item:
-            a, b = item.split("-", 1)
-            out.update(range(int(a), int(b) + 1))
-        else:
-            out.add(int(item))
-    return out
+        return frozenset()
+    r = subprocess.run([RTCAT, "config", "cpus", "--json", "--", text], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        raise ValueError(r.stderr.strip())
+    return frozenset(json.loads(r.stdout)["cpus"])
 
 
 def mask_cpus(hexmask):
@@ -437,6 +441,7 @@ def common_args(p):
     p.add_argument("--nr-cpus", type=int, required=True)
     p.add_argument("--config", required=True)
     p.add_argument("--period-us", type=int, default=0, help="guest [cycle].period_us if not the shipped one")
+    p.add_argument("--rtcat", required=True, help="the host's rtcat binary (CPU lists are parsed by it)")
 
 
 def scale_config(a):
@@ -702,10 +707,12 @@ def main():
     if a.cmd == "scale-config":
         scale_config(a)
         return 0
+    global RTCAT
+    RTCAT = a.rtcat
     try:
         cpu_set(a.rt_cpus)
-    except ValueError:
-        sys.exit(f"--rt-cpus: {a.rt_cpus!r} is not a CPU list")
+    except ValueError as e:
+        sys.exit(f"--rt-cpus: {a.rt_cpus!r} is not a CPU list ({e})")
     return cmd_check(a) if a.cmd == "check" else cmd_self_test(a)
 
 
