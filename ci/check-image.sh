@@ -130,7 +130,7 @@ yamllint -s -d '{extends: default, rules: {line-length: {max: 120}, truthy: {che
 step "default config /etc/rtcat/rtcat.toml and the example, asking rtcat (its validator, its CPU lists)"
 # The host build of this tree: the .deb's binary comes later and --skip-deb builds none.
 cargo build -q --locked -p rtcat || fail "cargo build -p rtcat"
-rtcat_bin="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/rtcat"
+rtcat_bin="$(cargo_target_dir)/debug/rtcat"
 ci/image_checks.py --rtcat "$rtcat_bin" config || fail "rootfs-overlay/etc/rtcat/rtcat.toml"
 ci/image_checks.py --rtcat "$rtcat_bin" example || fail "app/master/rtcat.example.toml"
 step "sysctl.d"

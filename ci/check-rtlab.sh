@@ -45,7 +45,7 @@ fi
 
 step "rtlab: build the rtlab front end"
 cargo build -q -p rtlab --bin rtlab
-bin="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/rtlab"
+bin="$(cargo_target_dir)/debug/rtlab"
 [ -x "$bin" ] || die "rtlab binary not found at $bin"
 
 work=$(mktemp -d)

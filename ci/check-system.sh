@@ -140,7 +140,7 @@ tools() {
 	# The host build of rtcat: its CPU-list parser (rtcat config cpus) for the CPU lists here and
 	# in assert.py.
 	cargo build -q --locked -p rtcat || die "cargo build -p rtcat failed"
-	HOST_RTCAT="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/rtcat"
+	HOST_RTCAT="$(cargo_target_dir)/debug/rtcat"
 	[ -x "$HOST_RTCAT" ] || die "no host rtcat at $HOST_RTCAT"
 	echo "scripts: shellcheck"
 	shellcheck -x ci/check-system.sh "$sys"/*.sh

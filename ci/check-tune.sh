@@ -50,7 +50,7 @@ fi
 
 step "tune: build the stand-alone front end and the benchmark (release)"
 cargo build -q --release -p rttune --examples
-tdir=$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')
+tdir=$(cargo_target_dir)
 bin="$tdir/release/examples/rttune"
 bench="$tdir/release/examples/bench_doctor"
 if [ ! -x "$bin" ] || [ ! -x "$bench" ]; then die "examples not built"; fi
