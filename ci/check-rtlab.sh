@@ -45,7 +45,7 @@ fi
 
 step "rtlab: build the rtlab front end"
 cargo build -q -p rtlab --bin rtlab
-bin="$(cargo metadata --format-version 1 --no-deps | python3 -c 'import json,sys; print(json.load(sys.stdin)["target_directory"])')/debug/rtlab"
+bin="$(cargo_target_dir)/debug/rtlab"
 [ -x "$bin" ] || die "rtlab binary not found at $bin"
 
 work=$(mktemp -d)
@@ -55,16 +55,7 @@ step "rtlab: live cyclictest histogram (this machine's rt-tests) through the rep
 cyclictest -q -t 1 -i 1000 -l 300 -h 400 --histfile="$work/ct-hist.txt" >/dev/null
 "$bin" report "$work/ct-hist.txt" --format csv >"$work/ct.csv"
 cat "$work/ct.csv"
-python3 - "$work/ct.csv" <<'PY'
-import csv, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-assert len(rows) == 1, rows
-r = rows[0]
-assert r["kind"] == "cyclictest" and r["stage"] == "cyclictest", r
-assert int(r["cycles"]) == 300, r["cycles"]
-assert 0 < float(r["wake_p99_us"]) <= float(r["wake_max_us"]), r
-print("cyclictest import ok")
-PY
+python3 ci/py/rtlab_cyclictest_csv.py "$work/ct.csv"
 
 # the first CPU this shell may use (CI machines may restrict the cpuset)
 cpu0=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
@@ -72,16 +63,7 @@ cpu0=$(python3 -c 'import os; print(min(os.sched_getaffinity(0)))')
 step "rtlab: end-to-end load (2 s, CPU $cpu0 only, every kind of load)"
 "$bin" load --cpus "$cpu0" --cpu-hogs 1 --mem tmpfs,anon --tmpfs-mb 4 --anon-mb 8 --fork-churn \
 	--net udp --net-mbit 8 --duration 2 --json "$work/load.json" --quiet
-python3 - "$work/load.json" <<'PY'
-import json, sys
-r = json.load(open(sys.argv[1]))
-print({k: r[k] for k in ("stopped_by", "elapsed_s", "hog_loops", "tmpfs_bytes_written", "anon_passes", "forks", "net_bytes_sent")})
-assert r["stopped_by"] == "duration" and 2.0 <= r["elapsed_s"] < 3.0, r
-assert r["hog_loops"] > 0 and r["tmpfs_bytes_written"] > 0 and r["anon_passes"] > 0 and r["forks"] > 0, r
-assert 0 < r["net_bytes_sent"] <= 2 * 1_000_000 + 1472, r  # 8 Mbit/s for 2 s
-assert not r["errors"], r["errors"]
-print("load ok")
-PY
+python3 ci/py/rtlab_load_json.py "$work/load.json"
 if compgen -G "/dev/shm/rtcat-load-*" >/dev/null; then
 	ls -d /dev/shm/rtcat-load-* >&2
 	die "load left tmpfs directories behind"
@@ -101,10 +83,7 @@ fi
 step "rtlab: untrusted inputs (crafted .hdr, FIFO, link to /dev/zero) refused within limits"
 cp -r app/rtlab/tests/fixtures/bench "$work/crafted"
 # a 40-byte V2 header claiming a 4 GiB payload
-python3 - "$work/crafted/wake_lateness_ns.hdr" <<'PY'
-import struct, sys
-open(sys.argv[1], "wb").write(struct.pack(">IIIIQQd", 0x1c849313, 0xFFFFFFFF, 0, 3, 1, 60_000_000_000, 1.0))
-PY
+python3 ci/py/rtlab_crafted_hdr.py "$work/crafted/wake_lateness_ns.hdr"
 rc=0
 (ulimit -v 1048576 && timeout 20 "$bin" report "$work/crafted") >/dev/null 2>"$work/crafted.err" || rc=$?
 cat "$work/crafted.err"
@@ -129,22 +108,7 @@ grep -q "summary.json: is a symbolic link (not followed)" "$work/fifo.err" || di
 step "rtlab: a closed stdout ends report and load quietly (no panic)"
 # The read end is closed before the command starts, so its first write fails with EPIPE (with
 # `| head -c 10` the table may fit in the pipe before head exits).
-python3 - "$bin" "$cpu0" <<'PY'
-import os, subprocess, sys
-binary, cpu = sys.argv[1], sys.argv[2]
-def closed_stdout(args, cwd=None):
-    r, w = os.pipe()
-    os.close(r)
-    p = subprocess.run([binary] + args, stdout=w, stderr=subprocess.PIPE, cwd=cwd, timeout=60)
-    os.close(w)
-    return p.returncode, p.stderr.decode()
-rc, err = closed_stdout(["report", "stock", "rt", "bench", "cyclictest-2t.txt"], "app/rtlab/tests/fixtures")
-print("report into a closed pipe: exit", rc, repr(err))
-assert rc == 141 and err == "", (rc, err)
-rc, err = closed_stdout(["load", "--cpus", cpu, "--cpu-hogs", "1", "--duration", "0.3", "--json", "-"])
-print("load --json - into a closed pipe: exit", rc)
-assert rc == 0 and "panicked" not in err, (rc, err)
-PY
+python3 ci/py/rtlab_closed_stdout.py "$bin" "$cpu0"
 
 step "rtlab: contract with rtcat (bench output read by report; load/report wired into rtcat)"
 cargo build -q -p rtcat
@@ -152,15 +116,7 @@ rtcat="$(dirname "$bin")/rtcat"
 "$rtcat" bench --sim --no-rt --duration 2 --out "$work/bench" >"$work/bench.log" 2>&1 ||
 	{ cat "$work/bench.log" >&2; die "rtcat bench --sim failed"; }
 "$bin" report "$work/bench" --format json >"$work/bench-report.json"
-python3 - "$work/bench-report.json" "$work/bench/summary.json" <<'PY'
-import json, sys
-r, s = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
-st = r["sources"][0]["stages"][0]
-assert st["cycles"] == s["cycles"] > 500, (st["cycles"], s["cycles"])
-assert st["wake_p99_ns"]["mean"] == s["wake_lateness_ns"]["p99"], st
-assert st["pooled_wake_ns"]["count"] == s["wake_lateness_ns"]["count"], st
-print("rtcat bench -> report ok:", st["cycles"], "cycles, wake P99", st["wake_p99_ns"]["mean"] / 1000, "us")
-PY
+python3 ci/py/rtlab_bench_report.py "$work/bench-report.json" "$work/bench/summary.json"
 (cd app/rtlab/tests/fixtures &&
 	"$rtcat" report stock rt bench cyclictest-2t.txt cyclictest-histfile.txt) >"$work/rtcat-report.md"
 diff -u app/rtlab/tests/golden/report.md "$work/rtcat-report.md" || die "rtcat report differs from rtlab report"

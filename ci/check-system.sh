@@ -137,6 +137,11 @@ tools() {
 		cat /usr/lib/binfmt.d/qemu-aarch64.conf >/proc/sys/fs/binfmt_misc/register
 	fi
 	grep -qx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 || die "binfmt_misc qemu-aarch64 is not enabled"
+	# The host build of rtcat: its CPU-list parser (rtcat config cpus) for the CPU lists here and
+	# in assert.py.
+	cargo build -q --locked -p rtcat || die "cargo build -p rtcat failed"
+	HOST_RTCAT="$(cargo_target_dir)/debug/rtcat"
+	[ -x "$HOST_RTCAT" ] || die "no host rtcat at $HOST_RTCAT"
 	echo "scripts: shellcheck"
 	shellcheck -x ci/check-system.sh "$sys"/*.sh
 	for u in "$sys"/*.service; do
@@ -148,13 +153,11 @@ tools() {
 # kernel/rt-cpus.env defines the RT CPUs of the board (RTCAT_RT_CPUS, e.g. 6 on 8 CPUs). The
 # guest keeps their number and puts them at the top of its 4 vCPUs (RT CPU 3 for one RT CPU);
 # every other vCPU does housekeeping. The string itself comes from kernel/bootargs.sh.
-cpu_count() { # cpu_count LIST: number of CPUs in a kernel CPU list
-	local n=0 item
-	IFS=, read -ra items <<<"$1"
-	for item in "${items[@]}"; do
-		if [[ $item =~ ^([0-9]+)-([0-9]+)$ ]]; then n=$((n + BASH_REMATCH[2] - BASH_REMATCH[1] + 1)); else n=$((n + 1)); fi
-	done
-	echo "$n"
+cpu_count() { # cpu_count LIST: number of CPUs in a kernel CPU list (dies naming a bad item)
+	local members
+	members=$("$HOST_RTCAT" config cpus --members -- "$1") || die "kernel/rt-cpus.env: RTCAT_RT_CPUS='$1' is not a CPU list"
+	read -ra members <<<"$members"
+	echo "${#members[@]}"
 }
 bootargs() {
 	local board_rt n
@@ -189,7 +192,7 @@ kernel() {
 	# so the guest runs the 6.12 series; the mainline-rt image and kernel/build.sh's default
 	# are 6.18 (kernel/README.md, "Which series each path builds").
 	mapfile -t patches < <(find kernel/patches/mainline-6.12 -type f | sort)
-	k=$(aarch64-linux-gnu-gcc --version | head -1 | key kernel/build.sh kernel/patch-series.sh kernel/merge-config.sh kernel/sources.env "${frags[@]}" "${patches[@]}")
+	k=$(aarch64-linux-gnu-gcc --version | head -1 | key kernel/build.sh kernel/patch-series.sh kernel/merge-config.sh kernel/verify-config.py kernel/sources.env "${frags[@]}" "${patches[@]}")
 	KDIR="$cache/kernel-$k"
 	if [ -f "$KDIR/Image" ] && [ -f "$KDIR/.complete" ] && [ "$rebuild" != kernel ] && [ "$rebuild" != all ]; then
 		echo "cached: $KDIR/Image ($(sed -n 's/^kernel release: //p' "$KDIR/build-info.txt"))"
@@ -393,13 +396,15 @@ status=0
 check() {
 	python3 "$sys/assert.py" check --console "$out/console.log" --guest "$out/guest" \
 		--qemu-rc "$QEMU_RC" --cmdline "$G_APPEND" --rt-cpus "$G_RT" --housekeeping "$G_HK" \
-		--nr-cpus "$GUEST_NR_CPUS" --config rootfs-overlay/etc/rtcat/rtcat.toml --period-us "$period_us" || status=1
+		--nr-cpus "$GUEST_NR_CPUS" --config rootfs-overlay/etc/rtcat/rtcat.toml --period-us "$period_us" \
+		--rtcat "$HOST_RTCAT" || status=1
 }
 # The assertions must notice deliberate defects injected into this run's own transcript.
 negative_controls() {
 	python3 "$sys/assert.py" self-test --console "$out/console.log" --guest "$out/guest" \
 		--qemu-rc "$QEMU_RC" --cmdline "$G_APPEND" --rt-cpus "$G_RT" --housekeeping "$G_HK" \
-		--nr-cpus "$GUEST_NR_CPUS" --config rootfs-overlay/etc/rtcat/rtcat.toml --period-us "$period_us" || status=1
+		--nr-cpus "$GUEST_NR_CPUS" --config rootfs-overlay/etc/rtcat/rtcat.toml --period-us "$period_us" \
+		--rtcat "$HOST_RTCAT" || status=1
 }
 
 phase "tools" tools

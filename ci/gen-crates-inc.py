@@ -37,7 +37,9 @@ def top() -> Path:
     here = Path(__file__).resolve().parent
     out = subprocess.run(
         ["git", "-C", str(here), "rev-parse", "--show-toplevel"],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return Path(out.stdout.strip())
 
@@ -47,9 +49,9 @@ def crates_from_lock(lock_path: Path) -> list[tuple[str, str, str]]:
         with open(lock_path, "rb") as f:
             lock = tomllib.load(f)
     except FileNotFoundError:
-        raise LockError(f"{lock_path}: not found")
+        raise LockError(f"{lock_path}: not found") from None
     except tomllib.TOMLDecodeError as e:
-        raise LockError(f"{lock_path}: not valid TOML: {e}")
+        raise LockError(f"{lock_path}: not valid TOML: {e}") from e
     version = lock.get("version")
     if version not in (3, 4):
         raise LockError(f"{lock_path}: field 'version' is {version!r}; expected lock file format 3 or 4")
@@ -119,10 +121,10 @@ def main() -> int:
         except FileNotFoundError:
             current = ""
         if current != text:
-            sys.stdout.writelines(difflib.unified_diff(
-                current.splitlines(True), text.splitlines(True), str(out), "from Cargo.lock", n=1))
-            print(f"gen-crates-inc: error: {out} is stale: run ci/gen-crates-inc.py and commit it",
-                  file=sys.stderr)
+            sys.stdout.writelines(
+                difflib.unified_diff(current.splitlines(True), text.splitlines(True), str(out), "from Cargo.lock", n=1)
+            )
+            print(f"gen-crates-inc: error: {out} is stale: run ci/gen-crates-inc.py and commit it", file=sys.stderr)
             return 1
         print(f"gen-crates-inc: {out.name} is in sync with {lock.name} ({n} crates)")
         return 0

@@ -4,8 +4,15 @@
     ci/image_checks.py kas        kas files: kas's JSON schema, every repo pinned by branch and
                                   full commit, lock files pinning exactly those commits
     ci/image_checks.py readme     yocto-layer/README.md lists every layer's URL, branch and commit
-    ci/image_checks.py config [FILE]   /etc/rtcat/rtcat.toml: the config contract (types,
-                                  ranges, unknown keys) and agreement with kernel/rt-cpus.env
+    ci/image_checks.py --rtcat BIN config [FILE]   /etc/rtcat/rtcat.toml: valid for
+                                  `rtcat config check` (types, ranges, unknown keys: rtcat's own
+                                  validator), spells out the keys a board review reads, and
+                                  agrees with kernel/rt-cpus.env (CPU lists parsed by
+                                  `rtcat config cpus`), the .network/.link files, the sysctl.d
+                                  snippet, the distro's RTCAT_ETHERCAT_IFACE and output.dir
+    ci/image_checks.py --rtcat BIN example   app/master/rtcat.example.toml passes
+                                  `rtcat config check` and is what `rtcat config example` prints
+    ci/image_checks.py cross      Cross.toml configures target.aarch64-unknown-linux-gnu
     ci/image_checks.py recipes    every local file a recipe names exists; LIC_FILES_CHKSUM
                                   md5 sums match; every kernel fragment named exists
     ci/image_checks.py sysctl FILE     syntax of a sysctl.d snippet
@@ -38,9 +45,17 @@ from pathlib import Path
 
 import yaml
 
-TOP = Path(subprocess.run(["git", "-C", str(Path(__file__).resolve().parent), "rev-parse",
-                           "--show-toplevel"], check=True, capture_output=True, text=True).stdout.strip())
+TOP = Path(
+    subprocess.run(
+        ["git", "-C", str(Path(__file__).resolve().parent), "rev-parse", "--show-toplevel"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+)
 LAYER = TOP / "yocto-layer"
+EXAMPLE_CONFIG = TOP / "app/master/rtcat.example.toml"
+RTCAT_BIN = None  # --rtcat BIN
 KAS = LAYER / "kas"
 errors = []
 
@@ -85,6 +100,7 @@ def kas_resolved(p, seen=None):
 def check_kas():
     import jsonschema
     from kas.configschema import CONFIGSCHEMA
+
     files = sorted(KAS.rglob("*.yml"))
     if not files:
         err(rel(KAS), "no kas files")
@@ -123,7 +139,7 @@ def check_kas():
         if not lock.is_file():
             err(rel(p), f"no lock file {lock.name}")
             continue
-        pinned = ((load_yaml(lock).get("overrides") or {}).get("repos") or {})
+        pinned = (load_yaml(lock).get("overrides") or {}).get("repos") or {}
         want = {n: r["commit"] for n, r in repos.items() if r.get("url")}
         got = {n: (v or {}).get("commit") for n, v in pinned.items()}
         if want != got:
@@ -155,60 +171,75 @@ def check_readme():
 
 
 # ---------------------------------------------------------------------------------------------
-def cpu_list(s):
-    out = set()
-    for item in s.split(","):
-        a, _, b = item.partition("-")
-        out.update(range(int(a), int(b or a) + 1))
-    return out
+def rtcat(*args):
+    """Run the rtcat binary CI built (--rtcat BIN): it holds the one configuration validator and
+    the one CPU-list parser, so this script re-declares neither. (exit status, stdout, stderr)"""
+    if not RTCAT_BIN:
+        print("image_checks.py: config needs --rtcat BIN (the rtcat binary to ask)", file=sys.stderr)
+        sys.exit(2)
+    r = subprocess.run([RTCAT_BIN, *args], capture_output=True, text=True, timeout=60)
+    return r.returncode, r.stdout, r.stderr
 
 
-SCHEMA = {
-    "bus": {"interface": (str, None)},
-    "cycle": {"period_us": (int, (125, 100000)), "cpu": (int, (0, 1023)), "priority": (int, (1, 99)),
-              "txrx_cpu": (int, (0, 1023)), "txrx_priority": (int, (1, 99))},
-    "rt": {"lock_memory": (bool, None), "hold_cpu_dma_latency": (bool, None), "timer_slack_ns": (int, (1, 10**9))},
-    "segment": {"subdevices": (int, (1, 65535)), "expected_wkc": (int, (0, 65535))},
-    "health": {"bad_cycles_before_recovery": (int, (1, 10**6))},
-    "output": {"dir": (str, None), "samples_csv": (bool, None)},
+def cpu_list(field, text):
+    """The CPUs of a kernel CPU list, parsed by `rtcat config cpus`; None (and an error naming
+    FIELD) when it is not one."""
+    rc, out, e = rtcat("config", "cpus", "--json", "--", text)
+    if rc != 0:
+        err(field, e.strip())
+        return None
+    return set(json.loads(out)["cpus"])
+
+
+# What the shipped file spells out rather than leaving to the built-in defaults: the sections
+# and keys an integrator reviews for a board. Their types and ranges are `rtcat config check`'s.
+SHIPPED_KEYS = {
+    "bus": ["interface"],
+    "cycle": ["period_us", "cpu", "priority", "txrx_cpu", "txrx_priority"],
+    "rt": ["lock_memory", "hold_cpu_dma_latency", "timer_slack_ns"],
+    "segment": ["subdevices"],
+    "health": ["bad_cycles_before_recovery"],
+    "output": ["dir", "samples_csv"],
 }
-OPTIONAL = {("segment", "expected_wkc")}
+
+
+def config_valid(path, where):
+    """`rtcat config check`: TOML syntax, types, ranges, unknown keys, the interface name."""
+    rc, out, e = rtcat("config", "check", str(path))
+    if rc != 0:
+        err(where, f"rtcat config check: exit {rc}: {e.strip()}")
+        return False
+    print(f"config: {where}: OK (rtcat config check)")
+    return True
+
+
+def check_example():
+    """The example configuration (what `rtcat config example` prints) is valid."""
+    config_valid(EXAMPLE_CONFIG, rel(EXAMPLE_CONFIG))
+    rc, out, e = rtcat("config", "example")
+    if rc != 0 or out != EXAMPLE_CONFIG.read_text():
+        err(rel(EXAMPLE_CONFIG), f"rtcat config example does not print this file (exit {rc}: {e.strip()})")
 
 
 def check_config(path):
+    """The shipped config: valid (rtcat), its explicit keys, and its agreement with the files of
+    the image that name the same CPUs, interface and directory."""
     where = rel(path) if str(path).startswith(str(TOP)) else str(path)
-    try:
-        with open(path, "rb") as f:
-            cfg = tomllib.load(f)
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        err(where, f"not valid TOML: {e}")
+    if not config_valid(path, where):
         return
-    for section, fields in SCHEMA.items():
+    with open(path, "rb") as f:
+        cfg = tomllib.load(f)
+    for section, keys in SHIPPED_KEYS.items():
         sec = cfg.get(section)
         if not isinstance(sec, dict):
             err(where, f"[{section}]: missing")
             continue
-        for key, (typ, rng) in fields.items():
+        for key in keys:
             if key not in sec:
-                if (section, key) not in OPTIONAL:
-                    err(where, f"{section}.{key}: missing")
-                continue
-            v = sec[key]
-            if type(v) is not typ:
-                err(where, f"{section}.{key}: {v!r} is not a {typ.__name__}")
-            elif rng and not rng[0] <= v <= rng[1]:
-                err(where, f"{section}.{key}: {v} is outside {rng[0]}..={rng[1]}")
-        for key in sec:
-            if key not in fields:
-                err(where, f"{section}.{key}: unknown key")
-    for section in cfg:
-        if section not in SCHEMA and section != "tune":
-            err(where, f"[{section}]: unknown section")
+                err(where, f"{section}.{key}: missing")
     if errors:
         return
     iface = cfg["bus"]["interface"]
-    if not re.fullmatch(r"[A-Za-z0-9_.:-]{1,15}", iface):
-        err(where, f"bus.interface: {iface!r} is not a network interface name")
     # Agreement with the CPU sets the kernel boot arguments are generated from.
     env = {}
     for line in (TOP / "kernel/rt-cpus.env").read_text().splitlines():
@@ -216,39 +247,57 @@ def check_config(path):
         if "=" in line:
             k, v = line.split("=", 1)
             env[k] = v.strip('"')
-    rt, hk = cpu_list(env["RTCAT_RT_CPUS"]), cpu_list(env["RTCAT_HOUSEKEEPING_CPUS"])
+    rt = cpu_list("kernel/rt-cpus.env: RTCAT_RT_CPUS", env["RTCAT_RT_CPUS"])
+    hk = cpu_list("kernel/rt-cpus.env: RTCAT_HOUSEKEEPING_CPUS", env["RTCAT_HOUSEKEEPING_CPUS"])
+    if rt is None or hk is None:
+        return
     for key in ("cpu", "txrx_cpu"):
         if cfg["cycle"][key] not in rt:
-            err(where, f"cycle.{key}: CPU {cfg['cycle'][key]} is not an isolated CPU "
-                       f"(RTCAT_RT_CPUS={env['RTCAT_RT_CPUS']} in kernel/rt-cpus.env)")
+            err(
+                where,
+                f"cycle.{key}: CPU {cfg['cycle'][key]} is not an isolated CPU "
+                f"(RTCAT_RT_CPUS={env['RTCAT_RT_CPUS']} in kernel/rt-cpus.env)",
+            )
     tune = cfg.get("tune", {})
-    if "housekeeping_cpus" in tune and cpu_list(tune["housekeeping_cpus"]) != hk:
-        err(where, f"tune.housekeeping_cpus: {tune['housekeeping_cpus']!r} differs from "
-                   f"RTCAT_HOUSEKEEPING_CPUS={env['RTCAT_HOUSEKEEPING_CPUS']} in kernel/rt-cpus.env")
+    if "housekeeping_cpus" in tune and cpu_list("tune.housekeeping_cpus", tune["housekeeping_cpus"]) != hk:
+        err(
+            where,
+            f"tune.housekeeping_cpus: {tune['housekeeping_cpus']!r} differs from "
+            f"RTCAT_HOUSEKEEPING_CPUS={env['RTCAT_HOUSEKEEPING_CPUS']} in kernel/rt-cpus.env",
+        )
     if "nic_irq_cpu" in tune and tune["nic_irq_cpu"] not in hk:
         err(where, f"tune.nic_irq_cpu: CPU {tune['nic_irq_cpu']} is not a housekeeping CPU")
     if cfg["output"]["dir"] != "/var/lib/rtcat":
         err(where, "output.dir: the units' StateDirectory and tmpfiles.d entry are /var/lib/rtcat")
     net = (TOP / "rootfs-overlay/usr/lib/systemd/network/10-rtcat-ethercat.network").read_text()
     if not re.search(rf"^Name={re.escape(iface)}$", net, re.M):
-        err("rootfs-overlay/usr/lib/systemd/network/10-rtcat-ethercat.network",
-            f"[Match] Name: must be the EtherCAT NIC {iface} ([bus].interface)")
+        err(
+            "rootfs-overlay/usr/lib/systemd/network/10-rtcat-ethercat.network",
+            f"[Match] Name: must be the EtherCAT NIC {iface} ([bus].interface)",
+        )
     maint = (OVERLAY_NET / "20-rtcat-maintenance.network").read_text()
     if not re.search(rf"^Name=!{re.escape(iface)}$", maint, re.M):
-        err(rel(OVERLAY_NET / "20-rtcat-maintenance.network"), f"[Match] Name: must exclude the EtherCAT NIC (Name=!{iface})")
+        err(
+            rel(OVERLAY_NET / "20-rtcat-maintenance.network"),
+            f"[Match] Name: must exclude the EtherCAT NIC (Name=!{iface})",
+        )
     sysctl = (TOP / "rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf").read_text()
     if not re.search(rf"^net\.ipv6\.conf\.{re.escape(iface)}\.disable_ipv6 = 1$", sysctl, re.M):
-        err("rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf", f"must set net.ipv6.conf.{iface}.disable_ipv6 = 1")
+        err(
+            "rootfs-overlay/usr/lib/sysctl.d/61-rtcat-ethercat.conf", f"must set net.ipv6.conf.{iface}.disable_ipv6 = 1"
+        )
     distro = (LAYER / "conf/distro/rtcat-os.conf").read_text()
     if not re.search(rf'^RTCAT_ETHERCAT_IFACE = "{re.escape(iface)}"$', distro, re.M):
         err("yocto-layer/conf/distro/rtcat-os.conf", f'RTCAT_ETHERCAT_IFACE must be "{iface}" ([bus].interface)')
-    for machine, link in board_links().items():
+    for link in board_links().values():
         name = [v for s, k, v, _ in ini(link.read_text()) if (s, k) == ("Link", "Name")]
         if name != [iface]:
             err(rel(link), f"[Link] Name: {name} must be [{iface!r}] ([bus].interface of the shipped config)")
     if not errors:
-        print(f"config: {where}: contract and CPU sets OK "
-              f"(cpu {cfg['cycle']['cpu']} isolated, housekeeping {env['RTCAT_HOUSEKEEPING_CPUS']})")
+        print(
+            f"config: {where}: contract and CPU sets OK "
+            f"(cpu {cfg['cycle']['cpu']} isolated, housekeeping {env['RTCAT_HOUSEKEEPING_CPUS']})"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -272,19 +321,21 @@ def check_recipes():
         local = set()
         for name, value in recipe_vars(text):
             if name.startswith("SRC_URI"):
-                local.update(u[len("file://"):].split(";")[0] for u in value.split() if u.startswith("file://"))
+                local.update(u[len("file://") :].split(";")[0] for u in value.split() if u.startswith("file://"))
         for name, value in recipe_vars(text):
             if name.startswith("SRC_URI"):
                 for uri in value.split():
                     if not uri.startswith("file://") or "${" in uri:
                         continue
-                    path = uri[len("file://"):].split(";")[0]
+                    path = uri[len("file://") :].split(";")[0]
                     # bitbake's FILESPATH: FILESEXTRAPATHS, then files/ of the recipe and its
                     # override directories (files/<MACHINE>/); a per-machine file must exist
                     # for every machine of the kas files (the rootfs check).
                     own = [p.parent / "files"] + [d for d in (p.parent / "files").glob("*") if d.is_dir()]
                     if not any((Path(e) / path).exists() for e in extra + own):
-                        err(rel(p), f"SRC_URI: {uri.split(';')[0]} not found in {', '.join(extra) or 'FILESEXTRAPATHS'}")
+                        err(
+                            rel(p), f"SRC_URI: {uri.split(';')[0]} not found in {', '.join(extra) or 'FILESEXTRAPATHS'}"
+                        )
                     n_files += 1
             if name == "LIC_FILES_CHKSUM":
                 for uri in value.split():
@@ -315,8 +366,19 @@ def check_recipes():
                 if sel:
                     ver = re.search(r'^LINUX_VERSION \??=\s*"([^"$]+)"', text, re.M)
                     if ver:
-                        r = subprocess.run(["bash", str(TOP / "kernel/patch-series.sh"), "--flavour", sel.group(1),
-                                            "--version", ver.group(1), "--name"], capture_output=True, text=True)
+                        r = subprocess.run(
+                            [
+                                "bash",
+                                str(TOP / "kernel/patch-series.sh"),
+                                "--flavour",
+                                sel.group(1),
+                                "--version",
+                                ver.group(1),
+                                "--name",
+                            ],
+                            capture_output=True,
+                            text=True,
+                        )
                         if r.returncode != 0:
                             err(rel(p), f"{name}: {r.stderr.strip()}")
                         series = [r.stdout.strip()] if r.returncode == 0 else []
@@ -324,8 +386,11 @@ def check_recipes():
                         prefix = sel.group(1).split("-")[0]
                         series = sorted(d.name for d in (TOP / "kernel/patches").glob(prefix + "-*") if d.is_dir())
                 elif "${" in value:
-                    err(rel(p), f"{name}: {value!r} is neither a kernel/patches/ directory nor "
-                                "${@rtcat.kernel_patch_series(d, FLAVOUR)}")
+                    err(
+                        rel(p),
+                        f"{name}: {value!r} is neither a kernel/patches/ directory nor "
+                        "${@rtcat.kernel_patch_series(d, FLAVOUR)}",
+                    )
                     series = []
                 for value in series:
                     d = TOP / "kernel/patches" / value
@@ -338,15 +403,21 @@ def check_recipes():
             if name.startswith("RTCAT_GMAC_OVERLAY") and not (TOP / "dts" / value).is_file():
                 err(rel(p), f"{name}: dts/{value} does not exist")
     # The vendor kernel is pinned once more by kernel/build.sh (kernel/sources.env): same tree.
-    env = dict(re.findall(r"^(BSP_GIT_\w+)=(\S+)", (TOP / "kernel/sources.env").read_text(), re.M)) \
-        if (TOP / "kernel/sources.env").is_file() else {}
+    env = (
+        dict(re.findall(r"^(BSP_GIT_\w+)=(\S+)", (TOP / "kernel/sources.env").read_text(), re.M))
+        if (TOP / "kernel/sources.env").is_file()
+        else {}
+    )
     bsp = LAYER / "recipes-kernel/linux/linux-rockchip-rt_5.10.bb"
     if env and bsp.is_file():
         text = bsp.read_text()
         rev = re.search(r'^SRCREV = "([0-9a-f]{40})"', text, re.M)
         if not rev or rev.group(1) != env.get("BSP_GIT_COMMIT"):
-            err(rel(bsp), f"SRCREV: {rev and rev.group(1)} differs from BSP_GIT_COMMIT "
-                          f"{env.get('BSP_GIT_COMMIT')} in kernel/sources.env")
+            err(
+                rel(bsp),
+                f"SRCREV: {rev and rev.group(1)} differs from BSP_GIT_COMMIT "
+                f"{env.get('BSP_GIT_COMMIT')} in kernel/sources.env",
+            )
         for key, field in (("BSP_GIT_URL", "url"), ("BSP_GIT_BRANCH", "branch")):
             val = env.get(key, "")
             if field == "url":
@@ -354,8 +425,7 @@ def check_recipes():
             if val and val not in text:
                 err(rel(bsp), f"SRC_URI: does not use {key}={env.get(key)} of kernel/sources.env")
     if not errors:
-        print(f"recipes: {len(recipes)} recipes/appends, {n_files} local files found, "
-              f"{n_lic} license checksums match")
+        print(f"recipes: {len(recipes)} recipes/appends, {n_files} local files found, {n_lic} license checksums match")
 
 
 def check_sysctl(path):
@@ -411,8 +481,9 @@ def shipped_iface():
 
 def in_namespace(*args):
     """Run this script's subcommand ARGS in a new mount and network namespace (root); JSON out."""
-    r = subprocess.run(["unshare", "--mount", "--net", sys.executable, __file__, *args],
-                       capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        ["unshare", "--mount", "--net", sys.executable, __file__, *args], capture_output=True, text=True, timeout=120
+    )
     try:
         return json.loads(r.stdout.strip().splitlines()[-1])
     except (ValueError, IndexError):
@@ -452,8 +523,14 @@ def fake_sysfs(devpath, kname, ifindex, mount=True):
     os.symlink("../" * (len(parts) + 1) + "class/net", f"{net}/subsystem")
     os.symlink("../..", f"{net}/device")
     # name_assign_type 1 = NET_NAME_ENUM: named by the kernel, so udev may rename it
-    for k, v in (("uevent", f"INTERFACE={kname}\nIFINDEX={ifindex}\n"), ("ifindex", ifindex), ("type", 1),
-                 ("name_assign_type", 1), ("addr_assign_type", 0), ("iflink", ifindex)):
+    for k, v in (
+        ("uevent", f"INTERFACE={kname}\nIFINDEX={ifindex}\n"),
+        ("ifindex", ifindex),
+        ("type", 1),
+        ("name_assign_type", 1),
+        ("addr_assign_type", 0),
+        ("iflink", ifindex),
+    ):
         with open(f"{net}/{k}", "w") as f:
             f.write(f"{v}\n")
     os.symlink(f"../../{devpath.strip('/')}/net/{kname}", f"/sys/class/net/{kname}")
@@ -479,8 +556,9 @@ def private_config(links, networks=()):
 
 
 def ip_json(what, *args):
-    return json.loads(subprocess.run(["ip", "-j", what, "show", *args], check=True,
-                                     capture_output=True, text=True).stdout)
+    return json.loads(
+        subprocess.run(["ip", "-j", what, "show", *args], check=True, capture_output=True, text=True).stdout
+    )
 
 
 def ifindex_of(name):
@@ -494,8 +572,13 @@ def udev_add(devpath, kname):
     idx = ifindex_of(kname)
     fake_sysfs(devpath, kname, idx)
     env = dict(os.environ, SYSTEMD_DEVICE_VERIFY_SYSFS="0", SYSTEMD_LOG_LEVEL="debug")
-    r = subprocess.run(["udevadm", "test", "--action=add", f"/sys/class/net/{kname}"],
-                       capture_output=True, text=True, env=env, timeout=60)
+    r = subprocess.run(
+        ["udevadm", "test", "--action=add", f"/sys/class/net/{kname}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     name = next(i["ifname"] for i in ip_json("link") if i["ifindex"] == idx)
     lf = re.findall(r"^ID_NET_LINK_FILE=(.*)$", r.stdout, re.M)
     return name, (lf[-1] if lf else ""), r.stdout + r.stderr
@@ -520,7 +603,7 @@ def check_links():
         text = p.read_text()
         where = rel(p)
         entries = ini(text)
-        for s, k, v, n in entries:
+        for s, k, _v, n in entries:
             if s not in LINK_SECTIONS:
                 err(f"{where}:{n}", f"{k}: outside [Match]/[Link] (section {s})")
         match = [(k, v) for s, k, v, _ in entries if s == "Match"]
@@ -533,7 +616,12 @@ def check_links():
         for dev in ports:
             got = in_namespace("udev-case", dev, str(p))
             n_cases += 1
-            if got.get("error") or got["name"] != iface or not got["link_file"].endswith("/10-rtcat-ethercat.link") or got["warnings"]:
+            if (
+                got.get("error")
+                or got["name"] != iface
+                or not got["link_file"].endswith("/10-rtcat-ethercat.link")
+                or got["warnings"]
+            ):
                 err(where, f"the port at {dev} is not named {iface} by this file: {got}")
             else:
                 print(f"links: {machine}: {dev} -> {got['name']} ({got['link_file']})")
@@ -552,8 +640,10 @@ def check_links():
             else:
                 print(f"links: {machine}: other port {dev} -> {got['name']}")
     if not errors:
-        print(f"links: {len(boards)} machines, {n_cases} udev runs: every EtherCAT port named {iface}, "
-              f"no other port, and none without its .link")
+        print(
+            f"links: {len(boards)} machines, {n_cases} udev runs: every EtherCAT port named {iface}, "
+            f"no other port, and none without its .link"
+        )
 
 
 def cmd_networkd_case(args):
@@ -576,8 +666,9 @@ def cmd_networkd_case(args):
     env = dict(os.environ, SYSTEMD_DEVICE_VERIFY_SYSFS="0")
     logs = ""
     for k in ("eth0", "eth1"):
-        logs += subprocess.run(["udevadm", "test", "--action=add", f"/sys/class/net/{k}"],
-                               capture_output=True, text=True, env=env).stderr
+        logs += subprocess.run(
+            ["udevadm", "test", "--action=add", f"/sys/class/net/{k}"], capture_output=True, text=True, env=env
+        ).stderr
     names = {i["ifindex"]: i["ifname"] for i in ip_json("link")}
     # the fake sysfs follows the rename (the kernel renames its sysfs entry; ours is a tmpfs)
     for idx, dev, old in ((i0, ecat_dev, "eth0"), (i1, maint_dev, "eth1")):
@@ -601,8 +692,13 @@ def cmd_networkd_case(args):
     for d in ("/run/systemd/netif", "/run/systemd/netif/links", "/run/systemd/netif/leases"):
         os.makedirs(d, exist_ok=True)
         shutil.chown(d, "systemd-network", "systemd-network")  # networkd runs as that user
-    nd = subprocess.Popen(["/lib/systemd/systemd-networkd"], env=dict(env, SYSTEMD_LOG_LEVEL="debug"),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    nd = subprocess.Popen(
+        ["/lib/systemd/systemd-networkd"],
+        env=dict(env, SYSTEMD_LOG_LEVEL="debug"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
 
     def snapshot():
         addrs = {i["ifindex"]: [f"{a['family']} {a['local']}" for a in i.get("addr_info", [])] for i in ip_json("addr")}
@@ -612,9 +708,13 @@ def cmd_networkd_case(args):
             f = Path(f"/run/systemd/netif/links/{idx}")
             kv = dict(ln.split("=", 1) for ln in f.read_text().splitlines() if "=" in ln) if f.exists() else {}
             v6 = Path(f"/proc/sys/net/ipv6/conf/{names[idx]}/disable_ipv6")
-            st[names[idx]] = {"network_file": kv.get("NETWORK_FILE", ""), "admin": kv.get("ADMIN_STATE", ""),
-                              "flags": flags.get(idx, []), "addresses": addrs.get(idx, []),
-                              "disable_ipv6": v6.read_text().strip() if v6.exists() else "absent"}
+            st[names[idx]] = {
+                "network_file": kv.get("NETWORK_FILE", ""),
+                "admin": kv.get("ADMIN_STATE", ""),
+                "flags": flags.get(idx, []),
+                "addresses": addrs.get(idx, []),
+                "disable_ipv6": v6.read_text().strip() if v6.exists() else "absent",
+            }
         return st
 
     try:
@@ -650,7 +750,10 @@ def check_networks():
     ecat = re.findall(r"^# ethercat-port: (\S+)$", text, re.M)[0]
     maint = re.findall(r"^# other-port: (\S+)$", text, re.M)[0]
     if not re.search(r"^Kind=!\*$", (OVERLAY_NET / "20-rtcat-maintenance.network").read_text(), re.M):
-        err(rel(OVERLAY_NET / "20-rtcat-maintenance.network"), "[Match]: no Kind=!* (virtual links such as veth must stay out)")
+        err(
+            rel(OVERLAY_NET / "20-rtcat-maintenance.network"),
+            "[Match]: no Kind=!* (virtual links such as veth must stay out)",
+        )
     got = in_namespace("networkd-case", str(link), ecat, maint)
     if got.get("error"):
         err("networkd", got["error"])
@@ -664,32 +767,49 @@ def check_networks():
     if e.get("addresses"):
         err(where, f"{iface}: has addresses {e['addresses']} (the EtherCAT port carries no IP)")
     if e.get("disable_ipv6") != "1":
-        err(where, f"{iface}: disable_ipv6 is {e.get('disable_ipv6')} after networkd ran (61-rtcat-ethercat.conf sets 1)")
+        err(
+            where,
+            f"{iface}: disable_ipv6 is {e.get('disable_ipv6')} after networkd ran (61-rtcat-ethercat.conf sets 1)",
+        )
     if "UP" not in e.get("flags", []) or "NOARP" not in e.get("flags", []):
         err(where, f"{iface}: flags {e.get('flags')} (want UP by ActivationPolicy=always-up, NOARP)")
-    if not m.get("network_file", "").endswith("/" + MAINT_STAND_IN) or \
-            not any(a.startswith("inet6 fe80") for a in m.get("addresses", [])):
-        err(where, f"maintenance port {got['maint']}: not configured by 20-rtcat-maintenance.network "
-                   f"(less Kind=!*, as {MAINT_STAND_IN}) with a link-local address: {m}")
+    if not m.get("network_file", "").endswith("/" + MAINT_STAND_IN) or not any(
+        a.startswith("inet6 fe80") for a in m.get("addresses", [])
+    ):
+        err(
+            where,
+            f"maintenance port {got['maint']}: not configured by 20-rtcat-maintenance.network "
+            f"(less Kind=!*, as {MAINT_STAND_IN}) with a link-local address: {m}",
+        )
     for w in got["warnings"]:
         err(where, f"systemd-networkd/udev: {w}")
     if not errors:
-        print(f"networks: {iface}: {e['network_file']}, flags {','.join(e['flags'])}, no address, "
-              f"disable_ipv6 {e['disable_ipv6']}; "
-              f"maintenance {got['maint']}: not 20-rtcat-maintenance.network (a veth: Kind=!*), "
-              f"{m['network_file']} (the same less Kind=!*), addresses {m['addresses']}")
+        print(
+            f"networks: {iface}: {e['network_file']}, flags {','.join(e['flags'])}, no address, "
+            f"disable_ipv6 {e['disable_ipv6']}; "
+            f"maintenance {got['maint']}: not 20-rtcat-maintenance.network (a veth: Kind=!*), "
+            f"{m['network_file']} (the same less Kind=!*), addresses {m['addresses']}"
+        )
 
 
 def check_rootfs():
     """What the image installs, per machine of the kas files (bitbake is not run here)."""
     iface = shipped_iface()
-    machines = sorted({load_yaml(p).get("machine") for p in KAS.glob("*.yml")
-                       if not p.name.endswith(".lock.yml") and load_yaml(p).get("machine")})
+    machines = sorted(
+        {
+            load_yaml(p).get("machine")
+            for p in KAS.glob("*.yml")
+            if not p.name.endswith(".lock.yml") and load_yaml(p).get("machine")
+        }
+    )
     image = (LAYER / "recipes-rtcat/images/rtcat-image.bb").read_text()
     install = re.search(r'^IMAGE_INSTALL = "([^"]*)"', re.sub(r"\\\n", " ", image), re.M)
     pkgs = set(install.group(1).split()) if install else set()
     if "rtcat-board" not in pkgs:
-        err("yocto-layer/recipes-rtcat/images/rtcat-image.bb", "IMAGE_INSTALL: no rtcat-board (the .link of the machine)")
+        err(
+            "yocto-layer/recipes-rtcat/images/rtcat-image.bb",
+            "IMAGE_INSTALL: no rtcat-board (the .link of the machine)",
+        )
     recipes = {re.sub(r"_[^_]*$", "", p.stem): p for p in LAYER.glob("recipes-rtcat/*/*.bb")}
     for machine in machines:
         links = []
@@ -715,17 +835,32 @@ def check_rootfs():
             print(f"rootfs: {machine}: one .link for {iface}: {links[0][1]} from {links[0][2]} ({links[0][0]})")
 
 
+def check_cross():
+    with open(TOP / "Cross.toml", "rb") as f:
+        c = tomllib.load(f)
+    if "aarch64-unknown-linux-gnu" not in c.get("target", {}):
+        err("Cross.toml", "target.aarch64-unknown-linux-gnu missing")
+
+
 def main():
-    if len(sys.argv) < 2:
+    global RTCAT_BIN
+    argv = sys.argv[1:]
+    if argv[:1] == ["--rtcat"] and len(argv) >= 2:
+        RTCAT_BIN, argv = argv[1], argv[2:]
+    if not argv:
         print(__doc__)
         return 2
-    cmd, args = sys.argv[1], sys.argv[2:]
+    cmd, args = argv[0], argv[1:]
     if cmd == "kas":
         check_kas()
     elif cmd == "readme":
         check_readme()
     elif cmd == "config":
         check_config(Path(args[0]) if args else TOP / "rootfs-overlay/etc/rtcat/rtcat.toml")
+    elif cmd == "example":
+        check_example()
+    elif cmd == "cross":
+        check_cross()
     elif cmd == "recipes":
         check_recipes()
     elif cmd == "sysctl":

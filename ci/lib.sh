@@ -15,6 +15,11 @@ as_root() {
 	fi
 }
 
+# cargo_target_dir: where cargo puts this workspace's builds (CARGO_TARGET_DIR or target/).
+cargo_target_dir() {
+	cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])'
+}
+
 _apt_updated=""
 # ensure_apt PKG...: install the Debian packages that are not installed yet.
 ensure_apt() {

@@ -16,6 +16,7 @@ set -euo pipefail
 
 src="" out="" base=defconfig arch=arm64 cross=aarch64-linux-gnu- verify_only=""
 frags=()
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 die() { printf 'merge-config.sh: error: %s\n' "$*" >&2; exit 2; }
 
 while [ $# -gt 0 ]; do
@@ -41,48 +42,7 @@ done
 # verify CONFIG FRAGMENT...: prints one line per failed option, returns 1 if any failed.
 verify() {
 	local config=$1; shift
-	python3 - "$config" "$@" <<'EOF'
-import re, sys
-config, frags = sys.argv[1], sys.argv[2:]
-have = {}
-for line in open(config):
-    m = re.match(r'^(CONFIG_[A-Za-z0-9_]+)=(.*)$', line.rstrip('\n'))
-    if m:
-        have[m.group(1)] = m.group(2)
-want, bad, checked = {}, [], 0
-for frag in frags:
-    for n, line in enumerate(open(frag), 1):
-        line = line.rstrip('\n')
-        m1 = re.match(r'^(CONFIG_[A-Za-z0-9_]+)=(.*)$', line)
-        m2 = re.match(r'^# (CONFIG_[A-Za-z0-9_]+) is not set$', line)
-        if m1:
-            sym, val = m1.group(1), m1.group(2)
-        elif m2:
-            sym, val = m2.group(1), None
-        elif line.strip() == '' or line.startswith('#'):
-            continue
-        else:
-            bad.append(f'{frag}:{n}: not a config line: {line!r}')
-            continue
-        checked += 1
-        if sym in want and want[sym][0] != val:
-            bad.append(f'{frag}:{n}: {sym} requested as {val or "not set"} but '
-                       f'{want[sym][1]} asks for {want[sym][0] or "not set"}')
-        want[sym] = (val, f'{frag}:{n}')
-        got = have.get(sym)
-        if val is None:
-            if got not in (None, 'n'):
-                bad.append(f'{frag}:{n}: {sym} requested not set, but is {sym}={got}')
-        elif got != val:
-            bad.append(f'{frag}:{n}: {sym}={val} requested, but is '
-                       f'{sym + "=" + got if got is not None else "not set"} '
-                       f'(unmet dependency, missing symbol or lost choice)')
-for b in bad:
-    print('  MISSING ' + b)
-failed = {b.split(': ', 1)[0] for b in bad}
-print(f'  {checked} options requested, {checked - len(failed)} survived')
-sys.exit(1 if bad else 0)
-EOF
+	python3 "$here/verify-config.py" "$config" "$@"
 }
 
 if [ -n "$verify_only" ]; then

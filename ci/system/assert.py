@@ -5,7 +5,7 @@
       rewrite [cycle].cpu/.txrx_cpu, [tune].housekeeping_cpus/.nic_irq_cpu of an installed
       rtcat.toml for the guest's CPUs (everything else stays as shipped)
   assert.py check --console LOG --guest DIR --qemu-rc N --cmdline STR --rt-cpus LIST
-                  --housekeeping LIST --nr-cpus N --config TOML
+                  --housekeeping LIST --nr-cpus N --config TOML --rtcat BIN
       parse the "RTCAT-SYSTEST key=value" lines of the serial console and the files read back
       from the guest disk; print one PASS/FAIL line per assertion; exit 1 on any FAIL
   assert.py self-test (same arguments as check)
@@ -18,8 +18,10 @@ the reason); every other check must not FAIL.
 
 import argparse
 import copy
+import functools
 import json
 import re
+import subprocess
 import sys
 import tomllib
 
@@ -47,19 +49,21 @@ AFTER_MIN_S = 5
 MIN_CYCLE_SHARE = 0.5
 
 
+RTCAT = None  # --rtcat BIN: the host build of rtcat, whose CPU-list parser this asks
+
+
+@functools.cache
 def cpu_set(text):
-    """Kernel CPU list ("0-2,5") -> set of ints; "" -> empty set. Raises ValueError."""
-    out = set()
+    """Kernel CPU list ("0-2,5") -> frozenset of ints, parsed by `rtcat config cpus`; "" -> empty
+    set (sysfs prints an empty line for "no CPUs", e.g. cpu/isolated without isolcpus, where
+    rtcat refuses an empty list). Raises ValueError naming the bad item."""
     text = text.strip()
     if not text:
-        return out
-    for item in text.split(","):
-        if "-" in item:
-            a, b = item.split("-", 1)
-            out.update(range(int(a), int(b) + 1))
-        else:
-            out.add(int(item))
-    return out
+        return frozenset()
+    r = subprocess.run([RTCAT, "config", "cpus", "--json", "--", text], capture_output=True, text=True, timeout=30)
+    if r.returncode != 0:
+        raise ValueError(r.stderr.strip())
+    return frozenset(json.loads(r.stdout)["cpus"])
 
 
 def mask_cpus(hexmask):
@@ -76,7 +80,7 @@ def parse_console(path):
             i = line.find(MARK)
             if i < 0:
                 continue
-            kv = line[i + len(MARK):]
+            kv = line[i + len(MARK) :]
             if "=" not in kv:
                 continue
             k, v = kv.split("=", 1)
@@ -117,7 +121,9 @@ def load_guest(gdir):
 def evaluate(facts, guest, a):
     """Returns [(check, ok, detail)]."""
     res = []
-    one = lambda k, d="": (facts.get(k) or [d])[-1]  # noqa: E731
+
+    def one(k, d=""):
+        return (facts.get(k) or [d])[-1]
 
     def chk(name, ok, detail):
         res.append((name, bool(ok), detail))
@@ -129,62 +135,111 @@ def evaluate(facts, guest, a):
     expected_wkc = shipped["segment"].get("expected_wkc")
     rt = cpu_set(a.rt_cpus)
 
-    chk("report.complete", one("phase", "") == "poweroff" and "guest-up" in facts.get("phase", []),
-        f"phases {facts.get('phase')}")
-    chk("poweroff.clean", a.qemu_rc == 0 and a.power_down,
-        f"qemu exit {a.qemu_rc}, 'reboot: Power down' on the console: {a.power_down}")
+    chk(
+        "report.complete",
+        one("phase", "") == "poweroff" and "guest-up" in facts.get("phase", []),
+        f"phases {facts.get('phase')}",
+    )
+    chk(
+        "poweroff.clean",
+        a.qemu_rc == 0 and a.power_down,
+        f"qemu exit {a.qemu_rc}, 'reboot: Power down' on the console: {a.power_down}",
+    )
     kv = one("kernel_version")
-    chk("kernel.preempt_rt", "PREEMPT_RT" in kv and one("kernel_release").endswith("-rtcat-rt"),
-        f"uname -r {one('kernel_release')!r}, uname -v {kv!r}")
-    chk("boot.cmdline", one("cmdline") == a.cmdline,
-        f"/proc/cmdline {one('cmdline')!r}, generated {a.cmdline!r}")
+    chk(
+        "kernel.preempt_rt",
+        "PREEMPT_RT" in kv and one("kernel_release").endswith("-rtcat-rt"),
+        f"uname -r {one('kernel_release')!r}, uname -v {kv!r}",
+    )
+    chk("boot.cmdline", one("cmdline") == a.cmdline, f"/proc/cmdline {one('cmdline')!r}, generated {a.cmdline!r}")
     chk("boot.nr_cpus", one("nr_cpus") == str(a.nr_cpus), f"{one('nr_cpus')} CPUs")
     try:
         iso, nohz = cpu_set(one("cpu_isolated")), cpu_set(one("cpu_nohz_full"))
     except ValueError:
         iso, nohz = None, None
-    chk("boot.isolated", iso == rt and rt, f"/sys/devices/system/cpu/isolated {one('cpu_isolated')!r}, RT CPUs {a.rt_cpus}")
-    chk("boot.nohz_full", nohz == rt and rt, f"/sys/devices/system/cpu/nohz_full {one('cpu_nohz_full')!r}, RT CPUs {a.rt_cpus}")
+    chk(
+        "boot.isolated",
+        iso == rt and rt,
+        f"/sys/devices/system/cpu/isolated {one('cpu_isolated')!r}, RT CPUs {a.rt_cpus}",
+    )
+    chk(
+        "boot.nohz_full",
+        nohz == rt and rt,
+        f"/sys/devices/system/cpu/nohz_full {one('cpu_nohz_full')!r}, RT CPUs {a.rt_cpus}",
+    )
     # The EtherCAT port: named by the board's .link file (the test created it without a name),
     # brought up by the shipped .network without any IP.
     iface = shipped["bus"]["interface"]
     link = "/usr/lib/systemd/network/10-rtcat-ethercat.link"
     ctl = one("control.nolink_name")
-    chk("nic.named_by_link", one("nic.configured") == iface and one("nic.master_end") == iface
-        and one("nic.exists") == "yes" and one("nic.link_file") == link and one("nic.name_assign_type") == "4"
-        and re.fullmatch(r"[A-Za-z0-9_.-]+", ctl) is not None and ctl != iface,
+    chk(
+        "nic.named_by_link",
+        one("nic.configured") == iface
+        and one("nic.master_end") == iface
+        and one("nic.exists") == "yes"
+        and one("nic.link_file") == link
+        and one("nic.name_assign_type") == "4"
+        and re.fullmatch(r"[A-Za-z0-9_.-]+", ctl) is not None
+        and ctl != iface,
         f"[bus].interface {iface!r}, guest config {one('nic.configured')!r}; the cable's master end is "
         f"{one('nic.master_end')!r} (exists {one('nic.exists')}), link file {one('nic.link_file')!r}, "
         f"name_assign_type {one('nic.name_assign_type')!r} (4 = renamed); control cable without the "
-        f".link: {ctl!r}")
+        f".link: {ctl!r}",
+    )
     net = "/usr/lib/systemd/network/10-rtcat-ethercat.network"
-    noip = all(one(f"{t}.network_file") == net and one(f"{t}.addresses", "?").strip() == ""
-               # "no-ipv6": a guest kernel without IPv6 (ci/check-image.sh checks the sysctl on a host kernel with it)
-               and one(f"{t}.disable_ipv6") in ("1", "no-ipv6") and one(f"{t}.ip6_out", "0") in ("", "0")
-               and {"UP", "NOARP"} <= set(one(f"{t}.flags").split(","))
-               for t in ("nic", "nic_end"))
-    chk("nic.no_ip", noip, "; ".join(
-        f"{w}: network file {one(t + '.network_file')!r}, flags {one(t + '.flags')!r}, addresses "
-        f"{one(t + '.addresses').strip()!r}, disable_ipv6 {one(t + '.disable_ipv6')!r}, Ip6OutRequests "
-        f"{one(t + '.ip6_out')!r}" for w, t in (("after boot", "nic"), ("at the end", "nic_end"))))
-    chk("system.running", one("system_state") == "running",
-        f"is-system-running {one('system_state')!r} ({one('boot_time')})")
+    noip = all(
+        one(f"{t}.network_file") == net
+        and one(f"{t}.addresses", "?").strip() == ""
+        # "no-ipv6": a guest kernel without IPv6 (ci/check-image.sh checks the sysctl on a host kernel with it)
+        and one(f"{t}.disable_ipv6") in ("1", "no-ipv6")
+        and one(f"{t}.ip6_out", "0") in ("", "0")
+        and {"UP", "NOARP"} <= set(one(f"{t}.flags").split(","))
+        for t in ("nic", "nic_end")
+    )
+    chk(
+        "nic.no_ip",
+        noip,
+        "; ".join(
+            f"{w}: network file {one(t + '.network_file')!r}, flags {one(t + '.flags')!r}, addresses "
+            f"{one(t + '.addresses').strip()!r}, disable_ipv6 {one(t + '.disable_ipv6')!r}, Ip6OutRequests "
+            f"{one(t + '.ip6_out')!r}"
+            for w, t in (("after boot", "nic"), ("at the end", "nic_end"))
+        ),
+    )
+    chk(
+        "system.running",
+        one("system_state") == "running",
+        f"is-system-running {one('system_state')!r} ({one('boot_time')})",
+    )
 
     # rtcat-tune
     ts = guest.get("tune-status.json")
-    tune_ok = (one("tune.active") == "active" and one("tune.result") == "success"
-               and one("tune.journal_present") == "yes" and one("tune.status_exit") == "0")
-    detail = (f"rtcat-tune.service {one('tune.active')}/{one('tune.result')}, journal "
-              f"{one('tune.journal_present')}, tune status exit {one('tune.status_exit')}")
+    tune_ok = (
+        one("tune.active") == "active"
+        and one("tune.result") == "success"
+        and one("tune.journal_present") == "yes"
+        and one("tune.status_exit") == "0"
+    )
+    detail = (
+        f"rtcat-tune.service {one('tune.active')}/{one('tune.result')}, journal "
+        f"{one('tune.journal_present')}, tune status exit {one('tune.status_exit')}"
+    )
     if isinstance(ts, dict):
         items = ts.get("items", [])
         eff = [i for i in items if i.get("result", "").startswith("in effect")]
         drift = [i["id"] for i in items if i.get("result", "").startswith("drifted")]
         tm = [i for i in items if i.get("group") == "timer-migration"]
         # timer migration has a journal entry only if tune changed it; the live value is checked below
-        tune_ok = tune_ok and ts.get("action") == "status" and eff and not drift and all(
-            i["result"].startswith("in effect") for i in tm)
-        detail += f"; {len(eff)}/{len(items)} knobs in effect, drifted {drift}, timer-migration {[i['result'] for i in tm]}"
+        tune_ok = (
+            tune_ok
+            and ts.get("action") == "status"
+            and eff
+            and not drift
+            and all(i["result"].startswith("in effect") for i in tm)
+        )
+        detail += (
+            f"; {len(eff)}/{len(items)} knobs in effect, drifted {drift}, timer-migration {[i['result'] for i in tm]}"
+        )
     else:
         tune_ok = False
         detail += f"; tune-status.json: {ts}"
@@ -194,14 +249,22 @@ def evaluate(facts, guest, a):
     except ValueError:
         dsa, wq = {None}, {None}
     tune_ok = tune_ok and not (dsa & rt) and not (wq & rt) and one("timer_migration") == "0"
-    detail += (f"; default_smp_affinity {one('default_smp_affinity')}, workqueue cpumask "
-               f"{one('wq_cpumask')}, timer_migration {one('timer_migration')}")
+    detail += (
+        f"; default_smp_affinity {one('default_smp_affinity')}, workqueue cpumask "
+        f"{one('wq_cpumask')}, timer_migration {one('timer_migration')}"
+    )
     chk("tune.applied", tune_ok, detail)
 
     # rtcat.service
-    chk("rtcat.active", one("rtcat.active") == "active" and one("rtcat.substate") == "running"
-        and one("rtcat.nrestarts") == "0" and one("rtcat.comm") == "rtcat",
-        f"{one('rtcat.active')}/{one('rtcat.substate')}, NRestarts {one('rtcat.nrestarts')}, comm {one('rtcat.comm')!r}")
+    chk(
+        "rtcat.active",
+        one("rtcat.active") == "active"
+        and one("rtcat.substate") == "running"
+        and one("rtcat.nrestarts") == "0"
+        and one("rtcat.comm") == "rtcat",
+        f"{one('rtcat.active')}/{one('rtcat.substate')}, NRestarts {one('rtcat.nrestarts')}, "
+        f"comm {one('rtcat.comm')!r}",
+    )
     threads = {}
     for t in facts.get("rtcat.thread", []):
         m = re.match(r"(\S+) policy=(\d+) rtprio=(\d+) cpus=(\S*)", t)
@@ -214,8 +277,15 @@ def evaluate(facts, guest, a):
         txrx_ok = txrx is None
     else:
         txrx_ok = bool(txrx and txrx[0] == 1 and txrx[1] == shipped["cycle"]["txrx_priority"])
-    ok = (cyc and cyc[0] == 1 and cyc[1] == shipped["cycle"]["priority"] and cpu_set(cyc[2]) == rt
-          and txrx_ok and stat and stat[0] == 0)
+    ok = (
+        cyc
+        and cyc[0] == 1
+        and cyc[1] == shipped["cycle"]["priority"]
+        and cpu_set(cyc[2]) == rt
+        and txrx_ok
+        and stat
+        and stat[0] == 0
+    )
     chk("rtcat.threads", ok, f"{threads} (policy 1 = SCHED_FIFO)")
 
     # OP and WKC over the window
@@ -224,8 +294,11 @@ def evaluate(facts, guest, a):
     sim_wkc = int(m.group(1)) if m else None
     summ = guest.get("summary.json")
     sum_wkc = summ.get("wkc", {}).get("expected") if isinstance(summ, dict) else None
-    chk("wkc.expected", expected_wkc is not None and sim_wkc == expected_wkc and sum_wkc == expected_wkc,
-        f"config {expected_wkc}, simulated segment {sim_wkc}, results file {sum_wkc}")
+    chk(
+        "wkc.expected",
+        expected_wkc is not None and sim_wkc == expected_wkc and sum_wkc == expected_wkc,
+        f"config {expected_wkc}, simulated segment {sim_wkc}, results file {sum_wkc}",
+    )
 
     # the master's own events (each with its CLOCK_REALTIME ns and cycle), read back at the end
     events = []
@@ -259,21 +332,32 @@ def evaluate(facts, guest, a):
         # as that stretch lasts clean_s; a master that loses frames regularly still fails.
         lost_at = sorted(ns for ns, cyc, kind in events if kind == "frame_lost" and c0 <= cyc < c1)
         edges = [t0] + [min(max(ns, t0), t1) for ns in lost_at] + [t1]
-        clean = max(b - a for a, b in zip(edges, edges[1:])) / 1e9
+        clean = max(b - a for a, b in zip(edges, edges[1:], strict=False)) / 1e9
         ops = all(re.fullmatch(r"0x[0-9a-f]+:8", x) for x in m0["devices"] + m1["devices"])
-        ok = (secs >= clean_s and s0["health"] == "OK" and s1["health"] == "OK"
-              and d["wkc_mismatch"] == 0 and d["recoveries"] == 0
-              and len(lost_at) == d["lost"] and clean >= clean_s
-              and d["cycles"] >= MIN_CYCLE_SHARE * nominal and dframes >= d["cycles"] - slack and dsimlost == 0
-              and ops and len(m0["devices"]) == shipped["segment"]["subdevices"])
+        ok = (
+            secs >= clean_s
+            and s0["health"] == "OK"
+            and s1["health"] == "OK"
+            and d["wkc_mismatch"] == 0
+            and d["recoveries"] == 0
+            and len(lost_at) == d["lost"]
+            and clean >= clean_s
+            and d["cycles"] >= MIN_CYCLE_SHARE * nominal
+            and dframes >= d["cycles"] - slack
+            and dsimlost == 0
+            and ops
+            and len(m0["devices"]) == shipped["segment"]["subdevices"]
+        )
         where = ", ".join(f"{(ns - t0) / 1e9:.1f} s" for ns in lost_at)
-        return ok, (f"{secs:.1f} s: cycles +{d['cycles']} ({d['cycles'] / nominal:.0%} of {nominal:.0f} nominal), "
-                    f"wkc_mismatch +{d['wkc_mismatch']}, lost +{d['lost']} "
-                    f"({len(lost_at)} in events.log{': at ' + where if where else ''}), "
-                    f"longest stretch with every cycle's WKC as expected {clean:.1f} s (needs {clean_s} s), "
-                    f"recoveries +{d['recoveries']}, health {s0['health']}->{s1['health']}; "
-                    f"segment frames +{dframes}, lost +{dsimlost}, "
-                    f"AL states {m0['devices']} -> {m1['devices']}")
+        return ok, (
+            f"{secs:.1f} s: cycles +{d['cycles']} ({d['cycles'] / nominal:.0%} of {nominal:.0f} nominal), "
+            f"wkc_mismatch +{d['wkc_mismatch']}, lost +{d['lost']} "
+            f"({len(lost_at)} in events.log{': at ' + where if where else ''}), "
+            f"longest stretch with every cycle's WKC as expected {clean:.1f} s (needs {clean_s} s), "
+            f"recoveries +{d['recoveries']}, health {s0['health']}->{s1['health']}; "
+            f"segment frames +{dframes}, lost +{dsimlost}, "
+            f"AL states {m0['devices']} -> {m1['devices']}"
+        )
 
     ok, detail = window("op", WINDOW_MIN_S)
     chk("rtcat.op_wkc_window", ok, detail)
@@ -286,22 +370,35 @@ def evaluate(facts, guest, a):
         verdicts = {}
         for c in doc["checks"]:
             verdicts[c.get("verdict")] = verdicts.get(c.get("verdict"), 0) + 1
-        chk("doctor.no_fail", not bad,
-            f"{len(doc['checks'])} checks {verdicts}; FAIL {fails}; not excused on a VM: {bad}")
+        chk(
+            "doctor.no_fail",
+            not bad,
+            f"{len(doc['checks'])} checks {verdicts}; FAIL {fails}; not excused on a VM: {bad}",
+        )
     else:
         chk("doctor.no_fail", False, f"doctor.json unusable: {str(doc)[:200]}")
 
-    chk("systemctl.failed_empty", "failed_units" in facts and one("failed_units") == ""
-        and "failed_units_end" in facts and one("failed_units_end") == "",
-        f"after boot {one('failed_units', '?')!r}, at the end {one('failed_units_end', '?')!r}")
+    chk(
+        "systemctl.failed_empty",
+        "failed_units" in facts
+        and one("failed_units") == ""
+        and "failed_units_end" in facts
+        and one("failed_units_end") == "",
+        f"after boot {one('failed_units', '?')!r}, at the end {one('failed_units_end', '?')!r}",
+    )
 
     # segment power-cycle and simulator restart: recovered in the same process
     pid = one("rtcat.mainpid")
     for tag in ("powercycle", "simrestart"):
-        chk(f"recovery.{tag}", one(f"{tag}.recovered") == "yes" and one(f"{tag}.mainpid") == pid
-            and pid not in ("", "0") and one(f"{tag}.nrestarts") == "0",
+        chk(
+            f"recovery.{tag}",
+            one(f"{tag}.recovered") == "yes"
+            and one(f"{tag}.mainpid") == pid
+            and pid not in ("", "0")
+            and one(f"{tag}.nrestarts") == "0",
             f"recovered {one(f'{tag}.recovered')!r} in {one(f'{tag}.recovery_ms')} ms, MainPID "
-            f"{pid} -> {one(f'{tag}.mainpid')}, NRestarts {one(f'{tag}.nrestarts')}")
+            f"{pid} -> {one(f'{tag}.mainpid')}, NRestarts {one(f'{tag}.nrestarts')}",
+        )
     ok, detail = window("after", AFTER_MIN_S)
     chk("rtcat.wkc_after_recovery", ok and one("rtcat.active_end") == "active", detail)
 
@@ -309,18 +406,26 @@ def evaluate(facts, guest, a):
     ev = guest.get("events.log")
     if isinstance(summ, dict) and isinstance(ev, list):
         last = ev[-1] if ev else ""
-        ok = (summ.get("schema") == "rtcat.summary/1" and summ.get("mode") == "iface" and summ.get("interface") == iface
-              and summ.get("cycles", 0) > 0 and summ.get("recoveries", 0) >= 2
-              and summ.get("subdevices") == shipped["segment"]["subdevices"]
-              # the final summary of a run stopped by systemd, not a checkpoint of a running one
-              and (summ.get("stop") or {}).get("reason") == "signal"
-              and (summ.get("stop") or {}).get("signal") == "SIGTERM"
-              and sum("recovery_done" in x for x in ev) >= 2
-              and re.search(r"shutdown outputs=0 segment=INIT$", last) is not None)
-        chk("results.written_at_poweroff", ok,
+        ok = (
+            summ.get("schema") == "rtcat.summary/1"
+            and summ.get("mode") == "iface"
+            and summ.get("interface") == iface
+            and summ.get("cycles", 0) > 0
+            and summ.get("recoveries", 0) >= 2
+            and summ.get("subdevices") == shipped["segment"]["subdevices"]
+            # the final summary of a run stopped by systemd, not a checkpoint of a running one
+            and (summ.get("stop") or {}).get("reason") == "signal"
+            and (summ.get("stop") or {}).get("signal") == "SIGTERM"
+            and sum("recovery_done" in x for x in ev) >= 2
+            and re.search(r"shutdown outputs=0 segment=INIT$", last) is not None
+        )
+        chk(
+            "results.written_at_poweroff",
+            ok,
             f"summary.json: schema {summ.get('schema')}, cycles {summ.get('cycles')}, duration "
             f"{summ.get('duration_s')} s, recoveries {summ.get('recoveries')}, frames lost "
-            f"{summ.get('frames_lost')}, wkc {summ.get('wkc')}, stop {summ.get('stop')}; events.log last line {last!r}")
+            f"{summ.get('frames_lost')}, wkc {summ.get('wkc')}, stop {summ.get('stop')}; events.log last line {last!r}",
+        )
     else:
         chk("results.written_at_poweroff", False, f"summary.json {str(summ)[:120]}; events.log {str(ev)[:120]}")
     return res
@@ -336,15 +441,19 @@ def common_args(p):
     p.add_argument("--nr-cpus", type=int, required=True)
     p.add_argument("--config", required=True)
     p.add_argument("--period-us", type=int, default=0, help="guest [cycle].period_us if not the shipped one")
+    p.add_argument("--rtcat", required=True, help="the host's rtcat binary (CPU lists are parsed by it)")
 
 
 def scale_config(a):
     with open(a.file) as f:
         text = f.read()
-    want = {("cycle", "cpu"): str(a.cpu), ("cycle", "txrx_cpu"): str(a.cpu),
-            **({("cycle", "period_us"): str(a.period_us)} if a.period_us else {}),
-            ("tune", "housekeeping_cpus"): json.dumps(a.housekeeping),
-            ("tune", "nic_irq_cpu"): str(a.nic_irq_cpu)}
+    want = {
+        ("cycle", "cpu"): str(a.cpu),
+        ("cycle", "txrx_cpu"): str(a.cpu),
+        **({("cycle", "period_us"): str(a.period_us)} if a.period_us else {}),
+        ("tune", "housekeeping_cpus"): json.dumps(a.housekeeping),
+        ("tune", "nic_irq_cpu"): str(a.nic_irq_cpu),
+    }
     done, section, out = set(), None, []
     for line in text.splitlines(keepends=True):
         m = re.match(r"\s*\[([^\]]+)\]", line)
@@ -364,8 +473,10 @@ def scale_config(a):
     assert cfg["cycle"]["cpu"] == a.cpu and cfg["tune"]["housekeeping_cpus"] == a.housekeeping
     with open(a.file, "w") as f:
         f.write(new)
-    print(f"  [cycle] cpu = txrx_cpu = {a.cpu}; [tune] housekeeping_cpus = {a.housekeeping!r}, "
-          f"nic_irq_cpu = {a.nic_irq_cpu}")
+    print(
+        f"  [cycle] cpu = txrx_cpu = {a.cpu}; [tune] housekeeping_cpus = {a.housekeeping!r}, "
+        f"nic_irq_cpu = {a.nic_irq_cpu}"
+    )
 
 
 def gather(a):
@@ -381,8 +492,9 @@ def cmd_check(a):
     for name, ok, detail in res:
         print(f"  {'PASS' if ok else 'FAIL'} {name}: {detail}")
     failed = [n for n, ok, _ in res if not ok]
-    print(f"  {len(res) - len(failed)}/{len(res)} assertions hold"
-          + (f"; FAILED: {', '.join(failed)}" if failed else ""))
+    print(
+        f"  {len(res) - len(failed)}/{len(res)} assertions hold" + (f"; FAILED: {', '.join(failed)}" if failed else "")
+    )
     excluded = ", ".join(f"{k} ({v})" for k, v in VM_EXCLUDED.items())
     print(f"  doctor checks excused on the VM: {excluded}")
     return 1 if failed else 0
@@ -391,6 +503,7 @@ def cmd_check(a):
 def set_fact(k, v):
     def f(facts, guest, a):
         facts[k] = [v]
+
     return f
 
 
@@ -398,37 +511,52 @@ def bump_status(tag, field, by):
     def f(facts, guest, a):
         line = facts[tag][-1]
         facts[tag][-1] = re.sub(rf"{field}=(\d+)", lambda m: f"{field}={int(m.group(1)) + by}", line)
+
     return f
 
 
 def short_segment(tag):
     """The simulator's frame count at the end of the window one frame short of the master's
     cycles minus one status interval (the most the sampling skew may explain)."""
+
     def f(facts, guest, a):
         with open(a.config, "rb") as fh:
             shipped = tomllib.load(fh)
         period_us = a.period_us or shipped["cycle"]["period_us"]
         slack = shipped.get("output", {}).get("status_interval_ms", 1000) * 1000 // period_us
-        cyc = lambda end: int(re.search(r"cycles=(\d+)", facts[f"{tag}.{end}_status"][-1]).group(1))
+
+        def cyc(end):
+            return int(re.search(r"cycles=(\d+)", facts[f"{tag}.{end}_status"][-1]).group(1))
+
         fr0 = int(re.search(r"frames=(\d+)", facts[f"{tag}.start_sim"][-1]).group(1))
         want = fr0 + cyc("end") - cyc("start") - slack - 1
         facts[f"{tag}.end_sim"][-1] = re.sub(r"frames=\d+", f"frames={want}", facts[f"{tag}.end_sim"][-1])
+
     return f
 
 
 def lost_frames(tag, n):
     """n frame_lost events spread evenly over window `tag` (splitting it into n + 1 equal
     stretches), and the master's lost counter raised to match."""
+
     def f(facts, guest, a):
-        one = lambda k: facts[k][-1]  # noqa: E731
+
+        def one(k):
+            return facts[k][-1]
+
+        def cyc(end):
+            return int(re.search(r"cycles=(\d+)", one(f"{tag}.{end}_status")).group(1))
+
         t0, t1 = int(one(f"{tag}.start_unix_ns")), int(one(f"{tag}.end_unix_ns"))
-        cyc = lambda end: int(re.search(r"cycles=(\d+)", one(f"{tag}.{end}_status")).group(1))  # noqa: E731
         c0, c1 = cyc("start"), cyc("end")
         for k in range(1, n + 1):
             # before the last line (the shutdown event)
-            guest["events.log"].insert(len(guest["events.log"]) - 1,
-                                       f"{t0 + (t1 - t0) * k // (n + 1)} cycle={c0 + (c1 - c0) * k // (n + 1)} frame_lost")
+            guest["events.log"].insert(
+                len(guest["events.log"]) - 1,
+                f"{t0 + (t1 - t0) * k // (n + 1)} cycle={c0 + (c1 - c0) * k // (n + 1)} frame_lost",
+            )
         bump_status(f"{tag}.end_status", "lost", n)(facts, guest, a)
+
     return f
 
 
@@ -437,6 +565,7 @@ def doctor_fail(cid):
         for c in guest["doctor.json"]["checks"]:
             if c["id"] == cid:
                 c["verdict"] = "FAIL"
+
     return f
 
 
@@ -445,18 +574,43 @@ def cmd_self_test(a):
     power0 = a.power_down
     cases = [
         ("kernel.preempt_rt", "uname -v without PREEMPT_RT", set_fact("kernel_version", "#1 SMP PREEMPT")),
-        ("nic.named_by_link", "no .link file: the port kept the kernel's name",
-         lambda f, g, a: (set_fact("nic.master_end", "veth0")(f, g, a), set_fact("nic.exists", "no")(f, g, a))),
-        ("nic.named_by_link", "the cable created under the configured name (no rename)", set_fact("nic.name_assign_type", "3")),
-        ("nic.named_by_link", "named by another .link file", set_fact("nic.link_file", "/usr/lib/systemd/network/99-default.link")),
-        ("nic.named_by_link", "the control cable got the EtherCAT name without the .link file",
-         lambda f, g, a: set_fact("control.nolink_name", f["nic.configured"][-1])(f, g, a)),
-        ("nic.no_ip", "an IPv6 link-local address on the port at the end", set_fact("nic_end.addresses", "inet6 fe80::1/64 ")),
-        ("nic.no_ip", "the port configured by the maintenance .network",
-         set_fact("nic.network_file", "/usr/lib/systemd/network/20-rtcat-maintenance.network")),
+        (
+            "nic.named_by_link",
+            "no .link file: the port kept the kernel's name",
+            lambda f, g, a: (set_fact("nic.master_end", "veth0")(f, g, a), set_fact("nic.exists", "no")(f, g, a)),
+        ),
+        (
+            "nic.named_by_link",
+            "the cable created under the configured name (no rename)",
+            set_fact("nic.name_assign_type", "3"),
+        ),
+        (
+            "nic.named_by_link",
+            "named by another .link file",
+            set_fact("nic.link_file", "/usr/lib/systemd/network/99-default.link"),
+        ),
+        (
+            "nic.named_by_link",
+            "the control cable got the EtherCAT name without the .link file",
+            lambda f, g, a: set_fact("control.nolink_name", f["nic.configured"][-1])(f, g, a),
+        ),
+        (
+            "nic.no_ip",
+            "an IPv6 link-local address on the port at the end",
+            set_fact("nic_end.addresses", "inet6 fe80::1/64 "),
+        ),
+        (
+            "nic.no_ip",
+            "the port configured by the maintenance .network",
+            set_fact("nic.network_file", "/usr/lib/systemd/network/20-rtcat-maintenance.network"),
+        ),
         ("nic.no_ip", "IPv6 left on", set_fact("nic_end.disable_ipv6", "0")),
         ("nic.no_ip", "ARP on", set_fact("nic.flags", "BROADCAST,MULTICAST,UP,LOWER_UP")),
-        ("boot.cmdline", "command line without nohz_full", set_fact("cmdline", re.sub(r" nohz_full=\S+", "", a.cmdline))),
+        (
+            "boot.cmdline",
+            "command line without nohz_full",
+            set_fact("cmdline", re.sub(r" nohz_full=\S+", "", a.cmdline)),
+        ),
         ("boot.isolated", "no isolated CPU", set_fact("cpu_isolated", "")),
         ("boot.nohz_full", "nohz_full on the wrong CPU", set_fact("cpu_nohz_full", "1")),
         ("tune.applied", "rtcat-tune failed", set_fact("tune.result", "exit-code")),
@@ -467,22 +621,49 @@ def cmd_self_test(a):
         ("rtcat.op_wkc_window", "three lost frames spread over the window (no 10 s clean)", lost_frames("op", 3)),
         ("rtcat.wkc_after_recovery", "two lost frames spread over the window (no 5 s clean)", lost_frames("after", 2)),
         ("rtcat.op_wkc_window", "window shorter than 10 s", set_fact("op.seconds", "9")),
-        ("rtcat.op_wkc_window", "segment saw one status interval of frames fewer than the master cycled", short_segment("op")),
-        ("rtcat.op_wkc_window", "a subdevice in SAFE-OP", lambda f, g, a: f["op.end_sim"].__setitem__(-1, re.sub(r":8\]", ":4]", f["op.end_sim"][-1]))),
+        (
+            "rtcat.op_wkc_window",
+            "segment saw one status interval of frames fewer than the master cycled",
+            short_segment("op"),
+        ),
+        (
+            "rtcat.op_wkc_window",
+            "a subdevice in SAFE-OP",
+            lambda f, g, a: f["op.end_sim"].__setitem__(-1, re.sub(r":8\]", ":4]", f["op.end_sim"][-1])),
+        ),
         ("doctor.no_fail", "doctor FAIL on tasks.rt_cpu", doctor_fail("tasks.rt_cpu")),
         ("systemctl.failed_empty", "a failed unit", set_fact("failed_units", "foo.service")),
         ("recovery.powercycle", "rtcat restarted by systemd to recover", set_fact("powercycle.mainpid", "99999")),
         ("recovery.simrestart", "no recovery", set_fact("simrestart.recovered", "no")),
-        ("results.written_at_poweroff", "no results file", lambda f, g, a: g.__setitem__("summary.json", OSError("missing"))),
-        ("results.written_at_poweroff", "a checkpoint instead of the final summary",
-         lambda f, g, a: g["summary.json"].__setitem__("stop", {"reason": "running", "signal": None})),
-        ("results.written_at_poweroff", "segment not back to INIT", lambda f, g, a: g["events.log"].append("1 cycle=1 shutdown outputs=0 segment=UNKNOWN")),
+        (
+            "results.written_at_poweroff",
+            "no results file",
+            lambda f, g, a: g.__setitem__("summary.json", OSError("missing")),
+        ),
+        (
+            "results.written_at_poweroff",
+            "a checkpoint instead of the final summary",
+            lambda f, g, a: g["summary.json"].__setitem__("stop", {"reason": "running", "signal": None}),
+        ),
+        (
+            "results.written_at_poweroff",
+            "segment not back to INIT",
+            lambda f, g, a: g["events.log"].append("1 cycle=1 shutdown outputs=0 segment=UNKNOWN"),
+        ),
         ("poweroff.clean", "no clean power-down", lambda f, g, a: setattr(a, "power_down", False)),
-        ("wkc.expected", "simulator with another WKC", set_fact("sim.banner", "rtcat sim: 2 subdevices, 4 bytes of process data, expected WKC 6 on ecsim0")),
+        (
+            "wkc.expected",
+            "simulator with another WKC",
+            set_fact("sim.banner", "rtcat sim: 2 subdevices, 4 bytes of process data, expected WKC 6 on ecsim0"),
+        ),
     ]
     # what the assertions tolerate on purpose: must still pass
     tolerated = [
-        ("rtcat.op_wkc_window", "two lost frames spread over the window (a 10 s stretch stays clean)", lost_frames("op", 2)),
+        (
+            "rtcat.op_wkc_window",
+            "two lost frames spread over the window (a 10 s stretch stays clean)",
+            lost_frames("op", 2),
+        ),
         ("rtcat.wkc_after_recovery", "one lost frame mid-window (a 5 s stretch stays clean)", lost_frames("after", 1)),
     ]
     missed = 0
@@ -499,11 +680,15 @@ def cmd_self_test(a):
         if got is want:
             print(f"  ok     {target} {'still passes with' if want else 'FAILs on'}: {what}")
         else:
-            print(f"  MISSED {target} {'FAILs with' if want else 'still passes with'}: {what}"
-                  f"{' (tolerated on purpose)' if want else ''}")
+            print(
+                f"  MISSED {target} {'FAILs with' if want else 'still passes with'}: {what}"
+                f"{' (tolerated on purpose)' if want else ''}"
+            )
             missed += 1
-    print(f"  {len(cases) + len(tolerated) - missed}/{len(cases) + len(tolerated)} deliberate defects detected "
-          f"and tolerated conditions passed")
+    print(
+        f"  {len(cases) + len(tolerated) - missed}/{len(cases) + len(tolerated)} deliberate defects detected "
+        f"and tolerated conditions passed"
+    )
     return 1 if missed else 0
 
 
@@ -522,10 +707,12 @@ def main():
     if a.cmd == "scale-config":
         scale_config(a)
         return 0
+    global RTCAT
+    RTCAT = a.rtcat
     try:
         cpu_set(a.rt_cpus)
-    except ValueError:
-        sys.exit(f"--rt-cpus: {a.rt_cpus!r} is not a CPU list")
+    except ValueError as e:
+        sys.exit(f"--rt-cpus: {a.rt_cpus!r} is not a CPU list ({e})")
     return cmd_check(a) if a.cmd == "check" else cmd_self_test(a)
 
 

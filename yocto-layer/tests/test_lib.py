@@ -38,7 +38,7 @@ def fake_bb():
 
 sys.modules["bb"] = fake_bb()
 sys.path.insert(0, str(LAYER / "lib"))
-import rtcat  # noqa: E402
+import rtcat  # noqa: E402 - importable only once the fake bb module and lib/ are in place
 
 
 class D:
@@ -53,8 +53,8 @@ class D:
 
 def sh_env(key, env_file):
     out = subprocess.run(
-        ["bash", "-c", f'. "{env_file}"; printf %s "${key}"'],
-        check=True, capture_output=True, text=True)
+        ["bash", "-c", f'. "{env_file}"; printf %s "${key}"'], check=True, capture_output=True, text=True
+    )
     return out.stdout
 
 
@@ -90,8 +90,9 @@ class BootArgs(unittest.TestCase):
         return D(**v)
 
     def test_same_string_as_bootargs_sh(self):
-        want = subprocess.run(["bash", str(TOP / "kernel/bootargs.sh"), "--format", "plain"],
-                              check=True, capture_output=True, text=True).stdout.strip()
+        want = subprocess.run(
+            ["bash", str(TOP / "kernel/bootargs.sh"), "--format", "plain"], check=True, capture_output=True, text=True
+        ).stdout.strip()
         got = rtcat.bootargs(self.d())
         self.assertEqual(got, want)
         rt = rtcat.cpus(D(RTCAT_TOPDIR=str(TOP)), "RTCAT_RT_CPUS")
@@ -123,8 +124,10 @@ class KernelFiles(unittest.TestCase):
             for n in ("0002-b.patch", "0001-a.patch", "README"):
                 Path(f"{t}/kernel/patches/x/{n}").write_text("")
             d = D(RTCAT_TOPDIR=t)
-            self.assertEqual(rtcat.kernel_files(d, "patches/x", ".patch"),
-                             "file://patches/x/0001-a.patch file://patches/x/0002-b.patch")
+            self.assertEqual(
+                rtcat.kernel_files(d, "patches/x", ".patch"),
+                "file://patches/x/0001-a.patch file://patches/x/0002-b.patch",
+            )
             with self.assertRaisesRegex(Fatal, "kernel/patches/y"):
                 rtcat.kernel_files(d, "patches/y", ".patch")
             shutil.rmtree(f"{t}/kernel/patches/x")
@@ -148,8 +151,12 @@ class Config(unittest.TestCase):
         self.assertEqual(rtcat.config_text(self.d(), self.SHIPPED), self.SHIPPED)
 
     def test_override_reaches_the_config(self):
-        got = tomllib.loads(rtcat.config_text(
-            self.d(RTCAT_RT_CPUS="2-3", RTCAT_HOUSEKEEPING_CPUS="0-1,4-7", RTCAT_ETHERCAT_IFACE="ecat9"), self.SHIPPED))
+        got = tomllib.loads(
+            rtcat.config_text(
+                self.d(RTCAT_RT_CPUS="2-3", RTCAT_HOUSEKEEPING_CPUS="0-1,4-7", RTCAT_ETHERCAT_IFACE="ecat9"),
+                self.SHIPPED,
+            )
+        )
         self.assertEqual(got["bus"]["interface"], "ecat9")
         self.assertEqual((got["cycle"]["cpu"], got["cycle"]["txrx_cpu"]), (2, 2))
         self.assertEqual(got["tune"]["housekeeping_cpus"], "0-1,4-7")
@@ -177,8 +184,9 @@ def recipe_value(path, name):
     """The value a kernel recipe gives NAME (plain or inline python), as bitbake would expand it
     with the rtcat helpers and the recipe's LINUX_VERSION."""
     import re
+
     text = Path(path).read_text()
-    m = re.search(r'^%s\s*\??=\s*"([^"]*)"' % re.escape(name), text, re.M)
+    m = re.search(rf'^{re.escape(name)}\s*\??=\s*"([^"]*)"', text, re.M)
     assert m, f"{path}: no {name}"
     return m.group(1)
 
@@ -224,7 +232,9 @@ class KernelSeries(unittest.TestCase):
             Path(f"{t}/Makefile").write_text("# SPDX\nVERSION = 6\nPATCHLEVEL = 18\nSUBLEVEL = 39\n")
             d = D(LINUX_VERSION="6.18.39")
             self.assertEqual(rtcat.check_tree_series(d, t, "mainline-6.18"), "6.18")
-            with self.assertRaisesRegex(Fatal, r"source is Linux 6\.18 but the patch series is kernel/patches/mainline-6\.12/"):
+            with self.assertRaisesRegex(
+                Fatal, r"source is Linux 6\.18 but the patch series is kernel/patches/mainline-6\.12/"
+            ):
                 rtcat.check_tree_series(d, t, "mainline-6.12")
             Path(f"{t}/Makefile").write_text("VERSION = six\n")
             with self.assertRaisesRegex(Fatal, "no numeric VERSION/PATCHLEVEL"):
@@ -234,18 +244,27 @@ class KernelSeries(unittest.TestCase):
 
     def test_image_kernel_pin_is_the_one_read(self):
         stack = (LAYER / "kas/include/stack-wrynose.yml").read_text()
-        self.assertIn(f"commit: {WRYNOSE_OE_CORE}", stack,
-                      "openembedded-core pin changed: read LINUX_VERSION of its linux-yocto-rt again")
+        self.assertIn(
+            f"commit: {WRYNOSE_OE_CORE}",
+            stack,
+            "openembedded-core pin changed: read LINUX_VERSION of its linux-yocto-rt again",
+        )
 
     def test_recipes_apply_the_series_of_the_kernel_they_build(self):
         # Issue 18: the mainline-rt image builds 6.18 but applied kernel/patches/mainline-6.12.
         bbappend = LAYER / "recipes-kernel/linux/linux-yocto-rt_%.bbappend"
-        got = expand(recipe_value(bbappend, "RTCAT_MAINLINE_PATCHES:rtcat-mainline-rt"),
-                     RTCAT_TOPDIR=str(TOP), LINUX_VERSION=WRYNOSE_LINUX_YOCTO_RT)
+        got = expand(
+            recipe_value(bbappend, "RTCAT_MAINLINE_PATCHES:rtcat-mainline-rt"),
+            RTCAT_TOPDIR=str(TOP),
+            LINUX_VERSION=WRYNOSE_LINUX_YOCTO_RT,
+        )
         self.assertEqual(got, "mainline-" + series_of(WRYNOSE_LINUX_YOCTO_RT))
         bsp = LAYER / "recipes-kernel/linux/linux-rockchip-rt_5.10.bb"
-        got = expand(recipe_value(bsp, "RTCAT_BSP_PATCHES"), RTCAT_TOPDIR=str(TOP),
-                     LINUX_VERSION=recipe_value(bsp, "LINUX_VERSION"))
+        got = expand(
+            recipe_value(bsp, "RTCAT_BSP_PATCHES"),
+            RTCAT_TOPDIR=str(TOP),
+            LINUX_VERSION=recipe_value(bsp, "LINUX_VERSION"),
+        )
         self.assertEqual(got, "bsp-5.10")
 
     def test_standalone_build_follows_the_image_series(self):

@@ -251,4 +251,16 @@ pub enum ConfigCmd {
     },
     /// Print the example configuration (every key, commented)
     Example,
+    /// Normalise a kernel CPU list (`0-3,5`): its canonical form, count and members (exit 2
+    /// naming the bad item). The one parser the CI scripts ask instead of their own.
+    Cpus {
+        #[arg(value_name = "LIST", allow_hyphen_values = true)]
+        list: String,
+        /// Print `{"list": "0-3,5", "count": 5, "cpus": [0, 1, 2, 3, 5]}` instead of the list
+        #[arg(long, conflicts_with = "members")]
+        json: bool,
+        /// Print the members on one line (`0 1 2 3 5`), for shell scripts
+        #[arg(long)]
+        members: bool,
+    },
 }

@@ -87,6 +87,29 @@ fn main() -> ExitCode {
             print!("{EXAMPLE}");
             ExitCode::SUCCESS
         }
+        Command::Config(ConfigCmd::Cpus {
+            list,
+            json,
+            members,
+        }) => match rtlab::cpus::parse_cpu_list(&list) {
+            Ok(cpus) => {
+                let canon = rtlab::cpus::format_cpu_list(&cpus);
+                if json {
+                    let v = serde_json::json!({"list": canon, "count": cpus.len(), "cpus": cpus});
+                    println!("{v}");
+                } else if members {
+                    let m: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+                    println!("{}", m.join(" "));
+                } else {
+                    println!("{canon}");
+                }
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                rtcat::say!("rtcat: CPU list {list:?}: {e}");
+                ExitCode::from(EXIT_CONFIG)
+            }
+        },
         Command::Doctor(a) => match context_for(a.config.as_deref()) {
             Ok(ctx) => input_code(rttune::run_doctor(&a, &ctx)),
             Err(c) => c,

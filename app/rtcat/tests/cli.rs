@@ -193,3 +193,44 @@ fn missing_privileges_name_the_capability() {
         "{err}"
     );
 }
+
+#[test]
+fn config_cpus_normalises_and_names_the_bad_item() {
+    let out = rtcat()
+        .args(["config", "cpus", "5,0-2,1,3"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0-3,5\n");
+    // sysfs lists end in a newline; the JSON form is what the CI scripts read
+    let out = rtcat()
+        .args(["config", "cpus", "--json", "6-7\n"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        v,
+        serde_json::json!({"list": "6-7", "count": 2, "cpus": [6, 7]})
+    );
+    let out = rtcat()
+        .args(["config", "cpus", "--members", "3,0-1"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "0 1 3\n");
+    for (bad, named) in [
+        ("", "empty CPU list"),
+        ("1,,2", "\"\" is not a CPU number"),
+        ("7-6", "\"7-6\" runs backwards"),
+        ("6,x", "\"x\" is not a CPU number"),
+        ("-1", "\"-1\" is not a CPU number"),
+        ("4096", "CPU 4096 is out of range"),
+    ] {
+        let out = rtcat().args(["config", "cpus", bad]).output().unwrap();
+        assert_eq!(out.status.code(), Some(2), "{bad:?}: {out:?}");
+        assert!(out.stdout.is_empty(), "{bad:?}: {out:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(named), "{bad:?}: {err}");
+    }
+}

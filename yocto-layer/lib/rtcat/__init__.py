@@ -16,7 +16,7 @@ ENV_KEYS = ("RTCAT_RT_CPUS", "RTCAT_HOUSEKEEPING_CPUS", "RTCAT_NR_CPUS")
 def _topdir(d):
     top = d.getVar("RTCAT_TOPDIR")
     if not top or not os.path.isdir(top):
-        bb.fatal("RTCAT_TOPDIR: '%s' is not the rtcat repository (set it in local.conf)" % top)
+        bb.fatal(f"RTCAT_TOPDIR: '{top}' is not the rtcat repository (set it in local.conf)")
     return top
 
 
@@ -31,16 +31,16 @@ def read_env(path):
         with open(path) as f:
             lines = f.read().splitlines()
     except OSError as e:
-        bb.fatal("RTCAT_TOPDIR: cannot read %s: %s" % (path, e.strerror))
+        bb.fatal(f"RTCAT_TOPDIR: cannot read {path}: {e.strerror}")
     for n, line in enumerate(lines, 1):
         line = line.split("#", 1)[0].strip().replace(" ", "").replace("\t", "")
         if not line:
             continue
         if "=" not in line:
-            bb.fatal("%s:%d: expected KEY=VALUE, got '%s'" % (path, n, line))
+            bb.fatal(f"{path}:{n}: expected KEY=VALUE, got '{line}'")
         key, val = line.split("=", 1)
         if key not in ENV_KEYS:
-            bb.fatal("%s:%d: unknown key '%s'" % (path, n, key))
+            bb.fatal(f"{path}:{n}: unknown key '{key}'")
         values[key] = val.strip('"')
     return values
 
@@ -51,7 +51,7 @@ def cpus(d, key):
     bb.parse.mark_dependency(d, path)
     values = read_env(path)
     if key not in values or not values[key]:
-        bb.fatal("%s: %s is not set" % (path, key))
+        bb.fatal(f"{path}: {key} is not set")
     return values[key]
 
 
@@ -62,16 +62,23 @@ def bootargs(d, base=""):
     script = os.path.join(_topdir(d), "kernel", "bootargs.sh")
     bb.parse.mark_dependency(d, script)
     cmd = [
-        "bash", script, "--format", "plain",
-        "--rt-cpus", d.getVar("RTCAT_RT_CPUS"),
-        "--housekeeping", d.getVar("RTCAT_HOUSEKEEPING_CPUS"),
-        "--nr-cpus", d.getVar("RTCAT_NR_CPUS"),
-        "--base", base,
+        "bash",
+        script,
+        "--format",
+        "plain",
+        "--rt-cpus",
+        d.getVar("RTCAT_RT_CPUS"),
+        "--housekeeping",
+        d.getVar("RTCAT_HOUSEKEEPING_CPUS"),
+        "--nr-cpus",
+        d.getVar("RTCAT_NR_CPUS"),
+        "--base",
+        base,
     ]
     try:
         out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     except subprocess.CalledProcessError as e:
-        bb.fatal("RTCAT_BOOTARGS: kernel/bootargs.sh failed: %s" % e.stderr.strip())
+        bb.fatal(f"RTCAT_BOOTARGS: kernel/bootargs.sh failed: {e.stderr.strip()}")
     return out.stdout.strip()
 
 
@@ -80,12 +87,12 @@ def kernel_files(d, subdir, suffix):
     kernel/SUBDIR, sorted; the directory is a parse dependency, so adding a patch reparses."""
     path = os.path.join(_topdir(d), "kernel", subdir)
     if not os.path.isdir(path):
-        bb.fatal("%s: no such directory in the rtcat repository (kernel/%s)" % (path, subdir))
+        bb.fatal(f"{path}: no such directory in the rtcat repository (kernel/{subdir})")
     bb.parse.mark_dependency(d, path)
     names = sorted(n for n in os.listdir(path) if n.endswith(suffix))
     if not names:
-        bb.fatal("kernel/%s: no *%s files" % (subdir, suffix))
-    return " ".join("file://%s/%s" % (subdir, n) for n in names)
+        bb.fatal(f"kernel/{subdir}: no *{suffix} files")
+    return " ".join(f"file://{subdir}/{n}" for n in names)
 
 
 KERNEL_PROVIDERS = {"mainline-rt": "linux-yocto-rt", "bsp-rt": "linux-rockchip-rt"}
@@ -95,8 +102,7 @@ def kernel_provider(d):
     """virtual/kernel for RTCAT_KERNEL_FLAVOUR."""
     flavour = d.getVar("RTCAT_KERNEL_FLAVOUR")
     if flavour not in KERNEL_PROVIDERS:
-        bb.fatal("RTCAT_KERNEL_FLAVOUR: '%s' is not one of %s"
-                 % (flavour, ", ".join(sorted(KERNEL_PROVIDERS))))
+        bb.fatal(f"RTCAT_KERNEL_FLAVOUR: '{flavour}' is not one of {', '.join(sorted(KERNEL_PROVIDERS))}")
     return KERNEL_PROVIDERS[flavour]
 
 
@@ -107,8 +113,8 @@ def kernel_fragments(d, names):
     for name in (names or "").split():
         path = os.path.join(_topdir(d), "kernel", "fragments", name)
         if not os.path.isfile(path):
-            bb.fatal("RTCAT_KERNEL_FRAGMENTS: %s does not exist (kernel/fragments/%s)" % (path, name))
-        out.append("file://fragments/%s" % name)
+            bb.fatal(f"RTCAT_KERNEL_FRAGMENTS: {path} does not exist (kernel/fragments/{name})")
+        out.append(f"file://fragments/{name}")
     return " ".join(out)
 
 
@@ -118,7 +124,7 @@ def cpu_list(field, text):
     for item in (text or "").split(","):
         a, _, b = item.partition("-")
         if not a.isdigit() or (b and not b.isdigit()) or (b and int(b) < int(a)):
-            bb.fatal("%s: '%s' is not a CPU list (e.g. 6 or 0-5,7)" % (field, text))
+            bb.fatal(f"{field}: '{text}' is not a CPU list (e.g. 6 or 0-5,7)")
         out.update(range(int(a), int(b or a) + 1))
     return out
 
@@ -132,6 +138,7 @@ def config_text(d, text):
     Only the values change (comments and layout stay); with the defaults of kernel/rt-cpus.env
     the result is the shipped file byte for byte."""
     import re
+
     rt = cpu_list("RTCAT_RT_CPUS", d.getVar("RTCAT_RT_CPUS"))
     hk_text = d.getVar("RTCAT_HOUSEKEEPING_CPUS")
     hk = cpu_list("RTCAT_HOUSEKEEPING_CPUS", hk_text)
@@ -139,8 +146,12 @@ def config_text(d, text):
     if not iface:
         bb.fatal("RTCAT_ETHERCAT_IFACE is not set (conf/distro/rtcat-os.conf)")
     cpu = str(min(rt))
-    want = {("bus", "interface"): '"%s"' % iface, ("cycle", "cpu"): cpu, ("cycle", "txrx_cpu"): cpu,
-            ("tune", "housekeeping_cpus"): '"%s"' % hk_text}
+    want = {
+        ("bus", "interface"): f'"{iface}"',
+        ("cycle", "cpu"): cpu,
+        ("cycle", "txrx_cpu"): cpu,
+        ("tune", "housekeeping_cpus"): f'"{hk_text}"',
+    }
     done, section, out = set(), None, []
     for line in text.splitlines(keepends=True):
         m = re.match(r"\s*\[([^\]]+)\]", line)
@@ -153,12 +164,14 @@ def config_text(d, text):
         elif m and (section, m.group(2)) == ("tune", "nic_irq_cpu"):
             nic = m.group(4).strip()
             if not nic.isdigit() or int(nic) not in hk:
-                bb.fatal("rtcat.toml: [tune].nic_irq_cpu = %s is not a housekeeping CPU "
-                         "(RTCAT_HOUSEKEEPING_CPUS = %s)" % (nic, hk_text))
+                bb.fatal(
+                    f"rtcat.toml: [tune].nic_irq_cpu = {nic} is not a housekeeping CPU "
+                    f"(RTCAT_HOUSEKEEPING_CPUS = {hk_text})"
+                )
         out.append(line)
-    missing = sorted("[%s].%s" % k for k in want if k not in done)
+    missing = sorted("[{}].{}".format(*k) for k in want if k not in done)
     if missing:
-        bb.fatal("rtcat.toml: no %s to set" % ", ".join(missing))
+        bb.fatal(f"rtcat.toml: no {', '.join(missing)} to set")
     return "".join(out)
 
 
@@ -175,7 +188,7 @@ def kernel_patch_series(d, flavour, version=None):
     try:
         out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     except subprocess.CalledProcessError as e:
-        bb.fatal("rtcat: %s" % e.stderr.strip())
+        bb.fatal(f"rtcat: {e.stderr.strip()}")
     return out.stdout.strip()
 
 
@@ -187,15 +200,16 @@ def check_tree_series(d, tree, series):
         with open(makefile) as f:
             text = f.read(4096)
     except OSError as e:
-        bb.fatal("rtcat: cannot read %s: %s" % (makefile, e.strerror))
+        bb.fatal(f"rtcat: cannot read {makefile}: {e.strerror}")
     v = re.search(r"^VERSION = (\d+)$", text, re.M)
     p = re.search(r"^PATCHLEVEL = (\d+)$", text, re.M)
     if not v or not p:
-        bb.fatal("rtcat: %s has no numeric VERSION/PATCHLEVEL" % makefile)
-    tree_series = "%d.%d" % (int(v.group(1)), int(p.group(1)))
+        bb.fatal(f"rtcat: {makefile} has no numeric VERSION/PATCHLEVEL")
+    tree_series = f"{int(v.group(1))}.{int(p.group(1))}"
     want = series.rsplit("-", 1)[-1]
     if tree_series != want:
-        bb.fatal("rtcat: the kernel source is Linux %s but the patch series is kernel/patches/%s/ "
-                 "(chosen for LINUX_VERSION %s); the series must be the source's"
-                 % (tree_series, series, d.getVar("LINUX_VERSION")))
+        bb.fatal(
+            f"rtcat: the kernel source is Linux {tree_series} but the patch series is kernel/patches/{series}/ "
+            f"(chosen for LINUX_VERSION {d.getVar('LINUX_VERSION')}); the series must be the source's"
+        )
     return tree_series
