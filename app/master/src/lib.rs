@@ -135,20 +135,7 @@ pub fn run_simple(spec: RunSpec, app: &mut dyn Application) -> Result<Outcome> {
             what: "spawn the event drain thread",
             source,
         })?;
-    // ethercrab's groups for 1024 subdevices and its init futures are large: the bring-up runs
-    // on a thread with a stack that fits them in debug builds too.
-    let r = std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("rtcat-master".into())
-            .stack_size(64 << 20)
-            .spawn_scoped(s, || run(spec, app, &mut ch))
-            .map_err(|source| Error::Io {
-                what: "spawn the master thread",
-                source,
-            })?
-            .join()
-            .map_err(|_| Error::Panicked("master"))?
-    });
+    let r = run(spec, app, &mut ch);
     done.store(true, std::sync::atomic::Ordering::Release);
     let _ = drain.join();
     r

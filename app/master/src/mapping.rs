@@ -30,14 +30,22 @@ pub struct SiiCache(Vec<((u32, u32, u32), Sii)>);
 /// Read the fixed area and the categories in `wanted` (all categories when `None`) of a
 /// subdevice's SII, and return them as one image [`Sii::parse`] reads (the categories skipped
 /// are left out of it).
-pub fn read_sii(md: &MainDevice<'_>, sd: &SubDevice, wanted: Option<&[u16]>) -> Result<Vec<u8>> {
-    let pos = sd.configured_address();
+pub fn read_sii(
+    md: &MainDevice<'_>,
+    sd: &SubDevice,
+    position: u16,
+    wanted: Option<&[u16]>,
+) -> Result<Vec<u8>> {
     let read = |word: u16, buf: &mut [u8]| -> Result<()> {
-        let n = block_on(sd.eeprom_read_raw(md, word, buf))
-            .map_err(|e| Error::bus(format!("SII of subdevice {pos:#06x}, word {word:#06x}"), e))?;
+        let n = block_on(sd.eeprom_read_raw(md, word, buf)).map_err(|e| {
+            Error::bus(
+                format!("SII of the subdevice at position {position}, word {word:#06x}"),
+                e,
+            )
+        })?;
         if n < buf.len() {
             return Err(Error::Layout(crate::layout::LayoutError::Mapping {
-                position: pos,
+                position,
                 name: sd.name().to_string(),
                 what: format!(
                     "SII ends at word {word:#06x} (read {n} of {} bytes)",
@@ -77,10 +85,29 @@ pub fn read_sii(md: &MainDevice<'_>, sd: &SubDevice, wanted: Option<&[u16]>) -> 
     Ok(img)
 }
 
-/// The subdevice as the layout needs it: identity, name, and the PDOs it will run with.
+/// The layout of a segment in PRE-OP: every subdevice read with [`read_subdevice`] (one SII
+/// read per identity), placed by [`crate::Layout::build`]. The bring-up and `rtcat pdos` both
+/// use it, so the command shows exactly what the application gets.
+pub fn read_layout<'a>(
+    md: &MainDevice<'_>,
+    subdevices: impl Iterator<Item = SubDeviceRef<'a, &'a SubDevice>>,
+    generation: u32,
+) -> Result<crate::Layout> {
+    let mut sources = Vec::new();
+    let mut cache = SiiCache::default();
+    for (position, sd) in subdevices.enumerate() {
+        let position = u16::try_from(position).unwrap_or(u16::MAX);
+        sources.push(read_subdevice(md, &sd, position, &mut cache)?);
+    }
+    Ok(crate::Layout::build(generation, &sources)?)
+}
+
+/// The subdevice at `position` as the layout needs it: identity, name, and the PDOs it will
+/// run with.
 pub fn read_subdevice(
     md: &MainDevice<'_>,
     sd: &SubDeviceRef<'_, &SubDevice>,
+    position: u16,
     cache: &mut SiiCache,
 ) -> Result<SubdeviceSource> {
     let id = sd.identity();
@@ -88,10 +115,10 @@ pub fn read_subdevice(
     let sii = match cache.0.iter().find(|(k, _)| *k == key) {
         Some((_, s)) => s.clone(),
         None => {
-            let img = read_sii(md, sd, Some(&WANTED))?;
+            let img = read_sii(md, sd, position, Some(&WANTED))?;
             let s = Sii::parse(&img).map_err(|e| {
                 Error::Layout(crate::layout::LayoutError::Mapping {
-                    position: sd.configured_address(),
+                    position,
                     name: sd.name().to_string(),
                     what: e.to_string(),
                 })
@@ -102,7 +129,7 @@ pub fn read_subdevice(
     };
     let coe = sii.protocols.coe && sii.mailbox.is_some();
     let pdos = if coe {
-        coe_pdos(sd, &sii)?
+        coe_pdos(sd, position, &sii)?
     } else {
         SubdeviceSource::pdos_from_sii(&sii)
     };
@@ -129,10 +156,9 @@ pub fn read_subdevice(
 /// The PDOs of a CoE subdevice: for every process-data sync manager n, the assignment object
 /// 0x1C10 + n and the mapping objects it lists (ETG.1000.6 §5.6.7.4), as ethercrab 0.7.1 reads
 /// them to size the SMs (`SubDevice::configure_pdos_coe`).
-fn coe_pdos(sd: &SubDeviceRef<'_, &SubDevice>, sii: &Sii) -> Result<Vec<PdoSource>> {
-    let pos = sd.configured_address();
+fn coe_pdos(sd: &SubDeviceRef<'_, &SubDevice>, position: u16, sii: &Sii) -> Result<Vec<PdoSource>> {
     let sdo = |what: String, e: ethercrab::error::Error| {
-        Error::bus(format!("subdevice {pos:#06x}: {what}"), e)
+        Error::bus(format!("subdevice at position {position}: {what}"), e)
     };
     let mut out = Vec::new();
     for (n, sm) in sii.sync_managers.iter().enumerate() {

@@ -28,6 +28,25 @@ use std::time::Duration;
 /// bring-up (ethercrab's state transitions move the group by value) about 20 MiB of the
 /// master thread's 64 MiB stack in a debug build; 4096 overflows it.
 pub const MAX_SUBDEVICES: usize = 1024;
+/// Stack of the thread that brings a segment up (see [`MAX_SUBDEVICES`]).
+const SETUP_STACK: usize = 64 << 20;
+
+/// Run `f` on a thread named `name` with the stack a bring-up needs (ethercrab's groups for
+/// [`MAX_SUBDEVICES`] and its init futures are large, in debug builds above all), and wait for it.
+pub(crate) fn on_setup_thread<R: Send>(
+    name: &'static str,
+    f: impl FnOnce() -> R + Send,
+) -> Result<R> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(SETUP_STACK)
+            .spawn_scoped(s, f)
+            .map_err(Error::io("spawn the setup thread"))?
+            .join()
+            .map_err(|_| Error::Panicked(name))
+    })
+}
 /// Largest process image, inputs plus outputs of all subdevices: the group's PDI storage (one
 /// byte more and the transition to SAFE-OP fails with `PdiTooLong`). Sent as LRWs of at most
 /// [`LRW_CHUNK`] bytes, one after the other: 15 frames per cycle at the limit.
@@ -172,6 +191,30 @@ impl Registers<'_> {
     }
 }
 
+/// The segment scanned and configured by ethercrab, in PRE-OP (a segment larger than the master
+/// runs is a [`Error::Capacity`] naming both sizes).
+pub(crate) fn scan_to_pre_op(md: &MainDevice<'static>) -> Result<PreOpGroup> {
+    block_on(md.init_single_group::<MAX_SUBDEVICES, MAX_PDI_BYTES>(ethercat_now)).map_err(|e| {
+        match e {
+            ethercrab::error::Error::Capacity(ethercrab::error::Item::SubDevice) => {
+                Error::Capacity(format!(
+                    "the segment has {} subdevices; rtcat runs at most {MAX_SUBDEVICES}",
+                    md.num_subdevices()
+                ))
+            }
+            e => Error::bus("segment scan/configuration", e),
+        }
+    })
+}
+
+/// The segment in PRE-OP, as ethercrab holds it.
+pub(crate) type PreOpGroup = ethercrab::SubDeviceGroup<
+    MAX_SUBDEVICES,
+    MAX_PDI_BYTES,
+    ethercrab::DefaultLock,
+    ethercrab::subdevice_group::PreOp,
+>;
+
 /// Scan, check against the configuration, read the mapping, let the application configure,
 /// and walk the segment to OP.
 fn bring_up(
@@ -180,16 +223,7 @@ fn bring_up(
     app: &mut dyn Application,
     generation: u32,
 ) -> Result<Up> {
-    let group = block_on(md.init_single_group::<MAX_SUBDEVICES, MAX_PDI_BYTES>(ethercat_now))
-        .map_err(|e| match e {
-            ethercrab::error::Error::Capacity(ethercrab::error::Item::SubDevice) => {
-                Error::Capacity(format!(
-                    "the segment has {} subdevices; rtcat runs at most {MAX_SUBDEVICES}",
-                    md.num_subdevices()
-                ))
-            }
-            e => Error::bus("segment scan/configuration", e),
-        })?;
+    let group = scan_to_pre_op(md)?;
     let n = group.len();
     if n == 0 {
         return Err(Error::NoSubdevices);
@@ -224,12 +258,7 @@ fn bring_up(
         }
     }
     // The mapping in effect, read in PRE-OP from the sources ethercrab sizes the SMs from.
-    let mut sources = Vec::with_capacity(n);
-    let mut cache = crate::mapping::SiiCache::default();
-    for sd in group.iter(md) {
-        sources.push(crate::mapping::read_subdevice(md, &sd, &mut cache)?);
-    }
-    let layout = Layout::build(generation, &sources)?;
+    let layout = crate::mapping::read_layout(md, group.iter(md), generation)?;
     let mut regs = Registers {
         md,
         addresses: layout.subdevices.iter().map(|s| s.address).collect(),
@@ -285,6 +314,19 @@ fn bring_up(
         expected_wkc,
         wkc_shares,
     })
+}
+
+/// The TX/RX thread of bring-ups, recoveries and the shutdown: on the frames' CPU (the cycle's
+/// unless `[cycle] txrx_cpu` says otherwise), not real-time.
+fn setup_txrx(cfg: &Config, no_rt: bool) -> ThreadRt {
+    ThreadRt {
+        cpu: if no_rt {
+            None
+        } else {
+            cfg.cycle.txrx_cpu.or(cfg.cycle.cpu)
+        },
+        fifo_priority: None,
+    }
 }
 
 /// What [`bring_up_retrying`] returns: the (possibly re-created) MainDevice, and the segment with
@@ -390,6 +432,27 @@ fn give_storage(s: Split) {
     POOL.lock().unwrap_or_else(|p| p.into_inner()).push(s);
 }
 
+/// Take a storage from the pool and open `target` on it: the bus and ethercrab's PDU loop, or
+/// the error with the storage back in the pool.
+fn open_bus(target: &Target) -> Result<(Bus, PduLoop<'static>)> {
+    let (tx, rx, pdu_loop) = take_storage();
+    match open_link(target) {
+        Ok(link) => Ok((Bus::new(tx, rx, link), pdu_loop)),
+        Err(e) => {
+            give_storage((tx, rx, pdu_loop));
+            Err(e)
+        }
+    }
+}
+
+/// Give a run's storage back to the pool (closing the link).
+fn give_back(md: MainDevice<'static>, bus: Bus) {
+    // SAFETY: the callers have dropped every group of this MainDevice.
+    let pl = unsafe { md.release() };
+    let (tx, rx, _) = bus.into_parts();
+    give_storage((tx, rx, pl));
+}
+
 /// Open the link to a target.
 pub fn open_link(target: &Target) -> Result<Box<dyn Link>> {
     Ok(match target {
@@ -421,15 +484,7 @@ pub struct Session {
 impl Session {
     /// Open `target` with the timeouts of `cfg`.
     pub fn open(target: &Target, cfg: &Config) -> Result<Session> {
-        let (tx, rx, pdu_loop) = take_storage();
-        let link = match open_link(target) {
-            Ok(l) => l,
-            Err(e) => {
-                give_storage((tx, rx, pdu_loop));
-                return Err(e);
-            }
-        };
-        let bus = Bus::new(tx, rx, link);
+        let (bus, pdu_loop) = open_bus(target)?;
         let md = MainDevice::new(pdu_loop, init_timeouts(cfg), MainDeviceConfig::default());
         let thread = TxRxThread::spawn(bus, ThreadRt::default())?;
         Ok(Session {
@@ -446,35 +501,26 @@ impl Session {
 
 impl Drop for Session {
     fn drop(&mut self) {
+        // No group of this MainDevice outlives the session (they borrow it).
         if let (Some(md), Some(t)) = (self.md.take(), self.thread.take()) {
-            let bus = t.stop();
-            // SAFETY: no group of this MainDevice outlives the session (they borrow it).
-            let pl = unsafe { md.release() };
-            let (tx, rx, _) = bus.into_parts();
-            give_storage((tx, rx, pl));
+            give_back(md, t.stop());
         }
     }
 }
 
-/// Run the master until stopped, the duration elapsed, or an unrecoverable fault.
-pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> Result<Outcome> {
+/// Run the master until stopped, the duration elapsed, or an unrecoverable fault. The bring-up
+/// and recovery run on a thread of the master's own (with the stack they need), the cycles on
+/// the real-time thread; this call waits for both.
+pub fn run(spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> Result<Outcome> {
+    on_setup_thread("rtcat-master", move || run_here(spec, app, ch))?
+}
+
+fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> Result<Outcome> {
     let cfg = spec.cfg.clone();
     let stop = spec.stop.clone();
-    let (tx, rx, pdu_loop) = take_storage();
-    let link = match open_link(&spec.target) {
-        Ok(l) => l,
-        Err(e) => {
-            give_storage((tx, rx, pdu_loop));
-            return Err(e);
-        }
-    };
-    let mut bus = Bus::new(tx, rx, link);
+    let (mut bus, pdu_loop) = open_bus(&spec.target)?;
     let counters = bus.counters.clone();
-    let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
-    let init_rt = ThreadRt {
-        cpu: if spec.no_rt { None } else { txrx_cpu },
-        fifo_priority: None,
-    };
+    let init_rt = setup_txrx(&cfg, spec.no_rt);
 
     let md = MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
     let mut run = Running {
@@ -533,12 +579,9 @@ pub fn run(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> R
             failed_in_a_row,
         )
     })();
-    // Give the storage back whatever happened.
+    // Give the storage back whatever happened (every group is dropped by now).
     if let (Some(md), Some(bus)) = (run.md.take(), run.bus.take()) {
-        // SAFETY: every group of this MainDevice has been dropped by now.
-        let pl = unsafe { md.release() };
-        let (tx, rx, _) = bus.into_parts();
-        give_storage((tx, rx, pl));
+        give_back(md, bus);
     }
     result
 }
@@ -563,11 +606,7 @@ fn cycle_until_done(
 ) -> Result<Outcome> {
     let cfg = spec.cfg.clone();
     let counters = bus.counters.clone();
-    let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
-    let init_rt = ThreadRt {
-        cpu: if spec.no_rt { None } else { txrx_cpu },
-        fifo_priority: None,
-    };
+    let init_rt = setup_txrx(&cfg, spec.no_rt);
     let Up {
         mut group,
         mut layout,
@@ -578,18 +617,7 @@ fn cycle_until_done(
         .set_layout(layout.subdevices.len(), layout.pdi_bytes(), expected_wkc);
 
     // Process-wide real-time settings, once the segment is up.
-    let rt_setup = || -> Result<Option<rt::DmaLatencyGuard>> {
-        let dma = if !spec.no_rt && cfg.rt.hold_cpu_dma_latency {
-            Some(rt::DmaLatencyGuard::hold_zero()?)
-        } else {
-            None
-        };
-        if !spec.no_rt && cfg.rt.lock_memory {
-            rt::lock_memory()?;
-        }
-        Ok(dma)
-    };
-    let _dma = match rt_setup() {
+    let _dma = match setup_process(&cfg, spec.no_rt) {
         Ok(d) => d,
         Err(e) => {
             run.bus = Some(bus);
@@ -764,6 +792,20 @@ fn push(ch: &mut Channels, cycle: u64, kind: EventKind) {
         cycle,
         kind,
     });
+}
+
+/// Process-wide real-time settings (`[rt]`), applied once the segment is up: /dev/cpu_dma_latency
+/// held at 0 for as long as the returned guard lives, and locked memory.
+pub fn setup_process(cfg: &Config, no_rt: bool) -> Result<Option<rt::DmaLatencyGuard>> {
+    let dma = if !no_rt && cfg.rt.hold_cpu_dma_latency {
+        Some(rt::DmaLatencyGuard::hold_zero()?)
+    } else {
+        None
+    };
+    if !no_rt && cfg.rt.lock_memory {
+        rt::lock_memory()?;
+    }
+    Ok(dma)
 }
 
 /// Real-time setup of the calling (cyclic) thread.

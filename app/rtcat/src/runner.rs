@@ -66,14 +66,7 @@ pub struct JobResult {
 
 fn timer_only(job: &Job, live: &Live) -> Result<(Recorder, RtApplied)> {
     let cfg = &job.cfg;
-    let _dma = if !job.no_rt && cfg.rt.hold_cpu_dma_latency {
-        Some(crate::rt::DmaLatencyGuard::hold_zero()?)
-    } else {
-        None
-    };
-    if !job.no_rt && cfg.rt.lock_memory {
-        crate::rt::lock_memory()?;
-    }
+    let _dma = master::setup_process(cfg, job.no_rt)?;
     let period = u64::from(cfg.cycle.period_us) * 1000;
     let end = job.duration.map(|d| now_ns() + d.as_nanos() as u64);
     let no_rt = job.no_rt;
@@ -81,32 +74,13 @@ fn timer_only(job: &Job, live: &Live) -> Result<(Recorder, RtApplied)> {
         std::thread::Builder::new()
             .name("rtcat-cycle".into())
             .spawn_scoped(s, move || -> Result<(Recorder, RtApplied)> {
-                crate::rt::name_thread("rtcat-cycle");
-                if !no_rt {
-                    if let Some(cpu) = cfg.cycle.cpu {
-                        crate::rt::pin_to(cpu).context("cycle.cpu")?;
-                    }
-                    crate::rt::set_timer_slack(cfg.rt.timer_slack_ns)?;
-                    crate::rt::set_fifo(cfg.cycle.priority).context("cycle.priority")?;
-                    crate::rt::prefault_stack(cfg.rt.prefault_stack_kib);
-                }
-                let (policy, priority) = crate::rt::current_policy();
+                let mut applied = master::setup_cycle_thread(cfg, no_rt)?;
                 let mut rec = Recorder::new();
                 let stop = crate::signals::handle();
                 let f0 = crate::rt::thread_minor_faults();
                 let _ = cycle::run_timer_only(&mut rec, live, period, end, &stop) == Exit::Stopped;
-                Ok((
-                    rec,
-                    RtApplied {
-                        no_rt,
-                        cpu: if no_rt { None } else { cfg.cycle.cpu },
-                        txrx_cpu: None,
-                        policy,
-                        priority,
-                        timer_slack_ns: crate::rt::timer_slack(),
-                        cycle_minor_faults: crate::rt::thread_minor_faults() - f0,
-                    },
-                ))
+                applied.cycle_minor_faults = crate::rt::thread_minor_faults() - f0;
+                Ok((rec, applied))
             })?
             .join()
             .map_err(|_| anyhow!("cyclic thread panicked"))?
@@ -272,20 +246,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 retry_start: job.retry_start,
                 stop: crate::signals::handle(),
             };
-            // ethercrab's groups for 1024 subdevices and its init futures are large: give the
-            // setup thread a stack that fits them in debug builds too.
-            let app = job.app.as_mut();
-            let chr = &mut ch;
-            std::thread::scope(|s| {
-                std::thread::Builder::new()
-                    .name("rtcat-master".into())
-                    .stack_size(64 << 20)
-                    .spawn_scoped(s, move || master::run(spec, app, chr))
-                    .map_err(anyhow::Error::from)?
-                    .join()
-                    .map_err(|_| anyhow!("master thread panicked"))?
-                    .map_err(anyhow::Error::from)
-            })
+            master::run(spec, job.app.as_mut(), &mut ch).map_err(anyhow::Error::from)
         }
     };
     drop(ch);

@@ -102,14 +102,12 @@ fn start_forger(
     .expect("forger thread in the segment namespace")
 }
 
-/// `master::run` against the interface, in the master's namespace, on a thread with the stack
-/// the master needs (like `rtcat bench` gives it).
+/// `master::run` against the interface, in the master's namespace.
 fn run_master(net: &VethPair, secs: u64) -> (Outcome, Arc<Live>) {
     let iface = net.master_if.clone();
     VethPair::in_ns(&net.master_ns, move || {
         // Threads inherit the namespace of the thread that creates them.
         std::thread::Builder::new()
-            .stack_size(64 << 20)
             .spawn(move || {
                 let mut cfg = Config::default();
                 // 2 ms with the default response timeout (90 %): the real reply comes 200 µs

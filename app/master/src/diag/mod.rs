@@ -287,48 +287,15 @@ pub fn count_subdevices(md: &MainDevice<'_>) -> Result<u16> {
 /// default thread stack in a debug build.
 pub fn read_layout(md: &MainDevice<'static>) -> Result<Layout> {
     let work = || -> Result<Layout> {
-        use crate::master::{MAX_PDI_BYTES, MAX_SUBDEVICES};
-        let group = block_on(
-            md.init_single_group::<MAX_SUBDEVICES, MAX_PDI_BYTES>(ethercrab::std::ethercat_now),
-        )
-        .map_err(|e| match e {
-            ethercrab::error::Error::Capacity(ethercrab::error::Item::SubDevice) => {
-                crate::Error::Capacity(format!(
-                    "the segment has {} subdevices; rtcat runs at most {MAX_SUBDEVICES}",
-                    md.num_subdevices()
-                ))
-            }
-            e => crate::Error::Bus {
-                stage: "segment scan/configuration to PRE-OP".into(),
-                source: e,
-            },
-        })?;
+        let group = crate::master::scan_to_pre_op(md)?;
         if group.is_empty() {
             return Err(Error::NoSubdevices);
         }
-        let mut sources = Vec::with_capacity(group.len());
-        let mut cache = crate::mapping::SiiCache::default();
-        for sd in group.iter(md) {
-            sources.push(crate::mapping::read_subdevice(md, &sd, &mut cache)?);
-        }
-        let layout = Layout::build(1, &sources).map_err(crate::Error::from)?;
+        let layout = crate::mapping::read_layout(md, group.iter(md), 1).map_err(Error::Master)?;
         if let Err(e) = block_on(group.into_init(md)) {
             log::warn!("layout read; putting the segment back to INIT failed: {e}");
         }
         Ok(layout)
     };
-    std::thread::scope(|s| {
-        std::thread::Builder::new()
-            .name("rtcat-layout".into())
-            .stack_size(64 << 20)
-            .spawn_scoped(s, work)
-            .map_err(|source| {
-                Error::Master(crate::Error::Io {
-                    what: "spawn the layout thread",
-                    source,
-                })
-            })?
-            .join()
-            .map_err(|_| Error::Master(crate::Error::Panicked("layout")))?
-    })
+    crate::master::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
 }
