@@ -111,9 +111,6 @@ impl Cycle<'_> {
     }
 }
 
-/// A subdevice as the master found it at (re)initialisation.
-pub type SubdeviceInfo = Subdevice;
-
 /// What `configure` can see and do: the segment in PRE-OP.
 pub struct Setup<'a> {
     pub(crate) layout: &'a Layout,
@@ -130,7 +127,7 @@ pub trait RegisterAccess {
 
 impl Setup<'_> {
     /// The subdevices, in position order.
-    pub fn subdevices(&self) -> &[SubdeviceInfo] {
+    pub fn subdevices(&self) -> &[Subdevice] {
         &self.layout.subdevices
     }
 

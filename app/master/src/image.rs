@@ -460,8 +460,7 @@ mod tests {
         assert_eq!((img.inputs().len(), img.outputs().len()), (7, 3));
         img.inputs_of_mut(0)
             .copy_from_slice(&[0b1011_0101, 0x34, 0x12, 0, 0, 0xc0, 0x3f]);
-        // Byte 0: bit 0 = 1, bits 1..=3 = 0b010 = 2; then bits 4..=7 pad the u16 to... no: the
-        // u16 starts at bit 4 (entries are packed), so check it through the accessor.
+        // Entries are packed: 1 bit, 3 bits, then the u16 from bit 4 and the f32 from bit 20.
         assert!(img.get(&l.input::<bool>("Bit").unwrap()));
         let word: Input<u16> = l.input("Word").unwrap();
         assert_eq!(word.bit_offset(), 4);

@@ -463,38 +463,6 @@ impl Layout {
         Ok(l)
     }
 
-    /// A layout of whole-byte areas without entries (for a segment whose mapping is not read).
-    pub fn from_sizes(generation: u32, inputs: &[usize], outputs: &[usize]) -> Layout {
-        let subs: Vec<SubdeviceSource> = inputs
-            .iter()
-            .zip(outputs)
-            .map(|(&i, &o)| SubdeviceSource {
-                address: 0,
-                alias: 0,
-                name: String::new(),
-                identity: Identity::default(),
-                coe: false,
-                mapping: MappingSource::Sii,
-                pdos: [(Direction::Inputs, i), (Direction::Outputs, o)]
-                    .into_iter()
-                    .filter(|&(_, n)| n > 0)
-                    .map(|(direction, n)| PdoSource {
-                        index: 0,
-                        name: None,
-                        sync_manager: if direction == Direction::Outputs {
-                            2
-                        } else {
-                            3
-                        },
-                        direction,
-                        entries: (0..n).map(|_| (0, 0, 8, None, 0)).collect(),
-                    })
-                    .collect(),
-            })
-            .collect();
-        Layout::build(generation, &subs).expect("whole-byte areas always place")
-    }
-
     /// Input bytes per subdevice, in position order.
     pub fn input_sizes(&self) -> Vec<usize> {
         self.subdevices
@@ -604,27 +572,27 @@ impl Layout {
     /// from writing its outputs).
     pub fn wkc(&self, chunk: usize) -> (u32, Vec<(u32, u32)>) {
         let n = self.subdevices.len();
+        // (bytes of the image, subdevice, direction is outputs), in the order ethercrab lays them.
         let mut areas = Vec::with_capacity(2 * n);
         let mut off = 0usize;
-        for (i, s) in self.subdevices.iter().enumerate() {
-            areas.push((off..off + s.input_bytes as usize, 1u32, i));
-            off += s.input_bytes as usize;
-        }
-        for (i, s) in self.subdevices.iter().enumerate() {
-            areas.push((off..off + s.output_bytes as usize, 2u32, i));
-            off += s.output_bytes as usize;
+        for out in [false, true] {
+            for (i, s) in self.subdevices.iter().enumerate() {
+                let len = if out { s.output_bytes } else { s.input_bytes } as usize;
+                areas.push((off..off + len, i, out));
+                off += len;
+            }
         }
         let total = off;
         let mut share = vec![(0u32, 0u32); n];
         let mut start = 0;
         while start < total {
             let end = (start + chunk).min(total);
-            for (r, w, i) in &areas {
+            for (r, i, out) in &areas {
                 if !r.is_empty() && r.start < end && start < r.end {
-                    if *w == 1 {
-                        share[*i].0 += 1;
-                    } else {
+                    if *out {
                         share[*i].1 += 2;
+                    } else {
+                        share[*i].0 += 1;
                     }
                 }
             }
@@ -641,29 +609,43 @@ fn dir_name(d: Direction) -> &'static str {
     }
 }
 
-/// The SII PDO list of a subdevice, for callers that have only the SII (`rtcat pdos` offline).
-pub fn sii_source(sii: &Sii, address: u16, position_name: &str) -> SubdeviceSource {
-    SubdeviceSource {
-        address,
-        alias: sii.alias,
-        name: sii
-            .device_name()
-            .map_or_else(|| position_name.to_string(), str::to_string),
-        identity: Identity {
-            vendor_id: sii.vendor_id,
-            product_code: sii.product_code,
-            revision: sii.revision,
-            serial: sii.serial,
-        },
-        coe: sii.protocols.coe,
-        mapping: MappingSource::Sii,
-        pdos: SubdeviceSource::pdos_from_sii(sii),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl Layout {
+        /// A layout of whole-byte areas (one 8-bit entry per byte).
+        fn from_sizes(generation: u32, inputs: &[usize], outputs: &[usize]) -> Layout {
+            let subs: Vec<SubdeviceSource> = inputs
+                .iter()
+                .zip(outputs)
+                .map(|(&i, &o)| SubdeviceSource {
+                    address: 0,
+                    alias: 0,
+                    name: String::new(),
+                    identity: Identity::default(),
+                    coe: false,
+                    mapping: MappingSource::Sii,
+                    pdos: [(Direction::Inputs, i), (Direction::Outputs, o)]
+                        .into_iter()
+                        .filter(|&(_, n)| n > 0)
+                        .map(|(direction, n)| PdoSource {
+                            index: 0,
+                            name: None,
+                            sync_manager: if direction == Direction::Outputs {
+                                2
+                            } else {
+                                3
+                            },
+                            direction,
+                            entries: (0..n).map(|_| (0, 0, 8, None, 0)).collect(),
+                        })
+                        .collect(),
+                })
+                .collect();
+            Layout::build(generation, &subs).expect("whole-byte areas always place")
+        }
+    }
 
     #[test]
     fn wkc_counts_devices_straddling_frames_twice() {

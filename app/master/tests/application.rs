@@ -118,6 +118,11 @@ fn run(
     cfg.cycle.period_us = 1000;
     cfg.health.bad_cycles_before_recovery = bad_before_recovery;
     cfg.health.recovery_backoff_ms = 50;
+    rtcat_master::run_simple(sim_spec(cfg, faults, secs), probe).expect("run")
+}
+
+/// A run of `cfg` on the simulated reference segment for `secs`, without real-time settings.
+fn sim_spec(cfg: Config, faults: Faults, secs: f64) -> RunSpec {
     let mut spec = RunSpec::new(
         cfg,
         Target::Sim {
@@ -128,7 +133,7 @@ fn run(
     );
     spec.no_rt = true;
     spec.duration = Some(Duration::from_secs_f64(secs));
-    rtcat_master::run_simple(spec, probe).expect("run")
+    spec
 }
 
 #[test]
@@ -236,16 +241,7 @@ impl Application for Refuses {
 #[test]
 fn an_entry_that_does_not_exist_refuses_the_segment_with_its_name() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut spec = RunSpec::new(
-        Config::default(),
-        Target::Sim {
-            spec: SegmentSpec::reference(),
-            faults: Faults::new(),
-        },
-        Stop::new(),
-    );
-    spec.no_rt = true;
-    spec.duration = Some(Duration::from_secs(1));
+    let spec = sim_spec(Config::default(), Faults::new(), 1.0);
     let e = rtcat_master::run_simple(spec, &mut Refuses)
         .err()
         .expect("refused");
@@ -323,16 +319,7 @@ fn typed_structs_read_the_same_bytes_as_the_accessors() {
         differed: 0,
         echoed: 0,
     };
-    let mut spec = RunSpec::new(
-        Config::default(),
-        Target::Sim {
-            spec: SegmentSpec::reference(),
-            faults: Faults::new(),
-        },
-        Stop::new(),
-    );
-    spec.no_rt = true;
-    spec.duration = Some(Duration::from_secs_f64(0.5));
+    let spec = sim_spec(Config::default(), Faults::new(), 0.5);
     rtcat_master::run_simple(spec, &mut app).expect("run");
     assert!(app.compared > 100, "{} cycles compared", app.compared);
     assert_eq!(app.differed, 0, "of {}", app.compared);

@@ -30,18 +30,13 @@ impl Application for EchoCheck {
     }
 
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        // Only after a complete exchange: with a wrong WKC some inputs are stale, and the outputs
+        // of the last good cycle stay in place.
+        if !cx.status.is_good() {
+            return;
+        }
         let cycle = cx.status.cycle;
         for position in 0..cx.image.subdevices().min(self.prev.len()) {
-            // Only after a complete exchange: with a wrong WKC some inputs are stale, and the
-            // outputs of the last good cycle stay in place.
-            let valid = cx
-                .status
-                .subdevices
-                .get(position)
-                .is_some_and(|s| s.data_valid);
-            if !valid || !cx.status.is_good() {
-                continue;
-            }
             let inputs = cx.image.inputs_of(position);
             let prev = &mut self.prev[position];
             let current = &mut self.current[position];
