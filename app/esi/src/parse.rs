@@ -447,7 +447,7 @@ impl<'a, 'i> P<'a, 'i> {
     fn default_of(&self, info: Node) -> R<Option<DefaultValue>> {
         if let Some(d) = child(info, "DefaultData") {
             let t: String = text_of(d).chars().filter(|c| !c.is_whitespace()).collect();
-            let bytes = (t.len() % 2 == 0 && t.bytes().all(|b| b.is_ascii_hexdigit()))
+            let bytes = (t.len().is_multiple_of(2) && t.bytes().all(|b| b.is_ascii_hexdigit()))
                 .then(|| {
                     (0..t.len())
                         .step_by(2)

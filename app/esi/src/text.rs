@@ -35,7 +35,7 @@ fn declared_encoding(bytes: &[u8]) -> Option<String> {
 }
 
 fn utf16(bytes: &[u8], big_endian: bool) -> Result<String, DecodeError> {
-    if bytes.len() % 2 != 0 {
+    if !bytes.len().is_multiple_of(2) {
         return Err(DecodeError {
             offset: bytes.len(),
             why: "UTF-16 text with an odd number of bytes".into(),
