@@ -212,9 +212,10 @@ impl Device {
             };
             let chosen: Vec<Pdo> = side.chosen.iter().map(|p| (*p).clone()).collect();
             let sm = side.sm.map(|n| format!("SM{n}, ")).unwrap_or_default();
+            let unit = if side.bytes == 1 { "byte" } else { "bytes" };
             let _ = writeln!(
                 s,
-                "# {kind} ({dir}): {} ({sm}{} bytes)",
+                "# {kind} ({dir}): {} ({sm}{} {unit})",
                 list(&chosen),
                 side.bytes
             );

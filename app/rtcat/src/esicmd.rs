@@ -242,8 +242,8 @@ fn show(s: &mut String, f: &EsiFile, d: &Device) {
     for (i, sm) in d.sync_managers.iter().enumerate() {
         let size = sm
             .default_size
-            .map(|z| format!("{z} bytes"))
-            .unwrap_or_else(|| "- bytes".into());
+            .map(|z| format!("{z} byte{}", if z == 1 { "" } else { "s" }))
+            .unwrap_or_else(|| "size -".into());
         let ctl = sm
             .control_byte
             .map(|c| format!("0x{c:02X}"))
