@@ -44,12 +44,27 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<EsiFile, Error> {
         line: e.pos().row,
         why: e.to_string(),
     })?;
-    P { file, doc: &doc }.file()
+    // roxmltree's text_pos_at scans from the start of the text on every call: with a line per
+    // device and per PDO that is quadratic in a vendor file of many megabytes. The offsets of the
+    // line starts, once, make every lookup a binary search.
+    let newlines: Vec<usize> = text
+        .bytes()
+        .enumerate()
+        .filter_map(|(i, b)| (b == b'\n').then_some(i))
+        .collect();
+    P {
+        file,
+        doc: &doc,
+        newlines,
+    }
+    .file()
 }
 
 struct P<'a, 'i> {
     file: &'a str,
     doc: &'a Document<'i>,
+    /// Byte offsets of the text's `\n`s, in order.
+    newlines: Vec<usize>,
 }
 
 type R<T> = Result<T, Error>;
@@ -101,8 +116,10 @@ fn limit_name(max: u64) -> &'static str {
 }
 
 impl<'a, 'i> P<'a, 'i> {
+    /// 1-based line of a byte offset of the text.
     fn line(&self, pos: usize) -> u32 {
-        self.doc.text_pos_at(pos).row
+        let before = self.newlines.partition_point(|&n| n < pos);
+        u32::try_from(before).unwrap_or(u32::MAX).saturating_add(1)
     }
 
     fn invalid(&self, node: Node, why: impl Into<String>) -> Error {
@@ -154,8 +171,23 @@ impl<'a, 'i> P<'a, 'i> {
         self.number(c, max)
     }
 
+    /// An optional numeric child; an empty element (`<SubIndex/>`, seen in padding entries)
+    /// counts as absent.
     fn opt_number(&self, node: Node<'a, 'i>, name: &'static str, max: u64) -> R<Option<u64>> {
-        child(node, name).map(|c| self.number(c, max)).transpose()
+        child(node, name)
+            .filter(|c| !text_of(*c).is_empty())
+            .map(|c| self.number(c, max))
+            .transpose()
+    }
+
+    /// `Sm@Enable`: ETG.2000 types it as a number (0/1), some files write a boolean; any
+    /// non-zero number is enabled, absent is disabled.
+    fn attr_enable(&self, sm: Node) -> R<bool> {
+        match sm.attribute("Enable").map(str::trim) {
+            Some(v) if v.eq_ignore_ascii_case("true") => Ok(true),
+            Some(v) if v.eq_ignore_ascii_case("false") => Ok(false),
+            _ => Ok(self.attr_number(sm, "Enable", 0xFF)?.unwrap_or(0) != 0),
+        }
     }
 
     fn attr_number(&self, node: Node, attr: &str, max: u64) -> R<Option<u64>> {
@@ -268,8 +300,7 @@ impl<'a, 'i> P<'a, 'i> {
                 min_size: self.attr_number(sm, "MinSize", 0xFFFF)?.map(|v| v as u16),
                 max_size: self.attr_number(sm, "MaxSize", 0xFFFF)?.map(|v| v as u16),
                 control_byte: self.attr_number(sm, "ControlByte", 0xFF)?.map(|v| v as u8),
-                // ETG.2000 types Enable as a number (0/1); read any non-zero as enabled.
-                enable: self.attr_number(sm, "Enable", 0xFF)?.unwrap_or(0) != 0,
+                enable: self.attr_enable(sm)?,
                 usage: text_of(sm),
             });
         }

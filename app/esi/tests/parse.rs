@@ -253,6 +253,15 @@ fn numbers_in_every_vendor_form() {
     let p = d.pdo(5632).unwrap().0;
     assert_eq!((p.index, p.fixed, p.mandatory), (0x1600, false, false));
     assert_eq!((p.entries[0].index, p.entries[0].bits), (0x6040, 16));
+    assert_eq!(
+        (p.entries[1].index, p.entries[1].sub, p.entries[1].bits),
+        (0, 0, 8),
+        "<SubIndex/>"
+    );
+    assert!(
+        d.sync_managers.iter().all(|s| s.enable),
+        "Enable=\"1\" and Enable=\"true\""
+    );
     let dict = d.dictionary.as_ref().unwrap();
     let arr = dict.data_type("DT1C12ARR").unwrap();
     assert_eq!(arr.array.map(|a| (a.lbound, a.elements)), Some((1, 2)));
