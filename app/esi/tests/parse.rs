@@ -691,7 +691,7 @@ fn apply(mut b: Vec<u8>, edits: &[Edit]) -> Vec<u8> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
 
     /// Never a panic: every mutated file parses or fails with an error naming a line, and
     /// whatever parses can be asked for a configuration of any PDO set.

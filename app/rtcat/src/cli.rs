@@ -137,7 +137,7 @@ pub struct EsiArgs {
     /// Choose the device by its product code (decimal, 0x.. or #x..)
     #[arg(long, value_name = "ID", value_parser = parse_esi_number)]
     pub product: Option<u32>,
-    /// With --device/--product: choose one revision (files often carry several)
+    /// Choose the revision (a file often carries several revisions of a product)
     #[arg(long, value_name = "REV", value_parser = parse_esi_number)]
     pub revision: Option<u32>,
     /// Print the rtcat [[device]] block assigning these PDOs (e.g. 0x1600 0x1A00)
