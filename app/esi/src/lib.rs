@@ -28,7 +28,8 @@
 //!
 //! Numbers are accepted in the forms vendor files use: decimal, `#x1A00`, `#X1A00` and `0x1A00`.
 //! `DefaultData` is hex as the specification stores it (little-endian for numbers). Text is
-//! UTF-8, or ISO-8859-1 / Windows-1252 / UTF-16 as the XML declaration or a byte order mark says.
+//! UTF-8, or ISO-8859-1 / Windows-1252 (decoded as Windows-1252, as the WHATWG encoding standard
+//! does) or UTF-16 as the XML declaration or a byte order mark says.
 #![deny(missing_docs)]
 
 mod config;

@@ -10,12 +10,23 @@ pub(crate) struct DecodeError {
     pub why: String,
 }
 
-/// Windows-1252 0x80..=0x9F (the WHATWG encoding standard's table); 0 = undefined.
+/// Windows-1252 0x80..=0x9F (the WHATWG encoding standard's index); 0 = the byte's own code
+/// point (the five bytes Windows-1252 leaves undefined).
 const CP1252_HIGH: [u16; 32] = [
     0x20AC, 0, 0x201A, 0x0192, 0x201E, 0x2026, 0x2020, 0x2021, 0x02C6, 0x2030, 0x0160, 0x2039,
     0x0152, 0, 0x017D, 0, 0, 0x2018, 0x2019, 0x201C, 0x201D, 0x2022, 0x2013, 0x2014, 0x02DC,
     0x2122, 0x0161, 0x203A, 0x0153, 0, 0x017E, 0x0178,
 ];
+
+fn cp1252(b: u8) -> char {
+    match b {
+        0x80..=0x9F => match CP1252_HIGH[usize::from(b - 0x80)] {
+            0 => char::from(b),
+            u => char::from_u32(u32::from(u)).unwrap_or(char::from(b)),
+        },
+        _ => char::from(b),
+    }
+}
 
 /// The `encoding` pseudo-attribute of a leading `<?xml ...?>` declaration, lower-cased.
 fn declared_encoding(bytes: &[u8]) -> Option<String> {
@@ -78,28 +89,13 @@ pub(crate) fn decode(bytes: &[u8]) -> Result<Cow<'_, str>, DecodeError> {
         None | Some("utf-8" | "utf8") => utf8(bytes),
         // ASCII is a subset of UTF-8: a byte above 0x7F is then an error either way.
         Some("us-ascii" | "ascii") => utf8(bytes),
-        Some("iso-8859-1" | "iso8859-1" | "latin1" | "latin-1" | "l1" | "iso_8859-1") => {
-            Ok(Cow::Owned(bytes.iter().map(|&b| char::from(b)).collect()))
-        }
-        Some("windows-1252" | "cp1252") => {
-            let mut out = String::with_capacity(bytes.len());
-            for (i, &b) in bytes.iter().enumerate() {
-                let c = match b {
-                    0x80..=0x9F => match CP1252_HIGH[usize::from(b - 0x80)] {
-                        0 => {
-                            return Err(DecodeError {
-                                offset: i,
-                                why: format!("byte 0x{b:02X} is undefined in Windows-1252"),
-                            });
-                        }
-                        u => char::from_u32(u32::from(u)).unwrap_or('\u{FFFD}'),
-                    },
-                    _ => char::from(b),
-                };
-                out.push(c);
-            }
-            Ok(Cow::Owned(out))
-        }
+        // The WHATWG encoding standard decodes every Latin-1 label as Windows-1252 (what such
+        // files really are: a 0x80 in a German vendor's file is a euro sign, not a C1 control);
+        // the two agree on every other byte.
+        Some(
+            "iso-8859-1" | "iso8859-1" | "latin1" | "latin-1" | "l1" | "iso_8859-1"
+            | "windows-1252" | "cp1252",
+        ) => Ok(Cow::Owned(bytes.iter().map(|&b| cp1252(b)).collect())),
         Some("utf-16" | "utf-16le" | "utf-16be") => Err(DecodeError {
             offset: 0,
             why: "declared UTF-16 but has no byte order mark".into(),
@@ -159,8 +155,15 @@ mod tests {
 
     #[test]
     fn cp1252_and_utf16() {
-        let b = b"<?xml version='1.0' encoding='windows-1252'?><a>\x80</a>";
-        assert!(decode(b).ok().unwrap().contains('\u{20AC}'));
+        let b = b"<?xml version='1.0' encoding='windows-1252'?><a>\x80\x81\x9f</a>";
+        assert!(
+            decode(b)
+                .ok()
+                .unwrap()
+                .ends_with("<a>\u{20AC}\u{81}\u{178}</a>")
+        );
+        let b = b"<?xml version='1.0' encoding='iso-8859-1'?><a>\x96 \xe9</a>";
+        assert!(decode(b).ok().unwrap().ends_with("<a>\u{2013} \u{e9}</a>"));
         let mut u = vec![0xFF, 0xFE];
         for c in "<a>\u{e9}</a>".encode_utf16() {
             u.extend_from_slice(&c.to_le_bytes());

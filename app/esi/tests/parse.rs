@@ -103,8 +103,26 @@ fn servo_esi_is_the_contract_device() {
         assert_eq!(o.access.as_ref().unwrap().kind, kind, "0x{i:04X}");
         assert_eq!(o.pdo_mapping, map, "0x{i:04X}");
     }
-    assert_eq!(dict.object(0x6060).unwrap().type_name, "SINT");
-    assert_eq!(dict.object(0x607A).unwrap().bit_size, 32);
+    // The mapping examples/coe/rtcat.toml asks for: each object exists, may go into PDOs of
+    // that direction, and has the size the mapping gives it.
+    for (rx, i, bits, ty) in [
+        (true, 0x6040, 16, "UINT"),
+        (true, 0x607A, 32, "DINT"),
+        (true, 0x60FF, 32, "DINT"),
+        (true, 0x6060, 8, "SINT"),
+        (false, 0x6041, 16, "UINT"),
+        (false, 0x6064, 32, "DINT"),
+        (false, 0x606C, 32, "DINT"),
+        (false, 0x6061, 8, "SINT"),
+    ] {
+        let o = dict.object(i).unwrap();
+        let want = if rx { PdoMapping::R } else { PdoMapping::T };
+        assert_eq!(
+            (o.pdo_mapping, o.bit_size, o.type_name.as_str()),
+            (Some(want), bits, ty)
+        );
+    }
+    assert_eq!(default_u64(d, 0x6060), Some(0));
     // Mapping and assignment writable in PRE-OP only; 8 entries per mapping, 2 PDOs per SM.
     for i in [0x1600, 0x1601, 0x1A00, 0x1A01, 0x1C12, 0x1C13] {
         let a = dict.object(i).unwrap().access.clone().unwrap();

@@ -152,7 +152,8 @@ pub fn parse_esi_number(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{s:?} is not a 32-bit number (decimal, 0x.. or #x..)"))
 }
 
-/// A PDO index, 0x1600..=0x1BFF (RxPDOs 0x1600.., TxPDOs 0x1A00..; ETG.1000.6 Table 75).
+/// A PDO index, 0x1600..=0x1BFF: the RxPDO (0x1600..0x17FF) and TxPDO (0x1A00..0x1BFF)
+/// mapping objects of the CoE communication area (ETG.1000.6, object dictionary).
 pub fn parse_pdo_index(s: &str) -> Result<u16, String> {
     match rtcat_esi::parse_number(s) {
         Some(v @ 0x1600..=0x1BFF) => Ok(v as u16),
