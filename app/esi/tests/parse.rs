@@ -736,3 +736,82 @@ proptest! {
         }
     }
 }
+
+/// The shipped files are coherent: every mapped entry is an object (or a record's sub-item) of
+/// the dictionary with the entry's size, PDO-mappable in the PDO's direction; every PDO's
+/// mapping object exists with one sub-index per entry and its default entries.
+#[test]
+fn shipped_files_are_self_consistent() {
+    for name in ["DIO8-COE.xml", "AI4-COE.xml", "SERVO-COE.xml"] {
+        let f = read_file(&example(name)).unwrap();
+        let d = one(&f);
+        let dict = d.dictionary.as_ref().unwrap();
+        for (p, rx) in d
+            .rx_pdos
+            .iter()
+            .map(|p| (p, true))
+            .chain(d.tx_pdos.iter().map(|p| (p, false)))
+        {
+            let m = dict
+                .object(p.index)
+                .unwrap_or_else(|| panic!("{name}: no object 0x{:04X}", p.index));
+            let n = m.sub_items[0].default.as_ref().unwrap().as_u64().unwrap();
+            assert_eq!(n as usize, p.entries.len(), "{name}: 0x{:04X}:00", p.index);
+            for (k, e) in p.entries.iter().enumerate() {
+                let word = m.sub_items[k + 1]
+                    .default
+                    .as_ref()
+                    .unwrap()
+                    .as_u64()
+                    .unwrap();
+                let want = (u64::from(e.index) << 16) | (u64::from(e.sub) << 8) | u64::from(e.bits);
+                assert_eq!(word, want, "{name}: 0x{:04X}:{:02X}", p.index, k + 1);
+                if e.index == 0 {
+                    continue;
+                }
+                let o = dict
+                    .object(e.index)
+                    .unwrap_or_else(|| panic!("{name}: no 0x{:04X}", e.index));
+                let (bits, map) = if e.sub == 0 && o.sub_items.is_empty() {
+                    (o.bit_size, o.pdo_mapping)
+                } else {
+                    let t = dict.data_type(&o.type_name).unwrap();
+                    let s = t
+                        .sub_items
+                        .iter()
+                        .find(|s| s.sub_idx == Some(e.sub))
+                        .unwrap();
+                    (s.bit_size, s.pdo_mapping)
+                };
+                assert_eq!(
+                    bits,
+                    u32::from(e.bits),
+                    "{name}: 0x{:04X}:{:02X}",
+                    e.index,
+                    e.sub
+                );
+                let want = if rx { PdoMapping::R } else { PdoMapping::T };
+                assert_eq!(map, Some(want), "{name}: 0x{:04X}:{:02X}", e.index, e.sub);
+            }
+        }
+        // The sync managers' default sizes are the default assignment's.
+        let size = |pdos: &[rtcat_esi::Pdo]| -> u16 {
+            let bits: u32 = pdos
+                .iter()
+                .filter(|p| p.sm.is_some())
+                .map(|p| p.bits())
+                .sum();
+            bits.div_ceil(8) as u16
+        };
+        assert_eq!(
+            d.sync_managers[2].default_size,
+            Some(size(&d.rx_pdos)),
+            "{name}"
+        );
+        assert_eq!(
+            d.sync_managers[3].default_size,
+            Some(size(&d.tx_pdos)),
+            "{name}"
+        );
+    }
+}
