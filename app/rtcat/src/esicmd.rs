@@ -61,7 +61,7 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
             [d] => d,
             [] => return Err(Fail::Usage(format!("{fname}: describes no device"))),
             many => {
-                let hint = if a.device.is_some() || a.product.is_some() {
+                let hint = if (a.device.is_some() || a.product.is_some()) && a.revision.is_none() {
                     "choose one with --revision"
                 } else {
                     "choose one with --device NAME or --product ID"
@@ -79,7 +79,8 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
         return Ok(block);
     }
     let mut s = String::new();
-    if a.device.is_none() && a.product.is_none() && file.devices.len() != 1 {
+    let selector = a.device.is_some() || a.product.is_some() || a.revision.is_some();
+    if !selector && file.devices.len() != 1 {
         list(&mut s, &file, &fname);
     } else {
         for (n, d) in selected.iter().enumerate() {

@@ -93,6 +93,13 @@ fn several_devices_are_listed_and_selected() {
         "{s}"
     );
     assert!(!s.contains("0x00100000"), "{s}");
+    // --revision alone selects too.
+    let s = ok(&[&f, "--revision", "0x00100000"]);
+    assert!(
+        s.starts_with("EX3102  product 0x0C1E3052  revision 0x00100000"),
+        "{s}"
+    );
+    assert!(!s.contains("0x00110000"), "{s}");
     // Both revisions share the type name: both shown.
     let s = ok(&[&f, "--device", "ex3102"]);
     assert_eq!(s.matches("product 0x0C1E3052").count(), 2, "{s}");
