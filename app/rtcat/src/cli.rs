@@ -50,6 +50,9 @@ pub enum Command {
     Counters(CountersArgs),
     /// Read ESC registers of one subdevice (APRD) as a hex dump
     Regs(RegsArgs),
+    /// Read an ESI file (ETG.2000 device description): devices, sync managers, PDOs, objects;
+    /// or print the [[device]] configuration for a chosen set of PDOs
+    Esi(EsiArgs),
 }
 
 /// Where a bus command talks to, and how it prints.
@@ -118,6 +121,47 @@ pub struct RegsArgs {
     pub length: u32,
     #[command(flatten)]
     pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct EsiArgs {
+    /// The ESI file (XML)
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The whole model as JSON instead of the listing
+    #[arg(long, conflicts_with = "emit_config")]
+    pub json: bool,
+    /// Choose the device by its type name (the `Type` text, e.g. EL3102)
+    #[arg(long, value_name = "NAME", conflicts_with = "product")]
+    pub device: Option<String>,
+    /// Choose the device by its product code (decimal, 0x.. or #x..)
+    #[arg(long, value_name = "ID", value_parser = parse_esi_number)]
+    pub product: Option<u32>,
+    /// Choose the revision (a file often carries several revisions of a product)
+    #[arg(long, value_name = "REV", value_parser = parse_esi_number)]
+    pub revision: Option<u32>,
+    /// Print the rtcat [[device]] block assigning these PDOs (e.g. 0x1600 0x1A00)
+    #[arg(long, value_name = "PDO", num_args = 1.., value_parser = parse_pdo_index)]
+    pub emit_config: Option<Vec<u16>>,
+}
+
+/// A number as ESI files and their users write it: decimal, `0x..` or `#x..`.
+pub fn parse_esi_number(s: &str) -> Result<u32, String> {
+    rtcat_esi::parse_number(s)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("{s:?} is not a 32-bit number (decimal, 0x.. or #x..)"))
+}
+
+/// A PDO index, 0x1600..=0x1BFF: the RxPDO (0x1600..0x17FF) and TxPDO (0x1A00..0x1BFF)
+/// mapping objects of the CoE communication area (ETG.1000.6, object dictionary).
+pub fn parse_pdo_index(s: &str) -> Result<u16, String> {
+    match rtcat_esi::parse_number(s) {
+        Some(v @ 0x1600..=0x1BFF) => Ok(v as u16),
+        Some(_) => Err(format!(
+            "{s:?} is not a PDO index (RxPDOs 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF)"
+        )),
+        None => Err(format!("{s:?} is not a number (decimal, 0x.. or #x..)")),
+    }
 }
 
 /// A number in decimal or with a `0x` prefix in hex.

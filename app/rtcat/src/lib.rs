@@ -12,6 +12,7 @@ pub mod buscmd;
 pub mod cli;
 pub mod console;
 pub mod echo;
+pub mod esicmd;
 pub mod ladder;
 pub mod output;
 pub mod runner;

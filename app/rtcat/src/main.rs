@@ -53,6 +53,7 @@ fn prints_only(cmd: &Command) -> bool {
             | Command::Sii(_)
             | Command::Counters(_)
             | Command::Regs(_)
+            | Command::Esi(_)
     )
 }
 
@@ -126,5 +127,6 @@ fn main() -> ExitCode {
         Command::Sii(a) => rtcat::buscmd::sii(a),
         Command::Counters(a) => rtcat::buscmd::counters(a),
         Command::Regs(a) => rtcat::buscmd::regs(a),
+        Command::Esi(a) => rtcat::esicmd::run(&a),
     }
 }
