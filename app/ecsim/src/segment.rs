@@ -165,6 +165,15 @@ impl Segment {
                     port,
                     count,
                 } => self.crc_errors(position, usize::from(port), count),
+                DeviceFault::Emergency {
+                    position,
+                    code,
+                    register,
+                } => {
+                    if let Some(d) = self.devices.get_mut(position) {
+                        d.queue_emergency(code, register, [0; 5]);
+                    }
+                }
             }
         }
         self.pending = pending;
