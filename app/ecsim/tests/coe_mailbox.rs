@@ -795,3 +795,56 @@ proptest! {
         prop_assert_eq!(b.upload(pos, 0x1018, 1, false), Ok(0x766u32.to_le_bytes().to_vec()));
     }
 }
+
+impl Bus {
+    /// Configure SM2/SM3 of `pos` with these lengths (enabled when > 0) and request SAFE-OP:
+    /// the AL status and status code the device answers.
+    fn safe_op_with(&mut self, pos: usize, out_len: u16, in_len: u16) -> (u8, u16) {
+        let mut sms = [0u8; 16];
+        for (k, (start, len, control)) in [(0x1100u16, out_len, 0x64u8), (0x1900, in_len, 0x20)]
+            .into_iter()
+            .enumerate()
+        {
+            sms[8 * k..8 * k + 2].copy_from_slice(&start.to_le_bytes());
+            sms[8 * k + 2..8 * k + 4].copy_from_slice(&len.to_le_bytes());
+            sms[8 * k + 4] = control;
+            sms[8 * k + 6] = u8::from(len > 0);
+        }
+        assert_eq!(self.wr(pos, 0x0810, &sms), 1);
+        assert_eq!(self.wr(pos, 0x0120, &[4, 0]), 1);
+        let s = self.rd(pos, 0x0130, 6).0;
+        (s[0], u16::from_le_bytes([s[4], s[5]]))
+    }
+}
+
+#[test]
+fn safe_op_checks_the_sms_against_the_mapping_and_locks_it() {
+    let mut b = Bus::new(example());
+    let map = |i: u16, s: u8, bits: u8| ecsim::od::mapping_value(i, s, bits).to_le_bytes();
+    // The servo's inputs become statusword + position actual value: 6 bytes.
+    b.download(2, 0x1a00, 0, false, &[0]).unwrap();
+    b.download(2, 0x1a00, 2, false, &map(0x6064, 0, 32))
+        .unwrap();
+    b.download(2, 0x1a00, 0, false, &[2]).unwrap();
+    // SM3 still sized for the default: invalid input configuration.
+    assert_eq!(b.safe_op_with(2, 2, 2), (0x12, 0x001e));
+    assert_eq!(b.wr(2, 0x0120, &[0x12, 0]), 1, "acknowledge");
+    assert_eq!(
+        b.safe_op_with(2, 3, 6),
+        (0x12, 0x001d),
+        "and SM2 must match too"
+    );
+    assert_eq!(b.wr(2, 0x0120, &[0x12, 0]), 1);
+    assert_eq!(b.safe_op_with(2, 2, 6), (0x04, 0));
+    // In SAFE-OP the assignment and mapping are locked; other objects stay writable.
+    assert_eq!(b.download(2, 0x1a00, 0, false, &[0]), Err(abort::STATE));
+    assert_eq!(b.download(2, 0x1c13, 0, false, &[0]), Err(abort::STATE));
+    b.download(2, 0x6085, 0, false, &1234u32.to_le_bytes())
+        .unwrap();
+    // The mapped position actual value reads from the input image (the pdi rule: bytes 2..6
+    // are the counter's high half and the first echoed output).
+    let img = b.rd(2, 0x1900, 6).0;
+    assert_eq!(b.upload(2, 0x6064, 0, false), Ok(img[2..6].to_vec()));
+    // The AI4 has no outputs: SM2 may stay disabled.
+    assert_eq!(b.safe_op_with(1, 0, 8), (0x04, 0));
+}
