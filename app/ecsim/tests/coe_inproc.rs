@@ -308,3 +308,35 @@ fn list_the_dictionary() {
     assert_eq!(q.tx_pdo_mappable, 5);
     let _ = rig.finish();
 }
+
+#[test]
+fn sixty_four_coe_devices_reach_op() {
+    let spec = SegmentSpec::coe_reference(64);
+    let storage: &'static PduStorage<FRAMES, FRAME_DATA> = Box::leak(Box::new(PduStorage::new()));
+    let (tx, rx, pdu_loop) = storage.try_split().expect("split once");
+    let port = SimPort::with_faults(spec.clone(), Faults::new());
+    let driver = thread::spawn(move || InprocDriver::new(tx, rx, port).run());
+    let timeouts = Timeouts {
+        eeprom: Duration::from_millis(500),
+        pdu: Duration::from_millis(500),
+        mailbox_response: Duration::from_millis(1000),
+        ..Timeouts::default()
+    };
+    let md = MainDevice::new(pdu_loop, timeouts, MainDeviceConfig::default());
+    let group = block_on(md.init_single_group::<64, 1024>(ethercat_now)).expect("init");
+    let group = block_on(group.into_op(&md)).expect("OP");
+    for (i, sd) in group.iter(&md).enumerate() {
+        let d = &spec.devices[i];
+        assert_eq!(
+            (sd.outputs_raw().len(), sd.inputs_raw().len()),
+            (usize::from(d.outputs), usize::from(d.inputs)),
+            "{i} {}",
+            d.name
+        );
+    }
+    let r = block_on(group.tx_rx(&md)).expect("tx_rx");
+    assert_eq!(u32::from(r.working_counter), spec.expected_wkc());
+    // SAFETY: the group is not used again.
+    unsafe { md.release_all() };
+    let _ = driver.join();
+}
