@@ -501,6 +501,22 @@ mod tests {
                     count: 16,
                 },
             ),
+            (
+                "emergency 2 0x8611 0x81",
+                FaultCommand::Emergency {
+                    position: 2,
+                    code: 0x8611,
+                    register: 0x81,
+                },
+            ),
+            (
+                "emergency 0 4096",
+                FaultCommand::Emergency {
+                    position: 0,
+                    code: 0x1000,
+                    register: 0,
+                },
+            ),
             ("clear", FaultCommand::Clear),
         ];
         for (text, cmd) in cases {
