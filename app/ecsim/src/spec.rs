@@ -32,6 +32,11 @@
 //!
 //! An entry's `bits` may be left out (it is the type's width) or must equal it; the entries of a
 //! direction carry whole bytes.
+//!
+//! `coe = true` makes a device a CoE device: a mailbox, an object dictionary described by
+//! `device_type`, `hardware_version`, `software_version`, `pdo_buffer` and `[[device.object]]`
+//! (see the `odspec` module's documentation and the crate README), and PDOs that may say
+//! `assigned = false`, `assignable`, `mappable` and `max_entries`.
 
 use crate::pdo::{
     self, DataType, Direction, MAX_ENTRIES, MAX_ENTRIES_PER_PDO, MAX_PDOS, PdoEntrySpec, PdoSpec,
