@@ -516,16 +516,20 @@ impl CoeServer {
                 let Some(o) = self.od.object(index) else {
                     return vec![info_error(abort::NO_OBJECT)];
                 };
-                let ty = o
-                    .entries
-                    .get(1)
-                    .or(o.entries.first())
-                    .map_or(0, |e| e.ty.code());
-                let ty = if o.code == crate::od::ObjectCode::Record {
-                    // Records list the DEFTYPE of their structure; ours have none of their own.
-                    0x002a
-                } else {
-                    ty
+                // VAR: its type; ARRAY: the type of its elements; RECORD: the complex data type
+                // of its structure (CiA 301 §7.4.7.1 / ETG.1000.6 Table 63: 0x0021 PDO_MAPPING,
+                // 0x0023 IDENTITY); an application record defines none of its own (0).
+                let ty = match o.code {
+                    crate::od::ObjectCode::Record => match index {
+                        0x1018 => 0x0023,
+                        0x1600..=0x17ff | 0x1a00..=0x1bff => 0x0021,
+                        _ => 0x0000,
+                    },
+                    _ => o
+                        .entries
+                        .get(1)
+                        .or(o.entries.first())
+                        .map_or(0, |e| e.ty.code()),
                 };
                 let mut data = index.to_le_bytes().to_vec();
                 data.extend_from_slice(&ty.to_le_bytes());

@@ -590,6 +590,15 @@ fn sdo_information_lists_and_describes_objects() {
     assert_eq!(&d[12..], b"Modes of operation");
     let d = &b.info(2, 3, &0x1018u16.to_le_bytes())[0];
     assert_eq!((d[10], d[11]), (4, 9), "a RECORD of 4 entries");
+    assert_eq!(u16::from_le_bytes([d[8], d[9]]), 0x0023, "IDENTITY");
+    let d = &b.info(2, 3, &0x1c12u16.to_le_bytes())[0];
+    assert_eq!(
+        u16::from_le_bytes([d[8], d[9]]),
+        0x0006,
+        "an ARRAY of UNSIGNED16"
+    );
+    assert_eq!((d[10], d[11]), (2, 8));
+    assert_eq!(&d[12..], b"RxPDO assign");
     // Entry description with default, min and max.
     let mut body = 0x8000u16.to_le_bytes().to_vec();
     body.extend_from_slice(&[0x15, 0x10 | 0x20 | 0x40]);
