@@ -53,6 +53,7 @@ fn prints_only(cmd: &Command) -> bool {
             | Command::Sii(_)
             | Command::Counters(_)
             | Command::Regs(_)
+            | Command::Sdo(_)
     )
 }
 
@@ -83,6 +84,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_CONFIG)
             }
         },
+        Command::Config(ConfigCmd::FromBus { bus }) => rtcat::sdocmd::from_bus(bus),
         Command::Config(ConfigCmd::Example) => {
             print!("{EXAMPLE}");
             ExitCode::SUCCESS
@@ -126,5 +128,6 @@ fn main() -> ExitCode {
         Command::Sii(a) => rtcat::buscmd::sii(a),
         Command::Counters(a) => rtcat::buscmd::counters(a),
         Command::Regs(a) => rtcat::buscmd::regs(a),
+        Command::Sdo(c) => rtcat::sdocmd::sdo(c),
     }
 }

@@ -32,6 +32,7 @@
 
 pub mod abort;
 pub mod frame;
+pub mod segment;
 pub mod value;
 
 pub use abort::abort_text;
