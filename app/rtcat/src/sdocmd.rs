@@ -123,7 +123,9 @@ fn read(a: SdoReadArgs) -> Result<(), Fail> {
         };
         // Without --type, SDO information says what the bytes are, when the device has it.
         let described = if ty.is_none() && info && !complete {
-            c.entry_description(index, sub).ok()
+            c.entry_description(index, sub)
+                .ok()
+                .map(|e| (e.data_type, segment::entry_name(&mut c, index, sub)))
         } else {
             None
         };
@@ -132,7 +134,7 @@ fn read(a: SdoReadArgs) -> Result<(), Fail> {
     say_emergencies(&emergencies);
     let (ty, name) = match (ty, &described) {
         (Some(t), _) => (Some(t), None),
-        (None, Some(e)) => (SdoType::from_coe(e.data_type), Some(e.name.clone())),
+        (None, Some((dt, name))) => (SdoType::from_coe(*dt), name.clone()),
         (None, None) => (None, None),
     };
     let value = match ty {

@@ -277,6 +277,27 @@ fn writable(c: &mut BusClient<'_>, info: bool, index: u16) -> Option<bool> {
         .map(|e| e.access & 0x08 != 0)
 }
 
+/// The name SDO information gives `index:sub`: the entry's, or for a variable's subindex 0 (whose
+/// entry devices often leave unnamed) the object's. `None` when the device describes neither.
+pub fn entry_name<P: super::Port>(c: &mut Client<P>, index: u16, sub: u8) -> Option<String> {
+    let named = |n: String| (!n.is_empty()).then_some(n);
+    if let Some(n) = c
+        .entry_description(index, sub)
+        .ok()
+        .and_then(|e| named(e.name))
+    {
+        return Some(n);
+    }
+    if sub == 0 {
+        return c
+            .object_description(index)
+            .ok()
+            .filter(|o| o.object_code == 7)
+            .and_then(|o| named(o.name));
+    }
+    None
+}
+
 /// Read every subdevice's assignment and mapping: CoE objects 0x1C10 + n for each
 /// process-data SM n of the SII and the PDOs they list, with names from SDO information
 /// when the device has it (else the SII's); the SII's fixed PDOs for devices without CoE.
@@ -371,9 +392,8 @@ pub fn read_mappings(seg: &PreOp<'_>) -> Result<Vec<DeviceMapping>> {
                         None
                     } else {
                         m.sdo_info
-                            .then(|| c.entry_description(index, sub).ok().map(|e| e.name))
+                            .then(|| entry_name(&mut c, index, sub))
                             .flatten()
-                            .filter(|n| !n.is_empty())
                             .or_else(|| SubdeviceSource::describe_from_sii(&d.sii, index, sub).0)
                     };
                     p.entries.push(MapEntry {
