@@ -52,6 +52,9 @@ pub const MAX_UPLOAD: u32 = 1 << 20;
 /// 2 × 65536 bytes plus the list type (ETG.1000.6 §5.6.3.3).
 pub const MAX_INFO: usize = 2 * 65536 + 2;
 
+/// Emergencies a client keeps until [`Client::take_emergencies`] (later ones are logged only).
+pub const MAX_EMERGENCIES: usize = 64;
+
 /// What can go wrong in a CoE transfer.
 #[derive(Debug, Error)]
 #[non_exhaustive]
@@ -482,7 +485,10 @@ impl<P: Port> Client<P> {
                 data,
             };
             log::warn!("{e}");
-            self.emergencies.push(e);
+            // Kept up to a bound: a device that floods emergencies does not grow the client.
+            if self.emergencies.len() < MAX_EMERGENCIES {
+                self.emergencies.push(e);
+            }
             true
         } else {
             false
@@ -541,7 +547,8 @@ impl<P: Port> Client<P> {
     fn receive(&mut self, what: &str) -> Result<Response, Error> {
         let deadline = Instant::now() + self.timeouts.response;
         loop {
-            if self.sm_full(self.geometry.tx_sm)? {
+            let full = self.sm_full(self.geometry.tx_sm)?;
+            if full {
                 let buf = self.read_mailbox()?;
                 let r = frame::parse(&buf).map_err(|e| self.malformed(what, e.to_string()))?;
                 match r {
@@ -561,8 +568,9 @@ impl<P: Port> Client<P> {
                     ref r if self.keep_emergency(r) => {}
                     r => return Ok(r),
                 }
-                continue;
             }
+            // Checked after every mailbox too: a device that sends emergencies without end
+            // still ends the wait.
             if Instant::now() >= deadline {
                 return Err(Error::Timeout {
                     position: self.position,
@@ -570,7 +578,9 @@ impl<P: Port> Client<P> {
                     timeout: self.timeouts.response,
                 });
             }
-            std::thread::sleep(self.timeouts.poll);
+            if !full {
+                std::thread::sleep(self.timeouts.poll);
+            }
         }
     }
 
@@ -679,6 +689,10 @@ impl<P: Port> Client<P> {
                         self.send_abort(index, sub, 0x0503_0000, &what);
                         return Err(self.malformed(&what, "segment toggle bit not changed"));
                     }
+                    if seg.is_empty() && !last {
+                        self.send_abort(index, sub, 0x0504_0001, &what);
+                        return Err(self.malformed(&what, "empty segment that is not the last"));
+                    }
                     if data.len() + seg.len() > complete {
                         self.send_abort(index, sub, 0x0504_0001, &what);
                         return Err(self.malformed(
@@ -755,7 +769,7 @@ impl<P: Port> Client<P> {
                 data.len(),
             )
         } else {
-            let n = data.len().min(rx - frame::SDO_DATA - 4);
+            let n = data.len().min(rx.saturating_sub(frame::SDO_DATA + 4));
             (
                 frame::download_normal(c, index, sub, ca, complete, &data[..n]),
                 n,
@@ -769,7 +783,7 @@ impl<P: Port> Client<P> {
             r => return Err(self.malformed(&what, format!("not a download response: {r:?}"))),
         }
         // Segments (ETG.1000.6 §5.6.2.3): mailbox header 6 + CoE 2 + segment header 1.
-        let seg_max = rx - frame::MBX_HEADER - 3;
+        let seg_max = rx.saturating_sub(frame::MBX_HEADER + 3).max(1);
         let mut toggle = false;
         while sent < data.len() {
             let n = (data.len() - sent).min(seg_max);
