@@ -402,13 +402,23 @@ pub fn from_bus_toml(devices: &[DeviceMapping], source: &str) -> String {
         let _ = writeln!(o, "output_bytes = {}", d.output_bytes);
         let mut active = Vec::new();
         let mut fixed = Vec::new();
+        let mut other_sm = Vec::new();
         for a in &d.assignments {
             let item = format!("sm{} = [{}]", a.sm, hex_list(&a.pdos));
-            if a.writable == Some(false) {
+            if !matches!(a.sm, 2 | 3) {
+                other_sm.push(item);
+            } else if a.writable == Some(false) {
                 fixed.push(item);
             } else {
                 active.push(item);
             }
+        }
+        if !other_sm.is_empty() {
+            let _ = writeln!(
+                o,
+                "# Process data on other sync managers than SM2/SM3, which rtcat.toml does not                  assign: {{ {} }}",
+                other_sm.join(", ")
+            );
         }
         let unknown = d.assignments.iter().any(|a| a.writable.is_none());
         if !active.is_empty() {

@@ -311,6 +311,41 @@ fn from_bus_prints_the_default_mapping_as_device_sections() {
     let t = ok(&sim(&["config", "from-bus"]));
     let d = devices(&t);
     assert_eq!(d.len(), 3, "{t}");
+    // Only the keys of the [[device]] schema (it refuses unknown keys).
+    let keys = |v: &toml::Value, allowed: &[&str]| {
+        for k in v.as_table().unwrap().keys() {
+            assert!(allowed.contains(&k.as_str()), "key {k} in {v}");
+        }
+    };
+    for dev in &d {
+        keys(
+            dev,
+            &[
+                "position",
+                "name",
+                "input_bytes",
+                "output_bytes",
+                "pdo_assign",
+                "pdo_map",
+            ],
+        );
+        if let Some(a) = dev.get("pdo_assign") {
+            keys(a, &["sm2", "sm3"]);
+        }
+        for m in dev
+            .get("pdo_map")
+            .and_then(|m| m.as_array())
+            .into_iter()
+            .flatten()
+        {
+            keys(m, &["index", "entries"]);
+            for e in m["entries"].as_array().unwrap() {
+                if e.is_table() {
+                    keys(e, &["entry", "name"]);
+                }
+            }
+        }
+    }
     let int = |v: &toml::Value, k: &str| v[k].as_integer().unwrap();
     for (i, (name, inb, outb)) in [("DIO8-COE", 1, 1), ("AI4-COE", 8, 0), ("SERVO-COE", 2, 2)]
         .into_iter()
