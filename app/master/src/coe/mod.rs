@@ -25,10 +25,12 @@
 //!    response or the timeout.
 //!
 //! The mailbox counter is the client's own, 1..7 (0 is reserved, ETG.1000.4 §5.6); a new client
-//! starts at 1. ethercrab's requests on the same subdevice count on their own, so a device that
-//! discards a request repeating the last counter could drop the first request of a client; the
-//! timeout then names the step. The repeat mechanism (SM1 repeat request, ETG.1000.4 §5.6.2) is
-//! not used, as in ethercrab: a lost response is a timeout, and the caller retries.
+//! starts at 1, or after the counter of the client before it ([`Client::continue_after`], which
+//! [`segment::PreOp`] does per subdevice). ethercrab's requests on the same subdevice count on
+//! their own, so the first request may repeat ethercrab's last counter, and a device that
+//! discards a repeated mailbox stays silent: a client whose first request times out sends it
+//! once more with the next counter. The repeat mechanism (SM1 repeat request, ETG.1000.4
+//! §5.6.2) is not used, as in ethercrab: a lost response is a timeout, and the caller retries.
 
 pub mod abort;
 pub mod frame;
@@ -358,6 +360,8 @@ pub struct Client<P: Port> {
     geometry: Geometry,
     timeouts: Timeouts,
     counter: u8,
+    /// The device has answered one of this client's requests.
+    answered: bool,
     emergencies: Vec<Emergency>,
 }
 
@@ -404,6 +408,7 @@ impl<P: Port> Client<P> {
             geometry,
             timeouts,
             counter: 0,
+            answered: false,
             emergencies: Vec::new(),
         }
     }
@@ -421,6 +426,17 @@ impl<P: Port> Client<P> {
     /// Emergencies received since the last call (in the order they came).
     pub fn take_emergencies(&mut self) -> Vec<Emergency> {
         std::mem::take(&mut self.emergencies)
+    }
+
+    /// The counter of the last request (0 before the first).
+    pub fn counter(&self) -> u8 {
+        self.counter
+    }
+
+    /// Continue counting after `last` (the counter of the last request another client sent to
+    /// this subdevice), so that its next request does not repeat it.
+    pub fn continue_after(&mut self, last: u8) {
+        self.counter = last & 0x07;
     }
 
     fn next_counter(&mut self) -> u8 {
@@ -586,7 +602,30 @@ impl<P: Port> Client<P> {
 
     fn transact(&mut self, req: &[u8], what: &str) -> Result<Response, Error> {
         self.send(req, what)?;
-        self.receive(what)
+        let first = !self.answered;
+        match self.receive(what) {
+            // The first request of a client may repeat the counter of the last request someone
+            // else (ethercrab, an earlier client) sent, and a device that discards a repeated
+            // mailbox (ETG.1000.4 §5.6) then stays silent: once, the same request with the
+            // next counter.
+            Err(Error::Timeout { .. }) if first => {
+                let c = self.next_counter();
+                let mut again = req.to_vec();
+                again[5] = (again[5] & 0x8f) | (c << 4);
+                log::debug!(
+                    "position {}: {what}: no answer to the first request; again with counter {c}",
+                    self.position
+                );
+                self.send(&again, what)?;
+                let r = self.receive(what);
+                self.answered = r.is_ok();
+                r
+            }
+            r => {
+                self.answered |= r.is_ok();
+                r
+            }
+        }
     }
 
     fn abort(&self, index: u16, sub: u8, code: u32) -> Error {

@@ -11,6 +11,8 @@ use crate::sii::{self, Direction, Sii, SmUsage};
 use ethercrab::MainDevice;
 use futures_lite::future::block_on;
 use serde::Serialize;
+use std::cell::RefCell;
+use std::ops::{Deref, DerefMut};
 
 /// SII categories the tools need: names, CoE details, sync managers, fixed PDOs.
 const WANTED: [u16; 5] = [
@@ -72,6 +74,37 @@ pub struct PreOp<'a> {
     timeouts: Timeouts,
     /// The subdevices, by position.
     pub devices: Vec<Device>,
+    /// The last mailbox counter each subdevice saw from a client of this segment.
+    counters: RefCell<Vec<u8>>,
+}
+
+/// A [`BusClient`] of a [`PreOp`] segment: when dropped, the segment keeps its mailbox counter,
+/// and the next client of the same subdevice counts on from it.
+pub struct SegmentClient<'s> {
+    client: BusClient<'s>,
+    counters: &'s RefCell<Vec<u8>>,
+    slot: usize,
+}
+
+impl<'s> Deref for SegmentClient<'s> {
+    type Target = BusClient<'s>;
+    fn deref(&self) -> &BusClient<'s> {
+        &self.client
+    }
+}
+
+impl DerefMut for SegmentClient<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        &mut self.client
+    }
+}
+
+impl Drop for SegmentClient<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.counters.borrow_mut().get_mut(self.slot) {
+            *c = self.client.counter();
+        }
+    }
 }
 
 impl PreOp<'_> {
@@ -87,7 +120,7 @@ impl PreOp<'_> {
     }
 
     /// A CoE client of the subdevice at `position`, its mailbox from the SM registers.
-    pub fn client(&self, position: u32) -> Result<BusClient<'_>> {
+    pub fn client(&self, position: u32) -> Result<SegmentClient<'_>> {
         let d = self.device(position)?;
         if !d.coe() {
             return Err(Error::Coe(CoeError::NoMailbox {
@@ -106,12 +139,16 @@ impl PreOp<'_> {
                 ),
             }));
         }
-        Ok(Client::on_bus(
-            self.md,
-            d.position,
-            d.address,
-            self.timeouts,
-        )?)
+        let mut client = Client::on_bus(self.md, d.position, d.address, self.timeouts)?;
+        let slot = usize::from(d.position);
+        if let Some(&last) = self.counters.borrow().get(slot) {
+            client.continue_after(last);
+        }
+        Ok(SegmentClient {
+            client,
+            counters: &self.counters,
+            slot,
+        })
     }
 }
 
@@ -157,10 +194,12 @@ pub fn with_pre_op<R: Send>(
                 sii,
             });
         }
+        let counters = RefCell::new(vec![0; devices.len()]);
         let r = f(&PreOp {
             md,
             timeouts,
             devices,
+            counters,
         });
         if let Err(e) = block_on(group.into_init(md)) {
             log::warn!("putting the segment back to INIT failed: {e}");
@@ -279,7 +318,7 @@ fn writable(c: &mut BusClient<'_>, info: bool, index: u16) -> Option<bool> {
 
 /// The name SDO information gives `index:sub`: the entry's, or for a variable's subindex 0 (whose
 /// entry devices often leave unnamed) the object's. `None` when the device describes neither.
-pub fn entry_name<P: super::Port>(c: &mut Client<P>, index: u16, sub: u8) -> Option<String> {
+pub fn entry_name(c: &mut BusClient<'_>, index: u16, sub: u8) -> Option<String> {
     let named = |n: String| (!n.is_empty()).then_some(n);
     if let Some(n) = c
         .entry_description(index, sub)

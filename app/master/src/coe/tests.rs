@@ -27,6 +27,9 @@ struct Server {
     mute: bool,
     /// Upload segments without data and never the last.
     empty_segments: bool,
+    /// Discard a request whose counter repeats the last one, as device stacks do.
+    drop_repeats: bool,
+    last_counter: Option<u8>,
     /// Requests seen (decoded command bytes).
     log: Vec<u8>,
     counters: Vec<u8>,
@@ -58,6 +61,11 @@ impl Server {
         if self.mute {
             return out;
         }
+        let counter = frame::counter_of(req);
+        if self.drop_repeats && self.last_counter == Some(counter) {
+            return out;
+        }
+        self.last_counter = Some(counter);
         if std::mem::take(&mut self.emergency_next) {
             out.push(mbx(1, &[0x10, 0x82, 0x11, 1, 2, 3, 4, 5]));
         }
@@ -444,6 +452,31 @@ fn an_empty_segment_that_is_not_the_last_is_malformed() {
         e.ends_with("malformed response: empty segment that is not the last"),
         "{e}"
     );
+}
+
+#[test]
+fn a_first_request_repeating_the_last_counter_is_sent_again() {
+    let mut s = server();
+    // ethercrab's last request to this device had counter 1, the client's first has 1 too.
+    s.drop_repeats = true;
+    s.last_counter = Some(1);
+    let mut c = client(s);
+    assert_eq!(c.upload(0x6060, 0).unwrap(), [0]);
+    assert_eq!(c.port.server.counters, [2]);
+    // Only the first request is sent again: later silence is a timeout.
+    c.port.server.mute = true;
+    assert!(matches!(c.upload(0x6060, 0), Err(Error::Timeout { .. })));
+}
+
+#[test]
+fn a_client_continues_after_the_last_counter() {
+    let mut s = server();
+    s.drop_repeats = true;
+    let mut c = client(s);
+    c.continue_after(7);
+    c.upload(0x6060, 0).unwrap();
+    assert_eq!(c.counter(), 1);
+    assert_eq!(c.port.server.counters, [1]);
 }
 
 #[test]
