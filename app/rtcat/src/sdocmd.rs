@@ -198,6 +198,11 @@ fn write(a: SdoWriteArgs) -> Result<(), Fail> {
     let data = ty
         .encode(&a.value)
         .map_err(|e| Fail::Usage(format!("{:#06x}:{sub:02x}: {e}", index)))?;
+    if data.is_empty() {
+        return Err(Fail::Usage(format!(
+            "{index:#06x}:{sub:02x}: VALUE is empty: an SDO download carries at least one byte"
+        )));
+    }
     let (position, complete) = (a.position, a.complete);
     let d2 = data.clone();
     let emergencies = on_segment(&a.bus, move |seg| {

@@ -58,12 +58,27 @@ fn run(mut c: Command) -> Output {
     child.wait_with_output().unwrap()
 }
 
-fn sim(args: &[&str]) -> Output {
+/// A configuration with a PDU timeout of 1 s during initialisation (default 100 ms): the tests
+/// run side by side on a shared machine, and a slow answer is not what they check.
+fn patient() -> &'static Path {
+    static P: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    P.get_or_init(|| {
+        let p = Path::new(env!("CARGO_TARGET_TMPDIR")).join("sdo-patient.toml");
+        std::fs::write(&p, "[bus]\ninit_pdu_timeout_ms = 1000\n").unwrap();
+        p
+    })
+}
+
+/// `rtcat ARGS --config patient` (the command's bus arguments come after it).
+fn rtcat(args: &[&str]) -> Command {
     let mut c = Command::new(BIN);
-    c.args(args)
-        .arg("--sim")
-        .arg("--segment")
-        .arg(coe_segment());
+    c.args(args).arg("--config").arg(patient());
+    c
+}
+
+fn sim(args: &[&str]) -> Output {
+    let mut c = rtcat(args);
+    c.arg("--sim").arg("--segment").arg(coe_segment());
     run(c)
 }
 
@@ -96,18 +111,8 @@ fn fails(o: &Output, code: i32, text: &str) {
 fn read_identity_and_a_segmented_string() {
     let dir = tempfile::tempdir().unwrap();
     let seg = long_segment(dir.path());
-    let mut c = Command::new(BIN);
-    c.args([
-        "sdo",
-        "read",
-        "2",
-        "0x2000:00",
-        "--type",
-        "string",
-        "--sim",
-        "--segment",
-    ])
-    .arg(&seg);
+    let mut c = rtcat(&["sdo", "read", "2", "0x2000:00", "--type", "string", "--sim"]);
+    c.arg("--segment").arg(&seg);
     assert_eq!(ok(&run(c)), format!("{}\n", long_text()));
     assert_eq!(
         ok(&sim(&["sdo", "read", "2", "0x1008:00", "--type", "string"])),
@@ -265,13 +270,17 @@ fn bad_input_exits_2_naming_the_value() {
         "value \"yes\" is not a bool",
     );
     fails(
+        &sim(&["sdo", "write", "2", "0x2000:00", "string", ""]),
+        2,
+        "VALUE is empty",
+    );
+    fails(
         &sim(&["sdo", "write", "2", "0x1c12:05", "u16", "1", "--complete"]),
         2,
         "complete access starts at subindex 0 or 1",
     );
     // The reference segment has no CoE: a runtime failure that says so.
-    let mut c = Command::new(BIN);
-    c.args(["sdo", "read", "0", "0x1000:00", "--sim"]);
+    let mut c = rtcat(&["sdo", "read", "0", "0x1000:00", "--sim"]);
     let o = run(c);
     fails(&o, 1, "position 0: no CoE mailbox");
 }
@@ -393,8 +402,7 @@ fn from_bus_prints_the_default_mapping_as_device_sections() {
 
 #[test]
 fn from_bus_of_a_segment_without_coe_is_comments() {
-    let mut c = Command::new(BIN);
-    c.args(["config", "from-bus", "--sim"]);
+    let mut c = rtcat(&["config", "from-bus", "--sim"]);
     let t = ok(&run(c));
     assert!(devices(&t).is_empty(), "{t}");
     assert_eq!(
@@ -408,12 +416,15 @@ fn from_bus_of_a_segment_without_coe_is_comments() {
 // ---------------------------------------------------------------- the library, in-process
 
 fn session(spec: SegmentSpec) -> Session {
+    // As patient as the commands above.
+    let mut cfg = Config::default();
+    cfg.bus.init_pdu_timeout_ms = 1000;
     Session::open(
         &Target::Sim {
             spec,
             faults: Faults::new(),
         },
-        &Config::default(),
+        &cfg,
     )
     .unwrap()
 }
@@ -530,6 +541,8 @@ impl CoeSim {
                 "--iface",
                 &net.segment_if,
             ])
+            // Like a real ESC, the segment answers whatever else runs (as the bus tests' sim).
+            .args(["--priority", "70"])
             .arg("--segment")
             .arg(coe_segment())
             .stderr(Stdio::piped())
@@ -568,7 +581,9 @@ fn veth_a_write_is_seen_by_the_next_command() {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &net.master_ns, BIN])
             .args(args)
-            .args(["--iface", &net.master_if]);
+            .args(["--iface", &net.master_if])
+            .arg("--config")
+            .arg(patient());
         run(c)
     };
     assert_eq!(
