@@ -280,7 +280,7 @@ fn bad_input_exits_2_naming_the_value() {
         "complete access starts at subindex 0 or 1",
     );
     // The reference segment has no CoE: a runtime failure that says so.
-    let mut c = rtcat(&["sdo", "read", "0", "0x1000:00", "--sim"]);
+    let c = rtcat(&["sdo", "read", "0", "0x1000:00", "--sim"]);
     let o = run(c);
     fails(&o, 1, "position 0: no CoE mailbox");
 }
@@ -402,7 +402,7 @@ fn from_bus_prints_the_default_mapping_as_device_sections() {
 
 #[test]
 fn from_bus_of_a_segment_without_coe_is_comments() {
-    let mut c = rtcat(&["config", "from-bus", "--sim"]);
+    let c = rtcat(&["config", "from-bus", "--sim"]);
     let t = ok(&run(c));
     assert!(devices(&t).is_empty(), "{t}");
     assert_eq!(
