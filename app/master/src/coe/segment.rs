@@ -36,7 +36,7 @@ pub struct Device {
     pub name: String,
     /// Identity.
     pub identity: Identity,
-    /// The SII categories in [`WANTED`].
+    /// Its SII: strings, General, sync managers and PDO categories.
     pub sii: Sii,
 }
 
