@@ -67,6 +67,7 @@ pub mod acyclic;
 pub mod application;
 pub mod bus;
 pub mod clock;
+pub mod coe;
 pub mod config;
 pub mod cycle;
 pub mod diag;

@@ -53,6 +53,73 @@ pub enum Command {
     /// Read an ESI file (ETG.2000 device description): devices, sync managers, PDOs, objects;
     /// or print the [[device]] configuration for a chosen set of PDOs
     Esi(EsiArgs),
+    /// CoE SDO access: read, write, list the object dictionary (brings the segment to PRE-OP,
+    /// then back to INIT)
+    #[command(subcommand)]
+    Sdo(SdoCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SdoCmd {
+    /// Read (upload) an object entry: its bytes and, when the device describes it, its value
+    Read(SdoReadArgs),
+    /// Write (download) a value to an object entry. With --sim the write goes to the
+    /// simulated segment of this one process, which ends with it
+    Write(SdoWriteArgs),
+    /// The object dictionary by SDO information: index, object code, type, name
+    List(SdoListArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SdoReadArgs {
+    /// Position of the subdevice
+    #[arg(value_name = "POS")]
+    pub position: u32,
+    /// Object entry, index and subindex in hex (`0x1018:02`; the 0x is optional)
+    #[arg(value_name = "INDEX:SUB")]
+    pub entry: String,
+    /// Print the value as this type: bool u8 u16 u32 u64 i8 i16 i32 i64 f32 f64 string bytes
+    #[arg(long = "type", value_name = "T")]
+    pub ty: Option<String>,
+    /// Complete access: every subindex of the object at once (from SUB, which is 0 or 1)
+    #[arg(long)]
+    pub complete: bool,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SdoWriteArgs {
+    /// Position of the subdevice
+    #[arg(value_name = "POS")]
+    pub position: u32,
+    /// Object entry, index and subindex in hex (`0x6060:00`)
+    #[arg(value_name = "INDEX:SUB")]
+    pub entry: String,
+    /// bool u8 u16 u32 u64 i8 i16 i32 i64 f32 f64 string bytes
+    #[arg(value_name = "TYPE")]
+    pub ty: String,
+    /// The value: decimal or 0x hex for integers, true/false, text, or hex pairs for bytes
+    /// ("01 02 ff")
+    #[arg(value_name = "VALUE", allow_hyphen_values = true)]
+    pub value: String,
+    /// Complete access: write every subindex of the object at once (from SUB, 0 or 1)
+    #[arg(long)]
+    pub complete: bool,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SdoListArgs {
+    /// Position of the subdevice
+    #[arg(value_name = "POS")]
+    pub position: u32,
+    /// Every subindex too: access, bits, type and name
+    #[arg(long)]
+    pub entries: bool,
+    #[command(flatten)]
+    pub bus: BusArgs,
 }
 
 /// Where a bus command talks to, and how it prints.
@@ -295,6 +362,12 @@ pub enum ConfigCmd {
     },
     /// Print the example configuration (every key, commented)
     Example,
+    /// Read every subdevice's PDO assignment and mapping (brings the segment to PRE-OP) and
+    /// print the [[device]] configuration that reproduces it, commented, ready to edit
+    FromBus {
+        #[command(flatten)]
+        bus: BusArgs,
+    },
     /// Normalise a kernel CPU list (`0-3,5`): its canonical form, count and members (exit 2
     /// naming the bad item). The one parser the CI scripts ask instead of their own.
     Cpus {

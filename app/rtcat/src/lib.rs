@@ -17,6 +17,7 @@ pub mod ladder;
 pub mod output;
 pub mod runner;
 pub mod sdnotify;
+pub mod sdocmd;
 pub mod signals;
 pub mod simcmd;
 pub mod status;

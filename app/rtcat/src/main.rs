@@ -54,6 +54,7 @@ fn prints_only(cmd: &Command) -> bool {
             | Command::Counters(_)
             | Command::Regs(_)
             | Command::Esi(_)
+            | Command::Sdo(_)
     )
 }
 
@@ -84,6 +85,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_CONFIG)
             }
         },
+        Command::Config(ConfigCmd::FromBus { bus }) => rtcat::sdocmd::from_bus(bus),
         Command::Config(ConfigCmd::Example) => {
             print!("{EXAMPLE}");
             ExitCode::SUCCESS
@@ -128,5 +130,6 @@ fn main() -> ExitCode {
         Command::Counters(a) => rtcat::buscmd::counters(a),
         Command::Regs(a) => rtcat::buscmd::regs(a),
         Command::Esi(a) => rtcat::esicmd::run(&a),
+        Command::Sdo(c) => rtcat::sdocmd::sdo(c),
     }
 }
