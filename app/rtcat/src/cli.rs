@@ -3,6 +3,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+pub mod ladder;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "rtcat",
@@ -38,7 +40,7 @@ pub enum Command {
     Report(rtlab::ReportArgs),
     /// The reference A/B ladder (docs/NOTES.md §1): each stage adds one change (s0 plain .. s4 CPU shield), measured
     /// over several runs, knobs restored after every run
-    Ladder(crate::ladder::LadderArgs),
+    Ladder(ladder::LadderArgs),
     /// List the subdevices: identity, AL state and status code, ports, DC, mailbox, SM/FMMU
     /// (read by position; changes nothing on the segment)
     Scan(ScanArgs),

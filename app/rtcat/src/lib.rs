@@ -12,7 +12,7 @@ pub mod buscmd;
 pub mod cli;
 pub mod console;
 pub mod echo;
-pub mod ladder;
+pub mod labcmd;
 pub mod output;
 pub mod runner;
 pub mod sdnotify;

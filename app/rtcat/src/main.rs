@@ -120,7 +120,7 @@ fn main() -> ExitCode {
         },
         Command::Load(a) => code(rtlab::run_load(&a)),
         Command::Report(a) => code(rtlab::run_report(&a)),
-        Command::Ladder(a) => rtcat::ladder::run(a),
+        Command::Ladder(a) => rtcat::labcmd::ladder(&a),
         Command::Scan(a) => rtcat::buscmd::scan(a),
         Command::Pdos(a) => rtcat::buscmd::pdos(a),
         Command::Sii(a) => rtcat::buscmd::sii(a),

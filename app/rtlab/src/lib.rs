@@ -8,8 +8,11 @@
 //! - [`summary::Summary`], [`summary::LadderManifest`], [`summary::ladder_csv_row`] and the `.hdr`
 //!   helpers for writing results.
 
+mod child;
 pub mod cpus;
 pub mod cyclictest;
+pub mod interrupt;
+pub mod ladder;
 pub mod load;
 pub mod outfile;
 pub mod plot;

@@ -2,7 +2,7 @@
 //! child process group.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{Context, Result, anyhow};
@@ -18,7 +18,8 @@ impl LoadHandle {
         })?;
         let mut cmd = Command::new(exe);
         cmd.args(stress_ng_args(spec));
-        let child = spawn_in_group(&mut cmd).context("--stress-ng: cannot run stress-ng")?;
+        let child = spawn_in_group(&mut cmd, Stdio::piped(), Stdio::piped())
+            .context("--stress-ng: cannot run stress-ng")?;
         Ok(Self {
             inner: Inner::Process {
                 child,
