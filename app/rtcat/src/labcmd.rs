@@ -8,6 +8,7 @@ use rtlab::ladder::{Env, LadderConfig, LadderError};
 use rtlab::summary::{Policy, SystemInfo};
 use rttune::SysRoot;
 
+use crate::cli::lab::LoadArgs;
 use crate::cli::ladder::LadderArgs;
 use crate::config::Config;
 use crate::signals;
@@ -69,6 +70,20 @@ pub fn ladder(a: &LadderArgs) -> ExitCode {
         Err(e) => {
             crate::say!("rtcat ladder: {e}");
             ExitCode::from(if e.is_usage() { 2 } else { 1 })
+        }
+    }
+}
+
+/// `rtcat load`: the first stop signal ends the load cleanly (workers joined, tmpfs files
+/// removed, the report written), a second one kills the process (an impatient Ctrl-C Ctrl-C).
+pub fn load(a: &LoadArgs) -> ExitCode {
+    let r = signals::install(signals::Second::Kills)
+        .and_then(|()| rtlab::run_load(&a.options(), &signals::Process));
+    match r {
+        Ok(c) => ExitCode::from(c.clamp(0, 255) as u8),
+        Err(e) => {
+            crate::say!("rtcat: {e:#}");
+            ExitCode::from(1)
         }
     }
 }

@@ -26,7 +26,7 @@ fn input_code(r: anyhow::Result<i32>) -> ExitCode {
         Ok(c) => ExitCode::from(c.clamp(0, 255) as u8),
         Err(e) => {
             rtcat::say!("rtcat: {e:#}");
-            ExitCode::from(rttune::cli::exit_code_of(&e))
+            ExitCode::from(rttune::command::exit_code_of(&e))
         }
     }
 }
@@ -111,15 +111,15 @@ fn main() -> ExitCode {
             }
         },
         Command::Doctor(a) => match context_for(a.config.as_deref()) {
-            Ok(ctx) => input_code(rttune::run_doctor(&a, &ctx)),
+            Ok(ctx) => input_code(rttune::run_doctor(&a.options(), &ctx)),
             Err(c) => c,
         },
         Command::Tune(a) => match context_for(a.config.as_deref()) {
-            Ok(ctx) => input_code(rttune::run_tune(&a, &ctx)),
+            Ok(ctx) => input_code(rttune::run_tune(&a.options(), &ctx)),
             Err(c) => c,
         },
-        Command::Load(a) => code(rtlab::run_load(&a)),
-        Command::Report(a) => code(rtlab::run_report(&a)),
+        Command::Load(a) => rtcat::labcmd::load(&a),
+        Command::Report(a) => code(rtlab::run_report(&a.options())),
         Command::Ladder(a) => rtcat::labcmd::ladder(&a),
         Command::Scan(a) => rtcat::buscmd::scan(a),
         Command::Pdos(a) => rtcat::buscmd::pdos(a),

@@ -1,7 +1,7 @@
 //! `rtcat ladder`'s flags, converted into [`rtlab::ladder::LadderOptions`].
 
-use clap::builder::PossibleValue;
-use clap::{Args, ValueEnum};
+use super::values::value_enum;
+use clap::Args;
 use rtlab::ladder::{LadderOptions, MAX_RUN_S, MAX_RUNS, StageId};
 use std::path::PathBuf;
 
@@ -29,31 +29,16 @@ bench.log, tune.json), DIR/ladder-log.json, DIR/report.md, DIR/plots/.
 Exit codes: 0 every run completed, 1 a run failed or a knob could not be restored, 2 bad usage,
 130/143 stopped by SIGINT/SIGTERM (completed runs are kept: `rtcat report --allow-partial DIR`).";
 
-/// A stage on the command line (`s0` .. `s4`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct StageArg(pub StageId);
-
-impl ValueEnum for StageArg {
-    fn value_variants<'a>() -> &'a [Self] {
-        &[
-            StageArg(StageId::S0),
-            StageArg(StageId::S1),
-            StageArg(StageId::S2),
-            StageArg(StageId::S3),
-            StageArg(StageId::S4),
-        ]
+value_enum!(
+    /// A stage on the command line (`s0` .. `s4`).
+    StageArg(StageId) {
+        StageId::S0 => "s0": "plain: SCHED_OTHER, not pinned, governor and timer slack as found",
+        StageId::S1 => "s1": "+ pinned to the RT CPU, SCHED_FIFO",
+        StageId::S2 => "s2": "+ performance governor",
+        StageId::S3 => "s3": "+ NIC coalescing off",
+        StageId::S4 => "s4": "+ runtime CPU shield",
     }
-    fn to_possible_value(&self) -> Option<PossibleValue> {
-        let help = match self.0 {
-            StageId::S0 => "plain: SCHED_OTHER, not pinned, governor and timer slack as found",
-            StageId::S1 => "+ pinned to the RT CPU, SCHED_FIFO",
-            StageId::S2 => "+ performance governor",
-            StageId::S3 => "+ NIC coalescing off",
-            StageId::S4 => "+ runtime CPU shield",
-        };
-        Some(PossibleValue::new(self.0.id()).help(help))
-    }
-}
+);
 
 fn parse_duration(s: &str) -> Result<f64, String> {
     let v: f64 = s
@@ -140,6 +125,7 @@ impl LadderArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::ValueEnum;
 
     #[test]
     fn stage_values_are_the_stage_ids() {

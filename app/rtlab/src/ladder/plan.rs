@@ -211,7 +211,7 @@ pub(super) fn resolve(a: &LadderOptions, env: &dyn Env) -> Result<Plan, LadderEr
         None
     };
     // a shield applied outside the ladder would make every stage "tuned"
-    let sys_state = rttune::cli::state_path(&root, None, &cfg.rt);
+    let sys_state = rttune::command::state_path(&root, None, &cfg.rt);
     match StateFile::at(&sys_state).load(&root) {
         Ok(Some(j))
             if j.same_boot(&root)

@@ -13,7 +13,7 @@ pub(super) fn host_for(root: &SysRoot) -> &'static dyn Host {
     if root.is_live() {
         &rttune::RealHost
     } else {
-        &rttune::cli::NoHost
+        &rttune::command::NoHost
     }
 }
 

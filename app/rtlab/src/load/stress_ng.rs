@@ -94,21 +94,18 @@ pub fn stress_ng_args(spec: &LoadSpec) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::command::parse_args as parse;
+    use crate::load::{LoadOptions, MemKind};
 
     #[test]
     fn stress_ng_args_are_equivalent() {
-        let spec = parse(&[
-            "--cpus",
-            "0",
-            "--cpu-hogs",
-            "2",
-            "--mem",
-            "tmpfs,anon",
-            "--fork-churn",
-            "--duration",
-            "1.5",
-        ])
+        let spec = LoadOptions {
+            cpus: Some("0".into()),
+            cpu_hogs: Some(2),
+            mem: vec![MemKind::Tmpfs, MemKind::Anon],
+            fork_churn: true,
+            duration: 1.5,
+            ..LoadOptions::default()
+        }
         .to_spec()
         .unwrap();
         let a = stress_ng_args(&spec).join(" ");

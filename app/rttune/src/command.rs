@@ -1,6 +1,6 @@
-//! The `rtcat doctor` / `rtcat tune` commands (wired into the rtcat binary). Their argument
-//! structs derive clap's parsers only with the `cli` feature, which the binary enables: the
-//! libraries that use rttune for its configuration types (the master) do not build clap.
+//! The `rtcat doctor` / `rtcat tune` commands: their options ([`DoctorOptions`],
+//! [`TuneOptions`], plain structs: the command-line flags are the `rtcat` binary's), running them,
+//! and what their errors mean for the exit code.
 
 use crate::config::{DEFAULT_STATE_FILE, RtContext};
 use crate::cpuset::CpuSet;
@@ -13,31 +13,33 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// `rtcat doctor [--cpu N] [--iface IF] [--config FILE] [--json]`
-#[derive(Clone, Debug, Default)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
-pub struct DoctorArgs {
+#[derive(Clone, Debug)]
+pub struct DoctorOptions {
     /// RT CPU (default: [cycle].cpu, else the isolated CPUs)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub cpu: Option<usize>,
     /// EtherCAT NIC (default: [bus].interface)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "IF"))]
     pub iface: Option<String>,
     /// rtcat config file ([cycle].cpu, [bus].interface, [tune])
-    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub config: Option<PathBuf>,
     /// Print the report as JSON (schema rttune.doctor/1)
-    #[cfg_attr(feature = "cli", arg(long))]
     pub json: bool,
-    /// Root of the tree to inspect (fake trees in tests)
-    #[cfg_attr(
-        feature = "cli",
-        arg(long, value_name = "DIR", default_value = "/", hide = true)
-    )]
+    /// Root of the tree to inspect (`/`, or a fake tree in tests)
     pub root: PathBuf,
 }
 
+impl Default for DoctorOptions {
+    fn default() -> Self {
+        Self {
+            cpu: None,
+            iface: None,
+            config: None,
+            json: false,
+            root: PathBuf::from("/"),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum TuneAction {
     /// Apply the runtime shield (journalled)
     Apply,
@@ -51,37 +53,41 @@ pub enum TuneAction {
 
 /// `rtcat tune apply|restore|status|plan [--cpu N] [--housekeeping CPUS] [--iface IF] [--config FILE]`
 #[derive(Clone, Debug)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
-pub struct TuneArgs {
-    #[cfg_attr(feature = "cli", arg(value_enum))]
+pub struct TuneOptions {
     pub action: TuneAction,
     /// RT CPU (default: [cycle].cpu)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
     pub cpu: Option<usize>,
     /// Housekeeping CPUs, e.g. 0-5,7 (default: [tune].housekeeping_cpus, else all but the RT CPU)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "CPUS"))]
     pub housekeeping: Option<String>,
     /// EtherCAT NIC (default: [bus].interface)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "IF"))]
     pub iface: Option<String>,
     /// rtcat config file
-    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub config: Option<PathBuf>,
     /// Knob groups to act on (repeatable; default: all)
-    #[cfg_attr(feature = "cli", arg(long = "group", value_enum, value_name = "GROUP"))]
     pub groups: Vec<KnobGroup>,
     /// Tune state journal (default: [tune].state_file, else /var/lib/rtcat-tune/tune-state.json)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub state: Option<PathBuf>,
     /// Print the result as JSON
-    #[cfg_attr(feature = "cli", arg(long))]
     pub json: bool,
-    /// Root of the tree to tune (fake trees in tests)
-    #[cfg_attr(
-        feature = "cli",
-        arg(long, value_name = "DIR", default_value = "/", hide = true)
-    )]
+    /// Root of the tree to tune (`/`, or a fake tree in tests)
     pub root: PathBuf,
+}
+
+impl TuneOptions {
+    /// `action` with every option at its default (the root `/`).
+    pub fn new(action: TuneAction) -> Self {
+        Self {
+            action,
+            cpu: None,
+            housekeeping: None,
+            iface: None,
+            config: None,
+            groups: Vec::new(),
+            state: None,
+            json: false,
+            root: PathBuf::from("/"),
+        }
+    }
 }
 
 /// Stand-in for a fake `--root`: non-file operations are not available there.
@@ -206,7 +212,7 @@ fn resolve_rt(
 }
 
 /// Run `rtcat doctor`; returns the exit code (1 when any check FAILs).
-pub fn run_doctor(args: &DoctorArgs, ctx: &RtContext) -> anyhow::Result<i32> {
+pub fn run_doctor(args: &DoctorOptions, ctx: &RtContext) -> anyhow::Result<i32> {
     ctx.tune.validate()?;
     let root = open_root(&args.root)?;
     check_cpu_flag(&root, args.cpu)?;
@@ -238,7 +244,7 @@ pub fn run_doctor(args: &DoctorArgs, ctx: &RtContext) -> anyhow::Result<i32> {
 }
 
 /// Run `rtcat tune ACTION`; returns the exit code.
-pub fn run_tune(args: &TuneArgs, ctx: &RtContext) -> anyhow::Result<i32> {
+pub fn run_tune(args: &TuneOptions, ctx: &RtContext) -> anyhow::Result<i32> {
     ctx.tune.validate()?;
     let root = open_root(&args.root)?;
     check_cpu_flag(&root, args.cpu)?;
