@@ -14,6 +14,7 @@
 mod child;
 pub mod cpus;
 pub mod cyclictest;
+pub mod error;
 pub mod interrupt;
 pub mod ladder;
 pub mod load;

@@ -21,6 +21,7 @@ use safefs::Dir;
 use serde::Serialize;
 
 use crate::cyclictest;
+use crate::error::{is_usage, usage};
 use crate::outfile::say;
 use crate::summary::{
     BusStats, EXEC_HDR_FILE, LADDER_CSV_FILE, LadderManifest, LadderRow, LoggingHealth,
@@ -1157,11 +1158,11 @@ pub fn load_sources(
     allow_partial: bool,
 ) -> Result<Vec<Source>> {
     if !labels.is_empty() && labels.len() != inputs.len() {
-        bail!(
+        return Err(usage(format!(
             "--label: {} label(s) for {} input(s); give one per input",
             labels.len(),
             inputs.len()
-        );
+        )));
     }
     let mut names = Vec::new();
     for (i, p) in inputs.iter().enumerate() {
@@ -1176,14 +1177,18 @@ pub fn load_sources(
             }
         };
         if l.is_empty() || l.contains(['|', '\n']) {
-            bail!("--label: \"{l}\" must be non-empty and contain no '|' or line break");
+            return Err(usage(format!(
+                "--label: \"{l}\" must be non-empty and contain no '|' or line break"
+            )));
         }
         names.push(l);
     }
     let mut seen = BTreeSet::new();
     for n in &names {
         if !seen.insert(n) {
-            bail!("--label: two inputs are labelled \"{n}\"; give distinct --label values");
+            return Err(usage(format!(
+                "--label: two inputs are labelled \"{n}\"; give distinct --label values"
+            )));
         }
     }
     inputs
@@ -1219,9 +1224,8 @@ pub fn run_report(args: &ReportOptions) -> Result<i32> {
     let sources = match load_sources(&args.inputs, &args.label, args.allow_partial) {
         Ok(s) => s,
         Err(e) => {
-            let msg = format!("{e:#}");
-            say!("rtcat report: error: {msg}");
-            return Ok(if msg.starts_with("--") { 2 } else { 1 });
+            say!("rtcat report: error: {e:#}");
+            return Ok(if is_usage(&e) { 2 } else { 1 });
         }
     };
     let text = match args.format {

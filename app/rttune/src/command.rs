@@ -121,31 +121,88 @@ impl Host for NoHost {
 
 /// stdout could not be written (other than a closed pipe): a runtime failure, exit 1.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write the report to stdout: {0}")]
+#[error("cannot write the report to stdout")]
 pub struct OutputError(#[source] pub io::Error);
 
-/// Exit code for an error out of [`run_doctor`] / [`run_tune`]: a refused journal, a bad flag or
-/// value is bad input (2); a journal that cannot be read or written, or stdout, is a runtime
-/// failure (1).
+/// Why `rtcat doctor` / `rtcat tune` ended without a report, by kind; the exit code follows the
+/// kind ([`CommandError::exit_code`]). Knob failures are not errors: they are in the report.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// Bad input: a flag or its value, the configuration, the tree (`--root`, an offline CPU), a
+    /// journal refused for what it is or where it lies. Exit 2.
+    #[error("{0:#}")]
+    Usage(anyhow::Error),
+    /// A runtime failure: a journal that cannot be read or written, stdout. Exit 1.
+    #[error("{0:#}")]
+    Failed(anyhow::Error),
+}
+
+impl CommandError {
+    /// Bad input rather than a runtime failure.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, CommandError::Usage(_))
+    }
+
+    /// 2 for bad input, 1 for a runtime failure.
+    pub fn exit_code(&self) -> u8 {
+        if self.is_usage() { 2 } else { 1 }
+    }
+
+    /// An error out of the tune phases (plan, apply, restore, status): a journal error by its
+    /// kind ([`JournalError::is_refusal`]), stdout a runtime failure; what else they refuse (a
+    /// tree without a boot id, a CPU that is not online) is the input's fault.
+    pub fn classify(e: anyhow::Error) -> Self {
+        if is_runtime(&e) {
+            CommandError::Failed(e)
+        } else {
+            CommandError::Usage(e)
+        }
+    }
+}
+
+impl From<JournalError> for CommandError {
+    fn from(e: JournalError) -> Self {
+        Self::classify(e.into())
+    }
+}
+
+impl From<OutputError> for CommandError {
+    fn from(e: OutputError) -> Self {
+        CommandError::Failed(e.into())
+    }
+}
+
+impl From<serde_json::Error> for CommandError {
+    fn from(e: serde_json::Error) -> Self {
+        CommandError::Failed(anyhow::Error::new(e).context("cannot encode the JSON report"))
+    }
+}
+
+/// Exit code for an error out of the tune phases (see [`CommandError::classify`]).
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {
-    if let Some(j) = e.downcast_ref::<JournalError>() {
-        return j.exit_code();
+    if is_runtime(e) { 1 } else { 2 }
+}
+
+fn is_runtime(e: &anyhow::Error) -> bool {
+    match e.downcast_ref::<JournalError>() {
+        Some(j) => !j.is_refusal(),
+        None => e.downcast_ref::<OutputError>().is_some(),
     }
-    if e.downcast_ref::<OutputError>().is_some() {
-        return 1;
-    }
-    2
+}
+
+fn input(e: impl Into<anyhow::Error>) -> CommandError {
+    CommandError::Usage(e.into())
 }
 
 /// Write a report to stdout. A closed pipe (`| head`) is not an error: the reader took what it
 /// wanted, and apply/restore (which keep SIGPIPE ignored) have done their work by now.
-pub fn emit(text: &str) -> anyhow::Result<()> {
+pub fn emit(text: &str) -> Result<(), OutputError> {
     use std::io::Write;
     let mut o = io::stdout().lock();
     match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(OutputError(e).into()),
+        Err(e) => Err(OutputError(e)),
     }
 }
 
@@ -212,13 +269,13 @@ fn resolve_rt(
 }
 
 /// Run `rtcat doctor`; returns the exit code (1 when any check FAILs).
-pub fn run_doctor(args: &DoctorOptions, ctx: &RtContext) -> anyhow::Result<i32> {
-    ctx.tune.validate()?;
-    let root = open_root(&args.root)?;
-    check_cpu_flag(&root, args.cpu)?;
-    let rt = resolve_rt(&root, args.cpu, ctx, true)?;
+pub fn run_doctor(args: &DoctorOptions, ctx: &RtContext) -> Result<i32, CommandError> {
+    ctx.tune.validate().map_err(input)?;
+    let root = open_root(&args.root).map_err(input)?;
+    check_cpu_flag(&root, args.cpu).map_err(input)?;
+    let rt = resolve_rt(&root, args.cpu, ctx, true).map_err(input)?;
     let iface = args.iface.clone().or_else(|| ctx.iface.clone());
-    check_iface(iface.as_ref())?;
+    check_iface(iface.as_ref()).map_err(input)?;
     // only used to tell refused (kernel-managed) IRQs; a journal that is not trusted or is of
     // another boot tells nothing
     let journal = StateFile::at(state_path(&root, None, ctx))
@@ -234,7 +291,8 @@ pub fn run_doctor(args: &DoctorOptions, ctx: &RtContext) -> anyhow::Result<i32> 
         tune: ctx.tune.clone(),
         journal,
     };
-    let r = doctor::run(&d)?;
+    // it refuses only what it was given (no RT CPU, an offline one)
+    let r = doctor::run(&d).map_err(input)?;
     if args.json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&r)?))?;
     } else {
@@ -244,11 +302,11 @@ pub fn run_doctor(args: &DoctorOptions, ctx: &RtContext) -> anyhow::Result<i32> 
 }
 
 /// Run `rtcat tune ACTION`; returns the exit code.
-pub fn run_tune(args: &TuneOptions, ctx: &RtContext) -> anyhow::Result<i32> {
-    ctx.tune.validate()?;
-    let root = open_root(&args.root)?;
-    check_cpu_flag(&root, args.cpu)?;
-    check_iface(args.iface.as_ref())?;
+pub fn run_tune(args: &TuneOptions, ctx: &RtContext) -> Result<i32, CommandError> {
+    ctx.tune.validate().map_err(input)?;
+    let root = open_root(&args.root).map_err(input)?;
+    check_cpu_flag(&root, args.cpu).map_err(input)?;
+    check_iface(args.iface.as_ref()).map_err(input)?;
     let host = host_for(&root);
     let state = StateFile::at(state_path(&root, args.state.as_deref(), ctx));
     let groups = if args.groups.is_empty() {
@@ -258,27 +316,33 @@ pub fn run_tune(args: &TuneOptions, ctx: &RtContext) -> anyhow::Result<i32> {
     };
     let out = if args.action == TuneAction::Restore {
         let sel = (!args.groups.is_empty()).then_some(groups.as_slice());
-        tune::restore(&root, host, sel, &state)?
+        tune::restore(&root, host, sel, &state).map_err(CommandError::classify)?
     } else {
         let rt = match resolve_rt(&root, args.cpu, ctx, false) {
             Ok(rt) => rt,
             // status of an applied state works without --cpu: the journal knows the RT CPU
             Err(e) => match (args.action, state.load(&root)?) {
-                (TuneAction::Status, Some(j)) => CpuSet::parse_list(&j.rt_cpus).map_err(|_| e)?,
-                _ => return Err(e),
+                (TuneAction::Status, Some(j)) => {
+                    CpuSet::parse_list(&j.rt_cpus).map_err(|_| input(e))?
+                }
+                _ => return Err(input(e)),
             },
         };
         let hk = match &args.housekeeping {
-            Some(s) => {
-                Some(CpuSet::parse_list(s).map_err(|e| anyhow::anyhow!("--housekeeping: {e}"))?)
-            }
-            None => ctx.tune.housekeeping()?,
+            Some(s) => Some(
+                CpuSet::parse_list(s).map_err(|e| input(anyhow::anyhow!("--housekeeping: {e}")))?,
+            ),
+            None => ctx.tune.housekeeping().map_err(input)?,
         };
         let iface = args.iface.clone().or_else(|| ctx.iface.clone());
-        let tc = TuneCtx::new(&root, rt, hk, iface, ctx.tune.clone())?;
+        let tc = TuneCtx::new(&root, rt, hk, iface, ctx.tune.clone()).map_err(input)?;
         match args.action {
-            TuneAction::Apply => tune::apply(&root, &tc, host, &groups, &state)?,
-            TuneAction::Status => tune::status(&root, &tc, host, &groups, &state)?,
+            TuneAction::Apply => {
+                tune::apply(&root, &tc, host, &groups, &state).map_err(CommandError::classify)?
+            }
+            TuneAction::Status => {
+                tune::status(&root, &tc, host, &groups, &state).map_err(CommandError::classify)?
+            }
             _ => {
                 let j = state.load(&root)?.filter(|j| j.same_boot(&root));
                 tune::plan(&root, &tc, host, &groups, j.as_ref()).to_outcome(state.path())

@@ -29,7 +29,7 @@ pub mod testkit;
 pub mod tune;
 pub mod unitfile;
 
-pub use command::{DoctorOptions, TuneAction, TuneOptions, run_doctor, run_tune};
+pub use command::{CommandError, DoctorOptions, TuneAction, TuneOptions, run_doctor, run_tune};
 pub use config::{CoalesceConfig, RtContext, TuneSection};
 pub use cpuset::CpuSet;
 pub use host::{Host, RealHost};

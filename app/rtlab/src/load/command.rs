@@ -13,6 +13,7 @@ use super::{
     NetProto, TmpfsLoad,
 };
 use crate::cpus::{format_cpu_list, parse_cpu_list, usable_cpus};
+use crate::error::is_usage;
 use crate::interrupt::{Interrupt, signal_name};
 use crate::outfile::say;
 
@@ -242,7 +243,7 @@ pub fn run_load(args: &LoadOptions, stop: &dyn Interrupt) -> Result<i32> {
     let mut handle = match LoadHandle::start(&spec) {
         Ok(h) => h,
         Err(e) => {
-            if format!("{e:#}").starts_with("--") {
+            if is_usage(&e) {
                 say!("rtcat load: error: {e:#}");
                 return Ok(2);
             }

@@ -95,8 +95,13 @@ impl LoadSpec {
         }
     }
 
-    /// Checks bounds; errors name the command-line option.
+    /// Checks every bound; the error ([`crate::error::Usage`]) names the option.
     pub fn validate(&self) -> Result<()> {
+        self.check()
+            .map_err(|e| crate::error::usage(format!("{e:#}")))
+    }
+
+    fn check(&self) -> Result<()> {
         let d = self.duration.as_secs_f64();
         if !(d > 0.0 && d <= MAX_DURATION_S) {
             bail!("--duration: {d} s is not in (0, {MAX_DURATION_S}]");

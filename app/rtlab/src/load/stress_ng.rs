@@ -5,16 +5,17 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 
 use super::handle::{Inner, spawn_in_group};
 use super::{LoadHandle, LoadSpec, NetProto};
 use crate::cpus::format_cpu_list;
+use crate::error::usage;
 
 impl LoadHandle {
     pub(super) fn start_stress_ng(spec: &LoadSpec) -> Result<Self> {
         let exe = find_in_path("stress-ng").ok_or_else(|| {
-            anyhow!("--stress-ng: stress-ng is not installed (not in PATH); drop --stress-ng to use the built-in load")
+            usage("--stress-ng: stress-ng is not installed (not in PATH); drop --stress-ng to use the built-in load")
         })?;
         let mut cmd = Command::new(exe);
         cmd.args(stress_ng_args(spec));
