@@ -69,34 +69,17 @@ fn load_stress_ng_that_cannot_start_is_a_runtime_failure() {
     let fake = d.path().join("stress-ng");
     fs::write(&fake, "#!/nonexistent/interpreter\n").unwrap();
     fs::set_permissions(&fake, fs::Permissions::from_mode(0o755)).unwrap();
-    let o = run(rtcat()
-        .args([
-            "load",
-            "--cpus",
-            &first_cpu(),
-            "--cpu-hogs",
-            "1",
-            "--duration",
-            "1",
-        ])
-        .args(["--stress-ng", "--quiet"])
-        .env("PATH", d.path()));
-    ends(&o, 1, "cannot run stress-ng");
+    let stress_ng_in = |path: &Path| {
+        let cpu = first_cpu();
+        run(rtcat()
+            .args(["load", "--cpus", &cpu, "--cpu-hogs", "1", "--duration", "1"])
+            .args(["--stress-ng", "--quiet"])
+            .env("PATH", path))
+    };
+    ends(&stress_ng_in(d.path()), 1, "cannot run stress-ng");
     // not installed at all: the option cannot be honoured, bad usage
     let empty = tempfile::tempdir().unwrap();
-    let o = run(rtcat()
-        .args([
-            "load",
-            "--cpus",
-            &first_cpu(),
-            "--cpu-hogs",
-            "1",
-            "--duration",
-            "1",
-        ])
-        .args(["--stress-ng", "--quiet"])
-        .env("PATH", empty.path()));
-    ends(&o, 2, "stress-ng is not installed");
+    ends(&stress_ng_in(empty.path()), 2, "stress-ng is not installed");
 }
 
 #[test]
