@@ -15,11 +15,11 @@ use std::path::{Path, PathBuf};
 /// `rtcat doctor [--cpu N] [--iface IF] [--config FILE] [--json]`
 #[derive(Clone, Debug)]
 pub struct DoctorOptions {
-    /// RT CPU (default: [cycle].cpu, else the isolated CPUs)
+    /// RT CPU (default: `[cycle].cpu`, else the isolated CPUs)
     pub cpu: Option<usize>,
-    /// EtherCAT NIC (default: [bus].interface)
+    /// EtherCAT NIC (default: `[bus].interface`)
     pub iface: Option<String>,
-    /// rtcat config file ([cycle].cpu, [bus].interface, [tune])
+    /// rtcat config file (`[cycle].cpu`, `[bus].interface`, `[tune]`)
     pub config: Option<PathBuf>,
     /// Print the report as JSON (schema rttune.doctor/1)
     pub json: bool,
@@ -55,17 +55,17 @@ pub enum TuneAction {
 #[derive(Clone, Debug)]
 pub struct TuneOptions {
     pub action: TuneAction,
-    /// RT CPU (default: [cycle].cpu)
+    /// RT CPU (default: `[cycle].cpu`)
     pub cpu: Option<usize>,
-    /// Housekeeping CPUs, e.g. 0-5,7 (default: [tune].housekeeping_cpus, else all but the RT CPU)
+    /// Housekeeping CPUs, e.g. 0-5,7 (default: `[tune].housekeeping_cpus`, else all but the RT CPU)
     pub housekeeping: Option<String>,
-    /// EtherCAT NIC (default: [bus].interface)
+    /// EtherCAT NIC (default: `[bus].interface`)
     pub iface: Option<String>,
     /// rtcat config file
     pub config: Option<PathBuf>,
     /// Knob groups to act on (repeatable; default: all)
     pub groups: Vec<KnobGroup>,
-    /// Tune state journal (default: [tune].state_file, else /var/lib/rtcat-tune/tune-state.json)
+    /// Tune state journal (default: `[tune].state_file`, else /var/lib/rtcat-tune/tune-state.json)
     pub state: Option<PathBuf>,
     /// Print the result as JSON
     pub json: bool,

@@ -1,4 +1,4 @@
-//! What the user asked for ([`LadderOptions`]), checked and resolved into a [`Plan`] before
+//! What the user asked for ([`LadderOptions`]), checked and resolved into a plan before
 //! anything is touched: the stages, the RT CPU, the load CPUs, the tune context and the results
 //! directory (created last, and opened once).
 
