@@ -48,15 +48,14 @@ else
 	cargo test -q -p rttune
 fi
 
-step "tune: build the stand-alone front end and the benchmark (release)"
-cargo build -q --release -p rttune --examples
+step "tune: build rtcat (doctor, tune, and the CPU-list parser) and the benchmark (release)"
+cargo build -q --release -p rttune --example bench_doctor
 tdir=$(cargo_target_dir)
-bin="$tdir/release/examples/rttune"
 bench="$tdir/release/examples/bench_doctor"
-if [ ! -x "$bin" ] || [ ! -x "$bench" ]; then die "examples not built"; fi
-# rtcat's CPU-list parser (rtcat config cpus) reads this machine's CPU list below.
+[ -x "$bench" ] || die "bench_doctor not built"
 cargo build -q --locked -p rtcat
 rtcat="$tdir/debug/rtcat"
+bin="$rtcat"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -54,11 +54,13 @@ rust_checks() {
 	if cargo tree --locked -p rtcat-master -e normal --prefix none | grep -q '^ecsim '; then
 		die "rtcat-master depends on ecsim without the sim feature"
 	fi
-	# No command-line parser in the master (rttune's clap derives are behind its 'cli' feature;
-	# ethercrab-wire-derive's own build-time dependency on clap is not ours).
-	if cargo tree --locked -p rtcat-master -e normal --prefix none -i clap --depth 1 | grep -E -q '^(rttune|rtcat-master|rtcat-results|rtcat-packet|safefs) '; then
-		die "rtcat-master builds clap through one of rtcat's crates"
-	fi
+	# The command-line flags are the binary's alone: no library of ours builds clap
+	# (ethercrab-wire-derive's own build-time dependency on clap is not ours).
+	for lib in rtcat-master rtlab rttune; do
+		if cargo tree --locked -p "$lib" -e normal --prefix none -i clap --depth 1 | grep -E -q '^(rttune|rtlab|rtcat-master|rtcat-results|rtcat-packet|safefs) '; then
+			die "$lib builds clap through one of rtcat's crates"
+		fi
+	done
 	if cargo tree --locked -p rtcat -e normal,features --prefix none | grep -E -q '"(testkit|netns)"'; then
 		die "the rtcat binary is built with a test kit feature (testkit, netns)"
 	fi

@@ -3,6 +3,11 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use std::path::PathBuf;
 
+pub mod lab;
+pub mod ladder;
+pub mod tuning;
+mod values;
+
 #[derive(Parser, Debug)]
 #[command(
     name = "rtcat",
@@ -29,16 +34,16 @@ pub enum Command {
     #[command(subcommand)]
     Config(ConfigCmd),
     /// Audit every real-time knob of this system (PASS/WARN/FAIL with the fix)
-    Doctor(rttune::DoctorArgs),
+    Doctor(tuning::DoctorArgs),
     /// Apply, restore, show or plan the runtime CPU shield
-    Tune(rttune::TuneArgs),
+    Tune(tuning::TuneArgs),
     /// Built-in load generator (CPU hogs, memory churn, fork churn, loopback traffic)
-    Load(rtlab::LoadArgs),
+    Load(lab::LoadArgs),
     /// Latency tables and plots from result directories and cyclictest histograms
-    Report(rtlab::ReportArgs),
+    Report(lab::ReportArgs),
     /// The reference A/B ladder (docs/NOTES.md §1): each stage adds one change (s0 plain .. s4 CPU shield), measured
     /// over several runs, knobs restored after every run
-    Ladder(crate::ladder::LadderArgs),
+    Ladder(ladder::LadderArgs),
     /// List the subdevices: identity, AL state and status code, ports, DC, mailbox, SM/FMMU
     /// (read by position; changes nothing on the segment)
     Scan(ScanArgs),

@@ -13,7 +13,7 @@ pub mod cli;
 pub mod console;
 pub mod echo;
 pub mod esicmd;
-pub mod ladder;
+pub mod labcmd;
 pub mod output;
 pub mod runner;
 pub mod sdnotify;

@@ -19,14 +19,15 @@ fn context_for(config: Option<&std::path::Path>) -> Result<rttune::RtContext, Ex
     }
 }
 
-/// doctor/tune report knob failures in their output; an error out of them is bad input (an
-/// offline CPU, a bad CPU list, an unreadable root): exit 2 like a bad configuration.
-fn input_code(r: anyhow::Result<i32>) -> ExitCode {
+/// doctor/tune report knob failures in their output; an error out of them says by its kind
+/// whether it was bad input (exit 2: an offline CPU, a bad CPU list, an unreadable root, a
+/// refused journal) or a runtime failure (exit 1: a journal that cannot be written, stdout).
+fn tune_code(r: Result<i32, rttune::CommandError>) -> ExitCode {
     match r {
         Ok(c) => ExitCode::from(c.clamp(0, 255) as u8),
         Err(e) => {
-            rtcat::say!("rtcat: {e:#}");
-            ExitCode::from(rttune::cli::exit_code_of(&e))
+            rtcat::say!("rtcat: {e}");
+            ExitCode::from(e.exit_code())
         }
     }
 }
@@ -114,16 +115,16 @@ fn main() -> ExitCode {
             }
         },
         Command::Doctor(a) => match context_for(a.config.as_deref()) {
-            Ok(ctx) => input_code(rttune::run_doctor(&a, &ctx)),
+            Ok(ctx) => tune_code(rttune::run_doctor(&a.options(), &ctx)),
             Err(c) => c,
         },
         Command::Tune(a) => match context_for(a.config.as_deref()) {
-            Ok(ctx) => input_code(rttune::run_tune(&a, &ctx)),
+            Ok(ctx) => tune_code(rttune::run_tune(&a.options(), &ctx)),
             Err(c) => c,
         },
-        Command::Load(a) => code(rtlab::run_load(&a)),
-        Command::Report(a) => code(rtlab::run_report(&a)),
-        Command::Ladder(a) => rtcat::ladder::run(a),
+        Command::Load(a) => rtcat::labcmd::load(&a),
+        Command::Report(a) => code(rtlab::run_report(&a.options())),
+        Command::Ladder(a) => rtcat::labcmd::ladder(&a),
         Command::Scan(a) => rtcat::buscmd::scan(a),
         Command::Pdos(a) => rtcat::buscmd::pdos(a),
         Command::Sii(a) => rtcat::buscmd::sii(a),

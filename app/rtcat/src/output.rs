@@ -360,3 +360,15 @@ pub fn write_user_file(path: &Path, text: &str) -> Result<()> {
     Dir::open(parent)?.write_atomic(name, text.as_bytes(), FILE_MODE)?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn utc_stamps() {
+        assert_eq!(utc_stamp(0), "19700101T000000Z");
+        assert_eq!(utc_stamp(951_782_400), "20000229T000000Z");
+        assert_eq!(utc_stamp(1_764_460_799), "20251129T235959Z");
+    }
+}

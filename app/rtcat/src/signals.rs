@@ -90,17 +90,19 @@ pub fn signal() -> Option<i32> {
     handle().signal()
 }
 
-/// The name of a signal number (`SIGTERM`), or `signal N`.
-pub fn name(sig: i32) -> String {
-    nix::sys::signal::Signal::try_from(sig)
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_else(|_| format!("signal {sig}"))
-}
+pub use rtlab::interrupt::{exit_code, signal_name as name};
 
-/// The exit code a shell reports for a process ended by `sig` (128 + N), which a run stopped by
-/// that signal exits with after writing its results.
-pub fn exit_code(sig: i32) -> u8 {
-    (128 + sig).clamp(0, 255) as u8
+/// The process's stop signals, as the lab's commands (`load`, `ladder`) poll them.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Process;
+
+impl rtlab::interrupt::Interrupt for Process {
+    fn count(&self) -> u32 {
+        count()
+    }
+    fn last(&self) -> Option<i32> {
+        signal()
+    }
 }
 
 /// Tests run several masters in one process: reset between runs.

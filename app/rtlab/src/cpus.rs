@@ -1,59 +1,24 @@
-//! CPU lists in the kernel's cpulist syntax (`0-5,7`).
+//! CPU lists in the kernel's cpulist syntax (`0-5,7`, parsed by `rttune::cpuset`), the CPUs
+//! this process may use, and pinning.
 
 use anyhow::{Result, bail};
 use std::fs;
 
-/// Parses a cpulist (`0-5,7`, `3`, `0,2-3`) into a sorted, de-duplicated list.
+/// Parses a CPU list that must name at least one CPU (`0-5,7`, `3`, `0,2-3`) into a sorted,
+/// de-duplicated list. The syntax is [`rttune::CpuSet::parse_list`]'s (the kernel's rule, where an
+/// empty list is the empty set); every list here names CPUs to use or to keep free, so empty is
+/// refused.
 pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>> {
-    let s = s.trim();
-    if s.is_empty() {
+    let set = rttune::CpuSet::parse_list(s)?;
+    if set.is_empty() {
         bail!("empty CPU list");
     }
-    let mut out = Vec::new();
-    for part in s.split(',') {
-        let part = part.trim();
-        let (a, b) = match part.split_once('-') {
-            Some((a, b)) => (a.trim(), b.trim()),
-            None => (part, part),
-        };
-        let a: usize = a
-            .parse()
-            .map_err(|_| anyhow::anyhow!("\"{part}\" is not a CPU number or range"))?;
-        let b: usize = b
-            .parse()
-            .map_err(|_| anyhow::anyhow!("\"{part}\" is not a CPU number or range"))?;
-        if a > b {
-            bail!("range \"{part}\" runs backwards");
-        }
-        if b >= 4096 {
-            bail!("CPU {b} is out of range (max 4095)");
-        }
-        out.extend(a..=b);
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
+    Ok(set.iter().collect())
 }
 
-/// Formats a sorted CPU list in cpulist syntax (`0-5,7`).
+/// Formats CPUs in cpulist syntax (`0-5,7`).
 pub fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        let mut end = start;
-        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-            i += 1;
-            end = cpus[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
+    cpus.iter().copied().collect::<rttune::CpuSet>().to_list()
 }
 
 /// The CPUs this process may run on and that are online.

@@ -1,15 +1,22 @@
-//! rtlab: the `rtcat load` load generator and the `rtcat report` tables and plots. The result
+//! rtlab: the `rtcat load` load generator, the `rtcat report` tables and plots, and the
+//! `rtcat ladder` that drives both around child benches and the tuner. The result
 //! types they read and write are the `rtcat-results` crate, re-exported here as [`summary`].
 //!
 //! Interface for the `rtcat` binary:
-//! - [`LoadArgs`] / [`run_load`] for `rtcat load`, [`ReportArgs`] / [`run_report`] for `rtcat report`
-//!   (both return the process exit code: 0 ok, 1 failure, 2 invalid arguments);
+//! - [`LoadOptions`] / [`run_load`] for `rtcat load`, [`ReportOptions`] / [`run_report`] for
+//!   `rtcat report` (both return the process exit code: 0 ok, 1 failure, 2 invalid arguments),
+//!   [`ladder::LadderOptions`] / [`ladder::run`] for `rtcat ladder`; the command-line flags are
+//!   the binary's, these are plain option structs;
 //! - [`LoadHandle`] to run a load in the background during a ladder run;
 //! - [`summary::Summary`], [`summary::LadderManifest`], [`summary::ladder_csv_row`] and the `.hdr`
 //!   helpers for writing results.
 
+mod child;
 pub mod cpus;
 pub mod cyclictest;
+pub mod error;
+pub mod interrupt;
+pub mod ladder;
 pub mod load;
 pub mod outfile;
 pub mod plot;
@@ -17,5 +24,5 @@ pub mod report;
 /// The result types, now the `rtcat-results` crate; kept under this name for existing callers.
 pub use rtcat_results as summary;
 
-pub use load::{LoadArgs, LoadHandle, LoadReport, LoadSpec, run_load};
-pub use report::{ReportArgs, run_report};
+pub use load::{LoadHandle, LoadOptions, LoadReport, LoadSpec, run_load};
+pub use report::{ReportOptions, run_report};

@@ -16,12 +16,12 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use anyhow::{Result, anyhow, bail};
-use clap::{Args, ValueEnum};
 use hdrhistogram::Histogram;
 use safefs::Dir;
 use serde::Serialize;
 
 use crate::cyclictest;
+use crate::error::{is_usage, usage};
 use crate::outfile::say;
 use crate::summary::{
     BusStats, EXEC_HDR_FILE, LADDER_CSV_FILE, LadderManifest, LadderRow, LoggingHealth,
@@ -30,38 +30,46 @@ use crate::summary::{
 };
 
 /// Output format of the table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Format {
+    #[default]
     Md,
     Csv,
     Json,
 }
 
-/// Arguments of `rtcat report`.
-#[derive(Debug, Clone, Args)]
-pub struct ReportArgs {
-    /// Ladder directories, bench output directories or cyclictest histogram files
-    #[arg(value_name = "DIR", required = true)]
+/// Options of `rtcat report`.
+#[derive(Debug, Clone)]
+pub struct ReportOptions {
+    /// Ladder directories, bench output directories or cyclictest histogram files (at least one).
     pub inputs: Vec<PathBuf>,
-    /// Table format
-    #[arg(long, value_enum, default_value = "md")]
+    /// Table format.
     pub format: Format,
-    /// Write plots (SVG and PNG) into DIR (created if missing)
-    #[arg(long, value_name = "DIR")]
+    /// Write plots (SVG and PNG) into this directory (created if missing).
     pub plots: Option<PathBuf>,
-    /// Label of each input in order (default: the input's file name); give one per input
-    #[arg(long, value_name = "NAME")]
+    /// Label of each input in order (default: the input's file name); one per input.
     pub label: Vec<String>,
-    /// Size of each plot in pixels
-    #[arg(long, value_name = "WxH", default_value = "1000x600")]
+    /// Size of each plot in pixels, `WxH`.
     pub plot_size: String,
-    /// Write the table to FILE instead of stdout
-    #[arg(long, short, value_name = "FILE")]
+    /// Write the table to this file instead of stdout.
     pub out: Option<PathBuf>,
-    /// Report an interrupted ladder: runs that were never measured (no run directory or no
-    /// summary.json, and no ladder.csv row) are left out and listed; anything malformed still fails
-    #[arg(long)]
+    /// Report an interrupted ladder: runs that were never measured are left out and listed;
+    /// anything malformed still fails.
     pub allow_partial: bool,
+}
+
+impl Default for ReportOptions {
+    fn default() -> Self {
+        Self {
+            inputs: Vec::new(),
+            format: Format::Md,
+            plots: None,
+            label: Vec::new(),
+            plot_size: "1000x600".into(),
+            out: None,
+            allow_partial: false,
+        }
+    }
 }
 
 /// What an input was.
@@ -1150,11 +1158,11 @@ pub fn load_sources(
     allow_partial: bool,
 ) -> Result<Vec<Source>> {
     if !labels.is_empty() && labels.len() != inputs.len() {
-        bail!(
+        return Err(usage(format!(
             "--label: {} label(s) for {} input(s); give one per input",
             labels.len(),
             inputs.len()
-        );
+        )));
     }
     let mut names = Vec::new();
     for (i, p) in inputs.iter().enumerate() {
@@ -1169,14 +1177,18 @@ pub fn load_sources(
             }
         };
         if l.is_empty() || l.contains(['|', '\n']) {
-            bail!("--label: \"{l}\" must be non-empty and contain no '|' or line break");
+            return Err(usage(format!(
+                "--label: \"{l}\" must be non-empty and contain no '|' or line break"
+            )));
         }
         names.push(l);
     }
     let mut seen = BTreeSet::new();
     for n in &names {
         if !seen.insert(n) {
-            bail!("--label: two inputs are labelled \"{n}\"; give distinct --label values");
+            return Err(usage(format!(
+                "--label: two inputs are labelled \"{n}\"; give distinct --label values"
+            )));
         }
     }
     inputs
@@ -1195,7 +1207,13 @@ pub const EXIT_BROKEN_PIPE: i32 = 141;
 /// [`EXIT_BROKEN_PIPE`] (quietly) when stdout is a pipe nobody reads any more; the message on
 /// stderr names the file or option. Nothing is printed with `println!`/`eprintln!`, so a closed
 /// stdout or stderr is never a panic.
-pub fn run_report(args: &ReportArgs) -> Result<i32> {
+pub fn run_report(args: &ReportOptions) -> Result<i32> {
+    if args.inputs.is_empty() {
+        say!(
+            "rtcat report: error: no input: name a ladder directory, a bench directory or a cyclictest file"
+        );
+        return Ok(2);
+    }
     let size = match parse_size(&args.plot_size) {
         Ok(s) => s,
         Err(e) => {
@@ -1206,9 +1224,8 @@ pub fn run_report(args: &ReportArgs) -> Result<i32> {
     let sources = match load_sources(&args.inputs, &args.label, args.allow_partial) {
         Ok(s) => s,
         Err(e) => {
-            let msg = format!("{e:#}");
-            say!("rtcat report: error: {msg}");
-            return Ok(if msg.starts_with("--") { 2 } else { 1 });
+            say!("rtcat report: error: {e:#}");
+            return Ok(if is_usage(&e) { 2 } else { 1 });
         }
     };
     let text = match args.format {

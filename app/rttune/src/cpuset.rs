@@ -7,6 +7,17 @@ use std::fmt;
 /// Highest CPU number accepted anywhere (the arm64 default of `NR_CPUS` is 512).
 pub const MAX_CPUS: usize = 4096;
 
+/// Why a CPU list does not parse; each names the element.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CpuListError {
+    #[error("{0:?} is not a CPU number or range")]
+    NotACpu(String),
+    #[error("range {0:?} runs backwards")]
+    Backwards(String),
+    #[error("CPU {0} is out of range (max {max})", max = MAX_CPUS - 1)]
+    OutOfRange(usize),
+}
+
 /// An ordered set of CPU numbers.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct CpuSet(BTreeSet<usize>);
@@ -66,8 +77,18 @@ impl CpuSet {
         CpuSet(self.0.union(&other.0).copied().collect())
     }
 
-    /// Parse a kernel CPU list such as `0-3,6`, `0-7:2/4` is not supported (rare), empty = empty set.
-    pub fn parse_list(s: &str) -> Result<CpuSet, String> {
+    /// Parse a kernel CPU list such as `0-3,6` (the one parser of the workspace: rtlab's lists,
+    /// `rtcat config cpus` and the CI scripts through it).
+    ///
+    /// The rule is the kernel's `cpulist_parse()` (`bitmap_parselist()` in lib/bitmap-str.c),
+    /// which sysfs lists such as `/sys/devices/system/cpu/isolated` are written for: an empty list
+    /// (or only whitespace, e.g. the `"\n"` of an empty sysfs file) is the empty set, elements are
+    /// `N` or `A-B` separated by commas, whitespace around them is ignored. Stricter than the
+    /// kernel: an empty element (`1,,2`) is refused rather than skipped (in a configuration it is a
+    /// typo), and the `A-B:U/G` group form, `N` for the last CPU and `all` are not accepted (no
+    /// kernel file here prints them). A caller that needs at least one CPU checks
+    /// [`CpuSet::is_empty`] and says which option it was.
+    pub fn parse_list(s: &str) -> Result<CpuSet, CpuListError> {
         let s = s.trim();
         let mut set = CpuSet::new();
         if s.is_empty() {
@@ -75,26 +96,21 @@ impl CpuSet {
         }
         for part in s.split(',') {
             let part = part.trim();
-            if part.is_empty() {
-                return Err(format!("empty element in CPU list {s:?}"));
-            }
             let (a, b) = match part.split_once('-') {
                 Some((a, b)) => (a, b),
                 None => (part, part),
             };
-            let a: usize = a
-                .trim()
-                .parse()
-                .map_err(|_| format!("{part:?} is not a CPU number or range in {s:?}"))?;
-            let b: usize = b
-                .trim()
-                .parse()
-                .map_err(|_| format!("{part:?} is not a CPU number or range in {s:?}"))?;
+            let num = |x: &str| {
+                x.trim()
+                    .parse::<usize>()
+                    .map_err(|_| CpuListError::NotACpu(part.to_string()))
+            };
+            let (a, b) = (num(a)?, num(b)?);
             if a > b {
-                return Err(format!("range {part:?} is reversed in {s:?}"));
+                return Err(CpuListError::Backwards(part.to_string()));
             }
             if b >= MAX_CPUS {
-                return Err(format!("CPU {b} out of range 0..{MAX_CPUS} in {s:?}"));
+                return Err(CpuListError::OutOfRange(b));
             }
             for c in a..=b {
                 set.insert(c);
@@ -209,6 +225,20 @@ mod tests {
         assert!(CpuSet::parse_list("a").is_err());
         assert!(CpuSet::parse_list("1,,2").is_err());
         assert!(CpuSet::parse_list("99999").is_err());
+    }
+
+    /// As the kernel reads them: an empty sysfs list is the empty set; each error names the element.
+    #[test]
+    fn list_rules_follow_the_kernel() {
+        assert!(CpuSet::parse_list("\n").unwrap().is_empty());
+        assert_eq!(CpuSet::parse_list(" 6-7\n").unwrap().to_list(), "6-7");
+        assert_eq!(CpuSet::parse_list("2, 0-1").unwrap().to_list(), "0-2");
+        let e = |s: &str| CpuSet::parse_list(s).unwrap_err().to_string();
+        assert_eq!(e("1,,2"), "\"\" is not a CPU number or range");
+        assert_eq!(e("6,x"), "\"x\" is not a CPU number or range");
+        assert_eq!(e("-1"), "\"-1\" is not a CPU number or range");
+        assert_eq!(e("7-6"), "range \"7-6\" runs backwards");
+        assert_eq!(e("4096"), "CPU 4096 is out of range (max 4095)");
     }
 
     #[test]

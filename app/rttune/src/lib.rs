@@ -6,7 +6,7 @@
 //! Non-file operations (stopping irqbalance, ethtool coalescing, task affinity, file capabilities)
 //! go through the [`Host`] trait.
 //!
-//! Interface for the `rtcat` binary: [`DoctorArgs`], [`TuneArgs`], [`TuneSection`], [`RtContext`],
+//! Interface for the `rtcat` binary: [`DoctorOptions`], [`TuneOptions`], [`TuneSection`], [`RtContext`],
 //! [`run_doctor`], [`run_tune`]. For the ladder: [`tune::plan()`], [`tune::apply()`],
 //! [`tune::restore()`] with [`KnobGroup`]s. See README.md for the JSON schema and check ids.
 //!
@@ -14,7 +14,7 @@
 //! and tune planners; [`doctor`] and [`tune`] hold what is common to all of them. The fake trees
 //! and host of the tests (`testkit`) are compiled only with the cargo feature `testkit`.
 
-pub mod cli;
+pub mod command;
 pub mod config;
 pub mod cpuset;
 pub mod doctor;
@@ -29,7 +29,7 @@ pub mod testkit;
 pub mod tune;
 pub mod unitfile;
 
-pub use cli::{DoctorArgs, TuneAction, TuneArgs, run_doctor, run_tune};
+pub use command::{CommandError, DoctorOptions, TuneAction, TuneOptions, run_doctor, run_tune};
 pub use config::{CoalesceConfig, RtContext, TuneSection};
 pub use cpuset::CpuSet;
 pub use host::{Host, RealHost};

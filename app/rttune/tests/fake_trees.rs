@@ -557,7 +557,7 @@ fn stale_journal_from_previous_boot_is_discarded() {
     // restore refuses a journal of another boot (exit 2) and writes nothing; it stays for the
     // operator to see
     let e = tune::restore(&root, &host, None, &state).unwrap_err();
-    assert_eq!(rttune::cli::exit_code_of(&e), 2);
+    assert_eq!(rttune::command::exit_code_of(&e), 2);
     assert!(e.to_string().contains("another boot"), "{e}");
     assert!(state.exists());
     assert_eq!(
@@ -614,76 +614,61 @@ fn json_report_has_the_same_ids_as_text() {
 }
 
 #[test]
-fn cli_runs_on_a_fake_root() {
-    use clap::Parser;
-    #[derive(clap::Parser)]
-    struct D {
-        #[command(flatten)]
-        a: rttune::DoctorArgs,
-    }
-    #[derive(clap::Parser)]
-    struct T {
-        #[command(flatten)]
-        a: rttune::TuneArgs,
-    }
+fn commands_run_on_a_fake_root() {
+    use rttune::{DoctorOptions, TuneAction, TuneOptions};
     let (_d, t) = tree(TreeSpec::default());
-    let r = t.root.to_str().unwrap();
+    let r = t.root.clone();
+    let doctor = |cpu: Option<usize>, json: bool| DoctorOptions {
+        cpu,
+        json,
+        root: r.clone(),
+        ..DoctorOptions::default()
+    };
+    let tune = |action: TuneAction| TuneOptions {
+        root: r.clone(),
+        ..TuneOptions::new(action)
+    };
     let ctx = rttune::RtContext {
         rt_cpu: Some(6),
         iface: Some("eth1".into()),
         tune: tune_section(),
     };
-    let d = D::try_parse_from(["doctor", "--root", r, "--json"]).unwrap();
-    assert_eq!(rttune::run_doctor(&d.a, &ctx).unwrap(), 1);
+    assert_eq!(rttune::run_doctor(&doctor(None, true), &ctx).unwrap(), 1);
     // explicit flag beats the context; a bad CPU is a clear error
-    let d = D::try_parse_from(["doctor", "--root", r, "--cpu", "9"]).unwrap();
-    let e = rttune::run_doctor(&d.a, &ctx).unwrap_err().to_string();
+    let e = rttune::run_doctor(&doctor(Some(9), false), &ctx)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("RT CPU 9 is not online"), "{e}");
     let before = snapshot(&t.root);
-    let p = T::try_parse_from(["tune", "plan", "--root", r]).unwrap();
-    assert_eq!(rttune::run_tune(&p.a, &ctx).unwrap(), 0);
+    assert_eq!(rttune::run_tune(&tune(TuneAction::Plan), &ctx).unwrap(), 0);
     assert_eq!(snapshot(&t.root), before);
-    let a = T::try_parse_from([
-        "tune",
-        "apply",
-        "--root",
-        r,
-        "--group",
-        "shield",
-        "--housekeeping",
-        "0-6",
-    ])
-    .unwrap();
-    let e = rttune::run_tune(&a.a, &ctx).unwrap_err().to_string();
+    let a = TuneOptions {
+        groups: vec![KnobGroup::Shield],
+        housekeeping: Some("0-6".into()),
+        ..tune(TuneAction::Apply)
+    };
+    let e = rttune::run_tune(&a, &ctx).unwrap_err().to_string();
     assert!(e.contains("overlaps the RT CPU"), "{e}");
     // default state file lives under the root; restore via CLI round-trips the files
-    let a = T::try_parse_from([
-        "tune",
-        "apply",
-        "--root",
-        r,
-        "--group",
-        "default-irq-affinity",
-        "--group",
-        "c-states",
-    ])
-    .unwrap();
-    assert_eq!(rttune::run_tune(&a.a, &ctx).unwrap(), 0);
+    let a = TuneOptions {
+        groups: vec![KnobGroup::DefaultIrqAffinity, KnobGroup::CStates],
+        ..tune(TuneAction::Apply)
+    };
+    assert_eq!(rttune::run_tune(&a, &ctx).unwrap(), 0);
     assert!(t.root.join("var/lib/rtcat-tune/tune-state.json").exists());
     let no_cpu = rttune::RtContext::default();
-    let st = T::try_parse_from(["tune", "status", "--root", r]).unwrap();
+    let st = tune(TuneAction::Status);
     assert_eq!(
-        rttune::run_tune(&st.a, &no_cpu).unwrap(),
+        rttune::run_tune(&st, &no_cpu).unwrap(),
         0,
         "status needs no --cpu after apply"
     );
-    let s = T::try_parse_from(["tune", "restore", "--root", r]).unwrap();
     assert_eq!(
-        rttune::run_tune(&s.a, &no_cpu).unwrap(),
+        rttune::run_tune(&tune(TuneAction::Restore), &no_cpu).unwrap(),
         0,
         "restore needs no --cpu"
     );
-    let e = rttune::run_tune(&st.a, &no_cpu).unwrap_err().to_string();
+    let e = rttune::run_tune(&st, &no_cpu).unwrap_err().to_string();
     assert!(e.contains("no RT CPU"), "{e}");
     assert!(!t.root.join("var/lib/rtcat-tune/tune-state.json").exists());
     let mut after = snapshot(&t.root);

@@ -3,11 +3,9 @@
 //! signal.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicI32, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{Result, anyhow, bail};
-use clap::Args;
 use serde::Deserialize;
 
 use super::{
@@ -15,6 +13,8 @@ use super::{
     NetProto, TmpfsLoad,
 };
 use crate::cpus::{format_cpu_list, parse_cpu_list, usable_cpus};
+use crate::error::is_usage;
+use crate::interrupt::{Interrupt, signal_name};
 use crate::outfile::say;
 
 /// Default config file that names the RT CPU.
@@ -22,61 +22,67 @@ pub const DEFAULT_CONFIG: &str = "/etc/rtcat/rtcat.toml";
 /// Largest config file read for the RT CPU (a real one is a few KiB).
 pub const CONFIG_LIMIT: u64 = 1 << 20;
 
-/// Arguments of `rtcat load`.
-#[derive(Debug, Clone, Args)]
-pub struct LoadArgs {
-    /// How long the load runs, in seconds (it always ends by itself)
-    #[arg(long, value_name = "S", default_value_t = 60.0)]
+/// Options of `rtcat load` ([`Default`]: the command line's defaults).
+#[derive(Debug, Clone)]
+pub struct LoadOptions {
+    /// How long the load runs, in seconds (it always ends by itself).
     pub duration: f64,
-    /// Number of CPU hog threads (default without any load option: one per chosen CPU, plus
-    /// tmpfs and anon churn and fork churn, i.e. the reference load mix)
-    #[arg(long, value_name = "N")]
+    /// Number of CPU hog threads (`None` with no other kind chosen: the reference load mix).
     pub cpu_hogs: Option<usize>,
-    /// Memory churn: tmpfs, anon, or both (comma-separated or repeated)
-    #[arg(long, value_enum, value_delimiter = ',', value_name = "KIND")]
+    /// Memory churn kinds.
     pub mem: Vec<MemKind>,
-    /// Short-lived process churn: fork, exec `--exec`, exit, reap, in a loop
-    #[arg(long)]
+    /// Short-lived process churn: fork, exec `exec`, exit, reap, in a loop.
     pub fork_churn: bool,
-    /// Threads doing fork churn
-    #[arg(long, value_name = "N", default_value_t = 1)]
+    /// Threads doing fork churn.
     pub fork_workers: usize,
-    /// Program the fork churn executes (no arguments)
-    #[arg(long, value_name = "PATH", default_value = "/bin/true")]
+    /// Program the fork churn executes (no arguments).
     pub exec: PathBuf,
-    /// Loopback traffic on 127.0.0.1 (tcp or udp)
-    #[arg(long, value_enum, value_name = "PROTO")]
+    /// Loopback traffic on 127.0.0.1.
     pub net: Option<NetProto>,
-    /// Bound of the loopback traffic in Mbit/s
-    #[arg(long, value_name = "MBIT", default_value_t = 100)]
+    /// Bound of the loopback traffic in Mbit/s.
     pub net_mbit: u32,
-    /// tmpfs directory for the write churn (a private subdirectory is created and removed)
-    #[arg(long, value_name = "DIR", default_value = "/dev/shm")]
+    /// tmpfs directory for the write churn (a private subdirectory is created and removed).
     pub tmpfs_dir: PathBuf,
-    /// Most MiB the tmpfs churn holds at any time (at most half of the free space)
-    #[arg(long, value_name = "MIB", default_value_t = 32)]
+    /// Most MiB the tmpfs churn holds at any time.
     pub tmpfs_mb: u64,
-    /// MiB of anonymous memory churned per pass
-    #[arg(long, value_name = "MIB", default_value_t = 64)]
+    /// MiB of anonymous memory churned per pass.
     pub anon_mb: u64,
-    /// CPUs the load may use (cpulist like 0-5,7, or "all"); default: all but --exclude-cpu
-    #[arg(long, value_name = "LIST")]
+    /// CPUs the load may use (a kernel CPU list, or `all`); default: all but `exclude_cpu`.
     pub cpus: Option<String>,
-    /// CPUs the load must not use (the RT CPU); default: [cycle].cpu and txrx_cpu of --config
-    #[arg(long, value_name = "LIST")]
+    /// CPUs the load must not use (the RT CPU); default: `[cycle].cpu` and `txrx_cpu` of `config`.
     pub exclude_cpu: Option<String>,
-    /// rtcat config naming the RT CPU when neither --cpus nor --exclude-cpu is given
-    #[arg(long, value_name = "FILE")]
+    /// rtcat config naming the RT CPU when neither `cpus` nor `exclude_cpu` is given.
     pub config: Option<PathBuf>,
-    /// Use stress-ng (if installed) with equivalent options instead of the built-in load
-    #[arg(long)]
+    /// Use stress-ng with equivalent options instead of the built-in load.
     pub stress_ng: bool,
-    /// Write the load report as JSON to FILE ("-" for stdout)
-    #[arg(long, value_name = "FILE|-")]
+    /// Write the load report as JSON to this file (`-`: stdout).
     pub json: Option<String>,
-    /// Print nothing but errors (and the JSON report when asked for)
-    #[arg(long, short)]
+    /// Print nothing but errors (and the JSON report when asked for).
     pub quiet: bool,
+}
+
+impl Default for LoadOptions {
+    fn default() -> Self {
+        Self {
+            duration: 60.0,
+            cpu_hogs: None,
+            mem: Vec::new(),
+            fork_churn: false,
+            fork_workers: 1,
+            exec: PathBuf::from("/bin/true"),
+            net: None,
+            net_mbit: 100,
+            tmpfs_dir: PathBuf::from("/dev/shm"),
+            tmpfs_mb: 32,
+            anon_mb: 64,
+            cpus: None,
+            exclude_cpu: None,
+            config: None,
+            stress_ng: false,
+            json: None,
+            quiet: false,
+        }
+    }
 }
 
 #[derive(Deserialize)]
@@ -115,7 +121,7 @@ pub fn rt_cpus_from_config(path: &Path) -> Result<Vec<usize>> {
     Ok(v)
 }
 
-impl LoadArgs {
+impl LoadOptions {
     /// Resolves the arguments (CPU set, defaults) into a validated spec; errors name the option.
     pub fn to_spec(&self) -> Result<LoadSpec> {
         let usable = usable_cpus()?;
@@ -218,49 +224,17 @@ impl LoadArgs {
     }
 }
 
-static SIGNALLED: AtomicI32 = AtomicI32::new(0);
-
-extern "C" fn on_signal(sig: libc::c_int) {
-    SIGNALLED.store(sig, Ordering::SeqCst);
-}
-
-fn signal_name(sig: i32) -> String {
-    match sig {
-        libc::SIGINT => "SIGINT".into(),
-        libc::SIGTERM => "SIGTERM".into(),
-        libc::SIGHUP => "SIGHUP".into(),
-        n => format!("signal {n}"),
-    }
-}
-
-/// `rtcat load`: runs the load until `--duration` has elapsed or SIGINT/SIGTERM/SIGHUP arrives, then
-/// stops every worker, reaps every child and removes the tmpfs files. Returns the exit code: 0 after
-/// a clean end (duration or signal), 1 when a worker failed, 2 for invalid arguments (the message,
-/// printed on stderr, names the option).
-pub fn run_load(args: &LoadArgs) -> Result<i32> {
-    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+/// `rtcat load`: runs the load until `--duration` has elapsed or `stop` reports a signal (the
+/// caller's handlers: `rtcat` installs them for SIGINT, SIGTERM, SIGHUP and SIGQUIT, a second one
+/// ending the process), then stops every worker, reaps every child and removes the tmpfs files.
+/// Returns the exit code: 0 after a clean end (duration or signal), 1 when a worker failed, 2 for
+/// invalid arguments (the message, printed on stderr, names the option).
+pub fn run_load(args: &LoadOptions, stop: &dyn Interrupt) -> Result<i32> {
     let spec = match args.to_spec() {
         Ok(s) => s,
         Err(e) => {
             say!("rtcat load: error: {e:#}");
             return Ok(2);
-        }
-    };
-    SIGNALLED.store(0, Ordering::SeqCst);
-    let act = SigAction::new(
-        SigHandler::Handler(on_signal),
-        SaFlags::SA_RESTART,
-        SigSet::empty(),
-    );
-    let mut old = Vec::new();
-    for s in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
-        // SAFETY: the handler only stores into an atomic (async-signal-safe).
-        old.push((s, unsafe { sigaction(s, &act) }?));
-    }
-    let restore = || {
-        for (s, o) in &old {
-            // SAFETY: restores the previous disposition.
-            let _ = unsafe { sigaction(*s, o) };
         }
     };
     if !args.quiet {
@@ -269,8 +243,7 @@ pub fn run_load(args: &LoadArgs) -> Result<i32> {
     let mut handle = match LoadHandle::start(&spec) {
         Ok(h) => h,
         Err(e) => {
-            restore();
-            if format!("{e:#}").starts_with("--") {
+            if is_usage(&e) {
                 say!("rtcat load: error: {e:#}");
                 return Ok(2);
             }
@@ -279,18 +252,15 @@ pub fn run_load(args: &LoadArgs) -> Result<i32> {
     };
     let deadline = Instant::now() + spec.duration;
     let reason = loop {
-        let sig = SIGNALLED.load(Ordering::SeqCst);
-        if sig != 0 {
-            break signal_name(sig);
+        if stop.count() > 0 {
+            break signal_name(stop.last().unwrap_or(libc::SIGINT));
         }
         if Instant::now() >= deadline || handle.is_finished() {
             break "duration".to_string();
         }
         std::thread::sleep(Duration::from_millis(10));
     };
-    let rep = handle.stop_with_reason(&reason);
-    restore();
-    let rep = rep?;
+    let rep = handle.stop_with_reason(&reason)?;
     if !args.quiet {
         print_report(&rep);
     }
@@ -347,65 +317,25 @@ fn print_report(r: &LoadReport) {
 }
 
 #[cfg(test)]
-pub(super) fn parse_args(args: &[&str]) -> LoadArgs {
-    tests::parse(args)
-}
-
-#[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
     use std::fs;
 
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        load: LoadArgs,
-    }
-
-    pub(super) fn parse(args: &[&str]) -> LoadArgs {
-        Cli::try_parse_from(std::iter::once("load").chain(args.iter().copied()))
-            .unwrap()
-            .load
-    }
-
-    #[test]
-    fn spec_round_trips_through_args() {
-        let spec = parse(&[
-            "--cpus",
-            "0",
-            "--cpu-hogs",
-            "3",
-            "--mem",
-            "tmpfs,anon",
-            "--tmpfs-mb",
-            "8",
-            "--fork-churn",
-            "--net",
-            "udp",
-            "--net-mbit",
-            "5",
-            "--duration",
-            "2.5",
-        ])
-        .to_spec()
-        .unwrap();
-        assert_eq!(spec.cpu_hogs, 3);
-        assert_eq!(spec.tmpfs.as_ref().unwrap().mib, 8);
-        let args: Vec<String> = spec.to_args();
-        let back = Cli::try_parse_from(std::iter::once("load".to_string()).chain(args))
-            .unwrap()
-            .load
-            .to_spec()
-            .unwrap();
-        assert_eq!(back, spec);
+    fn on(cpus: &str) -> LoadOptions {
+        LoadOptions {
+            cpus: Some(cpus.into()),
+            ..LoadOptions::default()
+        }
     }
 
     #[test]
     fn default_is_reference_mix_without_rt_cpu() {
         let usable = usable_cpus().unwrap();
         let last = *usable.last().unwrap();
-        let a = parse(&["--exclude-cpu", &last.to_string()]);
+        let a = LoadOptions {
+            exclude_cpu: Some(last.to_string()),
+            ..LoadOptions::default()
+        };
         if usable.len() == 1 {
             assert!(
                 a.to_spec()
@@ -425,22 +355,65 @@ mod tests {
 
     #[test]
     fn errors_name_the_option() {
-        let e = |args: &[&str]| format!("{:#}", parse(args).to_spec().unwrap_err());
-        assert!(e(&["--cpus", "0", "--duration", "0"]).starts_with("--duration:"));
-        assert!(e(&["--cpus", "0", "--duration", "1e9"]).starts_with("--duration:"));
-        assert!(e(&["--cpus", "4095"]).starts_with("--cpus: CPU 4095 is not online"));
-        assert!(e(&["--cpus", "x"]).starts_with("--cpus:"));
-        assert!(e(&["--cpus", "0", "--exclude-cpu", "1"]).starts_with("--cpus and --exclude-cpu"));
-        assert!(e(&["--cpus", "0", "--cpu-hogs", "0"]).starts_with("--cpu-hogs:"));
-        assert!(e(&["--cpus", "0", "--mem", "anon", "--anon-mb", "0"]).starts_with("--anon-mb:"));
+        let e = |o: LoadOptions| format!("{:#}", o.to_spec().unwrap_err());
+        let d = LoadOptions::default();
+        let on0 = || on("0");
         assert!(
-            e(&["--cpus", "0", "--fork-churn", "--fork-workers", "0"])
-                .starts_with("--fork-workers:")
+            e(LoadOptions {
+                duration: 0.0,
+                ..on0()
+            })
+            .starts_with("--duration:")
         );
-        assert!(e(&["--cpus", "0", "--net", "tcp", "--net-mbit", "0"]).starts_with("--net-mbit:"));
+        assert!(
+            e(LoadOptions {
+                duration: 1e9,
+                ..on0()
+            })
+            .starts_with("--duration:")
+        );
+        assert!(e(on("4095")).starts_with("--cpus: CPU 4095 is not online"));
+        assert!(e(on("x")).starts_with("--cpus:"));
+        let both = LoadOptions {
+            exclude_cpu: Some("1".into()),
+            ..on0()
+        };
+        assert!(e(both).starts_with("--cpus and --exclude-cpu"));
+        assert!(
+            e(LoadOptions {
+                cpu_hogs: Some(0),
+                ..on0()
+            })
+            .starts_with("--cpu-hogs:")
+        );
+        let anon0 = LoadOptions {
+            mem: vec![MemKind::Anon],
+            anon_mb: 0,
+            ..on0()
+        };
+        assert!(e(anon0).starts_with("--anon-mb:"));
+        let fork0 = LoadOptions {
+            fork_churn: true,
+            fork_workers: 0,
+            ..on0()
+        };
+        assert!(e(fork0).starts_with("--fork-workers:"));
+        let net0 = LoadOptions {
+            net: Some(NetProto::Tcp),
+            net_mbit: 0,
+            ..on0()
+        };
+        assert!(e(net0).starts_with("--net-mbit:"));
         let all = usable_cpus().unwrap();
-        assert!(e(&["--exclude-cpu", &format_cpu_list(&all)]).starts_with("--exclude-cpu:"));
-        let e2 = e(&["--config", "/nonexistent/rtcat.toml"]);
+        let excl_all = LoadOptions {
+            exclude_cpu: Some(format_cpu_list(&all)),
+            ..d.clone()
+        };
+        assert!(e(excl_all).starts_with("--exclude-cpu:"));
+        let e2 = e(LoadOptions {
+            config: Some("/nonexistent/rtcat.toml".into()),
+            ..d
+        });
         assert!(
             e2.starts_with("--config: /nonexistent/rtcat.toml: cannot read"),
             "{e2}"

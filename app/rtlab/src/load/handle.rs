@@ -20,6 +20,7 @@ use super::hog::hog_worker;
 use super::net::{tcp_rx_worker, tcp_tx_worker, udp_rx_worker, udp_tx_worker};
 use super::tmpfs::{DirGuard, prepare_tmpfs_dir, tmpfs_worker};
 use super::{Backend, Counters, Ctl, LoadSpec, NetProto, gettid};
+pub(super) use crate::child::spawn_in_group;
 use crate::cpus::{format_cpu_list, pin_current_thread};
 
 /// What a load did. Counters are 0 for kinds that did not run (and for stress-ng, which reports its
@@ -223,7 +224,7 @@ impl LoadHandle {
         cmd.arg("load")
             .args(spec.to_args())
             .args(["--json", "-", "--quiet"]);
-        let child = spawn_in_group(&mut cmd)
+        let child = spawn_in_group(&mut cmd, Stdio::piped(), Stdio::piped())
             .with_context(|| format!("cannot run {} load", exe.display()))?;
         Ok(Self {
             inner: Inner::Process {
@@ -411,25 +412,6 @@ impl Drop for LoadHandle {
             let _ = self.finish("drop");
         }
     }
-}
-
-/// Spawns `cmd` in its own process group (so the whole group can be stopped), with captured
-/// stdout/stderr and SIGTERM as parent-death signal.
-pub(super) fn spawn_in_group(cmd: &mut Command) -> std::io::Result<Child> {
-    use std::os::unix::process::CommandExt;
-    cmd.stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0);
-    // SAFETY: set_pdeathsig is one prctl call (async-signal-safe, no allocation); nothing else
-    // runs between fork and exec.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGTERM)
-                .map_err(std::io::Error::from)
-        });
-    }
-    cmd.spawn()
 }
 
 /// SIGTERM to the child's process group, up to 10 s to exit, then SIGKILL; reaps the child.

@@ -25,7 +25,7 @@ mod spec;
 mod stress_ng;
 mod tmpfs;
 
-pub use command::{CONFIG_LIMIT, DEFAULT_CONFIG, LoadArgs, rt_cpus_from_config, run_load};
+pub use command::{CONFIG_LIMIT, DEFAULT_CONFIG, LoadOptions, rt_cpus_from_config, run_load};
 pub use handle::{LoadHandle, LoadReport};
 pub use spec::{
     Backend, ForkLoad, LoadSpec, MAX_DURATION_S, MemKind, NetLoad, NetProto, TmpfsLoad,

@@ -5,7 +5,6 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{Result, bail};
-use clap::ValueEnum;
 use serde::{Deserialize, Serialize};
 
 use crate::cpus::format_cpu_list;
@@ -14,7 +13,7 @@ use crate::cpus::format_cpu_list;
 pub const MAX_DURATION_S: f64 = 7.0 * 24.0 * 3600.0;
 
 /// Memory churn kinds of `--mem`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum MemKind {
     /// Write churn on files in a tmpfs (`--tmpfs-dir`).
@@ -24,7 +23,7 @@ pub enum MemKind {
 }
 
 /// Loopback traffic protocol of `--net`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NetProto {
     Tcp,
@@ -96,8 +95,13 @@ impl LoadSpec {
         }
     }
 
-    /// Checks bounds; errors name the command-line option.
+    /// Checks every bound; the error ([`crate::error::Usage`]) names the option.
     pub fn validate(&self) -> Result<()> {
+        self.check()
+            .map_err(|e| crate::error::usage(format!("{e:#}")))
+    }
+
+    fn check(&self) -> Result<()> {
         let d = self.duration.as_secs_f64();
         if !(d > 0.0 && d <= MAX_DURATION_S) {
             bail!("--duration: {d} s is not in (0, {MAX_DURATION_S}]");

@@ -2,23 +2,25 @@
 //! child process group.
 
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::time::Instant;
 
-use anyhow::{Context, Result, anyhow};
+use anyhow::{Context, Result};
 
 use super::handle::{Inner, spawn_in_group};
 use super::{LoadHandle, LoadSpec, NetProto};
 use crate::cpus::format_cpu_list;
+use crate::error::usage;
 
 impl LoadHandle {
     pub(super) fn start_stress_ng(spec: &LoadSpec) -> Result<Self> {
         let exe = find_in_path("stress-ng").ok_or_else(|| {
-            anyhow!("--stress-ng: stress-ng is not installed (not in PATH); drop --stress-ng to use the built-in load")
+            usage("--stress-ng: stress-ng is not installed (not in PATH); drop --stress-ng to use the built-in load")
         })?;
         let mut cmd = Command::new(exe);
         cmd.args(stress_ng_args(spec));
-        let child = spawn_in_group(&mut cmd).context("--stress-ng: cannot run stress-ng")?;
+        let child = spawn_in_group(&mut cmd, Stdio::piped(), Stdio::piped())
+            .context("--stress-ng: cannot run stress-ng")?;
         Ok(Self {
             inner: Inner::Process {
                 child,
@@ -93,21 +95,18 @@ pub fn stress_ng_args(spec: &LoadSpec) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::load::command::parse_args as parse;
+    use crate::load::{LoadOptions, MemKind};
 
     #[test]
     fn stress_ng_args_are_equivalent() {
-        let spec = parse(&[
-            "--cpus",
-            "0",
-            "--cpu-hogs",
-            "2",
-            "--mem",
-            "tmpfs,anon",
-            "--fork-churn",
-            "--duration",
-            "1.5",
-        ])
+        let spec = LoadOptions {
+            cpus: Some("0".into()),
+            cpu_hogs: Some(2),
+            mem: vec![MemKind::Tmpfs, MemKind::Anon],
+            fork_churn: true,
+            duration: 1.5,
+            ..LoadOptions::default()
+        }
         .to_spec()
         .unwrap();
         let a = stress_ng_args(&spec).join(" ");

@@ -6,9 +6,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, anyhow};
 
 use super::{Ctl, TmpfsLoad};
+use crate::error::usage;
 
 /// Prefix of the private tmpfs directories (`<prefix><pid>-<seq>`).
 pub const TMPFS_PREFIX: &str = "rtcat-load-";
@@ -30,10 +31,13 @@ impl Drop for DirGuard {
 /// directories left by load processes that no longer exist.
 pub(super) fn prepare_tmpfs_dir(t: &TmpfsLoad) -> Result<DirGuard> {
     let st = nix::sys::statfs::statfs(&t.dir)
-        .map_err(|e| anyhow!("--tmpfs-dir: {}: {e}", t.dir.display()))?;
+        .map_err(|e| usage(format!("--tmpfs-dir: {}: {e}", t.dir.display())))?;
     #[allow(clippy::unnecessary_cast)]
     if st.filesystem_type().0 as i64 != TMPFS_MAGIC {
-        bail!("--tmpfs-dir: {} is not a tmpfs", t.dir.display());
+        return Err(usage(format!(
+            "--tmpfs-dir: {} is not a tmpfs",
+            t.dir.display()
+        )));
     }
     if let Ok(rd) = fs::read_dir(&t.dir) {
         for e in rd.flatten() {
@@ -47,15 +51,15 @@ pub(super) fn prepare_tmpfs_dir(t: &TmpfsLoad) -> Result<DirGuard> {
         }
     }
     let vfs = nix::sys::statvfs::statvfs(&t.dir)
-        .map_err(|e| anyhow!("--tmpfs-dir: {}: {e}", t.dir.display()))?;
+        .map_err(|e| usage(format!("--tmpfs-dir: {}: {e}", t.dir.display())))?;
     let free = vfs.blocks_available() as u64 * vfs.fragment_size() as u64;
     if (t.mib << 20) > free / 2 {
-        bail!(
+        return Err(usage(format!(
             "--tmpfs-mb: {} MiB is more than half of the free space on {} ({} MiB free)",
             t.mib,
             t.dir.display(),
             free >> 20
-        );
+        )));
     }
     let dir = t.dir.join(format!(
         "{TMPFS_PREFIX}{}-{}",
@@ -70,7 +74,7 @@ pub(super) fn prepare_tmpfs_dir(t: &TmpfsLoad) -> Result<DirGuard> {
         fs::DirBuilder::new()
             .mode(0o700)
             .create(&dir)
-            .map_err(|e| anyhow!("--tmpfs-dir: cannot create {}: {e}", dir.display()))?;
+            .map_err(|e| usage(format!("--tmpfs-dir: cannot create {}: {e}", dir.display())))?;
         let guard = DirGuard(dir);
         fs::set_permissions(&guard.0, fs::Permissions::from_mode(0o700))
             .map_err(|e| anyhow!("--tmpfs-dir: {}: {e}", guard.0.display()))?;

@@ -27,7 +27,6 @@ use std::path::Path;
 
 /// Groups of knobs; `Shield` stands for the seven runtime-shield groups.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "kebab-case")]
 pub enum KnobGroup {
     /// irqbalance, default IRQ affinity, movable IRQs, NIC IRQs, workqueue mask, tasks, timer_migration

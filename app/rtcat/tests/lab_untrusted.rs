@@ -11,13 +11,13 @@ use std::process::{Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rtlab");
+const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 /// Address-space limit of a `report` child: a debug build needs well under 100 MiB.
 const AS_LIMIT: u64 = 1 << 30;
 const TIMEOUT: Duration = Duration::from_secs(30);
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rtlab/tests/fixtures")
 }
 
 #[derive(Debug)]

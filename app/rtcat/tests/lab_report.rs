@@ -1,7 +1,7 @@
 //! `report`: golden tables on fixed inputs, valid plots with the expected series, clear errors for
 //! malformed or partial inputs.
 //!
-//! Regenerate the golden files after an intended change with `UPDATE_GOLDEN=1 cargo test -p rtlab`
+//! Regenerate the golden files after an intended change with `UPDATE_GOLDEN=1 cargo test -p rtcat --test lab_report`
 //! and review the diff.
 
 use std::fs;
@@ -9,13 +9,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 #[allow(dead_code)]
-#[path = "../examples/make_fixtures.rs"]
+#[path = "../../rtlab/examples/make_fixtures.rs"]
 mod make_fixtures;
 
-const BIN: &str = env!("CARGO_BIN_EXE_rtlab");
+const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 
 fn here() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../rtlab/tests")
 }
 
 fn inputs() -> Vec<&'static str> {

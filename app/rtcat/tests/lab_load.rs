@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use rtlab::load::{Backend, ForkLoad, LoadReport, LoadSpec, NetLoad, NetProto, TmpfsLoad};
 use rtlab::{LoadHandle, cpus::format_cpu_list};
 
-const BIN: &str = env!("CARGO_BIN_EXE_rtlab");
+const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 
 /// The CPU the in-process loads are confined to: the first one this process may use.
 fn load_cpu() -> usize {
@@ -288,6 +288,44 @@ fn cli_ends_cleanly_on_sigterm() {
     run_cli_and_signal(nix::sys::signal::Signal::SIGTERM, "SIGTERM");
 }
 
+/// The first signal asks the load to stop (it waits up to 3 s for a fork-churn child); a second
+/// one, while it waits, ends the process at once with that signal, as for `rtcat bench`.
+#[test]
+fn a_second_signal_kills_a_stopping_load() {
+    use std::os::unix::process::{CommandExt, ExitStatusExt};
+    let tmp = tempfile::tempdir().unwrap();
+    let script = tmp.path().join("slow.sh");
+    fs::write(&script, "#!/bin/sh\nexec sleep 30\n").unwrap();
+    fs::set_permissions(&script, fs::Permissions::from_mode(0o755)).unwrap();
+    let cpu = rtlab::cpus::usable_cpus().unwrap()[0].to_string();
+    let mut child = Command::new(BIN)
+        .args(["load", "--cpus", cpu.as_str(), "--fork-churn", "--exec"])
+        .arg(&script)
+        .args(["--duration", "60", "--quiet"])
+        // its own group, so that the churn child is cleaned up with it below
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    std::thread::sleep(Duration::from_millis(700));
+    assert!(
+        !procs_with(&script.display().to_string()).is_empty(),
+        "no churn child running"
+    );
+    let t = Instant::now();
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let st = child.wait().unwrap();
+    let _ = nix::sys::signal::killpg(pid, nix::sys::signal::Signal::SIGKILL);
+    assert_eq!(st.signal(), Some(libc::SIGINT), "{st:?}");
+    assert!(
+        t.elapsed() < Duration::from_secs(2),
+        "took {:?}",
+        t.elapsed()
+    );
+}
+
 #[test]
 fn cli_duration_bound_and_usage_errors() {
     let cpu_arg = load_cpu().to_string();
@@ -370,7 +408,7 @@ fn spawned_child_load_reports_back() {
     std::thread::sleep(Duration::from_millis(700));
     assert_eq!(
         status_field(Path::new(&format!("/proc/{pid}/status")), "Name").as_deref(),
-        Some("rtlab")
+        Some("rtcat")
     );
     let rep = h.stop().unwrap();
     assert_eq!(rep.stopped_by, "stop");
@@ -378,7 +416,7 @@ fn spawned_child_load_reports_back() {
     assert!(
         !Path::new(&format!("/proc/{pid}")).exists() || {
             let s = fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-            !s.contains("rtlab")
+            !s.contains("rtcat")
         }
     );
     assert!(shm_dirs_of(pid).is_empty());

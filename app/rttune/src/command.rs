@@ -1,6 +1,6 @@
-//! The `rtcat doctor` / `rtcat tune` commands (wired into the rtcat binary). Their argument
-//! structs derive clap's parsers only with the `cli` feature, which the binary enables: the
-//! libraries that use rttune for its configuration types (the master) do not build clap.
+//! The `rtcat doctor` / `rtcat tune` commands: their options ([`DoctorOptions`],
+//! [`TuneOptions`], plain structs: the command-line flags are the `rtcat` binary's), running them,
+//! and what their errors mean for the exit code.
 
 use crate::config::{DEFAULT_STATE_FILE, RtContext};
 use crate::cpuset::CpuSet;
@@ -13,31 +13,33 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 /// `rtcat doctor [--cpu N] [--iface IF] [--config FILE] [--json]`
-#[derive(Clone, Debug, Default)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
-pub struct DoctorArgs {
-    /// RT CPU (default: [cycle].cpu, else the isolated CPUs)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+#[derive(Clone, Debug)]
+pub struct DoctorOptions {
+    /// RT CPU (default: `[cycle].cpu`, else the isolated CPUs)
     pub cpu: Option<usize>,
-    /// EtherCAT NIC (default: [bus].interface)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "IF"))]
+    /// EtherCAT NIC (default: `[bus].interface`)
     pub iface: Option<String>,
-    /// rtcat config file ([cycle].cpu, [bus].interface, [tune])
-    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    /// rtcat config file (`[cycle].cpu`, `[bus].interface`, `[tune]`)
     pub config: Option<PathBuf>,
     /// Print the report as JSON (schema rttune.doctor/1)
-    #[cfg_attr(feature = "cli", arg(long))]
     pub json: bool,
-    /// Root of the tree to inspect (fake trees in tests)
-    #[cfg_attr(
-        feature = "cli",
-        arg(long, value_name = "DIR", default_value = "/", hide = true)
-    )]
+    /// Root of the tree to inspect (`/`, or a fake tree in tests)
     pub root: PathBuf,
 }
 
+impl Default for DoctorOptions {
+    fn default() -> Self {
+        Self {
+            cpu: None,
+            iface: None,
+            config: None,
+            json: false,
+            root: PathBuf::from("/"),
+        }
+    }
+}
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 pub enum TuneAction {
     /// Apply the runtime shield (journalled)
     Apply,
@@ -51,37 +53,41 @@ pub enum TuneAction {
 
 /// `rtcat tune apply|restore|status|plan [--cpu N] [--housekeeping CPUS] [--iface IF] [--config FILE]`
 #[derive(Clone, Debug)]
-#[cfg_attr(feature = "cli", derive(clap::Args))]
-pub struct TuneArgs {
-    #[cfg_attr(feature = "cli", arg(value_enum))]
+pub struct TuneOptions {
     pub action: TuneAction,
-    /// RT CPU (default: [cycle].cpu)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "N"))]
+    /// RT CPU (default: `[cycle].cpu`)
     pub cpu: Option<usize>,
-    /// Housekeeping CPUs, e.g. 0-5,7 (default: [tune].housekeeping_cpus, else all but the RT CPU)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "CPUS"))]
+    /// Housekeeping CPUs, e.g. 0-5,7 (default: `[tune].housekeeping_cpus`, else all but the RT CPU)
     pub housekeeping: Option<String>,
-    /// EtherCAT NIC (default: [bus].interface)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "IF"))]
+    /// EtherCAT NIC (default: `[bus].interface`)
     pub iface: Option<String>,
     /// rtcat config file
-    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
     pub config: Option<PathBuf>,
     /// Knob groups to act on (repeatable; default: all)
-    #[cfg_attr(feature = "cli", arg(long = "group", value_enum, value_name = "GROUP"))]
     pub groups: Vec<KnobGroup>,
-    /// Tune state journal (default: [tune].state_file, else /var/lib/rtcat-tune/tune-state.json)
-    #[cfg_attr(feature = "cli", arg(long, value_name = "FILE"))]
+    /// Tune state journal (default: `[tune].state_file`, else /var/lib/rtcat-tune/tune-state.json)
     pub state: Option<PathBuf>,
     /// Print the result as JSON
-    #[cfg_attr(feature = "cli", arg(long))]
     pub json: bool,
-    /// Root of the tree to tune (fake trees in tests)
-    #[cfg_attr(
-        feature = "cli",
-        arg(long, value_name = "DIR", default_value = "/", hide = true)
-    )]
+    /// Root of the tree to tune (`/`, or a fake tree in tests)
     pub root: PathBuf,
+}
+
+impl TuneOptions {
+    /// `action` with every option at its default (the root `/`).
+    pub fn new(action: TuneAction) -> Self {
+        Self {
+            action,
+            cpu: None,
+            housekeeping: None,
+            iface: None,
+            config: None,
+            groups: Vec::new(),
+            state: None,
+            json: false,
+            root: PathBuf::from("/"),
+        }
+    }
 }
 
 /// Stand-in for a fake `--root`: non-file operations are not available there.
@@ -115,31 +121,88 @@ impl Host for NoHost {
 
 /// stdout could not be written (other than a closed pipe): a runtime failure, exit 1.
 #[derive(Debug, thiserror::Error)]
-#[error("cannot write the report to stdout: {0}")]
+#[error("cannot write the report to stdout")]
 pub struct OutputError(#[source] pub io::Error);
 
-/// Exit code for an error out of [`run_doctor`] / [`run_tune`]: a refused journal, a bad flag or
-/// value is bad input (2); a journal that cannot be read or written, or stdout, is a runtime
-/// failure (1).
+/// Why `rtcat doctor` / `rtcat tune` ended without a report, by kind; the exit code follows the
+/// kind ([`CommandError::exit_code`]). Knob failures are not errors: they are in the report.
+#[derive(Debug, thiserror::Error)]
+pub enum CommandError {
+    /// Bad input: a flag or its value, the configuration, the tree (`--root`, an offline CPU), a
+    /// journal refused for what it is or where it lies. Exit 2.
+    #[error("{0:#}")]
+    Usage(anyhow::Error),
+    /// A runtime failure: a journal that cannot be read or written, stdout. Exit 1.
+    #[error("{0:#}")]
+    Failed(anyhow::Error),
+}
+
+impl CommandError {
+    /// Bad input rather than a runtime failure.
+    pub fn is_usage(&self) -> bool {
+        matches!(self, CommandError::Usage(_))
+    }
+
+    /// 2 for bad input, 1 for a runtime failure.
+    pub fn exit_code(&self) -> u8 {
+        if self.is_usage() { 2 } else { 1 }
+    }
+
+    /// An error out of the tune phases (plan, apply, restore, status): a journal error by its
+    /// kind ([`JournalError::is_refusal`]), stdout a runtime failure; what else they refuse (a
+    /// tree without a boot id, a CPU that is not online) is the input's fault.
+    pub fn classify(e: anyhow::Error) -> Self {
+        if is_runtime(&e) {
+            CommandError::Failed(e)
+        } else {
+            CommandError::Usage(e)
+        }
+    }
+}
+
+impl From<JournalError> for CommandError {
+    fn from(e: JournalError) -> Self {
+        Self::classify(e.into())
+    }
+}
+
+impl From<OutputError> for CommandError {
+    fn from(e: OutputError) -> Self {
+        CommandError::Failed(e.into())
+    }
+}
+
+impl From<serde_json::Error> for CommandError {
+    fn from(e: serde_json::Error) -> Self {
+        CommandError::Failed(anyhow::Error::new(e).context("cannot encode the JSON report"))
+    }
+}
+
+/// Exit code for an error out of the tune phases (see [`CommandError::classify`]).
 pub fn exit_code_of(e: &anyhow::Error) -> u8 {
-    if let Some(j) = e.downcast_ref::<JournalError>() {
-        return j.exit_code();
+    if is_runtime(e) { 1 } else { 2 }
+}
+
+fn is_runtime(e: &anyhow::Error) -> bool {
+    match e.downcast_ref::<JournalError>() {
+        Some(j) => !j.is_refusal(),
+        None => e.downcast_ref::<OutputError>().is_some(),
     }
-    if e.downcast_ref::<OutputError>().is_some() {
-        return 1;
-    }
-    2
+}
+
+fn input(e: impl Into<anyhow::Error>) -> CommandError {
+    CommandError::Usage(e.into())
 }
 
 /// Write a report to stdout. A closed pipe (`| head`) is not an error: the reader took what it
 /// wanted, and apply/restore (which keep SIGPIPE ignored) have done their work by now.
-pub fn emit(text: &str) -> anyhow::Result<()> {
+pub fn emit(text: &str) -> Result<(), OutputError> {
     use std::io::Write;
     let mut o = io::stdout().lock();
     match o.write_all(text.as_bytes()).and_then(|()| o.flush()) {
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Ok(()),
-        Err(e) => Err(OutputError(e).into()),
+        Err(e) => Err(OutputError(e)),
     }
 }
 
@@ -206,13 +269,13 @@ fn resolve_rt(
 }
 
 /// Run `rtcat doctor`; returns the exit code (1 when any check FAILs).
-pub fn run_doctor(args: &DoctorArgs, ctx: &RtContext) -> anyhow::Result<i32> {
-    ctx.tune.validate()?;
-    let root = open_root(&args.root)?;
-    check_cpu_flag(&root, args.cpu)?;
-    let rt = resolve_rt(&root, args.cpu, ctx, true)?;
+pub fn run_doctor(args: &DoctorOptions, ctx: &RtContext) -> Result<i32, CommandError> {
+    ctx.tune.validate().map_err(input)?;
+    let root = open_root(&args.root).map_err(input)?;
+    check_cpu_flag(&root, args.cpu).map_err(input)?;
+    let rt = resolve_rt(&root, args.cpu, ctx, true).map_err(input)?;
     let iface = args.iface.clone().or_else(|| ctx.iface.clone());
-    check_iface(iface.as_ref())?;
+    check_iface(iface.as_ref()).map_err(input)?;
     // only used to tell refused (kernel-managed) IRQs; a journal that is not trusted or is of
     // another boot tells nothing
     let journal = StateFile::at(state_path(&root, None, ctx))
@@ -228,7 +291,8 @@ pub fn run_doctor(args: &DoctorArgs, ctx: &RtContext) -> anyhow::Result<i32> {
         tune: ctx.tune.clone(),
         journal,
     };
-    let r = doctor::run(&d)?;
+    // it refuses only what it was given (no RT CPU, an offline one)
+    let r = doctor::run(&d).map_err(input)?;
     if args.json {
         emit(&format!("{}\n", serde_json::to_string_pretty(&r)?))?;
     } else {
@@ -238,11 +302,11 @@ pub fn run_doctor(args: &DoctorArgs, ctx: &RtContext) -> anyhow::Result<i32> {
 }
 
 /// Run `rtcat tune ACTION`; returns the exit code.
-pub fn run_tune(args: &TuneArgs, ctx: &RtContext) -> anyhow::Result<i32> {
-    ctx.tune.validate()?;
-    let root = open_root(&args.root)?;
-    check_cpu_flag(&root, args.cpu)?;
-    check_iface(args.iface.as_ref())?;
+pub fn run_tune(args: &TuneOptions, ctx: &RtContext) -> Result<i32, CommandError> {
+    ctx.tune.validate().map_err(input)?;
+    let root = open_root(&args.root).map_err(input)?;
+    check_cpu_flag(&root, args.cpu).map_err(input)?;
+    check_iface(args.iface.as_ref()).map_err(input)?;
     let host = host_for(&root);
     let state = StateFile::at(state_path(&root, args.state.as_deref(), ctx));
     let groups = if args.groups.is_empty() {
@@ -252,27 +316,33 @@ pub fn run_tune(args: &TuneArgs, ctx: &RtContext) -> anyhow::Result<i32> {
     };
     let out = if args.action == TuneAction::Restore {
         let sel = (!args.groups.is_empty()).then_some(groups.as_slice());
-        tune::restore(&root, host, sel, &state)?
+        tune::restore(&root, host, sel, &state).map_err(CommandError::classify)?
     } else {
         let rt = match resolve_rt(&root, args.cpu, ctx, false) {
             Ok(rt) => rt,
             // status of an applied state works without --cpu: the journal knows the RT CPU
             Err(e) => match (args.action, state.load(&root)?) {
-                (TuneAction::Status, Some(j)) => CpuSet::parse_list(&j.rt_cpus).map_err(|_| e)?,
-                _ => return Err(e),
+                (TuneAction::Status, Some(j)) => {
+                    CpuSet::parse_list(&j.rt_cpus).map_err(|_| input(e))?
+                }
+                _ => return Err(input(e)),
             },
         };
         let hk = match &args.housekeeping {
-            Some(s) => {
-                Some(CpuSet::parse_list(s).map_err(|e| anyhow::anyhow!("--housekeeping: {e}"))?)
-            }
-            None => ctx.tune.housekeeping()?,
+            Some(s) => Some(
+                CpuSet::parse_list(s).map_err(|e| input(anyhow::anyhow!("--housekeeping: {e}")))?,
+            ),
+            None => ctx.tune.housekeeping().map_err(input)?,
         };
         let iface = args.iface.clone().or_else(|| ctx.iface.clone());
-        let tc = TuneCtx::new(&root, rt, hk, iface, ctx.tune.clone())?;
+        let tc = TuneCtx::new(&root, rt, hk, iface, ctx.tune.clone()).map_err(input)?;
         match args.action {
-            TuneAction::Apply => tune::apply(&root, &tc, host, &groups, &state)?,
-            TuneAction::Status => tune::status(&root, &tc, host, &groups, &state)?,
+            TuneAction::Apply => {
+                tune::apply(&root, &tc, host, &groups, &state).map_err(CommandError::classify)?
+            }
+            TuneAction::Status => {
+                tune::status(&root, &tc, host, &groups, &state).map_err(CommandError::classify)?
+            }
             _ => {
                 let j = state.load(&root)?.filter(|j| j.same_boot(&root));
                 tune::plan(&root, &tc, host, &groups, j.as_ref()).to_outcome(state.path())
