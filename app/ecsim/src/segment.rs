@@ -362,8 +362,32 @@ impl Segment {
             }
         }
         for dev in self.devices.iter_mut() {
+            dev.dc_process_data(now_ns);
             dev.end_of_frame();
         }
+    }
+
+    /// The distributed clock of the device at `position` at simulation time `now_ns` (`None`
+    /// for a device without DC or a position beyond the chain).
+    pub fn dc_status(&mut self, position: usize, now_ns: u64) -> Option<crate::dc::DcStatus> {
+        self.devices.get_mut(position)?.dc_status(now_ns)
+    }
+
+    /// Every DC device's clock at `now_ns`.
+    pub fn dc_statuses(&mut self, now_ns: u64) -> Vec<crate::dc::DcStatus> {
+        self.devices
+            .iter_mut()
+            .filter_map(|d| d.dc_status(now_ns))
+            .collect()
+    }
+
+    /// Late process data frames, summed over the DC devices with SYNC0 running.
+    pub fn dc_late_frames(&self) -> u64 {
+        self.devices
+            .iter()
+            .filter_map(|d| d.dc_clock())
+            .map(|c| c.late())
+            .sum()
     }
 
     /// Configure every device as a master would for cyclic exchange, without a master: station
