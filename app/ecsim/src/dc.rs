@@ -163,9 +163,11 @@ impl DcClock {
         self.spec
     }
 
-    /// Power-on: the loop and SYNC0 start from their reset state; the crystal keeps running.
+    /// Power-on: the loop and SYNC0 start from their reset state, the loop's correction is
+    /// lost; the crystal keeps running (the local time is not restarted).
     pub fn power_on(&mut self) {
         self.reset_loop(true);
+        self.corr = 0.0;
         self.sync0 = None;
         self.latched = None;
         self.status_seen = 0;
@@ -407,4 +409,94 @@ pub fn status_field(devices: &[DcStatus]) -> String {
         })
         .collect();
     format!(" dc={}", items.join(","))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn regs() -> LoopRegs {
+        LoopRegs {
+            offset: 0,
+            delay: 0,
+            speed_start: SPEED_COUNTER_START_RESET,
+            diff_depth: 0,
+            speed_depth: 0,
+        }
+    }
+
+    #[test]
+    fn events_strictly_before_a_time() {
+        let s = Sync0 {
+            first: 1000,
+            cycle: 100,
+        };
+        assert_eq!(
+            [0, 1000, 1001, 1100, 1101, 1300].map(|t| s.passed(t)),
+            [0, 0, 1, 1, 2, 3]
+        );
+        let single = Sync0 {
+            first: 1000,
+            cycle: 0,
+        };
+        assert_eq!([1000, 1001, u64::MAX].map(|t| single.passed(t)), [0, 1, 1]);
+    }
+
+    #[test]
+    fn difference_register_is_sign_and_magnitude() {
+        let mut c = DcClock::new(DcClockSpec::default(), 0, 500);
+        // Local copy 250 ns ahead of the received time: bit 31 clear.
+        let t = 10_000;
+        let s = c.system(t, 0, SPEED_COUNTER_START_RESET);
+        c.compare(t, s - 250, true, regs());
+        assert_eq!(c.diff_register(), 250);
+        let mut c = DcClock::new(DcClockSpec::default(), 0, 500);
+        let s = c.system(t, 0, SPEED_COUNTER_START_RESET);
+        c.compare(t, s + 250, true, regs());
+        assert_eq!(c.diff_register(), 0x8000_0000 | 250);
+        // A 32-bit comparison across the wrap of the low word.
+        let mut c = DcClock::new(DcClockSpec::default(), 0, 500);
+        let s = c.system(t, 0, SPEED_COUNTER_START_RESET);
+        c.compare(t, u64::from((s as u32).wrapping_add(40)), false, regs());
+        assert_eq!(c.diff_ns(), -40);
+    }
+
+    #[test]
+    fn the_speed_change_is_bounded_by_the_speed_counter_start() {
+        let mut c = DcClock::new(DcClockSpec::default(), 0, 500);
+        let s = c.system(0, 0, SPEED_COUNTER_START_RESET);
+        // 1 ms behind: the clock may run at most 1/0x1000 fast, ~244 ns per ms.
+        c.compare(0, s + 1_000_000, true, regs());
+        let after = c.system(1_000_000, 0, SPEED_COUNTER_START_RESET);
+        let gained = after as i64 - (s as i64 + 1_000_000);
+        assert_eq!(gained, 244, "{gained}");
+    }
+
+    #[test]
+    fn status_field_is_empty_without_dc_and_bracket_free() {
+        assert_eq!(status_field(&[]), "");
+        let d = DcStatus {
+            position: 2,
+            local_ns: 0,
+            system_ns: 0,
+            drift_ppm: 0.0,
+            correction_ppm: 0.0,
+            diff_register: 0x8000_0007,
+            diff_ns: -7,
+            in_sync: true,
+            sync0: Some(Sync0 {
+                first: 0,
+                cycle: 1_000_000,
+            }),
+            late: 3,
+            on_time: 9,
+        };
+        let e = DcStatus {
+            position: 4,
+            sync0: None,
+            in_sync: false,
+            ..d
+        };
+        assert_eq!(status_field(&[d, e]), " dc=2:-7:1:3:1000000,4:-7:0:3:-");
+    }
 }

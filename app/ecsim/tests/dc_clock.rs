@@ -387,3 +387,34 @@ fn segment_keys_are_checked() {
         .unwrap();
     assert_eq!(s.devices[0].dc_clock.drift_ppb, -12_500);
 }
+
+#[test]
+fn a_device_without_dc_is_untouched_by_the_dc_traffic() {
+    // The same DC datagrams and cycles through [DC, plain, DC] and [plain, plain, plain]: the
+    // plain device in the middle ends with the same memory, and never counts the DC datagrams.
+    let run = |dc: [bool; 3]| {
+        let mut seg = setup(&dc);
+        let mut t = 1_000_000;
+        if dc[0] {
+            ethercrab_dc_init(&mut seg, &mut t, 20_000, 200);
+        } else {
+            // What the plain device saw of the init: the latch and the FRMWs.
+            exchange(&mut seg, t, Cmd::Bwr, phys(0, 0x0900), &[0; 4]);
+            for _ in 0..200 {
+                exchange(&mut seg, t, Cmd::Frmw, phys(station(0), 0x0910), &[0; 8]);
+            }
+        }
+        for k in 0..50 {
+            cycle(&mut seg, t + k * CYCLE_NS, station(0), 3 * 8);
+        }
+        let (_, wkc) = exchange(&mut seg, t, Cmd::Fprd, phys(station(1), 0x0910), &[0; 8]);
+        assert_eq!(wkc, 0, "the plain device has no DC registers");
+        (
+            seg.devices()[1].mem().to_vec(),
+            seg.devices()[1].pd_counter(),
+        )
+    };
+    let (with, without) = (run([true, false, true]), run([false, false, false]));
+    assert!(with.0 == without.0, "memory of the plain device differs");
+    assert_eq!(with.1, without.1);
+}
