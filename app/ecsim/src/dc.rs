@@ -234,7 +234,8 @@ impl DcClock {
         let raw = delta - self.corr;
         match self.anchor {
             None => self.anchor = Some((t, raw)),
-            Some((t0, d0)) if t - t0 >= RATE_WINDOW_NS => {
+            // (A caller's clock that goes back never opens a window.)
+            Some((t0, d0)) if t.saturating_sub(t0) >= RATE_WINDOW_NS => {
                 let measured = (raw - d0) / (t - t0) as f64;
                 let w = 1.0 / (f64::from(regs.speed_depth) + 1.0);
                 self.rate += (-measured - self.rate) * w;

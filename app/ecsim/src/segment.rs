@@ -557,6 +557,7 @@ mod chain_order_tests {
                 let w = get_u16(frame, wkc_at);
                 put_u16(frame, wkc_at, w.wrapping_add(add));
             }
+            dev.dc_process_data(now_ns);
             dev.end_of_frame();
         }
     }
@@ -579,10 +580,10 @@ mod chain_order_tests {
         Cmd::Frmw,
     ];
     /// Registers worth hitting: station address, AL control/status, error counters (cleared on
-    /// write), DC times, FMMU, SM, PDI.
-    const ADOS: [u16; 12] = [
-        0x0010, 0x0011, 0x0120, 0x0130, 0x0300, 0x030c, 0x0310, 0x0910, 0x0600, 0x0800, 0x1000,
-        0x1100,
+    /// write), DC times, loop, SYNC0 and status, FMMU, SM, PDI.
+    const ADOS: [u16; 18] = [
+        0x0010, 0x0011, 0x0120, 0x0130, 0x0300, 0x030c, 0x0310, 0x0900, 0x0910, 0x0920, 0x092c,
+        0x0981, 0x098e, 0x09f0, 0x0600, 0x0800, 0x1000, 0x1100,
     ];
     const STATIONS: [u16; 6] = [0, 0x1000, 0x1001, 0x1002, 0x1003, 0x2000];
 
@@ -619,10 +620,11 @@ mod chain_order_tests {
         #[test]
         fn same_frames_and_devices_as_offering_every_datagram_to_every_device(
             preconfigured in any::<bool>(),
+            dc in any::<bool>(),
             frames in proptest::collection::vec(proptest::collection::vec(datagram(), 1..8), 1..12),
         ) {
             let make = || {
-                let mut seg = Segment::new(SegmentSpec::uniform(4, 6, 4));
+                let mut seg = Segment::new(SegmentSpec::uniform(4, 6, 4).with_dc(dc));
                 if preconfigured {
                     seg.preconfigure();
                 }

@@ -418,3 +418,41 @@ fn a_device_without_dc_is_untouched_by_the_dc_traffic() {
     assert!(with.0 == without.0, "memory of the plain device differs");
     assert_eq!(with.1, without.1);
 }
+
+mod random {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn datagram() -> impl Strategy<Value = (u8, u16, Vec<u8>, u64)> {
+        (
+            0u8..5,
+            0x0900u16..0x0a00,
+            proptest::collection::vec(any::<u8>(), 1..24),
+            // Times also going back, and far ahead.
+            prop_oneof![0u64..10_000_000_000, Just(u64::MAX / 2), Just(0)],
+        )
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 500, .. ProptestConfig::default() })]
+
+        /// Any values written to the DC registers, at any times, in any order: no panic, and
+        /// the status stays readable with the register in the ESC's format.
+        #[test]
+        fn random_dc_writes_never_panic(dgs in proptest::collection::vec(datagram(), 1..40)) {
+            let mut seg = setup(&[true, false, true]);
+            for (c, ado, data, t) in &dgs {
+                let cmd = [Cmd::Fpwr, Cmd::Fprd, Cmd::Frmw, Cmd::Bwr, Cmd::Fprw][usize::from(*c)];
+                let mut frame = FrameBuilder::new()
+                    .datagram(cmd, 0, phys(station(2), *ado), data)
+                    .datagram(Cmd::Lrw, 1, 0, &[0; 24])
+                    .build();
+                let _ = seg.process(&mut frame, *t);
+            }
+            for d in seg.dc_statuses(1) {
+                let m = d.diff_register & 0x7fff_ffff;
+                prop_assert_eq!(i64::from(m), d.diff_ns.abs().min(0x7fff_ffff));
+            }
+        }
+    }
+}
