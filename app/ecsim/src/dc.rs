@@ -136,13 +136,15 @@ pub struct DcClock {
 }
 
 impl DcClock {
-    pub fn new(spec: DcClockSpec, position: usize, hop_ns: u64) -> Self {
+    /// The clock of the device at `position`, which frames reach `arrival_ns` after they
+    /// reach the first device.
+    pub fn new(spec: DcClockSpec, position: usize, arrival_ns: u64) -> Self {
         let offset = spec
             .offset_ns
             .unwrap_or(1_000_000 * (position as i64 + 1) + 12_345);
         DcClock {
             spec,
-            base: (offset as u64).wrapping_add(position as u64 * hop_ns),
+            base: (offset as u64).wrapping_add(arrival_ns),
             drift: spec.drift_ppb as f64 * 1e-9,
             corr: 0.0,
             at: 0,
@@ -370,7 +372,8 @@ pub struct LoopRegs {
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DcStatus {
     pub position: usize,
-    /// Local time and local copy of the system time at the simulation time asked for.
+    /// Local time and local copy of the system time when a frame sent at the simulation time
+    /// asked for reaches the device (the hops before it later than the first device).
     pub local_ns: u64,
     pub system_ns: u64,
     pub drift_ppm: f64,

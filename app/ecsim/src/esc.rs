@@ -13,7 +13,8 @@ use crate::spec::DeviceSpec;
 
 /// Size of the simulated address space: 4 KiB registers + 8 KiB process RAM.
 pub const MEM_SIZE: usize = 0x3000;
-/// Nanoseconds a frame needs to pass one device (used for the DC receive-time model).
+/// Nanoseconds a frame needs from one device to the next by default (the DC receive-time
+/// model; a device's `hop_ns` in the segment description).
 pub const HOP_NS: u64 = 500;
 
 pub mod reg {
@@ -150,6 +151,9 @@ pub struct Esc {
     position: usize,
     /// Devices after this one (for the return-path DC times).
     downstream: usize,
+    /// Nanoseconds from this device's port 0 through the devices after it and back to its
+    /// port 1 (the loop its port receive times show).
+    loop_ns: u64,
     mem: Box<[u8]>,
     eeprom: Vec<u8>,
     pd_sms: Vec<PdSm>,
@@ -202,7 +206,8 @@ impl Esc {
             sii_busy_reads: 0,
             pd_counter: 0,
             pd_touched: false,
-            dc: DcClock::new(spec_dc, position, HOP_NS),
+            dc: DcClock::new(spec_dc, position, position as u64 * HOP_NS),
+            loop_ns: 2 * HOP_NS * (chain_len - 1 - position) as u64,
             upstream_link: true,
         };
         esc.power_on();
@@ -544,6 +549,13 @@ impl Esc {
         }
     }
 
+    /// Frames reach the device `arrival_ns` after the first device and come back to its port 1
+    /// `loop_ns` after its port 0 (the chain's hop delays; [`crate::Segment`] sets them).
+    pub(crate) fn set_timing(&mut self, arrival_ns: u64, loop_ns: u64) {
+        self.dc = DcClock::new(self.spec.dc_clock, self.position, arrival_ns);
+        self.loop_ns = loop_ns;
+    }
+
     /// The device's distributed clock at simulation time `now_ns` (a DC device only).
     pub fn dc_status(&mut self, now_ns: u64) -> Option<DcStatus> {
         if !self.spec.dc {
@@ -602,7 +614,7 @@ impl Esc {
     fn latch_dc(&mut self, now_ns: u64) {
         let t0 = self.local_time(now_ns);
         // The frame returns through port 1 after visiting every device downstream.
-        let t1 = t0 + 2 * HOP_NS * self.downstream as u64;
+        let t1 = t0 + self.loop_ns;
         let m = &mut self.mem;
         m[reg::DC_PORT0..reg::DC_PORT0 + 4].copy_from_slice(&(t0 as u32).to_le_bytes());
         let p1 = if self.downstream > 0 { t1 as u32 } else { 0 };

@@ -88,12 +88,20 @@ impl Segment {
     /// As [`Segment::new`].
     pub fn with_faults(spec: SegmentSpec, faults: Faults) -> Self {
         let n = spec.devices.len();
-        let devices = spec
+        let mut devices: Vec<Esc> = spec
             .devices
             .iter()
             .enumerate()
             .map(|(i, d)| Esc::new(d.clone(), i, n))
             .collect();
+        // Each device's hop delay (to the next device) places the later devices' receive times.
+        let hops: Vec<u64> = spec.devices.iter().map(|d| u64::from(d.hop_ns)).collect();
+        let mut arrival = 0u64;
+        for (i, dev) in devices.iter_mut().enumerate() {
+            let rest: u64 = hops[i..n.saturating_sub(1).max(i)].iter().sum();
+            dev.set_timing(arrival, 2 * rest);
+            arrival += hops[i];
+        }
         Segment {
             spec,
             devices,

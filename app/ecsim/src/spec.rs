@@ -15,6 +15,7 @@
 //!                           # position + 12345 ns)
 //! dc_drift_ppm = 0.0        # DC devices: the local clock runs this much fast (-500..=500)
 //! dc_sync_window_ns = 1000  # DC devices: |0x092C| below this is "in sync"
+//! hop_ns = 500              # ns a frame needs from this device to the next (DC receive times)
 //! alias = 0                 # station alias in the EEPROM
 //! ```
 //!
@@ -121,6 +122,8 @@ struct DeviceEntry {
     #[serde(default)]
     dc_sync_window_ns: Option<u32>,
     #[serde(default)]
+    hop_ns: Option<u32>,
+    #[serde(default)]
     alias: u16,
     #[serde(default)]
     rxpdo: Option<Vec<PdoEntry>>,
@@ -224,6 +227,9 @@ pub struct DeviceSpec {
     pub dc: bool,
     /// The local clock of a DC device (offset, drift, sync window; see [`crate::dc`]).
     pub dc_clock: crate::dc::DcClockSpec,
+    /// Nanoseconds a frame needs from this device to the next (processing, forwarding and the
+    /// cable; the DC receive times show it), 1..=[`MAX_HOP_NS`].
+    pub hop_ns: u32,
     pub alias: u16,
     /// RxPDOs (outputs) listed in the description, whose entries carry exactly `outputs` bytes
     /// ([`SegmentSpec::from_toml`] checks that); `None`: the generated default for `outputs`.
@@ -319,6 +325,7 @@ impl SegmentSpec {
                 inputs,
                 dc: false,
                 dc_clock: crate::dc::DcClockSpec::default(),
+                hop_ns: crate::esc::HOP_NS as u32,
                 alias: 0,
                 rxpdo: None,
                 txpdo: None,
@@ -392,6 +399,7 @@ impl SegmentSpec {
         }
         for (i, d) in self.devices.iter().enumerate() {
             check_name(&format!("device[{i}].name"), &d.name)?;
+            hop_ns(i, Some(d.hop_ns))?;
             if d.outputs == 0 && d.inputs == 0 {
                 return Err(SpecError::Invalid(format!(
                     "device[{i}]: outputs and inputs are both 0; a subdevice needs process data"
@@ -519,6 +527,7 @@ impl SegmentSpec {
                 inputs,
                 dc: e.dc,
                 dc_clock: dc_clock(i, e)?,
+                hop_ns: hop_ns(i, e.hop_ns)?,
                 alias: e.alias,
                 rxpdo,
                 txpdo,
@@ -542,6 +551,19 @@ impl SegmentSpec {
                 .unwrap_or_else(|| format!("{} subdevices", devices.len())),
             devices,
         })
+    }
+}
+
+/// Longest hop a device may be given: 100 µs (20 km of cable).
+pub const MAX_HOP_NS: u32 = 100_000;
+
+fn hop_ns(i: usize, v: Option<u32>) -> Result<u32, SpecError> {
+    match v {
+        None => Ok(crate::esc::HOP_NS as u32),
+        Some(v) if (1..=MAX_HOP_NS).contains(&v) => Ok(v),
+        Some(v) => Err(SpecError::Invalid(format!(
+            "device[{i}].hop_ns = {v}: must be 1..={MAX_HOP_NS} ns"
+        ))),
     }
 }
 

@@ -456,3 +456,41 @@ mod random {
         }
     }
 }
+
+#[test]
+fn hop_delays_place_the_receive_times_and_ethercrab_s_delays() {
+    // Hops of 300, 2000 and 800 ns: the port receive times show the loops behind each device,
+    // the delays computed from them as ethercrab does are the sums of the hops before, and the
+    // converged system times differ by exactly those delays.
+    let text = "[[device]]\noutputs = 4\ndc = true\nhop_ns = 300\n\
+                [[device]]\noutputs = 4\ndc = true\nhop_ns = 2000\n\
+                [[device]]\noutputs = 4\ndc = true\nhop_ns = 800\n\
+                [[device]]\noutputs = 4\ndc = true\n";
+    let mut seg = Segment::new(SegmentSpec::from_toml(text).unwrap());
+    seg.preconfigure();
+    let mut t = 1_000_000;
+    exchange(&mut seg, t, Cmd::Bwr, phys(0, 0x0900), &[0; 4]);
+    let loops: Vec<u32> = (0..4)
+        .map(|i| {
+            let (p, _) = exchange(&mut seg, t, Cmd::Fprd, phys(station(i), 0x0900), &[0; 8]);
+            let p0 = u32::from_le_bytes(p[0..4].try_into().unwrap());
+            let p1 = u32::from_le_bytes(p[4..8].try_into().unwrap());
+            if p1 == 0 { 0 } else { p1 - p0 }
+        })
+        .collect();
+    assert_eq!(loops, [2 * 3100, 2 * 2800, 2 * 800, 0]);
+    ethercrab_dc_init(&mut seg, &mut t, 20_000, 2000);
+    for _ in 0..100 {
+        t += CYCLE_NS;
+        cycle(&mut seg, t, station(0), 16);
+    }
+    let st = seg.dc_statuses(t);
+    for (d, hops) in st.iter().zip([0i64, 300, 2300, 3100]) {
+        let err = d.system_ns as i64 - st[0].system_ns as i64 - hops;
+        assert!(err.abs() <= BOUND_NS, "device {}: {err} ns", d.position);
+    }
+    let e = SegmentSpec::from_toml("[[device]]\noutputs = 1\nhop_ns = 0\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("device[0].hop_ns = 0"), "{e}");
+}
