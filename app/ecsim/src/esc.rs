@@ -2,6 +2,7 @@
 //! behind the registers a master uses (AL state machine, SII EEPROM interface, FMMU/SM, DC).
 
 use crate::coe::{CoeServer, Image};
+use crate::dc::{self, DcClock, DcStatus, LoopRegs};
 use crate::frame::{Cmd, get_u16, get_u32, put_u16};
 use crate::mailbox::{self, MailboxState, Parsed};
 use crate::od::Od;
@@ -12,7 +13,8 @@ use crate::spec::DeviceSpec;
 
 /// Size of the simulated address space: 4 KiB registers + 8 KiB process RAM.
 pub const MEM_SIZE: usize = 0x3000;
-/// Nanoseconds a frame needs to pass one device (used for the DC receive-time model).
+/// Nanoseconds a frame needs from one device to the next by default (the DC receive-time
+/// model; a device's `hop_ns` in the segment description).
 pub const HOP_NS: u64 = 500;
 
 pub mod reg {
@@ -51,6 +53,10 @@ pub mod reg {
     pub const DC_RECEIVE_TIME: usize = 0x0918;
     pub const DC_OFFSET: usize = 0x0920;
     pub const DC_DELAY: usize = 0x0928;
+}
+
+fn get_u64(b: &[u8], at: usize) -> u64 {
+    u64::from(get_u32(b, at)) | (u64::from(get_u32(b, at + 4)) << 32)
 }
 
 /// AL states (ETG1000.6 Table 9).
@@ -145,6 +151,9 @@ pub struct Esc {
     position: usize,
     /// Devices after this one (for the return-path DC times).
     downstream: usize,
+    /// Nanoseconds from this device's port 0 through the devices after it and back to its
+    /// port 1 (the loop its port receive times show).
+    loop_ns: u64,
     mem: Box<[u8]>,
     eeprom: Vec<u8>,
     pd_sms: Vec<PdSm>,
@@ -156,8 +165,8 @@ pub struct Esc {
     pd_counter: u32,
     /// Process data was exchanged in the frame being processed.
     pd_touched: bool,
-    /// Local clock offset against the simulation clock (DC devices have independent clocks).
-    clock_offset_ns: u64,
+    /// The distributed clock (used when `spec.dc`; see [`crate::dc`]).
+    dc: DcClock,
     /// Whether port 0 has its link (the cable towards the master): the `link down` fault.
     upstream_link: bool,
     /// The CoE server of a CoE device (`spec.coe`).
@@ -181,6 +190,7 @@ impl Esc {
             .as_ref()
             .map(|c| CoeServer::new(Od::build(&spec, c)));
         let pd_len = (spec.outputs, spec.inputs);
+        let spec_dc = spec.dc_clock;
         let mut esc = Esc {
             coe,
             mbx: MailboxState::default(),
@@ -196,7 +206,8 @@ impl Esc {
             sii_busy_reads: 0,
             pd_counter: 0,
             pd_touched: false,
-            clock_offset_ns: 1_000_000 * (position as u64 + 1) + 12_345,
+            dc: DcClock::new(spec_dc, position, position as u64 * HOP_NS),
+            loop_ns: 2 * HOP_NS * (chain_len - 1 - position) as u64,
             upstream_link: true,
         };
         esc.power_on();
@@ -234,6 +245,17 @@ impl Esc {
             c.reset();
         }
         self.pd_len = (self.spec.outputs, self.spec.inputs);
+        if self.spec.dc {
+            self.dc.power_on();
+            let m = &mut self.mem;
+            put_u16(
+                m,
+                dc::reg::SPEED_COUNTER_START,
+                dc::SPEED_COUNTER_START_RESET,
+            );
+            m[dc::reg::DIFF_FILTER_DEPTH] = dc::DIFF_FILTER_DEPTH_RESET;
+            m[dc::reg::SPEED_FILTER_DEPTH] = dc::SPEED_FILTER_DEPTH_RESET;
+        }
     }
 
     /// The CoE server (a CoE device only).
@@ -399,22 +421,61 @@ impl Esc {
                 self.mem[reg::SII_CONTROL + 1] &= !0x80;
             }
         }
-        if self.spec.dc && a < reg::DC_SYSTEM_TIME + 8 && end > reg::DC_SYSTEM_TIME {
-            let offset = u64::from_le_bytes(
-                self.mem[reg::DC_OFFSET..reg::DC_OFFSET + 8]
-                    .try_into()
-                    .expect("8 bytes"),
-            );
-            let sys = self.local_time(now_ns).wrapping_add(offset);
+        if self.spec.dc && a < 0x0a00 && end > reg::DC_SYSTEM_TIME {
+            self.dc_before_read(a, end, now_ns);
+        }
+    }
+
+    /// The DC registers computed when read.
+    fn dc_before_read(&mut self, a: usize, end: usize, now_ns: u64) {
+        let touches = |lo: usize, n: usize| a < lo + n && end > lo;
+        let regs = self.loop_regs();
+        if touches(reg::DC_SYSTEM_TIME, 8) {
+            let sys = self.dc.system(now_ns, regs.offset, regs.speed_start);
             self.mem[reg::DC_SYSTEM_TIME..reg::DC_SYSTEM_TIME + 8]
                 .copy_from_slice(&sys.to_le_bytes());
+        }
+        let m = &mut self.mem;
+        if touches(dc::reg::SYSTEM_TIME_DIFF, 4) {
+            let d = self.dc.diff_register();
+            m[dc::reg::SYSTEM_TIME_DIFF..dc::reg::SYSTEM_TIME_DIFF + 4]
+                .copy_from_slice(&d.to_le_bytes());
+        }
+        if touches(dc::reg::SPEED_COUNTER_DIFF, 2) {
+            put_u16(
+                m,
+                dc::reg::SPEED_COUNTER_DIFF,
+                self.dc.speed_diff_register(regs.speed_start),
+            );
+        }
+        if touches(dc::reg::SYNC0_STATUS, 1) {
+            m[dc::reg::SYNC0_STATUS] = self.dc.sync0_status(now_ns, regs);
+        }
+        if touches(dc::reg::SIM_DC_STATUS, 1) {
+            m[dc::reg::SIM_DC_STATUS] =
+                u8::from(self.dc.in_sync()) | (u8::from(self.dc.sync0().is_some()) << 1);
+        }
+        if touches(dc::reg::SIM_LATE_FRAMES, 4) {
+            let late = self.dc.late().min(u64::from(u32::MAX)) as u32;
+            m[dc::reg::SIM_LATE_FRAMES..dc::reg::SIM_LATE_FRAMES + 4]
+                .copy_from_slice(&late.to_le_bytes());
+        }
+    }
+
+    /// The loop's registers as the master wrote them.
+    fn loop_regs(&self) -> LoopRegs {
+        let m = &self.mem;
+        LoopRegs {
+            offset: get_u64(m, reg::DC_OFFSET),
+            delay: get_u32(m, reg::DC_DELAY),
+            speed_start: get_u16(m, dc::reg::SPEED_COUNTER_START) & 0x7fff,
+            diff_depth: m[dc::reg::DIFF_FILTER_DEPTH] & 0x0f,
+            speed_depth: m[dc::reg::SPEED_FILTER_DEPTH] & 0x0f,
         }
     }
 
     fn local_time(&self, now_ns: u64) -> u64 {
-        now_ns
-            .wrapping_add(self.clock_offset_ns)
-            .wrapping_add(self.position as u64 * HOP_NS)
+        self.dc.local(now_ns)
     }
 
     fn write_bytes(&mut self, a: usize, data: &[u8], now_ns: u64) {
@@ -451,6 +512,83 @@ impl Esc {
         if self.spec.dc && touches(reg::DC_PORT0, reg::DC_PORT0 + 4) {
             self.latch_dc(now_ns);
         }
+        if self.spec.dc && a < 0x0a00 && end > reg::DC_SYSTEM_TIME {
+            self.dc_after_write(a, end, now_ns);
+        }
+    }
+
+    /// The DC registers with an effect when written.
+    fn dc_after_write(&mut self, a: usize, end: usize, now_ns: u64) {
+        let touches = |lo: usize, n: usize| a < lo + n && end > lo;
+        if touches(reg::DC_OFFSET, 8) || touches(dc::reg::SPEED_COUNTER_START, 2) {
+            // The local copy of the system time moved, or the master restarts the loop:
+            // what the loop measured no longer holds.
+            let speed = touches(dc::reg::SPEED_COUNTER_START, 2);
+            self.dc.reset_loop(speed);
+        }
+        // A 32-bit write (ARMW of a 32-bit reference) starts at 0x0910 and covers 4 bytes.
+        if a <= reg::DC_SYSTEM_TIME && end >= reg::DC_SYSTEM_TIME + 4 {
+            let wide = end >= reg::DC_SYSTEM_TIME + 8;
+            let received = if wide {
+                get_u64(&self.mem, reg::DC_SYSTEM_TIME)
+            } else {
+                u64::from(get_u32(&self.mem, reg::DC_SYSTEM_TIME))
+            };
+            let regs = self.loop_regs();
+            self.dc.compare(now_ns, received, wide, regs);
+        }
+        if touches(dc::reg::ACTIVATION, 1) {
+            let m = &self.mem;
+            let (act, start, cycle) = (
+                m[dc::reg::ACTIVATION],
+                get_u64(m, dc::reg::START_TIME),
+                get_u32(m, dc::reg::SYNC0_CYCLE),
+            );
+            let regs = self.loop_regs();
+            self.dc.activate(now_ns, act, start, cycle, regs);
+        }
+    }
+
+    /// Frames reach the device `arrival_ns` after the first device and come back to its port 1
+    /// `loop_ns` after its port 0 (the chain's hop delays; [`crate::Segment`] sets them).
+    pub(crate) fn set_timing(&mut self, arrival_ns: u64, loop_ns: u64) {
+        self.dc = DcClock::new(self.spec.dc_clock, self.position, arrival_ns);
+        self.loop_ns = loop_ns;
+    }
+
+    /// The device's distributed clock at simulation time `now_ns` (a DC device only).
+    pub fn dc_status(&mut self, now_ns: u64) -> Option<DcStatus> {
+        if !self.spec.dc {
+            return None;
+        }
+        let regs = self.loop_regs();
+        let system_ns = self.dc.system(now_ns, regs.offset, regs.speed_start);
+        Some(DcStatus {
+            position: self.position,
+            local_ns: self.dc.local(now_ns),
+            system_ns,
+            drift_ppm: self.dc.drift_ppm(),
+            correction_ppm: self.dc.correction_ppm(),
+            diff_register: self.dc.diff_register(),
+            diff_ns: self.dc.diff_ns(),
+            in_sync: self.dc.in_sync(),
+            sync0: self.dc.sync0(),
+            late: self.dc.late(),
+            on_time: self.dc.on_time(),
+        })
+    }
+
+    /// The clock model (a DC device's; tests).
+    pub fn dc_clock(&self) -> Option<&DcClock> {
+        self.spec.dc.then_some(&self.dc)
+    }
+
+    /// Process data passed the device in the frame at `now_ns`: SYNC0's late count.
+    pub(crate) fn dc_process_data(&mut self, now_ns: u64) {
+        if self.spec.dc && self.pd_touched {
+            let regs = self.loop_regs();
+            self.dc.process_data(now_ns, regs);
+        }
     }
 
     /// A write to an error counter clears it or its group, whatever the value written (ET1100
@@ -476,7 +614,7 @@ impl Esc {
     fn latch_dc(&mut self, now_ns: u64) {
         let t0 = self.local_time(now_ns);
         // The frame returns through port 1 after visiting every device downstream.
-        let t1 = t0 + 2 * HOP_NS * self.downstream as u64;
+        let t1 = t0 + self.loop_ns;
         let m = &mut self.mem;
         m[reg::DC_PORT0..reg::DC_PORT0 + 4].copy_from_slice(&(t0 as u32).to_le_bytes());
         let p1 = if self.downstream > 0 { t1 as u32 } else { 0 };

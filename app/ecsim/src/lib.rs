@@ -7,6 +7,7 @@
 
 pub mod coe;
 pub mod control;
+pub mod dc;
 pub mod esc;
 pub mod faults;
 pub mod frame;

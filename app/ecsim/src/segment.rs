@@ -88,12 +88,20 @@ impl Segment {
     /// As [`Segment::new`].
     pub fn with_faults(spec: SegmentSpec, faults: Faults) -> Self {
         let n = spec.devices.len();
-        let devices = spec
+        let mut devices: Vec<Esc> = spec
             .devices
             .iter()
             .enumerate()
             .map(|(i, d)| Esc::new(d.clone(), i, n))
             .collect();
+        // Each device's hop delay (to the next device) places the later devices' receive times.
+        let hops: Vec<u64> = spec.devices.iter().map(|d| u64::from(d.hop_ns)).collect();
+        let mut arrival = 0u64;
+        for (i, dev) in devices.iter_mut().enumerate() {
+            let rest: u64 = hops[i..n.saturating_sub(1).max(i)].iter().sum();
+            dev.set_timing(arrival, 2 * rest);
+            arrival += hops[i];
+        }
         Segment {
             spec,
             devices,
@@ -362,8 +370,32 @@ impl Segment {
             }
         }
         for dev in self.devices.iter_mut() {
+            dev.dc_process_data(now_ns);
             dev.end_of_frame();
         }
+    }
+
+    /// The distributed clock of the device at `position` at simulation time `now_ns` (`None`
+    /// for a device without DC or a position beyond the chain).
+    pub fn dc_status(&mut self, position: usize, now_ns: u64) -> Option<crate::dc::DcStatus> {
+        self.devices.get_mut(position)?.dc_status(now_ns)
+    }
+
+    /// Every DC device's clock at `now_ns`.
+    pub fn dc_statuses(&mut self, now_ns: u64) -> Vec<crate::dc::DcStatus> {
+        self.devices
+            .iter_mut()
+            .filter_map(|d| d.dc_status(now_ns))
+            .collect()
+    }
+
+    /// Late process data frames, summed over the DC devices with SYNC0 running.
+    pub fn dc_late_frames(&self) -> u64 {
+        self.devices
+            .iter()
+            .filter_map(|d| d.dc_clock())
+            .map(|c| c.late())
+            .sum()
     }
 
     /// Configure every device as a master would for cyclic exchange, without a master: station
@@ -533,6 +565,7 @@ mod chain_order_tests {
                 let w = get_u16(frame, wkc_at);
                 put_u16(frame, wkc_at, w.wrapping_add(add));
             }
+            dev.dc_process_data(now_ns);
             dev.end_of_frame();
         }
     }
@@ -555,10 +588,10 @@ mod chain_order_tests {
         Cmd::Frmw,
     ];
     /// Registers worth hitting: station address, AL control/status, error counters (cleared on
-    /// write), DC times, FMMU, SM, PDI.
-    const ADOS: [u16; 12] = [
-        0x0010, 0x0011, 0x0120, 0x0130, 0x0300, 0x030c, 0x0310, 0x0910, 0x0600, 0x0800, 0x1000,
-        0x1100,
+    /// write), DC times, loop, SYNC0 and status, FMMU, SM, PDI.
+    const ADOS: [u16; 18] = [
+        0x0010, 0x0011, 0x0120, 0x0130, 0x0300, 0x030c, 0x0310, 0x0900, 0x0910, 0x0920, 0x092c,
+        0x0981, 0x098e, 0x09f0, 0x0600, 0x0800, 0x1000, 0x1100,
     ];
     const STATIONS: [u16; 6] = [0, 0x1000, 0x1001, 0x1002, 0x1003, 0x2000];
 
@@ -595,10 +628,11 @@ mod chain_order_tests {
         #[test]
         fn same_frames_and_devices_as_offering_every_datagram_to_every_device(
             preconfigured in any::<bool>(),
+            dc in any::<bool>(),
             frames in proptest::collection::vec(proptest::collection::vec(datagram(), 1..8), 1..12),
         ) {
             let make = || {
-                let mut seg = Segment::new(SegmentSpec::uniform(4, 6, 4));
+                let mut seg = Segment::new(SegmentSpec::uniform(4, 6, 4).with_dc(dc));
                 if preconfigured {
                     seg.preconfigure();
                 }

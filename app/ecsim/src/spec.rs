@@ -11,6 +11,11 @@
 //! outputs = 22              # bytes of RxPDO (master -> device)
 //! inputs = 22               # bytes of TxPDO (device -> master)
 //! dc = false                # distributed clocks supported
+//! dc_offset_ns = 1012345    # DC devices: local clock at simulation time 0 (default 1 ms per
+//!                           # position + 12345 ns)
+//! dc_drift_ppm = 0.0        # DC devices: the local clock runs this much fast (-500..=500)
+//! dc_sync_window_ns = 1000  # DC devices: |0x092C| below this is "in sync"
+//! hop_ns = 500              # ns a frame needs from this device to the next (DC receive times)
 //! alias = 0                 # station alias in the EEPROM
 //! ```
 //!
@@ -110,6 +115,14 @@ struct DeviceEntry {
     inputs: Option<u16>,
     #[serde(default)]
     dc: bool,
+    #[serde(default)]
+    dc_offset_ns: Option<i64>,
+    #[serde(default)]
+    dc_drift_ppm: Option<f64>,
+    #[serde(default)]
+    dc_sync_window_ns: Option<u32>,
+    #[serde(default)]
+    hop_ns: Option<u32>,
     #[serde(default)]
     alias: u16,
     #[serde(default)]
@@ -212,6 +225,11 @@ pub struct DeviceSpec {
     /// Input bytes (TxPDO, read by the master).
     pub inputs: u16,
     pub dc: bool,
+    /// The local clock of a DC device (offset, drift, sync window; see [`crate::dc`]).
+    pub dc_clock: crate::dc::DcClockSpec,
+    /// Nanoseconds a frame needs from this device to the next (processing, forwarding and the
+    /// cable; the DC receive times show it), 1..=[`MAX_HOP_NS`].
+    pub hop_ns: u32,
     pub alias: u16,
     /// RxPDOs (outputs) listed in the description, whose entries carry exactly `outputs` bytes
     /// ([`SegmentSpec::from_toml`] checks that); `None`: the generated default for `outputs`.
@@ -306,6 +324,8 @@ impl SegmentSpec {
                 outputs,
                 inputs,
                 dc: false,
+                dc_clock: crate::dc::DcClockSpec::default(),
+                hop_ns: crate::esc::HOP_NS as u32,
                 alias: 0,
                 rxpdo: None,
                 txpdo: None,
@@ -379,6 +399,7 @@ impl SegmentSpec {
         }
         for (i, d) in self.devices.iter().enumerate() {
             check_name(&format!("device[{i}].name"), &d.name)?;
+            hop_ns(i, Some(d.hop_ns))?;
             if d.outputs == 0 && d.inputs == 0 {
                 return Err(SpecError::Invalid(format!(
                     "device[{i}]: outputs and inputs are both 0; a subdevice needs process data"
@@ -505,6 +526,8 @@ impl SegmentSpec {
                 outputs,
                 inputs,
                 dc: e.dc,
+                dc_clock: dc_clock(i, e)?,
+                hop_ns: hop_ns(i, e.hop_ns)?,
                 alias: e.alias,
                 rxpdo,
                 txpdo,
@@ -529,6 +552,62 @@ impl SegmentSpec {
             devices,
         })
     }
+}
+
+/// Longest hop a device may be given: 100 µs (20 km of cable).
+pub const MAX_HOP_NS: u32 = 100_000;
+
+fn hop_ns(i: usize, v: Option<u32>) -> Result<u32, SpecError> {
+    match v {
+        None => Ok(crate::esc::HOP_NS as u32),
+        Some(v) if (1..=MAX_HOP_NS).contains(&v) => Ok(v),
+        Some(v) => Err(SpecError::Invalid(format!(
+            "device[{i}].hop_ns = {v}: must be 1..={MAX_HOP_NS} ns"
+        ))),
+    }
+}
+
+/// The clock of `device[i]`: the keys need `dc = true`, and stay in range.
+fn dc_clock(i: usize, e: &DeviceEntry) -> Result<crate::dc::DcClockSpec, SpecError> {
+    use crate::dc::{DcClockSpec, MAX_DRIFT_PPM, MAX_OFFSET_NS};
+    let given = [
+        ("dc_offset_ns", e.dc_offset_ns.is_some()),
+        ("dc_drift_ppm", e.dc_drift_ppm.is_some()),
+        ("dc_sync_window_ns", e.dc_sync_window_ns.is_some()),
+    ];
+    if !e.dc
+        && let Some((key, _)) = given.iter().find(|(_, g)| *g)
+    {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].{key}: given for a device without distributed clocks (set dc = true)"
+        )));
+    }
+    let mut c = DcClockSpec::default();
+    if let Some(v) = e.dc_offset_ns {
+        if !(0..=MAX_OFFSET_NS).contains(&v) {
+            return Err(SpecError::Invalid(format!(
+                "device[{i}].dc_offset_ns = {v}: must be 0..={MAX_OFFSET_NS} ns"
+            )));
+        }
+        c.offset_ns = Some(v);
+    }
+    if let Some(v) = e.dc_drift_ppm {
+        if !v.is_finite() || v.abs() > MAX_DRIFT_PPM {
+            return Err(SpecError::Invalid(format!(
+                "device[{i}].dc_drift_ppm = {v}: must be -{MAX_DRIFT_PPM}..={MAX_DRIFT_PPM} ppm"
+            )));
+        }
+        c.drift_ppb = (v * 1000.0).round() as i64;
+    }
+    if let Some(v) = e.dc_sync_window_ns {
+        if v == 0 || v > 0x7fff_ffff {
+            return Err(SpecError::Invalid(format!(
+                "device[{i}].dc_sync_window_ns = {v}: must be 1..=2147483647 ns (0x092C's range)"
+            )));
+        }
+        c.sync_window_ns = v;
+    }
+    Ok(c)
 }
 
 /// The byte count and PDOs of one direction of `device[i]`: the generated default from the byte

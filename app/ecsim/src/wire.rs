@@ -42,8 +42,10 @@ impl Responder {
         self.status.clone()
     }
 
-    fn refresh_status(&self) {
+    fn refresh_status(&mut self) {
         let st = self.port.stats();
+        let now = self.port.now_ns();
+        let dc = crate::dc::status_field(&self.port.segment_mut().dc_statuses(now));
         let states: Vec<String> = self
             .port
             .segment()
@@ -64,7 +66,7 @@ impl Responder {
             .collect();
         let text = format!(
             "frames={} replied={} lost={} link_down_drops={} malformed={} ignored={} \
-             wkc_corrupted={} power_cycles={} link_errors={} devices=[{}]",
+             wkc_corrupted={} power_cycles={} link_errors={} devices=[{}]{dc}",
             st.frames,
             st.replied,
             st.lost,
