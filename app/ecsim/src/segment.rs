@@ -174,6 +174,11 @@ impl Segment {
                         d.queue_emergency(code, register, [0; 5]);
                     }
                 }
+                DeviceFault::Drive { position, code } => {
+                    if let Some(d) = self.devices.get_mut(position) {
+                        d.inject_drive_fault(code);
+                    }
+                }
             }
         }
         self.pending = pending;
@@ -362,7 +367,7 @@ impl Segment {
             }
         }
         for dev in self.devices.iter_mut() {
-            dev.end_of_frame();
+            dev.end_of_frame(now_ns);
         }
     }
 
@@ -533,7 +538,7 @@ mod chain_order_tests {
                 let w = get_u16(frame, wkc_at);
                 put_u16(frame, wkc_at, w.wrapping_add(add));
             }
-            dev.end_of_frame();
+            dev.end_of_frame(now_ns);
         }
     }
 
