@@ -25,9 +25,11 @@
 //! simulation time since the previous step, bounded to [`MAX_STEP_S`]). Position is in counts,
 //! velocity in counts/s, torque in per mille of the rated torque.
 //! - CSP (mode 8): the position follows 0x607A through a first-order lag of time constant
-//!   [`TAU_S`] (`p += (target - p) * (1 - e^(-dt/tau))`); velocity actual is its derivative;
+//!   [`TAU_S`] (`p += (target - p) * (1 - e^(-dt/tau))`), its speed limited to 0x607F (max
+//!   profile velocity, the motor's top speed here); velocity actual is its derivative;
 //!   following error 0x60F4 = target - actual. A ramp of v counts/s lags v * tau in steady state.
-//! - CSV (mode 9): the velocity follows 0x60FF through the same lag; the position integrates it.
+//! - CSV (mode 9): the velocity follows 0x60FF (limited to 0x607F) through the same lag; the
+//!   position integrates it.
 //! - CST (mode 10): the torque follows 0x6071 through the lag; the motor is an inertia with viscous
 //!   friction: `a = torque * ACCEL_PER_PERMILLE - v / TAU_MECH_S`.
 //! - A following error beyond 0x6065 (CSP) for longer than 0x6066 ms: fault 0x8611.
@@ -177,6 +179,12 @@ name = "Target position"
 type = "INT32"
 access = "rw"
 pdo_mapping = "rx"
+[[object]]
+index = 0x607f
+name = "Max profile velocity"
+type = "UINT32"
+access = "rw"
+default = 1000000               # counts/s: the motor model's speed limit (CSP and CSV)
 [[object]]
 index = 0x6085
 name = "Quick stop deceleration"
@@ -365,7 +373,7 @@ fn object_type(index: u16) -> DataType {
         0x6040 | 0x6041 | 0x603f | 0x6066 => DataType::Unsigned16,
         0x6060 | 0x6061 => DataType::Int8,
         0x6071 | 0x6077 | 0x605a => DataType::Int16,
-        0x6065 | 0x6085 => DataType::Unsigned32,
+        0x6065 | 0x6085 | 0x607f => DataType::Unsigned32,
         _ => DataType::Int32,
     }
 }
@@ -472,11 +480,14 @@ impl Drive {
         if let Some(code) = self.injected.take() {
             emergency = self.fault(code);
         }
+        // A fault raised in this step (13) is shown for one step before the fault (14).
+        let faulted_now = emergency.is_some();
         let reset_edge = cw & cw::FAULT_RESET != 0 && self.last_cw & cw::FAULT_RESET == 0;
         self.last_cw = cw;
         let qs_option = get(od, outputs, 0x605a);
         let cmd = command(cw);
         let next = match (self.state(), cmd) {
+            (s, _) if faulted_now => s,
             (State::NotReadyToSwitchOn, _) => State::NotReadyToSwitchOn,
             (State::SwitchOnDisabled, Command::Shutdown) => State::ReadyToSwitchOn, // 2
             (State::ReadyToSwitchOn, Command::SwitchOn) => State::SwitchedOn,       // 3
@@ -522,7 +533,8 @@ impl Drive {
                 mode::CSP => {
                     let target = get(od, outputs, 0x607a) as f64;
                     let before = self.pos;
-                    self.pos += (target - self.pos) * k;
+                    let vmax = get(od, outputs, 0x607f) as f64 * dt;
+                    self.pos += ((target - self.pos) * k).clamp(-vmax, vmax);
                     self.vel = if dt > 0.0 {
                         (self.pos - before) / dt
                     } else {
@@ -541,7 +553,8 @@ impl Drive {
                     }
                 }
                 mode::CSV => {
-                    let target = get(od, outputs, 0x60ff) as f64;
+                    let vmax = get(od, outputs, 0x607f) as f64;
+                    let target = (get(od, outputs, 0x60ff) as f64).clamp(-vmax, vmax);
                     self.vel += (target - self.vel) * k;
                     self.pos += self.vel * dt;
                     self.torque = 0.0;

@@ -71,6 +71,8 @@ struct Bus {
     image: usize,
     now: u64,
     out: Vec<Out>,
+    /// The WKC each LRW must return (every drive in OP: 3 each).
+    wkc: u16,
 }
 
 impl Bus {
@@ -86,6 +88,7 @@ impl Bus {
             image: p.image_len,
             now: 0,
             out: vec![Out::default(); n],
+            wkc: 3 * n as u16,
         }
     }
 
@@ -102,7 +105,7 @@ impl Bus {
             Disposition::Reply { .. }
         ));
         let (data, wkc) = datagram_result(&frame, 0).expect("reply");
-        assert_eq!(wkc, 3 * self.ranges.len() as u16, "WKC");
+        assert_eq!(wkc, self.wkc, "WKC");
         self.ranges
             .iter()
             .map(|(_, i)| In::parse(&data[i.clone()]))
@@ -286,5 +289,285 @@ fn every_state_machine_transition() {
         assert_eq!(got, *to, "{from:?} + {command:#06x} ({why})");
         // The other drive was never commanded.
         assert_eq!(b.cycle()[1].state(), SwitchOnDisabled);
+    }
+}
+
+/// Bring drive `k` to operation enabled in `m` with the target at the actual position.
+fn enabled(b: &mut Bus, k: usize, m: i8) -> In {
+    b.cycles(2);
+    b.out[k].mode = m;
+    b.drive_to(k, State::OperationEnabled);
+    let i = b.cycle()[k];
+    assert_eq!(i.mode, m, "mode display");
+    assert_ne!(i.sw & sw::FOLLOWS_COMMAND, 0, "follows the command value");
+    i
+}
+
+#[test]
+fn csp_follows_a_ramp_with_a_bounded_following_error_and_converges() {
+    let mut b = Bus::new();
+    let start = enabled(&mut b, 0, mode::CSP);
+    assert_eq!((start.pos, start.fe), (0, 0));
+    // 100 counts per 1 ms cycle = 100 000 counts/s; the model's 2 ms lag gives ~200 counts.
+    let mut max_fe = 0;
+    let mut last = start;
+    for n in 1..=500 {
+        b.out[0].pos = 100 * n;
+        last = b.cycle()[0];
+        max_fe = max_fe.max(last.fe.abs());
+        assert_eq!(last.state(), State::OperationEnabled, "cycle {n}");
+        assert_eq!(last.sw & sw::FOLLOWING_ERROR, 0, "within the window");
+    }
+    assert!(max_fe <= 260, "following error {max_fe} > 260 counts");
+    assert!(
+        (150..=260).contains(&last.fe),
+        "steady-state lag {} (v * tau = 200)",
+        last.fe
+    );
+    assert!(
+        (98_000..=102_000).contains(&last.vel),
+        "velocity actual {}",
+        last.vel
+    );
+    // Standing target: the position converges (e^-10 of the lag after 20 ms).
+    for _ in 0..25 {
+        last = b.cycle()[0];
+    }
+    assert!((last.pos - 50_000).abs() <= 1, "position {}", last.pos);
+    assert!(last.fe.abs() <= 1 && last.vel.abs() < 1000, "{last:?}");
+    assert_ne!(last.sw & sw::TARGET_REACHED, 0, "target reached");
+    assert_eq!(b.cycle()[1].pos, 0, "the other axis stood still");
+}
+
+#[test]
+fn a_target_changed_while_disabled_is_not_followed_until_enabled() {
+    let mut b = Bus::new();
+    b.cycles(2);
+    b.out[0].mode = mode::CSP;
+    b.drive_to(0, State::SwitchedOn);
+    b.out[0].pos = 5000;
+    let i = b.cycles(20)[0];
+    assert_eq!((i.pos, i.vel, i.fe), (0, 0, 0), "switched on: no motion");
+    b.out[0].cw = cw::ENABLE_OPERATION;
+    let i = b.cycles(30)[0];
+    assert_eq!(i.state(), State::OperationEnabled);
+    assert!((i.pos - 5000).abs() <= 1, "follows once enabled: {}", i.pos);
+}
+
+#[test]
+fn a_following_error_beyond_the_window_faults_with_0x8611() {
+    let mut b = Bus::new();
+    enabled(&mut b, 0, mode::CSP);
+    // A jump of 10^6 counts: far beyond the 10 000 count window for longer than 10 ms.
+    b.out[0].pos = 1_000_000;
+    let mut seen = Vec::new();
+    for _ in 0..20 {
+        let s = b.cycle()[0].state();
+        if seen.last() != Some(&s) {
+            seen.push(s);
+        }
+    }
+    assert_eq!(
+        seen,
+        [
+            State::OperationEnabled,
+            State::FaultReactionActive,
+            State::Fault
+        ]
+    );
+    let i = b.cycle()[0];
+    assert_eq!(i.error, error_code::FOLLOWING_ERROR);
+    assert_eq!(i.vel, 0, "the power stage is off");
+    assert_eq!(b.read_mailbox(0), (1, 0x8611, 0x21), "the emergency");
+}
+
+#[test]
+fn csv_follows_the_target_velocity() {
+    let mut b = Bus::new();
+    enabled(&mut b, 0, mode::CSV);
+    b.out[0].vel = 50_000;
+    let i = b.cycles(30)[0];
+    assert!((i.vel - 50_000).abs() <= 50, "velocity {}", i.vel);
+    let p0 = i.pos;
+    let i = b.cycles(100)[0];
+    // 100 ms at 50 000 counts/s.
+    assert!((i.pos - p0 - 5000).abs() <= 60, "moved {}", i.pos - p0);
+    assert_eq!(i.fe, 0, "no following error outside CSP");
+    b.out[0].vel = -20_000;
+    let i = b.cycles(30)[0];
+    assert!((i.vel + 20_000).abs() <= 50, "velocity {}", i.vel);
+}
+
+#[test]
+fn cst_follows_the_target_torque() {
+    let mut b = Bus::new();
+    enabled(&mut b, 0, mode::CST);
+    b.out[0].torque = 100;
+    let i = b.cycles(30)[0];
+    assert_eq!(i.torque, 100);
+    assert!(i.vel > 0, "the torque accelerates the motor: {}", i.vel);
+    let i = b.cycles(1000)[0];
+    // Steady state: a * tau_mech = 100 * 1000 * 0.1 = 10 000 counts/s.
+    assert!((i.vel - 10_000).abs() <= 100, "velocity {}", i.vel);
+}
+
+/// Run drive `k` at 100 000 counts/s in CSV, then quick stop: returns (cycles until switch on
+/// disabled, counts travelled during the stop).
+fn quick_stop(b: &mut Bus, k: usize) -> (u32, i32) {
+    enabled(b, k, mode::CSV);
+    b.out[k].vel = 100_000;
+    let i = b.cycles(30)[k];
+    assert!((i.vel - 100_000).abs() <= 100);
+    b.out[k].cw = cw::QUICK_STOP;
+    let i = b.cycles(2)[k];
+    assert_eq!(i.state(), State::QuickStopActive);
+    assert_eq!(i.sw & sw::QUICK_STOP, 0, "statusword bit 5 low: quick stop active");
+    let (p0, mut v) = (i.pos, i.vel);
+    for n in 1..1000 {
+        let i = b.cycle()[k];
+        if i.state() == State::SwitchOnDisabled {
+            assert_eq!(i.vel, 0, "standstill");
+            return (n, i.pos - p0);
+        }
+        assert_eq!(i.state(), State::QuickStopActive);
+        assert!(i.vel < v, "decelerating: {} after {v}", i.vel);
+        v = i.vel;
+    }
+    panic!("no standstill in 1000 cycles");
+}
+
+#[test]
+fn quick_stop_decelerates_to_standstill_then_switch_on_disabled() {
+    // Axis 1: 0x6085 = 10^6 counts/s², 100 ms from 100 000 counts/s, v²/2a = 5000 counts.
+    let mut b = Bus::new();
+    let (n, d) = quick_stop(&mut b, 0);
+    assert!((95..=102).contains(&n), "{n} cycles");
+    assert!((d - 5000).abs() <= 150, "{d} counts");
+    // Axis 2 has 0x6085 = 500 000 in the example: twice the time and the distance.
+    let mut b = Bus::new();
+    let (n, d) = quick_stop(&mut b, 1);
+    assert!((195..=202).contains(&n), "{n} cycles");
+    assert!((d - 10_000).abs() <= 200, "{d} counts");
+}
+
+#[test]
+fn quick_stop_with_option_code_6_stays_in_quick_stop_active() {
+    let mut b = Bus::new();
+    b.sdo_download(0, 0x605a, 0, &6i16.to_le_bytes());
+    enabled(&mut b, 0, mode::CSV);
+    b.out[0].vel = 100_000;
+    b.cycles(30);
+    b.out[0].cw = cw::QUICK_STOP;
+    let i = b.cycles(150)[0];
+    assert_eq!((i.state(), i.vel), (State::QuickStopActive, 0));
+    assert_ne!(i.sw & sw::TARGET_REACHED, 0, "standstill shown as target reached");
+}
+
+#[test]
+fn an_injected_fault_raises_the_emergency_and_0x603f_until_a_fault_reset() {
+    for (word, code, register) in [
+        ("following-error", 0x8611u16, 0x21u8),
+        ("over-current", 0x2310, 0x03),
+        ("0x7500", 0x7500, 0x21),
+    ] {
+        let mut b = Bus::new();
+        enabled(&mut b, 1, mode::CSP);
+        let cmd = FaultCommand::parse_for(&format!("drive-fault 1 {word}"), 2).expect("parses");
+        assert_eq!(cmd, FaultCommand::DriveFault { position: 1, code });
+        b.faults.apply(cmd);
+        b.cycle();
+        assert_eq!(b.cycle()[1].state(), State::FaultReactionActive, "{word}");
+        let i = b.cycle()[1];
+        assert_eq!((i.state(), i.error), (State::Fault, code), "{word}");
+        assert_ne!(i.sw & sw::FAULT, 0);
+        assert_eq!(b.read_mailbox(1), (1, code, register), "emergency {word}");
+        assert!(!b.sm1_full(0), "the other drive sent nothing");
+        // Commands other than a fault reset do nothing in fault.
+        b.out[1].cw = cw::ENABLE_OPERATION;
+        assert_eq!(b.cycles(3)[1].state(), State::Fault);
+        // Transition 15 on the rising edge of bit 7; the error code is cleared.
+        b.out[1].cw = cw::FAULT_RESET;
+        let i = b.cycles(2)[1];
+        assert_eq!((i.state(), i.error), (State::SwitchOnDisabled, 0), "{word}");
+        // The drive can be enabled again.
+        b.out[1].cw = cw::SHUTDOWN;
+        b.cycle();
+        b.out[1].cw = cw::ENABLE_OPERATION;
+        assert_eq!(b.cycles(2)[1].state(), State::OperationEnabled);
+    }
+}
+
+#[test]
+fn a_fault_reset_needs_a_rising_edge() {
+    let mut b = Bus::new();
+    b.cycles(2);
+    // Bit 7 already set when the fault comes: no edge, no reset.
+    b.out[0].cw = cw::FAULT_RESET;
+    b.cycle();
+    b.faults.apply(FaultCommand::DriveFault {
+        position: 0,
+        code: 0x2310,
+    });
+    let i = b.cycles(5)[0];
+    assert_eq!((i.state(), i.error), (State::Fault, 0x2310));
+    b.out[0].cw = 0;
+    b.cycle();
+    b.out[0].cw = cw::FAULT_RESET;
+    assert_eq!(b.cycles(2)[0].state(), State::SwitchOnDisabled);
+}
+
+#[test]
+fn a_power_cycle_resets_the_drive() {
+    let mut b = Bus::new();
+    b.sdo_download(0, 0x605a, 0, &6i16.to_le_bytes());
+    enabled(&mut b, 0, mode::CSV);
+    b.out[0].vel = 100_000;
+    assert!(b.cycles(50)[0].pos > 1000);
+    b.faults.apply(FaultCommand::PowerCycle);
+    // The devices are back in INIT: the master configures them again.
+    let mut frame = FrameBuilder::new()
+        .datagram(Cmd::Brd, 0, phys(0, 0x0130), &[0, 0])
+        .build();
+    b.seg.process(&mut frame, b.now);
+    let (st, wkc) = datagram_result(&frame, 0).expect("reply");
+    assert_eq!((st[0] & 0x0f, wkc), (1, 2), "INIT");
+    b.seg.preconfigure();
+    b.out[0] = Out::default();
+    let i = b.cycles(2)[0];
+    assert_eq!((i.state(), i.pos, i.vel), (State::NotReadyToSwitchOn, 0, 0));
+    assert_eq!(b.cycle()[0].state(), State::SwitchOnDisabled);
+    // The dictionary is back to its defaults: option code 2, a quick stop ends at standstill.
+    let d = &b.seg.devices()[0];
+    let od = &d.coe().expect("CoE").od;
+    assert_eq!(od.value(0x605a, 0), Some(&2i16.to_le_bytes()[..]));
+}
+
+#[test]
+fn leaving_op_disables_the_drive() {
+    let mut b = Bus::new();
+    enabled(&mut b, 0, mode::CSP);
+    // SAFE-OP: the outputs are no longer valid; the drive still publishes its statusword.
+    let mut frame = FrameBuilder::new()
+        .datagram(Cmd::Fpwr, 0, phys(0x1000, 0x0120), &[4, 0])
+        .build();
+    b.seg.process(&mut frame, b.now);
+    b.wkc = 1 + 3;
+    let i = b.cycles(3)[0];
+    assert_eq!(i.state(), State::SwitchOnDisabled);
+}
+
+#[test]
+fn drive_fault_commands_are_checked() {
+    for (line, why) in [
+        ("drive-fault 2 following-error", "outside the segment"),
+        ("drive-fault 0 0", "other than 0"),
+        ("drive-fault 0 0x10000", "16-bit"),
+        ("drive-fault 0 bogus", "not a non-negative integer"),
+        ("drive-fault 0", "missing drive error code"),
+        ("drive-fault 0 over-current 1", "expected 3 word(s)"),
+        ("drive-fault x over-current", "position"),
+    ] {
+        let e = FaultCommand::parse_for(line, 2).expect_err(line);
+        assert!(e.to_string().contains(why), "{line}: {e}");
     }
 }
