@@ -36,7 +36,9 @@ fn the_esi_agrees_with_the_simulated_drive() {
     let coe = d.coe.as_ref().expect("CoE");
     assert_eq!(coe.device_type, 0x0002_0192);
     for p in &coe.pdos {
-        let (x, rx) = e.pdo(p.pdo.index).unwrap_or_else(|| panic!("{:#06x}", p.pdo.index));
+        let (x, rx) = e
+            .pdo(p.pdo.index)
+            .unwrap_or_else(|| panic!("{:#06x}", p.pdo.index));
         assert_eq!(rx, p.dir == Direction::Outputs);
         assert_eq!(x.sm.is_some(), p.assigned, "{:#06x} assigned", p.pdo.index);
         let esi: Vec<(u16, u8, u16)> = x.entries.iter().map(|e| (e.index, e.sub, e.bits)).collect();
@@ -67,7 +69,11 @@ fn the_esi_agrees_with_the_simulated_drive() {
                 o.index
             );
             for (k, se) in o.entries.iter().enumerate() {
-                let want = se.default.iter().rev().fold(0u64, |a, &b| a << 8 | u64::from(b));
+                let want = se
+                    .default
+                    .iter()
+                    .rev()
+                    .fold(0u64, |a, &b| a << 8 | u64::from(b));
                 let got = x.sub_items[k].default.as_ref().and_then(|v| v.as_u64());
                 // The serial number (0x1018:04) is the device's, not the description's.
                 if (o.index, se.sub) != (0x1018, 4) && se.default.len() <= 8 {
@@ -78,9 +84,18 @@ fn the_esi_agrees_with_the_simulated_drive() {
         }
         let v = &o.entries[0];
         if o.index >= 0x6000 {
-            assert_eq!(x.bit_size, u32::from(v.bits(&v.default)), "{:#06x} size", o.index);
+            assert_eq!(
+                x.bit_size,
+                u32::from(v.bits(&v.default)),
+                "{:#06x} size",
+                o.index
+            );
             let default = x.default.as_ref().and_then(|v| v.as_u64());
-            let want = v.default.iter().rev().fold(0u64, |a, &b| a << 8 | u64::from(b));
+            let want = v
+                .default
+                .iter()
+                .rev()
+                .fold(0u64, |a, &b| a << 8 | u64::from(b));
             assert_eq!(default, Some(want), "{:#06x} default", o.index);
             let access = x.access.as_ref().map(|a| a.kind);
             let want = match v.access {
@@ -96,5 +111,9 @@ fn the_esi_agrees_with_the_simulated_drive() {
             assert_eq!(x.pdo_mapping, map, "{:#06x} PDO mapping", o.index);
         }
     }
-    assert_eq!(n, dict.objects.len(), "the ESI lists no object the drive lacks");
+    assert_eq!(
+        n,
+        dict.objects.len(),
+        "the ESI lists no object the drive lacks"
+    );
 }

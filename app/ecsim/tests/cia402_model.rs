@@ -421,7 +421,11 @@ fn quick_stop(b: &mut Bus, k: usize) -> (u32, i32) {
     b.out[k].cw = cw::QUICK_STOP;
     let i = b.cycles(2)[k];
     assert_eq!(i.state(), State::QuickStopActive);
-    assert_eq!(i.sw & sw::QUICK_STOP, 0, "statusword bit 5 low: quick stop active");
+    assert_eq!(
+        i.sw & sw::QUICK_STOP,
+        0,
+        "statusword bit 5 low: quick stop active"
+    );
     let (p0, mut v) = (i.pos, i.vel);
     for n in 1..1000 {
         let i = b.cycle()[k];
@@ -460,7 +464,11 @@ fn quick_stop_with_option_code_6_stays_in_quick_stop_active() {
     b.out[0].cw = cw::QUICK_STOP;
     let i = b.cycles(150)[0];
     assert_eq!((i.state(), i.vel), (State::QuickStopActive, 0));
-    assert_ne!(i.sw & sw::TARGET_REACHED, 0, "standstill shown as target reached");
+    assert_ne!(
+        i.sw & sw::TARGET_REACHED,
+        0,
+        "standstill shown as target reached"
+    );
 }
 
 #[test]
@@ -570,4 +578,32 @@ fn drive_fault_commands_are_checked() {
         let e = FaultCommand::parse_for(line, 2).expect_err(line);
         assert!(e.to_string().contains(why), "{line}: {e}");
     }
+}
+
+#[test]
+fn a_profile_is_checked_and_its_objects_can_be_replaced() {
+    let e = SegmentSpec::from_toml("[[device]]\nname = \"D\"\nprofile = \"cia401\"\n")
+        .expect_err("unknown profile");
+    assert!(
+        e.to_string().contains(
+            "device[0].profile = \"cia401\": the simulator knows the profile \"cia402\" only"
+        ),
+        "{e}"
+    );
+    // The example's axis 2 replaces 0x6085; everything else is the profile's.
+    let s = example();
+    let od = |k: usize| ecsim::od::Od::build(&s.devices[k], s.devices[k].coe.as_ref().unwrap());
+    assert_eq!(
+        od(0).value(0x6085, 0),
+        Some(&1_000_000u32.to_le_bytes()[..])
+    );
+    assert_eq!(od(1).value(0x6085, 0), Some(&500_000u32.to_le_bytes()[..]));
+    assert_eq!(od(0).objects().count(), od(1).objects().count());
+    // A description's own PDOs replace the profile's of that direction.
+    let s = SegmentSpec::from_toml(
+        "[[device]]\nname = \"D\"\nprofile = \"cia402\"\n[[device.rxpdo]]\nindex = 0x1600\n\
+         name = \"Short\"\nentries = [{ index = 0x6040, type = \"UNSIGNED16\", name = \"Controlword\" }]\n",
+    )
+    .expect("loads");
+    assert_eq!((s.devices[0].outputs, s.devices[0].inputs), (2, 19));
 }
