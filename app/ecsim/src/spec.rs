@@ -37,6 +37,10 @@
 //! `device_type`, `hardware_version`, `software_version`, `pdo_buffer` and `[[device.object]]`
 //! (see the `odspec` module's documentation and the crate README), and PDOs that may say
 //! `assigned = false`, `assignable`, `mappable` and `max_entries`.
+//!
+//! `profile = "cia402"` makes a device a CiA 402 servo drive ([`crate::cia402`]): CoE on, the
+//! drive's objects and its CSP PDOs unless the device lists its own (`[[device.object]]` of the
+//! same index, `rxpdo` / `txpdo`), and the drive model as its application.
 
 use crate::pdo::{
     self, DataType, Direction, MAX_ENTRIES, MAX_ENTRIES_PER_PDO, MAX_PDOS, PdoEntrySpec, PdoSpec,
