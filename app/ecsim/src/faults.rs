@@ -204,8 +204,15 @@ impl std::str::FromStr for FaultCommand {
                 let code = match words.get(2).copied() {
                     Some("following-error") => crate::cia402::error_code::FOLLOWING_ERROR,
                     Some("over-current") => crate::cia402::error_code::OVER_CURRENT,
-                    w => {
-                        let code = int(w.as_ref(), "drive error code")?;
+                    None => return Err(err("missing drive error code")),
+                    Some(w) => {
+                        let code = int(Some(&w), "drive error code").map_err(|_| {
+                            err(&format!(
+                                "drive error {:?}: expected following-error, over-current or \
+                                 a 0x603F error code (decimal or 0x hex)",
+                                quote(w)
+                            ))
+                        })?;
                         match u16::try_from(code) {
                             Ok(c) if c != 0 => c,
                             _ => {

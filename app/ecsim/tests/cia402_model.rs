@@ -570,7 +570,10 @@ fn drive_fault_commands_are_checked() {
         ("drive-fault 2 following-error", "outside the segment"),
         ("drive-fault 0 0", "other than 0"),
         ("drive-fault 0 0x10000", "16-bit"),
-        ("drive-fault 0 bogus", "not a non-negative integer"),
+        (
+            "drive-fault 0 bogus",
+            "drive error \"bogus\": expected following-error, over-current",
+        ),
         ("drive-fault 0", "missing drive error code"),
         ("drive-fault 0 over-current 1", "expected 3 word(s)"),
         ("drive-fault x over-current", "position"),
