@@ -815,6 +815,9 @@ mod tests {
                 Just("subdevice-error"),
                 Just("crc-errors"),
                 Just("emergency"),
+                Just("drive-fault"),
+                Just("following-error"),
+                Just("over-current"),
                 Just("power-cycle"),
                 Just("corrupt-wkc"),
                 Just("clear"),
@@ -865,6 +868,9 @@ mod tests {
                     }
                     if let Ok(FaultCommand::Emergency { position, .. }) = cmd {
                         prop_assert!(position < devices);
+                    }
+                    if let Ok(FaultCommand::DriveFault { position, code }) = cmd {
+                        prop_assert!(position < devices && code != 0);
                     }
                     if let Ok(FaultCommand::CrcErrors { position, port, count }) = cmd {
                         prop_assert!(position < devices && (count >= 1));

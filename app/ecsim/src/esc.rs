@@ -9,7 +9,7 @@ use crate::od::Od;
 use crate::pdi;
 use crate::pdo::Direction;
 use crate::sii::{self, PdSm};
-use crate::spec::DeviceSpec;
+use crate::spec::{DeviceSpec, Profile};
 
 /// Size of the simulated address space: 4 KiB registers + 8 KiB process RAM.
 pub const MEM_SIZE: usize = 0x3000;
@@ -176,6 +176,8 @@ pub struct Esc {
     /// Process data bytes the device exchanges now (outputs, inputs): the SII's for a device
     /// without CoE, the assigned and mapped PDOs of a CoE device (fixed at PRE-OP -> SAFE-OP).
     pd_len: (u16, u16),
+    /// The drive model of a `profile = "cia402"` device, and the time of its last step.
+    drive: Option<(crate::cia402::Drive, Option<u64>)>,
 }
 
 impl Esc {
@@ -192,6 +194,7 @@ impl Esc {
         let pd_len = (spec.outputs, spec.inputs);
         let spec_dc = spec.dc_clock;
         let mut esc = Esc {
+            drive: None,
             coe,
             mbx: MailboxState::default(),
             pd_len,
@@ -255,6 +258,25 @@ impl Esc {
             );
             m[dc::reg::DIFF_FILTER_DEPTH] = dc::DIFF_FILTER_DEPTH_RESET;
             m[dc::reg::SPEED_FILTER_DEPTH] = dc::SPEED_FILTER_DEPTH_RESET;
+        }
+        let cia402 = self.spec.coe.as_ref().and_then(|c| c.profile) == Some(Profile::Cia402);
+        self.drive = cia402.then(|| (crate::cia402::Drive::default(), None));
+    }
+
+    /// The drive model of a `profile = "cia402"` device.
+    pub fn drive(&self) -> Option<&crate::cia402::Drive> {
+        self.drive.as_ref().map(|(d, _)| d)
+    }
+
+    /// Fault the drive of a `profile = "cia402"` device with this 0x603F error code (at its
+    /// next cycle); false for another device.
+    pub fn inject_drive_fault(&mut self, code: u16) -> bool {
+        match &mut self.drive {
+            Some((d, _)) => {
+                d.inject(code);
+                true
+            }
+            None => false,
         }
     }
 
@@ -1084,17 +1106,45 @@ impl Esc {
         if hit.write || (hit.read && self.pd_len.0 == 0) {
             self.pd_touched = true;
         }
+        // A drive also runs in SAFE-OP (its statusword is live before OP; IEC 61800-7-301 /
+        // ETG.6010: outputs are not valid there, so it is commanded as with controlword 0).
+        if self.drive.is_some() && hit.read && !outputs_live {
+            self.pd_touched = true;
+        }
         hit
     }
 
     /// End of a frame: the device application consumes outputs and produces the next inputs.
-    pub(crate) fn end_of_frame(&mut self) {
+    pub(crate) fn end_of_frame(&mut self, now_ns: u64) {
         if !self.pd_touched {
             return;
         }
         self.pd_touched = false;
         self.pd_counter = self.pd_counter.wrapping_add(1);
-        self.publish_inputs();
+        if self.drive.is_some() {
+            self.step_drive(now_ns);
+        } else {
+            self.publish_inputs();
+        }
+    }
+
+    /// One cycle of the CiA 402 drive model ([`crate::cia402`]) instead of the `pdi` rule.
+    fn step_drive(&mut self, now_ns: u64) {
+        let op = self.al_state() == AlState::Op as u8;
+        let out_len = usize::from(self.pd_len.0);
+        let in_len = usize::from(self.pd_len.1);
+        let (out_at, in_at) = self.pd_addrs();
+        let (Some((drive, last)), Some(coe)) = (self.drive.as_mut(), self.coe.as_mut()) else {
+            return;
+        };
+        let dt = last.map_or(0.0, |l| now_ns.saturating_sub(l) as f64 * 1e-9);
+        *last = Some(now_ns);
+        let (lo, hi) = self.mem.split_at_mut(in_at);
+        let outputs = &lo[out_at..out_at + out_len];
+        let emergency = drive.step(&mut coe.od, op.then_some(outputs), &mut hi[..in_len], dt);
+        if let Some((code, register)) = emergency {
+            self.queue_emergency(code, register, [0; 5]);
+        }
     }
 
     /// The device's inputs from its outputs ([`crate::pdi`]): the rule covers the bytes the

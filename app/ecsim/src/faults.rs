@@ -41,6 +41,10 @@ pub enum FaultCommand {
         code: u16,
         register: u8,
     },
+    /// The CiA 402 drive at `position` (`profile = "cia402"`) faults with this 0x603F error code:
+    /// fault reaction active, then fault, and an emergency message with the code; a fault reset
+    /// clears it. A device without the profile ignores it.
+    DriveFault { position: usize, code: u16 },
     /// Clear every persistent fault (drops, fraction, delay, link down, WKC corruption). The error
     /// counters stay: they are the devices' registers (a write clears them, a power cycle resets
     /// them).
@@ -73,7 +77,9 @@ impl std::str::FromStr for FaultCommand {
     /// `drop-next N`, `drop-fraction F`, `delay-us N`, `link up|down`,
     /// `subdevice-error POS CODE` (CODE decimal or 0x hex), `power-cycle`, `corrupt-wkc N`,
     /// `crc-errors POS PORT N` (PORT 0..=3, N 1..=255), `emergency POS CODE [REGISTER]`
-    /// (CODE 16 bits, REGISTER 8 bits, default 0), `clear`.
+    /// (CODE 16 bits, REGISTER 8 bits, default 0),
+    /// `drive-fault POS following-error|over-current|CODE` (0x8611, 0x2310 or a 16-bit 0x603F
+    /// code other than 0), `clear`.
     /// Values are checked against their bounds ([`MAX_COUNT`], [`MAX_DELAY_US`], 0..=1); a
     /// position can only be checked against a segment: [`FaultCommand::parse_for`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -191,6 +197,35 @@ impl std::str::FromStr for FaultCommand {
                     register,
                 }
             }
+            Some("drive-fault") => {
+                let position = int(words.get(1), "position")?;
+                let position = usize::try_from(position)
+                    .map_err(|_| err(&format!("position {position} is out of range")))?;
+                let code = match words.get(2).copied() {
+                    Some("following-error") => crate::cia402::error_code::FOLLOWING_ERROR,
+                    Some("over-current") => crate::cia402::error_code::OVER_CURRENT,
+                    None => return Err(err("missing drive error code")),
+                    Some(w) => {
+                        let code = int(Some(&w), "drive error code").map_err(|_| {
+                            err(&format!(
+                                "drive error {:?}: expected following-error, over-current or \
+                                 a 0x603F error code (decimal or 0x hex)",
+                                quote(w)
+                            ))
+                        })?;
+                        match u16::try_from(code) {
+                            Ok(c) if c != 0 => c,
+                            _ => {
+                                return Err(err(&format!(
+                                    "drive error code {code:#x} must be following-error, \
+                                     over-current or a 16-bit code other than 0 (0 is no error)"
+                                )));
+                            }
+                        }
+                    }
+                };
+                FaultCommand::DriveFault { position, code }
+            }
             Some("power-cycle") => FaultCommand::PowerCycle,
             Some("corrupt-wkc") => FaultCommand::CorruptWkc(count(words.get(1))?),
             Some("clear") => FaultCommand::Clear,
@@ -199,7 +234,7 @@ impl std::str::FromStr for FaultCommand {
         };
         let expected_words = match cmd {
             FaultCommand::PowerCycle | FaultCommand::Clear => 1,
-            FaultCommand::SubdeviceError { .. } => 3,
+            FaultCommand::SubdeviceError { .. } | FaultCommand::DriveFault { .. } => 3,
             FaultCommand::CrcErrors { .. } => 4,
             FaultCommand::Emergency { .. } => words.len().clamp(3, 4),
             _ => 2,
@@ -229,7 +264,8 @@ impl FaultCommand {
         let position = match cmd {
             FaultCommand::SubdeviceError { position, .. }
             | FaultCommand::CrcErrors { position, .. }
-            | FaultCommand::Emergency { position, .. } => position,
+            | FaultCommand::Emergency { position, .. }
+            | FaultCommand::DriveFault { position, .. } => position,
             _ => return Ok(cmd),
         };
         if position >= devices {
@@ -290,6 +326,10 @@ pub(crate) enum DeviceFault {
         position: usize,
         code: u16,
         register: u8,
+    },
+    Drive {
+        position: usize,
+        code: u16,
     },
 }
 
@@ -381,6 +421,9 @@ impl Faults {
                     code,
                     register,
                 });
+            }
+            FaultCommand::DriveFault { position, code } => {
+                return self.queue(DeviceFault::Drive { position, code });
             }
             FaultCommand::CorruptWkc(n) => s.corrupt_wkc_next.store(n, Ordering::Release),
             FaultCommand::Clear => {

@@ -5,6 +5,7 @@
 //! exchange process data. Two transports: in-process ([`inproc`]) and a raw-socket responder on a
 //! network interface ([`wire`]). Faults are injected at run time through [`faults::Faults`].
 
+pub mod cia402;
 pub mod coe;
 pub mod control;
 pub mod dc;

@@ -558,6 +558,15 @@ impl Od {
         self.values.get(&(index, sub)).map(Vec::as_slice)
     }
 
+    /// Set an entry's value from the device application (a drive's actual values), without the
+    /// access checks of an SDO download; an entry the dictionary lacks is left alone.
+    pub(crate) fn set_value(&mut self, index: u16, sub: u8, value: &[u8]) {
+        if let Some(v) = self.values.get_mut(&(index, sub)) {
+            v.clear();
+            v.extend_from_slice(value);
+        }
+    }
+
     fn u8_at(&self, index: u16, sub: u8) -> u8 {
         self.value(index, sub)
             .and_then(|v| v.first().copied())

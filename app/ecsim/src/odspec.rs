@@ -41,6 +41,12 @@ pub const MAX_STRING: usize = 255;
 /// Most objects a description lists per device.
 pub const MAX_OBJECTS: usize = 1024;
 
+impl ObjectEntry {
+    pub(crate) fn index(&self) -> u16 {
+        self.index
+    }
+}
+
 /// One `[[device.object]]`.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -111,6 +117,7 @@ pub(crate) struct CoeFields<'a> {
     pub software_version: Option<&'a str>,
     pub pdo_buffer: Option<u16>,
     pub objects: &'a [ObjectEntry],
+    pub profile: Option<crate::spec::Profile>,
 }
 
 fn invalid<T>(m: String) -> Result<T, SpecError> {
@@ -261,6 +268,7 @@ pub(crate) fn coe_spec(
         pdo_buffer_bytes: buffer,
         pdos,
         objects,
+        profile: f.profile,
     }))
 }
 

@@ -182,6 +182,11 @@ impl Segment {
                         d.queue_emergency(code, register, [0; 5]);
                     }
                 }
+                DeviceFault::Drive { position, code } => {
+                    if let Some(d) = self.devices.get_mut(position) {
+                        d.inject_drive_fault(code);
+                    }
+                }
             }
         }
         self.pending = pending;
@@ -371,7 +376,7 @@ impl Segment {
         }
         for dev in self.devices.iter_mut() {
             dev.dc_process_data(now_ns);
-            dev.end_of_frame();
+            dev.end_of_frame(now_ns);
         }
     }
 
@@ -566,7 +571,7 @@ mod chain_order_tests {
                 put_u16(frame, wkc_at, w.wrapping_add(add));
             }
             dev.dc_process_data(now_ns);
-            dev.end_of_frame();
+            dev.end_of_frame(now_ns);
         }
     }
 

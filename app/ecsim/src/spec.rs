@@ -42,6 +42,10 @@
 //! `device_type`, `hardware_version`, `software_version`, `pdo_buffer` and `[[device.object]]`
 //! (see the `odspec` module's documentation and the crate README), and PDOs that may say
 //! `assigned = false`, `assignable`, `mappable` and `max_entries`.
+//!
+//! `profile = "cia402"` makes a device a CiA 402 servo drive ([`crate::cia402`]): CoE on, the
+//! drive's objects and its CSP PDOs unless the device lists its own (`[[device.object]]` of the
+//! same index, `rxpdo` / `txpdo`), and the drive model as its application.
 
 use crate::pdo::{
     self, DataType, Direction, MAX_ENTRIES, MAX_ENTRIES_PER_PDO, MAX_PDOS, PdoEntrySpec, PdoSpec,
@@ -142,6 +146,43 @@ struct DeviceEntry {
     pdo_buffer: Option<u16>,
     #[serde(default)]
     object: Vec<crate::odspec::ObjectEntry>,
+    /// A device profile whose dictionary, PDOs and behaviour the device gets (`"cia402"`).
+    #[serde(default)]
+    profile: Option<String>,
+}
+
+/// A device profile (`profile = "..."`): objects, default PDOs and a device application.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// A CiA 402 servo drive ([`crate::cia402`]).
+    Cia402,
+}
+
+/// `e` with the objects and PDOs of its profile: the profile's PDOs where `e` lists none of a
+/// direction, the profile's objects but those whose index `e` lists itself.
+fn with_profile(i: usize, e: &DeviceEntry, name: &str) -> Result<DeviceEntry, SpecError> {
+    if name != "cia402" {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].profile = {:?}: the simulator knows the profile \"cia402\" only",
+            truncated(name, 40)
+        )));
+    }
+    let p: DeviceEntry =
+        toml::from_str(crate::cia402::PROFILE_TOML).expect("the CiA 402 profile is valid");
+    let mut object: Vec<_> = p
+        .object
+        .into_iter()
+        .filter(|o| e.object.iter().all(|x| x.index() != o.index()))
+        .collect();
+    object.extend(e.object.iter().cloned());
+    Ok(DeviceEntry {
+        coe: true,
+        device_type: e.device_type.or(p.device_type),
+        rxpdo: e.rxpdo.clone().or(p.rxpdo),
+        txpdo: e.txpdo.clone().or(p.txpdo),
+        object,
+        ..e.clone()
+    })
 }
 
 fn e_coe(e: &DeviceEntry) -> crate::odspec::CoeFields<'_> {
@@ -152,6 +193,7 @@ fn e_coe(e: &DeviceEntry) -> crate::odspec::CoeFields<'_> {
         software_version: e.software_version.as_deref(),
         pdo_buffer: e.pdo_buffer,
         objects: &e.object,
+        profile: e.profile.as_ref().map(|_| Profile::Cia402),
     }
 }
 
@@ -258,6 +300,8 @@ pub struct CoeSpec {
     pub pdos: Vec<CoePdo>,
     /// The application objects of `[[device.object]]`.
     pub objects: Vec<crate::od::Object>,
+    /// The device profile (`profile`), if any.
+    pub profile: Option<Profile>,
 }
 
 /// One PDO of a CoE device.
@@ -498,6 +542,14 @@ impl SegmentSpec {
                 )));
             }
             check_name(&format!("device[{i}].name"), &e.name)?;
+            let profiled;
+            let e = match &e.profile {
+                Some(name) => {
+                    profiled = with_profile(i, e, name)?;
+                    &profiled
+                }
+                None => e,
+            };
             let (outputs, rxpdo, mut pdos) =
                 direction(i, Direction::Outputs, e.outputs, &e.rxpdo, e.coe)?;
             let (inputs, txpdo, tx) = direction(i, Direction::Inputs, e.inputs, &e.txpdo, e.coe)?;
