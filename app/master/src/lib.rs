@@ -68,6 +68,7 @@ pub mod bus;
 pub mod clock;
 pub mod config;
 pub mod cycle;
+pub mod devices;
 pub mod diag;
 mod error;
 pub mod image;
