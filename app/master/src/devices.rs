@@ -1680,6 +1680,52 @@ transition = "SO"
     }
 
     #[test]
+    fn the_shipped_coe_example_is_valid() {
+        let c = Config::parse(
+            include_str!("../../../examples/coe/rtcat.toml"),
+            "examples/coe/rtcat.toml",
+        )
+        .expect("valid");
+        assert_eq!(c.device.len(), 2);
+        let servo = &c.device[1];
+        assert_eq!(servo.position, Some(2));
+        let map: Vec<_> = servo.pdo_map[0]
+            .entries
+            .iter()
+            .map(|e| parse_entry(e.text()).unwrap())
+            .collect();
+        assert_eq!(
+            map,
+            [
+                (0x6040, 0, 16),
+                (0x607a, 0, 32),
+                (0x60ff, 0, 32),
+                (0x6060, 0, 8)
+            ]
+        );
+        assert_eq!(c.device[0].input_bytes, Some(16));
+    }
+
+    /// The commented `[[device]]` block of rtcat.example.toml, uncommented, is a valid
+    /// configuration (so what the example documents works as written).
+    #[test]
+    fn the_example_device_block_uncommented_is_valid() {
+        let ex = crate::config::EXAMPLE;
+        let start = ex
+            .find("# [[device]]")
+            .expect("the example documents [[device]]");
+        let block: String = ex[start..]
+            .lines()
+            .map(|l| l.strip_prefix("# ").unwrap_or(l))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let c = Config::parse(&block, "block").expect("valid");
+        assert_eq!(c.device.len(), 1);
+        assert_eq!(c.device[0].pdo_map[0].entries.len(), 4);
+        assert_eq!(c.device[0].sdo[0].ty, SdoType::I8);
+    }
+
+    #[test]
     fn size_check_names_the_key() {
         let c = Config::parse(SERVO, "c.toml").unwrap();
         let d = &c.device[0];

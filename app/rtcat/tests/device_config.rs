@@ -1,0 +1,64 @@
+//! `[[device]]` through the binary: what `rtcat config check` refuses offline exits 2 naming the
+//! key and the value; the shipped CoE example passes.
+
+use std::process::Command;
+
+fn rtcat() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_rtcat"))
+}
+
+const EXAMPLE: &str = include_str!("../../../examples/coe/rtcat.toml");
+
+#[test]
+fn the_coe_example_passes_config_check() {
+    let f = concat!(env!("CARGO_MANIFEST_DIR"), "/../../examples/coe/rtcat.toml");
+    let out = rtcat().args(["config", "check", f]).output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn bad_device_configurations_exit_2_naming_device_and_object() {
+    let dir = tempfile::tempdir().unwrap();
+    let f = dir.path().join("bad.toml");
+    for (what, text, want) in [
+        (
+            "a value out of range",
+            EXAMPLE.replace("value = 50000", "value = 5000000000"),
+            "device[1].sdo[1].value = 5000000000 (u32): out of range for u32",
+        ),
+        (
+            "a type mismatch (the value)",
+            EXAMPLE.replace("value = 8\n", "value = \"CSP\"\n"),
+            "device[1].sdo[0].value = \"CSP\" (i8): \"CSP\" is not an integer",
+        ),
+        (
+            "a type mismatch (an i8 object mapped as 16 bits)",
+            EXAMPLE
+                .replace("\"0x6060:00:8\"", "\"0x6060:00:16\"")
+                .replace("output_bytes = 11", "output_bytes = 12"),
+            "device[1].pdo_map[0].entries[3] = \"0x6060:00:16\": 16 bits, but device[1].sdo[0] \
+             writes 0x6060:00 as i8 (8 bits)",
+        ),
+        (
+            "a mapping larger than the SM",
+            EXAMPLE.replace("input_bytes = 11", "input_bytes = 8"),
+            "device[1].input_bytes = 8: the PDOs assigned to sm3 map 88 bits (11 bytes)",
+        ),
+        (
+            "a malformed entry",
+            EXAMPLE.replace("\"0x607A:00:32\"", "\"0x607A:32\""),
+            "device[1].pdo_map[0].entries[1] = \"0x607A:32\"",
+        ),
+    ] {
+        assert_ne!(text, EXAMPLE, "{what}: the replacement must change the file");
+        std::fs::write(&f, &text).unwrap();
+        let out = rtcat().args(["config", "check"]).arg(&f).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{what}: {err}");
+        assert!(err.contains(want), "{what}: {err}\nwanted {want}");
+    }
+}
