@@ -66,6 +66,7 @@
 pub mod application;
 pub mod bus;
 pub mod clock;
+pub mod coe;
 pub mod config;
 pub mod cycle;
 pub mod devices;
