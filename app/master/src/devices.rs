@@ -19,7 +19,7 @@
 
 use crate::layout::{PdoSource, SubdeviceSource};
 use crate::sii::Direction;
-use ethercrab::SubDeviceRef;
+use ethercrab::{MainDevice, SubDeviceRef};
 use futures_lite::future::block_on;
 use serde::Deserialize;
 use std::fmt::Write as _;
@@ -30,8 +30,9 @@ use thiserror::Error;
 pub const MAX_SDO_BYTES: usize = 1024;
 
 /// Longest value written as an expedited SDO download (ETG.1000.6 §5.6.2.1: at most 4 data
-/// bytes); longer ones need a normal (segmented) transfer, which ethercrab 0.7.1's `sdo_write`
-/// does not do (it returns `Error::Internal`).
+/// bytes) with ethercrab's `sdo_write`; longer ones need a normal or segmented download, which
+/// ethercrab 0.7.1 does not do (it returns `Error::Internal`), so rtcat's [`crate::coe`] client
+/// writes them.
 pub const EXPEDITED_MAX: usize = 4;
 
 /// Largest process data of one sync manager: ethercrab 0.7.1 sums the mapped bits of an SM in a
@@ -187,250 +188,86 @@ pub fn mapping_value(index: u16, sub: u8, bits: u8) -> u32 {
     u32::from(index) << 16 | u32::from(sub) << 8 | u32::from(bits)
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-/// Type of a startup SDO value (the CoE basic types, ETG.1000.6 Table 64).
-pub enum SdoType {
-    /// BOOLEAN, one byte 0/1.
-    Bool,
-    /// UNSIGNED8.
-    U8,
-    /// UNSIGNED16.
-    U16,
-    /// UNSIGNED32.
-    U32,
-    /// UNSIGNED64.
-    U64,
-    /// INTEGER8.
-    I8,
-    /// INTEGER16.
-    I16,
-    /// INTEGER32.
-    I32,
-    /// INTEGER64.
-    I64,
-    /// REAL32.
-    F32,
-    /// REAL64.
-    F64,
-    /// VISIBLE_STRING.
-    String,
-    /// OCTET_STRING.
-    Bytes,
+pub use crate::coe::SdoType;
+
+/// A `type = "..."` of the file, by the names of [`SdoType`].
+fn de_sdo_type<'de, D: serde::Deserializer<'de>>(d: D) -> Result<SdoType, D::Error> {
+    let s = String::deserialize(d)?;
+    s.parse().map_err(serde::de::Error::custom)
 }
 
-impl SdoType {
-    /// Size on the wire in bytes, for the fixed-size types.
-    pub fn width(self) -> Option<usize> {
-        Some(match self {
-            SdoType::Bool | SdoType::U8 | SdoType::I8 => 1,
-            SdoType::U16 | SdoType::I16 => 2,
-            SdoType::U32 | SdoType::I32 | SdoType::F32 => 4,
-            SdoType::U64 | SdoType::I64 | SdoType::F64 => 8,
-            SdoType::String | SdoType::Bytes => return None,
-        })
+/// Whether a mapped entry of `bits` bits can hold a value of `ty`: the type's size, or one bit
+/// for a BOOL (mapped as a single bit, ETG.1000.6 Table 64 BOOLEAN/BIT1).
+pub fn fits_bits(ty: SdoType, bits: u8) -> bool {
+    match ty {
+        SdoType::Bool => bits == 1 || bits == 8,
+        t => t.size().is_none_or(|w| usize::from(bits) == 8 * w),
     }
+}
 
-    /// The name in the configuration file.
-    pub fn name(self) -> &'static str {
-        match self {
-            SdoType::Bool => "bool",
-            SdoType::U8 => "u8",
-            SdoType::U16 => "u16",
-            SdoType::U32 => "u32",
-            SdoType::U64 => "u64",
-            SdoType::I8 => "i8",
-            SdoType::I16 => "i16",
-            SdoType::I32 => "i32",
-            SdoType::I64 => "i64",
-            SdoType::F32 => "f32",
-            SdoType::F64 => "f64",
-            SdoType::String => "string",
-            SdoType::Bytes => "bytes",
+/// The CoE data type code of `ty` (ETG.1000.6 Table 64), for the layout's entries.
+pub fn coe_code(ty: SdoType) -> u8 {
+    match ty {
+        SdoType::Bool => 0x01,
+        SdoType::I8 => 0x02,
+        SdoType::I16 => 0x03,
+        SdoType::I32 => 0x04,
+        SdoType::U8 => 0x05,
+        SdoType::U16 => 0x06,
+        SdoType::U32 => 0x07,
+        SdoType::F32 => 0x08,
+        SdoType::String => 0x09,
+        SdoType::Bytes => 0x0a,
+        SdoType::F64 => 0x11,
+        SdoType::I64 => 0x15,
+        SdoType::U64 => 0x1b,
+    }
+}
+
+/// Encode a value of the file for `ty`, little-endian as CoE sends it: the TOML kind must suit
+/// the type (integer, or a decimal/`0x` string, for the integer types; true/false for bool; a
+/// number for the floats; a string for string and bytes), then the value is parsed and
+/// range-checked as `rtcat sdo write` does ([`SdoType::encode`]).
+pub fn encode(ty: SdoType, value: &toml::Value) -> Result<Vec<u8>, String> {
+    use toml::Value as V;
+    let text = match (ty, value) {
+        (SdoType::Bool, V::Boolean(b)) => b.to_string(),
+        (SdoType::F32 | SdoType::F64, V::Float(f)) => {
+            if !f.is_finite() {
+                return Err(format!("must be a finite number for {ty}"));
+            }
+            f.to_string()
         }
-    }
-
-    /// The CoE data type code (ETG.1000.6 Table 64), for the layout's entries.
-    pub fn coe_code(self) -> u8 {
-        match self {
-            SdoType::Bool => 0x01,
-            SdoType::I8 => 0x02,
-            SdoType::I16 => 0x03,
-            SdoType::I32 => 0x04,
-            SdoType::U8 => 0x05,
-            SdoType::U16 => 0x06,
-            SdoType::U32 => 0x07,
-            SdoType::F32 => 0x08,
-            SdoType::String => 0x09,
-            SdoType::Bytes => 0x0a,
-            SdoType::F64 => 0x11,
-            SdoType::I64 => 0x15,
-            SdoType::U64 => 0x1b,
-        }
-    }
-
-    /// Whether a mapped entry of `bits` bits can hold this type: the type's width, or one bit
-    /// for a BOOL (mapped as a single bit, ETG.1000.6 Table 64 BOOLEAN/BIT1).
-    pub fn fits_bits(self, bits: u8) -> bool {
-        match self {
-            SdoType::Bool => bits == 1 || bits == 8,
-            t => t.width().is_none_or(|w| usize::from(bits) == 8 * w),
-        }
-    }
-
-    /// Encode `value` for this type, little-endian as CoE sends it (ETG.1000.6 §5.6.2). Errors
-    /// say why in words (the caller names the key).
-    pub fn encode(self, value: &toml::Value) -> Result<Vec<u8>, String> {
-        let int = |lo: i128, hi: i128| -> Result<i128, String> {
-            let v = match value {
-                toml::Value::Integer(i) => i128::from(*i),
-                toml::Value::String(s) => parse_int(s)?,
-                other => {
-                    return Err(format!(
-                        "must be an integer for {} (got a {})",
-                        self.name(),
-                        other.type_str()
-                    ));
-                }
+        (SdoType::F32 | SdoType::F64, V::Integer(i)) => i.to_string(),
+        (SdoType::String | SdoType::Bytes, V::String(s)) => s.clone(),
+        (SdoType::Bool | SdoType::F32 | SdoType::F64 | SdoType::String | SdoType::Bytes, v) => {
+            let want = match ty {
+                SdoType::Bool => "true or false",
+                SdoType::String => "a string",
+                SdoType::Bytes => "a hex string such as \"01 02 ff\"",
+                _ => "a number",
             };
-            if v < lo || v > hi {
-                return Err(format!(
-                    "out of range for {}: must be {lo}..={hi}",
-                    self.name()
-                ));
-            }
-            Ok(v)
-        };
-        Ok(match self {
-            SdoType::Bool => match value {
-                toml::Value::Boolean(b) => vec![u8::from(*b)],
-                other => {
-                    return Err(format!(
-                        "must be true or false for bool (got a {})",
-                        other.type_str()
-                    ));
-                }
-            },
-            SdoType::U8 => (int(0, u8::MAX.into())? as u8).to_le_bytes().to_vec(),
-            SdoType::U16 => (int(0, u16::MAX.into())? as u16).to_le_bytes().to_vec(),
-            SdoType::U32 => (int(0, u32::MAX.into())? as u32).to_le_bytes().to_vec(),
-            SdoType::U64 => (int(0, u64::MAX.into())? as u64).to_le_bytes().to_vec(),
-            SdoType::I8 => (int(i8::MIN.into(), i8::MAX.into())? as i8)
-                .to_le_bytes()
-                .to_vec(),
-            SdoType::I16 => (int(i16::MIN.into(), i16::MAX.into())? as i16)
-                .to_le_bytes()
-                .to_vec(),
-            SdoType::I32 => (int(i32::MIN.into(), i32::MAX.into())? as i32)
-                .to_le_bytes()
-                .to_vec(),
-            SdoType::I64 => (int(i64::MIN.into(), i64::MAX.into())? as i64)
-                .to_le_bytes()
-                .to_vec(),
-            SdoType::F32 | SdoType::F64 => {
-                let v = match value {
-                    toml::Value::Float(f) => *f,
-                    toml::Value::Integer(i) => *i as f64,
-                    other => {
-                        return Err(format!(
-                            "must be a number for {} (got a {})",
-                            self.name(),
-                            other.type_str()
-                        ));
-                    }
-                };
-                if !v.is_finite() {
-                    return Err(format!("must be a finite number for {}", self.name()));
-                }
-                if self == SdoType::F32 {
-                    if v.abs() > f64::from(f32::MAX) {
-                        return Err(format!(
-                            "out of range for f32: must be within ±{:e}",
-                            f32::MAX
-                        ));
-                    }
-                    (v as f32).to_le_bytes().to_vec()
-                } else {
-                    v.to_le_bytes().to_vec()
-                }
-            }
-            SdoType::String => match value {
-                toml::Value::String(s) => {
-                    if s.is_empty() || s.len() > MAX_SDO_BYTES {
-                        return Err(format!("must be 1..={MAX_SDO_BYTES} bytes long"));
-                    }
-                    s.as_bytes().to_vec()
-                }
-                other => {
-                    return Err(format!(
-                        "must be a string for string (got a {})",
-                        other.type_str()
-                    ));
-                }
-            },
-            SdoType::Bytes => match value {
-                toml::Value::String(s) => parse_hex_bytes(s)?,
-                other => {
-                    return Err(format!(
-                        "must be a hex string such as \"01 02 ff\" for bytes (got a {})",
-                        other.type_str()
-                    ));
-                }
-            },
-        })
-    }
-}
-
-/// An integer given as a string: decimal, or hex with `0x` (for u64 values above what a TOML
-/// integer holds).
-fn parse_int(s: &str) -> Result<i128, String> {
-    let t = s.trim();
-    let (neg, body) = match t.strip_prefix('-') {
-        Some(b) => (true, b),
-        None => (false, t),
-    };
-    let v = match body.strip_prefix("0x").or_else(|| body.strip_prefix("0X")) {
-        Some(h) if !h.is_empty() && h.len() <= 16 => i128::from_str_radix(h, 16).ok(),
-        Some(_) => None,
-        None if !body.is_empty()
-            && body.len() <= 20
-            && body.bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            body.parse::<i128>().ok()
+            return Err(format!("must be {want} for {ty} (got a {})", v.type_str()));
         }
-        None => None,
+        (_, V::Integer(i)) => i.to_string(),
+        (_, V::String(s)) => s.clone(),
+        (_, v) => {
+            return Err(format!(
+                "must be an integer for {ty} (got a {})",
+                v.type_str()
+            ));
+        }
     };
-    let v = v.ok_or_else(|| format!("{s:?} is not an integer (decimal, or hex with 0x)"))?;
-    Ok(if neg { -v } else { v })
-}
-
-/// `"01 02 ff"` or `"0102ff"`: pairs of hex digits, spaces between pairs allowed.
-fn parse_hex_bytes(s: &str) -> Result<Vec<u8>, String> {
-    let digits: Vec<u8> = s.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.is_empty()
-        || !digits.len().is_multiple_of(2)
-        || !digits.iter().all(u8::is_ascii_hexdigit)
+    let bytes = ty.encode(&text).map_err(|e| e.to_string())?;
+    if matches!(ty, SdoType::String | SdoType::Bytes)
+        && (bytes.is_empty() || bytes.len() > MAX_SDO_BYTES)
     {
         return Err(format!(
-            "{s:?} is not hex bytes (pairs of hex digits such as \"01 02 ff\")"
+            "{} bytes: must be 1..={MAX_SDO_BYTES}",
+            bytes.len()
         ));
     }
-    if s.split_ascii_whitespace()
-        .any(|w| !w.len().is_multiple_of(2))
-    {
-        return Err(format!("{s:?}: a byte is split by a space"));
-    }
-    let out: Vec<u8> = digits
-        .chunks(2)
-        .map(|p| {
-            let h = |c: u8| (c as char).to_digit(16).unwrap_or(0) as u8;
-            h(p[0]) << 4 | h(p[1])
-        })
-        .collect();
-    if out.len() > MAX_SDO_BYTES {
-        return Err(format!("{} bytes: at most {MAX_SDO_BYTES}", out.len()));
-    }
-    Ok(out)
+    Ok(bytes)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
@@ -452,7 +289,7 @@ pub struct StartupSdo {
     /// Subindex.
     pub sub: u8,
     /// Value type.
-    #[serde(rename = "type")]
+    #[serde(rename = "type", deserialize_with = "de_sdo_type")]
     pub ty: SdoType,
     /// The value: integer (or a decimal/`0x` string), float, bool, string; bytes as hex.
     pub value: toml::Value,
@@ -666,7 +503,7 @@ fn validate_one(i: usize, d: &DeviceConfig, subdevices: Option<u16>) -> Result<(
                 .iter()
                 .enumerate()
                 .find(|(_, s)| index != 0 && s.index == index && s.sub == sub)
-                && !s.ty.fits_bits(b)
+                && !fits_bits(s.ty, b)
             {
                 return Err(invalid(
                     key,
@@ -675,7 +512,7 @@ fn validate_one(i: usize, d: &DeviceConfig, subdevices: Option<u16>) -> Result<(
                         "{b} bits, but device[{i}].sdo[{m}] writes {:#06x}:{sub:02x} as {}{}",
                         index,
                         s.ty.name(),
-                        s.ty.width()
+                        s.ty.size()
                             .map(|w| format!(" ({} bits)", 8 * w))
                             .unwrap_or_default()
                     ),
@@ -789,20 +626,8 @@ fn validate_one(i: usize, d: &DeviceConfig, subdevices: Option<u16>) -> Result<(
                  (the master checks those after the bring-up)",
             ));
         }
-        let bytes =
-            s.ty.encode(&s.value)
-                .map_err(|msg| invalid(k(&format!("sdo[{m}].value")), s.shown(), msg))?;
-        if bytes.len() > EXPEDITED_MAX {
-            return Err(invalid(
-                k(&format!("sdo[{m}].value")),
-                s.shown(),
-                format!(
-                    "values longer than {EXPEDITED_MAX} bytes ({} here) need a segmented SDO \
-                     download, which rtcat does not support yet",
-                    bytes.len()
-                ),
-            ));
-        }
+        encode(s.ty, &s.value)
+            .map_err(|msg| invalid(k(&format!("sdo[{m}].value")), s.shown(), msg))?;
     }
     Ok(())
 }
@@ -926,8 +751,8 @@ pub enum DeviceError {
         object: String,
         /// ` = 8 (i8)` for writes.
         value: String,
-        /// ethercrab's error: an abort names the code and its text.
-        source: ethercrab::error::Error,
+        /// Why: an abort names the code and its text.
+        source: Box<SdoFailure>,
     },
     /// The mapping the subdevice runs with is not what was configured (it ignored a write).
     #[error("{who}: {object}: {what}")]
@@ -955,6 +780,17 @@ pub enum DeviceError {
     },
 }
 
+/// Why an SDO transfer of the device configuration failed.
+#[derive(Debug, Error)]
+pub enum SdoFailure {
+    /// ethercrab's expedited transfer (values of at most 4 bytes, reads).
+    #[error(transparent)]
+    Bus(ethercrab::error::Error),
+    /// rtcat's CoE client (longer values: normal or segmented download).
+    #[error(transparent)]
+    Coe(crate::coe::Error),
+}
+
 /// How messages name a configured subdevice.
 pub fn who(position: u16, name: &str, entry: usize, d: &DeviceConfig) -> String {
     match &d.name {
@@ -965,47 +801,93 @@ pub fn who(position: u16, name: &str, entry: usize, d: &DeviceConfig) -> String 
     }
 }
 
-fn write_sdo<S>(
-    sd: &SubDeviceRef<'_, S>,
-    who: &str,
-    index: u16,
-    sub: u8,
-    data: &[u8],
-    shown: String,
-) -> Result<(), DeviceError>
+/// Writes the SDOs of one subdevice: values of at most [`EXPEDITED_MAX`] bytes with ethercrab's
+/// expedited download, longer ones with rtcat's CoE client (created at the first such value).
+struct Writer<'m, 'r, S> {
+    md: &'m MainDevice<'m>,
+    sd: &'r SubDeviceRef<'r, S>,
+    position: u16,
+    who: &'r str,
+    client: Option<crate::coe::BusClient<'m>>,
+}
+
+impl<'m, 'r, S> Writer<'m, 'r, S>
 where
     S: std::ops::Deref<Target = ethercrab::SubDevice>,
 {
-    // Expedited download: validate() refuses longer values.
-    block_on(sd.sdo_write(index, sub, data)).map_err(|source| DeviceError::Sdo {
-        who: who.to_string(),
-        action: "write",
-        object: format!("{index:#06x}:{sub:02x}"),
-        value: format!(" = {shown}"),
-        source,
-    })
+    fn new(
+        md: &'m MainDevice<'m>,
+        sd: &'r SubDeviceRef<'r, S>,
+        position: u16,
+        who: &'r str,
+    ) -> Self {
+        Writer {
+            md,
+            sd,
+            position,
+            who,
+            client: None,
+        }
+    }
+
+    fn write(
+        &mut self,
+        index: u16,
+        sub: u8,
+        data: &[u8],
+        shown: String,
+    ) -> Result<(), DeviceError> {
+        let fail = |source| DeviceError::Sdo {
+            who: self.who.to_string(),
+            action: "write",
+            object: format!("{index:#06x}:{sub:02x}"),
+            value: format!(" = {shown}"),
+            source,
+        };
+        if data.len() <= EXPEDITED_MAX {
+            return block_on(self.sd.sdo_write(index, sub, data))
+                .map_err(|e| fail(Box::new(SdoFailure::Bus(e))));
+        }
+        let client = match &mut self.client {
+            Some(c) => c,
+            None => {
+                let c = crate::coe::Client::on_bus(
+                    self.md,
+                    self.position,
+                    self.sd.configured_address(),
+                    crate::coe::Timeouts::default(),
+                )
+                .map_err(|e| fail(Box::new(SdoFailure::Coe(e))))?;
+                self.client.insert(c)
+            }
+        };
+        client
+            .download(index, sub, data)
+            .map_err(|e| fail(Box::new(SdoFailure::Coe(e))))
+    }
 }
 
 /// Write the PDO configuration and the PS startup SDOs of `d` to `sd` (in PRE-OP), in the
 /// documented order: each PDO of `pdo_map` (:00 = 0, :01.., :00 = n), each SM of `pdo_assign`
 /// (same on 0x1C12/0x1C13), then the PS SDOs in file order (ETG.1000.6 §5.6.7.4: a mapping or
 /// assignment is changed by clearing subindex 0 first, and takes effect when it is written back).
-pub fn apply_pre_op<S>(
+pub fn apply_pre_op<'m, S>(
+    md: &'m MainDevice<'m>,
     sd: &SubDeviceRef<'_, S>,
+    position: u16,
     who: &str,
     d: &DeviceConfig,
 ) -> Result<(), DeviceError>
 where
     S: std::ops::Deref<Target = ethercrab::SubDevice>,
 {
+    let mut w = Writer::new(md, sd, position, who);
     for p in &d.pdo_map {
-        write_sdo(sd, who, p.index, 0, &[0], "0 (u8)".into())?;
+        w.write(p.index, 0, &[0], "0 (u8)".into())?;
         for (n, e) in p.entries.iter().enumerate() {
             let (index, sub, bits) = parse_entry(e.text()).unwrap_or((0, 0, 0));
             let v = mapping_value(index, sub, bits);
-            write_sdo(
-                sd,
-                who,
+            w.write(
                 p.index,
                 (n + 1) as u8,
                 &v.to_le_bytes(),
@@ -1013,16 +895,14 @@ where
             )?;
         }
         let n = p.entries.len() as u8;
-        write_sdo(sd, who, p.index, 0, &[n], format!("{n} (u8)"))?;
+        w.write(p.index, 0, &[n], format!("{n} (u8)"))?;
     }
     if let Some(a) = &d.pdo_assign {
         for (object, list) in [(ASSIGN_SM2, &a.sm2), (ASSIGN_SM3, &a.sm3)] {
             let Some(list) = list else { continue };
-            write_sdo(sd, who, object, 0, &[0], "0 (u8)".into())?;
+            w.write(object, 0, &[0], "0 (u8)".into())?;
             for (n, pdo) in list.iter().enumerate() {
-                write_sdo(
-                    sd,
-                    who,
+                w.write(
                     object,
                     (n + 1) as u8,
                     &pdo.to_le_bytes(),
@@ -1030,16 +910,29 @@ where
                 )?;
             }
             let n = list.len() as u8;
-            write_sdo(sd, who, object, 0, &[n], format!("{n} (u8)"))?;
+            w.write(object, 0, &[n], format!("{n} (u8)"))?;
         }
     }
-    write_startup(sd, who, d, Transition::PS)
+    startup(&mut w, d, Transition::PS)
 }
 
 /// Write the startup SDOs of `d` for `transition`, in file order.
-pub fn write_startup<S>(
+pub fn write_startup<'m, S>(
+    md: &'m MainDevice<'m>,
     sd: &SubDeviceRef<'_, S>,
+    position: u16,
     who: &str,
+    d: &DeviceConfig,
+    transition: Transition,
+) -> Result<(), DeviceError>
+where
+    S: std::ops::Deref<Target = ethercrab::SubDevice>,
+{
+    startup(&mut Writer::new(md, sd, position, who), d, transition)
+}
+
+fn startup<S>(
+    w: &mut Writer<'_, '_, S>,
     d: &DeviceConfig,
     transition: Transition,
 ) -> Result<(), DeviceError>
@@ -1049,8 +942,8 @@ where
     for s in d.sdo.iter().filter(|s| s.transition == transition) {
         // validate() has encoded every value once; an error here cannot happen for a loaded
         // configuration, and would still be reported, not panic.
-        let data = s.ty.encode(&s.value).unwrap_or_default();
-        write_sdo(sd, who, s.index, s.sub, &data, s.shown())?;
+        let data = encode(s.ty, &s.value).unwrap_or_default();
+        w.write(s.index, s.sub, &data, s.shown())?;
     }
     Ok(())
 }
@@ -1145,7 +1038,7 @@ fn name_entries(q: &mut PdoSource, p: &PdoMap, d: &DeviceConfig) {
         if slot.4 == 0
             && let Some(s) = d.sdo.iter().find(|s| s.index == slot.0 && s.sub == slot.1)
         {
-            slot.4 = s.ty.coe_code();
+            slot.4 = coe_code(s.ty);
         }
     }
 }
@@ -1164,7 +1057,7 @@ where
             action: "read back",
             object: format!("{pdo:#06x}:{sub:02x}"),
             value: String::new(),
-            source,
+            source: Box::new(SdoFailure::Bus(source)),
         }
     };
     let n: u8 = block_on(sd.sdo_read(pdo, 0)).map_err(err(0))?;
@@ -1270,9 +1163,9 @@ transition = "SO"
         assert_eq!(d.pdo_map[0].entries[1].name(), Some("Target position"));
         assert_eq!(d.sdo[0].transition, Transition::PS);
         assert_eq!(d.sdo[1].transition, Transition::SO);
-        assert_eq!(d.sdo[0].ty.encode(&d.sdo[0].value).unwrap(), vec![8]);
+        assert_eq!(encode(d.sdo[0].ty, &d.sdo[0].value).unwrap(), vec![8]);
         assert_eq!(
-            d.sdo[1].ty.encode(&d.sdo[1].value).unwrap(),
+            encode(d.sdo[1].ty, &d.sdo[1].value).unwrap(),
             50000u32.to_le_bytes()
         );
     }
@@ -1520,45 +1413,49 @@ transition = "SO"
             &sdo("u8", "300"),
             &[
                 "device[0].sdo[0].value = 300 (u8)",
-                "out of range for u8: must be 0..=255",
+                "is not a u8: out of range 0..=255",
             ],
         );
-        refused(&sdo("u16", "-1"), &["sdo[0].value = -1 (u16)", "0..=65535"]);
+        refused(&sdo("u16", "-1"), &["sdo[0].value = -1 (u16)", "not a u16"]);
         refused(&sdo("i8", "128"), &["-128..=127"]);
         refused(&sdo("i16", "-32769"), &["-32768..=32767"]);
         refused(&sdo("u32", "4294967296"), &["0..=4294967295"]);
         refused(
             &sdo("u16", "\"fast\""),
-            &["sdo[0].value = \"fast\" (u16)", "not an integer"],
+            &["sdo[0].value = \"fast\" (u16)", "not an unsigned integer"],
         );
         refused(
             &sdo("u16", "1.5"),
             &["must be an integer for u16 (got a float)"],
         );
-        refused(&sdo("bool", "1"), &["must be true or false"]);
-        refused(&sdo("f32", "1e39"), &["out of range for f32"]);
+        refused(
+            &sdo("bool", "\"yes\""),
+            &["must be true or false for bool (got a string)"],
+        );
+        refused(&sdo("f32", "1e39"), &["out of range for a 32-bit float"]);
         refused(&sdo("f32", "nan"), &["finite"]);
-        refused(&sdo("bytes", "\"01 0\""), &["not hex bytes"]);
-        refused(&sdo("bytes", "\"0 102\""), &["split by a space"]);
-        refused(&sdo("bytes", "\"zz\""), &["not hex bytes"]);
-        refused(&sdo("string", "\"\""), &["1..=1024 bytes"]);
+        refused(
+            &sdo("f64", "true"),
+            &["must be a number for f64 (got a boolean)"],
+        );
+        refused(&sdo("bytes", "\"01 0\""), &["not hex pairs"]);
+        refused(&sdo("bytes", "\"zz\""), &["not hex pairs"]);
+        refused(&sdo("bytes", "5"), &["must be a hex string"]);
+        refused(&sdo("string", "\"\""), &["0 bytes: must be 1..=1024"]);
         refused(
             &sdo("string", &format!("{:?}", "x".repeat(1025))),
-            &["1..=1024 bytes"],
+            &["1025 bytes: must be 1..=1024"],
         );
-        refused(&sdo("u9", "1"), &["unknown variant `u9`"]);
-        // Longer than an expedited transfer: said clearly offline, not at bring-up.
+        refused(&sdo("u9", "1"), &["unknown type \"u9\""]);
+        // Longer than an expedited transfer: accepted, written with the CoE client.
         for (ty, v) in [
-            ("u64", "1"),
+            ("u64", "\"0xffffffffffffffff\""),
             ("i64", "-1"),
             ("f64", "1.0"),
             ("string", "\"hello\""),
             ("bytes", "\"01 02 03 04 05\""),
         ] {
-            refused(
-                &sdo(ty, v),
-                &["sdo[0].value", "segmented SDO download", "not support yet"],
-            );
+            Config::parse(&sdo(ty, v), "c.toml").unwrap_or_else(|e| panic!("{ty} {v}: {e}"));
         }
         refused(
             "[[device]]\nposition = 0\n[[device.sdo]]\nindex = 0x6060\nsub = 0\ntype = \"i8\"\n\
@@ -1581,19 +1478,21 @@ transition = "SO"
 
     #[test]
     fn sdo_values_encode_little_endian() {
-        let v = |ty: SdoType, value: toml::Value| ty.encode(&value).unwrap();
+        let v = |ty: SdoType, value: toml::Value| encode(ty, &value).unwrap();
         use toml::Value::{Boolean, Float, Integer, String as S};
         assert_eq!(v(SdoType::Bool, Boolean(true)), [1]);
+        assert_eq!(v(SdoType::Bool, Boolean(false)), [0]);
         assert_eq!(v(SdoType::U16, Integer(0x1234)), [0x34, 0x12]);
         assert_eq!(v(SdoType::U16, S("0xBEEF".into())), [0xef, 0xbe]);
         assert_eq!(v(SdoType::I16, Integer(-2)), [0xfe, 0xff]);
-        assert_eq!(v(SdoType::I32, S("-0x10".into())), (-16i32).to_le_bytes());
         assert_eq!(v(SdoType::F32, Float(1.5)), 1.5f32.to_le_bytes());
         assert_eq!(v(SdoType::F32, Integer(2)), 2f32.to_le_bytes());
+        assert_eq!(v(SdoType::F64, Float(-0.25)), (-0.25f64).to_le_bytes());
         assert_eq!(
             v(SdoType::U64, S("0xffffffffffffffff".into())),
             u64::MAX.to_le_bytes()
         );
+        assert_eq!(v(SdoType::I64, Integer(i64::MIN)), i64::MIN.to_le_bytes());
         assert_eq!(v(SdoType::Bytes, S("01 02 ff".into())), [1, 2, 0xff]);
         assert_eq!(v(SdoType::Bytes, S("0102FF".into())), [1, 2, 0xff]);
         assert_eq!(v(SdoType::String, S("1.0".into())), *b"1.0");
@@ -1610,9 +1509,10 @@ transition = "SO"
                 "16 bits, but device[0].sdo[0] writes 0x6060:00 as i8 (8 bits)",
             ],
         );
-        assert!(SdoType::Bool.fits_bits(1) && SdoType::Bool.fits_bits(8));
-        assert!(!SdoType::Bool.fits_bits(2));
-        assert!(SdoType::Bytes.fits_bits(24));
+        assert!(fits_bits(SdoType::Bool, 1) && fits_bits(SdoType::Bool, 8));
+        assert!(!fits_bits(SdoType::Bool, 2));
+        assert!(fits_bits(SdoType::Bytes, 24));
+        assert!(fits_bits(SdoType::I32, 32) && !fits_bits(SdoType::I32, 16));
     }
 
     #[test]

@@ -62,7 +62,7 @@ pub enum Error {
     /// A `[[device]]` configuration could not be applied, or the subdevice does not run with
     /// it: the subdevice, the object, the value and the abort code's text are named.
     #[error(transparent)]
-    Device(#[from] crate::devices::DeviceError),
+    Device(Box<crate::devices::DeviceError>),
     /// The application refused the segment in `configure`.
     #[error("application: {0}")]
     Application(String),
@@ -84,6 +84,12 @@ pub enum Error {
     /// A thread of the master panicked.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),
+}
+
+impl From<crate::devices::DeviceError> for Error {
+    fn from(e: crate::devices::DeviceError) -> Self {
+        Error::Device(Box::new(e))
+    }
 }
 
 impl Error {

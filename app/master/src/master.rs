@@ -281,7 +281,7 @@ fn bring_up(
     };
     for (pos, sd) in group.iter(md).enumerate() {
         if let Some((d, who)) = configured(pos, sd.name()) {
-            devices::apply_pre_op(&sd, &who, d)?;
+            devices::apply_pre_op(md, &sd, pos as u16, &who, d)?;
         }
     }
     // The mapping in effect, read in PRE-OP from the sources ethercrab sizes the SMs from, and
@@ -318,7 +318,7 @@ fn bring_up(
     })?;
     for (pos, sd) in group.iter(md).enumerate() {
         if let Some((d, who)) = configured(pos, sd.name()) {
-            devices::write_startup(&sd, &who, d, devices::Transition::SO)?;
+            devices::write_startup(md, &sd, pos as u16, &who, d, devices::Transition::SO)?;
         }
     }
     let group = block_on(group.into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;

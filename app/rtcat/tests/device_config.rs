@@ -28,12 +28,12 @@ fn bad_device_configurations_exit_2_naming_device_and_object() {
         (
             "a value out of range",
             EXAMPLE.replace("value = 50000", "value = 5000000000"),
-            "device[1].sdo[1].value = 5000000000 (u32): out of range for u32",
+            "device[1].sdo[1].value = 5000000000 (u32): value \"5000000000\" is not a u32: out of range",
         ),
         (
             "a type mismatch (the value)",
             EXAMPLE.replace("value = 8\n", "value = \"CSP\"\n"),
-            "device[1].sdo[0].value = \"CSP\" (i8): \"CSP\" is not an integer",
+            "device[1].sdo[0].value = \"CSP\" (i8): value \"CSP\" is not a i8: not an integer",
         ),
         (
             "a type mismatch (an i8 object mapped as 16 bits)",
@@ -54,7 +54,10 @@ fn bad_device_configurations_exit_2_naming_device_and_object() {
             "device[1].pdo_map[0].entries[1] = \"0x607A:32\"",
         ),
     ] {
-        assert_ne!(text, EXAMPLE, "{what}: the replacement must change the file");
+        assert_ne!(
+            text, EXAMPLE,
+            "{what}: the replacement must change the file"
+        );
         std::fs::write(&f, &text).unwrap();
         let out = rtcat().args(["config", "check"]).arg(&f).output().unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
