@@ -1,8 +1,12 @@
 //! One simulated EtherCAT SubDevice Controller (ESC): its register/RAM space and the behaviour
 //! behind the registers a master uses (AL state machine, SII EEPROM interface, FMMU/SM, DC).
 
+use crate::coe::{CoeServer, Image};
 use crate::frame::{Cmd, get_u16, get_u32, put_u16};
+use crate::mailbox::{self, MailboxState, Parsed};
+use crate::od::Od;
 use crate::pdi;
+use crate::pdo::Direction;
 use crate::sii::{self, PdSm};
 use crate::spec::DeviceSpec;
 
@@ -77,6 +81,7 @@ impl AlState {
 pub mod al_code {
     pub const INVALID_STATE_CHANGE: u16 = 0x0011;
     pub const UNKNOWN_STATE: u16 = 0x0012;
+    pub const INVALID_MAILBOX_CONFIG: u16 = 0x0016;
     pub const SM_WATCHDOG: u16 = 0x001b;
     pub const INVALID_OUTPUT_CONFIG: u16 = 0x001d;
     pub const INVALID_INPUT_CONFIG: u16 = 0x001e;
@@ -155,6 +160,13 @@ pub struct Esc {
     clock_offset_ns: u64,
     /// Whether port 0 has its link (the cable towards the master): the `link down` fault.
     upstream_link: bool,
+    /// The CoE server of a CoE device (`spec.coe`).
+    coe: Option<CoeServer>,
+    /// The mailbox sync managers' device side.
+    mbx: MailboxState,
+    /// Process data bytes the device exchanges now (outputs, inputs): the SII's for a device
+    /// without CoE, the assigned and mapped PDOs of a CoE device (fixed at PRE-OP -> SAFE-OP).
+    pd_len: (u16, u16),
 }
 
 impl Esc {
@@ -164,7 +176,15 @@ impl Esc {
         let eeprom = sii::build_image(&spec)
             .unwrap_or_else(|e| panic!("device {position} ({:?}): {e}", spec.name));
         let pd_sms = sii::process_data_sms(&spec);
+        let coe = spec
+            .coe
+            .as_ref()
+            .map(|c| CoeServer::new(Od::build(&spec, c)));
+        let pd_len = (spec.outputs, spec.inputs);
         let mut esc = Esc {
+            coe,
+            mbx: MailboxState::default(),
+            pd_len,
             spec,
             position,
             downstream: chain_len - 1 - position,
@@ -208,6 +228,37 @@ impl Esc {
         self.sii_busy_reads = 0;
         self.pd_counter = 0;
         self.pd_touched = false;
+        // A power cycle loses what the master configured over CoE (the dictionary is RAM).
+        self.mbx = MailboxState::default();
+        if let Some(c) = &mut self.coe {
+            c.reset();
+        }
+        self.pd_len = (self.spec.outputs, self.spec.inputs);
+    }
+
+    /// The CoE server (a CoE device only).
+    pub fn coe(&self) -> Option<&CoeServer> {
+        self.coe.as_ref()
+    }
+
+    /// The process data bytes (outputs, inputs) the device exchanges now.
+    pub fn pd_len(&self) -> (u16, u16) {
+        self.pd_len
+    }
+
+    /// Queue an emergency message (CoE devices; ignored by others). It is put into SM1 when the
+    /// mailbox is idle; at most [`mailbox::MAX_QUEUED`] wait.
+    pub fn queue_emergency(&mut self, code: u16, register: u8, data: [u8; 5]) -> bool {
+        if self.coe.is_none() || self.mbx.emergencies.len() >= mailbox::MAX_QUEUED {
+            return false;
+        }
+        let f = mailbox::frame(
+            mailbox::kind::COE,
+            &crate::coe::emergency_frame(code, register, data),
+        );
+        self.mbx.emergencies.push_back(f);
+        self.mailbox_service();
+        true
     }
 
     pub fn spec(&self) -> &DeviceSpec {
@@ -320,6 +371,10 @@ impl Esc {
     }
 
     fn writable(a: usize) -> bool {
+        // SM status (0x0805 + 8n) and PDI control (0x0807 + 8n) are read-only for the master.
+        if (0x0800..=0x087f).contains(&a) && matches!(a % 8, 5 | 7) {
+            return false;
+        }
         matches!(a,
             0x0010..=0x0013
             | 0x0100..=0x0103
@@ -389,6 +444,9 @@ impl Esc {
         }
         if touches(reg::FMMU0, reg::FMMU0 + 0x100) {
             self.parse_fmmus();
+        }
+        if self.coe.is_some() && touches(reg::SM0 + 6, reg::SM0 + 8 + 7) {
+            self.mailbox_sm_activate();
         }
         if self.spec.dc && touches(reg::DC_PORT0, reg::DC_PORT0 + 4) {
             self.latch_dc(now_ns);
@@ -464,6 +522,16 @@ impl Esc {
             self.set_al_status(current, true, al_code::INVALID_STATE_CHANGE);
             return;
         }
+        if from == Init
+            && target == PreOp
+            && let Some(code) = self.check_mailbox_config()
+        {
+            self.set_al_status(current, true, code);
+            return;
+        }
+        if from == PreOp && target == SafeOp {
+            self.pd_len = self.configured_pd_len();
+        }
         if from == PreOp
             && target == SafeOp
             && let Some(code) = self.check_pd_config()
@@ -474,22 +542,73 @@ impl Esc {
         if target == Init {
             // Leaving the configured states resets process data; the station address stays.
             self.pd_counter = 0;
+            self.reset_mailbox();
         }
         if from == PreOp && target == SafeOp {
             // The application publishes valid inputs before it reports SAFE-OP.
             self.publish_inputs();
         }
         self.set_al_status(target as u8, false, 0);
+        if from == Init && target == PreOp {
+            self.mailbox_service();
+        }
     }
 
-    /// PRE-OP -> SAFE-OP: every process-data SM must be configured as the EEPROM declares.
+    /// The process data sizes the device expects: the SII's, or for a CoE device what its
+    /// dictionary assigns and maps now.
+    fn configured_pd_len(&self) -> (u16, u16) {
+        match &self.coe {
+            None => (self.spec.outputs, self.spec.inputs),
+            Some(c) => (
+                c.od.pd_bits(Direction::Outputs).div_ceil(8) as u16,
+                c.od.pd_bits(Direction::Inputs).div_ceil(8) as u16,
+            ),
+        }
+    }
+
+    /// INIT -> PRE-OP of a CoE device: SM0 and SM1 must be the mailboxes the SII declares.
+    fn check_mailbox_config(&self) -> Option<u16> {
+        self.coe.as_ref()?;
+        for (n, start, mode) in [
+            (0usize, sii::MBX_OUT_ADDR, 0x06u8),
+            (1, sii::MBX_IN_ADDR, 0x02),
+        ] {
+            let (s, len, control, enabled) = self.sm(n);
+            if !enabled || s != start || len != sii::MBX_SIZE || control & 0x0f != mode {
+                return Some(al_code::INVALID_MAILBOX_CONFIG);
+            }
+        }
+        None
+    }
+
+    /// SM `n`: start, length, control, enabled.
+    fn sm(&self, n: usize) -> (u16, u16, u8, bool) {
+        let base = reg::SM0 + 8 * n;
+        (
+            get_u16(&self.mem, base),
+            get_u16(&self.mem, base + 2),
+            self.mem[base + 4],
+            self.mem[base + 6] & 1 != 0,
+        )
+    }
+
+    /// PRE-OP -> SAFE-OP: every process-data SM must be configured as the EEPROM declares (a
+    /// CoE device: as its dictionary assigns and maps; an SM of 0 bytes may stay disabled).
     fn check_pd_config(&self) -> Option<u16> {
         for sm in &self.pd_sms {
             let base = reg::SM0 + 8 * usize::from(sm.index);
             let start = get_u16(&self.mem, base);
             let len = get_u16(&self.mem, base + 2);
             let enabled = self.mem[base + 6] & 1 != 0;
-            if !enabled || start != sm.start || len != sm.len {
+            let want = if sm.usage == 3 {
+                self.pd_len.0
+            } else {
+                self.pd_len.1
+            };
+            if want == 0 && self.coe.is_some() && (!enabled || len == 0) {
+                continue;
+            }
+            if !enabled || start != sm.start || len != want {
                 return Some(if sm.usage == 3 {
                     al_code::INVALID_OUTPUT_CONFIG
                 } else {
@@ -565,12 +684,21 @@ impl Esc {
         if !self.accessible(ado, data.len()) {
             return false;
         }
+        let mbx_in = self.mailbox_area(1, ado, data.len());
+        if mbx_in.is_some() && !self.mbx.in_full {
+            return false;
+        }
         self.before_read(ado, data.len(), now);
         let src = &self.mem[ado..ado + data.len()];
         if or {
             data.iter_mut().zip(src).for_each(|(d, s)| *d |= s);
         } else {
             data.copy_from_slice(src);
+        }
+        if mbx_in == Some(true) {
+            self.mbx.in_full = false;
+            self.mem[reg::SM0 + 8 + 5] &= !0x08;
+            self.mailbox_service();
         }
         true
     }
@@ -580,8 +708,178 @@ impl Esc {
         if !self.accessible(ado, data.len()) {
             return false;
         }
+        // A full SM0, and SM1 (the device's direction), refuse the master's writes.
+        if self.mailbox_area(1, ado, data.len()).is_some() {
+            return false;
+        }
+        let mbx_out = self.mailbox_area(0, ado, data.len());
+        if mbx_out.is_some() && self.mbx.out_full {
+            return false;
+        }
         self.write_bytes(ado, data, now);
+        if mbx_out == Some(true) {
+            self.mbx.out_full = true;
+            self.mem[reg::SM0 + 5] |= 0x08;
+            self.mailbox_service();
+        }
         true
+    }
+
+    /// Whether [ado, ado+len) touches the buffer of mailbox SM `n` (0 out, 1 in) of a CoE
+    /// device with that SM enabled: `Some(true)` when it reaches the buffer's last byte.
+    fn mailbox_area(&self, n: usize, ado: usize, len: usize) -> Option<bool> {
+        self.coe.as_ref()?;
+        let (start, sm_len, _, enabled) = self.sm(n);
+        let (start, end) = (usize::from(start), usize::from(start) + usize::from(sm_len));
+        if !enabled || sm_len == 0 || ado >= end || ado + len <= start {
+            return None;
+        }
+        Some(ado + len >= end)
+    }
+
+    /// SM0 / SM1 activate written: a disabled mailbox SM is emptied; a toggled repeat request
+    /// on SM1 puts the last response into it again and is acknowledged in 0x080F bit 1.
+    fn mailbox_sm_activate(&mut self) {
+        if !self.sm(0).3 {
+            self.mbx.out_full = false;
+            self.mem[reg::SM0 + 5] &= !0x08;
+        }
+        if !self.sm(1).3 {
+            self.mbx.in_full = false;
+            self.mem[reg::SM0 + 8 + 5] &= !0x08;
+        }
+        let repeat = self.mem[reg::SM0 + 8 + 6] & 0x02 != 0;
+        if repeat != self.mbx.repeat {
+            self.mbx.repeat = repeat;
+            if let Some(last) = self.mbx.last.clone() {
+                self.write_mailbox_in(&last);
+            }
+            let ack = &mut self.mem[reg::SM0 + 8 + 7];
+            *ack = (*ack & !0x02) | if repeat { 0x02 } else { 0 };
+        }
+        self.mailbox_service();
+    }
+
+    /// INIT: the mailboxes are emptied and nothing waits.
+    fn reset_mailbox(&mut self) {
+        if self.coe.is_none() {
+            return;
+        }
+        let repeat = self.mbx.repeat;
+        self.mbx = MailboxState {
+            repeat,
+            ..MailboxState::default()
+        };
+        self.mem[reg::SM0 + 5] &= !0x08;
+        self.mem[reg::SM0 + 8 + 5] &= !0x08;
+    }
+
+    /// Put `frame` into SM1's buffer (the rest zeroed): full.
+    fn write_mailbox_in(&mut self, frame: &[u8]) {
+        let (start, len, _, _) = self.sm(1);
+        let (start, len) = (usize::from(start), usize::from(len));
+        if start + len > MEM_SIZE {
+            return;
+        }
+        let buf = &mut self.mem[start..start + len];
+        buf.fill(0);
+        let n = frame.len().min(len);
+        buf[..n].copy_from_slice(&frame[..n]);
+        self.mbx.in_full = true;
+        self.mem[reg::SM0 + 8 + 5] |= 0x08;
+    }
+
+    /// The device application's mailbox handler: deliver a waiting response into an empty SM1,
+    /// take a request from SM0 when nothing waits, deliver an emergency when idle. The mailbox
+    /// runs in PRE-OP, SAFE-OP and OP.
+    fn mailbox_service(&mut self) {
+        if self.coe.is_none() {
+            return;
+        }
+        let st = self.al_state();
+        if !matches!(st, 2 | 4 | 8) {
+            return;
+        }
+        loop {
+            let sm1_ok = self.sm(1).3 && self.sm(1).1 as usize >= 16;
+            if !self.mbx.in_full
+                && sm1_ok
+                && let Some(r) = self.mbx.queue.pop_front()
+            {
+                self.put_response(r);
+                continue;
+            }
+            if self.mbx.out_full && self.mbx.queue.is_empty() {
+                self.take_request();
+                continue;
+            }
+            if !self.mbx.in_full
+                && sm1_ok
+                && !self.mbx.out_full
+                && let Some(e) = self.mbx.emergencies.pop_front()
+            {
+                self.put_response(e);
+            }
+            return;
+        }
+    }
+
+    fn put_response(&mut self, mut r: Vec<u8>) {
+        let c = self.mbx.next_counter();
+        if r.len() >= mailbox::HEADER {
+            r[5] = (r[5] & 0x8f) | (c << 4);
+        }
+        self.write_mailbox_in(&r);
+        self.mbx.last = Some(r);
+    }
+
+    /// Read the request in SM0 (SM0 empty again) and queue the responses.
+    fn take_request(&mut self) {
+        let (start, len, _, _) = self.sm(0);
+        let (start, len) = (usize::from(start), usize::from(len));
+        self.mbx.out_full = false;
+        self.mem[reg::SM0 + 5] &= !0x08;
+        if start + len > MEM_SIZE {
+            return;
+        }
+        let request = self.mem[start..start + len].to_vec();
+        let room = usize::from(self.sm(1).1).saturating_sub(mailbox::HEADER);
+        let state = AlState::from_u8(self.al_state()).unwrap_or(AlState::PreOp);
+        let (out_len, in_len) = (usize::from(self.pd_len.0), usize::from(self.pd_len.1));
+        let (out_at, in_at) = self.pd_addrs();
+        let Some(coe) = self.coe.as_mut() else {
+            return;
+        };
+        match mailbox::parse(&request, len) {
+            Parsed::Error(detail) => self.mbx.queue.push_back(mailbox::error_reply(detail)),
+            Parsed::Coe(data) => {
+                let img = Image {
+                    outputs: &self.mem[out_at..out_at + out_len],
+                    inputs: &self.mem[in_at..in_at + in_len],
+                };
+                let responses = coe.handle(data, state, room, img);
+                for r in responses.into_iter().take(mailbox::MAX_QUEUED) {
+                    self.mbx
+                        .queue
+                        .push_back(mailbox::frame(mailbox::kind::COE, &r));
+                }
+            }
+        }
+    }
+
+    /// Physical addresses of the output and input SM buffers.
+    fn pd_addrs(&self) -> (usize, usize) {
+        if self.coe.is_some() {
+            (
+                usize::from(sii::COE_OUTPUT_SM_ADDR),
+                usize::from(sii::COE_INPUT_SM_ADDR),
+            )
+        } else {
+            (
+                usize::from(sii::OUTPUT_SM_ADDR),
+                usize::from(sii::INPUT_SM_ADDR),
+            )
+        }
     }
 
     /// Physical read-write: the frame gets the old contents, memory gets the frame's data.
@@ -642,7 +940,7 @@ impl Esc {
         // The device application runs on the output sync manager event (SM-synchronous), or on
         // the input read for a device without outputs: once per cycle even when the image is
         // spread over several frames.
-        if hit.write || (hit.read && self.spec.outputs == 0) {
+        if hit.write || (hit.read && self.pd_len.0 == 0) {
             self.pd_touched = true;
         }
         hit
@@ -658,11 +956,15 @@ impl Esc {
         self.publish_inputs();
     }
 
+    /// The device's inputs from its outputs ([`crate::pdi`]): the rule covers the bytes the
+    /// input SM carries, whatever entries a CoE device maps there (its statusword is thus the
+    /// low half of the counter); SDO uploads of mapped objects read the same bytes.
     fn publish_inputs(&mut self) {
-        let out_len = usize::from(self.spec.outputs);
-        let in_len = usize::from(self.spec.inputs);
-        let (lo, hi) = self.mem.split_at_mut(sii::INPUT_SM_ADDR as usize);
-        let outputs = &lo[sii::OUTPUT_SM_ADDR as usize..sii::OUTPUT_SM_ADDR as usize + out_len];
+        let out_len = usize::from(self.pd_len.0);
+        let in_len = usize::from(self.pd_len.1);
+        let (out_at, in_at) = self.pd_addrs();
+        let (lo, hi) = self.mem.split_at_mut(in_at);
+        let outputs = &lo[out_at..out_at + out_len];
         pdi::device_inputs(self.pd_counter, outputs, &mut hi[..in_len]);
     }
 

@@ -5,13 +5,17 @@
 //! exchange process data. Two transports: in-process ([`inproc`]) and a raw-socket responder on a
 //! network interface ([`wire`]). Faults are injected at run time through [`faults::Faults`].
 
+pub mod coe;
 pub mod control;
 pub mod esc;
 pub mod faults;
 pub mod frame;
 pub mod inproc;
+pub mod mailbox;
 #[cfg(feature = "netns")]
 pub mod netns;
+pub mod od;
+mod odspec;
 pub mod pdi;
 pub mod pdo;
 pub mod port;
@@ -24,4 +28,4 @@ pub mod wire;
 pub use faults::{FaultCommand, FaultState, Faults};
 pub use port::SimPort;
 pub use segment::{Disposition, Segment, SegmentStats};
-pub use spec::{DeviceSpec, SegmentSpec};
+pub use spec::{CoePdo, CoeSpec, DeviceSpec, SegmentSpec};

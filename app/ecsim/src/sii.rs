@@ -11,6 +11,16 @@ use thiserror::Error;
 pub const OUTPUT_SM_ADDR: u16 = 0x1000;
 /// Physical address of the input (TxPDO) sync manager buffer.
 pub const INPUT_SM_ADDR: u16 = 0x1800;
+/// A CoE device's mailboxes: SM0 master -> device at 0x1000, SM1 device -> master at 0x1080,
+/// 128 bytes each (a common standard mailbox size; ETG.2000 ESI `<Mailbox>` examples and the
+/// Beckhoff terminals use it).
+pub const MBX_OUT_ADDR: u16 = 0x1000;
+pub const MBX_IN_ADDR: u16 = 0x1080;
+pub const MBX_SIZE: u16 = 128;
+/// A CoE device's process data SM buffers (SM2 outputs, SM3 inputs), each up to
+/// [`crate::spec::MAX_IO_BYTES`] bytes within the process RAM.
+pub const COE_OUTPUT_SM_ADDR: u16 = 0x1100;
+pub const COE_INPUT_SM_ADDR: u16 = 0x1900;
 
 const CAT_STRINGS: u16 = 10;
 const CAT_GENERAL: u16 = 30;
@@ -32,8 +42,28 @@ pub struct PdSm {
     pub usage: u8,
 }
 
-/// The process-data sync managers of a device, in SM index order (no mailbox: SM0 first).
+/// The process-data sync managers of a device, in SM index order (no mailbox: SM0 first; a
+/// CoE device: SM2 outputs and SM3 inputs, both present even when empty, with the sizes of
+/// the default assignment).
 pub fn process_data_sms(d: &DeviceSpec) -> Vec<PdSm> {
+    if d.coe.is_some() {
+        return vec![
+            PdSm {
+                index: 2,
+                start: COE_OUTPUT_SM_ADDR,
+                len: d.outputs,
+                control: 0x64,
+                usage: 3,
+            },
+            PdSm {
+                index: 3,
+                start: COE_INPUT_SM_ADDR,
+                len: d.inputs,
+                control: 0x20,
+                usage: 4,
+            },
+        ];
+    }
     let mut sms = Vec::new();
     if d.outputs > 0 {
         sms.push(PdSm {
@@ -209,7 +239,20 @@ pub fn build_image(d: &DeviceSpec) -> Result<Vec<u8>, SiiError> {
     img[20..24].copy_from_slice(&d.product_id.to_le_bytes());
     img[24..28].copy_from_slice(&d.revision.to_le_bytes());
     img[28..32].copy_from_slice(&d.serial.to_le_bytes());
-    // Words 0x18..0x1c: no mailbox. Word 0x3f: version 1. Word 0x3e: size, set below.
+    // Words 0x18..0x1c: the standard mailbox (receive offset and size, send offset and size)
+    // and the mailbox protocols, bit 2 CoE (ETG.2010 Table 2); zero without a mailbox.
+    if d.coe.is_some() {
+        for (w, v) in [
+            (0x18, MBX_OUT_ADDR),
+            (0x19, MBX_SIZE),
+            (0x1a, MBX_IN_ADDR),
+            (0x1b, MBX_SIZE),
+            (0x1c, 0x0004),
+        ] {
+            img[2 * w..2 * w + 2].copy_from_slice(&v.to_le_bytes());
+        }
+    }
+    // Word 0x3f: version 1. Word 0x3e: size, set below.
     img[0x7e..0x80].copy_from_slice(&1u16.to_le_bytes());
 
     push_category(&mut img, CAT_STRINGS, strings.encode());
@@ -218,19 +261,35 @@ pub fn build_image(d: &DeviceSpec) -> Result<Vec<u8>, SiiError> {
     general[0] = 2; // group
     general[2] = 1; // order
     general[3] = 1; // name
+    if d.coe.is_some() {
+        // CoE details (ETG.2010 Table 5): SDO, SDO information, PDO assign, PDO configuration,
+        // complete access.
+        general[5] = 0x01 | 0x02 | 0x04 | 0x08 | 0x20;
+    }
     general[11] = 0x01; // flags: enable SAFE-OP
     general[14] = 2; // group index (compatibility copy)
     general[16..18].copy_from_slice(&0x0011u16.to_le_bytes()); // ports 0 and 1: MII
     push_category(&mut img, CAT_GENERAL, general);
 
     let sms = process_data_sms(d);
-    let fmmu: Vec<u8> = sms
+    let mut fmmu: Vec<u8> = sms
         .iter()
         .map(|s| if s.usage == 3 { 1 } else { 2 })
         .collect();
+    if d.coe.is_some() {
+        fmmu.push(3); // mailbox state
+    }
     push_category(&mut img, CAT_FMMU, fmmu);
 
     let mut syncm = Vec::new();
+    if d.coe.is_some() {
+        // SM0 mailbox out (mailbox mode, ECAT writes, PDI interrupt), SM1 mailbox in.
+        for (start, control, usage) in [(MBX_OUT_ADDR, 0x26u8, 1u8), (MBX_IN_ADDR, 0x22, 2)] {
+            syncm.extend_from_slice(&start.to_le_bytes());
+            syncm.extend_from_slice(&MBX_SIZE.to_le_bytes());
+            syncm.extend_from_slice(&[control, 0, 1, usage]);
+        }
+    }
     for s in &sms {
         syncm.extend_from_slice(&s.start.to_le_bytes());
         syncm.extend_from_slice(&s.len.to_le_bytes());
@@ -241,7 +300,7 @@ pub fn build_image(d: &DeviceSpec) -> Result<Vec<u8>, SiiError> {
     }
     push_category(&mut img, CAT_SYNCM, syncm);
 
-    for s in &sms {
+    for s in sms.iter().filter(|s| s.len > 0) {
         if s.usage == 4 {
             push_category(
                 &mut img,

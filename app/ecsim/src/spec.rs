@@ -75,7 +75,7 @@ pub enum SpecError {
     Invalid(String),
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SegmentFile {
     #[serde(default)]
@@ -84,7 +84,7 @@ struct SegmentFile {
     device: Vec<DeviceEntry>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct DeviceEntry {
     #[serde(default = "one")]
@@ -111,6 +111,30 @@ struct DeviceEntry {
     rxpdo: Option<Vec<PdoEntry>>,
     #[serde(default)]
     txpdo: Option<Vec<PdoEntry>>,
+    /// CoE: a mailbox and an object dictionary (see [`CoeSpec`]).
+    #[serde(default)]
+    coe: bool,
+    #[serde(default)]
+    device_type: Option<u32>,
+    #[serde(default)]
+    hardware_version: Option<String>,
+    #[serde(default)]
+    software_version: Option<String>,
+    #[serde(default)]
+    pdo_buffer: Option<u16>,
+    #[serde(default)]
+    object: Vec<crate::odspec::ObjectEntry>,
+}
+
+fn e_coe(e: &DeviceEntry) -> crate::odspec::CoeFields<'_> {
+    crate::odspec::CoeFields {
+        coe: e.coe,
+        device_type: e.device_type,
+        hardware_version: e.hardware_version.as_deref(),
+        software_version: e.software_version.as_deref(),
+        pdo_buffer: e.pdo_buffer,
+        objects: &e.object,
+    }
 }
 
 /// One `[[device.txpdo]]` / `[[device.rxpdo]]`.
@@ -120,6 +144,18 @@ struct PdoEntry {
     index: u16,
     name: String,
     entries: Vec<EntryEntry>,
+    /// CoE only: in the default assignment (0x1C12 / 0x1C13); default true.
+    #[serde(default)]
+    assigned: Option<bool>,
+    /// CoE only: may be added to or removed from the assignment in PRE-OP; default false.
+    #[serde(default)]
+    assignable: Option<bool>,
+    /// CoE only: its mapping may be written in PRE-OP; default false.
+    #[serde(default)]
+    mappable: Option<bool>,
+    /// CoE only: most entries of a mappable PDO; default 8.
+    #[serde(default)]
+    max_entries: Option<u8>,
 }
 
 /// One element of a PDO's `entries`.
@@ -174,6 +210,44 @@ pub struct DeviceSpec {
     pub rxpdo: Option<Vec<PdoSpec>>,
     /// TxPDOs (inputs), as `rxpdo` for `inputs`.
     pub txpdo: Option<Vec<PdoSpec>>,
+    /// A CoE device: mailbox on SM0/SM1 and an object dictionary; `None`: no mailbox, the
+    /// process data SMs are SM0/SM1 (the layout of the segments before CoE).
+    pub coe: Option<CoeSpec>,
+}
+
+/// The CoE part of a device description (`coe = true`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoeSpec {
+    /// 0x1000 device type (`device_type`).
+    pub device_type: u32,
+    /// 0x1009 / 0x100A (`hardware_version`, `software_version`; default "1.0").
+    pub hardware_version: String,
+    pub software_version: String,
+    /// 0x1C32:05 / 0x1C33:05 minimum cycle time, ns.
+    pub min_cycle_ns: u32,
+    /// Capacity of each process data sync manager buffer (`pdo_buffer`), bytes: a mapping or
+    /// assignment beyond it aborts 0x06040042.
+    pub pdo_buffer_bytes: u16,
+    /// Every PDO, with its options; the default-assigned ones are also in `rxpdo` / `txpdo`.
+    pub pdos: Vec<CoePdo>,
+    /// The application objects of `[[device.object]]`.
+    pub objects: Vec<crate::od::Object>,
+}
+
+/// One PDO of a CoE device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CoePdo {
+    pub dir: Direction,
+    /// Index, name and default mapping.
+    pub pdo: PdoSpec,
+    /// In the default assignment.
+    pub assigned: bool,
+    /// May be added to / removed from the assignment (0x1C12 / 0x1C13 writable in PRE-OP).
+    pub assignable: bool,
+    /// Its mapping may be written in PRE-OP.
+    pub mappable: bool,
+    /// Most entries (the number of subindexes of the mapping object).
+    pub max_entries: u8,
 }
 
 impl DeviceSpec {
@@ -227,6 +301,7 @@ impl SegmentSpec {
                 alias: 0,
                 rxpdo: None,
                 txpdo: None,
+                coe: None,
             })
             .collect();
         Self {
@@ -299,10 +374,14 @@ impl SegmentSpec {
                                     name: e.name.clone(),
                                 })
                                 .collect(),
+                            assigned: None,
+                            assignable: None,
+                            mappable: None,
+                            max_entries: None,
                         })
                         .collect()
                 });
-                direction(i, dir, Some(bytes), &listed)?;
+                direction(i, dir, Some(bytes), &listed, d.coe.is_some())?;
             }
             check_mapping(i, d)?;
         }
@@ -368,8 +447,10 @@ impl SegmentSpec {
                 )));
             }
             check_name(&format!("device[{i}].name"), &e.name)?;
-            let (outputs, rxpdo) = direction(i, Direction::Outputs, e.outputs, &e.rxpdo)?;
-            let (inputs, txpdo) = direction(i, Direction::Inputs, e.inputs, &e.txpdo)?;
+            let (outputs, rxpdo, mut pdos) =
+                direction(i, Direction::Outputs, e.outputs, &e.rxpdo, e.coe)?;
+            let (inputs, txpdo, tx) = direction(i, Direction::Inputs, e.inputs, &e.txpdo, e.coe)?;
+            pdos.extend(tx);
             if outputs == 0 && inputs == 0 {
                 return Err(SpecError::Invalid(format!(
                     "device[{i}]: outputs and inputs are both 0; a subdevice needs process data"
@@ -397,6 +478,11 @@ impl SegmentSpec {
                 alias: e.alias,
                 rxpdo,
                 txpdo,
+                coe: None,
+            };
+            let first = DeviceSpec {
+                coe: crate::odspec::coe_spec(i, e_coe(e), &first, pdos)?,
+                ..first
             };
             check_mapping(i, &first)?;
             for k in 0..e.count {
@@ -422,7 +508,8 @@ fn direction(
     dir: Direction,
     bytes: Option<u16>,
     pdos: &Option<Vec<PdoEntry>>,
-) -> Result<(u16, Option<Vec<PdoSpec>>), SpecError> {
+    coe: bool,
+) -> Result<Direction1, SpecError> {
     let key = dir.key();
     let bytes_key = dir.bytes_key();
     if let Some(v) = bytes
@@ -433,7 +520,7 @@ fn direction(
         )));
     }
     let Some(list) = pdos else {
-        return Ok((bytes.unwrap_or(0), None));
+        return Ok((bytes.unwrap_or(0), None, Vec::new()));
     };
     if list.len() > MAX_PDOS {
         return Err(SpecError::Invalid(format!(
@@ -442,6 +529,7 @@ fn direction(
         )));
     }
     let mut out = Vec::with_capacity(list.len());
+    let mut coe_pdos = Vec::new();
     let mut bits: u64 = 0;
     for (p, pdo_entry) in list.iter().enumerate() {
         let at = format!("device[{i}].{key}[{p}]");
@@ -461,7 +549,30 @@ fn direction(
             )));
         }
         check_name(&format!("{at}.name"), &pdo_entry.name)?;
-        if pdo_entry.entries.is_empty() || pdo_entry.entries.len() > MAX_ENTRIES_PER_PDO {
+        let options = [
+            ("assigned", pdo_entry.assigned.is_some()),
+            ("assignable", pdo_entry.assignable.is_some()),
+            ("mappable", pdo_entry.mappable.is_some()),
+            ("max_entries", pdo_entry.max_entries.is_some()),
+        ];
+        if !coe && let Some((key, _)) = options.iter().find(|(_, set)| *set) {
+            return Err(SpecError::Invalid(format!(
+                "{at}.{key}: only a CoE device (coe = true) has a PDO assignment and mapping"
+            )));
+        }
+        let assigned = pdo_entry.assigned.unwrap_or(true);
+        let mappable = pdo_entry.mappable.unwrap_or(false);
+        let max_entries = pdo_entry.max_entries.unwrap_or(DEFAULT_MAX_ENTRIES);
+        if mappable && (max_entries == 0 || usize::from(max_entries) < pdo_entry.entries.len()) {
+            return Err(SpecError::Invalid(format!(
+                "{at}.max_entries = {max_entries}: must be 1..=255 and hold the {} entries listed",
+                pdo_entry.entries.len()
+            )));
+        }
+        let may_be_empty = mappable && !assigned;
+        if (pdo_entry.entries.is_empty() && !may_be_empty)
+            || pdo_entry.entries.len() > MAX_ENTRIES_PER_PDO
+        {
             return Err(SpecError::Invalid(format!(
                 "{at}.entries: {} entries, must be 1..={MAX_ENTRIES_PER_PDO} (the SII entry count \
                  is one byte)",
@@ -481,14 +592,33 @@ fn direction(
                      (names are unique within a PDO)"
                 )));
             }
-            bits += u64::from(entry.bits);
+            if assigned {
+                bits += u64::from(entry.bits);
+            }
             entries.push(entry);
         }
-        out.push(PdoSpec {
+        let pdo = PdoSpec {
             index: pdo_entry.index,
             name: pdo_entry.name.clone(),
             entries,
-        });
+        };
+        if assigned {
+            out.push(pdo.clone());
+        }
+        if coe {
+            coe_pdos.push(CoePdo {
+                dir,
+                pdo,
+                assigned,
+                assignable: pdo_entry.assignable.unwrap_or(false),
+                mappable,
+                max_entries: if mappable {
+                    max_entries
+                } else {
+                    pdo_entry.entries.len() as u8
+                },
+            });
+        }
     }
     let carried = if bits.is_multiple_of(8) && bits / 8 <= u64::from(MAX_IO_BYTES) {
         bits / 8
@@ -507,8 +637,15 @@ fn direction(
              bytes); leave {bytes_key} out or make it {carried}"
         )));
     }
-    Ok((carried as u16, Some(out)))
+    Ok((carried as u16, Some(out), coe_pdos))
 }
+
+/// One direction of a device: its byte count, the PDOs its SII lists (the default assignment)
+/// and, for a CoE device, every PDO with its options.
+type Direction1 = (u16, Option<Vec<PdoSpec>>, Vec<CoePdo>);
+
+/// Entries a mappable PDO holds when the description does not say.
+const DEFAULT_MAX_ENTRIES: u8 = 8;
 
 /// One PDO entry: padding (index 0: `bits`, no type, no name, subindex 0) or a named, typed
 /// object whose `bits`, if given, is the type's width.
@@ -626,6 +763,10 @@ fn check_mapping(i: usize, d: &DeviceSpec) -> Result<(), SpecError> {
     crate::sii::Strings::of(d)
         .map(|_| ())
         .map_err(|e| SpecError::Invalid(format!("device[{i}]: {e}")))
+}
+
+pub(crate) fn check_name_pub(field: &str, name: &str) -> Result<(), SpecError> {
+    check_name(field, name)
 }
 
 /// Names end up in the SII EEPROM, status lines and logs: printable ASCII only.
