@@ -949,9 +949,9 @@ where
 }
 
 /// Compare what the subdevice runs with (`src`, read back in PRE-OP after the apply) with what
-/// `d` asked, PDO by PDO and entry by entry, then give the configured entries their names (and
-/// their types where a startup SDO says it). A mapped PDO that is not assigned (the assignment
-/// is the device's default) is read back with SDOs.
+/// `d` asked ([`compare`]), then give the configured entries their names (and their types where
+/// a startup SDO says it). A mapped PDO that is not assigned (the assignment is the device's
+/// default) is read back with SDOs.
 pub fn check_and_name<S>(
     sd: &SubDeviceRef<'_, S>,
     who: &str,
@@ -961,6 +961,24 @@ pub fn check_and_name<S>(
 where
     S: std::ops::Deref<Target = ethercrab::SubDevice>,
 {
+    compare(who, d, src, |pdo| read_mapping(sd, who, pdo))?;
+    for p in &d.pdo_map {
+        if let Some(q) = src.pdos.iter_mut().find(|q| q.index == p.index) {
+            name_entries(q, p, d);
+        }
+    }
+    Ok(())
+}
+
+/// Compare `src` with `d`, assignment by assignment and PDO by PDO, entry by entry; the mapping
+/// of a configured PDO that `src` does not have (not assigned) comes from `unassigned`. The
+/// error names the object and the first difference.
+pub fn compare(
+    who: &str,
+    d: &DeviceConfig,
+    src: &SubdeviceSource,
+    mut unassigned: impl FnMut(u16) -> Result<Vec<(u16, u8, u8)>, DeviceError>,
+) -> Result<(), DeviceError> {
     let differs = |object: String, what: String| DeviceError::Differs {
         who: who.to_string(),
         object,
@@ -998,7 +1016,7 @@ where
             .collect();
         let got: Vec<(u16, u8, u8)> = match src.pdos.iter().find(|q| q.index == p.index) {
             Some(q) => q.entries.iter().map(|e| (e.0, e.1, e.2)).collect(),
-            None => read_mapping(sd, who, p.index)?,
+            None => unassigned(p.index)?,
         };
         if got != want {
             let first = want
@@ -1022,9 +1040,6 @@ where
                     show(got.get(first))
                 ),
             ));
-        }
-        if let Some(q) = src.pdos.iter_mut().find(|q| q.index == p.index) {
-            name_entries(q, p, d);
         }
     }
     Ok(())
@@ -1623,6 +1638,99 @@ transition = "SO"
         assert_eq!(c.device.len(), 1);
         assert_eq!(c.device[0].pdo_map[0].entries.len(), 4);
         assert_eq!(c.device[0].sdo[0].ty, SdoType::I8);
+    }
+
+    fn servo_source(tx: Vec<(u16, u8, u8)>) -> SubdeviceSource {
+        let pdo = |index, sm, direction, e: Vec<(u16, u8, u8)>| PdoSource {
+            index,
+            name: None,
+            sync_manager: sm,
+            direction,
+            entries: e.into_iter().map(|(i, s, b)| (i, s, b, None, 0)).collect(),
+        };
+        SubdeviceSource {
+            address: 0x1002,
+            alias: 0,
+            name: "SERVO-COE".into(),
+            identity: crate::layout::Identity {
+                vendor_id: 0x766,
+                product_code: 0x30003,
+                revision: 1,
+                serial: 3,
+            },
+            coe: true,
+            mapping: crate::layout::MappingSource::Coe,
+            pdos: vec![
+                pdo(
+                    0x1600,
+                    2,
+                    Direction::Outputs,
+                    vec![
+                        (0x6040, 0, 16),
+                        (0x607a, 0, 32),
+                        (0x60ff, 0, 32),
+                        (0x6060, 0, 8),
+                    ],
+                ),
+                pdo(0x1a00, 3, Direction::Inputs, tx),
+            ],
+        }
+    }
+
+    /// A device that ignores a write without aborting it: the comparison names the PDO and the
+    /// first difference.
+    #[test]
+    fn compare_names_the_pdo_and_the_first_difference() {
+        let c = Config::parse(SERVO, "c.toml").unwrap();
+        let d = &c.device[0];
+        let good = vec![
+            (0x6041, 0, 16),
+            (0x6064, 0, 32),
+            (0x606c, 0, 32),
+            (0x6061, 0, 8),
+        ];
+        let none = |_| -> Result<Vec<(u16, u8, u8)>, DeviceError> { panic!("all assigned") };
+        compare("sub", d, &servo_source(good.clone()), none).unwrap();
+        let e = compare("sub", d, &servo_source(vec![(0x6041, 0, 16)]), none)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "sub: 0x1a00: 4 entries configured, the subdevice maps 1; entry 2 configured \
+             0x6064:00:32, the subdevice has nothing"
+        );
+        let mut wrong = good.clone();
+        wrong[2] = (0x606c, 0, 16);
+        let e = compare("sub", d, &servo_source(wrong), none)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("entry 3 configured 0x606c:00:32, the subdevice has 0x606c:00:16"),
+            "{e}"
+        );
+        // The assignment: the device kept another PDO.
+        let mut src = servo_source(good.clone());
+        src.pdos[1].index = 0x1a01;
+        let e = compare("sub", d, &src, none).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "sub: 0x1c13: assignment configured [0x1a00], the subdevice has [0x1a01]"
+        );
+        // SM3's assignment left to the device: its mapped PDO is read back.
+        let t2 = SERVO.replace(
+            "pdo_assign = { sm2 = [0x1600], sm3 = [0x1A00] }",
+            "pdo_assign = { sm2 = [0x1600] }",
+        );
+        let c = Config::parse(&t2, "c.toml").unwrap();
+        let mut src = servo_source(good.clone());
+        src.pdos.pop();
+        let mut asked = Vec::new();
+        compare("sub", &c.device[0], &src, |pdo| {
+            asked.push(pdo);
+            Ok(good.clone())
+        })
+        .unwrap();
+        assert_eq!(asked, [0x1a00]);
     }
 
     #[test]
