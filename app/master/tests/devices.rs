@@ -312,13 +312,8 @@ fn default_and_configured_layouts_of_the_coe_example() {
     assert_eq!(pdo_list(l, 1), [0x1a00, 0x1a01, 0x1a02, 0x1a03]);
     assert_eq!(l.subdevices[1].input_bytes, 16);
     // Inputs: DIO8 (1 byte), AI4 (16 bytes), then the servo from byte 17 (bit 136).
-    let named = |v: Vec<(u16, u8, u8, String, u32)>| {
-        v.into_iter()
-            .map(|(i, s, b, n, o)| (i, s, b, n, o))
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
-        named(entries(l, 2, 0x1a00)),
+        entries(l, 2, 0x1a00),
         [
             (0x6041, 0, 16, "Statusword".to_string(), 136),
             (0x6064, 0, 32, "Position actual value".to_string(), 152),
@@ -328,7 +323,7 @@ fn default_and_configured_layouts_of_the_coe_example() {
     );
     // Outputs: DIO8 (1 byte), the AI4 has none, the servo from byte 1 (bit 8).
     assert_eq!(
-        named(entries(l, 2, 0x1600)),
+        entries(l, 2, 0x1600),
         [
             (0x6040, 0, 16, "Controlword".to_string(), 8),
             (0x607a, 0, 32, "Target position".to_string(), 24),

@@ -65,3 +65,57 @@ fn bad_device_configurations_exit_2_naming_device_and_object() {
         assert!(err.contains(want), "{what}: {err}\nwanted {want}");
     }
 }
+
+/// What only the subdevice can refuse fails the bring-up at run time: exit 1, naming the
+/// subdevice, the object and the abort; the example itself runs.
+#[test]
+fn a_write_the_subdevice_refuses_exits_1_naming_device_object_and_abort() {
+    let dir = tempfile::tempdir().unwrap();
+    let top = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let segment = format!("{top}/examples/coe/segment.toml");
+    let bench = |config: &std::path::Path| {
+        rtcat()
+            .args([
+                "bench",
+                "--sim",
+                "--no-rt",
+                "--duration",
+                "1",
+                "--segment",
+                &segment,
+            ])
+            .arg("--config")
+            .arg(config)
+            .arg("--out")
+            .arg(dir.path().join("out"))
+            .output()
+            .unwrap()
+    };
+    let good = std::path::PathBuf::from(format!("{top}/examples/coe/rtcat.toml"));
+    let out = bench(&good);
+    assert!(
+        out.status.success(),
+        "the example: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        EXAMPLE.replace(
+            "[[device.sdo]]\nindex = 0x6085",
+            "[[device.sdo]]\nindex = 0x2000\nsub = 0\ntype = \"u16\"\nvalue = 5\n\n\
+             [[device.sdo]]\nindex = 0x6085",
+        ),
+    )
+    .unwrap();
+    let out = bench(&bad);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    for want in [
+        "subdevice at position 2 (SERVO-COE, device[1])",
+        "write 0x2000:00 = 5 (u16)",
+        "0x06020000: The object does not exist in the object directory",
+    ] {
+        assert!(err.contains(want), "{err}\nwanted {want}");
+    }
+}
