@@ -242,20 +242,22 @@ fn run(
     probe: &mut Probe,
     faults: Faults,
 ) -> rtcat_master::Result<rtcat_master::Outcome> {
-    let mut spec = RunSpec::new(
-        cfg,
-        Target::Sim {
-            spec: segment(),
-            faults,
-        },
-        probe.stop.clone(),
-    );
+    run_on(segment(), cfg, probe, faults)
+}
+
+fn run_on(
+    seg: SegmentSpec,
+    cfg: Config,
+    probe: &mut Probe,
+    faults: Faults,
+) -> rtcat_master::Result<rtcat_master::Outcome> {
+    let mut spec = RunSpec::new(cfg, Target::Sim { spec: seg, faults }, probe.stop.clone());
     spec.no_rt = true;
     spec.duration = Some(Duration::from_secs(60));
     rtcat_master::run_simple(spec, probe)
 }
 
-/// (index, subindex, bits, name) of a subdevice's PDO `pdo`.
+/// (index, subindex, bits, name, bit offset) of a subdevice's PDO `pdo`.
 fn entries(l: &Layout, position: u16, pdo: u16) -> Vec<(u16, u8, u8, String, u32)> {
     let s = &l.subdevices[usize::from(position)];
     let p = l.pdos[s.pdos.clone()]
@@ -391,6 +393,65 @@ fn startup_sdos_are_in_the_dictionary_and_a_power_cycle_reapplies_everything() {
         assert_eq!(g.named_bad, 0);
     }
     assert!(probe.gens[1].checked >= 50, "{}", probe.gens[1].checked);
+}
+
+/// The expected working counter follows the configured mapping: an AI4 assigned no PDO has no
+/// inputs and no share of the LRW's working counter (ETG.1000.4 §5.4.3.3: +1 per subdevice read).
+#[test]
+fn the_expected_wkc_follows_the_configured_mapping() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cfg = configured();
+    cfg.segment.expected_wkc = None;
+    let ai4 = &mut cfg.device[0];
+    ai4.pdo_assign.as_mut().expect("AI4 assignment").sm3 = Some(Vec::new());
+    ai4.input_bytes = Some(0);
+    ai4.sdo.clear();
+    cfg.validate("test").expect("valid");
+    let faults = Faults::new();
+    let mut probe = Probe::new(faults.clone(), Stop::new(), Vec::new());
+    let out = run(cfg, &mut probe, faults).expect("run");
+    assert!(out.fatal.is_none(), "{:?}", out.fatal);
+    assert_eq!(out.expected_wkc, 3 + 3, "DIO8 and SERVO only");
+    assert_eq!(probe.gens[0].layout.subdevices[1].input_bytes, 0);
+    assert!(probe.gens[0].bad.is_empty(), "{:?}", probe.gens[0].bad);
+}
+
+/// One identity entry configures every subdevice with that identity.
+#[test]
+fn an_identity_entry_configures_every_matching_subdevice() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut seg = segment();
+    let again = seg.devices.clone();
+    seg.devices.extend(again);
+    for (i, d) in seg.devices.iter_mut().enumerate() {
+        d.serial = 100 + i as u32;
+    }
+    let mut cfg = configured();
+    cfg.segment = Default::default();
+    let servo = &mut cfg.device[1];
+    servo.position = None;
+    servo.vendor_id = Some(0x0000_0766);
+    servo.product_id = Some(0x0003_0003);
+    cfg.validate("test").expect("valid");
+    let faults = Faults::new();
+    let mut probe = Probe::new(faults.clone(), Stop::new(), Vec::new());
+    let out = run_on(seg, cfg, &mut probe, faults).expect("run");
+    assert!(out.fatal.is_none(), "{:?}", out.fatal);
+    let l = &probe.gens[0].layout;
+    for p in [1, 4] {
+        assert_eq!(
+            pdo_list(l, p),
+            [0x1a00, 0x1a01, 0x1a02, 0x1a03],
+            "AI4 at {p}"
+        );
+    }
+    for p in [2, 5] {
+        assert_eq!(l.subdevices[usize::from(p)].input_bytes, 11, "servo at {p}");
+        assert_eq!(entries(l, p, 0x1600)[1].3, "Target position");
+    }
+    assert_eq!(out.expected_wkc, 14);
+    assert!(probe.gens[0].bad.is_empty(), "{:?}", probe.gens[0].bad);
+    assert!(probe.gens[0].checked >= 50);
 }
 
 /// The control of the test above: the test's own write of 0x6071 survives a recovery that is
