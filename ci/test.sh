@@ -46,7 +46,7 @@ rust_checks() {
 	cargo "+$MSRV" check --locked --workspace --all-targets
 
 	step "rust: library docs (missing_docs is denied in the crates; rustdoc warnings too)"
-	RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -q -p rtcat-master -p rtcat-results -p rtcat-packet
+	RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -q -p rtcat-master -p rtcat-results -p rtcat-packet -p rtcat-esi
 
 	step "rust: what the shipped binary and the master library are built from"
 	# The master without its 'sim' feature must not contain the simulator, and the rtcat binary

@@ -516,16 +516,20 @@ impl CoeServer {
                 let Some(o) = self.od.object(index) else {
                     return vec![info_error(abort::NO_OBJECT)];
                 };
-                let ty = o
-                    .entries
-                    .get(1)
-                    .or(o.entries.first())
-                    .map_or(0, |e| e.ty.code());
-                let ty = if o.code == crate::od::ObjectCode::Record {
-                    // Records list the DEFTYPE of their structure; ours have none of their own.
-                    0x002a
-                } else {
-                    ty
+                // VAR: its type; ARRAY: the type of its elements; RECORD: the complex data type
+                // of its structure (CiA 301 §7.4.7.1 / ETG.1000.6 Table 63: 0x0021 PDO_MAPPING,
+                // 0x0023 IDENTITY); an application record defines none of its own (0).
+                let ty = match o.code {
+                    crate::od::ObjectCode::Record => match index {
+                        0x1018 => 0x0023,
+                        0x1600..=0x17ff | 0x1a00..=0x1bff => 0x0021,
+                        _ => 0x0000,
+                    },
+                    _ => o
+                        .entries
+                        .get(1)
+                        .or(o.entries.first())
+                        .map_or(0, |e| e.ty.code()),
                 };
                 let mut data = index.to_le_bytes().to_vec();
                 data.extend_from_slice(&ty.to_le_bytes());
@@ -667,4 +671,68 @@ fn fragments(op: u8, data: &[u8], room: usize) -> Vec<Vec<u8>> {
             f
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::SegmentSpec;
+    use proptest::prelude::*;
+
+    fn servers() -> Vec<CoeServer> {
+        SegmentSpec::coe_example()
+            .devices
+            .iter()
+            .map(|d| CoeServer::new(Od::build(d, d.coe.as_ref().expect("CoE"))))
+            .collect()
+    }
+
+    fn request() -> impl Strategy<Value = Vec<u8>> {
+        let index = prop::sample::select(vec![
+            0x1000u16, 0x1008, 0x1018, 0x1c00, 0x1c12, 0x1c13, 0x1600, 0x1601, 0x1a00, 0x1a03,
+            0x1c32, 0x6000, 0x6040, 0x6060, 0x6085, 0x8000, 0x5555,
+        ]);
+        prop_oneof![
+            prop::collection::vec(any::<u8>(), 0..122),
+            (
+                any::<u8>(),
+                index,
+                any::<u8>(),
+                prop::collection::vec(any::<u8>(), 0..20),
+                prop::sample::select(vec![2u8, 8])
+            )
+                .prop_map(|(cmd, i, sub, rest, service)| {
+                    let mut r = vec![0, service << 4, cmd];
+                    r.extend_from_slice(&i.to_le_bytes());
+                    r.push(sub % 0x20);
+                    r.extend_from_slice(&rest);
+                    r
+                }),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig { cases: 1000, .. ProptestConfig::default() })]
+
+        /// Any sequence of CoE requests in any state: no panic, every response fits the mailbox,
+        /// and an SDO request always gets exactly one answer (an abort from the client none).
+        #[test]
+        fn random_requests_are_answered_within_the_mailbox(
+            reqs in prop::collection::vec(request(), 1..12),
+            state in prop::sample::select(vec![AlState::PreOp, AlState::SafeOp, AlState::Op]),
+        ) {
+            let img = Image { outputs: &[0x11; 16], inputs: &[0x22; 16] };
+            for mut s in servers() {
+                for r in &reqs {
+                    let out = s.handle(r, state, 122, img);
+                    for f in &out {
+                        prop_assert!(f.len() <= 122, "{} bytes: {:02x?}", f.len(), f);
+                    }
+                    if r.len() >= 3 && r[1] >> 4 == service::SDO_REQUEST && r[2] >> 5 != 4 {
+                        prop_assert_eq!(out.len(), 1);
+                    }
+                }
+            }
+        }
+    }
 }

@@ -814,6 +814,7 @@ mod tests {
                 Just("link"),
                 Just("subdevice-error"),
                 Just("crc-errors"),
+                Just("emergency"),
                 Just("power-cycle"),
                 Just("corrupt-wkc"),
                 Just("clear"),
@@ -860,6 +861,9 @@ mod tests {
                     let cmd = FaultCommand::parse_for(text.trim(), devices);
                     prop_assert!(cmd.is_ok(), "accepted {text:?}: {cmd:?}");
                     if let Ok(FaultCommand::SubdeviceError { position, .. }) = cmd {
+                        prop_assert!(position < devices);
+                    }
+                    if let Ok(FaultCommand::Emergency { position, .. }) = cmd {
                         prop_assert!(position < devices);
                     }
                     if let Ok(FaultCommand::CrcErrors { position, port, count }) = cmd {

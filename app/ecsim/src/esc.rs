@@ -790,7 +790,8 @@ impl Esc {
     }
 
     /// The device application's mailbox handler: deliver a waiting response into an empty SM1,
-    /// take a request from SM0 when nothing waits, deliver an emergency when idle. The mailbox
+    /// take a request from SM0 when nothing waits and SM1 is free, deliver an emergency when
+    /// idle. The mailbox
     /// runs in PRE-OP, SAFE-OP and OP.
     fn mailbox_service(&mut self) {
         if self.coe.is_none() {
@@ -809,7 +810,9 @@ impl Esc {
                 self.put_response(r);
                 continue;
             }
-            if self.mbx.out_full && self.mbx.queue.is_empty() {
+            // Like a real device's mailbox handler, take the next request only when its answer
+            // can go out: SM0 stays full (and refuses writes) while SM1 is.
+            if self.mbx.out_full && self.mbx.queue.is_empty() && !self.mbx.in_full {
                 self.take_request();
                 continue;
             }

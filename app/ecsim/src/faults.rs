@@ -33,6 +33,14 @@ pub enum FaultCommand {
         port: u8,
         count: u8,
     },
+    /// The CoE subdevice at `position` sends an emergency message (ETG.1000.6 §5.6.4) with this
+    /// error code and error register (5 bytes of manufacturer data, zero), delivered in its
+    /// SM1 when the mailbox is idle; a subdevice without CoE has no mailbox and ignores it.
+    Emergency {
+        position: usize,
+        code: u16,
+        register: u8,
+    },
     /// Clear every persistent fault (drops, fraction, delay, link down, WKC corruption). The error
     /// counters stay: they are the devices' registers (a write clears them, a power cycle resets
     /// them).
@@ -64,7 +72,8 @@ impl std::str::FromStr for FaultCommand {
     /// Text form used by the control socket and the CLI:
     /// `drop-next N`, `drop-fraction F`, `delay-us N`, `link up|down`,
     /// `subdevice-error POS CODE` (CODE decimal or 0x hex), `power-cycle`, `corrupt-wkc N`,
-    /// `crc-errors POS PORT N` (PORT 0..=3, N 1..=255), `clear`.
+    /// `crc-errors POS PORT N` (PORT 0..=3, N 1..=255), `emergency POS CODE [REGISTER]`
+    /// (CODE 16 bits, REGISTER 8 bits, default 0), `clear`.
     /// Values are checked against their bounds ([`MAX_COUNT`], [`MAX_DELAY_US`], 0..=1); a
     /// position can only be checked against a segment: [`FaultCommand::parse_for`].
     fn from_str(s: &str) -> Result<Self, Self::Err> {
@@ -157,6 +166,31 @@ impl std::str::FromStr for FaultCommand {
                     count: n as u8,
                 }
             }
+            Some("emergency") => {
+                let position = int(words.get(1), "position")?;
+                let position = usize::try_from(position)
+                    .map_err(|_| err(&format!("position {position} is out of range")))?;
+                let code = int(words.get(2), "emergency error code")?;
+                let code = u16::try_from(code).map_err(|_| {
+                    err(&format!(
+                        "emergency error code {code:#x} must fit in 16 bits"
+                    ))
+                })?;
+                let register = match words.get(3) {
+                    None => 0,
+                    w => {
+                        let r = int(w, "error register")?;
+                        u8::try_from(r).map_err(|_| {
+                            err(&format!("error register {r:#x} must fit in 8 bits"))
+                        })?
+                    }
+                };
+                FaultCommand::Emergency {
+                    position,
+                    code,
+                    register,
+                }
+            }
             Some("power-cycle") => FaultCommand::PowerCycle,
             Some("corrupt-wkc") => FaultCommand::CorruptWkc(count(words.get(1))?),
             Some("clear") => FaultCommand::Clear,
@@ -167,6 +201,7 @@ impl std::str::FromStr for FaultCommand {
             FaultCommand::PowerCycle | FaultCommand::Clear => 1,
             FaultCommand::SubdeviceError { .. } => 3,
             FaultCommand::CrcErrors { .. } => 4,
+            FaultCommand::Emergency { .. } => words.len().clamp(3, 4),
             _ => 2,
         };
         if words.len() != expected_words {
@@ -193,7 +228,8 @@ impl FaultCommand {
         };
         let position = match cmd {
             FaultCommand::SubdeviceError { position, .. }
-            | FaultCommand::CrcErrors { position, .. } => position,
+            | FaultCommand::CrcErrors { position, .. }
+            | FaultCommand::Emergency { position, .. } => position,
             _ => return Ok(cmd),
         };
         if position >= devices {
@@ -249,6 +285,11 @@ pub(crate) enum DeviceFault {
         position: usize,
         port: u8,
         count: u8,
+    },
+    Emergency {
+        position: usize,
+        code: u16,
+        register: u8,
     },
 }
 
@@ -328,6 +369,17 @@ impl Faults {
                     position,
                     port,
                     count,
+                });
+            }
+            FaultCommand::Emergency {
+                position,
+                code,
+                register,
+            } => {
+                return self.queue(DeviceFault::Emergency {
+                    position,
+                    code,
+                    register,
                 });
             }
             FaultCommand::CorruptWkc(n) => s.corrupt_wkc_next.store(n, Ordering::Release),
@@ -447,6 +499,22 @@ mod tests {
                     position: 2,
                     port: 1,
                     count: 16,
+                },
+            ),
+            (
+                "emergency 2 0x8611 0x81",
+                FaultCommand::Emergency {
+                    position: 2,
+                    code: 0x8611,
+                    register: 0x81,
+                },
+            ),
+            (
+                "emergency 0 4096",
+                FaultCommand::Emergency {
+                    position: 0,
+                    code: 0x1000,
+                    register: 0,
                 },
             ),
             ("clear", FaultCommand::Clear),

@@ -771,15 +771,16 @@ pub fn check_value(e: &Entry, data: &[u8]) -> Result<Vec<u8>, u32> {
     if data.len() < n {
         return Err(abort::LENGTH_TOO_LOW);
     }
-    if let ValueType::Basic(t) = e.ty {
-        if t == DataType::Bool && data[0] > 1 {
-            return Err(abort::VALUE_RANGE);
-        }
-        if let Some(v) = integer(t, data)
-            && (e.min.is_some_and(|m| v < m) || e.max.is_some_and(|m| v > m))
-        {
-            return Err(abort::VALUE_RANGE);
-        }
+    if e.ty == ValueType::Basic(DataType::Bool) {
+        // Any non-zero byte is TRUE (ethercrab writes 0xFF); the value kept is 1, the bit a
+        // PDO carries.
+        return Ok(vec![u8::from(data[0] != 0)]);
+    }
+    if let ValueType::Basic(t) = e.ty
+        && let Some(v) = integer(t, data)
+        && (e.min.is_some_and(|m| v < m) || e.max.is_some_and(|m| v > m))
+    {
+        return Err(abort::VALUE_RANGE);
     }
     Ok(data.to_vec())
 }

@@ -140,6 +140,23 @@ pub(crate) fn coe_spec(
         }
         return Ok(None);
     }
+    let mut pdos = pdos;
+    // A direction given by its byte count only: the generated default PDOs, fixed.
+    for (dir, list) in [
+        (Direction::Outputs, d.rx_pdos()),
+        (Direction::Inputs, d.tx_pdos()),
+    ] {
+        if !pdos.iter().any(|p| p.dir == dir) {
+            pdos.extend(list.iter().map(|p| CoePdo {
+                dir,
+                pdo: p.clone(),
+                assigned: true,
+                assignable: false,
+                mappable: false,
+                max_entries: p.entries.len() as u8,
+            }));
+        }
+    }
     let buffer = f.pdo_buffer.unwrap_or(DEFAULT_PDO_BUFFER);
     if buffer == 0 || buffer > crate::spec::MAX_IO_BYTES {
         return invalid(format!(

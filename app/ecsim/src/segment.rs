@@ -165,6 +165,15 @@ impl Segment {
                     port,
                     count,
                 } => self.crc_errors(position, usize::from(port), count),
+                DeviceFault::Emergency {
+                    position,
+                    code,
+                    register,
+                } => {
+                    if let Some(d) = self.devices.get_mut(position) {
+                        d.queue_emergency(code, register, [0; 5]);
+                    }
+                }
             }
         }
         self.pending = pending;
@@ -368,7 +377,27 @@ impl Segment {
             let _ = dev.phys_write(0x0010, &(0x1000u16 + i as u16).to_le_bytes(), now);
             let mut out = 0..0;
             let mut inp = 0..0;
-            for sm in &crate::sii::process_data_sms(dev.spec()) {
+            if dev.spec().coe.is_some() {
+                // The mailboxes, as the SII declares them (checked at INIT -> PRE-OP).
+                let mut reg = [0u8; 16];
+                for (k, (start, control)) in [
+                    (crate::sii::MBX_OUT_ADDR, 0x26u8),
+                    (crate::sii::MBX_IN_ADDR, 0x22),
+                ]
+                .into_iter()
+                .enumerate()
+                {
+                    reg[8 * k..8 * k + 2].copy_from_slice(&start.to_le_bytes());
+                    reg[8 * k + 2..8 * k + 4].copy_from_slice(&crate::sii::MBX_SIZE.to_le_bytes());
+                    reg[8 * k + 4] = control;
+                    reg[8 * k + 6] = 1;
+                }
+                let _ = dev.phys_write(0x0800, &reg, now);
+            }
+            for sm in crate::sii::process_data_sms(dev.spec())
+                .iter()
+                .filter(|sm| sm.len > 0)
+            {
                 let mut reg = [0u8; 8];
                 reg[0..2].copy_from_slice(&sm.start.to_le_bytes());
                 reg[2..4].copy_from_slice(&sm.len.to_le_bytes());

@@ -559,6 +559,57 @@ mod tests {
     }
 
     #[test]
+    fn a_coe_device_announces_its_mailbox_and_sync_managers() {
+        let s = SegmentSpec::coe_example();
+        let word = |img: &[u8], w: usize| u16::from_le_bytes([img[2 * w], img[2 * w + 1]]);
+        for d in &s.devices {
+            let img = build_image(d).unwrap();
+            // Standard mailbox: receive 0x1000/128, send 0x1080/128; protocols: CoE.
+            let mbx: Vec<u16> = (0x18..=0x1c).map(|w| word(&img, w)).collect();
+            assert_eq!(mbx, [0x1000, 128, 0x1080, 128, 0x0004], "{}", d.name);
+            let cats = categories(&img);
+            let general = cats.iter().find(|c| c.0 == CAT_GENERAL).unwrap().1;
+            assert_eq!(
+                general[5], 0x2f,
+                "SDO, SDO info, PDO assign/config, complete access"
+            );
+            let fmmu = cats.iter().find(|c| c.0 == CAT_FMMU).unwrap().1;
+            assert_eq!(&fmmu[..3], &[1, 2, 3]);
+            let sm = cats.iter().find(|c| c.0 == CAT_SYNCM).unwrap().1;
+            let sms: Vec<(u16, u16, u8, u8)> = sm
+                .chunks(8)
+                .map(|c| {
+                    (
+                        u16::from_le_bytes([c[0], c[1]]),
+                        u16::from_le_bytes([c[2], c[3]]),
+                        c[4],
+                        c[7],
+                    )
+                })
+                .collect();
+            assert_eq!(
+                sms,
+                [
+                    (0x1000, 128, 0x26, 1),
+                    (0x1080, 128, 0x22, 2),
+                    (COE_OUTPUT_SM_ADDR, d.outputs, 0x64, 3),
+                    (COE_INPUT_SM_ADDR, d.inputs, 0x20, 4)
+                ],
+                "{}",
+                d.name
+            );
+            // The TxPDO category lists the default assignment on SM3.
+            let tx = cats.iter().find(|c| c.0 == CAT_TXPDO).unwrap().1;
+            let pdos = decode_pdos(tx);
+            assert_eq!(pdos.len(), d.tx_pdos().len());
+            assert_eq!(tx[3], 3);
+        }
+        // Without CoE: no mailbox, as before.
+        let img = build_image(&SegmentSpec::reference().devices[0]).unwrap();
+        assert!((0x18..=0x1c).all(|w| word(&img, w) == 0));
+    }
+
+    #[test]
     fn image_has_identity_and_categories() {
         let d = &SegmentSpec::reference().devices[0];
         let img = build_image(d).unwrap();

@@ -32,6 +32,11 @@
 //!
 //! An entry's `bits` may be left out (it is the type's width) or must equal it; the entries of a
 //! direction carry whole bytes.
+//!
+//! `coe = true` makes a device a CoE device: a mailbox, an object dictionary described by
+//! `device_type`, `hardware_version`, `software_version`, `pdo_buffer` and `[[device.object]]`
+//! (see the `odspec` module's documentation and the crate README), and PDOs that may say
+//! `assigned = false`, `assignable`, `mappable` and `max_entries`.
 
 use crate::pdo::{
     self, DataType, Direction, MAX_ENTRIES, MAX_ENTRIES_PER_PDO, MAX_PDOS, PdoEntrySpec, PdoSpec,
@@ -186,6 +191,9 @@ fn default_product() -> u32 {
     REFERENCE_PRODUCT
 }
 
+/// The shipped CoE example (the file is the one source of the example's devices).
+const COE_EXAMPLE: &str = include_str!("../../../examples/coe/segment.toml");
+
 /// Renesas' EtherCAT vendor id: the reference segment (docs/NOTES.md §1) is three RZ/T2 subdevices.
 pub const REFERENCE_VENDOR: u32 = 0x0000_0766;
 /// Product code used for the simulated RZ/T2 subdevice.
@@ -306,6 +314,28 @@ impl SegmentSpec {
             .collect();
         Self {
             name: format!("{n}x{outputs}+{inputs}"),
+            devices,
+        }
+    }
+
+    /// The CoE example segment (`examples/coe/segment.toml`): DIO8-COE, AI4-COE, SERVO-COE.
+    pub fn coe_example() -> Self {
+        Self::from_toml(COE_EXAMPLE).expect("the shipped CoE example is valid")
+    }
+
+    /// `n` CoE devices (1..=[`MAX_DEVICES`]): the three devices of [`SegmentSpec::coe_example`]
+    /// repeated in their order (serial = position + 1), for bring-up and recovery benchmarks
+    /// of larger CoE segments.
+    pub fn coe_reference(n: usize) -> Self {
+        let example = Self::coe_example();
+        let devices = (0..n)
+            .map(|i| DeviceSpec {
+                serial: i as u32 + 1,
+                ..example.devices[i % example.devices.len()].clone()
+            })
+            .collect();
+        Self {
+            name: format!("{n} CoE devices"),
             devices,
         }
     }
@@ -1030,6 +1060,227 @@ mod pdo_lists {
             e.contains("device[0].txpdo[0].entries[0]: object 0x7000:01 is already mapped by device[0].rxpdo[0].entries[0]"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_shipped_coe_segment_loads_with_the_contract_devices() {
+        use crate::od::{Access, Od, ValueType};
+        let s = SegmentSpec::coe_example();
+        let id: Vec<(&str, u32, u32, u32)> = s
+            .devices
+            .iter()
+            .map(|d| (d.name.as_str(), d.vendor_id, d.product_id, d.revision))
+            .collect();
+        assert_eq!(
+            id,
+            [
+                ("DIO8-COE", REFERENCE_VENDOR, 0x0003_0001, 1),
+                ("AI4-COE", REFERENCE_VENDOR, 0x0003_0002, 1),
+                ("SERVO-COE", REFERENCE_VENDOR, 0x0003_0003, 1)
+            ]
+        );
+        let sizes: Vec<(u16, u16)> = s.devices.iter().map(|d| (d.outputs, d.inputs)).collect();
+        assert_eq!(sizes, [(1, 1), (0, 8), (2, 2)]);
+        assert_eq!(s.expected_wkc(), 3 + 1 + 3);
+        let od: Vec<Od> = s
+            .devices
+            .iter()
+            .map(|d| Od::build(d, d.coe.as_ref().expect("CoE")))
+            .collect();
+        let u32_at = |o: &Od, i, k| u32::from_le_bytes(o.value(i, k).unwrap().try_into().unwrap());
+        assert_eq!(u32_at(&od[0], 0x1000, 0), 0x1389);
+        assert_eq!(u32_at(&od[1], 0x1000, 0), 0x1389);
+        assert_eq!(u32_at(&od[2], 0x1000, 0), 0x0002_0192);
+        for (o, d) in od.iter().zip(&s.devices) {
+            assert_eq!(o.value(0x1008, 0), Some(d.name.as_bytes()));
+            assert_eq!(o.value(0x1009, 0), Some(&b"1.0"[..]));
+            assert_eq!(o.value(0x100a, 0), Some(&b"1.0"[..]));
+            assert_eq!(u32_at(o, 0x1018, 2), d.product_id);
+            let types: Vec<u8> = (1..=4).map(|k| o.value(0x1c00, k).unwrap()[0]).collect();
+            assert_eq!(types, [1, 2, 3, 4]);
+            for i in [0x1c32, 0x1c33] {
+                assert!(o.object(i).and_then(|x| x.entry(5)).is_some(), "{i:#x}:05");
+            }
+        }
+        // DIO8: fixed PDOs of 8 BOOLs.
+        assert_eq!(od[0].assigned(Direction::Outputs), [0x1600]);
+        assert_eq!(od[0].assigned(Direction::Inputs), [0x1a00]);
+        assert_eq!(od[0].mapping(0x1a00)[7], (0x6000, 8, 1));
+        assert_eq!(od[0].object(0x1c12).unwrap().entries[0].access, Access::Ro);
+        assert_eq!(od[0].object(0x1600).unwrap().entries[1].access, Access::Ro);
+        assert_eq!(od[0].object(0x7000).unwrap().entries[3].name, "Output 3");
+        // AI4: channels 1 and 2 assigned, 4 assignable, fixed mappings of 32 bits.
+        assert_eq!(od[1].assigned(Direction::Inputs), [0x1a00, 0x1a01]);
+        assert!(od[1].assigned(Direction::Outputs).is_empty());
+        assert_eq!(od[1].rules(Direction::Inputs).max_pdos, 4);
+        assert_eq!(
+            od[1].object(0x1c13).unwrap().entries[0].access,
+            Access::RwPreOp
+        );
+        assert_eq!(
+            od[1].mapping(0x1a03),
+            [
+                (0x6030, 1, 1),
+                (0x6030, 2, 1),
+                (0, 0, 14),
+                (0x6030, 0x11, 16)
+            ]
+        );
+        assert_eq!(od[1].object(0x1a03).unwrap().entries[1].access, Access::Ro);
+        let filter = od[1].object(0x8030).unwrap().entry(0x15).unwrap();
+        assert_eq!(
+            (filter.min, filter.max, filter.access),
+            (Some(0), Some(7), Access::Rw)
+        );
+        assert_eq!(
+            od[1].object(0x8000).unwrap().entry(6).unwrap().name,
+            "Enable filter"
+        );
+        // SERVO: controlword / statusword, 4 mappable PDOs of 8 entries, 2 assignable.
+        assert_eq!(od[2].mapping(0x1600), [(0x6040, 0, 16)]);
+        assert_eq!(od[2].mapping(0x1a00), [(0x6041, 0, 16)]);
+        assert!(od[2].mapping(0x1601).is_empty());
+        for p in [0x1600, 0x1601, 0x1a00, 0x1a01] {
+            let o = od[2].object(p).unwrap();
+            assert_eq!(o.max_sub(), 8, "{p:#x}");
+            assert_eq!(o.entries[0].access, Access::RwPreOp);
+        }
+        assert_eq!(od[2].rules(Direction::Outputs).max_pdos, 2);
+        for (i, ty, access, map) in [
+            (
+                0x6040,
+                DataType::Unsigned16,
+                Access::Rw,
+                Some(Direction::Outputs),
+            ),
+            (
+                0x6041,
+                DataType::Unsigned16,
+                Access::Ro,
+                Some(Direction::Inputs),
+            ),
+            (0x6060, DataType::Int8, Access::Rw, Some(Direction::Outputs)),
+            (0x6061, DataType::Int8, Access::Ro, Some(Direction::Inputs)),
+            (
+                0x607a,
+                DataType::Int32,
+                Access::Rw,
+                Some(Direction::Outputs),
+            ),
+            (0x6064, DataType::Int32, Access::Ro, Some(Direction::Inputs)),
+            (
+                0x60ff,
+                DataType::Int32,
+                Access::Rw,
+                Some(Direction::Outputs),
+            ),
+            (0x606c, DataType::Int32, Access::Ro, Some(Direction::Inputs)),
+            (
+                0x6071,
+                DataType::Int16,
+                Access::Rw,
+                Some(Direction::Outputs),
+            ),
+            (0x6077, DataType::Int16, Access::Ro, Some(Direction::Inputs)),
+            (0x6085, DataType::Unsigned32, Access::Rw, None),
+            (0x6502, DataType::Unsigned32, Access::Ro, None),
+        ] {
+            let e = od[2].object(i).and_then(|o| o.entry(0)).expect("object");
+            assert_eq!(
+                (e.ty, e.access, e.mapping),
+                (ValueType::Basic(ty), access, map),
+                "{i:#x}"
+            );
+        }
+        assert_eq!(u32_at(&od[2], 0x6085, 0), 10_000);
+        assert_eq!(u32_at(&od[2], 0x6502, 0), 0x380);
+        // The benchmark segment repeats the three.
+        let big = SegmentSpec::coe_reference(64);
+        assert_eq!(big.devices.len(), 64);
+        assert_eq!(big.devices[63].name, "DIO8-COE");
+        assert_eq!(big.devices[63].serial, 64);
+        big.check().unwrap();
+    }
+
+    #[test]
+    fn bad_objects_are_named() {
+        let dev = "[[device]]\nname = \"D\"\ncoe = true\ninputs = 1\n";
+        let obj = |rest: &str| format!("[[device.object]]\nindex = 0x2000\nname = \"X\"\n{rest}");
+        for (extra, want) in [
+            (
+                obj("type = \"UINT9\"\n"),
+                "device[0].object[0].type = \"UINT9\": not a data type",
+            ),
+            (
+                obj("type = \"UINT8\"\naccess = \"rx\"\n"),
+                "device[0].object[0].access = \"rx\": one of ro, rw, wo, rw_preop",
+            ),
+            (
+                obj("type = \"UINT8\"\ndefault = 256\n"),
+                "device[0].object[0].default = 256: outside the range of UNSIGNED8",
+            ),
+            (
+                obj("type = \"INT8\"\nmin = 5\nmax = 1\n"),
+                "device[0].object[0]: min = 5 is above max = 1",
+            ),
+            (
+                "[[device.object]]\nindex = 0x1018\nname = \"X\"\ntype = \"UINT8\"\n".into(),
+                "device[0].object[0].index = 0x1018: generated by the simulator",
+            ),
+            (
+                obj(
+                    "type = \"RECORD\"\n[[device.object.entry]]\nsub = 0\nname = \"Y\"\ntype = \"UINT8\"\n",
+                ),
+                "device[0].object[0].entry[0].sub = 0: subindex 0",
+            ),
+            (
+                format!("{}{}", obj("type = \"UINT8\"\n"), obj("type = \"UINT8\"\n")),
+                "device[0].object[1].index = 0x2000: already device[0].object[0]",
+            ),
+            (obj("type = \"UINT8\"\nscale = 1\n"), "scale"),
+        ] {
+            let e = SegmentSpec::from_toml(&format!("{dev}{extra}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{extra}: {e}");
+        }
+        // A listed object must agree with the PDO entry that maps it.
+        let e = SegmentSpec::from_toml(
+            "[[device]]\nname = \"D\"\ncoe = true\n\
+             [[device.txpdo]]\nindex = 0x1a00\nname = \"I\"\n\
+             entries = [{ index = 0x6000, sub = 1, type = \"UNSIGNED8\", name = \"A\" }]\n\
+             [[device.object]]\nindex = 0x6000\nname = \"X\"\ntype = \"RECORD\"\n\
+             [[device.object.entry]]\nsub = 1\nname = \"Y\"\ntype = \"UINT16\"\npdo_mapping = \"tx\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("object 0x6000:01 must be of type UNSIGNED8 with pdo_mapping = \"tx\""),
+            "{e}"
+        );
+        let e = SegmentSpec::from_toml(
+            "[[device]]\ninputs = 1\n[[device.object]]\nindex = 0x2000\nname = \"X\"\ntype = \"UINT8\"\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("device[0].object: only a CoE device (coe = true)"),
+            "{e}"
+        );
+        let e = SegmentSpec::from_toml(
+            "[[device]]\n[[device.txpdo]]\nindex = 0x1a00\nname = \"I\"\nmappable = true\n\
+             entries = [{ index = 0, bits = 8 }]\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("device[0].txpdo[0].mappable: only a CoE device"),
+            "{e}"
+        );
+        let e = SegmentSpec::from_toml(&format!("{dev}pdo_buffer = 0\n"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("device[0].pdo_buffer = 0"), "{e}");
     }
 
     #[test]

@@ -162,3 +162,14 @@ fn control_socket_accepts_commands_and_reports_status() {
         "the socket is removed when the server stops"
     );
 }
+
+#[test]
+fn coe_example_over_veth() {
+    // ethercrab reads every device's assignment and mapping over the mailbox, on the wire.
+    over_veth::<4, 256>(SegmentSpec::coe_example(), 100);
+}
+
+#[test]
+fn sixty_four_coe_subdevices_over_veth() {
+    over_veth::<64, 1024>(SegmentSpec::coe_reference(64), 30);
+}

@@ -6,6 +6,7 @@
 //! Nothing here allocates, locks across I/O, or prints: events and samples go into lock-free
 //! rings drained by the status thread.
 
+use crate::acyclic::{self, SdoService};
 use crate::application::{Application, Cycle, CycleStatus, RecoveryCause, SubdeviceStatus};
 use crate::bus::{Bus, BusCounters};
 use crate::clock::{now_ns, sleep_until, unix_ns};
@@ -72,6 +73,47 @@ impl Exchanger {
         match self {
             Exchanger::Inline(bus) => &bus.counters,
             Exchanger::Thread { counters, .. } => counters,
+        }
+    }
+}
+
+impl Exchanger {
+    /// Let `service` use the bus until `until` (monotonic ns) or until it has nothing in flight.
+    fn serve_sdo<F: std::future::Future<Output = ()>>(
+        &mut self,
+        service: std::pin::Pin<&mut F>,
+        busy: &acyclic::Busy,
+        until: u64,
+    ) {
+        match self {
+            Exchanger::Inline(bus) => {
+                let mut cx = Context::from_waker(Waker::noop());
+                acyclic::drive(service, busy, &mut cx, || {
+                    bus.pump_tx();
+                    if bus.pump_rx() > 0 {
+                        return true;
+                    }
+                    let now = now_ns();
+                    if now >= until {
+                        return false;
+                    }
+                    let _ = bus
+                        .link
+                        .wait(std::time::Duration::from_nanos(until - now), None);
+                    true
+                });
+            }
+            Exchanger::Thread { waker, .. } => {
+                let mut cx = Context::from_waker(waker);
+                acyclic::drive(service, busy, &mut cx, || {
+                    let now = now_ns();
+                    if now >= until {
+                        return false;
+                    }
+                    std::thread::park_timeout(std::time::Duration::from_nanos(until - now));
+                    true
+                });
+            }
         }
     }
 }
@@ -144,6 +186,8 @@ pub struct Sinks<'a> {
     pub samples: Option<&'a mut rtrb::Producer<Sample>>,
     /// Stop request.
     pub stop: &'a Stop,
+    /// SDO requests of other threads, served after each cycle's own work.
+    pub sdo: Option<&'a mut SdoService>,
 }
 
 /// What the cycle keeps between cycles of one bring-up, allocated before the loop starts.
@@ -208,6 +252,18 @@ pub fn run(
     let mut bad_run: u32 = 0;
     let mut wkc_was_ok = true;
     let mut cause = RecoveryCause::FramesLost;
+    // SDO requests of other threads: one long-lived future, polled only in the budget after a
+    // cycle's own work (see `acyclic`).
+    let busy = acyclic::Busy::new();
+    let budget_ns = sinks
+        .sdo
+        .as_ref()
+        .map_or(0, |s| s.budget().as_nanos() as u64);
+    let service = sinks
+        .sdo
+        .take()
+        .map(|s| acyclic::serve(s, md, group, &busy));
+    let mut service = pin!(service);
     loop {
         sleep_until(deadline);
         let wake = now_ns();
@@ -364,6 +420,17 @@ pub fn run(
         bad_run = if bad { bad_run + 1 } else { 0 };
         sinks.live.publish(rec, lateness, exec, !bad);
         x.counters().publish(sinks.live);
+
+        // SDO traffic: after everything the cycle measures, never past half the time left to
+        // the next deadline, so the next cyclic frame leaves on time.
+        if let Some(svc) = service.as_mut().as_pin_mut() {
+            let next = deadline + period;
+            let now = now_ns();
+            let until = (now + budget_ns).min(now + next.saturating_sub(now) / 2);
+            if until > now {
+                x.serve_sdo(svc, &busy, until);
+            }
+        }
 
         if let Some(behind) = advance(&mut deadline, period, end, rec) {
             push_event(

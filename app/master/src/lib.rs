@@ -63,6 +63,7 @@
 
 #![deny(missing_docs)]
 
+pub mod acyclic;
 pub mod application;
 pub mod bus;
 pub mod clock;
@@ -106,6 +107,7 @@ impl RunSpec {
             on_ready: None,
             retry_start: false,
             stop,
+            sdo: None,
         }
     }
 }

@@ -456,6 +456,8 @@ pub struct RunSpec {
     pub retry_start: bool,
     /// Stop request handle.
     pub stop: Stop,
+    /// SDO requests of other threads while cycling ([`crate::acyclic::sdo_queue`]).
+    pub sdo: Option<crate::acyclic::SdoService>,
 }
 
 /// The split PDU storage of ethercrab: `'static` because the TX/RX thread owns its halves.
@@ -698,7 +700,18 @@ fn cycle_until_done(
         let md = run.md.as_ref().expect("present while running");
         // One cyclic phase on its own thread; the bus comes back when it ends.
         let (b, r, exit, a) = match run_phase(
-            md, &group, bus, &cfg, spec.no_rt, app, rec, ch, &mut state, params, stop,
+            md,
+            &group,
+            bus,
+            &cfg,
+            spec.no_rt,
+            app,
+            rec,
+            ch,
+            &mut state,
+            params,
+            stop,
+            spec.sdo.as_mut(),
         ) {
             Ok(v) => v,
             Err(b) => {
@@ -893,6 +906,7 @@ fn run_phase(
     state: &mut cycle::State,
     params: Params,
     stop: &Stop,
+    sdo: Option<&mut crate::acyclic::SdoService>,
 ) -> PhaseResult {
     let mode = cfg.cycle.txrx;
     let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
@@ -937,6 +951,7 @@ fn run_phase(
                     events: &mut ch.events,
                     samples: ch.samples.as_mut(),
                     stop,
+                    sdo,
                 };
                 let exit = cycle::run(&mut x, md, group, app, &mut rec, &mut sinks, state, params);
                 applied.cycle_minor_faults = rt::thread_minor_faults() - faults_before;

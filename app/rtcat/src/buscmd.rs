@@ -17,7 +17,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 /// Why a command failed: the user's input (exit 2) or the bus (exit 1).
-enum Fail {
+pub(crate) enum Fail {
     Usage(String),
     Runtime(String),
 }
@@ -32,7 +32,7 @@ impl From<diag::Error> for Fail {
     }
 }
 
-fn finish(r: Result<(), Fail>) -> ExitCode {
+pub(crate) fn finish(r: Result<(), Fail>) -> ExitCode {
     match r {
         Ok(()) => ExitCode::SUCCESS,
         Err(Fail::Usage(m)) => {
@@ -47,7 +47,7 @@ fn finish(r: Result<(), Fail>) -> ExitCode {
 }
 
 /// The configuration, and the session on the target the arguments name.
-fn open(bus: &BusArgs) -> Result<(Session, Config), Fail> {
+pub(crate) fn open(bus: &BusArgs) -> Result<(Session, Config), Fail> {
     let cfg = match &bus.config {
         Some(p) => Config::load(p).map_err(|e| Fail::Usage(e.to_string()))?,
         None => Config::default(),
@@ -89,19 +89,19 @@ fn probe<'a>(s: &'a Session, cfg: &Config) -> Result<Probe<'a>, Fail> {
     Ok(p)
 }
 
-fn emit(s: &str) {
+pub(crate) fn emit(s: &str) {
     // A closed stdout ends the command quietly (SIGPIPE is at its default for these commands).
     let _ = crate::console::stdout(s);
 }
 
-fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
+pub(crate) fn json<T: serde::Serialize + ?Sized>(v: &T) -> String {
     let mut s = serde_json::to_string_pretty(v).expect("plain data serializes");
     s.push('\n');
     s
 }
 
 /// Rows of cells as left-aligned columns, two spaces apart.
-fn table(rows: &[Vec<String>]) -> String {
+pub(crate) fn table(rows: &[Vec<String>]) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..cols)
         .map(|c| {

@@ -50,6 +50,76 @@ pub enum Command {
     Counters(CountersArgs),
     /// Read ESC registers of one subdevice (APRD) as a hex dump
     Regs(RegsArgs),
+    /// Read an ESI file (ETG.2000 device description): devices, sync managers, PDOs, objects;
+    /// or print the [[device]] configuration for a chosen set of PDOs
+    Esi(EsiArgs),
+    /// CoE SDO access: read, write, list the object dictionary (brings the segment to PRE-OP,
+    /// then back to INIT)
+    #[command(subcommand)]
+    Sdo(SdoCmd),
+}
+
+#[derive(Subcommand, Debug)]
+pub enum SdoCmd {
+    /// Read (upload) an object entry: its bytes and, when the device describes it, its value
+    Read(SdoReadArgs),
+    /// Write (download) a value to an object entry. With --sim the write goes to the
+    /// simulated segment of this one process, which ends with it
+    Write(SdoWriteArgs),
+    /// The object dictionary by SDO information: index, object code, type, name
+    List(SdoListArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct SdoReadArgs {
+    /// Position of the subdevice
+    #[arg(value_name = "POS")]
+    pub position: u32,
+    /// Object entry, index and subindex in hex (`0x1018:02`; the 0x is optional)
+    #[arg(value_name = "INDEX:SUB")]
+    pub entry: String,
+    /// Print the value as this type: bool u8 u16 u32 u64 i8 i16 i32 i64 f32 f64 string bytes
+    #[arg(long = "type", value_name = "T")]
+    pub ty: Option<String>,
+    /// Complete access: every subindex of the object at once (from SUB, which is 0 or 1)
+    #[arg(long)]
+    pub complete: bool,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SdoWriteArgs {
+    /// Position of the subdevice
+    #[arg(value_name = "POS")]
+    pub position: u32,
+    /// Object entry, index and subindex in hex (`0x6060:00`)
+    #[arg(value_name = "INDEX:SUB")]
+    pub entry: String,
+    /// bool u8 u16 u32 u64 i8 i16 i32 i64 f32 f64 string bytes
+    #[arg(value_name = "TYPE")]
+    pub ty: String,
+    /// The value: decimal or 0x hex for integers, true/false, text, or hex pairs for bytes
+    /// ("01 02 ff")
+    #[arg(value_name = "VALUE", allow_hyphen_values = true)]
+    pub value: String,
+    /// Complete access: write every subindex of the object at once (from SUB, 0 or 1)
+    #[arg(long)]
+    pub complete: bool,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SdoListArgs {
+    /// Position of the subdevice
+    #[arg(value_name = "POS")]
+    pub position: u32,
+    /// Every subindex too: access, bits, type and name
+    #[arg(long)]
+    pub entries: bool,
+    #[command(flatten)]
+    pub bus: BusArgs,
 }
 
 /// Where a bus command talks to, and how it prints.
@@ -118,6 +188,47 @@ pub struct RegsArgs {
     pub length: u32,
     #[command(flatten)]
     pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct EsiArgs {
+    /// The ESI file (XML)
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The whole model as JSON instead of the listing
+    #[arg(long, conflicts_with = "emit_config")]
+    pub json: bool,
+    /// Choose the device by its type name (the `Type` text, e.g. EL3102)
+    #[arg(long, value_name = "NAME", conflicts_with = "product")]
+    pub device: Option<String>,
+    /// Choose the device by its product code (decimal, 0x.. or #x..)
+    #[arg(long, value_name = "ID", value_parser = parse_esi_number)]
+    pub product: Option<u32>,
+    /// Choose the revision (a file often carries several revisions of a product)
+    #[arg(long, value_name = "REV", value_parser = parse_esi_number)]
+    pub revision: Option<u32>,
+    /// Print the rtcat [[device]] block assigning these PDOs (e.g. 0x1600 0x1A00)
+    #[arg(long, value_name = "PDO", num_args = 1.., value_parser = parse_pdo_index)]
+    pub emit_config: Option<Vec<u16>>,
+}
+
+/// A number as ESI files and their users write it: decimal, `0x..` or `#x..`.
+pub fn parse_esi_number(s: &str) -> Result<u32, String> {
+    rtcat_esi::parse_number(s)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("{s:?} is not a 32-bit number (decimal, 0x.. or #x..)"))
+}
+
+/// A PDO index, 0x1600..=0x1BFF: the RxPDO (0x1600..0x17FF) and TxPDO (0x1A00..0x1BFF)
+/// mapping objects of the CoE communication area (ETG.1000.6, object dictionary).
+pub fn parse_pdo_index(s: &str) -> Result<u16, String> {
+    match rtcat_esi::parse_number(s) {
+        Some(v @ 0x1600..=0x1BFF) => Ok(v as u16),
+        Some(_) => Err(format!(
+            "{s:?} is not a PDO index (RxPDOs 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF)"
+        )),
+        None => Err(format!("{s:?} is not a number (decimal, 0x.. or #x..)")),
+    }
 }
 
 /// A number in decimal or with a `0x` prefix in hex.
@@ -251,6 +362,12 @@ pub enum ConfigCmd {
     },
     /// Print the example configuration (every key, commented)
     Example,
+    /// Read every subdevice's PDO assignment and mapping (brings the segment to PRE-OP) and
+    /// print the [[device]] configuration that reproduces it, commented, ready to edit
+    FromBus {
+        #[command(flatten)]
+        bus: BusArgs,
+    },
     /// Normalise a kernel CPU list (`0-3,5`): its canonical form, count and members (exit 2
     /// naming the bad item). The one parser the CI scripts ask instead of their own.
     Cpus {

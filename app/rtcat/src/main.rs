@@ -53,6 +53,8 @@ fn prints_only(cmd: &Command) -> bool {
             | Command::Sii(_)
             | Command::Counters(_)
             | Command::Regs(_)
+            | Command::Esi(_)
+            | Command::Sdo(_)
     )
 }
 
@@ -83,6 +85,7 @@ fn main() -> ExitCode {
                 ExitCode::from(EXIT_CONFIG)
             }
         },
+        Command::Config(ConfigCmd::FromBus { bus }) => rtcat::sdocmd::from_bus(bus),
         Command::Config(ConfigCmd::Example) => {
             print!("{EXAMPLE}");
             ExitCode::SUCCESS
@@ -126,5 +129,7 @@ fn main() -> ExitCode {
         Command::Sii(a) => rtcat::buscmd::sii(a),
         Command::Counters(a) => rtcat::buscmd::counters(a),
         Command::Regs(a) => rtcat::buscmd::regs(a),
+        Command::Esi(a) => rtcat::esicmd::run(&a),
+        Command::Sdo(c) => rtcat::sdocmd::sdo(c),
     }
 }

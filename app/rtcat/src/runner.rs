@@ -245,6 +245,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 })),
                 retry_start: job.retry_start,
                 stop: crate::signals::handle(),
+                sdo: None,
             };
             master::run(spec, job.app.as_mut(), &mut ch).map_err(anyhow::Error::from)
         }

@@ -129,6 +129,7 @@ fn run_master(net: &VethPair, secs: u64) -> (Outcome, Arc<Live>) {
                     on_ready: None,
                     retry_start: false,
                     stop: rtcat_master::Stop::new(),
+                    sdo: None,
                 };
                 let out = master::run(spec, &mut EchoCheck::default(), &mut ch).expect("run");
                 (out, live)

@@ -25,13 +25,16 @@
 //!    response or the timeout.
 //!
 //! The mailbox counter is the client's own, 1..7 (0 is reserved, ETG.1000.4 §5.6); a new client
-//! starts at 1. ethercrab's requests on the same subdevice count on their own, so a device that
-//! discards a request repeating the last counter could drop the first request of a client; the
-//! timeout then names the step. The repeat mechanism (SM1 repeat request, ETG.1000.4 §5.6.2) is
-//! not used, as in ethercrab: a lost response is a timeout, and the caller retries.
+//! starts at 1, or after the counter of the client before it ([`Client::continue_after`], which
+//! [`segment::PreOp`] does per subdevice). ethercrab's requests on the same subdevice count on
+//! their own, so the first request may repeat ethercrab's last counter, and a device that
+//! discards a repeated mailbox stays silent: a client whose first request times out sends it
+//! once more with the next counter. The repeat mechanism (SM1 repeat request, ETG.1000.4
+//! §5.6.2) is not used, as in ethercrab: a lost response is a timeout, and the caller retries.
 
 pub mod abort;
 pub mod frame;
+pub mod segment;
 pub mod value;
 
 pub use abort::abort_text;
@@ -50,6 +53,9 @@ pub const MAX_UPLOAD: u32 = 1 << 20;
 /// Largest SDO information response (all fragments): the OD list of every index,
 /// 2 × 65536 bytes plus the list type (ETG.1000.6 §5.6.3.3).
 pub const MAX_INFO: usize = 2 * 65536 + 2;
+
+/// Emergencies a client keeps until [`Client::take_emergencies`] (later ones are logged only).
+pub const MAX_EMERGENCIES: usize = 64;
 
 /// What can go wrong in a CoE transfer.
 #[derive(Debug, Error)]
@@ -354,6 +360,8 @@ pub struct Client<P: Port> {
     geometry: Geometry,
     timeouts: Timeouts,
     counter: u8,
+    /// The device has answered one of this client's requests.
+    answered: bool,
     emergencies: Vec<Emergency>,
 }
 
@@ -400,6 +408,7 @@ impl<P: Port> Client<P> {
             geometry,
             timeouts,
             counter: 0,
+            answered: false,
             emergencies: Vec::new(),
         }
     }
@@ -417,6 +426,17 @@ impl<P: Port> Client<P> {
     /// Emergencies received since the last call (in the order they came).
     pub fn take_emergencies(&mut self) -> Vec<Emergency> {
         std::mem::take(&mut self.emergencies)
+    }
+
+    /// The counter of the last request (0 before the first).
+    pub fn counter(&self) -> u8 {
+        self.counter
+    }
+
+    /// Continue counting after `last` (the counter of the last request another client sent to
+    /// this subdevice), so that its next request does not repeat it.
+    pub fn continue_after(&mut self, last: u8) {
+        self.counter = last & 0x07;
     }
 
     fn next_counter(&mut self) -> u8 {
@@ -481,7 +501,10 @@ impl<P: Port> Client<P> {
                 data,
             };
             log::warn!("{e}");
-            self.emergencies.push(e);
+            // Kept up to a bound: a device that floods emergencies does not grow the client.
+            if self.emergencies.len() < MAX_EMERGENCIES {
+                self.emergencies.push(e);
+            }
             true
         } else {
             false
@@ -540,7 +563,8 @@ impl<P: Port> Client<P> {
     fn receive(&mut self, what: &str) -> Result<Response, Error> {
         let deadline = Instant::now() + self.timeouts.response;
         loop {
-            if self.sm_full(self.geometry.tx_sm)? {
+            let full = self.sm_full(self.geometry.tx_sm)?;
+            if full {
                 let buf = self.read_mailbox()?;
                 let r = frame::parse(&buf).map_err(|e| self.malformed(what, e.to_string()))?;
                 match r {
@@ -560,8 +584,9 @@ impl<P: Port> Client<P> {
                     ref r if self.keep_emergency(r) => {}
                     r => return Ok(r),
                 }
-                continue;
             }
+            // Checked after every mailbox too: a device that sends emergencies without end
+            // still ends the wait.
             if Instant::now() >= deadline {
                 return Err(Error::Timeout {
                     position: self.position,
@@ -569,13 +594,38 @@ impl<P: Port> Client<P> {
                     timeout: self.timeouts.response,
                 });
             }
-            std::thread::sleep(self.timeouts.poll);
+            if !full {
+                std::thread::sleep(self.timeouts.poll);
+            }
         }
     }
 
     fn transact(&mut self, req: &[u8], what: &str) -> Result<Response, Error> {
         self.send(req, what)?;
-        self.receive(what)
+        let first = !self.answered;
+        match self.receive(what) {
+            // The first request of a client may repeat the counter of the last request someone
+            // else (ethercrab, an earlier client) sent, and a device that discards a repeated
+            // mailbox (ETG.1000.4 §5.6) then stays silent: once, the same request with the
+            // next counter.
+            Err(Error::Timeout { .. }) if first => {
+                let c = self.next_counter();
+                let mut again = req.to_vec();
+                again[5] = (again[5] & 0x8f) | (c << 4);
+                log::debug!(
+                    "position {}: {what}: no answer to the first request; again with counter {c}",
+                    self.position
+                );
+                self.send(&again, what)?;
+                let r = self.receive(what);
+                self.answered = r.is_ok();
+                r
+            }
+            r => {
+                self.answered |= r.is_ok();
+                r
+            }
+        }
     }
 
     fn abort(&self, index: u16, sub: u8, code: u32) -> Error {
@@ -678,6 +728,10 @@ impl<P: Port> Client<P> {
                         self.send_abort(index, sub, 0x0503_0000, &what);
                         return Err(self.malformed(&what, "segment toggle bit not changed"));
                     }
+                    if seg.is_empty() && !last {
+                        self.send_abort(index, sub, 0x0504_0001, &what);
+                        return Err(self.malformed(&what, "empty segment that is not the last"));
+                    }
                     if data.len() + seg.len() > complete {
                         self.send_abort(index, sub, 0x0504_0001, &what);
                         return Err(self.malformed(
@@ -754,7 +808,7 @@ impl<P: Port> Client<P> {
                 data.len(),
             )
         } else {
-            let n = data.len().min(rx - frame::SDO_DATA - 4);
+            let n = data.len().min(rx.saturating_sub(frame::SDO_DATA + 4));
             (
                 frame::download_normal(c, index, sub, ca, complete, &data[..n]),
                 n,
@@ -768,7 +822,7 @@ impl<P: Port> Client<P> {
             r => return Err(self.malformed(&what, format!("not a download response: {r:?}"))),
         }
         // Segments (ETG.1000.6 §5.6.2.3): mailbox header 6 + CoE 2 + segment header 1.
-        let seg_max = rx - frame::MBX_HEADER - 3;
+        let seg_max = rx.saturating_sub(frame::MBX_HEADER + 3).max(1);
         let mut toggle = false;
         while sent < data.len() {
             let n = (data.len() - sent).min(seg_max);

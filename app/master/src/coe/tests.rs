@@ -25,6 +25,11 @@ struct Server {
     echo_other: bool,
     /// Stay silent.
     mute: bool,
+    /// Upload segments without data and never the last.
+    empty_segments: bool,
+    /// Discard a request whose counter repeats the last one, as device stacks do.
+    drop_repeats: bool,
+    last_counter: Option<u8>,
     /// Requests seen (decoded command bytes).
     log: Vec<u8>,
     counters: Vec<u8>,
@@ -56,6 +61,11 @@ impl Server {
         if self.mute {
             return out;
         }
+        let counter = frame::counter_of(req);
+        if self.drop_repeats && self.last_counter == Some(counter) {
+            return out;
+        }
+        self.last_counter = Some(counter);
         if std::mem::take(&mut self.emergency_next) {
             out.push(mbx(1, &[0x10, 0x82, 0x11, 1, 2, 3, 4, 5]));
         }
@@ -101,7 +111,11 @@ impl Server {
             3 => {
                 let t = cmd & 0x10 != 0;
                 let rest = self.up.take().unwrap_or_default();
-                let n = rest.len().min(seg_max);
+                let n = if self.empty_segments {
+                    0
+                } else {
+                    rest.len().min(seg_max)
+                };
                 let last = n == rest.len();
                 if !last {
                     self.up = Some(rest[n..].to_vec());
@@ -206,6 +220,8 @@ struct FakeEsc {
     rx: Vec<u8>,
     queue: VecDeque<Vec<u8>>,
     sm_enabled: bool,
+    /// SM1 always full of emergencies.
+    flood: bool,
 }
 
 impl FakeEsc {
@@ -215,6 +231,7 @@ impl FakeEsc {
             rx: vec![0; usize::from(MBX)],
             queue: VecDeque::new(),
             sm_enabled: true,
+            flood: false,
         }
     }
 }
@@ -233,7 +250,18 @@ impl Port for FakeEsc {
                 buf.copy_from_slice(&r[..buf.len()]);
             }
             0x0805 => buf[0] = 0,
-            0x080d => buf[0] = if self.queue.is_empty() { 0 } else { 0x08 },
+            0x080d => {
+                buf[0] = if self.queue.is_empty() && !self.flood {
+                    0
+                } else {
+                    0x08
+                }
+            }
+            TX if self.flood => {
+                let m = mbx(1, &[0x10, 0x82, 0x11, 1, 2, 3, 4, 5]);
+                buf.fill(0);
+                buf[..m.len()].copy_from_slice(&m);
+            }
             TX => {
                 let m = self.queue.pop_front().expect("read of an empty mailbox");
                 buf.fill(0);
@@ -406,6 +434,52 @@ fn emergencies_are_kept_not_fatal() {
 }
 
 #[test]
+fn a_flood_of_emergencies_ends_in_the_timeout() {
+    let mut c = client(server());
+    c.port.flood = true;
+    let e = c.upload(0x6060, 0).unwrap_err().to_string();
+    assert!(e.ends_with("response: no answer within 20 ms"), "{e}");
+    assert_eq!(c.take_emergencies().len(), MAX_EMERGENCIES);
+}
+
+#[test]
+fn an_empty_segment_that_is_not_the_last_is_malformed() {
+    let mut c = client(server());
+    c.port.server.od.insert((0x2001, 0), vec![1; 200]);
+    c.port.server.empty_segments = true;
+    let e = c.upload(0x2001, 0).unwrap_err().to_string();
+    assert!(
+        e.ends_with("malformed response: empty segment that is not the last"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_first_request_repeating_the_last_counter_is_sent_again() {
+    let mut s = server();
+    // ethercrab's last request to this device had counter 1, the client's first has 1 too.
+    s.drop_repeats = true;
+    s.last_counter = Some(1);
+    let mut c = client(s);
+    assert_eq!(c.upload(0x6060, 0).unwrap(), [0]);
+    assert_eq!(c.port.server.counters, [2]);
+    // Only the first request is sent again: later silence is a timeout.
+    c.port.server.mute = true;
+    assert!(matches!(c.upload(0x6060, 0), Err(Error::Timeout { .. })));
+}
+
+#[test]
+fn a_client_continues_after_the_last_counter() {
+    let mut s = server();
+    s.drop_repeats = true;
+    let mut c = client(s);
+    c.continue_after(7);
+    c.upload(0x6060, 0).unwrap();
+    assert_eq!(c.counter(), 1);
+    assert_eq!(c.port.server.counters, [1]);
+}
+
+#[test]
 fn stale_response_is_cleared_first() {
     let mut c = client(server());
     // The answer to a request that timed out, still in SM1.
@@ -467,4 +541,77 @@ fn sdo_information_fragments() {
         (16, "Statusword", "ro")
     );
     assert!(e.tx_mappable());
+}
+
+/// A device that answers every request with the next of a list of arbitrary mailboxes.
+struct RandomEsc {
+    answers: VecDeque<Vec<u8>>,
+    pending: usize,
+}
+
+impl Port for RandomEsc {
+    fn read(&mut self, register: u16, buf: &mut [u8]) -> Result<(), ethercrab::error::Error> {
+        match register {
+            0x0805 => buf[0] = 0,
+            0x080d => buf[0] = if self.pending > 0 { 0x08 } else { 0 },
+            TX => {
+                self.pending = self.pending.saturating_sub(1);
+                let m = self.answers.pop_front().unwrap_or_default();
+                buf.fill(0);
+                let n = m.len().min(buf.len());
+                buf[..n].copy_from_slice(&m[..n]);
+            }
+            _ => buf.fill(0),
+        }
+        Ok(())
+    }
+
+    fn write(&mut self, _register: u16, _data: &[u8]) -> Result<(), ethercrab::error::Error> {
+        if !self.answers.is_empty() {
+            self.pending += 1;
+        }
+        Ok(())
+    }
+}
+
+/// A CoE-shaped mailbox with a random body: service and command bytes drawn so that the
+/// client's segmented and SDO information paths are reached, not just the header checks.
+fn coe_like() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+    use proptest::prelude::*;
+    (
+        prop_oneof![Just(1u8), Just(2), Just(3), Just(8), 0u8..16],
+        any::<u8>(),
+        proptest::collection::vec(any::<u8>(), 0..130),
+        any::<bool>(),
+    )
+        .prop_map(|(svc, cmd, body, fit)| {
+            let mut b = vec![0u8; 9];
+            let len = if fit { body.len() + 3 } else { body.len() + 40 };
+            b[0..2].copy_from_slice(&(len as u16).to_le_bytes());
+            b[5] = 0x03;
+            b[7] = svc << 4;
+            b[8] = cmd;
+            b.extend_from_slice(&body);
+            b
+        })
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(512))]
+    // Whatever the device answers, every service returns (a value or an error): no panic, no
+    // endless loop (the answers run out, then the timeout).
+    #[test]
+    fn client_survives_any_answers(answers in proptest::collection::vec(coe_like(), 0..12)) {
+        let g = Geometry { rx_sm: 0, rx_offset: RX, rx_size: MBX, tx_sm: 1, tx_offset: TX,
+                           tx_size: MBX };
+        let t = Timeouts { response: Duration::from_millis(1), mailbox_free:
+                           Duration::from_millis(1), poll: Duration::ZERO };
+        let mut c = Client::new(RandomEsc { answers: answers.into(), pending: 0 }, 0, g, t);
+        let _ = c.upload(0x1008, 0);
+        let _ = c.download(0x2000, 0, &[7u8; 300]);
+        let _ = c.od_list(ListType::All);
+        let _ = c.object_description(0x1000);
+        let _ = c.entry_description(0x1000, 0);
+        let _ = c.upload_complete(0x1c12, true);
+    }
 }

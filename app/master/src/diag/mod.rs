@@ -114,6 +114,9 @@ pub enum Error {
     /// Reading the process-data layout failed (bring-up to PRE-OP, the mapping).
     #[error(transparent)]
     Master(#[from] crate::Error),
+    /// A CoE transfer failed (`rtcat sdo`, `config from-bus`).
+    #[error(transparent)]
+    Coe(#[from] crate::coe::Error),
 }
 
 fn positions(count: u16) -> String {

@@ -1,0 +1,323 @@
+//! The rtcat `[[device]]` block for a chosen set of PDOs (the format of rtcat.toml's device
+//! section: identity match, `pdo_assign` per sync manager, `pdo_map` per configurable PDO,
+//! expected sizes).
+
+use crate::{Device, Pdo};
+use std::fmt::Write as _;
+
+/// Why a set of PDOs cannot be configured on a device.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{device}: {why}")]
+pub struct ConfigError {
+    /// The device's `Type` text.
+    pub device: String,
+    /// What is wrong, naming the PDO.
+    pub why: String,
+}
+
+fn list(pdos: &[Pdo]) -> String {
+    if pdos.is_empty() {
+        return "none".into();
+    }
+    pdos.iter()
+        .map(|p| format!("0x{:04X}", p.index))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn toml_str(s: &str) -> String {
+    toml::Value::String(s.to_string()).to_string()
+}
+
+/// One direction of the chosen PDOs.
+struct Side<'a> {
+    /// RxPDOs (outputs, SM2, 0x1C12) or TxPDOs (inputs, SM3, 0x1C13).
+    rx: bool,
+    chosen: Vec<&'a Pdo>,
+    sm: Option<u8>,
+    bytes: u32,
+}
+
+impl Device {
+    fn err(&self, why: String) -> ConfigError {
+        ConfigError {
+            device: self.name.clone(),
+            why,
+        }
+    }
+
+    /// The number of the first sync manager with this usage (`Outputs` / `Inputs`).
+    fn sm_for(&self, usage: &str) -> Option<u8> {
+        self.sync_managers
+            .iter()
+            .position(|s| s.usage.eq_ignore_ascii_case(usage))
+            .and_then(|i| u8::try_from(i).ok())
+    }
+
+    fn side<'a>(&'a self, rx: bool, chosen: Vec<&'a Pdo>) -> Result<Side<'a>, ConfigError> {
+        let (kind, usage, want) = if rx {
+            ("RxPDO", "Outputs", 2)
+        } else {
+            ("TxPDO", "Inputs", 3)
+        };
+        let mut sm = None;
+        for p in &chosen {
+            let s = p.sm.or_else(|| self.sm_for(usage)).ok_or_else(|| {
+                self.err(format!(
+                    "{kind} 0x{:04X} names no sync manager (Sm) and the device has no {usage} \
+                     sync manager",
+                    p.index
+                ))
+            })?;
+            match sm {
+                None => sm = Some((s, p.index)),
+                Some((s0, i0)) if s0 != s => {
+                    return Err(self.err(format!(
+                        "{kind}s 0x{i0:04X} (SM{s0}) and 0x{:04X} (SM{s}) are on different sync \
+                         managers; choose the {kind}s of one",
+                        p.index
+                    )));
+                }
+                Some(_) => {}
+            }
+        }
+        if let Some((s, i)) = sm
+            && s != want
+        {
+            return Err(self.err(format!(
+                "{kind} 0x{i:04X} is on SM{s}: an rtcat configuration assigns {kind}s to \
+                 sm{want} only"
+            )));
+        }
+        let bits: u32 = chosen.iter().map(|p| p.bits()).sum();
+        let bytes = bits.div_ceil(8);
+        if let Some((s, _)) = sm
+            && let Some(max) = self
+                .sync_managers
+                .get(usize::from(s))
+                .and_then(|m| m.max_size)
+            && bytes > u32::from(max)
+        {
+            return Err(self.err(format!(
+                "the chosen {kind}s take {bytes} bytes, more than SM{s}'s MaxSize of {max}"
+            )));
+        }
+        Ok(Side {
+            rx,
+            chosen,
+            sm: sm.map(|(s, _)| s),
+            bytes,
+        })
+    }
+
+    /// The rtcat `[[device]]` block that assigns exactly the PDOs `pdos` (and maps those that are
+    /// not fixed, with the entries this file gives), matched by vendor id, product code and
+    /// revision, with the expected process data sizes.
+    ///
+    /// Checked first: every PDO exists, none is chosen twice, no chosen PDO excludes another,
+    /// every mandatory PDO is chosen, the PDOs of one direction share one sync manager (SM2 for
+    /// RxPDOs, SM3 for TxPDOs) and fit its `MaxSize`, and a device whose CoE does not allow PDO
+    /// assignment (`PdoAssign`) keeps its default PDOs.
+    pub fn config_for(&self, pdos: &[u16]) -> Result<String, ConfigError> {
+        let mut rx = Vec::new();
+        let mut tx = Vec::new();
+        for (n, &i) in pdos.iter().enumerate() {
+            if pdos[..n].contains(&i) {
+                return Err(self.err(format!("PDO 0x{i:04X} is chosen twice")));
+            }
+            match self.pdo(i) {
+                Some((p, true)) => rx.push(p),
+                Some((p, false)) => tx.push(p),
+                None => {
+                    return Err(self.err(format!(
+                        "PDO 0x{i:04X} is not in its ESI (RxPDOs: {}; TxPDOs: {})",
+                        list(&self.rx_pdos),
+                        list(&self.tx_pdos)
+                    )));
+                }
+            }
+        }
+        for p in rx.iter().chain(&tx) {
+            if let Some(x) = p.excludes.iter().find(|x| pdos.contains(x)) {
+                return Err(self.err(format!(
+                    "PDO 0x{:04X} excludes 0x{x:04X} (its Exclude list): choose one of them",
+                    p.index
+                )));
+            }
+        }
+        for p in self.rx_pdos.iter().chain(&self.tx_pdos) {
+            if p.mandatory && !pdos.contains(&p.index) {
+                return Err(self.err(format!(
+                    "PDO 0x{:04X} {:?} is mandatory: it must be chosen",
+                    p.index, p.name
+                )));
+            }
+        }
+        let coe = self.coe().copied().unwrap_or(crate::Coe {
+            sdo_info: false,
+            complete_access: false,
+            pdo_assign: false,
+            pdo_config: false,
+            pdo_upload: false,
+        });
+        let sides = [self.side(true, rx)?, self.side(false, tx)?];
+        if !coe.pdo_assign {
+            for s in &sides {
+                let all = if s.rx { &self.rx_pdos } else { &self.tx_pdos };
+                let default: Vec<u16> = all
+                    .iter()
+                    .filter(|p| p.sm.is_some())
+                    .map(|p| p.index)
+                    .collect();
+                let mut chosen: Vec<u16> = s.chosen.iter().map(|p| p.index).collect();
+                chosen.sort_unstable();
+                let mut sorted = default.clone();
+                sorted.sort_unstable();
+                if chosen != sorted {
+                    let hex: Vec<String> = default.iter().map(|i| format!("0x{i:04X}")).collect();
+                    return Err(self.err(format!(
+                        "its PDO assignment is fixed (Mailbox/CoE@PdoAssign is not set): its {}s \
+                         are always {}",
+                        if s.rx { "RxPDO" } else { "TxPDO" },
+                        if hex.is_empty() {
+                            "none".to_string()
+                        } else {
+                            hex.join(", ")
+                        }
+                    )));
+                }
+            }
+        }
+        Ok(self.render(&sides, coe))
+    }
+
+    fn render(&self, sides: &[Side; 2], coe: crate::Coe) -> String {
+        let [out, inp] = sides;
+        let mut s = String::new();
+        let _ = writeln!(s, "# {}: {}", self.name, self.display_name());
+        let rev = self
+            .revision
+            .map(|r| format!("revision 0x{r:08X}"))
+            .unwrap_or_else(|| "no revision".into());
+        let _ = writeln!(
+            s,
+            "# From its ESI: vendor 0x{:08X}, product 0x{:08X}, {rev}.",
+            self.vendor_id, self.product_code
+        );
+        for side in sides {
+            let (kind, dir) = if side.rx {
+                ("RxPDOs", "outputs")
+            } else {
+                ("TxPDOs", "inputs")
+            };
+            let chosen: Vec<Pdo> = side.chosen.iter().map(|p| (*p).clone()).collect();
+            let sm = side.sm.map(|n| format!("SM{n}, ")).unwrap_or_default();
+            let unit = if side.bytes == 1 { "byte" } else { "bytes" };
+            let _ = writeln!(
+                s,
+                "# {kind} ({dir}): {} ({sm}{} {unit})",
+                list(&chosen),
+                side.bytes
+            );
+        }
+        let _ = writeln!(s, "[[device]]");
+        let _ = writeln!(s, "vendor_id = 0x{:08X}", self.vendor_id);
+        let _ = writeln!(s, "product_id = 0x{:08X}", self.product_code);
+        match self.revision {
+            Some(r) => {
+                let _ = writeln!(s, "revision = 0x{r:08X}");
+            }
+            None => {
+                let _ = writeln!(s, "# no RevisionNo in the ESI: matches every revision");
+            }
+        }
+        let _ = writeln!(s, "name = {}", toml_str(&self.name));
+        let _ = writeln!(s, "output_bytes = {}", out.bytes);
+        let _ = writeln!(s, "input_bytes = {}", inp.bytes);
+
+        let mut assign = Vec::new();
+        for (side, key, all) in [(out, "sm2", &self.rx_pdos), (inp, "sm3", &self.tx_pdos)] {
+            // A direction the device has no PDOs for is left alone; one it has but none was
+            // chosen for is cleared (an empty assignment).
+            if !all.is_empty() {
+                let v: Vec<String> = side
+                    .chosen
+                    .iter()
+                    .map(|p| format!("0x{:04X}", p.index))
+                    .collect();
+                assign.push(format!("{key} = [{}]", v.join(", ")));
+            }
+        }
+        if !coe.pdo_assign {
+            let _ = writeln!(
+                s,
+                "# PDO assignment fixed by the device (CoE PdoAssign not set): nothing to write"
+            );
+        } else if !assign.is_empty() {
+            let _ = writeln!(s);
+            let _ = writeln!(s, "# sm2 = outputs (0x1C12), sm3 = inputs (0x1C13)");
+            let _ = writeln!(s, "pdo_assign = {{ {} }}", assign.join(", "));
+        }
+
+        for side in sides {
+            for p in &side.chosen {
+                let _ = writeln!(s);
+                let kind = if side.rx { "RxPDO" } else { "TxPDO" };
+                if p.fixed {
+                    let _ = writeln!(
+                        s,
+                        "# {kind} 0x{:04X} {}: fixed mapping ({} bits), assigned only",
+                        p.index,
+                        toml_str(&p.name),
+                        p.bits()
+                    );
+                    continue;
+                }
+                if !coe.pdo_config {
+                    let _ = writeln!(
+                        s,
+                        "# {kind} 0x{:04X} {}: mapping not configurable (CoE PdoConfig not \
+                         set), {} bits",
+                        p.index,
+                        toml_str(&p.name),
+                        p.bits()
+                    );
+                    continue;
+                }
+                let _ = writeln!(
+                    s,
+                    "# {kind} 0x{:04X} {}: {} bits",
+                    p.index,
+                    toml_str(&p.name),
+                    p.bits()
+                );
+                let _ = writeln!(s, "[[device.pdo_map]]");
+                let _ = writeln!(s, "index = 0x{:04X}", p.index);
+                let _ = writeln!(s, "entries = [");
+                for e in &p.entries {
+                    let spec = format!("0x{:04X}:{:02X}:{}", e.index, e.sub, e.bits);
+                    if e.index == 0 {
+                        let _ = writeln!(s, "  \"{spec}\",  # padding");
+                        continue;
+                    }
+                    let ty = e
+                        .data_type
+                        .as_deref()
+                        .map(|t| format!("  # {t}"))
+                        .unwrap_or_default();
+                    if e.name.is_empty() {
+                        let _ = writeln!(s, "  \"{spec}\",{ty}");
+                    } else {
+                        let _ = writeln!(
+                            s,
+                            "  {{ entry = \"{spec}\", name = {} }},{ty}",
+                            toml_str(&e.name)
+                        );
+                    }
+                }
+                let _ = writeln!(s, "]");
+            }
+        }
+        s
+    }
+}

@@ -1,0 +1,500 @@
+//! EtherCAT Slave Information (ESI) files: the XML description of a subdevice defined by
+//! ETG.2000 ("EtherCAT Slave Information Specification"). Vendors ship one file per device
+//! family; it names the devices (identity, names in several languages), their sync managers and
+//! FMMUs, the mailbox protocols, the fixed and optional PDOs with their entries, and for CoE
+//! devices the object dictionary (data types and objects with access rights and defaults).
+//!
+//! [`parse`] / [`read_file`] turn such a file into an [`EsiFile`]; [`Device::config_for`] prints
+//! the rtcat `[[device]]` configuration that assigns (and, where the device allows it, maps) a
+//! chosen set of PDOs.
+//!
+//! # Why roxmltree
+//! ESI files are read once, whole, and then queried in every direction (a PDO's entries refer to
+//! the dictionary, exclusions refer to other PDOs), so a read-only DOM fits better than a
+//! streaming reader such as quick-xml, which would need a hand-written state machine per
+//! element. roxmltree keeps the byte range of every node and attribute, which gives each error
+//! its line; it refuses DTDs by default and has no network or file access (no external
+//! entities), so a hostile file can only fail to parse.
+//!
+//! # What is read and what is not
+//! Read: `Vendor`, `Descriptions/Groups`, every `Descriptions/Devices/Device` (several per
+//! file; `Type` with `ProductCode`/`RevisionNo`, localized `Name`s, `GroupType`, `Fmmu`, `Sm`,
+//! `Mailbox` with its protocols and the CoE flags, `RxPdo`/`TxPdo` with `Fixed`, `Mandatory`,
+//! `Sm`, `Exclude` and entries, `Profile/Dictionary` data types and objects) and the names and
+//! PDOs of `Descriptions/Modules/Module`. Not supported: assembling modular devices from
+//! `Slots` and modules, `InfoReference` (dictionaries kept in other files), profile includes
+//! (`Profile/DictionaryFile`), `Eeprom`, `Dc` operation modes, enum infos and vendor
+//! extensions (`VendorSpecific`): they are skipped, never an error.
+//!
+//! Numbers are accepted in the forms vendor files use: decimal, `#x1A00`, `#X1A00` and `0x1A00`.
+//! `DefaultData` is hex as the specification stores it (little-endian for numbers). Text is
+//! UTF-8, or ISO-8859-1 / Windows-1252 (decoded as Windows-1252, as the WHATWG encoding standard
+//! does) or UTF-16 as the XML declaration or a byte order mark says.
+#![deny(missing_docs)]
+
+mod config;
+mod parse;
+mod text;
+
+pub use config::ConfigError;
+pub use parse::{parse, parse_number};
+
+use serde::Serialize;
+use std::path::Path;
+
+/// The largest ESI file read. Vendor files that bundle a device family with all its revisions
+/// and their dictionaries reach tens of megabytes. The DOM takes about eight times the text (a
+/// 27 MB file of 800 devices: 230 MB peak, about 1 s on one core), so 64 MiB leaves room for
+/// those and still bounds what a wrong path (a disk image, a log) can cost.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
+
+/// Why an ESI file could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// The file could not be read (missing, not a regular file, over [`MAX_FILE_BYTES`]).
+    #[error(transparent)]
+    Read(#[from] safefs::Error),
+    /// The bytes are not text in the encoding the file declares.
+    #[error("{file}:{line}: {why}")]
+    Encoding {
+        /// File name as given.
+        file: String,
+        /// 1-based line of the first bad byte.
+        line: u32,
+        /// What is wrong.
+        why: String,
+    },
+    /// Not well-formed XML (an unclosed tag, a bad character, ...).
+    #[error("{file}:{line}: not well-formed XML: {why}")]
+    Xml {
+        /// File name as given.
+        file: String,
+        /// 1-based line where the parser stopped.
+        line: u32,
+        /// The XML parser's message.
+        why: String,
+    },
+    /// Well-formed XML that is not a valid ESI: a missing element, a bad number, ...
+    #[error("{file}:{line}: {path}: {why}")]
+    Invalid {
+        /// File name as given.
+        file: String,
+        /// 1-based line of the element or attribute.
+        line: u32,
+        /// Element path from the enclosing `Device`/`Module` (or the root's child), e.g.
+        /// `Device/RxPdo/Entry/Index`; an attribute as `Device/Type@ProductCode`.
+        path: String,
+        /// What is wrong, with the value.
+        why: String,
+    },
+}
+
+impl Error {
+    /// True when the input is at fault (everything but an I/O failure of the system).
+    pub fn is_input(&self) -> bool {
+        match self {
+            Error::Read(e) => e.is_input() || e.io_kind() == Some(std::io::ErrorKind::NotFound),
+            _ => true,
+        }
+    }
+}
+
+/// Read and parse an ESI file (at most [`MAX_FILE_BYTES`]; FIFOs and devices are refused).
+/// Errors name the file by its last path component and the line.
+pub fn read_file(path: &Path) -> Result<EsiFile, Error> {
+    let bytes = safefs::read_bounded(path, MAX_FILE_BYTES)?;
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string());
+    parse(&bytes, &name)
+}
+
+/// A parsed ESI file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EsiFile {
+    /// The vendor all devices of the file belong to.
+    pub vendor: Vendor,
+    /// Device groups (`Descriptions/Groups`).
+    pub groups: Vec<Group>,
+    /// The devices, in file order (revisions of one product are separate devices).
+    pub devices: Vec<Device>,
+    /// Modules of modular devices (names and PDOs only; see the crate doc).
+    pub modules: Vec<Module>,
+}
+
+/// `Vendor`: the EtherCAT vendor id (assigned by the ETG) and the vendor's name.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Vendor {
+    /// `Vendor/Id`.
+    pub id: u32,
+    /// `Vendor/Name` (English if given, else the first).
+    pub name: String,
+}
+
+/// `Descriptions/Groups/Group`.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Group {
+    /// `Type`: the key devices refer to with `GroupType`.
+    pub type_name: String,
+    /// `Name` (English if given, else the first).
+    pub name: String,
+}
+
+/// A `Name` element with its language (`LcId`, a Windows locale id: 1033 English, 1031 German).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LocalName {
+    /// `LcId`, when given.
+    pub lcid: Option<u32>,
+    /// The text.
+    pub text: String,
+}
+
+/// One device (`Descriptions/Devices/Device`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Device {
+    /// `Type` text: the order code, e.g. `EL3102`; the key `--device` selects by.
+    pub name: String,
+    /// The file's vendor id (copied here so a device carries its whole identity).
+    pub vendor_id: u32,
+    /// `Type@ProductCode`.
+    pub product_code: u32,
+    /// `Type@RevisionNo` (optional in the schema).
+    pub revision: Option<u32>,
+    /// Every `Name`, in file order.
+    pub names: Vec<LocalName>,
+    /// `GroupType`.
+    pub group: Option<String>,
+    /// The sync managers, in order: the index is the SM number.
+    pub sync_managers: Vec<Sm>,
+    /// `Fmmu` usage texts (`Outputs`, `Inputs`, `MBoxState`), in order.
+    pub fmmus: Vec<String>,
+    /// `Mailbox`, when the device has one.
+    pub mailbox: Option<Mailbox>,
+    /// `RxPdo`: master -> device.
+    pub rx_pdos: Vec<Pdo>,
+    /// `TxPdo`: device -> master.
+    pub tx_pdos: Vec<Pdo>,
+    /// `Profile/Dictionary`, when the file carries one.
+    pub dictionary: Option<Dictionary>,
+    /// Line of the `Device` element.
+    pub line: u32,
+}
+
+impl Device {
+    /// The display name: the English `Name` (LcId 1033), else the first, else the `Type`.
+    pub fn display_name(&self) -> &str {
+        pick_name(&self.names).unwrap_or(&self.name)
+    }
+
+    /// The CoE flags, when the device speaks CoE.
+    pub fn coe(&self) -> Option<&Coe> {
+        self.mailbox.as_ref().and_then(|m| m.coe.as_ref())
+    }
+
+    /// The PDO with this index, and whether it is an RxPDO.
+    pub fn pdo(&self, index: u16) -> Option<(&Pdo, bool)> {
+        self.rx_pdos
+            .iter()
+            .find(|p| p.index == index)
+            .map(|p| (p, true))
+            .or_else(|| {
+                self.tx_pdos
+                    .iter()
+                    .find(|p| p.index == index)
+                    .map(|p| (p, false))
+            })
+    }
+}
+
+/// English (LcId 1033) if present, else the first name.
+pub(crate) fn pick_name(names: &[LocalName]) -> Option<&str> {
+    names
+        .iter()
+        .find(|n| n.lcid == Some(1033))
+        .or_else(|| names.first())
+        .map(|n| n.text.as_str())
+}
+
+/// A sync manager (`Sm`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Sm {
+    /// `StartAddress`: physical address in the ESC's memory.
+    pub start: u16,
+    /// `DefaultSize` in bytes, when given.
+    pub default_size: Option<u16>,
+    /// `MinSize`, when given.
+    pub min_size: Option<u16>,
+    /// `MaxSize`, when given.
+    pub max_size: Option<u16>,
+    /// `ControlByte` (register 0x0804 of the SM: mode and direction; ESC datasheet, section
+    /// "SyncManager").
+    pub control_byte: Option<u8>,
+    /// `Enable`.
+    pub enable: bool,
+    /// The text: `MBoxOut`, `MBoxIn`, `Outputs` or `Inputs` (kept as written).
+    pub usage: String,
+}
+
+/// `Mailbox`: the protocols the device speaks.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Mailbox {
+    /// Every protocol element present (`AoE`, `EoE`, `CoE`, `FoE`, `SoE`, `VoE`), in order.
+    pub protocols: Vec<String>,
+    /// `CoE` with its flags.
+    pub coe: Option<Coe>,
+}
+
+/// The CoE flags (`Mailbox/CoE` attributes; ETG.2000).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Coe {
+    /// `SdoInfo`: the SDO information service (object list and descriptions).
+    pub sdo_info: bool,
+    /// `CompleteAccess`: SDO complete access to whole objects.
+    pub complete_access: bool,
+    /// `PdoAssign`: 0x1C12/0x1C13 writable.
+    pub pdo_assign: bool,
+    /// `PdoConfig`: the PDO mappings (0x16xx/0x1Axx) writable.
+    pub pdo_config: bool,
+    /// `PdoUpload`: the master reads the PDO configuration from the device.
+    pub pdo_upload: bool,
+}
+
+/// A PDO (`RxPdo` or `TxPdo`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Pdo {
+    /// `Index` (0x1600.. for RxPDOs, 0x1A00.. for TxPDOs).
+    pub index: u16,
+    /// `Name`.
+    pub name: String,
+    /// `Fixed`: the mapping cannot be changed.
+    pub fixed: bool,
+    /// `Mandatory`: the PDO must be assigned.
+    pub mandatory: bool,
+    /// `Sm`: the sync manager the PDO is assigned to by default (none: not assigned by default).
+    pub sm: Option<u8>,
+    /// `Exclude`: PDOs that cannot be assigned together with this one.
+    pub excludes: Vec<u16>,
+    /// The mapped entries, in order.
+    pub entries: Vec<Entry>,
+    /// Line of the PDO element.
+    pub line: u32,
+}
+
+impl Pdo {
+    /// The PDO's size in bits (the sum of its entries).
+    pub fn bits(&self) -> u32 {
+        self.entries.iter().map(|e| u32::from(e.bits)).sum()
+    }
+}
+
+/// A PDO entry: an object mapped into process data (index 0 is padding).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Entry {
+    /// `Index` (0 = padding).
+    pub index: u16,
+    /// `SubIndex` (0 when absent).
+    pub sub: u8,
+    /// `BitLen`.
+    pub bits: u16,
+    /// `Name` (empty when absent).
+    pub name: String,
+    /// `DataType` (`BOOL`, `UINT`, `DINT`, ...), when given.
+    pub data_type: Option<String>,
+}
+
+/// `Profile/Dictionary`: the CoE object dictionary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dictionary {
+    /// `DataTypes/DataType`.
+    pub data_types: Vec<DataType>,
+    /// `Objects/Object`.
+    pub objects: Vec<Object>,
+}
+
+impl Dictionary {
+    /// The object with this index.
+    pub fn object(&self, index: u16) -> Option<&Object> {
+        self.objects.iter().find(|o| o.index == index)
+    }
+
+    /// The data type with this name.
+    pub fn data_type(&self, name: &str) -> Option<&DataType> {
+        self.data_types.iter().find(|t| t.name == name)
+    }
+}
+
+/// A data type: a base type (`UINT`, `DINT`, ...), an array or a record (`DT1018`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DataType {
+    /// `Name`.
+    pub name: String,
+    /// `BaseType` (arrays).
+    pub base_type: Option<String>,
+    /// `BitSize`.
+    pub bit_size: u32,
+    /// `ArrayInfo`: lower bound and element count.
+    pub array: Option<ArrayInfo>,
+    /// `SubItem`s (records, and arrays described as a record of sub-index 0 + elements).
+    pub sub_items: Vec<SubItemType>,
+}
+
+/// `ArrayInfo` of an array data type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct ArrayInfo {
+    /// `LBound`: the sub-index of the first element.
+    pub lbound: u32,
+    /// `Elements`.
+    pub elements: u32,
+}
+
+/// A `SubItem` of a data type.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SubItemType {
+    /// `SubIdx` (absent for the element block of an array).
+    pub sub_idx: Option<u8>,
+    /// `Name`.
+    pub name: String,
+    /// `Type`.
+    pub type_name: String,
+    /// `BitSize`.
+    pub bit_size: u32,
+    /// `BitOffs`.
+    pub bit_offset: u32,
+    /// `Flags/Access`.
+    pub access: Option<Access>,
+    /// `Flags/PdoMapping`.
+    pub pdo_mapping: Option<PdoMapping>,
+}
+
+/// An object of the dictionary.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Object {
+    /// `Index`.
+    pub index: u16,
+    /// `Name` (English if given, else the first).
+    pub name: String,
+    /// `Type`: a data type name.
+    pub type_name: String,
+    /// `BitSize`.
+    pub bit_size: u32,
+    /// `Info/DefaultData`, `DefaultValue` or `DefaultString`.
+    pub default: Option<DefaultValue>,
+    /// `Flags/Access`.
+    pub access: Option<Access>,
+    /// `Flags/PdoMapping`.
+    pub pdo_mapping: Option<PdoMapping>,
+    /// `Info/SubItem`: names and defaults of the sub-indices, in order.
+    pub sub_items: Vec<ObjectSubItem>,
+}
+
+/// `Info/SubItem` of an object: a sub-index's name and default.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObjectSubItem {
+    /// `Name`.
+    pub name: String,
+    /// `Info/DefaultData`, `DefaultValue` or `DefaultString`.
+    pub default: Option<DefaultValue>,
+}
+
+/// A default as the file gives it.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DefaultValue {
+    /// `DefaultData`: the raw bytes (little-endian for numbers), serialized as hex.
+    Data(#[serde(serialize_with = "hex")] Vec<u8>),
+    /// `DefaultValue`: a number as written (decimal or `#x`).
+    Value(String),
+    /// `DefaultString`.
+    String(String),
+}
+
+impl DefaultValue {
+    /// The default as an unsigned number: `DefaultData` read little-endian (at most 8 bytes),
+    /// or `DefaultValue` parsed.
+    pub fn as_u64(&self) -> Option<u64> {
+        match self {
+            DefaultValue::Data(b) if !b.is_empty() && b.len() <= 8 => Some(
+                b.iter()
+                    .rev()
+                    .fold(0u64, |acc, &x| (acc << 8) | u64::from(x)),
+            ),
+            DefaultValue::Value(v) => parse_number(v),
+            _ => None,
+        }
+    }
+}
+
+fn hex<S: serde::Serializer>(b: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    s.serialize_str(&h)
+}
+
+/// Access rights of an object or sub-item (`Flags/Access`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Access {
+    /// `ro`, `rw` or `wo`.
+    pub kind: AccessKind,
+    /// `ReadRestrictions`: the states in which reading is allowed (`PreOP`, `PreOP_SafeOP`,
+    /// `PreOP_OP`, `SafeOP`, `SafeOP_OP`, `OP`), when restricted.
+    pub read_restrictions: Option<String>,
+    /// `WriteRestrictions`: the states in which writing is allowed, when restricted.
+    pub write_restrictions: Option<String>,
+}
+
+/// `ro`, `rw` or `wo`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AccessKind {
+    /// Read only.
+    Ro,
+    /// Read and write.
+    Rw,
+    /// Write only.
+    Wo,
+}
+
+impl std::fmt::Display for Access {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let k = match self.kind {
+            AccessKind::Ro => "ro",
+            AccessKind::Rw => "rw",
+            AccessKind::Wo => "wo",
+        };
+        f.write_str(k)?;
+        if let Some(w) = &self.write_restrictions {
+            write!(f, " (write {w})")?;
+        }
+        if let Some(r) = &self.read_restrictions {
+            write!(f, " (read {r})")?;
+        }
+        Ok(())
+    }
+}
+
+/// `Flags/PdoMapping`: into which PDO direction an object may be mapped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum PdoMapping {
+    /// `R`: RxPDOs (outputs).
+    R,
+    /// `T`: TxPDOs (inputs).
+    T,
+    /// `RT` / `TR`: both.
+    RT,
+}
+
+/// A module of a modular device (`Descriptions/Modules/Module`): read so that files with modules
+/// parse; assembling devices from modules is not supported.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Module {
+    /// `Type` text.
+    pub name: String,
+    /// `Type@ModuleIdent`.
+    pub ident: Option<u32>,
+    /// `Name` (English if given, else the first).
+    pub display_name: String,
+    /// `RxPdo`.
+    pub rx_pdos: Vec<Pdo>,
+    /// `TxPdo`.
+    pub tx_pdos: Vec<Pdo>,
+}

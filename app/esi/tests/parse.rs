@@ -1,0 +1,817 @@
+//! The shipped ESI files of `examples/coe` against the segment they describe, the hand-made
+//! vendor-like and malformed files of `tests/data`, the configuration emitter, and a fuzz over
+//! mutated versions of the shipped files.
+
+use proptest::prelude::*;
+use rtcat_esi::{AccessKind, DefaultValue, Device, Error, EsiFile, PdoMapping, parse, read_file};
+use std::path::PathBuf;
+
+fn example(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/coe")
+        .join(name)
+}
+
+fn data(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data")
+        .join(name)
+}
+
+fn one(f: &EsiFile) -> &Device {
+    assert_eq!(f.devices.len(), 1, "{:?}", f.devices);
+    &f.devices[0]
+}
+
+/// 1-based line of the first line of `path` containing `needle`.
+fn line_of(path: &PathBuf, needle: &str) -> u32 {
+    let text = std::fs::read_to_string(path).unwrap();
+    let n = text.lines().position(|l| l.contains(needle)).expect(needle);
+    n as u32 + 1
+}
+
+fn entries(d: &Device, pdo: u16) -> Vec<(u16, u8, u16, String)> {
+    d.pdo(pdo)
+        .unwrap()
+        .0
+        .entries
+        .iter()
+        .map(|e| (e.index, e.sub, e.bits, e.name.clone()))
+        .collect()
+}
+
+fn default_u64(d: &Device, index: u16) -> Option<u64> {
+    d.dictionary
+        .as_ref()
+        .unwrap()
+        .object(index)
+        .unwrap()
+        .default
+        .as_ref()
+        .and_then(DefaultValue::as_u64)
+}
+
+#[test]
+fn servo_esi_is_the_contract_device() {
+    let f = read_file(&example("SERVO-COE.xml")).unwrap();
+    assert_eq!(f.vendor.id, 0x0000_0766);
+    let d = one(&f);
+    assert_eq!(d.name, "SERVO-COE");
+    assert_eq!((d.product_code, d.revision), (0x0003_0003, Some(1)));
+    let coe = d.coe().unwrap();
+    assert!(coe.sdo_info && coe.complete_access && coe.pdo_assign && coe.pdo_config);
+    let sms: Vec<(u16, Option<u16>, &str)> = d
+        .sync_managers
+        .iter()
+        .map(|s| (s.start, s.default_size, s.usage.as_str()))
+        .collect();
+    assert_eq!(sms[0], (0x1000, Some(128), "MBoxOut"));
+    assert_eq!(sms[1], (0x1080, Some(128), "MBoxIn"));
+    assert_eq!((sms[2].2, sms[3].2), ("Outputs", "Inputs"));
+    // The default mapping: controlword / statusword only.
+    assert_eq!(
+        entries(d, 0x1600),
+        vec![(0x6040, 0, 16, "Controlword".into())]
+    );
+    assert_eq!(
+        entries(d, 0x1A00),
+        vec![(0x6041, 0, 16, "Statusword".into())]
+    );
+    assert!(entries(d, 0x1601).is_empty() && entries(d, 0x1A01).is_empty());
+    let (p, rx) = d.pdo(0x1600).unwrap();
+    assert!(rx && !p.fixed && p.sm == Some(2));
+    assert_eq!(d.pdo(0x1601).unwrap().0.sm, None);
+    let dict = d.dictionary.as_ref().unwrap();
+    assert_eq!(default_u64(d, 0x1000), Some(0x0002_0192));
+    assert_eq!(default_u64(d, 0x6085), Some(10000));
+    assert_eq!(default_u64(d, 0x6502), Some(0x380));
+    for (i, kind, map) in [
+        (0x6040, AccessKind::Rw, Some(PdoMapping::R)),
+        (0x6041, AccessKind::Ro, Some(PdoMapping::T)),
+        (0x6060, AccessKind::Rw, Some(PdoMapping::R)),
+        (0x6061, AccessKind::Ro, Some(PdoMapping::T)),
+        (0x607A, AccessKind::Rw, Some(PdoMapping::R)),
+        (0x6064, AccessKind::Ro, Some(PdoMapping::T)),
+        (0x60FF, AccessKind::Rw, Some(PdoMapping::R)),
+        (0x606C, AccessKind::Ro, Some(PdoMapping::T)),
+        (0x6071, AccessKind::Rw, Some(PdoMapping::R)),
+        (0x6077, AccessKind::Ro, Some(PdoMapping::T)),
+        (0x6085, AccessKind::Rw, None),
+        (0x6502, AccessKind::Ro, None),
+    ] {
+        let o = dict.object(i).unwrap();
+        assert_eq!(o.access.as_ref().unwrap().kind, kind, "0x{i:04X}");
+        assert_eq!(o.pdo_mapping, map, "0x{i:04X}");
+    }
+    // The mapping examples/coe/rtcat.toml asks for: each object exists, may go into PDOs of
+    // that direction, and has the size the mapping gives it.
+    for (rx, i, bits, ty) in [
+        (true, 0x6040, 16, "UINT"),
+        (true, 0x607A, 32, "DINT"),
+        (true, 0x60FF, 32, "DINT"),
+        (true, 0x6060, 8, "SINT"),
+        (false, 0x6041, 16, "UINT"),
+        (false, 0x6064, 32, "DINT"),
+        (false, 0x606C, 32, "DINT"),
+        (false, 0x6061, 8, "SINT"),
+    ] {
+        let o = dict.object(i).unwrap();
+        let want = if rx { PdoMapping::R } else { PdoMapping::T };
+        assert_eq!(
+            (o.pdo_mapping, o.bit_size, o.type_name.as_str()),
+            (Some(want), bits, ty)
+        );
+    }
+    assert_eq!(default_u64(d, 0x6060), Some(0));
+    // Mapping and assignment writable in PRE-OP only; 8 entries per mapping, 2 PDOs per SM.
+    for i in [0x1600, 0x1601, 0x1A00, 0x1A01, 0x1C12, 0x1C13] {
+        let a = dict.object(i).unwrap().access.clone().unwrap();
+        assert_eq!(
+            (a.kind, a.write_restrictions.as_deref()),
+            (AccessKind::Rw, Some("PreOP")),
+            "0x{i:04X}"
+        );
+    }
+    assert_eq!(dict.object(0x1600).unwrap().sub_items.len(), 9);
+    assert_eq!(dict.object(0x1C12).unwrap().sub_items.len(), 3);
+    // 0x1600:01 = 0x60400010 (index << 16 | sub << 8 | bits, ETG.1000.6 PDO mapping).
+    let s1 = &dict.object(0x1600).unwrap().sub_items[1];
+    assert_eq!(s1.default.as_ref().unwrap().as_u64(), Some(0x6040_0010));
+    let id = dict.object(0x1018).unwrap();
+    let sub = |n: usize| id.sub_items[n].default.as_ref().unwrap().as_u64();
+    assert_eq!(
+        (sub(1), sub(2), sub(3)),
+        (Some(0x766), Some(0x0003_0003), Some(1))
+    );
+    let c00: Vec<_> = dict.object(0x1C00).unwrap().sub_items[1..]
+        .iter()
+        .map(|s| s.default.as_ref().unwrap().as_u64())
+        .collect();
+    assert_eq!(c00, vec![Some(1), Some(2), Some(3), Some(4)]);
+    assert!(dict.object(0x1008).unwrap().default == Some(DefaultValue::String("SERVO-COE".into())));
+}
+
+#[test]
+fn ai4_and_dio8_esis_are_the_contract_devices() {
+    let f = read_file(&example("AI4-COE.xml")).unwrap();
+    let d = one(&f);
+    assert_eq!((d.name.as_str(), d.product_code), ("AI4-COE", 0x0003_0002));
+    assert!(d.rx_pdos.is_empty());
+    let coe = d.coe().unwrap();
+    assert!(coe.pdo_assign && !coe.pdo_config);
+    for n in 0..4u16 {
+        let base = 0x6000 + 0x10 * n;
+        let (p, rx) = d.pdo(0x1A00 + n).unwrap();
+        assert!(!rx && p.fixed && p.bits() == 32);
+        assert_eq!(p.name, format!("AI Channel {}", n + 1));
+        assert_eq!(
+            p.sm,
+            (n < 2).then_some(3),
+            "default assignment 0x1A00, 0x1A01"
+        );
+        assert_eq!(
+            entries(d, 0x1A00 + n),
+            vec![
+                (base, 1, 1, "Underrange".into()),
+                (base, 2, 1, "Overrange".into()),
+                (0, 0, 14, String::new()),
+                (base, 0x11, 16, "Value".into()),
+            ]
+        );
+        let dict = d.dictionary.as_ref().unwrap();
+        let set = dict.object(0x8000 + 0x10 * n).unwrap();
+        assert_eq!(set.sub_items[1].name, "Enable filter");
+        assert_eq!(set.sub_items[2].name, "Filter settings");
+    }
+    assert_eq!(default_u64(d, 0x1000), Some(0x1389));
+    assert_eq!(d.sync_managers[2].default_size, Some(0));
+    assert!(!d.sync_managers[2].enable);
+
+    let f = read_file(&example("DIO8-COE.xml")).unwrap();
+    let d = one(&f);
+    assert_eq!((d.name.as_str(), d.product_code), ("DIO8-COE", 0x0003_0001));
+    let coe = d.coe().unwrap();
+    assert!(!coe.pdo_assign && !coe.pdo_config);
+    let out: Vec<_> = (1..=8)
+        .map(|i| (0x7000, i, 1, format!("Output {i}")))
+        .collect();
+    let inp: Vec<_> = (1..=8)
+        .map(|i| (0x6000, i, 1, format!("Input {i}")))
+        .collect();
+    assert_eq!(entries(d, 0x1600), out);
+    assert_eq!(entries(d, 0x1A00), inp);
+    assert!(d.rx_pdos[0].fixed && d.rx_pdos[0].mandatory && d.tx_pdos[0].mandatory);
+    let dict = d.dictionary.as_ref().unwrap();
+    assert_eq!(
+        dict.object(0x1C12).unwrap().access.as_ref().unwrap().kind,
+        AccessKind::Ro
+    );
+}
+
+#[test]
+fn two_devices_localized_names_modules() {
+    let f = read_file(&data("two-devices.xml")).unwrap();
+    assert_eq!(
+        f.vendor.name, "Example Automation Ltd",
+        "English over the first name"
+    );
+    assert_eq!(f.groups[0].name, "Analog Input Terminals (EX3xxx)");
+    assert_eq!(f.devices.len(), 2);
+    let (a, b) = (&f.devices[0], &f.devices[1]);
+    assert_eq!((a.name.as_str(), b.name.as_str()), ("EX3102", "EX3102"));
+    assert_eq!(
+        (a.revision, b.revision),
+        (Some(0x0010_0000), Some(0x0011_0000))
+    );
+    assert_eq!(a.display_name(), "EX3102 2Ch. Ana. Input +/-10V, Diff.");
+    assert_eq!(
+        b.display_name(),
+        "EX3102 2K. Ana. Eingang (Rev. 11)",
+        "no English: the first"
+    );
+    assert_eq!(a.names.len(), 2);
+    assert_eq!(a.pdo(0x1A00).unwrap().0.excludes, vec![0x1A01]);
+    assert_eq!(a.mailbox.as_ref().unwrap().protocols, vec!["CoE", "FoE"]);
+    let p = a.pdo(0x1A02).unwrap().0;
+    assert!(p.fixed && p.mandatory, "Fixed=\"true\"");
+    assert_eq!(
+        (p.entries[1].index, p.entries[1].sub, p.entries[1].bits),
+        (0, 0, 8)
+    );
+    assert!(b.coe().unwrap().pdo_config, "PdoConfig=\"1\"");
+    assert_eq!(a.line, line_of(&data("two-devices.xml"), "<Device Physics"));
+    assert_eq!(f.modules.len(), 1);
+    assert_eq!(f.modules[0].ident, Some(0x1000));
+    assert_eq!(f.modules[0].display_name, "Channel");
+    assert_eq!(f.modules[0].tx_pdos[0].entries[0].sub, 17);
+}
+
+#[test]
+fn numbers_in_every_vendor_form() {
+    let f = read_file(&data("mixed-numbers.xml")).unwrap();
+    assert_eq!(f.vendor.id, 0x9A, "#X");
+    let d = one(&f);
+    assert_eq!(d.product_code, 198657, "decimal");
+    assert_eq!(d.revision, Some(10), "0x");
+    let sm: Vec<_> = d
+        .sync_managers
+        .iter()
+        .map(|s| (s.start, s.control_byte))
+        .collect();
+    assert_eq!(
+        sm,
+        vec![
+            (0x1000, Some(38)),
+            (0x1080, Some(0x22)),
+            (0x1100, Some(0x64)),
+            (0x1180, Some(0x20))
+        ]
+    );
+    assert_eq!(d.sync_managers[0].default_size, Some(0x80));
+    let p = d.pdo(5632).unwrap().0;
+    assert_eq!((p.index, p.fixed, p.mandatory), (0x1600, false, false));
+    assert_eq!((p.entries[0].index, p.entries[0].bits), (0x6040, 16));
+    assert_eq!(
+        (p.entries[1].index, p.entries[1].sub, p.entries[1].bits),
+        (0, 0, 8),
+        "<SubIndex/>"
+    );
+    assert!(
+        d.sync_managers.iter().all(|s| s.enable),
+        "Enable=\"1\" and Enable=\"true\""
+    );
+    let dict = d.dictionary.as_ref().unwrap();
+    let arr = dict.data_type("DT1C12ARR").unwrap();
+    assert_eq!(arr.array.map(|a| (a.lbound, a.elements)), Some((1, 2)));
+    assert_eq!(arr.base_type.as_deref(), Some("UINT"));
+    let rec = dict.data_type("DT1C12").unwrap();
+    assert_eq!(rec.sub_items[1].sub_idx, None);
+    assert_eq!(rec.sub_items[1].bit_offset, 16);
+    let cw = dict.object(0x6040).unwrap();
+    assert_eq!(cw.default, Some(DefaultValue::Value("#x0006".into())));
+    assert_eq!(cw.default.as_ref().unwrap().as_u64(), Some(6));
+    let assign = dict.object(0x1C12).unwrap();
+    assert_eq!(
+        assign.sub_items[1].default,
+        Some(DefaultValue::Data(vec![0x00, 0x16]))
+    );
+    assert_eq!(
+        assign.sub_items[1].default.as_ref().unwrap().as_u64(),
+        Some(0x1600),
+        "LE"
+    );
+}
+
+#[test]
+fn iso_8859_1_is_decoded() {
+    let path = data("latin1.xml");
+    let raw = std::fs::read(&path).unwrap();
+    assert!(
+        std::str::from_utf8(&raw).is_err(),
+        "the test file must not be UTF-8"
+    );
+    let f = read_file(&path).unwrap();
+    assert_eq!(f.vendor.name, "Gr\u{fc}n & S\u{f6}hne GmbH");
+    let d = one(&f);
+    assert_eq!(d.display_name(), "4 Ausg\u{e4}nge, Schlie\u{df}er");
+    assert_eq!(d.rx_pdos[0].entries[0].name, "Ausg\u{e4}nge 1..4");
+    // The same bytes without the declaration are not UTF-8: refused with the line.
+    let text = String::from_utf8_lossy(&raw).into_owned();
+    let undeclared = raw
+        .strip_prefix(b"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?>".as_slice())
+        .unwrap();
+    let e = parse(undeclared, "x.xml").unwrap_err();
+    let want = text.lines().position(|l| l.contains("<Name>Gr")).unwrap() as u32 + 1;
+    assert!(
+        matches!(&e, Error::Encoding { line, .. } if *line == want),
+        "{e} (want line {want})"
+    );
+    assert!(e.to_string().contains("ISO-8859-1"), "{e}");
+}
+
+/// Each malformed file fails with its name, the line and the element path.
+#[test]
+fn malformed_files_name_element_and_line() {
+    for (file, needle, path, why) in [
+        (
+            "bad-number.xml",
+            "#xZZ",
+            "Device/RxPdo/Entry/Index",
+            "\"#xZZ\" is not a number",
+        ),
+        (
+            "missing-index.xml",
+            "<RxPdo",
+            "Device/RxPdo/Index",
+            "missing",
+        ),
+        (
+            "no-bitlen.xml",
+            "<Entry>",
+            "Device/RxPdo/Entry/BitLen",
+            "missing",
+        ),
+        (
+            "bad-attribute.xml",
+            "Sm=\"two\"",
+            "Device/RxPdo@Sm",
+            "\"two\" is not a number",
+        ),
+    ] {
+        let p = data(file);
+        let e = read_file(&p).unwrap_err();
+        let line = line_of(&p, needle);
+        assert_eq!(
+            e.to_string(),
+            format!("{file}:{line}: {path}: {why}"),
+            "{file}"
+        );
+    }
+    let p = data("unclosed.xml");
+    let e = read_file(&p).unwrap_err();
+    let line = line_of(&p, "</Device>");
+    let s = e.to_string();
+    assert!(matches!(e, Error::Xml { .. }), "{s}");
+    assert!(
+        s.starts_with(&format!("unclosed.xml:{line}: not well-formed XML")),
+        "{s}"
+    );
+    assert!(s.contains("'RxPdo'"), "names the unclosed element: {s}");
+}
+
+#[test]
+fn other_bad_inputs_are_errors_not_panics() {
+    let cases: &[(&str, &str)] = &[
+        ("", "not well-formed"),
+        ("<a/>", "not EtherCATInfo"),
+        ("<EtherCATInfo/>", "Vendor: missing"),
+        (
+            "<EtherCATInfo><Vendor><Id>1</Id></Vendor></EtherCATInfo>",
+            "Descriptions: missing",
+        ),
+        (
+            "<EtherCATInfo><Vendor><Id>#x1FFFFFFFF</Id></Vendor><Descriptions/></EtherCATInfo>",
+            "Vendor/Id: #x1FFFFFFFF is out of range for a 32-bit value",
+        ),
+        (
+            "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
+             <Type>X</Type></Device></Devices></Descriptions></EtherCATInfo>",
+            "Device/Type@ProductCode: missing",
+        ),
+        (
+            "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
+             <Type ProductCode='1'>X</Type><RxPdo Fixed='yes'><Index>#x1600</Index></RxPdo>\
+             </Device></Devices></Descriptions></EtherCATInfo>",
+            "Device/RxPdo@Fixed: \"yes\" is not a boolean",
+        ),
+        (
+            "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
+             <Type ProductCode='1'>X</Type><RxPdo><Index>#x1600</Index><Entry><Index>1</Index>\
+             <SubIndex>256</SubIndex><BitLen>8</BitLen></Entry></RxPdo>\
+             </Device></Devices></Descriptions></EtherCATInfo>",
+            "Device/RxPdo/Entry/SubIndex: 256 is out of range for a 8-bit value",
+        ),
+        (
+            "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
+             <Type ProductCode='1'>X</Type><Profile><Dictionary><Objects><Object>\
+             <Index>#x1000</Index><Name>x</Name><Type>UDINT</Type><BitSize>32</BitSize>\
+             <Info><DefaultData>123</DefaultData></Info></Object></Objects></Dictionary>\
+             </Profile></Device></Devices></Descriptions></EtherCATInfo>",
+            "DefaultData: \"123\" is not hex data",
+        ),
+        (
+            "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
+             <Type ProductCode='1'>X</Type><Profile><Dictionary><Objects><Object>\
+             <Index>#x1000</Index><Name>x</Name><Type>UDINT</Type><BitSize>32</BitSize>\
+             <Flags><Access>rx</Access></Flags></Object></Objects></Dictionary>\
+             </Profile></Device></Devices></Descriptions></EtherCATInfo>",
+            "Flags/Access: \"rx\" is not ro, rw or wo",
+        ),
+        (
+            "<!DOCTYPE x [<!ENTITY a 'aaaa'>]><EtherCATInfo/>",
+            "not well-formed XML",
+        ),
+        (
+            "<?xml version='1.0' encoding='EBCDIC'?><EtherCATInfo/>",
+            "\"ebcdic\" is not supported",
+        ),
+    ];
+    for (xml, want) in cases {
+        let e = parse(xml.as_bytes(), "t.xml").unwrap_err().to_string();
+        assert!(e.starts_with("t.xml:"), "{e}");
+        assert!(e.contains(want), "{xml}: {e} (want {want:?})");
+    }
+    // Deep nesting inside an unread element: no stack overflow, a parse or an error.
+    let deep = format!(
+        "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions>{}{}</Descriptions></EtherCATInfo>",
+        "<x>".repeat(100_000),
+        "</x>".repeat(100_000)
+    );
+    let _ = parse(deep.as_bytes(), "deep.xml");
+}
+
+#[test]
+fn read_file_refuses_a_fifo_and_names_a_missing_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("esi.xml");
+    nix_mkfifo(&fifo);
+    let e = read_file(&fifo).unwrap_err();
+    assert!(
+        e.is_input() && e.to_string().contains("not a regular file"),
+        "{e}"
+    );
+    let e = read_file(&dir.path().join("none.xml")).unwrap_err();
+    assert!(e.is_input() && e.to_string().contains("none.xml"), "{e}");
+}
+
+fn nix_mkfifo(p: &std::path::Path) {
+    let st = std::process::Command::new("mkfifo")
+        .arg(p)
+        .status()
+        .unwrap();
+    assert!(st.success());
+}
+
+fn servo() -> Device {
+    one(&read_file(&example("SERVO-COE.xml")).unwrap()).clone()
+}
+
+#[test]
+fn config_for_checks_the_chosen_pdos() {
+    let f = read_file(&data("two-devices.xml")).unwrap();
+    let a = &f.devices[0];
+    let e = a
+        .config_for(&[0x1A00, 0x1A01, 0x1A02])
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "EX3102: PDO 0x1A00 excludes 0x1A01 (its Exclude list): choose one of them"
+    );
+    let e = a.config_for(&[0x1A00]).unwrap_err().to_string();
+    assert!(
+        e.contains("PDO 0x1A02 \"AI Standard Channel 2\" is mandatory"),
+        "{e}"
+    );
+    let e = a.config_for(&[0x1A02, 0x1A02]).unwrap_err().to_string();
+    assert!(e.contains("0x1A02 is chosen twice"), "{e}");
+    let e = a.config_for(&[0x1A02, 0x1600]).unwrap_err().to_string();
+    assert!(
+        e.contains("PDO 0x1600 is not in its ESI (RxPDOs: none; TxPDOs: 0x1A00, 0x1A01, 0x1A02)"),
+        "{e}"
+    );
+    // 0x1A01 has no Sm: it goes to the Inputs SM (SM3) like the others.
+    let block = a.config_for(&[0x1A01, 0x1A02]).unwrap();
+    assert!(
+        block.contains("pdo_assign = { sm3 = [0x1A01, 0x1A02] }"),
+        "{block}"
+    );
+    assert!(block.contains("input_bytes = 5"), "16 + 24 bits: {block}");
+
+    let s = servo();
+    let e = s.config_for(&[0x1A07]).unwrap_err();
+    assert!(
+        e.to_string()
+            .starts_with("SERVO-COE: PDO 0x1A07 is not in its ESI"),
+        "{e}"
+    );
+    // No PDO at all: both assignments cleared (the device has PDOs of both directions).
+    let block = s.config_for(&[]).unwrap();
+    assert!(
+        block.contains("pdo_assign = { sm2 = [], sm3 = [] }"),
+        "{block}"
+    );
+    assert!(block.contains("input_bytes = 0"), "{block}");
+    let mut s2 = s.clone();
+    s2.rx_pdos[1].sm = Some(4);
+    let e = s2.config_for(&[0x1600, 0x1601]).unwrap_err().to_string();
+    assert!(
+        e.contains("RxPDOs 0x1600 (SM2) and 0x1601 (SM4) are on different sync managers"),
+        "{e}"
+    );
+    let e = s2.config_for(&[0x1601]).unwrap_err().to_string();
+    assert!(
+        e.contains("RxPDO 0x1601 is on SM4: an rtcat configuration assigns RxPDOs to sm2 only"),
+        "{e}"
+    );
+    let mut big = s.clone();
+    big.sync_managers[2].max_size = Some(1);
+    let e = big.config_for(&[0x1600]).unwrap_err().to_string();
+    assert!(
+        e.contains("the chosen RxPDOs take 2 bytes, more than SM2's MaxSize of 1"),
+        "{e}"
+    );
+
+    // A device without PdoAssign keeps its default PDOs.
+    let dio = one(&read_file(&example("DIO8-COE.xml")).unwrap()).clone();
+    let mut d = dio.clone();
+    d.rx_pdos[0].mandatory = false;
+    let e = d.config_for(&[0x1A00]).unwrap_err().to_string();
+    assert!(e.contains("PDO assignment is fixed (Mailbox/CoE@PdoAssign is not set): its RxPDOs are always 0x1600"), "{e}");
+}
+
+/// A minimal TOML reading of the emitted block: the keys of the `[[device]]` format.
+fn device_table(block: &str) -> toml::Table {
+    let v: toml::Table = toml::from_str(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+    let devs = v["device"].as_array().unwrap();
+    assert_eq!(devs.len(), 1);
+    devs[0].as_table().unwrap().clone()
+}
+
+#[test]
+fn config_for_emits_the_device_format() {
+    let block = servo().config_for(&[0x1600, 0x1A00]).unwrap();
+    let d = device_table(&block);
+    assert_eq!(d["vendor_id"].as_integer(), Some(0x766));
+    assert_eq!(d["product_id"].as_integer(), Some(0x0003_0003));
+    assert_eq!(d["revision"].as_integer(), Some(1));
+    assert_eq!(d["name"].as_str(), Some("SERVO-COE"));
+    assert_eq!(d["input_bytes"].as_integer(), Some(2));
+    assert_eq!(d["output_bytes"].as_integer(), Some(2));
+    let assign = d["pdo_assign"].as_table().unwrap();
+    assert_eq!(
+        assign["sm2"].as_array().unwrap()[0].as_integer(),
+        Some(0x1600)
+    );
+    assert_eq!(
+        assign["sm3"].as_array().unwrap()[0].as_integer(),
+        Some(0x1A00)
+    );
+    let maps = d["pdo_map"].as_array().unwrap();
+    assert_eq!(maps.len(), 2);
+    assert_eq!(maps[0]["index"].as_integer(), Some(0x1600));
+    let e = &maps[0]["entries"].as_array().unwrap()[0];
+    assert_eq!(e["entry"].as_str(), Some("0x6040:00:16"));
+    assert_eq!(e["name"].as_str(), Some("Controlword"));
+    assert_eq!(
+        maps[1]["entries"].as_array().unwrap()[0]["entry"].as_str(),
+        Some("0x6041:00:16")
+    );
+
+    // Fixed PDOs are assigned, not mapped; padding is a plain entry string.
+    let f = read_file(&data("two-devices.xml")).unwrap();
+    let mut a = f.devices[0].clone();
+    for p in &mut a.tx_pdos {
+        p.fixed = false;
+    }
+    a.mailbox.as_mut().unwrap().coe.as_mut().unwrap().pdo_config = true;
+    let d = device_table(&a.config_for(&[0x1A02]).unwrap());
+    let entries = d["pdo_map"].as_array().unwrap()[0]["entries"]
+        .as_array()
+        .unwrap()
+        .clone();
+    assert_eq!(entries[1].as_str(), Some("0x0000:00:8"));
+    assert_eq!(entries[0]["entry"].as_str(), Some("0x3102:02:16"));
+    assert!(d.get("output_bytes").is_some() && d["input_bytes"].as_integer() == Some(3));
+
+    // A name needing TOML escapes survives the round trip.
+    let mut s = servo();
+    s.rx_pdos[0].entries[0].name = "say \"hi\" \\ now".into();
+    s.name = "A\"B".into();
+    let d = device_table(&s.config_for(&[0x1600, 0x1A00]).unwrap());
+    assert_eq!(d["name"].as_str(), Some("A\"B"));
+    let e = &d["pdo_map"].as_array().unwrap()[0]["entries"]
+        .as_array()
+        .unwrap()[0];
+    assert_eq!(e["name"].as_str(), Some("say \"hi\" \\ now"));
+}
+
+#[test]
+fn json_model_serializes() {
+    let f = read_file(&example("SERVO-COE.xml")).unwrap();
+    let v = serde_json::to_value(&f).unwrap();
+    let d = &v["devices"][0];
+    assert_eq!(d["product_code"], 0x0003_0003);
+    assert_eq!(d["rx_pdos"][0]["entries"][0]["name"], "Controlword");
+    let o = d["dictionary"]["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["index"] == 0x6502)
+        .unwrap();
+    assert_eq!(o["default"]["data"], "80030000");
+    assert_eq!(o["access"]["kind"], "ro");
+}
+
+fn shipped() -> Vec<Vec<u8>> {
+    ["DIO8-COE.xml", "AI4-COE.xml", "SERVO-COE.xml"]
+        .iter()
+        .map(|n| std::fs::read(example(n)).unwrap())
+        .collect()
+}
+
+/// A mutation of a file: overwrite, insert or delete a byte run, drawn near XML syntax.
+#[derive(Debug, Clone)]
+enum Edit {
+    Set(usize, u8),
+    Insert(usize, Vec<u8>),
+    Delete(usize, usize),
+    Truncate(usize),
+}
+
+fn edit() -> impl Strategy<Value = Edit> {
+    let bytes = prop_oneof![
+        Just(b'<'),
+        Just(b'>'),
+        Just(b'/'),
+        Just(b'"'),
+        Just(b'#'),
+        Just(b'x'),
+        Just(b'&'),
+        Just(b'0'),
+        Just(b'9'),
+        Just(0xE4u8),
+        Just(0xFFu8),
+        any::<u8>()
+    ];
+    let snippets = prop_oneof![
+        Just(b"#xZZ".to_vec()),
+        Just(b"<Entry>".to_vec()),
+        Just(b"</Index>".to_vec()),
+        Just(b"<![CDATA[".to_vec()),
+        Just(b"&amp;".to_vec()),
+        Just(b"&#0;".to_vec()),
+        Just(b"99999999999999999999".to_vec()),
+        Just(b"<Index>#x1600</Index>".to_vec()),
+        Just(b"<Exclude>#x1600</Exclude>".to_vec()),
+        proptest::collection::vec(any::<u8>(), 1..8),
+    ];
+    prop_oneof![
+        (any::<usize>(), bytes).prop_map(|(i, b)| Edit::Set(i, b)),
+        (any::<usize>(), snippets).prop_map(|(i, s)| Edit::Insert(i, s)),
+        (any::<usize>(), 1usize..64).prop_map(|(i, n)| Edit::Delete(i, n)),
+        any::<usize>().prop_map(Edit::Truncate),
+    ]
+}
+
+fn apply(mut b: Vec<u8>, edits: &[Edit]) -> Vec<u8> {
+    for e in edits {
+        let n = b.len().max(1);
+        match e {
+            Edit::Set(i, x) => {
+                if !b.is_empty() {
+                    b[i % n] = *x;
+                }
+            }
+            Edit::Insert(i, s) => {
+                let at = i % (b.len() + 1);
+                b.splice(at..at, s.iter().copied());
+            }
+            Edit::Delete(i, k) => {
+                let at = i % n;
+                let end = (at + k).min(b.len());
+                b.drain(at.min(b.len())..end);
+            }
+            Edit::Truncate(i) => b.truncate(i % n),
+        }
+    }
+    b
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 512, ..ProptestConfig::default() })]
+
+    /// Never a panic: every mutated file parses or fails with an error naming a line, and
+    /// whatever parses can be asked for a configuration of any PDO set.
+    #[test]
+    fn mutated_shipped_files_never_panic(
+        which in 0usize..3,
+        edits in proptest::collection::vec(edit(), 1..6),
+        pdos in proptest::collection::vec(prop_oneof![0x1600u16..0x1604, 0x1A00u16..0x1A04], 0..5),
+    ) {
+        let b = apply(shipped()[which].clone(), &edits);
+        match parse(&b, "m.xml") {
+            Ok(f) => {
+                for d in &f.devices {
+                    let _ = d.config_for(&pdos);
+                    let _ = serde_json::to_string(d);
+                }
+            }
+            Err(e) => {
+                let s = e.to_string();
+                prop_assert!(s.starts_with("m.xml:"), "{}", s);
+                let line: u32 = s["m.xml:".len()..].split(':').next().unwrap().parse().unwrap();
+                prop_assert!(line >= 1 && line as usize <= b.split(|&c| c == b'\n').count(), "{}", s);
+            }
+        }
+    }
+}
+
+/// The shipped files are coherent: every mapped entry is an object (or a record's sub-item) of
+/// the dictionary with the entry's size, PDO-mappable in the PDO's direction; every PDO's
+/// mapping object exists with one sub-index per entry and its default entries.
+#[test]
+fn shipped_files_are_self_consistent() {
+    for name in ["DIO8-COE.xml", "AI4-COE.xml", "SERVO-COE.xml"] {
+        let f = read_file(&example(name)).unwrap();
+        let d = one(&f);
+        let dict = d.dictionary.as_ref().unwrap();
+        for (p, rx) in d
+            .rx_pdos
+            .iter()
+            .map(|p| (p, true))
+            .chain(d.tx_pdos.iter().map(|p| (p, false)))
+        {
+            let m = dict
+                .object(p.index)
+                .unwrap_or_else(|| panic!("{name}: no object 0x{:04X}", p.index));
+            let n = m.sub_items[0].default.as_ref().unwrap().as_u64().unwrap();
+            assert_eq!(n as usize, p.entries.len(), "{name}: 0x{:04X}:00", p.index);
+            for (k, e) in p.entries.iter().enumerate() {
+                let word = m.sub_items[k + 1]
+                    .default
+                    .as_ref()
+                    .unwrap()
+                    .as_u64()
+                    .unwrap();
+                let want = (u64::from(e.index) << 16) | (u64::from(e.sub) << 8) | u64::from(e.bits);
+                assert_eq!(word, want, "{name}: 0x{:04X}:{:02X}", p.index, k + 1);
+                if e.index == 0 {
+                    continue;
+                }
+                let o = dict
+                    .object(e.index)
+                    .unwrap_or_else(|| panic!("{name}: no 0x{:04X}", e.index));
+                let (bits, map) = if e.sub == 0 && o.sub_items.is_empty() {
+                    (o.bit_size, o.pdo_mapping)
+                } else {
+                    let t = dict.data_type(&o.type_name).unwrap();
+                    let s = t
+                        .sub_items
+                        .iter()
+                        .find(|s| s.sub_idx == Some(e.sub))
+                        .unwrap();
+                    (s.bit_size, s.pdo_mapping)
+                };
+                assert_eq!(
+                    bits,
+                    u32::from(e.bits),
+                    "{name}: 0x{:04X}:{:02X}",
+                    e.index,
+                    e.sub
+                );
+                let want = if rx { PdoMapping::R } else { PdoMapping::T };
+                assert_eq!(map, Some(want), "{name}: 0x{:04X}:{:02X}", e.index, e.sub);
+            }
+        }
+        // The sync managers' default sizes are the default assignment's.
+        let size = |pdos: &[rtcat_esi::Pdo]| -> u16 {
+            let bits: u32 = pdos
+                .iter()
+                .filter(|p| p.sm.is_some())
+                .map(|p| p.bits())
+                .sum();
+            bits.div_ceil(8) as u16
+        };
+        assert_eq!(
+            d.sync_managers[2].default_size,
+            Some(size(&d.rx_pdos)),
+            "{name}"
+        );
+        assert_eq!(
+            d.sync_managers[3].default_size,
+            Some(size(&d.tx_pdos)),
+            "{name}"
+        );
+    }
+}

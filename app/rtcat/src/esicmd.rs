@@ -1,0 +1,329 @@
+//! `rtcat esi FILE`: read an ESI file ([`rtcat_esi`]) and list its devices, show one device
+//! (sync managers, PDOs with their flags and entries, the dictionary's size), print the model as
+//! JSON, or print the `[[device]]` configuration for a chosen set of PDOs. Everything wrong with
+//! the input (the file, the selector, the PDOs) exits 2; only a system I/O failure exits 1.
+
+use crate::cli::EsiArgs;
+use rtcat_esi::{Device, EsiFile, Pdo};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::process::ExitCode;
+
+/// Why the command failed: the user's input (exit 2) or the system (exit 1).
+enum Fail {
+    Usage(String),
+    Runtime(String),
+}
+
+/// Run `rtcat esi`.
+pub fn run(a: &EsiArgs) -> ExitCode {
+    let r = run_inner(a).and_then(|out| {
+        let mut so = std::io::stdout().lock();
+        so.write_all(out.as_bytes())
+            .and_then(|()| so.flush())
+            .map_err(|e| Fail::Runtime(format!("stdout: {e}")))
+    });
+    match r {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Fail::Usage(m)) => {
+            crate::say!("rtcat: {m}");
+            ExitCode::from(2)
+        }
+        Err(Fail::Runtime(m)) => {
+            crate::say!("rtcat: {m}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
+    let file = rtcat_esi::read_file(&a.file).map_err(|e| {
+        if e.is_input() {
+            Fail::Usage(e.to_string())
+        } else {
+            Fail::Runtime(e.to_string())
+        }
+    })?;
+    let fname = a.file.display().to_string();
+    let selected = select(&file, a, &fname)?;
+    if a.json {
+        let shown = EsiFile {
+            devices: selected.iter().map(|d| (*d).clone()).collect(),
+            ..file.clone()
+        };
+        let mut s = serde_json::to_string_pretty(&shown)
+            .map_err(|e| Fail::Runtime(format!("JSON: {e}")))?;
+        s.push('\n');
+        return Ok(s);
+    }
+    if let Some(pdos) = &a.emit_config {
+        let d = match selected.as_slice() {
+            [d] => d,
+            [] => return Err(Fail::Usage(format!("{fname}: describes no device"))),
+            many => {
+                let hint = if (a.device.is_some() || a.product.is_some()) && a.revision.is_none() {
+                    "choose one with --revision"
+                } else {
+                    "choose one with --device NAME or --product ID"
+                };
+                return Err(Fail::Usage(format!(
+                    "{fname}: {} devices match ({}); {hint}",
+                    many.len(),
+                    many.iter().map(|d| ident(d)).collect::<Vec<_>>().join(", ")
+                )));
+            }
+        };
+        let block = d
+            .config_for(pdos)
+            .map_err(|e| Fail::Usage(format!("{fname}: {e}")))?;
+        return Ok(block);
+    }
+    let mut s = String::new();
+    let selector = a.device.is_some() || a.product.is_some() || a.revision.is_some();
+    if !selector && file.devices.len() != 1 {
+        list(&mut s, &file, &fname);
+    } else {
+        for (n, d) in selected.iter().enumerate() {
+            if n > 0 {
+                s.push('\n');
+            }
+            show(&mut s, &file, d);
+        }
+    }
+    Ok(s)
+}
+
+fn ident(d: &Device) -> String {
+    match d.revision {
+        Some(r) => format!("{} rev 0x{r:08X}", d.name),
+        None => d.name.clone(),
+    }
+}
+
+/// The devices the selector names (all without a selector); none is a usage error.
+fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Device>, Fail> {
+    let all: Vec<&Device> = file.devices.iter().collect();
+    let mut v: Vec<&Device> = all
+        .iter()
+        .copied()
+        .filter(|d| {
+            a.device
+                .as_ref()
+                .is_none_or(|n| d.name.eq_ignore_ascii_case(n))
+        })
+        .filter(|d| a.product.is_none_or(|p| d.product_code == p))
+        .collect();
+    let what = match (&a.device, a.product) {
+        (Some(n), _) => Some(format!("device {n:?}")),
+        (None, Some(p)) => Some(format!("product code 0x{p:08X}")),
+        (None, None) => None,
+    };
+    if let Some(w) = &what
+        && v.is_empty()
+    {
+        let known: Vec<String> = all
+            .iter()
+            .map(|d| format!("{} (0x{:08X})", d.name, d.product_code))
+            .collect();
+        return Err(Fail::Usage(format!(
+            "{fname}: no {w}; it describes {}",
+            if known.is_empty() {
+                "no device".to_string()
+            } else {
+                known.join(", ")
+            }
+        )));
+    }
+    if let Some(r) = a.revision {
+        let revs: Vec<String> = v.iter().map(|d| ident(d)).collect();
+        v.retain(|d| d.revision == Some(r));
+        if v.is_empty() {
+            return Err(Fail::Usage(format!(
+                "{fname}: no revision 0x{r:08X}{}; it has {}",
+                what.map(|w| format!(" of {w}")).unwrap_or_default(),
+                if revs.is_empty() {
+                    "no device".into()
+                } else {
+                    revs.join(", ")
+                }
+            )));
+        }
+    }
+    Ok(v)
+}
+
+fn list(s: &mut String, f: &EsiFile, fname: &str) {
+    let _ = writeln!(
+        s,
+        "{fname}: vendor 0x{:08X} {:?}, {} devices, {} modules",
+        f.vendor.id,
+        f.vendor.name,
+        f.devices.len(),
+        f.modules.len()
+    );
+    let w = f
+        .devices
+        .iter()
+        .map(|d| d.name.len())
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let _ = writeln!(s, "  {:w$}  PRODUCT     REVISION    NAME", "TYPE");
+    for d in &f.devices {
+        let rev = d
+            .revision
+            .map(|r| format!("0x{r:08X}"))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "  {:w$}  0x{:08X}  {rev:10}  {}",
+            d.name,
+            d.product_code,
+            d.display_name()
+        );
+    }
+    for m in &f.modules {
+        let id = m
+            .ident
+            .map(|i| format!("0x{i:08X}"))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(s, "  module {} ({id}): {}", m.name, m.display_name);
+    }
+    if f.devices.len() > 1 {
+        let _ = writeln!(s, "Show one with --device NAME or --product ID.");
+    }
+}
+
+fn show(s: &mut String, f: &EsiFile, d: &Device) {
+    let rev = d
+        .revision
+        .map(|r| format!("0x{r:08X}"))
+        .unwrap_or_else(|| "-".into());
+    let _ = writeln!(
+        s,
+        "{}  product 0x{:08X}  revision {rev}  vendor 0x{:08X} ({})",
+        d.name, d.product_code, d.vendor_id, f.vendor.name
+    );
+    let _ = writeln!(s, "  name: {}  (line {})", d.display_name(), d.line);
+    if let Some(g) = &d.group {
+        let _ = writeln!(s, "  group: {g}");
+    }
+    match &d.mailbox {
+        None => {
+            let _ = writeln!(s, "  mailbox: none");
+        }
+        Some(m) => {
+            let mut p = m.protocols.join(", ");
+            if let Some(c) = &m.coe {
+                let flags: Vec<&str> = [
+                    (c.sdo_info, "SDO info"),
+                    (c.complete_access, "complete access"),
+                    (c.pdo_assign, "PDO assign"),
+                    (c.pdo_config, "PDO config"),
+                    (c.pdo_upload, "PDO upload"),
+                ]
+                .iter()
+                .filter(|(on, _)| *on)
+                .map(|(_, n)| *n)
+                .collect();
+                let _ = write!(
+                    p,
+                    "  [CoE: {}]",
+                    if flags.is_empty() {
+                        "no flags".to_string()
+                    } else {
+                        flags.join(", ")
+                    }
+                );
+            }
+            let _ = writeln!(s, "  mailbox: {p}");
+        }
+    }
+    let _ = writeln!(s, "  sync managers:");
+    for (i, sm) in d.sync_managers.iter().enumerate() {
+        let size = sm
+            .default_size
+            .map(|z| format!("{z} byte{}", if z == 1 { "" } else { "s" }))
+            .unwrap_or_else(|| "size -".into());
+        let ctl = sm
+            .control_byte
+            .map(|c| format!("0x{c:02X}"))
+            .unwrap_or_else(|| "-".into());
+        let _ = writeln!(
+            s,
+            "    SM{i}  0x{:04X}  {size:10}  control {ctl}  {}  {}",
+            sm.start,
+            if sm.enable { "enabled " } else { "disabled" },
+            sm.usage
+        );
+    }
+    if !d.fmmus.is_empty() {
+        let _ = writeln!(s, "  FMMUs: {}", d.fmmus.join(", "));
+    }
+    pdos(s, "RxPDOs (outputs)", &d.rx_pdos);
+    pdos(s, "TxPDOs (inputs)", &d.tx_pdos);
+    match &d.dictionary {
+        Some(dict) => {
+            let _ = writeln!(
+                s,
+                "  dictionary: {} objects, {} data types",
+                dict.objects.len(),
+                dict.data_types.len()
+            );
+        }
+        None => {
+            let _ = writeln!(s, "  dictionary: none in this file");
+        }
+    }
+}
+
+fn pdos(s: &mut String, title: &str, list: &[Pdo]) {
+    if list.is_empty() {
+        let _ = writeln!(s, "  {title}: none");
+        return;
+    }
+    let _ = writeln!(s, "  {title}:");
+    for p in list {
+        let mut flags = Vec::new();
+        if p.fixed {
+            flags.push("fixed".to_string());
+        }
+        if p.mandatory {
+            flags.push("mandatory".to_string());
+        }
+        if !p.excludes.is_empty() {
+            let x: Vec<String> = p.excludes.iter().map(|i| format!("0x{i:04X}")).collect();
+            flags.push(format!("excludes {}", x.join(" ")));
+        }
+        let sm =
+            p.sm.map(|n| format!("SM{n}"))
+                .unwrap_or_else(|| "not assigned".into());
+        let flags = if flags.is_empty() {
+            String::new()
+        } else {
+            format!("  [{}]", flags.join(", "))
+        };
+        let _ = writeln!(
+            s,
+            "    0x{:04X} {:?}  {sm}  {} bits{flags}",
+            p.index,
+            p.name,
+            p.bits()
+        );
+        for e in &p.entries {
+            if e.index == 0 {
+                let _ = writeln!(s, "      0x0000:00  {:3}  (padding)", e.bits);
+            } else {
+                let _ = writeln!(
+                    s,
+                    "      0x{:04X}:{:02X}  {:3}  {:6}  {}",
+                    e.index,
+                    e.sub,
+                    e.bits,
+                    e.data_type.as_deref().unwrap_or("-"),
+                    e.name
+                );
+            }
+        }
+    }
+}

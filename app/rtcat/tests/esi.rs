@@ -1,0 +1,350 @@
+//! `rtcat esi` on the shipped ESI files of `examples/coe` and the crate's hand-made test files:
+//! the listing, `--json`, `--emit-config` (parsed back as TOML) and the exit codes.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
+
+fn example(name: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../examples/coe")
+        .join(name);
+    p.display().to_string()
+}
+
+fn data(name: &str) -> String {
+    let p = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../esi/tests/data")
+        .join(name);
+    p.display().to_string()
+}
+
+fn esi(args: &[&str]) -> Output {
+    Command::new(BIN).arg("esi").args(args).output().unwrap()
+}
+
+fn ok(args: &[&str]) -> String {
+    let o = esi(args);
+    assert_eq!(
+        o.status.code(),
+        Some(0),
+        "{args:?}: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8(o.stdout).unwrap()
+}
+
+/// Exit 2 with one `rtcat: ` line on stderr containing every `want`.
+fn usage(args: &[&str], want: &[&str]) {
+    let o = esi(args);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{args:?}: {err}");
+    assert!(o.stdout.is_empty(), "{args:?}: nothing on stdout");
+    for w in want {
+        assert!(err.contains(w), "{args:?}: {err} (want {w:?})");
+    }
+}
+
+#[test]
+fn listing_of_the_shipped_files() {
+    let s = ok(&[&example("SERVO-COE.xml")]);
+    assert!(
+        s.starts_with("SERVO-COE  product 0x00030003  revision 0x00000001"),
+        "{s}"
+    );
+    assert!(s.contains("PDO assign, PDO config"), "{s}");
+    assert!(s.contains("SM0  0x1000  128 bytes"), "{s}");
+    assert!(s.contains("0x1600 \"RxPDO 1\"  SM2  16 bits"), "{s}");
+    assert!(s.contains("0x6040:00   16  UINT    Controlword"), "{s}");
+    assert!(s.contains("0x6041:00   16  UINT    Statusword"), "{s}");
+    assert!(s.contains("dictionary: "), "{s}");
+    let s = ok(&[&example("DIO8-COE.xml")]);
+    assert!(
+        s.contains("0x1600 \"Outputs\"  SM2  8 bits  [fixed, mandatory]"),
+        "{s}"
+    );
+    let s = ok(&[&example("AI4-COE.xml")]);
+    assert!(
+        s.contains("0x1A02 \"AI Channel 3\"  not assigned  32 bits  [fixed]"),
+        "{s}"
+    );
+    assert!(s.contains("0x0000:00   14  (padding)"), "{s}");
+    assert!(s.contains("RxPDOs (outputs): none"), "{s}");
+}
+
+#[test]
+fn several_devices_are_listed_and_selected() {
+    let f = data("two-devices.xml");
+    let s = ok(&[&f]);
+    assert!(s.contains("2 devices, 1 modules"), "{s}");
+    assert!(
+        s.contains("EX3102  0x0C1E3052  0x00100000  EX3102 2Ch. Ana. Input"),
+        "{s}"
+    );
+    assert!(
+        s.contains("EX3102  0x0C1E3052  0x00110000  EX3102 2K. Ana. Eingang"),
+        "{s}"
+    );
+    assert!(s.contains("module EX3102-CH (0x00001000): Channel"), "{s}");
+    let s = ok(&[&f, "--product", "#x0c1e3052", "--revision", "0x00110000"]);
+    assert!(
+        s.starts_with("EX3102  product 0x0C1E3052  revision 0x00110000"),
+        "{s}"
+    );
+    assert!(!s.contains("0x00100000"), "{s}");
+    // --revision alone selects too.
+    let s = ok(&[&f, "--revision", "0x00100000"]);
+    assert!(
+        s.starts_with("EX3102  product 0x0C1E3052  revision 0x00100000"),
+        "{s}"
+    );
+    assert!(!s.contains("0x00110000"), "{s}");
+    // Both revisions share the type name: both shown.
+    let s = ok(&[&f, "--device", "ex3102"]);
+    assert_eq!(s.matches("product 0x0C1E3052").count(), 2, "{s}");
+    assert!(s.contains("[fixed, excludes 0x1A01]"), "{s}");
+    // --emit-config needs one device.
+    usage(
+        &[&f, "--emit-config", "0x1A02"],
+        &[
+            "2 devices match (EX3102 rev 0x00100000, EX3102 rev 0x00110000)",
+            "--device NAME or --product ID",
+        ],
+    );
+    usage(
+        &[&f, "--device", "EX3102", "--emit-config", "0x1A02"],
+        &["choose one with --revision"],
+    );
+    // An exclusion between chosen PDOs.
+    usage(
+        &[
+            &f,
+            "--revision",
+            "0x100000",
+            "--emit-config",
+            "0x1A00",
+            "0x1A01",
+            "0x1A02",
+        ],
+        &["EX3102: PDO 0x1A00 excludes 0x1A01 (its Exclude list)"],
+    );
+    let s = ok(&[
+        &f,
+        "--revision",
+        "#x00100000",
+        "--emit-config",
+        "0x1A00",
+        "0x1A02",
+    ]);
+    assert!(s.contains("pdo_assign = { sm3 = [0x1A00, 0x1A02] }"), "{s}");
+}
+
+#[test]
+fn json_is_the_model() {
+    let s = ok(&[&example("SERVO-COE.xml"), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(v["vendor"]["id"], 0x766);
+    let d = &v["devices"][0];
+    assert_eq!(d["name"], "SERVO-COE");
+    assert_eq!(d["rx_pdos"][0]["index"], 0x1600);
+    assert_eq!(d["tx_pdos"][0]["entries"][0]["name"], "Statusword");
+    assert_eq!(d["mailbox"]["coe"]["pdo_config"], true);
+    assert!(d["dictionary"]["objects"].as_array().unwrap().len() > 10);
+    // Filtered by the selector.
+    let s = ok(&[
+        &data("two-devices.xml"),
+        "--json",
+        "--revision",
+        "0x00110000",
+    ]);
+    let v: serde_json::Value = serde_json::from_str(&s).unwrap();
+    assert_eq!(v["devices"].as_array().unwrap().len(), 1);
+    assert_eq!(v["devices"][0]["revision"], 0x0011_0000);
+    assert_eq!(v["modules"][0]["name"], "EX3102-CH");
+}
+
+fn device_of(block: &str) -> toml::Table {
+    let t: toml::Table = toml::from_str(block).unwrap_or_else(|e| panic!("{e}\n{block}"));
+    let devs = t["device"].as_array().unwrap();
+    assert_eq!(devs.len(), 1, "{block}");
+    devs[0].as_table().unwrap().clone()
+}
+
+fn ints(v: &toml::Value) -> Vec<i64> {
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|x| x.as_integer().unwrap())
+        .collect()
+}
+
+fn map_entries(d: &toml::Table, index: i64) -> Vec<(String, Option<String>)> {
+    let m = d["pdo_map"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["index"].as_integer() == Some(index))
+        .unwrap_or_else(|| panic!("no pdo_map 0x{index:04X}"));
+    m["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| match e {
+            toml::Value::String(s) => (s.clone(), None),
+            t => (
+                t["entry"].as_str().unwrap().to_string(),
+                t.get("name").and_then(|n| n.as_str()).map(str::to_string),
+            ),
+        })
+        .collect()
+}
+
+#[test]
+fn emitted_configuration_has_the_contract_keys_and_sizes() {
+    // The servo's ESI describes its default mapping: controlword / statusword.
+    let d = device_of(&ok(&[
+        &example("SERVO-COE.xml"),
+        "--emit-config",
+        "0x1600",
+        "0x1A00",
+    ]));
+    assert_eq!(d["vendor_id"].as_integer(), Some(0x766));
+    assert_eq!(d["product_id"].as_integer(), Some(0x0003_0003));
+    assert_eq!(d["revision"].as_integer(), Some(1));
+    assert_eq!(d["name"].as_str(), Some("SERVO-COE"));
+    assert_eq!(
+        (
+            d["output_bytes"].as_integer(),
+            d["input_bytes"].as_integer()
+        ),
+        (Some(2), Some(2))
+    );
+    let a = d["pdo_assign"].as_table().unwrap();
+    assert_eq!(
+        (ints(&a["sm2"]), ints(&a["sm3"])),
+        (vec![0x1600], vec![0x1A00])
+    );
+    assert_eq!(
+        map_entries(&d, 0x1600),
+        vec![("0x6040:00:16".into(), Some("Controlword".into()))]
+    );
+    assert_eq!(
+        map_entries(&d, 0x1A00),
+        vec![("0x6041:00:16".into(), Some("Statusword".into()))]
+    );
+    for k in d.keys() {
+        assert!(
+            [
+                "vendor_id",
+                "product_id",
+                "revision",
+                "name",
+                "input_bytes",
+                "output_bytes",
+                "pdo_assign",
+                "pdo_map"
+            ]
+            .contains(&k.as_str()),
+            "key {k} is not in the [[device]] format"
+        );
+    }
+
+    // AI4: all four channels assigned, fixed mappings not written; 16 bytes in, none out.
+    let ai = ok(&[
+        &example("AI4-COE.xml"),
+        "--emit-config",
+        "0x1A00",
+        "0x1A01",
+        "0x1A02",
+        "0x1A03",
+    ]);
+    let d = device_of(&ai);
+    assert_eq!(
+        (
+            d["output_bytes"].as_integer(),
+            d["input_bytes"].as_integer()
+        ),
+        (Some(0), Some(16))
+    );
+    let a = d["pdo_assign"].as_table().unwrap();
+    assert_eq!(ints(&a["sm3"]), vec![0x1A00, 0x1A01, 0x1A02, 0x1A03]);
+    assert!(
+        a.get("sm2").is_none(),
+        "the AI4 has no RxPDOs: 0x1C12 left alone"
+    );
+    assert!(d.get("pdo_map").is_none(), "{ai}");
+
+    // DIO8: nothing writable: identity and sizes only.
+    let dio = ok(&[
+        &example("DIO8-COE.xml"),
+        "--emit-config",
+        "0x1600",
+        "0x1A00",
+    ]);
+    let d = device_of(&dio);
+    assert!(
+        d.get("pdo_assign").is_none() && d.get("pdo_map").is_none(),
+        "{dio}"
+    );
+    assert_eq!(
+        (
+            d["output_bytes"].as_integer(),
+            d["input_bytes"].as_integer()
+        ),
+        (Some(1), Some(1))
+    );
+}
+
+#[test]
+fn bad_input_exits_2_naming_the_value() {
+    let servo = example("SERVO-COE.xml");
+    usage(&["no-such-file.xml"], &["no-such-file.xml", "No such file"]);
+    usage(
+        &[&servo, "--device", "EL3102"],
+        &["no device \"EL3102\"", "SERVO-COE (0x00030003)"],
+    );
+    usage(
+        &[&servo, "--product", "0x42"],
+        &["no product code 0x00000042"],
+    );
+    usage(
+        &[&servo, "--product", "zz"],
+        &["\"zz\" is not a 32-bit number"],
+    );
+    usage(&[&servo, "--revision", "7"], &["no revision 0x00000007"]);
+    usage(
+        &[&servo, "--emit-config", "0x1234"],
+        &["\"0x1234\" is not a PDO index"],
+    );
+    usage(
+        &[&servo, "--emit-config", "#xZZ"],
+        &["\"#xZZ\" is not a number"],
+    );
+    usage(
+        &[&servo, "--emit-config", "0x1602"],
+        &["SERVO-COE: PDO 0x1602 is not in its ESI"],
+    );
+    usage(&[&servo, "--emit-config"], &["--emit-config"]);
+    usage(
+        &[&servo, "--json", "--emit-config", "0x1600"],
+        &["cannot be used with"],
+    );
+    usage(
+        &[&example("DIO8-COE.xml"), "--emit-config", "0x1600"],
+        &["0x1A00 \"Inputs\" is mandatory"],
+    );
+    usage(
+        &[&data("bad-number.xml")],
+        &["bad-number.xml:18: Device/RxPdo/Entry/Index: \"#xZZ\" is not a number"],
+    );
+    usage(
+        &[&data("unclosed.xml")],
+        &["unclosed.xml:25: not well-formed XML"],
+    );
+    let dir = tempfile::tempdir().unwrap();
+    usage(
+        &[&dir.path().display().to_string()],
+        &["not a regular file"],
+    );
+}
