@@ -115,7 +115,6 @@ fn the_coe_example_over_veth_survives_a_power_cycle_with_its_configuration() {
     );
     // The configured mapping: WKC 7 and 28 + 12 bytes (the default mapping is 11 + 3).
     assert_eq!(s.wkc.expected, Some(7));
-    assert_eq!(s.wkc.mismatches > 0, ev.contains("wkc_mismatch"), "{ev}");
     let txt = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(txt.contains("data errors 0"), "{txt}");
     assert_eq!((s.subdevices, s.pdi_bytes), (3, 28 + 12));
