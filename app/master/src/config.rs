@@ -66,6 +66,9 @@ pub struct Config {
     pub output: OutputConfig,
     /// `[tune]`: the CPU shield and NIC tuning (`rtcat tune`).
     pub tune: rttune::TuneSection,
+    /// `[[device]]`: PDO assignment, mapping and startup SDOs written in PRE-OP at every
+    /// bring-up and recovery (see [`crate::devices`]).
+    pub device: Vec<crate::devices::DeviceConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -82,6 +85,10 @@ pub struct BusConfig {
     pub init_eeprom_timeout_ms: u32,
     /// AL state transition timeout (ms).
     pub state_timeout_ms: u32,
+    /// Frames of ethercrab's static distributed-clock synchronisation at every bring-up and
+    /// recovery (one FRMW of the reference clock's system time each; 0 = none). Absent subdevices
+    /// with DC make it cost nothing.
+    pub dc_static_sync_iterations: u32,
 }
 
 impl Default for BusConfig {
@@ -92,6 +99,8 @@ impl Default for BusConfig {
             init_pdu_timeout_ms: 100,
             init_eeprom_timeout_ms: 100,
             state_timeout_ms: 5000,
+            // ethercrab's default (`MainDeviceConfig::default`).
+            dc_static_sync_iterations: 10_000,
         }
     }
 }
@@ -320,6 +329,13 @@ impl Config {
             " ms",
         )?;
         range(
+            "bus.dc_static_sync_iterations",
+            self.bus.dc_static_sync_iterations.into(),
+            0,
+            1_000_000,
+            " frames",
+        )?;
+        range(
             "cycle.priority",
             self.cycle.priority.into(),
             1,
@@ -416,6 +432,14 @@ impl Config {
         if self.output.dir.as_os_str().is_empty() {
             return Err(bad("output.dir", &"\"\"", "must be a directory path"));
         }
+        crate::devices::validate(&self.device, self.segment.subdevices).map_err(|e| {
+            ConfigError::Invalid {
+                path: path.to_string(),
+                key: e.key,
+                value: e.value,
+                message: e.message,
+            }
+        })?;
         self.tune.validate().map_err(|e| ConfigError::Invalid {
             path: path.to_string(),
             key: format!("tune.{}", e.key.trim_start_matches("tune.")),
@@ -430,6 +454,15 @@ impl Config {
         match self.bus.response_timeout_us {
             Some(us) => u64::from(us) * 1000,
             None => u64::from(self.cycle.period_us) * 900,
+        }
+    }
+
+    /// ethercrab's MainDevice settings from `[bus]`: every MainDevice the master creates uses
+    /// them.
+    pub fn maindevice_config(&self) -> ethercrab::MainDeviceConfig {
+        ethercrab::MainDeviceConfig {
+            dc_static_sync_iterations: self.bus.dc_static_sync_iterations,
+            ..ethercrab::MainDeviceConfig::default()
         }
     }
 
@@ -516,6 +549,12 @@ mod tests {
                 Just("[output]".to_string()),
                 Just("[tune]".to_string()),
                 Just("[[segment.device]]".to_string()),
+                Just("[[device]]".to_string()),
+                Just("[[device.pdo_map]]".to_string()),
+                Just("[[device.sdo]]".to_string()),
+                Just("entries = [\"0x6040:00:16\", \"1a00:1:8\"]".to_string()),
+                Just("pdo_assign = { sm2 = [0x1600], sm3 = [0x1A00] }".to_string()),
+                Just("type = \"u8\"".to_string()),
                 ("[a-z_]{1,24}", any::<i64>()).prop_map(|(k, v)| format!("{k} = {v}")),
                 ("[a-z_]{1,24}", "\\PC{0,20}").prop_map(|(k, v)| format!("{k} = {v:?}")),
                 (
@@ -529,6 +568,11 @@ mod tests {
                         "position",
                         "expected_wkc",
                         "housekeeping_cpus",
+                        "index",
+                        "sub",
+                        "value",
+                        "alias",
+                        "input_bytes",
                     ]),
                     prop_oneof![
                         any::<i64>().prop_map(|v| v.to_string()),

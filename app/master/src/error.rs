@@ -59,6 +59,10 @@ pub enum Error {
     /// The process-data layout could not be read or does not match the image.
     #[error(transparent)]
     Layout(#[from] crate::layout::LayoutError),
+    /// A `[[device]]` configuration could not be applied, or the subdevice does not run with
+    /// it: the subdevice, the object, the value and the abort code's text are named.
+    #[error(transparent)]
+    Device(Box<crate::devices::DeviceError>),
     /// The application refused the segment in `configure`.
     #[error("application: {0}")]
     Application(String),
@@ -80,6 +84,12 @@ pub enum Error {
     /// A thread of the master panicked.
     #[error("the {0} thread panicked")]
     Panicked(&'static str),
+}
+
+impl From<crate::devices::DeviceError> for Error {
+    fn from(e: crate::devices::DeviceError) -> Self {
+        Error::Device(Box::new(e))
+    }
 }
 
 impl Error {

@@ -10,13 +10,14 @@ use crate::application::{Application, Recovery, Setup, ShutdownReason};
 use crate::bus::{Bus, Link, SocketLink, ThreadRt, TxRxThread};
 use crate::config::{Config, TxRxMode};
 use crate::cycle::{self, Exchanger, Exit, OpGroup, Params, Sinks};
+use crate::devices;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, LayoutError};
 use crate::rt;
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use crate::stop::Stop;
 use ethercrab::std::ethercat_now;
-use ethercrab::{MainDevice, MainDeviceConfig, PduLoop, PduRx, PduStorage, PduTx, Timeouts};
+use ethercrab::{MainDevice, PduLoop, PduRx, PduStorage, PduTx, Timeouts};
 use futures_lite::future::block_on;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
@@ -257,8 +258,44 @@ fn bring_up(
             }
         }
     }
-    // The mapping in effect, read in PRE-OP from the sources ethercrab sizes the SMs from.
-    let layout = crate::mapping::read_layout(md, group.iter(md), generation)?;
+    // [[device]]: which entry applies to which subdevice, then its PDO configuration and PS
+    // startup SDOs, written now in PRE-OP so that everything read below follows them.
+    let found: Vec<devices::Found> = group
+        .iter(md)
+        .enumerate()
+        .map(|(p, sd)| {
+            let id = sd.identity();
+            devices::Found {
+                position: u16::try_from(p).unwrap_or(u16::MAX),
+                alias: sd.alias_address(),
+                identity: (id.vendor_id, id.product_id, id.revision),
+            }
+        })
+        .collect();
+    let chosen = devices::resolve(&cfg.device, &found)?;
+    let configured = |pos: usize, name: &str| {
+        chosen[pos].map(|i| {
+            let d = &cfg.device[i];
+            (d, devices::who(pos as u16, name, i, d))
+        })
+    };
+    for (pos, sd) in group.iter(md).enumerate() {
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            devices::apply_pre_op(md, &sd, pos as u16, &who, d)?;
+        }
+    }
+    // The mapping in effect, read in PRE-OP from the sources ethercrab sizes the SMs from, and
+    // compared with what was configured (a subdevice may ignore a write without aborting it).
+    let mut sources = Vec::with_capacity(n);
+    let mut cache = crate::mapping::SiiCache::default();
+    for (pos, sd) in group.iter(md).enumerate() {
+        let mut src = crate::mapping::read_subdevice(md, &sd, pos as u16, &mut cache)?;
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            devices::check_and_name(&sd, &who, d, &mut src)?;
+        }
+        sources.push(src);
+    }
+    let layout = Layout::build(generation, &sources)?;
     let mut regs = Registers {
         md,
         addresses: layout.subdevices.iter().map(|s| s.address).collect(),
@@ -272,16 +309,25 @@ fn bring_up(
         Err(e) => Error::Application(e.to_string()),
     })?;
 
-    let group = block_on(group.into_op(md)).map_err(|e| match e {
+    let group = block_on(group.into_safe_op(md)).map_err(|e| match e {
         ethercrab::error::Error::PdiTooLong { desired_length, .. } => Error::Capacity(format!(
             "the segment's process image is {desired_length} bytes (inputs + outputs); rtcat \
              runs at most {MAX_PDI_BYTES}"
         )),
-        e => Error::bus("transition to OP", e),
+        e => Error::bus("transition to SAFE-OP", e),
     })?;
-    for (sd, s) in group.iter(md).zip(&layout.subdevices) {
+    for (pos, sd) in group.iter(md).enumerate() {
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            devices::write_startup(md, &sd, pos as u16, &who, d, devices::Transition::SO)?;
+        }
+    }
+    let group = block_on(group.into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;
+    for (pos, (sd, s)) in group.iter(md).zip(&layout.subdevices).enumerate() {
         let io = sd.io_raw();
         let (i, o) = (io.inputs().len(), io.outputs().len());
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            devices::check_sizes(&who, d, i, o)?;
+        }
         if i != s.input_bytes as usize || o != s.output_bytes as usize {
             return Err(LayoutError::SizeMismatch {
                 position: s.position,
@@ -377,7 +423,7 @@ fn bring_up_retrying(
         // Start over from a clean PDU loop for the next attempt.
         // SAFETY: bring_up failed, so no group of this MainDevice exists.
         let pl = unsafe { md.release() };
-        md = MainDevice::new(pl, init_timeouts(cfg), MainDeviceConfig::default());
+        md = MainDevice::new(pl, init_timeouts(cfg), cfg.maindevice_config());
     }
 }
 
@@ -487,7 +533,7 @@ impl Session {
     /// Open `target` with the timeouts of `cfg`.
     pub fn open(target: &Target, cfg: &Config) -> Result<Session> {
         let (bus, pdu_loop) = open_bus(target)?;
-        let md = MainDevice::new(pdu_loop, init_timeouts(cfg), MainDeviceConfig::default());
+        let md = MainDevice::new(pdu_loop, init_timeouts(cfg), cfg.maindevice_config());
         let thread = TxRxThread::spawn(bus, ThreadRt::default())?;
         Ok(Session {
             md: Some(md),
@@ -524,7 +570,7 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
     let counters = bus.counters.clone();
     let init_rt = setup_txrx(&cfg, spec.no_rt);
 
-    let md = MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
+    let md = MainDevice::new(pdu_loop, init_timeouts(&cfg), cfg.maindevice_config());
     let mut run = Running {
         md: Some(md),
         bus: None,
@@ -722,8 +768,7 @@ fn cycle_until_done(
                 let old = run.md.take().expect("present while running");
                 // SAFETY: the old group is dropped and never used with the new MainDevice.
                 let pdu_loop = unsafe { old.release() };
-                let md =
-                    MainDevice::new(pdu_loop, init_timeouts(&cfg), MainDeviceConfig::default());
+                let md = MainDevice::new(pdu_loop, init_timeouts(&cfg), cfg.maindevice_config());
                 let t = TxRxThread::spawn(bus, init_rt)?;
                 let cycles = rec.cycles;
                 let mut failures = 0u64;

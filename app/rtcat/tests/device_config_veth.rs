@@ -1,0 +1,122 @@
+//! `[[device]]` over a real wire: `rtcat sim --segment examples/coe/segment.toml` in one network
+//! namespace, `rtcat bench --config examples/coe/rtcat.toml` in another, joined by a veth pair;
+//! a power cycle of the simulated segment (dictionaries reset) is recovered with the
+//! configuration re-applied. Root only.
+
+use ecsim::netns::{VethPair, root_or_skip};
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
+const TOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+
+/// `rtcat sim` on the segment end, stopped with SIGTERM when dropped.
+struct Sim(std::process::Child);
+
+impl Drop for Sim {
+    fn drop(&mut self) {
+        let _ = nix::sys::signal::kill(
+            nix::unistd::Pid::from_raw(self.0.id() as i32),
+            nix::sys::signal::Signal::SIGTERM,
+        );
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_coe_example_over_veth_survives_a_power_cycle_with_its_configuration() {
+    if !root_or_skip("device_config_over_veth") {
+        return;
+    }
+    let net = VethPair::create("rtcatd").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let control = dir.path().join("sim.sock");
+    let mut child = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.segment_ns,
+            BIN,
+            "sim",
+            "--priority",
+            "70",
+        ])
+        .args(["--iface", &net.segment_if, "--segment"])
+        .arg(format!("{TOP}/examples/coe/segment.toml"))
+        .arg("--control")
+        .arg(&control)
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let sim = Sim(child);
+    let t = Instant::now();
+    while !lines
+        .next()
+        .expect("rtcat sim exited")
+        .unwrap()
+        .contains("listening")
+    {
+        assert!(
+            t.elapsed() < Duration::from_secs(20),
+            "rtcat sim did not start"
+        );
+    }
+    std::thread::spawn(move || for _ in lines {});
+
+    let out = dir.path().join("out");
+    let log = dir.path().join("bench.stderr");
+    let mut bench = Command::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &net.master_ns,
+            BIN,
+            "bench",
+            "--iface",
+            &net.master_if,
+        ])
+        .args([
+            "--check-echo",
+            "--duration",
+            "6",
+            "--period-us",
+            "1000",
+            "--config",
+        ])
+        .arg(format!("{TOP}/examples/coe/rtcat.toml"))
+        .arg("--out")
+        .arg(&out)
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    let ctl = Command::new(BIN)
+        .args(["sim-ctl", "--control"])
+        .arg(&control)
+        .arg("power-cycle")
+        .output()
+        .unwrap();
+    assert!(
+        ctl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&ctl.stderr)
+    );
+    let status = bench.wait().unwrap();
+    let err = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "{status}: {err}");
+    let s = rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary.json");
+    let ev = std::fs::read_to_string(out.join("events.log")).unwrap();
+    assert!(
+        s.recoveries >= 1,
+        "the power cycle: {} recoveries\n{ev}",
+        s.recoveries
+    );
+    // The configured mapping: WKC 7 and 28 + 12 bytes (the default mapping is 11 + 3).
+    assert_eq!(s.wkc.expected, Some(7));
+    let txt = std::fs::read_to_string(out.join("summary.txt")).unwrap();
+    assert!(txt.contains("data errors 0"), "{txt}");
+    assert_eq!((s.subdevices, s.pdi_bytes), (3, 28 + 12));
+    drop(sim);
+}
