@@ -1,28 +1,47 @@
-//! The shipped ESI of the simulated drive (`examples/cia402/SERVO402-SIM.xml`, ETG.2000) parses
-//! with rtcat's ESI reader and agrees with what the simulator makes of `profile = "cia402"`:
-//! identity, sync managers, PDOs with their default mapping, and every object of the
-//! dictionary (index, size, access, PDO mapping, default value).
+//! The shipped ESI files of the simulated devices (`examples/coe/*.xml`,
+//! `examples/cia402/SERVO402-SIM.xml`, ETG.2000) parse with rtcat's ESI reader and agree with what
+//! the simulator makes of the segment descriptions next to them: identity, sync managers, PDOs
+//! with their default mapping, and every object of the dictionary (index, size, access, PDO
+//! mapping, default value). One description of a device, two readers: they must not drift apart.
 
-use ecsim::SegmentSpec;
 use ecsim::od::{Access, ObjectCode, Od};
 use ecsim::pdo::Direction;
+use ecsim::{DeviceSpec, SegmentSpec, sii};
 use rtcat_esi::{AccessKind, PdoMapping, read_file};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
-fn examples(name: &str) -> PathBuf {
+fn examples(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../../examples/cia402")
-        .join(name)
+        .join("../../examples")
+        .join(rel)
+}
+
+fn segment(rel: &str) -> SegmentSpec {
+    SegmentSpec::load(&examples(rel)).expect("segment")
 }
 
 #[test]
 fn the_esi_agrees_with_the_simulated_drive() {
-    let f = read_file(&examples("SERVO402-SIM.xml")).expect("parses");
-    assert_eq!(f.devices.len(), 1);
-    let e = &f.devices[0];
-    let spec = SegmentSpec::from_toml(include_str!("../../../examples/cia402/segment.toml"))
-        .expect("segment");
+    let spec = segment("cia402/segment.toml");
     let d = &spec.devices[0];
+    assert_eq!((d.outputs, d.inputs), (13, 19), "the CSP mapping");
+    assert_eq!(d.coe.as_ref().expect("CoE").device_type, 0x0002_0192);
+    agrees(&examples("cia402/SERVO402-SIM.xml"), d);
+}
+
+#[test]
+fn the_esi_files_agree_with_the_simulated_coe_devices() {
+    let spec = segment("coe/segment.toml");
+    assert_eq!(spec.devices.len(), 3);
+    for d in &spec.devices {
+        agrees(&examples(&format!("coe/{}.xml", d.name)), d);
+    }
+}
+
+fn agrees(esi: &Path, d: &DeviceSpec) {
+    let f = read_file(esi).unwrap_or_else(|e| panic!("{}: {e}", esi.display()));
+    assert_eq!(f.devices.len(), 1, "{}", esi.display());
+    let e = &f.devices[0];
     assert_eq!(
         (e.name.as_str(), f.vendor.id, e.product_code, e.revision),
         (d.name.as_str(), d.vendor_id, d.product_id, Some(d.revision))
@@ -31,10 +50,25 @@ fn the_esi_agrees_with_the_simulated_drive() {
     let sm = |usage: &str| e.sync_managers.iter().find(|s| s.usage == usage).unwrap();
     assert_eq!(sm("Outputs").default_size, Some(d.outputs));
     assert_eq!(sm("Inputs").default_size, Some(d.inputs));
-    assert_eq!((d.outputs, d.inputs), (13, 19), "the CSP mapping");
+    // Every sync manager where the simulator's SII puts it (ETG.2000 Sm@StartAddress).
+    let starts: Vec<(&str, u16)> = e
+        .sync_managers
+        .iter()
+        .map(|s| (s.usage.as_str(), s.start))
+        .collect();
+    assert_eq!(
+        starts,
+        [
+            ("MBoxOut", sii::MBX_OUT_ADDR),
+            ("MBoxIn", sii::MBX_IN_ADDR),
+            ("Outputs", sii::COE_OUTPUT_SM_ADDR),
+            ("Inputs", sii::COE_INPUT_SM_ADDR)
+        ],
+        "{}: sync managers",
+        d.name
+    );
     // Every PDO: index, default assignment (an SM) and entries.
     let coe = d.coe.as_ref().expect("CoE");
-    assert_eq!(coe.device_type, 0x0002_0192);
     for p in &coe.pdos {
         let (x, rx) = e
             .pdo(p.pdo.index)
