@@ -348,3 +348,23 @@ fn bad_input_exits_2_naming_the_value() {
         &["not a regular file"],
     );
 }
+
+/// What `--emit-config` prints is a configuration the master takes (its own parser and
+/// validation, as `rtcat config check` runs them), for every shipped device.
+#[test]
+fn emitted_configuration_is_valid_for_the_master() {
+    for (file, pdos) in [
+        ("SERVO-COE.xml", &["0x1600", "0x1A00"][..]),
+        ("AI4-COE.xml", &["0x1A00", "0x1A01", "0x1A02", "0x1A03"][..]),
+        ("AI4-COE.xml", &["0x1A02"][..]),
+        ("DIO8-COE.xml", &["0x1600", "0x1A00"][..]),
+    ] {
+        let mut args = vec![example(file), "--emit-config".to_string()];
+        args.extend(pdos.iter().map(|s| s.to_string()));
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let text = ok(&args);
+        let cfg = rtcat_master::Config::parse(&text, file)
+            .unwrap_or_else(|e| panic!("{file} {pdos:?}: {e}\n{text}"));
+        assert_eq!(cfg.device.len(), 1, "{file}");
+    }
+}

@@ -463,10 +463,10 @@ fn write_then_read_in_one_process() {
     assert_eq!(String::from_utf8(before).unwrap(), long_text());
 }
 
-#[test]
-fn a_written_mapping_is_what_from_bus_reads() {
+/// The mappings of the CoE example after writing, by hand, what `examples/coe/rtcat.toml` asks.
+fn configured_mappings() -> Vec<segment::DeviceMapping> {
     let spec = SegmentSpec::load(&coe_segment()).unwrap();
-    let maps = on_coe(spec, |seg| {
+    on_coe(spec, |seg| {
         let mut c = seg.client(2)?;
         // The contract's drive mapping: clear :00, entries, :00 = n; then the assignment.
         let rx = [0x6040_0010u32, 0x607a_0020, 0x60ff_0020, 0x6060_0008];
@@ -485,7 +485,12 @@ fn a_written_mapping_is_what_from_bus_reads() {
         }
         ai.download(0x1c13, 0, &[4])?;
         segment::read_mappings(seg)
-    });
+    })
+}
+
+#[test]
+fn a_written_mapping_is_what_from_bus_reads() {
+    let maps = configured_mappings();
     let servo = &maps[2];
     assert_eq!((servo.input_bytes, servo.output_bytes), (11, 11));
     let names: Vec<_> = servo.pdos[0]
@@ -521,6 +526,68 @@ fn a_written_mapping_is_what_from_bus_reads() {
             "0x6061:00:8"
         ]
     );
+}
+
+/// Every entry of the layout a run with `cfg` brings up on the CoE example: subdevice, direction,
+/// object, bit offset and width (names left out: from-bus takes the device's, the example file
+/// its own), with the sizes of each subdevice.
+fn layout_of(cfg: Config) -> (Vec<(u16, u32, u32)>, Vec<String>) {
+    struct Capture(Option<rtcat_master::Layout>);
+    impl rtcat_master::Application for Capture {
+        fn configure(
+            &mut self,
+            setup: &mut rtcat_master::Setup<'_>,
+        ) -> Result<(), rtcat_master::AppError> {
+            self.0 = Some(setup.layout().clone());
+            Ok(())
+        }
+        fn cycle(&mut self, _cx: &mut rtcat_master::Cycle<'_>) {}
+    }
+    let mut spec = rtcat_master::RunSpec::new(
+        cfg,
+        Target::Sim {
+            spec: SegmentSpec::load(&coe_segment()).unwrap(),
+            faults: Faults::new(),
+        },
+        rtcat_master::Stop::new(),
+    );
+    spec.no_rt = true;
+    spec.duration = Some(std::time::Duration::from_millis(200));
+    let mut app = Capture(None);
+    rtcat_master::run_simple(spec, &mut app).expect("run");
+    let l = app.0.expect("configured");
+    let sizes = l
+        .subdevices
+        .iter()
+        .map(|s| (s.position, s.input_bytes, s.output_bytes))
+        .collect();
+    let entries = l
+        .entries
+        .iter()
+        .map(|e| {
+            format!(
+                "{} {:?} {:#06x}:{:02x} @{} {}",
+                e.position, e.direction, e.index, e.subindex, e.bit_offset, e.bits
+            )
+        })
+        .collect();
+    (sizes, entries)
+}
+
+#[test]
+fn from_bus_output_fed_back_gives_the_same_layout() {
+    // What from-bus prints for the configured segment is a valid configuration...
+    let text = rtcat::sdocmd::from_bus_toml(&configured_mappings(), "a test");
+    let generated =
+        Config::parse(&text, "from-bus output").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    // ...that, applied to a segment in its default state, gives the layout the example
+    // configuration gives.
+    let example = Config::load(&coe_segment().with_file_name("rtcat.toml")).unwrap();
+    let want = layout_of(example);
+    let got = layout_of(generated);
+    assert_eq!(got, want);
+    // And not the default one (the comparison would be empty otherwise).
+    assert_ne!(got, layout_of(Config::default()));
 }
 
 // ---------------------------------------------------------------- over a veth pair (root)
