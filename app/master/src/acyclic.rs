@@ -9,13 +9,18 @@
 //! out: the two are independent PDUs, and the budget ends well before the next deadline).
 //!
 //! The queues are bounded ring buffers of fixed-size requests and replies ([`MAX_SDO_BYTES`] of
-//! data each): nothing is allocated per request on either side. Transfers go through
-//! ethercrab's CoE client (`SubDeviceRef::sdo_read` / `sdo_write`), which downloads values of
-//! at most 4 bytes (expedited) in 0.7.1; a longer download is refused with
-//! [`SdoFailure::TooLong`] before anything is sent.
+//! data each): nothing is allocated per request on either side. Transfers are rtcat's own CoE
+//! client ([`crate::coe::frame`] builds and parses the mailboxes) run as a future over
+//! ethercrab's FPRD/FPWR commands, its mailbox buffers owned by the [`SdoService`]: upload
+//! expedited, normal or segmented, download expedited, normal or segmented, up to
+//! [`MAX_SDO_BYTES`]. A CoE emergency found in the send mailbox goes to a bounded ring
+//! ([`SdoClient::take_emergency`]) and the transfer goes on; whatever a device sends ends in a
+//! reply, never a panic of the cyclic thread.
 
+use crate::coe::frame::{self, Response};
+use crate::coe::{Emergency, Geometry, Timeouts};
 use crate::cycle::OpGroup;
-use ethercrab::MainDevice;
+use ethercrab::{Command, MainDevice};
 use std::cell::Cell;
 use std::future::Future;
 use std::pin::Pin;
@@ -26,8 +31,12 @@ use std::time::{Duration, Instant};
 /// Largest value of one request or reply (bytes).
 pub const MAX_SDO_BYTES: usize = 64;
 
-/// Largest value ethercrab 0.7.1 downloads (an expedited transfer, ETG.1000.6 §5.6.2.1).
-pub const MAX_DOWNLOAD_BYTES: usize = 4;
+/// Largest mailbox (SM0/SM1 size) the service handles: the data of one datagram in a
+/// 1500-byte frame (ETG.1000.4 §5.4: 2 bytes EtherCAT header, 10 datagram header, 2 WKC).
+pub const MAX_MAILBOX: usize = 1486;
+
+/// Emergencies kept until a consumer takes them (older ones are counted, then dropped).
+pub const EMERGENCY_RING: usize = 64;
 
 /// The bytes of an SDO value (at most [`MAX_SDO_BYTES`]), held inline.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -50,6 +59,17 @@ impl SdoData {
         Some(d)
     }
 
+    /// Append `more`; false (and nothing appended) when the result would be too long.
+    fn extend(&mut self, more: &[u8]) -> bool {
+        let n = usize::from(self.len);
+        if n + more.len() > MAX_SDO_BYTES {
+            return false;
+        }
+        self.bytes[n..n + more.len()].copy_from_slice(more);
+        self.len = (n + more.len()) as u8;
+        true
+    }
+
     /// The bytes.
     pub fn as_slice(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
@@ -69,6 +89,14 @@ pub enum SdoOp {
     Read,
     /// Write these bytes to it (download).
     Write(SdoData),
+    /// Read `len` bytes (at most [`MAX_SDO_BYTES`]) of the ESC registers from `address` (FPRD,
+    /// ETG.1000.4 §5.4.3); `index` and `sub` of the request are not used.
+    ReadRegister {
+        /// First register.
+        address: u16,
+        /// Bytes to read.
+        len: u8,
+    },
 }
 
 /// One request: subdevice position, object index and subindex, read or write.
@@ -109,9 +137,15 @@ pub enum SdoFailure {
     /// The subdevice did not answer in time.
     #[error("no answer in time")]
     Timeout,
-    /// Another bus or mailbox error (ethercrab's).
+    /// Another bus or mailbox error.
     #[error("mailbox error: {0}")]
     Mailbox(&'static str),
+    /// The device answered with something the transfer cannot use.
+    #[error("malformed answer: {0}")]
+    Malformed(&'static str),
+    /// The request itself cannot be served (no data to write, ...).
+    #[error("invalid request: {0}")]
+    Invalid(&'static str),
     /// The master stopped (or the request timed out on the client side) before the reply came.
     #[error("no reply: the master is not cycling")]
     NotCycling,
@@ -138,15 +172,34 @@ struct Ends {
 /// back in request order, and a caller waits for its own).
 pub struct SdoClient {
     ends: Mutex<Ends>,
+    emergencies: Mutex<rtrb::Consumer<Emergency>>,
+}
+
+/// What the service knows of one subdevice's mailbox.
+#[derive(Clone, Copy)]
+struct Station {
+    geometry: Geometry,
+    /// Counter of the last request sent (ETG.1000.4 §5.6: 1..7, 0 is never used by us).
+    counter: u8,
+    /// The device answered one of the service's requests.
+    answered: bool,
 }
 
 /// The serving side, handed to the master in [`crate::RunSpec::sdo`].
 pub struct SdoService {
     requests: rtrb::Consumer<SdoRequest>,
     replies: rtrb::Producer<SdoReply>,
+    emergencies: rtrb::Producer<Emergency>,
     /// Time the cyclic thread may spend on mailbox traffic after each cycle.
     budget: Duration,
+    timeouts: Timeouts,
     served: u64,
+    emergencies_dropped: u64,
+    /// Mailbox geometry per position, read at the first request to a subdevice in a phase
+    /// (cleared at the start of each: a recovery may reconfigure the mailboxes).
+    stations: Box<[Option<Station>]>,
+    out: Box<[u8]>,
+    inp: Box<[u8]>,
 }
 
 /// A client and its service; `budget` is the time per cycle the cyclic thread may spend on SDO
@@ -155,23 +208,57 @@ pub struct SdoService {
 pub fn sdo_queue(capacity: usize, budget: Duration) -> (SdoClient, SdoService) {
     let (rq_tx, rq_rx) = rtrb::RingBuffer::new(capacity.max(1));
     let (rp_tx, rp_rx) = rtrb::RingBuffer::new(capacity.max(1));
+    let (em_tx, em_rx) = rtrb::RingBuffer::new(EMERGENCY_RING);
     (
         SdoClient {
             ends: Mutex::new(Ends {
                 requests: rq_tx,
                 replies: rp_rx,
             }),
+            emergencies: Mutex::new(em_rx),
         },
         SdoService {
             requests: rq_rx,
             replies: rp_tx,
+            emergencies: em_tx,
             budget,
+            timeouts: Timeouts::default(),
             served: 0,
+            emergencies_dropped: 0,
+            stations: vec![None; crate::master::MAX_SUBDEVICES].into_boxed_slice(),
+            out: vec![0; MAX_MAILBOX].into_boxed_slice(),
+            inp: vec![0; MAX_MAILBOX].into_boxed_slice(),
         },
     )
 }
 
 impl SdoClient {
+    /// The oldest CoE emergency a device sent during a transfer that nobody has taken yet
+    /// (the ring keeps [`EMERGENCY_RING`]; [`SdoService::emergencies_dropped`] counts the rest).
+    pub fn take_emergency(&self) -> Option<Emergency> {
+        let mut e = self.emergencies.lock().unwrap_or_else(|p| p.into_inner());
+        e.pop().ok()
+    }
+
+    /// Read `len` bytes of the ESC registers of the subdevice at `position` from `address`.
+    pub fn read_register(
+        &self,
+        position: u16,
+        address: u16,
+        len: u8,
+        timeout: Duration,
+    ) -> Result<SdoData, SdoFailure> {
+        self.transfer(
+            SdoRequest {
+                position,
+                index: 0,
+                sub: 0,
+                op: SdoOp::ReadRegister { address, len },
+            },
+            timeout,
+        )
+    }
+
     /// Queue `request` and wait up to `timeout` for its reply.
     pub fn transfer(&self, request: SdoRequest, timeout: Duration) -> Result<SdoData, SdoFailure> {
         let mut ends = self.ends.lock().unwrap_or_else(|p| p.into_inner());
@@ -249,6 +336,16 @@ impl SdoService {
     pub fn budget(&self) -> Duration {
         self.budget
     }
+
+    /// Emergencies dropped because the ring was full.
+    pub fn emergencies_dropped(&self) -> u64 {
+        self.emergencies_dropped
+    }
+
+    /// How long a transfer waits for the device (default: the blocking client's).
+    pub fn set_timeouts(&mut self, timeouts: Timeouts) {
+        self.timeouts = timeouts;
+    }
 }
 
 /// Whether a transfer is in progress (the cyclic thread spends its budget only then).
@@ -285,10 +382,12 @@ pub(crate) async fn serve(
     group: &OpGroup,
     busy: &Busy,
 ) {
+    // A new phase: the mailboxes may have been set up anew (bring-up, recovery).
+    svc.stations.fill(None);
     loop {
         let request = Next(&mut svc.requests).await;
         busy.0.set(true);
-        let result = transfer(md, group, &request).await;
+        let result = transfer(svc, md, group, &request).await;
         busy.0.set(false);
         svc.served += 1;
         // A full reply ring means the clients stopped reading: the oldest caller has given up.
@@ -297,144 +396,477 @@ pub(crate) async fn serve(
 }
 
 async fn transfer(
+    svc: &mut SdoService,
     md: &MainDevice<'static>,
     group: &OpGroup,
     r: &SdoRequest,
 ) -> Result<SdoData, SdoFailure> {
-    let sd = group
+    let address = group
         .subdevice(md, usize::from(r.position))
-        .map_err(|_| SdoFailure::NoSubdevice(r.position))?;
-    match r.op {
-        SdoOp::Read => {
-            let v = sd
-                .sdo_read::<heapless::Vec<u8, MAX_SDO_BYTES>>(r.index, r.sub)
-                .await
-                .map_err(failure)?;
-            Ok(SdoData::new(&v).expect("bounded by the Vec's capacity"))
+        .map_err(|_| SdoFailure::NoSubdevice(r.position))?
+        .configured_address();
+    if let SdoOp::ReadRegister { address: reg, len } = r.op {
+        let n = usize::from(len).min(MAX_SDO_BYTES);
+        if n != usize::from(len) || n == 0 {
+            return Err(SdoFailure::Invalid(
+                "register read of 1 to MAX_SDO_BYTES bytes",
+            ));
         }
-        SdoOp::Write(d) => {
-            if d.as_slice().len() > MAX_DOWNLOAD_BYTES {
-                return Err(SdoFailure::TooLong {
-                    len: d.as_slice().len(),
-                    max: MAX_DOWNLOAD_BYTES,
-                });
-            }
-            sd.sdo_write(r.index, r.sub, d.as_slice())
+        let mut d = EMPTY;
+        let got = Command::fprd(address, reg)
+            .receive_slice(md, u16::from(len))
+            .await
+            .map_err(failure)?;
+        if got.len() < n || !d.extend(&got[..n]) {
+            return Err(SdoFailure::Malformed("short register read"));
+        }
+        return Ok(d);
+    }
+    let slot = svc
+        .stations
+        .get_mut(usize::from(r.position))
+        .ok_or(SdoFailure::NoSubdevice(r.position))?;
+    let station = match slot {
+        Some(s) => *s,
+        None => {
+            let g = read_geometry(md, address).await?;
+            let s = Station {
+                geometry: g,
+                counter: 0,
+                answered: false,
+            };
+            *slot = Some(s);
+            s
+        }
+    };
+    let mut io = Io {
+        md,
+        address,
+        position: r.position,
+        st: station,
+        timeouts: svc.timeouts,
+        out: &mut svc.out,
+        inp: &mut svc.inp,
+        emergencies: &mut svc.emergencies,
+        dropped: &mut svc.emergencies_dropped,
+    };
+    let result = match r.op {
+        SdoOp::Read => upload(&mut io, r.index, r.sub).await,
+        SdoOp::Write(d) => download(&mut io, r.index, r.sub, d.as_slice())
+            .await
+            .map(|()| EMPTY),
+        SdoOp::ReadRegister { .. } => Err(SdoFailure::Invalid("register read")),
+    };
+    let st = io.st;
+    svc.stations[usize::from(r.position)] = Some(st);
+    result
+}
+
+const EMPTY: SdoData = SdoData {
+    len: 0,
+    bytes: [0; MAX_SDO_BYTES],
+};
+
+/// The mailbox geometry of the SM0/SM1 registers (see [`Geometry::read`]), checked against
+/// the service's buffers.
+async fn read_geometry(md: &MainDevice<'static>, address: u16) -> Result<Geometry, SdoFailure> {
+    let r = Command::fprd(address, 0x0800)
+        .receive_slice(md, 16)
+        .await
+        .map_err(failure)?;
+    if r.len() < 16 {
+        return Err(SdoFailure::Malformed("short SM register read"));
+    }
+    let mut regs = [0u8; 16];
+    regs.copy_from_slice(&r[..16]);
+    let g = geometry_of(&regs)?;
+    Ok(g)
+}
+
+/// The mailbox of the SM0/SM1 registers 0x0800..0x080F (ESC datasheet section II: start u16,
+/// length u16, control u8, status u8, activate u8, PDI control u8).
+fn geometry_of(r: &[u8; 16]) -> Result<Geometry, SdoFailure> {
+    let sm = |o: usize| {
+        (
+            u16::from_le_bytes([r[o], r[o + 1]]),
+            u16::from_le_bytes([r[o + 2], r[o + 3]]),
+            r[o + 4],
+            r[o + 6],
+        )
+    };
+    let (rx_offset, rx_size, c0, a0) = sm(0);
+    let (tx_offset, tx_size, c1, a1) = sm(8);
+    // Control bits 0..1 = 0b10 mailbox mode; bits 2..3 = 0b01 written by the master (SM0),
+    // 0b00 read by the master (SM1). Activate bit 0: enabled.
+    if a0 & 1 == 0 || a1 & 1 == 0 || c0 & 0x0f != 0x06 || c1 & 0x0f != 0x02 {
+        return Err(SdoFailure::Mailbox(
+            "the subdevice has no enabled mailbox on SM0/SM1",
+        ));
+    }
+    let min = frame::MIN_MAILBOX;
+    if rx_size < min || tx_size < min {
+        return Err(SdoFailure::Mailbox("mailbox smaller than a CoE request"));
+    }
+    if usize::from(rx_size) > MAX_MAILBOX || usize::from(tx_size) > MAX_MAILBOX {
+        return Err(SdoFailure::Mailbox("mailbox larger than one datagram"));
+    }
+    Ok(Geometry {
+        rx_sm: 0,
+        rx_offset,
+        rx_size,
+        tx_sm: 1,
+        tx_offset,
+        tx_size,
+    })
+}
+
+/// One transfer's access to a subdevice's mailbox, in the service's buffers.
+struct Io<'a> {
+    md: &'a MainDevice<'static>,
+    address: u16,
+    position: u16,
+    st: Station,
+    timeouts: Timeouts,
+    out: &'a mut [u8],
+    inp: &'a mut [u8],
+    emergencies: &'a mut rtrb::Producer<Emergency>,
+    dropped: &'a mut u64,
+}
+
+/// What a mailbox read from SM1 means to a transfer.
+enum Seen {
+    /// A response for the transfer, in `inp`.
+    Response,
+    /// An emergency (kept) or another protocol's mailbox: look again.
+    Skipped,
+}
+
+impl Io<'_> {
+    fn next_counter(&mut self) -> u8 {
+        self.st.counter = if self.st.counter >= 7 {
+            1
+        } else {
+            self.st.counter + 1
+        };
+        self.st.counter
+    }
+
+    async fn sm_full(&mut self, sm: u8) -> Result<bool, SdoFailure> {
+        let reg = 0x0805 + 8 * u16::from(sm);
+        let s = Command::fprd(self.address, reg)
+            .receive_slice(self.md, 1)
+            .await
+            .map_err(failure)?;
+        Ok(s.first().is_some_and(|b| b & 0x08 != 0))
+    }
+
+    /// Read SM1 whole into `inp` (which frees it for the device's next mailbox) and sort it.
+    async fn read_mailbox(&mut self) -> Result<Seen, SdoFailure> {
+        let g = self.st.geometry;
+        let n = usize::from(g.tx_size);
+        {
+            let r = Command::fprd(self.address, g.tx_offset)
+                .receive_slice(self.md, g.tx_size)
                 .await
                 .map_err(failure)?;
-            Ok(SdoData::new(&[]).expect("empty"))
+            if r.len() < n {
+                return Err(SdoFailure::Malformed("short send mailbox read"));
+            }
+            self.inp[..n].copy_from_slice(&r[..n]);
+        }
+        classify(
+            &self.inp[..n],
+            self.position,
+            self.emergencies,
+            self.dropped,
+        )
+    }
+
+    /// Clear a stale mailbox, wait for SM0 to be free, and write `out[..len]` padded to the
+    /// receive mailbox's size.
+    async fn send(&mut self, len: usize) -> Result<(), SdoFailure> {
+        let g = self.st.geometry;
+        for _ in 0..4 {
+            if !self.sm_full(g.tx_sm).await? {
+                break;
+            }
+            // A stale answer of an abandoned transfer, or an emergency: read away.
+            self.read_mailbox().await?;
+        }
+        let deadline = Instant::now() + self.timeouts.mailbox_free;
+        while self.sm_full(g.rx_sm).await? {
+            if Instant::now() >= deadline {
+                return Err(SdoFailure::Timeout);
+            }
+        }
+        let rx = usize::from(g.rx_size);
+        if len > rx {
+            return Err(SdoFailure::Invalid(
+                "request larger than the receive mailbox",
+            ));
+        }
+        self.out[len..rx].fill(0);
+        Command::fpwr(self.address, g.rx_offset)
+            .send(self.md, &self.out[..rx])
+            .await
+            .map_err(failure)
+    }
+
+    /// Wait for the next mailbox that is a response (emergencies go to the ring).
+    async fn receive(&mut self) -> Result<(), SdoFailure> {
+        let deadline = Instant::now() + self.timeouts.response;
+        loop {
+            if self.sm_full(self.st.geometry.tx_sm).await?
+                && let Seen::Response = self.read_mailbox().await?
+            {
+                return Ok(());
+            }
+            // Checked after every mailbox too: a device that sends emergencies without end
+            // still ends the wait.
+            if Instant::now() >= deadline {
+                return Err(SdoFailure::Timeout);
+            }
         }
     }
+
+    /// Send `out[..len]` and wait for the response (in `inp`).
+    async fn transact(&mut self, len: usize) -> Result<(), SdoFailure> {
+        self.send(len).await?;
+        let first = !self.st.answered;
+        match self.receive().await {
+            // As the blocking client: the first request may repeat the counter of the last
+            // request someone else sent, which a device discards (ETG.1000.4 §5.6); once, the
+            // same request with the next counter.
+            Err(SdoFailure::Timeout) if first => {
+                let c = self.next_counter();
+                self.out[5] = (self.out[5] & 0x8f) | (c << 4);
+                self.send(len).await?;
+                let r = self.receive().await;
+                self.st.answered = r.is_ok();
+                r
+            }
+            r => {
+                self.st.answered |= r.is_ok();
+                r
+            }
+        }
+    }
+
+    fn response(&self) -> Result<Response<'_>, SdoFailure> {
+        let n = usize::from(self.st.geometry.tx_size);
+        frame::parse(&self.inp[..n]).map_err(|_| SdoFailure::Malformed("unparsable mailbox"))
+    }
+
+    /// Tell the device the transfer is given up (best effort).
+    async fn send_abort(&mut self, index: u16, sub: u8, code: u32) {
+        let c = self.next_counter();
+        let n = frame::abort_request(self.out, c, index, sub, code);
+        let _ = self.send(n).await;
+    }
+}
+
+/// Sort a mailbox read from SM1: a response, or an emergency (pushed to the ring) or another
+/// protocol's mailbox to skip; a mailbox error reply or bytes that do not parse fail.
+fn classify(
+    buf: &[u8],
+    position: u16,
+    ring: &mut rtrb::Producer<Emergency>,
+    dropped: &mut u64,
+) -> Result<Seen, SdoFailure> {
+    match frame::parse(buf) {
+        Err(_) => Err(SdoFailure::Malformed("unparsable mailbox")),
+        Ok(Response::MailboxError { detail }) => {
+            Err(SdoFailure::Mailbox(crate::coe::mailbox_error_text(detail)))
+        }
+        Ok(Response::OtherProtocol { .. }) => Ok(Seen::Skipped),
+        Ok(Response::Emergency {
+            code,
+            register,
+            data,
+        }) => {
+            let e = Emergency {
+                position,
+                code,
+                register,
+                data,
+            };
+            if ring.push(e).is_err() {
+                *dropped += 1;
+            }
+            Ok(Seen::Skipped)
+        }
+        Ok(_) => Ok(Seen::Response),
+    }
+}
+
+fn aborted(code: u32) -> SdoFailure {
+    SdoFailure::Aborted {
+        code,
+        text: crate::coe::abort_text(code),
+    }
+}
+
+fn check_echo(want: (u16, u8), got: (u16, u8)) -> Result<(), SdoFailure> {
+    if want != got {
+        return Err(SdoFailure::Malformed("answer for another object"));
+    }
+    Ok(())
+}
+
+/// Upload `index:sub` (ETG.1000.6 §5.6.2.4..§5.6.2.6): expedited, normal or segmented.
+async fn upload(io: &mut Io<'_>, index: u16, sub: u8) -> Result<SdoData, SdoFailure> {
+    let c = io.next_counter();
+    let n = frame::upload_request(io.out, c, index, sub, false);
+    io.transact(n).await?;
+    let mut data = EMPTY;
+    let complete = match io.response()? {
+        Response::Abort { code, .. } => return Err(aborted(code)),
+        Response::UploadExpedited {
+            index: i,
+            sub: s,
+            data: d,
+        } => {
+            check_echo((index, sub), (i, s))?;
+            data.extend(d);
+            return Ok(data);
+        }
+        Response::UploadNormal {
+            index: i,
+            sub: s,
+            complete_size,
+            data: d,
+        } => {
+            check_echo((index, sub), (i, s))?;
+            let complete = complete_size as usize;
+            if complete > MAX_SDO_BYTES {
+                Err(complete)
+            } else {
+                // What follows the complete size is padding.
+                data.extend(&d[..d.len().min(complete)]);
+                Ok(complete)
+            }
+        }
+        _ => return Err(SdoFailure::Malformed("not an upload response")),
+    };
+    let complete = match complete {
+        Ok(c) => c,
+        Err(len) => {
+            io.send_abort(index, sub, 0x0504_0005).await;
+            return Err(SdoFailure::TooLong {
+                len,
+                max: MAX_SDO_BYTES,
+            });
+        }
+    };
+    let mut toggle = false;
+    while data.as_slice().len() < complete {
+        let c = io.next_counter();
+        let n = frame::upload_segment_request(io.out, c, toggle);
+        io.transact(n).await?;
+        let step = match io.response()? {
+            Response::Abort { code, .. } => return Err(aborted(code)),
+            Response::UploadSegment {
+                toggle: t,
+                last,
+                data: seg,
+            } => {
+                if t != toggle {
+                    Err((0x0503_0000, "segment toggle bit not changed"))
+                } else if data.as_slice().len() + seg.len() > complete || !data.extend(seg) {
+                    Err((0x0504_0001, "segments carry more than the complete size"))
+                } else if last && data.as_slice().len() != complete {
+                    Err((0x0504_0001, "last segment before the complete size"))
+                } else if seg.is_empty() && !last {
+                    Err((0x0504_0001, "empty segment that is not the last"))
+                } else {
+                    Ok(last)
+                }
+            }
+            _ => return Err(SdoFailure::Malformed("not an upload segment response")),
+        };
+        match step {
+            Ok(true) => break,
+            Ok(false) => {}
+            Err((code, why)) => {
+                io.send_abort(index, sub, code).await;
+                return Err(SdoFailure::Malformed(why));
+            }
+        }
+        toggle = !toggle;
+    }
+    if data.as_slice().len() != complete {
+        return Err(SdoFailure::Malformed(
+            "last segment before the complete size",
+        ));
+    }
+    Ok(data)
+}
+
+/// Download `data` to `index:sub` (ETG.1000.6 §5.6.2.1..§5.6.2.3): expedited up to 4 bytes,
+/// normal when it fits the mailbox, segmented beyond.
+async fn download(io: &mut Io<'_>, index: u16, sub: u8, data: &[u8]) -> Result<(), SdoFailure> {
+    if data.is_empty() {
+        return Err(SdoFailure::Invalid("no data to write"));
+    }
+    let rx = usize::from(io.st.geometry.rx_size);
+    let c = io.next_counter();
+    let (n, mut sent) = if data.len() <= 4 {
+        (
+            frame::download_expedited(io.out, c, index, sub, false, data),
+            data.len(),
+        )
+    } else {
+        let first = data.len().min(rx - frame::SDO_REQUEST_LEN);
+        (
+            frame::download_normal(
+                io.out,
+                c,
+                index,
+                sub,
+                false,
+                data.len() as u32,
+                &data[..first],
+            ),
+            first,
+        )
+    };
+    io.transact(n).await?;
+    match io.response()? {
+        Response::Abort { code, .. } => return Err(aborted(code)),
+        Response::DownloadAck { index: i, sub: s } => check_echo((index, sub), (i, s))?,
+        _ => return Err(SdoFailure::Malformed("not a download response")),
+    }
+    // Segments: mailbox header 6 + CoE 2 + segment header 1.
+    let seg_max = rx - (frame::MBX_HEADER + 3);
+    let mut toggle = false;
+    while sent < data.len() {
+        let k = (data.len() - sent).min(seg_max);
+        let last = sent + k == data.len();
+        let c = io.next_counter();
+        let n = frame::download_segment(io.out, c, toggle, last, &data[sent..sent + k]);
+        io.transact(n).await?;
+        let ok = match io.response()? {
+            Response::Abort { code, .. } => return Err(aborted(code)),
+            Response::DownloadSegmentAck { toggle: t } => t == toggle,
+            _ => return Err(SdoFailure::Malformed("not a download segment response")),
+        };
+        if !ok {
+            io.send_abort(index, sub, 0x0503_0000).await;
+            return Err(SdoFailure::Malformed("segment toggle bit not changed"));
+        }
+        sent += k;
+        toggle = !toggle;
+    }
+    Ok(())
 }
 
 fn failure(e: ethercrab::error::Error) -> SdoFailure {
-    use ethercrab::error::{Error, MailboxError};
+    use ethercrab::error::Error;
     match e {
-        Error::Mailbox(MailboxError::Aborted { code, .. }) => {
-            let code = abort_code(code);
-            SdoFailure::Aborted {
-                code,
-                text: abort_text(code),
-            }
-        }
         Error::Timeout(_) => SdoFailure::Timeout,
-        Error::Mailbox(MailboxError::TooLong { .. }) => SdoFailure::TooLong {
-            len: MAX_SDO_BYTES + 1,
-            max: MAX_SDO_BYTES,
-        },
-        Error::Mailbox(_) => SdoFailure::Mailbox("mailbox protocol error"),
         Error::WorkingCounter { .. } => SdoFailure::Mailbox("working counter"),
         Error::Pdu(_) => SdoFailure::Mailbox("PDU error"),
         _ => SdoFailure::Mailbox("bus error"),
-    }
-}
-
-/// The number of ethercrab's decoded abort code (it keeps only the enum).
-fn abort_code(a: ethercrab::error::CoeAbortCode) -> u32 {
-    if let ethercrab::error::CoeAbortCode::Unknown(c) = a {
-        return c;
-    }
-    ABORT_CODES
-        .iter()
-        .copied()
-        .find(|&c| ethercrab::error::CoeAbortCode::from(c) == a)
-        .unwrap_or(0)
-}
-
-/// The standard abort codes (ETG.1000.6 Table 41).
-const ABORT_CODES: [u32; 30] = [
-    0x0503_0000,
-    0x0504_0000,
-    0x0504_0001,
-    0x0504_0005,
-    0x0601_0000,
-    0x0601_0001,
-    0x0601_0002,
-    0x0601_0003,
-    0x0601_0004,
-    0x0601_0005,
-    0x0601_0006,
-    0x0602_0000,
-    0x0604_0041,
-    0x0604_0042,
-    0x0604_0043,
-    0x0604_0047,
-    0x0606_0000,
-    0x0607_0010,
-    0x0607_0012,
-    0x0607_0013,
-    0x0609_0011,
-    0x0609_0030,
-    0x0609_0031,
-    0x0609_0032,
-    0x0609_0036,
-    0x0800_0000,
-    0x0800_0020,
-    0x0800_0021,
-    0x0800_0022,
-    0x0800_0023,
-];
-
-/// The meaning of an SDO abort code (ETG.1000.6 Table 41; CiA 301 §7.2.4.3.17).
-pub fn abort_text(code: u32) -> &'static str {
-    match code {
-        0x0503_0000 => "toggle bit not changed",
-        0x0504_0000 => "SDO protocol timeout",
-        0x0504_0001 => "client/server command specifier not valid or unknown",
-        0x0504_0005 => "out of memory",
-        0x0601_0000 => "unsupported access to an object",
-        0x0601_0001 => "attempt to read a write-only object",
-        0x0601_0002 => "attempt to write a read-only object",
-        0x0601_0003 => "subindex cannot be written, SI0 must be 0 for write access",
-        0x0601_0004 => "complete access not supported for this object",
-        0x0601_0005 => "object length exceeds mailbox size",
-        0x0601_0006 => "object mapped to RxPDO, SDO download blocked",
-        0x0602_0000 => "the object does not exist in the object dictionary",
-        0x0604_0041 => "the object cannot be mapped into the PDO",
-        0x0604_0042 => {
-            "the number and length of the objects to be mapped would exceed the PDO length"
-        }
-        0x0604_0043 => "general parameter incompatibility",
-        0x0604_0047 => "general internal incompatibility in the device",
-        0x0606_0000 => "access failed due to a hardware error",
-        0x0607_0010 => "data type does not match, length of service parameter does not match",
-        0x0607_0012 => "data type does not match, length of service parameter too high",
-        0x0607_0013 => "data type does not match, length of service parameter too low",
-        0x0609_0011 => "subindex does not exist",
-        0x0609_0030 => "value range of parameter exceeded",
-        0x0609_0031 => "value of parameter written too high",
-        0x0609_0032 => "value of parameter written too low",
-        0x0609_0036 => "maximum value is less than minimum value",
-        0x0800_0000 => "general error",
-        0x0800_0020 => "data cannot be transferred or stored to the application",
-        0x0800_0021 => {
-            "data cannot be transferred or stored to the application because of local control"
-        }
-        0x0800_0022 => {
-            "data cannot be transferred or stored to the application because of the present device state"
-        }
-        0x0800_0023 => "object dictionary dynamic generation fails or no object dictionary present",
-        _ => "unknown abort code",
     }
 }
 
@@ -478,15 +910,82 @@ mod tests {
     }
 
     #[test]
-    fn abort_codes_have_their_text() {
+    fn failures_carry_the_abort_text_of_coe() {
         assert_eq!(
-            abort_text(0x0602_0000),
-            "the object does not exist in the object dictionary"
+            aborted(0x0602_0000),
+            SdoFailure::Aborted {
+                code: 0x0602_0000,
+                text: crate::coe::abort_text(0x0602_0000)
+            }
         );
-        assert_eq!(abort_text(0x1234_5678), "unknown abort code");
-        for c in ABORT_CODES {
-            assert_ne!(abort_text(c), "unknown abort code", "{c:#010x}");
-            assert_eq!(abort_code(ethercrab::error::CoeAbortCode::from(c)), c);
+    }
+
+    fn sm_regs(rx: (u16, u16), tx: (u16, u16)) -> [u8; 16] {
+        let mut r = [0u8; 16];
+        r[0..2].copy_from_slice(&rx.0.to_le_bytes());
+        r[2..4].copy_from_slice(&rx.1.to_le_bytes());
+        r[4] = 0x26;
+        r[6] = 1;
+        r[8..10].copy_from_slice(&tx.0.to_le_bytes());
+        r[10..12].copy_from_slice(&tx.1.to_le_bytes());
+        r[12] = 0x22;
+        r[14] = 1;
+        r
+    }
+
+    #[test]
+    fn geometry_from_the_sm_registers() {
+        let g = geometry_of(&sm_regs((0x1000, 128), (0x1080, 128))).unwrap();
+        assert_eq!(
+            (g.rx_offset, g.rx_size, g.tx_offset, g.tx_size),
+            (0x1000, 128, 0x1080, 128)
+        );
+        let mut off = sm_regs((0x1000, 128), (0x1080, 128));
+        off[6] = 0;
+        assert!(matches!(geometry_of(&off), Err(SdoFailure::Mailbox(_))));
+        assert!(geometry_of(&sm_regs((0x1000, 8), (0x1080, 128))).is_err());
+        assert!(geometry_of(&sm_regs((0x1000, 128), (0x1080, 4000))).is_err());
+    }
+
+    #[test]
+    fn emergencies_go_to_the_ring_and_are_counted_when_it_is_full() {
+        let (mut tx, mut rx) = rtrb::RingBuffer::new(1);
+        let mut dropped = 0;
+        let em = [
+            10, 0, 0, 0, 0, 0x13, 0, 0x10, 0x10, 0x82, 0x11, 1, 2, 3, 4, 5,
+        ];
+        assert!(matches!(
+            classify(&em, 2, &mut tx, &mut dropped),
+            Ok(Seen::Skipped)
+        ));
+        assert!(matches!(
+            classify(&em, 2, &mut tx, &mut dropped),
+            Ok(Seen::Skipped)
+        ));
+        assert_eq!(dropped, 1);
+        let e = rx.pop().unwrap();
+        assert_eq!((e.position, e.code, e.register), (2, 0x8210, 0x11));
+        // A mailbox error reply fails the transfer with its text.
+        assert_eq!(
+            classify(&[4, 0, 0, 0, 0, 0x00, 1, 0, 2, 0], 0, &mut tx, &mut dropped).err(),
+            Some(SdoFailure::Mailbox("the mailbox protocol is not supported"))
+        );
+    }
+
+    proptest::proptest! {
+        // What the cyclic thread does with a mailbox a device sent: whatever the bytes, an
+        // outcome, never a panic; and a response that parsed is one the transfer can read.
+        #[test]
+        fn any_mailbox_is_sorted_without_panic(buf in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
+            let (mut tx, _rx) = rtrb::RingBuffer::new(4);
+            let mut dropped = 0;
+            let _ = classify(&buf, 0, &mut tx, &mut dropped);
+            let mut d = EMPTY;
+            if let Ok(Response::UploadNormal { data, .. } | Response::UploadSegment { data, .. }
+                | Response::UploadExpedited { data, .. }) = frame::parse(&buf) {
+                let fits = data.len() <= MAX_SDO_BYTES;
+                proptest::prop_assert_eq!(d.extend(data), fits);
+            }
         }
     }
 }

@@ -2,7 +2,7 @@
 //! segment of `examples/coe`: values read and written while in OP, aborts reported with their
 //! code, and the cyclic exchange undisturbed (no frame lost, every working counter right).
 
-use ecsim::{Faults, SegmentSpec};
+use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::acyclic::{SdoFailure, sdo_queue};
 use rtcat_master::config::TxRxMode;
 use rtcat_master::{Config, RunSpec, Stop, Target, ZeroOutputs};
@@ -11,12 +11,32 @@ use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// The segment of `examples/coe` with two more objects in the drive (the last device): a
+/// writable 64-bit value and a writable string, for downloads beyond the expedited 4 bytes.
 fn coe_segment() -> SegmentSpec {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../../examples/coe/segment.toml"
     );
-    SegmentSpec::load(std::path::Path::new(path)).expect("examples/coe/segment.toml")
+    let mut text = std::fs::read_to_string(path).expect("examples/coe/segment.toml");
+    text.push_str(
+        r#"
+[[device.object]]
+index = 0x2000
+name = "Test u64"
+type = "UINT64"
+access = "rw"
+default = 0
+
+[[device.object]]
+index = 0x2001
+name = "Test name"
+type = "VISIBLE_STRING"
+access = "rw"
+default = "initial"
+"#,
+    );
+    SegmentSpec::from_toml(&text).expect("extended examples/coe/segment.toml")
 }
 
 /// Cycle the CoE segment for `secs` while `client_work` runs on another thread with a client.
@@ -24,6 +44,16 @@ fn cycle_with_client<T: Send + 'static>(
     mode: TxRxMode,
     secs: f64,
     client_work: impl FnOnce(&rtcat_master::acyclic::SdoClient) -> T + Send + 'static,
+) -> (rtcat_master::Outcome, T) {
+    cycle_with_faults(mode, secs, Faults::new(), move |c, _| client_work(c))
+}
+
+/// As [`cycle_with_client`], the client's work also given the segment's fault handle.
+fn cycle_with_faults<T: Send + 'static>(
+    mode: TxRxMode,
+    secs: f64,
+    faults: Faults,
+    client_work: impl FnOnce(&rtcat_master::acyclic::SdoClient, &Faults) -> T + Send + 'static,
 ) -> (rtcat_master::Outcome, T) {
     let mut cfg = Config::default();
     cfg.cycle.period_us = 1000;
@@ -34,7 +64,7 @@ fn cycle_with_client<T: Send + 'static>(
         cfg,
         Target::Sim {
             spec: coe_segment(),
-            faults: Faults::new(),
+            faults: faults.clone(),
         },
         stop.clone(),
     );
@@ -46,7 +76,7 @@ fn cycle_with_client<T: Send + 'static>(
     let worker = std::thread::spawn(move || {
         // Let the bring-up finish first: requests before OP just wait in the queue.
         std::thread::sleep(Duration::from_millis(300));
-        client_work(&c2)
+        client_work(&c2, &faults)
     });
     let out = rtcat_master::run_simple(spec, &mut ZeroOutputs).expect("run");
     let got = worker.join().expect("client thread");
@@ -68,6 +98,11 @@ fn check_while_cycling(mode: TxRxMode) {
         let missing = c.read(2, 0x5fff, 0, t);
         let no_device = c.read(9, 0x1000, 0, t);
         let long = c.write(2, 0x1008, 0, b"a longer name", t);
+        let wide = c.write(2, 0x2000, 0, &0x0123_4567_89ab_cdefu64.to_le_bytes(), t);
+        let wide_back = c.read(2, 0x2000, 0, t);
+        let named = c.write(2, 0x2001, 0, b"a name of 25 bytes, ASCII", t);
+        let named_back = c.read(2, 0x2001, 0, t);
+        let status = c.read_register(2, 0x0130, 2, t);
         let mut reads = 0;
         for _ in 0..50 {
             if c.read(1, 0x1018, 2, t).is_ok() {
@@ -75,10 +110,20 @@ fn check_while_cycling(mode: TxRxMode) {
             }
         }
         (
-            vendor, product, name, written, back, missing, no_device, long, reads,
+            vendor,
+            product,
+            name,
+            written,
+            back,
+            missing,
+            no_device,
+            long,
+            reads,
+            (wide, wide_back, named, named_back, status),
         )
     });
-    let (vendor, product, name, written, back, missing, no_device, long, reads) = got;
+    let (vendor, product, name, written, back, missing, no_device, long, reads, more) = got;
+    let (wide, wide_back, named, named_back, status) = more;
     assert_eq!(u32_of(vendor.unwrap().as_slice()), 0x0000_0766);
     assert_eq!(u32_of(product.unwrap().as_slice()), 0x0003_0003);
     assert_eq!(name.unwrap().as_slice(), b"SERVO-COE");
@@ -92,7 +137,20 @@ fn check_while_cycling(mode: TxRxMode) {
         other => panic!("expected an abort, got {other:?}"),
     }
     assert_eq!(no_device, Err(SdoFailure::NoSubdevice(9)));
-    assert_eq!(long, Err(SdoFailure::TooLong { len: 13, max: 4 }));
+    // 0x1008 is read-only: the device's abort, not a client-side length limit.
+    match long {
+        Err(SdoFailure::Aborted { code, .. }) => assert_eq!(code, 0x0601_0002),
+        other => panic!("expected a read-only abort, got {other:?}"),
+    }
+    wide.expect("write 8 bytes to 0x2000 (normal download)");
+    assert_eq!(
+        wide_back.unwrap().as_slice(),
+        &0x0123_4567_89ab_cdefu64.to_le_bytes()
+    );
+    named.expect("write a string to 0x2001");
+    assert_eq!(named_back.unwrap().as_slice(), b"a name of 25 bytes, ASCII");
+    // AL status (ETG.1000.4 Table 12): OP = 8, no error.
+    assert_eq!(status.unwrap().as_slice(), &[0x08, 0x00]);
     assert_eq!(reads, 50);
     // The cyclic exchange went on: every cycle that came back had the right working counter.
     // (Lost frames are not asserted: without real-time settings on a loaded machine a TX/RX
@@ -121,4 +179,45 @@ fn a_request_after_the_run_ended_is_not_answered() {
         c.read(0, 0x1000, 0, Duration::from_millis(200))
     });
     assert_eq!(got, Err(SdoFailure::NotCycling));
+}
+
+fn check_emergency_while_reading(mode: TxRxMode) {
+    let (out, got) = cycle_with_faults(mode, 2.0, Faults::new(), |c, faults| {
+        let t = Duration::from_millis(500);
+        let mut ok = 0;
+        let mut errors = Vec::new();
+        for i in 0..60 {
+            if i == 20 {
+                faults.apply(FaultCommand::Emergency {
+                    position: 2,
+                    code: 0x8611,
+                    register: 0x81,
+                });
+            }
+            match c.read(2, 0x1018, 1, t) {
+                Ok(v) if u32_of(v.as_slice()) == 0x0000_0766 => ok += 1,
+                other => errors.push(format!("{other:?}")),
+            }
+        }
+        (ok, errors, c.take_emergency(), c.take_emergency())
+    });
+    let (ok, errors, first, second) = got;
+    assert_eq!(ok, 60, "{errors:?}");
+    let e = first.expect("the emergency reached the ring");
+    assert_eq!((e.position, e.code, e.register), (2, 0x8611, 0x81));
+    assert_eq!(second, None);
+    assert!(out.rec.cycles > 1000, "{} cycles", out.rec.cycles);
+    assert_eq!(out.rec.wkc_mismatches, 0);
+}
+
+#[test]
+fn an_emergency_while_reading_is_delivered_and_reads_go_on_inline() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    check_emergency_while_reading(TxRxMode::Inline);
+}
+
+#[test]
+fn an_emergency_while_reading_is_delivered_and_reads_go_on_with_a_txrx_thread() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    check_emergency_while_reading(TxRxMode::Thread);
 }

@@ -59,9 +59,24 @@ pub mod opcode {
     pub const INFO_ERROR: u8 = 0x07;
 }
 
-fn header(buf: &mut [u8], counter: u8, service: u8) {
-    let len = (buf.len() - MBX_HEADER) as u16;
-    buf[0..2].copy_from_slice(&len.to_le_bytes());
+/// Bytes of an SDO request with its 4 data bytes (the initiate, segment-request and abort
+/// requests): mailbox header 6 + CoE 2 + SDO 8.
+pub const SDO_REQUEST_LEN: usize = 16;
+
+/// Bytes the request builders need for a request that carries `data` bytes after the SDO
+/// header (a normal download's first part, an information request's service data).
+pub const fn request_len(data: usize) -> usize {
+    SDO_REQUEST_LEN + data
+}
+
+// The builders write into the caller's buffer and return the request's length, so the same
+// code serves the blocking client and the cyclic thread's fixed buffers. Each one panics when
+// `buf` is shorter than the request: a buffer of the receive mailbox's size always holds what
+// a client sends (it checks its lengths against the mailbox before it builds).
+
+fn header(buf: &mut [u8], len: usize, counter: u8, service: u8) {
+    let n = (len - MBX_HEADER) as u16;
+    buf[0..2].copy_from_slice(&n.to_le_bytes());
     // Address 0 (from the master), channel 0, priority 0.
     buf[2..5].fill(0);
     buf[5] = TYPE_COE | ((counter & 0x07) << 4);
@@ -69,14 +84,14 @@ fn header(buf: &mut [u8], counter: u8, service: u8) {
     buf[7] = service << 4;
 }
 
-fn sdo(counter: u8, command: u8, index: u16, sub: u8, data: [u8; 4]) -> Vec<u8> {
-    let mut b = vec![0u8; 16];
-    header(&mut b, counter, service::SDO_REQUEST);
+fn sdo(buf: &mut [u8], counter: u8, command: u8, index: u16, sub: u8, data: [u8; 4]) -> usize {
+    let b = &mut buf[..SDO_REQUEST_LEN];
+    header(b, SDO_REQUEST_LEN, counter, service::SDO_REQUEST);
     b[8] = command;
     b[9..11].copy_from_slice(&index.to_le_bytes());
     b[11] = sub;
     b[12..16].copy_from_slice(&data);
-    b
+    SDO_REQUEST_LEN
 }
 
 fn ca_bit(complete_access: bool) -> u8 {
@@ -84,16 +99,27 @@ fn ca_bit(complete_access: bool) -> u8 {
 }
 
 /// Initiate SDO upload request (ETG.1000.6 Table 37): command specifier 2.
-pub fn upload_request(counter: u8, index: u16, sub: u8, complete_access: bool) -> Vec<u8> {
-    sdo(counter, 0x40 | ca_bit(complete_access), index, sub, [0; 4])
+pub fn upload_request(
+    buf: &mut [u8],
+    counter: u8,
+    index: u16,
+    sub: u8,
+    complete_access: bool,
+) -> usize {
+    sdo(
+        buf,
+        counter,
+        0x40 | ca_bit(complete_access),
+        index,
+        sub,
+        [0; 4],
+    )
 }
 
 /// Upload SDO segment request (Table 38): command specifier 3 and the toggle bit.
-pub fn upload_segment_request(counter: u8, toggle: bool) -> Vec<u8> {
-    let mut b = sdo(counter, 0x60 | (u8::from(toggle) << 4), 0, 0, [0; 4]);
+pub fn upload_segment_request(buf: &mut [u8], counter: u8, toggle: bool) -> usize {
     // The segment request has no index, subindex or data: 7 reserved bytes after the command.
-    b[9..16].fill(0);
-    b
+    sdo(buf, counter, 0x60 | (u8::from(toggle) << 4), 0, 0, [0; 4])
 }
 
 /// Expedited SDO download request (Table 32): 1 to 4 data bytes in the request itself.
@@ -101,50 +127,66 @@ pub fn upload_segment_request(counter: u8, toggle: bool) -> Vec<u8> {
 /// # Panics
 /// If `data` is empty or longer than 4 bytes (the client checks before it builds).
 pub fn download_expedited(
+    buf: &mut [u8],
     counter: u8,
     index: u16,
     sub: u8,
     complete_access: bool,
     data: &[u8],
-) -> Vec<u8> {
+) -> usize {
     assert!((1..=4).contains(&data.len()), "expedited: 1..=4 bytes");
     let mut d = [0u8; 4];
     d[..data.len()].copy_from_slice(data);
     let unused = (4 - data.len()) as u8;
     let cmd = 0x20 | ca_bit(complete_access) | (unused << 2) | 0x02 | 0x01;
-    sdo(counter, cmd, index, sub, d)
+    sdo(buf, counter, cmd, index, sub, d)
 }
 
 /// Normal SDO download request (Table 33): the complete size and the first `first` bytes of
 /// the data (all of it when it fits the mailbox; segments follow otherwise).
 pub fn download_normal(
+    buf: &mut [u8],
     counter: u8,
     index: u16,
     sub: u8,
     complete_access: bool,
     complete_size: u32,
     first: &[u8],
-) -> Vec<u8> {
-    let mut b = sdo(
+) -> usize {
+    let len = request_len(first.len());
+    let b = &mut buf[..len];
+    sdo(
+        b,
         counter,
         0x20 | ca_bit(complete_access) | 0x01,
         index,
         sub,
         complete_size.to_le_bytes(),
     );
-    b.extend_from_slice(first);
-    let len = (b.len() - MBX_HEADER) as u16;
-    b[0..2].copy_from_slice(&len.to_le_bytes());
-    b
+    b[SDO_REQUEST_LEN..].copy_from_slice(first);
+    b[0..2].copy_from_slice(&((len - MBX_HEADER) as u16).to_le_bytes());
+    len
+}
+
+/// Bytes of a download segment request carrying `data` bytes (at least 7 data bytes).
+pub const fn segment_len(data: usize) -> usize {
+    MBX_HEADER + 3 + if data < 7 { 7 } else { data }
 }
 
 /// Download SDO segment request (Table 34): command specifier 0, the toggle bit, whether this
 /// is the last segment, and its data, padded to the minimum of 7 bytes with the number of
 /// unused bytes in the header.
-pub fn download_segment(counter: u8, toggle: bool, last: bool, data: &[u8]) -> Vec<u8> {
-    let n = data.len().max(7);
-    let mut b = vec![0u8; MBX_HEADER + 3 + n];
-    header(&mut b, counter, service::SDO_REQUEST);
+pub fn download_segment(
+    buf: &mut [u8],
+    counter: u8,
+    toggle: bool,
+    last: bool,
+    data: &[u8],
+) -> usize {
+    let len = segment_len(data.len());
+    let b = &mut buf[..len];
+    b.fill(0);
+    header(b, len, counter, service::SDO_REQUEST);
     let unused = if data.len() < 7 {
         (7 - data.len()) as u8
     } else {
@@ -152,46 +194,47 @@ pub fn download_segment(counter: u8, toggle: bool, last: bool, data: &[u8]) -> V
     };
     b[8] = u8::from(last) | (unused << 1) | (u8::from(toggle) << 4);
     b[9..9 + data.len()].copy_from_slice(data);
-    b
+    len
 }
 
 /// Abort SDO transfer request (Table 40), sent when the client gives up on a transfer the
 /// device still holds open (a toggle error, a segment that does not fit).
-pub fn abort_request(counter: u8, index: u16, sub: u8, code: u32) -> Vec<u8> {
-    sdo(counter, 0x80, index, sub, code.to_le_bytes())
+pub fn abort_request(buf: &mut [u8], counter: u8, index: u16, sub: u8, code: u32) -> usize {
+    sdo(buf, counter, 0x80, index, sub, code.to_le_bytes())
 }
 
 /// An SDO information request (Tables 44, 46, 48): the opcode and its service data.
-pub fn info_request(counter: u8, opcode: u8, payload: &[u8]) -> Vec<u8> {
-    let mut b = vec![0u8; SDO_DATA + payload.len()];
-    header(&mut b, counter, service::SDO_INFO);
+pub fn info_request(buf: &mut [u8], counter: u8, opcode: u8, payload: &[u8]) -> usize {
+    let len = SDO_DATA + payload.len();
+    let b = &mut buf[..len];
+    header(b, len, counter, service::SDO_INFO);
     b[8] = opcode;
     b[9] = 0;
     b[10..12].fill(0);
     b[12..].copy_from_slice(payload);
-    b
+    len
 }
 
 /// Get OD list request for list type `list` (1 all objects, 2 RxPDO-mappable, 3
 /// TxPDO-mappable, 4 stored for replacement, 5 startup parameters).
-pub fn od_list_request(counter: u8, list: u16) -> Vec<u8> {
-    info_request(counter, opcode::OD_LIST_REQ, &list.to_le_bytes())
+pub fn od_list_request(buf: &mut [u8], counter: u8, list: u16) -> usize {
+    info_request(buf, counter, opcode::OD_LIST_REQ, &list.to_le_bytes())
 }
 
 /// Get object description request.
-pub fn object_description_request(counter: u8, index: u16) -> Vec<u8> {
-    info_request(counter, opcode::OBJECT_DESC_REQ, &index.to_le_bytes())
+pub fn object_description_request(buf: &mut [u8], counter: u8, index: u16) -> usize {
+    info_request(buf, counter, opcode::OBJECT_DESC_REQ, &index.to_le_bytes())
 }
 
 /// Get entry description request, with no value information asked (names and types only).
-pub fn entry_description_request(counter: u8, index: u16, sub: u8) -> Vec<u8> {
+pub fn entry_description_request(buf: &mut [u8], counter: u8, index: u16, sub: u8) -> usize {
     let i = index.to_le_bytes();
-    info_request(counter, opcode::ENTRY_DESC_REQ, &[i[0], i[1], sub, 0])
+    info_request(buf, counter, opcode::ENTRY_DESC_REQ, &[i[0], i[1], sub, 0])
 }
 
-/// A mailbox read from the device, decoded.
+/// A mailbox read from the device, decoded; the data borrow from the mailbox buffer.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Response {
+pub enum Response<'a> {
     /// A CoE emergency (ETG.1000.6 §5.6.4, Table 50).
     Emergency {
         /// Error code (CiA 301 Table 21; 0x0000 = error reset).
@@ -217,7 +260,7 @@ pub enum Response {
         /// Subindex.
         sub: u8,
         /// The 1..4 data bytes (4 when the size indicator is clear).
-        data: Vec<u8>,
+        data: &'a [u8],
     },
     /// Initiate upload response, normal: the complete size and the first part of the data
     /// (all of it unless segments follow).
@@ -229,7 +272,7 @@ pub enum Response {
         /// Size of the whole object data.
         complete_size: u32,
         /// Data in this response.
-        data: Vec<u8>,
+        data: &'a [u8],
     },
     /// Upload segment response.
     UploadSegment {
@@ -238,7 +281,7 @@ pub enum Response {
         /// No more segments follow.
         last: bool,
         /// The segment's data.
-        data: Vec<u8>,
+        data: &'a [u8],
     },
     /// Initiate download response.
     DownloadAck {
@@ -261,7 +304,7 @@ pub enum Response {
         /// Fragments still to come.
         fragments_left: u16,
         /// The fragment's service data.
-        data: Vec<u8>,
+        data: &'a [u8],
     },
     /// SDO information error (opcode 7).
     InfoError {
@@ -343,7 +386,7 @@ pub fn counter_of(buf: &[u8]) -> u8 {
 
 /// Decode a mailbox read from the device's send mailbox (SM1): the header's length, not the
 /// mailbox size, says where the content ends. Never panics, whatever the bytes.
-pub fn parse(buf: &[u8]) -> Result<Response, ParseError> {
+pub fn parse(buf: &[u8]) -> Result<Response<'_>, ParseError> {
     if buf.len() < MBX_HEADER {
         return Err(ParseError::NoHeader { have: buf.len() });
     }
@@ -383,7 +426,7 @@ pub fn parse(buf: &[u8]) -> Result<Response, ParseError> {
         service::SDO_INFO => {
             need("SDO information header", p, 6)?;
             let op = p[2] & 0x7f;
-            let data = p[6..].to_vec();
+            let data = &p[6..];
             if op == opcode::INFO_ERROR {
                 need("SDO information error", p, 10)?;
                 return Ok(Response::InfoError { code: u32_at(p, 6) });
@@ -399,7 +442,7 @@ pub fn parse(buf: &[u8]) -> Result<Response, ParseError> {
     }
 }
 
-fn sdo_response(svc: u8, p: &[u8]) -> Result<Response, ParseError> {
+fn sdo_response(svc: u8, p: &[u8]) -> Result<Response<'_>, ParseError> {
     need("SDO header", p, 3)?;
     let cmd = p[2];
     let cs = cmd >> 5;
@@ -430,14 +473,14 @@ fn sdo_response(svc: u8, p: &[u8]) -> Result<Response, ParseError> {
                 Ok(Response::UploadExpedited {
                     index,
                     sub,
-                    data: p[6..6 + n].to_vec(),
+                    data: &p[6..6 + n],
                 })
             } else {
                 Ok(Response::UploadNormal {
                     index,
                     sub,
                     complete_size: u32_at(p, 6),
-                    data: p[10..].to_vec(),
+                    data: &p[10..],
                 })
             }
         }
@@ -460,7 +503,7 @@ fn sdo_response(svc: u8, p: &[u8]) -> Result<Response, ParseError> {
             Ok(Response::UploadSegment {
                 toggle: cmd & 0x10 != 0,
                 last: cmd & 0x01 != 0,
-                data: p[3..3 + n].to_vec(),
+                data: &p[3..3 + n],
             })
         }
         // Download segment response (Table 35).
@@ -585,6 +628,15 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// What a builder writes, as a vector (the length it returns, into a buffer larger than any
+    /// request so that a wrong length shows).
+    fn built(f: impl FnOnce(&mut [u8]) -> usize) -> Vec<u8> {
+        let mut b = vec![0xeeu8; 256];
+        let n = f(&mut b);
+        b.truncate(n);
+        b
+    }
+
     // Byte strings from ethercrab 0.7.1's `mailbox/coe/services.rs` tests (captured with
     // Wireshark from real devices) and the encodings its builders produce.
 
@@ -598,7 +650,7 @@ mod tests {
             Ok(Response::UploadExpedited {
                 index: 0x1c00,
                 sub: 4,
-                data: vec![4],
+                data: &[4],
             })
         );
     }
@@ -615,7 +667,7 @@ mod tests {
                 index: 0x1008,
                 sub: 0,
                 complete_size: 6,
-                data: b"EK1914".to_vec(),
+                data: b"EK1914",
             })
         );
     }
@@ -641,7 +693,7 @@ mod tests {
     fn od_list_request_matches_capture() {
         // ethercrab `get_object_description_list`: counter 7, list type 1 (all).
         assert_eq!(
-            od_list_request(7, 1),
+            built(|b| od_list_request(b, 7, 1)),
             [
                 0x8, 0x0, 0x0, 0x0, 0x0, 0x73, 0x0, 0x80, 0x1, 0x0, 0x0, 0x0, 0x1, 0x0
             ]
@@ -666,7 +718,7 @@ mod tests {
         };
         assert_eq!((opcode, incomplete, fragments_left), (2, true, 1));
         assert_eq!(
-            parse_od_list(&data),
+            parse_od_list(data),
             Ok((1, vec![0x1000, 0x1008, 0x1009, 0x100a]))
         );
     }
@@ -675,14 +727,14 @@ mod tests {
     fn upload_requests() {
         // ethercrab `upload_request_normal` with counter 210 & 7 = 2.
         assert_eq!(
-            upload_request(2, 0x4567, 2, false),
+            built(|b| upload_request(b, 2, 0x4567, 2, false)),
             [
                 10, 0, 0, 0, 0, 0x23, 0, 0x20, 0x40, 0x67, 0x45, 2, 0, 0, 0, 0
             ]
         );
-        assert_eq!(upload_request(1, 0x1c12, 0, true)[8], 0x50);
+        assert_eq!(built(|b| upload_request(b, 1, 0x1c12, 0, true))[8], 0x50);
         assert_eq!(
-            upload_segment_request(3, true),
+            built(|b| upload_segment_request(b, 3, true)),
             [10, 0, 0, 0, 0, 0x33, 0, 0x20, 0x70, 0, 0, 0, 0, 0, 0, 0]
         );
     }
@@ -691,29 +743,35 @@ mod tests {
     fn expedited_downloads() {
         // ethercrab `encode_sdo_request`: 4 bytes to 0x1234:03 -> command 0x23.
         assert_eq!(
-            download_expedited(3, 0x1234, 3, false, &[0xaa, 0xbb, 0xcc, 0xdd]),
+            built(|b| download_expedited(b, 3, 0x1234, 3, false, &[0xaa, 0xbb, 0xcc, 0xdd])),
             [
                 10, 0, 0, 0, 0, 0x33, 0, 0x20, 0x23, 0x34, 0x12, 3, 0xaa, 0xbb, 0xcc, 0xdd
             ]
         );
         // 1 byte: 3 unused -> size bits 0b11 -> 0x2f; complete access adds 0x10.
-        assert_eq!(download_expedited(1, 0x6060, 0, false, &[8])[8], 0x2f);
-        assert_eq!(download_expedited(1, 0x1c12, 1, true, &[1, 0])[8], 0x3b);
+        assert_eq!(
+            built(|b| download_expedited(b, 1, 0x6060, 0, false, &[8]))[8],
+            0x2f
+        );
+        assert_eq!(
+            built(|b| download_expedited(b, 1, 0x1c12, 1, true, &[1, 0]))[8],
+            0x3b
+        );
     }
 
     #[test]
     fn normal_download_and_segments() {
-        let b = download_normal(1, 0x1008, 0, false, 10, b"abc");
+        let b = built(|b| download_normal(b, 1, 0x1008, 0, false, 10, b"abc"));
         assert_eq!(&b[..8], &[13, 0, 0, 0, 0, 0x13, 0, 0x20]);
         assert_eq!(b[8], 0x21);
         assert_eq!(&b[12..16], &10u32.to_le_bytes());
         assert_eq!(&b[16..], b"abc");
         // A short last segment: 3 bytes, 4 unused, last -> 0b0000_1001.
-        let s = download_segment(2, false, true, b"xyz");
+        let s = built(|b| download_segment(b, 2, false, true, b"xyz"));
         assert_eq!(&s[..9], &[10, 0, 0, 0, 0, 0x23, 0, 0x20, 0x09]);
         assert_eq!(&s[9..], b"xyz\0\0\0\0");
         // A full middle segment with the toggle set: 8 bytes, no padding.
-        let s = download_segment(2, true, false, b"12345678");
+        let s = built(|b| download_segment(b, 2, true, false, b"12345678"));
         assert_eq!((s[0], s[8]), (11, 0x10));
     }
 
@@ -728,7 +786,7 @@ mod tests {
             Ok(Response::UploadSegment {
                 toggle: true,
                 last: true,
-                data: b"abc".to_vec()
+                data: b"abc"
             })
         );
         let raw = [10, 0, 0, 0, 0, 0x43, 0, 0x30, 0x30, 0, 0, 0, 0, 0, 0, 0];
@@ -820,9 +878,9 @@ mod tests {
                 prop_assert!(data.len() <= buf.len());
             }
             if let Ok(Response::Info { data, .. }) = r {
-                let _ = parse_od_list(&data);
-                let _ = parse_object_description(&data);
-                let _ = parse_entry_description(&data);
+                let _ = parse_od_list(data);
+                let _ = parse_object_description(data);
+                let _ = parse_entry_description(data);
             }
         }
 
@@ -845,7 +903,7 @@ mod tests {
         #[test]
         fn segments_carry_data(data in proptest::collection::vec(any::<u8>(), 0..40),
                                toggle: bool, last: bool) {
-            let s = download_segment(1, toggle, last, &data);
+            let s = built(|b| download_segment(b, 1, toggle, last, &data));
             let n = usize::from(u16::from_le_bytes([s[0], s[1]])) - 3;
             let n = if n == 7 { n - usize::from((s[8] >> 1) & 7) } else { n };
             prop_assert_eq!(&s[9..9 + n], &data[..]);

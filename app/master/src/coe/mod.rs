@@ -289,6 +289,17 @@ impl Geometry {
     }
 }
 
+/// A mailbox the client received: one that parsed, and not an emergency.
+struct Mailbox(Vec<u8>);
+
+impl Mailbox {
+    fn response(&self) -> Response<'_> {
+        // `receive` keeps only mailboxes that parsed, and parsing is a pure function of the
+        // bytes: this parse succeeds the same way.
+        frame::parse(&self.0).expect("parsed once already")
+    }
+}
+
 /// How long the client waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Timeouts {
@@ -439,6 +450,15 @@ impl<P: Port> Client<P> {
         self.counter = last & 0x07;
     }
 
+    /// A request built into a buffer of the receive mailbox's size (every request the client
+    /// sends fits it: the client sizes normal downloads and segments by the mailbox).
+    fn request(&self, build: impl FnOnce(&mut [u8]) -> usize) -> Vec<u8> {
+        let mut b = vec![0u8; usize::from(self.geometry.rx_size).max(frame::SDO_REQUEST_LEN)];
+        let n = build(&mut b);
+        b.truncate(n);
+        b
+    }
+
     fn next_counter(&mut self) -> u8 {
         self.counter = if self.counter >= 7 {
             1
@@ -560,7 +580,7 @@ impl<P: Port> Client<P> {
     }
 
     /// Wait for the next CoE mailbox that is not an emergency.
-    fn receive(&mut self, what: &str) -> Result<Response, Error> {
+    fn receive(&mut self, what: &str) -> Result<Mailbox, Error> {
         let deadline = Instant::now() + self.timeouts.response;
         loop {
             let full = self.sm_full(self.geometry.tx_sm)?;
@@ -582,7 +602,7 @@ impl<P: Port> Client<P> {
                         );
                     }
                     ref r if self.keep_emergency(r) => {}
-                    r => return Ok(r),
+                    _ => return Ok(Mailbox(buf)),
                 }
             }
             // Checked after every mailbox too: a device that sends emergencies without end
@@ -600,7 +620,7 @@ impl<P: Port> Client<P> {
         }
     }
 
-    fn transact(&mut self, req: &[u8], what: &str) -> Result<Response, Error> {
+    fn transact(&mut self, req: &[u8], what: &str) -> Result<Mailbox, Error> {
         self.send(req, what)?;
         let first = !self.answered;
         match self.receive(what) {
@@ -641,7 +661,8 @@ impl<P: Port> Client<P> {
     /// what the caller gets).
     fn send_abort(&mut self, index: u16, sub: u8, code: u32, what: &str) {
         let c = self.next_counter();
-        if let Err(e) = self.send(&frame::abort_request(c, index, sub, code), what) {
+        let req = self.request(|b| frame::abort_request(b, c, index, sub, code));
+        if let Err(e) = self.send(&req, what) {
             log::debug!("{what}: sending the abort failed: {e}");
         }
     }
@@ -678,8 +699,9 @@ impl<P: Port> Client<P> {
             if ca { " (complete access)" } else { "" }
         );
         let c = self.next_counter();
-        let first = self.transact(&frame::upload_request(c, index, sub, ca), &what)?;
-        let (complete, mut data) = match first {
+        let req = self.request(|b| frame::upload_request(b, c, index, sub, ca));
+        let first = self.transact(&req, &what)?;
+        let (complete, mut data) = match first.response() {
             Response::Abort { code, .. } => return Err(self.abort(index, sub, code)),
             Response::UploadExpedited {
                 index: i,
@@ -687,7 +709,7 @@ impl<P: Port> Client<P> {
                 data,
             } => {
                 self.check_echo(&what, (index, sub), (i, s), ca)?;
-                return Ok(data);
+                return Ok(data.to_vec());
             }
             Response::UploadNormal {
                 index: i,
@@ -696,7 +718,7 @@ impl<P: Port> Client<P> {
                 data,
             } => {
                 self.check_echo(&what, (index, sub), (i, s), ca)?;
-                (complete_size, data)
+                (complete_size, data.to_vec())
             }
             r => return Err(self.malformed(&what, format!("not an upload response: {r:?}"))),
         };
@@ -717,7 +739,9 @@ impl<P: Port> Client<P> {
         let mut toggle = false;
         loop {
             let c = self.next_counter();
-            match self.transact(&frame::upload_segment_request(c, toggle), &what)? {
+            let req = self.request(|b| frame::upload_segment_request(b, c, toggle));
+            let mb = self.transact(&req, &what)?;
+            match mb.response() {
                 Response::Abort { code, .. } => return Err(self.abort(index, sub, code)),
                 Response::UploadSegment {
                     toggle: t,
@@ -741,7 +765,7 @@ impl<P: Port> Client<P> {
                             ),
                         ));
                     }
-                    data.extend_from_slice(&seg);
+                    data.extend_from_slice(seg);
                     if last {
                         break;
                     }
@@ -804,17 +828,20 @@ impl<P: Port> Client<P> {
         let rx = usize::from(self.geometry.rx_size);
         let (req, mut sent) = if data.len() <= 4 {
             (
-                frame::download_expedited(c, index, sub, ca, data),
+                self.request(|b| frame::download_expedited(b, c, index, sub, ca, data)),
                 data.len(),
             )
         } else {
             let n = data.len().min(rx.saturating_sub(frame::SDO_DATA + 4));
             (
-                frame::download_normal(c, index, sub, ca, complete, &data[..n]),
+                self.request(|b| {
+                    frame::download_normal(b, c, index, sub, ca, complete, &data[..n])
+                }),
                 n,
             )
         };
-        match self.transact(&req, &what)? {
+        let mb = self.transact(&req, &what)?;
+        match mb.response() {
             Response::Abort { code, .. } => return Err(self.abort(index, sub, code)),
             Response::DownloadAck { index: i, sub: s } => {
                 self.check_echo(&what, (index, sub), (i, s), ca)?
@@ -828,8 +855,10 @@ impl<P: Port> Client<P> {
             let n = (data.len() - sent).min(seg_max);
             let last = sent + n == data.len();
             let c = self.next_counter();
-            let req = frame::download_segment(c, toggle, last, &data[sent..sent + n]);
-            match self.transact(&req, &what)? {
+            let req = self
+                .request(|b| frame::download_segment(b, c, toggle, last, &data[sent..sent + n]));
+            let mb = self.transact(&req, &what)?;
+            match mb.response() {
                 Response::Abort { code, .. } => return Err(self.abort(index, sub, code)),
                 Response::DownloadSegmentAck { toggle: t } if t == toggle => {}
                 Response::DownloadSegmentAck { .. } => {
@@ -862,7 +891,8 @@ impl<P: Port> Client<P> {
         let mut out = Vec::new();
         let mut expect_left: Option<u16> = None;
         loop {
-            match self.receive(what)? {
+            let mb = self.receive(what)?;
+            match mb.response() {
                 Response::InfoError { code } => return Err(self.abort(index, sub, code)),
                 Response::Abort { code, .. } => return Err(self.abort(index, sub, code)),
                 Response::Info {
@@ -894,7 +924,7 @@ impl<P: Port> Client<P> {
                             format!("SDO information response beyond {MAX_INFO} bytes"),
                         ));
                     }
-                    out.extend_from_slice(&data);
+                    out.extend_from_slice(data);
                     if !incomplete {
                         return Ok(out);
                     }
@@ -918,7 +948,7 @@ impl<P: Port> Client<P> {
         let what = format!("SDO information: OD list (type {})", list as u16);
         let c = self.next_counter();
         let data = self.info(
-            &frame::od_list_request(c, list as u16),
+            &self.request(|b| frame::od_list_request(b, c, list as u16)),
             frame::opcode::OD_LIST_RESP,
             0,
             0,
@@ -934,7 +964,7 @@ impl<P: Port> Client<P> {
         let what = format!("SDO information: object {index:#06x} description");
         let c = self.next_counter();
         let data = self.info(
-            &frame::object_description_request(c, index),
+            &self.request(|b| frame::object_description_request(b, c, index)),
             frame::opcode::OBJECT_DESC_RESP,
             index,
             0,
@@ -953,7 +983,7 @@ impl<P: Port> Client<P> {
         let what = format!("SDO information: entry {index:#06x}:{sub:02x} description");
         let c = self.next_counter();
         let data = self.info(
-            &frame::entry_description_request(c, index, sub),
+            &self.request(|b| frame::entry_description_request(b, c, index, sub)),
             frame::opcode::ENTRY_DESC_RESP,
             index,
             sub,
