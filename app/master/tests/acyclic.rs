@@ -55,7 +55,17 @@ fn cycle_with_faults<T: Send + 'static>(
     faults: Faults,
     client_work: impl FnOnce(&rtcat_master::acyclic::SdoClient, &Faults) -> T + Send + 'static,
 ) -> (rtcat_master::Outcome, T) {
-    let mut cfg = Config::default();
+    cycle_with(Config::default(), mode, secs, faults, client_work)
+}
+
+/// As [`cycle_with_faults`], with the configuration `cfg` (period and TX/RX mode set here).
+fn cycle_with<T: Send + 'static>(
+    mut cfg: Config,
+    mode: TxRxMode,
+    secs: f64,
+    faults: Faults,
+    client_work: impl FnOnce(&rtcat_master::acyclic::SdoClient, &Faults) -> T + Send + 'static,
+) -> (rtcat_master::Outcome, T) {
     cfg.cycle.period_us = 1000;
     cfg.cycle.txrx = mode;
     let (client, service) = sdo_queue(8, Duration::from_micros(300));
@@ -220,4 +230,25 @@ fn an_emergency_while_reading_is_delivered_and_reads_go_on_inline() {
 fn an_emergency_while_reading_is_delivered_and_reads_go_on_with_a_txrx_thread() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     check_emergency_while_reading(TxRxMode::Thread);
+}
+
+/// The SAFE-OP -> OP startup SDOs of `[[device]]` are in the device when it cycles (read back
+/// by SDO in OP: `configure` runs in PRE-OP, before they are written), and the PRE-OP -> SAFE-OP
+/// ones too.
+#[test]
+fn startup_sdos_of_both_transitions_are_in_the_device_in_op() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let text = concat!(
+        include_str!("../../../examples/coe/rtcat.toml"),
+        "\n[[device.sdo]]\nindex = 0x6071\nsub = 0\ntype = \"i16\"\nvalue = -42\n",
+        "transition = \"SO\"\n",
+    );
+    let cfg = Config::parse(text, "examples/coe/rtcat.toml + an SO SDO").expect("config");
+    let (_, (ps, so)) = cycle_with(cfg, TxRxMode::Inline, 1.0, Faults::new(), |c, _| {
+        let t = Duration::from_millis(500);
+        (c.read(2, 0x6085, 0, t), c.read(2, 0x6071, 0, t))
+    });
+    assert_eq!(u32_of(ps.expect("0x6085").as_slice()), 50_000);
+    // Target torque: not mapped by the example, so the dictionary keeps what was written.
+    assert_eq!(so.expect("0x6071").as_slice(), (-42i16).to_le_bytes());
 }
