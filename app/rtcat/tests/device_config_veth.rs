@@ -4,25 +4,15 @@
 //! configuration re-applied. Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
+use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 const TOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
 
-/// `rtcat sim` on the segment end, stopped with SIGTERM when dropped.
-struct Sim(std::process::Child);
-
-impl Drop for Sim {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.0.wait();
-    }
-}
+#[path = "support/sim_proc.rs"]
+mod sim_proc;
+use sim_proc::SimProc;
 
 #[test]
 fn the_coe_example_over_veth_survives_a_power_cycle_with_its_configuration() {
@@ -32,38 +22,12 @@ fn the_coe_example_over_veth_survives_a_power_cycle_with_its_configuration() {
     let net = VethPair::create("rtcatd").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let control = dir.path().join("sim.sock");
-    let mut child = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &net.segment_ns,
-            BIN,
-            "sim",
-            "--priority",
-            "70",
-        ])
-        .args(["--iface", &net.segment_if, "--segment"])
-        .arg(format!("{TOP}/examples/coe/segment.toml"))
-        .arg("--control")
-        .arg(&control)
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-    let sim = Sim(child);
-    let t = Instant::now();
-    while !lines
-        .next()
-        .expect("rtcat sim exited")
-        .unwrap()
-        .contains("listening")
-    {
-        assert!(
-            t.elapsed() < Duration::from_secs(20),
-            "rtcat sim did not start"
-        );
-    }
-    std::thread::spawn(move || for _ in lines {});
+    let sim = SimProc::start_segment(
+        BIN.as_ref(),
+        &net,
+        &control,
+        Some(format!("{TOP}/examples/coe/segment.toml").as_ref()),
+    );
 
     let out = dir.path().join("out");
     let log = dir.path().join("bench.stderr");
@@ -92,17 +56,7 @@ fn the_coe_example_over_veth_survives_a_power_cycle_with_its_configuration() {
         .spawn()
         .unwrap();
     std::thread::sleep(Duration::from_millis(2500));
-    let ctl = Command::new(BIN)
-        .args(["sim-ctl", "--control"])
-        .arg(&control)
-        .arg("power-cycle")
-        .output()
-        .unwrap();
-    assert!(
-        ctl.status.success(),
-        "{}",
-        String::from_utf8_lossy(&ctl.stderr)
-    );
+    sim.ctl("power-cycle");
     let status = bench.wait().unwrap();
     let err = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "{status}: {err}");

@@ -592,50 +592,9 @@ fn from_bus_output_fed_back_gives_the_same_layout() {
 
 // ---------------------------------------------------------------- over a veth pair (root)
 
-/// `rtcat sim` with the CoE segment in the segment's namespace, stopped when dropped.
-struct CoeSim(std::process::Child);
-
-impl CoeSim {
-    fn start(net: &VethPair) -> CoeSim {
-        use std::io::{BufRead, BufReader};
-        let mut child = Command::new("ip")
-            .args([
-                "netns",
-                "exec",
-                &net.segment_ns,
-                BIN,
-                "sim",
-                "--iface",
-                &net.segment_if,
-            ])
-            // Like a real ESC, the segment answers whatever else runs (as the bus tests' sim).
-            .args(["--priority", "70"])
-            .arg("--segment")
-            .arg(coe_segment())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap();
-        let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
-        loop {
-            let l = lines.next().expect("rtcat sim exited").unwrap();
-            if l.contains("listening") {
-                break;
-            }
-        }
-        std::thread::spawn(move || for _ in lines {});
-        CoeSim(child)
-    }
-}
-
-impl Drop for CoeSim {
-    fn drop(&mut self) {
-        let _ = nix::sys::signal::kill(
-            nix::unistd::Pid::from_raw(self.0.id() as i32),
-            nix::sys::signal::Signal::SIGTERM,
-        );
-        let _ = self.0.wait();
-    }
-}
+#[path = "support/sim_proc.rs"]
+mod sim_proc;
+use sim_proc::SimProc;
 
 #[test]
 fn veth_a_write_is_seen_by_the_next_command() {
@@ -643,7 +602,13 @@ fn veth_a_write_is_seen_by_the_next_command() {
         return;
     }
     let net = VethPair::create("sdo").unwrap();
-    let _sim = CoeSim::start(&net);
+    let dir = tempfile::tempdir().unwrap();
+    let _sim = SimProc::start_segment(
+        BIN.as_ref(),
+        &net,
+        &dir.path().join("sim.sock"),
+        Some(&coe_segment()),
+    );
     let ns = |args: &[&str]| {
         let mut c = Command::new("ip");
         c.args(["netns", "exec", &net.master_ns, BIN])

@@ -18,15 +18,27 @@ impl SimProc {
     /// SCHED_FIFO 70 (like a real ESC, the segment answers whatever else runs), and wait for its
     /// "listening" line: the responder socket exists before the first frame is sent.
     pub fn start(bin: &Path, net: &VethPair, control: &Path) -> SimProc {
-        let mut child = Command::new("ip")
-            .args(["netns", "exec", &net.segment_ns])
+        Self::start_segment(bin, net, control, None)
+    }
+
+    /// As [`SimProc::start`], answering as the segment described in `segment` (a TOML file;
+    /// None: the reference segment).
+    pub fn start_segment(
+        bin: &Path,
+        net: &VethPair,
+        control: &Path,
+        segment: Option<&Path>,
+    ) -> SimProc {
+        let mut cmd = Command::new("ip");
+        cmd.args(["netns", "exec", &net.segment_ns])
             .arg(bin)
             .args(["sim", "--priority", "70", "--iface", &net.segment_if])
             .arg("--control")
-            .arg(control)
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("start rtcat sim");
+            .arg(control);
+        if let Some(f) = segment {
+            cmd.arg("--segment").arg(f);
+        }
+        let mut child = cmd.stderr(Stdio::piped()).spawn().expect("start rtcat sim");
         let mut lines = BufReader::new(child.stderr.take().expect("piped stderr")).lines();
         let t = Instant::now();
         loop {
