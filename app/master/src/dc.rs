@@ -20,6 +20,12 @@ use serde::Deserialize;
 /// ETG.2000 "EtherCAT Slave Information" §Dc).
 pub const DEFAULT_ASSIGN_ACTIVATE: u16 = 0x0300;
 
+/// How far in the future the first SYNC0 pulse is placed: the start time (0x0990) must still
+/// be ahead of every device's system time when the activation (0x0981) reaches it (ESC
+/// datasheet Section I, "SyncSignal Generation"), and the writes to all devices take a few
+/// frames each; ethercrab's example uses the same 100 ms.
+pub const SYNC0_START_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
+
 /// `[dc]`: distributed clocks. Off by default: a configuration without `[dc]` runs exactly as
 /// before (no SYNC0, plain `tx_rx`, deadlines on CLOCK_MONOTONIC alone).
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -101,6 +107,28 @@ impl DcConfig {
         match self.sync0_shift_us {
             Some(us) => u64::from(us) * 1000,
             None => self.sync0_period_ns(cycle_period_us) / 2,
+        }
+    }
+
+    /// ethercrab's group DC configuration for a cycle of `cycle_period_us`: the SYNC0 period,
+    /// the shift, and a first pulse [`SYNC0_START_DELAY`] after the configuration.
+    pub fn dc_configuration(
+        &self,
+        cycle_period_us: u32,
+    ) -> ethercrab::subdevice_group::DcConfiguration {
+        ethercrab::subdevice_group::DcConfiguration {
+            start_delay: SYNC0_START_DELAY,
+            sync0_period: std::time::Duration::from_nanos(self.sync0_period_ns(cycle_period_us)),
+            sync0_shift: std::time::Duration::from_nanos(self.sync0_shift_ns(cycle_period_us)),
+        }
+    }
+
+    /// ethercrab's SYNC mode of the device at `position` (validated: 0 or SYNC0).
+    pub fn dc_sync(&self, position: u16) -> ethercrab::DcSync {
+        if self.assign_activate(position) == 0 {
+            ethercrab::DcSync::Disabled
+        } else {
+            ethercrab::DcSync::Sync0
         }
     }
 
@@ -194,16 +222,15 @@ impl DcConfig {
                     "is listed twice".into(),
                 ));
             }
-            // Only the cyclic-operation and SYNC bits (0x0981 bits 0..2) and the high byte's
-            // latch / pulse-length control are meaningful; cyclic operation without a SYNC
-            // output, or a SYNC without cyclic operation, is a configuration mistake.
+            // Cyclic operation (0x0100) with SYNC0 (0x0200) is what is supported; SYNC1 (0x0400)
+            // needs a SYNC1 cycle time this section does not have yet.
             let aa = d.assign_activate;
-            if aa != 0 && (aa & 0x0100 == 0 || aa & 0x0600 == 0) {
+            if aa != 0 && (aa & 0x0300 != 0x0300 || aa & 0x0400 != 0) {
                 return Err(bad(
                     &format!("dc.device[{i}].assign_activate"),
                     &format!("{aa:#06x}"),
-                    "must be 0 (no SYNC) or have bit 8 (cyclic operation) and SYNC0 \
-                     (0x0200) or SYNC1 (0x0400) set, e.g. 0x0300"
+                    "must be 0 (no SYNC) or have cyclic operation (0x0100) and SYNC0 (0x0200) \
+                     set, e.g. 0x0300; SYNC1 (0x0400) is not supported"
                         .into(),
                 ));
             }
@@ -637,7 +664,18 @@ mod tests {
                     ..ok.clone()
                 },
                 "dc.device[0].assign_activate",
-                "bit 8",
+                "cyclic operation",
+            ),
+            (
+                DcConfig {
+                    device: vec![DcDevice {
+                        position: 0,
+                        assign_activate: 0x0700,
+                    }],
+                    ..ok.clone()
+                },
+                "dc.device[0].assign_activate",
+                "SYNC1",
             ),
             (
                 DcConfig {
