@@ -151,6 +151,18 @@ impl DcConfig {
             value: value.to_string(),
             message,
         };
+        // The section is read and checked, but bring-up does not yet configure SYNC0 nor the
+        // cycle lock to it: accepting `enabled = true` would let a drive run in free-run while
+        // its configuration says DC.
+        if self.enabled {
+            return Err(bad(
+                "dc.enabled",
+                &true,
+                "distributed clocks are not applied by this version of rtcat yet (SYNC0 and \
+                 the cycle's phase lock are not configured at bring-up); use false"
+                    .into(),
+            ));
+        }
         if let Some(p) = self.sync0_period_us {
             // The ESC counts SYNC0 in ns (0x09A0, 32 bit); below 125 µs the master could not
             // keep up anyway (cycle.period_us has the same floor).
@@ -606,6 +618,13 @@ mod tests {
     fn validation_names_the_key() {
         let ok = DcConfig::default();
         assert!(ok.validate(1000, Some(3)).is_ok());
+        let on = DcConfig {
+            enabled: true,
+            ..ok.clone()
+        };
+        let e = on.validate(1000, Some(3)).unwrap_err();
+        assert_eq!(e.key, "dc.enabled");
+        assert!(e.message.contains("not applied"), "{}", e.message);
         for (c, key, want) in [
             (
                 DcConfig {
