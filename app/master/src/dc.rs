@@ -173,7 +173,7 @@ impl DcConfig {
                     "must be 125..=100000 µs".into(),
                 ));
             }
-            if cycle_period_us % p != 0 {
+            if !cycle_period_us.is_multiple_of(p) {
                 return Err(bad(
                     "dc.sync0_period_us",
                     &p,
@@ -611,7 +611,7 @@ mod tests {
         assert_eq!(pl.phase_error(5_499_900), -100);
         assert_eq!(pl.phase_error(6_000_000), 500_000);
         assert_eq!(pl.phase_error(6_000_001), -499_999);
-        assert_eq!(pl.phase_error(u64::MAX).abs() <= 500_000, true);
+        assert!(pl.phase_error(u64::MAX).abs() <= 500_000);
     }
 
     #[test]
