@@ -69,6 +69,8 @@ pub struct Config {
     /// `[[device]]`: PDO assignment, mapping and startup SDOs written in PRE-OP at every
     /// bring-up and recovery (see [`crate::devices`]).
     pub device: Vec<crate::devices::DeviceConfig>,
+    /// `[dc]`: distributed clocks (SYNC0, the phase lock); off by default.
+    pub dc: crate::dc::DcConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -87,7 +89,8 @@ pub struct BusConfig {
     pub state_timeout_ms: u32,
     /// Frames of ethercrab's static distributed-clock synchronisation at every bring-up and
     /// recovery (one FRMW of the reference clock's system time each; 0 = none). Absent subdevices
-    /// with DC make it cost nothing.
+    /// with DC make it cost nothing. The older name of `[dc] static_sync_iterations`, which wins
+    /// when both are given (see [`Config::dc_static_sync_iterations`]).
     pub dc_static_sync_iterations: u32,
 }
 
@@ -432,6 +435,14 @@ impl Config {
         if self.output.dir.as_os_str().is_empty() {
             return Err(bad("output.dir", &"\"\"", "must be a directory path"));
         }
+        self.dc
+            .validate(self.cycle.period_us, self.segment.subdevices)
+            .map_err(|e| ConfigError::Invalid {
+                path: path.to_string(),
+                key: e.key,
+                value: e.value,
+                message: e.message,
+            })?;
         crate::devices::validate(&self.device, self.segment.subdevices).map_err(|e| {
             ConfigError::Invalid {
                 path: path.to_string(),
@@ -461,9 +472,17 @@ impl Config {
     /// them.
     pub fn maindevice_config(&self) -> ethercrab::MainDeviceConfig {
         ethercrab::MainDeviceConfig {
-            dc_static_sync_iterations: self.bus.dc_static_sync_iterations,
+            dc_static_sync_iterations: self.dc_static_sync_iterations(),
             ..ethercrab::MainDeviceConfig::default()
         }
+    }
+
+    /// Frames of the static DC synchronisation: `[dc] static_sync_iterations`, else its older
+    /// name `[bus] dc_static_sync_iterations`.
+    pub fn dc_static_sync_iterations(&self) -> u32 {
+        self.dc
+            .static_sync_iterations
+            .unwrap_or(self.bus.dc_static_sync_iterations)
     }
 
     /// The context doctor and tune run in, from this configuration.
@@ -486,6 +505,21 @@ mod tests {
         assert_eq!(c.cycle.period_us, 1000);
         assert_eq!(c.cycle.cpu, Some(6));
         assert_eq!(c.segment.expected_wkc, Some(9));
+    }
+
+    #[test]
+    fn dc_static_sync_iterations_has_one_home() {
+        let c = Config::parse("[bus]\ndc_static_sync_iterations = 7\n", "c.toml").unwrap();
+        assert_eq!(c.maindevice_config().dc_static_sync_iterations, 7);
+        let c = Config::parse(
+            "[bus]\ndc_static_sync_iterations = 7\n[dc]\nstatic_sync_iterations = 3\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(c.maindevice_config().dc_static_sync_iterations, 3);
+        let c = Config::parse("", "c.toml").unwrap();
+        assert!(!c.dc.enabled);
+        assert_eq!(c.dc_static_sync_iterations(), 10_000);
     }
 
     #[test]
@@ -531,6 +565,23 @@ mod tests {
                 "[bus]\nresponse_timeout_us = 5000\n",
                 "bus.response_timeout_us = 5000",
             ),
+            (
+                "[dc]\nsync0_period_us = 300\n",
+                "dc.sync0_period_us = 300: must divide cycle.period_us (1000)",
+            ),
+            (
+                "[dc]\nsync0_shift_us = 1000\n",
+                "dc.sync0_shift_us = 1000: must be below the SYNC0 period (1000 µs)",
+            ),
+            (
+                "[segment]\nsubdevices = 2\n[[dc.device]]\nposition = 2\nassign_activate = 0x300\n",
+                "dc.device[0].position = 2",
+            ),
+            (
+                "[[dc.device]]\nposition = 0\nassign_activate = 0x0100\n",
+                "dc.device[0].assign_activate = 0x0100",
+            ),
+            ("[dc]\nenable = true\n", "unknown field `enable`"),
         ] {
             let e = Config::parse(text, "c.toml").unwrap_err().to_string();
             assert!(e.contains(want), "{text:?} gave {e:?}, wanted {want:?}");
@@ -552,6 +603,8 @@ mod tests {
                 Just("[[device]]".to_string()),
                 Just("[[device.pdo_map]]".to_string()),
                 Just("[[device.sdo]]".to_string()),
+                Just("[dc]".to_string()),
+                Just("[[dc.device]]".to_string()),
                 Just("entries = [\"0x6040:00:16\", \"1a00:1:8\"]".to_string()),
                 Just("pdo_assign = { sm2 = [0x1600], sm3 = [0x1A00] }".to_string()),
                 Just("type = \"u8\"".to_string()),
@@ -573,6 +626,11 @@ mod tests {
                         "value",
                         "alias",
                         "input_bytes",
+                        "sync0_period_us",
+                        "sync0_shift_us",
+                        "assign_activate",
+                        "reference",
+                        "sync_window_ns",
                     ]),
                     prop_oneof![
                         any::<i64>().prop_map(|v| v.to_string()),

@@ -70,6 +70,7 @@ pub mod clock;
 pub mod coe;
 pub mod config;
 pub mod cycle;
+pub mod dc;
 pub mod devices;
 pub mod diag;
 mod error;
