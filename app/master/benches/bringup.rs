@@ -55,7 +55,7 @@ fn config(n: usize, sync: u32) -> Config {
             }
         }
     }
-    c.bus.dc_static_sync_iterations = sync;
+    c.dc.static_sync_iterations = sync;
     // The machine is shared while benches run: a PDU timeout is a failed repetition, not a
     // slower one, so give the scan room (it does not change what a good bring-up costs).
     c.bus.init_pdu_timeout_ms = 1000;

@@ -87,11 +87,6 @@ pub struct BusConfig {
     pub init_eeprom_timeout_ms: u32,
     /// AL state transition timeout (ms).
     pub state_timeout_ms: u32,
-    /// Frames of ethercrab's static distributed-clock synchronisation at every bring-up and
-    /// recovery (one FRMW of the reference clock's system time each; 0 = none). Absent subdevices
-    /// with DC make it cost nothing. The older name of `[dc] static_sync_iterations`, which wins
-    /// when both are given (see [`Config::dc_static_sync_iterations`]).
-    pub dc_static_sync_iterations: u32,
 }
 
 impl Default for BusConfig {
@@ -102,8 +97,6 @@ impl Default for BusConfig {
             init_pdu_timeout_ms: 100,
             init_eeprom_timeout_ms: 100,
             state_timeout_ms: 5000,
-            // ethercrab's default (`MainDeviceConfig::default`).
-            dc_static_sync_iterations: 10_000,
         }
     }
 }
@@ -332,13 +325,6 @@ impl Config {
             " ms",
         )?;
         range(
-            "bus.dc_static_sync_iterations",
-            self.bus.dc_static_sync_iterations.into(),
-            0,
-            1_000_000,
-            " frames",
-        )?;
-        range(
             "cycle.priority",
             self.cycle.priority.into(),
             1,
@@ -468,21 +454,13 @@ impl Config {
         }
     }
 
-    /// ethercrab's MainDevice settings from `[bus]`: every MainDevice the master creates uses
-    /// them.
+    /// ethercrab's MainDevice settings (`[dc] static_sync_iterations`): every MainDevice the
+    /// master creates uses them.
     pub fn maindevice_config(&self) -> ethercrab::MainDeviceConfig {
         ethercrab::MainDeviceConfig {
-            dc_static_sync_iterations: self.dc_static_sync_iterations(),
+            dc_static_sync_iterations: self.dc.static_sync_iterations,
             ..ethercrab::MainDeviceConfig::default()
         }
-    }
-
-    /// Frames of the static DC synchronisation: `[dc] static_sync_iterations`, else its older
-    /// name `[bus] dc_static_sync_iterations`.
-    pub fn dc_static_sync_iterations(&self) -> u32 {
-        self.dc
-            .static_sync_iterations
-            .unwrap_or(self.bus.dc_static_sync_iterations)
     }
 
     /// The context doctor and tune run in, from this configuration.
@@ -508,18 +486,15 @@ mod tests {
     }
 
     #[test]
-    fn dc_static_sync_iterations_has_one_home() {
-        let c = Config::parse("[bus]\ndc_static_sync_iterations = 7\n", "c.toml").unwrap();
-        assert_eq!(c.maindevice_config().dc_static_sync_iterations, 7);
-        let c = Config::parse(
-            "[bus]\ndc_static_sync_iterations = 7\n[dc]\nstatic_sync_iterations = 3\n",
-            "c.toml",
-        )
-        .unwrap();
+    fn dc_static_sync_iterations_reach_every_maindevice() {
+        let c = Config::parse("[dc]\nstatic_sync_iterations = 3\n", "c.toml").unwrap();
         assert_eq!(c.maindevice_config().dc_static_sync_iterations, 3);
         let c = Config::parse("", "c.toml").unwrap();
         assert!(!c.dc.enabled);
-        assert_eq!(c.dc_static_sync_iterations(), 10_000);
+        assert_eq!(
+            c.maindevice_config().dc_static_sync_iterations,
+            ethercrab::MainDeviceConfig::default().dc_static_sync_iterations
+        );
     }
 
     #[test]

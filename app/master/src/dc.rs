@@ -44,9 +44,9 @@ pub struct DcConfig {
     /// later. Absent: half the SYNC0 period (the most margin both ways; ethercrab's example).
     pub sync0_shift_us: Option<u32>,
     /// Frames of the static drift compensation at every bring-up and recovery (one FRMW of the
-    /// reference clock's system time each, 0 = none). The one home of this setting:
-    /// `[bus] dc_static_sync_iterations` is its older name, still read when this is absent.
-    pub static_sync_iterations: Option<u32>,
+    /// reference clock's system time each, 0 = none; ethercrab does it whenever a subdevice
+    /// supports DC, `enabled` or not). Default 10 000, ethercrab's (`MainDeviceConfig`).
+    pub static_sync_iterations: u32,
     /// Sync window threshold in ns: a DC device whose system time difference (0x092C) exceeds
     /// it is out of the sync window (reported as an event).
     pub sync_window_ns: u32,
@@ -64,7 +64,7 @@ impl Default for DcConfig {
             reference: None,
             sync0_period_us: None,
             sync0_shift_us: None,
-            static_sync_iterations: None,
+            static_sync_iterations: 10_000,
             // Beckhoff's default for the 0x092C check in TwinCAT / the ESC datasheet's example
             // is 1 µs; drives typically need well below their SYNC0 jitter tolerance.
             sync_window_ns: 1000,
@@ -191,12 +191,10 @@ impl DcConfig {
                 format!("must be below the SYNC0 period ({period_us} µs)"),
             ));
         }
-        if let Some(n) = self.static_sync_iterations
-            && n > 1_000_000
-        {
+        if self.static_sync_iterations > 1_000_000 {
             return Err(bad(
                 "dc.static_sync_iterations",
-                &n,
+                &self.static_sync_iterations,
                 "must be 0..=1000000 frames".into(),
             ));
         }
@@ -668,7 +666,7 @@ mod tests {
             ),
             (
                 DcConfig {
-                    static_sync_iterations: Some(2_000_000),
+                    static_sync_iterations: 2_000_000,
                     ..ok.clone()
                 },
                 "dc.static_sync_iterations",

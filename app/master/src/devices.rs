@@ -1532,7 +1532,7 @@ transition = "SO"
 
     #[test]
     fn dc_static_sync_iterations_is_bounded() {
-        let c = Config::parse("[bus]\ndc_static_sync_iterations = 0\n", "c.toml").unwrap();
+        let c = Config::parse("[dc]\nstatic_sync_iterations = 0\n", "c.toml").unwrap();
         assert_eq!(c.maindevice_config().dc_static_sync_iterations, 0);
         assert_eq!(
             Config::default()
@@ -1541,11 +1541,8 @@ transition = "SO"
             ethercrab::MainDeviceConfig::default().dc_static_sync_iterations
         );
         refused(
-            "[bus]\ndc_static_sync_iterations = 2000000\n",
-            &[
-                "bus.dc_static_sync_iterations = 2000000",
-                "0..=1000000 frames",
-            ],
+            "[dc]\nstatic_sync_iterations = 2000000\n",
+            &["dc.static_sync_iterations = 2000000", "0..=1000000 frames"],
         );
     }
 
