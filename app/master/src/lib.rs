@@ -66,6 +66,7 @@
 pub mod acyclic;
 pub mod application;
 pub mod bus;
+pub mod cia402;
 pub mod clock;
 pub mod coe;
 pub mod config;
