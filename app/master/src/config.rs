@@ -69,6 +69,9 @@ pub struct Config {
     /// `[[device]]`: PDO assignment, mapping and startup SDOs written in PRE-OP at every
     /// bring-up and recovery (see [`crate::devices`]).
     pub device: Vec<crate::devices::DeviceConfig>,
+    /// `[[axis]]`: CiA 402 drives used as axes (see [`crate::axis`]). After [`Config::parse`],
+    /// `device` also holds the device configuration of every axis no `[[device]]` configures.
+    pub axis: Vec<crate::axis::AxisConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -265,7 +268,10 @@ impl Config {
             path: path.to_string(),
             message: e.to_string().trim_end().to_string(),
         })?;
+        let mut cfg = cfg;
         cfg.validate(path)?;
+        let generated = crate::axis::generated_devices(&cfg.axis, &cfg.device);
+        cfg.device.extend(generated);
         Ok(cfg)
     }
 
@@ -439,6 +445,12 @@ impl Config {
                 value: e.value,
                 message: e.message,
             }
+        })?;
+        crate::axis::validate(&self.axis, &self.device).map_err(|e| ConfigError::Invalid {
+            path: path.to_string(),
+            key: e.key,
+            value: e.value,
+            message: e.message,
         })?;
         self.tune.validate().map_err(|e| ConfigError::Invalid {
             path: path.to_string(),
