@@ -79,6 +79,7 @@ pub mod image;
 pub mod layout;
 pub mod mapping;
 pub mod master;
+pub mod motion;
 pub mod netuse;
 pub mod rt;
 pub mod sii;
