@@ -93,9 +93,60 @@ pub struct AxisConfig {
     /// Enabled again by itself after a quick stop or a recovery, or only when asked.
     #[serde(default)]
     pub after_recovery: Recovery,
+    /// Built-in motion: these positions in turn (units), each reached at rest.
+    #[serde(default)]
+    pub moves: Vec<f64>,
+    /// Built-in motion: a repeating back-and-forth move.
+    pub profile: Option<ProfileConfig>,
+    /// Rest at each target of `moves`, s.
+    #[serde(default)]
+    pub dwell_s: f64,
 }
 
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+/// `profile = { from = 0.0, to = 10.0, dwell_s = 0.5, cycles = 3 }`.
+pub struct ProfileConfig {
+    /// First end, units (the axis moves there first).
+    pub from: f64,
+    /// Other end, units.
+    pub to: f64,
+    /// Rest at each end, s.
+    #[serde(default)]
+    pub dwell_s: f64,
+    /// Round trips; absent: until the run ends.
+    pub cycles: Option<u32>,
+}
+
+/// Rest between moves, at most (a longer one is likely a unit mistake: ms for s).
+pub const MAX_DWELL_S: f64 = 3600.0;
+
 impl AxisConfig {
+    /// The limits of the built-in moves, units.
+    pub fn limits(&self) -> crate::motion::Limits {
+        crate::motion::Limits {
+            velocity: self.max_velocity,
+            acceleration: self.max_acceleration,
+            jerk: self.max_jerk,
+        }
+    }
+
+    /// The built-in motion program (`None`: the axis only holds its position).
+    pub fn program(&self) -> Option<crate::motion::Program> {
+        if let Some(p) = &self.profile {
+            return Some(crate::motion::Program::BackAndForth {
+                a: p.from,
+                b: p.to,
+                dwell: p.dwell_s,
+                cycles: p.cycles,
+            });
+        }
+        (!self.moves.is_empty()).then(|| crate::motion::Program::Moves {
+            positions: self.moves.clone(),
+            dwell: self.dwell_s,
+        })
+    }
+
     /// The drive profile's policy.
     pub fn policy(&self) -> Policy {
         Policy {
@@ -320,8 +371,64 @@ pub fn validate(axes: &[AxisConfig], devices: &[DeviceConfig]) -> Result<(), Inv
                 format!("is {v} counts/s, beyond the 32-bit target velocity"),
             ));
         }
+        check_motion(i, a)?;
         if let Some(d) = devices.iter().find(|d| a.same_device(d)) {
             check_device(i, a, d)?;
+        }
+    }
+    Ok(())
+}
+
+/// The built-in moves: one kind, finite, within the position limits, sane dwell times.
+fn check_motion(i: usize, a: &AxisConfig) -> Result<(), Invalid> {
+    let k = |f: &str| format!("axis[{i}].{f}");
+    if a.profile.is_some() && !a.moves.is_empty() {
+        return Err(invalid(
+            k("profile"),
+            "(with moves)",
+            "give moves or profile, not both",
+        ));
+    }
+    let within = |key: String, x: f64| {
+        if !x.is_finite() {
+            return Err(invalid(key, x, "must be a finite position"));
+        }
+        if let Some(lo) = a.min_position
+            && x < lo
+        {
+            return Err(invalid(key, x, format!("is below min_position ({lo})")));
+        }
+        if let Some(hi) = a.max_position
+            && x > hi
+        {
+            return Err(invalid(key, x, format!("is above max_position ({hi})")));
+        }
+        if (x * a.counts_per_unit).abs() > f64::from(i32::MAX) {
+            return Err(invalid(key, x, "is beyond the 32-bit target position"));
+        }
+        Ok(())
+    };
+    for (j, &x) in a.moves.iter().enumerate() {
+        within(k(&format!("moves[{j}]")), x)?;
+    }
+    let dwell = |key: String, d: f64| {
+        if d.is_finite() && (0.0..=MAX_DWELL_S).contains(&d) {
+            Ok(())
+        } else {
+            Err(invalid(key, d, format!("must be 0..{MAX_DWELL_S} s")))
+        }
+    };
+    dwell(k("dwell_s"), a.dwell_s)?;
+    if let Some(p) = &a.profile {
+        within(k("profile.from"), p.from)?;
+        within(k("profile.to"), p.to)?;
+        dwell(k("profile.dwell_s"), p.dwell_s)?;
+        if p.from == p.to {
+            return Err(invalid(
+                k("profile.to"),
+                p.to,
+                "must differ from profile.from",
+            ));
         }
     }
     Ok(())

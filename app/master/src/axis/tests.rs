@@ -10,6 +10,8 @@ max_velocity = 100.0
 max_acceleration = 1000.0
 min_position = -50.0
 max_position = 50.0
+moves = [10.0, -10.0, 0.0]
+dwell_s = 0.2
 
 [[axis]]
 name = "y"
@@ -21,6 +23,7 @@ max_acceleration = 100.0
 max_jerk = 1000.0
 on_bad_cycles = "hold"
 after_recovery = "re_enable"
+profile = { from = 0.0, to = 5.0, dwell_s = 0.5, cycles = 3 }
 "#;
 
 fn err(text: &str) -> String {
@@ -64,6 +67,23 @@ fn axes_bring_their_device_configuration() {
             after_recovery: AfterRecovery::ReEnable
         }
     );
+    assert_eq!(
+        c.axis[0].program(),
+        Some(crate::motion::Program::Moves {
+            positions: vec![10.0, -10.0, 0.0],
+            dwell: 0.2
+        })
+    );
+    assert_eq!(
+        c.axis[1].program(),
+        Some(crate::motion::Program::BackAndForth {
+            a: 0.0,
+            b: 5.0,
+            dwell: 0.5,
+            cycles: Some(3)
+        })
+    );
+    assert_eq!(c.axis[1].limits().jerk, Some(1000.0));
     // The generated entries pass the [[device]] checks themselves.
     crate::devices::validate(&c.device, None).unwrap();
 }
@@ -137,6 +157,29 @@ fn bad_axes_are_refused_naming_the_key() {
             "unknown variant",
         ),
         ("name = \"y\"", "name = \"y\"\nspeed = 3", "unknown field"),
+        (
+            "moves = [10.0, -10.0, 0.0]",
+            "moves = [10.0, 60.0]",
+            "axis[0].moves[1]",
+        ),
+        (
+            "moves = [10.0, -10.0, 0.0]",
+            "moves = [nan]",
+            "axis[0].moves[0]",
+        ),
+        ("dwell_s = 0.2", "dwell_s = -1.0", "axis[0].dwell_s"),
+        (
+            "from = 0.0, to = 5.0",
+            "from = 5.0, to = 5.0",
+            "axis[1].profile.to",
+        ),
+        ("dwell_s = 0.5", "dwell_s = 1e9", "axis[1].profile.dwell_s"),
+        ("cycles = 3", "cycles = 3, speed = 1", "unknown field"),
+        (
+            "mode = \"csv\"",
+            "moves = [1.0]\nmode = \"csv\"",
+            "axis[1].profile",
+        ),
     ] {
         let t = AXES.replacen(from, to, 1);
         assert_ne!(t, AXES, "{from}");
