@@ -272,6 +272,29 @@ impl Axis {
         }
     }
 
+    /// The axis' entry of `summary.json`.
+    pub fn summary(&self) -> rtcat_results::AxisSummary {
+        let h = &self.stats.following_error;
+        rtcat_results::AxisSummary {
+            name: self.cfg.name.clone(),
+            position: self.position(),
+            mode: match self.cfg.mode {
+                crate::axis::AxisMode::Csp => "csp".into(),
+                crate::axis::AxisMode::Csv => "csv".into(),
+            },
+            state_reached: self.stats.highest_state.map(|s| s.name().to_string()),
+            final_state: self.drive.state().map(|s| s.name().to_string()),
+            following_error_counts: (!h.is_empty())
+                .then(|| rtcat_results::LatencyStats::from_histogram(h)),
+            counts_per_unit: self.cfg.counts_per_unit,
+            faults: self.stats.faults,
+            last_error_code: (self.stats.last_error != 0).then_some(self.stats.last_error),
+            last_error_text: (self.stats.last_error != 0)
+                .then(|| error_text(self.stats.last_error).to_string()),
+            quick_stops: self.stats.quick_stops,
+        }
+    }
+
     fn setpoint_counts_last(&self) -> i32 {
         counts(self.setpoint.position * self.cfg.counts_per_unit)
     }
@@ -388,22 +411,33 @@ impl Axes {
     }
 }
 
+/// Where [`AxesApp`] leaves the axes' summaries when the run ends.
+pub type AxesReport = std::sync::Arc<std::sync::Mutex<Vec<rtcat_results::AxisSummary>>>;
+
 /// The built-in application of `[[axis]]`: every axis enabled, the configured moves run;
 /// the outputs of other subdevices are held at zero.
 #[derive(Debug, Default)]
 pub struct AxesApp {
-    /// The axes (readable after the run for the results).
+    /// The axes.
     pub axes: Axes,
+    report: AxesReport,
 }
 
 impl AxesApp {
-    /// The application for `cfg`'s axes.
-    pub fn from_config(cfg: &Config) -> AxesApp {
+    /// The application for `cfg`'s axes; their summaries go to `report` at shutdown.
+    pub fn from_config(cfg: &Config, report: AxesReport) -> AxesApp {
         let mut axes = Axes::from_config(cfg);
         for i in 0..axes.axes.len() {
             axes.enable(i);
         }
-        AxesApp { axes }
+        AxesApp { axes, report }
+    }
+}
+
+impl Axes {
+    /// Every axis' entry of `summary.json`.
+    pub fn summaries(&self) -> Vec<rtcat_results::AxisSummary> {
+        self.axes.iter().map(Axis::summary).collect()
     }
 }
 
@@ -419,5 +453,11 @@ impl Application for AxesApp {
 
     fn on_recovery(&mut self, _r: &Recovery) {
         self.axes.on_recovery();
+    }
+
+    fn shutdown(&mut self, _reason: &crate::application::ShutdownReason) {
+        // At the end of the run, off the cycle: allocating and locking are fine here.
+        let s = self.axes.summaries();
+        *self.report.lock().unwrap_or_else(|e| e.into_inner()) = s;
     }
 }
