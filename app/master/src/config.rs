@@ -71,6 +71,9 @@ pub struct Config {
     pub device: Vec<crate::devices::DeviceConfig>,
     /// `[dc]`: distributed clocks (SYNC0, the phase lock); off by default.
     pub dc: crate::dc::DcConfig,
+    /// `[[axis]]`: CiA 402 drives used as axes (see [`crate::axis`]). After [`Config::parse`],
+    /// `device` also holds the device configuration of every axis no `[[device]]` configures.
+    pub axis: Vec<crate::axis::AxisConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -261,7 +264,10 @@ impl Config {
             path: path.to_string(),
             message: e.to_string().trim_end().to_string(),
         })?;
+        let mut cfg = cfg;
         cfg.validate(path)?;
+        let generated = crate::axis::generated_devices(&cfg.axis, &cfg.device);
+        cfg.device.extend(generated);
         Ok(cfg)
     }
 
@@ -436,6 +442,12 @@ impl Config {
                 value: e.value,
                 message: e.message,
             }
+        })?;
+        crate::axis::validate(&self.axis, &self.device).map_err(|e| ConfigError::Invalid {
+            path: path.to_string(),
+            key: e.key,
+            value: e.value,
+            message: e.message,
         })?;
         self.tune.validate().map_err(|e| ConfigError::Invalid {
             path: path.to_string(),

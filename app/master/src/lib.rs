@@ -65,7 +65,10 @@
 
 pub mod acyclic;
 pub mod application;
+pub mod axes;
+pub mod axis;
 pub mod bus;
+pub mod cia402;
 pub mod clock;
 pub mod coe;
 pub mod config;
@@ -78,6 +81,7 @@ pub mod image;
 pub mod layout;
 pub mod mapping;
 pub mod master;
+pub mod motion;
 pub mod netuse;
 pub mod rt;
 pub mod sii;

@@ -233,6 +233,44 @@ pub struct Summary {
     /// there were none.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logging: Option<LoggingHealth>,
+    /// Per `[[axis]]` (CiA 402 drives run by the axes application); absent without axes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub axes: Option<Vec<AxisSummary>>,
+}
+
+/// One axis in `summary.json` (`axes`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AxisSummary {
+    /// The axis' name.
+    pub name: String,
+    /// The drive's position in the segment (absent: never bound).
+    #[serde(default)]
+    pub position: Option<u16>,
+    /// Mode of operation (`csp`, `csv`).
+    pub mode: String,
+    /// The highest state reached (the CiA 402 state names: `operation enabled`, ...).
+    #[serde(default)]
+    pub state_reached: Option<String>,
+    /// The state at the end of the run.
+    #[serde(default)]
+    pub final_state: Option<String>,
+    /// |following error| in drive counts over the good cycles in operation enabled
+    /// (HdrHistogram; absent when never enabled).
+    #[serde(default)]
+    pub following_error_counts: Option<LatencyStats>,
+    /// Counts per user unit (to read the following error in units).
+    pub counts_per_unit: f64,
+    /// Faults the drive reported.
+    pub faults: u32,
+    /// The error code 0x603F of the last fault (absent: none).
+    #[serde(default)]
+    pub last_error_code: Option<u16>,
+    /// Its text.
+    #[serde(default)]
+    pub last_error_text: Option<String>,
+    /// Quick stops commanded because of bad cycles.
+    pub quick_stops: u32,
 }
 
 /// Why a run stopped.

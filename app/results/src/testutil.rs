@@ -48,5 +48,6 @@ pub(crate) fn sample_summary() -> Summary {
         stop: None,
         bus: None,
         logging: None,
+        axes: None,
     }
 }

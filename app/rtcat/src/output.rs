@@ -24,6 +24,7 @@ pub struct RunFacts {
     pub stop: Option<summary::Stop>,
     pub bus: Option<summary::BusStats>,
     pub logging: Option<summary::LoggingHealth>,
+    pub axes: Option<Vec<summary::AxisSummary>>,
 }
 
 pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
@@ -75,6 +76,7 @@ pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
         stop: f.stop.clone(),
         bus: f.bus.clone(),
         logging: f.logging.clone(),
+        axes: f.axes.clone(),
     }
 }
 
@@ -205,6 +207,9 @@ pub fn human_table(s: &Summary, rec: &Recorder) -> String {
                 .map(|x| format!(": {x}"))
                 .unwrap_or_default()
         );
+    }
+    if let Some(axes) = &s.axes {
+        t.push_str(&axes_table(axes));
     }
     t
 }
@@ -359,6 +364,41 @@ pub fn write_user_file(path: &Path, text: &str) -> Result<()> {
         .ok_or_else(|| anyhow::anyhow!("{}: not a file name", path.display()))?;
     Dir::open(parent)?.write_atomic(name, text.as_bytes(), FILE_MODE)?;
     Ok(())
+}
+
+/// The axes part of the human table: state reached, following error (P99, max) in units,
+/// faults.
+pub fn axes_table(axes: &[summary::AxisSummary]) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "{:<16} {:<20} {:>12} {:>12} {:>7} {:>7}  last fault",
+        "axis", "state reached", "ferr P99", "ferr max", "faults", "q-stops"
+    );
+    for a in axes {
+        let units = |c: u64| format!("{:.6}", c as f64 / a.counts_per_unit);
+        let (p99, max) = a
+            .following_error_counts
+            .as_ref()
+            .map_or(("-".to_string(), "-".to_string()), |f| {
+                (units(f.p99), units(f.max))
+            });
+        let _ = writeln!(
+            t,
+            "{:<16} {:<20} {:>12} {:>12} {:>7} {:>7}  {}",
+            a.name,
+            a.state_reached.as_deref().unwrap_or("-"),
+            p99,
+            max,
+            a.faults,
+            a.quick_stops,
+            match (a.last_error_code, &a.last_error_text) {
+                (Some(c), Some(x)) => format!("{c:#06x} {x}"),
+                _ => "-".to_string(),
+            }
+        );
+    }
+    t
 }
 
 #[cfg(test)]

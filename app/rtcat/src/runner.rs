@@ -13,6 +13,7 @@ use crate::stats::{Live, Recorder};
 use crate::status::{CheckpointFn, StatusConfig, StatusThread};
 use anyhow::{Context, Result, anyhow};
 use ecsim::{Faults, SegmentSpec};
+use rtcat_master::axes::AxesApp;
 use rtcat_master::{Application, ZeroOutputs};
 use rtlab::summary;
 use rtlab::summary::Mode;
@@ -53,6 +54,8 @@ pub struct Job {
     pub retry_start: bool,
     /// The live view of the cyclic thread (shared with the status thread and checkpoints).
     pub live: Arc<Live>,
+    /// Where the axes application leaves its per-axis summaries (`app` is an [`AxesApp`]).
+    pub axes: Option<rtcat_master::axes::AxesReport>,
 }
 
 /// What a finished job reports.
@@ -158,6 +161,7 @@ fn checkpoint_fn(
                 requested_duration_s: requested,
                 detail: None,
             }),
+            axes: None,
             bus: (mode != Mode::TimerOnly).then(|| summary::BusStats {
                 rx_rejected: live.rx_rejected.load(Ordering::Relaxed),
                 send_errors: live.send_errors.load(Ordering::Relaxed),
@@ -271,6 +275,10 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         bus: (mode != Mode::TimerOnly).then_some(outcome.bus.clone()),
         logging: (logging.write_errors + logging.events_dropped + logging.samples_dropped > 0)
             .then_some(logging),
+        axes: job
+            .axes
+            .as_ref()
+            .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).clone()),
     };
     let summary = output::build_summary(&outcome.rec, &facts);
     output::write_results(&job.dir, &summary, &outcome.rec)
@@ -434,7 +442,12 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
         }
         Some(Target::Iface(cfg.bus.interface.clone()))
     };
-    let app: Box<dyn Application> = if a.sim || a.check_echo {
+    // With [[axis]] the axes application drives the drives (their inputs follow the drive,
+    // not the simulator's echo rule, so no echo check).
+    let axes = (!cfg.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
+    let app: Box<dyn Application> = if let Some(r) = &axes {
+        Box::new(AxesApp::from_config(&cfg, r.clone()))
+    } else if a.sim || a.check_echo {
         Box::new(EchoCheck::default())
     } else {
         Box::new(ZeroOutputs)
@@ -466,6 +479,7 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
             print_table: true,
             retry_start: false,
             live: Arc::new(Live::default()),
+            axes,
         }),
         true,
     )
@@ -500,6 +514,14 @@ pub fn run_command(a: RunArgs) -> ExitCode {
         Err(c) => return c,
     };
     let samples = cfg.output.samples_csv;
+    let axes = (!cfg.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
+    let app: Box<dyn Application> = if let Some(r) = &axes {
+        Box::new(AxesApp::from_config(&cfg, r.clone()))
+    } else if a.sim {
+        Box::new(EchoCheck::default())
+    } else {
+        Box::new(ZeroOutputs)
+    };
     let r = execute(Job {
         cfg,
         target: Some(target),
@@ -509,16 +531,13 @@ pub fn run_command(a: RunArgs) -> ExitCode {
         dir,
         json: None,
         samples,
-        app: if a.sim {
-            Box::new(EchoCheck::default())
-        } else {
-            Box::new(ZeroOutputs)
-        },
+        app,
         notifier: Some(notifier.clone()),
         echo_events: true,
         print_table: true,
         retry_start: true,
         live: Arc::new(Live::default()),
+        axes,
     });
     notifier.notify("STOPPING=1");
     finish(r, false)

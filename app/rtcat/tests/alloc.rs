@@ -129,6 +129,7 @@ fn steady_state(mode: TxRxMode) {
         print_table: false,
         retry_start: false,
         live: Default::default(),
+        axes: None,
     })
     .expect("run");
     let tracked = c.load(Ordering::Relaxed);

@@ -46,6 +46,7 @@ fn job(c: Config, spec: SegmentSpec, faults: Faults, secs: f64, dir: &std::path:
         print_table: false,
         retry_start: false,
         live: Default::default(),
+        axes: None,
     }
 }
 

@@ -45,6 +45,7 @@ fn run(spec: SegmentSpec, period_us: u32) -> anyhow::Result<JobResult> {
         print_table: false,
         retry_start: false,
         live: Default::default(),
+        axes: None,
     })
 }
 

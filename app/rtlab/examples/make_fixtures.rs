@@ -96,6 +96,7 @@ fn bench_dir(
         stop: None,
         bus: None,
         logging: None,
+        axes: None,
     };
     s.write(&dir.join(SUMMARY_FILE))?;
     Ok(s)

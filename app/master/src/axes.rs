@@ -1,0 +1,463 @@
+//! Axes: CiA 402 drives driven by the [`crate::cia402`] profile, for user code and as the
+//! built-in application of `[[axis]]`.
+//!
+//! [`Axes::from_config`] builds one [`Axis`] per `[[axis]]`; inside a user
+//! [`Application`], call [`Axes::configure`] from `configure` and [`Axes::cycle`] from `cycle`,
+//! and use [`Axes::enable`], [`Axes::disable`], [`Axes::set_target`], [`Axes::state`],
+//! [`Axes::following_error`], [`Axes::fault_text`] in between. [`AxesApp`] is the application
+//! `rtcat run`/`bench` use when the configuration has axes: it enables every axis and runs the
+//! configured moves.
+//!
+//! Per cycle nothing allocates: entries are resolved in `configure`, the histograms have fixed
+//! bounds, the trajectory is sampled in closed form.
+
+use hdrhistogram::Histogram;
+
+use crate::application::{AppError, Application, Cycle, Recovery, Setup};
+use crate::axis::AxisConfig;
+use crate::cia402::{Drive, DriveIn, Setpoint, State, error_text};
+use crate::config::Config;
+use crate::image::{Input, Output};
+use crate::motion::{Sample, Sequencer};
+
+/// The process data entries of one drive, resolved at every bring-up.
+#[derive(Debug, Clone, Copy)]
+struct Io {
+    position: u16,
+    controlword: Output<u16>,
+    mode: Output<i8>,
+    target_position: Option<Output<i32>>,
+    target_velocity: Option<Output<i32>>,
+    statusword: Input<u16>,
+    mode_display: Input<i8>,
+    position_actual: Input<i32>,
+    following_error: Option<Input<i32>>,
+    error_code: Option<Input<u16>>,
+}
+
+/// What one axis measured over the run.
+#[derive(Debug, Clone)]
+pub struct AxisStats {
+    /// The highest state reached in the standard's order up to operation enabled.
+    pub highest_state: Option<State>,
+    /// |following error| in counts, every good cycle in operation enabled.
+    pub following_error: Histogram<u64>,
+    /// Faults seen.
+    pub faults: u32,
+    /// The error code of the last fault (0: none).
+    pub last_error: u16,
+    /// Quick stops commanded because of bad cycles.
+    pub quick_stops: u32,
+}
+
+/// One axis.
+#[derive(Debug, Clone)]
+pub struct Axis {
+    cfg: AxisConfig,
+    drive: Drive,
+    io: Option<Io>,
+    seq: Option<Sequencer>,
+    /// The user's target (units) when set with [`Axes::set_target`]; else the built-in program.
+    user_target: Option<f64>,
+    setpoint: Sample,
+    position_actual: i32,
+    following_error: i32,
+    stats: AxisStats,
+    period_s: f64,
+    last_controlword: u16,
+}
+
+fn rank(s: State) -> u8 {
+    match s {
+        State::NotReadyToSwitchOn => 0,
+        State::SwitchOnDisabled => 1,
+        State::ReadyToSwitchOn => 2,
+        State::SwitchedOn => 3,
+        State::OperationEnabled => 4,
+        _ => 0,
+    }
+}
+
+fn counts(x: f64) -> i32 {
+    // Saturating conversion (the config keeps targets inside INTEGER32).
+    x.round().clamp(f64::from(i32::MIN), f64::from(i32::MAX)) as i32
+}
+
+impl Axis {
+    fn new(cfg: AxisConfig, period_s: f64) -> Axis {
+        let drive = Drive::new(cfg.mode.mode(), cfg.policy());
+        Axis {
+            drive,
+            io: None,
+            seq: None,
+            user_target: None,
+            setpoint: Sample::default(),
+            position_actual: 0,
+            following_error: 0,
+            stats: AxisStats {
+                highest_state: None,
+                following_error: rtcat_results::new_histogram(),
+                faults: 0,
+                last_error: 0,
+                quick_stops: 0,
+            },
+            period_s,
+            last_controlword: 0,
+            cfg,
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &AxisConfig {
+        &self.cfg
+    }
+
+    /// The drive profile (state, policy, last error).
+    pub fn drive(&self) -> &Drive {
+        &self.drive
+    }
+
+    /// The measurements so far.
+    pub fn stats(&self) -> &AxisStats {
+        &self.stats
+    }
+
+    /// The subdevice position the axis is bound to (after `configure`).
+    pub fn position(&self) -> Option<u16> {
+        self.io.map(|i| i.position)
+    }
+
+    /// Position actual, units.
+    pub fn actual(&self) -> f64 {
+        f64::from(self.position_actual) / self.cfg.counts_per_unit
+    }
+
+    /// Following error, units (0x60F4 when mapped, else target - actual).
+    pub fn following_error(&self) -> f64 {
+        f64::from(self.following_error) / self.cfg.counts_per_unit
+    }
+
+    fn resolve(&mut self, setup: &Setup<'_>) -> Result<(), AppError> {
+        let c = &self.cfg;
+        let sub = setup
+            .subdevices()
+            .iter()
+            .find(|s| {
+                if let Some(p) = c.position {
+                    return s.position == p;
+                }
+                if let Some(a) = c.alias {
+                    return s.alias == a;
+                }
+                Some(s.identity.vendor_id) == c.vendor_id
+                    && Some(s.identity.product_code) == c.product_id
+                    && c.revision.is_none_or(|r| r == s.identity.revision)
+            })
+            .ok_or_else(|| format!("axis {:?}: no subdevice matches its binding", c.name))?;
+        let p = sub.position;
+        let named =
+            |e: crate::layout::LayoutError| format!("axis {:?} (position {p}): {e}", c.name);
+        let (csp, csv) = (
+            c.mode == crate::axis::AxisMode::Csp,
+            c.mode == crate::axis::AxisMode::Csv,
+        );
+        self.io = Some(Io {
+            position: p,
+            controlword: setup.output_at(p, 0x6040, 0).map_err(named)?,
+            mode: setup.output_at(p, 0x6060, 0).map_err(named)?,
+            target_position: if csp {
+                Some(setup.output_at(p, 0x607a, 0).map_err(named)?)
+            } else {
+                setup.output_at(p, 0x607a, 0).ok()
+            },
+            target_velocity: if csv {
+                Some(setup.output_at(p, 0x60ff, 0).map_err(named)?)
+            } else {
+                setup.output_at(p, 0x60ff, 0).ok()
+            },
+            statusword: setup.input_at(p, 0x6041, 0).map_err(named)?,
+            mode_display: setup.input_at(p, 0x6061, 0).map_err(named)?,
+            position_actual: setup.input_at(p, 0x6064, 0).map_err(named)?,
+            following_error: setup.input_at(p, 0x60f4, 0).ok(),
+            error_code: setup.input_at(p, 0x603f, 0).ok(),
+        });
+        Ok(())
+    }
+
+    fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        let Some(io) = self.io else { return };
+        let good = cx
+            .status
+            .subdevices
+            .get(usize::from(io.position))
+            .is_some_and(|s| s.data_valid)
+            && !cx.status.frames_lost;
+        let input = if good {
+            DriveIn {
+                statusword: cx.get(&io.statusword),
+                mode_display: cx.get(&io.mode_display),
+                position: cx.get(&io.position_actual),
+                error_code: io.error_code.map_or(0, |e| cx.get(&e)),
+            }
+        } else {
+            DriveIn::default()
+        };
+        let cpu = self.cfg.counts_per_unit;
+        let set = Setpoint {
+            position: counts(self.setpoint.position * cpu),
+            velocity: counts(self.setpoint.velocity * cpu),
+            torque: 0,
+        };
+        let r = self.drive.step(good, &input, set);
+        let qs = crate::cia402::cw::QUICK_STOP;
+        if !good && r.out.controlword == qs && self.last_controlword != qs {
+            self.stats.quick_stops += 1;
+        }
+        self.last_controlword = r.out.controlword;
+        if good {
+            self.position_actual = input.position;
+            if let Some(s) = self.drive.state()
+                && (self.stats.highest_state.is_none()
+                    || rank(s) > self.stats.highest_state.map_or(0, rank))
+            {
+                self.stats.highest_state = Some(s);
+            }
+            if r.fault_now {
+                self.stats.faults += 1;
+            }
+            if self.drive.last_error() != 0 {
+                self.stats.last_error = self.drive.last_error();
+            }
+        }
+        let now_enabled = good && self.drive.state() == Some(State::OperationEnabled);
+        if r.enabled_now {
+            // Start the motion from where the drive stands (no jump).
+            let at = f64::from(input.position) / cpu;
+            self.setpoint = Sample {
+                position: at,
+                ..Sample::default()
+            };
+            if let Some(s) = &mut self.seq {
+                s.restart(at);
+            }
+            if self.user_target.is_some() {
+                self.user_target = Some(at);
+            }
+        } else if now_enabled {
+            self.following_error = match io.following_error {
+                Some(f) => cx.get(&f),
+                None => self.setpoint_counts_last().saturating_sub(input.position),
+            };
+            self.stats
+                .following_error
+                .saturating_record(u64::from(self.following_error.unsigned_abs()));
+            self.setpoint = match (self.user_target, &mut self.seq) {
+                (Some(t), _) => Sample {
+                    position: t,
+                    ..Sample::default()
+                },
+                (None, Some(s)) => s.step(self.period_s),
+                (None, None) => self.setpoint,
+            };
+        } else {
+            self.following_error = 0;
+        }
+        cx.set(&io.controlword, r.out.controlword);
+        cx.set(&io.mode, r.out.mode);
+        if let Some(t) = io.target_position {
+            cx.set(&t, r.out.target_position);
+        }
+        if let Some(t) = io.target_velocity {
+            cx.set(&t, r.out.target_velocity);
+        }
+    }
+
+    /// The axis' entry of `summary.json`.
+    pub fn summary(&self) -> rtcat_results::AxisSummary {
+        let h = &self.stats.following_error;
+        rtcat_results::AxisSummary {
+            name: self.cfg.name.clone(),
+            position: self.position(),
+            mode: match self.cfg.mode {
+                crate::axis::AxisMode::Csp => "csp".into(),
+                crate::axis::AxisMode::Csv => "csv".into(),
+            },
+            state_reached: self.stats.highest_state.map(|s| s.name().to_string()),
+            final_state: self.drive.state().map(|s| s.name().to_string()),
+            following_error_counts: (!h.is_empty())
+                .then(|| rtcat_results::LatencyStats::from_histogram(h)),
+            counts_per_unit: self.cfg.counts_per_unit,
+            faults: self.stats.faults,
+            last_error_code: (self.stats.last_error != 0).then_some(self.stats.last_error),
+            last_error_text: (self.stats.last_error != 0)
+                .then(|| error_text(self.stats.last_error).to_string()),
+            quick_stops: self.stats.quick_stops,
+        }
+    }
+
+    fn setpoint_counts_last(&self) -> i32 {
+        counts(self.setpoint.position * self.cfg.counts_per_unit)
+    }
+}
+
+/// The axes of a configuration.
+#[derive(Debug, Clone, Default)]
+pub struct Axes {
+    axes: Vec<Axis>,
+}
+
+/// An axis name that is not configured.
+#[derive(Debug, thiserror::Error)]
+#[error("no axis {0:?} in the configuration")]
+pub struct NoSuchAxis(pub String);
+
+impl Axes {
+    /// One axis per `[[axis]]` (the built-in program, if any, ready to run once enabled).
+    pub fn from_config(cfg: &Config) -> Axes {
+        let period_s = f64::from(cfg.cycle.period_us) * 1e-6;
+        let axes = cfg
+            .axis
+            .iter()
+            .map(|a| {
+                let mut x = Axis::new(a.clone(), period_s);
+                x.seq = a.program().map(|p| Sequencer::new(p, a.limits(), 0.0));
+                x
+            })
+            .collect();
+        Axes { axes }
+    }
+
+    /// The axes, in configuration order.
+    pub fn axes(&self) -> &[Axis] {
+        &self.axes
+    }
+
+    /// The index of the axis called `name` (look it up once, outside the cycle).
+    pub fn index(&self, name: &str) -> Result<usize, NoSuchAxis> {
+        self.axes
+            .iter()
+            .position(|a| a.cfg.name == name)
+            .ok_or_else(|| NoSuchAxis(name.to_string()))
+    }
+
+    /// Resolve every axis' entries (call from [`Application::configure`]).
+    pub fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
+        for a in &mut self.axes {
+            a.resolve(setup)?;
+        }
+        Ok(())
+    }
+
+    /// Step every axis (call from [`Application::cycle`] before writing other outputs).
+    pub fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        for a in &mut self.axes {
+            a.cycle(cx);
+        }
+    }
+
+    /// The segment is re-initialised (call from [`Application::on_recovery`]).
+    pub fn on_recovery(&mut self) {
+        for a in &mut self.axes {
+            a.drive.on_recovery();
+        }
+    }
+
+    /// Ask axis `i` for operation enabled.
+    pub fn enable(&mut self, i: usize) {
+        self.axes[i].drive.enable();
+    }
+
+    /// Ask axis `i` to switch its power stage off.
+    pub fn disable(&mut self, i: usize) {
+        self.axes[i].drive.disable();
+    }
+
+    /// Ask for a fault reset of axis `i`.
+    pub fn reset_fault(&mut self, i: usize) {
+        self.axes[i].drive.reset_fault();
+    }
+
+    /// Command axis `i` to `units` (CSP), replacing its built-in program; clamped to the
+    /// configured position limits. The caller keeps within the velocity/acceleration limits.
+    /// Enabling resets the target to the actual position (no jump): set it once enabled.
+    pub fn set_target(&mut self, i: usize, units: f64) {
+        let a = &mut self.axes[i];
+        let lo = a.cfg.min_position.unwrap_or(f64::NEG_INFINITY);
+        let hi = a.cfg.max_position.unwrap_or(f64::INFINITY);
+        a.user_target = Some(units.clamp(lo, hi));
+    }
+
+    /// The state of axis `i` (`None` before its first valid statusword).
+    pub fn state(&self, i: usize) -> Option<State> {
+        self.axes[i].drive.state()
+    }
+
+    /// The following error of axis `i`, units.
+    pub fn following_error(&self, i: usize) -> f64 {
+        self.axes[i].following_error()
+    }
+
+    /// The last fault of axis `i` as text (`None`: no fault seen).
+    pub fn fault_text(&self, i: usize) -> Option<&'static str> {
+        let e = self.axes[i].drive.last_error();
+        (e != 0).then(|| error_text(e))
+    }
+
+    /// Whether every built-in program has ended.
+    pub fn programs_done(&self) -> bool {
+        self.axes
+            .iter()
+            .all(|a| a.seq.as_ref().is_none_or(Sequencer::done))
+    }
+}
+
+/// Where [`AxesApp`] leaves the axes' summaries when the run ends.
+pub type AxesReport = std::sync::Arc<std::sync::Mutex<Vec<rtcat_results::AxisSummary>>>;
+
+/// The built-in application of `[[axis]]`: every axis enabled, the configured moves run;
+/// the outputs of other subdevices are held at zero.
+#[derive(Debug, Default)]
+pub struct AxesApp {
+    /// The axes.
+    pub axes: Axes,
+    report: AxesReport,
+}
+
+impl AxesApp {
+    /// The application for `cfg`'s axes; their summaries go to `report` at shutdown.
+    pub fn from_config(cfg: &Config, report: AxesReport) -> AxesApp {
+        let mut axes = Axes::from_config(cfg);
+        for i in 0..axes.axes.len() {
+            axes.enable(i);
+        }
+        AxesApp { axes, report }
+    }
+}
+
+impl Axes {
+    /// Every axis' entry of `summary.json`.
+    pub fn summaries(&self) -> Vec<rtcat_results::AxisSummary> {
+        self.axes.iter().map(Axis::summary).collect()
+    }
+}
+
+impl Application for AxesApp {
+    fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
+        self.axes.configure(setup)
+    }
+
+    fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        cx.image.outputs_mut().fill(0);
+        self.axes.cycle(cx);
+    }
+
+    fn on_recovery(&mut self, _r: &Recovery) {
+        self.axes.on_recovery();
+    }
+
+    fn shutdown(&mut self, _reason: &crate::application::ShutdownReason) {
+        // At the end of the run, off the cycle: allocating and locking are fine here.
+        let s = self.axes.summaries();
+        *self.report.lock().unwrap_or_else(|e| e.into_inner()) = s;
+    }
+}

@@ -1,0 +1,324 @@
+//! Axes against the simulated CiA 402 drives of `examples/cia402/segment.toml`, in process:
+//! enabling without a jump, moves, quick stop on lost frames, drive faults and power cycles per
+//! policy.
+
+use ecsim::{FaultCommand, Faults, SegmentSpec};
+use rtcat_master::axes::Axes;
+use rtcat_master::cia402::State;
+use rtcat_master::{AppError, Application, Config, Cycle, Recovery, RunSpec, Setup, Stop, Target};
+use std::path::Path;
+use std::sync::Mutex;
+use std::time::Duration;
+
+/// The tests share the machine's CPUs: one at a time.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn segment() -> SegmentSpec {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cia402/segment.toml");
+    SegmentSpec::load(&p).expect("segment")
+}
+
+fn config(extra_x: &str, extra_y: &str) -> Config {
+    let text = format!(
+        r#"
+[cycle]
+period_us = 1000
+[health]
+bad_cycles_before_recovery = 50
+recovery_backoff_ms = 50
+
+[[axis]]
+name = "x"
+position = 0
+counts_per_unit = 10000.0
+max_velocity = 20.0
+max_acceleration = 200.0
+max_jerk = 4000.0
+{extra_x}
+
+[[axis]]
+name = "y"
+position = 1
+counts_per_unit = 10000.0
+max_velocity = 20.0
+max_acceleration = 200.0
+{extra_y}
+"#
+    );
+    Config::parse(&text, "axes.toml").expect("config")
+}
+
+/// One cycle as the test saw it (axis x).
+#[derive(Debug, Clone, Copy, Default)]
+struct Seen {
+    cycle: u64,
+    good: bool,
+    state: Option<State>,
+    actual: f64,
+    /// Following error, units.
+    ferr: f64,
+}
+
+/// Enables both axes, logs axis x, injects `fault` at cycle `at`, and calls `then` on the axes
+/// `after` cycles later.
+struct App {
+    axes: Axes,
+    faults: Faults,
+    at: u64,
+    fault: Option<FaultCommand>,
+    after: u64,
+    then: Option<fn(&mut Axes)>,
+    log: Vec<Seen>,
+    recoveries: u32,
+}
+
+impl App {
+    fn new(cfg: &Config, faults: Faults) -> App {
+        let mut axes = Axes::from_config(cfg);
+        for i in 0..axes.axes().len() {
+            axes.enable(i);
+        }
+        App {
+            axes,
+            faults,
+            at: u64::MAX,
+            fault: None,
+            after: 0,
+            then: None,
+            log: Vec::with_capacity(20_000),
+            recoveries: 0,
+        }
+    }
+}
+
+impl Application for App {
+    fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
+        self.axes.configure(setup)
+    }
+
+    fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        let c = cx.status.cycle;
+        if c == self.at
+            && let Some(f) = self.fault.take()
+        {
+            self.faults.apply(f);
+        }
+        if c == self.at.saturating_add(self.after)
+            && let Some(f) = self.then.take()
+        {
+            f(&mut self.axes);
+        }
+        self.axes.cycle(cx);
+        let x = &self.axes.axes()[0];
+        if self.log.len() < self.log.capacity() {
+            self.log.push(Seen {
+                cycle: c,
+                good: cx.status.is_good(),
+                state: x.drive().state(),
+                actual: x.actual(),
+                ferr: x.following_error(),
+            });
+        }
+    }
+
+    fn on_recovery(&mut self, _r: &Recovery) {
+        self.recoveries += 1;
+        self.axes.on_recovery();
+    }
+}
+
+fn run(cfg: Config, app: &mut App, faults: Faults, secs: f64) -> rtcat_master::Outcome {
+    let mut spec = RunSpec::new(
+        cfg,
+        Target::Sim {
+            spec: segment(),
+            faults,
+        },
+        Stop::new(),
+    );
+    spec.no_rt = true;
+    spec.duration = Some(Duration::from_secs_f64(secs));
+    rtcat_master::run_simple(spec, app).expect("run")
+}
+
+fn last_state(app: &App) -> Option<State> {
+    app.log.last().and_then(|s| s.state)
+}
+
+#[test]
+fn enables_without_a_jump_and_moves_to_the_target() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config(
+        "moves = [2.0, -1.0]",
+        "profile = { from = 1.0, to = 3.0, cycles = 1 }",
+    );
+    let faults = Faults::new();
+    let mut app = App::new(&cfg, faults.clone());
+    run(cfg, &mut app, faults, 3.0);
+    let first = app
+        .log
+        .iter()
+        .position(|s| s.state == Some(State::OperationEnabled))
+        .expect("enabled");
+    // Before the move the drive stood still at 0: enabling moved nothing.
+    for s in &app.log[first..first + 5] {
+        assert!(
+            s.actual.abs() < 1e-4 && s.ferr.abs() < 1e-4,
+            "a jump when enabling: {s:?}"
+        );
+    }
+    for a in app.axes.axes() {
+        assert_eq!(
+            a.drive().state(),
+            Some(State::OperationEnabled),
+            "{}",
+            a.config().name
+        );
+        assert_eq!(a.stats().faults, 0);
+        // 20 units/s, a 2 ms lag: 0.04 units = 400 counts at most, in counts.
+        let max = a.stats().following_error.max();
+        assert!(
+            max > 0 && max < 600,
+            "{}: following error max {max} counts",
+            a.config().name
+        );
+    }
+    assert!(app.axes.programs_done());
+    let x = &app.axes.axes()[0];
+    assert!((x.actual() - -1.0).abs() < 1e-3, "x at {}", x.actual());
+    let y = &app.axes.axes()[1];
+    assert!((y.actual() - 1.0).abs() < 1e-3, "y at {}", y.actual());
+    assert!(app.log.iter().all(|s| s.good || s.cycle < first as u64));
+}
+
+fn lost_frames(policy: &str) -> App {
+    let cfg = config(
+        &format!("profile = {{ from = 0.0, to = 5.0 }}\nafter_recovery = \"{policy}\""),
+        "",
+    );
+    let faults = Faults::new();
+    let mut app = App::new(&cfg, faults.clone());
+    app.at = 800;
+    app.fault = Some(FaultCommand::DropNext(5));
+    run(cfg, &mut app, faults, 2.0);
+    assert_eq!(
+        app.recoveries, 0,
+        "5 lost frames are below bad_cycles_before_recovery"
+    );
+    let x = &app.axes.axes()[0];
+    assert_eq!(x.stats().quick_stops, 1);
+    app
+}
+
+#[test]
+fn lost_frames_quick_stop_and_stay_disabled() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let app = lost_frames("stay_disabled");
+    let after: Vec<_> = app
+        .log
+        .iter()
+        .filter(|s| s.cycle > 820)
+        .map(|s| s.state)
+        .collect();
+    assert!(
+        after.iter().all(|s| *s != Some(State::OperationEnabled)),
+        "re-enabled by itself"
+    );
+    assert_eq!(last_state(&app), Some(State::SwitchOnDisabled));
+    // The quick stop stopped the motor: still at the end.
+    let tail = &app.log[app.log.len() - 100..];
+    assert!((tail[0].actual - tail[99].actual).abs() < 1e-6);
+}
+
+#[test]
+fn lost_frames_quick_stop_then_re_enable() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let app = lost_frames("re_enable");
+    assert!(
+        app.log.iter().any(|s| s.cycle > 805
+            && matches!(
+                s.state,
+                Some(State::QuickStopActive | State::SwitchOnDisabled)
+            )),
+        "no quick stop seen"
+    );
+    assert_eq!(last_state(&app), Some(State::OperationEnabled));
+    assert_eq!(
+        app.axes.axes()[0].stats().faults,
+        0,
+        "re-enabled without a jump"
+    );
+}
+
+#[test]
+fn a_drive_fault_shows_its_text_and_is_reset_when_asked() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config("", "");
+    let faults = Faults::new();
+    let mut app = App::new(&cfg, faults.clone());
+    app.at = 500;
+    app.fault = Some(FaultCommand::DriveFault {
+        position: 0,
+        code: 0x2310,
+    });
+    app.after = 300;
+    app.then = Some(|a: &mut Axes| {
+        assert_eq!(a.state(0), Some(State::Fault), "still in fault until asked");
+        a.reset_fault(0);
+        a.enable(0);
+    });
+    run(cfg, &mut app, faults, 1.5);
+    assert_eq!(app.axes.fault_text(0), Some("continuous over-current"));
+    assert_eq!(app.axes.axes()[0].stats().faults, 1);
+    assert_eq!(app.axes.state(0), Some(State::OperationEnabled));
+    // Axis y was not touched by the fault of x.
+    assert_eq!(app.axes.fault_text(1), None);
+}
+
+fn power_cycle(policy: &str) -> App {
+    let cfg = config(&format!("after_recovery = \"{policy}\""), "");
+    let faults = Faults::new();
+    let mut app = App::new(&cfg, faults.clone());
+    app.at = 500;
+    app.fault = Some(FaultCommand::PowerCycle);
+    run(cfg, &mut app, faults, 3.0);
+    assert!(app.recoveries >= 1, "a power cycle brings a recovery");
+    app
+}
+
+#[test]
+fn a_power_cycle_re_enables_only_per_policy() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let app = power_cycle("stay_disabled");
+    assert_eq!(app.axes.state(0), Some(State::SwitchOnDisabled));
+    assert_eq!(app.axes.state(1), Some(State::SwitchOnDisabled));
+    let app = power_cycle("re_enable");
+    assert_eq!(app.axes.state(0), Some(State::OperationEnabled));
+    assert_eq!(
+        app.axes.state(1),
+        Some(State::SwitchOnDisabled),
+        "y keeps its default policy"
+    );
+}
+
+#[test]
+fn a_target_set_before_enabling_does_not_make_the_drive_jump() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config("", "");
+    let faults = Faults::new();
+    let mut app = App::new(&cfg, faults.clone());
+    // A target far from where the drive stands, set while it is still disabled: enabling
+    // starts from the actual position instead.
+    app.axes.set_target(0, 3.0);
+    run(cfg, &mut app, faults, 1.0);
+    assert_eq!(app.axes.state(0), Some(State::OperationEnabled));
+    assert_eq!(app.axes.axes()[0].stats().faults, 0);
+    // (Not ready to switch on: the drive's inputs are not yet its own.)
+    let moved: Vec<_> = app
+        .log
+        .iter()
+        .filter(|s| s.state != Some(State::NotReadyToSwitchOn) && s.actual.abs() >= 1e-4)
+        .take(3)
+        .collect();
+    assert!(moved.is_empty(), "the drive moved when enabled: {moved:?}");
+}
