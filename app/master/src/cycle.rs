@@ -75,9 +75,7 @@ impl Exchanger {
             Exchanger::Thread { counters, .. } => counters,
         }
     }
-}
 
-impl Exchanger {
     /// Let `service` use the bus until `until` (monotonic ns) or until it has nothing in flight.
     fn serve_sdo<F: std::future::Future<Output = ()>>(
         &mut self,
