@@ -74,6 +74,60 @@ pub struct Config {
     /// `[[axis]]`: CiA 402 drives used as axes (see [`crate::axis`]). After [`Config::parse`],
     /// `device` also holds the device configuration of every axis no `[[device]]` configures.
     pub axis: Vec<crate::axis::AxisConfig>,
+    /// `[ipc]`: who may use what the master shares with other programs (the shared-memory
+    /// process image, the control socket).
+    pub ipc: IpcConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+/// `[ipc]`.
+pub struct IpcConfig {
+    /// The group of the client programs: the shared-memory object and the control socket are
+    /// created mode 0660 and handed to this group (the master must be a member). None: the
+    /// master's own group.
+    pub group: Option<String>,
+}
+
+/// Why [`IpcConfig::gid`] found no group.
+#[derive(Debug, Error)]
+#[error("ipc.group = {name:?}: {message}")]
+pub struct GroupError {
+    /// The configured name.
+    pub name: String,
+    /// Why it cannot be used.
+    pub message: String,
+}
+
+impl IpcConfig {
+    /// The group id of `[ipc] group` (None when not set), looked up in the group database.
+    pub fn gid(&self) -> Result<Option<nix::unistd::Gid>, GroupError> {
+        let Some(name) = &self.group else {
+            return Ok(None);
+        };
+        match nix::unistd::Group::from_name(name) {
+            Ok(Some(g)) => Ok(Some(g.gid)),
+            Ok(None) => Err(GroupError {
+                name: name.clone(),
+                message: "no such group".into(),
+            }),
+            Err(e) => Err(GroupError {
+                name: name.clone(),
+                message: format!("group lookup failed: {e}"),
+            }),
+        }
+    }
+}
+
+/// A group name as useradd/systemd-sysusers accept it: `[a-z_][a-z0-9_-]*`, at most 31 bytes
+/// (systemd's "strict" user/group name rules, `man systemd.syntax` / sysusers.d(5)).
+fn valid_group_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 31
+        && (b[0].is_ascii_lowercase() || b[0] == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -449,6 +503,15 @@ impl Config {
             value: e.value,
             message: e.message,
         })?;
+        if let Some(g) = &self.ipc.group
+            && !valid_group_name(g)
+        {
+            return Err(bad(
+                "ipc.group",
+                &format!("{g:?}"),
+                "a group name: [a-z_][a-z0-9_-]*, at most 31 characters",
+            ));
+        }
         self.tune.validate().map_err(|e| ConfigError::Invalid {
             path: path.to_string(),
             key: format!("tune.{}", e.key.trim_start_matches("tune.")),
@@ -507,6 +570,18 @@ mod tests {
             c.maindevice_config().dc_static_sync_iterations,
             ethercrab::MainDeviceConfig::default().dc_static_sync_iterations
         );
+    }
+
+    #[test]
+    fn ipc_group_is_checked_and_looked_up() {
+        let e = Config::parse("[ipc]\ngroup = \"Bad Name\"\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("ipc.group = \"Bad Name\""), "{e}");
+        let c = Config::parse("[ipc]\ngroup = \"root\"\n", "c.toml").unwrap();
+        assert_eq!(c.ipc.gid().unwrap(), Some(nix::unistd::Gid::from_raw(0)));
+        let c = Config::parse("[ipc]\ngroup = \"no-such-group-rtcat\"\n", "c.toml").unwrap();
+        let e = c.ipc.gid().unwrap_err();
+        assert!(e.to_string().contains("no such group"), "{e}");
+        assert_eq!(Config::default().ipc.gid().unwrap(), None);
     }
 
     #[test]
