@@ -10,6 +10,10 @@
 //! Nothing here runs on the real-time path, and nothing here depends on ethercrab: scan,
 //! layout and counter data pass through as JSON values the provider builds.
 
+pub mod client;
 pub mod protocol;
+pub mod server;
 
+pub use client::{Client, ClientError};
 pub use protocol::{Failure, FailureKind, Reply, Request, Status};
+pub use server::{Provider, Server, ServerConfig};
