@@ -305,8 +305,9 @@ fn an_emergency_arrives_as_an_event_and_is_counted_while_a_client_hammers_the_so
                     let r = if i == 0 {
                         Request::Status
                     } else {
+                        // Position 1: only the poller reads the mailbox of position 2.
                         Request::SdoRead {
-                            position: 2,
+                            position: 1,
                             index: 0x1018,
                             sub: 1,
                         }
