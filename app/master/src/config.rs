@@ -616,6 +616,29 @@ mod tests {
     }
 
     #[test]
+    fn control_socket_is_checked() {
+        let c = Config::parse(
+            "[control]\nsocket = \"/run/rtcat/control.sock\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.control.socket.as_deref(),
+            Some(std::path::Path::new("/run/rtcat/control.sock"))
+        );
+        for (v, why) in [
+            ("run/x.sock", "absolute path"),
+            ("/run/rtcat/", "must name a file"),
+            (&format!("/{}", "a".repeat(107)), "at most 107"),
+        ] {
+            let e = Config::parse(&format!("[control]\nsocket = {v:?}\n"), "c.toml").unwrap_err();
+            let e = e.to_string();
+            assert!(e.contains("control.socket") && e.contains(why), "{e}");
+        }
+        assert!(Config::parse("[control]\nsock = \"/x\"\n", "c.toml").is_err());
+    }
+
+    #[test]
     fn ipc_group_is_checked_and_looked_up() {
         let e = Config::parse("[ipc]\ngroup = \"Bad Name\"\n", "c.toml").unwrap_err();
         assert!(e.to_string().contains("ipc.group = \"Bad Name\""), "{e}");

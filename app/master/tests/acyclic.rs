@@ -252,3 +252,60 @@ fn startup_sdos_of_both_transitions_are_in_the_device_in_op() {
     // Target torque: not mapped by the example, so the dictionary keeps what was written.
     assert_eq!(so.expect("0x6071").as_slice(), (-42i16).to_le_bytes());
 }
+
+/// `PollMailbox` reads SM1 without a transfer: an emergency queued while nobody talks to the
+/// device reaches the ring (before it, polls find SM1 empty); `WriteRegister` writes AL
+/// control, and the AL status read back shows the state asked for.
+#[test]
+fn a_mailbox_poll_collects_an_emergency_and_a_register_write_moves_the_al_state() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    // No recovery within the test: the subdevice sent to SAFE-OP stays there.
+    let mut cfg = Config::default();
+    cfg.health.bad_cycles_before_recovery = 100_000;
+    let (out, got) = cycle_with(cfg, TxRxMode::Inline, 2.0, Faults::new(), |c, faults| {
+        let t = Duration::from_millis(500);
+        let empty = c.poll_mailbox(2, t);
+        let none_yet = c.take_emergency();
+        faults.apply(FaultCommand::Emergency {
+            position: 2,
+            code: 0x2310,
+            register: 0x03,
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        let mut read = Vec::new();
+        for _ in 0..5 {
+            read.push(c.poll_mailbox(2, t));
+        }
+        let em = c.take_emergency();
+        // AL control of position 1 to SAFE-OP (with the error acknowledge bit).
+        let dio = c.write_register(1, 0x0120, &[0x04 | 0x10, 0], t);
+        std::thread::sleep(Duration::from_millis(20));
+        let al = c.read_register(1, 0x0130, 2, t);
+        let empty_write = c.transfer(
+            rtcat_master::acyclic::SdoRequest {
+                position: 1,
+                index: 0,
+                sub: 0,
+                op: rtcat_master::acyclic::SdoOp::WriteRegister {
+                    address: 0x0120,
+                    data: rtcat_master::acyclic::SdoData::new(&[]).unwrap(),
+                },
+            },
+            t,
+        );
+        (empty, none_yet, read, em, dio, al, empty_write)
+    });
+    let (empty, none_yet, read, em, dio, al, empty_write) = got;
+    assert_eq!(empty, Ok(false));
+    assert_eq!(none_yet, None);
+    assert!(read.contains(&Ok(true)), "{read:?}");
+    let e = em.expect("the poll brought the emergency");
+    assert_eq!((e.position, e.code, e.register), (2, 0x2310, 0x03));
+    assert_eq!(dio, Ok(()));
+    assert_eq!(al.unwrap().as_slice()[0] & 0x0f, 0x04);
+    assert!(
+        matches!(empty_write, Err(SdoFailure::Invalid(_))),
+        "{empty_write:?}"
+    );
+    assert!(out.rec.cycles > 1000);
+}
