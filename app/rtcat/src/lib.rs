@@ -13,6 +13,7 @@ pub mod cli;
 pub mod console;
 pub mod echo;
 pub mod esicmd;
+pub mod exporter;
 pub mod labcmd;
 pub mod output;
 pub mod runner;
