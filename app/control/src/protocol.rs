@@ -1,0 +1,786 @@
+//! The control socket protocol, version 1: JSON lines over a Unix stream socket.
+//!
+//! One request object per line (at most [`MAX_LINE`] bytes), one reply line per request:
+//! `{"ok": true, "data": ...}` or `{"ok": false, "kind": "usage"|"runtime", "error": "..."}`.
+//! A request names its command in `cmd`; see [`Request`] for the commands and their fields.
+//! Parsing is done here, field by field, so every bad line gets an error that names the field
+//! and the value ([`Request::parse`]), never a panic.
+
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// Protocol version in [`Status::version`].
+pub const VERSION: u32 = 1;
+
+/// Longest request line (bytes, without the newline). A longer one gets an error reply and
+/// the connection is closed (the rest of it cannot be framed).
+pub const MAX_LINE: usize = 64 * 1024;
+
+/// Upper bounds (`le`, ns) of the histogram buckets of [`Histo::buckets`]: 1, 2, 5, 10, 20,
+/// 50, 100, 200, 500 µs, 1, 2, 5, 10, 100 ms, 1 s. `+Inf` is [`Histo::count`].
+pub const BUCKET_BOUNDS_NS: [u64; 15] = [
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    20_000,
+    50_000,
+    100_000,
+    200_000,
+    500_000,
+    1_000_000,
+    2_000_000,
+    5_000_000,
+    10_000_000,
+    100_000_000,
+    1_000_000_000,
+];
+
+/// The AL state an `al_state` request asks for (ETG.1000.6 Table 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AlTarget {
+    /// INIT (1).
+    #[serde(rename = "init")]
+    Init,
+    /// PRE-OP (2).
+    #[serde(rename = "pre-op")]
+    PreOp,
+    /// SAFE-OP (4).
+    #[serde(rename = "safe-op")]
+    SafeOp,
+    /// OP (8).
+    #[serde(rename = "op")]
+    Op,
+}
+
+impl AlTarget {
+    /// The value written to AL control (0x0120 bits 0..3).
+    pub fn code(self) -> u8 {
+        match self {
+            AlTarget::Init => 1,
+            AlTarget::PreOp => 2,
+            AlTarget::SafeOp => 4,
+            AlTarget::Op => 8,
+        }
+    }
+
+    /// The protocol's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AlTarget::Init => "init",
+            AlTarget::PreOp => "pre-op",
+            AlTarget::SafeOp => "safe-op",
+            AlTarget::Op => "op",
+        }
+    }
+
+    fn parse(s: &str) -> Option<AlTarget> {
+        Some(match s {
+            "init" => AlTarget::Init,
+            "pre-op" => AlTarget::PreOp,
+            "safe-op" => AlTarget::SafeOp,
+            "op" => AlTarget::Op,
+            _ => return None,
+        })
+    }
+}
+
+/// One request.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Request {
+    /// `{"cmd": "status"}`: the master's state, counters and histograms ([`Status`]).
+    Status,
+    /// `{"cmd": "scan"}`: the `rtcat scan --json` array, read through the acyclic path.
+    Scan,
+    /// `{"cmd": "pdos"}`: the layout in effect (`rtcat pdos --json`).
+    Pdos,
+    /// `{"cmd": "counters"}`: `{"polled_unix_ns": N, "subdevices": [...]}`, the error counters
+    /// of the poller's last reading (the `rtcat counters --json` array).
+    Counters,
+    /// `{"cmd": "sdo_read", "position": 0, "index": 4120, "sub": 1}`: data `{"data": "hex"}`.
+    SdoRead {
+        /// Subdevice position.
+        position: u16,
+        /// Object index.
+        index: u16,
+        /// Subindex.
+        sub: u8,
+    },
+    /// `{"cmd": "sdo_write", "position": 0, "index": 8192, "sub": 1, "data": "2a00"}`.
+    SdoWrite {
+        /// Subdevice position.
+        position: u16,
+        /// Object index.
+        index: u16,
+        /// Subindex.
+        sub: u8,
+        /// The bytes to write.
+        data: Vec<u8>,
+    },
+    /// `{"cmd": "al_state", "position": 1, "state": "safe-op"}`: write AL control.
+    AlState {
+        /// Subdevice position.
+        position: u16,
+        /// The state asked for.
+        state: AlTarget,
+    },
+}
+
+/// Why a request failed: the caller's input, or the master/bus.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureKind {
+    /// A malformed request or a value out of range (a CLI exits 2).
+    Usage,
+    /// The master or the bus failed (a CLI exits 1).
+    Runtime,
+}
+
+/// A failed request.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Failure {
+    /// Usage or runtime.
+    pub kind: FailureKind,
+    /// What was wrong, naming the field or value.
+    pub message: String,
+}
+
+impl Failure {
+    /// A usage failure.
+    pub fn usage(message: impl Into<String>) -> Failure {
+        Failure {
+            kind: FailureKind::Usage,
+            message: message.into(),
+        }
+    }
+
+    /// A runtime failure.
+    pub fn runtime(message: impl Into<String>) -> Failure {
+        Failure {
+            kind: FailureKind::Runtime,
+            message: message.into(),
+        }
+    }
+}
+
+/// One reply line.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Reply {
+    /// Whether the request succeeded.
+    pub ok: bool,
+    /// Its data (success).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Value>,
+    /// Usage or runtime (failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub kind: Option<FailureKind>,
+    /// What went wrong (failure).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Reply {
+    /// A success with `data`.
+    pub fn ok(data: Value) -> Reply {
+        Reply {
+            ok: true,
+            data: Some(data),
+            kind: None,
+            error: None,
+        }
+    }
+
+    /// A failure.
+    pub fn fail(f: &Failure) -> Reply {
+        Reply {
+            ok: false,
+            data: None,
+            kind: Some(f.kind),
+            error: Some(f.message.clone()),
+        }
+    }
+
+    /// The data, or the failure (a reply with `ok = false` but no kind is a runtime failure).
+    pub fn into_result(self) -> Result<Value, Failure> {
+        if self.ok {
+            Ok(self.data.unwrap_or(Value::Null))
+        } else {
+            Err(Failure {
+                kind: self.kind.unwrap_or(FailureKind::Runtime),
+                message: self
+                    .error
+                    .unwrap_or_else(|| "failed (no reason given)".into()),
+            })
+        }
+    }
+
+    /// The reply as one line (no newline).
+    pub fn to_line(&self) -> String {
+        serde_json::to_string(self).expect("a reply serializes")
+    }
+}
+
+/// Lower-case hex of `bytes`.
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Bytes of a hex string (pairs of hex digits; spaces between bytes allowed).
+pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
+    let digits: Vec<u8> = s.bytes().filter(|b| *b != b' ').collect();
+    if !digits.len().is_multiple_of(2) {
+        return Err(format!("{s:?}: an odd number of hex digits"));
+    }
+    digits
+        .chunks(2)
+        .map(|p| {
+            let h = |c: u8| (c as char).to_digit(16);
+            match (h(p[0]), h(p[1])) {
+                (Some(a), Some(b)) => Ok((a * 16 + b) as u8),
+                _ => Err(format!(
+                    "{s:?}: {:?} is not a hex byte",
+                    String::from_utf8_lossy(p)
+                )),
+            }
+        })
+        .collect()
+}
+
+/// Largest value an `sdo_write` carries (the master's acyclic queue moves at most this).
+pub const MAX_SDO_DATA: usize = 64;
+
+fn field<'a>(o: &'a Map<String, Value>, name: &str) -> Result<&'a Value, Failure> {
+    o.get(name)
+        .ok_or_else(|| Failure::usage(format!("missing field {name:?}")))
+}
+
+/// An unsigned field of at most `max`: a JSON number, or a string in decimal or `0x` hex
+/// (`"0x6040"`, as object indices are written).
+fn number(o: &Map<String, Value>, name: &str, max: u64) -> Result<u64, Failure> {
+    let v = field(o, name)?;
+    let n = match v {
+        Value::Number(n) => n.as_u64(),
+        Value::String(s) => {
+            let s = s.trim();
+            match s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+                Some(h) => u64::from_str_radix(h, 16).ok(),
+                None => s.parse().ok(),
+            }
+        }
+        _ => None,
+    };
+    match n {
+        Some(n) if n <= max => Ok(n),
+        _ => Err(Failure::usage(format!(
+            "{name} = {v}: must be an integer 0..={max} (a number, or a string in decimal or 0x hex)"
+        ))),
+    }
+}
+
+fn string<'a>(o: &'a Map<String, Value>, name: &str) -> Result<&'a str, Failure> {
+    match field(o, name)? {
+        Value::String(s) => Ok(s),
+        v => Err(Failure::usage(format!("{name} = {v}: must be a string"))),
+    }
+}
+
+fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failure> {
+    for k in o.keys() {
+        if k != "cmd" && !allowed.contains(&k.as_str()) {
+            return Err(Failure::usage(if allowed.is_empty() {
+                format!("{cmd}: unknown field {k:?} (it takes none)")
+            } else {
+                format!(
+                    "{cmd}: unknown field {k:?} (it takes {})",
+                    allowed.join(", ")
+                )
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The commands, for error messages.
+pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state";
+
+impl Request {
+    /// Parse one request line (without its newline).
+    pub fn parse(line: &str) -> Result<Request, Failure> {
+        let v: Value = serde_json::from_str(line)
+            .map_err(|e| Failure::usage(format!("not a JSON object: {e}")))?;
+        Request::from_value(&v)
+    }
+
+    /// The request of a parsed JSON value.
+    pub fn from_value(v: &Value) -> Result<Request, Failure> {
+        let Value::Object(o) = v else {
+            return Err(Failure::usage(format!(
+                "a request is a JSON object with \"cmd\", not {}",
+                kind_of(v)
+            )));
+        };
+        let cmd = match o.get("cmd") {
+            Some(Value::String(s)) => s.as_str(),
+            Some(v) => return Err(Failure::usage(format!("cmd = {v}: must be a string"))),
+            None => return Err(Failure::usage("missing field \"cmd\"")),
+        };
+        let pos = |o| number(o, "position", u64::from(u16::MAX)).map(|n| n as u16);
+        let idx = |o| number(o, "index", u64::from(u16::MAX)).map(|n| n as u16);
+        let sub = |o| number(o, "sub", u64::from(u8::MAX)).map(|n| n as u8);
+        Ok(match cmd {
+            "status" | "scan" | "pdos" | "counters" => {
+                only(o, cmd, &[])?;
+                match cmd {
+                    "status" => Request::Status,
+                    "scan" => Request::Scan,
+                    "pdos" => Request::Pdos,
+                    _ => Request::Counters,
+                }
+            }
+            "sdo_read" => {
+                only(o, cmd, &["position", "index", "sub"])?;
+                Request::SdoRead {
+                    position: pos(o)?,
+                    index: idx(o)?,
+                    sub: sub(o)?,
+                }
+            }
+            "sdo_write" => {
+                only(o, cmd, &["position", "index", "sub", "data"])?;
+                let hex = string(o, "data")?;
+                let data = from_hex(hex).map_err(|e| Failure::usage(format!("data = {e}")))?;
+                if data.is_empty() || data.len() > MAX_SDO_DATA {
+                    return Err(Failure::usage(format!(
+                        "data = {hex:?}: {} bytes, must be 1..={MAX_SDO_DATA}",
+                        data.len()
+                    )));
+                }
+                Request::SdoWrite {
+                    position: pos(o)?,
+                    index: idx(o)?,
+                    sub: sub(o)?,
+                    data,
+                }
+            }
+            "al_state" => {
+                only(o, cmd, &["position", "state"])?;
+                let s = string(o, "state")?;
+                let state = AlTarget::parse(s).ok_or_else(|| {
+                    Failure::usage(format!(
+                        "state = {s:?}: must be one of init, pre-op, safe-op, op"
+                    ))
+                })?;
+                Request::AlState {
+                    position: pos(o)?,
+                    state,
+                }
+            }
+            other => {
+                return Err(Failure::usage(format!(
+                    "cmd = {other:?}: unknown command (one of {COMMANDS})"
+                )));
+            }
+        })
+    }
+
+    /// The request as a JSON value (what [`Request::parse`] reads back).
+    pub fn to_value(&self) -> Value {
+        use serde_json::json;
+        match self {
+            Request::Status => json!({"cmd": "status"}),
+            Request::Scan => json!({"cmd": "scan"}),
+            Request::Pdos => json!({"cmd": "pdos"}),
+            Request::Counters => json!({"cmd": "counters"}),
+            Request::SdoRead {
+                position,
+                index,
+                sub,
+            } => json!({"cmd": "sdo_read", "position": position, "index": index, "sub": sub}),
+            Request::SdoWrite {
+                position,
+                index,
+                sub,
+                data,
+            } => json!({"cmd": "sdo_write", "position": position, "index": index, "sub": sub,
+                        "data": to_hex(data)}),
+            Request::AlState { position, state } => {
+                json!({"cmd": "al_state", "position": position, "state": state.name()})
+            }
+        }
+    }
+
+    /// The request as one line (no newline).
+    pub fn to_line(&self) -> String {
+        self.to_value().to_string()
+    }
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+/// A histogram as the protocol carries it (ns).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Histo {
+    /// Samples.
+    pub count: u64,
+    /// Exact sum of the samples (summed from them, not mean × count).
+    pub sum: u64,
+    /// Median.
+    pub p50: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest sample.
+    pub max: u64,
+    /// `[le, cumulative count]` for each bound of [`BUCKET_BOUNDS_NS`].
+    pub buckets: Vec<(u64, u64)>,
+}
+
+impl Histo {
+    /// From an HdrHistogram and the exact sum of what was recorded in it. A sample counts
+    /// under every bound its HdrHistogram bucket starts at or below: a sample equal to a bound
+    /// counts under it, and one up to 0.1 % above may too (the histogram keeps 3 significant
+    /// digits; rtcat's are `rtcat_results::new_histogram`).
+    pub fn from_hdr(h: &Histogram<u64>, sum: u64) -> Histo {
+        let count = h.len();
+        let mut buckets: Vec<(u64, u64)> = BUCKET_BOUNDS_NS.iter().map(|&b| (b, 0)).collect();
+        if count > 0 {
+            for v in h.iter_recorded() {
+                let low = h.lowest_equivalent(v.value_iterated_to());
+                let n = v.count_at_value();
+                for b in buckets.iter_mut().filter(|b| low <= b.0) {
+                    b.1 += n;
+                }
+            }
+        }
+        let q = |x: f64| {
+            if count == 0 {
+                0
+            } else {
+                h.value_at_quantile(x)
+            }
+        };
+        Histo {
+            count,
+            sum,
+            p50: q(0.5),
+            p99: q(0.99),
+            p999: q(0.999),
+            max: if count == 0 { 0 } else { h.max() },
+            buckets,
+        }
+    }
+}
+
+/// The run's counters in [`Status::counters`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Counters {
+    /// Cycles run.
+    pub cycles: u64,
+    /// Cycles that ended after the next deadline.
+    pub missed_deadlines: u64,
+    /// Periods skipped to catch up.
+    pub skipped_periods: u64,
+    /// Cycles whose frames did not come back in time.
+    pub frames_lost: u64,
+    /// Cycles with a wrong working counter.
+    pub wkc_mismatches: u64,
+    /// Cycles with a subdevice not in OP.
+    pub not_op_cycles: u64,
+    /// Received frames not taken as replies.
+    pub rx_rejected: u64,
+    /// Frames the link failed to send.
+    pub send_errors: u64,
+    /// Recoveries that brought the segment back.
+    pub recoveries: u64,
+    /// Recovery attempts that failed.
+    pub failed_recoveries: u64,
+    /// CoE emergencies received from the subdevices.
+    pub emergencies: u64,
+}
+
+/// One subdevice in [`Status::subdevice_states`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SubdeviceState {
+    /// Position.
+    pub position: u16,
+    /// AL status (0x0130) as last polled: bits 0..3 the state, bit 4 the error indication.
+    pub al_state: u8,
+    /// AL status code (0x0134) as last polled.
+    #[serde(default)]
+    pub al_status_code: u16,
+    /// CoE emergencies received from it.
+    #[serde(default)]
+    pub emergencies: u64,
+}
+
+/// One subdevice's system time difference in [`DcStatus`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TimeDifference {
+    /// Position.
+    pub position: u16,
+    /// Difference (ns).
+    pub ns: i64,
+}
+
+/// Distributed clocks in [`Status::dc`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DcStatus {
+    /// Whether the phase lock holds.
+    pub locked: bool,
+    /// The reference clock's drift against the master's clock (ppm).
+    pub drift_ppm: f64,
+    /// Absolute phase error (ns).
+    pub phase_error_abs_ns: Histo,
+    /// Cycles outside the sync window.
+    pub sync_window_violations: u64,
+    /// Per subdevice.
+    pub system_time_difference_ns: Vec<TimeDifference>,
+}
+
+/// One axis in [`Status::axes`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AxisStatus {
+    /// `[[axis]] name`.
+    pub name: String,
+    /// Position of its drive.
+    pub position: u16,
+    /// CiA 402 state (`"operation enabled"`).
+    pub state: String,
+    /// Faults seen.
+    pub faults: u64,
+    /// Absolute following error (drive units).
+    pub following_error_abs: Histo,
+}
+
+/// The data of a `status` reply. Fields may be added in later versions, never renamed.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Status {
+    /// [`VERSION`].
+    pub version: u32,
+    /// `"op"`, `"recovering"`, `"starting"` or `"stopped"`.
+    pub state: String,
+    /// Layout generation (changes at every re-initialisation).
+    pub generation: u32,
+    /// Cycle period (ns).
+    pub period_ns: u64,
+    /// Seconds since the run started.
+    pub uptime_s: f64,
+    /// Subdevices of the segment.
+    pub subdevices: u32,
+    /// Process image bytes.
+    pub pdi_bytes: u32,
+    /// Expected working counter.
+    pub expected_wkc: u32,
+    /// The run's counters.
+    pub counters: Counters,
+    /// `wake_ns`, `exec_ns`, `rtt_ns`.
+    pub histograms: Histograms,
+    /// Per subdevice, from the poller's last reading.
+    pub subdevice_states: Vec<SubdeviceState>,
+    /// Distributed clocks (None until they are driven).
+    pub dc: Option<DcStatus>,
+    /// Axes (None without `[[axis]]`).
+    pub axes: Option<Vec<AxisStatus>>,
+}
+
+/// The histograms of [`Status`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Histograms {
+    /// Wake lateness.
+    pub wake_ns: Histo,
+    /// Execution time.
+    pub exec_ns: Histo,
+    /// Round trip.
+    pub rtt_ns: Histo,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn requests_round_trip() {
+        let all = [
+            Request::Status,
+            Request::Scan,
+            Request::Pdos,
+            Request::Counters,
+            Request::SdoRead {
+                position: 2,
+                index: 0x1018,
+                sub: 1,
+            },
+            Request::SdoWrite {
+                position: 0,
+                index: 0x2000,
+                sub: 255,
+                data: vec![0x2a, 0, 0xff],
+            },
+            Request::AlState {
+                position: 65535,
+                state: AlTarget::SafeOp,
+            },
+        ];
+        for r in all {
+            assert_eq!(
+                Request::parse(&r.to_line()),
+                Ok(r.clone()),
+                "{}",
+                r.to_line()
+            );
+        }
+        let r = Request::parse(r#"{"cmd":"sdo_read","position":"1","index":"0x6041","sub":0}"#);
+        assert_eq!(
+            r,
+            Ok(Request::SdoRead {
+                position: 1,
+                index: 0x6041,
+                sub: 0
+            })
+        );
+    }
+
+    #[test]
+    fn bad_requests_name_the_field_and_value() {
+        let cases = [
+            ("", "not a JSON object"),
+            ("[1]", "not an array"),
+            (r#"{"cmd":"reboot"}"#, "cmd = \"reboot\": unknown command"),
+            (r#"{"cmd":7}"#, "cmd = 7: must be a string"),
+            (r#"{"position":1}"#, "missing field \"cmd\""),
+            (r#"{"cmd":"status","x":1}"#, "unknown field \"x\""),
+            (
+                r#"{"cmd":"sdo_read","position":70000,"index":1,"sub":0}"#,
+                "position = 70000: must be an integer 0..=65535",
+            ),
+            (
+                r#"{"cmd":"sdo_read","position":0,"index":1}"#,
+                "missing field \"sub\"",
+            ),
+            (
+                r#"{"cmd":"sdo_read","position":0,"index":-1,"sub":0}"#,
+                "index = -1",
+            ),
+            (
+                r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":"abc"}"#,
+                "odd number of hex digits",
+            ),
+            (
+                r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":""}"#,
+                "0 bytes, must be 1..=64",
+            ),
+            (
+                r#"{"cmd":"al_state","position":0,"state":"boot"}"#,
+                "state = \"boot\": must be one of",
+            ),
+        ];
+        for (line, want) in cases {
+            let e = Request::parse(line).unwrap_err();
+            assert_eq!(e.kind, FailureKind::Usage);
+            assert!(e.message.contains(want), "{line}: {e}");
+        }
+    }
+
+    #[test]
+    fn replies_round_trip_and_fail_as_the_contract_says() {
+        let r = Reply::ok(serde_json::json!([1, 2]));
+        assert_eq!(r.to_line(), r#"{"ok":true,"data":[1,2]}"#);
+        let f = Reply::fail(&Failure::usage("position = 9: no subdevice"));
+        assert_eq!(
+            f.to_line(),
+            r#"{"ok":false,"kind":"usage","error":"position = 9: no subdevice"}"#
+        );
+        let back: Reply = serde_json::from_str(&f.to_line()).unwrap();
+        assert_eq!(back.into_result().unwrap_err().kind, FailureKind::Usage);
+    }
+
+    #[test]
+    fn histograms_keep_the_exact_sum_and_cumulative_buckets() {
+        let mut h = Histogram::<u64>::new_with_bounds(1, 60_000_000_000, 3).unwrap();
+        let samples = [500u64, 1_000, 1_500, 3_000, 2_000_000, 7_000_000_000];
+        for s in samples {
+            h.record(s).unwrap();
+        }
+        let x = Histo::from_hdr(&h, samples.iter().sum());
+        assert_eq!(x.count, 6);
+        assert_eq!(x.sum, 7_002_006_000);
+        assert_eq!(x.buckets.len(), BUCKET_BOUNDS_NS.len());
+        let at = |le: u64| x.buckets.iter().find(|b| b.0 == le).unwrap().1;
+        assert_eq!(at(1_000), 2);
+        assert_eq!(at(2_000), 3);
+        assert_eq!(at(5_000), 4);
+        assert_eq!(at(2_000_000), 5);
+        assert_eq!(at(1_000_000_000), 5);
+        assert!(x.buckets.windows(2).all(|w| w[0].1 <= w[1].1));
+        assert!(x.max >= 7_000_000_000 && x.p50 >= 1_000 && x.p50 <= 1_501);
+        let empty = Histo::from_hdr(&Histogram::<u64>::new(3).unwrap(), 0);
+        assert_eq!((empty.count, empty.p99, empty.max), (0, 0, 0));
+    }
+
+    #[test]
+    fn status_has_the_contract_shape() {
+        let v = serde_json::to_value(Status::default()).unwrap();
+        for k in [
+            "version",
+            "state",
+            "generation",
+            "period_ns",
+            "uptime_s",
+            "subdevices",
+            "pdi_bytes",
+            "expected_wkc",
+            "counters",
+            "histograms",
+            "subdevice_states",
+            "dc",
+            "axes",
+        ] {
+            assert!(v.get(k).is_some(), "{k}");
+        }
+        assert!(v["dc"].is_null() && v["axes"].is_null());
+        assert!(v["histograms"]["rtt_ns"]["buckets"].is_array());
+        assert!(v["counters"]["emergencies"].is_u64());
+    }
+
+    proptest! {
+        // Any line: a request or a usage failure, never a panic.
+        #[test]
+        fn any_line_parses_or_fails_as_usage(line in ".{0,300}") {
+            if let Err(e) = Request::parse(&line) {
+                prop_assert_eq!(e.kind, FailureKind::Usage);
+            }
+        }
+
+        #[test]
+        fn any_object_parses_or_fails_as_usage(
+            cmd in prop_oneof![Just("sdo_read".to_string()), Just("sdo_write".to_string()), Just("al_state".to_string()), Just("status".to_string()), ".{0,10}"],
+            pos in proptest::option::of(any::<i64>()),
+            data in proptest::option::of("[0-9a-fx ]{0,140}"),
+            state in proptest::option::of(".{0,8}"),
+        ) {
+            let mut o = serde_json::Map::new();
+            o.insert("cmd".into(), cmd.into());
+            if let Some(p) = pos { o.insert("position".into(), p.into()); }
+            o.insert("index".into(), 0x1000.into());
+            o.insert("sub".into(), 0.into());
+            if let Some(d) = data { o.insert("data".into(), d.into()); }
+            if let Some(s) = state { o.insert("state".into(), s.into()); }
+            if let Err(e) = Request::from_value(&Value::Object(o)) {
+                prop_assert_eq!(e.kind, FailureKind::Usage);
+            }
+        }
+    }
+}

@@ -1,0 +1,422 @@
+//! The server: a thread accepting on a Unix stream socket, one thread per connection.
+//!
+//! - **Creation.** Nothing at the path: the socket is created. A socket of this process's user
+//!   that nobody listens on (a master that died) is replaced. A socket somebody still listens on
+//!   (another master), a socket of another user, or anything that is not a socket (a file, a
+//!   symbolic link, a directory) is refused with an error naming it: a name pre-created by
+//!   somebody else must not capture the clients. The socket is bound, handed to the group of
+//!   [`ServerConfig::gid`] and set to mode 0660 *before* it listens, so no client can connect
+//!   while its mode is still the umask's.
+//! - **Limits.** At most [`ServerConfig::max_connections`] connections at once (the next one
+//!   gets an error line and is closed), lines of at most [`MAX_LINE`] bytes (a longer one gets an
+//!   error and the connection is closed: it cannot be framed), a connection idle for
+//!   [`ServerConfig::idle_timeout`] is closed, and a client that does not read its replies is
+//!   dropped after [`ServerConfig::write_timeout`].
+//! - **Isolation.** A connection's thread only ever waits on its own socket and on the
+//!   [`Provider`]; the provider answers from snapshots and from the master's acyclic queue,
+//!   which the cyclic thread serves in its own time budget. A slow or stuck client therefore
+//!   holds its own thread, never the master.
+
+use crate::protocol::{Failure, MAX_LINE, Reply, Request};
+use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
+use nix::sys::stat::{self, Mode, SFlag};
+use nix::unistd::{Gid, Uid};
+use serde_json::Value;
+use std::io::{ErrorKind, Read, Write};
+use std::os::fd::OwnedFd;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What answers the requests (the binary implements it over the running master).
+pub trait Provider: Send + Sync + 'static {
+    /// The data of a successful reply, or why the request failed. Called on a connection's
+    /// thread; it may block (an SDO transfer) but must end within its own timeout.
+    fn handle(&self, request: &Request) -> Result<Value, Failure>;
+}
+
+/// Where and how the server listens.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// The socket's path.
+    pub path: PathBuf,
+    /// Group the socket is handed to (`[ipc] group`); None keeps the process's.
+    pub gid: Option<u32>,
+    /// Connections served at once.
+    pub max_connections: usize,
+    /// A connection without a request for this long is closed.
+    pub idle_timeout: Duration,
+    /// A reply that cannot be written for this long closes the connection.
+    pub write_timeout: Duration,
+}
+
+impl ServerConfig {
+    /// The protocol's defaults: 8 connections, 60 s idle timeout, 5 s write timeout.
+    pub fn new(path: impl Into<PathBuf>, gid: Option<u32>) -> ServerConfig {
+        ServerConfig {
+            path: path.into(),
+            gid,
+            max_connections: 8,
+            idle_timeout: Duration::from_secs(60),
+            write_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// Something other than a stale socket of ours is at the path.
+    #[error("control socket {}: {what} is in the way; not replaced (remove it if it is not needed)", path.display())]
+    Foreign {
+        /// The path.
+        path: PathBuf,
+        /// What is there.
+        what: String,
+    },
+    /// Another process listens on the path.
+    #[error("control socket {}: another process listens on it (a second master?)", path.display())]
+    InUse {
+        /// The path.
+        path: PathBuf,
+    },
+    /// The path does not fit a Unix socket address (108 bytes on Linux, unix(7)).
+    #[error("control socket {}: {why}", path.display())]
+    BadPath {
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        why: String,
+    },
+    /// A system call failed.
+    #[error("control socket {}: {op}: {source}", path.display())]
+    Io {
+        /// The path.
+        path: PathBuf,
+        /// What was being done.
+        op: &'static str,
+        /// The error.
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// Whether the error is the user's (a path that cannot be used as given): exit 2.
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            Error::Foreign { .. } | Error::InUse { .. } | Error::BadPath { .. }
+        )
+    }
+}
+
+fn io<'a>(path: &'a Path, op: &'static str) -> impl FnOnce(nix::Error) -> Error + 'a {
+    move |e| Error::Io {
+        path: path.to_path_buf(),
+        op,
+        source: std::io::Error::from(e),
+    }
+}
+
+fn describe(st: &stat::FileStat) -> String {
+    let kind = match SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) {
+        SFlag::S_IFREG => "a regular file",
+        SFlag::S_IFDIR => "a directory",
+        SFlag::S_IFLNK => "a symbolic link",
+        SFlag::S_IFIFO => "a FIFO",
+        SFlag::S_IFCHR | SFlag::S_IFBLK => "a device",
+        SFlag::S_IFSOCK => "a socket",
+        _ => "a file of unknown type",
+    };
+    format!("{kind} owned by uid {}", st.st_uid)
+}
+
+/// Make the path free for our socket: nothing there, or a stale socket of ours (removed).
+fn clear(path: &Path) -> Result<(), Error> {
+    let st = match stat::lstat(path) {
+        Ok(st) => st,
+        Err(nix::Error::ENOENT) => return Ok(()),
+        Err(e) => return Err(io(path, "lstat")(e)),
+    };
+    let is_socket = st.st_mode & SFlag::S_IFMT.bits() == SFlag::S_IFSOCK.bits();
+    if !is_socket || st.st_uid != Uid::effective().as_raw() {
+        return Err(Error::Foreign {
+            path: path.into(),
+            what: describe(&st),
+        });
+    }
+    match UnixStream::connect(path) {
+        Ok(_) => Err(Error::InUse { path: path.into() }),
+        Err(_) => nix::unistd::unlink(path).map_err(io(path, "remove the stale socket")),
+    }
+}
+
+/// Create, hand over, restrict, then listen: see the module documentation.
+fn create(cfg: &ServerConfig) -> Result<(UnixListener, (u64, u64)), Error> {
+    let path = cfg.path.as_path();
+    let addr = UnixAddr::new(path).map_err(|_| Error::BadPath {
+        path: path.into(),
+        why: "longer than a Unix socket path may be (107 bytes)".into(),
+    })?;
+    clear(path)?;
+    let fd: OwnedFd = socket::socket(
+        AddressFamily::Unix,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .map_err(io(path, "socket"))?;
+    socket::bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &addr).map_err(io(path, "bind"))?;
+    let done = (|| {
+        // Ours, just bound: a socket of our uid (a swap of the name between bind and here
+        // would show as something else).
+        let st = stat::lstat(path).map_err(io(path, "lstat"))?;
+        if st.st_mode & SFlag::S_IFMT.bits() != SFlag::S_IFSOCK.bits()
+            || st.st_uid != Uid::effective().as_raw()
+        {
+            return Err(Error::Foreign {
+                path: path.into(),
+                what: describe(&st),
+            });
+        }
+        if let Some(g) = cfg.gid {
+            nix::unistd::fchownat(
+                nix::fcntl::AT_FDCWD,
+                path,
+                None,
+                Some(Gid::from_raw(g)),
+                nix::fcntl::AtFlags::AT_SYMLINK_NOFOLLOW,
+            )
+            .map_err(io(path, "hand the socket to [ipc] group"))?;
+        }
+        stat::fchmodat(
+            nix::fcntl::AT_FDCWD,
+            path,
+            Mode::from_bits_truncate(0o660),
+            stat::FchmodatFlags::FollowSymlink,
+        )
+        .map_err(io(path, "chmod 0660"))?;
+        socket::listen(
+            &fd,
+            socket::Backlog::new(16).expect("16 is a valid backlog"),
+        )
+        .map_err(io(path, "listen"))?;
+        Ok((st.st_dev, st.st_ino))
+    })();
+    match done {
+        Ok(id) => {
+            let l = UnixListener::from(fd);
+            l.set_nonblocking(true).map_err(|source| Error::Io {
+                path: path.into(),
+                op: "set non-blocking",
+                source,
+            })?;
+            Ok((l, id))
+        }
+        Err(e) => {
+            let _ = nix::unistd::unlink(path);
+            Err(e)
+        }
+    }
+}
+
+/// A running server; stopping it (or dropping it) closes every connection and removes the
+/// socket (when it is still the one it created).
+pub struct Server {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+    path: PathBuf,
+    id: (u64, u64),
+    active: Arc<AtomicUsize>,
+}
+
+/// How often the threads look at the stop flag.
+const TICK: Duration = Duration::from_millis(50);
+
+impl Server {
+    /// Create the socket and start serving `provider` on it.
+    pub fn start(cfg: ServerConfig, provider: Arc<dyn Provider>) -> Result<Server, Error> {
+        let (listener, id) = create(&cfg)?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let active = Arc::new(AtomicUsize::new(0));
+        let (s, a) = (stop.clone(), active.clone());
+        let path = cfg.path.clone();
+        let thread = std::thread::Builder::new()
+            .name("rtcat-control".into())
+            .spawn(move || accept_loop(listener, cfg, provider, s, a))
+            .map_err(|source| Error::Io {
+                path: path.clone(),
+                op: "start the server thread",
+                source,
+            })?;
+        Ok(Server {
+            stop,
+            thread: Some(thread),
+            path,
+            id,
+            active,
+        })
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Connections open now.
+    pub fn connections(&self) -> usize {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Stop serving, close the connections, remove the socket.
+    pub fn stop(mut self) {
+        self.shutdown();
+    }
+
+    fn shutdown(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+        if let Ok(st) = stat::lstat(self.path.as_path())
+            && (st.st_dev, st.st_ino) == self.id
+        {
+            let _ = nix::unistd::unlink(self.path.as_path());
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Decrements the count of open connections when the connection's thread ends.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn accept_loop(
+    listener: UnixListener,
+    cfg: ServerConfig,
+    provider: Arc<dyn Provider>,
+    stop: Arc<AtomicBool>,
+    active: Arc<AtomicUsize>,
+) {
+    let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    while !stop.load(Ordering::Acquire) {
+        threads.retain(|t| !t.is_finished());
+        match listener.accept() {
+            Ok((mut stream, _)) => {
+                let _ = stream.set_nonblocking(false);
+                let _ = stream.set_write_timeout(Some(cfg.write_timeout));
+                if active.load(Ordering::Acquire) >= cfg.max_connections {
+                    let r = Reply::fail(&Failure::runtime(format!(
+                        "too many connections (at most {} at once); try again later",
+                        cfg.max_connections
+                    )));
+                    let _ = stream.write_all(format!("{}\n", r.to_line()).as_bytes());
+                    continue;
+                }
+                active.fetch_add(1, Ordering::AcqRel);
+                let slot = Slot(active.clone());
+                let (p, s, c) = (provider.clone(), stop.clone(), cfg.clone());
+                match std::thread::Builder::new()
+                    .name("rtcat-control-conn".into())
+                    .spawn(move || {
+                        let _slot = slot;
+                        serve(stream, &c, p.as_ref(), &s);
+                    }) {
+                    Ok(t) => threads.push(t),
+                    // The closure (with its slot) is dropped: the count is right again.
+                    Err(_) => continue,
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock || e.kind() == ErrorKind::Interrupted => {
+                std::thread::sleep(TICK);
+            }
+            // EMFILE and the like: wait and try again rather than spin.
+            Err(_) => std::thread::sleep(TICK),
+        }
+    }
+    for t in threads {
+        let _ = t.join();
+    }
+}
+
+/// Serve one connection until it closes, idles out, misbehaves, or the server stops.
+fn serve(mut stream: UnixStream, cfg: &ServerConfig, provider: &dyn Provider, stop: &AtomicBool) {
+    if stream.set_read_timeout(Some(TICK)).is_err() {
+        return;
+    }
+    let mut buf: Vec<u8> = Vec::with_capacity(4096);
+    let mut chunk = [0u8; 4096];
+    let mut last = Instant::now();
+    loop {
+        // Every complete line in the buffer first.
+        while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
+            let line: Vec<u8> = buf.drain(..=nl).collect();
+            let line = &line[..line.len() - 1];
+            let reply = answer(line, provider);
+            if write_line(&mut stream, &reply).is_err() {
+                return;
+            }
+            last = Instant::now();
+        }
+        if buf.len() > MAX_LINE {
+            let r = Reply::fail(&Failure::usage(format!(
+                "request line longer than {MAX_LINE} bytes; closing the connection"
+            )));
+            let _ = write_line(&mut stream, &r);
+            return;
+        }
+        if stop.load(Ordering::Acquire) || last.elapsed() >= cfg.idle_timeout {
+            return;
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::WouldBlock | ErrorKind::TimedOut | ErrorKind::Interrupted
+                ) => {}
+            Err(_) => return,
+        }
+    }
+}
+
+fn write_line(stream: &mut UnixStream, r: &Reply) -> std::io::Result<()> {
+    let mut s = r.to_line();
+    s.push('\n');
+    stream.write_all(s.as_bytes())
+}
+
+/// The reply to one line.
+pub fn answer(line: &[u8], provider: &dyn Provider) -> Reply {
+    let line = match std::str::from_utf8(line) {
+        Ok(l) => l.strip_suffix('\r').unwrap_or(l),
+        Err(e) => {
+            return Reply::fail(&Failure::usage(format!(
+                "request line is not UTF-8 (byte {})",
+                e.valid_up_to()
+            )));
+        }
+    };
+    match Request::parse(line) {
+        Ok(req) => match provider.handle(&req) {
+            Ok(data) => Reply::ok(data),
+            Err(f) => Reply::fail(&f),
+        },
+        Err(f) => Reply::fail(&f),
+    }
+}

@@ -1,0 +1,275 @@
+//! The server against a fake provider: creation rules, limits, malformed input, and that a
+//! stuck client holds only its own connection.
+
+use rtcat_control::protocol::{FailureKind, MAX_LINE};
+use rtcat_control::{Client, ClientError, Failure, Provider, Request, Server, ServerConfig};
+use serde_json::{Value, json};
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+struct Fake;
+
+impl Provider for Fake {
+    fn handle(&self, r: &Request) -> Result<Value, Failure> {
+        match r {
+            Request::Status => Ok(json!({"version": 1})),
+            Request::SdoRead { position: 9, .. } => Err(Failure::usage("position 9: no subdevice")),
+            Request::SdoRead { .. } => {
+                // A slow transfer: the other connections go on meanwhile.
+                std::thread::sleep(Duration::from_millis(300));
+                Ok(json!({"data": "2a00"}))
+            }
+            _ => Err(Failure::runtime("not here")),
+        }
+    }
+}
+
+fn start(dir: &tempfile::TempDir) -> (Server, std::path::PathBuf) {
+    let p = dir.path().join("ctl.sock");
+    (
+        Server::start(ServerConfig::new(&p, None), Arc::new(Fake)).unwrap(),
+        p,
+    )
+}
+
+#[test]
+fn the_socket_is_0660_and_removed_at_stop() {
+    let d = tempfile::tempdir().unwrap();
+    let (s, p) = start(&d);
+    let m = std::fs::symlink_metadata(&p).unwrap();
+    assert_eq!(m.permissions().mode() & 0o777, 0o660);
+    assert_eq!(m.uid(), nix::unistd::geteuid().as_raw());
+    let mut c = Client::connect(&p).unwrap();
+    assert_eq!(c.call(&Request::Status).unwrap(), json!({"version": 1}));
+    s.stop();
+    assert!(std::fs::symlink_metadata(&p).is_err(), "socket left behind");
+}
+
+#[test]
+fn the_group_is_handed_over() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("g.sock");
+    // Our own group (root may hand to any, a user only to its own).
+    let gid = nix::unistd::getegid().as_raw();
+    let _s = Server::start(ServerConfig::new(&p, Some(gid)), Arc::new(Fake)).unwrap();
+    assert_eq!(std::fs::symlink_metadata(&p).unwrap().gid(), gid);
+}
+
+#[test]
+fn foreign_files_at_the_path_are_refused_and_a_stale_socket_replaced() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("x.sock");
+    std::fs::write(&p, b"keep me").unwrap();
+    let e = Server::start(ServerConfig::new(&p, None), Arc::new(Fake))
+        .err()
+        .unwrap();
+    assert!(e.is_usage());
+    assert!(e.to_string().contains("a regular file owned by uid"), "{e}");
+    assert_eq!(std::fs::read(&p).unwrap(), b"keep me");
+    std::fs::remove_file(&p).unwrap();
+
+    std::os::unix::fs::symlink(d.path().join("elsewhere"), &p).unwrap();
+    let e = Server::start(ServerConfig::new(&p, None), Arc::new(Fake))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("a symbolic link"), "{e}");
+    std::fs::remove_file(&p).unwrap();
+
+    // A live listener: another master. Refused, left alone.
+    let live = UnixListener::bind(&p).unwrap();
+    let e = Server::start(ServerConfig::new(&p, None), Arc::new(Fake))
+        .err()
+        .unwrap();
+    assert!(e.to_string().contains("another process listens"), "{e}");
+    drop(live);
+    // Now stale (nobody listens): replaced.
+    assert!(std::fs::symlink_metadata(&p).is_ok());
+    let _s = Server::start(ServerConfig::new(&p, None), Arc::new(Fake)).unwrap();
+    Client::connect(&p).unwrap().call(&Request::Status).unwrap();
+
+    if nix::unistd::geteuid().is_root() {
+        // A stale socket of another user is not ours to remove.
+        let q = d.path().join("other.sock");
+        drop(UnixListener::bind(&q).unwrap());
+        nix::unistd::chown(&q, Some(nix::unistd::Uid::from_raw(65534)), None).unwrap();
+        let e = Server::start(ServerConfig::new(&q, None), Arc::new(Fake))
+            .err()
+            .unwrap();
+        assert!(e.to_string().contains("a socket owned by uid 65534"), "{e}");
+    }
+}
+
+fn raw(p: &std::path::Path) -> (UnixStream, BufReader<UnixStream>) {
+    let s = UnixStream::connect(p).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    let r = BufReader::new(s.try_clone().unwrap());
+    (s, r)
+}
+
+fn reply(r: &mut BufReader<UnixStream>) -> Value {
+    let mut l = String::new();
+    r.read_line(&mut l).unwrap();
+    serde_json::from_str(&l).unwrap_or_else(|e| panic!("{l:?}: {e}"))
+}
+
+#[test]
+fn malformed_lines_get_usage_replies_and_the_connection_goes_on() {
+    let d = tempfile::tempdir().unwrap();
+    let (_s, p) = start(&d);
+    let (mut w, mut r) = raw(&p);
+    for line in [
+        &b"{\"cmd\":\"nope\"}\n"[..],
+        b"\xff\xfe\n",
+        b"\n",
+        b"{\"cmd\":\"sdo_read\",\"position\":1}\n",
+        b"{\"cmd\":\"sdo_read\",\"position\":9,\"index\":1,\"sub\":0}\n",
+    ] {
+        w.write_all(line).unwrap();
+        let v = reply(&mut r);
+        assert_eq!(v["ok"], false, "{v}");
+        assert_eq!(v["kind"], "usage", "{v}");
+        assert!(v["error"].as_str().unwrap().len() > 5);
+    }
+    w.write_all(b"{\"cmd\":\"status\"}\r\n").unwrap();
+    assert_eq!(reply(&mut r)["ok"], true);
+    // Two requests in one write: two replies, in order.
+    w.write_all(b"{\"cmd\":\"status\"}\n{\"cmd\":\"scan\"}\n")
+        .unwrap();
+    assert_eq!(reply(&mut r)["ok"], true);
+    assert_eq!(reply(&mut r)["kind"], "runtime");
+}
+
+#[test]
+fn an_overlong_line_is_refused_and_the_connection_closed() {
+    let d = tempfile::tempdir().unwrap();
+    let (_s, p) = start(&d);
+    let (mut w, mut r) = raw(&p);
+    let big = vec![b'x'; MAX_LINE + 10];
+    // The server may close while we still write: ignore that error.
+    let _ = w.write_all(&big);
+    let v = reply(&mut r);
+    assert_eq!(v["kind"], "usage");
+    assert!(
+        v["error"].as_str().unwrap().contains("longer than 65536"),
+        "{v}"
+    );
+    let mut rest = Vec::new();
+    assert_eq!(r.read_to_end(&mut rest).unwrap_or(0), 0);
+}
+
+#[test]
+fn at_most_max_connections_and_idle_ones_are_closed() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("lim.sock");
+    let mut cfg = ServerConfig::new(&p, None);
+    cfg.max_connections = 2;
+    cfg.idle_timeout = Duration::from_millis(400);
+    let s = Server::start(cfg, Arc::new(Fake)).unwrap();
+    let a = raw(&p);
+    let b = raw(&p);
+    // Wait until both are accepted.
+    let t = Instant::now();
+    while s.connections() < 2 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (_c, mut cr) = raw(&p);
+    let v = reply(&mut cr);
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap()
+            .contains("too many connections"),
+        "{v}"
+    );
+    // Idle ones go after the timeout, and a new one is served again.
+    let t = Instant::now();
+    while s.connections() > 0 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(s.connections(), 0);
+    drop((a, b));
+    Client::connect(&p).unwrap().call(&Request::Status).unwrap();
+}
+
+#[test]
+fn a_stuck_client_does_not_hold_the_others() {
+    let d = tempfile::tempdir().unwrap();
+    let (_s, p) = start(&d);
+    // Sends half a line and never more; another floods requests and never reads.
+    let mut stuck = UnixStream::connect(&p).unwrap();
+    stuck.write_all(b"{\"cmd\":\"sta").unwrap();
+    let flood = UnixStream::connect(&p).unwrap();
+    let f = std::thread::spawn(move || {
+        let mut flood = flood;
+        flood
+            .set_write_timeout(Some(Duration::from_secs(2)))
+            .unwrap();
+        let line = b"{\"cmd\":\"status\"}\n".repeat(1000);
+        for _ in 0..200 {
+            if flood.write_all(&line).is_err() {
+                break;
+            }
+        }
+    });
+    let mut c = Client::connect(&p)
+        .unwrap()
+        .with_timeout(Duration::from_secs(2));
+    let t = Instant::now();
+    for _ in 0..50 {
+        c.call(&Request::Status).unwrap();
+    }
+    assert!(t.elapsed() < Duration::from_secs(2), "{:?}", t.elapsed());
+    f.join().unwrap();
+}
+
+#[test]
+fn the_client_times_out_and_reports_failures() {
+    let d = tempfile::tempdir().unwrap();
+    let (_s, p) = start(&d);
+    let mut c = Client::connect(&p)
+        .unwrap()
+        .with_timeout(Duration::from_millis(50));
+    let e = c
+        .call(&Request::SdoRead {
+            position: 0,
+            index: 0x1000,
+            sub: 0,
+        })
+        .unwrap_err();
+    assert!(matches!(e, ClientError::Timeout(_)), "{e}");
+    let mut c = Client::connect(&p).unwrap();
+    match c.call(&Request::Pdos).unwrap_err() {
+        ClientError::Failed(f) => assert_eq!(f.kind, FailureKind::Runtime),
+        e => panic!("{e}"),
+    }
+    let e = Client::connect(&d.path().join("none.sock")).err().unwrap();
+    assert!(e.to_string().contains("none.sock"), "{e}");
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+    // Whatever bytes a client sends: replies (one per line) or a close, never a panic or a
+    // hang; and the server still serves afterwards.
+    #[test]
+    fn any_bytes_get_replies_or_a_close(bytes in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..2000)) {
+        let d = tempfile::tempdir().unwrap();
+        let (_s, p) = start(&d);
+        let mut w = UnixStream::connect(&p).unwrap();
+        w.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        let _ = w.write_all(&bytes);
+        let _ = w.shutdown(std::net::Shutdown::Write);
+        let mut out = String::new();
+        let _ = BufReader::new(&w).read_to_string(&mut out);
+        let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+        let got: Vec<&str> = out.lines().collect();
+        proptest::prop_assert_eq!(got.len(), lines);
+        for l in got {
+            let v: Value = serde_json::from_str(l).unwrap();
+            proptest::prop_assert!(v["ok"].is_boolean());
+        }
+        Client::connect(&p).unwrap().call(&Request::Status).unwrap();
+    }
+}
