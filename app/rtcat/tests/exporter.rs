@@ -194,13 +194,15 @@ fn the_page_parses_and_matches_the_status() {
     // ... and a page the parser refuses.
     let broken = page.replace("rtcat_up 1", "rtcat_up one");
     assert!(prom_check(dir.path(), &broken, &args).is_err());
-    // The label value with a quote, a backslash and a line feed, escaped.
+    // The label value with a quote, a backslash and a line feed, escaped; AL status 0x14 is
+    // SAFE-OP with the error bit.
+    let drive = r#"{position="2",name="Drive \"X\\axis\"\nrev 2"}"#;
     assert!(
-        page.contains(
-            r#"rtcat_subdevice_al_state{position="2",name="Drive \"X\\axis\"\nrev 2"} 4"#
-        ),
+        page.contains(&format!("rtcat_subdevice_al_state{drive} 4\n")),
         "{page}"
     );
+    assert!(page.contains(&format!("rtcat_subdevice_al_error{drive} 1\n")));
+    assert!(page.contains(&format!("rtcat_subdevice_al_status_code{drive} 27\n")));
 }
 
 #[test]
@@ -339,4 +341,15 @@ fn bad_arguments_exit_2() {
         let o = Command::new(BIN).args(args).output().unwrap();
         assert_eq!(o.status.code(), Some(2), "{args:?}: {o:?}");
     }
+}
+
+#[test]
+fn the_fixture_is_the_protocols_status() {
+    // The fixture is what the master sends: rtcat-control's own Status type reads it, and its
+    // buckets are the protocol's bounds.
+    let st: rtcat_control::Status = serde_json::from_value(fixture("status.json")).unwrap();
+    assert_eq!(st.version, rtcat_control::protocol::VERSION);
+    let bounds: Vec<u64> = st.histograms.wake_ns.buckets.iter().map(|b| b.0).collect();
+    assert_eq!(bounds, rtcat_control::protocol::BUCKET_BOUNDS_NS);
+    assert!(st.dc.is_some() && st.axes.is_some());
 }

@@ -209,9 +209,6 @@ def check_up(fams, a):
     after = load(a.status_after) if a.status_after else st
     live = a.status_after is not None
     names = {e["position"]: e.get("name") or "" for e in load(a.scan)} if a.scan else {}
-    for sd in st.get("subdevice_states", []):
-        if sd.get("name"):
-            names[sd["position"]] = sd["name"]
     within("rtcat_up", one(fams, "rtcat_up"), 1, 1)
     for name, key in COUNTERS.items():
         within(name, one(fams, name), st["counters"][key], after["counters"][key])
@@ -227,15 +224,23 @@ def check_up(fams, a):
         fail(f"rtcat_master_state{{state={st['state']!r}}} is not 1")
     for name, key in HISTOGRAMS.items():
         check_histogram(fams, name, st["histograms"][key], after["histograms"][key], live)
-    al = series(fams, "rtcat_subdevice_al_state")
-    for sd in st.get("subdevice_states", []):
-        labels = frozenset({("position", str(sd["position"])), ("name", names.get(sd["position"], ""))})
-        if labels not in al:
-            fail(f"rtcat_subdevice_al_state{dict(labels)} missing (have {[dict(k) for k in al]})")
-        elif not live and al[labels] != sd["al_state"]:
-            fail(f"rtcat_subdevice_al_state{dict(labels)} = {al[labels]}, want {sd['al_state']}")
-    if len(al) != len(st.get("subdevice_states", [])):
-        fail(f"rtcat_subdevice_al_state: {len(al)} series, status has {len(st.get('subdevice_states', []))}")
+    per_subdevice = {
+        "rtcat_subdevice_al_state": lambda sd: sd["al_state"] & 0x0F,
+        "rtcat_subdevice_al_error": lambda sd: (sd["al_state"] >> 4) & 1,
+        "rtcat_subdevice_al_status_code": lambda sd: sd.get("al_status_code", 0),
+        "rtcat_subdevice_coe_emergencies_total": lambda sd: sd.get("emergencies", 0),
+    }
+    sds = st.get("subdevice_states", [])
+    for name, want in per_subdevice.items():
+        got = series(fams, name)
+        for sd in sds:
+            labels = frozenset({("position", str(sd["position"])), ("name", names.get(sd["position"], ""))})
+            if labels not in got:
+                fail(f"{name}{dict(labels)} missing (have {[dict(k) for k in got]})")
+            elif not live and got[labels] != want(sd):
+                fail(f"{name}{dict(labels)} = {got[labels]}, want {want(sd)}")
+        if len(got) != len(sds):
+            fail(f"{name}: {len(got)} series, status has {len(sds)}")
     if a.counters:
         check_counters(fams, load(a.counters), names, live)
     dc = st.get("dc")

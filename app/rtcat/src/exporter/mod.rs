@@ -21,6 +21,7 @@ use crate::cli::ExporterArgs;
 use crate::say;
 use model::{EscCounters, ScanEntry, Status};
 use render::{ExporterCounters, Scrape};
+use rtcat_control::Request;
 use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsFd;
@@ -43,9 +44,9 @@ const INDEX: &str = "<!DOCTYPE html>\n<html><head><title>rtcat exporter</title><
 #[derive(Default)]
 struct Shared {
     own: ExporterCounters,
-    names: BTreeMap<u32, String>,
+    names: BTreeMap<u16, String>,
     /// Generation the names were read for.
-    names_generation: Option<u64>,
+    names_generation: Option<u32>,
     /// Whether the last scrape reached the master (a change is said once on stderr).
     last_up: Option<bool>,
 }
@@ -56,12 +57,12 @@ fn scrape(control: &Path, shared: &Mutex<Shared>) -> String {
     let names_generation = lock(shared).names_generation;
     let mut sc = Scrape::default();
     let mut errors: Vec<(&'static str, String)> = Vec::new();
-    let mut new_names: Option<(u64, BTreeMap<u32, String>)> = None;
+    let mut new_names: Option<(u32, BTreeMap<u16, String>)> = None;
     match source::Control::connect(control) {
         Err(e) => errors.push(("status", e)),
         Ok(mut c) => {
-            match c.ask::<Status>("status").and_then(|s| {
-                s.check()
+            match c.ask::<Status>(&Request::Status).and_then(|s| {
+                model::check_status(&s)
                     .map(|()| s)
                     .map_err(|e| format!("status reply: {e}"))
             }) {
@@ -69,12 +70,12 @@ fn scrape(control: &Path, shared: &Mutex<Shared>) -> String {
                 Err(e) => errors.push(("status", e)),
             }
             if let Some(st) = &sc.status {
-                match c.ask::<EscCounters>("counters") {
+                match c.ask::<EscCounters>(&Request::Counters) {
                     Ok(v) => sc.counters = Some(v),
                     Err(e) => errors.push(("counters", e)),
                 }
                 if names_generation != Some(st.generation) {
-                    match c.ask::<Vec<ScanEntry>>("scan") {
+                    match c.ask::<Vec<ScanEntry>>(&Request::Scan) {
                         Ok(v) => {
                             let m = v
                                 .into_iter()

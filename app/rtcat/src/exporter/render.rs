@@ -6,7 +6,7 @@
 //! (<https://prometheus.io/docs/practices/naming/>): base units (seconds, ratios), `_total` on
 //! counters, the unit before it.
 
-use super::model::{EscCounters, Histogram, PortCounters, Status, SubdeviceCounters};
+use super::model::{EscCounters, Histo, PortCounters, Status, SubdeviceCounters};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -18,7 +18,7 @@ pub struct Scrape {
     /// The `counters` reply (absent when the master could not be asked or it failed).
     pub counters: Option<EscCounters>,
     /// Device names by position (from `scan`, asked again when the generation changes).
-    pub names: BTreeMap<u32, String>,
+    pub names: BTreeMap<u16, String>,
     /// Seconds the scrape took to ask the master.
     pub duration_s: f64,
 }
@@ -119,7 +119,7 @@ impl Page {
         &mut self,
         name: &str,
         help: &str,
-        series: &[(Vec<(&str, String)>, &Histogram)],
+        series: &[(Vec<(&str, String)>, &Histo)],
         scale: f64,
     ) {
         if series.is_empty() {
@@ -130,13 +130,13 @@ impl Page {
         for (labels, h) in series {
             for &(le, n) in &h.buckets {
                 let mut l = labels.clone();
-                l.push(("le", value(le * scale)));
+                l.push(("le", value(le as f64 * scale)));
                 self.sample(&bucket, &l, n as f64);
             }
             let mut l = labels.clone();
             l.push(("le", "+Inf".into()));
             self.sample(&bucket, &l, h.count as f64);
-            self.sample(&format!("{name}_sum"), labels, h.sum * scale);
+            self.sample(&format!("{name}_sum"), labels, h.sum as f64 * scale);
             self.sample(&format!("{name}_count"), labels, h.count as f64);
         }
     }
@@ -177,27 +177,21 @@ pub fn render(s: &Scrape, own: &ExporterCounters) -> String {
         "Time this scrape took to ask the master",
         s.duration_s,
     );
-    // One name per position on every family: the master's own (status) over the scan's.
-    let mut names = s.names.clone();
-    for sd in s.status.iter().flat_map(|st| &st.subdevice_states) {
-        if let Some(n) = &sd.name {
-            names.insert(sd.position, n.clone());
-        }
-    }
+    let names = &s.names;
     if let Some(st) = &s.status {
-        status(&mut p, st, &names);
+        status(&mut p, st, names);
     }
     if let Some(c) = &s.counters {
-        esc_counters(&mut p, c, &names);
+        esc_counters(&mut p, c, names);
     }
     p.out
 }
 
-fn name_of(names: &BTreeMap<u32, String>, position: u32) -> String {
+fn name_of(names: &BTreeMap<u16, String>, position: u16) -> String {
     names.get(&position).cloned().unwrap_or_default()
 }
 
-fn status(p: &mut Page, st: &Status, names: &BTreeMap<u32, String>) {
+fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
     p.family(
         "rtcat_master_state",
         "gauge",
@@ -305,7 +299,7 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u32, String>) {
         p.one(name, "counter", help, v as f64);
     }
     let h = &st.histograms;
-    let hists: [(&str, &str, &Histogram); 3] = [
+    let hists: [(&str, &str, &Histo); 3] = [
         (
             "rtcat_wake_lateness_seconds",
             "How late the cyclic thread woke after its deadline",
@@ -326,44 +320,52 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u32, String>) {
         p.histogram(name, help, &[(vec![], hist)], 1e-9);
     }
     for (name, help, hist) in hists {
-        if let Some(m) = hist.max {
-            let n = name.replace("_seconds", "_max_seconds");
-            p.one(
-                &n,
-                "gauge",
-                &format!("{help}: the largest value seen"),
-                m * 1e-9,
-            );
-        }
+        let n = name.replace("_seconds", "_max_seconds");
+        let help = format!("{help}: the largest value since the master started");
+        p.one(&n, "gauge", &help, hist.max as f64 * 1e-9);
     }
     if !st.subdevice_states.is_empty() {
+        let sds = &st.subdevice_states;
+        let labels = |pos: u16| [("position", pos.to_string()), ("name", name_of(names, pos))];
         p.family(
             "rtcat_subdevice_al_state",
             "gauge",
-            "AL state of the subdevice (ETG.1000.6 AL status 0x0130: 1 INIT, 2 PRE-OP, 3 BOOT, 4 SAFE-OP, 8 OP)",
+            "AL state of the subdevice (ETG.1000.6 AL status 0x0130 bits 0..3: 1 INIT, 2 PRE-OP, 3 BOOT, 4 SAFE-OP, 8 OP)",
         );
-        for sd in &st.subdevice_states {
-            let labels = [
-                ("position", sd.position.to_string()),
-                ("name", name_of(names, sd.position)),
-            ];
-            p.sample("rtcat_subdevice_al_state", &labels, f64::from(sd.al_state));
+        for sd in sds {
+            let state = f64::from(sd.al_state & 0x0f);
+            p.sample("rtcat_subdevice_al_state", &labels(sd.position), state);
         }
-        if st.subdevice_states.iter().any(|s| s.emergencies.is_some()) {
-            p.family(
+        p.family(
+            "rtcat_subdevice_al_error",
+            "gauge",
+            "1 when the subdevice signals an error (AL status 0x0130 bit 4; the code is rtcat_subdevice_al_status_code)",
+        );
+        for sd in sds {
+            let err = f64::from((sd.al_state >> 4) & 1);
+            p.sample("rtcat_subdevice_al_error", &labels(sd.position), err);
+        }
+        p.family(
+            "rtcat_subdevice_al_status_code",
+            "gauge",
+            "AL status code of the subdevice (0x0134; ETG.1000.6 Table 11, 0 = no error)",
+        );
+        for sd in sds {
+            let code = f64::from(sd.al_status_code);
+            p.sample("rtcat_subdevice_al_status_code", &labels(sd.position), code);
+        }
+        p.family(
+            "rtcat_subdevice_coe_emergencies_total",
+            "counter",
+            "CoE emergency messages received from the subdevice",
+        );
+        for sd in sds {
+            let n = sd.emergencies as f64;
+            p.sample(
                 "rtcat_subdevice_coe_emergencies_total",
-                "counter",
-                "CoE emergency messages received from the subdevice",
+                &labels(sd.position),
+                n,
             );
-            for sd in &st.subdevice_states {
-                if let Some(n) = sd.emergencies {
-                    let labels = [
-                        ("position", sd.position.to_string()),
-                        ("name", name_of(names, sd.position)),
-                    ];
-                    p.sample("rtcat_subdevice_coe_emergencies_total", &labels, n as f64);
-                }
-            }
         }
     }
     if let Some(dc) = &st.dc {
@@ -443,7 +445,7 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u32, String>) {
             ];
             p.sample("rtcat_axis_faults_total", &labels, a.faults as f64);
         }
-        let series: Vec<(Vec<(&str, String)>, &Histogram)> = axes
+        let series: Vec<(Vec<(&str, String)>, &Histo)> = axes
             .iter()
             .map(|a| {
                 (
@@ -467,7 +469,7 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u32, String>) {
 /// A gauge family: name, help, and the register it shows.
 type Family<T> = (&'static str, &'static str, fn(&T) -> u8);
 
-fn esc_counters(p: &mut Page, c: &EscCounters, names: &BTreeMap<u32, String>) {
+fn esc_counters(p: &mut Page, c: &EscCounters, names: &BTreeMap<u16, String>) {
     p.one(
         "rtcat_esc_counters_polled_timestamp_seconds",
         "gauge",

@@ -1,100 +1,43 @@
-//! Asking the master: one connection to its control socket per scrape, one JSON line per
-//! request (`{"cmd": "status"}`), one reply line each (`{"ok": true, "data": ...}` or
-//! `{"ok": false, "kind": ..., "error": ...}`), as the control protocol defines them.
-//!
-//! Everything here is bounded: the connect, every read and write (a master that hangs costs a
-//! scrape [`TIMEOUT`], never the exporter), and the reply's length.
+//! Asking the master: one connection to its control socket per scrape, through
+//! `rtcat-control`'s blocking client, every request bounded by [`TIMEOUT`] (a master that hangs
+//! costs a scrape that long, never the exporter).
 
+use rtcat_control::{Client, Request};
 use serde::de::DeserializeOwned;
-use std::io::{BufRead, BufReader, Read, Write};
-use std::os::unix::net::UnixStream;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
-/// Longest wait for one reply. Prometheus' default scrape timeout is 10 s; three requests stay
-/// well inside it.
-pub const TIMEOUT: Duration = Duration::from_secs(2);
-
-/// Longest reply line accepted: the `scan` of 256 subdevices is some 300 KiB of JSON.
-pub const MAX_REPLY: u64 = 8 << 20;
+/// Longest wait for one reply. Prometheus' default scrape timeout is 10 s; the three requests of
+/// a scrape stay inside it. (`status` and `counters` come from what the master already holds;
+/// `scan`, which reads the bus, is asked only when the layout's generation changes.)
+pub const TIMEOUT: Duration = Duration::from_secs(3);
 
 /// A connection to the control socket.
 pub struct Control {
-    path: PathBuf,
-    reader: BufReader<UnixStream>,
-    writer: UnixStream,
+    client: Client,
 }
 
 impl Control {
     pub fn connect(path: &Path) -> Result<Control, String> {
-        let s = UnixStream::connect(path)
-            .map_err(|e| format!("control socket {}: {e}", path.display()))?;
-        let set = |s: &UnixStream| -> std::io::Result<()> {
-            s.set_read_timeout(Some(TIMEOUT))?;
-            s.set_write_timeout(Some(TIMEOUT))
-        };
-        set(&s).map_err(|e| format!("control socket {}: {e}", path.display()))?;
-        let writer = s
-            .try_clone()
-            .map_err(|e| format!("control socket {}: {e}", path.display()))?;
+        let client = Client::connect(path).map_err(|e| e.to_string())?;
         Ok(Control {
-            path: path.to_owned(),
-            reader: BufReader::new(s),
-            writer,
+            client: client.with_timeout(TIMEOUT),
         })
     }
 
-    /// Sends `{"cmd": CMD}` and returns the reply's `data` as `T`.
-    pub fn ask<T: DeserializeOwned>(&mut self, cmd: &str) -> Result<T, String> {
-        let at = || format!("control socket {} ({cmd})", self.path.display());
-        let mut req = serde_json::json!({ "cmd": cmd }).to_string();
-        req.push('\n');
-        self.writer
-            .write_all(req.as_bytes())
-            .map_err(|e| format!("{}: sending the request: {e}", at()))?;
-        let mut line = Vec::new();
-        let n = (&mut self.reader)
-            .take(MAX_REPLY + 1)
-            .read_until(b'\n', &mut line)
-            .map_err(|e| format!("{}: reading the reply: {e}", at()))?;
-        if n == 0 {
-            return Err(format!("{}: the master closed the connection", at()));
-        }
-        if line.last() != Some(&b'\n') {
-            return Err(if n as u64 > MAX_REPLY {
-                format!("{}: reply longer than {MAX_REPLY} bytes", at())
-            } else {
-                format!("{}: the reply ended without a line feed", at())
-            });
-        }
-        parse_reply(&line).map_err(|e| format!("{}: {e}", at()))
+    /// Sends `req` and returns the reply's `data` as `T`.
+    pub fn ask<T: DeserializeOwned>(&mut self, req: &Request) -> Result<T, String> {
+        let cmd = req.to_value()["cmd"].as_str().unwrap_or("?").to_string();
+        let data = self.client.call(req).map_err(|e| format!("{cmd}: {e}"))?;
+        parse_data(&data).map_err(|e| format!("{cmd}: {e}"))
     }
 }
 
-/// The reply line's `data` as `T`, or the master's error.
-pub fn parse_reply<T: DeserializeOwned>(line: &[u8]) -> Result<T, String> {
-    #[derive(serde::Deserialize)]
-    struct Reply {
-        ok: bool,
-        #[serde(default)]
-        data: serde_json::Value,
-        #[serde(default)]
-        kind: Option<String>,
-        #[serde(default)]
-        error: Option<String>,
-    }
-    let r: Reply =
-        serde_json::from_slice(line).map_err(|e| format!("reply is not a reply object: {e}"))?;
-    if !r.ok {
-        return Err(format!(
-            "the master refused ({}): {}",
-            r.kind.as_deref().unwrap_or("no kind"),
-            r.error.as_deref().unwrap_or("no error text")
-        ));
-    }
-    // Read back from its pretty form, one field a line, so that an error's line shows the field
-    // it is about (serde names a missing field, but not the key of a value of the wrong type).
-    let text = serde_json::to_string_pretty(&r.data).unwrap_or_default();
+/// A reply's data as `T`. Read back from its pretty form, one field a line, so that an error's
+/// line shows the field it is about (serde names a missing field, but not the key of a value of
+/// the wrong type).
+pub fn parse_data<T: DeserializeOwned>(data: &serde_json::Value) -> Result<T, String> {
+    let text = serde_json::to_string_pretty(data).unwrap_or_default();
     serde_json::from_str(&text).map_err(|e| {
         let at = text
             .lines()
@@ -117,12 +60,11 @@ mod tests {
 
     #[test]
     fn a_wrong_field_is_named() {
-        let e = parse_reply::<Status>(br#"{"ok": true, "data": {"version": "one"}}"#).unwrap_err();
-        assert!(e.contains("version"), "{e}");
-        let e = parse_reply::<Status>(br#"{"ok": false, "kind": "runtime", "error": "boom"}"#)
-            .unwrap_err();
-        assert!(e.contains("runtime") && e.contains("boom"), "{e}");
-        let e = parse_reply::<Status>(b"[1,2]").unwrap_err();
-        assert!(e.contains("not a reply"), "{e}");
+        let v = serde_json::json!({"version": "one"});
+        let e = parse_data::<Status>(&v).unwrap_err();
+        assert!(e.contains("\"version\": \"one\""), "{e}");
+        let v = serde_json::json!({"version": 1});
+        let e = parse_data::<Status>(&v).unwrap_err();
+        assert!(e.contains("missing field"), "{e}");
     }
 }
