@@ -164,13 +164,30 @@ fn serve(mut s: TcpStream, control: &Path, shared: &Mutex<Shared>) {
     let _ = http::respond(&mut s, &r, head_only);
 }
 
+/// Binds `addr`. `[::]` (every address, IPv4 too on Linux: IPV6_V6ONLY is off by default,
+/// ipv6(7)) on a kernel built without IPv6 falls back to `0.0.0.0`, every IPv4 address, which is
+/// what it means there; the unit's `--listen [::]:9780` then still works.
+fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
+    match TcpListener::bind(addr) {
+        Err(e)
+            if e.raw_os_error() == Some(libc::EAFNOSUPPORT)
+                && addr.ip() == std::net::Ipv6Addr::UNSPECIFIED =>
+        {
+            let v4 = std::net::SocketAddr::from((std::net::Ipv4Addr::UNSPECIFIED, addr.port()));
+            say!("rtcat exporter: no IPv6 in this kernel; listening on {v4}");
+            TcpListener::bind(v4)
+        }
+        r => r,
+    }
+}
+
 /// `rtcat exporter`.
 pub fn run(a: ExporterArgs) -> ExitCode {
     if a.control.as_os_str().is_empty() {
         say!("rtcat: --control: the path of the master's control socket is empty");
         return ExitCode::from(2);
     }
-    let listener = match TcpListener::bind(a.listen) {
+    let listener = match bind(a.listen) {
         Ok(l) => l,
         Err(e) => {
             say!("rtcat: --listen {}: {e}", a.listen);
