@@ -97,6 +97,20 @@ pub enum SdoOp {
         /// Bytes to read.
         len: u8,
     },
+    /// Write these bytes to the ESC registers from `address` (FPWR); `index` and `sub` are
+    /// not used. AL control (0x0120) for a state request, for instance.
+    WriteRegister {
+        /// First register.
+        address: u16,
+        /// The bytes.
+        data: SdoData,
+    },
+    /// Read the send mailbox (SM1) once if the subdevice has filled it: a CoE emergency found
+    /// there goes to the ring, anything else is read away. The value is `[1]` when a mailbox
+    /// was read, empty when SM1 was empty. Emergencies only reach the master when SM1 is read
+    /// (ETG.1000.4 §5.6: the device cannot send on its own), so a poller sends this
+    /// regularly; `index` and `sub` are not used.
+    PollMailbox,
 }
 
 /// One request: subdevice position, object index and subindex, read or write.
@@ -257,6 +271,46 @@ impl SdoClient {
             },
             timeout,
         )
+    }
+
+    /// Write `data` (at most [`MAX_SDO_BYTES`]) to the ESC registers of the subdevice at
+    /// `position` from `address`.
+    pub fn write_register(
+        &self,
+        position: u16,
+        address: u16,
+        data: &[u8],
+        timeout: Duration,
+    ) -> Result<(), SdoFailure> {
+        let data = SdoData::new(data).ok_or(SdoFailure::TooLong {
+            len: data.len(),
+            max: MAX_SDO_BYTES,
+        })?;
+        self.transfer(
+            SdoRequest {
+                position,
+                index: 0,
+                sub: 0,
+                op: SdoOp::WriteRegister { address, data },
+            },
+            timeout,
+        )
+        .map(drop)
+    }
+
+    /// Read the send mailbox of the subdevice at `position` once if it is full
+    /// ([`SdoOp::PollMailbox`]): true when a mailbox was read.
+    pub fn poll_mailbox(&self, position: u16, timeout: Duration) -> Result<bool, SdoFailure> {
+        self.transfer(
+            SdoRequest {
+                position,
+                index: 0,
+                sub: 0,
+                op: SdoOp::PollMailbox,
+            },
+            timeout,
+        )
+        .map(|d| !d.as_slice().is_empty())
     }
 
     /// Queue `request` and wait up to `timeout` for its reply.
@@ -422,6 +476,16 @@ async fn transfer(
         }
         return Ok(d);
     }
+    if let SdoOp::WriteRegister { address: reg, data } = r.op {
+        if data.as_slice().is_empty() {
+            return Err(SdoFailure::Invalid("no data to write"));
+        }
+        Command::fpwr(address, reg)
+            .send(md, data.as_slice())
+            .await
+            .map_err(failure)?;
+        return Ok(EMPTY);
+    }
     let slot = svc
         .stations
         .get_mut(usize::from(r.position))
@@ -455,7 +519,10 @@ async fn transfer(
         SdoOp::Write(d) => download(&mut io, r.index, r.sub, d.as_slice())
             .await
             .map(|()| EMPTY),
-        SdoOp::ReadRegister { .. } => Err(SdoFailure::Invalid("register read")),
+        SdoOp::PollMailbox => io.poll().await,
+        SdoOp::ReadRegister { .. } | SdoOp::WriteRegister { .. } => {
+            Err(SdoFailure::Invalid("register access"))
+        }
     };
     let st = io.st;
     svc.stations[usize::from(r.position)] = Some(st);
@@ -627,6 +694,18 @@ impl Io<'_> {
                 return Err(SdoFailure::Timeout);
             }
         }
+    }
+
+    /// Read SM1 once if it is full ([`SdoOp::PollMailbox`]).
+    async fn poll(&mut self) -> Result<SdoData, SdoFailure> {
+        if !self.sm_full(self.st.geometry.tx_sm).await? {
+            return Ok(EMPTY);
+        }
+        // An emergency goes to the ring; a response nobody waits for any more is dropped.
+        self.read_mailbox().await?;
+        let mut d = EMPTY;
+        d.extend(&[1]);
+        Ok(d)
     }
 
     /// Send `out[..len]` and wait for the response (in `inp`).

@@ -77,6 +77,40 @@ pub struct Config {
     /// `[ipc]`: who may use what the master shares with other programs (the shared-memory
     /// process image, the control socket).
     pub ipc: IpcConfig,
+    /// `[control]`: the control socket of `rtcat run` / `bench`.
+    pub control: ControlConfig,
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+/// `[control]`.
+pub struct ControlConfig {
+    /// Path of the control socket (JSON lines; `rtcat-control`); absent: none. `--control
+    /// SOCK` sets or overrides it.
+    pub socket: Option<std::path::PathBuf>,
+}
+
+/// Longest path of a Unix socket (`sun_path` holds 108 bytes with the NUL, unix(7)).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+impl ControlConfig {
+    /// Check a control socket path: absolute, at most [`MAX_SOCKET_PATH`] bytes, a file name
+    /// that is not `.`/`..`. The message names what is wrong (the caller names the key).
+    pub fn check_socket(p: &std::path::Path) -> Result<(), String> {
+        let len = p.as_os_str().len();
+        if !p.is_absolute() {
+            return Err("must be an absolute path (the unit sets one under /run)".into());
+        }
+        if len > MAX_SOCKET_PATH {
+            return Err(format!(
+                "{len} bytes: a Unix socket path holds at most {MAX_SOCKET_PATH}"
+            ));
+        }
+        match p.file_name() {
+            Some(_) if !p.as_os_str().as_encoded_bytes().ends_with(b"/") => Ok(()),
+            _ => Err("must name a file, not a directory".into()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
@@ -510,6 +544,15 @@ impl Config {
                 "ipc.group",
                 &format!("{g:?}"),
                 "a group name: [a-z_][a-z0-9_-]*, at most 31 characters",
+            ));
+        }
+        if let Some(p) = &self.control.socket
+            && let Err(m) = ControlConfig::check_socket(p)
+        {
+            return Err(bad(
+                "control.socket",
+                &format!("{:?}", p.display().to_string()),
+                &m,
             ));
         }
         self.tune.validate().map_err(|e| ConfigError::Invalid {

@@ -13,14 +13,29 @@
 //! (separately) all outputs; [`Entry::bit_offset`] is the bit position in that image.
 
 use crate::sii::Sii;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Schema name of the JSON form (`rtcat pdos --json`).
 pub const LAYOUT_SCHEMA: &str = "rtcat.layout/1";
 
+/// A `&'static str` serde does not try to borrow from the input (the value is one of ours).
+pub type Static = &'static str;
+
+/// [`LAYOUT_SCHEMA`] read back: a layout of another schema is refused, not misread.
+fn schema<'de, D: serde::Deserializer<'de>>(d: D) -> Result<&'static str, D::Error> {
+    let s = String::deserialize(d)?;
+    if s == LAYOUT_SCHEMA {
+        Ok(LAYOUT_SCHEMA)
+    } else {
+        Err(serde::de::Error::custom(format!(
+            "schema {s:?}: this rtcat reads {LAYOUT_SCHEMA:?}"
+        )))
+    }
+}
+
 /// An entry's CoE data type (ETG.1000.6 Table 64), as far as the master interprets it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum DataType {
     /// BOOLEAN (0x01) and BIT1 (0x30).
@@ -106,7 +121,7 @@ impl std::fmt::Display for DataType {
 pub use crate::sii::Direction;
 
 /// One mapped entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entry {
     /// Position of the subdevice.
     pub position: u16,
@@ -158,7 +173,7 @@ impl Entry {
 }
 
 /// One PDO in effect.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pdo {
     /// PDO index.
     pub index: u16,
@@ -173,7 +188,7 @@ pub struct Pdo {
 }
 
 /// Where the mapping of a subdevice came from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum MappingSource {
     /// CoE objects 0x1C1n and 0x16xx/0x1Axx.
@@ -183,7 +198,7 @@ pub enum MappingSource {
 }
 
 /// Identity of a subdevice (SII words 0x08..0x0F).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Identity {
     /// Vendor ID.
     pub vendor_id: u32,
@@ -196,7 +211,7 @@ pub struct Identity {
 }
 
 /// One subdevice in the layout.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Subdevice {
     /// Position in the segment (0 = first after the master).
     pub position: u16,
@@ -225,10 +240,11 @@ pub struct Subdevice {
 }
 
 /// The whole layout.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Layout {
     /// [`LAYOUT_SCHEMA`].
-    pub schema: &'static str,
+    #[serde(deserialize_with = "schema")]
+    pub schema: Static,
     /// Changes at every (re)initialisation: accessors of an older layout no longer apply.
     pub generation: u32,
     /// Input image size in bytes.

@@ -8,7 +8,7 @@
 //! naming the category and offset, never a panic, and nothing is allocated beyond the image's
 //! own size.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use thiserror::Error;
 
 /// Category types (ETG.2010 Table 3).
@@ -198,7 +198,7 @@ pub struct SyncManager {
 }
 
 /// Direction of a PDO.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Direction {
     /// TxPDO: subdevice to master (inputs of the master).

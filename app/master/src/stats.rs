@@ -122,6 +122,10 @@ pub struct Live {
     pub pdi_bytes: AtomicU64,
     /// Expected working counter.
     pub expected_wkc: AtomicU64,
+    /// Cycles with a subdevice not in OP.
+    pub not_op_cycles: AtomicU64,
+    /// Recovery attempts that failed.
+    pub failed_recoveries: AtomicU64,
 }
 
 impl Live {
@@ -134,6 +138,10 @@ impl Live {
             .store(rec.wkc_mismatches, Ordering::Relaxed);
         self.frames_lost.store(rec.frames_lost, Ordering::Relaxed);
         self.skipped.store(rec.skipped_periods, Ordering::Relaxed);
+        self.not_op_cycles
+            .store(rec.not_op_cycles, Ordering::Relaxed);
+        self.failed_recoveries
+            .store(rec.failed_recoveries, Ordering::Relaxed);
         self.wake_max_ns.fetch_max(wake, Ordering::Relaxed);
         self.exec_max_ns.fetch_max(exec, Ordering::Relaxed);
         self.healthy.store(u64::from(healthy), Ordering::Relaxed);
@@ -217,6 +225,18 @@ pub enum EventKind {
         /// Whether INIT was reached.
         reached_init: bool,
     },
+    /// A CoE emergency from a subdevice (ETG.1000.6 §5.6.4; raised off the real-time thread by
+    /// whoever reads the mailboxes).
+    Emergency {
+        /// Position of the subdevice.
+        position: u16,
+        /// Error code (CiA 301 §7.2.7.1).
+        code: u16,
+        /// Error register (0x1001).
+        register: u8,
+        /// Manufacturer-specific data.
+        data: [u8; 5],
+    },
 }
 
 impl std::fmt::Display for EventKind {
@@ -244,6 +264,24 @@ impl std::fmt::Display for EventKind {
             EventKind::RecoveryDone { attempts } => write!(f, "recovery_done attempts={attempts}"),
             EventKind::RecoveryFailed { attempt } => write!(f, "recovery_failed attempt={attempt}"),
             EventKind::StartFailed { attempt } => write!(f, "start_failed attempt={attempt}"),
+            EventKind::Emergency {
+                position,
+                code,
+                register,
+                data,
+            } => {
+                write!(
+                    f,
+                    "emergency position={position} code={code:#06x} error_register={register:#04x} \
+                     data={:02x}{:02x}{:02x}{:02x}{:02x} text=\"{}\"",
+                    data[0],
+                    data[1],
+                    data[2],
+                    data[3],
+                    data[4],
+                    crate::cia402::error_text(*code)
+                )
+            }
             EventKind::Shutdown { reached_init } => {
                 write!(
                     f,

@@ -6,6 +6,8 @@
 
 use crate::cli::{BusArgs, CountersArgs, PdosArgs, RegsArgs, ScanArgs, SiiArgs};
 use ecsim::{Faults, SegmentSpec};
+use rtcat_control::protocol::FailureKind;
+use rtcat_control::{Client, ClientError, Request};
 use rtcat_master::config::Config;
 use rtcat_master::diag::{self, ErrorCounters, PortKind, PortState, Probe, ScanEntry};
 use rtcat_master::layout::{Direction, Layout};
@@ -46,8 +48,35 @@ pub(crate) fn finish(r: Result<(), Fail>) -> ExitCode {
     }
 }
 
+/// Ask the running master on `bus.control` (`--control SOCK`): the reply's data, or the
+/// master's failure (usage → exit 2, runtime → exit 1). No master at the path is exit 1.
+pub(crate) fn remote(bus: &BusArgs, request: &Request) -> Result<serde_json::Value, Fail> {
+    let path = bus
+        .control
+        .as_deref()
+        .expect("remote() with --control only");
+    let mut c = Client::connect(path).map_err(|e| Fail::Runtime(e.to_string()))?;
+    c.call(request).map_err(|e| match e {
+        ClientError::Failed(f) if f.kind == FailureKind::Usage => Fail::Usage(f.message),
+        e => Fail::Runtime(e.to_string()),
+    })
+}
+
+/// `T` from a reply's data (the master and this binary speak the same version).
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, Fail> {
+    serde_json::from_value(v)
+        .map_err(|e| Fail::Runtime(format!("control socket: unexpected reply data: {e}")))
+}
+
 /// The configuration, and the session on the target the arguments name.
 pub(crate) fn open(bus: &BusArgs) -> Result<(Session, Config), Fail> {
+    if bus.control.is_some() {
+        return Err(Fail::Usage(
+            "--control: this command reads the bus itself; over the control socket: scan, \
+             pdos, counters, sdo read, sdo write"
+                .into(),
+        ));
+    }
     let cfg = match &bus.config {
         Some(p) => Config::load(p).map_err(|e| Fail::Usage(e.to_string()))?,
         None => Config::default(),
@@ -222,6 +251,17 @@ pub fn scan_table(entries: &[ScanEntry]) -> String {
 /// `rtcat scan`.
 pub fn scan(a: ScanArgs) -> ExitCode {
     finish((|| {
+        if a.bus.control.is_some() {
+            // The master's JSON is printed as it came (the same serialisation of the same
+            // `ScanEntry`); the table needs the typed entries.
+            let v = remote(&a.bus, &Request::Scan)?;
+            emit(&if a.bus.json {
+                json(&v)
+            } else {
+                scan_table(&decode::<Vec<ScanEntry>>(v)?)
+            });
+            return Ok(());
+        }
         let (s, cfg) = open(&a.bus)?;
         let p = probe(&s, &cfg)?;
         let entries = p.scan();
@@ -307,8 +347,12 @@ fn bytes(n: u32) -> String {
 /// `rtcat pdos`.
 pub fn pdos(a: PdosArgs) -> ExitCode {
     finish((|| {
-        let (s, _cfg) = open(&a.bus)?;
-        let l = diag::read_layout(s.maindevice())?;
+        let l = if a.bus.control.is_some() {
+            decode::<Layout>(remote(&a.bus, &Request::Pdos)?)?
+        } else {
+            let (s, _cfg) = open(&a.bus)?;
+            diag::read_layout(s.maindevice())?
+        };
         emit(&if a.bus.json {
             json(&l)
         } else {
@@ -682,9 +726,22 @@ pub fn counters(a: CountersArgs) -> ExitCode {
                 )));
             }
         };
-        let (s, cfg) = open(&a.bus)?;
-        let p = probe(&s, &cfg)?;
-        let first = p.all_error_counters()?;
+        // One reading: the bus's own, or the running master poller's last one.
+        let mut read: Box<dyn FnMut() -> Result<Vec<ErrorCounters>, Fail>> =
+            if a.bus.control.is_some() {
+                let bus = &a.bus;
+                Box::new(move || {
+                    let v = remote(bus, &Request::Counters)?;
+                    decode(v.get("subdevices").cloned().unwrap_or_default())
+                })
+            } else {
+                let (s, cfg) = open(&a.bus)?;
+                probe(&s, &cfg)?;
+                Box::new(move || {
+                    Ok(Probe::new(s.maindevice(), &cfg).and_then(|p| p.all_error_counters())?)
+                })
+            };
+        let first = read()?;
         let Some(period) = period else {
             emit(&if a.bus.json {
                 json(&first)
@@ -721,9 +778,9 @@ pub fn counters(a: CountersArgs) -> ExitCode {
                 return Ok(());
             }
             // A bus that fails while watched is reported and read again next period.
-            let now = match Probe::new(s.maindevice(), &cfg).and_then(|p| p.all_error_counters()) {
+            let now = match read() {
                 Ok(c) => c,
-                Err(e) => {
+                Err(Fail::Usage(e) | Fail::Runtime(e)) => {
                     crate::say!("rtcat: {e}");
                     continue;
                 }

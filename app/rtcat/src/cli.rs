@@ -152,6 +152,10 @@ pub struct BusArgs {
     /// Segment description for --sim (default: the reference segment, 3 subdevices)
     #[arg(long, value_name = "FILE", requires = "sim")]
     pub segment: Option<PathBuf>,
+    /// Ask the running master on this control socket instead of opening the NIC
+    /// (`rtcat run|bench --control SOCK`)
+    #[arg(long, value_name = "SOCK", conflicts_with_all = ["iface", "sim"])]
+    pub control: Option<PathBuf>,
     /// Configuration file: [bus] interface and timeouts (default: built-in defaults)
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
@@ -273,6 +277,10 @@ pub struct RunArgs {
     /// Use the in-process simulated segment instead of [bus].interface (testing)
     #[arg(long)]
     pub sim: bool,
+    /// Serve the control socket here (JSON lines; see `rtcat scan --control`); overrides
+    /// [control] socket
+    #[arg(long, value_name = "SOCK")]
+    pub control: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -334,6 +342,13 @@ pub struct BenchArgs {
     /// Print health events to stderr as they happen
     #[arg(long)]
     pub verbose: bool,
+    /// Serve the control socket here (JSON lines; see `rtcat scan --control`); overrides
+    /// [control] socket
+    #[arg(long, value_name = "SOCK", conflicts_with = "timer_only")]
+    pub control: Option<PathBuf>,
+    /// With --sim: accept the simulator's fault commands (`rtcat sim-ctl`) on this socket
+    #[arg(long, value_name = "PATH", requires = "sim", hide = true)]
+    pub sim_control: Option<PathBuf>,
 }
 
 #[derive(Args, Debug)]

@@ -11,6 +11,7 @@ pub use rtcat_master::{bus, clock, config, cycle, master, rt, stats};
 pub mod buscmd;
 pub mod cli;
 pub mod console;
+pub mod control;
 pub mod echo;
 pub mod esicmd;
 pub mod exporter;

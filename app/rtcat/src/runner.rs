@@ -196,6 +196,34 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         )),
     };
     let live = job.live.clone();
+    // Every run with a target: the acyclic queue (served by the cyclic thread in its budget),
+    // the poller on it, and the control socket when asked for.
+    let queue = job.target.as_ref().map(|_| {
+        let (client, service) = rtcat_master::acyclic::sdo_queue(
+            crate::control::QUEUE_CAPACITY,
+            crate::control::QUEUE_BUDGET,
+        );
+        (Arc::new(client), service)
+    });
+    let hist = Arc::new(crate::control::HistShare::default());
+    let layout: crate::control::LayoutShare = Arc::default();
+    let (more_tx, more_rx) = std::sync::mpsc::sync_channel(256);
+    let control = match &queue {
+        Some((client, _)) => Some(crate::control::Control::start(
+            crate::control::Shared::new(
+                &job.cfg,
+                live.clone(),
+                hist.clone(),
+                layout.clone(),
+                client.clone(),
+                job.axes.clone(),
+            ),
+            job.cfg.control.socket.as_deref(),
+            more_tx,
+        )?),
+        None => None,
+    };
+    let sdo = queue.map(|(_, service)| service);
     let status = StatusThread::spawn(
         StatusConfig {
             dir: job.dir.clone(),
@@ -207,6 +235,8 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             echo_events: job.echo_events,
             samples_csv: job.samples,
             checkpoint,
+            histograms: Some(hist),
+            more_events: Some(more_rx),
         },
         live.clone(),
         ev_rx,
@@ -249,11 +279,17 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 })),
                 retry_start: job.retry_start,
                 stop: crate::signals::handle(),
-                sdo: None,
+                sdo,
             };
-            master::run(spec, job.app.as_mut(), &mut ch).map_err(anyhow::Error::from)
+            let inner = std::mem::replace(&mut job.app, Box::new(ZeroOutputs));
+            let mut app = crate::control::LayoutHook::new(inner, layout);
+            master::run(spec, &mut app, &mut ch).map_err(anyhow::Error::from)
         }
     };
+    // The poller's last emergencies still reach the status thread.
+    if let Some(c) = control {
+        c.stop();
+    }
     drop(ch);
     let logging = status.finish();
     let outcome = run?;
@@ -373,9 +409,26 @@ fn finish(r: Result<JobResult>, signal_codes: bool) -> ExitCode {
         },
         Err(e) => {
             crate::say!("rtcat: {e:#}");
-            ExitCode::from(1)
+            // A control socket path that cannot be used as given is the user's input.
+            let usage = e
+                .downcast_ref::<rtcat_control::server::Error>()
+                .is_some_and(rtcat_control::server::Error::is_usage)
+                || e.downcast_ref::<rtcat_master::config::GroupError>()
+                    .is_some();
+            ExitCode::from(if usage { 2 } else { 1 })
         }
     }
+}
+
+/// `--control SOCK` into `cfg` (exit 2 naming the flag when the path cannot be a socket).
+fn set_control(cfg: &mut Config, sock: Option<&std::path::Path>) -> Result<(), ExitCode> {
+    if let Some(p) = sock {
+        if let Err(m) = rtcat_master::config::ControlConfig::check_socket(p) {
+            return Err(usage(format_args!("--control {}: {m}", p.display())));
+        }
+        cfg.control.socket = Some(p.to_path_buf());
+    }
+    Ok(())
 }
 
 pub fn bench_command(a: BenchArgs) -> ExitCode {
@@ -404,6 +457,9 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
         }
         cfg.bus.interface = i.clone();
     }
+    if let Err(c) = set_control(&mut cfg, a.control.as_deref()) {
+        return c;
+    }
     if let Err(e) = cfg.validate("command line") {
         return usage(e);
     }
@@ -421,6 +477,11 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
     {
         return usage(format_args!("--stage: {e}"));
     }
+    // Kept until the run ends (dropping it removes the socket).
+    let mut sim_control = None;
+    if a.timer_only && cfg.control.socket.is_some() {
+        return usage("--control / control.socket: a timer-only run has no segment to control");
+    }
     let target = if a.timer_only {
         None
     } else if a.sim {
@@ -431,10 +492,27 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
             },
             None => SegmentSpec::reference(),
         };
-        Some(Target::Sim {
-            spec,
-            faults: Faults::new(),
-        })
+        let faults = Faults::new();
+        if let Some(p) = &a.sim_control {
+            // The simulator's fault socket (`rtcat sim-ctl`), on the in-process segment.
+            let h = ecsim::control::Handler::new(
+                faults.clone(),
+                Arc::new(std::sync::Mutex::new(
+                    "in-process segment of rtcat bench".into(),
+                )),
+                spec.devices.len(),
+            );
+            match ecsim::control::serve(
+                p,
+                ecsim::control::Access::Owner,
+                h,
+                Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            ) {
+                Ok(c) => sim_control = Some(c),
+                Err(e) => return usage(format_args!("--sim-control: {e}")),
+            }
+        }
+        Some(Target::Sim { spec, faults })
     } else {
         if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
         {
@@ -463,7 +541,7 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
         Ok(d) => d,
         Err(c) => return c,
     };
-    finish(
+    let r = finish(
         execute(Job {
             cfg,
             target,
@@ -482,14 +560,19 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
             axes,
         }),
         true,
-    )
+    );
+    drop(sim_control);
+    r
 }
 
 pub fn run_command(a: RunArgs) -> ExitCode {
-    let cfg = match Config::load(&a.config) {
+    let mut cfg = match Config::load(&a.config) {
         Ok(c) => c,
         Err(e) => return usage(e),
     };
+    if let Err(c) = set_control(&mut cfg, a.control.as_deref()) {
+        return c;
+    }
     if let Err(e) = check_cpus(&cfg, &a.config.display().to_string()) {
         return usage(e);
     }

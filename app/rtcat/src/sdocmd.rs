@@ -7,8 +7,9 @@
 //! the command ends, so a write is seen by a read only within one process (the library API:
 //! [`rtcat_master::coe::segment::with_pre_op`] and a client's `download` then `upload`).
 
-use crate::buscmd::{Fail, emit, finish, json, open, table};
+use crate::buscmd::{Fail, emit, finish, json, open, remote, table};
 use crate::cli::{BusArgs, SdoCmd, SdoListArgs, SdoReadArgs, SdoWriteArgs};
+use rtcat_control::Request;
 use rtcat_master::coe::segment::{self, DeviceMapping, ObjectInfo, PreOp};
 use rtcat_master::coe::{self, SdoType, Timeouts, value::hex_bytes};
 use rtcat_master::diag;
@@ -65,6 +66,46 @@ fn on_segment<R: Send>(
     )?)
 }
 
+/// The request of `sdo read|write --control` (what the master's queue can do: no complete
+/// access, at most [`rtcat_control::protocol::MAX_SDO_DATA`] bytes).
+fn remote_request(
+    position: u32,
+    index: u16,
+    sub: u8,
+    complete: bool,
+    data: Option<Vec<u8>>,
+) -> Result<Request, Fail> {
+    if complete {
+        return Err(Fail::Usage(
+            "--complete: not over --control (the master's queue transfers one subindex)".into(),
+        ));
+    }
+    let position = u16::try_from(position)
+        .map_err(|_| Fail::Usage(format!("POS {position}: positions are 0..=65535")))?;
+    Ok(match data {
+        None => Request::SdoRead {
+            position,
+            index,
+            sub,
+        },
+        Some(d) => {
+            let max = rtcat_control::protocol::MAX_SDO_DATA;
+            if d.len() > max {
+                return Err(Fail::Usage(format!(
+                    "VALUE: {} bytes; over --control at most {max}",
+                    d.len()
+                )));
+            }
+            Request::SdoWrite {
+                position,
+                index,
+                sub,
+                data: d,
+            }
+        }
+    })
+}
+
 fn say_emergencies(e: &[coe::Emergency]) {
     for e in e {
         crate::say!("rtcat: {e}");
@@ -112,25 +153,38 @@ fn read(a: SdoReadArgs) -> Result<(), Fail> {
     let ty = a.ty.as_deref().map(parse_type).transpose()?;
     let position = a.position;
     let complete = a.complete;
-    let (bytes, described, emergencies) = on_segment(&a.bus, move |seg| {
-        let d = seg.device(position)?;
-        let info = d.sdo_info();
-        let mut c = seg.client(position)?;
-        let bytes = if complete {
-            c.upload_complete(index, sub == 0)?
-        } else {
-            c.upload(index, sub)?
-        };
-        // Without --type, SDO information says what the bytes are, when the device has it.
-        let described = if ty.is_none() && info && !complete {
-            c.entry_description(index, sub)
-                .ok()
-                .map(|e| (e.data_type, segment::entry_name(&mut c, index, sub)))
-        } else {
-            None
-        };
-        Ok((bytes, described, c.take_emergencies()))
-    })?;
+    let (bytes, described, emergencies) = if a.bus.control.is_some() {
+        // Through the running master's acyclic queue: an upload, no SDO information (the
+        // type comes from --type, the value is shown as hex without it).
+        let v = remote(
+            &a.bus,
+            &remote_request(position, index, sub, complete, None)?,
+        )?;
+        let hex = v.get("data").and_then(|d| d.as_str()).unwrap_or_default();
+        let bytes = rtcat_control::protocol::from_hex(hex)
+            .map_err(|e| Fail::Runtime(format!("control socket: data {e}")))?;
+        (bytes, None, Vec::new())
+    } else {
+        on_segment(&a.bus, move |seg| {
+            let d = seg.device(position)?;
+            let info = d.sdo_info();
+            let mut c = seg.client(position)?;
+            let bytes = if complete {
+                c.upload_complete(index, sub == 0)?
+            } else {
+                c.upload(index, sub)?
+            };
+            // Without --type, SDO information says what the bytes are, when the device has it.
+            let described = if ty.is_none() && info && !complete {
+                c.entry_description(index, sub)
+                    .ok()
+                    .map(|e| (e.data_type, segment::entry_name(&mut c, index, sub)))
+            } else {
+                None
+            };
+            Ok((bytes, described, c.take_emergencies()))
+        })?
+    };
     say_emergencies(&emergencies);
     let (ty, name) = match (ty, &described) {
         (Some(t), _) => (Some(t), None),
@@ -205,15 +259,23 @@ fn write(a: SdoWriteArgs) -> Result<(), Fail> {
     }
     let (position, complete) = (a.position, a.complete);
     let d2 = data.clone();
-    let emergencies = on_segment(&a.bus, move |seg| {
-        let mut c = seg.client(position)?;
-        if complete {
-            c.download_complete(index, sub == 0, &d2)?;
-        } else {
-            c.download(index, sub, &d2)?;
-        }
-        Ok(c.take_emergencies())
-    })?;
+    let emergencies = if a.bus.control.is_some() {
+        remote(
+            &a.bus,
+            &remote_request(position, index, sub, complete, Some(data.clone()))?,
+        )?;
+        Vec::new()
+    } else {
+        on_segment(&a.bus, move |seg| {
+            let mut c = seg.client(position)?;
+            if complete {
+                c.download_complete(index, sub == 0, &d2)?;
+            } else {
+                c.download(index, sub, &d2)?;
+            }
+            Ok(c.take_emergencies())
+        })?
+    };
     say_emergencies(&emergencies);
     if a.bus.sim {
         crate::say!(

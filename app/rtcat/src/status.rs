@@ -7,15 +7,18 @@
 //! runs low, samples.csv stops first, then events.log, so the summary and the histograms (written
 //! at every checkpoint and at the end) still fit.
 
+use crate::control::HistShare;
 use crate::say;
 use crate::sdnotify::Notifier;
 use crate::stats::{Event, Live, Recorder, Sample};
+use rtcat_control::protocol::{Histo, Histograms};
 use rtlab::summary::LoggingHealth;
 use safefs::Dir;
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// While the first bring-up waits for the segment: extend systemd's start timeout by 10 s every
@@ -42,6 +45,31 @@ pub struct StatusConfig {
     pub samples_csv: bool,
     /// Write a checkpoint this often.
     pub checkpoint: Option<(Duration, CheckpointFn)>,
+    /// Publish the run's histograms here (for the control socket), about every
+    /// [`PUBLISH_EVERY`].
+    pub histograms: Option<Arc<HistShare>>,
+    /// Events raised off the cyclic thread (the poller's emergencies), written like the
+    /// cyclic thread's.
+    pub more_events: Option<mpsc::Receiver<Event>>,
+}
+
+/// How often the histograms go to [`StatusConfig::histograms`].
+pub const PUBLISH_EVERY: Duration = Duration::from_millis(250);
+
+/// Exact sums of what the mirror histograms hold (HdrHistogram keeps none).
+#[derive(Default)]
+struct Sums {
+    wake: u64,
+    exec: u64,
+    rtt: u64,
+}
+
+fn histograms(m: &Recorder, s: &Sums) -> Histograms {
+    Histograms {
+        wake_ns: Histo::from_hdr(&m.wake, s.wake),
+        exec_ns: Histo::from_hdr(&m.exec, s.exec),
+        rtt_ns: Histo::from_hdr(&m.rtt, s.rtt),
+    }
 }
 
 pub struct StatusThread {
@@ -200,7 +228,11 @@ impl StatusThread {
                     echo_events,
                     samples_csv,
                     mut checkpoint,
+                    histograms: share,
+                    more_events,
                 } = cfg;
+                let mut sums = Sums::default();
+                let mut last_publish: Option<Instant> = None;
                 let mut health = Health::default();
                 let mut log = LogFile::open(&dir, "events.log", &mut health);
                 let mut csv = samples_csv.then(|| {
@@ -237,7 +269,9 @@ impl StatusThread {
                             Err(e) => health.error(format!("free space: {e}")),
                         }
                     }
-                    while let Ok(e) = events.pop() {
+                    let more = std::iter::from_fn(|| more_events.as_ref()?.try_recv().ok());
+                    let cyclic = std::iter::from_fn(|| events.pop().ok());
+                    for e in cyclic.chain(more) {
                         let line = format_event(&e);
                         if !log.line(format_args!("{line}"), &mut health) {
                             health.h.events_dropped += 1;
@@ -249,8 +283,11 @@ impl StatusThread {
                     while let Ok(s) = samples.pop() {
                         mirror.wake.saturating_record(s.wake_ns);
                         mirror.exec.saturating_record(s.exec_ns);
+                        sums.wake = sums.wake.saturating_add(s.wake_ns);
+                        sums.exec = sums.exec.saturating_add(s.exec_ns);
                         if s.rtt_ns > 0 {
                             mirror.rtt.saturating_record(s.rtt_ns);
+                            sums.rtt = sums.rtt.saturating_add(s.rtt_ns);
                         }
                         if let Some(c) = csv.as_mut()
                             && !c.line(
@@ -263,6 +300,12 @@ impl StatusThread {
                         {
                             health.h.samples_dropped += 1;
                         }
+                    }
+                    if let Some(h) = share.as_ref()
+                        && last_publish.is_none_or(|t| t.elapsed() >= PUBLISH_EVERY)
+                    {
+                        h.publish(histograms(&mirror, &sums));
+                        last_publish = Some(Instant::now());
                     }
                     if stopping {
                         break;

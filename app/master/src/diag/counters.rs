@@ -7,7 +7,7 @@
 //! the frame broken first.
 
 use super::{Probe, Result};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// First error counter register.
 pub const ERROR_COUNTERS: u16 = 0x0300;
@@ -18,7 +18,7 @@ pub const ERROR_COUNTERS_LEN: usize = 0x14;
 pub const SATURATED: u8 = 0xff;
 
 /// The counters of one port.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortCounters {
     /// Port number 0..=3.
     pub port: u8,
@@ -40,7 +40,7 @@ impl PortCounters {
 }
 
 /// The error counters of one subdevice.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ErrorCounters {
     /// Position of the subdevice.
     pub position: u16,

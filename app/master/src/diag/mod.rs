@@ -117,6 +117,15 @@ pub enum Error {
     /// A CoE transfer failed (`rtcat sdo`, `config from-bus`).
     #[error(transparent)]
     Coe(#[from] crate::coe::Error),
+    /// A register access through a [`Registers`] backend failed (a running master's acyclic
+    /// queue: [`crate::acyclic::SdoFailure`]).
+    #[error("{what}: {why}")]
+    Remote {
+        /// What was being read or written (`position 2: read 0x0130, 6 bytes`).
+        what: String,
+        /// Why it failed.
+        why: String,
+    },
 }
 
 fn positions(count: u16) -> String {
@@ -141,9 +150,26 @@ impl Error {
 /// `Result` with a diagnosis [`Error`](enum@Error).
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
+/// Register access by position that a [`Probe`] can use instead of its own datagrams: a
+/// running master's acyclic queue ([`crate::acyclic::SdoClient`]), so that `scan` and
+/// `counters` of a running master decode exactly what they decode on an idle segment.
+pub trait Registers: Sync {
+    /// Read `buf.len()` bytes from register `addr` of the subdevice at `position`.
+    fn read(&self, position: u16, addr: u16, buf: &mut [u8]) -> Result<()>;
+    /// Write `data` to register `addr` of the subdevice at `position`.
+    fn write(&self, position: u16, addr: u16, data: &[u8]) -> Result<()>;
+}
+
+enum Bus<'a> {
+    /// Datagrams of our own (APRD/APWR) on a MainDevice that runs no group.
+    Own(&'a MainDevice<'a>),
+    /// Somebody else's register access.
+    Via(&'a dyn Registers),
+}
+
 /// Raw access to the subdevices of a segment by position (no group, no state change).
 pub struct Probe<'a> {
-    md: &'a MainDevice<'a>,
+    bus: Bus<'a>,
     count: u16,
     eeprom_timeout: Duration,
 }
@@ -155,10 +181,20 @@ impl<'a> Probe<'a> {
     pub fn new(md: &'a MainDevice<'a>, cfg: &Config) -> Result<Probe<'a>> {
         let count = count_subdevices(md)?;
         Ok(Probe {
-            md,
+            bus: Bus::Own(md),
             count,
             eeprom_timeout: Duration::from_millis(cfg.bus.init_eeprom_timeout_ms.into()),
         })
+    }
+
+    /// A probe of `count` subdevices that reads and writes through `registers` (a running
+    /// master: it knows the count from its bring-up).
+    pub fn with_registers(registers: &'a dyn Registers, count: u16, cfg: &Config) -> Probe<'a> {
+        Probe {
+            bus: Bus::Via(registers),
+            count,
+            eeprom_timeout: Duration::from_millis(cfg.bus.init_eeprom_timeout_ms.into()),
+        }
     }
 
     /// Subdevices that answered the count.
@@ -182,12 +218,16 @@ impl<'a> Probe<'a> {
     /// counter 1).
     pub fn read(&self, position: u16, addr: u16, buf: &mut [u8]) -> Result<()> {
         check_range(addr, buf.len(), usize::MAX)?;
+        let md = match self.bus {
+            Bus::Own(md) => md,
+            Bus::Via(r) => return r.read(position, addr, buf),
+        };
         let mut done = 0;
         while done < buf.len() {
             let n = (buf.len() - done).min(READ_CHUNK);
             let a = addr + done as u16;
             let what = || format!("position {position}: APRD {a:#06x}, {n} bytes");
-            let r = block_on(Command::aprd(position, a).receive_slice(self.md, n as u16))
+            let r = block_on(Command::aprd(position, a).receive_slice(md, n as u16))
                 .map_err(|source| bus_error(what(), source))?;
             if r.len() < n {
                 return Err(Error::Bus {
@@ -203,7 +243,11 @@ impl<'a> Probe<'a> {
 
     /// Write `data` to register `addr` of the subdevice at `position` (APWR).
     pub(crate) fn write(&self, position: u16, addr: u16, data: &[u8]) -> Result<()> {
-        block_on(Command::apwr(position, addr).send(self.md, data)).map_err(|source| {
+        let md = match self.bus {
+            Bus::Own(md) => md,
+            Bus::Via(r) => return r.write(position, addr, data),
+        };
+        block_on(Command::apwr(position, addr).send(md, data)).map_err(|source| {
             bus_error(
                 format!(
                     "position {position}: APWR {addr:#06x}, {} bytes",

@@ -9,7 +9,7 @@
 use super::Probe;
 use crate::sii;
 use ethercrab::EtherCrabWireRead;
-use serde::Serialize;
+use serde::{Deserialize, Deserializer, Serialize};
 
 /// Port descriptor register (two bits per port).
 pub const PORT_DESCRIPTOR: u16 = 0x0007;
@@ -20,7 +20,7 @@ const AL_STATUS: u16 = 0x0130;
 
 /// An AL state (register 0x0130 bits 0..3, ETG.1000.6 Table 9).
 /// Serialized as the table shows it (`"PREOP"`), as IgH's tool names the states.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum AlState {
     /// INIT (1).
     #[serde(rename = "INIT")]
@@ -99,7 +99,7 @@ pub fn al_status_text(code: u16) -> String {
 }
 
 /// The physical kind of a port (port descriptor 0x0007).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PortKind {
     /// Not implemented (00).
@@ -113,7 +113,7 @@ pub enum PortKind {
 }
 
 /// One port's state (DL status 0x0110: bits 4+p link, 8+2p loop closed, 9+2p communication).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PortState {
     /// Port number 0..=3.
     pub port: u8,
@@ -148,7 +148,7 @@ impl PortState {
 }
 
 /// Distributed clock support (ESC features 0x0008 bits 2 and 3).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DcSupport {
     /// The ESC has distributed clocks.
     pub supported: bool,
@@ -157,7 +157,7 @@ pub struct DcSupport {
 }
 
 /// The ESC's fixed description (registers 0x0000..0x0009).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EscInfo {
     /// ESC type (0x0000).
     pub esc_type: u8,
@@ -176,7 +176,7 @@ pub struct EscInfo {
 }
 
 /// One subdevice as `rtcat scan` shows it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScanEntry {
     /// Position in the segment (0 = next to the master).
     pub position: u16,
@@ -207,7 +207,8 @@ pub struct ScanEntry {
     /// Distributed clocks.
     pub dc: DcSupport,
     /// Mailbox protocols (SII word 0x1C): `CoE`, `FoE`, ...
-    pub mailbox_protocols: Vec<&'static str>,
+    #[serde(deserialize_with = "protocol_names")]
+    pub mailbox_protocols: Vec<crate::layout::Static>,
     /// SyncManagers supported.
     pub sync_managers: u8,
     /// FMMUs supported.
@@ -216,6 +217,21 @@ pub struct ScanEntry {
     pub esc: EscInfo,
     /// What could not be read (the entry is still shown with what could).
     pub errors: Vec<String>,
+}
+
+/// The protocol names of [`sii::MailboxProtocols::names`] read back (a scan a running master
+/// sent over its control socket).
+fn protocol_names<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<&'static str>, D::Error> {
+    let names = Vec::<String>::deserialize(d)?;
+    names
+        .iter()
+        .map(|n| {
+            ["AoE", "EoE", "CoE", "FoE", "SoE", "VoE"]
+                .into_iter()
+                .find(|k| k == n)
+                .ok_or_else(|| serde::de::Error::custom(format!("unknown mailbox protocol {n:?}")))
+        })
+        .collect()
 }
 
 impl ScanEntry {

@@ -1,0 +1,565 @@
+//! The control socket of `rtcat run` / `rtcat bench` (`--control SOCK`, `[control] socket`):
+//! the [`Provider`] of [`rtcat_control`] over the running master, and the poller.
+//!
+//! Nothing here runs on the real-time thread. Status comes from the master's live view
+//! ([`Live`], relaxed atomics) and the status thread's histograms ([`HistShare`]); the layout
+//! from the last bring-up ([`LayoutHook`]); everything that touches the bus goes through the
+//! acyclic queue ([`SdoClient`]), which the cyclic thread serves in its budget after each
+//! cycle's own work: a control request never delays the cyclic frame. Requests of the socket
+//! and of the poller share the queue; the client serialises them, one transfer at a time.
+//!
+//! **The poller** (one thread, started with the queue): about once a second it reads, for each
+//! subdevice, AL status and code (0x0130..0x0135) and the error counters (0x0300..0x0313, the
+//! port descriptor 0x0007 once per layout generation), and reads the send mailbox (SM1) of each
+//! subdevice with one once. CoE emergencies reach the master only when it reads SM1 (a device
+//! cannot send on its own, ETG.1000.4 §5.6), so without an SDO transfer an emergency waits in
+//! SM1 for at most one poll round (≈ 1 s plus the round's length: about three queue requests
+//! per subdevice, one per cycle). Each emergency is logged, written to events.log with its
+//! error code's text (CiA 301 §7.2.7.1 classes, [`rtcat_master::cia402::error_text`]),
+//! and counted, in total and per position.
+
+use crate::stats::{Event, EventKind, Live};
+use rtcat_control::protocol::{
+    AxisStatus, Counters, Failure, Histo, Histograms, Request, Status, SubdeviceState, VERSION,
+    to_hex,
+};
+use rtcat_control::{Provider, Server, ServerConfig};
+use rtcat_master::acyclic::{MAX_SDO_BYTES, SdoClient, SdoFailure};
+use rtcat_master::application::{Application, Cycle, Recovery, Setup, ShutdownReason};
+use rtcat_master::config::Config;
+use rtcat_master::diag::{self, ErrorCounters, Probe, Registers};
+use rtcat_master::layout::Layout;
+use serde_json::{Value, json};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// The SDO queue of a run: capacity and the cyclic thread's budget per cycle (the contract of
+/// every user of the queue in run/bench).
+pub const QUEUE_CAPACITY: usize = 64;
+/// Time per cycle the cyclic thread may spend on queued requests after its own work.
+pub const QUEUE_BUDGET: Duration = Duration::from_micros(200);
+
+/// How long one SDO request of the socket may wait for its reply.
+const SDO_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long one register read may wait (the queue serves about one request per cycle).
+const REGISTER_TIMEOUT: Duration = Duration::from_secs(2);
+/// A poll round starts at most this often.
+pub const POLL_EVERY: Duration = Duration::from_secs(1);
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// The status thread's histograms, shared with the server (exact sums from the samples).
+#[derive(Default)]
+pub struct HistShare(Mutex<Histograms>);
+
+impl HistShare {
+    /// Replace the published histograms.
+    pub fn publish(&self, h: Histograms) {
+        *lock(&self.0) = h;
+    }
+
+    fn get(&self) -> Histograms {
+        lock(&self.0).clone()
+    }
+}
+
+/// The layout of the last bring-up, stored by [`LayoutHook`].
+pub type LayoutShare = Arc<Mutex<Option<Layout>>>;
+
+/// An application wrapper that keeps the layout of every bring-up (at `configure`) for the
+/// `pdos` command and the poller, then hands on to the wrapped application.
+pub struct LayoutHook {
+    inner: Box<dyn Application>,
+    layout: LayoutShare,
+}
+
+impl LayoutHook {
+    /// Wrap `inner`; the layouts go to `layout`.
+    pub fn new(inner: Box<dyn Application>, layout: LayoutShare) -> Self {
+        LayoutHook { inner, layout }
+    }
+}
+
+impl Application for LayoutHook {
+    fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), rtcat_master::AppError> {
+        // Off the real-time thread (PRE-OP, the setup thread): the clone may allocate.
+        *lock(&self.layout) = Some(setup.layout().clone());
+        self.inner.configure(setup)
+    }
+    fn cycle(&mut self, cycle: &mut Cycle<'_>) {
+        self.inner.cycle(cycle)
+    }
+    fn on_recovery(&mut self, r: &Recovery) {
+        self.inner.on_recovery(r)
+    }
+    fn shutdown(&mut self, r: &ShutdownReason) {
+        self.inner.shutdown(r)
+    }
+}
+
+/// What the poller last read.
+#[derive(Default)]
+struct Polled {
+    unix_ns: u64,
+    /// Per position: AL status byte and code, counters.
+    states: Vec<SubdeviceState>,
+    counters: Vec<ErrorCounters>,
+    emergencies_total: u64,
+    emergencies: Vec<u64>,
+}
+
+/// Everything the server and the poller share.
+pub struct Shared {
+    live: Arc<Live>,
+    hist: Arc<HistShare>,
+    layout: LayoutShare,
+    sdo: Arc<SdoClient>,
+    polled: Mutex<Polled>,
+    cfg: Config,
+    started: Instant,
+    axes: Option<rtcat_master::axes::AxesReport>,
+    stopped: AtomicBool,
+}
+
+fn failure(e: SdoFailure) -> Failure {
+    match e {
+        SdoFailure::NoSubdevice(_) | SdoFailure::TooLong { .. } | SdoFailure::Invalid(_) => {
+            Failure::usage(e.to_string())
+        }
+        _ => Failure::runtime(e.to_string()),
+    }
+}
+
+/// [`diag::Registers`] over the acyclic queue: the same decoding as the bus commands, the
+/// bytes read by the running master (FPRD/FPWR in the budget, at most [`MAX_SDO_BYTES`] each).
+struct QueueRegisters<'a>(&'a SdoClient);
+
+impl Registers for QueueRegisters<'_> {
+    fn read(&self, position: u16, addr: u16, buf: &mut [u8]) -> diag::Result<()> {
+        let mut done = 0;
+        while done < buf.len() {
+            let n = (buf.len() - done).min(MAX_SDO_BYTES);
+            let a = addr.wrapping_add(done as u16);
+            let d = self
+                .0
+                .read_register(position, a, n as u8, REGISTER_TIMEOUT)
+                .map_err(|e| diag::Error::Remote {
+                    what: format!("position {position}: read {a:#06x}, {n} bytes"),
+                    why: e.to_string(),
+                })?;
+            buf[done..done + n].copy_from_slice(d.as_slice());
+            done += n;
+        }
+        Ok(())
+    }
+
+    fn write(&self, position: u16, addr: u16, data: &[u8]) -> diag::Result<()> {
+        self.0
+            .write_register(position, addr, data, REGISTER_TIMEOUT)
+            .map_err(|e| diag::Error::Remote {
+                what: format!(
+                    "position {position}: write {addr:#06x}, {} bytes",
+                    data.len()
+                ),
+                why: e.to_string(),
+            })
+    }
+}
+
+impl Shared {
+    /// The state shared by the server and the poller of one run.
+    pub fn new(
+        cfg: &Config,
+        live: Arc<Live>,
+        hist: Arc<HistShare>,
+        layout: LayoutShare,
+        sdo: Arc<SdoClient>,
+        axes: Option<rtcat_master::axes::AxesReport>,
+    ) -> Arc<Shared> {
+        Arc::new(Shared {
+            live,
+            hist,
+            layout,
+            sdo,
+            polled: Mutex::new(Polled::default()),
+            cfg: cfg.clone(),
+            started: Instant::now(),
+            axes,
+            stopped: AtomicBool::new(false),
+        })
+    }
+
+    /// The run ended (status says `"stopped"`).
+    pub fn set_stopped(&self) {
+        self.stopped.store(true, Ordering::Release);
+    }
+
+    fn subdevices(&self) -> u16 {
+        self.live
+            .subdevices
+            .load(Ordering::Relaxed)
+            .min(u64::from(u16::MAX)) as u16
+    }
+
+    fn check_position(&self, position: u16) -> Result<(), Failure> {
+        let n = self.subdevices();
+        if position >= n {
+            return Err(Failure::usage(format!(
+                "position = {position}: the segment has {n} subdevice{}",
+                if n == 1 { "" } else { "s" }
+            )));
+        }
+        Ok(())
+    }
+
+    fn cycling(&self) -> Result<(), Failure> {
+        if self.live.cycles.load(Ordering::Relaxed) == 0
+            || self.live.recovering.load(Ordering::Relaxed) == 1
+        {
+            return Err(Failure::runtime(
+                "the master is not cycling (starting or recovering): bus requests wait for OP",
+            ));
+        }
+        Ok(())
+    }
+
+    fn status(&self) -> Status {
+        let l = &self.live;
+        let r = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        let polled = lock(&self.polled);
+        let generation = lock(&self.layout).as_ref().map_or(0, |x| x.generation);
+        let state = if self.stopped.load(Ordering::Acquire) {
+            "stopped"
+        } else if r(&l.recovering) == 1 {
+            "recovering"
+        } else if r(&l.cycles) == 0 {
+            "starting"
+        } else {
+            "op"
+        };
+        let axes = self.axes.as_ref().map(|rep| {
+            lock(rep)
+                .iter()
+                .map(|a| AxisStatus {
+                    name: a.name.clone(),
+                    position: a.position.unwrap_or(0),
+                    state: a
+                        .final_state
+                        .clone()
+                        .unwrap_or_else(|| "unknown".to_string()),
+                    faults: u64::from(a.faults),
+                    following_error_abs: a
+                        .following_error_counts
+                        .as_ref()
+                        .map(|s| Histo {
+                            count: s.count,
+                            p50: s.p50,
+                            p99: s.p99,
+                            p999: s.p999,
+                            max: s.max,
+                            ..Histo::default()
+                        })
+                        .unwrap_or_default(),
+                })
+                .collect()
+        });
+        Status {
+            version: VERSION,
+            state: state.into(),
+            generation,
+            period_ns: u64::from(self.cfg.cycle.period_us) * 1000,
+            uptime_s: self.started.elapsed().as_secs_f64(),
+            subdevices: r(&l.subdevices) as u32,
+            pdi_bytes: r(&l.pdi_bytes) as u32,
+            expected_wkc: r(&l.expected_wkc) as u32,
+            counters: Counters {
+                cycles: r(&l.cycles),
+                missed_deadlines: r(&l.missed),
+                skipped_periods: r(&l.skipped),
+                frames_lost: r(&l.frames_lost),
+                wkc_mismatches: r(&l.wkc_mismatches),
+                not_op_cycles: r(&l.not_op_cycles),
+                rx_rejected: r(&l.rx_rejected),
+                send_errors: r(&l.send_errors),
+                recoveries: r(&l.recoveries),
+                failed_recoveries: r(&l.failed_recoveries),
+                emergencies: polled.emergencies_total,
+            },
+            histograms: self.hist.get(),
+            subdevice_states: polled.states.clone(),
+            dc: None,
+            axes,
+        }
+    }
+}
+
+impl Provider for Shared {
+    fn handle(&self, request: &Request) -> Result<Value, Failure> {
+        let js = |v: &dyn erased::Ser| v.to_value();
+        match request {
+            Request::Status => Ok(serde_json::to_value(self.status()).expect("plain data")),
+            Request::Pdos => match lock(&self.layout).as_ref() {
+                Some(l) => Ok(js(l)),
+                None => Err(Failure::runtime(
+                    "no layout yet: the segment has not been brought up",
+                )),
+            },
+            Request::Counters => {
+                let p = lock(&self.polled);
+                if p.unix_ns == 0 {
+                    return Err(Failure::runtime(
+                        "no reading yet: the poller reads the counters once the master cycles",
+                    ));
+                }
+                Ok(json!({"polled_unix_ns": p.unix_ns, "subdevices": js(&p.counters)}))
+            }
+            Request::Scan => {
+                self.cycling()?;
+                let regs = QueueRegisters(&self.sdo);
+                let n = self.subdevices();
+                let probe = Probe::with_registers(&regs, n, &self.cfg);
+                Ok(js(&probe.scan()))
+            }
+            Request::SdoRead {
+                position,
+                index,
+                sub,
+            } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                let d = self
+                    .sdo
+                    .read(*position, *index, *sub, SDO_TIMEOUT)
+                    .map_err(failure)?;
+                Ok(json!({"position": position, "index": index, "sub": sub,
+                          "data": to_hex(d.as_slice())}))
+            }
+            Request::SdoWrite {
+                position,
+                index,
+                sub,
+                data,
+            } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                self.sdo
+                    .write(*position, *index, *sub, data, SDO_TIMEOUT)
+                    .map_err(failure)?;
+                Ok(json!({"position": position, "index": index, "sub": sub,
+                          "written": data.len()}))
+            }
+            Request::AlState { position, state } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                // AL control 0x0120 (ETG.1000.4 §6.4.1, ESC datasheet section II): the state in
+                // bits 0..3, bit 4 acknowledges an error indication.
+                self.sdo
+                    .write_register(*position, 0x0120, &[state.code() | 0x10, 0], SDO_TIMEOUT)
+                    .map_err(failure)?;
+                Ok(json!({"position": position, "requested": state.name()}))
+            }
+        }
+    }
+}
+
+/// `serde::Serialize` behind `&dyn` for the one-liner above.
+mod erased {
+    pub trait Ser {
+        fn to_value(&self) -> serde_json::Value;
+    }
+    impl<T: serde::Serialize + ?Sized> Ser for T {
+        fn to_value(&self) -> serde_json::Value {
+            serde_json::to_value(self).expect("plain data serializes")
+        }
+    }
+}
+
+/// The poller's thread; stopped (and joined) when dropped.
+pub struct Poller {
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Drop for Poller {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Release);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// What the poller remembers of a layout generation.
+#[derive(Default)]
+struct Known {
+    generation: u32,
+    /// Port descriptor (0x0007) per position.
+    ports: Vec<Option<u8>>,
+    /// Whether the subdevice has a mailbox the queue can poll (None: not tried yet).
+    mailbox: Vec<Option<bool>>,
+}
+
+impl Poller {
+    /// Start polling through `shared`'s queue; events (emergencies) go to `events`.
+    pub fn spawn(shared: Arc<Shared>, events: mpsc::SyncSender<Event>) -> std::io::Result<Poller> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let s = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("rtcat-poller".into())
+            .spawn(move || {
+                let mut known = Known::default();
+                let mut last: Option<Instant> = None;
+                while !s.load(Ordering::Acquire) {
+                    if last.is_none_or(|t| t.elapsed() >= POLL_EVERY) {
+                        last = Some(Instant::now());
+                        if shared.cycling().is_ok() {
+                            poll_round(&shared, &mut known, &s);
+                        }
+                        drain_emergencies(&shared, &events);
+                    }
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                drain_emergencies(&shared, &events);
+            })?;
+        Ok(Poller {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+fn poll_round(shared: &Shared, known: &mut Known, stop: &AtomicBool) {
+    let n = usize::from(shared.subdevices());
+    let generation = lock(&shared.layout).as_ref().map_or(0, |l| l.generation);
+    if known.generation != generation || known.ports.len() != n {
+        *known = Known {
+            generation,
+            ports: vec![None; n],
+            mailbox: vec![None; n],
+        };
+    }
+    let q = &shared.sdo;
+    let regs = QueueRegisters(q);
+    let mut states = Vec::with_capacity(n);
+    let mut counters = Vec::with_capacity(n);
+    for p in 0..n {
+        if stop.load(Ordering::Acquire) {
+            return;
+        }
+        let pos = p as u16;
+        let mut al = [0u8; 6];
+        let mut st = SubdeviceState {
+            position: pos,
+            ..SubdeviceState::default()
+        };
+        if regs.read(pos, 0x0130, &mut al).is_ok() {
+            st.al_state = al[0];
+            st.al_status_code = u16::from_le_bytes([al[4], al[5]]);
+        }
+        states.push(st);
+        if known.ports[p].is_none() {
+            let mut d = [0u8; 1];
+            if regs.read(pos, diag::scan::PORT_DESCRIPTOR, &mut d).is_ok() {
+                known.ports[p] = Some(d[0]);
+            }
+        }
+        if let Some(desc) = known.ports[p] {
+            let mut r = [0u8; diag::counters::ERROR_COUNTERS_LEN];
+            if regs
+                .read(pos, diag::counters::ERROR_COUNTERS, &mut r)
+                .is_ok()
+            {
+                let implemented = std::array::from_fn(|i| (desc >> (2 * i)) & 0x03 != 0);
+                counters.push(ErrorCounters::from_registers(pos, &r, implemented));
+            }
+        }
+        if known.mailbox[p] != Some(false) {
+            match q.poll_mailbox(pos, REGISTER_TIMEOUT) {
+                Ok(_) => known.mailbox[p] = Some(true),
+                // No mailbox on SM0/SM1: nothing to poll on this one until the next layout.
+                Err(SdoFailure::Mailbox(_)) if known.mailbox[p].is_none() => {
+                    known.mailbox[p] = Some(false)
+                }
+                Err(_) => {}
+            }
+        }
+    }
+    let mut polled = lock(&shared.polled);
+    polled.unix_ns = crate::clock::unix_ns();
+    let len = n.max(polled.emergencies.len());
+    polled.emergencies.resize(len, 0);
+    for s in states.iter_mut() {
+        s.emergencies = polled.emergencies[usize::from(s.position)];
+    }
+    polled.states = states;
+    polled.counters = counters;
+}
+
+fn drain_emergencies(shared: &Shared, events: &mpsc::SyncSender<Event>) {
+    while let Some(e) = shared.sdo.take_emergency() {
+        let text = rtcat_master::cia402::error_text(e.code);
+        log::warn!("{e} ({text})");
+        let _ = events.try_send(Event {
+            unix_ns: crate::clock::unix_ns(),
+            cycle: shared.live.cycles.load(Ordering::Relaxed),
+            kind: EventKind::Emergency {
+                position: e.position,
+                code: e.code,
+                register: e.register,
+                data: e.data,
+            },
+        });
+        let mut p = lock(&shared.polled);
+        p.emergencies_total += 1;
+        let i = usize::from(e.position);
+        if p.emergencies.len() <= i {
+            p.emergencies.resize(i + 1, 0);
+        }
+        p.emergencies[i] += 1;
+        let c = p.emergencies[i];
+        if let Some(s) = p.states.iter_mut().find(|s| s.position == e.position) {
+            s.emergencies = c;
+        }
+    }
+}
+
+/// The control socket of a run: the server and the poller; stopped when dropped.
+pub struct Control {
+    pub shared: Arc<Shared>,
+    // Dropped in this order: the server first (no new requests), then the poller.
+    server: Option<Server>,
+    _poller: Poller,
+}
+
+impl Control {
+    /// Start the poller, and the server at `socket` when given.
+    pub fn start(
+        shared: Arc<Shared>,
+        socket: Option<&std::path::Path>,
+        events: mpsc::SyncSender<Event>,
+    ) -> anyhow::Result<Control> {
+        let gid = shared.cfg.ipc.gid()?.map(|g| g.as_raw());
+        let server = match socket {
+            Some(p) => Some(Server::start(ServerConfig::new(p, gid), shared.clone())?),
+            None => None,
+        };
+        let poller = Poller::spawn(shared.clone(), events)?;
+        Ok(Control {
+            shared,
+            server,
+            _poller: poller,
+        })
+    }
+
+    /// Stop serving (status `"stopped"` for whoever is still connected until then).
+    pub fn stop(mut self) {
+        self.shared.set_stopped();
+        if let Some(s) = self.server.take() {
+            s.stop();
+        }
+    }
+}
