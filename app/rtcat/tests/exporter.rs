@@ -353,3 +353,88 @@ fn the_fixture_is_the_protocols_status() {
     assert_eq!(bounds, rtcat_control::protocol::BUCKET_BOUNDS_NS);
     assert!(st.dc.is_some() && st.axes.is_some());
 }
+
+/// One request to a control socket, its data as JSON text (the test's own reading of the
+/// master, to compare the page with).
+fn ask(sock: &Path, req: &rtcat_control::Request) -> String {
+    let mut c = rtcat_control::Client::connect(sock)
+        .unwrap()
+        .with_timeout(Duration::from_secs(20));
+    c.call(req).unwrap().to_string()
+}
+
+#[test]
+fn live_against_bench_sim_control() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("control.sock");
+    let mut bench = Command::new(BIN)
+        .args(["bench", "--sim", "--no-rt", "--duration", "20", "--out"])
+        .arg(dir.path().join("out"))
+        .arg("--control")
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _kill = KillOnDrop(&mut bench);
+    // The master is up once its status says op with cycles counted.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        assert!(Instant::now() < deadline, "the master never reached op");
+        if let Ok(mut c) = rtcat_control::Client::connect(&sock)
+            && let Ok(v) = c.call(&rtcat_control::Request::Status)
+            && v["state"] == "op"
+            && v["counters"]["cycles"].as_u64() > Some(0)
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let e = start(&sock);
+    let w = |name: &str, text: String| {
+        let p = dir.path().join(name);
+        std::fs::write(&p, text).unwrap();
+        p.display().to_string()
+    };
+    let scan = w("scan.json", ask(&sock, &rtcat_control::Request::Scan));
+    let counters = w(
+        "counters.json",
+        ask(&sock, &rtcat_control::Request::Counters),
+    );
+    let before = w("before.json", ask(&sock, &rtcat_control::Request::Status));
+    let (code, _, page) = get(e.addr, "/metrics");
+    let after = w("after.json", ask(&sock, &rtcat_control::Request::Status));
+    assert_eq!(code, 200);
+    let args = [
+        "--status",
+        &before,
+        "--status-after",
+        &after,
+        "--counters",
+        &counters,
+        "--scan",
+        &scan,
+    ];
+    prom_check(dir.path(), &page, &args).unwrap_or_else(|e| panic!("{e}\n{page}"));
+    assert_eq!(value(&page, "rtcat_up"), Some(1.0), "{page}");
+    // The reference segment: 3 subdevices in OP, each port of each counted.
+    assert_eq!(value(&page, "rtcat_subdevices"), Some(3.0));
+    assert_eq!(
+        page.matches("rtcat_subdevice_al_state{").count(),
+        3,
+        "{page}"
+    );
+    assert!(
+        page.contains("rtcat_esc_rx_errors{position=\"0\""),
+        "{page}"
+    );
+}
+
+struct KillOnDrop<'a>(&'a mut Child);
+
+impl Drop for KillOnDrop<'_> {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}

@@ -113,14 +113,15 @@ impl Page {
         self.sample(name, &[], v);
     }
 
-    /// A histogram family with one series per label set; `scale` converts the bounds and the
-    /// sum to the family's unit (1e-9: ns to seconds).
+    /// A histogram family with one series per label set; the bounds and the sum are divided by
+    /// `per` for the family's unit (1e9: ns to seconds; a division, correctly rounded, so that
+    /// 2959359 ns prints as 0.002959359 and not as 0.0029593590000000004).
     fn histogram(
         &mut self,
         name: &str,
         help: &str,
         series: &[(Vec<(&str, String)>, &Histo)],
-        scale: f64,
+        per: f64,
     ) {
         if series.is_empty() {
             return;
@@ -130,13 +131,13 @@ impl Page {
         for (labels, h) in series {
             for &(le, n) in &h.buckets {
                 let mut l = labels.clone();
-                l.push(("le", value(le as f64 * scale)));
+                l.push(("le", value(le as f64 / per)));
                 self.sample(&bucket, &l, n as f64);
             }
             let mut l = labels.clone();
             l.push(("le", "+Inf".into()));
             self.sample(&bucket, &l, h.count as f64);
-            self.sample(&format!("{name}_sum"), labels, h.sum as f64 * scale);
+            self.sample(&format!("{name}_sum"), labels, h.sum as f64 / per);
             self.sample(&format!("{name}_count"), labels, h.count as f64);
         }
     }
@@ -215,7 +216,7 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
         "rtcat_cycle_period_seconds",
         "gauge",
         "Configured cycle period",
-        st.period_ns as f64 * 1e-9,
+        st.period_ns as f64 / 1e9,
     );
     p.one(
         "rtcat_uptime_seconds",
@@ -317,12 +318,12 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
         ),
     ];
     for (name, help, hist) in hists {
-        p.histogram(name, help, &[(vec![], hist)], 1e-9);
+        p.histogram(name, help, &[(vec![], hist)], 1e9);
     }
     for (name, help, hist) in hists {
         let n = name.replace("_seconds", "_max_seconds");
         let help = format!("{help}: the largest value since the master started");
-        p.one(&n, "gauge", &help, hist.max as f64 * 1e-9);
+        p.one(&n, "gauge", &help, hist.max as f64 / 1e9);
     }
     if !st.subdevice_states.is_empty() {
         let sds = &st.subdevice_states;
@@ -379,7 +380,7 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
             "rtcat_dc_drift_ratio",
             "gauge",
             "Drift of the master's clock against the reference clock (ppm × 1e-6)",
-            dc.drift_ppm * 1e-6,
+            dc.drift_ppm / 1e6,
         );
         p.one(
             "rtcat_dc_sync_window_violations_total",
@@ -391,7 +392,7 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
             "rtcat_dc_phase_error_seconds",
             "Absolute phase error of the cycle against the DC reference",
             &[(vec![], &dc.phase_error_abs_ns)],
-            1e-9,
+            1e9,
         );
         if !dc.system_time_difference_ns.is_empty() {
             p.family(
@@ -407,7 +408,7 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
                 p.sample(
                     "rtcat_dc_system_time_difference_seconds",
                     &labels,
-                    d.ns as f64 * 1e-9,
+                    d.ns as f64 / 1e9,
                 );
             }
         }
@@ -474,7 +475,7 @@ fn esc_counters(p: &mut Page, c: &EscCounters, names: &BTreeMap<u16, String>) {
         "rtcat_esc_counters_polled_timestamp_seconds",
         "gauge",
         "When the master last read the ESC error counters (Unix time)",
-        c.polled_unix_ns as f64 * 1e-9,
+        c.polled_unix_ns as f64 / 1e9,
     );
     // Gauges, not counters: each register is 8 bits, stops at 255 and is cleared by a write
     // (Beckhoff ESC datasheet section II, 0x0300..0x0313), which breaks a counter's contract.
@@ -554,6 +555,31 @@ mod tests {
         assert_eq!(value(f64::INFINITY), "+Inf");
         assert_eq!(value(f64::NAN), "NaN");
         assert_eq!(value(3.0), "3");
+    }
+
+    #[test]
+    fn nanoseconds_print_as_their_decimal_seconds() {
+        let mut st = Status::default();
+        st.histograms.exec_ns.max = 2_959_359;
+        st.histograms.rtt_ns.sum = 430_000_999;
+        st.period_ns = 1_000_000;
+        let s = Scrape {
+            status: Some(st),
+            ..Default::default()
+        };
+        let page = render(&s, &ExporterCounters::default());
+        assert!(
+            page.contains("\nrtcat_exec_time_max_seconds 0.002959359\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("\nrtcat_round_trip_seconds_sum 0.430000999\n"),
+            "{page}"
+        );
+        assert!(
+            page.contains("\nrtcat_cycle_period_seconds 0.001\n"),
+            "{page}"
+        );
     }
 
     #[test]
