@@ -34,6 +34,8 @@ enum Master {
     Refuses,
     /// Accepts and never answers.
     Silent,
+    /// The fixtures, but `scan` fails.
+    NoScan,
 }
 
 /// A control socket answering as `m`; counts the requests.
@@ -66,6 +68,14 @@ fn fake_master(path: &Path, m: Master) -> Arc<AtomicUsize> {
                         }
                         (Master::Answers(_), "scan") => {
                             serde_json::json!({"ok": true, "data": fixture("scan.json")})
+                        }
+                        (Master::NoScan, "scan") => serde_json::json!({
+                            "ok": false, "kind": "runtime", "error": "mailbox busy"}),
+                        (Master::NoScan, "status") => {
+                            serde_json::json!({"ok": true, "data": fixture("status.json")})
+                        }
+                        (Master::NoScan, "counters") => {
+                            serde_json::json!({"ok": true, "data": fixture("counters.json")})
                         }
                         (_, c) => serde_json::json!({"ok": false, "kind": "usage", "error": c}),
                     };
@@ -293,6 +303,33 @@ fn http_edges() {
     assert_eq!(asked.load(Ordering::SeqCst), before);
     get(e.addr, "/metrics");
     assert_eq!(asked.load(Ordering::SeqCst), before + 2);
+}
+
+#[test]
+fn a_failed_scan_is_not_asked_at_every_scrape() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("control.sock");
+    let asked = fake_master(&sock, Master::NoScan);
+    let e = start(&sock);
+    let (_, _, page) = get(e.addr, "/metrics");
+    assert_eq!(asked.load(Ordering::SeqCst), 3, "status, counters, scan");
+    assert_eq!(value(&page, "rtcat_up"), Some(1.0));
+    assert_eq!(
+        value(
+            &page,
+            "rtcat_exporter_control_errors_total{command=\"scan\"}"
+        ),
+        Some(1.0)
+    );
+    assert!(page.contains("rtcat_subdevice_al_state{position=\"0\",name=\"\"} 8"));
+    for _ in 0..3 {
+        get(e.addr, "/metrics");
+    }
+    assert_eq!(
+        asked.load(Ordering::SeqCst),
+        3 + 3 * 2,
+        "scan asked again within a minute"
+    );
 }
 
 #[test]

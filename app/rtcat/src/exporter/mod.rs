@@ -40,6 +40,9 @@ const INDEX: &str = "<!DOCTYPE html>\n<html><head><title>rtcat exporter</title><
 <h1>rtcat exporter</h1>\n<p>The EtherCAT master's metrics: <a href=\"/metrics\">/metrics</a> \
 (Prometheus text format 0.0.4).</p>\n</body></html>\n";
 
+/// How often a failed `scan` (for the device names) is asked again.
+const SCAN_RETRY: std::time::Duration = std::time::Duration::from_secs(60);
+
 /// What the scrapes share.
 #[derive(Default)]
 struct Shared {
@@ -47,6 +50,10 @@ struct Shared {
     names: BTreeMap<u16, String>,
     /// Generation the names were read for.
     names_generation: Option<u32>,
+    /// The last failed `scan` (generation, when): it is asked again at most every
+    /// [`SCAN_RETRY`], not at every scrape (a scan reads the bus through the master's acyclic
+    /// queue).
+    scan_failed: Option<(u32, Instant)>,
     /// Whether the last scrape reached the master (a change is said once on stderr).
     last_up: Option<bool>,
 }
@@ -54,7 +61,10 @@ struct Shared {
 /// Asks the master and renders the page.
 fn scrape(control: &Path, shared: &Mutex<Shared>) -> String {
     let t0 = Instant::now();
-    let names_generation = lock(shared).names_generation;
+    let (names_generation, scan_failed) = {
+        let g = lock(shared);
+        (g.names_generation, g.scan_failed)
+    };
     let mut sc = Scrape::default();
     let mut errors: Vec<(&'static str, String)> = Vec::new();
     let mut new_names: Option<(u32, BTreeMap<u16, String>)> = None;
@@ -74,7 +84,9 @@ fn scrape(control: &Path, shared: &Mutex<Shared>) -> String {
                     Ok(v) => sc.counters = Some(v),
                     Err(e) => errors.push(("counters", e)),
                 }
-                if names_generation != Some(st.generation) {
+                let retry = scan_failed
+                    .is_none_or(|(g, at)| g != st.generation || at.elapsed() >= SCAN_RETRY);
+                if names_generation != Some(st.generation) && retry {
                     match c.ask::<Vec<ScanEntry>>(&Request::Scan) {
                         Ok(v) => {
                             let m = v
@@ -91,6 +103,11 @@ fn scrape(control: &Path, shared: &Mutex<Shared>) -> String {
     }
     sc.duration_s = t0.elapsed().as_secs_f64();
     let mut g = lock(shared);
+    if errors.iter().any(|(c, _)| *c == "scan")
+        && let Some(st) = &sc.status
+    {
+        g.scan_failed = Some((st.generation, Instant::now()));
+    }
     if let Some((generation, names)) = new_names {
         g.names = names;
         g.names_generation = Some(generation);
