@@ -213,10 +213,11 @@ if [ -z "$skip_deb" ]; then
 		for u in rtcat.service rtcat-tune.service; do
 			grep -q "deb-systemd-helper enable $u" "$x/DEBIAN/postinst" || fail "$a .deb: postinst does not enable $u"
 		done
-		# The exporter opens a TCP port: optional on a Debian machine, installed disabled.
-		if grep -q "deb-systemd-helper enable rtcat-exporter.service" "$x/DEBIAN/postinst"; then
-			fail "$a .deb: postinst enables rtcat-exporter.service (it must ship disabled)"
-		fi
+		# The exporter opens a TCP port: optional on a Debian machine, installed disabled. The
+		# disabled form (dh_installsystemd --no-enable) enables the unit again only where the
+		# admin had enabled it already ("debian-installed", then "was-enabled").
+		grep -q "deb-systemd-helper debian-installed rtcat-exporter.service" "$x/DEBIAN/postinst" ||
+			fail "$a .deb: postinst does not install rtcat-exporter.service disabled (enable = false)"
 		[ -s "$x/DEBIAN/md5sums" ] || fail "$a .deb: no md5sums"
 		dpkg-deb -f "$deb" Depends | grep -qw systemd || fail "$a .deb: Depends lacks systemd"
 		case "$a" in amd64) m=x86-64 ;; arm64) m=aarch64 ;; esac
