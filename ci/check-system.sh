@@ -302,7 +302,7 @@ image() {
 	echo "the package's units are the overlay's (byte for byte)"
 	local f
 	for f in usr/lib/systemd/system/rtcat.service usr/lib/systemd/system/rtcat-tune.service \
-		usr/lib/sysusers.d/rtcat.conf usr/lib/tmpfiles.d/rtcat.conf usr/lib/sysctl.d/60-rtcat.conf \
+		usr/lib/systemd/system/rtcat-exporter.service usr/lib/sysusers.d/rtcat.conf usr/lib/tmpfiles.d/rtcat.conf usr/lib/sysctl.d/60-rtcat.conf \
 		usr/lib/udev/rules.d/60-rtcat.rules etc/rtcat/rtcat.toml; do
 		cmp -s "rootfs-overlay/$f" "$root/$f" || die "/$f in the .deb differs from rootfs-overlay/$f (or is missing)"
 	done
@@ -329,7 +329,8 @@ image() {
 	fi
 	mkdir -p "$root/etc/udev/rules.d"
 	sed "s|@ID_PATH@|$id_path|" "$sys/70-rtcat-systest-cable.rules" >"$root/etc/udev/rules.d/70-rtcat-systest-cable.rules"
-	inroot systemctl preset rtcat.service rtcat-tune.service
+	# The .deb ships the exporter disabled; the image's preset enables it, as here.
+	inroot systemctl preset rtcat.service rtcat-tune.service rtcat-exporter.service
 	inroot systemctl enable systemd-networkd.service
 
 	echo "scale /etc/rtcat/rtcat.toml to the guest: RT CPU $G_RT_FIRST, housekeeping $G_HK, NIC IRQ CPU $G_NIC_IRQ_CPU"

@@ -33,6 +33,9 @@ rust_checks() {
 	step "rust: toolchain components and the $MSRV toolchain (MSRV)"
 	# iproute2: veth tests; rt-tests: cyclictest import; stress-ng: the load backend tests.
 	ensure_apt iproute2 ethtool rt-tests stress-ng
+	# prometheus_client: the exporter's tests parse /metrics with its text parser (app/rtcat/tests/exporter.rs).
+	python3 -c 'import prometheus_client' 2>/dev/null ||
+		PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "prometheus-client==0.21.1"
 	rustup component add rustfmt clippy >/dev/null 2>&1 || true
 	rustup toolchain install "$MSRV" --profile minimal >/dev/null
 

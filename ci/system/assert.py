@@ -378,6 +378,21 @@ def evaluate(facts, guest, a):
     else:
         chk("doctor.no_fail", False, f"doctor.json unusable: {str(doc)[:200]}")
 
+    # The exporter serves the running master's metrics: a 200 page with rtcat_up. rtcat_up must be
+    # 1 with cycles counted when the shipped config gives the master a control socket.
+    http, up, cycles = one("exporter.http"), one("exporter.up"), one("exporter.cycles")
+    has_control = bool(shipped.get("control", {}).get("socket"))
+    serves = one("exporter.active") == "active" and http.startswith("HTTP/1.1 200")
+    if has_control:
+        serves = serves and up == "1" and cycles.isdigit() and int(cycles) > 0
+    else:
+        serves = serves and up in ("0", "1")
+    chk(
+        "exporter.serves",
+        serves,
+        f"{one('exporter.active')}, {http!r}, rtcat_up {up!r}, rtcat_cycles_total {cycles!r}"
+        + ("" if has_control else " (no [control] socket in the shipped config: rtcat_up not required)"),
+    )
     chk(
         "systemctl.failed_empty",
         "failed_units" in facts
@@ -633,6 +648,9 @@ def cmd_self_test(a):
         ),
         ("doctor.no_fail", "doctor FAIL on tasks.rt_cpu", doctor_fail("tasks.rt_cpu")),
         ("systemctl.failed_empty", "a failed unit", set_fact("failed_units", "foo.service")),
+        ("exporter.serves", "rtcat-exporter.service not running", set_fact("exporter.active", "failed")),
+        ("exporter.serves", "the page is not a 200", set_fact("exporter.http", "HTTP/1.1 503 Service Unavailable")),
+        ("exporter.serves", "no rtcat_up on the page", set_fact("exporter.up", "")),
         ("recovery.powercycle", "rtcat restarted by systemd to recover", set_fact("powercycle.mainpid", "99999")),
         ("recovery.simrestart", "no recovery", set_fact("simrestart.recovered", "no")),
         (

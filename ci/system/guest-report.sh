@@ -186,6 +186,18 @@ say config_check "$(rtcat config check "$CONFIG" 2>&1 | tr '\n' ' ')"
 sleep 2
 window op "$WINDOW_S"
 
+# ---- metrics: rtcat-exporter.service (enabled by the image's preset) ---------------------------
+# One GET /metrics over bash's /dev/tcp (the guest has neither curl nor python3): the status
+# line, rtcat_up and rtcat_cycles_total.
+say exporter.active "$(prop rtcat-exporter.service ActiveState)"
+metrics=$(timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/9780 && printf "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n" >&3 && cat <&3' 2>&1 | tr -d '\r')
+say exporter.http "$(head -n 1 <<<"$metrics")"
+say exporter.up "$(sed -n 's/^rtcat_up //p' <<<"$metrics")"
+say exporter.cycles "$(sed -n 's/^rtcat_cycles_total //p' <<<"$metrics")"
+# HOOK (shared-memory client, app/clients/python/rtcat_shm.py): run as a member of rtcat-clients,
+#   runuser -u nobody -g rtcat-clients -- python3 rtcat_shm.py rtcat --dump
+# once the guest's rootfs has python3 and the client is installed there; say shm.dump "...".
+
 # ---- doctor and failed units -----------------------------------------------------------------
 rtcat doctor --config "$CONFIG" --json >"$KEEP/doctor.json" 2>"$KEEP/doctor.err"
 say doctor.exit "$?"

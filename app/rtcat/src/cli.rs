@@ -62,6 +62,19 @@ pub enum Command {
     /// then back to INIT)
     #[command(subcommand)]
     Sdo(SdoCmd),
+    /// Serve the running master's metrics to Prometheus (GET /metrics, text format 0.0.4),
+    /// read from its control socket at every scrape
+    Exporter(ExporterArgs),
+}
+
+#[derive(Args, Debug)]
+pub struct ExporterArgs {
+    /// The running master's control socket (`rtcat run --control SOCK`, [control] socket)
+    #[arg(long, value_name = "SOCK")]
+    pub control: PathBuf,
+    /// Address and port to serve HTTP on: `127.0.0.1:9780`, `[::]:9780`, `0.0.0.0:9780`
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
 }
 
 #[derive(Subcommand, Debug)]

@@ -14,6 +14,7 @@ pub mod console;
 pub mod control;
 pub mod echo;
 pub mod esicmd;
+pub mod exporter;
 pub mod labcmd;
 pub mod output;
 pub mod runner;

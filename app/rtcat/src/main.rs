@@ -132,5 +132,6 @@ fn main() -> ExitCode {
         Command::Regs(a) => rtcat::buscmd::regs(a),
         Command::Esi(a) => rtcat::esicmd::run(&a),
         Command::Sdo(c) => rtcat::sdocmd::sdo(c),
+        Command::Exporter(a) => rtcat::exporter::run(a),
     }
 }

@@ -55,10 +55,10 @@ rtcat_rootfs_check[doc] = "Fail the image when rtcat, its units, its user, its c
 # Fail the image when the product would not come up as intended.
 rtcat_rootfs_check() {
     for f in ${bindir}/rtcat ${sysconfdir}/rtcat/rtcat.toml ${systemd_system_unitdir}/rtcat.service \
-             ${systemd_system_unitdir}/rtcat-tune.service; do
+             ${systemd_system_unitdir}/rtcat-tune.service ${systemd_system_unitdir}/rtcat-exporter.service; do
         [ -e "${IMAGE_ROOTFS}$f" ] || bbfatal "rtcat-image: $f is missing from the rootfs"
     done
-    for unit in rtcat.service rtcat-tune.service; do
+    for unit in rtcat.service rtcat-tune.service rtcat-exporter.service; do
         [ -L "${IMAGE_ROOTFS}${sysconfdir}/systemd/system/multi-user.target.wants/$unit" ] ||
             bbfatal "rtcat-image: $unit is not enabled"
     done
@@ -69,6 +69,8 @@ rtcat_rootfs_check() {
         fi
     done
     grep -q '^rtcat:' ${IMAGE_ROOTFS}${sysconfdir}/passwd || bbfatal "rtcat-image: no rtcat user"
+    grep -Eq '^rtcat-clients:[^:]*:[0-9]+:(.*,)?rtcat(,|$)' ${IMAGE_ROOTFS}${sysconfdir}/group ||
+        bbfatal "rtcat-image: no rtcat-clients group with the rtcat user in it"
     # Exactly one .link file names the EtherCAT port (the machine's, from rtcat-board), and the
     # port's .network file is there: a second one would make the name depend on sort order.
     links=$(grep -lx "Name=${RTCAT_ETHERCAT_IFACE}" ${IMAGE_ROOTFS}${sysconfdir}/systemd/network/*.link \

@@ -2,7 +2,8 @@
 SUMMARY = "rtcat real-time EtherCAT master"
 DESCRIPTION = "EtherCAT master on ethercrab with a SCHED_FIFO cyclic thread on an isolated CPU, \
                its own tuning toolkit and a simulated segment. Installs the rtcat binary, \
-               rtcat.service and the default /etc/rtcat/rtcat.toml."
+               rtcat.service, the rtcat-exporter.service Prometheus exporter and the default \
+               /etc/rtcat/rtcat.toml."
 HOMEPAGE = "https://github.com/rtcat/rtcat"
 BUGTRACKER = "https://github.com/rtcat/rtcat/issues"
 SECTION = "net"
@@ -27,6 +28,7 @@ SRC_URI += "file://Cargo.toml;subdir=rtcat \
             file://LICENSE-MIT;subdir=rtcat \
             file://LICENSE-APACHE;subdir=rtcat \
             file://rootfs-overlay/usr/lib/systemd/system/rtcat.service;subdir=rtcat \
+            file://rootfs-overlay/usr/lib/systemd/system/rtcat-exporter.service;subdir=rtcat \
             file://rootfs-overlay/usr/lib/sysusers.d/rtcat.conf;subdir=rtcat \
             file://rootfs-overlay/usr/lib/tmpfiles.d/rtcat.conf;subdir=rtcat \
             file://rootfs-overlay/usr/lib/udev/rules.d/60-rtcat.rules;subdir=rtcat \
@@ -44,6 +46,7 @@ do_install:append() {
     install -d ${D}${systemd_system_unitdir} ${D}${sysconfdir}/rtcat ${D}${nonarch_libdir}/sysusers.d \
                ${D}${nonarch_libdir}/tmpfiles.d ${D}${nonarch_base_libdir}/udev/rules.d
     install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat.service ${D}${systemd_system_unitdir}/
+    install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat-exporter.service ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/rootfs-overlay/etc/rtcat/rtcat.toml ${D}${sysconfdir}/rtcat/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/sysusers.d/rtcat.conf ${D}${nonarch_libdir}/sysusers.d/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/tmpfiles.d/rtcat.conf ${D}${nonarch_libdir}/tmpfiles.d/
@@ -66,15 +69,19 @@ python rtcat_image_config() {
 }
 
 USERADD_PACKAGES = "${PN}"
-# The same user as rootfs-overlay/usr/lib/sysusers.d/rtcat.conf (the Debian package's source),
-# created at rootfs time so that a read-only rootfs works too.
-USERADD_PARAM:${PN} = "--system --user-group --home-dir ${localstatedir}/lib/rtcat --no-create-home \
-                       --shell ${base_sbindir}/nologin --comment 'rtcat EtherCAT master' rtcat"
+# The same user and group as rootfs-overlay/usr/lib/sysusers.d/rtcat.conf (the Debian package's
+# source), created at rootfs time so that a read-only rootfs works too: rtcat-clients, the group
+# of the programs that use the running master ([ipc] group), with rtcat in it.
+GROUPADD_PARAM:${PN} = "--system rtcat-clients"
+USERADD_PARAM:${PN} = "--system --user-group --groups rtcat-clients --home-dir ${localstatedir}/lib/rtcat \
+                       --no-create-home --shell ${base_sbindir}/nologin --comment 'rtcat EtherCAT master' rtcat"
 
-SYSTEMD_SERVICE:${PN} = "rtcat.service"
+# The image runs the exporter too (the .deb ships it disabled: there it is the user's choice).
+SYSTEMD_SERVICE:${PN} = "rtcat.service rtcat-exporter.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 
 FILES:${PN} += "${systemd_system_unitdir}/rtcat.service \
+                ${systemd_system_unitdir}/rtcat-exporter.service \
                 ${nonarch_libdir}/sysusers.d/rtcat.conf \
                 ${nonarch_libdir}/tmpfiles.d/rtcat.conf \
                 ${nonarch_base_libdir}/udev/rules.d/60-rtcat.rules \
