@@ -151,7 +151,9 @@ struct Up {
     expected_wkc: u16,
     /// Each subdevice's share of the working counter (inputs, outputs).
     wkc_shares: Vec<(u32, u32)>,
-    /// Positions of the DC subdevices (empty without `[dc]`).
+    /// Positions of the DC subdevices whose system time difference is sampled: all but the
+    /// reference clock, whose 0x092C never changes (it is read, never compared; empty without
+    /// `[dc]`).
     dc_positions: Vec<u16>,
 }
 
@@ -341,7 +343,8 @@ fn bring_up(
         write_startup_so(md, &group, &configured)?;
         let group = dc_into_op(md, cfg, group)?;
         check_image(md, &group, &layout, &configured)?;
-        (AnyGroup::Dc(group), dc_positions)
+        // The reference (the first) is what the others are compared with.
+        (AnyGroup::Dc(group), dc_positions[1..].to_vec())
     } else {
         let group =
             block_on(group.into_safe_op(md)).map_err(pdi_too_long("transition to SAFE-OP"))?;

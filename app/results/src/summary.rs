@@ -236,6 +236,113 @@ pub struct Summary {
     /// Per `[[axis]]` (CiA 402 drives run by the axes application); absent without axes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub axes: Option<Vec<AxisSummary>>,
+    /// Distributed clocks (`[dc] enabled`): the phase lock and the system time differences;
+    /// absent without DC (and in files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dc: Option<DcSummary>,
+}
+
+/// `dc` in `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DcSummary {
+    /// SYNC0 period.
+    pub sync0_period_ns: u64,
+    /// Where the frame is held, after SYNC0.
+    pub sync0_shift_ns: u64,
+    /// The phase lock's state at the end: `locking`, `locked` or `lost`.
+    pub lock_state: String,
+    /// `lock_state == "locked"`.
+    pub locked: bool,
+    /// Drift of the reference clock against the master's CLOCK_MONOTONIC the lock measured,
+    /// ppm (positive: the reference runs fast).
+    pub drift_ppm: f64,
+    /// |phase error| of every DC cycle: where the frame passed the reference clock against
+    /// its place on the SYNC0 grid (HdrHistogram).
+    pub phase_error_ns: LatencyStats,
+    /// Smallest signed phase error (negative: the frame was early).
+    pub phase_error_min_ns: i64,
+    /// Largest signed phase error.
+    pub phase_error_max_ns: i64,
+    /// Excursions of a DC subdevice's system time difference (0x092C) above the sync window.
+    pub sync_window_violations: u64,
+    /// The sync window, ns.
+    pub sync_window_ns: u32,
+    /// Per DC subdevice, 0x092C as sampled about every 100 ms off the real-time path.
+    pub subdevices: Vec<DcSubdeviceSummary>,
+}
+
+impl DcSummary {
+    fn validate(&self, cycles: u64) -> Result<()> {
+        self.phase_error_ns.validate("dc.phase_error_ns")?;
+        if self.phase_error_ns.count > cycles {
+            invalid!(
+                "dc.phase_error_ns.count",
+                "dc.phase_error_ns.count ({}) exceeds cycles ({cycles})",
+                self.phase_error_ns.count
+            );
+        }
+        if self.sync0_period_ns == 0 {
+            invalid!("dc.sync0_period_ns", "dc.sync0_period_ns: must be > 0");
+        }
+        if !matches!(self.lock_state.as_str(), "locking" | "locked" | "lost") {
+            invalid!(
+                "dc.lock_state",
+                "dc.lock_state: \"{}\" is not locking, locked or lost",
+                self.lock_state.escape_debug()
+            );
+        }
+        if self.locked != (self.lock_state == "locked") {
+            invalid!(
+                "dc.locked",
+                "dc.locked ({}) disagrees with dc.lock_state ({})",
+                self.locked,
+                self.lock_state
+            );
+        }
+        if !self.drift_ppm.is_finite() {
+            invalid!(
+                "dc.drift_ppm",
+                "dc.drift_ppm: {} is not finite",
+                self.drift_ppm
+            );
+        }
+        if self.phase_error_ns.count > 0
+            && (self.phase_error_min_ns > self.phase_error_max_ns
+                || self
+                    .phase_error_max_ns
+                    .unsigned_abs()
+                    .max(self.phase_error_min_ns.unsigned_abs())
+                    > self
+                        .phase_error_ns
+                        .max
+                        .saturating_add(self.phase_error_ns.max / 100 + 1))
+        {
+            invalid!(
+                "dc.phase_error_min_ns",
+                "dc.phase_error_min_ns ({}) / dc.phase_error_max_ns ({}) disagree with \
+                 dc.phase_error_ns.max ({})",
+                self.phase_error_min_ns,
+                self.phase_error_max_ns,
+                self.phase_error_ns.max
+            );
+        }
+        Ok(())
+    }
+}
+
+/// One DC subdevice's system time difference in `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DcSubdeviceSummary {
+    /// Position on the segment.
+    pub position: u16,
+    /// The last value read, ns (signed; absent: never read).
+    #[serde(default)]
+    pub last_ns: Option<i32>,
+    /// The value of largest magnitude read.
+    #[serde(default)]
+    pub worst_ns: Option<i32>,
 }
 
 /// One axis in `summary.json` (`axes`).
@@ -529,6 +636,9 @@ impl Summary {
                 self.missed_deadlines,
                 self.cycles
             );
+        }
+        if let Some(dc) = &self.dc {
+            dc.validate(self.cycles)?;
         }
         Ok(())
     }

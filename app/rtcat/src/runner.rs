@@ -141,6 +141,7 @@ fn checkpoint_fn(
     let requested = job.duration.map(|d| d.as_secs_f64());
     let dir = job.dir.clone();
     let live = job.live.clone();
+    let dc_cfg = job.cfg.clone();
     Box::new(move |rec: &Recorder, logging: &summary::LoggingHealth| {
         let facts = RunFacts {
             mode,
@@ -162,6 +163,7 @@ fn checkpoint_fn(
                 detail: None,
             }),
             axes: None,
+            dc: output::dc_summary(rec, &live, &dc_cfg),
             bus: (mode != Mode::TimerOnly).then(|| summary::BusStats {
                 rx_rejected: live.rx_rejected.load(Ordering::Relaxed),
                 send_errors: live.send_errors.load(Ordering::Relaxed),
@@ -196,6 +198,15 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         )),
     };
     let live = job.live.clone();
+    // The DC sampler's events (0x092C above the sync window) reach events.log through the
+    // status thread too; the ring is only created when the sampler runs.
+    let dc_sampling = job.target.is_some() && job.cfg.dc.enabled;
+    let (dc_ev_tx, dc_ev_rx) = if dc_sampling {
+        let (t, r) = rtrb::RingBuffer::new(256);
+        (Some(t), Some(r))
+    } else {
+        (None, None)
+    };
     let status = StatusThread::spawn(
         StatusConfig {
             dir: job.dir.clone(),
@@ -207,6 +218,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             echo_events: job.echo_events,
             samples_csv: job.samples,
             checkpoint,
+            dc_events: dc_ev_rx,
         },
         live.clone(),
         ev_rx,
@@ -237,6 +249,23 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             layout: None,
         }),
         Some(target) => {
+            // Requests of other threads served by the cyclic thread in a budget after each
+            // cycle (the DC sampler's 0x092C reads).
+            let (client, service) =
+                rtcat_master::acyclic::sdo_queue(64, Duration::from_micros(200));
+            let client = Arc::new(client);
+            let sampler = match dc_ev_tx {
+                Some(events) => Some(
+                    rtcat_master::dc::Sampler::spawn(
+                        client.clone(),
+                        live.clone(),
+                        job.cfg.dc.sync_window_ns,
+                        events,
+                    )
+                    .context("start the DC sampler thread")?,
+                ),
+                None => None,
+            };
             let spec = RunSpec {
                 cfg: job.cfg.clone(),
                 target,
@@ -249,9 +278,14 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 })),
                 retry_start: job.retry_start,
                 stop: crate::signals::handle(),
-                sdo: None,
+                sdo: Some(service),
             };
-            master::run(spec, job.app.as_mut(), &mut ch).map_err(anyhow::Error::from)
+            let r = master::run(spec, job.app.as_mut(), &mut ch).map_err(anyhow::Error::from);
+            if let Some(s) = sampler {
+                s.finish();
+            }
+            drop(client);
+            r
         }
     };
     drop(ch);
@@ -279,6 +313,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             .axes
             .as_ref()
             .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).clone()),
+        dc: output::dc_summary(&outcome.rec, &job.live, &job.cfg),
     };
     let summary = output::build_summary(&outcome.rec, &facts);
     output::write_results(&job.dir, &summary, &outcome.rec)

@@ -42,6 +42,8 @@ pub struct StatusConfig {
     pub samples_csv: bool,
     /// Write a checkpoint this often.
     pub checkpoint: Option<(Duration, CheckpointFn)>,
+    /// Events of the DC sampler (0x092C), logged like the cyclic thread's.
+    pub dc_events: Option<rtrb::Consumer<Event>>,
 }
 
 pub struct StatusThread {
@@ -157,10 +159,31 @@ fn mirror_counters(m: &mut Recorder, live: &Live) {
     m.recoveries = live.recoveries.load(Ordering::Relaxed);
 }
 
+/// The DC part of the status line (empty without DC).
+fn dc_status(live: &Live) -> String {
+    let dc = &live.dc;
+    if dc.enabled.load(Ordering::Relaxed) == 0 {
+        return String::new();
+    }
+    let worst = dc
+        .subdevices()
+        .iter()
+        .filter_map(|d| d.last_ns)
+        .max_by_key(|v| v.unsigned_abs());
+    format!(
+        " dc={} phase={:.1}µs drift={:+.2}ppm diff_max={} sync_window_violations={}",
+        dc.lock_state().as_str(),
+        dc.phase_error_ns.load(Ordering::Relaxed) as f64 / 1000.0,
+        dc.drift_ppb.load(Ordering::Relaxed) as f64 / 1000.0,
+        worst.map_or("-".into(), |w| format!("{w}ns")),
+        dc.sync_window_violations.load(Ordering::Relaxed)
+    )
+}
+
 fn status_line(start: Instant, cycles: u64, live: &Live) -> String {
     format!(
         "rtcat: t={:.0}s cycles={} wake_max={:.1}µs exec_max={:.1}µs missed={} \
-         wkc_mismatch={} lost={} recoveries={} rejected={} send_errors={} {}",
+         wkc_mismatch={} lost={} recoveries={} rejected={} send_errors={}{} {}",
         start.elapsed().as_secs_f64(),
         cycles,
         live.wake_max_ns.swap(0, Ordering::Relaxed) as f64 / 1000.0,
@@ -171,6 +194,7 @@ fn status_line(start: Instant, cycles: u64, live: &Live) -> String {
         live.recoveries.load(Ordering::Relaxed),
         live.rx_rejected.load(Ordering::Relaxed),
         live.send_errors.load(Ordering::Relaxed),
+        dc_status(live),
         if live.recovering.load(Ordering::Relaxed) == 1 {
             "RECOVERING"
         } else if live.healthy.load(Ordering::Relaxed) == 1 {
@@ -200,6 +224,7 @@ impl StatusThread {
                     echo_events,
                     samples_csv,
                     mut checkpoint,
+                    mut dc_events,
                 } = cfg;
                 let mut health = Health::default();
                 let mut log = LogFile::open(&dir, "events.log", &mut health);
@@ -237,7 +262,11 @@ impl StatusThread {
                             Err(e) => health.error(format!("free space: {e}")),
                         }
                     }
-                    while let Ok(e) = events.pop() {
+                    let more = std::iter::from_fn(|| dc_events.as_mut().and_then(|d| d.pop().ok()));
+                    let mine: Vec<Event> = std::iter::from_fn(|| events.pop().ok())
+                        .chain(more)
+                        .collect();
+                    for e in mine {
                         let line = format_event(&e);
                         if !log.line(format_args!("{line}"), &mut health) {
                             health.h.events_dropped += 1;
@@ -246,7 +275,11 @@ impl StatusThread {
                             say!("rtcat: event {line}");
                         }
                     }
+                    let dc_on = live.dc.enabled.load(Ordering::Relaxed) == 1;
                     while let Ok(s) = samples.pop() {
+                        if dc_on {
+                            mirror.record_phase(s.phase_error_ns);
+                        }
                         mirror.wake.saturating_record(s.wake_ns);
                         mirror.exec.saturating_record(s.exec_ns);
                         if s.rtt_ns > 0 {
