@@ -726,6 +726,86 @@ mod tests {
     }
 
     #[test]
+    fn dc_object_round_trips_and_is_checked() {
+        let mut s = sample_summary();
+        let dc = DcSummary {
+            sync0_period_ns: 1_000_000,
+            sync0_shift_ns: 500_000,
+            lock_state: "locked".into(),
+            locked: true,
+            drift_ppm: 49.8,
+            phase_error_ns: LatencyStats {
+                count: 4,
+                min: 10,
+                mean: 500.0,
+                p50: 400,
+                p99: 2000,
+                p999: 2000,
+                max: 2000,
+            },
+            phase_error_min_ns: -2000,
+            phase_error_max_ns: 1500,
+            sync_window_violations: 1,
+            sync_window_ns: 1000,
+            subdevices: vec![DcSubdeviceSummary {
+                position: 1,
+                last_ns: Some(-3),
+                worst_ns: Some(1200),
+            }],
+        };
+        s.dc = Some(dc.clone());
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["dc"]["phase_error_ns"]["p99"], 2000);
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(back, s);
+        s.validate().unwrap();
+        // Without DC the key is absent: older readers of schema /1 are not affected.
+        s.dc = None;
+        assert!(serde_json::to_value(&s).unwrap().get("dc").is_none());
+        for (bad, field) in [
+            (
+                DcSummary {
+                    locked: false,
+                    ..dc.clone()
+                },
+                "dc.locked",
+            ),
+            (
+                DcSummary {
+                    lock_state: "maybe".into(),
+                    ..dc.clone()
+                },
+                "dc.lock_state",
+            ),
+            (
+                DcSummary {
+                    phase_error_max_ns: 9000,
+                    ..dc.clone()
+                },
+                "dc.phase_error_min_ns",
+            ),
+            (
+                DcSummary {
+                    drift_ppm: f64::NAN,
+                    ..dc.clone()
+                },
+                "dc.drift_ppm",
+            ),
+            (
+                DcSummary {
+                    sync0_period_ns: 0,
+                    ..dc.clone()
+                },
+                "dc.sync0_period_ns",
+            ),
+        ] {
+            s.dc = Some(bad);
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.starts_with(field), "{field}: {e}");
+        }
+    }
+
+    #[test]
     fn summary_rejects_unknown_and_missing_fields() {
         let mut json = serde_json::to_value(sample_summary()).unwrap();
         json["bogus"] = 1.into();
