@@ -19,7 +19,7 @@
 
 use crate::coe::frame::{self, Response};
 use crate::coe::{Emergency, Geometry, Timeouts};
-use crate::cycle::OpGroup;
+use crate::cycle::Group;
 use ethercrab::{Command, MainDevice};
 use std::cell::Cell;
 use std::future::Future;
@@ -430,10 +430,10 @@ impl Future for Next<'_> {
 
 /// Serve requests forever (the cyclic thread drops the future at the end of the phase; a
 /// transfer cut short there is answered [`SdoFailure::NotCycling`] by the client's timeout).
-pub(crate) async fn serve(
+pub(crate) async fn serve<DC>(
     svc: &mut SdoService,
     md: &MainDevice<'static>,
-    group: &OpGroup,
+    group: &Group<DC>,
     busy: &Busy,
 ) {
     // A new phase: the mailboxes may have been set up anew (bring-up, recovery).
@@ -449,10 +449,10 @@ pub(crate) async fn serve(
     }
 }
 
-async fn transfer(
+async fn transfer<DC>(
     svc: &mut SdoService,
     md: &MainDevice<'static>,
-    group: &OpGroup,
+    group: &Group<DC>,
     r: &SdoRequest,
 ) -> Result<SdoData, SdoFailure> {
     let address = group

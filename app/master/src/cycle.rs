@@ -5,6 +5,12 @@
 //! skipped; the grid of deadlines (start + k x period) is never shifted, so the phase is kept.
 //! Nothing here allocates, locks across I/O, or prints: events and samples go into lock-free
 //! rings drained by the status thread.
+//!
+//! One loop serves both kinds of groups ([`CycleGroup`]): without distributed clocks the cycle
+//! is ethercrab's `tx_rx`; with them it is `tx_rx_dc` (the reference clock's system time is
+//! read and distributed by an FRMW in the cycle's first frame), and the DC time of that frame
+//! feeds [`crate::dc::PhaseLock`], whose correction moves the next absolute deadline: the grid is
+//! then the DC grid seen through CLOCK_MONOTONIC, not CLOCK_MONOTONIC's own.
 
 use crate::acyclic::{self, SdoService};
 use crate::application::{Application, Cycle, CycleStatus, RecoveryCause, SubdeviceStatus};
@@ -15,14 +21,66 @@ use crate::layout::Layout;
 use crate::master::{MAX_PDI_BYTES, MAX_SUBDEVICES};
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use crate::stop::Stop;
-use ethercrab::subdevice_group::{Op, TxRxResponse};
+use ethercrab::subdevice_group::{CycleInfo, HasDc, NoDc, Op, TxRxResponse};
 use ethercrab::{DefaultLock, MainDevice, SubDeviceGroup, SubDeviceState};
+use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-/// The segment in OP, as ethercrab holds it.
-pub type OpGroup = SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI_BYTES, DefaultLock, Op>;
+/// The segment in OP, as ethercrab holds it, with (`HasDc`) or without (`NoDc`) distributed
+/// clocks.
+pub type Group<DC> = SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI_BYTES, DefaultLock, Op, DC>;
+/// The segment in OP without distributed clocks.
+pub type OpGroup = Group<NoDc>;
+/// The segment in OP with SYNC0 configured (`configure_dc_sync`).
+pub type DcGroup = Group<HasDc>;
+
+/// "Exchange this cycle's process data" for both kinds of OP groups.
+pub trait CycleGroup {
+    /// What the response carries besides the WKC and the states.
+    type Extra;
+    /// Send the process image and the state checks; with DC also the FRMW of the system time.
+    fn exchange_once<'a>(
+        &'a self,
+        md: &'a MainDevice<'static>,
+    ) -> impl Future<
+        Output = Result<TxRxResponse<MAX_SUBDEVICES, Self::Extra>, ethercrab::error::Error>,
+    > + 'a;
+    /// The DC system time of the reference clock when the frame passed it (DC groups only).
+    fn dc_time(extra: &Self::Extra) -> Option<u64>;
+}
+
+impl CycleGroup for OpGroup {
+    type Extra = ();
+    fn exchange_once<'a>(
+        &'a self,
+        md: &'a MainDevice<'static>,
+    ) -> impl Future<Output = Result<TxRxResponse<MAX_SUBDEVICES>, ethercrab::error::Error>> + 'a
+    {
+        self.tx_rx(md)
+    }
+    fn dc_time(_: &()) -> Option<u64> {
+        None
+    }
+}
+
+impl CycleGroup for DcGroup {
+    type Extra = CycleInfo;
+    fn exchange_once<'a>(
+        &'a self,
+        md: &'a MainDevice<'static>,
+    ) -> impl Future<
+        Output = Result<TxRxResponse<MAX_SUBDEVICES, CycleInfo>, ethercrab::error::Error>,
+    > + 'a {
+        // ethercrab 0.7.1 `tx_rx_dc`: the FRMW of 0x0910 at the reference's configured address
+        // is the first PDU of the cycle's first frame; `dc_system_time` is what it read there.
+        self.tx_rx_dc(md)
+    }
+    fn dc_time(extra: &CycleInfo) -> Option<u64> {
+        Some(extra.dc_system_time)
+    }
+}
 
 /// Why the cyclic loop returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,13 +175,13 @@ impl Exchanger {
 }
 
 /// One exchange: Ok(response), or Err(()) when nothing came back within the response timeout.
-fn exchange(
+fn exchange<G: CycleGroup>(
     x: &mut Exchanger,
     md: &MainDevice<'static>,
-    group: &OpGroup,
+    group: &G,
     deadline_ns: u64,
-) -> Result<TxRxResponse<MAX_SUBDEVICES>, ()> {
-    let mut fut = pin!(group.tx_rx(md));
+) -> Result<TxRxResponse<MAX_SUBDEVICES, G::Extra>, ()> {
+    let mut fut = pin!(group.exchange_once(md));
     match x {
         Exchanger::Inline(bus) => {
             let mut cx = Context::from_waker(Waker::noop());
@@ -194,6 +252,8 @@ pub struct State {
     status: Vec<SubdeviceStatus>,
     /// Each subdevice's share of the expected working counter (inputs, outputs).
     shares: Vec<(u32, u32)>,
+    /// The phase lock of a DC group (None: no distributed clocks).
+    lock: Option<crate::dc::PhaseLock>,
 }
 
 impl State {
@@ -203,7 +263,15 @@ impl State {
             image: ProcessImage::for_layout(layout),
             status: vec![SubdeviceStatus::default(); layout.subdevices.len()],
             shares: shares.to_vec(),
+            lock: None,
         }
+    }
+
+    /// Lock the deadlines of a DC group with `lock` (reset: a new bring-up has a new grid).
+    pub fn with_lock(mut self, mut lock: crate::dc::PhaseLock) -> Self {
+        lock.reset();
+        self.lock = Some(lock);
+        self
     }
 }
 
@@ -234,16 +302,19 @@ fn advance(deadline: &mut u64, period: u64, end: u64, rec: &mut Recorder) -> Opt
 
 /// Run cycles until stopped, the duration ends, or the segment needs recovery.
 #[allow(clippy::too_many_arguments)]
-pub fn run(
+pub fn run<DC>(
     x: &mut Exchanger,
     md: &MainDevice<'static>,
-    group: &OpGroup,
+    group: &Group<DC>,
     app: &mut dyn Application,
     rec: &mut Recorder,
     sinks: &mut Sinks<'_>,
     st: &mut State,
     p: Params,
-) -> Exit {
+) -> Exit
+where
+    Group<DC>: CycleGroup,
+{
     let period = p.period_ns;
     // First deadline one period from now; all later ones on the same grid.
     let mut deadline = now_ns() + period;
@@ -280,6 +351,31 @@ pub fn run(
         let mut bad = false;
         let mut wkc = 0u16;
         let lost = result.is_err();
+        // The phase lock: where this cycle's frame passed the reference clock against the SYNC0
+        // grid, and the correction of the next deadline (no allocation, no system call).
+        let mut correction = 0i64;
+        let mut phase_error = 0i64;
+        let dc_time = result
+            .as_ref()
+            .ok()
+            .and_then(|r| <Group<DC> as CycleGroup>::dc_time(&r.extra));
+        if let (Some(dc_time), Some(lock)) = (dc_time, st.lock.as_mut()) {
+            let before = lock.state();
+            correction = lock.update(dc_time);
+            phase_error = lock.last_error_ns();
+            rec.record_phase(phase_error);
+            sinks.live.dc.publish(lock);
+            if lock.state() != before {
+                push_event(
+                    sinks.events,
+                    cycle,
+                    EventKind::DcLock {
+                        state: lock.state(),
+                        error_ns: phase_error,
+                    },
+                );
+            }
+        }
         match &result {
             Ok(resp) => {
                 wkc = resp.working_counter;
@@ -413,6 +509,7 @@ pub fn run(
                 exec_ns: exec,
                 rtt_ns: rtt.unwrap_or(0),
                 wkc,
+                phase_error_ns: phase_error,
             });
         }
         bad_run = if bad { bad_run + 1 } else { 0 };
@@ -430,6 +527,8 @@ pub fn run(
             }
         }
 
+        // The lock's correction moves the grid itself (the next and all later deadlines).
+        deadline = deadline.saturating_add_signed(correction);
         if let Some(behind) = advance(&mut deadline, period, end, rec) {
             push_event(
                 sinks.events,

@@ -9,7 +9,7 @@
 use crate::application::{Application, Recovery, Setup, ShutdownReason};
 use crate::bus::{Bus, Link, SocketLink, ThreadRt, TxRxThread};
 use crate::config::{Config, TxRxMode};
-use crate::cycle::{self, Exchanger, Exit, OpGroup, Params, Sinks};
+use crate::cycle::{self, CycleGroup, DcGroup, Exchanger, Exit, Group, OpGroup, Params, Sinks};
 use crate::devices;
 use crate::error::{Error, Result};
 use crate::layout::{Layout, LayoutError};
@@ -136,13 +136,25 @@ fn init_timeouts(cfg: &Config) -> Timeouts {
     }
 }
 
+/// The segment in OP: with or without distributed clocks.
+enum AnyGroup {
+    /// No DC: plain `tx_rx`, deadlines on CLOCK_MONOTONIC.
+    Plain(OpGroup),
+    /// SYNC0 configured: `tx_rx_dc` and the phase lock.
+    Dc(DcGroup),
+}
+
 /// A segment in OP.
 struct Up {
-    group: OpGroup,
+    group: AnyGroup,
     layout: Layout,
     expected_wkc: u16,
     /// Each subdevice's share of the working counter (inputs, outputs).
     wkc_shares: Vec<(u32, u32)>,
+    /// Positions of the DC subdevices whose system time difference is sampled: all but the
+    /// reference clock, whose 0x092C never changes (it is read, never compared; empty without
+    /// `[dc]`).
+    dc_positions: Vec<u16>,
 }
 
 /// Register access of `configure`, through the MainDevice (configured station addresses).
@@ -309,37 +321,39 @@ fn bring_up(
         Err(e) => Error::Application(e.to_string()),
     })?;
 
-    let group = block_on(group.into_safe_op(md)).map_err(|e| match e {
-        ethercrab::error::Error::PdiTooLong { desired_length, .. } => Error::Capacity(format!(
-            "the segment's process image is {desired_length} bytes (inputs + outputs); rtcat \
-             runs at most {MAX_PDI_BYTES}"
-        )),
-        e => Error::bus("transition to SAFE-OP", e),
-    })?;
-    for (pos, sd) in group.iter(md).enumerate() {
-        if let Some((d, who)) = configured(pos, sd.name()) {
-            devices::write_startup(md, &sd, pos as u16, &who, d, devices::Transition::SO)?;
+    let pdi_too_long = |stage: &'static str| {
+        move |e| match e {
+            ethercrab::error::Error::PdiTooLong { desired_length, .. } => Error::Capacity(format!(
+                "the segment's process image is {desired_length} bytes (inputs + outputs); \
+                     rtcat runs at most {MAX_PDI_BYTES}"
+            )),
+            e => Error::bus(stage, e),
         }
-    }
-    let group = block_on(group.into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;
-    for (pos, (sd, s)) in group.iter(md).zip(&layout.subdevices).enumerate() {
-        let io = sd.io_raw();
-        let (i, o) = (io.inputs().len(), io.outputs().len());
-        if let Some((d, who)) = configured(pos, sd.name()) {
-            devices::check_sizes(&who, d, i, o)?;
-        }
-        if i != s.input_bytes as usize || o != s.output_bytes as usize {
-            return Err(LayoutError::SizeMismatch {
-                position: s.position,
-                name: s.name.clone(),
-                layout_in: s.input_bytes,
-                layout_out: s.output_bytes,
-                image_in: i,
-                image_out: o,
-            }
-            .into());
-        }
-    }
+    };
+    let group = if cfg.dc.enabled {
+        let mut group = group;
+        let dc_positions = configure_dc_pre_op(md, cfg, &mut group, &layout)?;
+        let group = block_on(group.into_pre_op_pdi(md))
+            .map_err(pdi_too_long("PRE-OP with process data"))?;
+        let period_us = cfg.cycle.period_us;
+        let group = block_on(group.configure_dc_sync(md, cfg.dc.dc_configuration(period_us)))
+            .map_err(|e| Error::bus("DC SYNC0 configuration (configure_dc_sync)", e))?;
+        let group =
+            block_on(group.into_safe_op(md)).map_err(|e| Error::bus("transition to SAFE-OP", e))?;
+        write_startup_so(md, &group, &configured)?;
+        let group = dc_into_op(md, cfg, group)?;
+        check_image(md, &group, &layout, &configured)?;
+        // The reference (the first) is what the others are compared with.
+        (AnyGroup::Dc(group), dc_positions[1..].to_vec())
+    } else {
+        let group =
+            block_on(group.into_safe_op(md)).map_err(pdi_too_long("transition to SAFE-OP"))?;
+        write_startup_so(md, &group, &configured)?;
+        let group = block_on(group.into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;
+        check_image(md, &group, &layout, &configured)?;
+        (AnyGroup::Plain(group), Vec::new())
+    };
+    let (group, dc_positions) = group;
     let (derived, wkc_shares) = layout.wkc(LRW_CHUNK);
     let expected = match cfg.segment.expected_wkc {
         Some(w) if w != derived => {
@@ -359,7 +373,180 @@ fn bring_up(
         layout,
         expected_wkc,
         wkc_shares,
+        dc_positions,
     })
+}
+
+/// Which `[[device]]` entry configures the subdevice at a position (and how it is named).
+type Configured<'c> = dyn Fn(usize, &str) -> Option<(&'c devices::DeviceConfig, String)> + 'c;
+
+/// The SAFE-OP startup SDOs of the configured devices.
+fn write_startup_so<S, DC>(
+    md: &MainDevice<'static>,
+    group: &ethercrab::SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI_BYTES, ethercrab::DefaultLock, S, DC>,
+    configured: &Configured<'_>,
+) -> Result<()>
+where
+    S: ethercrab::subdevice_group::HasPdi,
+{
+    for (pos, sd) in group.iter(md).enumerate() {
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            devices::write_startup(md, &sd, pos as u16, &who, d, devices::Transition::SO)?;
+        }
+    }
+    Ok(())
+}
+
+/// The process image in OP against the layout read in PRE-OP.
+fn check_image<DC>(
+    md: &MainDevice<'static>,
+    group: &Group<DC>,
+    layout: &Layout,
+    configured: &Configured<'_>,
+) -> Result<()> {
+    for (pos, (sd, s)) in group.iter(md).zip(&layout.subdevices).enumerate() {
+        let io = sd.io_raw();
+        let (i, o) = (io.inputs().len(), io.outputs().len());
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            devices::check_sizes(&who, d, i, o)?;
+        }
+        if i != s.input_bytes as usize || o != s.output_bytes as usize {
+            return Err(LayoutError::SizeMismatch {
+                position: s.position,
+                name: s.name.clone(),
+                layout_in: s.input_bytes,
+                layout_out: s.output_bytes,
+                image_in: i,
+                image_out: o,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// `[dc]` in PRE-OP: check the reference clock, give every DC subdevice its SYNC mode
+/// (`set_dc_sync`, applied by `configure_dc_sync`) and write the CoE sync modes. Returns the
+/// positions of the DC subdevices.
+fn configure_dc_pre_op(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    group: &mut PreOpGroup,
+    layout: &Layout,
+) -> Result<Vec<u16>> {
+    let dc = &cfg.dc;
+    let mut capable = Vec::new();
+    for (pos, mut sd) in group.iter_mut(md).enumerate() {
+        let position = pos as u16;
+        if sd.dc_support().any() {
+            capable.push(position);
+            sd.set_dc_sync(dc.dc_sync(position));
+        } else if let Some(i) = dc.device.iter().position(|d| d.position == position)
+            && dc.device[i].assign_activate != 0
+        {
+            return Err(Error::SegmentMismatch(format!(
+                "dc.device[{i}].assign_activate = {:#06x}: the subdevice at position {position} \
+                 ({}) has no distributed clock",
+                dc.device[i].assign_activate,
+                sd.name()
+            )));
+        }
+    }
+    // ethercrab 0.7.1 takes the first DC-capable subdevice as the reference clock
+    // (`dc::configure_dc`) and offers no way to choose another one.
+    let Some(&first) = capable.first() else {
+        return Err(Error::SegmentMismatch(
+            "dc.enabled = true, but no subdevice of the segment has a distributed clock".into(),
+        ));
+    };
+    if let Some(r) = dc.reference
+        && r != first
+    {
+        return Err(Error::SegmentMismatch(format!(
+            "dc.reference = {r}: the reference clock is the first subdevice with a distributed \
+             clock, position {first}; another one is not supported"
+        )));
+    }
+    let synced: Vec<u16> = capable
+        .iter()
+        .copied()
+        .filter(|&p| dc.assign_activate(p) != 0)
+        .collect();
+    if dc.coe_sync_mode {
+        // 0x1C32:01 / 0x1C33:01 "Synchronization type" (UINT16) = 2: DC SYNC0 (ETG.1020 §21.1.2;
+        // the drive then latches its outputs and samples its inputs on SYNC0, not on the frame).
+        for &p in &synced {
+            let s = &layout.subdevices[usize::from(p)];
+            if !s.coe {
+                continue;
+            }
+            let mut client =
+                crate::coe::Client::on_bus(md, p, s.address, crate::coe::Timeouts::default())
+                    .map_err(|e| sync_mode_error(p, &s.name, 0x1c32, e))?;
+            for (object, present) in [(0x1c32u16, s.output_bytes > 0), (0x1c33, s.input_bytes > 0)]
+            {
+                if present {
+                    client
+                        .download(object, 1, &2u16.to_le_bytes())
+                        .map_err(|e| sync_mode_error(p, &s.name, object, e))?;
+                }
+            }
+        }
+    }
+    Ok(capable)
+}
+
+fn sync_mode_error(position: u16, name: &str, object: u16, e: crate::coe::Error) -> Error {
+    Error::Device(Box::new(devices::DeviceError::Sdo {
+        who: format!("subdevice at position {position} ({name}), dc.coe_sync_mode"),
+        action: "write",
+        object: format!("{object:#06x}:01"),
+        value: " = 2 (u16, DC SYNC0)".into(),
+        source: Box::new(devices::SdoFailure::Coe(e)),
+    }))
+}
+
+/// SAFE-OP to OP with SYNC0 running: request OP and keep exchanging process data (paced on
+/// the DC grid by `next_cycle_wait`) until every subdevice is in OP. A drive in DC mode checks
+/// that frames arrive around SYNC0 before it accepts OP (ETG.1020 §21.1, AL status 0x002C/0x001A
+/// otherwise); ethercrab's `tx_rx_dc` example does the same.
+fn dc_into_op(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    group: ethercrab::SubDeviceGroup<
+        MAX_SUBDEVICES,
+        MAX_PDI_BYTES,
+        ethercrab::DefaultLock,
+        ethercrab::subdevice_group::SafeOp,
+        ethercrab::subdevice_group::HasDc,
+    >,
+) -> Result<DcGroup> {
+    let group =
+        block_on(group.request_into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;
+    let timeout = Duration::from_millis(cfg.bus.state_timeout_ms.into());
+    let start = std::time::Instant::now();
+    loop {
+        let r = block_on(group.tx_rx_dc(md)).map_err(|e| Error::bus("transition to OP", e))?;
+        if r.all_op() {
+            return Ok(group);
+        }
+        if start.elapsed() > timeout {
+            let not: Vec<String> = r
+                .subdevice_states
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| **s != ethercrab::SubDeviceState::Op)
+                .map(|(i, s)| format!("{i} ({s})"))
+                .collect();
+            return Err(Error::SegmentMismatch(format!(
+                "transition to OP with distributed clocks: not in OP after {} ms \
+                 (bus.state_timeout_ms): position {}",
+                timeout.as_millis(),
+                not.join(", ")
+            )));
+        }
+        std::thread::sleep(r.extra.next_cycle_wait);
+    }
 }
 
 /// The TX/RX thread of bring-ups, recoveries and the shutdown: on the frames' CPU (the cycle's
@@ -429,7 +616,7 @@ fn bring_up_retrying(
 
 /// Outputs to zero, then SAFE-OP, then INIT. Errors are reported, not fatal: results still get
 /// written.
-fn shut_down(md: &MainDevice<'static>, group: OpGroup) -> Result<()> {
+fn shut_down<DC>(md: &MainDevice<'static>, group: Group<DC>) -> Result<()> {
     for sd in group.iter(md) {
         sd.outputs_raw_mut().fill(0);
     }
@@ -660,9 +847,13 @@ fn cycle_until_done(
         mut layout,
         mut expected_wkc,
         mut wkc_shares,
+        dc_positions,
     } = up;
     ch.live
         .set_layout(layout.subdevices.len(), layout.pdi_bytes(), expected_wkc);
+    ch.live
+        .dc
+        .set_segment(matches!(group, AnyGroup::Dc(_)), &dc_positions);
 
     // Process-wide real-time settings, once the segment is up.
     let _dma = match setup_process(&cfg, spec.no_rt) {
@@ -697,22 +888,34 @@ fn cycle_until_done(
         };
         // Everything the cycle touches, allocated here, outside the cyclic path.
         let mut state = cycle::State::new(&layout, &wkc_shares);
+        if matches!(group, AnyGroup::Dc(_)) {
+            state = state.with_lock(phase_lock(&cfg));
+        }
         let md = run.md.as_ref().expect("present while running");
         // One cyclic phase on its own thread; the bus comes back when it ends.
-        let (b, r, exit, a) = match run_phase(
-            md,
-            &group,
-            bus,
-            &cfg,
-            spec.no_rt,
-            app,
-            rec,
-            ch,
-            &mut state,
-            params,
-            stop,
-            spec.sdo.as_mut(),
-        ) {
+        macro_rules! phase {
+            ($g:expr) => {
+                run_phase(
+                    md,
+                    $g,
+                    bus,
+                    &cfg,
+                    spec.no_rt,
+                    app,
+                    rec,
+                    ch,
+                    &mut state,
+                    params,
+                    stop,
+                    spec.sdo.as_mut(),
+                )
+            };
+        }
+        let result = match &group {
+            AnyGroup::Plain(g) => phase!(g),
+            AnyGroup::Dc(g) => phase!(g),
+        };
+        let (b, r, exit, a) = match result {
             Ok(v) => v,
             Err(b) => {
                 let (e, bus) = *b;
@@ -742,7 +945,10 @@ fn cycle_until_done(
                 };
                 app.shutdown(&reason);
                 let t = TxRxThread::spawn(bus, init_rt)?;
-                let down = shut_down(md, group);
+                let down = match group {
+                    AnyGroup::Plain(g) => shut_down(md, g),
+                    AnyGroup::Dc(g) => shut_down(md, g),
+                };
                 if let Err(e) = &down {
                     log::warn!("shutdown: {e}");
                 }
@@ -803,6 +1009,11 @@ fn cycle_until_done(
                             layout.pdi_bytes(),
                             expected_wkc,
                         );
+                        // Re-synchronised by the bring-up (ethercrab's DC init and static sync,
+                        // SYNC0 configured anew); the lock starts over and reports when it holds.
+                        ch.live
+                            .dc
+                            .set_segment(matches!(group, AnyGroup::Dc(_)), &up.dc_positions);
                         rec.recoveries += 1;
                         ch.live.recoveries.store(rec.recoveries, Ordering::Relaxed);
                         push(ch, rec.cycles, EventKind::RecoveryDone { attempts });
@@ -893,10 +1104,20 @@ pub fn setup_cycle_thread(cfg: &Config, no_rt: bool) -> Result<RtApplied> {
 /// could be saved (so the run's storage goes back to the pool).
 type PhaseResult = std::result::Result<(Bus, Recorder, Exit, RtApplied), Box<(Error, Option<Bus>)>>;
 
+/// The phase lock of a DC run: the SYNC0 period and shift of `[dc]`, the default gains.
+fn phase_lock(cfg: &Config) -> crate::dc::PhaseLock {
+    let period = cfg.dc.sync0_period_ns(cfg.cycle.period_us);
+    crate::dc::PhaseLock::new(
+        period,
+        cfg.dc.sync0_shift_ns(cfg.cycle.period_us),
+        crate::dc::PhaseLockParams::for_period(period),
+    )
+}
+
 #[allow(clippy::too_many_arguments)]
-fn run_phase(
+fn run_phase<DC: Sync>(
     md: &MainDevice<'static>,
-    group: &OpGroup,
+    group: &Group<DC>,
     bus: Bus,
     cfg: &Config,
     no_rt: bool,
@@ -907,7 +1128,10 @@ fn run_phase(
     params: Params,
     stop: &Stop,
     sdo: Option<&mut crate::acyclic::SdoService>,
-) -> PhaseResult {
+) -> PhaseResult
+where
+    Group<DC>: CycleGroup,
+{
     let mode = cfg.cycle.txrx;
     let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
     std::thread::scope(|s| {

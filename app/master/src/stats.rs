@@ -5,7 +5,8 @@ use hdrhistogram::Histogram;
 #[cfg(test)]
 use rtcat_results::HDR_HIGHEST_NS;
 use rtcat_results::{LatencyStats, new_histogram};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 
 /// Everything one run measured. Owned by the cyclic thread while it runs.
 #[derive(Debug, Clone)]
@@ -34,6 +35,12 @@ pub struct Recorder {
     pub recoveries: u64,
     /// Recovery attempts that failed.
     pub failed_recoveries: u64,
+    /// |phase error| of each DC cycle against the SYNC0 grid (ns; empty without DC).
+    pub phase: Histogram<u64>,
+    /// Smallest signed phase error (ns; negative = the frame passed the reference early).
+    pub phase_min_ns: i64,
+    /// Largest signed phase error (ns).
+    pub phase_max_ns: i64,
 }
 
 impl Default for Recorder {
@@ -58,7 +65,28 @@ impl Recorder {
             data_errors: 0,
             recoveries: 0,
             failed_recoveries: 0,
+            phase: new_histogram(),
+            phase_min_ns: 0,
+            phase_max_ns: 0,
         }
+    }
+
+    /// Record one DC cycle's signed phase error (allocation-free, saturating).
+    #[inline]
+    pub fn record_phase(&mut self, error_ns: i64) {
+        if self.phase.is_empty() {
+            self.phase_min_ns = error_ns;
+            self.phase_max_ns = error_ns;
+        } else {
+            self.phase_min_ns = self.phase_min_ns.min(error_ns);
+            self.phase_max_ns = self.phase_max_ns.max(error_ns);
+        }
+        self.phase.saturating_record(error_ns.unsigned_abs());
+    }
+
+    /// |phase error| percentiles (None: no DC cycle).
+    pub fn phase_stats(&self) -> Option<LatencyStats> {
+        (!self.phase.is_empty()).then(|| LatencyStats::from_histogram(&self.phase))
     }
 
     /// Record one cycle's timings. Saturating: a value beyond 60 s is clamped, never lost.
@@ -126,6 +154,85 @@ pub struct Live {
     pub not_op_cycles: AtomicU64,
     /// Recovery attempts that failed.
     pub failed_recoveries: AtomicU64,
+    /// Distributed clocks: the phase lock (cyclic thread) and 0x092C (the sampler).
+    pub dc: DcLive,
+}
+
+/// The DC part of [`Live`].
+#[derive(Debug, Default)]
+pub struct DcLive {
+    /// 1 while the segment runs with distributed clocks (set at bring-up).
+    pub enabled: AtomicU64,
+    /// The phase lock's state: 0 locking, 1 locked, 2 lost ([`crate::dc::LockState`]).
+    pub lock: AtomicU64,
+    /// Drift of the reference clock against CLOCK_MONOTONIC the lock has learned, ppb.
+    pub drift_ppb: AtomicI64,
+    /// The last cycle's phase error, ns (signed).
+    pub phase_error_ns: AtomicI64,
+    /// Times a DC subdevice's |0x092C| went above `[dc] sync_window_ns` (one per excursion).
+    pub sync_window_violations: AtomicU64,
+    /// Per DC subdevice, the system time difference: written by the bring-up (positions) and
+    /// the sampler, never by the cyclic thread.
+    pub subdevices: Mutex<Vec<DcSubdevice>>,
+}
+
+/// One DC subdevice's system time difference (0x092C) as sampled.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DcSubdevice {
+    /// Position.
+    pub position: u16,
+    /// Last value read, ns (signed: negative = the local copy is behind the reference).
+    pub last_ns: Option<i32>,
+    /// The value of largest magnitude read since the bring-up.
+    pub worst_ns: Option<i32>,
+    /// Currently above the sync window.
+    pub outside: bool,
+}
+
+impl DcLive {
+    /// Publish one DC cycle from the cyclic thread (relaxed stores).
+    #[inline]
+    pub fn publish(&self, lock: &crate::dc::PhaseLock) {
+        let state = match lock.state() {
+            crate::dc::LockState::Locking => 0,
+            crate::dc::LockState::Locked => 1,
+            crate::dc::LockState::Lost => 2,
+        };
+        self.lock.store(state, Ordering::Relaxed);
+        self.drift_ppb
+            .store((lock.drift_ppm() * 1000.0) as i64, Ordering::Relaxed);
+        self.phase_error_ns
+            .store(lock.last_error_ns(), Ordering::Relaxed);
+    }
+
+    /// The lock state as published.
+    pub fn lock_state(&self) -> crate::dc::LockState {
+        match self.lock.load(Ordering::Relaxed) {
+            1 => crate::dc::LockState::Locked,
+            2 => crate::dc::LockState::Lost,
+            _ => crate::dc::LockState::Locking,
+        }
+    }
+
+    /// A bring-up: DC on or off, the DC subdevices' positions (their samples start anew).
+    pub fn set_segment(&self, enabled: bool, positions: &[u16]) {
+        self.enabled.store(u64::from(enabled), Ordering::Relaxed);
+        self.lock.store(0, Ordering::Relaxed);
+        let mut s = self.subdevices.lock().unwrap_or_else(|p| p.into_inner());
+        s.clear();
+        s.extend(positions.iter().map(|&position| DcSubdevice {
+            position,
+            ..DcSubdevice::default()
+        }));
+    }
+
+    /// A copy of the per-subdevice samples.
+    pub fn subdevices(&self) -> Vec<DcSubdevice> {
+        self.subdevices
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
 }
 
 impl Live {
@@ -220,6 +327,27 @@ pub enum EventKind {
         /// Attempt number.
         attempt: u32,
     },
+    /// The DC phase lock changed state (locking after a bring-up, locked, lost).
+    DcLock {
+        /// The new state.
+        state: crate::dc::LockState,
+        /// The phase error of that cycle, ns.
+        error_ns: i64,
+    },
+    /// A DC subdevice's system time difference (0x092C) went above `[dc] sync_window_ns`.
+    SyncWindow {
+        /// Position.
+        position: u16,
+        /// The value read, ns (signed).
+        ns: i32,
+    },
+    /// It is back inside the window.
+    SyncWindowBack {
+        /// Position.
+        position: u16,
+        /// The value read, ns (signed).
+        ns: i32,
+    },
     /// End of the run: outputs zeroed, SAFE-OP, INIT (verified by ethercrab), or not.
     Shutdown {
         /// Whether INIT was reached.
@@ -282,6 +410,25 @@ impl std::fmt::Display for EventKind {
                     crate::cia402::error_text(*code)
                 )
             }
+            EventKind::DcLock { state, error_ns } => {
+                write!(
+                    f,
+                    "dc_lock state={} phase_error_ns={error_ns}",
+                    state.as_str()
+                )
+            }
+            EventKind::SyncWindow { position, ns } => {
+                write!(
+                    f,
+                    "dc_sync_window_exceeded position={position} diff_ns={ns}"
+                )
+            }
+            EventKind::SyncWindowBack { position, ns } => {
+                write!(
+                    f,
+                    "dc_sync_window_restored position={position} diff_ns={ns}"
+                )
+            }
             EventKind::Shutdown { reached_init } => {
                 write!(
                     f,
@@ -319,6 +466,8 @@ pub struct Sample {
     pub rtt_ns: u64,
     /// Working counter.
     pub wkc: u16,
+    /// DC phase error, ns (signed; 0 without DC).
+    pub phase_error_ns: i64,
 }
 
 #[cfg(test)]

@@ -236,6 +236,113 @@ pub struct Summary {
     /// Per `[[axis]]` (CiA 402 drives run by the axes application); absent without axes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub axes: Option<Vec<AxisSummary>>,
+    /// Distributed clocks (`[dc] enabled`): the phase lock and the system time differences;
+    /// absent without DC (and in files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dc: Option<DcSummary>,
+}
+
+/// `dc` in `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DcSummary {
+    /// SYNC0 period.
+    pub sync0_period_ns: u64,
+    /// Where the frame is held, after SYNC0.
+    pub sync0_shift_ns: u64,
+    /// The phase lock's state at the end: `locking`, `locked` or `lost`.
+    pub lock_state: String,
+    /// `lock_state == "locked"`.
+    pub locked: bool,
+    /// Drift of the reference clock against the master's CLOCK_MONOTONIC the lock measured,
+    /// ppm (positive: the reference runs fast).
+    pub drift_ppm: f64,
+    /// |phase error| of every DC cycle: where the frame passed the reference clock against
+    /// its place on the SYNC0 grid (HdrHistogram).
+    pub phase_error_ns: LatencyStats,
+    /// Smallest signed phase error (negative: the frame was early).
+    pub phase_error_min_ns: i64,
+    /// Largest signed phase error.
+    pub phase_error_max_ns: i64,
+    /// Excursions of a DC subdevice's system time difference (0x092C) above the sync window.
+    pub sync_window_violations: u64,
+    /// The sync window, ns.
+    pub sync_window_ns: u32,
+    /// Per DC subdevice, 0x092C as sampled about every 100 ms off the real-time path.
+    pub subdevices: Vec<DcSubdeviceSummary>,
+}
+
+impl DcSummary {
+    fn validate(&self, cycles: u64) -> Result<()> {
+        self.phase_error_ns.validate("dc.phase_error_ns")?;
+        if self.phase_error_ns.count > cycles {
+            invalid!(
+                "dc.phase_error_ns.count",
+                "dc.phase_error_ns.count ({}) exceeds cycles ({cycles})",
+                self.phase_error_ns.count
+            );
+        }
+        if self.sync0_period_ns == 0 {
+            invalid!("dc.sync0_period_ns", "dc.sync0_period_ns: must be > 0");
+        }
+        if !matches!(self.lock_state.as_str(), "locking" | "locked" | "lost") {
+            invalid!(
+                "dc.lock_state",
+                "dc.lock_state: \"{}\" is not locking, locked or lost",
+                self.lock_state.escape_debug()
+            );
+        }
+        if self.locked != (self.lock_state == "locked") {
+            invalid!(
+                "dc.locked",
+                "dc.locked ({}) disagrees with dc.lock_state ({})",
+                self.locked,
+                self.lock_state
+            );
+        }
+        if !self.drift_ppm.is_finite() {
+            invalid!(
+                "dc.drift_ppm",
+                "dc.drift_ppm: {} is not finite",
+                self.drift_ppm
+            );
+        }
+        if self.phase_error_ns.count > 0
+            && (self.phase_error_min_ns > self.phase_error_max_ns
+                || self
+                    .phase_error_max_ns
+                    .unsigned_abs()
+                    .max(self.phase_error_min_ns.unsigned_abs())
+                    > self
+                        .phase_error_ns
+                        .max
+                        .saturating_add(self.phase_error_ns.max / 100 + 1))
+        {
+            invalid!(
+                "dc.phase_error_min_ns",
+                "dc.phase_error_min_ns ({}) / dc.phase_error_max_ns ({}) disagree with \
+                 dc.phase_error_ns.max ({})",
+                self.phase_error_min_ns,
+                self.phase_error_max_ns,
+                self.phase_error_ns.max
+            );
+        }
+        Ok(())
+    }
+}
+
+/// One DC subdevice's system time difference in `summary.json`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DcSubdeviceSummary {
+    /// Position on the segment.
+    pub position: u16,
+    /// The last value read, ns (signed; absent: never read).
+    #[serde(default)]
+    pub last_ns: Option<i32>,
+    /// The value of largest magnitude read.
+    #[serde(default)]
+    pub worst_ns: Option<i32>,
 }
 
 /// One axis in `summary.json` (`axes`).
@@ -530,6 +637,9 @@ impl Summary {
                 self.cycles
             );
         }
+        if let Some(dc) = &self.dc {
+            dc.validate(self.cycles)?;
+        }
         Ok(())
     }
 
@@ -613,6 +723,86 @@ mod tests {
         let back: Summary = serde_json::from_value(json).unwrap();
         assert_eq!(back, s);
         s.validate().unwrap();
+    }
+
+    #[test]
+    fn dc_object_round_trips_and_is_checked() {
+        let mut s = sample_summary();
+        let dc = DcSummary {
+            sync0_period_ns: 1_000_000,
+            sync0_shift_ns: 500_000,
+            lock_state: "locked".into(),
+            locked: true,
+            drift_ppm: 49.8,
+            phase_error_ns: LatencyStats {
+                count: 4,
+                min: 10,
+                mean: 500.0,
+                p50: 400,
+                p99: 2000,
+                p999: 2000,
+                max: 2000,
+            },
+            phase_error_min_ns: -2000,
+            phase_error_max_ns: 1500,
+            sync_window_violations: 1,
+            sync_window_ns: 1000,
+            subdevices: vec![DcSubdeviceSummary {
+                position: 1,
+                last_ns: Some(-3),
+                worst_ns: Some(1200),
+            }],
+        };
+        s.dc = Some(dc.clone());
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["dc"]["phase_error_ns"]["p99"], 2000);
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(back, s);
+        s.validate().unwrap();
+        // Without DC the key is absent: older readers of schema /1 are not affected.
+        s.dc = None;
+        assert!(serde_json::to_value(&s).unwrap().get("dc").is_none());
+        for (bad, field) in [
+            (
+                DcSummary {
+                    locked: false,
+                    ..dc.clone()
+                },
+                "dc.locked",
+            ),
+            (
+                DcSummary {
+                    lock_state: "maybe".into(),
+                    ..dc.clone()
+                },
+                "dc.lock_state",
+            ),
+            (
+                DcSummary {
+                    phase_error_max_ns: 9000,
+                    ..dc.clone()
+                },
+                "dc.phase_error_min_ns",
+            ),
+            (
+                DcSummary {
+                    drift_ppm: f64::NAN,
+                    ..dc.clone()
+                },
+                "dc.drift_ppm",
+            ),
+            (
+                DcSummary {
+                    sync0_period_ns: 0,
+                    ..dc.clone()
+                },
+                "dc.sync0_period_ns",
+            ),
+        ] {
+            s.dc = Some(bad);
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.starts_with(field), "{field}: {e}");
+        }
     }
 
     #[test]

@@ -49,5 +49,6 @@ pub(crate) fn sample_summary() -> Summary {
         bus: None,
         logging: None,
         axes: None,
+        dc: None,
     }
 }

@@ -20,8 +20,8 @@
 
 use crate::stats::{Event, EventKind, Live};
 use rtcat_control::protocol::{
-    AxisStatus, Counters, Failure, Histo, Histograms, Request, Status, SubdeviceState, VERSION,
-    to_hex,
+    AxisStatus, Counters, DcStatus, Failure, Histo, Histograms, Request, Status, SubdeviceState,
+    TimeDifference, VERSION, to_hex,
 };
 use rtcat_control::{Provider, Server, ServerConfig};
 use rtcat_master::acyclic::{MAX_SDO_BYTES, SdoClient, SdoFailure};
@@ -54,15 +54,15 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 /// The status thread's histograms, shared with the server (exact sums from the samples).
 #[derive(Default)]
-pub struct HistShare(Mutex<Histograms>);
+pub struct HistShare(Mutex<(Histograms, Option<Histo>)>);
 
 impl HistShare {
-    /// Replace the published histograms.
-    pub fn publish(&self, h: Histograms) {
-        *lock(&self.0) = h;
+    /// Replace the published histograms: the cycle's, and the |DC phase error| of DC runs.
+    pub fn publish(&self, h: Histograms, phase_abs: Option<Histo>) {
+        *lock(&self.0) = (h, phase_abs);
     }
 
-    fn get(&self) -> Histograms {
+    fn get(&self) -> (Histograms, Option<Histo>) {
         lock(&self.0).clone()
     }
 }
@@ -267,6 +267,7 @@ impl Shared {
                 })
                 .collect()
         });
+        let (histograms, phase) = self.hist.get();
         Status {
             version: VERSION,
             state: state.into(),
@@ -289,9 +290,25 @@ impl Shared {
                 failed_recoveries: r(&l.failed_recoveries),
                 emergencies: polled.emergencies_total,
             },
-            histograms: self.hist.get(),
+            histograms,
             subdevice_states: polled.states.clone(),
-            dc: None,
+            dc: (r(&l.dc.enabled) == 1).then(|| DcStatus {
+                locked: l.dc.lock_state() == rtcat_master::dc::LockState::Locked,
+                drift_ppm: l.dc.drift_ppb.load(Ordering::Relaxed) as f64 / 1000.0,
+                phase_error_abs_ns: phase.unwrap_or_default(),
+                sync_window_violations: r(&l.dc.sync_window_violations),
+                system_time_difference_ns: l
+                    .dc
+                    .subdevices()
+                    .iter()
+                    .filter_map(|d| {
+                        d.last_ns.map(|ns| TimeDifference {
+                            position: d.position,
+                            ns: i64::from(ns),
+                        })
+                    })
+                    .collect(),
+            }),
             axes,
         }
     }

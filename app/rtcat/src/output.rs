@@ -25,6 +25,43 @@ pub struct RunFacts {
     pub bus: Option<summary::BusStats>,
     pub logging: Option<summary::LoggingHealth>,
     pub axes: Option<Vec<summary::AxisSummary>>,
+    pub dc: Option<summary::DcSummary>,
+}
+
+/// The `dc` object of a run with distributed clocks: the cyclic thread's phase errors (`rec`),
+/// the lock state and the 0x092C samples (`live`). None when the segment ran without DC.
+pub fn dc_summary(
+    rec: &Recorder,
+    live: &crate::stats::Live,
+    cfg: &rtcat_master::Config,
+) -> Option<summary::DcSummary> {
+    use std::sync::atomic::Ordering;
+    let dc = &live.dc;
+    if !cfg.dc.enabled || (dc.enabled.load(Ordering::Relaxed) == 0 && rec.phase.is_empty()) {
+        return None;
+    }
+    let state = dc.lock_state();
+    Some(summary::DcSummary {
+        sync0_period_ns: cfg.dc.sync0_period_ns(cfg.cycle.period_us),
+        sync0_shift_ns: cfg.dc.sync0_shift_ns(cfg.cycle.period_us),
+        lock_state: state.as_str().to_string(),
+        locked: state == rtcat_master::dc::LockState::Locked,
+        drift_ppm: dc.drift_ppb.load(Ordering::Relaxed) as f64 / 1000.0,
+        phase_error_ns: LatencyStats::from_histogram(&rec.phase),
+        phase_error_min_ns: rec.phase_min_ns,
+        phase_error_max_ns: rec.phase_max_ns,
+        sync_window_violations: dc.sync_window_violations.load(Ordering::Relaxed),
+        sync_window_ns: cfg.dc.sync_window_ns,
+        subdevices: dc
+            .subdevices()
+            .iter()
+            .map(|d| summary::DcSubdeviceSummary {
+                position: d.position,
+                last_ns: d.last_ns,
+                worst_ns: d.worst_ns,
+            })
+            .collect(),
+    })
 }
 
 pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
@@ -77,6 +114,7 @@ pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
         bus: f.bus.clone(),
         logging: f.logging.clone(),
         axes: f.axes.clone(),
+        dc: f.dc.clone(),
     }
 }
 
@@ -208,9 +246,57 @@ pub fn human_table(s: &Summary, rec: &Recorder) -> String {
                 .unwrap_or_default()
         );
     }
+    if let Some(dc) = &s.dc {
+        t.push_str(&dc_table(dc));
+    }
     if let Some(axes) = &s.axes {
         t.push_str(&axes_table(axes));
     }
+    t
+}
+
+/// The DC part of the human table: lock, drift, phase error, 0x092C per subdevice.
+pub fn dc_table(dc: &summary::DcSummary) -> String {
+    let mut t = String::new();
+    let p = &dc.phase_error_ns;
+    let _ = writeln!(
+        t,
+        "\ndistributed clocks: SYNC0 {} µs, frame at +{} µs; lock {}, drift {:+.2} ppm",
+        us(dc.sync0_period_ns as f64),
+        us(dc.sync0_shift_ns as f64),
+        dc.lock_state,
+        dc.drift_ppm
+    );
+    let _ = writeln!(
+        t,
+        "|phase error| µs  p50 {}  p99 {}  p99.9 {}  max {}  (signed {} .. {}, {} cycles)",
+        us(p.p50 as f64),
+        us(p.p99 as f64),
+        us(p.p999 as f64),
+        us(p.max as f64),
+        us(dc.phase_error_min_ns as f64),
+        us(dc.phase_error_max_ns as f64),
+        p.count
+    );
+    let diffs: Vec<String> = dc
+        .subdevices
+        .iter()
+        .map(|d| {
+            let f = |v: Option<i32>| v.map_or("-".to_string(), |v| v.to_string());
+            format!("{}: {} (worst {})", d.position, f(d.last_ns), f(d.worst_ns))
+        })
+        .collect();
+    let _ = writeln!(
+        t,
+        "system time difference 0x092C ns  {}  sync window {} ns, violations {}",
+        if diffs.is_empty() {
+            "-".to_string()
+        } else {
+            diffs.join("  ")
+        },
+        dc.sync_window_ns,
+        dc.sync_window_violations
+    );
     t
 }
 

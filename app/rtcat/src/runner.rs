@@ -141,6 +141,7 @@ fn checkpoint_fn(
     let requested = job.duration.map(|d| d.as_secs_f64());
     let dir = job.dir.clone();
     let live = job.live.clone();
+    let dc_cfg = job.cfg.clone();
     Box::new(move |rec: &Recorder, logging: &summary::LoggingHealth| {
         let facts = RunFacts {
             mode,
@@ -162,6 +163,7 @@ fn checkpoint_fn(
                 detail: None,
             }),
             axes: None,
+            dc: output::dc_summary(rec, &live, &dc_cfg),
             bus: (mode != Mode::TimerOnly).then(|| summary::BusStats {
                 rx_rejected: live.rx_rejected.load(Ordering::Relaxed),
                 send_errors: live.send_errors.load(Ordering::Relaxed),
@@ -208,6 +210,13 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     let hist = Arc::new(crate::control::HistShare::default());
     let layout: crate::control::LayoutShare = Arc::default();
     let (more_tx, more_rx) = std::sync::mpsc::sync_channel(256);
+    let dc_events = {
+        let tx = more_tx.clone();
+        move |e| {
+            // A full channel drops the event (the sampler's counters still count it).
+            let _ = tx.try_send(e);
+        }
+    };
     let control = match &queue {
         Some((client, _)) => Some(crate::control::Control::start(
             crate::control::Shared::new(
@@ -222,6 +231,20 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             more_tx,
         )?),
         None => None,
+    };
+    // The DC sampler (0x092C through the same queue) while DC is on; its events reach
+    // events.log through the same channel as the poller's.
+    let sampler = match (&queue, job.cfg.dc.enabled) {
+        (Some((client, _)), true) => Some(
+            rtcat_master::dc::Sampler::spawn(
+                client.clone(),
+                live.clone(),
+                job.cfg.dc.sync_window_ns,
+                dc_events,
+            )
+            .context("start the DC sampler thread")?,
+        ),
+        _ => None,
     };
     let sdo = queue.map(|(_, service)| service);
     let status = StatusThread::spawn(
@@ -283,7 +306,11 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             };
             let inner = std::mem::replace(&mut job.app, Box::new(ZeroOutputs));
             let mut app = crate::control::LayoutHook::new(inner, layout);
-            master::run(spec, &mut app, &mut ch).map_err(anyhow::Error::from)
+            let r = master::run(spec, &mut app, &mut ch).map_err(anyhow::Error::from);
+            if let Some(s) = sampler {
+                s.finish();
+            }
+            r
         }
     };
     // The poller's last emergencies still reach the status thread.
@@ -315,6 +342,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             .axes
             .as_ref()
             .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).clone()),
+        dc: output::dc_summary(&outcome.rec, &job.live, &job.cfg),
     };
     let summary = output::build_summary(&outcome.rec, &facts);
     output::write_results(&job.dir, &summary, &outcome.rec)

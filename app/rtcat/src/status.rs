@@ -62,6 +62,8 @@ struct Sums {
     wake: u64,
     exec: u64,
     rtt: u64,
+    /// Of the |phase error| (DC cycles only).
+    phase: u64,
 }
 
 fn histograms(m: &Recorder, s: &Sums) -> Histograms {
@@ -185,10 +187,31 @@ fn mirror_counters(m: &mut Recorder, live: &Live) {
     m.recoveries = live.recoveries.load(Ordering::Relaxed);
 }
 
+/// The DC part of the status line (empty without DC).
+fn dc_status(live: &Live) -> String {
+    let dc = &live.dc;
+    if dc.enabled.load(Ordering::Relaxed) == 0 {
+        return String::new();
+    }
+    let worst = dc
+        .subdevices()
+        .iter()
+        .filter_map(|d| d.last_ns)
+        .max_by_key(|v| v.unsigned_abs());
+    format!(
+        " dc={} phase={:.1}µs drift={:+.2}ppm diff_max={} sync_window_violations={}",
+        dc.lock_state().as_str(),
+        dc.phase_error_ns.load(Ordering::Relaxed) as f64 / 1000.0,
+        dc.drift_ppb.load(Ordering::Relaxed) as f64 / 1000.0,
+        worst.map_or("-".into(), |w| format!("{w}ns")),
+        dc.sync_window_violations.load(Ordering::Relaxed)
+    )
+}
+
 fn status_line(start: Instant, cycles: u64, live: &Live) -> String {
     format!(
         "rtcat: t={:.0}s cycles={} wake_max={:.1}µs exec_max={:.1}µs missed={} \
-         wkc_mismatch={} lost={} recoveries={} rejected={} send_errors={} {}",
+         wkc_mismatch={} lost={} recoveries={} rejected={} send_errors={}{} {}",
         start.elapsed().as_secs_f64(),
         cycles,
         live.wake_max_ns.swap(0, Ordering::Relaxed) as f64 / 1000.0,
@@ -199,6 +222,7 @@ fn status_line(start: Instant, cycles: u64, live: &Live) -> String {
         live.recoveries.load(Ordering::Relaxed),
         live.rx_rejected.load(Ordering::Relaxed),
         live.send_errors.load(Ordering::Relaxed),
+        dc_status(live),
         if live.recovering.load(Ordering::Relaxed) == 1 {
             "RECOVERING"
         } else if live.healthy.load(Ordering::Relaxed) == 1 {
@@ -280,7 +304,12 @@ impl StatusThread {
                             say!("rtcat: event {line}");
                         }
                     }
+                    let dc_on = live.dc.enabled.load(Ordering::Relaxed) == 1;
                     while let Ok(s) = samples.pop() {
+                        if dc_on {
+                            mirror.record_phase(s.phase_error_ns);
+                            sums.phase = sums.phase.saturating_add(s.phase_error_ns.unsigned_abs());
+                        }
                         mirror.wake.saturating_record(s.wake_ns);
                         mirror.exec.saturating_record(s.exec_ns);
                         sums.wake = sums.wake.saturating_add(s.wake_ns);
@@ -304,7 +333,11 @@ impl StatusThread {
                     if let Some(h) = share.as_ref()
                         && last_publish.is_none_or(|t| t.elapsed() >= PUBLISH_EVERY)
                     {
-                        h.publish(histograms(&mirror, &sums));
+                        h.publish(
+                            histograms(&mirror, &sums),
+                            (!mirror.phase.is_empty())
+                                .then(|| Histo::from_hdr(&mirror.phase, sums.phase)),
+                        );
                         last_publish = Some(Instant::now());
                     }
                     if stopping {

@@ -86,9 +86,18 @@ impl Application for Probe {
     }
 }
 
-fn steady_state(mode: TxRxMode) {
+fn steady_state(mode: TxRxMode, dc: bool) {
     let root = nix::unistd::geteuid().is_root();
     let mut cfg = Config::default();
+    // With distributed clocks: SYNC0 on the three devices, tx_rx_dc and the phase lock.
+    let mut spec = SegmentSpec::reference();
+    if dc {
+        for d in &mut spec.devices {
+            d.dc = true;
+        }
+        cfg.dc.enabled = true;
+        cfg.dc.static_sync_iterations = 200;
+    }
     cfg.cycle.txrx = mode;
     cfg.cycle.period_us = 1000;
     cfg.bus.response_timeout_us = Some(1000);
@@ -107,7 +116,7 @@ fn steady_state(mode: TxRxMode) {
     let r = execute(Job {
         cfg,
         target: Some(Target::Sim {
-            spec: SegmentSpec::reference(),
+            spec,
             faults: Faults::new(),
         }),
         duration: Some(Duration::from_secs(2)),
@@ -140,13 +149,22 @@ fn steady_state(mode: TxRxMode) {
     let allocs = ALLOCS.load(Ordering::Relaxed);
     assert_eq!(
         allocs, 0,
-        "{mode:?}: {allocs} allocations in {tracked} steady-state cycles"
+        "{mode:?} dc={dc}: {allocs} allocations in {tracked} steady-state cycles"
     );
+    if dc {
+        assert!(
+            r.summary
+                .dc
+                .as_ref()
+                .is_some_and(|d| d.phase_error_ns.count > 500),
+            "{mode:?}: no DC phase errors recorded"
+        );
+    }
     let faults = e.load(Ordering::Relaxed) - w.load(Ordering::Relaxed);
     if root {
         assert_eq!(
             faults, 0,
-            "{mode:?}: {faults} minor page faults in {tracked} cycles"
+            "{mode:?} dc={dc}: {faults} minor page faults in {tracked} cycles"
         );
         assert!(!r.summary.system.no_rt);
         assert_eq!(r.summary.system.policy, rtlab::summary::Policy::Fifo);
@@ -159,6 +177,8 @@ fn steady_state(mode: TxRxMode) {
 #[test]
 fn no_allocation_and_no_page_fault_per_cycle() {
     // One test: the tracking flag and counter are process-wide.
-    steady_state(TxRxMode::Inline);
-    steady_state(TxRxMode::Thread);
+    steady_state(TxRxMode::Inline, false);
+    steady_state(TxRxMode::Thread, false);
+    steady_state(TxRxMode::Inline, true);
+    steady_state(TxRxMode::Thread, true);
 }

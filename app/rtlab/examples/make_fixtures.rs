@@ -97,6 +97,7 @@ fn bench_dir(
         bus: None,
         logging: None,
         axes: None,
+        dc: None,
     };
     s.write(&dir.join(SUMMARY_FILE))?;
     Ok(s)

@@ -24,9 +24,9 @@ use crate::cyclictest;
 use crate::error::{is_usage, usage};
 use crate::outfile::say;
 use crate::summary::{
-    BusStats, EXEC_HDR_FILE, LADDER_CSV_FILE, LadderManifest, LadderRow, LoggingHealth,
-    MANIFEST_FILE, SUMMARY_FILE, Stop, StopReason, Summary, WAKE_HDR_FILE, new_histogram,
-    read_hdr_in, read_ladder_csv_in,
+    AxisSummary, BusStats, DcSummary, EXEC_HDR_FILE, LADDER_CSV_FILE, LadderManifest, LadderRow,
+    LoggingHealth, MANIFEST_FILE, SUMMARY_FILE, Stop, StopReason, Summary, WAKE_HDR_FILE,
+    new_histogram, read_hdr_in, read_ladder_csv_in,
 };
 
 /// Output format of the table.
@@ -109,6 +109,10 @@ pub struct RunHealth {
     pub stop: Option<Stop>,
     pub bus: Option<BusStats>,
     pub logging: Option<LoggingHealth>,
+    /// Distributed clocks of the run (`[dc] enabled`).
+    pub dc: Option<DcSummary>,
+    /// The CiA 402 axes of the run.
+    pub axes: Option<Vec<AxisSummary>>,
 }
 
 impl RunHealth {
@@ -119,6 +123,8 @@ impl RunHealth {
             stop: s.stop.clone(),
             bus: s.bus.clone(),
             logging: s.logging.clone(),
+            dc: s.dc.clone(),
+            axes: s.axes.clone(),
         }
     }
 
@@ -946,6 +952,7 @@ pub fn render_markdown(sources: &[Source]) -> String {
             }
         }
     }
+    motion_sections(&mut o, sources);
     if sources.len() > 1 {
         let mut stages: Vec<String> = Vec::new();
         for r in &rows {
@@ -983,6 +990,94 @@ pub fn render_markdown(sources: &[Source]) -> String {
         }
     }
     o
+}
+
+/// Distributed clocks and CiA 402 axes of the runs that had them: the phase lock (state, drift,
+/// |phase error| P50..max and the signed extremes, sync window violations, the worst 0x092C)
+/// and per axis the state reached, the following error (P99, max, in the axis' units) and the
+/// faults.
+fn motion_sections(o: &mut String, sources: &[Source]) {
+    let runs = || {
+        sources.iter().flat_map(|s| {
+            s.stages.iter().flat_map(move |st| {
+                st.runs.iter().map(move |r| {
+                    let who = match r.health.run {
+                        Some(k) => format!("{} {} run {k}", s.label, st.name),
+                        None => format!("{} {}", s.label, st.name),
+                    };
+                    (md_text(&who), &r.health)
+                })
+            })
+        })
+    };
+    if runs().any(|(_, h)| h.dc.is_some()) {
+        o.push_str(
+            "\n## Distributed clocks\n\nPhase error (absolute for the percentiles) = where the frame passed the reference clock \
+             against its place on the SYNC0 grid, µs; 0x092C = the largest system time \
+             difference of a DC subdevice, ns.\n\n",
+        );
+        o.push_str(
+            "| run | SYNC0 | lock | drift ppm | P50 | P99 | P99.9 | max | signed min | signed max | window violations | worst 0x092C |\n",
+        );
+        o.push_str("|---|--:|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|\n");
+        for (who, h) in runs() {
+            let Some(d) = &h.dc else { continue };
+            let p = &d.phase_error_ns;
+            let worst = d
+                .subdevices
+                .iter()
+                .filter_map(|x| x.worst_ns.map(|w| (x.position, w)))
+                .max_by_key(|(_, w)| w.unsigned_abs())
+                .map_or("–".to_string(), |(pos, w)| format!("{w} (pos {pos})"));
+            let _ = writeln!(
+                o,
+                "| {who} | {} µs | {} | {:+.2} | {} | {} | {} | {} | {} | {} | {} | {} |",
+                us(d.sync0_period_ns as f64),
+                md_text(&d.lock_state),
+                d.drift_ppm,
+                us(p.p50 as f64),
+                us(p.p99 as f64),
+                us(p.p999 as f64),
+                us(p.max as f64),
+                us(d.phase_error_min_ns as f64),
+                us(d.phase_error_max_ns as f64),
+                d.sync_window_violations,
+                worst
+            );
+        }
+    }
+    if runs().any(|(_, h)| h.axes.is_some()) {
+        o.push_str(
+            "\n## Axes\n\nFollowing error in the axis' units over the good cycles in operation enabled.\n\n",
+        );
+        o.push_str("| run | axis | mode | state reached | final state | ferr P99 | ferr max | faults | quick stops | last fault |\n");
+        o.push_str("|---|---|---|---|---|--:|--:|--:|--:|---|\n");
+        for (who, h) in runs() {
+            for a in h.axes.iter().flatten() {
+                let units = |c: u64| format!("{:.6}", c as f64 / a.counts_per_unit);
+                let (p99, max) = a
+                    .following_error_counts
+                    .as_ref()
+                    .map_or(("–".to_string(), "–".to_string()), |f| {
+                        (units(f.p99), units(f.max))
+                    });
+                let _ = writeln!(
+                    o,
+                    "| {who} | {} | {} | {} | {} | {p99} | {max} | {} | {} | {} |",
+                    md_text(&a.name),
+                    md_text(&a.mode),
+                    md_text(a.state_reached.as_deref().unwrap_or("–")),
+                    md_text(a.final_state.as_deref().unwrap_or("–")),
+                    a.faults,
+                    a.quick_stops,
+                    match (a.last_error_code, &a.last_error_text) {
+                        (Some(c), Some(x)) => format!("{c:#06x} {}", md_text(x)),
+                        _ => "–".to_string(),
+                    }
+                );
+            }
+        }
+    }
 }
 
 /// CSV: one row per source and stage, latencies in µs (3 decimals), empty where not applicable.
