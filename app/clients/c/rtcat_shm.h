@@ -1,7 +1,8 @@
 /* rtcat_shm.h -- client of rtcat's shared-memory process image (format v1, app/shm/FORMAT.md).
  *
- * Single header, C11, libc only. In exactly one translation unit:
+ * Single header, C11 + POSIX.1-2008, libc only. In exactly one translation unit:
  *
+ *     #define _POSIX_C_SOURCE 200809L   (before the first #include; for shm_open, O_CLOEXEC)
  *     #define RTCAT_SHM_IMPLEMENTATION
  *     #include "rtcat_shm.h"
  *
@@ -196,6 +197,10 @@ void rtcat_shm_writer_detach(rtcat_shm_writer *w);
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if !defined(O_CLOEXEC) || !defined(O_NOFOLLOW)
+#error "rtcat_shm.h's implementation needs POSIX.1-2008: #define _POSIX_C_SOURCE 200809L (or _DEFAULT_SOURCE) before the first #include"
+#endif
+
 #if !defined(__ORDER_LITTLE_ENDIAN__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "rtcat_shm.h reads the little-endian format in place: little-endian hosts only"
 #endif
@@ -369,6 +374,25 @@ static int rtcat__str(rtcat__js *j, char *out, size_t cap) {
         if (c < 0x20)
             return -1;
         buf[0] = c;
+        if (c >= 0x80) {
+            /* UTF-8 (RFC 3629 §4): no overlongs, no surrogates, nothing above U+10FFFF. */
+            size_t more = c >= 0xf0 ? 3 : c >= 0xe0 ? 2 : 1;
+            uint32_t cp = c >= 0xf0 ? c & 0x07u : c >= 0xe0 ? c & 0x0fu : c & 0x1fu;
+            if (c < 0xc2 || c > 0xf4 || (size_t)(j->end - j->p) < more)
+                return -1;
+            for (size_t i = 0; i < more; i++) {
+                unsigned char cc = (unsigned char)j->p[i];
+                if ((cc & 0xc0) != 0x80)
+                    return -1;
+                cp = cp << 6 | (cc & 0x3fu);
+                buf[i + 1] = cc;
+            }
+            if ((more == 2 && cp < 0x800) || (more == 3 && cp < 0x10000) || cp > 0x10ffff ||
+                (cp >= 0xd800 && cp < 0xe000))
+                return -1;
+            j->p += more;
+            len = more + 1;
+        }
         if (c == '\\') {
             if (j->p >= j->end)
                 return -1;
@@ -451,14 +475,34 @@ static int rtcat__uint(rtcat__js *j, uint64_t max, uint64_t *v) {
 
 static int rtcat__skip(rtcat__js *j, int depth);
 
-static int rtcat__skip_number(rtcat__js *j) {
+static int rtcat__digits(rtcat__js *j) {
     const char *start = j->p;
-    if (j->p < j->end && *j->p == '-')
-        j->p++;
-    while (j->p < j->end && ((*j->p >= '0' && *j->p <= '9') || *j->p == '.' || *j->p == 'e' ||
-                             *j->p == 'E' || *j->p == '+' || *j->p == '-'))
+    while (j->p < j->end && *j->p >= '0' && *j->p <= '9')
         j->p++;
     return j->p == start ? -1 : 0;
+}
+
+/* RFC 8259 §6: -? (0 | [1-9][0-9]*) (. [0-9]+)? ([eE] [+-]? [0-9]+)? */
+static int rtcat__skip_number(rtcat__js *j) {
+    if (j->p < j->end && *j->p == '-')
+        j->p++;
+    if (j->p < j->end && *j->p == '0')
+        j->p++;
+    else if (rtcat__digits(j))
+        return -1;
+    if (j->p < j->end && *j->p == '.') {
+        j->p++;
+        if (rtcat__digits(j))
+            return -1;
+    }
+    if (j->p < j->end && (*j->p == 'e' || *j->p == 'E')) {
+        j->p++;
+        if (j->p < j->end && (*j->p == '+' || *j->p == '-'))
+            j->p++;
+        if (rtcat__digits(j))
+            return -1;
+    }
+    return 0;
 }
 
 /* Calls each(key) for every member of an object; each() parses or skips the value. */
@@ -894,11 +938,12 @@ int rtcat_shm_attach(rtcat_shm *s, const char *name) {
         return RTCAT_SHM_EINVAL;
     snprintf(path, sizeof path, "/%s", name);
     /* Writers need write access; readers fall back to read-only. O_NOFOLLOW: shm_open's file is
-     * in /dev/shm, and a link there is not the master's object. */
-    s->fd = shm_open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC, 0);
+     * in /dev/shm, and a link there is not the master's object; O_NONBLOCK: a FIFO planted
+     * there must not block the open (fstat then refuses it). */
+    s->fd = shm_open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0);
     int writable = 1;
     if (s->fd < 0 && errno == EACCES) {
-        s->fd = shm_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC, 0);
+        s->fd = shm_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0);
         writable = 0;
     }
     if (s->fd < 0) {

@@ -338,7 +338,13 @@ class Image:
         self._i = memoryview(mm)[: len(mm) - len(mm) % 4].cast("I")
         self.entries: list[Entry] = []
         self._by_name: dict[str, Entry] = {}
-        self._parse()
+        try:
+            self._parse()
+        except BaseException:
+            # The views export the mapping: release them so that the caller can close it.
+            self._q.release()
+            self._i.release()
+            raise
 
     @classmethod
     def attach(cls, name: str) -> Image:
@@ -347,11 +353,11 @@ class Image:
         path = os.path.join("/dev/shm", name)
         writable = True
         try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC)
+            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
         except PermissionError:
             writable = False
             try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
             except OSError as e:
                 raise ShmError(f"/{name}: {e.strerror} (the object belongs to the [ipc] group)") from None
         except FileNotFoundError:
