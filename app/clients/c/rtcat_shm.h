@@ -682,7 +682,8 @@ static int rtcat__entry_member(rtcat__js *j, const char *key, void *ctx, int dep
 
 typedef struct {
     rtcat_shm *s;
-    int saw_entries, saw_schema;
+    int saw_entries, saw_schema, saw_subdevices;
+    uint64_t subdevices;
     uint64_t input_bytes, output_bytes;
     int saw_sizes;
     size_t names_len, names_cap;
@@ -763,6 +764,36 @@ static int rtcat__top_member(rtcat__js *j, const char *key, void *ctx, int depth
         t->saw_sizes |= 2;
         return rtcat__uint(j, 0xffffffffu, &t->output_bytes);
     }
+    if (strcmp(key, "subdevices") == 0) {
+        /* Counted: the snapshot's valid[] has one byte per subdevice of the layout. */
+        rtcat__ws(j);
+        if (j->p >= j->end || *j->p != '[')
+            return -1;
+        j->p++;
+        rtcat__ws(j);
+        t->saw_subdevices = 1;
+        if (j->p < j->end && *j->p == ']') {
+            j->p++;
+            return 0;
+        }
+        for (;;) {
+            if (rtcat__skip(j, depth + 1))
+                return -1;
+            t->subdevices++;
+            rtcat__ws(j);
+            if (j->p >= j->end)
+                return -1;
+            if (*j->p == ',') {
+                j->p++;
+                continue;
+            }
+            if (*j->p == ']') {
+                j->p++;
+                return 0;
+            }
+            return -1;
+        }
+    }
     if (strcmp(key, "entries") != 0)
         return rtcat__skip(j, depth);
     if (t->saw_entries)
@@ -826,6 +857,7 @@ static int rtcat__parse_layout(rtcat_shm *s) {
         return t.err ? t.err : RTCAT_SHM_ELAYOUT;
     rtcat__ws(&j);
     if (j.p != j.end || !t.saw_entries || !t.saw_schema || t.saw_sizes != 3 ||
+        !t.saw_subdevices || t.subdevices != s->subdevices ||
         t.input_bytes != s->input_bytes || t.output_bytes != s->output_bytes)
         return RTCAT_SHM_ELAYOUT;
     /* Names from offsets to pointers; output rows in layout order; rows must match the table. */
@@ -914,14 +946,15 @@ static int rtcat__check_header(rtcat_shm *s) {
         return RTCAT_SHM_ESHORT;
     if (s->max_writers > 0 && s->writer_bytes < RTCAT__W_STAGED + rtcat__pad8(s->output_bytes))
         return RTCAT_SHM_EHEADER;
-    s->valid_off = RTCAT__S_DATA;
-    s->inputs_off = (uint32_t)(s->valid_off + rtcat__pad8(s->subdevices));
-    uint64_t outputs_off = s->inputs_off + rtcat__pad8(s->input_bytes);
+    /* In u64: the u32 fields cannot overflow it, and end <= snapshot_bytes (a u32) keeps every
+     * sub-offset, and every later index, inside the snapshot. */
+    uint64_t inputs_off = RTCAT__S_DATA + rtcat__pad8(s->subdevices);
+    uint64_t outputs_off = inputs_off + rtcat__pad8(s->input_bytes);
     uint64_t end = outputs_off + rtcat__pad8(s->output_bytes);
-    /* subdevices etc. are u32: these sums cannot overflow u64, and end <= snapshot_bytes keeps
-     * every later index inside. */
-    if (end > s->snapshot_bytes || (uint64_t)s->subdevices + s->input_bytes > 0xffffffffu)
+    if (end > s->snapshot_bytes)
         return RTCAT_SHM_EHEADER;
+    s->valid_off = RTCAT__S_DATA;
+    s->inputs_off = (uint32_t)inputs_off;
     s->outputs_off = (uint32_t)outputs_off;
     return RTCAT_SHM_OK;
 }

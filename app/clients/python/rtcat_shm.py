@@ -463,6 +463,9 @@ class Image:
             raise ShmError(f"{bad}: schema is not {LAYOUT_SCHEMA}")
         if layout.get("input_bytes") != self.input_bytes or layout.get("output_bytes") != self.output_bytes:
             raise ShmError(f"{bad}: image sizes disagree with the header")
+        subdevices = layout.get("subdevices")
+        if not isinstance(subdevices, list) or len(subdevices) != self.subdevices:
+            raise ShmError(f"{bad}: subdevices disagree with the header's {self.subdevices}")
         entries = layout.get("entries")
         if not isinstance(entries, list):
             raise ShmError(f"{bad}: no entries array")

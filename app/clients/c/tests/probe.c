@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static void json_str(const char *s) {
     putchar('"');
@@ -133,6 +134,8 @@ static int torn(const char *name, long n) {
     long torn_count = 0, backwards = 0, distinct = 0, reads = 0;
     uint64_t last_seq = 0, last_cycle = 0;
     uint32_t per = s.subdevices ? s.output_bytes / s.subdevices : 0;
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (long i = 0; i < n; i++) {
         err = rtcat_shm_read(&s, &snap);
         if (err == RTCAT_SHM_EBUSY || err == RTCAT_SHM_ENOTLIVE)
@@ -157,7 +160,10 @@ static int torn(const char *name, long n) {
             }
         }
     }
-    printf("reads=%ld distinct=%ld torn=%ld backwards=%ld\n", reads, distinct, torn_count, backwards);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    double ns = (double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec);
+    printf("reads=%ld distinct=%ld torn=%ld backwards=%ld ns_per_read=%.0f\n", reads, distinct,
+           torn_count, backwards, reads ? ns / (double)reads : 0.0);
     rtcat_shm_snapshot_free(&snap);
     rtcat_shm_detach(&s);
     return torn_count || backwards || reads == 0 ? 1 : 0;
