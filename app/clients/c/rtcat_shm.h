@@ -87,7 +87,7 @@ typedef struct rtcat_shm_entry {
     const char *short_name; /* the entry's own name, without PDO ("Output 1") */
     uint32_t bit_offset; /* in its direction's image */
     uint16_t position;
-    uint8_t bits;        /* 1..64 */
+    uint16_t bits;       /* 1..65535; wider than 64: rtcat_shm_get_bytes / set_bytes */
     uint8_t is_output;
     int type;            /* enum rtcat_shm_type */
     int32_t row;         /* row of the output entry table, -1 for inputs */
@@ -153,8 +153,11 @@ void rtcat_shm_snapshot_free(rtcat_shm_snapshot *snap);
  * for the master beyond a bounded number of retries. */
 int rtcat_shm_read(const rtcat_shm *s, rtcat_shm_snapshot *snap);
 
-/* Entry values in an image (snap->inputs or snap->outputs, by the entry's direction). */
+/* Entry values in an image (snap->inputs or snap->outputs, by the entry's direction). get_raw
+ * gives the low 64 bits of a wider entry; get_bytes all of them (len >= (bits + 7) / 8). */
 uint64_t rtcat_shm_get_raw(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e);
+int rtcat_shm_get_bytes(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e, uint8_t *out,
+                        size_t len);
 int64_t rtcat_shm_get_int(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e);
 double rtcat_shm_get_real(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e);
 
@@ -167,6 +170,9 @@ int rtcat_shm_release(rtcat_shm_writer *w, const rtcat_shm_entry *e);
 void rtcat_shm_write_begin(rtcat_shm_writer *w);
 int rtcat_shm_set_raw(rtcat_shm_writer *w, const rtcat_shm_entry *e, uint64_t raw);
 int rtcat_shm_set_real(rtcat_shm_writer *w, const rtcat_shm_entry *e, double v);
+/* An entry of any width from (bits + 7) / 8 little-endian bytes. */
+int rtcat_shm_set_bytes(rtcat_shm_writer *w, const rtcat_shm_entry *e, const uint8_t *in,
+                        size_t len);
 void rtcat_shm_write_commit(rtcat_shm_writer *w);
 /* One entry in one step (begin, set, commit). */
 int rtcat_shm_write_raw(rtcat_shm_writer *w, const rtcat_shm_entry *e, uint64_t raw);
@@ -637,7 +643,7 @@ static int rtcat__entry_member(rtcat__js *j, const char *key, void *ctx, int dep
     }
     if (strcmp(key, "bits") == 0) {
         e->have |= RTCAT__HAVE_BITS;
-        return rtcat__uint(j, 0xff, &e->bits);
+        return rtcat__uint(j, 0xffff, &e->bits);
     }
     if (strcmp(key, "name") == 0) {
         e->have |= RTCAT__HAVE_NAME;
@@ -698,7 +704,7 @@ static int rtcat__add_entry(rtcat__jtop *t, const rtcat__jentry *je) {
         return -1;
     if (je->index == 0)
         return 0; /* a padding gap: no row, no name */
-    if (je->bits < 1 || je->bits > 64)
+    if (je->bits < 1)
         return -1;
     uint64_t image = je->is_output ? s->output_bytes : s->input_bytes;
     if (je->bit_offset + je->bits > image * 8)
@@ -738,7 +744,7 @@ static int rtcat__add_entry(rtcat__jtop *t, const rtcat__jentry *je) {
     e->short_name = (const char *)(uintptr_t)(t->names_len + (size_t)n - strlen(je->name));
     e->bit_offset = (uint32_t)je->bit_offset;
     e->position = (uint16_t)je->position;
-    e->bits = (uint8_t)je->bits;
+    e->bits = (uint16_t)je->bits;
     e->is_output = (uint8_t)je->is_output;
     e->type = je->type;
     e->row = -1;
@@ -1182,9 +1188,26 @@ uint64_t rtcat_shm_get_raw(const rtcat_shm_snapshot *snap, const rtcat_shm_entry
     if (!snap || !e || !snap->buf)
         return 0;
     uint32_t bytes = e->is_output ? snap->output_bytes : snap->input_bytes;
-    if ((uint64_t)e->bit_offset + e->bits > (uint64_t)bytes * 8 || e->bits > 64)
+    if ((uint64_t)e->bit_offset + e->bits > (uint64_t)bytes * 8)
         return 0;
-    return rtcat__get_bits(e->is_output ? snap->outputs : snap->inputs, e->bit_offset, e->bits);
+    return rtcat__get_bits(e->is_output ? snap->outputs : snap->inputs, e->bit_offset,
+                           e->bits > 64 ? 64u : e->bits);
+}
+
+int rtcat_shm_get_bytes(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e, uint8_t *out,
+                        size_t len) {
+    if (!snap || !e || !snap->buf || !out)
+        return RTCAT_SHM_EINVAL;
+    uint32_t bytes = e->is_output ? snap->output_bytes : snap->input_bytes;
+    size_t n = (e->bits + 7u) / 8u;
+    if ((uint64_t)e->bit_offset + e->bits > (uint64_t)bytes * 8 || len < n)
+        return RTCAT_SHM_EINVAL;
+    const uint8_t *img = e->is_output ? snap->outputs : snap->inputs;
+    for (size_t i = 0; i < n; i++) {
+        unsigned take = e->bits - 8u * (unsigned)i < 8u ? e->bits - 8u * (unsigned)i : 8u;
+        out[i] = (uint8_t)rtcat__get_bits(img, e->bit_offset + 8u * (uint32_t)i, take);
+    }
+    return RTCAT_SHM_OK;
 }
 
 int64_t rtcat_shm_get_int(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e) {
@@ -1358,6 +1381,22 @@ int rtcat_shm_set_raw(rtcat_shm_writer *w, const rtcat_shm_entry *e, uint64_t ra
     if ((uint64_t)e->bit_offset + e->bits > (uint64_t)w->shm->output_bytes * 8 || e->bits > 64)
         return RTCAT_SHM_EINVAL;
     rtcat__set_bits(rtcat__slot(w->shm, w->slot) + RTCAT__W_STAGED, e->bit_offset, e->bits, raw);
+    return RTCAT_SHM_OK;
+}
+
+int rtcat_shm_set_bytes(rtcat_shm_writer *w, const rtcat_shm_entry *e, const uint8_t *in,
+                        size_t len) {
+    int err = rtcat__check_out(w, e);
+    if (err)
+        return err;
+    size_t n = (e->bits + 7u) / 8u;
+    if (!in || len < n || (uint64_t)e->bit_offset + e->bits > (uint64_t)w->shm->output_bytes * 8)
+        return RTCAT_SHM_EINVAL;
+    uint8_t *staged = rtcat__slot(w->shm, w->slot) + RTCAT__W_STAGED;
+    for (size_t i = 0; i < n; i++) {
+        unsigned take = e->bits - 8u * (unsigned)i < 8u ? e->bits - 8u * (unsigned)i : 8u;
+        rtcat__set_bits(staged, e->bit_offset + 8u * (uint32_t)i, take, in[i]);
+    }
     return RTCAT_SHM_OK;
 }
 

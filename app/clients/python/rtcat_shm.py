@@ -233,6 +233,8 @@ _UNSIGNED = {"UNSIGNED8", "UNSIGNED16", "UNSIGNED32", "UNSIGNED64", "BITS"}
 def decode(entry: Entry, raw: int) -> bool | int | float | str:
     """A raw bit field as its data type: BOOL -> bool, integers, REAL32/64 -> float, else hex."""
     t, bits = entry.data_type, entry.bits
+    if bits > 64:
+        return "0x" + raw.to_bytes((bits + 7) // 8, "little").hex()
     if t == "BOOL" and bits == 1:
         return bool(raw)
     if t in _SIGNED:
@@ -488,7 +490,7 @@ class Image:
                 continue
             out = direction == "outputs"
             image = self.output_bytes if out else self.input_bytes
-            if not (1 <= bits <= 64 and bit_offset >= 0 and bit_offset + bits <= image * 8):
+            if not (1 <= bits <= 0xFFFF and bit_offset >= 0 and bit_offset + bits <= image * 8):
                 raise ShmError(f"{bad}: entries[{i}] (bit {bit_offset}, {bits} bits) is outside the image")
             data_type = dt if isinstance(dt, str) else "OTHER"
             qualified = f"{pdo}.{name}" if pdo is not None else name

@@ -30,6 +30,15 @@ static void json_str(const char *s) {
 
 static void value(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e) {
     uint64_t raw = rtcat_shm_get_raw(snap, e);
+    if (e->bits > 64) {
+        uint8_t buf[8192];
+        printf("\"0x");
+        if (rtcat_shm_get_bytes(snap, e, buf, sizeof buf) == RTCAT_SHM_OK)
+            for (unsigned i = 0; i < (e->bits + 7u) / 8u; i++)
+                printf("%02x", buf[i]);
+        putchar('"');
+        return;
+    }
     switch (e->type) {
     case RTCAT_SHM_T_BOOL:
         if (e->bits == 1) {
