@@ -109,18 +109,34 @@ struct Bench {
     thread: Option<std::thread::JoinHandle<u64>>,
 }
 
+/// `rtcat pdos --sim --json`, once per test binary (a bring-up of the simulated segment; retried
+/// because on a loaded machine its init timeouts can expire).
 fn reference_layout() -> (Vec<u8>, serde_json::Value) {
-    let out = Command::new(env!("CARGO_BIN_EXE_rtcat"))
-        .args(["pdos", "--sim", "--json"])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", text(&out));
-    let v = serde_json::from_slice(&out.stdout).unwrap();
-    (out.stdout, v)
+    static LAYOUT: OnceLock<Vec<u8>> = OnceLock::new();
+    let json = LAYOUT.get_or_init(|| {
+        let mut last = String::new();
+        for _ in 0..3 {
+            let out = Command::new(env!("CARGO_BIN_EXE_rtcat"))
+                .args(["pdos", "--sim", "--json"])
+                .output()
+                .unwrap();
+            if out.status.success() {
+                return out.stdout;
+            }
+            last = text(&out);
+        }
+        panic!("rtcat pdos --sim --json: {last}");
+    });
+    (json.clone(), serde_json::from_slice(json).unwrap())
 }
 
 impl Bench {
     fn start(tag: &str, secs: u32) -> Bench {
+        Bench::start_with(tag, secs, Some(Duration::from_millis(1)))
+    }
+
+    /// `period` None: publish back to back (the torn-read stress).
+    fn start_with(tag: &str, secs: u32, period: Option<Duration>) -> Bench {
         use std::sync::atomic::{AtomicBool, Ordering};
         let name = unique(tag);
         let (json, layout) = reference_layout();
@@ -197,7 +213,10 @@ impl Bench {
                     let (o, i) = (&outputs[oo..oo + ol], &mut inputs[io..io + il]);
                     ecsim::pdi::device_inputs(cycle as u32, o, i);
                 }
-                std::thread::sleep(Duration::from_millis(1));
+                match period {
+                    Some(p) => std::thread::sleep(p),
+                    None => std::hint::spin_loop(),
+                }
             }
             publisher.set_state(rtcat_shm::State::Stopped);
             cycle
@@ -373,9 +392,10 @@ fn snapshots_are_never_torn() {
     if !tools() {
         return;
     }
-    let bench = Bench::start("torn", 20);
+    // Back to back: a publication is always under way, the readers race it all the time.
+    let bench = Bench::start_with("torn", 60, None);
     let o = sanitized(&c_program("tests/probe.c"))
-        .args(["--torn", &bench.name, "300000"])
+        .args(["--torn", &bench.name, "5000"])
         .output()
         .unwrap();
     assert!(o.status.success(), "C reader: {}", text(&o));
@@ -387,7 +407,7 @@ fn snapshots_are_never_torn() {
         .parse()
         .unwrap();
     assert!(
-        distinct > 50,
+        distinct > 500,
         "the reads saw too few cycles to mean anything: {line}"
     );
     // The same check through the Python client.
@@ -399,6 +419,7 @@ fn snapshots_are_never_torn() {
         .output()
         .unwrap();
     assert!(o.status.success(), "Python reader: {}", text(&o));
+    eprintln!("C: {line}Python: {}", String::from_utf8_lossy(&o.stdout));
 }
 
 /// Same rule as probe.c's --torn: every output byte of a snapshot from one cycle's pattern.
@@ -412,7 +433,7 @@ torn = back = 0
 seen = set()
 last = (0, 0)
 t0 = time.monotonic()
-while time.monotonic() - t0 < 3:
+while len(seen) < 2000 and time.monotonic() - t0 < 10:
     s = img.read()
     if (s.seq, s.cycle) < last:
         back += 1
@@ -422,7 +443,7 @@ while time.monotonic() - t0 < 3:
     if any(b != (c31 + i // per + i % per) & 0xFF for i, b in enumerate(s.outputs)):
         torn += 1
 print(f"distinct={len(seen)} torn={torn} backwards={back}")
-sys.exit(1 if torn or back or len(seen) < 50 else 0)
+sys.exit(1 if torn or back or len(seen) < 100 else 0)
 "#;
 
 /// Deterministic garbage: xorshift64*.

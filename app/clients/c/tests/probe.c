@@ -128,7 +128,8 @@ static int probe(const char *name, int write) {
     return 0;
 }
 
-/* --torn NAME N: N snapshots in a tight loop; each must be one cycle's image. The bench
+/* --torn NAME N: snapshots in a tight loop until N distinct publications were seen (at most
+ * 10 s); each must be one cycle's image. The bench
  * application writes output byte k of subdevice p as (c * 31 + p + k) mod 256 for one c per
  * cycle (app/rtcat/src/echo.rs), so a snapshot mixing two publications shows two values of c.
  * Prints `reads=N distinct=D torn=T backwards=B`; exit 1 when T or B is not 0. */
@@ -145,7 +146,10 @@ static int torn(const char *name, long n) {
     uint32_t per = s.subdevices ? s.output_bytes / s.subdevices : 0;
     struct timespec t0, t1;
     clock_gettime(CLOCK_MONOTONIC, &t0);
-    for (long i = 0; i < n; i++) {
+    for (;;) {
+        clock_gettime(CLOCK_MONOTONIC, &t1);
+        if (distinct >= n || t1.tv_sec - t0.tv_sec >= 10)
+            break;
         err = rtcat_shm_read(&s, &snap);
         if (err == RTCAT_SHM_EBUSY || err == RTCAT_SHM_ENOTLIVE)
             continue;
