@@ -823,6 +823,11 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 0
+    except BrokenPipeError:
+        # The reader of our output went away (`--watch | head`): stop quietly, as cat does.
+        with contextlib.suppress(OSError):
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 (the interpreter's final flush)
+        return 1
     return 0
 
 

@@ -103,6 +103,30 @@ fn unique(tag: &str) -> String {
 /// computes its inputs from the outputs it received (ecsim::pdi, the simulator's own rule), so
 /// they echo the outputs one exchange later. Layout: `rtcat pdos --sim --json` (the reference
 /// segment). Runs `secs` seconds at 1 ms, then stores STOPPED; unlinks the object on drop.
+/// How the fixture master runs.
+struct Opts {
+    secs: u32,
+    /// None: publish back to back (the torn-read stress).
+    period: Option<Duration>,
+    timeout_cycles: u64,
+    /// A writer declared in the configuration: (writer, the entry it owns, its safe value).
+    declared: Option<(String, String, u64)>,
+    /// Replace the object (generation 2) at this cycle.
+    replace_at: Option<u64>,
+}
+
+impl Opts {
+    fn new(secs: u32) -> Opts {
+        Opts {
+            secs,
+            period: Some(Duration::from_millis(1)),
+            timeout_cycles: 1000,
+            declared: None,
+            replace_at: None,
+        }
+    }
+}
+
 struct Bench {
     name: String,
     stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
@@ -132,12 +156,28 @@ fn reference_layout() -> (Vec<u8>, serde_json::Value) {
 
 impl Bench {
     fn start(tag: &str, secs: u32) -> Bench {
-        Bench::start_with(tag, secs, Some(Duration::from_millis(1)))
+        Bench::start_opts(tag, Opts::new(secs))
     }
 
-    /// `period` None: publish back to back (the torn-read stress).
     fn start_with(tag: &str, secs: u32, period: Option<Duration>) -> Bench {
+        Bench::start_opts(
+            tag,
+            Opts {
+                period,
+                ..Opts::new(secs)
+            },
+        )
+    }
+
+    fn start_opts(tag: &str, opts: Opts) -> Bench {
         use std::sync::atomic::{AtomicBool, Ordering};
+        let Opts {
+            secs,
+            period,
+            timeout_cycles,
+            declared,
+            replace_at,
+        } = opts;
         let name = unique(tag);
         let (json, layout) = reference_layout();
         let n = |v: &serde_json::Value| v.as_u64().unwrap() as u32;
@@ -160,28 +200,46 @@ impl Bench {
             .unwrap()
             .iter()
             .filter(|e| e["direction"] == "outputs" && e["index"] != 0)
-            .map(|e| rtcat_shm::OutputEntry {
-                bit_offset: n(&e["bit_offset"]),
-                bits: n(&e["bits"]) as u16,
-                writer: None,
-                safe: 0,
+            .map(|e| {
+                let qualified = format!(
+                    "{}:{}.{}",
+                    e["position"],
+                    e["pdo_name"].as_str().unwrap(),
+                    e["name"].as_str().unwrap()
+                );
+                let mine = declared.as_ref().filter(|d| d.1 == qualified);
+                rtcat_shm::OutputEntry {
+                    bit_offset: n(&e["bit_offset"]),
+                    bits: n(&e["bits"]) as u16,
+                    writer: mine.map(|_| 0),
+                    safe: mine.map_or(0, |d| d.2),
+                }
             })
             .collect();
+        let writers: Vec<rtcat_shm::DeclaredWriter> = declared
+            .iter()
+            .map(|d| rtcat_shm::DeclaredWriter { name: d.0.clone() })
+            .collect();
         let (ib, ob) = (n(&layout["input_bytes"]), n(&layout["output_bytes"]));
-        let mut publisher = rtcat_shm::Publisher::create(&rtcat_shm::PublisherConfig {
-            name: &name,
-            gid: None,
-            generation: 1,
-            period_ns: 1_000_000,
-            subdevices: subs.len() as u32,
-            input_bytes: ib,
-            output_bytes: ob,
-            layout_json: &json,
-            entries: &rows,
-            writers: &[],
-            writer_timeout_cycles: 1000,
-        })
-        .unwrap();
+        let obj = name.clone();
+        let nsubs = subs.len() as u32;
+        let create = move |generation| {
+            rtcat_shm::Publisher::create(&rtcat_shm::PublisherConfig {
+                name: &obj,
+                gid: None,
+                generation,
+                period_ns: 1_000_000,
+                subdevices: nsubs,
+                input_bytes: ib,
+                output_bytes: ob,
+                layout_json: &json,
+                entries: &rows,
+                writers: &writers,
+                writer_timeout_cycles: timeout_cycles,
+            })
+            .unwrap()
+        };
+        let mut publisher = create(1);
         let stop = std::sync::Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let thread = std::thread::spawn(move || {
@@ -191,6 +249,11 @@ impl Bench {
             while !stop2.load(Ordering::Relaxed) && t0.elapsed() < Duration::from_secs(secs.into())
             {
                 cycle += 1;
+                if replace_at == Some(cycle) {
+                    // A re-initialisation that changes the object: REPLACED, a new generation.
+                    publisher.replace().unwrap();
+                    publisher = create(2);
+                }
                 for (p, &(_, _, oo, ol)) in subs.iter().enumerate() {
                     for k in 0..ol {
                         // echo.rs: pattern(cycle + 1, position, k)
@@ -246,6 +309,16 @@ impl Drop for Bench {
             let _ = t.join();
         }
         let _ = std::fs::remove_file(self.path());
+    }
+}
+
+/// A client process, killed when the test ends (a failed assertion included).
+struct Kill(std::process::Child);
+
+impl Drop for Kill {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
@@ -787,4 +860,261 @@ fn c_header_compiles_alone_and_twice() {
     assert!(o.status.success(), "{}", text(&o));
     let o = Command::new(&exe).output().unwrap();
     assert!(String::from_utf8_lossy(&o.stdout).contains("no such shared-memory object"));
+}
+
+/// Ownership across clients and the declared writer's life: the declared entry is at its safe
+/// value until its writer writes, nobody else can claim it, it goes back to the safe value when
+/// the writer's heartbeat stops (and when it detaches), and a writer of the same name takes the
+/// slot again; a claimed entry belongs to one writer at a time, whichever client it uses.
+#[test]
+fn ownership_is_exclusive_and_declared_entries_go_safe() {
+    if !tools() {
+        return;
+    }
+    let bench = Bench::start_opts(
+        "owners",
+        Opts {
+            timeout_cycles: 100,
+            declared: Some(("plc".into(), "1:Outputs.Output 3".into(), 0xdead)),
+            ..Opts::new(60)
+        },
+    );
+    let o = Command::new("python3")
+        .arg("-c")
+        .arg(OWNERS_PY)
+        .arg(clients().join("python"))
+        .arg(&bench.name)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "Python: {}", text(&o));
+    let probe = c_program("tests/probe.c");
+    // The C client: the declared slot for "plc" (slot 0), and no claim on its entry for others.
+    let o = sanitized(&probe)
+        .args([
+            "--claim",
+            &bench.name,
+            "plc",
+            "1:Outputs.Output 3",
+            "0x1234",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("declared=1 slot=0 seen=1"),
+        "{}",
+        text(&o)
+    );
+    let o = sanitized(&probe)
+        .args([
+            "--claim",
+            &bench.name,
+            "intruder",
+            "1:Outputs.Output 3",
+            "1",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("owned by another writer"),
+        "{}",
+        text(&o)
+    );
+    // An undeclared entry: C claims it while Python holds it -> refused; after Python's detach, C gets it.
+    let mut py = Command::new("python3")
+        .arg(clients().join("python/rtcat_shm.py"))
+        .args([
+            &bench.name,
+            "--write",
+            "2:Outputs.Output 2=5",
+            "--as",
+            "holder",
+            "--watch",
+        ])
+        .args(["--interval", "0.05", "--count", "200"])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map(Kill)
+        .unwrap();
+    // Its first line: the claim is in place.
+    let mut first = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(py.0.stdout.as_mut().unwrap()),
+        &mut first,
+    )
+    .unwrap();
+    assert!(first.contains("\"2:Outputs.Output 2\":5"), "{first}");
+    let o = sanitized(&probe)
+        .args([
+            "--claim",
+            &bench.name,
+            "c-writer",
+            "2:Outputs.Output 2",
+            "6",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("owned by another writer"),
+        "{}",
+        text(&o)
+    );
+    drop(py);
+    let t0 = Instant::now();
+    while slot_state(&bench.path(), "holder") != Some(3) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "the killed writer's slot never went STALE"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    // Killed without detaching: its slot goes STALE, its claim stays (FORMAT.md: until a writer of
+    // that name takes the slot over). A writer of the same name takes it over and detaches.
+    let o = python("rtcat_shm.py")
+        .args([
+            &bench.name,
+            "--write",
+            "2:Outputs.Output 2=7",
+            "--as",
+            "holder",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "take-over: {}", text(&o));
+    let o = sanitized(&probe)
+        .args([
+            "--claim",
+            &bench.name,
+            "c-writer",
+            "2:Outputs.Output 2",
+            "6",
+        ])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("declared=0"),
+        "{}",
+        text(&o)
+    );
+}
+
+/// The state of the writer slot named `name` (FORMAT.md: 3 = STALE), read from the file.
+fn slot_state(path: &Path, name: &str) -> Option<u32> {
+    let b = std::fs::read(path).ok()?;
+    let u32_at = |o: usize| u32::from_le_bytes(b[o..o + 4].try_into().unwrap());
+    let (off, n, size) = (
+        u32_at(80) as usize,
+        u32_at(84) as usize,
+        u32_at(88) as usize,
+    );
+    (0..n).map(|k| off + k * size).find_map(|slot| {
+        let raw = &b[slot + 16..slot + 48];
+        let len = raw.iter().position(|&c| c == 0).unwrap_or(32);
+        (&raw[..len] == name.as_bytes()).then(|| u32_at(slot))
+    })
+}
+
+const OWNERS_PY: &str = r#"
+import sys, time
+sys.path.insert(0, sys.argv[1])
+import rtcat_shm as r
+img = r.attach_live(sys.argv[2])
+e3 = img.entry("1:Outputs.Output 3")
+
+def until(cond, what, writer=None, limit=10.0):
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < limit:
+        if writer:
+            writer.heartbeat()
+        if cond(img.read()):
+            return
+        time.sleep(0.002)
+    sys.exit(f"timeout: {what}")
+
+until(lambda s: s.raw(e3) == 0xDEAD, "the declared entry at its safe value before its writer")
+other = img.writer("hmi")
+assert not other.declared
+try:
+    other.claim(e3)
+    sys.exit("an undeclared writer claimed the declared entry")
+except r.ShmError as e:
+    assert "plc" in str(e), e
+plc = img.writer("plc")
+assert plc.declared and plc.slot == 0, (plc.declared, plc.slot)
+plc.claim(e3)
+plc.write({e3: 7})
+until(lambda s: s.raw(e3) == 7, "the declared writer's value", plc)
+# Heartbeat stops: STALE after writer_timeout_cycles, the safe value again.
+until(lambda s: s.raw(e3) == 0xDEAD, "the safe value of a stale writer")
+assert img._i[plc._off // 4] == r.W_STALE
+until(lambda s: s.raw(e3) == 7, "the value again once the heartbeat is back", plc)
+plc.detach()
+until(lambda s: s.raw(e3) == 0xDEAD, "the safe value after the declared writer detached")
+again = img.writer("plc")
+assert again.slot == 0 and again.declared
+again.detach()
+other.detach()
+print("ok")
+"#;
+
+/// A re-initialisation replaces the object: the C client reports it and re-attaches to the new
+/// generation; the Python `--watch` re-attaches by itself and goes on.
+#[test]
+fn clients_follow_a_replaced_object() {
+    if !tools() {
+        return;
+    }
+    let probe = c_program("tests/probe.c"); // built before the clock of the fixture runs
+    let bench = Bench::start_opts(
+        "replace",
+        Opts {
+            replace_at: Some(3000),
+            ..Opts::new(60)
+        },
+    );
+    let mut py = python("rtcat_shm.py")
+        .args([
+            &bench.name,
+            "--watch",
+            "--interval",
+            "0.02",
+            "--timeout",
+            "10",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .map(Kill)
+        .unwrap();
+    let o = sanitized(&probe)
+        .args(["--until-replaced", &bench.name])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout).contains("replaced generation 1 -> 2"),
+        "{}",
+        text(&o)
+    );
+    let mut gens = Vec::new();
+    let mut r = std::io::BufReader::new(py.0.stdout.take().unwrap());
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(20) {
+        let mut l = String::new();
+        if std::io::BufRead::read_line(&mut r, &mut l).unwrap() == 0 {
+            break;
+        }
+        let v: serde_json::Value = serde_json::from_str(&l).unwrap();
+        gens.push(v["generation"].as_u64().unwrap());
+        if gens.last() == Some(&2) {
+            break;
+        }
+    }
+    drop(py);
+    assert!(
+        gens.first() == Some(&1) && gens.last() == Some(&2),
+        "generations {gens:?}"
+    );
 }

@@ -182,7 +182,84 @@ static int torn(const char *name, long n) {
     return torn_count || backwards || reads == 0 ? 1 : 0;
 }
 
+/* --claim NAME WRITER ENTRY VALUE: attach as WRITER, claim ENTRY, write VALUE, wait (10 s at
+ * most) until a snapshot shows it; prints `declared=D slot=S` or the error; detaches. */
+static int claim(const char *name, const char *writer, const char *entry, uint64_t v) {
+    rtcat_shm s;
+    rtcat_shm_writer w;
+    rtcat_shm_snapshot snap;
+    memset(&w, 0, sizeof w);
+    int err = rtcat_shm_attach(&s, name);
+    if (err) {
+        printf("error %s\n", rtcat_shm_strerror(err));
+        return 1;
+    }
+    const rtcat_shm_entry *e = rtcat_shm_find(&s, entry);
+    if (!e || (err = rtcat_shm_writer_attach(&s, writer, &w)) != 0 ||
+        (err = rtcat_shm_claim(&w, e)) != 0 || (err = rtcat_shm_write_raw(&w, e, v)) != 0 ||
+        (err = rtcat_shm_snapshot_init(&s, &snap)) != 0) {
+        printf("error %s\n", e ? rtcat_shm_strerror(err) : "no such entry");
+        if (w.shm)
+            rtcat_shm_writer_detach(&w);
+        rtcat_shm_detach(&s);
+        return 1;
+    }
+    int seen = 0;
+    for (int i = 0; i < 10000 && !seen; i++) {
+        struct timespec ms = {0, 1000000};
+        rtcat_shm_heartbeat(&w);
+        seen = rtcat_shm_read(&s, &snap) == RTCAT_SHM_OK && rtcat_shm_get_raw(&snap, e) == v;
+        nanosleep(&ms, NULL);
+    }
+    printf("declared=%d slot=%u seen=%d\n", w.declared, (unsigned)w.slot, seen);
+    rtcat_shm_snapshot_free(&snap);
+    rtcat_shm_writer_detach(&w);
+    rtcat_shm_detach(&s);
+    return seen ? 0 : 1;
+}
+
+/* --until-replaced NAME: read until the master replaces the object (10 s at most). */
+static int until_replaced(const char *name) {
+    rtcat_shm s;
+    rtcat_shm_snapshot snap;
+    int err = rtcat_shm_attach(&s, name);
+    if (err || (err = rtcat_shm_snapshot_init(&s, &snap)) != 0) {
+        printf("error %s\n", rtcat_shm_strerror(err));
+        return 1;
+    }
+    uint32_t gen = s.generation;
+    for (int i = 0; i < 10000; i++) {
+        struct timespec ms = {0, 1000000};
+        err = rtcat_shm_read(&s, &snap);
+        if (err == RTCAT_SHM_EREPLACED)
+            break;
+        nanosleep(&ms, NULL);
+    }
+    rtcat_shm_snapshot_free(&snap);
+    rtcat_shm_detach(&s);
+    if (err != RTCAT_SHM_EREPLACED) {
+        printf("not replaced: %s\n", rtcat_shm_strerror(err));
+        return 1;
+    }
+    /* The new object, under the same name, another generation. */
+    for (int i = 0; i < 1000 && (err = rtcat_shm_attach(&s, name)) != 0; i++) {
+        struct timespec ms = {0, 1000000};
+        nanosleep(&ms, NULL);
+    }
+    if (err) {
+        printf("re-attach: %s\n", rtcat_shm_strerror(err));
+        return 1;
+    }
+    printf("replaced generation %u -> %u\n", (unsigned)gen, (unsigned)s.generation);
+    rtcat_shm_detach(&s);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && strcmp(argv[1], "--claim") == 0)
+        return claim(argv[2], argv[3], argv[4], strtoull(argv[5], NULL, 0));
+    if (argc == 3 && strcmp(argv[1], "--until-replaced") == 0)
+        return until_replaced(argv[2]);
     int rc = 0, write = 0;
     if (argc == 4 && strcmp(argv[1], "--torn") == 0)
         return torn(argv[2], strtol(argv[3], NULL, 10));
