@@ -1051,8 +1051,11 @@ until(lambda s: s.raw(e3) == 7, "the declared writer's value", plc)
 until(lambda s: s.raw(e3) == 0xDEAD, "the safe value of a stale writer")
 assert img._i[plc._off // 4] == r.W_STALE
 until(lambda s: s.raw(e3) == 7, "the value again once the heartbeat is back", plc)
+off = plc._off
 plc.detach()
 until(lambda s: s.raw(e3) == 0xDEAD, "the safe value after the declared writer detached")
+# A declared slot keeps its name (FORMAT.md): only "plc" may take it again.
+assert bytes(img._mm[off + r.W_NAME : off + r.W_NAME + 4]) == b"plc\0", "the declared slot lost its name"
 again = img.writer("plc")
 assert again.slot == 0 and again.declared
 again.detach()
