@@ -77,6 +77,8 @@ pub struct Config {
     /// `[ipc]`: who may use what the master shares with other programs (the shared-memory
     /// process image, the control socket).
     pub ipc: IpcConfig,
+    /// `[shm]`: the shared-memory process image for other programs (see [`crate::shm`]).
+    pub shm: crate::shm::ShmConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
@@ -518,6 +520,7 @@ impl Config {
             value: String::from("(see message)"),
             message: e.message,
         })?;
+        self.shm.validate(path)?;
         Ok(())
     }
 

@@ -383,6 +383,7 @@ pub fn run(
                 image: &mut st.image,
                 data_errors: &mut data_errors,
                 first_error: &mut first_error,
+                events: &mut *sinks.events,
             });
         }
         for (i, sd) in group.iter(md).enumerate() {

@@ -260,6 +260,10 @@ pub struct RunArgs {
     /// Use the in-process simulated segment instead of [bus].interface (testing)
     #[arg(long)]
     pub sim: bool,
+    /// Publish the process image as the shared-memory object /dev/shm/NAME (overrides
+    /// [shm].name)
+    #[arg(long, value_name = "NAME")]
+    pub shm: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -321,6 +325,10 @@ pub struct BenchArgs {
     /// Print health events to stderr as they happen
     #[arg(long)]
     pub verbose: bool,
+    /// Publish the process image as the shared-memory object /dev/shm/NAME (overrides
+    /// [shm].name)
+    #[arg(long, value_name = "NAME", conflicts_with = "timer_only")]
+    pub shm: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -32,9 +32,11 @@ fn layout(seg: &Seg) -> (String, Vec<OutputEntry>) {
         for k in 0..seg.entries_per {
             let off = p * seg.bytes_per * 8 + k * bits;
             for dir in ["outputs", "inputs"] {
-                json.push(serde_json::json!({"position": p, "index": 0x7000 + k, "subindex": 1,
+                json.push(
+                    serde_json::json!({"position": p, "index": 0x7000 + k, "subindex": 1,
                     "name": format!("E{k}"), "pdo_name": null, "bit_offset": off, "bits": bits,
-                    "data_type": "UNSIGNED32", "direction": dir}));
+                    "data_type": "UNSIGNED32", "direction": dir}),
+                );
             }
             rows.push(OutputEntry {
                 bit_offset: off,
@@ -122,7 +124,12 @@ fn main() {
         });
         let client = Client::attach(&name).expect("attach");
         let mut w = client.attach_writer("bench").expect("writer");
-        let outs: Vec<_> = client.entries().iter().filter(|e| e.row.is_some()).cloned().collect();
+        let outs: Vec<_> = client
+            .entries()
+            .iter()
+            .filter(|e| e.row.is_some())
+            .cloned()
+            .collect();
         for e in &outs {
             w.claim(e).expect("claim");
         }

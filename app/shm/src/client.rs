@@ -204,7 +204,11 @@ impl EntryRef {
         if i < lo || i > hi {
             return Err(bad(format!("must be {lo}..={hi} ({bits} bits)")));
         }
-        let mask = if bits == 64 { u64::MAX } else { (1u64 << bits) - 1 };
+        let mask = if bits == 64 {
+            u64::MAX
+        } else {
+            (1u64 << bits) - 1
+        };
         Ok((i as i64 as u64) & mask)
     }
 }
@@ -529,7 +533,9 @@ impl Client {
             why,
         };
         let Some((pos, rest)) = name.split_once(':') else {
-            return Err(err("expected POSITION:NAME (e.g. \"0:Outputs.Output 1\")".into()));
+            return Err(err(
+                "expected POSITION:NAME (e.g. \"0:Outputs.Output 1\")".into()
+            ));
         };
         let pos: u16 = pos
             .parse()
@@ -560,7 +566,10 @@ impl Client {
             }
             many => Err(err(format!(
                 "ambiguous: {}",
-                many.iter().map(|e| e.name.as_str()).collect::<Vec<_>>().join(", ")
+                many.iter()
+                    .map(|e| e.name.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ))),
         }
     }
@@ -698,12 +707,16 @@ impl Client {
                 continue;
             }
             let declared = declared_for(k);
-            m.u32(base + w::PID).store(std::process::id(), Ordering::Relaxed);
+            m.u32(base + w::PID)
+                .store(std::process::id(), Ordering::Relaxed);
             if !declared {
                 m.store_bytes(base + w::NAME, &want);
             }
             m.u64(base + w::SEQ).store(0, Ordering::Relaxed);
-            let hb = m.u64(base + w::HEARTBEAT).load(Ordering::Relaxed).wrapping_add(1);
+            let hb = m
+                .u64(base + w::HEARTBEAT)
+                .load(Ordering::Relaxed)
+                .wrapping_add(1);
             m.u64(base + w::HEARTBEAT).store(hb, Ordering::Relaxed);
             m.u32(base + w::STATE)
                 .store(WriterState::Attached.as_u32(), Ordering::Release);
@@ -718,7 +731,9 @@ impl Client {
                 declared,
             });
         }
-        Err(err(format!("no free writer slot (all {n} in use or declared for other names)")))
+        Err(err(format!(
+            "no free writer slot (all {n} in use or declared for other names)"
+        )))
     }
 }
 
@@ -800,12 +815,12 @@ impl Writer {
         if owner == me {
             return Ok(());
         }
-        match self.inner.map.u32(o).compare_exchange(
-            0,
-            me,
-            Ordering::AcqRel,
-            Ordering::Acquire,
-        ) {
+        match self
+            .inner
+            .map
+            .u32(o)
+            .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
+        {
             Ok(_) => {
                 self.claims.push(e.row.expect("checked"));
                 Ok(())
@@ -813,9 +828,10 @@ impl Writer {
             Err(other) => {
                 let who = if other >= 1 && other <= self.inner.g.max_writers {
                     let mut b = [0u8; NAME_BYTES];
-                    self.inner
-                        .map
-                        .load_bytes(self.inner.g.slot_offset(other as usize - 1) + w::NAME, &mut b);
+                    self.inner.map.load_bytes(
+                        self.inner.g.slot_offset(other as usize - 1) + w::NAME,
+                        &mut b,
+                    );
                     format!("writer {:?} (slot {})", name_str(&b), other - 1)
                 } else {
                     format!("owner value {other}")
@@ -833,7 +849,10 @@ impl Writer {
         for (e, v) in values {
             let (owner, _) = self.owner_of(e)?;
             if owner != me {
-                return Err(self.err(format!("{} is not owned by this writer (claim it first)", e.name)));
+                return Err(self.err(format!(
+                    "{} is not owned by this writer (claim it first)",
+                    e.name
+                )));
             }
             raws.push(e.encode(*v)?);
         }
@@ -882,12 +901,9 @@ impl Drop for Writer {
         let m = &i.map;
         let me = self.slot as u32 + 1;
         for &r in &self.claims {
-            let _ = m.u32(i.g.entry_offset(r as usize) + e::OWNER).compare_exchange(
-                me,
-                0,
-                Ordering::AcqRel,
-                Ordering::Relaxed,
-            );
+            let _ = m
+                .u32(i.g.entry_offset(r as usize) + e::OWNER)
+                .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
         }
         let base = i.g.slot_offset(self.slot);
         m.u32(base + w::PID).store(0, Ordering::Relaxed);

@@ -362,9 +362,7 @@ impl Geometry {
             return Err(bad(
                 "object_bytes",
                 &object_bytes,
-                format!(
-                    "larger than the object ({file_bytes} bytes) or than {MAX_OBJECT_BYTES}"
-                ),
+                format!("larger than the object ({file_bytes} bytes) or than {MAX_OBJECT_BYTES}"),
             ));
         }
         let eb = u32_at(h::ENTRY_BYTES);
@@ -405,12 +403,7 @@ impl Geometry {
                 Ok(())
             }
         };
-        inside(
-            "layout_offset",
-            g.layout_offset,
-            u64::from(g.layout_len),
-            1,
-        )?;
+        inside("layout_offset", g.layout_offset, u64::from(g.layout_len), 1)?;
         inside(
             "entries_offset",
             g.entries_offset,

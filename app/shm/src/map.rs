@@ -19,11 +19,7 @@ unsafe impl Sync for Map {}
 
 impl Map {
     /// Map `len` bytes of `fd`, shared, read-write or read-only.
-    pub(crate) fn new(
-        fd: &std::os::fd::OwnedFd,
-        len: usize,
-        writable: bool,
-    ) -> nix::Result<Map> {
+    pub(crate) fn new(fd: &std::os::fd::OwnedFd, len: usize, writable: bool) -> nix::Result<Map> {
         use nix::sys::mman::{MapFlags, ProtFlags, mmap};
         let len_nz = std::num::NonZeroUsize::new(len).ok_or(nix::errno::Errno::EINVAL)?;
         let prot = if writable {
@@ -33,10 +29,7 @@ impl Map {
         };
         // SAFETY: a fresh shared mapping of an fd we hold; nothing else aliases it in Rust.
         let p = unsafe { mmap(None, len_nz, prot, MapFlags::MAP_SHARED, fd, 0)? };
-        Ok(Map {
-            ptr: p.cast(),
-            len,
-        })
+        Ok(Map { ptr: p.cast(), len })
     }
 
     #[inline]

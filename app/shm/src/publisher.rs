@@ -209,7 +209,11 @@ fn sys<'a>(name: &'a str, op: &'static str) -> impl Fn(Errno) -> Error + 'a {
     }
 }
 
-fn cfg_err(field: impl Into<String>, value: impl std::fmt::Display, why: impl Into<String>) -> Error {
+fn cfg_err(
+    field: impl Into<String>,
+    value: impl std::fmt::Display,
+    why: impl Into<String>,
+) -> Error {
     Error::Config {
         field: field.into(),
         value: value.to_string(),
@@ -251,8 +255,9 @@ impl Publisher {
         }
         let mut declared = Vec::with_capacity(cfg.writers.len());
         for (i, wr) in cfg.writers.iter().enumerate() {
-            let b = check_writer_name(&wr.name)
-                .map_err(|why| cfg_err(format!("writers[{i}].name"), format!("{:?}", wr.name), why))?;
+            let b = check_writer_name(&wr.name).map_err(|why| {
+                cfg_err(format!("writers[{i}].name"), format!("{:?}", wr.name), why)
+            })?;
             if cfg.writers[..i].iter().any(|o| o.name == wr.name) {
                 return Err(cfg_err(
                     format!("writers[{i}].name"),
@@ -268,7 +273,10 @@ impl Publisher {
                 return Err(cfg_err(
                     format!("entries[{i}]"),
                     format!("bit_offset {} bits {}", en.bit_offset, en.bits),
-                    format!("must be 1 or more bits inside the {}-byte output image", cfg.output_bytes),
+                    format!(
+                        "must be 1 or more bits inside the {}-byte output image",
+                        cfg.output_bytes
+                    ),
                 ));
             }
             if let Some(k) = en.writer
@@ -299,7 +307,8 @@ impl Publisher {
                 .map_err(sys(name, "fchown to the [ipc] group"))?;
         }
         // After creation, so the process umask cannot narrow it.
-        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o660)).map_err(sys(name, "fchmod"))?;
+        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o660))
+            .map_err(sys(name, "fchmod"))?;
         nix::unistd::ftruncate(&fd, g.object_bytes as i64).map_err(sys(name, "ftruncate"))?;
         let map = Map::new(&fd, g.object_bytes as usize, true).map_err(sys(name, "mmap"))?;
 
@@ -334,7 +343,8 @@ impl Publisher {
         let mut safe_image = vec![0u8; cfg.output_bytes as usize];
         for (i, en) in cfg.entries.iter().enumerate() {
             let o = g.entry_offset(i);
-            map.u32(o + e::BIT_OFFSET).store(en.bit_offset, Ordering::Relaxed);
+            map.u32(o + e::BIT_OFFSET)
+                .store(en.bit_offset, Ordering::Relaxed);
             map.u16(o + e::BITS).store(en.bits, Ordering::Relaxed);
             let (flags, owner) = match en.writer {
                 Some(k) => (FLAG_DECLARED, k as u32 + 1),
@@ -424,7 +434,10 @@ impl Publisher {
                 Err(errno) => return Err(sys(name, "shm_unlink (our stale object)")(errno)),
             }
         }
-        Err(sys(name, "shm_open (create; the name keeps being re-created)")(Errno::EEXIST))
+        Err(sys(
+            name,
+            "shm_open (create; the name keeps being re-created)",
+        )(Errno::EEXIST))
     }
 
     /// Tell clients still attached to a leftover object of ours that it is gone.
@@ -624,7 +637,9 @@ impl Publisher {
         for (i, en) in self.entries.iter().enumerate() {
             let owner = match en.writer {
                 Some(k) => k as u32 + 1,
-                None => m.u32(self.g.entry_offset(i) + e::OWNER).load(Ordering::Relaxed),
+                None => m
+                    .u32(self.g.entry_offset(i) + e::OWNER)
+                    .load(Ordering::Relaxed),
             };
             if owner == 0 || owner > MAX_WRITERS {
                 continue;
@@ -652,4 +667,3 @@ fn slot_name(m: &Map, base: usize, declared: Option<[u8; NAME_BYTES]>) -> [u8; N
     b[NAME_BYTES - 1] = 0;
     b
 }
-

@@ -67,13 +67,25 @@ fn format_round_trip() {
     assert_eq!(s.valid, vec![true, false]);
     assert_eq!(s.inputs, inputs);
     assert_eq!(s.outputs, outputs);
-    assert_eq!(s.get(&c.entry("0:Inputs.Counter").unwrap()), Value::Unsigned(0xdead_beef));
+    assert_eq!(
+        s.get(&c.entry("0:Inputs.Counter").unwrap()),
+        Value::Unsigned(0xdead_beef)
+    );
     assert_eq!(s.get(&c.entry("1:Value").unwrap()), Value::Signed(-100));
-    assert_eq!(s.get(&c.entry("1:Channel 1.Real").unwrap()), Value::Real(1.5));
-    assert_eq!(s.get(&c.entry("1:Channel 2.Setpoint").unwrap()), Value::Signed(-3));
+    assert_eq!(
+        s.get(&c.entry("1:Channel 1.Real").unwrap()),
+        Value::Real(1.5)
+    );
+    assert_eq!(
+        s.get(&c.entry("1:Channel 2.Setpoint").unwrap()),
+        Value::Signed(-3)
+    );
     // Ambiguous and unknown names are errors naming the candidates.
     let err = c.entry("1:Setpoint").unwrap_err().to_string();
-    assert!(err.contains("ambiguous") && err.contains("1:Channel 2.Setpoint"), "{err}");
+    assert!(
+        err.contains("ambiguous") && err.contains("1:Channel 2.Setpoint"),
+        "{err}"
+    );
     let err = c.entry("0:Nope").unwrap_err().to_string();
     assert!(err.contains("0:Outputs.Word"), "{err}");
     m.publisher.set_state(State::Stopped);
@@ -88,7 +100,12 @@ fn values_are_range_checked() {
     let c = Client::attach(&n.0).unwrap();
     let e = c.entry("1:Channel 2.Setpoint").unwrap();
     assert_eq!(e.encode(Value::Signed(-64)).unwrap(), 0x40);
-    assert!(e.encode(Value::Signed(64)).unwrap_err().to_string().contains("-64..=63"));
+    assert!(
+        e.encode(Value::Signed(64))
+            .unwrap_err()
+            .to_string()
+            .contains("-64..=63")
+    );
     let b = c.entry("0:Outputs.Bits 1-3").unwrap();
     assert!(b.encode(Value::Unsigned(8)).is_err());
     assert!(b.encode(Value::Real(1.0)).is_err());
@@ -101,7 +118,13 @@ fn a_foreign_pre_created_object_is_refused_and_our_stale_one_replaced() {
     std::fs::write(n.path(), b"not ours").unwrap();
     let ours = nix::unistd::geteuid().as_raw();
     let other = if ours == 65534 { 65533 } else { 65534 };
-    if nix::unistd::chown(n.path().as_str(), Some(nix::unistd::Uid::from_raw(other)), None).is_err() {
+    if nix::unistd::chown(
+        n.path().as_str(),
+        Some(nix::unistd::Uid::from_raw(other)),
+        None,
+    )
+    .is_err()
+    {
         eprintln!("not root: cannot give the object to another uid; skipping the foreign half");
     } else {
         let err = Publisher::create(&rtcat_shm::PublisherConfig {
@@ -125,8 +148,12 @@ fn a_foreign_pre_created_object_is_refused_and_our_stale_one_replaced() {
         );
         assert!(err.to_string().contains(&format!("uid {other}")), "{err}");
         assert_eq!(std::fs::read(n.path()).unwrap(), b"not ours", "left alone");
-        nix::unistd::chown(n.path().as_str(), Some(nix::unistd::Uid::from_raw(ours)), None)
-            .unwrap();
+        nix::unistd::chown(
+            n.path().as_str(),
+            Some(nix::unistd::Uid::from_raw(ours)),
+            None,
+        )
+        .unwrap();
     }
     // Ours (a leftover, even garbage): replaced.
     let m = make(&n.0, &awkward(), &[], &[], &[], 10, 3);
@@ -147,7 +174,12 @@ fn a_symlink_in_dev_shm_is_not_followed() {
     assert!(Client::attach(&n.0).is_err());
     // Ours, so it is unlinked and a real object created in its place; the target is untouched.
     let _m = make(&n.0, &awkward(), &[], &[], &[], 10, 1);
-    assert!(!std::fs::symlink_metadata(n.path()).unwrap().file_type().is_symlink());
+    assert!(
+        !std::fs::symlink_metadata(n.path())
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
     assert_eq!(std::fs::read(target.path()).unwrap(), b"x");
 }
 
@@ -173,7 +205,10 @@ fn merges_owned_entries_bit_exactly_and_nothing_else() {
     b.claim(&sp2).unwrap();
     let err = b.claim(&sp1).unwrap_err().to_string();
     assert!(err.contains("owned by writer \"a\""), "{err}");
-    assert!(a.write(&[(&word, Value::Unsigned(1))]).is_err(), "not a's entry");
+    assert!(
+        a.write(&[(&word, Value::Unsigned(1))]).is_err(),
+        "not a's entry"
+    );
     a.write(&[(&bits13, Value::Unsigned(0b101)), (&sp1, Value::Signed(-2))])
         .unwrap();
     b.write(&[(&word, Value::Unsigned(0xbeef)), (&sp2, Value::Signed(0))])
@@ -181,13 +216,21 @@ fn merges_owned_entries_bit_exactly_and_nothing_else() {
     let app = [0xffu8; 16];
     let mut out = app;
     let ev = m.publisher.take_writes(&mut out, 1);
-    assert_eq!(ev.iter().filter(|e| e.kind == WriterEventKind::Attached).count(), 2);
+    assert_eq!(
+        ev.iter()
+            .filter(|e| e.kind == WriterEventKind::Attached)
+            .count(),
+        2
+    );
     let mut want = app;
     rtcat_shm::write_bits(&mut want, 1, 3, 0b101);
     rtcat_shm::write_bits(&mut want, 5, 16, 0xbeef);
     rtcat_shm::write_bits(&mut want, 24, 32, (-2i64) as u64);
     rtcat_shm::write_bits(&mut want, 88, 7, 0);
-    assert_eq!(out, want, "owned bits the writers', every other bit the application's");
+    assert_eq!(
+        out, want,
+        "owned bits the writers', every other bit the application's"
+    );
     let _ = (&bit0, &real);
     assert_eq!(a.applied_cycle(), 1);
     // Next cycle: the application wrote zeros; the writers' entries keep their values.
@@ -202,7 +245,10 @@ fn merges_owned_entries_bit_exactly_and_nothing_else() {
     drop(b);
     let mut out = [0u8; 16];
     let ev = m.publisher.take_writes(&mut out, 3);
-    assert!(ev.iter().any(|e| e.kind == WriterEventKind::Detached && e.name() == "b"));
+    assert!(
+        ev.iter()
+            .any(|e| e.kind == WriterEventKind::Detached && e.name() == "b")
+    );
     let mut want = [0u8; 16];
     rtcat_shm::write_bits(&mut want, 1, 3, 0b101);
     rtcat_shm::write_bits(&mut want, 24, 32, (-2i64) as u64);
@@ -214,7 +260,15 @@ fn stale_writer_goes_to_safe_values_with_an_event_and_resumes() {
     let n = Name::new("stale");
     let ents = awkward();
     // Row 2 (Word) declared for "plc" with safe value 0x1234; row 3 (Setpoint) claimed.
-    let mut m = make(&n.0, &ents, &[(2, 0)], &[(2, 0x1234), (3, 77)], &["plc"], 10, 1);
+    let mut m = make(
+        &n.0,
+        &ents,
+        &[(2, 0)],
+        &[(2, 0x1234), (3, 77)],
+        &["plc"],
+        10,
+        1,
+    );
     let c = Client::attach(&n.0).unwrap();
     let word = c.entry("0:Outputs.Word").unwrap();
     let sp = c.entry("1:Channel 1.Setpoint").unwrap();
@@ -222,7 +276,10 @@ fn stale_writer_goes_to_safe_values_with_an_event_and_resumes() {
     let mut out = [0u8; 16];
     m.publisher.take_writes(&mut out, 0);
     assert_eq!(rtcat_shm::read_bits(&out, 5, 16), 0x1234);
-    assert!(c.attach_writer("intruder").unwrap().claim(&word).is_err(), "declared");
+    assert!(
+        c.attach_writer("intruder").unwrap().claim(&word).is_err(),
+        "declared"
+    );
     let mut w = c.attach_writer("plc").unwrap();
     assert!(w.is_declared());
     w.claim(&word).unwrap();
@@ -233,7 +290,12 @@ fn stale_writer_goes_to_safe_values_with_an_event_and_resumes() {
     let mut last = [0u8; 16];
     for cycle in 1..=30u64 {
         let mut out = [0u8; 16];
-        events.extend(m.publisher.take_writes(&mut out, cycle).iter().map(|e| (cycle, e.kind)));
+        events.extend(
+            m.publisher
+                .take_writes(&mut out, cycle)
+                .iter()
+                .map(|e| (cycle, e.kind)),
+        );
         last = out;
         if cycle == 5 {
             assert_eq!(rtcat_shm::read_bits(&out, 5, 16), 5);
@@ -250,7 +312,12 @@ fn stale_writer_goes_to_safe_values_with_an_event_and_resumes() {
     assert_eq!(rtcat_shm::read_bits(&last, 24, 32), 77);
     w.heartbeat();
     let mut out = [0u8; 16];
-    let ev: Vec<_> = m.publisher.take_writes(&mut out, 31).iter().map(|e| e.kind).collect();
+    let ev: Vec<_> = m
+        .publisher
+        .take_writes(&mut out, 31)
+        .iter()
+        .map(|e| e.kind)
+        .collect();
     assert_eq!(ev, vec![WriterEventKind::Resumed]);
     assert_eq!(w.state(), Some(WriterState::Attached));
     assert_eq!(rtcat_shm::read_bits(&out, 5, 16), 5);
@@ -270,7 +337,13 @@ fn replaced_on_a_layout_change_and_reattach() {
     let mut c = Client::attach(&n.0).unwrap();
     assert!(!c.reattach().unwrap(), "same object");
     m.publisher.replace().unwrap();
-    assert!(matches!(c.snapshot(), Err(Error::Gone { state: State::Replaced, .. })));
+    assert!(matches!(
+        c.snapshot(),
+        Err(Error::Gone {
+            state: State::Replaced,
+            ..
+        })
+    ));
     assert!(Client::attach(&n.0).is_err(), "unlinked");
     let mut ents = awkward();
     ents.truncate(4);
@@ -278,7 +351,8 @@ fn replaced_on_a_layout_change_and_reattach() {
     assert!(c.reattach().unwrap());
     assert_eq!(c.generation(), 2);
     assert_eq!(c.geometry().output_entries, 4);
-    m2.publisher.publish(&info(1), &[1; 12], &[2; 16], [true, true]);
+    m2.publisher
+        .publish(&info(1), &[1; 12], &[2; 16], [true, true]);
     assert_eq!(c.snapshot().unwrap().inputs, vec![1; 12]);
 }
 
@@ -287,10 +361,18 @@ fn writer_slots_run_out_with_a_clear_error() {
     let n = Name::new("slots");
     let _m = make(&n.0, &awkward(), &[(0, 0)], &[], &["plc"], 10, 1);
     let c = Client::attach(&n.0).unwrap();
-    let ws: Vec<_> = (0..15).map(|i| c.attach_writer(&format!("w{i}")).unwrap()).collect();
+    let ws: Vec<_> = (0..15)
+        .map(|i| c.attach_writer(&format!("w{i}")).unwrap())
+        .collect();
     let err = c.attach_writer("one-too-many").err().unwrap().to_string();
     assert!(err.contains("no free writer slot"), "{err}");
-    assert!(c.attach_writer("w3").err().unwrap().to_string().contains("already attached"));
+    assert!(
+        c.attach_writer("w3")
+            .err()
+            .unwrap()
+            .to_string()
+            .contains("already attached")
+    );
     drop(ws);
     assert!(c.attach_writer("again").is_ok());
 }

@@ -29,7 +29,10 @@ fn check(s: &Snapshot) -> Result<(), String> {
         return Err(format!("seq {} with cycle {c}", s.seq));
     }
     if s.deadline_ns != c * 3 || s.wake_ns != c * 3 + 1 || s.unix_ns != !c {
-        return Err(format!("times of cycle {c}: {} {} {}", s.deadline_ns, s.wake_ns, s.unix_ns));
+        return Err(format!(
+            "times of cycle {c}: {} {} {}",
+            s.deadline_ns, s.wake_ns, s.unix_ns
+        ));
     }
     if s.wkc != c as u16 || s.expected_wkc != (c >> 16) as u16 || s.frames_lost != (c % 3 == 0) {
         return Err(format!("wkc word of cycle {c}"));
@@ -81,7 +84,8 @@ fn no_torn_snapshot_in_a_million_cycles() {
                     let c = Client::attach(&n.0).unwrap();
                     ready.wait();
                     let mut s = Snapshot::default();
-                    let (mut taken, mut distinct, mut retries, mut max_retries) = (0u64, 0u64, 0u64, 0u32);
+                    let (mut taken, mut distinct, mut retries, mut max_retries) =
+                        (0u64, 0u64, 0u64, 0u32);
                     let mut last: Option<(u64, u64)> = None;
                     while !done.load(Ordering::Relaxed) {
                         match c.snapshot_into(&mut s) {
@@ -143,7 +147,10 @@ fn no_torn_snapshot_in_a_million_cycles() {
             }
         }
         done.store(true, Ordering::Relaxed);
-        readers.into_iter().map(|r| r.join().unwrap()).collect::<Vec<_>>()
+        readers
+            .into_iter()
+            .map(|r| r.join().unwrap())
+            .collect::<Vec<_>>()
     });
     let secs = t0.elapsed().as_secs_f64();
     for (i, (taken, distinct, retries, max)) in results.iter().enumerate() {
