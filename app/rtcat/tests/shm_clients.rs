@@ -1,9 +1,11 @@
-//! The C and Python clients of the shared-memory process image (app/clients/) against the
-//! master's publisher (the rtcat-shm crate) driving the reference segment's layout: each example
-//! drives an output and sees it echoed in an input, the dumps of both agree with the Rust
-//! client's snapshot, neither client tears a snapshot, garbage objects are errors (the C client
-//! under ASan/UBSan), and the Python command line keeps its exit codes. Skips when `cc` or
-//! `python3` is missing — unless `CI` is set, then that is a failure.
+//! The C and Python clients of the shared-memory process image (app/clients/): against
+//! `rtcat bench --sim --shm` each example drives an output and sees it echoed in an input, the
+//! dumps of both agree with the Rust client's snapshot, garbage copies of the master's object are
+//! errors (the C client under ASan/UBSan), and the Python command line keeps its exit codes;
+//! against the master's publisher (the rtcat-shm crate) driven here, where a test needs what a
+//! bench run does not do on demand — publishing back to back (torn reads), a declared writer with
+//! a safe value, a replacement — ownership and re-attaching. Skips when `cc` or `python3` is
+//! missing — unless `CI` is set, then that is a failure.
 
 use std::io::Write as _;
 use std::os::unix::fs::FileTypeExt as _;
@@ -97,7 +99,7 @@ fn unique(tag: &str) -> String {
     format!("rtcat-clients-{}-{tag}-{n}", std::process::id())
 }
 
-/// The master's side: the rtcat-shm crate's `Publisher` driven like `rtcat bench --sim`'s echo
+/// The master's side in-process: the rtcat-shm crate's `Publisher` driven like `rtcat bench --sim`'s echo
 /// application — each cycle the outputs get the pattern of app/rtcat/src/echo.rs, the attached
 /// writers' entries are merged in (`take_writes`), the cycle is published, and every subdevice
 /// computes its inputs from the outputs it received (ecsim::pdi, the simulator's own rule), so
@@ -155,10 +157,6 @@ fn reference_layout() -> (Vec<u8>, serde_json::Value) {
 }
 
 impl Bench {
-    fn start(tag: &str, secs: u32) -> Bench {
-        Bench::start_opts(tag, Opts::new(secs))
-    }
-
     fn start_with(tag: &str, secs: u32, period: Option<Duration>) -> Bench {
         Bench::start_opts(
             tag,
@@ -294,12 +292,6 @@ impl Bench {
     fn path(&self) -> PathBuf {
         Path::new("/dev/shm").join(&self.name)
     }
-
-    /// Waits for the end (the object stays, STOPPED, with its last snapshot).
-    fn finish(&mut self) {
-        let cycles = self.thread.take().unwrap().join().unwrap();
-        assert!(cycles > 100, "{cycles} cycles");
-    }
 }
 
 impl Drop for Bench {
@@ -308,6 +300,111 @@ impl Drop for Bench {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+        let _ = std::fs::remove_file(self.path());
+    }
+}
+
+/// `rtcat bench --sim --shm NAME` for `secs` seconds: the real master publishing the reference
+/// segment, whose subdevices echo output byte k into input byte k+4 XOR 0x5a (ecsim::pdi).
+struct Master {
+    child: Kill,
+    name: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Master {
+    fn start(tag: &str, secs: u32) -> Master {
+        let name = unique(tag);
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = dir.path().join("rtcat.toml");
+        // A 2 ms period with a whole period of response timeout: scheduling noise on a shared
+        // machine does not look like a lost frame (as in e2e_sim.rs).
+        std::fs::write(
+            &cfg,
+            "[cycle]\nperiod_us = 2000\n[bus]\nresponse_timeout_us = 2000\n\
+             [rt]\nhold_cpu_dma_latency = false\n[shm]\nwriter_timeout_cycles = 500\n",
+        )
+        .unwrap();
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
+        cmd.args([
+            "bench",
+            "--sim",
+            "--shm",
+            &name,
+            "--duration",
+            &secs.to_string(),
+        ])
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped());
+        if !nix::unistd::geteuid().is_root() {
+            cmd.arg("--no-rt");
+        }
+        let mut m = Master {
+            child: Kill(cmd.spawn().unwrap()),
+            name,
+            _dir: dir,
+        };
+        let t0 = Instant::now();
+        // LIVE with a first snapshot: the bring-up of the simulated segment takes a moment.
+        while !m.published() {
+            if let Some(st) = m.child.0.try_wait().unwrap() {
+                let err = m.stderr();
+                panic!(
+                    "rtcat bench --shm {} ended ({st}) before publishing: {err}",
+                    m.name
+                );
+            }
+            assert!(
+                t0.elapsed() < Duration::from_secs(30),
+                "{} not published within 30 s",
+                m.name
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        m
+    }
+
+    fn published(&self) -> bool {
+        let Ok(b) = std::fs::read(self.path()) else {
+            return false;
+        };
+        let at = |o: usize| {
+            b.get(o..o + 8)
+                .map(|s| u64::from_le_bytes(s.try_into().unwrap()))
+        };
+        let state = at(32).map(|v| (v >> 32) as u32);
+        let snap = at(88).map(|v| (v >> 32) as usize);
+        state == Some(1) && snap.and_then(at).is_some_and(|seq| seq > 0)
+    }
+
+    fn stderr(&mut self) -> String {
+        let mut err = String::new();
+        if let Some(e) = self.child.0.stderr.as_mut() {
+            let _ = std::io::Read::read_to_string(e, &mut err);
+        }
+        err
+    }
+
+    fn path(&self) -> PathBuf {
+        Path::new("/dev/shm").join(&self.name)
+    }
+
+    /// The clean end: the object stays, STOPPED, with its last snapshot.
+    fn finish(&mut self) {
+        let st = self.child.0.wait().unwrap();
+        let err = self.stderr();
+        assert!(st.success(), "rtcat bench --shm {}: {st}: {err}", self.name);
+    }
+}
+
+impl Drop for Master {
+    fn drop(&mut self) {
+        let _ = self.child.0.kill();
+        let _ = self.child.0.wait();
         let _ = std::fs::remove_file(self.path());
     }
 }
@@ -362,7 +459,7 @@ fn c_example_drives_an_output_and_sees_it_echoed() {
         return;
     }
     let exe = c_program("example.c");
-    let bench = Bench::start("c-example", 20);
+    let bench = Master::start("c-example", 60);
     let o = sanitized(&exe)
         .args([&bench.name, "0:Outputs.Output 1", "0:Inputs.Input 2", "10"])
         .output()
@@ -381,7 +478,7 @@ fn python_example_drives_an_output_and_sees_it_echoed() {
     if !tools() {
         return;
     }
-    let bench = Bench::start("py-example", 20);
+    let bench = Master::start("py-example", 60);
     let o = python("example.py")
         .args([&bench.name, "--loops", "10"])
         .output()
@@ -399,7 +496,7 @@ fn dumps_of_c_python_and_rust_agree_on_the_stopped_object() {
     if !tools() {
         return;
     }
-    let mut bench = Bench::start("dump", 2);
+    let mut bench = Master::start("dump", 2);
     bench.finish();
     // A clean exit leaves the object STOPPED with its last snapshot: all three read the same one.
     let py = json(
@@ -631,7 +728,7 @@ fn garbage_objects_are_errors_not_crashes() {
     if !tools() {
         return;
     }
-    let mut bench = Bench::start("garbage", 2);
+    let mut bench = Master::start("garbage", 2);
     bench.finish();
     let good = std::fs::read(bench.path()).unwrap();
     let cases = garbage(&good);
@@ -732,7 +829,7 @@ fn python_command_line_writes_and_keeps_its_exit_codes() {
     if !tools() {
         return;
     }
-    let bench = Bench::start("cli", 30);
+    let bench = Master::start("cli", 60);
     let run = |args: &[&str]| python("rtcat_shm.py").args(args).output().unwrap();
     // --write: taken by the master, shown in the outputs, echoed two cycles later in the inputs.
     let d = json(&run(&[
