@@ -506,3 +506,186 @@ impl Application for SharedImage {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::application::{RecoveryCause, RegisterAccess};
+    use crate::layout::{Identity, MappingSource, PdoSource, SubdeviceSource};
+
+    struct NoRegisters;
+    impl RegisterAccess for NoRegisters {
+        fn read(&mut self, _: u16, _: u16, _: &mut [u8]) -> crate::Result<()> {
+            Ok(())
+        }
+        fn write(&mut self, _: u16, _: u16, _: &[u8]) -> crate::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn layout(generation: u32, extra: bool) -> Layout {
+        let mut outputs = vec![
+            (0x7000, 1, 1, Some("Out bit".into()), 0x01),
+            (0x7000, 2, 16, Some("Unaligned".into()), 0x03),
+            (0x0000, 0, 7, None, 0),
+        ];
+        if extra {
+            outputs.push((0x7001, 1, 8, Some("Extra".into()), 0x05));
+        }
+        let dev = SubdeviceSource {
+            address: 0x1001,
+            alias: 0,
+            name: "Mixed".into(),
+            identity: Identity::default(),
+            coe: false,
+            mapping: MappingSource::Sii,
+            pdos: vec![
+                PdoSource {
+                    index: 0x1a00,
+                    name: Some("Inputs".into()),
+                    sync_manager: 3,
+                    direction: Direction::Inputs,
+                    entries: vec![(0x6000, 1, 16, Some("Word".into()), 0x06)],
+                },
+                PdoSource {
+                    index: 0x1600,
+                    name: Some("Outputs".into()),
+                    sync_manager: 2,
+                    direction: Direction::Outputs,
+                    entries: outputs,
+                },
+            ],
+        };
+        Layout::build(generation, &[dev]).unwrap()
+    }
+
+    fn configure(app: &mut SharedImage, l: &Layout) -> Result<(), AppError> {
+        app.configure(&mut Setup {
+            layout: l,
+            registers: &mut NoRegisters,
+        })
+    }
+
+    fn cfg(name: &str) -> ShmConfig {
+        ShmConfig {
+            name: Some(name.into()),
+            writer: vec![ShmWriterConfig {
+                name: "plc".into(),
+                entries: vec!["0:Unaligned".into()],
+            }],
+            safe: vec![ShmSafeValue {
+                entry: "0:Outputs.Unaligned".into(),
+                value: SafeValue::Int(-5),
+            }],
+            ..ShmConfig::default()
+        }
+    }
+
+    #[test]
+    fn kept_on_the_same_layout_replaced_on_another() {
+        let name = format!("rtcat-master-test-{}", std::process::id());
+        let mut app =
+            SharedImage::new(Box::new(crate::ZeroOutputs), &cfg(&name), None, 1_000_000).unwrap();
+        configure(&mut app, &layout(1, false)).unwrap();
+        let g1 = app.generation().unwrap();
+        let c = rtcat_shm::Client::attach(&name).unwrap();
+        assert_eq!(c.generation(), g1);
+        assert!(c.layout_json().contains(&format!("\"generation\":{g1}")));
+        // The declared entry is pre-owned, its safe value encoded as INTEGER16.
+        let e = c.entry("0:Outputs.Unaligned").unwrap();
+        assert_eq!(e.encode(Value::Signed(-5)).unwrap(), 0xfffb);
+        app.on_recovery(&Recovery {
+            bad_cycles: 3,
+            cause: RecoveryCause::FramesLost,
+            cycle: 10,
+        });
+        assert_eq!(c.state(), State::Recovering);
+        // The same segment again (another bring-up count): the same object, LIVE again.
+        configure(&mut app, &layout(2, false)).unwrap();
+        assert_eq!(app.generation(), Some(g1));
+        assert_eq!(c.state(), State::Live);
+        // Another layout: REPLACED, a new object with another generation.
+        configure(&mut app, &layout(3, true)).unwrap();
+        let g2 = app.generation().unwrap();
+        assert_ne!(g1, g2);
+        assert_eq!(c.state(), State::Replaced);
+        let c2 = rtcat_shm::Client::attach(&name).unwrap();
+        assert_eq!(c2.generation(), g2);
+        assert!(c2.entry("0:Outputs.Extra").is_ok());
+        app.shutdown(&ShutdownReason::Duration);
+        assert_eq!(c2.state(), State::Stopped);
+        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    }
+
+    #[test]
+    fn unresolvable_entries_fail_the_bring_up_naming_the_key() {
+        let name = format!("rtcat-master-test-bad-{}", std::process::id());
+        let mut c = cfg(&name);
+        c.writer[0].entries = vec!["0:Word".into()];
+        let mut app = SharedImage::new(Box::new(crate::ZeroOutputs), &c, None, 1_000_000).unwrap();
+        let e = configure(&mut app, &layout(1, false))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("shm.writer[0].entries[0] = \"0:Word\"")
+                && e.contains("0:Outputs.Unaligned"),
+            "{e}"
+        );
+        let mut c = cfg(&name);
+        c.safe[0].value = SafeValue::Int(70_000);
+        let mut app = SharedImage::new(Box::new(crate::ZeroOutputs), &c, None, 1_000_000).unwrap();
+        let e = configure(&mut app, &layout(1, false))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("shm.safe[0].value") && e.contains("-32768..=32767"),
+            "{e}"
+        );
+        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    }
+
+    #[test]
+    fn config_keys_are_validated_with_their_names() {
+        let parse = |s: &str| {
+            crate::Config::parse(s, "t.toml")
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(parse("[shm]\nname = \"a/b\"\n").contains("shm.name = \"a/b\""));
+        assert!(parse("[shm]\nname = \".hidden\"\n").contains("start with '.'"));
+        assert!(
+            parse("[shm]\nwriter_timeout_cycles = 0\n").contains("shm.writer_timeout_cycles = 0")
+        );
+        assert!(
+            parse("[[shm.writer]]\nname = \"a\"\nentries = [\"Output 1\"]\n")
+                .contains("shm.writer[0].entries[0] = \"Output 1\": must be POSITION:NAME")
+        );
+        assert!(
+            parse(
+                "[[shm.writer]]\nname = \"a\"\nentries = [\"0:X\"]\n\
+                 [[shm.writer]]\nname = \"b\"\nentries = [\"0:X\"]\n"
+            )
+            .contains("already owned by shm.writer[0]")
+        );
+        assert!(
+            parse("[[shm.writer]]\nname = \"a\"\nentries = [\"0:X\"]\n[[shm.writer]]\nname = \"a\"\nentries = [\"0:Y\"]\n")
+                .contains("declared twice")
+        );
+        assert!(parse("[[shm.writer]]\nname = \"a\"\nentries = []\n").contains("at least one"));
+        assert!(
+            parse("[[shm.safe]]\nentry = \"0:X\"\nvalue = nan\n").contains("shm.safe[0].value")
+        );
+        assert!(parse("[shm]\nnme = \"x\"\n").contains("nme"));
+        let ok = crate::Config::parse(
+            "[shm]\nname = \"rtcat\"\nwriter_timeout_cycles = 50\n\
+             [[shm.writer]]\nname = \"plc\"\nentries = [\"0:Outputs.Output 1\"]\n\
+             [[shm.safe]]\nentry = \"0:Outputs.Output 1\"\nvalue = 3\n\
+             [[shm.safe]]\nentry = \"1:Real\"\nvalue = 1.5\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(ok.shm.writer_timeout_cycles, 50);
+        assert_eq!(ok.shm.safe[1].value, SafeValue::Float(1.5));
+    }
+}

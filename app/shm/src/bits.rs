@@ -13,7 +13,7 @@ pub fn copy_bits(dst: &mut [u8], src: &[u8], bit_offset: u32, bits: u32) {
         return;
     }
     let (first, last) = (start / 8, (end - 1) / 8);
-    if start % 8 == 0 && end % 8 == 0 {
+    if start.is_multiple_of(8) && end.is_multiple_of(8) {
         dst[first..=last].copy_from_slice(&src[first..=last]);
         return;
     }

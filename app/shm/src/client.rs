@@ -341,16 +341,18 @@ impl Client {
             ));
         }
         let map = Map::new(&fd, size as usize, writable).map_err(sys("mmap"))?;
+        // The master stores LIVE (release) only once the header and everything it describes
+        // are written: read the state first (acquire), the header after it.
         let state = State::from_u32(map.u32(h::STATE).load(Ordering::Acquire));
-        let mut hdr = vec![0u8; HEADER_BYTES as usize];
-        map.load_unaligned(0, &mut hdr);
-        let g = Geometry::from_header(name, &hdr, size)?;
         if state == State::Init {
             return Err(Error::NotPublished {
                 name: name.to_string(),
                 state,
             });
         }
+        let mut hdr = vec![0u8; HEADER_BYTES as usize];
+        map.load_unaligned(0, &mut hdr);
+        let g = Geometry::from_header(name, &hdr, size)?;
         let u32_at = |o: usize| u32::from_le_bytes(hdr[o..o + 4].try_into().expect("4"));
         let u64_at = |o: usize| u64::from_le_bytes(hdr[o..o + 8].try_into().expect("8"));
         let mut json = vec![0u8; g.layout_len as usize];

@@ -390,7 +390,7 @@ impl Geometry {
         };
         let inside = |field: &'static str, off: u32, len: u64, align: u32| {
             let end = u64::from(off) + len;
-            if off < HEADER_BYTES || end > object_bytes || off % align != 0 {
+            if off < HEADER_BYTES || end > object_bytes || !off.is_multiple_of(align) {
                 Err(bad(
                     field,
                     &off,
@@ -411,7 +411,7 @@ impl Geometry {
             8,
         )?;
         let min_slot = u64::from(SLOT_HEAD) + u64::from(g.output_bytes);
-        if u64::from(g.writer_bytes) < min_slot || g.writer_bytes % 8 != 0 {
+        if u64::from(g.writer_bytes) < min_slot || !g.writer_bytes.is_multiple_of(8) {
             return Err(bad(
                 "writer_bytes",
                 &g.writer_bytes,

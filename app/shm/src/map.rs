@@ -38,7 +38,7 @@ impl Map {
         // The offsets come from a Geometry checked against the mapping: this only fires on a
         // bug of this crate, never on the object's contents.
         assert!(
-            off.checked_add(n).is_some_and(|e| e <= self.len) && off % n == 0,
+            off.checked_add(n).is_some_and(|e| e <= self.len) && off.is_multiple_of(n),
             "shm access at {off} (+{n}) outside the {}-byte mapping or misaligned",
             self.len
         );
@@ -74,7 +74,7 @@ impl Map {
     #[inline]
     fn words(&self, off: usize, n: usize) -> &[AtomicU64] {
         assert!(
-            off % 8 == 0
+            off.is_multiple_of(8)
                 && n.checked_mul(8)
                     .and_then(|b| b.checked_add(off))
                     .is_some_and(|e| e <= self.len),

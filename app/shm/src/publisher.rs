@@ -616,7 +616,7 @@ impl Publisher {
             if slot.view == View::Attached {
                 let seq = m.u64(base + w::SEQ);
                 let s1 = seq.load(Ordering::Acquire);
-                if s1 != 0 && s1 % 2 == 0 {
+                if s1 != 0 && s1.is_multiple_of(2) {
                     m.load_bytes(base + w::STAGED, &mut slot.scratch);
                     // The copy's loads complete before seq is read again (seqlock reader).
                     fence(Ordering::Acquire);

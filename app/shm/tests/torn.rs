@@ -34,11 +34,11 @@ fn check(s: &Snapshot) -> Result<(), String> {
             s.deadline_ns, s.wake_ns, s.unix_ns
         ));
     }
-    if s.wkc != c as u16 || s.expected_wkc != (c >> 16) as u16 || s.frames_lost != (c % 3 == 0) {
+    if s.wkc != c as u16 || s.expected_wkc != (c >> 16) as u16 || s.frames_lost != c.is_multiple_of(3) {
         return Err(format!("wkc word of cycle {c}"));
     }
     for (k, v) in s.valid.iter().enumerate() {
-        if *v != ((c + k as u64) % 2 == 0) {
+        if *v != (c + k as u64).is_multiple_of(2) {
             return Err(format!("valid[{k}] of cycle {c}"));
         }
     }
@@ -130,13 +130,13 @@ fn no_torn_snapshot_in_a_million_cycles() {
                 unix_ns: !c,
                 wkc: c as u16,
                 expected_wkc: (c >> 16) as u16,
-                frames_lost: c % 3 == 0,
+                frames_lost: c.is_multiple_of(3),
             };
             p.publish(
                 &info,
                 &inputs,
                 &outputs,
-                (0..SUBDEVICES as u64).map(|k| (c + k) % 2 == 0),
+                (0..SUBDEVICES as u64).map(|k| (c + k).is_multiple_of(2)),
             );
             // Back to back, publications would leave a reader almost no window in which a copy
             // completes (it would only ever see retries); a short gap lets both outcomes, clean
