@@ -87,6 +87,7 @@ pub struct Cycle<'a> {
     pub image: &'a mut ProcessImage,
     pub(crate) data_errors: &'a mut u32,
     pub(crate) first_error: &'a mut Option<u16>,
+    pub(crate) events: &'a mut rtrb::Producer<crate::stats::Event>,
 }
 
 impl Cycle<'_> {
@@ -108,6 +109,17 @@ impl Cycle<'_> {
     pub fn data_error(&mut self, position: u16) {
         *self.data_errors += 1;
         self.first_error.get_or_insert(position);
+    }
+
+    /// Raise a health event from the application (events.log, the event stream), stamped with
+    /// this cycle. No allocation; when the ring is full the event is dropped.
+    #[inline]
+    pub fn raise(&mut self, kind: crate::stats::EventKind) {
+        let _ = self.events.push(crate::stats::Event {
+            unix_ns: crate::clock::unix_ns(),
+            cycle: self.status.cycle,
+            kind,
+        });
     }
 }
 

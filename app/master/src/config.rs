@@ -79,6 +79,8 @@ pub struct Config {
     pub ipc: IpcConfig,
     /// `[control]`: the control socket of `rtcat run` / `bench`.
     pub control: ControlConfig,
+    /// `[shm]`: the shared-memory process image for other programs (see [`crate::shm`]).
+    pub shm: crate::shm::ShmConfig,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
@@ -561,6 +563,7 @@ impl Config {
             value: String::from("(see message)"),
             message: e.message,
         })?;
+        self.shm.validate(path)?;
         Ok(())
     }
 

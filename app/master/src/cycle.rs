@@ -479,6 +479,7 @@ where
                 image: &mut st.image,
                 data_errors: &mut data_errors,
                 first_error: &mut first_error,
+                events: &mut *sinks.events,
             });
         }
         for (i, sd) in group.iter(md).enumerate() {

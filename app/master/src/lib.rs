@@ -84,6 +84,7 @@ pub mod master;
 pub mod motion;
 pub mod netuse;
 pub mod rt;
+pub mod shm;
 pub mod sii;
 pub mod stats;
 mod stop;

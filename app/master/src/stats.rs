@@ -365,6 +365,31 @@ pub enum EventKind {
         /// Manufacturer-specific data.
         data: [u8; 5],
     },
+    /// A writer of the shared-memory process image attached, went stale (its outputs at their
+    /// safe values), resumed or detached.
+    ShmWriter {
+        /// Its slot.
+        slot: u8,
+        /// Its pid as it wrote it.
+        pid: u32,
+        /// Its name, NUL-padded.
+        name: [u8; 32],
+        /// What happened.
+        change: ShmWriterChange,
+    },
+}
+
+/// What happened to a shared-memory writer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ShmWriterChange {
+    /// Attached.
+    Attached,
+    /// Heartbeat stopped: its outputs are at their safe values.
+    Stale,
+    /// Heartbeat back.
+    Resumed,
+    /// Detached.
+    Detached,
 }
 
 impl std::fmt::Display for EventKind {
@@ -427,6 +452,25 @@ impl std::fmt::Display for EventKind {
                 write!(
                     f,
                     "dc_sync_window_restored position={position} diff_ns={ns}"
+                )
+            }
+            EventKind::ShmWriter {
+                slot,
+                pid,
+                name,
+                change,
+            } => {
+                let n = name.iter().position(|&c| c == 0).unwrap_or(name.len());
+                let change = match change {
+                    ShmWriterChange::Attached => "attached",
+                    ShmWriterChange::Stale => "stale outputs=safe",
+                    ShmWriterChange::Resumed => "resumed",
+                    ShmWriterChange::Detached => "detached",
+                };
+                write!(
+                    f,
+                    "shm_writer {change} slot={slot} pid={pid} name={:?}",
+                    String::from_utf8_lossy(&name[..n])
                 )
             }
             EventKind::Shutdown { reached_init } => {

@@ -281,6 +281,10 @@ pub struct RunArgs {
     /// [control] socket
     #[arg(long, value_name = "SOCK")]
     pub control: Option<PathBuf>,
+    /// Publish the process image as the shared-memory object /dev/shm/NAME (overrides
+    /// [shm].name)
+    #[arg(long, value_name = "NAME")]
+    pub shm: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -349,6 +353,10 @@ pub struct BenchArgs {
     /// With --sim: accept the simulator's fault commands (`rtcat sim-ctl`) on this socket
     #[arg(long, value_name = "PATH", requires = "sim", hide = true)]
     pub sim_control: Option<PathBuf>,
+    /// Publish the process image as the shared-memory object /dev/shm/NAME (overrides
+    /// [shm].name)
+    #[arg(long, value_name = "NAME", conflicts_with = "timer_only")]
+    pub shm: Option<String>,
 }
 
 #[derive(Args, Debug)]

@@ -1,6 +1,8 @@
 //! The application `rtcat bench --sim` and `--check-echo` run: it writes a changing pattern and
 //! checks, byte for byte, that every subdevice's inputs echo the outputs (the simulator's
-//! deterministic input rule, `ecsim::pdi`), so a run proves data flows both ways.
+//! deterministic input rule, `ecsim::pdi`), so a run proves data flows both ways. It compares
+//! against the outputs actually sent, so entries other programs own through the shared-memory
+//! image (`[shm]`) are checked too.
 
 use rtcat_master::{AppError, Application, Cycle, Setup};
 
@@ -37,9 +39,15 @@ impl Application for EchoCheck {
         }
         let cycle = cx.status.cycle;
         for position in 0..cx.image.subdevices().min(self.prev.len()) {
-            let inputs = cx.image.inputs_of(position);
             let prev = &mut self.prev[position];
             let current = &mut self.current[position];
+            // What this exchange sent: the image's outputs as the previous cycle left them, with
+            // whatever an application wrapped around this one wrote after it (the shared image's
+            // client writers), not just this pattern.
+            let sent = cx.image.outputs_of(position);
+            let n = sent.len().min(current.len());
+            current[..n].copy_from_slice(&sent[..n]);
+            let inputs = cx.image.inputs_of(position);
             // Inputs echo the previous exchange's outputs, or this exchange's when they travel
             // in a later frame than the outputs (multi-frame images).
             let ok = !self.seeded[position]
@@ -50,7 +58,6 @@ impl Application for EchoCheck {
             for (k, b) in outputs.iter_mut().enumerate() {
                 *b = pattern(cycle + 1, position, k);
             }
-            current.copy_from_slice(outputs);
             self.seeded[position] = true;
             if !ok {
                 cx.data_error(position as u16);

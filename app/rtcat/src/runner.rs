@@ -459,6 +459,19 @@ fn set_control(cfg: &mut Config, sock: Option<&std::path::Path>) -> Result<(), E
     Ok(())
 }
 
+/// Wrap the job's application in the shared-memory image when `[shm] name` / `--shm` is set.
+fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<Box<dyn Application>, ExitCode> {
+    if cfg.shm.name.is_none() {
+        return Ok(app);
+    }
+    let gid = cfg.ipc.gid().map_err(usage)?.map(|g| g.as_raw());
+    let period_ns = u64::from(cfg.cycle.period_us) * 1000;
+    match rtcat_master::shm::SharedImage::new(app, &cfg.shm, gid, period_ns) {
+        Ok(s) => Ok(Box::new(s)),
+        Err(e) => Err(usage(format_args!("--shm / shm.name: {e}"))),
+    }
+}
+
 pub fn bench_command(a: BenchArgs) -> ExitCode {
     let mut cfg = match config_or_exit(a.config.as_deref()) {
         Ok(c) => c,
@@ -487,6 +500,9 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
     }
     if let Err(c) = set_control(&mut cfg, a.control.as_deref()) {
         return c;
+    }
+    if let Some(n) = &a.shm {
+        cfg.shm.name = Some(n.clone());
     }
     if let Err(e) = cfg.validate("command line") {
         return usage(e);
@@ -558,6 +574,10 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
     } else {
         Box::new(ZeroOutputs)
     };
+    let app = match with_shm(app, &cfg) {
+        Ok(a) => a,
+        Err(c) => return c,
+    };
     let json = a.json.as_deref().map(|j| {
         if j == "-" {
             JsonDest::Stdout
@@ -601,6 +621,12 @@ pub fn run_command(a: RunArgs) -> ExitCode {
     if let Err(c) = set_control(&mut cfg, a.control.as_deref()) {
         return c;
     }
+    if let Some(n) = &a.shm {
+        cfg.shm.name = Some(n.clone());
+        if let Err(e) = cfg.shm.validate("--shm") {
+            return usage(e);
+        }
+    }
     if let Err(e) = check_cpus(&cfg, &a.config.display().to_string()) {
         return usage(e);
     }
@@ -632,6 +658,10 @@ pub fn run_command(a: RunArgs) -> ExitCode {
         Box::new(EchoCheck::default())
     } else {
         Box::new(ZeroOutputs)
+    };
+    let app = match with_shm(app, &cfg) {
+        Ok(a) => a,
+        Err(c) => return c,
     };
     let r = execute(Job {
         cfg,

@@ -1,0 +1,192 @@
+//! `rtcat bench --sim --shm NAME` end to end, with the Rust client library as another program
+//! would use it: it owns an output entry, sees its values echoed by the simulated segment in
+//! the inputs, goes stale (its entry at the configured safe value, an event), resumes, detaches;
+//! the master's echo check stays clean (it checks the outputs actually sent, client entries
+//! included) and the results carry the writer events.
+
+use rtcat_shm::{Client, Error, State, Value, WriterState};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const SAFE: u64 = 0x77;
+
+fn wait_for(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(2));
+    }
+}
+
+#[test]
+fn bench_sim_shm_client_drives_an_output_and_sees_it_echoed() {
+    let name = format!("rtcat-e2e-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("rtcat.toml");
+    // A 2 ms period with a whole period of response timeout: scheduling noise on a shared
+    // machine does not look like a lost frame (as in e2e_sim.rs).
+    std::fs::write(
+        &cfg,
+        format!(
+            "[cycle]\nperiod_us = 2000\n[bus]\nresponse_timeout_us = 2000\n\
+             [rt]\nhold_cpu_dma_latency = false\n\
+             [shm]\nwriter_timeout_cycles = 100\n\
+             [[shm.safe]]\nentry = \"0:Outputs.Output 1\"\nvalue = {SAFE}\n"
+        ),
+    )
+    .unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
+    cmd.args([
+        "bench",
+        "--sim",
+        "--shm",
+        &name,
+        "--duration",
+        "3",
+        "--config",
+    ])
+    .arg(&cfg)
+    .arg("--out")
+    .arg(&out)
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if !nix::unistd::geteuid().is_root() {
+        cmd.arg("--no-rt");
+    }
+    let child = cmd.spawn().unwrap();
+
+    let mut client = None;
+    wait_for(
+        "the object to be LIVE with a snapshot",
+        10.0,
+        || match Client::attach(&name) {
+            Ok(c) if c.state() == State::Live && c.snapshot().is_ok() => {
+                client = Some(c);
+                true
+            }
+            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. }) => false,
+            Err(e) => panic!("{e}"),
+        },
+    );
+    let client = client.unwrap();
+    let mode = std::fs::metadata(format!("/dev/shm/{name}")).unwrap();
+    assert_eq!(
+        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
+        0o660
+    );
+    assert_eq!(client.geometry().subdevices, 3);
+    let (o1, i2) = (
+        client.entry("0:Outputs.Output 1").unwrap(),
+        client.entry("0:Inputs.Input 2").unwrap(),
+    );
+    let mut w = client.attach_writer("e2e").unwrap();
+    w.claim(&o1).unwrap();
+    // The simulated device's input byte k >= 4 is output byte k - 4 XOR 0x5a (ecsim::pdi).
+    let echo = |v: u64| v ^ 0x5a5a_5a5a;
+    let drive = |w: &mut rtcat_shm::Writer, v: u64| {
+        w.write(&[(&o1, Value::Unsigned(v))]).unwrap();
+        wait_for("the value echoed in the inputs", 2.0, || {
+            let s = client.snapshot().unwrap();
+            s.raw(&o1) == v && s.raw(&i2) == echo(v) && s.valid.iter().all(|&v| v)
+        });
+    };
+    for v in [0x1234_5678u64, 0xdead_beef, 0x0102_0304] {
+        drive(&mut w, v);
+    }
+    // No heartbeat for longer than writer_timeout_cycles: stale, the entry at its safe value.
+    wait_for("the writer to go stale", 2.0, || {
+        w.state() == Some(WriterState::Stale)
+    });
+    wait_for("the safe value echoed", 2.0, || {
+        let s = client.snapshot().unwrap();
+        s.raw(&o1) == SAFE && s.raw(&i2) == echo(SAFE)
+    });
+    w.heartbeat();
+    wait_for("the writer to resume", 2.0, || {
+        w.state() == Some(WriterState::Attached)
+    });
+    drive(&mut w, 0x0a0b_0c0d);
+    drop(w);
+
+    let res = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("data errors 0"),
+        "echo check of the sent outputs: {stderr}"
+    );
+    assert_eq!(client.state(), State::Stopped, "STOPPED at a clean exit");
+    let events = std::fs::read_to_string(out.join("events.log")).unwrap();
+    for what in [
+        "shm_writer attached slot=0",
+        "shm_writer stale outputs=safe slot=0",
+        "shm_writer resumed slot=0",
+        "shm_writer detached slot=0",
+    ] {
+        assert!(events.contains(what), "{what} in events.log:\n{events}");
+    }
+    assert!(events.contains("name=\"e2e\""), "{events}");
+    assert!(!events.contains("data_mismatch"), "{events}");
+    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+}
+
+#[test]
+fn bad_shm_names_and_keys_are_usage_errors() {
+    let rtcat = env!("CARGO_BIN_EXE_rtcat");
+    let r = Command::new(rtcat)
+        .args(["bench", "--sim", "--shm", "../etc", "--duration", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&r.stderr);
+    assert!(e.contains("shm.name = \"../etc\""), "{e}");
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(&cfg, "[shm]\nname = \"x\"\nwriter_timeout_cycles = 0\n").unwrap();
+    let r = Command::new(rtcat)
+        .args(["config", "check"])
+        .arg(&cfg)
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&r.stderr);
+    assert!(e.contains("shm.writer_timeout_cycles = 0"), "{e}");
+}
+
+#[test]
+fn an_unknown_entry_is_a_clear_bring_up_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let cfg = dir.path().join("c.toml");
+    std::fs::write(
+        &cfg,
+        "[bus]\ninit_pdu_timeout_ms = 200\n[shm]\n\
+         [[shm.writer]]\nname = \"plc\"\nentries = [\"0:Outputs.Output 9\"]\n",
+    )
+    .unwrap();
+    let name = format!("rtcat-e2e-bad-{}", std::process::id());
+    let r = Command::new(env!("CARGO_BIN_EXE_rtcat"))
+        .args([
+            "bench",
+            "--sim",
+            "--no-rt",
+            "--shm",
+            &name,
+            "--duration",
+            "1",
+            "--config",
+        ])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(dir.path().join("out"))
+        .output()
+        .unwrap();
+    let e = String::from_utf8_lossy(&r.stderr);
+    assert_eq!(r.status.code(), Some(1), "{e}");
+    assert!(
+        e.contains("shm.writer[0].entries[0] = \"0:Outputs.Output 9\"")
+            && e.contains("0:Outputs.Output 1"),
+        "{e}"
+    );
+    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+}

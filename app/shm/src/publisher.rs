@@ -1,0 +1,669 @@
+//! The master side: create (or replace) the object, publish every cycle, take the writers'
+//! outputs.
+
+use crate::bits::{copy_bits, write_bits};
+use crate::format::{
+    ABI_VERSION, ENTRY_BYTES, FLAG_DECLARED, Geometry, HEADER_BYTES, MAGIC, MAX_WRITERS,
+    NAME_BYTES, State, WriterState, e, fnv1a64, h, s, valid_name, w,
+};
+use crate::map::{Map, shm_path};
+use crate::{Error, Result};
+use nix::errno::Errno;
+use nix::fcntl::OFlag;
+use nix::sys::stat::{Mode, SFlag};
+use std::os::fd::{AsFd, OwnedFd};
+use std::sync::atomic::{Ordering, fence};
+
+/// One output entry of the layout, as the publisher needs it (the layout's output entries with
+/// a non-zero index, in layout order: row `i` of the entry table).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OutputEntry {
+    /// Bit offset in the output image.
+    pub bit_offset: u32,
+    /// Length in bits.
+    pub bits: u16,
+    /// The declared writer owning it (index into [`PublisherConfig::writers`]).
+    pub writer: Option<usize>,
+    /// Its safe value: the raw bits (the low `bits` bits; 0 beyond 64 bits).
+    pub safe: u64,
+}
+
+/// A writer declared in the master's configuration: it gets slot `k` for `writers[k]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeclaredWriter {
+    /// Its name (1..=31 bytes, no NUL).
+    pub name: String,
+}
+
+/// What an object is created with.
+#[derive(Debug, Clone)]
+pub struct PublisherConfig<'a> {
+    /// Object name (`/NAME`).
+    pub name: &'a str,
+    /// Group to hand the object to (`[ipc] group`); None: the process's group.
+    pub gid: Option<u32>,
+    /// Generation (non-zero; different from the object it replaces).
+    pub generation: u32,
+    /// Cycle period.
+    pub period_ns: u64,
+    /// Subdevices.
+    pub subdevices: u32,
+    /// Input image bytes.
+    pub input_bytes: u32,
+    /// Output image bytes.
+    pub output_bytes: u32,
+    /// The layout JSON (`rtcat pdos --json`, with this generation).
+    pub layout_json: &'a [u8],
+    /// The entry table's rows.
+    pub entries: &'a [OutputEntry],
+    /// Declared writers (at most [`MAX_WRITERS`]).
+    pub writers: &'a [DeclaredWriter],
+    /// Cycles without a heartbeat after which a writer is stale (>= 1).
+    pub writer_timeout_cycles: u64,
+}
+
+/// One cycle's facts for the snapshot.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CycleInfo {
+    /// Cycle number.
+    pub cycle: u64,
+    /// Deadline (CLOCK_MONOTONIC ns).
+    pub deadline_ns: u64,
+    /// Wake-up (CLOCK_MONOTONIC ns).
+    pub wake_ns: u64,
+    /// Publication time (CLOCK_REALTIME ns).
+    pub unix_ns: u64,
+    /// Working counter received.
+    pub wkc: u16,
+    /// Working counter expected.
+    pub expected_wkc: u16,
+    /// The frame was lost: the inputs are an older cycle's.
+    pub frames_lost: bool,
+}
+
+/// What happened to a writer slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriterEventKind {
+    /// A writer attached.
+    Attached,
+    /// Its heartbeat stopped for `writer_timeout_cycles`: its entries are at their safe values.
+    Stale,
+    /// Its heartbeat is back.
+    Resumed,
+    /// It detached (or its slot was taken over).
+    Detached,
+}
+
+/// One writer event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriterEvent {
+    /// Slot number.
+    pub slot: u8,
+    /// The writer's pid as it wrote it.
+    pub pid: u32,
+    /// Its name (NUL-padded, as in the slot; the configured one for declared slots).
+    pub name: [u8; NAME_BYTES],
+    /// What happened.
+    pub kind: WriterEventKind,
+}
+
+impl WriterEvent {
+    /// The name up to the first NUL, as far as it is UTF-8.
+    pub fn name(&self) -> &str {
+        name_str(&self.name)
+    }
+}
+
+pub(crate) fn name_str(b: &[u8]) -> &str {
+    let n = b.iter().position(|&c| c == 0).unwrap_or(b.len());
+    match std::str::from_utf8(&b[..n]) {
+        Ok(s) => s,
+        Err(e) => std::str::from_utf8(&b[..e.valid_up_to()]).unwrap_or(""),
+    }
+}
+
+const MAX_EVENTS: usize = 2 * MAX_WRITERS as usize;
+
+/// The events of one [`Publisher::take_writes`] (a fixed array: no allocation per cycle).
+#[derive(Debug, Clone, Copy)]
+pub struct WriteEvents {
+    ev: [WriterEvent; MAX_EVENTS],
+    len: usize,
+}
+
+impl WriteEvents {
+    fn new() -> Self {
+        WriteEvents {
+            ev: [WriterEvent {
+                slot: 0,
+                pid: 0,
+                name: [0; NAME_BYTES],
+                kind: WriterEventKind::Attached,
+            }; MAX_EVENTS],
+            len: 0,
+        }
+    }
+
+    fn push(&mut self, e: WriterEvent) {
+        if self.len < MAX_EVENTS {
+            self.ev[self.len] = e;
+            self.len += 1;
+        }
+    }
+
+    /// The events, in slot order.
+    pub fn iter(&self) -> impl Iterator<Item = &WriterEvent> {
+        self.ev[..self.len].iter()
+    }
+
+    /// No events.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum View {
+    Free,
+    Attached,
+    Stale,
+}
+
+/// The master's view of one writer slot (never trusted from the mapping alone).
+struct Slot {
+    view: View,
+    pid: u32,
+    heartbeat: u64,
+    heartbeat_cycle: u64,
+    /// A consistent copy of its staged image has been taken since it attached.
+    has_values: bool,
+    /// The last consistent copy, and the buffer the next copy goes into.
+    taken: Vec<u8>,
+    scratch: Vec<u8>,
+    declared: Option<[u8; NAME_BYTES]>,
+    /// The name it attached with (kept: a detaching writer clears the slot's).
+    name: [u8; NAME_BYTES],
+}
+
+/// The master's side of an object.
+pub struct Publisher {
+    name: String,
+    fd: OwnedFd,
+    map: Map,
+    g: Geometry,
+    generation: u32,
+    layout_hash: u64,
+    entries: Vec<OutputEntry>,
+    safe_image: Vec<u8>,
+    slots: Vec<Slot>,
+    timeout: u64,
+    seq: u64,
+    any_declared: bool,
+}
+
+fn sys<'a>(name: &'a str, op: &'static str) -> impl Fn(Errno) -> Error + 'a {
+    move |errno| Error::Sys {
+        name: name.to_string(),
+        op,
+        errno,
+    }
+}
+
+fn cfg_err(
+    field: impl Into<String>,
+    value: impl std::fmt::Display,
+    why: impl Into<String>,
+) -> Error {
+    Error::Config {
+        field: field.into(),
+        value: value.to_string(),
+        why: why.into(),
+    }
+}
+
+/// Check a writer name: 1..=31 bytes, no NUL.
+pub(crate) fn check_writer_name(n: &str) -> std::result::Result<[u8; NAME_BYTES], &'static str> {
+    if n.is_empty() || n.len() >= NAME_BYTES {
+        return Err("must be 1..=31 bytes");
+    }
+    if n.bytes().any(|b| b == 0 || b.is_ascii_control()) {
+        return Err("must not contain control characters");
+    }
+    let mut b = [0u8; NAME_BYTES];
+    b[..n.len()].copy_from_slice(n.as_bytes());
+    Ok(b)
+}
+
+impl Publisher {
+    /// Create the object `/NAME` (replacing a leftover of ours, refusing anyone else's), fill
+    /// it and set it LIVE.
+    pub fn create(cfg: &PublisherConfig<'_>) -> Result<Publisher> {
+        valid_name(cfg.name)?;
+        let name = cfg.name;
+        if cfg.generation == 0 {
+            return Err(cfg_err("generation", 0, "must not be 0"));
+        }
+        if cfg.writer_timeout_cycles == 0 {
+            return Err(cfg_err("writer_timeout_cycles", 0, "must be at least 1"));
+        }
+        if cfg.writers.len() > MAX_WRITERS as usize {
+            return Err(cfg_err(
+                "writers",
+                cfg.writers.len(),
+                format!("at most {MAX_WRITERS} declared writers"),
+            ));
+        }
+        let mut declared = Vec::with_capacity(cfg.writers.len());
+        for (i, wr) in cfg.writers.iter().enumerate() {
+            let b = check_writer_name(&wr.name).map_err(|why| {
+                cfg_err(format!("writers[{i}].name"), format!("{:?}", wr.name), why)
+            })?;
+            if cfg.writers[..i].iter().any(|o| o.name == wr.name) {
+                return Err(cfg_err(
+                    format!("writers[{i}].name"),
+                    format!("{:?}", wr.name),
+                    "declared twice",
+                ));
+            }
+            declared.push(b);
+        }
+        let out_bits = u64::from(cfg.output_bytes) * 8;
+        for (i, en) in cfg.entries.iter().enumerate() {
+            if en.bits == 0 || u64::from(en.bit_offset) + u64::from(en.bits) > out_bits {
+                return Err(cfg_err(
+                    format!("entries[{i}]"),
+                    format!("bit_offset {} bits {}", en.bit_offset, en.bits),
+                    format!(
+                        "must be 1 or more bits inside the {}-byte output image",
+                        cfg.output_bytes
+                    ),
+                ));
+            }
+            if let Some(k) = en.writer
+                && k >= cfg.writers.len()
+            {
+                return Err(cfg_err(
+                    format!("entries[{i}].writer"),
+                    k,
+                    format!("only {} writers are declared", cfg.writers.len()),
+                ));
+            }
+        }
+        let layout_len = u32::try_from(cfg.layout_json.len())
+            .map_err(|_| cfg_err("layout_json", cfg.layout_json.len(), "longer than 4 GiB"))?;
+        let rows = u32::try_from(cfg.entries.len())
+            .map_err(|_| cfg_err("entries", cfg.entries.len(), "too many"))?;
+        let g = Geometry::new(
+            cfg.subdevices,
+            cfg.input_bytes,
+            cfg.output_bytes,
+            rows,
+            layout_len,
+        )?;
+
+        let fd = Self::open_exclusive(name)?;
+        if let Some(gid) = cfg.gid {
+            nix::unistd::fchown(&fd, None, Some(nix::unistd::Gid::from_raw(gid)))
+                .map_err(sys(name, "fchown to the [ipc] group"))?;
+        }
+        // After creation, so the process umask cannot narrow it.
+        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o660))
+            .map_err(sys(name, "fchmod"))?;
+        nix::unistd::ftruncate(&fd, g.object_bytes as i64).map_err(sys(name, "ftruncate"))?;
+        let map = Map::new(&fd, g.object_bytes as usize, true).map_err(sys(name, "mmap"))?;
+
+        let layout_hash = fnv1a64(cfg.layout_json);
+        let hdr_u32 = |o: usize, v: u32| map.u32(o).store(v, Ordering::Relaxed);
+        let hdr_u64 = |o: usize, v: u64| map.u64(o).store(v, Ordering::Relaxed);
+        map.store_unaligned(h::MAGIC, &MAGIC);
+        hdr_u32(h::ABI, ABI_VERSION);
+        hdr_u32(h::HEADER_BYTES, HEADER_BYTES);
+        hdr_u64(h::OBJECT_BYTES, g.object_bytes);
+        hdr_u64(h::LAYOUT_HASH, layout_hash);
+        hdr_u32(h::GENERATION, cfg.generation);
+        hdr_u32(h::STATE, State::Init.as_u32());
+        hdr_u64(h::PERIOD_NS, cfg.period_ns);
+        hdr_u32(h::SUBDEVICES, g.subdevices);
+        hdr_u32(h::INPUT_BYTES, g.input_bytes);
+        hdr_u32(h::OUTPUT_BYTES, g.output_bytes);
+        hdr_u32(h::OUTPUT_ENTRIES, g.output_entries);
+        hdr_u32(h::LAYOUT_OFFSET, g.layout_offset);
+        hdr_u32(h::LAYOUT_LEN, g.layout_len);
+        hdr_u32(h::ENTRIES_OFFSET, g.entries_offset);
+        hdr_u32(h::ENTRY_BYTES, ENTRY_BYTES);
+        hdr_u32(h::WRITERS_OFFSET, g.writers_offset);
+        hdr_u32(h::MAX_WRITERS, g.max_writers);
+        hdr_u32(h::WRITER_BYTES, g.writer_bytes);
+        hdr_u32(h::SNAPSHOT_OFFSET, g.snapshot_offset);
+        hdr_u32(h::SNAPSHOT_BYTES, g.snapshot_bytes);
+        hdr_u32(h::MASTER_PID, std::process::id());
+        hdr_u64(h::WRITER_TIMEOUT, cfg.writer_timeout_cycles);
+        map.store_unaligned(g.layout_offset as usize, cfg.layout_json);
+
+        let mut safe_image = vec![0u8; cfg.output_bytes as usize];
+        for (i, en) in cfg.entries.iter().enumerate() {
+            let o = g.entry_offset(i);
+            map.u32(o + e::BIT_OFFSET)
+                .store(en.bit_offset, Ordering::Relaxed);
+            map.u16(o + e::BITS).store(en.bits, Ordering::Relaxed);
+            let (flags, owner) = match en.writer {
+                Some(k) => (FLAG_DECLARED, k as u32 + 1),
+                None => (0, 0),
+            };
+            map.u16(o + e::FLAGS).store(flags, Ordering::Relaxed);
+            map.u32(o + e::OWNER).store(owner, Ordering::Relaxed);
+            write_bits(
+                &mut safe_image,
+                en.bit_offset,
+                u32::from(en.bits).min(64),
+                en.safe,
+            );
+        }
+        let staged = cfg.output_bytes as usize;
+        let mut slots = Vec::with_capacity(MAX_WRITERS as usize);
+        for k in 0..MAX_WRITERS as usize {
+            let d = declared.get(k).copied();
+            if let Some(n) = &d {
+                map.store_unaligned(g.slot_offset(k) + w::NAME, n);
+            }
+            slots.push(Slot {
+                view: View::Free,
+                pid: 0,
+                heartbeat: 0,
+                heartbeat_cycle: 0,
+                has_values: false,
+                taken: vec![0; staged],
+                scratch: vec![0; staged],
+                declared: d,
+                name: [0; NAME_BYTES],
+            });
+        }
+        // Everything above is visible before a client can see LIVE.
+        map.u32(h::STATE)
+            .store(State::Live.as_u32(), Ordering::Release);
+        Ok(Publisher {
+            name: name.to_string(),
+            fd,
+            map,
+            g,
+            generation: cfg.generation,
+            layout_hash,
+            entries: cfg.entries.to_vec(),
+            safe_image,
+            slots,
+            timeout: cfg.writer_timeout_cycles,
+            seq: 0,
+            any_declared: cfg.entries.iter().any(|e| e.writer.is_some()),
+        })
+    }
+
+    /// `O_CREAT|O_EXCL`; a leftover object of our uid is marked REPLACED and unlinked first,
+    /// one of another uid is refused.
+    fn open_exclusive(name: &str) -> Result<OwnedFd> {
+        let path = shm_path(name);
+        let ours = nix::unistd::geteuid().as_raw();
+        for _ in 0..3 {
+            match nix::sys::mman::shm_open(
+                path.as_str(),
+                OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW,
+                Mode::from_bits_truncate(0o600),
+            ) {
+                Ok(fd) => return Ok(fd),
+                Err(Errno::EEXIST) => {}
+                Err(errno) => return Err(sys(name, "shm_open (create)")(errno)),
+            }
+            // Linux keeps POSIX shm objects in /dev/shm (shm_overview(7)); the owner is read
+            // without following a link.
+            let st = match nix::sys::stat::lstat(format!("/dev/shm/{name}").as_str()) {
+                Ok(st) => st,
+                Err(Errno::ENOENT) => continue,
+                Err(errno) => return Err(sys(name, "lstat /dev/shm")(errno)),
+            };
+            if st.st_uid != ours {
+                return Err(Error::Foreign {
+                    name: name.to_string(),
+                    uid: st.st_uid,
+                    ours,
+                });
+            }
+            if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFREG {
+                Self::mark_replaced(name);
+            }
+            match nix::sys::mman::shm_unlink(path.as_str()) {
+                Ok(()) | Err(Errno::ENOENT) => {}
+                Err(errno) => return Err(sys(name, "shm_unlink (our stale object)")(errno)),
+            }
+        }
+        Err(sys(
+            name,
+            "shm_open (create; the name keeps being re-created)",
+        )(Errno::EEXIST))
+    }
+
+    /// Tell clients still attached to a leftover object of ours that it is gone.
+    fn mark_replaced(name: &str) {
+        let Ok(fd) = nix::sys::mman::shm_open(
+            shm_path(name).as_str(),
+            OFlag::O_RDWR | OFlag::O_NOFOLLOW,
+            Mode::empty(),
+        ) else {
+            return;
+        };
+        let Ok(st) = nix::sys::stat::fstat(&fd) else {
+            return;
+        };
+        if st.st_size < i64::from(HEADER_BYTES) {
+            return;
+        }
+        let Ok(map) = Map::new(&fd, HEADER_BYTES as usize, true) else {
+            return;
+        };
+        let mut magic = [0u8; 8];
+        map.load_unaligned(h::MAGIC, &mut magic);
+        if magic == MAGIC {
+            map.u32(h::STATE)
+                .store(State::Replaced.as_u32(), Ordering::Release);
+        }
+    }
+
+    /// The object name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The generation it was created with.
+    pub fn generation(&self) -> u32 {
+        self.generation
+    }
+
+    /// FNV-1a 64 of its layout JSON.
+    pub fn layout_hash(&self) -> u64 {
+        self.layout_hash
+    }
+
+    /// Its geometry.
+    pub fn geometry(&self) -> &Geometry {
+        &self.g
+    }
+
+    /// Store the object's state (LIVE, RECOVERING, STOPPED; see [`Publisher::replace`]).
+    pub fn set_state(&self, st: State) {
+        self.map.u32(h::STATE).store(st.as_u32(), Ordering::Release);
+    }
+
+    /// Mark the object REPLACED and unlink it, if the name still refers to it (a new object of
+    /// the same name is created next, with another generation).
+    pub fn replace(self) -> Result<()> {
+        self.set_state(State::Replaced);
+        self.unlink_if_ours()
+    }
+
+    fn unlink_if_ours(&self) -> Result<()> {
+        let path = shm_path(&self.name);
+        let mine = nix::sys::stat::fstat(self.fd.as_fd()).map_err(sys(&self.name, "fstat"))?;
+        match nix::sys::stat::lstat(format!("/dev/shm/{}", self.name).as_str()) {
+            Ok(st) if st.st_dev == mine.st_dev && st.st_ino == mine.st_ino => {
+                match nix::sys::mman::shm_unlink(path.as_str()) {
+                    Ok(()) | Err(Errno::ENOENT) => Ok(()),
+                    Err(errno) => Err(sys(&self.name, "shm_unlink")(errno)),
+                }
+            }
+            _ => Ok(()),
+        }
+    }
+
+    /// Publish one cycle (seqlock writer side): no allocation, no system call.
+    #[inline]
+    pub fn publish(
+        &mut self,
+        info: &CycleInfo,
+        inputs: &[u8],
+        outputs: &[u8],
+        valid: impl IntoIterator<Item = bool>,
+    ) {
+        let m = &self.map;
+        let base = self.g.snapshot_offset as usize;
+        let seq = m.u64(base + s::SEQ);
+        self.seq = self.seq.wrapping_add(1) | 1;
+        seq.store(self.seq, Ordering::Relaxed);
+        // Orders the odd seq before every data store below (the classic seqlock writer; on
+        // arm64 a `dmb ish`, on x86-64 a compiler barrier only).
+        fence(Ordering::Release);
+        m.u64(base + s::CYCLE).store(info.cycle, Ordering::Relaxed);
+        m.u64(base + s::DEADLINE)
+            .store(info.deadline_ns, Ordering::Relaxed);
+        m.u64(base + s::WAKE).store(info.wake_ns, Ordering::Relaxed);
+        m.u64(base + s::UNIX).store(info.unix_ns, Ordering::Relaxed);
+        let word = u64::from(info.wkc)
+            | u64::from(info.expected_wkc) << 16
+            | u64::from(info.frames_lost) << 32;
+        m.u64(base + s::WKC_WORD).store(word, Ordering::Relaxed);
+        let vb = m.bytes(self.g.valid_offset(), self.g.subdevices as usize);
+        for (b, v) in vb.iter().zip(valid) {
+            b.store(u8::from(v), Ordering::Relaxed);
+        }
+        let n_in = inputs.len().min(self.g.input_bytes as usize);
+        m.store_bytes(self.g.inputs_offset(), &inputs[..n_in]);
+        let n_out = outputs.len().min(self.g.output_bytes as usize);
+        m.store_bytes(self.g.outputs_offset(), &outputs[..n_out]);
+        self.seq = self.seq.wrapping_add(1);
+        // Release: a reader that sees this even value sees every store above.
+        seq.store(self.seq, Ordering::Release);
+    }
+
+    /// Merge the writers' owned entries into `outputs` (bit-exactly, nothing else), follow the
+    /// heartbeats, put stale writers' entries at their safe values. No allocation, no system
+    /// call; everything read from the object is clamped.
+    pub fn take_writes(&mut self, outputs: &mut [u8], cycle: u64) -> WriteEvents {
+        let mut events = WriteEvents::new();
+        let m = &self.map;
+        let mut active = false;
+        for (k, slot) in self.slots.iter_mut().enumerate() {
+            let base = self.g.slot_offset(k);
+            let state = WriterState::from_u32(m.u32(base + w::STATE).load(Ordering::Acquire));
+            let live = matches!(state, Some(WriterState::Attached | WriterState::Stale));
+            let pid = m.u32(base + w::PID).load(Ordering::Relaxed);
+            let ev = |kind, pid, name| WriterEvent {
+                slot: k as u8,
+                pid,
+                name,
+                kind,
+            };
+            if slot.view != View::Free && (!live || pid != slot.pid) {
+                events.push(ev(WriterEventKind::Detached, slot.pid, slot.name));
+                slot.view = View::Free;
+                slot.has_values = false;
+            }
+            if slot.view == View::Free && state == Some(WriterState::Attached) {
+                slot.view = View::Attached;
+                slot.pid = pid;
+                slot.heartbeat = m.u64(base + w::HEARTBEAT).load(Ordering::Relaxed);
+                slot.heartbeat_cycle = cycle;
+                slot.has_values = false;
+                slot.name = slot_name(m, base, slot.declared);
+                events.push(ev(WriterEventKind::Attached, pid, slot.name));
+            }
+            if slot.view == View::Free {
+                continue;
+            }
+            active = true;
+            let hb = m.u64(base + w::HEARTBEAT).load(Ordering::Relaxed);
+            if hb != slot.heartbeat {
+                slot.heartbeat = hb;
+                slot.heartbeat_cycle = cycle;
+                if slot.view == View::Stale {
+                    let _ = m.u32(base + w::STATE).compare_exchange(
+                        WriterState::Stale.as_u32(),
+                        WriterState::Attached.as_u32(),
+                        Ordering::AcqRel,
+                        Ordering::Relaxed,
+                    );
+                    slot.view = View::Attached;
+                    events.push(ev(WriterEventKind::Resumed, pid, slot.name));
+                }
+            } else if slot.view == View::Attached
+                && cycle.saturating_sub(slot.heartbeat_cycle) >= self.timeout
+            {
+                let _ = m.u32(base + w::STATE).compare_exchange(
+                    WriterState::Attached.as_u32(),
+                    WriterState::Stale.as_u32(),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+                slot.view = View::Stale;
+                events.push(ev(WriterEventKind::Stale, pid, slot.name));
+            }
+            if slot.view == View::Attached {
+                let seq = m.u64(base + w::SEQ);
+                let s1 = seq.load(Ordering::Acquire);
+                if s1 != 0 && s1.is_multiple_of(2) {
+                    m.load_bytes(base + w::STAGED, &mut slot.scratch);
+                    // The copy's loads complete before seq is read again (seqlock reader).
+                    fence(Ordering::Acquire);
+                    if seq.load(Ordering::Relaxed) == s1 {
+                        std::mem::swap(&mut slot.taken, &mut slot.scratch);
+                        slot.has_values = true;
+                    }
+                }
+                if slot.has_values {
+                    m.u64(base + w::APPLIED).store(cycle, Ordering::Relaxed);
+                }
+            }
+        }
+        // No writer attached: only the declared writers' entries (at their safe values) to do.
+        if !active && !self.any_declared {
+            return events;
+        }
+        for (i, en) in self.entries.iter().enumerate() {
+            let owner = match en.writer {
+                Some(k) => k as u32 + 1,
+                None => m
+                    .u32(self.g.entry_offset(i) + e::OWNER)
+                    .load(Ordering::Relaxed),
+            };
+            if owner == 0 || owner > MAX_WRITERS {
+                continue;
+            }
+            let slot = &self.slots[owner as usize - 1];
+            let src: &[u8] = match slot.view {
+                View::Attached if slot.has_values => &slot.taken,
+                View::Stale => &self.safe_image,
+                // A declared writer that is not (yet) writing: its entries are safe.
+                _ if en.writer.is_some() => &self.safe_image,
+                _ => continue,
+            };
+            copy_bits(outputs, src, en.bit_offset, u32::from(en.bits));
+        }
+        events
+    }
+}
+
+fn slot_name(m: &Map, base: usize, declared: Option<[u8; NAME_BYTES]>) -> [u8; NAME_BYTES] {
+    if let Some(d) = declared {
+        return d;
+    }
+    let mut b = [0u8; NAME_BYTES];
+    m.load_bytes(base + w::NAME, &mut b);
+    b[NAME_BYTES - 1] = 0;
+    b
+}
