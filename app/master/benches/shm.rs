@@ -47,6 +47,10 @@ fn exec(seg: &SegmentSpec, period_us: u32, v: Variant, root: bool) -> (u64, u64,
     cfg.cycle.period_us = period_us;
     cfg.bus.response_timeout_us = Some(period_us);
     cfg.rt.hold_cpu_dma_latency = false;
+    // 256 simulated devices' SII reads on a shared machine: generous bring-up timeouts.
+    cfg.bus.init_pdu_timeout_ms = 1000;
+    cfg.bus.init_eeprom_timeout_ms = 1000;
+    cfg.bus.state_timeout_ms = 30_000;
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     cfg.cycle.cpu = Some(ncpu - 1);
     let name = format!("rtcat-bench-{}", std::process::id());

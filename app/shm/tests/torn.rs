@@ -34,7 +34,10 @@ fn check(s: &Snapshot) -> Result<(), String> {
             s.deadline_ns, s.wake_ns, s.unix_ns
         ));
     }
-    if s.wkc != c as u16 || s.expected_wkc != (c >> 16) as u16 || s.frames_lost != c.is_multiple_of(3) {
+    if s.wkc != c as u16
+        || s.expected_wkc != (c >> 16) as u16
+        || s.frames_lost != c.is_multiple_of(3)
+    {
         return Err(format!("wkc word of cycle {c}"));
     }
     for (k, v) in s.valid.iter().enumerate() {
