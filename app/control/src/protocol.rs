@@ -560,7 +560,11 @@ pub struct AxisStatus {
     pub state: String,
     /// Faults seen.
     pub faults: u64,
-    /// Absolute following error (drive units).
+    /// The last cycle's following error (counts; 0 when not in operation enabled).
+    #[serde(default)]
+    pub following_error: i64,
+    /// |following error| (counts) as a histogram. The master leaves it empty (the cyclic
+    /// thread keeps the distribution; summary.json has its percentiles at the end).
     pub following_error_abs: Histo,
 }
 

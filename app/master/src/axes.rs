@@ -19,6 +19,7 @@ use crate::cia402::{Drive, DriveIn, Setpoint, State, error_text};
 use crate::config::Config;
 use crate::image::{Input, Output};
 use crate::motion::{Sample, Sequencer};
+use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
 
 /// The process data entries of one drive, resolved at every bring-up.
 #[derive(Debug, Clone, Copy)]
@@ -411,8 +412,124 @@ impl Axes {
     }
 }
 
-/// Where [`AxesApp`] leaves the axes' summaries when the run ends.
-pub type AxesReport = std::sync::Arc<std::sync::Mutex<Vec<rtcat_results::AxisSummary>>>;
+/// What [`AxesApp`] shares with other threads (the control socket, the results): each axis'
+/// live state while the run goes on — relaxed atomics the cyclic thread stores every cycle, no
+/// lock, no allocation on its side — and the axes' summaries when the run ends.
+#[derive(Debug, Clone, Default)]
+pub struct AxesReport(std::sync::Arc<ReportInner>);
+
+#[derive(Debug, Default)]
+struct ReportInner {
+    summaries: std::sync::Mutex<Vec<rtcat_results::AxisSummary>>,
+    live: std::sync::OnceLock<Vec<AxisLive>>,
+}
+
+/// One axis as the cyclic thread last published it.
+#[derive(Debug)]
+struct AxisLive {
+    name: String,
+    /// Position of its drive; `u32::MAX` before the first bring-up.
+    position: AtomicU32,
+    /// 0: no state known; else [`State`] index + 1 (see [`state_code`]).
+    state: AtomicU32,
+    faults: AtomicU32,
+    quick_stops: AtomicU32,
+    following_error: AtomicI32,
+    last_error: AtomicU32,
+}
+
+/// One axis in [`AxesReport::live`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AxisLiveView {
+    /// `[[axis]] name`.
+    pub name: String,
+    /// Position of its drive (None before the first bring-up).
+    pub position: Option<u16>,
+    /// CiA 402 state as last read (None: no valid statusword yet).
+    pub state: Option<State>,
+    /// Faults seen so far.
+    pub faults: u32,
+    /// Quick stops commanded because of bad cycles.
+    pub quick_stops: u32,
+    /// The last cycle's following error (counts; 0 when not in operation enabled).
+    pub following_error: i32,
+    /// The error code of the last fault (0: none).
+    pub last_error: u16,
+}
+
+const STATES: [State; 8] = [
+    State::NotReadyToSwitchOn,
+    State::SwitchOnDisabled,
+    State::ReadyToSwitchOn,
+    State::SwitchedOn,
+    State::OperationEnabled,
+    State::QuickStopActive,
+    State::FaultReactionActive,
+    State::Fault,
+];
+
+fn state_code(s: Option<State>) -> u32 {
+    s.and_then(|s| STATES.iter().position(|&x| x == s))
+        .map_or(0, |i| i as u32 + 1)
+}
+
+impl AxesReport {
+    /// The axes' summaries as [`AxesApp`] left them at the end of the run (empty before).
+    pub fn summaries(&self) -> Vec<rtcat_results::AxisSummary> {
+        self.0
+            .summaries
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Each axis as the cyclic thread last published it (empty until an [`AxesApp`] uses this
+    /// report).
+    pub fn live(&self) -> Vec<AxisLiveView> {
+        let Some(l) = self.0.live.get() else {
+            return Vec::new();
+        };
+        l.iter()
+            .map(|a| {
+                let p = a.position.load(Ordering::Relaxed);
+                let s = a.state.load(Ordering::Relaxed) as usize;
+                AxisLiveView {
+                    name: a.name.clone(),
+                    position: u16::try_from(p).ok(),
+                    state: s.checked_sub(1).and_then(|i| STATES.get(i).copied()),
+                    faults: a.faults.load(Ordering::Relaxed),
+                    quick_stops: a.quick_stops.load(Ordering::Relaxed),
+                    following_error: a.following_error.load(Ordering::Relaxed),
+                    last_error: a.last_error.load(Ordering::Relaxed) as u16,
+                }
+            })
+            .collect()
+    }
+
+    fn set_summaries(&self, s: Vec<rtcat_results::AxisSummary>) {
+        *self.0.summaries.lock().unwrap_or_else(|e| e.into_inner()) = s;
+    }
+
+    /// Publish every axis (the cyclic thread: relaxed stores only).
+    #[inline]
+    fn publish(&self, axes: &Axes) {
+        let Some(live) = self.0.live.get() else {
+            return;
+        };
+        for (l, a) in live.iter().zip(&axes.axes) {
+            l.position
+                .store(a.position().map_or(u32::MAX, u32::from), Ordering::Relaxed);
+            l.state
+                .store(state_code(a.drive.state()), Ordering::Relaxed);
+            l.faults.store(a.stats.faults, Ordering::Relaxed);
+            l.quick_stops.store(a.stats.quick_stops, Ordering::Relaxed);
+            l.following_error
+                .store(a.following_error, Ordering::Relaxed);
+            l.last_error
+                .store(u32::from(a.stats.last_error), Ordering::Relaxed);
+        }
+    }
+}
 
 /// The built-in application of `[[axis]]`: every axis enabled, the configured moves run;
 /// the outputs of other subdevices are held at zero.
@@ -424,12 +541,28 @@ pub struct AxesApp {
 }
 
 impl AxesApp {
-    /// The application for `cfg`'s axes; their summaries go to `report` at shutdown.
+    /// The application for `cfg`'s axes; they are published to `report` every cycle and
+    /// their summaries go there at shutdown. A report serves one application: a second one
+    /// given the same report publishes nothing live.
     pub fn from_config(cfg: &Config, report: AxesReport) -> AxesApp {
         let mut axes = Axes::from_config(cfg);
         for i in 0..axes.axes.len() {
             axes.enable(i);
         }
+        let _ = report.0.live.set(
+            axes.axes
+                .iter()
+                .map(|a| AxisLive {
+                    name: a.cfg.name.clone(),
+                    position: AtomicU32::new(u32::MAX),
+                    state: AtomicU32::new(0),
+                    faults: AtomicU32::new(0),
+                    quick_stops: AtomicU32::new(0),
+                    following_error: AtomicI32::new(0),
+                    last_error: AtomicU32::new(0),
+                })
+                .collect(),
+        );
         AxesApp { axes, report }
     }
 }
@@ -449,6 +582,7 @@ impl Application for AxesApp {
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
         cx.image.outputs_mut().fill(0);
         self.axes.cycle(cx);
+        self.report.publish(&self.axes);
     }
 
     fn on_recovery(&mut self, _r: &Recovery) {
@@ -457,7 +591,7 @@ impl Application for AxesApp {
 
     fn shutdown(&mut self, _reason: &crate::application::ShutdownReason) {
         // At the end of the run, off the cycle: allocating and locking are fine here.
-        let s = self.axes.summaries();
-        *self.report.lock().unwrap_or_else(|e| e.into_inner()) = s;
+        self.report.publish(&self.axes);
+        self.report.set_summaries(self.axes.summaries());
     }
 }

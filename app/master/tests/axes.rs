@@ -322,3 +322,65 @@ fn a_target_set_before_enabling_does_not_make_the_drive_jump() {
         .collect();
     assert!(moved.is_empty(), "the drive moved when enabled: {moved:?}");
 }
+
+/// The built-in application publishes each axis while the run goes on (the control socket's
+/// `axes`), not only at the end: read from another thread in the middle of a run.
+#[test]
+fn the_axes_app_publishes_live_state_while_running() {
+    use rtcat_master::axes::{AxesApp, AxesReport};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let cfg = config("", "");
+    let report = AxesReport::default();
+    let mut app = AxesApp::from_config(&cfg, report.clone());
+    let before = report.live();
+    assert_eq!(before.len(), 2);
+    assert!(
+        before
+            .iter()
+            .all(|a| a.state.is_none() && a.position.is_none())
+    );
+    let stop = Stop::new();
+    let watcher = {
+        let (report, stop) = (report.clone(), stop.clone());
+        std::thread::spawn(move || {
+            // Until both axes are seen enabled while the run goes on (bounded: 20 s).
+            let t0 = std::time::Instant::now();
+            while t0.elapsed() < Duration::from_secs(20) {
+                let live = report.live();
+                if live
+                    .iter()
+                    .all(|a| a.state == Some(State::OperationEnabled))
+                {
+                    let mid_run = report.summaries().is_empty();
+                    stop.request();
+                    return Some((live, mid_run));
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            stop.request();
+            None
+        })
+    };
+    let mut spec = RunSpec::new(
+        cfg,
+        Target::Sim {
+            spec: segment(),
+            faults: Faults::new(),
+        },
+        stop,
+    );
+    spec.no_rt = true;
+    spec.duration = Some(Duration::from_secs(25));
+    rtcat_master::run_simple(spec, &mut app).expect("run");
+    let (live, mid_run) = watcher
+        .join()
+        .unwrap()
+        .expect("both axes seen in operation enabled while running");
+    assert!(
+        mid_run,
+        "the live view was read before the summaries existed"
+    );
+    let positions: Vec<_> = live.iter().map(|a| a.position).collect();
+    assert!(positions.iter().all(Option::is_some), "{positions:?}");
+    assert_eq!(report.summaries().len(), 2, "summaries at the end");
+}

@@ -241,29 +241,21 @@ impl Shared {
         } else {
             "op"
         };
+        // What the cyclic thread last published. The following-error distribution stays
+        // with the cyclic thread (summary.json has its percentiles at the end): the histogram
+        // here is empty rather than a count without buckets or sum.
         let axes = self.axes.as_ref().map(|rep| {
-            lock(rep)
-                .iter()
+            rep.live()
+                .into_iter()
                 .map(|a| AxisStatus {
-                    name: a.name.clone(),
                     position: a.position.unwrap_or(0),
                     state: a
-                        .final_state
-                        .clone()
-                        .unwrap_or_else(|| "unknown".to_string()),
+                        .state
+                        .map_or_else(|| "unknown".to_string(), |s| s.name().to_string()),
                     faults: u64::from(a.faults),
-                    following_error_abs: a
-                        .following_error_counts
-                        .as_ref()
-                        .map(|s| Histo {
-                            count: s.count,
-                            p50: s.p50,
-                            p99: s.p99,
-                            p999: s.p999,
-                            max: s.max,
-                            ..Histo::default()
-                        })
-                        .unwrap_or_default(),
+                    following_error: i64::from(a.following_error),
+                    following_error_abs: Histo::default(),
+                    name: a.name,
                 })
                 .collect()
         });

@@ -341,7 +341,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         axes: job
             .axes
             .as_ref()
-            .map(|r| r.lock().unwrap_or_else(|e| e.into_inner()).clone()),
+            .map(rtcat_master::axes::AxesReport::summaries),
         dc: output::dc_summary(&outcome.rec, &job.live, &job.cfg),
     };
     let summary = output::build_summary(&outcome.rec, &facts);

@@ -267,6 +267,11 @@ def check_up(fams, a):
             fail(f"rtcat_axis_state{dict(base)}: not exactly one state at 1")
         f = ax["faults"]
         within("rtcat_axis_faults_total", series(fams, "rtcat_axis_faults_total").get(base), f, f)
+        fe = ax.get("following_error", 0)
+        last = series(fams, "rtcat_axis_following_error_last_increments").get(base)
+        if last is None:
+            fail(f"rtcat_axis_following_error_last_increments{dict(base)} missing")
+        within("rtcat_axis_following_error_last_increments", last, fe, fe)
         h = ax["following_error_abs"]
         check_histogram(fams, "rtcat_axis_following_error_increments", h, h, live, base, scale=1)
 

@@ -446,6 +446,22 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
             ];
             p.sample("rtcat_axis_faults_total", &labels, a.faults as f64);
         }
+        p.family(
+            "rtcat_axis_following_error_last_increments",
+            "gauge",
+            "The axis' following error in the last cycle, in position increments",
+        );
+        for a in axes {
+            let labels = [
+                ("axis", a.name.clone()),
+                ("position", a.position.to_string()),
+            ];
+            p.sample(
+                "rtcat_axis_following_error_last_increments",
+                &labels,
+                a.following_error as f64,
+            );
+        }
         let series: Vec<(Vec<(&str, String)>, &Histo)> = axes
             .iter()
             .map(|a| {
