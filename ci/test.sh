@@ -49,7 +49,7 @@ rust_checks() {
 	cargo "+$MSRV" check --locked --workspace --all-targets
 
 	step "rust: library docs (missing_docs is denied in the crates; rustdoc warnings too)"
-	RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -q -p rtcat-master -p rtcat-results -p rtcat-packet -p rtcat-esi
+	RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -q -p rtcat-master -p rtcat-results -p rtcat-packet -p rtcat-esi -p rtcat-shm -p rtcat-control
 
 	step "rust: what the shipped binary and the master library are built from"
 	# The master without its 'sim' feature must not contain the simulator, and the rtcat binary
@@ -62,6 +62,13 @@ rust_checks() {
 	for lib in rtcat-master rtlab rttune; do
 		if cargo tree --locked -p "$lib" -e normal --prefix none -i clap --depth 1 | grep -E -q '^(rttune|rtlab|rtcat-master|rtcat-results|rtcat-packet|safefs) '; then
 			die "$lib builds clap through one of rtcat's crates"
+		fi
+	done
+	# The client crates other programs link (the shared image's Rust client, the control
+	# socket's protocol and client) carry neither ethercrab nor the master.
+	for lib in rtcat-shm rtcat-control; do
+		if cargo tree --locked -p "$lib" -e normal --prefix none | grep -E -q '^(ethercrab|rtcat-master) '; then
+			die "$lib depends on ethercrab or rtcat-master"
 		fi
 	done
 	if cargo tree --locked -p rtcat -e normal,features --prefix none | grep -E -q '"(testkit|netns)"'; then

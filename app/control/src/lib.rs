@@ -9,6 +9,7 @@
 //!
 //! Nothing here runs on the real-time path, and nothing here depends on ethercrab: scan,
 //! layout and counter data pass through as JSON values the provider builds.
+#![deny(missing_docs)]
 
 pub mod client;
 pub mod protocol;

@@ -584,7 +584,7 @@ impl Client {
     }
 
     /// A consistent snapshot into `out` (no allocation once `out` has the sizes): the seqlock
-    /// reader of FORMAT.md, retried at most [`MAX_RETRIES`] times. A REPLACED object is an
+    /// reader of FORMAT.md, retried at most 100 000 times. A REPLACED object is an
     /// error ([`Error::Gone`]): call [`Client::reattach`].
     pub fn snapshot_into(&self, out: &mut Snapshot) -> Result<()> {
         let i = &*self.inner;
