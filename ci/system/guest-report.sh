@@ -194,6 +194,12 @@ metrics=$(timeout 10 bash -c 'exec 3<>/dev/tcp/127.0.0.1/9780 && printf "GET /me
 say exporter.http "$(head -n 1 <<<"$metrics")"
 say exporter.up "$(sed -n 's/^rtcat_up //p' <<<"$metrics")"
 say exporter.cycles "$(sed -n 's/^rtcat_cycles_total //p' <<<"$metrics")"
+# ---- the shared process image ([shm] name = "rtcat" in the shipped config) ---------------------
+# Published by the sandboxed service into the host's /dev/shm (BindPaths), mode 0660, group
+# rtcat-clients; the header's magic (offset 0) and state (u32 at 36: 1 = LIVE) read with od.
+say shm.object "$(stat -c '%a %U %G' /dev/shm/rtcat 2>&1)"
+say shm.magic "$(od -An -tx1 -N8 /dev/shm/rtcat 2>&1 | tr -s ' ' | sed 's/^ //')"
+say shm.state "$(od -An -tu4 -j36 -N4 /dev/shm/rtcat 2>&1 | tr -d ' ')"
 # HOOK (shared-memory client, app/clients/python/rtcat_shm.py): run as a member of rtcat-clients,
 #   runuser -u nobody -g rtcat-clients -- python3 rtcat_shm.py rtcat --dump
 # once the guest's rootfs has python3 and the client is installed there; say shm.dump "...".
