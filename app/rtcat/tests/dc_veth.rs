@@ -73,7 +73,15 @@ fn the_cia402_demo_with_dc_over_veth() {
         );
     }
     assert_eq!(dc.sync0_period_ns, 1_000_000);
-    assert!(dc.phase_error_ns.count > 4000, "{:?}", dc.phase_error_ns);
+    // Every cycle in OP measures its phase (how many cycles a loaded machine manages in 6 s
+    // varies: 1400 to 6000 here).
+    assert!(
+        dc.phase_error_ns.count > 0
+            && (!kept_the_cycle || dc.phase_error_ns.count * 10 >= s.cycles * 9),
+        "{} cycles, {:?}",
+        s.cycles,
+        dc.phase_error_ns
+    );
     // The median cycle is on the grid; single cycles of a loaded machine may not be.
     if kept_the_cycle {
         assert!(dc.phase_error_ns.p50 < 50_000, "{:?}", dc.phase_error_ns);
