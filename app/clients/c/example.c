@@ -8,7 +8,8 @@
  * subdevices echo output byte k into input byte k+4 XOR 0x5a: OUTPUT "0:Outputs.Output 1",
  * INPUT "0:Inputs.Input 2", 20 loops. Each printed line is
  *   cycle=C wrote=V read=R
- * where R is the input of the snapshot taken after the master applied V. Exit 0, 1 on a runtime
+ * where R is the input of a snapshot two cycles after the first one showing V in the outputs.
+ * Exit 0, 1 on a runtime
  * error (no such object, ...), 2 on a usage error.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -76,9 +77,9 @@ int main(int argc, char **argv) {
             rc = fail("write", err);
             break;
         }
-        /* Wait (bounded: 1000 periods) until the master took the value, then until a snapshot
-         * shows it in the outputs and its echo in the inputs one exchange later. */
-        uint64_t before = rtcat_shm_applied_cycle(&w), taken = 0;
+        /* Wait (bounded: 1000 periods) for the first snapshot showing the value in the outputs,
+         * then for one two cycles later, whose inputs hold its echo. */
+        uint64_t shown = 0;
         int seen = 0;
         for (int t = 0; t < 1000 && !seen; t++) {
             err = rtcat_shm_heartbeat(&w);
@@ -95,12 +96,12 @@ int main(int argc, char **argv) {
                 rc = fail("read", err);
                 break;
             }
-            /* Taken in cycle T: sent with exchange T+1, where the subdevice computes its
-             * inputs from it, which the master reads in exchange T+2 (ecsim::pdi). */
-            uint64_t now = rtcat_shm_applied_cycle(&w);
-            if (!taken && now > before)
-                taken = now;
-            if (taken && snap.cycle >= taken + 2 && rtcat_shm_get_raw(&snap, out) == value) {
+            /* The snapshot of cycle T shows the outputs taken in T, sent with exchange T+1,
+             * where the subdevice computes its inputs from them, which the master reads in
+             * exchange T+2 (ecsim::pdi). applied_cycle cannot tell which write was taken. */
+            if (!shown && rtcat_shm_get_raw(&snap, out) == value)
+                shown = snap.cycle;
+            if (shown && snap.cycle >= shown + 2) {
                 printf("cycle=%" PRIu64 " wrote=%" PRIu64 " read=%" PRIu64 "\n", snap.cycle, value,
                        rtcat_shm_get_raw(&snap, in));
                 fflush(stdout);

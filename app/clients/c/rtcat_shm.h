@@ -179,7 +179,8 @@ int rtcat_shm_write_raw(rtcat_shm_writer *w, const rtcat_shm_entry *e, uint64_t 
 /* Increment the heartbeat; call at least once every writer_timeout_cycles periods. Returns
  * RTCAT_SHM_ESTALE when the master has marked the slot STALE (the heartbeat revives it). */
 int rtcat_shm_heartbeat(rtcat_shm_writer *w);
-/* The cycle the master last took this writer's outputs in. */
+/* The last cycle the master took a consistent copy of this writer's staged outputs: that it
+ * takes the writes, not which one (find the value in a snapshot's outputs: FORMAT.md, Write). */
 uint64_t rtcat_shm_applied_cycle(const rtcat_shm_writer *w);
 /* Release this writer's claims and its slot. */
 void rtcat_shm_writer_detach(rtcat_shm_writer *w);

@@ -6,8 +6,8 @@ output, writes a counter into it, and prints the input that echoes it.
 
 Defaults fit the simulated reference segment (`rtcat bench --sim --shm NAME`), whose
 subdevices echo output byte k into input byte k+4 XOR 0x5a. Each line printed is
-``cycle=C wrote=V read=R``, R being the input of a snapshot taken two cycles after the master
-took V (taken in cycle T, sent with exchange T+1, echoed in the inputs of exchange T+2).
+``cycle=C wrote=V read=R``, R being the input of a snapshot two cycles after the first one
+whose outputs show V (taken in cycle T, sent with exchange T+1, echoed in the inputs of T+2).
 Exit 0, 1 on a runtime error, 2 on a usage error.
 """
 
@@ -30,17 +30,18 @@ def run(name: str, out_name: str, in_name: str, loops: int) -> None:
             w.claim(out)
             for i in range(1, loops + 1):
                 value = (i * 0x01010101) & ((1 << out.bits) - 1)
-                before = w.applied_cycle()
                 w.write({out: value})
-                taken = 0
+                # The snapshot of cycle T shows the outputs taken in T, sent with exchange T+1,
+                # echoed in the inputs of exchange T+2: wait for the first snapshot showing the
+                # value, then for one two cycles later.
+                shown = 0
                 deadline = time.monotonic() + 1000 * period + 1.0
                 while True:
                     w.heartbeat()
                     snap = img.read()
-                    now = w.applied_cycle()
-                    if not taken and now > before:
-                        taken = now
-                    if taken and snap.cycle >= taken + 2 and snap.raw(out) == value:
+                    if not shown and snap.raw(out) == value:
+                        shown = snap.cycle
+                    if shown and snap.cycle >= shown + 2:
                         print(f"cycle={snap.cycle} wrote={value} read={snap.get(inp)}", flush=True)
                         break
                     if time.monotonic() > deadline:

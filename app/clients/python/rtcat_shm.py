@@ -700,6 +700,8 @@ class Writer:
         return img._i[(self._off + W_STATE) // 4]
 
     def applied_cycle(self) -> int:
+        """The last cycle the master took a consistent copy of this writer's staged outputs:
+        that it takes the writes, not which one (a value is out once a snapshot's outputs show it)."""
         return self.image._q[(self._off + W_APPLIED) // 8]
 
     def detach(self) -> None:

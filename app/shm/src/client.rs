@@ -802,7 +802,9 @@ impl Writer {
         )
     }
 
-    /// The last cycle the master took this writer's outputs.
+    /// The last cycle the master took a consistent copy of this writer's staged outputs: proof
+    /// that the master is taking this writer's writes, not of which write it took (look for the
+    /// value in a snapshot's outputs for that: FORMAT.md, Write).
     pub fn applied_cycle(&self) -> u64 {
         self.inner
             .map

@@ -623,10 +623,10 @@ impl Publisher {
                     if seq.load(Ordering::Relaxed) == s1 {
                         std::mem::swap(&mut slot.taken, &mut slot.scratch);
                         slot.has_values = true;
+                        // Only a consistent copy counts: a cycle that kept the older values
+                        // (the writer was mid-write) must not look like it took the new ones.
+                        m.u64(base + w::APPLIED).store(cycle, Ordering::Relaxed);
                     }
-                }
-                if slot.has_values {
-                    m.u64(base + w::APPLIED).store(cycle, Ordering::Relaxed);
                 }
             }
         }

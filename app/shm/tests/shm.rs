@@ -241,10 +241,27 @@ fn merges_owned_entries_bit_exactly_and_nothing_else() {
     rtcat_shm::write_bits(&mut want, 5, 16, 0xbeef);
     rtcat_shm::write_bits(&mut want, 24, 32, (-2i64) as u64);
     assert_eq!(out, want);
+    assert_eq!(a.applied_cycle(), 2);
+    // Writer a mid-write (its seq odd, staged half new): the master keeps a's old values and
+    // applied_cycle stays, so a client cannot take the cycle for proof its new value is out.
+    let (g, _) = layout_area(&n);
+    let seq_at = u64::from(g.writers_offset) + a.slot() as u64 * u64::from(g.writer_bytes) + 48;
+    let seq = u64::from_le_bytes(peek(&n.path(), seq_at, 8).try_into().unwrap());
+    poke(&n.path(), seq_at, &(seq + 1).to_le_bytes());
+    poke(&n.path(), seq_at + 16, &[0xff; 16]);
+    let mut out = [0u8; 16];
+    m.publisher.take_writes(&mut out, 3);
+    assert_eq!(out, want, "a torn staged image is never taken");
+    assert_eq!(a.applied_cycle(), 2, "no consistent copy in cycle 3");
+    a.write(&[(&bits13, Value::Unsigned(0b101)), (&sp1, Value::Signed(-2))])
+        .unwrap();
+    let mut out = [0u8; 16];
+    m.publisher.take_writes(&mut out, 4);
+    assert_eq!(a.applied_cycle(), 4);
     // A detached writer's claims go back to the application.
     drop(b);
     let mut out = [0u8; 16];
-    let ev = m.publisher.take_writes(&mut out, 3);
+    let ev = m.publisher.take_writes(&mut out, 5);
     assert!(
         ev.iter()
             .any(|e| e.kind == WriterEventKind::Detached && e.name() == "b")
