@@ -250,7 +250,8 @@ pub struct BusCounters {
     pub send_errors: AtomicU64,
     /// Receive errors of the link.
     pub recv_errors: AtomicU64,
-    /// Monotonic time of the first frame sent / last frame received in the current cycle.
+    /// Monotonic time the first frame of the current cycle was handed to the link (0: none
+    /// yet): the start of the round trip, and where the DC phase lock measures the send delay.
     pub first_tx_ns: AtomicU64,
     /// When the last reply of the current cycle arrived (monotonic ns, 0: none yet).
     pub last_rx_ns: AtomicU64,
@@ -290,6 +291,10 @@ impl Bus {
     pub fn pump_tx(&mut self) -> usize {
         let mut n = 0;
         while let Some(frame) = self.tx.next_sendable_frame() {
+            // Stamped before the send: the in-process segment processes the frame (and reads
+            // the DC time) inside it, an AF_PACKET frame is on the wire during it.
+            let first = self.counters.first_tx_ns.load(Ordering::Relaxed) == 0;
+            let t = if first { now_ns() } else { 0 };
             let link = &mut self.link;
             let r = frame.send_blocking(|data| {
                 link.send(data)
@@ -298,8 +303,8 @@ impl Bus {
             });
             match r {
                 Ok(_) => {
-                    if self.counters.first_tx_ns.load(Ordering::Relaxed) == 0 {
-                        self.counters.first_tx_ns.store(now_ns(), Ordering::Relaxed);
+                    if first {
+                        self.counters.first_tx_ns.store(t, Ordering::Relaxed);
                     }
                     self.counters.sent.fetch_add(1, Ordering::Relaxed);
                     n += 1;

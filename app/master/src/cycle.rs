@@ -361,7 +361,13 @@ where
             .and_then(|r| <Group<DC> as CycleGroup>::dc_time(&r.extra));
         if let (Some(dc_time), Some(lock)) = (dc_time, st.lock.as_mut()) {
             let before = lock.state();
-            correction = lock.update(dc_time);
+            // The send delay: deadline to the first frame handed to the link (stamped by the
+            // bus; 0 only if nothing was sent, and then there is no DC time either).
+            let sent = x
+                .counters()
+                .first_tx_ns
+                .load(std::sync::atomic::Ordering::Relaxed);
+            correction = lock.update(dc_time, sent.saturating_sub(deadline));
             phase_error = lock.last_error_ns();
             rec.record_phase(phase_error);
             sinks.live.dc.publish(lock);

@@ -322,6 +322,8 @@ impl PhaseLockParams {
 const DRIFT_AVERAGE_CYCLES: f64 = 256.0;
 /// Cycles of the exponential average of |error| the lock state is decided on.
 const LOCK_AVERAGE_CYCLES: f64 = 16.0;
+/// Cycles of the exponential average of the send delay (deadline → frame handed to the link).
+const SEND_DELAY_AVERAGE_CYCLES: f64 = 64.0;
 
 /// The PI controller locking the cyclic thread's deadline to the DC grid. Plain numbers, no
 /// allocation, no system call: it runs in the cycle.
@@ -337,6 +339,8 @@ pub struct PhaseLock {
     state: LockState,
     run: u32,
     last_error: i64,
+    last_grid_error: i64,
+    send_delay: Option<f64>,
     mean_abs: f64,
     /// Corrections applied since the lock was last acquired (ns, controller sign) and cycles.
     locked_sum: f64,
@@ -359,6 +363,8 @@ impl PhaseLock {
             state: LockState::Locking,
             run: 0,
             last_error: 0,
+            last_grid_error: 0,
+            send_delay: None,
             // Start "far": a first small error must not count as a held lock at once.
             mean_abs: (period / 2) as f64,
             locked_sum: 0.0,
@@ -374,6 +380,8 @@ impl PhaseLock {
         self.state = LockState::Locking;
         self.run = 0;
         self.last_error = 0;
+        self.last_grid_error = 0;
+        self.send_delay = None;
         self.mean_abs = (self.period / 2) as f64;
         self.locked_sum = 0.0;
         self.locked_cycles = 0;
@@ -390,11 +398,29 @@ impl PhaseLock {
         e
     }
 
-    /// Feed one cycle's DC time (ethercrab's `CycleInfo::dc_system_time`); returns the
+    /// Feed one cycle: the DC time its frame passed the reference clock at (ethercrab's
+    /// `CycleInfo::dc_system_time`) and its send delay (ns from the cycle's deadline to the
+    /// frame handed to the link: wake-up lateness plus building the frame); returns the
     /// correction in ns to add to the next absolute deadline (negative = wake earlier).
-    pub fn update(&mut self, dc_time_ns: u64) -> i64 {
-        let e = self.phase_error(dc_time_ns);
-        self.last_error = e;
+    ///
+    /// The frame's error (what is reported, [`Self::last_error_ns`]) is the deadline's place on
+    /// the DC grid plus the send delay. The deadline is what the controller moves, so it and the
+    /// lock state work on the deadline's error: the frame's minus this cycle's send delay
+    /// beyond its running mean ([`Self::mean_send_delay_ns`]). A late wake-up or a slow frame
+    /// (an interrupt, a preempted vCPU: hundreds of µs on a shared VM) then moves neither the
+    /// next deadline nor the drift estimate nor the lock state, and the mean frame, not the
+    /// mean deadline, sits at the target. CLOCK_MONOTONIC and the DC differ by ppm: over a
+    /// send delay, ns.
+    pub fn update(&mut self, dc_time_ns: u64, send_delay_ns: u64) -> i64 {
+        self.last_error = self.phase_error(dc_time_ns);
+        let d = send_delay_ns.min(self.period as u64) as f64;
+        let mean = *self.send_delay.get_or_insert(d);
+        let e = self.phase_error(dc_time_ns.wrapping_add_signed((mean - d).round() as i64));
+        self.last_grid_error = e;
+        // The mean follows the usual delay: a delay more than the lock window above it (the
+        // outliers this is for) counts only up to there.
+        let lim = mean + self.params.lock_ns as f64;
+        self.send_delay = Some(mean + (d.min(lim) - mean) / SEND_DELAY_AVERAGE_CYCLES);
         let was_locked = self.state == LockState::Locked;
         self.track(e);
         let p = &self.params;
@@ -475,9 +501,19 @@ impl PhaseLock {
         self.state
     }
 
-    /// The last phase error, ns.
+    /// The last frame's phase error, ns (the deadline's error plus the wake-up lateness).
     pub fn last_error_ns(&self) -> i64 {
         self.last_error
+    }
+
+    /// The last deadline's phase error, ns: what the controller and the lock state work on.
+    pub fn last_grid_error_ns(&self) -> i64 {
+        self.last_grid_error
+    }
+
+    /// The running mean of the send delay (deadline → frame handed to the link), ns.
+    pub fn mean_send_delay_ns(&self) -> f64 {
+        self.send_delay.unwrap_or(0.0)
     }
 
     /// The drift of the reference clock against the master's clock, ppm: positive = the
@@ -640,35 +676,49 @@ pub fn record_sample(
 mod tests {
     use super::*;
 
-    /// A master clock drifting `ppm` against the reference, with wake-up jitter from `jitter`
-    /// (ns, per cycle); returns the phase errors of `cycles` cycles.
+    /// A master clock drifting `ppm` against the reference, with a delay of the frame from
+    /// `jitter` (ns, per cycle: `(measured send delay ≥ 0, unmeasured delay)`, the second one
+    /// e.g. a frame held in the kernel); returns the frames' phase errors of `cycles` cycles.
     fn simulate(
         ppm: f64,
         start_phase_ns: u64,
         cycles: usize,
-        mut jitter: impl FnMut(usize) -> i64,
+        jitter: impl FnMut(usize) -> (u64, i64),
     ) -> (PhaseLock, Vec<i64>) {
+        simulate_both(ppm, start_phase_ns, cycles, jitter).0
+    }
+
+    /// [`simulate`], also returning the deadlines' (grid) phase errors.
+    fn simulate_both(
+        ppm: f64,
+        start_phase_ns: u64,
+        cycles: usize,
+        mut jitter: impl FnMut(usize) -> (u64, i64),
+    ) -> ((PhaseLock, Vec<i64>), Vec<i64>) {
         let period = 1_000_000u64;
         let mut pl = PhaseLock::new(period, 500_000, PhaseLockParams::for_period(period));
         // Master time of the next deadline (ns) and DC time = master * (1 + ppm) + offset.
         let mut deadline = 0f64;
         let offset = 7.0 * period as f64 + start_phase_ns as f64;
         let mut errors = Vec::with_capacity(cycles);
+        let mut grid = Vec::with_capacity(cycles);
         for k in 0..cycles {
-            let wake = deadline + jitter(k) as f64;
-            let dc = wake * (1.0 + ppm * 1e-6) + offset;
-            let u = pl.update(dc as u64);
+            let (late, delay) = jitter(k);
+            let passed = deadline + late as f64 + delay as f64;
+            let dc = passed * (1.0 + ppm * 1e-6) + offset;
+            let u = pl.update(dc as u64, late);
             errors.push(pl.last_error_ns());
+            grid.push(pl.last_grid_error_ns());
             deadline += period as f64 + u as f64;
         }
-        (pl, errors)
+        ((pl, errors), grid)
     }
 
     #[test]
     fn converges_from_any_phase_with_drift_and_learns_the_drift() {
         for start in [0u64, 100_000, 499_000, 501_000, 900_000, 999_999] {
             for ppm in [-100.0, -20.0, 0.0, 35.0, 100.0] {
-                let (pl, e) = simulate(ppm, start, 2000, |_| 0);
+                let (pl, e) = simulate(ppm, start, 2000, |_| (0, 0));
                 // Start errors up to half a period are pulled in by at most max_step (100 µs)
                 // per cycle, then the loop settles: within 300 cycles below 1 µs.
                 assert!(
@@ -695,7 +745,7 @@ mod tests {
     #[test]
     fn small_step_overshoot_is_bounded() {
         // A 50 µs step (inside max_step: the linear loop) overshoots by the damping's ≈ 4 %.
-        let (_, e) = simulate(0.0, 550_000, 400, |_| 0);
+        let (_, e) = simulate(0.0, 550_000, 400, |_| (0, 0));
         assert_eq!(e[0], 50_000);
         let overshoot = e.iter().map(|x| -x).max().unwrap();
         assert!(
@@ -721,7 +771,7 @@ mod tests {
         let mut j = jitter(3_000);
         let (pl, e) = simulate(50.0, 500_000, 3000, move |k| {
             let x = j();
-            if k == 2000 { 300_000 } else { x }
+            if k == 2000 { (0, 300_000) } else { (0, x) }
         });
         // One bad cycle is not `lost_cycles` bad cycles: the lock holds.
         assert_eq!(pl.state(), LockState::Locked);
@@ -737,11 +787,73 @@ mod tests {
     }
 
     #[test]
+    fn late_wake_ups_move_neither_the_grid_nor_the_lock() {
+        // A shared VM: one cycle in ten wakes 100–450 µs late, the others within ±3 µs of
+        // frame delay. The frames of the late cycles are late by their lateness, the grid is not.
+        let mut j = jitter(3_000);
+        let mut late = jitter(175_000);
+        let ((pl, e), grid) = simulate_both(50.0, 100_000, 3000, move |k| {
+            let (d, l) = (j(), late() + 275_000);
+            if k % 10 == 3 { (l as u64, d) } else { (0, d) }
+        });
+        assert_eq!(pl.state(), LockState::Locked);
+        assert!(
+            grid[500..].iter().all(|x| x.abs() <= 6_000),
+            "{:?}",
+            grid[500..].iter().max()
+        );
+        assert!(
+            // ±3 µs of jitter, plus the mean delay's bias: one cycle in ten counts up to the
+            // lock window (20 µs) above it, 2 µs on average.
+            e[500..]
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| k % 10 != 3)
+                .all(|(_, x)| x.abs() <= 8_000),
+            "the frames of the cycles that woke on time are on the grid: {:?}",
+            e[500..]
+                .iter()
+                .enumerate()
+                .filter(|(k, _)| k % 10 != 3)
+                .map(|(_, x)| x.abs())
+                .max()
+        );
+        assert!(
+            e[500..].iter().any(|x| x.abs() > 100_000),
+            "the late frames are reported late"
+        );
+        assert!((pl.drift_ppm() - 50.0).abs() < 2.0, "{}", pl.drift_ppm());
+    }
+
+    #[test]
+    fn the_mean_frame_not_the_deadline_sits_at_the_target() {
+        // Every frame leaves 80 µs after its deadline (wake-up plus building it, a debug build)
+        // with ±10 µs of jitter: the frames are on the target, the deadlines 80 µs before it.
+        let mut j = jitter(10_000);
+        let ((pl, e), grid) =
+            simulate_both(-30.0, 300_000, 3000, move |_| ((80_000 + j()) as u64, 0));
+        assert_eq!(pl.state(), LockState::Locked);
+        let mean = |v: &[i64]| v.iter().sum::<i64>() as f64 / v.len() as f64;
+        assert!(
+            mean(&e[1000..]).abs() < 1_000.0,
+            "frames {}",
+            mean(&e[1000..])
+        );
+        assert!((pl.mean_send_delay_ns() - 80_000.0).abs() < 3_000.0);
+        assert!(
+            grid[1000..].iter().all(|g| g.abs() <= 3_000),
+            "{:?}",
+            grid[1000..].iter().max()
+        );
+        assert!((pl.drift_ppm() + 30.0).abs() < 1.0, "{}", pl.drift_ppm());
+    }
+
+    #[test]
     fn bounded_under_heavy_jitter() {
         // ±20 µs (an untuned kernel): the loop must not amplify it (the error is the jitter plus
         // ≈ kp of the previous ones) and must not drift away; it does not call that "locked".
         let mut j = jitter(20_000);
-        let (pl, e) = simulate(-80.0, 100_000, 3000, move |_| j());
+        let (pl, e) = simulate(-80.0, 100_000, 3000, move |_| (0, j()));
         assert!(
             e[500..].iter().all(|x| x.abs() <= 30_000),
             "{:?}",
@@ -758,27 +870,27 @@ mod tests {
         // ≈ 16 × ln(500 / 20) ≈ 52 cycles to enter the window, then 100 cycles in it.
         let mut k = 0u64;
         while pl.state() != LockState::Locked {
-            pl.update(k * 1_000_000);
+            pl.update(k * 1_000_000, 0);
             k += 1;
             assert!(k < 200, "not locked after {k} cycles");
         }
         assert!(k >= u64::from(p.lock_cycles), "locked after {k} cycles");
         // Single outliers do not break the lock.
         for i in 0..500u64 {
-            pl.update(if i % 20 == 0 { 300_000 } else { 0 });
+            pl.update(if i % 20 == 0 { 300_000 } else { 0 }, 0);
         }
         assert_eq!(pl.state(), LockState::Locked);
         // A persistent error does: the mean passes 100 µs after ≈ 11 cycles, then 10 more.
         let mut n = 0;
         while pl.state() == LockState::Locked {
-            pl.update(200_000);
+            pl.update(200_000, 0);
             n += 1;
             assert!(n < 40, "still locked after {n} cycles of 200 µs");
         }
         assert!(n > p.lost_cycles, "lost after {n} cycles");
         assert_eq!(pl.state(), LockState::Lost);
         for _ in 0..300 {
-            pl.update(3_000_000);
+            pl.update(3_000_000, 0);
         }
         assert_eq!(pl.state(), LockState::Locked);
         pl.reset();
