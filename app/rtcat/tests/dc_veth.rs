@@ -14,9 +14,6 @@ mod sim_proc;
 use sim_proc::SimProc;
 
 #[test]
-#[ignore = "over veth the DC run now misses most deadlines (about 540 of 840 cycles in 6 s on an \
-            idle 2-core VM) since the merge with the control poller and the 0x092C sampler; \
-            open in #15 — run with --ignored"]
 fn the_cia402_demo_with_dc_over_veth() {
     if !root_or_skip("dc_over_veth") {
         return;
