@@ -501,12 +501,14 @@ impl PhaseLock {
         self.state
     }
 
-    /// The last frame's phase error, ns (the deadline's error plus the wake-up lateness).
+    /// The last frame's phase error, ns (where SYNC0 saw it: the deadline's error plus the
+    /// send delay's deviation from its mean).
     pub fn last_error_ns(&self) -> i64 {
         self.last_error
     }
 
-    /// The last deadline's phase error, ns: what the controller and the lock state work on.
+    /// The last deadline's phase error, ns (the frame's minus the send delay's deviation from
+    /// its mean): what the controller and the lock state work on.
     pub fn last_grid_error_ns(&self) -> i64 {
         self.last_grid_error
     }
