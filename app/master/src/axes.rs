@@ -457,19 +457,8 @@ pub struct AxisLiveView {
     pub last_error: u16,
 }
 
-const STATES: [State; 8] = [
-    State::NotReadyToSwitchOn,
-    State::SwitchOnDisabled,
-    State::ReadyToSwitchOn,
-    State::SwitchedOn,
-    State::OperationEnabled,
-    State::QuickStopActive,
-    State::FaultReactionActive,
-    State::Fault,
-];
-
 fn state_code(s: Option<State>) -> u32 {
-    s.and_then(|s| STATES.iter().position(|&x| x == s))
+    s.and_then(|s| State::ALL.iter().position(|&x| x == s))
         .map_or(0, |i| i as u32 + 1)
 }
 
@@ -496,7 +485,7 @@ impl AxesReport {
                 AxisLiveView {
                     name: a.name.clone(),
                     position: u16::try_from(p).ok(),
-                    state: s.checked_sub(1).and_then(|i| STATES.get(i).copied()),
+                    state: s.checked_sub(1).and_then(|i| State::ALL.get(i).copied()),
                     faults: a.faults.load(Ordering::Relaxed),
                     quick_stops: a.quick_stops.load(Ordering::Relaxed),
                     following_error: a.following_error.load(Ordering::Relaxed),

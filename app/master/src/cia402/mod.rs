@@ -93,6 +93,18 @@ pub enum State {
 }
 
 impl State {
+    /// Every state, in the order of the enum.
+    pub const ALL: [State; 8] = [
+        State::NotReadyToSwitchOn,
+        State::SwitchOnDisabled,
+        State::ReadyToSwitchOn,
+        State::SwitchedOn,
+        State::OperationEnabled,
+        State::QuickStopActive,
+        State::FaultReactionActive,
+        State::Fault,
+    ];
+
     /// The state a statusword codes: the mask/value pairs of the standard's state coding table
     /// (bits 0, 1, 2, 3, 5, 6; "x" bits masked out). Every statusword codes at most one state;
     /// `None` for the combinations the table leaves undefined.

@@ -18,17 +18,6 @@ fn to_sim(s: State) -> sim::State {
     }
 }
 
-const ALL: [State; 8] = [
-    State::NotReadyToSwitchOn,
-    State::SwitchOnDisabled,
-    State::ReadyToSwitchOn,
-    State::SwitchedOn,
-    State::OperationEnabled,
-    State::QuickStopActive,
-    State::FaultReactionActive,
-    State::Fault,
-];
-
 /// A drive per IEC 61800-7-201 §6.3 (quick stop option code 2: quick stop active ends in switch
 /// on disabled once stopped, after `qs_cycles`).
 struct Model {
@@ -138,7 +127,7 @@ fn sp(position: i32) -> Setpoint {
 
 #[test]
 fn decode_agrees_with_the_state_coding_of_every_state() {
-    for s in ALL {
+    for s in State::ALL {
         let bits = to_sim(s).bits();
         assert_eq!(State::from_statusword(bits), Some(s), "{s}");
         // The "x" bits (voltage enabled, warning, manufacturer and mode bits) change nothing.
