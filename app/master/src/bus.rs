@@ -443,7 +443,36 @@ fn new_eventfd() -> io::Result<std::os::fd::OwnedFd> {
 pub struct TxRxThread {
     stop: Arc<AtomicBool>,
     waker: Waker,
+    passes: TxRxPasses,
     handle: std::thread::JoinHandle<Bus>,
+}
+
+/// The TX/RX thread's passes (send what is queued, take what came back), counted, so the cyclic
+/// thread can tell "the segment did not answer in time" from "our own TX/RX thread did not get
+/// to run": a frame is declared lost only once a pass that began after its timeout has read the
+/// link, as the inline loop reads it once more after its wait. Without that, a stall of the
+/// whole machine longer than the timeout (a host that preempts a VM's vCPUs, measured on the CI
+/// machines) lost the frame of the cycle it hit although the answer was there.
+#[derive(Clone)]
+pub struct TxRxPasses {
+    started: Arc<AtomicU64>,
+    finished: Arc<AtomicU64>,
+    waker: Waker,
+}
+
+impl TxRxPasses {
+    /// Ask the thread for a pass now; returns the mark [`TxRxPasses::passed_since`] compares with.
+    /// One eventfd write: only when a response is overdue, never on a good cycle.
+    pub fn request(&self) -> u64 {
+        let mark = self.started.load(Ordering::Acquire);
+        self.waker.wake_by_ref();
+        mark
+    }
+
+    /// Whether a whole pass that began after `request` returned `mark` has finished.
+    pub fn passed_since(&self, mark: u64) -> bool {
+        self.finished.load(Ordering::Acquire) > mark
+    }
 }
 
 /// How a TX/RX thread is set up.
@@ -469,6 +498,12 @@ impl TxRxThread {
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let waker2 = waker.clone();
+        let passes = TxRxPasses {
+            started: Arc::new(AtomicU64::new(0)),
+            finished: Arc::new(AtomicU64::new(0)),
+            waker: waker.clone(),
+        };
+        let (started, finished) = (passes.started.clone(), passes.finished.clone());
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<crate::Result<()>>();
         let handle = std::thread::Builder::new()
             .name("rtcat-txrx".into())
@@ -489,10 +524,14 @@ impl TxRxThread {
                 }
                 let _keep = efd;
                 let mut drain = [0u8; 8];
+                let mut pass = 0u64;
                 while !stop2.load(Ordering::Acquire) && !bus.tx.should_exit() {
+                    pass += 1;
+                    started.store(pass, Ordering::Release);
                     bus.tx.replace_waker(&waker2);
                     bus.pump_tx();
                     bus.pump_rx();
+                    finished.store(pass, Ordering::Release);
                     let _ = bus.link.wait(Duration::from_millis(5), Some(efd_raw));
                     // SAFETY: reading the eventfd counter into an 8-byte buffer.
                     unsafe { libc::read(efd_raw, drain.as_mut_ptr() as *mut libc::c_void, 8) };
@@ -511,8 +550,14 @@ impl TxRxThread {
         Ok(TxRxThread {
             stop,
             waker,
+            passes,
             handle,
         })
+    }
+
+    /// The thread's pass counter, for the cyclic thread.
+    pub fn passes(&self) -> TxRxPasses {
+        self.passes.clone()
     }
 
     /// Stop the thread and take the bus back.
@@ -733,5 +778,88 @@ mod tests {
         c.publish(&live);
         assert_eq!(live.rx_rejected.load(Ordering::Relaxed), 4);
         assert_eq!(live.send_errors.load(Ordering::Relaxed), 0);
+    }
+
+    /// A link whose wait sees only the eventfd, as a TX/RX thread that did not get to run sees
+    /// nothing: a reply put in its inbox stays there until somebody asks for a pass.
+    struct DeafLink(Arc<Mutex<Script>>);
+
+    impl Link for DeafLink {
+        fn send(&mut self, frame: &[u8]) -> io::Result<()> {
+            ScriptLink(self.0.clone()).send(frame)
+        }
+        fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
+            ScriptLink(self.0.clone()).recv(buf)
+        }
+        fn wait(&mut self, _: Duration, extra_fd: Option<RawFd>) -> io::Result<()> {
+            wait_fds(
+                &[extra_fd.expect("the TX/RX thread's eventfd")],
+                Some(Duration::from_secs(10)),
+            )
+            .map(drop)
+        }
+        fn describe(&self) -> String {
+            "deaf script".into()
+        }
+    }
+
+    /// An overdue reply that the TX/RX thread has not read is taken by the pass asked for.
+    #[test]
+    fn a_requested_pass_reads_what_the_thread_had_not() {
+        type Sto = PduStorage<4, { PduStorage::element_size(64) }>;
+        let storage: &'static Sto = Box::leak(Box::new(Sto::new()));
+        let (tx, rx, pdu_loop) = storage.try_split().unwrap();
+        let md = MainDevice::new(
+            pdu_loop,
+            // ethercrab's own timeout must not end the future while the test waits.
+            Timeouts {
+                pdu: Duration::from_secs(10),
+                ..Timeouts::default()
+            },
+            MainDeviceConfig::default(),
+        );
+        let script = Arc::new(Mutex::new(Script::default()));
+        let bus = Bus::new(tx, rx, Box::new(DeafLink(script.clone())));
+        let t = TxRxThread::spawn(bus, ThreadRt::default()).expect("TX/RX thread");
+        let passes = t.passes();
+
+        let mut fut = std::pin::pin!(Command::fprd(0x1000, 0x0130).receive::<u16>(&md));
+        let mut cx = std::task::Context::from_waker(Waker::noop());
+        assert!(fut.as_mut().poll(&mut cx).is_pending());
+        let until = |what: &str, f: &dyn Fn() -> bool| {
+            let t0 = std::time::Instant::now();
+            while !f() {
+                assert!(t0.elapsed() < Duration::from_secs(5), "{what}");
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        };
+        // The queued frame woke the thread, which sent it.
+        until("the frame sent", &|| {
+            !script.lock().unwrap().sent.is_empty()
+        });
+        let mut real = script.lock().unwrap().sent[0].clone();
+        real[6] |= 0x02;
+        real[26..28].copy_from_slice(&[0x08, 0x00]);
+        real[28..30].copy_from_slice(&1u16.to_le_bytes());
+        // The reply arrives while the thread waits and does not see it.
+        let mark = passes.started.load(Ordering::Acquire);
+        until("the thread back in its wait", &|| {
+            passes.passed_since(mark - 1)
+        });
+        script.lock().unwrap().inbox.push_back(real);
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(
+            fut.as_mut().poll(&mut cx).is_pending(),
+            "read without a pass"
+        );
+        assert_eq!(script.lock().unwrap().inbox.len(), 1);
+        // One pass asked for, and the reply is there.
+        let mark = passes.request();
+        until("the pass asked for", &|| passes.passed_since(mark));
+        match fut.as_mut().poll(&mut cx) {
+            std::task::Poll::Ready(r) => assert_eq!(r.expect("reply"), 0x0008),
+            std::task::Poll::Pending => panic!("the requested pass did not read the reply"),
+        }
+        drop(t.stop());
     }
 }

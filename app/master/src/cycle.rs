@@ -123,6 +123,8 @@ pub enum Exchanger {
         counters: Arc<BusCounters>,
         /// Wakes this thread when a frame came back.
         waker: Waker,
+        /// The TX/RX thread's passes: one more is asked for before a frame is declared lost.
+        passes: crate::bus::TxRxPasses,
     },
 }
 
@@ -174,7 +176,16 @@ impl Exchanger {
     }
 }
 
-/// One exchange: Ok(response), or Err(()) when nothing came back within the response timeout.
+/// How long, after the response timeout, the cyclic thread waits for the TX/RX thread's pass
+/// that reads the link once more (on an idle core it takes tens of µs; the bound is for a TX/RX
+/// thread that does not get to run at all).
+const TXRX_GRACE_NS: u64 = 1_000_000;
+/// How often the cyclic thread looks whether that pass has finished (a pass without an answer
+/// wakes nobody).
+const TXRX_POLL_NS: u64 = 20_000;
+
+/// One exchange: Ok(response), or Err(()) when nothing came back within the response timeout
+/// (and, with a TX/RX thread, nothing in its next look at the link either).
 fn exchange<G: CycleGroup>(
     x: &mut Exchanger,
     md: &MainDevice<'static>,
@@ -204,17 +215,32 @@ fn exchange<G: CycleGroup>(
                     .wait(std::time::Duration::from_nanos(deadline_ns - now), None);
             }
         }
-        Exchanger::Thread { waker, .. } => {
+        Exchanger::Thread { waker, passes, .. } => {
             let mut cx = Context::from_waker(waker);
+            // After the timeout: the mark of the pass asked for, and how long it may take.
+            let mut overdue: Option<(u64, u64)> = None;
             loop {
+                // Read before the poll: a pass seen finished has delivered what it read.
+                let passed = overdue.is_some_and(|(mark, _)| passes.passed_since(mark));
                 if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
                     return r.map_err(drop);
                 }
                 let now = now_ns();
-                if now >= deadline_ns {
-                    return Err(());
-                }
-                std::thread::park_timeout(std::time::Duration::from_nanos(deadline_ns - now));
+                let until = match overdue {
+                    None if now < deadline_ns => deadline_ns,
+                    None => {
+                        overdue = Some((passes.request(), now + TXRX_GRACE_NS));
+                        now + TXRX_GRACE_NS
+                    }
+                    Some((_, end)) if passed || now >= end => return Err(()),
+                    Some((_, end)) => end,
+                };
+                let step = if overdue.is_some() {
+                    TXRX_POLL_NS
+                } else {
+                    u64::MAX
+                };
+                std::thread::park_timeout(std::time::Duration::from_nanos((until - now).min(step)));
             }
         }
     }

@@ -1161,7 +1161,15 @@ where
                         let waker = std::task::Waker::from(Arc::new(crate::bus::ThreadWaker(
                             std::thread::current(),
                         )));
-                        (Exchanger::Thread { counters, waker }, Some(t))
+                        let passes = t.passes();
+                        (
+                            Exchanger::Thread {
+                                counters,
+                                waker,
+                                passes,
+                            },
+                            Some(t),
+                        )
                     }
                 };
                 applied.txrx_cpu = match mode {
