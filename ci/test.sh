@@ -80,7 +80,8 @@ rust_checks() {
 		export RTCAT_REQUIRE_ROOT_TESTS=1
 	fi
 	# rttune's tests run serially in ci/check-tune.sh (its live tests change shared knobs).
-	RTLAB_REQUIRE_STRESS_NG=1 cargo test --locked --workspace --exclude rttune
+	# --no-fail-fast: one CI run reports every failing test binary, not the first.
+	RTLAB_REQUIRE_STRESS_NG=1 cargo test --locked --no-fail-fast --workspace --exclude rttune
 	export RTCAT_WORKSPACE_CHECKED=1
 }
 

@@ -16,6 +16,8 @@ pub mod inproc;
 pub mod mailbox;
 #[cfg(feature = "netns")]
 pub mod netns;
+#[cfg(feature = "testkit")]
+pub mod noise;
 pub mod od;
 mod odspec;
 pub mod pdi;

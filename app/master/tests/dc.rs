@@ -2,6 +2,7 @@
 //! configured at bring-up, `tx_rx_dc` in OP and the cycle's deadlines phase-locked to the
 //! reference clock, which drifts by +50 ppm against CLOCK_MONOTONIC (another device by −50 ppm).
 
+use ecsim::noise::within_machine_noise;
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::acyclic::{SdoClient, sdo_queue};
 use rtcat_master::dc::LockState;
@@ -182,15 +183,26 @@ fn kept_the_cycle(out: &Outcome) -> bool {
     out.rec.missed_deadlines * 100 <= out.rec.cycles
 }
 
+/// A verdict of the machine as much as of the loop (how fast and how well the phase is held
+/// on a shared VM): `Err(why)` when it does not hold, for [`within_machine_noise`].
+fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(why()) }
+}
+
 #[test]
 fn the_lock_converges_with_50_ppm() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    within_machine_noise("the lock converges", |_| converges());
+}
+
+fn converges() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(SEGMENT).expect("segment");
     let r = run(config(""), spec, Faults::new(), 4.0, 1.0);
     let out = r.outcome.expect("run");
+    // In process and inline a stall delays a frame but cannot lose it.
     assert_eq!(out.rec.frames_lost, 0);
     let n = r.samples.len();
-    assert!(n > 2500, "{n} cycles");
+    ensure(n > 2500, || format!("{n} cycles in 4 s"))?;
     if std::env::var_os("DC_TEST_DUMP").is_some() {
         for c in r.samples.chunks(50) {
             eprintln!(
@@ -203,16 +215,17 @@ fn the_lock_converges_with_50_ppm() {
         }
     }
     let share = share_within(&r.samples, LOCK_CYCLES);
-    assert!(
-        share >= 0.9,
-        "median |phase error| within {BOUND_NS} ns in only {:.1} % of the windows after cycle \
-         {LOCK_CYCLES}; first cycles: {:?}",
-        share * 100.0,
-        r.samples[..20]
-            .iter()
-            .map(|s| s.phase_error_ns)
-            .collect::<Vec<_>>()
-    );
+    ensure(share >= 0.9, || {
+        format!(
+            "median |phase error| within {BOUND_NS} ns in only {:.1} % of the windows after \
+             cycle {LOCK_CYCLES}; first cycles: {:?}",
+            share * 100.0,
+            r.samples[..20]
+                .iter()
+                .map(|s| s.phase_error_ns)
+                .collect::<Vec<_>>()
+        )
+    })?;
     let locked = r.events.iter().position(|e| {
         matches!(
             e.kind,
@@ -225,12 +238,10 @@ fn the_lock_converges_with_50_ppm() {
     // Not the state at the end: ten wake-ups in a row more than 100 µs late (a loaded machine)
     // make it "lost" until the loop has it again, whenever the run happens to stop.
     if kept_the_cycle(&out) {
-        let locked = locked.expect("a dc_lock locked event");
-        assert!(
-            r.events[locked].cycle as usize <= LOCK_CYCLES,
-            "locked at cycle {}",
-            r.events[locked].cycle
-        );
+        let at = locked.map(|i| r.events[i].cycle as usize);
+        ensure(at.is_some_and(|c| c <= LOCK_CYCLES), || {
+            format!("locked at cycle {at:?}, not by cycle {LOCK_CYCLES}")
+        })?;
     } else {
         eprintln!(
             "{} of {} cycles missed their deadline: the lock state is not asserted",
@@ -240,7 +251,7 @@ fn the_lock_converges_with_50_ppm() {
     // The reference runs 50 ppm fast against CLOCK_MONOTONIC: the loop learned it.
     let drift = r.live.dc.drift_ppb.load(Ordering::Relaxed) as f64 / 1000.0;
     // The estimate carries ki × the wake-up jitter (averaged over 256 cycles): ±15 ppm here.
-    assert!((drift - 50.0).abs() < 15.0, "drift {drift} ppm");
+    ensure((drift - 50.0).abs() < 15.0, || format!("drift {drift} ppm"))?;
     let p = out.rec.phase_stats().expect("phase errors");
     eprintln!(
         "phase error |e| P50 {} P99 {} P99.9 {} max {} ns, signed {}..{} ns, locked at cycle \
@@ -260,6 +271,7 @@ fn the_lock_converges_with_50_ppm() {
         .filter(|e| matches!(e.kind, EventKind::SyncWindow { .. }))
         .count();
     assert_eq!(ev, 0);
+    Ok(())
 }
 
 #[test]
@@ -273,12 +285,18 @@ fn with_the_lock_sync0_sees_no_late_frame() {
         eprintln!("with_the_lock_sync0_sees_no_late_frame: skipped (needs root for SCHED_FIFO)");
         return;
     }
+    within_machine_noise("no late frame with the lock", |_| no_late_frame());
+}
+
+fn no_late_frame() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(FAST_SEGMENT).expect("segment");
     let r = run(config(""), spec, Faults::new(), 6.0, 1.0);
     r.outcome.expect("run");
     assert_eq!(r.late.len(), 2, "late counts read: {:?}", r.late);
     let ((c0, a0, b0), (c1, a1, b1)) = (r.late[0], r.late[1]);
-    assert!(c1 > c0 + 4000, "{c0}..{c1}");
+    ensure(c1 > c0 + 4000, || {
+        format!("only cycles {c0}..{c1} in 4.6 s")
+    })?;
     // The frame passes the reference 500 µs after SYNC0 (the default shift): a wake-up more
     // than 300 µs late plus a debug build's work before the frame leaves (up to ~200 µs on this
     // kind of machine) puts that frame past the next SYNC0 whatever the lock does: such cycles
@@ -293,17 +311,22 @@ fn with_the_lock_sync0_sees_no_late_frame() {
         a1 - a0,
         b1 - b0
     );
-    assert!(
-        a1 - a0 <= outliers && b1 - b0 <= outliers,
-        "late frames while locked (0x09F4 of positions 0 and 2): {:?}, wake-up outliers \
-         {outliers}",
-        r.late
-    );
+    ensure(a1 - a0 <= outliers && b1 - b0 <= outliers, || {
+        format!(
+            "late frames while locked (0x09F4 of positions 0 and 2): {:?}, wake-up outliers \
+             {outliers}",
+            r.late
+        )
+    })
 }
 
 #[test]
 fn a_recovery_re_locks() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    within_machine_noise("a recovery re-locks", |_| re_locks());
+}
+
+fn re_locks() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(SEGMENT).expect("segment");
     let faults = Faults::new();
     let f2 = faults.clone();
@@ -345,27 +368,27 @@ fn a_recovery_re_locks() {
         .position(|s| s.cycle >= r.events[done].cycle)
         .expect("cycles after the recovery");
     let share = share_within(&r.samples[after..], LOCK_CYCLES);
-    assert!(
-        share >= 0.9,
-        "after the recovery the median |phase error| is within {BOUND_NS} ns in only {:.1} % of \
-         the windows",
-        share * 100.0
-    );
+    ensure(share >= 0.9, || {
+        format!(
+            "after the recovery the median |phase error| is within {BOUND_NS} ns in only \
+             {:.1} % of the windows",
+            share * 100.0
+        )
+    })?;
     if kept_the_cycle(&out) {
-        assert!(
-            kinds[..done].iter().any(locked),
-            "locked before the fault: {kinds:?}"
-        );
-        assert!(
-            kinds[done..].iter().any(locked),
-            "locked again after the recovery: {kinds:?}"
-        );
+        ensure(kinds[..done].iter().any(locked), || {
+            format!("not locked before the fault: {kinds:?}")
+        })?;
+        ensure(kinds[done..].iter().any(locked), || {
+            format!("not locked again after the recovery: {kinds:?}")
+        })?;
     } else {
         eprintln!(
             "{} of {} cycles missed their deadline: the lock state is not asserted",
             out.rec.missed_deadlines, out.rec.cycles
         );
     }
+    Ok(())
 }
 
 #[test]

@@ -62,60 +62,73 @@ fn events(dir: &std::path::Path) -> String {
 #[test]
 fn healthy_reference_segment_inline_and_threaded() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    for mode in [TxRxMode::Inline, TxRxMode::Thread] {
-        let dir = tempfile::tempdir().unwrap();
-        let r = run(job(
-            cfg(mode),
-            SegmentSpec::reference(),
-            Faults::new(),
-            1.5,
-            dir.path(),
-        ));
-        let s = &r.summary;
-        assert!(s.cycles > 200, "{mode:?}: only {} cycles", s.cycles);
-        assert_eq!(s.wkc.expected, Some(9));
-        assert_eq!(s.subdevices, 3);
-        assert_eq!(s.pdi_bytes, 132);
-        // Every cycle came back with the full WKC and inputs echoing outputs.
-        assert_eq!(s.wkc.mismatches, 0, "{mode:?}");
-        // Inline, nothing crosses threads: not one frame may be late. The threaded design needs
-        // two cross-CPU wake-ups per frame; on this shared 2-vCPU VM a vCPU stall of > 2 ms
-        // happens a few times per thousand cycles even at SCHED_FIFO (measured on the CI machines).
-        match mode {
-            TxRxMode::Inline => assert_eq!(s.frames_lost, 0, "{}", events(dir.path())),
-            TxRxMode::Thread => assert!(
-                s.frames_lost * 200 < s.cycles,
-                "{} of {} frames late: {}",
-                s.frames_lost,
-                s.cycles,
-                events(dir.path())
-            ),
-        }
-        assert_eq!(r.rec.data_errors, 0, "{mode:?}");
-        assert_eq!(s.recoveries, 0);
-        assert!(s.rtt_ns.is_some());
-        assert_eq!(s.system.no_rt, !nix::unistd::geteuid().is_root());
-        // Every artefact is there and valid.
-        let read = rtlab::summary::Summary::read(&dir.path().join("summary.json")).unwrap();
-        assert_eq!(read.cycles, s.cycles);
-        for f in [
-            "wake_lateness_ns.hdr",
-            "exec_ns.hdr",
-            "rtt_ns.hdr",
-            "summary.txt",
-        ] {
-            assert!(dir.path().join(f).is_file(), "{f}");
-        }
-        let h = rtlab::summary::read_hdr(&dir.path().join("wake_lateness_ns.hdr")).unwrap();
-        assert_eq!(h.len(), s.cycles);
-        let csv = std::fs::read_to_string(dir.path().join("samples.csv")).unwrap();
-        assert_eq!(
-            csv.lines().count() as u64,
-            s.cycles + 1,
-            "one row per cycle + header"
-        );
-        assert!(events(dir.path()).contains("shutdown outputs=0 segment=INIT"));
+    // Inline, nothing crosses threads: not one frame may be late, in the one run it gets.
+    healthy_run(TxRxMode::Inline).expect("inline");
+    // The threaded design needs two cross-CPU wake-ups per frame. A stall of the whole VM is
+    // excused by the TX/RX thread's pass after the timeout (NOTES §6); a host that stalls only
+    // the vCPU the TX/RX thread is on for more than that 1 ms still makes a frame late, even at
+    // SCHED_FIFO (9 of 735 in one burst on a CI machine before the pass existed). The share of
+    // late frames is the machine's verdict.
+    ecsim::noise::within_machine_noise("threaded healthy run", |_| healthy_run(TxRxMode::Thread));
+}
+
+/// One healthy run in `mode`: correctness is asserted, the late frames (and the recoveries
+/// five of them in a row would start) are returned as the machine's verdict.
+fn healthy_run(mode: TxRxMode) -> Result<(), String> {
+    let dir = tempfile::tempdir().unwrap();
+    let r = run(job(
+        cfg(mode),
+        SegmentSpec::reference(),
+        Faults::new(),
+        1.5,
+        dir.path(),
+    ));
+    let s = &r.summary;
+    assert!(s.cycles > 200, "{mode:?}: only {} cycles", s.cycles);
+    assert_eq!(s.wkc.expected, Some(9));
+    assert_eq!(s.subdevices, 3);
+    assert_eq!(s.pdi_bytes, 132);
+    // Every cycle that came back had the full WKC and inputs echoing outputs.
+    assert_eq!(s.wkc.mismatches, 0, "{mode:?}");
+    assert_eq!(r.rec.data_errors, 0, "{mode:?}");
+    assert!(s.rtt_ns.is_some());
+    assert_eq!(s.system.no_rt, !nix::unistd::geteuid().is_root());
+    // Every artefact is there and valid.
+    let read = rtlab::summary::Summary::read(&dir.path().join("summary.json")).unwrap();
+    assert_eq!(read.cycles, s.cycles);
+    for f in [
+        "wake_lateness_ns.hdr",
+        "exec_ns.hdr",
+        "rtt_ns.hdr",
+        "summary.txt",
+    ] {
+        assert!(dir.path().join(f).is_file(), "{f}");
     }
+    let h = rtlab::summary::read_hdr(&dir.path().join("wake_lateness_ns.hdr")).unwrap();
+    assert_eq!(h.len(), s.cycles);
+    let csv = std::fs::read_to_string(dir.path().join("samples.csv")).unwrap();
+    assert_eq!(
+        csv.lines().count() as u64,
+        s.cycles + 1,
+        "one row per cycle + header"
+    );
+    let ev = events(dir.path());
+    eprintln!(
+        "{mode:?}: {} cycles, {} frames late, {} missed deadlines",
+        s.cycles, s.frames_lost, s.missed_deadlines
+    );
+    assert!(ev.contains("shutdown outputs=0 segment=INIT"), "{ev}");
+    let late_ok = match mode {
+        TxRxMode::Inline => s.frames_lost == 0,
+        TxRxMode::Thread => s.frames_lost * 200 < s.cycles,
+    };
+    if !late_ok || s.recoveries != 0 {
+        return Err(format!(
+            "{mode:?}: {} of {} frames late, {} recoveries: {ev}",
+            s.frames_lost, s.cycles, s.recoveries
+        ));
+    }
+    Ok(())
 }
 
 /// Applies a fault from inside the cyclic thread once the segment has cycled in OP for a while,

@@ -148,6 +148,12 @@ fn forged_replies_from_another_mac_are_rejected_and_counted() {
     if !root_or_skip("forged_replies") {
         return;
     }
+    // The share of real replies that miss the timeout beside the forger is the machine's.
+    ecsim::noise::within_machine_noise("forged replies", |_| forged_run());
+}
+
+/// One run beside the forger: what it let through is asserted, the late replies returned.
+fn forged_run() -> Result<(), String> {
     let net = VethPair::create("rtcatg").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let sim = SimProc::start(Path::new(BIN), &net, &dir.path().join("sim.sock"));
@@ -180,10 +186,12 @@ fn forged_replies_from_another_mac_are_rejected_and_counted() {
     );
     assert_eq!(out.bus.send_errors, 0);
     // The real replies still made the cycles (a few may miss the timeout on a shared VM).
-    assert!(
-        out.rec.frames_lost * 50 < out.rec.cycles,
-        "{} lost of {}",
-        out.rec.frames_lost,
-        out.rec.cycles
-    );
+    if out.rec.frames_lost * 50 < out.rec.cycles {
+        Ok(())
+    } else {
+        Err(format!(
+            "{} lost of {}",
+            out.rec.frames_lost, out.rec.cycles
+        ))
+    }
 }
