@@ -29,21 +29,23 @@ pub struct RunFacts {
 }
 
 /// The `dc` object of a run with distributed clocks: the cyclic thread's phase errors (`rec`),
-/// the lock state and the 0x092C samples (`live`). None when the segment ran without DC.
+/// the lock state and the 0x092C samples (`live`), with `[dc]` and the cycle period of the
+/// configuration. None when the segment ran without DC.
 pub fn dc_summary(
     rec: &Recorder,
     live: &crate::stats::Live,
-    cfg: &rtcat_master::Config,
+    cfg: &rtcat_master::dc::DcConfig,
+    period_us: u32,
 ) -> Option<summary::DcSummary> {
     use std::sync::atomic::Ordering;
     let dc = &live.dc;
-    if !cfg.dc.enabled || (dc.enabled.load(Ordering::Relaxed) == 0 && rec.phase.is_empty()) {
+    if !cfg.enabled || (dc.enabled.load(Ordering::Relaxed) == 0 && rec.phase.is_empty()) {
         return None;
     }
     let state = dc.lock_state();
     Some(summary::DcSummary {
-        sync0_period_ns: cfg.dc.sync0_period_ns(cfg.cycle.period_us),
-        sync0_shift_ns: cfg.dc.sync0_shift_ns(cfg.cycle.period_us),
+        sync0_period_ns: cfg.sync0_period_ns(period_us),
+        sync0_shift_ns: cfg.sync0_shift_ns(period_us),
         lock_state: state.as_str().to_string(),
         locked: state == rtcat_master::dc::LockState::Locked,
         drift_ppm: dc.drift_ppb.load(Ordering::Relaxed) as f64 / 1000.0,
@@ -51,7 +53,7 @@ pub fn dc_summary(
         phase_error_min_ns: rec.phase_min_ns,
         phase_error_max_ns: rec.phase_max_ns,
         sync_window_violations: dc.sync_window_violations.load(Ordering::Relaxed),
-        sync_window_ns: cfg.dc.sync_window_ns,
+        sync_window_ns: cfg.sync_window_ns,
         subdevices: dc
             .subdevices()
             .iter()

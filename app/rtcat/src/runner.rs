@@ -141,7 +141,7 @@ fn checkpoint_fn(
     let requested = job.duration.map(|d| d.as_secs_f64());
     let dir = job.dir.clone();
     let live = job.live.clone();
-    let dc_cfg = job.cfg.clone();
+    let (dc_cfg, period_us) = (job.cfg.dc.clone(), cfg.cycle.period_us);
     Box::new(move |rec: &Recorder, logging: &summary::LoggingHealth| {
         let facts = RunFacts {
             mode,
@@ -163,7 +163,7 @@ fn checkpoint_fn(
                 detail: None,
             }),
             axes: None,
-            dc: output::dc_summary(rec, &live, &dc_cfg),
+            dc: output::dc_summary(rec, &live, &dc_cfg, period_us),
             bus: (mode != Mode::TimerOnly).then(|| summary::BusStats {
                 rx_rejected: live.rx_rejected.load(Ordering::Relaxed),
                 send_errors: live.send_errors.load(Ordering::Relaxed),
@@ -210,13 +210,14 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     let hist = Arc::new(crate::control::HistShare::default());
     let layout: crate::control::LayoutShare = Arc::default();
     let (more_tx, more_rx) = std::sync::mpsc::sync_channel(256);
-    let dc_events = {
+    // Only while DC is on: the sampler's sender must not keep the channel open otherwise.
+    let dc_events = job.cfg.dc.enabled.then(|| {
         let tx = more_tx.clone();
         move |e| {
             // A full channel drops the event (the sampler's counters still count it).
             let _ = tx.try_send(e);
         }
-    };
+    });
     let control = match &queue {
         Some((client, _)) => Some(crate::control::Control::start(
             crate::control::Shared::new(
@@ -234,8 +235,8 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     };
     // The DC sampler (0x092C through the same queue) while DC is on; its events reach
     // events.log through the same channel as the poller's.
-    let sampler = match (&queue, job.cfg.dc.enabled) {
-        (Some((client, _)), true) => Some(
+    let sampler = match (&queue, dc_events) {
+        (Some((client, _)), Some(dc_events)) => Some(
             rtcat_master::dc::Sampler::spawn(
                 client.clone(),
                 live.clone(),
@@ -342,7 +343,12 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             .axes
             .as_ref()
             .map(rtcat_master::axes::AxesReport::summaries),
-        dc: output::dc_summary(&outcome.rec, &job.live, &job.cfg),
+        dc: output::dc_summary(
+            &outcome.rec,
+            &job.live,
+            &job.cfg.dc,
+            job.cfg.cycle.period_us,
+        ),
     };
     let summary = output::build_summary(&outcome.rec, &facts);
     output::write_results(&job.dir, &summary, &outcome.rec)
