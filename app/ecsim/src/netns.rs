@@ -7,6 +7,12 @@
 use std::io;
 use std::process::Command;
 
+fn netns_exec(ns: &str, program: &std::ffi::OsStr) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", ns]).arg(program);
+    c
+}
+
 #[derive(Debug)]
 pub struct VethPair {
     pub master_ns: String,
@@ -63,6 +69,16 @@ impl VethPair {
         ip(&["-n", &v.master_ns, "link", "set", &v.master_if, "up"])?;
         ip(&["-n", &v.segment_ns, "link", "set", &v.segment_if, "up"])?;
         Ok(v)
+    }
+
+    /// `program` run in the master's namespace (`ip netns exec`); add its arguments.
+    pub fn master_cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        netns_exec(&self.master_ns, program.as_ref())
+    }
+
+    /// `program` run in the segment's namespace (`ip netns exec`); add its arguments.
+    pub fn segment_cmd(&self, program: impl AsRef<std::ffi::OsStr>) -> Command {
+        netns_exec(&self.segment_ns, program.as_ref())
     }
 
     /// Run `f` on a new thread that lives in namespace `ns` (sockets it opens stay there).

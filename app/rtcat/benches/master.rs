@@ -24,14 +24,11 @@ fn last_cpu() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get()) - 1
 }
 
-fn rtcat_json(args: &[&str], extra_ns: Option<&str>) -> rtlab::summary::Summary {
+/// `rtcat ARGS --json -`, in the master's namespace of `net` if given.
+fn rtcat_json(args: &[&str], net: Option<&VethPair>) -> rtlab::summary::Summary {
     let dir = tempfile::tempdir().unwrap();
-    let mut cmd = match extra_ns {
-        Some(ns) => {
-            let mut c = Command::new("ip");
-            c.args(["netns", "exec", ns, BIN]);
-            c
-        }
+    let mut cmd = match net {
+        Some(net) => net.master_cmd(BIN),
         None => Command::new(BIN),
     };
     let out = cmd
@@ -232,7 +229,7 @@ fn part_b() {
                 "--duration",
                 SECS,
             ],
-            Some(&net.master_ns),
+            Some(&net),
         );
         // rtcat's exec is wake -> end of the cycle (tx_rx plus WKC/state checks and the
         // application hook), so it slightly over-states the tx_rx time it is compared with.

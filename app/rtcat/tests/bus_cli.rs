@@ -573,8 +573,8 @@ use sim_proc::SimProc as Sim;
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 fn in_ns(net: &VethPair, args: &[&str]) -> Output {
-    let mut c = Command::new("ip");
-    c.args(["netns", "exec", &net.master_ns, BIN]).args(args);
+    let mut c = net.master_cmd(BIN);
+    c.args(args);
     run(c)
 }
 
@@ -614,16 +614,9 @@ fn veth_scan_counters_pdos_sii_with_faults() {
     assert!(t.lines().nth(3).unwrap().contains(" 7 "), "{t}");
 
     // --watch prints the table, then the changes a new fault makes, until SIGTERM.
-    let mut watch = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &net.master_ns,
-            BIN,
-            "counters",
-            "--iface",
-            ifc,
-        ])
+    let mut watch = net
+        .master_cmd(BIN)
+        .args(["counters", "--iface", ifc])
         .args(["--watch", "0.1"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -678,8 +671,9 @@ fn veth_a_nic_used_by_a_running_master_is_refused() {
     let net = VethPair::create("busy").unwrap();
     let dir = tempfile::tempdir().unwrap();
     let _sim = Sim::start(Path::new(BIN), &net, &dir.path().join("sim.sock"));
-    let mut bench = Command::new("ip")
-        .args(["netns", "exec", &net.master_ns, BIN, "bench", "--iface"])
+    let mut bench = net
+        .master_cmd(BIN)
+        .args(["bench", "--iface"])
         .arg(&net.master_if)
         .args([
             "--no-rt",
@@ -697,8 +691,9 @@ fn veth_a_nic_used_by_a_running_master_is_refused() {
     // Wait until the bench has its EtherCAT socket (Proto 88a4 in the namespace's table).
     let t = Instant::now();
     loop {
-        let o = Command::new("ip")
-            .args(["netns", "exec", &net.master_ns, "cat", "/proc/net/packet"])
+        let o = net
+            .master_cmd("cat")
+            .arg("/proc/net/packet")
             .output()
             .unwrap();
         if String::from_utf8_lossy(&o.stdout).contains("88a4") {

@@ -4,7 +4,6 @@
 //! moved, the phase lock holds, the summary has the `axes` list and the `dc` object. Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
-use std::process::Command;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 const TOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -54,12 +53,9 @@ fn demo_run() -> Result<(), String> {
     .unwrap();
     let out = dir.path().join("out");
     let log = dir.path().join("bench.stderr");
-    let status = Command::new("ip")
+    let status = net
+        .master_cmd(BIN)
         .args([
-            "netns",
-            "exec",
-            &net.master_ns,
-            BIN,
             "bench",
             "--iface",
             &net.master_if,

@@ -4,7 +4,6 @@
 //! configuration re-applied. Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
-use std::process::Command;
 use std::time::Duration;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
@@ -31,16 +30,9 @@ fn the_coe_example_over_veth_survives_a_power_cycle_with_its_configuration() {
 
     let out = dir.path().join("out");
     let log = dir.path().join("bench.stderr");
-    let mut bench = Command::new("ip")
-        .args([
-            "netns",
-            "exec",
-            &net.master_ns,
-            BIN,
-            "bench",
-            "--iface",
-            &net.master_if,
-        ])
+    let mut bench = net
+        .master_cmd(BIN)
+        .args(["bench", "--iface", &net.master_if])
         .args([
             "--check-echo",
             "--duration",

@@ -610,9 +610,8 @@ fn veth_a_write_is_seen_by_the_next_command() {
         Some(&coe_segment()),
     );
     let ns = |args: &[&str]| {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &net.master_ns, BIN])
-            .args(args)
+        let mut c = net.master_cmd(BIN);
+        c.args(args)
             .args(["--iface", &net.master_if])
             .arg("--config")
             .arg(patient());

@@ -383,10 +383,8 @@ fn sim_socket_is_0600_under_umask_000() {
     let net = VethPair::create("rtsimcli").expect("veth pair");
     let d = tempfile::tempdir().unwrap();
     let sock = d.path().join("sim.sock");
-    let mut cmd = Command::new("ip");
-    cmd.args(["netns", "exec", &net.segment_ns])
-        .arg(env!("CARGO_BIN_EXE_rtcat"))
-        .args(["sim", "--iface", &net.segment_if, "--control"])
+    let mut cmd = net.segment_cmd(env!("CARGO_BIN_EXE_rtcat"));
+    cmd.args(["sim", "--iface", &net.segment_if, "--control"])
         .arg(&sock)
         .stderr(Stdio::piped());
     // SAFETY: umask is async-signal-safe.

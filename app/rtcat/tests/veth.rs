@@ -23,12 +23,8 @@ fn start_sim(net: &VethPair, dir: &Path) -> Sim {
 }
 
 fn bench(net: &VethPair, out: &Path, secs: &str) -> Command {
-    let mut c = Command::new("ip");
+    let mut c = net.master_cmd(BIN);
     c.args([
-        "netns",
-        "exec",
-        &net.master_ns,
-        BIN,
         "bench",
         "--iface",
         &net.master_if,
@@ -61,8 +57,9 @@ fn start_service(net: &VethPair, dir: &Path, extra: &str) -> (Child, PathBuf, Un
         ),
     )
     .unwrap();
-    let child = Command::new("ip")
-        .args(["netns", "exec", &net.master_ns, BIN, "run", "--config"])
+    let child = net
+        .master_cmd(BIN)
+        .args(["run", "--config"])
         .arg(&cfg)
         .env("NOTIFY_SOCKET", &notify_path)
         .env("WATCHDOG_USEC", "1000000")

@@ -30,10 +30,8 @@ impl SimProc {
         control: &Path,
         segment: Option<&Path>,
     ) -> SimProc {
-        let mut cmd = Command::new("ip");
-        cmd.args(["netns", "exec", &net.segment_ns])
-            .arg(bin)
-            .args(["sim", "--priority", "70", "--iface", &net.segment_if])
+        let mut cmd = net.segment_cmd(bin);
+        cmd.args(["sim", "--priority", "70", "--iface", &net.segment_if])
             .arg("--control")
             .arg(control);
         if let Some(f) = segment {
