@@ -2,9 +2,9 @@
 //!
 //! Some checks are about the machine as much as the code: how many frames miss their response
 //! timeout, how fast a phase lock converges, how many deadlines a debug build keeps on a shared
-//! 2-vCPU VM whose host stalls a vCPU for milliseconds now and then (measured on the CI machines:
-//! 9 of 735 frames of a threaded run late in one burst, none in the runs before and after). Such a
-//! verdict gets [`ATTEMPTS`] runs and passes when one does; every failed attempt is printed with
+//! 2-vCPU VM whose host stalls its vCPUs for milliseconds now and then (seen on a CI machine: 9
+//! of 735 frames of a threaded run late, all in the run's last 300 cycles). Such a verdict gets
+//! [`ATTEMPTS`] runs and passes when one does; every failed attempt is printed with
 //! its reason, and the test fails with all of them. A defect of the code fails every attempt.
 //! Correctness checks (data, WKC, states) stay plain asserts inside the attempt: a panic there is
 //! not retried.
