@@ -144,8 +144,9 @@ fn clean_bench_run() -> Result<(), String> {
     assert!(txt.contains("data errors 0"), "{txt}");
     assert!(s.rtt_ns.unwrap().p50 > 0);
     assert_all_init(&sim);
-    // The simulator process runs SCHED_OTHER on a shared 2-vCPU VM: a response can miss the
-    // 900 µs timeout under load. The wire itself loses nothing: keep the rate well below 1 %.
+    // The simulator answers at SCHED_FIFO 70, but on a shared 2-vCPU VM whose host stalls a
+    // vCPU a response can still miss the 900 µs timeout. The wire itself loses nothing: keep
+    // the rate well below 1 %.
     if s.frames_lost * 100 < s.cycles {
         Ok(())
     } else {
