@@ -12,6 +12,11 @@
 /// How many runs a machine-dependent verdict gets.
 pub const ATTEMPTS: u32 = 3;
 
+/// A machine-dependent verdict inside an attempt: `Err(why())` when `ok` does not hold.
+pub fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
+    if ok { Ok(()) } else { Err(why()) }
+}
+
 /// Run `attempt(i)` for i = 1.. until it returns `Ok`, at most [`ATTEMPTS`] times; panics with
 /// every attempt's reason when none passed.
 pub fn within_machine_noise<T>(what: &str, mut attempt: impl FnMut(u32) -> Result<T, String>) -> T {

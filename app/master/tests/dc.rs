@@ -2,7 +2,7 @@
 //! configured at bring-up, `tx_rx_dc` in OP and the cycle's deadlines phase-locked to the
 //! reference clock, which drifts by +50 ppm against CLOCK_MONOTONIC (another device by −50 ppm).
 
-use ecsim::noise::within_machine_noise;
+use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::acyclic::{SdoClient, sdo_queue};
 use rtcat_master::dc::LockState;
@@ -181,12 +181,6 @@ fn share_within(samples: &[Sample], from: usize) -> f64 {
 /// state is asserted only then — a lock needs 100 good cycles in a row.
 fn kept_the_cycle(out: &Outcome) -> bool {
     out.rec.missed_deadlines * 100 <= out.rec.cycles
-}
-
-/// A verdict of the machine as much as of the loop (how fast and how well the phase is held
-/// on a shared VM): `Err(why)` when it does not hold, for [`within_machine_noise`].
-fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
-    if ok { Ok(()) } else { Err(why()) }
 }
 
 #[test]

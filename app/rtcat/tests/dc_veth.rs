@@ -4,6 +4,7 @@
 //! moved, the phase lock holds, the summary has the `axes` list and the `dc` object. Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
+use ecsim::noise::ensure;
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 const TOP: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
@@ -84,9 +85,9 @@ fn demo_run() -> Result<(), String> {
     if kept_the_cycle {
         // The lock reached (not necessarily held at the very last cycle: ten late wake-ups in
         // a row make it "lost" for a moment).
-        if !ev.contains("dc_lock state=locked") {
-            return Err(format!("lock {}: {ev}", dc.lock_state));
-        }
+        ensure(ev.contains("dc_lock state=locked"), || {
+            format!("lock {}: {ev}", dc.lock_state)
+        })?;
     } else {
         eprintln!(
             "over veth: {} of {} cycles missed their deadline; the lock ({}) is not asserted",
@@ -104,8 +105,10 @@ fn demo_run() -> Result<(), String> {
         dc.phase_error_ns
     );
     // The median cycle is on the grid; single cycles of a loaded machine may not be.
-    if kept_the_cycle && dc.phase_error_ns.p50 >= 50_000 {
-        return Err(format!("median off the grid: {:?}", dc.phase_error_ns));
+    if kept_the_cycle {
+        ensure(dc.phase_error_ns.p50 < 50_000, || {
+            format!("median off the grid: {:?}", dc.phase_error_ns)
+        })?;
     }
     // Drive 2's clock is compared with drive 1's (the reference) and sampled.
     assert_eq!(dc.subdevices.len(), 1, "{:?}", dc.subdevices);
@@ -118,12 +121,15 @@ fn demo_run() -> Result<(), String> {
     let txt = std::fs::read_to_string(out.join("summary.txt")).unwrap();
     assert!(txt.contains("distributed clocks: SYNC0"), "{txt}");
     for a in axes {
-        if a.state_reached.as_deref() != Some("operation enabled") || a.faults != 0 {
-            return Err(format!(
-                "axis {} reached {:?} with {} faults: {ev}",
-                a.name, a.state_reached, a.faults
-            ));
-        }
+        ensure(
+            a.state_reached.as_deref() == Some("operation enabled") && a.faults == 0,
+            || {
+                format!(
+                    "axis {} reached {:?} with {} faults: {ev}",
+                    a.name, a.state_reached, a.faults
+                )
+            },
+        )?;
     }
     eprintln!(
         "over veth: |phase error| P50 {} P99 {} P99.9 {} max {} ns, drift {:+.2} ppm",

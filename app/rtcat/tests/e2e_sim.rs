@@ -122,13 +122,12 @@ fn healthy_run(mode: TxRxMode) -> Result<(), String> {
         TxRxMode::Inline => s.frames_lost == 0,
         TxRxMode::Thread => s.frames_lost * 200 < s.cycles,
     };
-    if !late_ok || s.recoveries != 0 {
-        return Err(format!(
+    ecsim::noise::ensure(late_ok && s.recoveries == 0, || {
+        format!(
             "{mode:?}: {} of {} frames late, {} recoveries: {ev}",
             s.frames_lost, s.cycles, s.recoveries
-        ));
-    }
-    Ok(())
+        )
+    })
 }
 
 /// Applies a fault from inside the cyclic thread once the segment has cycled in OP for a while,

@@ -186,12 +186,7 @@ fn forged_run() -> Result<(), String> {
     );
     assert_eq!(out.bus.send_errors, 0);
     // The real replies still made the cycles (a few may miss the timeout on a shared VM).
-    if out.rec.frames_lost * 50 < out.rec.cycles {
-        Ok(())
-    } else {
-        Err(format!(
-            "{} lost of {}",
-            out.rec.frames_lost, out.rec.cycles
-        ))
-    }
+    ecsim::noise::ensure(out.rec.frames_lost * 50 < out.rec.cycles, || {
+        format!("{} lost of {}", out.rec.frames_lost, out.rec.cycles)
+    })
 }

@@ -147,11 +147,9 @@ fn clean_bench_run() -> Result<(), String> {
     // The simulator answers at SCHED_FIFO 70, but on a shared 2-vCPU VM whose host stalls a
     // vCPU a response can still miss the 900 µs timeout. The wire itself loses nothing: keep
     // the rate well below 1 %.
-    if s.frames_lost * 100 < s.cycles {
-        Ok(())
-    } else {
-        Err(format!("{} lost of {}", s.frames_lost, s.cycles))
-    }
+    ecsim::noise::ensure(s.frames_lost * 100 < s.cycles, || {
+        format!("{} lost of {}", s.frames_lost, s.cycles)
+    })
 }
 
 #[test]
