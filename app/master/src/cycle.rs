@@ -229,8 +229,9 @@ fn exchange<G: CycleGroup>(
                 let until = match overdue {
                     None if now < deadline_ns => deadline_ns,
                     None => {
-                        overdue = Some((passes.request(), now + TXRX_GRACE_NS));
-                        now + TXRX_GRACE_NS
+                        let end = now + TXRX_GRACE_NS;
+                        overdue = Some((passes.request(), end));
+                        end
                     }
                     Some((_, end)) if passed || now >= end => return Err(()),
                     Some((_, end)) => end,

@@ -141,7 +141,7 @@ fn checkpoint_fn(
     let requested = job.duration.map(|d| d.as_secs_f64());
     let dir = job.dir.clone();
     let live = job.live.clone();
-    let (dc_cfg, period_us) = (job.cfg.dc.clone(), cfg.cycle.period_us);
+    let (dc_cfg, period_us) = (cfg.dc.clone(), cfg.cycle.period_us);
     Box::new(move |rec: &Recorder, logging: &summary::LoggingHealth| {
         let facts = RunFacts {
             mode,
