@@ -414,22 +414,65 @@ impl Esc {
         true
     }
 
-    fn writable(a: usize) -> bool {
-        // SM status (0x0805 + 8n) and PDI control (0x0807 + 8n) are read-only for the master.
-        if (0x0800..=0x087f).contains(&a) && matches!(a % 8, 5 | 7) {
-            return false;
+    /// The bits of register byte `a` (below 0x1000) a master's write may change; the others are
+    /// read-only for the master, reserved, or computed by the ESC (Beckhoff ET1100 datasheet,
+    /// section II "Register description": the "ECAT" access column of each register). Writes
+    /// with a side effect but nothing stored (the error counters' clear) have mask 0; their
+    /// effect is in [`Esc::after_write`].
+    fn write_mask(a: usize) -> u8 {
+        match a {
+            // Configured station address; the alias (0x0012) is loaded from the SII, r/- for ECAT.
+            0x0010..=0x0011 => 0xff,
+            // ESC DL control, physical read/write offset.
+            0x0100..=0x0103 | 0x0108..=0x0109 => 0xff,
+            // AL control: state, error acknowledge, device identification.
+            0x0120 => 0x3f,
+            // ECAT event mask.
+            0x0200..=0x0203 => 0xff,
+            // Watchdog divider, PDI and SM watchdog times.
+            0x0400..=0x0401 | 0x0410..=0x0411 | 0x0420..=0x0421 => 0xff,
+            // SII: EEPROM configuration (PDI offer, force ECAT access); control/status: only the
+            // write enable (bit 0) and the three command bits (8-10) — 8-byte reads (bit 6),
+            // emulation, algorithm, the error and busy bits are the ESC's; address; the data
+            // register's first two bytes (what a write command writes).
+            0x0500 => 0x03,
+            0x0502 => 0x01,
+            0x0503 => 0x07,
+            0x0504..=0x0509 => 0xff,
+            // FMMUs (16 bytes each): start/stop/physical start bits are 3 bits wide, the type
+            // 2 bits, activate 1 bit, bytes 13-15 reserved.
+            0x0600..=0x06ff => match a % 16 {
+                0..=5 | 8 | 9 => 0xff,
+                6 | 7 | 10 => 0x07,
+                11 => 0x03,
+                12 => 0x01,
+                _ => 0,
+            },
+            // Sync managers (8 bytes each): start, length, control (bit 7 reserved), activate
+            // (enable, repeat, latch events); status (5) and PDI control (7) are read-only.
+            0x0800..=0x087f => match a % 8 {
+                0..=3 => 0xff,
+                4 => 0x7f,
+                6 => 0xc3,
+                _ => 0,
+            },
+            // DC: a write to port 0's receive time latches all ports; system time (the write is
+            // compared, not stored as such), offset, delay; speed counter start (15 bits);
+            // filter depths (4 bits); receive time latch mode; cyclic unit control;
+            // activation; start time; SYNC0/SYNC1 cycle times; latch controls. Receive times
+            // of the other ports, the processing unit's receive time, the difference
+            // registers, pulse length, activation and SYNC status, next SYNC1, latch
+            // status and times are the ESC's.
+            0x0900..=0x0903 | 0x0910..=0x0917 | 0x0920..=0x092b | 0x0930 => 0xff,
+            0x0931 => 0x7f,
+            0x0934..=0x0935 => 0x0f,
+            0x0936 => 0x01,
+            0x0980 => 0x31,
+            0x0981 => 0xff,
+            0x0990..=0x0997 | 0x09a0..=0x09a7 => 0xff,
+            0x09a8..=0x09a9 => 0x03,
+            _ => 0,
         }
-        matches!(a,
-            0x0010..=0x0013
-            | 0x0100..=0x0103
-            | 0x0120..=0x0121
-            | 0x0200..=0x0203
-            | 0x0400..=0x0443
-            | 0x0500..=0x050f
-            | 0x0600..=0x06ff
-            | 0x0800..=0x087f
-            | 0x0900..=0x09ff
-            | 0x1000..)
     }
 
     /// Refresh registers whose value depends on the moment they are read.
@@ -507,9 +550,8 @@ impl Esc {
             return;
         }
         for (i, &b) in data.iter().enumerate() {
-            if Self::writable(a + i) {
-                self.mem[a + i] = b;
-            }
+            let (at, mask) = (a + i, Self::write_mask(a + i));
+            self.mem[at] = (self.mem[at] & !mask) | (b & mask);
         }
         self.after_write(a, end, now_ns);
     }
@@ -1162,5 +1204,79 @@ impl Esc {
     /// Whether this device supports distributed clocks (DC registers 0x0900..0x09ff).
     pub fn has_dc(&self) -> bool {
         self.spec.dc
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::spec::SegmentSpec;
+
+    fn dc_device() -> Esc {
+        let spec = SegmentSpec::uniform(1, 4, 4).with_dc(true);
+        let mut e = Esc::new(spec.devices[0].clone(), 0, 1);
+        e.power_on();
+        e
+    }
+
+    /// Registers whose own bytes a write legitimately changes beyond the written bits: the SII
+    /// control's command bits self-clear and its status reports the command; a write to port
+    /// 0's receive time latches the receive times; the system time is computed on read.
+    fn side_effect(a: usize) -> bool {
+        matches!(a, 0x0503 | 0x0900..=0x0903 | 0x0910..=0x0917)
+    }
+
+    #[test]
+    fn a_master_write_changes_only_what_the_register_description_lets_it() {
+        for a in 0..0x1000usize {
+            for v in [0x00u8, 0xff, 0x5a] {
+                let mut e = dc_device();
+                let before = e.mem().to_vec();
+                e.phys_write(a, &[v], 1_000);
+                let after = e.mem()[a];
+                if side_effect(a) {
+                    continue;
+                }
+                let mask = Esc::write_mask(a);
+                let want = (before[a] & !mask) | (v & mask);
+                // AL control drives the state machine, which may refuse and leave the request
+                // as written: only the masked bits are the master's.
+                assert_eq!(
+                    after & !mask,
+                    before[a] & !mask,
+                    "{a:#06x} <- {v:#04x}: read-only bits changed ({:#04x} -> {after:#04x}, mask {mask:#04x})",
+                    before[a]
+                );
+                if mask != 0 && !matches!(a, 0x0120) {
+                    assert_eq!(after, want, "{a:#06x} <- {v:#04x}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sii_control_keeps_its_read_only_bits() {
+        // The defect another master found: writing the control word of a read command
+        // (0x0100) cleared "8-byte reads supported" (0x0502 bit 6).
+        let mut e = dc_device();
+        assert_eq!(e.mem()[reg::SII_CONTROL] & 0x40, 0x40);
+        e.phys_write(reg::SII_CONTROL, &[0x00, 0x01, 0, 0, 0, 0], 0);
+        assert_eq!(
+            e.mem()[reg::SII_CONTROL] & 0xc0,
+            0xc0,
+            "8-byte reads, algorithm"
+        );
+        // the write-enable bit is the master's
+        e.phys_write(reg::SII_CONTROL, &[0x01], 0);
+        assert_eq!(e.mem()[reg::SII_CONTROL] & 0x01, 0x01);
+        // SM status and an FMMU's reserved bytes stay as the ESC has them
+        e.phys_write(reg::SM0 + 5, &[0xff], 0);
+        assert_eq!(e.mem()[reg::SM0 + 5], 0);
+        e.phys_write(reg::FMMU0 + 13, &[0xff, 0xff, 0xff], 0);
+        assert_eq!(&e.mem()[reg::FMMU0 + 13..reg::FMMU0 + 16], &[0, 0, 0]);
+        // the alias is loaded from the SII, not written by the master
+        let alias = get_u16(e.mem(), reg::STATION_ALIAS);
+        e.phys_write(reg::STATION_ALIAS, &[0x34, 0x12], 0);
+        assert_eq!(get_u16(e.mem(), reg::STATION_ALIAS), alias);
     }
 }

@@ -4,7 +4,7 @@
 
 use crate::faults::Faults;
 use crate::port::{MAX_FRAME, SimPort};
-use rtcat_packet::{PacketKind, PacketSocket, is_link_error};
+use rtcat_packet::{MIN_FRAME_LEN, PacketKind, PacketSocket, is_link_error};
 use std::io;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -16,6 +16,9 @@ pub struct Responder {
     port: SimPort,
     status: Arc<Mutex<String>>,
     link_errors: u64,
+    /// Frames shorter than the Ethernet minimum, dropped unanswered as an ESC's port drops
+    /// them (a master that does not pad is seen to fail here, as on a real segment).
+    runts: u64,
 }
 
 impl Responder {
@@ -30,6 +33,7 @@ impl Responder {
             port,
             status,
             link_errors: 0,
+            runts: 0,
         })
     }
 
@@ -66,7 +70,7 @@ impl Responder {
             .collect();
         let text = format!(
             "frames={} replied={} lost={} link_down_drops={} malformed={} ignored={} \
-             wkc_corrupted={} power_cycles={} link_errors={} devices=[{}]{dc}",
+             wkc_corrupted={} power_cycles={} link_errors={} runts={} devices=[{}]{dc}",
             st.frames,
             st.replied,
             st.lost,
@@ -76,6 +80,7 @@ impl Responder {
             st.wkc_corrupted,
             st.power_cycles,
             self.link_errors,
+            self.runts,
             states.join(" ")
         );
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = text;
@@ -95,6 +100,7 @@ impl Responder {
             loop {
                 match self.sock.recv(&mut buf) {
                     Ok(Some((_, PacketKind::Outgoing))) => continue,
+                    Ok(Some((n, PacketKind::Incoming))) if n < MIN_FRAME_LEN => self.runts += 1,
                     Ok(Some((n, PacketKind::Incoming))) => {
                         self.port.send(&buf[..n]);
                     }

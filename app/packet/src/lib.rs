@@ -24,6 +24,23 @@ pub const DATAGRAM_HEADER_LEN: usize = 10;
 /// Working counter after each datagram's data.
 pub const WKC_LEN: usize = 2;
 
+/// The shortest Ethernet frame without its FCS (IEEE 802.3 §3.2.8: 64 bytes with the FCS).
+/// Most NICs pad shorter frames in hardware; veth and some drivers send them as they are, and
+/// an Ethernet receiver (an ESC's port among them) drops such a runt. Most bring-up frames
+/// (one register datagram: 14 + 2 + 10 + 2..8 + 2 bytes) are shorter.
+pub const MIN_FRAME_LEN: usize = 60;
+
+/// `frame`, or a copy padded with zeros in `buf` when it is shorter than [`MIN_FRAME_LEN`]
+/// (the EtherCAT header's length field tells a receiver where the datagrams end).
+pub fn padded<'a>(frame: &'a [u8], buf: &'a mut [u8; MIN_FRAME_LEN]) -> &'a [u8] {
+    if frame.len() >= MIN_FRAME_LEN {
+        return frame;
+    }
+    buf[..frame.len()].copy_from_slice(frame);
+    buf[frame.len()..].fill(0);
+    &buf[..]
+}
+
 /// A raw AF_PACKET socket bound to one interface, receiving only EtherCAT frames.
 #[derive(Debug)]
 pub struct PacketSocket {
@@ -109,20 +126,23 @@ impl PacketSocket {
         self.ifindex
     }
 
-    /// Send one complete Ethernet frame.
+    /// Send one complete Ethernet frame, padded with zeros to the Ethernet minimum
+    /// ([`MIN_FRAME_LEN`]) when shorter; returns the bytes of `frame` sent.
     pub fn send(&self, frame: &[u8]) -> io::Result<usize> {
+        let mut pad = [0u8; MIN_FRAME_LEN];
+        let wire = padded(frame, &mut pad);
         let n = unsafe {
             libc::send(
                 self.fd.as_raw_fd(),
-                frame.as_ptr() as *const libc::c_void,
-                frame.len(),
+                wire.as_ptr() as *const libc::c_void,
+                wire.len(),
                 0,
             )
         };
         if n < 0 {
             Err(io::Error::last_os_error())
         } else {
-            Ok(n as usize)
+            Ok((n as usize).min(frame.len()))
         }
     }
 
@@ -205,4 +225,24 @@ pub fn is_link_error(e: &io::Error) -> bool {
         e.raw_os_error(),
         Some(libc::ENETDOWN) | Some(libc::ENXIO) | Some(libc::ENOBUFS) | Some(libc::EAGAIN)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_frames_are_padded_with_zeros_long_ones_sent_as_they_are() {
+        let mut buf = [0xaau8; MIN_FRAME_LEN];
+        let short = [1u8; 30];
+        let p = padded(&short, &mut buf);
+        assert_eq!(p.len(), MIN_FRAME_LEN);
+        assert_eq!(&p[..30], &short[..]);
+        assert!(p[30..].iter().all(|&b| b == 0));
+        let long = [2u8; 61];
+        let mut buf = [0u8; MIN_FRAME_LEN];
+        assert_eq!(padded(&long, &mut buf).as_ptr(), long.as_ptr());
+        let exact = [3u8; MIN_FRAME_LEN];
+        assert_eq!(padded(&exact, &mut buf).len(), MIN_FRAME_LEN);
+    }
 }
