@@ -17,6 +17,25 @@ pub fn ensure(ok: bool, why: impl FnOnce() -> String) -> Result<(), String> {
     if ok { Ok(()) } else { Err(why()) }
 }
 
+/// A command's exit inside an attempt: `Ok` when it succeeded, `Err` when it failed on a timeout
+/// (a bring-up PDU, a state change or a response that did not come back in time on a loaded
+/// machine: the machine's verdict, retried), a panic naming `what` for any other failure (a
+/// defect of the code, never retried).
+pub fn exited_ok(what: &str, status: std::process::ExitStatus, stderr: &str) -> Result<(), String> {
+    if status.success() {
+        return Ok(());
+    }
+    let timed_out = stderr.to_ascii_lowercase().contains("timeout")
+        || stderr.to_ascii_lowercase().contains("timed out");
+    assert!(timed_out, "{what}: {status}: {stderr}");
+    let last = stderr
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    Err(format!("{what}: {status} on a timeout: {last}"))
+}
+
 /// Run `attempt(i)` for i = 1.. until it returns `Ok`, at most [`ATTEMPTS`] times; panics with
 /// every attempt's reason when none passed.
 pub fn within_machine_noise<T>(what: &str, mut attempt: impl FnMut(u32) -> Result<T, String>) -> T {
@@ -44,6 +63,21 @@ pub fn within_machine_noise<T>(what: &str, mut attempt: impl FnMut(u32) -> Resul
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn exit(code: i32) -> std::process::ExitStatus {
+        use std::os::unix::process::ExitStatusExt;
+        std::process::ExitStatus::from_raw(code << 8)
+    }
+
+    #[test]
+    fn a_timeout_is_the_machines_verdict_any_other_failure_a_defect() {
+        assert_eq!(exited_ok("b", exit(0), "anything"), Ok(()));
+        let e = exited_ok("b", exit(1), "error: bring-up: timeout: PDU\n").unwrap_err();
+        assert!(e.contains("timeout: PDU"), "{e}");
+        let r = std::panic::catch_unwind(|| exited_ok("b", exit(1), "error: WKC 7, expected 9"));
+        let msg = *r.unwrap_err().downcast::<String>().unwrap();
+        assert!(msg.contains("WKC 7"), "{msg}");
+    }
 
     #[test]
     fn a_verdict_passes_at_the_first_good_attempt() {

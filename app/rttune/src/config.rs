@@ -347,14 +347,14 @@ mod tests {
         };
         let e = t.validate().unwrap_err();
         assert_eq!(e.key, "tune.state_file");
-        // A checkout under /tmp (a CI runner's) is refused for that first, by the rule above.
-        let why = if open.starts_with("/tmp") {
-            "is in /tmp"
-        } else {
-            "writable by group or others"
+        // A checkout below one of the untrusted directories (/tmp, /var/tmp: a CI runner's) is
+        // refused for that first, by the rule above; wherever it lies, it is refused.
+        let why = match UNTRUSTED_STATE_DIRS.iter().find(|d| open.starts_with(d)) {
+            Some(d) => format!("is in {d}"),
+            None => "writable by group or others".to_string(),
         };
         assert!(
-            e.message.contains(&format!("{} is", open.display())) && e.message.contains(why),
+            e.message.contains(&format!("{} is", open.display())) && e.message.contains(&why),
             "{e}"
         );
     }
