@@ -92,13 +92,14 @@ for a in "${arches[@]}"; do
 	esac
 	step "cargo deb -p rtcat --target $triple ($a)"
 	start=$(date +%s)
-	# --dbgsym: the release profile keeps line tables (debug = 1); they go into a separate
-	# rtcat-dbgsym .ddeb for crash analysis and the binary in the .deb is stripped.
+	# --profile dist: the shipping profile (thin LTO, Cargo.toml). --dbgsym: it keeps line tables
+	# (debug = 1); they go into a separate rtcat-dbgsym .ddeb for crash analysis and the binary
+	# in the .deb is stripped.
 	if [ -n "$with_cross" ]; then
-		cross build -p rtcat --release --locked --target "$triple"
-		cargo deb -p rtcat --target "$triple" --output "$out" --no-build --dbgsym --compress-debug-symbols=zlib
+		cross build -p rtcat --profile dist --locked --target "$triple"
+		cargo deb -p rtcat --profile dist --target "$triple" --output "$out" --no-build --dbgsym --compress-debug-symbols=zlib
 	else
-		cargo deb -p rtcat --target "$triple" --output "$out" --locked --dbgsym --compress-debug-symbols=zlib
+		cargo deb -p rtcat --profile dist --target "$triple" --output "$out" --locked --dbgsym --compress-debug-symbols=zlib
 	fi
 	add_md5sums "$out/rtcat_${changelog_version}_${a}.deb"
 	echo "built $a in $(($(date +%s) - start)) s"

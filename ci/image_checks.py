@@ -308,7 +308,21 @@ def recipe_vars(text):
         yield m.group(1), m.group(2)
 
 
+def check_dist_profile():
+    """The rtcat recipe builds with Cargo.toml's [profile.dist] (the .deb's profile)."""
+    prof = tomllib.loads((TOP / "Cargo.toml").read_text())["profile"]
+    dist = {**prof.get("release", {}), **prof["dist"]}
+    recipe = LAYER / "recipes-rtcat/rtcat/rtcat_0.1.0.bb"
+    exported = re.findall(r'^export CARGO_PROFILE_RELEASE_(\w+) = "([^"]*)"$', recipe.read_text(), re.M)
+    got = {name.lower().replace("_", "-"): value for name, value in exported}
+    for key in ("lto", "codegen-units", "debug"):
+        want = dist.get(key)
+        if want is None or got.get(key) != str(want):
+            err(rel(recipe), f"export CARGO_PROFILE_RELEASE_{key.upper().replace('-', '_')} = {got.get(key)!r}, Cargo.toml [profile.dist] {key} = {want!r}")
+
+
 def check_recipes():
+    check_dist_profile()
     recipes = sorted(list(LAYER.rglob("*.bb")) + list(LAYER.rglob("*.bbappend")))
     n_files = n_lic = 0
     for p in recipes:

@@ -42,6 +42,14 @@ inherit cargo cargo-update-recipe-crates systemd useradd
 # Only the rtcat binary of the workspace.
 CARGO_BUILD_FLAGS:append = " --package rtcat"
 
+# The image ships what the .deb ships: Cargo.toml's [profile.dist] (thin LTO, 4 codegen units,
+# line tables for the -dbg package) applied to the release build that oe-core's cargo class
+# runs; the workspace's own release profile is the fast-building one. ci/image_checks.py
+# (recipes) keeps these equal to [profile.dist].
+export CARGO_PROFILE_RELEASE_LTO = "thin"
+export CARGO_PROFILE_RELEASE_CODEGEN_UNITS = "4"
+export CARGO_PROFILE_RELEASE_DEBUG = "1"
+
 do_install:append() {
     install -d ${D}${systemd_system_unitdir} ${D}${sysconfdir}/rtcat ${D}${nonarch_libdir}/sysusers.d \
                ${D}${nonarch_libdir}/tmpfiles.d ${D}${nonarch_base_libdir}/udev/rules.d
