@@ -137,8 +137,7 @@ yamllint -s -d '{extends: default, rules: {line-length: {max: 120}, truthy: {che
 # --- overlay: config, sysctl --------------------------------------------------------------------
 step "default config /etc/rtcat/rtcat.toml and the example, asking rtcat (its validator, its CPU lists)"
 # The host build of this tree: the .deb's binary comes later and --skip-deb builds none.
-cargo build -q --locked -p rtcat || fail "cargo build -p rtcat"
-rtcat_bin="$(cargo_target_dir)/debug/rtcat"
+rtcat_bin=$(host_rtcat) || fail "cargo build -p rtcat"
 ci/image_checks.py --rtcat "$rtcat_bin" config || fail "rootfs-overlay/etc/rtcat/rtcat.toml"
 ci/image_checks.py --rtcat "$rtcat_bin" example || fail "app/master/rtcat.example.toml"
 step "sysctl.d"

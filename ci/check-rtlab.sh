@@ -47,9 +47,7 @@ if [ -z "${RTCAT_WORKSPACE_CHECKED:-}" ]; then
 fi
 
 step "rtlab: build rtcat (load, report and ladder are its subcommands)"
-cargo build -q --locked -p rtcat
-bin="$(cargo_target_dir)/debug/rtcat"
-[ -x "$bin" ] || die "rtcat binary not found at $bin"
+bin=$(host_rtcat) || die "cannot build rtcat"
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

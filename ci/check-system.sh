@@ -4,11 +4,19 @@
 # as a user would, and prove that the controller runs from boot. See ci/system/README.md.
 #
 # Usage: ci/check-system.sh [--out DIR] [--timeout S] [--jobs N] [--rebuild kernel|rootfs|all]
+#                            [--build-kernel | --kernel-deb F] ...
 #   --out DIR      results (console log, files read back from the guest disk, phases.txt);
 #                  default: out/system in the repository
 #   --timeout S    wall-clock limit of the guest run (default 1200)
 #   --jobs N       kernel build jobs (default: number of CPUs)
 #   --rebuild X    ignore the cached kernel Image / base rootfs / both
+#   --rootfs-only  only make the cached base rootfs (ci/test.sh starts this in the background
+#                  while the image area builds, so the two overlap)
+#   --build-kernel boot rtcat's own mainline-rt 6.12 kernel, built here from Debian's
+#                  linux-source-6.12 (kernel/build.sh, ~15-40 min on 2 cores when not cached)
+#                  instead of Debian's prebuilt PREEMPT_RT kernel (the default: CI's cold runs
+#                  cannot afford the build; ci/check-kernel.sh merges and checks rtcat's own
+#                  configuration and compiles its stmmac patch under it in every run)
 #   --period-us N  guest cycle period (default: the shipped [cycle].period_us, 1 ms)
 #   --kernel-deb F boot a kernel package built by kernel/build.sh (e.g. the RK3588 mainline-rt
 #                  linux-image-*.deb) instead of the cached QEMU kernel: it is installed in the
@@ -23,10 +31,11 @@
 #
 # Caches (outside the repository, survive between runs on one machine, keyed by a hash of
 # their inputs, rebuilt when missing): ${XDG_CACHE_HOME:-$HOME/.cache}/rtcat/system/
-#   kernel-<key>/Image     kernel/build.sh --flavour mainline-rt --series 6.12 --qemu-virt --trim
-#                          --no-hw plus ci/system/guest-kernel.cfg (Linux 6.12, Debian's
-#                          linux-source-6.12: the mainline series CI can fetch)
-#   rootfs-<key>/          debootstrap'd Debian bookworm arm64 (qemu-user-static)
+#   rootfs-<key>/          debootstrap'd Debian bookworm arm64 (qemu-user-static); by default
+#                          with Debian's linux-image-rt-arm64 from bookworm-backports (Linux 6.12
+#                          PREEMPT_RT) and its initramfs installed, the version in the key
+#   kernel-<key>/Image     with --build-kernel: kernel/build.sh --flavour mainline-rt --series 6.12
+#                          --qemu-virt --trim --no-hw plus ci/system/guest-kernel.cfg
 # Needs root (debootstrap, chroot, binfmt_misc). Exit status 0 only when every assertion holds.
 set -euo pipefail
 # shellcheck source=ci/lib.sh
@@ -40,6 +49,8 @@ rebuild=""
 period_us=0
 icount=1
 kernel_deb=""
+build_kernel=""
+rootfs_only=""
 machine=rockchip-rk3588-evb
 no_link=""
 while [ $# -gt 0 ]; do
@@ -51,6 +62,8 @@ while [ $# -gt 0 ]; do
 	--period-us) period_us=${2:?--period-us needs microseconds}; shift 2 ;;
 	--icount) icount=${2:?--icount needs a shift (0-10) or off}; shift 2 ;;
 	--kernel-deb) kernel_deb=${2:?--kernel-deb needs a linux-image-*.deb}; shift 2 ;;
+	--build-kernel) build_kernel=1; shift ;;
+	--rootfs-only) rootfs_only=1; shift ;;
 	--machine) machine=${2:?--machine needs a MACHINE}; shift 2 ;;
 	--no-link) no_link=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -67,6 +80,12 @@ if [ -n "$kernel_deb" ]; then
 	kernel_deb=$(cd "$(dirname "$kernel_deb")" && pwd)/$(basename "$kernel_deb")
 fi
 case "$rebuild" in "" | kernel | rootfs | all) ;; *) die "--rebuild: '$rebuild' is not kernel, rootfs or all" ;; esac
+[ -z "$kernel_deb" ] || [ -z "$build_kernel" ] || die "--kernel-deb and --build-kernel: choose one kernel"
+# The guest's kernel: Debian's prebuilt PREEMPT_RT package (default), rtcat's own build, or a package.
+kernel_src=debian
+[ -z "$build_kernel" ] || kernel_src=build
+[ -z "$kernel_deb" ] || kernel_src=deb
+DEBIAN_RT_KERNEL=linux-image-rt-arm64
 BOARD_LINK=yocto-layer/recipes-rtcat/rtcat-board/files/$machine/10-rtcat-ethercat.link
 [ -f "$RTCAT_TOP/$BOARD_LINK" ] || die "--machine: no $BOARD_LINK"
 [ "$(id -u)" -eq 0 ] || die "the system test needs root (debootstrap, chroot, binfmt_misc)"
@@ -115,20 +134,10 @@ key() {
 }
 
 # ---- tools ---------------------------------------------------------------------------------
-tools() {
-	ensure_backports linux-source-6.12
-	if ! command -v qemu-system-aarch64 >/dev/null; then
-		step "apt-get install -t bookworm-backports qemu-system-arm"
-		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
-			-t bookworm-backports qemu-system-arm >/dev/null
-	fi
-	# kernel/build.sh: cross compiler and kernel build tools; rootfs: debootstrap + qemu-user;
-	# image: mkfs.ext4 -d / debugfs (e2fsprogs).
-	ensure_apt linux-source-6.12 gcc-aarch64-linux-gnu device-tree-compiler bc bison flex \
-		libssl-dev libelf-dev make cpio kmod rsync xz-utils perl dpkg-dev \
-		debootstrap qemu-user-static e2fsprogs debian-archive-keyring shellcheck
-	qemu-system-aarch64 --version | head -1
-	# binfmt_misc: lets chroot run the arm64 rootfs' programs through qemu-aarch64-static.
+# rootfs: debootstrap + qemu-user (binfmt_misc lets chroot run the arm64 rootfs' programs
+# through qemu-aarch64-static).
+tools_rootfs() {
+	ensure_apt debootstrap qemu-user-static debian-archive-keyring
 	if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
 		mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc
 	fi
@@ -137,11 +146,27 @@ tools() {
 		cat /usr/lib/binfmt.d/qemu-aarch64.conf >/proc/sys/fs/binfmt_misc/register
 	fi
 	grep -qx enabled /proc/sys/fs/binfmt_misc/qemu-aarch64 || die "binfmt_misc qemu-aarch64 is not enabled"
+}
+tools() {
+	tools_rootfs
+	ensure_backports qemu-system-arm
+	if ! command -v qemu-system-aarch64 >/dev/null; then
+		step "apt-get install -t bookworm-backports qemu-system-arm"
+		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+			-o DPkg::Lock::Timeout=1200 -t bookworm-backports qemu-system-arm >/dev/null
+	fi
+	# image: mkfs.ext4 -d / debugfs (e2fsprogs).
+	ensure_apt e2fsprogs dpkg-dev shellcheck
+	# --build-kernel (kernel/build.sh): the 6.12 source, cross compiler and kernel build tools.
+	if [ "$kernel_src" = build ]; then
+		ensure_backports linux-source-6.12
+		ensure_apt linux-source-6.12 gcc-aarch64-linux-gnu device-tree-compiler bc bison flex \
+			libssl-dev libelf-dev make cpio kmod rsync xz-utils perl
+	fi
+	qemu-system-aarch64 --version | head -1
 	# The host build of rtcat: its CPU-list parser (rtcat config cpus) for the CPU lists here and
 	# in assert.py.
-	cargo build -q --locked -p rtcat || die "cargo build -p rtcat failed"
-	HOST_RTCAT="$(cargo_target_dir)/debug/rtcat"
-	[ -x "$HOST_RTCAT" ] || die "no host rtcat at $HOST_RTCAT"
+	HOST_RTCAT=$(host_rtcat) || die "cargo build -p rtcat failed"
 	echo "scripts: shellcheck"
 	shellcheck -x ci/check-system.sh "$sys"/*.sh
 	for u in "$sys"/*.service; do
@@ -180,11 +205,19 @@ bootargs() {
 }
 
 # ---- 2. kernel ---------------------------------------------------------------------------------
+KIMAGE="" KINITRD="" KREL=""
 kernel() {
 	local k
-	if [ -n "$kernel_deb" ]; then
+	if [ "$kernel_src" = deb ]; then
 		echo "kernel from $kernel_deb ($(dpkg-deb -f "$kernel_deb" Package) $(dpkg-deb -f "$kernel_deb" Version)), installed in the image phase"
 		KDIR="$out/kernel-from-deb"
+		return 0
+	fi
+	if [ "$kernel_src" = debian ]; then
+		arm64_apt
+		KPKG=$(debian_rt_package)
+		[ -n "$KPKG" ] || die "bookworm-backports has no $DEBIAN_RT_KERNEL for arm64"
+		echo "Debian's $DEBIAN_RT_KERNEL (bookworm-backports): $KPKG, unpacked in the guest's rootfs in the image phase"
 		return 0
 	fi
 	local frags=(kernel/fragments/rt-core.cfg kernel/fragments/qemu-virt.cfg kernel/fragments/trim.cfg "$sys/guest-kernel.cfg")
@@ -195,7 +228,9 @@ kernel() {
 	k=$(aarch64-linux-gnu-gcc --version | head -1 | key kernel/build.sh kernel/patch-series.sh kernel/merge-config.sh kernel/verify-config.py kernel/sources.env "${frags[@]}" "${patches[@]}")
 	KDIR="$cache/kernel-$k"
 	if [ -f "$KDIR/Image" ] && [ -f "$KDIR/.complete" ] && [ "$rebuild" != kernel ] && [ "$rebuild" != all ]; then
-		echo "cached: $KDIR/Image ($(sed -n 's/^kernel release: //p' "$KDIR/build-info.txt"))"
+		KREL=$(sed -n 's/^kernel release: //p' "$KDIR/build-info.txt")
+		KIMAGE="$KDIR/Image"
+		echo "cached: $KIMAGE ($KREL)"
 		return 0
 	fi
 	echo "building the mainline-rt 6.12 kernel (key $k): kernel/build.sh + ci/system/guest-kernel.cfg"
@@ -208,6 +243,86 @@ kernel() {
 	rm -rf "$KDIR/src" "$KDIR/build"
 	touch "$KDIR/.complete"
 	find "$cache" -maxdepth 1 -name 'kernel-*' ! -name "kernel-$k" -exec rm -rf {} +
+	KREL=$(sed -n 's/^kernel release: //p' "$KDIR/build-info.txt")
+	KIMAGE="$KDIR/Image"
+}
+
+# The arm64 package lists of bookworm(-backports) in a private apt configuration (the host's own
+# lists are amd64's): versions, dependencies and downloads of the guest's packages.
+arm64_apt() {
+	local dir="$cache/apt-arm64"
+	mkdir -p "$dir/lists/partial" "$dir/archives/partial"
+	printf '%s\n' "deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR bookworm main" \
+		"deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR bookworm-backports main" >"$dir/sources.list"
+	AOPT=(-o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir" -o APT::Architecture=arm64 -o APT::Architectures=arm64)
+	apt-get "${AOPT[@]}" update -qq >"$out/apt-arm64.log" 2>&1 || { cat "$out/apt-arm64.log" >&2; die "cannot read Debian's arm64 package lists"; }
+}
+# debian_rt_package: the kernel image package Debian's linux-image-rt-arm64 (bookworm-backports)
+# depends on now, with its version ("NAME=VERSION"); after arm64_apt.
+debian_rt_package() {
+	local pkg
+	pkg=$(apt-cache "${AOPT[@]}" depends -t bookworm-backports "$DEBIAN_RT_KERNEL" 2>/dev/null |
+		sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-rt-arm64\)$/\1/p' | head -1)
+	[ -n "$pkg" ] || return 0
+	echo "$pkg=$(apt-cache "${AOPT[@]}" policy "$pkg" | sed -n 's/^ *Candidate: //p')"
+}
+
+# install_debian_kernel ROOT NAME=VERSION: Debian's PREEMPT_RT kernel in ROOT, and an initramfs
+# that loads virtio_blk and ext4 (modules in this kernel) and switches to /dev/vda. All of it
+# natively on the host: the package unpacked (dpkg-deb -x), modules.dep by the host's depmod,
+# a busybox initramfs made with cpio. Installing it with apt inside the arm64 chroot, which runs
+# depmod and initramfs-tools under qemu-user, took over 10 minutes of a 2-core machine.
+install_debian_kernel() {
+	local r=$1 pkg=${2%%=*} ver=${2#*=} dl rel init m
+	dl=$(mktemp -d)
+	(cd "$dl" && apt-get "${AOPT[@]}" download "$pkg=$ver" busybox-static >/dev/null) || { rm -rf "$dl"; return 1; }
+	dpkg-deb -x "$dl/${pkg}_"*.deb "$r"
+	rel=$(find "$r/boot" -maxdepth 1 -name 'vmlinuz-*-rt-arm64' -printf '%f\n' | sed 's/^vmlinuz-//' | sort | tail -1)
+	[ -n "$rel" ] || { rm -rf "$dl"; echo "$pkg has no /boot/vmlinuz-*-rt-arm64" >&2; return 1; }
+	depmod -b "$r" "$rel"
+	init="$dl/initramfs"
+	mkdir -p "$init"/{bin,dev,lib,proc,sys,root}
+	dpkg-deb -x "$dl/"busybox-static_*.deb "$dl/bb"
+	cp "$dl/bb/bin/busybox" "$init/bin/busybox"
+	mknod -m 600 "$init/dev/console" c 5 1
+	# the modules and their dependencies, in load order, decompressed (busybox insmod)
+	: >"$init/modules"
+	# (modprobe takes one module per call: further words are its parameters; -d puts ROOT in
+	# the paths it prints)
+	for m in virtio_blk ext4; do modprobe -d "$r" -S "$rel" --show-depends "$m"; done |
+		sed -n 's/^insmod \([^ ]*\).*/\1/p' | awk '!seen[$0]++' |
+		while read -r m; do
+			xz -dc "$m" >"$init/lib/$(basename "$m" .xz)"
+			basename "$m" .xz >>"$init/modules"
+		done
+	if ! grep -qx virtio_blk.ko "$init/modules" || ! grep -qx ext4.ko "$init/modules"; then
+		rm -rf "$dl"
+		echo "virtio_blk/ext4 not found as modules of $rel" >&2
+		return 1
+	fi
+	cat >"$init/init" <<'INIT'
+#!/bin/busybox sh
+/bin/busybox --install -s /bin
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev
+for m in $(cat /modules); do insmod "/lib/$m" || echo "initramfs: insmod $m failed"; done
+i=0
+while [ ! -b /dev/vda ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+mount -t ext4 -o rw /dev/vda /root || { echo "initramfs: cannot mount /dev/vda"; exec sh; }
+umount /proc /sys
+mount --move /dev /root/dev
+exec switch_root /root /sbin/init
+INIT
+	chmod 755 "$init/init"
+	(cd "$init" && find . | cpio -o -H newc --quiet) | gzip -1 >"$r/boot/initrd.img-$rel"
+	echo "$pkg $ver unpacked, depmod, initramfs of $(wc -l <"$init/modules") modules ($(du -h "$r/boot/initrd.img-$rel" | cut -f1))"
+	rm -rf "$dl"
+	# QEMU boots them from outside the disk image
+	rm -rf "$out/kernel" && mkdir -p "$out/kernel"
+	cp "$r/boot/vmlinuz-$rel" "$r/boot/initrd.img-$rel" "$out/kernel/"
+	KIMAGE="$out/kernel/vmlinuz-$rel" KINITRD="$out/kernel/initrd.img-$rel" KREL=$rel
 }
 
 # ---- 3. base root filesystem ---------------------------------------------------------------------
@@ -285,6 +400,10 @@ image() {
 	rm -f "$root/tmp/$(basename "$DEB")"
 	inroot dpkg -s rtcat | grep -E '^(Status|Version)'
 
+	if [ "$kernel_src" = debian ]; then
+		install_debian_kernel "$root" "$KPKG" || die "Debian's RT kernel could not be put in the guest's rootfs"
+	fi
+
 	if [ -n "$kernel_deb" ]; then
 		echo "install the kernel package as a user would: apt-get install ./$(basename "$kernel_deb")"
 		cp "$kernel_deb" "$root/tmp/"
@@ -296,6 +415,8 @@ image() {
 		[ -n "$vmlinuz" ] || die "the kernel package installed no /boot/vmlinuz-*"
 		rm -rf "$KDIR" && mkdir -p "$KDIR"
 		cp "$vmlinuz" "$KDIR/Image"
+		KIMAGE="$KDIR/Image"
+		KREL=${vmlinuz##*/vmlinuz-}
 		echo "boots /boot/$(basename "$vmlinuz"); modules: $(find "$root/lib/modules" -name '*.ko*' | wc -l)"
 	fi
 
@@ -358,7 +479,8 @@ image() {
 
 # ---- 6. boot ------------------------------------------------------------------------------------
 boot() {
-	local log="$out/console.log" rc=0 qpid qclock=()
+	local log="$out/console.log" rc=0 qpid qclock=() initrd=()
+	[ -z "$KINITRD" ] || initrd=(-initrd "$KINITRD")
 	# -icount: guest time advances with the emulated instructions (and jumps ahead while every
 	# vCPU idles), one TCG thread runs all vCPUs. Without it the guest's clock is the host's
 	# and a 2-core host running 4 emulated vCPUs stalls them for milliseconds.
@@ -369,7 +491,7 @@ boot() {
 	# Not niced: the guest is the test subject and its vCPU threads carry the 1 ms cycle.
 	timeout "$guest_timeout" qemu-system-aarch64 -M virt -cpu cortex-a76 -smp "$GUEST_NR_CPUS" -m 1536 \
 		-display none -monitor none -serial "file:$log" -no-reboot -nic none \
-		-kernel "$KDIR/Image" -append "$G_APPEND" \
+		-kernel "$KIMAGE" "${initrd[@]}" -append "$G_APPEND" \
 		-drive "if=none,file=$out/guest.img,format=raw,id=hd0" -device virtio-blk-pci,drive=hd0,num-queues=1 \
 		-device virtio-rng-pci "${qclock[@]}" &
 	qpid=$!
@@ -398,20 +520,26 @@ check() {
 	python3 "$sys/assert.py" check --console "$out/console.log" --guest "$out/guest" \
 		--qemu-rc "$QEMU_RC" --cmdline "$G_APPEND" --rt-cpus "$G_RT" --housekeeping "$G_HK" \
 		--nr-cpus "$GUEST_NR_CPUS" --config rootfs-overlay/etc/rtcat/rtcat.toml --period-us "$period_us" \
-		--rtcat "$HOST_RTCAT" || status=1
+		--rtcat "$HOST_RTCAT" --kernel-release "$KREL" || status=1
 }
 # The assertions must notice deliberate defects injected into this run's own transcript.
 negative_controls() {
 	python3 "$sys/assert.py" self-test --console "$out/console.log" --guest "$out/guest" \
 		--qemu-rc "$QEMU_RC" --cmdline "$G_APPEND" --rt-cpus "$G_RT" --housekeeping "$G_HK" \
 		--nr-cpus "$GUEST_NR_CPUS" --config rootfs-overlay/etc/rtcat/rtcat.toml --period-us "$period_us" \
-		--rtcat "$HOST_RTCAT" || status=1
+		--rtcat "$HOST_RTCAT" --kernel-release "$KREL" || status=1
 }
 
+if [ -n "$rootfs_only" ]; then
+	phase "tools (rootfs)" tools_rootfs
+	phase "rootfs (debootstrap arm64) start" rootfs_start
+	phase "rootfs (debootstrap arm64) join" rootfs_join
+	exit 0
+fi
 phase "tools" tools
 phase "boot args (kernel/bootargs.sh)" bootargs
 phase "rootfs (debootstrap arm64) start" rootfs_start
-phase "kernel (mainline-rt Image)" kernel
+phase "kernel" kernel
 phase "rootfs (debootstrap arm64) join" rootfs_join
 phase "package (rtcat arm64 .deb)" package
 phase "image (install .deb + overlay)" image

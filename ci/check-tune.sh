@@ -53,8 +53,7 @@ cargo build -q --release -p rttune --example bench_doctor
 tdir=$(cargo_target_dir)
 bench="$tdir/release/examples/bench_doctor"
 [ -x "$bench" ] || die "bench_doctor not built"
-cargo build -q --locked -p rtcat
-rtcat="$tdir/debug/rtcat"
+rtcat=$(host_rtcat) || die "cannot build rtcat"
 bin="$rtcat"
 
 work=$(mktemp -d)

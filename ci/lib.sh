@@ -20,6 +20,20 @@ cargo_target_dir() {
 	cargo metadata --format-version 1 --no-deps | python3 -c 'import json, sys; print(json.load(sys.stdin)["target_directory"])'
 }
 
+# host_rtcat: the debug rtcat binary of this tree, for the checks' own use. After ci/test.sh's
+# rust area (RTCAT_WORKSPACE_CHECKED) the one `cargo test` built from the same sources is used:
+# `cargo build -p rtcat` without the tests' dev-dependency features would recompile most of the
+# workspace again (minutes of a cold CI run) for the same code.
+host_rtcat() {
+	local bin
+	bin="$(cargo_target_dir)/debug/rtcat"
+	if [ -z "${RTCAT_WORKSPACE_CHECKED:-}" ] || [ ! -x "$bin" ]; then
+		cargo build -q --locked -p rtcat >&2 || return 1
+	fi
+	[ -x "$bin" ] || return 1
+	echo "$bin"
+}
+
 _apt_updated=""
 # ensure_apt PKG...: install the Debian packages that are not installed yet.
 ensure_apt() {
@@ -34,7 +48,10 @@ ensure_apt() {
 		export RTCAT_APT_UPDATED=1
 	fi
 	step "apt-get install ${missing[*]}"
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	# The lock timeout: ci/test.sh prepares the system test's rootfs in the background while
+	# another area installs its packages.
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		-o DPkg::Lock::Timeout=1200 "${missing[@]}" >/dev/null
 }
 
 # ensure_backports [PKG]: add Debian bookworm-backports to the apt sources (linux-source-6.12 and

@@ -148,7 +148,7 @@ def evaluate(facts, guest, a):
     kv = one("kernel_version")
     chk(
         "kernel.preempt_rt",
-        "PREEMPT_RT" in kv and one("kernel_release").endswith("-rtcat-rt"),
+        "PREEMPT_RT" in kv and one("kernel_release") == a.kernel_release,
         f"uname -r {one('kernel_release')!r}, uname -v {kv!r}",
     )
     chk("boot.cmdline", one("cmdline") == a.cmdline, f"/proc/cmdline {one('cmdline')!r}, generated {a.cmdline!r}")
@@ -467,6 +467,7 @@ def common_args(p):
     p.add_argument("--config", required=True)
     p.add_argument("--period-us", type=int, default=0, help="guest [cycle].period_us if not the shipped one")
     p.add_argument("--rtcat", required=True, help="the host's rtcat binary (CPU lists are parsed by it)")
+    p.add_argument("--kernel-release", required=True, help="uname -r of the kernel the host booted")
 
 
 def scale_config(a):
@@ -599,6 +600,7 @@ def cmd_self_test(a):
     power0 = a.power_down
     cases = [
         ("kernel.preempt_rt", "uname -v without PREEMPT_RT", set_fact("kernel_version", "#1 SMP PREEMPT")),
+        ("kernel.preempt_rt", "another kernel than the one the host booted", set_fact("kernel_release", "6.1.0-0-rt-arm64")),
         (
             "nic.named_by_link",
             "no .link file: the port kept the kernel's name",
