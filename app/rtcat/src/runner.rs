@@ -210,6 +210,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     let hist = Arc::new(crate::control::HistShare::default());
     let layout: crate::control::LayoutShare = Arc::default();
     let (more_tx, more_rx) = std::sync::mpsc::sync_channel(256);
+    let (records_tx, records_rx) = std::sync::mpsc::sync_channel(256);
     // Only while DC is on: the sampler's sender must not keep the channel open otherwise.
     let dc_events = job.cfg.dc.enabled.then(|| {
         let tx = more_tx.clone();
@@ -230,6 +231,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             ),
             job.cfg.control.socket.as_deref(),
             more_tx,
+            records_tx,
         )?),
         None => None,
     };
@@ -261,6 +263,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             checkpoint,
             histograms: Some(hist),
             more_events: Some(more_rx),
+            records: Some(records_rx),
         },
         live.clone(),
         ev_rx,
