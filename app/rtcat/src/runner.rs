@@ -179,6 +179,8 @@ fn checkpoint_fn(
 /// Run a job to its end and write every result file.
 pub fn execute(mut job: Job) -> Result<JobResult> {
     crate::signals::install(crate::signals::Second::Kills)?;
+    // Before anything writes into the directory: the final results' room.
+    let reserve = output::Reserve::take(&job.dir, output::FINAL_RESERVE);
     let started = unix_ns();
     let t0 = now_ns();
     let (ev_tx, ev_rx) = rtrb::RingBuffer::new(4096);
@@ -354,6 +356,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         ),
     };
     let summary = output::build_summary(&outcome.rec, &facts);
+    reserve.release();
     output::write_results(&job.dir, &summary, &outcome.rec)
         .with_context(|| format!("results in {}", job.dir.path().display()))?;
     let json = serde_json::to_string_pretty(&summary)?;
