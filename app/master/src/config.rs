@@ -26,7 +26,7 @@ pub enum ConfigError {
         /// Why it could not be read.
         source: safefs::Error,
     },
-    #[error("config {path}: {}", clip(message))]
+    #[error("config {path}: {}", clip_lines(message))]
     /// The file is not valid TOML for this schema.
     Parse {
         /// The file.
@@ -62,6 +62,11 @@ pub fn clip(s: &str) -> std::borrow::Cow<'_, str> {
         end -= 1;
     }
     format!("{}… ({} bytes in all)", &s[..end], s.len()).into()
+}
+
+/// Every line of `s` through [`clip`] (a parser's message quotes the offending line).
+pub fn clip_lines(s: &str) -> String {
+    s.split('\n').map(clip).collect::<Vec<_>>().join("\n")
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
@@ -602,6 +607,27 @@ impl Config {
             value: e.value,
             message: e.message,
         })?;
+        for (i, a) in self.axis.iter().enumerate() {
+            // Every move the axis can make, from one count to its whole range (the 32-bit
+            // target's without position limits), must plan finite.
+            let one = 1.0 / a.counts_per_unit;
+            let range = match (a.min_position, a.max_position) {
+                (Some(lo), Some(hi)) => hi - lo,
+                _ => 2.0 * f64::from(i32::MAX) * one,
+            };
+            if let Err(why) = a.limits().check(one, range) {
+                return Err(bad(
+                    &format!("axis[{i}]"),
+                    &format!(
+                        "{{ max_velocity = {}, max_acceleration = {}, max_jerk = {} }}",
+                        a.max_velocity,
+                        a.max_acceleration,
+                        a.max_jerk.map_or("none".into(), |j| j.to_string())
+                    ),
+                    &format!("these limits cannot be planned: {why}"),
+                ));
+            }
+        }
         for (key, group) in [
             ("ipc.group", &self.ipc.group),
             ("ipc.write_group", &self.ipc.write_group),
@@ -775,11 +801,27 @@ mod tests {
             .to_string();
         assert!(e.len() < 1000, "{} bytes", e.len());
         assert!(e.contains("bytes in all)"), "{}", clip(&e));
+        let e = Config::parse(&format!("[bus]\ninterface = \"{long}\" junk\n"), "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 1000, "{} bytes", e.len());
         let many = "[[device]]\nvendor_id = 1\nproduct_id = 2\n".repeat(10_000);
         let t = std::time::Instant::now();
         let e = Config::parse(&many, "c.toml").unwrap_err().to_string();
         assert!(e.contains("device[1024]"), "{}", clip(&e));
         assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        // Absurd motion limits: a clear error, never a NaN plan at run time.
+        let axis = "[[axis]]\nname = \"x\"\nposition = 0\ncounts_per_unit = 1000.0\n\
+                    max_velocity = 1.0\nmax_jerk = 1.0\nmoves = [1.0]\n";
+        let e = Config::parse(&format!("{axis}max_acceleration = 1e160\n"), "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("axis[0] = { max_velocity = 1, max_acceleration = 1000000")
+                && e.contains("these limits cannot be planned"),
+            "{e}"
+        );
+        Config::parse(&format!("{axis}max_acceleration = 10.0\n"), "c.toml").unwrap();
     }
 
     #[test]
