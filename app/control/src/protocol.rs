@@ -314,10 +314,9 @@ impl Request {
             .map_err(|e| Failure::usage(format!("not a JSON object: {e}")))?;
         if v.is_object() {
             serde_json::from_str::<NoDuplicates>(line).map_err(|e| {
-                Failure::usage(format!(
-                    "{}",
-                    e.to_string().split(" at line ").next().unwrap_or("")
-                ))
+                // serde's " at line 1 column N" is noise on a one-line request.
+                let m = e.to_string();
+                Failure::usage(m.split(" at line ").next().unwrap_or("").to_string())
             })?;
         }
         Request::from_value(&v)

@@ -821,13 +821,15 @@ fn shipped_files_are_self_consistent() {
 fn with_attributes(n: usize) -> String {
     let attrs: Vec<String> = (0..n).map(|i| format!("a{i}=\"1\"")).collect();
     let xml = std::fs::read_to_string(example("DIO8-COE.xml")).unwrap();
-    let at = xml.find("<EtherCATInfo").unwrap() + "<EtherCATInfo".len();
+    let open = xml.find("<EtherCATInfo").unwrap();
+    let at = open + "<EtherCATInfo".len();
     format!(
-        "{}<!-- <x {} --> {}{}",
-        &xml[..xml.find("<EtherCATInfo").unwrap()],
+        "{}<!-- <x {} --> {} {} q=\"a > b\" r='c \" d'{}",
+        &xml[..open],
         "b=\"1\" ".repeat(300),
-        &xml[xml.find("<EtherCATInfo").unwrap()..at],
-        format!(" {} q=\"a > b\" r='c \" d'{}", attrs.join(" "), &xml[at..])
+        &xml[open..at],
+        attrs.join(" "),
+        &xml[at..]
     )
 }
 
