@@ -619,10 +619,11 @@ impl Config {
                 return Err(bad(
                     &format!("axis[{i}]"),
                     &format!(
-                        "{{ max_velocity = {}, max_acceleration = {}, max_jerk = {} }}",
+                        // {:?}: 1e160, not its 161 digits.
+                        "{{ max_velocity = {:?}, max_acceleration = {:?}, max_jerk = {} }}",
                         a.max_velocity,
                         a.max_acceleration,
-                        a.max_jerk.map_or("none".into(), |j| j.to_string())
+                        a.max_jerk.map_or("none".into(), |j| format!("{j:?}"))
                     ),
                     &format!("these limits cannot be planned: {why}"),
                 ));
@@ -817,8 +818,9 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(
-            e.contains("axis[0] = { max_velocity = 1, max_acceleration = 1000000")
-                && e.contains("these limits cannot be planned"),
+            e.contains(
+                "axis[0] = { max_velocity = 1.0, max_acceleration = 1e160, max_jerk = 1.0 }"
+            ) && e.contains("these limits cannot be planned"),
             "{e}"
         );
         Config::parse(&format!("{axis}max_acceleration = 10.0\n"), "c.toml").unwrap();
