@@ -316,10 +316,11 @@ pub const RESULT_FILES: [&str; 7] = [
 /// The space the final results are written into, taken when a run starts ([`Reserve`]).
 pub const RESERVE_FILE: &str = ".final-reserve";
 
-/// Bytes kept for the final results: summary.json, summary.txt and the three histograms take
-/// some 20–60 KiB (a wide histogram the most), and each is written beside its checkpoint before
-/// the rename frees the old one; eight times the most seen leaves room to spare.
-pub const FINAL_RESERVE: u64 = 512 * 1024;
+/// Bytes kept for the final results: summary.json, summary.txt and the three histograms of a
+/// sim run take 7.5 KB (24 KiB in 4 KiB blocks), and each is written beside its checkpoint
+/// before the rename frees the old one. Five times that leaves room for wider histograms and
+/// longer lists (axes, DC subdevices) without taking much of a small file system.
+pub const FINAL_RESERVE: u64 = 128 * 1024;
 
 /// The final results' space, allocated in the output directory when the run starts so that a
 /// writer that fills the file system meanwhile (another user's, a runaway log) cannot take it;
