@@ -258,6 +258,19 @@ fn absurd_limits_are_refused_and_never_sampled_as_nan() {
         }
     }
     assert!(refused > 0);
+    // A plan whose later segments overflowed to NaN: sampled there (its first segments are
+    // finite, so the cyclic thread would get there), it must not give NaN.
+    let l = Limits {
+        velocity: 1e40,
+        acceleration: 1e290,
+        jerk: Some(1e270),
+    };
+    let m = Move::plan(0.0, 250.0, &l);
+    for t in [0.0, 1e20, 2e20, 2.5e20, 3e20, 1e21] {
+        let s = m.sample(t);
+        assert!(s.position.is_finite(), "t={t}: {s:?}");
+    }
+    assert!(Move::plan_checked(0.0, 250.0, &l).is_err());
     // Sane limits pass, whatever the distance.
     let l = Limits {
         velocity: 100.0,
