@@ -17,4 +17,4 @@ pub mod server;
 
 pub use client::{Client, ClientError};
 pub use protocol::{Failure, FailureKind, Reply, Request, Status};
-pub use server::{Provider, Server, ServerConfig};
+pub use server::{Outcome, Peer, Provider, Server, ServerConfig, Writers};

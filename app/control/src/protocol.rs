@@ -306,11 +306,39 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state";
 
 impl Request {
-    /// Parse one request line (without its newline).
+    /// Parse one request line (without its newline). An object with a key twice is refused
+    /// (naming the key): JSON leaves it open, and serde_json would take the last one, so
+    /// `{"cmd":"status","cmd":"scan"}` would run what a filter reading the first one let pass.
     pub fn parse(line: &str) -> Result<Request, Failure> {
         let v: Value = serde_json::from_str(line)
             .map_err(|e| Failure::usage(format!("not a JSON object: {e}")))?;
+        if v.is_object() {
+            serde_json::from_str::<NoDuplicates>(line).map_err(|e| {
+                // serde's " at line 1 column N" is noise on a one-line request.
+                let m = e.to_string();
+                Failure::usage(m.split(" at line ").next().unwrap_or("").to_string())
+            })?;
+        }
         Request::from_value(&v)
+    }
+
+    /// Whether the request changes the state of the master or the segment (needs the write
+    /// right, and is put on the record).
+    pub fn is_write(&self) -> bool {
+        matches!(self, Request::SdoWrite { .. } | Request::AlState { .. })
+    }
+
+    /// The command's name (`"sdo_write"`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            Request::Status => "status",
+            Request::Scan => "scan",
+            Request::Pdos => "pdos",
+            Request::Counters => "counters",
+            Request::SdoRead { .. } => "sdo_read",
+            Request::SdoWrite { .. } => "sdo_write",
+            Request::AlState { .. } => "al_state",
+        }
     }
 
     /// The request of a parsed JSON value.
@@ -414,6 +442,38 @@ impl Request {
     /// The request as one line (no newline).
     pub fn to_line(&self) -> String {
         self.to_value().to_string()
+    }
+}
+
+/// A JSON object whose keys are unique (its values are not kept: only the check matters).
+struct NoDuplicates;
+
+impl<'de> Deserialize<'de> for NoDuplicates {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = NoDuplicates;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut m: A,
+            ) -> Result<NoDuplicates, A::Error> {
+                let mut seen = std::collections::HashSet::new();
+                while let Some(k) = m.next_key::<String>()? {
+                    m.next_value::<serde::de::IgnoredAny>()?;
+                    if !seen.insert(k.clone()) {
+                        let k: String = k.chars().take(64).collect();
+                        return Err(serde::de::Error::custom(format!(
+                            "key {k:?} appears more than once; a request names each field once"
+                        )));
+                    }
+                }
+                Ok(NoDuplicates)
+            }
+        }
+        d.deserialize_map(V)
     }
 }
 
@@ -689,6 +749,14 @@ mod tests {
             (
                 r#"{"cmd":"al_state","position":0,"state":"boot"}"#,
                 "state = \"boot\": must be one of",
+            ),
+            (
+                r#"{"cmd":"status","cmd":"scan"}"#,
+                "key \"cmd\" appears more than once",
+            ),
+            (
+                r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":"00","position":1}"#,
+                "key \"position\" appears more than once",
             ),
         ];
         for (line, want) in cases {

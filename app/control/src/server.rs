@@ -7,11 +7,17 @@
 //!   somebody else must not capture the clients. The socket is bound, handed to the group of
 //!   [`ServerConfig::gid`] and set to mode 0660 *before* it listens, so no client can connect
 //!   while its mode is still the umask's.
-//! - **Limits.** At most [`ServerConfig::max_connections`] connections at once (the next one
-//!   gets an error line and is closed), lines of at most [`MAX_LINE`] bytes (a longer one gets an
+//! - **Limits.** At most [`ServerConfig::max_connections`] connections at once, at most
+//!   [`ServerConfig::max_per_process`] of one process and [`ServerConfig::max_per_user`] of one
+//!   uid (`SO_PEERCRED`), so that one client's idle connections cannot lock out the others (the
+//!   exporter); the next one gets an error line and is closed. Lines of at most [`MAX_LINE`] bytes (a longer one gets an
 //!   error and the connection is closed: it cannot be framed), a connection idle for
 //!   [`ServerConfig::idle_timeout`] is closed, and a client that does not read its replies is
 //!   dropped after [`ServerConfig::write_timeout`].
+//! - **Rights.** Whoever can connect (the socket's group) may read. A state-changing request
+//!   ([`Request::is_write`]) is checked against [`ServerConfig::writers`] with the peer's
+//!   credentials, and every one of them, done, failed or refused, is handed to
+//!   [`Provider::record`] with the peer's uid and pid: the master puts it on the record.
 //! - **Isolation.** A connection's thread only ever waits on its own socket and on the
 //!   [`Provider`]; the provider answers from snapshots and from the master's acyclic queue,
 //!   which the cyclic thread serves in its own time budget. A slow or stuck client therefore
@@ -22,20 +28,113 @@ use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, UnixAddr};
 use nix::sys::stat::{self, Mode, SFlag};
 use nix::unistd::{Gid, Uid};
 use serde_json::Value;
+use std::collections::HashMap;
 use std::io::{ErrorKind, Read, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 /// What answers the requests (the binary implements it over the running master).
 pub trait Provider: Send + Sync + 'static {
     /// The data of a successful reply, or why the request failed. Called on a connection's
-    /// thread; it may block (an SDO transfer) but must end within its own timeout.
+    /// thread; it may block (an SDO transfer) but must end within its own timeout. Only
+    /// requests the peer has the right to make get here.
     fn handle(&self, request: &Request) -> Result<Value, Failure>;
+
+    /// A state-changing request was done, failed or refused: put it on the record. Called on
+    /// the connection's thread after [`Provider::handle`] (or instead of it, when refused); it
+    /// may block for a while, which slows only that client.
+    fn record(&self, _peer: &Peer, _request: &Request, _outcome: &Outcome<'_>) {}
+}
+
+/// Who is at the other end of a connection: `SO_PEERCRED`, as the kernel took it at
+/// `connect()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Peer {
+    /// Process id.
+    pub pid: i32,
+    /// User id.
+    pub uid: u32,
+    /// Primary group id.
+    pub gid: u32,
+}
+
+/// What became of a state-changing request, for [`Provider::record`].
+#[derive(Debug, Clone, Copy)]
+pub enum Outcome<'a> {
+    /// Done.
+    Done,
+    /// Tried, and failed.
+    Failed(&'a Failure),
+    /// Not tried: the peer has no right to write.
+    Refused(&'a str),
+}
+
+/// Who may make state-changing requests (`sdo_write`, `al_state`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Writers {
+    /// The master's own user and root only (no `[ipc] write_group`).
+    Owner,
+    /// Also the members of this group (`[ipc] write_group`): primary group, or a
+    /// supplementary group of the peer's uid in the group database.
+    Group(u32),
+    /// Nobody (`[ipc] writes = false`).
+    Nobody,
+}
+
+impl Writers {
+    /// Whether `peer` may write; why not otherwise.
+    pub fn check(&self, peer: &Peer) -> Result<(), String> {
+        let own = Uid::effective().as_raw();
+        match *self {
+            Writers::Nobody => {
+                Err("writes are disabled on this master ([ipc] writes = false)".into())
+            }
+            _ if peer.uid == 0 || peer.uid == own => Ok(()),
+            Writers::Owner => Err(format!(
+                "uid {} may not write: without [ipc] write_group only the master's user (uid \
+                 {own}) and root may",
+                peer.uid
+            )),
+            Writers::Group(g) => {
+                if peer.gid == g || in_group(peer.uid, peer.gid, g) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "uid {} may not write: not a member of [ipc] write_group (gid {g})",
+                        peer.uid
+                    ))
+                }
+            }
+        }
+    }
+}
+
+/// Whether `uid` (primary group `gid`) is a member of `group` in the group database.
+fn in_group(uid: u32, gid: u32, group: u32) -> bool {
+    let Ok(Some(user)) = nix::unistd::User::from_uid(Uid::from_raw(uid)) else {
+        return false;
+    };
+    let Ok(name) = std::ffi::CString::new(user.name) else {
+        return false;
+    };
+    nix::unistd::getgrouplist(&name, Gid::from_raw(gid))
+        .is_ok_and(|gs| gs.iter().any(|g| g.as_raw() == group))
+}
+
+/// The credentials of the process at the other end of `s`.
+pub fn peer_of(s: &UnixStream) -> std::io::Result<Peer> {
+    let c =
+        socket::getsockopt(s, socket::sockopt::PeerCredentials).map_err(std::io::Error::from)?;
+    Ok(Peer {
+        pid: c.pid(),
+        uid: c.uid(),
+        gid: c.gid(),
+    })
 }
 
 /// Where and how the server listens.
@@ -47,6 +146,12 @@ pub struct ServerConfig {
     pub gid: Option<u32>,
     /// Connections served at once.
     pub max_connections: usize,
+    /// Connections of one process (pid) at once.
+    pub max_per_process: usize,
+    /// Connections of one user (uid) at once.
+    pub max_per_user: usize,
+    /// Who may make state-changing requests.
+    pub writers: Writers,
     /// A connection without a request for this long is closed.
     pub idle_timeout: Duration,
     /// A reply that cannot be written for this long closes the connection.
@@ -54,12 +159,16 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
-    /// The protocol's defaults: 8 connections, 60 s idle timeout, 5 s write timeout.
+    /// The protocol's defaults: 16 connections, 4 per process, 8 per user, 60 s idle timeout,
+    /// 5 s write timeout; writes by the master's user and root only.
     pub fn new(path: impl Into<PathBuf>, gid: Option<u32>) -> ServerConfig {
         ServerConfig {
             path: path.into(),
             gid,
-            max_connections: 8,
+            max_connections: 16,
+            max_per_process: 4,
+            max_per_user: 8,
+            writers: Writers::Owner,
             idle_timeout: Duration::from_secs(60),
             write_timeout: Duration::from_secs(5),
         }
@@ -296,13 +405,74 @@ impl Drop for Server {
     }
 }
 
-/// Decrements the count of open connections when the connection's thread ends.
-struct Slot(Arc<AtomicUsize>);
+/// The open connections: in total, and per process and per user.
+#[derive(Default)]
+struct Open {
+    per_pid: HashMap<i32, usize>,
+    per_uid: HashMap<u32, usize>,
+}
+
+/// Gives back a connection's place when its thread ends.
+struct Slot {
+    active: Arc<AtomicUsize>,
+    open: Arc<Mutex<Open>>,
+    peer: Peer,
+}
 
 impl Drop for Slot {
     fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+        self.active.fetch_sub(1, Ordering::AcqRel);
+        let mut o = self.open.lock().unwrap_or_else(|p| p.into_inner());
+        dec(&mut o.per_pid, self.peer.pid);
+        dec(&mut o.per_uid, self.peer.uid);
     }
+}
+
+fn dec<K: std::hash::Hash + Eq>(m: &mut HashMap<K, usize>, k: K) {
+    if let Some(n) = m.get_mut(&k) {
+        *n -= 1;
+        if *n == 0 {
+            m.remove(&k);
+        }
+    }
+}
+
+/// Take a place for `peer`, or say which limit it hit.
+fn admit(
+    cfg: &ServerConfig,
+    active: &Arc<AtomicUsize>,
+    open: &Arc<Mutex<Open>>,
+    peer: Peer,
+) -> Result<Slot, String> {
+    let mut o = open.lock().unwrap_or_else(|p| p.into_inner());
+    let pid = o.per_pid.get(&peer.pid).copied().unwrap_or(0);
+    let uid = o.per_uid.get(&peer.uid).copied().unwrap_or(0);
+    if active.load(Ordering::Acquire) >= cfg.max_connections {
+        return Err(format!(
+            "too many connections (at most {} at once); try again later",
+            cfg.max_connections
+        ));
+    }
+    if pid >= cfg.max_per_process {
+        return Err(format!(
+            "too many connections of pid {} (at most {} per process)",
+            peer.pid, cfg.max_per_process
+        ));
+    }
+    if uid >= cfg.max_per_user {
+        return Err(format!(
+            "too many connections of uid {} (at most {} per user)",
+            peer.uid, cfg.max_per_user
+        ));
+    }
+    *o.per_pid.entry(peer.pid).or_insert(0) += 1;
+    *o.per_uid.entry(peer.uid).or_insert(0) += 1;
+    active.fetch_add(1, Ordering::AcqRel);
+    Ok(Slot {
+        active: active.clone(),
+        open: open.clone(),
+        peer,
+    })
 }
 
 fn accept_loop(
@@ -313,28 +483,32 @@ fn accept_loop(
     active: Arc<AtomicUsize>,
 ) {
     let mut threads: Vec<JoinHandle<()>> = Vec::new();
+    let open = Arc::new(Mutex::new(Open::default()));
     while !stop.load(Ordering::Acquire) {
         threads.retain(|t| !t.is_finished());
         match listener.accept() {
             Ok((mut stream, _)) => {
                 let _ = stream.set_nonblocking(false);
                 let _ = stream.set_write_timeout(Some(cfg.write_timeout));
-                if active.load(Ordering::Acquire) >= cfg.max_connections {
-                    let r = Reply::fail(&Failure::runtime(format!(
-                        "too many connections (at most {} at once); try again later",
-                        cfg.max_connections
-                    )));
-                    let _ = stream.write_all(format!("{}\n", r.to_line()).as_bytes());
+                let Ok(peer) = peer_of(&stream) else {
                     continue;
-                }
-                active.fetch_add(1, Ordering::AcqRel);
-                let slot = Slot(active.clone());
+                };
+                let slot = match admit(&cfg, &active, &open, peer) {
+                    Ok(slot) => slot,
+                    Err(why) => {
+                        let r = Reply::fail(&Failure::runtime(why));
+                        // Non-blocking: a client that does not read loses the line, nobody waits.
+                        let _ = stream.set_nonblocking(true);
+                        let _ = stream.write_all(format!("{}\n", r.to_line()).as_bytes());
+                        continue;
+                    }
+                };
                 let (p, s, c) = (provider.clone(), stop.clone(), cfg.clone());
                 match std::thread::Builder::new()
                     .name("rtcat-control-conn".into())
                     .spawn(move || {
                         let _slot = slot;
-                        serve(stream, &c, p.as_ref(), &s);
+                        serve(stream, &c, p.as_ref(), &s, &peer);
                     }) {
                     Ok(t) => threads.push(t),
                     // The closure (with its slot) is dropped: the count is right again.
@@ -354,7 +528,13 @@ fn accept_loop(
 }
 
 /// Serve one connection until it closes, idles out, misbehaves, or the server stops.
-fn serve(mut stream: UnixStream, cfg: &ServerConfig, provider: &dyn Provider, stop: &AtomicBool) {
+fn serve(
+    mut stream: UnixStream,
+    cfg: &ServerConfig,
+    provider: &dyn Provider,
+    stop: &AtomicBool,
+    peer: &Peer,
+) {
     if stream.set_read_timeout(Some(TICK)).is_err() {
         return;
     }
@@ -366,7 +546,7 @@ fn serve(mut stream: UnixStream, cfg: &ServerConfig, provider: &dyn Provider, st
         while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buf.drain(..=nl).collect();
             let line = &line[..line.len() - 1];
-            let reply = answer(line, provider);
+            let reply = answer(line, provider, peer, &cfg.writers);
             if write_line(&mut stream, &reply).is_err() {
                 return;
             }
@@ -401,8 +581,9 @@ fn write_line(stream: &mut UnixStream, r: &Reply) -> std::io::Result<()> {
     stream.write_all(s.as_bytes())
 }
 
-/// The reply to one line.
-pub fn answer(line: &[u8], provider: &dyn Provider) -> Reply {
+/// The reply to one line of `peer`: parsed, checked against `writers` when it changes state,
+/// answered by `provider`, and put on the record when it changes state.
+pub fn answer(line: &[u8], provider: &dyn Provider, peer: &Peer, writers: &Writers) -> Reply {
     let line = match std::str::from_utf8(line) {
         Ok(l) => l.strip_suffix('\r').unwrap_or(l),
         Err(e) => {
@@ -412,11 +593,27 @@ pub fn answer(line: &[u8], provider: &dyn Provider) -> Reply {
             )));
         }
     };
-    match Request::parse(line) {
-        Ok(req) => match provider.handle(&req) {
+    let req = match Request::parse(line) {
+        Ok(req) => req,
+        Err(f) => return Reply::fail(&f),
+    };
+    if !req.is_write() {
+        return match provider.handle(&req) {
             Ok(data) => Reply::ok(data),
             Err(f) => Reply::fail(&f),
-        },
+        };
+    }
+    if let Err(why) = writers.check(peer) {
+        provider.record(peer, &req, &Outcome::Refused(&why));
+        return Reply::fail(&Failure::usage(format!("{}: {why}", req.name())));
+    }
+    let r = provider.handle(&req);
+    match &r {
+        Ok(_) => provider.record(peer, &req, &Outcome::Done),
+        Err(f) => provider.record(peer, &req, &Outcome::Failed(f)),
+    }
+    match r {
+        Ok(data) => Reply::ok(data),
         Err(f) => Reply::fail(&f),
     }
 }

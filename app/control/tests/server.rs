@@ -273,3 +273,143 @@ proptest::proptest! {
         Client::connect(&p).unwrap().call(&Request::Status).unwrap();
     }
 }
+
+/// A provider that keeps the records it is given.
+#[derive(Default)]
+struct Recorder(std::sync::Mutex<Vec<(rtcat_control::Peer, Request, String)>>);
+
+impl Provider for Recorder {
+    fn handle(&self, r: &Request) -> Result<Value, Failure> {
+        match r {
+            Request::AlState { position: 9, .. } => Err(Failure::usage("position = 9")),
+            _ => Ok(json!({})),
+        }
+    }
+    fn record(&self, p: &rtcat_control::Peer, r: &Request, o: &rtcat_control::Outcome<'_>) {
+        let o = match o {
+            rtcat_control::Outcome::Done => "done".to_string(),
+            rtcat_control::Outcome::Failed(f) => format!("failed: {f}"),
+            rtcat_control::Outcome::Refused(w) => format!("refused: {w}"),
+        };
+        self.0.lock().unwrap().push((*p, r.clone(), o));
+    }
+}
+
+// Issue 26, finding 5: reading and writing are separate rights, checked against the peer's
+// SO_PEERCRED, and every state-changing request (done, failed, refused) reaches the record
+// with the peer's uid and pid; reads do not.
+#[test]
+fn writes_are_checked_against_the_peer_and_every_one_is_recorded() {
+    use rtcat_control::Writers;
+    let d = tempfile::tempdir().unwrap();
+    let me = rtcat_control::Peer {
+        pid: std::process::id() as i32,
+        uid: nix::unistd::getuid().as_raw(),
+        gid: nix::unistd::getgid().as_raw(),
+    };
+    let write = Request::SdoWrite {
+        position: 1,
+        index: 0x6085,
+        sub: 0,
+        data: vec![0x10, 0x27, 0, 0],
+    };
+    let fail = Request::AlState {
+        position: 9,
+        state: rtcat_control::protocol::AlTarget::Init,
+    };
+    for (writers, want) in [
+        (
+            Writers::Nobody,
+            [
+                "refused: writes are disabled",
+                "refused: writes are disabled",
+            ],
+        ),
+        (Writers::Owner, ["done", "failed: position = 9"]),
+    ] {
+        let p = d.path().join(format!("{writers:?}.sock"));
+        let mut cfg = ServerConfig::new(&p, None);
+        cfg.writers = writers;
+        let rec = Arc::new(Recorder::default());
+        let _s = Server::start(cfg, rec.clone()).unwrap();
+        let mut c = Client::connect(&p).unwrap();
+        c.call(&Request::Status).unwrap();
+        let r = c.call(&write);
+        assert_eq!(r.is_ok(), writers == Writers::Owner, "{writers:?}: {r:?}");
+        if let Err(ClientError::Failed(f)) = r {
+            assert_eq!(f.kind, FailureKind::Usage);
+            assert!(
+                f.message.starts_with("sdo_write: writes are disabled"),
+                "{f}"
+            );
+        }
+        c.call(&fail).unwrap_err();
+        let got = rec.0.lock().unwrap();
+        assert_eq!(got.len(), 2, "{writers:?}: {got:?}");
+        for ((peer, req, o), (sent, want)) in got.iter().zip([(&write, want[0]), (&fail, want[1])])
+        {
+            assert_eq!((*peer, req), (me, sent));
+            assert!(o.starts_with(want), "{writers:?}: {o}");
+        }
+    }
+}
+
+#[test]
+fn the_write_group_is_checked_with_the_peers_groups() {
+    use rtcat_control::{Peer, Writers};
+    let own = nix::unistd::geteuid().as_raw();
+    let other = if own == 65534 { 65533 } else { 65534 };
+    let peer = |uid, gid| Peer { pid: 1, uid, gid };
+    // The master's own user and root may; nobody may when writes are off.
+    assert!(Writers::Owner.check(&peer(own, 12345)).is_ok());
+    assert!(Writers::Owner.check(&peer(0, 0)).is_ok());
+    let e = Writers::Owner.check(&peer(other, 12345)).unwrap_err();
+    assert!(e.contains(&format!("uid {other} may not write")), "{e}");
+    assert!(Writers::Nobody.check(&peer(own, 0)).is_err());
+    // A member by its primary group may; a non-member may not.
+    assert!(Writers::Group(4242).check(&peer(other, 4242)).is_ok());
+    let e = Writers::Group(4242).check(&peer(other, 4343)).unwrap_err();
+    assert!(
+        e.contains("not a member of [ipc] write_group (gid 4242)"),
+        "{e}"
+    );
+}
+
+// Issue 26, finding 7: one process's idle connections cannot take every place; another
+// process (the exporter) is still served.
+#[test]
+fn one_process_cannot_take_every_connection() {
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("per.sock");
+    let mut cfg = ServerConfig::new(&p, None);
+    cfg.max_per_process = 3;
+    let s = Server::start(cfg, Arc::new(Fake)).unwrap();
+    let idle: Vec<_> = (0..3).map(|_| raw(&p)).collect();
+    let t = Instant::now();
+    while s.connections() < 3 && t.elapsed() < Duration::from_secs(5) {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let (_x, mut xr) = raw(&p);
+    let v = reply(&mut xr);
+    let e = v["error"].as_str().unwrap();
+    assert!(
+        e.contains(&format!(
+            "too many connections of pid {}",
+            std::process::id()
+        )),
+        "{v}"
+    );
+    // Another process gets in and is answered.
+    let o = std::process::Command::new("python3")
+        .arg("-c")
+        .arg(
+            "import socket,sys\ns=socket.socket(socket.AF_UNIX)\ns.connect(sys.argv[1])\n\
+             s.sendall(b'{\"cmd\":\"status\"}\\n')\nprint(s.makefile().readline())",
+        )
+        .arg(&p)
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("\"ok\":true"), "{o:?}");
+    drop(idle);
+}

@@ -284,6 +284,21 @@ impl Device {
                     );
                     continue;
                 }
+                // An entry the master cannot map (0 or more than 64 bits, which `config check`
+                // refuses): the device keeps its own mapping of this PDO, never a file that fails.
+                if let Some(e) = p.entries.iter().find(|e| !(1..=64).contains(&e.bits)) {
+                    let _ = writeln!(
+                        s,
+                        "# {kind} 0x{:04X} {}: entry 0x{:04X}:{:02X} has BitLen {} (rtcat maps 1 to \
+                         64 bits): its mapping is left to the device, assigned only",
+                        p.index,
+                        toml_str(&p.name),
+                        e.index,
+                        e.sub,
+                        e.bits
+                    );
+                    continue;
+                }
                 let _ = writeln!(
                     s,
                     "# {kind} 0x{:04X} {}: {} bits",

@@ -37,7 +37,7 @@ mod parse;
 mod text;
 
 pub use config::ConfigError;
-pub use parse::{parse, parse_number};
+pub use parse::{MAX_ATTRIBUTES, parse, parse_number};
 
 use serde::Serialize;
 use std::path::Path;

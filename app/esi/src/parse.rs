@@ -32,6 +32,17 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<EsiFile, Error> {
         line: text::line_of(bytes, e.offset),
         why: e.why,
     })?;
+    if let Some((offset, name)) = too_many_attributes(&text) {
+        return Err(Error::Invalid {
+            file: file.to_string(),
+            line: text::line_of(text.as_bytes(), offset),
+            path: name,
+            why: format!(
+                "more than {MAX_ATTRIBUTES} attributes on one element (an ESI element has a \
+                 handful)"
+            ),
+        });
+    }
     let opt = ParsingOptions {
         allow_dtd: false,
         // About one node per 8 bytes is far denser than any real ESI (indented elements with
@@ -58,6 +69,77 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<EsiFile, Error> {
         newlines,
     }
     .file()
+}
+
+/// Most attributes one element may have. roxmltree checks every attribute of an element
+/// against the ones before it (quadratic: 80 000 attributes in 0.87 MB took minutes); real ESI
+/// elements have at most a few, so a linear scan refuses more first.
+pub const MAX_ATTRIBUTES: usize = 256;
+
+/// The offset and name of the first start tag with more than [`MAX_ATTRIBUTES`] attributes.
+/// One pass over the text; anything it does not understand is left to the XML parser, which
+/// reports it.
+fn too_many_attributes(text: &str) -> Option<(usize, String)> {
+    let b = text.as_bytes();
+    let skip_past = |from: usize, end: &str| text[from..].find(end).map(|k| from + k + end.len());
+    let mut i = 0;
+    while let Some(k) = text[i..].find('<') {
+        let start = i + k;
+        let rest = &text[start..];
+        if rest.starts_with("<!--") {
+            i = skip_past(start + 4, "-->")?;
+            continue;
+        }
+        if rest.starts_with("<![CDATA[") {
+            i = skip_past(start + 9, "]]>")?;
+            continue;
+        }
+        if rest.starts_with("<?") {
+            i = skip_past(start + 2, "?>")?;
+            continue;
+        }
+        if rest.starts_with("<!") || rest.starts_with("</") {
+            i = skip_past(start + 2, ">")?;
+            continue;
+        }
+        // A start tag: its name, then attributes `name = "value"` up to `>` or `/>`.
+        let mut j = start + 1;
+        while j < b.len() && !b[j].is_ascii_whitespace() && b[j] != b'>' && b[j] != b'/' {
+            j += 1;
+        }
+        let name = &text[start + 1..j];
+        let mut count = 0usize;
+        loop {
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            match b.get(j) {
+                None => return None,
+                Some(b'>') | Some(b'/') => break,
+                Some(_) => {}
+            }
+            // The attribute's name and `=`, then its quoted value.
+            while j < b.len() && b[j] != b'=' && b[j] != b'>' {
+                j += 1;
+            }
+            j += 1;
+            while j < b.len() && b[j].is_ascii_whitespace() {
+                j += 1;
+            }
+            let q = *b.get(j)?;
+            if q != b'"' && q != b'\'' {
+                break;
+            }
+            j = j + 1 + text[j + 1..].find(q as char)? + 1;
+            count += 1;
+            if count > MAX_ATTRIBUTES {
+                let name: String = name.chars().take(64).collect();
+                return Some((start, format!("<{name}>")));
+            }
+        }
+        i = j.max(start + 1);
+    }
+    None
 }
 
 struct P<'a, 'i> {

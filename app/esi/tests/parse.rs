@@ -815,3 +815,44 @@ fn shipped_files_are_self_consistent() {
         );
     }
 }
+
+/// An ESI whose root element has `n` attributes besides its own, and whose text has `<` in a
+/// comment and `>` and quotes in quoted values (which the attribute scan must step over).
+fn with_attributes(n: usize) -> String {
+    let attrs: Vec<String> = (0..n).map(|i| format!("a{i}=\"1\"")).collect();
+    let xml = std::fs::read_to_string(example("DIO8-COE.xml")).unwrap();
+    let open = xml.find("<EtherCATInfo").unwrap();
+    let at = open + "<EtherCATInfo".len();
+    format!(
+        "{}<!-- <x {} --> {} {} q=\"a > b\" r='c \" d'{}",
+        &xml[..open],
+        "b=\"1\" ".repeat(300),
+        &xml[open..at],
+        attrs.join(" "),
+        &xml[at..]
+    )
+}
+
+// Issue 26, item 8: parse time is linear in the input: an element with 80 000 attributes
+// (0.87 MB; minutes before, roxmltree compares each attribute with every earlier one) is
+// refused at once, naming the element and the line; a file at the limit parses.
+#[test]
+fn an_element_with_too_many_attributes_is_refused_at_once() {
+    // EtherCATInfo has its own few (xmlns:xsi, Version, ...) and q.
+    let ok = with_attributes(rtcat_esi::MAX_ATTRIBUTES - 8);
+    let f = parse(ok.as_bytes(), "ok.xml").unwrap();
+    assert_eq!(f.devices.len(), 1);
+    let bad = with_attributes(80_000);
+    assert!(bad.len() > 800_000);
+    let t = std::time::Instant::now();
+    let e = parse(bad.as_bytes(), "bad.xml").unwrap_err().to_string();
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(2),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(
+        e.contains("<EtherCATInfo>: more than 256 attributes on one element"),
+        "{e}"
+    );
+}

@@ -26,7 +26,7 @@ pub enum ConfigError {
         /// Why it could not be read.
         source: safefs::Error,
     },
-    #[error("config {path}: {message}")]
+    #[error("config {path}: {}", clip_lines(message))]
     /// The file is not valid TOML for this schema.
     Parse {
         /// The file.
@@ -34,7 +34,7 @@ pub enum ConfigError {
         /// The parser's message (names the key and line).
         message: String,
     },
-    #[error("config {path}: {key} = {value}: {message}")]
+    #[error("config {path}: {key} = {}: {}", clip(value), clip(message))]
     /// A value is out of range: the key, the value and the allowed range are named.
     Invalid {
         /// The file.
@@ -46,6 +46,27 @@ pub enum ConfigError {
         /// What is allowed.
         message: String,
     },
+}
+
+/// Longest text of a value or message quoted in full in an error; a longer one is cut and its
+/// length said (a 1 MB interface name must not become a 2 MB error line in the journal).
+pub const MAX_QUOTED: usize = 160;
+
+/// `s`, or its first [`MAX_QUOTED`] bytes (at a character boundary) and its length.
+pub fn clip(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= MAX_QUOTED {
+        return s.into();
+    }
+    let mut end = MAX_QUOTED;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &s[..end], s.len()).into()
+}
+
+/// Every line of `s` through [`clip`] (a parser's message quotes the offending line).
+pub fn clip_lines(s: &str) -> String {
+    s.split('\n').map(clip).collect::<Vec<_>>().join("\n")
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
@@ -115,7 +136,7 @@ impl ControlConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 /// `[ipc]`.
 pub struct IpcConfig {
@@ -123,12 +144,29 @@ pub struct IpcConfig {
     /// created mode 0660 and handed to this group (the master must be a member). None: the
     /// master's own group.
     pub group: Option<String>,
+    /// The group whose members may also make state-changing control requests (`sdo_write`,
+    /// `al_state`); None: only the master's user and root may.
+    pub write_group: Option<String>,
+    /// Whether state-changing control requests are served at all (false: refused to everyone).
+    pub writes: bool,
 }
 
-/// Why [`IpcConfig::gid`] found no group.
+impl Default for IpcConfig {
+    fn default() -> Self {
+        IpcConfig {
+            group: None,
+            write_group: None,
+            writes: true,
+        }
+    }
+}
+
+/// Why [`IpcConfig::gid`] or [`IpcConfig::write_gid`] found no group.
 #[derive(Debug, Error)]
-#[error("ipc.group = {name:?}: {message}")]
+#[error("{key} = {name:?}: {message}")]
 pub struct GroupError {
+    /// The key (`ipc.group`).
+    pub key: &'static str,
     /// The configured name.
     pub name: String,
     /// Why it cannot be used.
@@ -138,20 +176,31 @@ pub struct GroupError {
 impl IpcConfig {
     /// The group id of `[ipc] group` (None when not set), looked up in the group database.
     pub fn gid(&self) -> Result<Option<nix::unistd::Gid>, GroupError> {
-        let Some(name) = &self.group else {
-            return Ok(None);
-        };
-        match nix::unistd::Group::from_name(name) {
-            Ok(Some(g)) => Ok(Some(g.gid)),
-            Ok(None) => Err(GroupError {
-                name: name.clone(),
-                message: "no such group".into(),
-            }),
-            Err(e) => Err(GroupError {
-                name: name.clone(),
-                message: format!("group lookup failed: {e}"),
-            }),
-        }
+        lookup_group("ipc.group", self.group.as_deref())
+    }
+
+    /// The group id of `[ipc] write_group` (None when not set).
+    pub fn write_gid(&self) -> Result<Option<nix::unistd::Gid>, GroupError> {
+        lookup_group("ipc.write_group", self.write_group.as_deref())
+    }
+}
+
+fn lookup_group(
+    key: &'static str,
+    name: Option<&str>,
+) -> Result<Option<nix::unistd::Gid>, GroupError> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let fail = |message: String| GroupError {
+        key,
+        name: name.to_string(),
+        message,
+    };
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(g)) => Ok(Some(g.gid)),
+        Ok(None) => Err(fail("no such group".into())),
+        Err(e) => Err(fail(format!("group lookup failed: {e}"))),
     }
 }
 
@@ -517,6 +566,25 @@ impl Config {
         if self.output.dir.as_os_str().is_empty() {
             return Err(bad("output.dir", &"\"\"", "must be a directory path"));
         }
+        if self.output.dir.as_os_str().as_encoded_bytes().contains(&0) {
+            return Err(bad(
+                "output.dir",
+                &format!("{:?}", self.output.dir),
+                "a path cannot contain a NUL byte",
+            ));
+        }
+        for (j, d) in self.segment.device.iter().enumerate() {
+            if let Some(i) = self.segment.device[..j]
+                .iter()
+                .position(|e| e.position == d.position)
+            {
+                return Err(bad(
+                    &format!("segment.device[{j}].position"),
+                    &d.position,
+                    &format!("segment.device[{i}] checks the same position"),
+                ));
+            }
+        }
         self.dc
             .validate(self.cycle.period_us, self.segment.subdevices)
             .map_err(|e| ConfigError::Invalid {
@@ -539,14 +607,51 @@ impl Config {
             value: e.value,
             message: e.message,
         })?;
-        if let Some(g) = &self.ipc.group
-            && !valid_group_name(g)
-        {
-            return Err(bad(
-                "ipc.group",
-                &format!("{g:?}"),
-                "a group name: [a-z_][a-z0-9_-]*, at most 31 characters",
-            ));
+        for (i, a) in self.axis.iter().enumerate() {
+            // Every move the axis can make, from one count to its whole range (the 32-bit
+            // target's without position limits), must plan finite.
+            let one = 1.0 / a.counts_per_unit;
+            let range = match (a.min_position, a.max_position) {
+                (Some(lo), Some(hi)) => hi - lo,
+                _ => 2.0 * f64::from(i32::MAX) * one,
+            };
+            if let Err(why) = a.limits().check(one, range) {
+                return Err(bad(
+                    &format!("axis[{i}]"),
+                    &format!(
+                        // {:?}: 1e160, not its 161 digits.
+                        "{{ max_velocity = {:?}, max_acceleration = {:?}, max_jerk = {} }}",
+                        a.max_velocity,
+                        a.max_acceleration,
+                        a.max_jerk.map_or("none".into(), |j| format!("{j:?}"))
+                    ),
+                    &format!("these limits cannot be planned: {why}"),
+                ));
+            }
+        }
+        for (key, group) in [
+            ("ipc.group", &self.ipc.group),
+            ("ipc.write_group", &self.ipc.write_group),
+        ] {
+            let Some(g) = group else { continue };
+            if !valid_group_name(g) {
+                return Err(bad(
+                    key,
+                    &format!("{g:?}"),
+                    "a group name: [a-z_][a-z0-9_-]*, at most 31 characters",
+                ));
+            }
+            // The master (not root, not in the root group) cannot hand its socket to it, and
+            // the clients' group must not be every root-group process: refused here, not at
+            // the first bring-up.
+            if g == "root" {
+                return Err(bad(
+                    key,
+                    &format!("{g:?}"),
+                    "the root group is not a client group: create one (sysusers.d/rtcat.conf \
+                     makes rtcat-clients)",
+                ));
+            }
         }
         if let Some(p) = &self.control.socket
             && let Err(m) = ControlConfig::check_socket(p)
@@ -645,12 +750,80 @@ mod tests {
     fn ipc_group_is_checked_and_looked_up() {
         let e = Config::parse("[ipc]\ngroup = \"Bad Name\"\n", "c.toml").unwrap_err();
         assert!(e.to_string().contains("ipc.group = \"Bad Name\""), "{e}");
-        let c = Config::parse("[ipc]\ngroup = \"root\"\n", "c.toml").unwrap();
-        assert_eq!(c.ipc.gid().unwrap(), Some(nix::unistd::Gid::from_raw(0)));
+        // A group every system has, other than root (which is refused, see below).
+        let (name, gid) = ["daemon", "bin", "sys", "adm", "users", "nogroup"]
+            .iter()
+            .find_map(|n| {
+                nix::unistd::Group::from_name(n)
+                    .ok()
+                    .flatten()
+                    .map(|g| (*n, g.gid))
+            })
+            .expect("a system group");
+        let c = Config::parse(&format!("[ipc]\ngroup = \"{name}\"\n"), "c.toml").unwrap();
+        assert_eq!(c.ipc.gid().unwrap(), Some(gid));
+        let c = Config::parse(&format!("[ipc]\nwrite_group = \"{name}\"\n"), "c.toml").unwrap();
+        assert_eq!(c.ipc.write_gid().unwrap(), Some(gid));
+        assert!(c.ipc.writes);
         let c = Config::parse("[ipc]\ngroup = \"no-such-group-rtcat\"\n", "c.toml").unwrap();
         let e = c.ipc.gid().unwrap_err();
         assert!(e.to_string().contains("no such group"), "{e}");
         assert_eq!(Config::default().ipc.gid().unwrap(), None);
+        let c = Config::parse("[ipc]\nwrite_group = \"no-such-group-rtcat\"\n", "c.toml").unwrap();
+        let e = c.ipc.write_gid().unwrap_err();
+        assert!(e.to_string().starts_with("ipc.write_group = "), "{e}");
+    }
+
+    // Issue 26, item 8: what the first bring-up would refuse is refused by `config check`
+    // (which is Config::load), and a huge value is quoted cut, with its length.
+    #[test]
+    fn what_run_refuses_the_check_refuses_and_long_values_are_cut() {
+        for (text, want) in [
+            (
+                "[ipc]\ngroup = \"root\"\n",
+                "ipc.group = \"root\": the root group",
+            ),
+            (
+                "[ipc]\nwrite_group = \"root\"\n",
+                "ipc.write_group = \"root\"",
+            ),
+            ("[output]\ndir = \"/var/lib/a\\u0000b\"\n", "output.dir = "),
+            (
+                "[segment]\n[[segment.device]]\nposition = 0\n[[segment.device]]\nposition = 0\n",
+                "segment.device[1].position = 0: segment.device[0] checks the same position",
+            ),
+        ] {
+            let e = Config::parse(text, "c.toml").unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        let long = "e".repeat(1 << 20);
+        let e = Config::parse(&format!("[bus]\ninterface = \"{long}\"\n"), "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 1000, "{} bytes", e.len());
+        assert!(e.contains("bytes in all)"), "{}", clip(&e));
+        let e = Config::parse(&format!("[bus]\ninterface = \"{long}\" junk\n"), "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.len() < 1000, "{} bytes", e.len());
+        let many = "[[device]]\nvendor_id = 1\nproduct_id = 2\n".repeat(10_000);
+        let t = std::time::Instant::now();
+        let e = Config::parse(&many, "c.toml").unwrap_err().to_string();
+        assert!(e.contains("device[1024]"), "{}", clip(&e));
+        assert!(t.elapsed() < std::time::Duration::from_secs(5));
+        // Absurd motion limits: a clear error, never a NaN plan at run time.
+        let axis = "[[axis]]\nname = \"x\"\nposition = 0\ncounts_per_unit = 1000.0\n\
+                    max_velocity = 1.0\nmax_jerk = 1.0\nmoves = [1.0]\n";
+        let e = Config::parse(&format!("{axis}max_acceleration = 1e160\n"), "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(
+                "axis[0] = { max_velocity = 1.0, max_acceleration = 1e160, max_jerk = 1.0 }"
+            ) && e.contains("these limits cannot be planned"),
+            "{e}"
+        );
+        Config::parse(&format!("{axis}max_acceleration = 10.0\n"), "c.toml").unwrap();
     }
 
     #[test]

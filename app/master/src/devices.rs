@@ -42,6 +42,9 @@ pub const MAX_SM_BYTES: u32 = 8191;
 /// Longest `name` of a device or a PDO entry.
 pub const MAX_NAME: usize = 128;
 
+/// Most `[[device]]` entries (a segment has at most this many subdevices).
+pub const MAX_DEVICES: usize = crate::master::MAX_SUBDEVICES;
+
 /// RxPDO mapping objects (outputs, master -> subdevice), ETG.1000.6 Table 67.
 pub const RXPDO: std::ops::RangeInclusive<u16> = 0x1600..=0x17ff;
 /// TxPDO mapping objects (inputs, subdevice -> master), ETG.1000.6 Table 67.
@@ -350,6 +353,14 @@ fn pdo_direction(index: u16) -> Option<Direction> {
 /// Check every `[[device]]` entry; `subdevices` is `[segment] subdevices` if given. The first
 /// violation is returned.
 pub fn validate(devices: &[DeviceConfig], subdevices: Option<u16>) -> Result<(), Invalid> {
+    // At most one entry per subdevice a segment can have; also bounds the pairwise check below.
+    if devices.len() > MAX_DEVICES {
+        return Err(invalid(
+            format!("device[{MAX_DEVICES}]"),
+            format!("{} [[device]] entries", devices.len()),
+            format!("at most {MAX_DEVICES} (one per subdevice a segment may have)"),
+        ));
+    }
     for (i, d) in devices.iter().enumerate() {
         validate_one(i, d, subdevices)?;
     }

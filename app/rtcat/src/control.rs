@@ -19,11 +19,12 @@
 //! and counted, in total and per position.
 
 use crate::stats::{Event, EventKind, Live};
+use rtcat_control::protocol::AlTarget;
 use rtcat_control::protocol::{
     AxisStatus, Counters, DcStatus, Failure, Histo, Histograms, Request, Status, SubdeviceState,
     TimeDifference, VERSION, to_hex,
 };
-use rtcat_control::{Provider, Server, ServerConfig};
+use rtcat_control::{Outcome, Peer, Provider, Server, ServerConfig, Writers};
 use rtcat_master::acyclic::{MAX_SDO_BYTES, SdoClient, SdoFailure};
 use rtcat_master::application::{Application, Cycle, Recovery, Setup, ShutdownReason};
 use rtcat_master::config::Config;
@@ -123,6 +124,59 @@ pub struct Shared {
     started: Instant,
     axes: Option<rtcat_master::axes::AxesReport>,
     stopped: AtomicBool,
+    /// Where the records of state-changing requests go (the status thread writes them to
+    /// events.log and the journal); None: nowhere to put them (set by [`Control::start`]).
+    records: Mutex<Option<mpsc::SyncSender<Record>>>,
+}
+
+/// One line for events.log and the journal raised off the cyclic thread: the record of a
+/// state-changing control request.
+#[derive(Debug, Clone)]
+pub struct Record {
+    /// Wall-clock time (ns since the epoch).
+    pub unix_ns: u64,
+    /// Cycle number then.
+    pub cycle: u64,
+    /// The line after `cycle=N `, starting with its kind (`control`).
+    pub text: String,
+}
+
+/// The text of the record of `request` by `peer`: who (uid, pid), what (command, target,
+/// value), and what became of it. Messages are quoted with `{:?}` (one line whatever they hold).
+pub fn record_text(peer: &Peer, request: &Request, outcome: &Outcome<'_>) -> String {
+    let what = match request {
+        Request::SdoWrite {
+            position,
+            index,
+            sub,
+            data,
+        } => format!(
+            "position={position} index={index:#06x} sub={sub} data={}",
+            to_hex(data)
+        ),
+        Request::AlState { position, state } => {
+            format!("position={position} state={}", AlTarget::name(*state))
+        }
+        other => other.to_line(),
+    };
+    let result = match outcome {
+        Outcome::Done => "result=ok".to_string(),
+        Outcome::Failed(f) => format!(
+            "result=failed kind={} error={:?}",
+            match f.kind {
+                rtcat_control::FailureKind::Usage => "usage",
+                rtcat_control::FailureKind::Runtime => "runtime",
+            },
+            f.message
+        ),
+        Outcome::Refused(why) => format!("result=refused error={why:?}"),
+    };
+    format!(
+        "control {} uid={} pid={} {what} {result}",
+        request.name(),
+        peer.uid,
+        peer.pid
+    )
 }
 
 fn failure(e: SdoFailure) -> Failure {
@@ -190,6 +244,7 @@ impl Shared {
             started: Instant::now(),
             axes,
             stopped: AtomicBool::new(false),
+            records: Mutex::new(None),
         })
     }
 
@@ -373,6 +428,22 @@ impl Provider for Shared {
             }
         }
     }
+
+    fn record(&self, peer: &Peer, request: &Request, outcome: &Outcome<'_>) {
+        let r = Record {
+            unix_ns: crate::clock::unix_ns(),
+            cycle: self.live.cycles.load(Ordering::Relaxed),
+            text: record_text(peer, request, outcome),
+        };
+        let tx = lock(&self.records).clone();
+        match tx {
+            // Blocks while the status thread catches up: a client that floods state changes
+            // is slowed to what can be put on the record, rather than leaving none.
+            Some(tx) if tx.send(r.clone()).is_ok() => {}
+            // No status thread (any more): the journal still gets it.
+            _ => crate::say!("rtcat: {}", r.text),
+        }
+    }
 }
 
 /// `serde::Serialize` behind `&dyn` for the one-liner above.
@@ -545,15 +616,28 @@ pub struct Control {
 }
 
 impl Control {
-    /// Start the poller, and the server at `socket` when given.
+    /// Start the poller, and the server at `socket` when given; the records of
+    /// state-changing requests go to `records`.
     pub fn start(
         shared: Arc<Shared>,
         socket: Option<&std::path::Path>,
         events: mpsc::SyncSender<Event>,
+        records: mpsc::SyncSender<Record>,
     ) -> anyhow::Result<Control> {
-        let gid = shared.cfg.ipc.gid()?.map(|g| g.as_raw());
+        let ipc = &shared.cfg.ipc;
+        let gid = ipc.gid()?.map(|g| g.as_raw());
+        let writers = match (ipc.writes, ipc.write_gid()?) {
+            (false, _) => Writers::Nobody,
+            (true, Some(g)) => Writers::Group(g.as_raw()),
+            (true, None) => Writers::Owner,
+        };
+        *lock(&shared.records) = Some(records);
         let server = match socket {
-            Some(p) => Some(Server::start(ServerConfig::new(p, gid), shared.clone())?),
+            Some(p) => {
+                let mut sc = ServerConfig::new(p, gid);
+                sc.writers = writers;
+                Some(Server::start(sc, shared.clone())?)
+            }
             None => None,
         };
         let poller = Poller::spawn(shared.clone(), events)?;

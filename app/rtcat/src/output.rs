@@ -313,6 +313,63 @@ pub const RESULT_FILES: [&str; 7] = [
     "samples.csv",
 ];
 
+/// The space the final results are written into, taken when a run starts ([`Reserve`]).
+pub const RESERVE_FILE: &str = ".final-reserve";
+
+/// Bytes kept for the final results: summary.json, summary.txt and the three histograms of a
+/// sim run take 7.5 KB (24 KiB in 4 KiB blocks), and each is written beside its checkpoint
+/// before the rename frees the old one. Five times that leaves room for wider histograms and
+/// longer lists (axes, DC subdevices) without taking much of a small file system.
+pub const FINAL_RESERVE: u64 = 128 * 1024;
+
+/// The final results' space, allocated in the output directory when the run starts so that a
+/// writer that fills the file system meanwhile (another user's, a runaway log) cannot take it;
+/// given back just before the final write, and when the run ends without one.
+pub struct Reserve {
+    dir: std::sync::Arc<Dir>,
+    held: bool,
+}
+
+impl Reserve {
+    /// Take `bytes` in `dir`. When that fails (the file system is already full) the run goes on
+    /// without it, and says so once.
+    pub fn take(dir: &std::sync::Arc<Dir>, bytes: u64) -> Reserve {
+        let held = match dir.reserve(RESERVE_FILE, bytes) {
+            Ok(()) => true,
+            Err(e) => {
+                let _ = dir.remove(RESERVE_FILE);
+                crate::say!(
+                    "rtcat: could not keep {} KiB for the final results ({e}); they are \
+                     written if there is room at the end",
+                    bytes / 1024
+                );
+                false
+            }
+        };
+        Reserve {
+            dir: dir.clone(),
+            held,
+        }
+    }
+
+    /// Give the space back (just before the final write).
+    pub fn release(mut self) {
+        self.free();
+    }
+
+    fn free(&mut self) {
+        if std::mem::take(&mut self.held) {
+            let _ = self.dir.remove(RESERVE_FILE);
+        }
+    }
+}
+
+impl Drop for Reserve {
+    fn drop(&mut self) {
+        self.free();
+    }
+}
+
 /// Where earlier runs' files go, below the output directory.
 pub const RUNS_DIR: &str = "runs";
 

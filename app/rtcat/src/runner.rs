@@ -179,6 +179,8 @@ fn checkpoint_fn(
 /// Run a job to its end and write every result file.
 pub fn execute(mut job: Job) -> Result<JobResult> {
     crate::signals::install(crate::signals::Second::Kills)?;
+    // Before anything writes into the directory: the final results' room.
+    let reserve = output::Reserve::take(&job.dir, output::FINAL_RESERVE);
     let started = unix_ns();
     let t0 = now_ns();
     let (ev_tx, ev_rx) = rtrb::RingBuffer::new(4096);
@@ -210,6 +212,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     let hist = Arc::new(crate::control::HistShare::default());
     let layout: crate::control::LayoutShare = Arc::default();
     let (more_tx, more_rx) = std::sync::mpsc::sync_channel(256);
+    let (records_tx, records_rx) = std::sync::mpsc::sync_channel(256);
     // Only while DC is on: the sampler's sender must not keep the channel open otherwise.
     let dc_events = job.cfg.dc.enabled.then(|| {
         let tx = more_tx.clone();
@@ -230,6 +233,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             ),
             job.cfg.control.socket.as_deref(),
             more_tx,
+            records_tx,
         )?),
         None => None,
     };
@@ -261,6 +265,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             checkpoint,
             histograms: Some(hist),
             more_events: Some(more_rx),
+            records: Some(records_rx),
         },
         live.clone(),
         ev_rx,
@@ -351,6 +356,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         ),
     };
     let summary = output::build_summary(&outcome.rec, &facts);
+    reserve.release();
     output::write_results(&job.dir, &summary, &outcome.rec)
         .with_context(|| format!("results in {}", job.dir.path().display()))?;
     let json = serde_json::to_string_pretty(&summary)?;

@@ -51,6 +51,79 @@ pub struct StatusConfig {
     /// Events raised off the cyclic thread (the poller's emergencies), written like the
     /// cyclic thread's.
     pub more_events: Option<mpsc::Receiver<Event>>,
+    /// Records of state-changing control requests: written to events.log and to stderr (the
+    /// journal), whatever `echo_events` says.
+    pub records: Option<mpsc::Receiver<crate::control::Record>>,
+}
+
+/// Lines of one kind of event written in a burst before the rate limit applies.
+pub const EVENT_BURST: u32 = 100;
+/// Lines of one kind of event written per second once the burst is spent.
+pub const EVENT_RATE: u32 = 20;
+/// How often the count of suppressed lines of a kind is written (also at the end).
+pub const SUPPRESSED_EVERY: Duration = Duration::from_secs(10);
+
+/// Per kind of event (the word after `cycle=N`), a token bucket of [`EVENT_BURST`] lines
+/// refilled at [`EVENT_RATE`] a second: whatever floods one kind (a member toggling writer
+/// slots, a client hammering `al_state`) writes at most that into events.log and the journal,
+/// and a line `events_suppressed kind=K count=N` says what was left out.
+#[derive(Default)]
+struct Limiter {
+    kinds: std::collections::HashMap<String, Bucket>,
+}
+
+struct Bucket {
+    tokens: f64,
+    refilled: Instant,
+    suppressed: u64,
+    said: Instant,
+}
+
+impl Limiter {
+    /// Whether a line of `kind` may be written now (else it is counted).
+    fn admit(&mut self, kind: &str, now: Instant) -> bool {
+        let b = match self.kinds.get_mut(kind) {
+            Some(b) => b,
+            None => self.kinds.entry(kind.to_string()).or_insert(Bucket {
+                tokens: f64::from(EVENT_BURST),
+                refilled: now,
+                suppressed: 0,
+                said: now,
+            }),
+        };
+        let dt = now.saturating_duration_since(b.refilled).as_secs_f64();
+        b.tokens = (b.tokens + dt * f64::from(EVENT_RATE)).min(f64::from(EVENT_BURST));
+        b.refilled = now;
+        if b.tokens >= 1.0 {
+            b.tokens -= 1.0;
+            true
+        } else {
+            b.suppressed += 1;
+            false
+        }
+    }
+
+    /// The kinds with suppressed lines to report now (every [`SUPPRESSED_EVERY`], or all of
+    /// them when `all`), their counts reset.
+    fn due(&mut self, now: Instant, all: bool) -> Vec<(String, u64)> {
+        let mut out = Vec::new();
+        for (k, b) in self.kinds.iter_mut() {
+            if b.suppressed > 0
+                && (all || now.saturating_duration_since(b.said) >= SUPPRESSED_EVERY)
+            {
+                out.push((k.clone(), b.suppressed));
+                b.suppressed = 0;
+                b.said = now;
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+/// The kind of an event line (`{unix_ns} cycle={n} KIND ...`).
+fn kind_of(text: &str) -> &str {
+    text.split(' ').next().unwrap_or("")
 }
 
 /// How often the histograms go to [`StatusConfig::histograms`].
@@ -77,10 +150,6 @@ fn histograms(m: &Recorder, s: &Sums) -> Histograms {
 pub struct StatusThread {
     stop: Arc<AtomicBool>,
     handle: std::thread::JoinHandle<LoggingHealth>,
-}
-
-fn format_event(e: &Event) -> String {
-    format!("{} cycle={} {}", e.unix_ns, e.cycle, e.kind)
 }
 
 /// One log file that stops (and says why, once) instead of failing the thread.
@@ -254,7 +323,9 @@ impl StatusThread {
                     mut checkpoint,
                     histograms: share,
                     more_events,
+                    records,
                 } = cfg;
+                let mut limiter = Limiter::default();
                 let mut sums = Sums::default();
                 let mut last_publish: Option<Instant> = None;
                 let mut health = Health::default();
@@ -295,14 +366,40 @@ impl StatusThread {
                     }
                     let more = std::iter::from_fn(|| more_events.as_ref()?.try_recv().ok());
                     let cyclic = std::iter::from_fn(|| events.pop().ok());
+                    let now = Instant::now();
                     for e in cyclic.chain(more) {
-                        let line = format_event(&e);
+                        let text = e.kind.to_string();
+                        if !limiter.admit(kind_of(&text), now) {
+                            continue;
+                        }
+                        let line = format!("{} cycle={} {text}", e.unix_ns, e.cycle);
                         if !log.line(format_args!("{line}"), &mut health) {
                             health.h.events_dropped += 1;
                         }
                         if echo_events {
                             say!("rtcat: event {line}");
                         }
+                    }
+                    while let Some(r) = records.as_ref().and_then(|r| r.try_recv().ok()) {
+                        if !limiter.admit(kind_of(&r.text), now) {
+                            continue;
+                        }
+                        let line = format!("{} cycle={} {}", r.unix_ns, r.cycle, r.text);
+                        if !log.line(format_args!("{line}"), &mut health) {
+                            health.h.events_dropped += 1;
+                        }
+                        say!("rtcat: {}", r.text);
+                    }
+                    for (kind, n) in limiter.due(now, stopping) {
+                        let line = format!(
+                            "{} cycle={} events_suppressed kind={kind} count={n}",
+                            crate::clock::unix_ns(),
+                            live.cycles.load(Ordering::Relaxed)
+                        );
+                        if !log.line(format_args!("{line}"), &mut health) {
+                            health.h.events_dropped += 1;
+                        }
+                        say!("rtcat: {line} (more than {EVENT_RATE}/s of one kind)");
                     }
                     let dc_on = live.dc.enabled.load(Ordering::Relaxed) == 1;
                     while let Ok(s) = samples.pop() {

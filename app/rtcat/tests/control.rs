@@ -36,6 +36,15 @@ struct Bench {
 
 impl Bench {
     fn start(dir: &Path, secs: u32) -> Bench {
+        Bench::start_with(dir, secs, "")
+    }
+
+    /// With `config` added to the patient configuration.
+    fn start_with(dir: &Path, secs: u32, config: &str) -> Bench {
+        let cfg = patient(dir);
+        let mut text = std::fs::read_to_string(&cfg).unwrap();
+        text.push_str(config);
+        std::fs::write(&cfg, text).unwrap();
         let sock = dir.join("ctl.sock");
         let sim = dir.join("sim.sock");
         let out = dir.join("out");
@@ -44,7 +53,7 @@ impl Bench {
             .arg("--segment")
             .arg(coe_segment())
             .arg("--config")
-            .arg(patient(dir))
+            .arg(&cfg)
             .arg("--control")
             .arg(&sock)
             .arg("--sim-control")
@@ -464,4 +473,109 @@ fn a_foreign_file_at_the_socket_path_is_refused_with_exit_2() {
         &[d.path().join("none.sock").as_os_str()],
     );
     assert_eq!(o.status.code(), Some(1), "{o:?}");
+}
+
+/// The lines of events.log that record a control request (`control CMD uid=...`).
+fn records(out: &Path) -> Vec<String> {
+    std::fs::read_to_string(out.join("events.log"))
+        .unwrap()
+        .lines()
+        .filter(|l| l.contains(" control "))
+        .map(str::to_string)
+        .collect()
+}
+
+// Issue 26, finding 5: an sdo_write and an al_state are on the record (events.log and the
+// journal) with the requester's uid and pid, the target, the value and the result.
+#[test]
+fn state_changes_are_on_the_record_with_uid_pid_target_value_and_result() {
+    let d = tempfile::tempdir().unwrap();
+    let b = Bench::start(d.path(), 4);
+    let mut c = b.client();
+    c.call(&Request::SdoWrite {
+        position: 1,
+        index: 0x8000,
+        sub: 0x15,
+        data: vec![0x05, 0x00],
+    })
+    .unwrap();
+    c.call(&Request::SdoWrite {
+        position: 7,
+        index: 0x6085,
+        sub: 0,
+        data: vec![0xe8, 0x03, 0, 0],
+    })
+    .unwrap_err();
+    c.call(&Request::AlState {
+        position: 1,
+        state: rtcat_control::protocol::AlTarget::SafeOp,
+    })
+    .unwrap();
+    // Reads are not recorded.
+    c.call(&Request::Status).unwrap();
+    let out = b.out.clone();
+    let (err, _) = b.finish();
+    let r = records(&out);
+    let me = format!(
+        "uid={} pid={}",
+        nix::unistd::getuid().as_raw(),
+        std::process::id()
+    );
+    assert_eq!(r.len(), 3, "{r:#?}");
+    let want = [
+        format!("control sdo_write {me} position=1 index=0x8000 sub=21 data=0500 result=ok"),
+        format!(
+            "control sdo_write {me} position=7 index=0x6085 sub=0 data=e8030000 result=failed \
+             kind=usage error=\"position = 7"
+        ),
+        format!("control al_state {me} position=1 state=safe-op result=ok"),
+    ];
+    for (line, want) in r.iter().zip(&want) {
+        assert!(line.contains(want.as_str()), "{line}\nwant {want}");
+        // The journal (stderr) has it too.
+        let tail = line.split_once(" control ").unwrap().1;
+        assert!(err.contains(&format!("rtcat: control {tail}")), "{err}");
+    }
+}
+
+// Issue 26, findings 5 and 7: with `[ipc] writes = false` a write is refused and recorded as
+// refused; a client flooding refused writes leaves a bounded events.log that counts what it
+// left out.
+#[test]
+fn refused_writes_are_recorded_and_a_flood_is_rate_limited_with_a_count() {
+    let d = tempfile::tempdir().unwrap();
+    let b = Bench::start_with(d.path(), 4, "[ipc]\nwrites = false\n");
+    let mut c = b.client();
+    let n = 2000;
+    for _ in 0..n {
+        match c.call(&Request::AlState {
+            position: 1,
+            state: rtcat_control::protocol::AlTarget::Init,
+        }) {
+            Err(ClientError::Failed(f)) => {
+                assert_eq!(f.kind, FailureKind::Usage);
+                assert!(f.message.contains("writes are disabled"), "{}", f.message);
+            }
+            r => panic!("{r:?}"),
+        }
+    }
+    // The subdevice stayed in OP: nothing was done.
+    assert_eq!(b.status()["counters"]["not_op_cycles"], 0);
+    let out = b.out.clone();
+    let _ = b.finish();
+    let r = records(&out);
+    assert!(
+        r[0].contains("result=refused error=\"writes are disabled"),
+        "{}",
+        r[0]
+    );
+    // A burst, then the rate: far fewer lines than requests, and the rest counted.
+    assert!(r.len() <= 100 + 20 * 10, "{} lines", r.len());
+    let log = std::fs::read_to_string(out.join("events.log")).unwrap();
+    let suppressed: u64 = log
+        .lines()
+        .filter_map(|l| l.split_once("events_suppressed kind=control count="))
+        .map(|(_, n)| n.trim().parse::<u64>().unwrap())
+        .sum();
+    assert_eq!(r.len() as u64 + suppressed, n, "{log}");
 }

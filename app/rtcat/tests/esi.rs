@@ -368,3 +368,25 @@ fn emitted_configuration_is_valid_for_the_master() {
         assert_eq!(cfg.device.len(), 1, "{file}");
     }
 }
+
+// Issue 26, item 8: an entry of BitLen 0 (or above 64) is never emitted into a mapping that
+// `config check` refuses; the PDO is assigned and its mapping left to the device.
+#[test]
+fn entries_the_master_cannot_map_are_not_emitted() {
+    let xml = std::fs::read_to_string(example("SERVO-COE.xml")).unwrap();
+    for bits in ["0", "65"] {
+        let i = xml.find("<RxPdo Sm=\"2\">").unwrap();
+        let j = i + xml[i..].find("<BitLen>16</BitLen>").unwrap();
+        let bad = format!(
+            "{}<BitLen>{bits}</BitLen>{}",
+            &xml[..j],
+            &xml[j + "<BitLen>16</BitLen>".len()..]
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("bad.xml");
+        std::fs::write(&f, bad).unwrap();
+        let text = ok(&[f.to_str().unwrap(), "--emit-config", "0x1600", "0x1A00"]);
+        assert!(text.contains(&format!("has BitLen {bits}")), "{text}");
+        rtcat_master::Config::parse(&text, "emitted").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    }
+}

@@ -350,7 +350,8 @@ fn slow_clients_never_block_a_scrape() {
     let t0 = Instant::now();
     assert_eq!(get(e.addr, "/metrics").0, 200);
     assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
-    // A fourth slow one fills the slots: the next client gets a 503 at once, not a hang.
+    // A fourth slow one fills this address's slots: its next connection gets a 503 at once,
+    // not a hang.
     let mut s4 = TcpStream::connect(e.addr).unwrap();
     s4.write_all(b"G").unwrap();
     std::thread::sleep(Duration::from_millis(300));
@@ -474,4 +475,104 @@ impl Drop for KillOnDrop<'_> {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// A TCP connection to `addr` from the local address `from` (any of 127.0.0.0/8 reaches the
+/// loopback): another peer, as the exporter sees it.
+fn connect_from(from: std::net::Ipv4Addr, addr: SocketAddr) -> TcpStream {
+    use nix::sys::socket::{self, AddressFamily, SockFlag, SockType, SockaddrIn};
+    let fd = socket::socket(
+        AddressFamily::Inet,
+        SockType::Stream,
+        SockFlag::SOCK_CLOEXEC,
+        None,
+    )
+    .unwrap();
+    let src = SockaddrIn::from(std::net::SocketAddrV4::new(from, 0));
+    socket::bind(std::os::fd::AsRawFd::as_raw_fd(&fd), &src).unwrap();
+    let SocketAddr::V4(to) = addr else {
+        panic!("{addr}")
+    };
+    socket::connect(std::os::fd::AsRawFd::as_raw_fd(&fd), &SockaddrIn::from(to)).unwrap();
+    TcpStream::from(fd)
+}
+
+// Issue 26, finding 7: clients trickling one header byte per second (reconnecting whenever
+// they are dropped) hold at most their address's slots, each for at most the header deadline:
+// every scrape from elsewhere gets its page.
+#[test]
+fn tricklers_do_not_make_scrapes_fail() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("control.sock");
+    fake_master(&sock, Master::Answers(fixture("status.json")));
+    let e = start(&sock);
+    let addr = e.addr;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let tricklers: Vec<_> = (0..8)
+        .map(|_| {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let mut s = connect_from(std::net::Ipv4Addr::new(127, 0, 0, 2), addr);
+                    for b in b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n" {
+                        if stop.load(Ordering::Relaxed) || s.write_all(&[*b]).is_err() {
+                            break;
+                        }
+                        std::thread::sleep(Duration::from_secs(1));
+                    }
+                }
+            })
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let mut codes = Vec::new();
+    for _ in 0..20 {
+        codes.push(get(addr, "/metrics").0);
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    stop.store(true, Ordering::Relaxed);
+    assert!(codes.iter().all(|c| *c == 200), "{codes:?}");
+    for t in tricklers {
+        t.join().unwrap();
+    }
+}
+
+// Issue 26, finding 7: eight idle connections of one client to the master's control socket do
+// not take the exporter's: it still reports rtcat_up 1.
+#[test]
+fn idle_control_connections_do_not_silence_the_exporter() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("control.sock");
+    let mut bench = Command::new(BIN)
+        .args(["bench", "--sim", "--no-rt", "--duration", "20", "--out"])
+        .arg(dir.path().join("out"))
+        .arg("--control")
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let _kill = KillOnDrop(&mut bench);
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        assert!(Instant::now() < deadline, "the master never reached op");
+        if let Ok(mut c) = rtcat_control::Client::connect(&sock)
+            && let Ok(v) = c.call(&rtcat_control::Request::Status)
+            && v["state"] == "op"
+        {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let idle: Vec<_> = (0..8)
+        .map(|_| std::os::unix::net::UnixStream::connect(&sock).unwrap())
+        .collect();
+    std::thread::sleep(Duration::from_millis(300));
+    let e = start(&sock);
+    for _ in 0..3 {
+        let (code, _, page) = get(e.addr, "/metrics");
+        assert_eq!(code, 200);
+        assert_eq!(value(&page, "rtcat_up"), Some(1.0), "{page}");
+    }
+    drop(idle);
 }

@@ -440,3 +440,85 @@ fn printing_commands_end_quietly_on_a_closed_pipe() {
         assert!(!err.contains("panicked"), "{args:?}: {err}");
     }
 }
+
+// Issue 26, finding 6: another writer fills the file system while the run goes on; the space
+// the final results need was kept when the run started, so summary.json is the final one,
+// complete, not the last checkpoint.
+#[test]
+fn a_file_system_filled_by_another_writer_still_gets_the_final_summary() {
+    if !require_root("mounting a tmpfs") {
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let mnt = dir.path().join("mnt");
+    std::fs::create_dir(&mnt).unwrap();
+    let st = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=2m", "tmpfs"])
+        .arg(&mnt)
+        .status()
+        .unwrap();
+    assert!(st.success(), "mount tmpfs");
+    struct Umount<'a>(&'a Path);
+    impl Drop for Umount<'_> {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg("-l").arg(self.0).status();
+        }
+    }
+    let _u = Umount(&mnt);
+    let out = mnt.join("out");
+    let cfg = config(dir.path(), "checkpoint_s = 1\n");
+    let child = rtcat()
+        .args(["bench", "--sim", "--no-rt", "--duration", "5", "--config"])
+        .arg(&cfg)
+        .arg("--out")
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Once the first checkpoint is there, the other writer takes every free byte.
+    wait_for("a checkpoint", Duration::from_secs(20), || {
+        out.join("summary.json").exists()
+    });
+    let mut filler = std::fs::File::create(mnt.join("filler")).unwrap();
+    let block = vec![0x5au8; 4096];
+    while std::io::Write::write_all(&mut filler, &block).is_ok() {}
+    let _ = filler.sync_all();
+    let o = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    let s = check_results(&out);
+    let stop = s.stop.expect("a stop record");
+    assert_eq!(stop.reason, StopReason::Duration, "{err}");
+    assert!(s.duration_s >= 4.5, "{}", s.duration_s);
+    assert!(!out.join(".final-reserve").exists());
+}
+
+// Issue 26, item 8: the results directory and its files have fixed modes whatever the umask.
+#[test]
+fn results_have_fixed_modes_whatever_the_umask() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o7777;
+    for umask in ["000", "077"] {
+        let out = dir.path().join(format!("u{umask}/a/out"));
+        for _ in 0..2 {
+            // Twice: the second run moves the first one's files into runs/<time>/.
+            let o = Command::new("sh")
+                .arg("-c")
+                .arg(format!("umask {umask}; exec \"$0\" \"$@\""))
+                .arg(env!("CARGO_BIN_EXE_rtcat"))
+                .args(["bench", "--sim", "--no-rt", "--duration", "1", "--out"])
+                .arg(&out)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{o:?}");
+        }
+        for d in [out.parent().unwrap(), &out, &out.join("runs")] {
+            assert_eq!(mode(d), 0o755, "umask {umask}: {}", d.display());
+        }
+        for f in ["summary.json", "summary.txt", "events.log", "exec_ns.hdr"] {
+            assert_eq!(mode(&out.join(f)), 0o644, "umask {umask}: {f}");
+        }
+    }
+}

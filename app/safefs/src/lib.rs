@@ -335,13 +335,58 @@ impl Dir {
         })
     }
 
-    /// Create the directory and the missing ones above it (mode 0755 after the umask), then open it.
+    /// Create the directory and the missing ones above it, each it creates mode 0755 whatever
+    /// the umask (a umask of 000 must not leave a results directory writable by everyone; one
+    /// of 077 must not hide it from the operators), then open it. Existing ones are left as
+    /// they are.
     pub fn create_all(path: &Path) -> Result<Dir> {
-        std::fs::create_dir_all(path).map_err(|source| Error::Io {
-            path: path.to_path_buf(),
-            source,
-        })?;
+        let mut missing = Vec::new();
+        let mut p = path;
+        while !p.as_os_str().is_empty() && std::fs::symlink_metadata(p).is_err() {
+            missing.push(p);
+            match p.parent() {
+                Some(q) => p = q,
+                None => break,
+            }
+        }
+        for p in missing.into_iter().rev() {
+            match nix::unistd::mkdir(p, Mode::from_bits_truncate(0o755)) {
+                // Somebody else made it meanwhile: theirs, its mode left alone.
+                Err(nix::Error::EEXIST) => continue,
+                r => r.map_err(io_err(p))?,
+            }
+            let d = Dir::open(p)?;
+            nix::sys::stat::fchmod(&d.fd, Mode::from_bits_truncate(0o755)).map_err(io_err(p))?;
+        }
         Dir::open(path)
+    }
+
+    /// Keep `bytes` of the file system for later: `name` is created (or truncated) and its
+    /// blocks allocated (`fallocate`; written with zeros where the file system cannot), so a
+    /// writer that fills the file system later cannot take them. [`Dir::remove`] gives them
+    /// back just before they are needed.
+    pub fn reserve(&self, name: &str, bytes: u64) -> Result<()> {
+        let p = self.child(name)?;
+        let f = self.create(name, 0o600)?;
+        let len = i64::try_from(bytes).unwrap_or(i64::MAX);
+        match nix::fcntl::fallocate(&f, nix::fcntl::FallocateFlags::empty(), 0, len) {
+            Ok(()) => Ok(()),
+            Err(nix::Error::EOPNOTSUPP) => {
+                let zeros = vec![0u8; 64 * 1024];
+                let mut f = f;
+                let mut left = bytes;
+                while left > 0 {
+                    let n = left.min(zeros.len() as u64) as usize;
+                    f.write_all(&zeros[..n]).map_err(|source| Error::Io {
+                        path: p.clone(),
+                        source,
+                    })?;
+                    left -= n as u64;
+                }
+                f.sync_all().map_err(|source| Error::Io { path: p, source })
+            }
+            Err(e) => Err(io_err(&p)(e)),
+        }
     }
 
     /// Create a new directory with `mode` (an existing one, or anything else at the path, is an
@@ -382,9 +427,11 @@ impl Dir {
     /// Open (or create) a subdirectory without following a link.
     pub fn subdir(&self, name: &str, create: bool) -> Result<Dir> {
         let p = self.child(name)?;
+        let mut made = false;
         if create {
             match mkdirat(self.borrowed(), name, Mode::from_bits_truncate(0o755)) {
-                Ok(()) | Err(nix::Error::EEXIST) => {}
+                Ok(()) => made = true,
+                Err(nix::Error::EEXIST) => {}
                 Err(e) => return Err(io_err(&p)(e)),
             }
         }
@@ -401,6 +448,10 @@ impl Dir {
             },
             e => io_err(&p)(e),
         })?;
+        if made {
+            // The umask must not change the mode of a directory we made.
+            nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o755)).map_err(io_err(&p))?;
+        }
         Ok(Dir { fd, path: p })
     }
 
@@ -489,6 +540,12 @@ impl Dir {
                 path: p,
                 kind: kind_name(&st),
             });
+        }
+        // The mode asked for, not the umask's (events.log of a run under umask 077 is still
+        // readable by the operators, one under 000 not writable by everyone). Only files of
+        // ours: another user's file we may write keeps its mode.
+        if st.st_mode & 0o7777 != mode && st.st_uid == nix::unistd::geteuid().as_raw() {
+            nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(mode)).map_err(io_err(&p))?;
         }
         Ok(File::from(fd))
     }

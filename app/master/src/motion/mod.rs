@@ -48,10 +48,71 @@ pub struct Move {
     to: f64,
 }
 
+impl Limits {
+    /// Whether every move of `min_distance` to `max_distance` units (sampled geometrically)
+    /// plans finite: absurd limits (`max_acceleration = 4.7e80`, a jerk of 1e-300) overflow the
+    /// profile's formulas, and a plan that is not finite would sample NaN (a target of 0 counts
+    /// once converted). The configuration calls this for every axis with built-in motion.
+    pub fn check(&self, min_distance: f64, max_distance: f64) -> Result<(), String> {
+        const STEPS: u32 = 24;
+        let (lo, hi) = (
+            min_distance.max(f64::MIN_POSITIVE),
+            max_distance.max(min_distance),
+        );
+        let ratio = (hi / lo).powf(1.0 / f64::from(STEPS));
+        let mut d = lo;
+        for _ in 0..=STEPS {
+            Move::plan_checked(0.0, d.min(hi), self)
+                .map_err(|why| format!("a move of {} units: {why}", d.min(hi)))?;
+            d *= ratio;
+        }
+        Ok(())
+    }
+}
+
 impl Move {
     /// Plan a move from `from` to `to` (at rest at both ends). The limits must be finite and
-    /// positive (the configuration checks them).
+    /// positive (the configuration checks them, and [`Limits::check`] that they plan finite).
+    /// Should a plan still not be finite, the move holds `from`: never a NaN setpoint.
     pub fn plan(from: f64, to: f64, l: &Limits) -> Move {
+        Move::plan_checked(from, to, l).unwrap_or(Move {
+            segs: [Seg::default(); 7],
+            n: 0,
+            total: 0.0,
+            to: from,
+        })
+    }
+
+    /// [`Move::plan`], or why the plan is not finite (a duration, a segment's state, or the
+    /// position it ends at not being the target).
+    pub fn plan_checked(from: f64, to: f64, l: &Limits) -> Result<Move, String> {
+        let m = Move::plan_raw(from, to, l);
+        if !m.total.is_finite() {
+            return Err(format!("the plan is not finite (duration {} s)", m.total));
+        }
+        let segs = &m.segs[..m.n];
+        if segs
+            .iter()
+            .any(|g| ![g.t0, g.p0, g.v0, g.a0, g.j].iter().all(|x| x.is_finite()))
+        {
+            return Err("the plan is not finite (a segment overflows)".into());
+        }
+        // Where the last segment ends must be the target (a plan whose terms cancel
+        // catastrophically ends elsewhere and would step at its end).
+        let end = segs.last().map_or(from, |g| {
+            let u = m.total - g.t0;
+            g.p0 + g.v0 * u + g.a0 * u * u / 2.0 + g.j * u * u * u / 6.0
+        });
+        let tol = 1e-6 * (to - from).abs().max(1e-9);
+        if !end.is_finite() || (end - to).abs() > tol {
+            return Err(format!(
+                "the plan is not finite enough: it ends at {end}, not at {to}"
+            ));
+        }
+        Ok(m)
+    }
+
+    fn plan_raw(from: f64, to: f64, l: &Limits) -> Move {
         let d = (to - from).abs();
         let s = if to >= from { 1.0 } else { -1.0 };
         let (vm, am) = (l.velocity, l.acceleration);

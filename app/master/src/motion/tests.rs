@@ -219,3 +219,70 @@ fn moves_run_in_turn_and_restart_from_a_new_position() {
         x.position
     );
 }
+
+// Issue 26, item 8: absurd limits never give a plan that is not finite (sampled NaN, a
+// target that becomes 0 in counts): the checked plan refuses them, and the plan the cyclic
+// thread makes holds its start instead.
+#[test]
+fn absurd_limits_are_refused_and_never_sampled_as_nan() {
+    let e = [1e-300, 1e-10, 1.0, 1e10, 4.7e80, 1e160, 1e300];
+    let mut refused = 0;
+    for &v in &e {
+        for &a in &e {
+            for j in std::iter::once(None).chain(e.iter().map(|x| Some(*x))) {
+                let l = Limits {
+                    velocity: v,
+                    acceleration: a,
+                    jerk: j,
+                };
+                for d in [1e-4, 1.0, 1e5] {
+                    let m = Move::plan(3.0, 3.0 + d, &l);
+                    for k in 0..=20 {
+                        let t = if m.duration().is_finite() {
+                            m.duration() * f64::from(k) / 20.0
+                        } else {
+                            f64::from(k)
+                        };
+                        let s = m.sample(t);
+                        assert!(
+                            s.position.is_finite() && s.velocity.is_finite(),
+                            "{l:?} d={d} t={t}: {s:?}"
+                        );
+                    }
+                    if Move::plan_checked(3.0, 3.0 + d, &l).is_err() {
+                        refused += 1;
+                        assert_eq!(m.target(), 3.0, "a refused plan holds its start");
+                    }
+                }
+            }
+        }
+    }
+    assert!(refused > 0);
+    // A plan whose later segments overflowed to NaN: sampled there (its first segments are
+    // finite, so the cyclic thread would get there), it must not give NaN.
+    let l = Limits {
+        velocity: 1e40,
+        acceleration: 1e290,
+        jerk: Some(1e270),
+    };
+    let m = Move::plan(0.0, 250.0, &l);
+    for t in [0.0, 1e20, 2e20, 2.5e20, 3e20, 1e21] {
+        let s = m.sample(t);
+        assert!(s.position.is_finite(), "t={t}: {s:?}");
+    }
+    assert!(Move::plan_checked(0.0, 250.0, &l).is_err());
+    // Sane limits pass, whatever the distance.
+    let l = Limits {
+        velocity: 100.0,
+        acceleration: 1000.0,
+        jerk: Some(1e5),
+    };
+    assert_eq!(l.check(1e-4, 4e5), Ok(()));
+    let absurd = Limits {
+        velocity: 1.0,
+        acceleration: 1e160,
+        jerk: Some(1.0),
+    };
+    let e = absurd.check(1e-4, 4e5).unwrap_err();
+    assert!(e.contains("not finite"), "{e}");
+}

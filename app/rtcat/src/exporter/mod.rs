@@ -34,7 +34,14 @@ use std::time::Instant;
 /// Connections served at once. Prometheus scrapes one target with one connection at a time; a
 /// few more let a human's curl or a second Prometheus in, and a client that trickles its
 /// request holds one slot for at most [`http::READ_TIMEOUT`]. Beyond it: 503 at once.
-pub const MAX_CONNECTIONS: usize = 4;
+pub const MAX_CONNECTIONS: usize = 16;
+
+/// Connections of one peer address at once: a host that opens connections and trickles its
+/// requests holds at most this many, and a scrape from any other address still gets in.
+pub const MAX_PER_PEER: usize = 4;
+
+/// The connections open per peer address.
+type PerPeer = Arc<Mutex<BTreeMap<std::net::IpAddr, usize>>>;
 
 const INDEX: &str = "<!DOCTYPE html>\n<html><head><title>rtcat exporter</title></head><body>\n\
 <h1>rtcat exporter</h1>\n<p>The EtherCAT master's metrics: <a href=\"/metrics\">/metrics</a> \
@@ -181,6 +188,21 @@ fn serve(mut s: TcpStream, control: &Path, shared: &Mutex<Shared>) {
     let _ = http::respond(&mut s, &r, head_only);
 }
 
+/// Gives back a connection's place (`active` when it had one; the per-peer count always,
+/// dropping the entry of a peer with none left).
+fn release(per_peer: &PerPeer, from: std::net::IpAddr, active: Option<&AtomicUsize>) {
+    let mut m = per_peer.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(a) = active {
+        a.fetch_sub(1, Ordering::AcqRel);
+        if let Some(n) = m.get_mut(&from) {
+            *n = n.saturating_sub(1);
+        }
+    }
+    if m.get(&from) == Some(&0) {
+        m.remove(&from);
+    }
+}
+
 /// Binds `addr`. `[::]` (every address, IPv4 too on Linux: IPV6_V6ONLY is off by default,
 /// ipv6(7)) on a kernel built without IPv6 falls back to `0.0.0.0`, every IPv4 address, which is
 /// what it means there; the unit's `--listen [::]:9780` then still works.
@@ -225,6 +247,7 @@ pub fn run(a: ExporterArgs) -> ExitCode {
     let control: Arc<PathBuf> = Arc::new(a.control);
     let shared = Arc::new(Mutex::new(Shared::default()));
     let active = Arc::new(AtomicUsize::new(0));
+    let per_peer: PerPeer = Arc::default();
     let stop = crate::signals::handle();
     while !stop.is_requested() {
         // Poll so that SIGTERM is seen within 200 ms without an accept() to interrupt.
@@ -241,8 +264,8 @@ pub fn run(a: ExporterArgs) -> ExitCode {
                 return ExitCode::from(1);
             }
         }
-        let s = match listener.accept() {
-            Ok((s, _)) => s,
+        let (s, from) = match listener.accept() {
+            Ok((s, from)) => (s, from.ip()),
             // A connection that was reset before accept(), or fds exhausted for a moment: the
             // next one may work.
             Err(e) => {
@@ -251,24 +274,42 @@ pub fn run(a: ExporterArgs) -> ExitCode {
                 continue;
             }
         };
-        if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
-            active.fetch_sub(1, Ordering::AcqRel);
+        let full = {
+            let mut m = per_peer.lock().unwrap_or_else(|p| p.into_inner());
+            let mine = m.entry(from).or_insert(0);
+            if *mine >= MAX_PER_PEER {
+                Some("too many connections from your address")
+            } else if active.fetch_add(1, Ordering::AcqRel) >= MAX_CONNECTIONS {
+                active.fetch_sub(1, Ordering::AcqRel);
+                Some("too many connections")
+            } else {
+                *mine += 1;
+                None
+            }
+        };
+        if let Some(why) = full {
+            release(&per_peer, from, None);
             // Answered without waiting: a client that does not read loses its 503, nobody waits.
             let mut s = s;
             let _ = s.set_nonblocking(true);
-            let r = http::Response::text(503, "too many connections\n");
+            let r = http::Response::text(503, format!("{why}\n"));
             let _ = http::respond(&mut s, &r, false);
             continue;
         }
-        let (control, shared, active2) = (control.clone(), shared.clone(), active.clone());
+        let (control, shared, active2, per_peer2) = (
+            control.clone(),
+            shared.clone(),
+            active.clone(),
+            per_peer.clone(),
+        );
         let spawned = std::thread::Builder::new()
             .name("http".into())
             .spawn(move || {
                 serve(s, &control, &shared);
-                active2.fetch_sub(1, Ordering::AcqRel);
+                release(&per_peer2, from, Some(&active2));
             });
         if let Err(e) = spawned {
-            active.fetch_sub(1, Ordering::AcqRel);
+            release(&per_peer, from, Some(&active));
             say!("rtcat exporter: cannot start a connection thread: {e}");
         }
     }
