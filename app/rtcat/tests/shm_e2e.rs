@@ -190,3 +190,40 @@ fn an_unknown_entry_is_a_clear_bring_up_error() {
     );
     let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
 }
+
+/// Issue 26: a file another user planted under the name (while the master was stopped) does not
+/// stop the master: the run reaches its end on an unnamed object, says so in events.log, and
+/// leaves the planted file alone. Needs root (a file of another uid).
+#[test]
+fn a_name_taken_by_another_user_does_not_stop_the_master() {
+    let name = format!("rtcat-e2e-squat-{}", std::process::id());
+    let path = format!("/dev/shm/{name}");
+    std::fs::write(&path, b"planted").unwrap();
+    let other = 65534;
+    if nix::unistd::chown(path.as_str(), Some(nix::unistd::Uid::from_raw(other)), None).is_err() {
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            std::env::var_os("RTCAT_REQUIRE_ROOT_TESTS").is_none(),
+            "needs root (a file of another uid) but RTCAT_REQUIRE_ROOT_TESTS is set"
+        );
+        eprintln!("SKIPPED: needs root to plant a file of another uid");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let r = Command::new(env!("CARGO_BIN_EXE_rtcat"))
+        .args(["bench", "--sim", "--shm", &name, "--duration", "2", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    let planted = std::fs::read(&path);
+    let _ = std::fs::remove_file(&path);
+    assert!(r.status.success(), "{stderr}");
+    assert_eq!(planted.unwrap(), b"planted", "left alone");
+    let events = std::fs::read_to_string(out.join("events.log")).unwrap();
+    assert!(
+        events.contains(&format!("shm_name_taken owner_uid={other}")),
+        "{events}"
+    );
+}
