@@ -449,6 +449,8 @@ pub struct SharedImage {
     axes: Vec<AxisConfig>,
     /// The name belongs to this uid: running unnamed (an event at the next cycle).
     name_taken: Option<u32>,
+    /// The truncation of the object was reported (it is replaced at the next bring-up).
+    truncation_seen: bool,
 }
 
 impl SharedImage {
@@ -476,6 +478,7 @@ impl SharedImage {
             generation,
             axes: Vec::new(),
             name_taken: None,
+            truncation_seen: false,
         })
     }
 
@@ -499,6 +502,7 @@ impl SharedImage {
         if let Some(p) = &self.publisher
             && key == self.layout_key
             && p.is_named()
+            && !p.truncated()
         {
             p.set_state(State::Live);
             return Ok(());
@@ -564,6 +568,13 @@ impl Application for SharedImage {
         };
         if let Some(uid) = self.name_taken.take() {
             cx.raise(EventKind::ShmNameTaken { uid });
+        }
+        // One atomic load: a client shrank the object, the SIGBUS was absorbed (rtcat-shm).
+        if p.truncated() != self.truncation_seen {
+            self.truncation_seen = p.truncated();
+            if self.truncation_seen {
+                cx.raise(EventKind::ShmTruncated);
+            }
         }
         let cycle = cx.status.cycle;
         let (inputs, outputs) = cx.image.inputs_outputs_mut();

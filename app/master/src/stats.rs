@@ -383,6 +383,9 @@ pub enum EventKind {
         /// The owner of the planted file.
         uid: u32,
     },
+    /// A client shrank the shared image (ftruncate): the master's mapping became private
+    /// memory (no SIGBUS), clients see nothing new until the next bring-up re-creates it.
+    ShmTruncated,
 }
 
 /// What happened to a shared-memory writer.
@@ -486,6 +489,11 @@ impl std::fmt::Display for EventKind {
                      declared entries at their safe values)"
                 )
             }
+            EventKind::ShmTruncated => write!(
+                f,
+                "shm_truncated published=nothing (a client shrank the object; re-created at the \
+                 next bring-up)"
+            ),
             EventKind::Shutdown { reached_init } => {
                 write!(
                     f,

@@ -227,3 +227,42 @@ fn a_name_taken_by_another_user_does_not_stop_the_master() {
         "{events}"
     );
 }
+
+/// Issue 26: a client that shrinks the object (ftruncate; any member of the group can) does not
+/// kill the master: the run reaches its end with its shutdown sequence and results, and
+/// events.log says the image was lost.
+#[test]
+fn a_truncated_object_does_not_stop_the_master() {
+    let name = format!("rtcat-e2e-trunc-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
+    cmd.args(["bench", "--sim", "--shm", &name, "--duration", "3", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if !nix::unistd::geteuid().is_root() {
+        cmd.arg("--no-rt");
+    }
+    let child = cmd.spawn().unwrap();
+    wait_for("the object to be LIVE", 10.0, || {
+        Client::attach(&name).is_ok_and(|c| c.state() == State::Live && c.snapshot().is_ok())
+    });
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/dev/shm/{name}"))
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let res = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    assert!(res.status.success(), "{stderr}");
+    let events = std::fs::read_to_string(out.join("events.log")).unwrap();
+    assert!(events.contains("shm_truncated"), "{events}");
+    assert!(
+        events.contains("shutdown outputs=0 segment=INIT"),
+        "{events}"
+    );
+    assert!(out.join("summary.json").exists());
+}

@@ -273,6 +273,12 @@ impl Publisher {
         Self::create_in(cfg, false)
     }
 
+    /// A client shrank the object (ftruncate): the master's mapping was replaced by anonymous
+    /// memory (no SIGBUS), publishing goes nowhere; replace the object at the next bring-up.
+    pub fn truncated(&self) -> bool {
+        self.map.truncated()
+    }
+
     /// Whether the object has a name clients can attach to.
     pub fn is_named(&self) -> bool {
         self.named
@@ -374,7 +380,7 @@ impl Publisher {
         nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o660))
             .map_err(sys(name, "fchmod"))?;
         nix::unistd::ftruncate(&fd, g.object_bytes as i64).map_err(sys(name, "ftruncate"))?;
-        let map = Map::new(&fd, g.object_bytes as usize, true).map_err(sys(name, "mmap"))?;
+        let map = Map::new_guarded(&fd, g.object_bytes as usize).map_err(sys(name, "mmap"))?;
 
         let layout_hash = fnv1a64(cfg.layout_json);
         let hdr_u32 = |o: usize, v: u32| map.u32(o).store(v, Ordering::Relaxed);
@@ -522,7 +528,7 @@ impl Publisher {
         if st.st_size < i64::from(HEADER_BYTES) {
             return;
         }
-        let Ok(map) = Map::new(&fd, HEADER_BYTES as usize, true) else {
+        let Ok(map) = Map::new_guarded(&fd, HEADER_BYTES as usize) else {
             return;
         };
         let mut magic = [0u8; 8];

@@ -180,3 +180,37 @@ fn clients_refuse_an_object_the_masters_uid_did_not_create() {
         "{e}"
     );
 }
+
+#[test]
+fn a_truncated_object_does_not_crash_the_publisher() {
+    let n = Name::new("truncated");
+    let mut p = create(&n, |_, _| {}).unwrap();
+    let c = Client::attach(&n.0).unwrap();
+    let w = c.attach_writer("w").unwrap();
+    drop(c);
+    std::mem::forget(w);
+    assert!(!p.truncated());
+    // What any member of the group can do: shrink the object under the master.
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(n.path())
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    // Without the guard, the next access faults (SIGBUS) and this test process dies.
+    let mut out = [0u8; 16];
+    for cycle in 0..100u64 {
+        p.take_writes_held(&mut out, &[0; 12], cycle);
+        p.publish(
+            &rtcat_shm::CycleInfo {
+                cycle,
+                ..Default::default()
+            },
+            &[0; 12],
+            &out,
+            [true, true],
+        );
+    }
+    assert!(p.truncated());
+    assert_eq!(std::fs::metadata(n.path()).unwrap().len(), 0);
+}
