@@ -55,7 +55,10 @@ fn attach(name: &str) -> Client {
                 client = Some(c);
                 true
             }
-            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. }) => false,
+            // Not there yet, or caught between its creation and its sizing (0 bytes).
+            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. } | Error::Format { .. }) => {
+                false
+            }
             Err(e) => panic!("{e}"),
         },
     );

@@ -219,6 +219,10 @@ pub struct Publisher {
     /// Per entry: its hold value is latched in `safe_image` (reset when a writer's values
     /// apply again).
     latched: Vec<bool>,
+    /// Per entry: a held entry (a drive target) a writer has driven since creation; it stays
+    /// held when nobody writes it any more, never handed back to the application.
+    driven: Vec<bool>,
+    driven_any: bool,
     slots: Vec<Slot>,
     timeout: u64,
     seq: u64,
@@ -462,6 +466,8 @@ impl Publisher {
             layout_hash,
             entries: cfg.entries.to_vec(),
             latched: vec![false; cfg.entries.len()],
+            driven: vec![false; cfg.entries.len()],
+            driven_any: false,
             safe_image,
             slots,
             timeout: cfg.writer_timeout_cycles,
@@ -718,8 +724,9 @@ impl Publisher {
                 }
             }
         }
-        // No writer attached: only the declared writers' entries (at their safe values) to do.
-        if !active && !self.any_declared {
+        // No writer attached: only the declared writers' entries (at their safe values) and the
+        // held drive targets to do.
+        if !active && !self.any_declared && !self.driven_any {
             return events;
         }
         for (i, en) in self.entries.iter().enumerate() {
@@ -733,25 +740,33 @@ impl Publisher {
                     .u32(self.g.entry_offset(i) + e::OWNER)
                     .load(Ordering::Relaxed),
             };
-            if owner == 0 || owner > MAX_WRITERS {
-                self.latched[i] = false;
-                continue;
-            }
-            let slot = &self.slots[owner as usize - 1];
-            let safe = match slot.view {
-                View::Attached if slot.has_values => false,
-                View::Stale => true,
+            let slot = (1..=MAX_WRITERS)
+                .contains(&owner)
+                .then(|| &self.slots[owner as usize - 1]);
+            let bits = u32::from(en.bits);
+            let safe = match slot {
+                Some(s) if s.view == View::Attached && s.has_values => false,
+                Some(s) if s.view == View::Stale => true,
                 // A declared writer that is not (yet) writing: its entries are safe.
-                _ if en.writer.is_some() => true,
+                Some(_) if en.writer.is_some() => true,
+                // Nobody writes it: the application's — except a drive target a writer drove,
+                // which stays held (handing it back would be a step command).
+                _ if en.hold != Hold::None && self.driven[i] => true,
                 _ => {
                     self.latched[i] = false;
                     continue;
                 }
             };
-            let bits = u32::from(en.bits);
             if !safe {
+                let taken = &slot.expect("a writer's values").taken;
                 self.latched[i] = false;
-                copy_bits(outputs, &slot.taken, en.bit_offset, bits);
+                copy_bits(outputs, taken, en.bit_offset, bits);
+                if en.hold != Hold::None {
+                    // Its last value out: what a target without an actual value holds.
+                    copy_bits(&mut self.safe_image, taken, en.bit_offset, bits);
+                    self.driven[i] = true;
+                    self.driven_any = true;
+                }
                 continue;
             }
             if !self.latched[i] && en.hold != Hold::None {
@@ -764,8 +779,8 @@ impl Publisher {
                     {
                         read_bits(inputs, off, n)
                     }
-                    // No actual value: the last value this writer got out, else what goes out.
-                    _ if slot.has_values => read_bits(&slot.taken, en.bit_offset, n),
+                    // No actual value: the last value a writer got out, else what goes out.
+                    _ if self.driven[i] => read_bits(&self.safe_image, en.bit_offset, n),
                     _ => read_bits(outputs, en.bit_offset, n),
                 };
                 write_bits(&mut self.safe_image, en.bit_offset, n, v);

@@ -114,6 +114,18 @@ fn a_stopped_writers_position_target_holds_the_actual_value() {
     p.take_writes_held(&mut out, &inputs, 41);
     assert_eq!(read_bits(&out, SP_BIT, 32), 780_000);
 
+    // The writer detaches (releases its claim): the target is not handed back to the
+    // application (whose value would be a step), it is held at the actual value of that moment.
+    drop(w);
+    write_bits(&mut inputs, 0, 32, 779_500);
+    for cycle in 42..50u64 {
+        let mut out = [0u8; 16];
+        write_bits(&mut out, SP_BIT, 32, 5); // the application's value
+        p.take_writes_held(&mut out, &inputs, cycle);
+        write_bits(&mut inputs, 0, 32, 779_000); // moves on; the target does not follow
+        assert_eq!(read_bits(&out, SP_BIT, 32), 779_500, "cycle {cycle}");
+    }
+
     // Without the input image (or no actual value mapped): the last value the writer got out.
     let n2 = Name::new("hold-out");
     let mut p = create(&n2, |i, r| {
