@@ -9,7 +9,8 @@
  * INPUT "0:Inputs.Input 2", 20 loops. Each printed line is
  *   cycle=C wrote=V read=R
  * where R is the input of a snapshot two cycles after the first one showing V in the outputs.
- * Exit 0, 1 on a runtime
+ * RTCAT_MASTER_UID=UID in the environment: the uid the master runs as (default: ours); an
+ * object of another owner is refused. Exit 0, 1 on a runtime
  * error (no such object, ...), 2 on a usage error.
  */
 #define _POSIX_C_SOURCE 200809L
@@ -48,7 +49,9 @@ int main(int argc, char **argv) {
     }
 
     rtcat_shm shm;
-    int err = rtcat_shm_attach(&shm, name);
+    const char *uid = getenv("RTCAT_MASTER_UID");
+    int err = uid && *uid ? rtcat_shm_attach_owned_by(&shm, name, (uint32_t)strtoul(uid, NULL, 10))
+                          : rtcat_shm_attach(&shm, name);
     if (err)
         return fail(name, err);
     const rtcat_shm_entry *out = rtcat_shm_find(&shm, out_name);

@@ -1,4 +1,4 @@
-/* rtcat_shm.h -- client of rtcat's shared-memory process image (format v1, app/shm/FORMAT.md).
+/* rtcat_shm.h -- client of rtcat's shared-memory process image (format v2, app/shm/FORMAT.md).
  *
  * Single header, C11 + POSIX.1-2008, libc only. In exactly one translation unit:
  *
@@ -29,7 +29,7 @@
 extern "C" {
 #endif
 
-#define RTCAT_SHM_ABI_VERSION 1u
+#define RTCAT_SHM_ABI_VERSION 2u
 
 /* Error codes (negative; 0 is success). rtcat_shm_strerror() names them. */
 enum rtcat_shm_error {
@@ -40,7 +40,7 @@ enum rtcat_shm_error {
     RTCAT_SHM_ESYS = -4,       /* another system call failure (errno is kept) */
     RTCAT_SHM_ESHORT = -5,     /* object shorter than its header or than the sizes it declares */
     RTCAT_SHM_EMAGIC = -6,     /* not an rtcat process image (magic) */
-    RTCAT_SHM_EABI = -7,       /* ABI version other than 1 */
+    RTCAT_SHM_EABI = -7,       /* ABI version other than 2 */
     RTCAT_SHM_EHEADER = -8,    /* header fields inconsistent or out of bounds */
     RTCAT_SHM_ELAYOUT = -9,    /* layout JSON malformed, or disagreeing with the header */
     RTCAT_SHM_ENOTLIVE = -10,  /* the master has not published yet, or has stopped */
@@ -52,7 +52,9 @@ enum rtcat_shm_error {
     RTCAT_SHM_ENOTOWNED = -16, /* this writer does not own the entry */
     RTCAT_SHM_EBUSY = -17,     /* no consistent snapshot within the retry budget */
     RTCAT_SHM_ENOMEM = -18,    /* out of memory */
-    RTCAT_SHM_ESTALE = -19     /* the master marked this writer stale, or took its slot */
+    RTCAT_SHM_ESTALE = -19,    /* the master marked this writer stale, or took its slot */
+    RTCAT_SHM_ENOTMASTER = -20, /* the object is not owned by the master's uid: refused */
+    RTCAT_SHM_EMASTER = -21    /* the entry is driven by the master (an [[axis]]) */
 };
 
 /* Object state (header offset 36). */
@@ -136,8 +138,12 @@ typedef struct rtcat_shm_writer {
 const char *rtcat_shm_strerror(int err);
 const char *rtcat_shm_type_name(int type);
 
-/* Attach to /NAME: validates the header and the layout, maps the object. `*s` is zeroed first;
- * on error nothing stays open. */
+/* Attach to /NAME of a master running as `master_uid` (its service user): an object owned by any
+ * other uid is refused with RTCAT_SHM_ENOTMASTER before it is mapped (/dev/shm is world-writable:
+ * anyone can plant an object with a valid header). Validates the header and the layout, maps
+ * the object. `*s` is zeroed first; on error nothing stays open. */
+int rtcat_shm_attach_owned_by(rtcat_shm *s, const char *name, uint32_t master_uid);
+/* rtcat_shm_attach_owned_by with this process's effective uid (a master of the same user). */
 int rtcat_shm_attach(rtcat_shm *s, const char *name);
 void rtcat_shm_detach(rtcat_shm *s);
 /* Current state (enum rtcat_shm_state); RTCAT_SHM_REPLACED also when the generation changed. */
@@ -239,6 +245,7 @@ enum {
     RTCAT__H_WRITER_TIMEOUT = 104,
     RTCAT__HEADER_BYTES = 4096,
     RTCAT__ENTRY_BYTES = 16,
+    RTCAT__FLAG_MASTER = 2, /* entry-table flag: the master drives the entry (an [[axis]]) */
     RTCAT__W_STATE = 0,
     RTCAT__W_PID = 4,
     RTCAT__W_HEARTBEAT = 8,
@@ -269,7 +276,7 @@ const char *rtcat_shm_strerror(int err) {
     case RTCAT_SHM_ESYS: return "system call failed";
     case RTCAT_SHM_ESHORT: return "object shorter than its header or than the sizes it declares";
     case RTCAT_SHM_EMAGIC: return "not an rtcat process image (bad magic)";
-    case RTCAT_SHM_EABI: return "unsupported ABI version (this client reads version 1)";
+    case RTCAT_SHM_EABI: return "unsupported ABI version (this client reads version 2)";
     case RTCAT_SHM_EHEADER: return "header fields inconsistent or out of bounds";
     case RTCAT_SHM_ELAYOUT: return "layout JSON malformed or disagreeing with the header";
     case RTCAT_SHM_ENOTLIVE: return "the master is not publishing (starting or stopped)";
@@ -282,6 +289,8 @@ const char *rtcat_shm_strerror(int err) {
     case RTCAT_SHM_EBUSY: return "no consistent snapshot within the retry budget";
     case RTCAT_SHM_ENOMEM: return "out of memory";
     case RTCAT_SHM_ESTALE: return "the master marked this writer stale";
+    case RTCAT_SHM_ENOTMASTER: return "the object does not belong to the master's uid: refused (not created by the master)";
+    case RTCAT_SHM_EMASTER: return "the entry is driven by the master (an [[axis]]): no writer can own it";
     default: return "unknown error";
     }
 }
@@ -967,6 +976,10 @@ static int rtcat__check_header(rtcat_shm *s) {
 }
 
 int rtcat_shm_attach(rtcat_shm *s, const char *name) {
+    return rtcat_shm_attach_owned_by(s, name, (uint32_t)geteuid());
+}
+
+int rtcat_shm_attach_owned_by(rtcat_shm *s, const char *name, uint32_t master_uid) {
     char path[RTCAT__NAME_MAX + 2];
     struct stat st;
     int err;
@@ -995,6 +1008,11 @@ int rtcat_shm_attach(rtcat_shm *s, const char *name) {
     if (fstat(s->fd, &st) != 0) {
         s->last_errno = errno;
         err = RTCAT_SHM_ESYS;
+        goto fail;
+    }
+    /* Checked on the open descriptor, before mapping: what is mapped is what was checked. */
+    if ((uint32_t)st.st_uid != master_uid) {
+        err = RTCAT_SHM_ENOTMASTER;
         goto fail;
     }
     if (!S_ISREG(st.st_mode) || st.st_size < RTCAT__HEADER_BYTES) {
@@ -1335,6 +1353,8 @@ int rtcat_shm_claim(rtcat_shm_writer *w, const rtcat_shm_entry *e) {
     uint32_t *owner = rtcat__owner(s, e->row);
     if (__atomic_load_n(owner, __ATOMIC_ACQUIRE) == me)
         return RTCAT_SHM_OK; /* declared for this writer, or claimed before */
+    if (rtcat__row_flags(s, e->row) & RTCAT__FLAG_MASTER)
+        return RTCAT_SHM_EMASTER;
     /* Stage the entry's current output value first, so that claiming does not change it. */
     rtcat_shm_snapshot snap;
     if (rtcat_shm_snapshot_init(s, &snap) == RTCAT_SHM_OK) {

@@ -8,7 +8,8 @@ Defaults fit the simulated reference segment (`rtcat bench --sim --shm NAME`), w
 subdevices echo output byte k into input byte k+4 XOR 0x5a. Each line printed is
 ``cycle=C wrote=V read=R``, R being the input of a snapshot two cycles after the first one
 whose outputs show V (taken in cycle T, sent with exchange T+1, echoed in the inputs of T+2).
-Exit 0, 1 on a runtime error, 2 on a usage error.
+RTCAT_MASTER_UID=UID in the environment: the uid the master runs as (default: ours); an object
+of another owner is refused. Exit 0, 1 on a runtime error, 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -23,7 +24,8 @@ import rtcat_shm  # noqa: E402 (beside this file)
 
 
 def run(name: str, out_name: str, in_name: str, loops: int) -> None:
-    with rtcat_shm.attach_live(name) as img:
+    uid = os.environ.get("RTCAT_MASTER_UID")
+    with rtcat_shm.attach_live(name, master_uid=int(uid) if uid else None) as img:
         out, inp = img.entry(out_name), img.entry(in_name)
         period = max(img.period_ns, 100_000) / 1e9
         with img.writer("py-example") as w:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Client of rtcat's shared-memory process image (format v1, app/shm/FORMAT.md).
+"""Client of rtcat's shared-memory process image (format v2, app/shm/FORMAT.md).
 
 Standard library only. As a module::
 
@@ -16,6 +16,8 @@ As a program::
     rtcat_shm.py NAME --dump                      one snapshot as JSON
     rtcat_shm.py NAME --watch [--interval S]      one JSON line per snapshot
     rtcat_shm.py NAME --write ENTRY=VALUE --as W  write outputs as writer W
+    --master-uid UID: the uid the master runs as (default: ours); an object of any other owner
+    is refused (anyone can plant an object with a valid header in /dev/shm)
 
 Exit status: 0, 1 on a runtime error (no such object, not published, replaced while reading
 after a re-attach), 2 on a usage error (bad name, unknown entry, bad value).
@@ -55,7 +57,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 HEADER_BYTES = 4096
 ENTRY_BYTES = 16
 MAGIC = b"RTCATPI\0"
@@ -113,6 +115,13 @@ class UsageError(ShmError):
 
 class Replaced(ShmError):
     """The master re-initialised the segment: attach again."""
+
+
+class NotMaster(ShmError):
+    """The object is not owned by the master's uid: not attached (never retried)."""
+
+
+FLAG_MASTER = 2  # entry-table flag: the master drives the entry (an [[axis]])
 
 
 def _pad8(n: int) -> int:
@@ -334,6 +343,7 @@ class Image:
     def __init__(self, name: str, fd: int, mm: mmap.mmap, writable: bool) -> None:
         self.name = name
         self._fd = fd
+        self.master_uid = os.geteuid()  # set by attach: the uid a re-attach requires
         self._mm = mm
         self.writable = writable
         self._q = memoryview(mm)[: len(mm) - len(mm) % 8].cast("Q")
@@ -349,7 +359,10 @@ class Image:
             raise
 
     @classmethod
-    def attach(cls, name: str) -> Image:
+    def attach(cls, name: str, master_uid: int | None = None) -> Image:
+        """Attach to /NAME of a master running as ``master_uid`` (default: our effective uid)."""
+        if master_uid is None:
+            master_uid = os.geteuid()
         if not NAME_RE.fullmatch(name) or name.startswith("."):
             raise UsageError(f"shm name '{name}': must be [A-Za-z0-9_.-]{{1,200}}, not starting with '.'")
         path = os.path.join("/dev/shm", name)
@@ -372,6 +385,13 @@ class Image:
             st = os.fstat(fd)
             import stat as _stat
 
+            # Checked on the open descriptor, before mapping: what is mapped is what was checked.
+            if st.st_uid != master_uid:
+                raise NotMaster(
+                    f"/{name}: belongs to uid {st.st_uid}, not to the master's uid {master_uid}: "
+                    "refused, it was not created by the master"
+                )
+
             if not _stat.S_ISREG(st.st_mode):
                 raise ShmError(f"/{name}: not a regular shared-memory object")
             if st.st_size < HEADER_BYTES:
@@ -382,7 +402,9 @@ class Image:
             os.close(fd)
             raise
         try:
-            return cls(name, fd, mm, writable)
+            img = cls(name, fd, mm, writable)
+            img.master_uid = master_uid
+            return img
         except BaseException:
             mm.close()
             os.close(fd)
@@ -654,6 +676,8 @@ class Writer:
         e = self._entry(entry)
         me = self.slot + 1
         off = self._owner_off(e.row)
+        if self.image._i[off // 4] != me and self._row_flags(e.row) & FLAG_MASTER:
+            raise ShmError(f"{e.name} is driven by the master (an [[axis]]): no writer can own it")
         if self.image._i[off // 4] != me:
             # Stage the current output value so that claiming does not change the output.
             with contextlib.suppress(ShmError):
@@ -729,13 +753,14 @@ class Writer:
         self.detach()
 
 
-def attach_live(name: str, timeout_s: float = 5.0) -> Image:
-    """Attach, retrying while the object is missing, not yet published or replaced."""
+def attach_live(name: str, timeout_s: float = 5.0, master_uid: int | None = None) -> Image:
+    """Attach, retrying while the object is missing, not yet published or replaced (an object
+    that is not the master's is refused at once)."""
     deadline = time.monotonic() + timeout_s
     while True:
         try:
-            img = Image.attach(name)
-        except UsageError:
+            img = Image.attach(name, master_uid)
+        except (UsageError, NotMaster):
             raise
         except ShmError:
             if time.monotonic() >= deadline:
@@ -760,7 +785,7 @@ def read_retrying(img: Image, timeout_s: float = 5.0) -> tuple[Image, Snapshot]:
             return img, img.read()
         except Replaced:
             img.close()
-            img = attach_live(img.name, max(0.0, deadline - time.monotonic()))
+            img = attach_live(img.name, max(0.0, deadline - time.monotonic()), img.master_uid)
 
 
 def _parse_assignments(items: list[str]) -> list[tuple[str, str]]:
@@ -787,6 +812,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--write", action="append", default=[], metavar="ENTRY=VALUE", help="write an output entry")
     p.add_argument("--as", dest="writer", metavar="NAME", help="writer name for --write (1..31 bytes)")
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the master (default 5)")
+    p.add_argument(
+        "--master-uid", type=int, default=None, help="uid the master runs as (default: ours); other owners are refused"
+    )
     args = p.parse_args(argv)
     if not (args.dump or args.watch or args.write):
         p.error("nothing to do: give --dump, --watch or --write")
@@ -796,7 +824,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error("--interval must be > 0, --count and --timeout >= 0")
     try:
         assignments = _parse_assignments(args.write)
-        img = attach_live(args.name, args.timeout)
+        img = attach_live(args.name, args.timeout, args.master_uid)
         try:
             writer = None
             if assignments:

@@ -140,22 +140,8 @@ impl Axis {
 
     fn resolve(&mut self, setup: &Setup<'_>) -> Result<(), AppError> {
         let c = &self.cfg;
-        let sub = setup
-            .subdevices()
-            .iter()
-            .find(|s| {
-                if let Some(p) = c.position {
-                    return s.position == p;
-                }
-                if let Some(a) = c.alias {
-                    return s.alias == a;
-                }
-                Some(s.identity.vendor_id) == c.vendor_id
-                    && Some(s.identity.product_code) == c.product_id
-                    && c.revision.is_none_or(|r| r == s.identity.revision)
-            })
+        let p = bound_position(c, setup.subdevices())
             .ok_or_else(|| format!("axis {:?}: no subdevice matches its binding", c.name))?;
-        let p = sub.position;
         let named =
             |e: crate::layout::LayoutError| format!("axis {:?} (position {p}): {e}", c.name);
         let (csp, csv) = (
@@ -300,6 +286,30 @@ impl Axis {
         counts(self.setpoint.position * self.cfg.counts_per_unit)
     }
 }
+
+/// The position of the subdevice an axis is bound to (position, alias or identity), if any.
+pub fn bound_position(c: &AxisConfig, subs: &[crate::layout::Subdevice]) -> Option<u16> {
+    subs.iter()
+        .find(|s| {
+            if let Some(p) = c.position {
+                return s.position == p;
+            }
+            if let Some(a) = c.alias {
+                return s.alias == a;
+            }
+            Some(s.identity.vendor_id) == c.vendor_id
+                && Some(s.identity.product_code) == c.product_id
+                && c.revision.is_none_or(|r| r == s.identity.revision)
+        })
+        .map(|s| s.position)
+}
+
+/// The output objects (index, subindex 0) through which a drive is commanded: controlword,
+/// mode, position/velocity/torque targets and their offsets. Those of a drive an axis is bound
+/// to belong to the axis (its limits, enable policy and no-jump rule), never to a client.
+pub const COMMAND_OBJECTS: &[u16] = &[
+    0x6040, 0x6060, 0x607a, 0x60ff, 0x6071, 0x60b0, 0x60b1, 0x60b2,
+];
 
 /// The axes of a configuration.
 #[derive(Debug, Clone, Default)]

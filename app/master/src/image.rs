@@ -372,6 +372,12 @@ impl ProcessImage {
         &mut self.outputs
     }
 
+    /// The input image and the output image, writable, at once (a filter that derives outputs
+    /// from inputs, as the shared image's "hold the actual value").
+    pub fn inputs_outputs_mut(&mut self) -> (&[u8], &mut [u8]) {
+        (&self.inputs, &mut self.outputs)
+    }
+
     /// Number of subdevices.
     pub fn subdevices(&self) -> usize {
         self.areas.len()

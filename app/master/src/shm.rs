@@ -13,12 +13,13 @@
 //! the master re-initialises the segment, STOPPED at the end of the run.
 
 use crate::application::{AppError, Application, Cycle, Recovery, Setup, ShutdownReason};
+use crate::axis::AxisConfig;
 use crate::config::ConfigError;
 use crate::layout::{DataType, Direction, Entry, Layout};
 use crate::stats::{EventKind, ShmWriterChange};
 use rtcat_shm::{
-    CycleInfo, DeclaredWriter, EntryRef, OutputEntry, Publisher, PublisherConfig, State, Value,
-    WriterEventKind,
+    CycleInfo, DeclaredWriter, EntryRef, Hold, OutputEntry, Publisher, PublisherConfig, State,
+    Value, WriterEventKind,
 };
 use serde::Deserialize;
 
@@ -309,8 +310,20 @@ fn entry_ref(e: &Entry, row: usize) -> EntryRef {
     }
 }
 
-/// The entry table rows of `layout` with the configured owners and safe values.
-pub fn plan(cfg: &ShmConfig, layout: &Layout) -> Result<Vec<OutputEntry>, ShmError> {
+/// Position target: held at the position actual when its writer stops.
+const TARGET_POSITION: u16 = 0x607a;
+/// Position actual value.
+const POSITION_ACTUAL: u16 = 0x6064;
+/// Velocity and torque targets: 0 when their writer stops.
+const ZERO_TARGETS: &[u16] = &[0x60ff, 0x6071];
+
+/// The entry table rows of `layout` with the configured owners and safe values; the command
+/// entries of the drives `axes` are bound to are the master's (never a writer's).
+pub fn plan(
+    cfg: &ShmConfig,
+    layout: &Layout,
+    axes: &[AxisConfig],
+) -> Result<Vec<OutputEntry>, ShmError> {
     let rows: Vec<usize> = layout
         .entries
         .iter()
@@ -318,19 +331,68 @@ pub fn plan(cfg: &ShmConfig, layout: &Layout) -> Result<Vec<OutputEntry>, ShmErr
         .filter(|(_, e)| e.direction == Direction::Outputs && e.index != 0)
         .map(|(i, _)| i)
         .collect();
+    let bound: Vec<(usize, u16)> = axes
+        .iter()
+        .enumerate()
+        .filter_map(|(a, c)| crate::axes::bound_position(c, &layout.subdevices).map(|p| (a, p)))
+        .collect();
+    let axis_of = |e: &Entry| {
+        bound
+            .iter()
+            .find(|&&(_, p)| {
+                p == e.position
+                    && e.subindex == 0
+                    && crate::axes::COMMAND_OBJECTS.contains(&e.index)
+            })
+            .map(|&(a, _)| a)
+    };
     let mut out: Vec<OutputEntry> = rows
         .iter()
-        .map(|&i| OutputEntry {
-            bit_offset: layout.entries[i].bit_offset,
-            bits: u16::from(layout.entries[i].bits),
-            writer: None,
-            safe: 0,
+        .map(|&i| {
+            let e = &layout.entries[i];
+            let hold = if e.index == TARGET_POSITION && e.subindex == 0 {
+                // The drive's own actual position, as wide as the target (INTEGER32 both).
+                layout
+                    .entries
+                    .iter()
+                    .find(|a| {
+                        a.direction == Direction::Inputs
+                            && a.position == e.position
+                            && a.index == POSITION_ACTUAL
+                            && a.subindex == 0
+                            && a.bits == e.bits
+                    })
+                    .map_or(Hold::Output, |a| Hold::Input(a.bit_offset))
+            } else {
+                Hold::None
+            };
+            OutputEntry {
+                bit_offset: e.bit_offset,
+                bits: u16::from(e.bits),
+                writer: None,
+                safe: 0,
+                hold,
+                master: axis_of(e).is_some(),
+            }
         })
         .collect();
+    let axis_err = |key: String, name: &str, e: &Entry, a: usize| ShmError::Entry {
+        key,
+        entry: name.to_string(),
+        why: format!(
+            "{} ({:#06x}) of the drive at position {} is driven by axis {:?} (axis[{a}]): an \
+             axis' controlword, mode and targets belong to the master, which applies its \
+             limits and enable policy",
+            e.name, e.index, e.position, axes[a].name
+        ),
+    };
     for (k, w) in cfg.writer.iter().enumerate() {
         for (j, name) in w.entries.iter().enumerate() {
             let key = format!("shm.writer[{k}].entries[{j}]");
-            let (r, _) = resolve(layout, &rows, &key, name)?;
+            let (r, e) = resolve(layout, &rows, &key, name)?;
+            if let Some(a) = axis_of(e) {
+                return Err(axis_err(key, name, e, a));
+            }
             if let Some(o) = out[r].writer {
                 return Err(ShmError::Entry {
                     key,
@@ -344,6 +406,20 @@ pub fn plan(cfg: &ShmConfig, layout: &Layout) -> Result<Vec<OutputEntry>, ShmErr
     for (i, s) in cfg.safe.iter().enumerate() {
         let key = format!("shm.safe[{i}]");
         let (r, e) = resolve(layout, &rows, &format!("{key}.entry"), &s.entry)?;
+        if let Some(a) = axis_of(e) {
+            return Err(axis_err(format!("{key}.entry"), &s.entry, e, a));
+        }
+        if e.subindex == 0 && (e.index == TARGET_POSITION || ZERO_TARGETS.contains(&e.index)) {
+            return Err(ShmError::Entry {
+                key: format!("{key}.entry"),
+                entry: s.entry.clone(),
+                why: format!(
+                    "{} ({:#06x}) is a drive target: when its writer stops it holds the actual \
+                     position (0x607A) or goes to 0 (velocity, torque), never a fixed value",
+                    e.name, e.index
+                ),
+            });
+        }
         out[r].safe = entry_ref(e, r)
             .encode(s.value.value())
             .map_err(|err| ShmError::Entry {
@@ -369,6 +445,12 @@ pub struct SharedImage {
     /// The layout JSON with generation 0 (what decides whether a re-initialisation changed it).
     layout_key: String,
     generation: u32,
+    /// The axes whose drives' command entries are the master's.
+    axes: Vec<AxisConfig>,
+    /// The name belongs to this uid: running unnamed (an event at the next cycle).
+    name_taken: Option<u32>,
+    /// The truncation of the object was reported (it is replaced at the next bring-up).
+    truncation_seen: bool,
 }
 
 impl SharedImage {
@@ -394,7 +476,18 @@ impl SharedImage {
             publisher: None,
             layout_key: String::new(),
             generation,
+            axes: Vec::new(),
+            name_taken: None,
+            truncation_seen: false,
         })
+    }
+
+    /// The `[[axis]]` entries the wrapped application drives: their drives' controlword, mode
+    /// and targets are never a client writer's (a bring-up error when declared, refused when
+    /// claimed, never merged whatever a client stores in the object).
+    pub fn with_axes(mut self, axes: &[AxisConfig]) -> SharedImage {
+        self.axes = axes.to_vec();
+        self
     }
 
     /// The generation of the object published now (None before the first bring-up).
@@ -408,11 +501,13 @@ impl SharedImage {
         let key = serde_json::to_string(&l).expect("a layout serializes");
         if let Some(p) = &self.publisher
             && key == self.layout_key
+            && p.is_named()
+            && !p.truncated()
         {
             p.set_state(State::Live);
             return Ok(());
         }
-        let rows = plan(&self.cfg, layout)?;
+        let rows = plan(&self.cfg, layout, &self.axes)?;
         self.generation = match self.generation.wrapping_add(1) {
             0 => 1,
             g => g,
@@ -430,7 +525,7 @@ impl SharedImage {
                 name: w.name.clone(),
             })
             .collect();
-        self.publisher = Some(Publisher::create(&PublisherConfig {
+        let pc = PublisherConfig {
             name: &self.name,
             gid: self.gid,
             generation: self.generation,
@@ -442,7 +537,18 @@ impl SharedImage {
             entries: &rows,
             writers: &writers,
             writer_timeout_cycles: self.cfg.writer_timeout_cycles,
-        })?);
+        };
+        self.publisher = Some(match Publisher::create(&pc) {
+            Ok(p) => p,
+            // Another user's file holds the name (anyone can create one in /dev/shm): the
+            // master keeps running on an unnamed object no client can reach (clients refuse the
+            // planted one), and says so; the name is tried again at the next bring-up.
+            Err(rtcat_shm::Error::Foreign { uid, .. }) => {
+                self.name_taken = Some(uid);
+                Publisher::create_unnamed(&pc)?
+            }
+            Err(e) => return Err(e.into()),
+        });
         self.layout_key = key;
         Ok(())
     }
@@ -460,8 +566,19 @@ impl Application for SharedImage {
         let Some(p) = self.publisher.as_mut() else {
             return;
         };
+        if let Some(uid) = self.name_taken.take() {
+            cx.raise(EventKind::ShmNameTaken { uid });
+        }
+        // One atomic load: a client shrank the object, the SIGBUS was absorbed (rtcat-shm).
+        if p.truncated() != self.truncation_seen {
+            self.truncation_seen = p.truncated();
+            if self.truncation_seen {
+                cx.raise(EventKind::ShmTruncated);
+            }
+        }
         let cycle = cx.status.cycle;
-        let events = p.take_writes(cx.image.outputs_mut(), cycle);
+        let (inputs, outputs) = cx.image.inputs_outputs_mut();
+        let events = p.take_writes_held(outputs, inputs, cycle);
         for e in events.iter() {
             cx.raise(EventKind::ShmWriter {
                 slot: e.slot,
@@ -642,6 +759,139 @@ mod tests {
             "{e}"
         );
         let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    }
+
+    /// Two CSP drives at positions 0 and 1 (controlword, mode, target position, digital
+    /// outputs; statusword, position actual).
+    fn drives() -> Layout {
+        let dev = |address| SubdeviceSource {
+            address,
+            alias: 0,
+            name: "Drive".into(),
+            identity: Identity::default(),
+            coe: true,
+            mapping: MappingSource::Sii,
+            pdos: vec![
+                PdoSource {
+                    index: 0x1600,
+                    name: Some("RxPDO".into()),
+                    sync_manager: 2,
+                    direction: Direction::Outputs,
+                    entries: vec![
+                        (0x6040, 0, 16, Some("Controlword".into()), 0x06),
+                        (0x6060, 0, 8, Some("Mode".into()), 0x02),
+                        (0x607a, 0, 32, Some("Target position".into()), 0x04),
+                        (0x60fe, 1, 32, Some("Digital outputs".into()), 0x07),
+                    ],
+                },
+                PdoSource {
+                    index: 0x1a00,
+                    name: Some("TxPDO".into()),
+                    sync_manager: 3,
+                    direction: Direction::Inputs,
+                    entries: vec![
+                        (0x6041, 0, 16, Some("Statusword".into()), 0x06),
+                        (0x6064, 0, 32, Some("Position actual".into()), 0x04),
+                    ],
+                },
+            ],
+        };
+        Layout::build(1, &[dev(0x1001), dev(0x1002)]).unwrap()
+    }
+
+    fn axis(name: &str, position: u16) -> AxisConfig {
+        toml::from_str(&format!(
+            "name = \"{name}\"\nposition = {position}\ncounts_per_unit = 1.0\n\
+             max_velocity = 1.0\nmax_acceleration = 1.0\n"
+        ))
+        .unwrap()
+    }
+
+    fn writer(entries: &[&str]) -> ShmConfig {
+        ShmConfig {
+            name: Some("x".into()),
+            writer: vec![ShmWriterConfig {
+                name: "plc".into(),
+                entries: entries.iter().map(|e| e.to_string()).collect(),
+            }],
+            ..ShmConfig::default()
+        }
+    }
+
+    #[test]
+    fn an_axis_drives_its_command_entries_never_a_writer() {
+        let l = drives();
+        let axes = [axis("x", 0)];
+        for (i, e) in ["0:Controlword", "0:Mode", "0:Target position"]
+            .iter()
+            .enumerate()
+        {
+            let err = plan(&writer(&["0:Digital outputs", e]), &l, &axes)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains(&format!("shm.writer[0].entries[1] = {e:?}"))
+                    && err.contains("axis \"x\" (axis[0])"),
+                "{i}: {err}"
+            );
+        }
+        // The drive's other outputs, and the drive no axis is bound to, stay claimable.
+        let rows = plan(
+            &writer(&["0:Digital outputs", "1:Controlword", "1:Target position"]),
+            &l,
+            &axes,
+        )
+        .unwrap();
+        let master: Vec<bool> = rows.iter().map(|r| r.master).collect();
+        assert_eq!(
+            master,
+            [true, true, true, false, false, false, false, false],
+            "axis x's controlword, mode, target (rows 0..3) are the master's"
+        );
+        // Bound by identity instead of position: the same.
+        let mut by_id = axis("x", 0);
+        by_id.position = None;
+        by_id.vendor_id = Some(0);
+        by_id.product_id = Some(0);
+        assert!(plan(&writer(&["0:Controlword"]), &l, &[by_id]).is_err());
+        // A safe value for an axis' entry is refused too.
+        let mut c = writer(&["0:Digital outputs"]);
+        c.safe = vec![ShmSafeValue {
+            entry: "0:Mode".into(),
+            value: SafeValue::Int(8),
+        }];
+        let err = plan(&c, &l, &axes).unwrap_err().to_string();
+        assert!(
+            err.contains("shm.safe[0].entry") && err.contains("axis \"x\""),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_position_target_holds_the_actual_position_never_a_fixed_value() {
+        let l = drives();
+        let rows = plan(&writer(&["1:Target position"]), &l, &[]).unwrap();
+        let actual = |p: u16| {
+            l.entries
+                .iter()
+                .find(|e| e.position == p && e.index == 0x6064)
+                .unwrap()
+                .bit_offset
+        };
+        assert_eq!(rows[2].hold, Hold::Input(actual(0)));
+        assert_eq!(rows[6].hold, Hold::Input(actual(1)));
+        assert!(rows.iter().filter(|r| r.hold != Hold::None).count() == 2);
+        let mut c = writer(&["1:Target position"]);
+        c.safe = vec![ShmSafeValue {
+            entry: "1:Target position".into(),
+            value: SafeValue::Int(0),
+        }];
+        let err = plan(&c, &l, &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("shm.safe[0].entry = \"1:Target position\"")
+                && err.contains("holds the actual"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -377,6 +377,15 @@ pub enum EventKind {
         /// What happened.
         change: ShmWriterChange,
     },
+    /// The shared image's name belongs to another user (a file planted in /dev/shm): the
+    /// master runs on an unnamed object no client can attach to.
+    ShmNameTaken {
+        /// The owner of the planted file.
+        uid: u32,
+    },
+    /// A client shrank the shared image (ftruncate): the master's mapping became private
+    /// memory (no SIGBUS), clients see nothing new until the next bring-up re-creates it.
+    ShmTruncated,
 }
 
 /// What happened to a shared-memory writer.
@@ -473,6 +482,18 @@ impl std::fmt::Display for EventKind {
                     String::from_utf8_lossy(&name[..n])
                 )
             }
+            EventKind::ShmNameTaken { uid } => {
+                write!(
+                    f,
+                    "shm_name_taken owner_uid={uid} published=unnamed (no client can attach; \
+                     declared entries at their safe values)"
+                )
+            }
+            EventKind::ShmTruncated => write!(
+                f,
+                "shm_truncated published=nothing (a client shrank the object; re-created at the \
+                 next bring-up)"
+            ),
             EventKind::Shutdown { reached_init } => {
                 write!(
                     f,

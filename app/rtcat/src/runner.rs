@@ -479,7 +479,8 @@ fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<Box<dyn Applicati
     let gid = cfg.ipc.gid().map_err(usage)?.map(|g| g.as_raw());
     let period_ns = u64::from(cfg.cycle.period_us) * 1000;
     match rtcat_master::shm::SharedImage::new(app, &cfg.shm, gid, period_ns) {
-        Ok(s) => Ok(Box::new(s)),
+        // The axes' drives are commanded by the master only (limits, enable policy).
+        Ok(s) => Ok(Box::new(s.with_axes(&cfg.axis))),
         Err(e) => Err(usage(format_args!("--shm / shm.name: {e}"))),
     }
 }

@@ -211,6 +211,7 @@ impl Bench {
                     bits: n(&e["bits"]) as u16,
                     writer: mine.map(|_| 0),
                     safe: mine.map_or(0, |d| d.2),
+                    ..Default::default()
                 }
             })
             .collect();
@@ -1216,5 +1217,128 @@ fn clients_follow_a_replaced_object() {
     assert!(
         gens.first() == Some(&1) && gens.last() == Some(&2),
         "generations {gens:?}"
+    );
+}
+
+/// Issue 26: an object not created by the master's uid is never attached — a verbatim copy of a
+/// genuine object (valid header, layout, snapshot) planted under another name. As another user
+/// (root: chown) every client refuses it by default; without root, each client told that the
+/// master runs as another uid refuses our copy the same way. And an entry the master drives
+/// (flag bit 1) is refused by the C and Python writers.
+#[test]
+fn forged_objects_are_refused_by_all_three_clients() {
+    if !tools() {
+        return;
+    }
+    let mut bench = Master::start("forged", 2);
+    bench.finish();
+    let good = std::fs::read(bench.path()).unwrap();
+    let forged = unique("forged");
+    let path = Path::new("/dev/shm").join(&forged);
+    std::fs::write(&path, &good).unwrap();
+    let _files = ShmFiles(vec![forged.clone()]);
+    let ours = nix::unistd::geteuid().as_raw();
+    let other = if ours == 65534 { 65533 } else { 65534 };
+    let as_root = nix::unistd::chown(&path, Some(nix::unistd::Uid::from_raw(other)), None).is_ok();
+    if !as_root {
+        assert!(
+            std::env::var_os("RTCAT_REQUIRE_ROOT_TESTS").is_none(),
+            "needs root (chown to another uid) but RTCAT_REQUIRE_ROOT_TESTS is set"
+        );
+        eprintln!("not root: the copy stays ours; the clients are told the master is uid {other}");
+    }
+    // (the uid the clients are told the master runs as, the object's owner)
+    let (master_uid, owner) = if as_root {
+        (ours, other)
+    } else {
+        (other, ours)
+    };
+    let env_uid = if as_root {
+        String::new()
+    } else {
+        master_uid.to_string()
+    };
+    // Rust.
+    let e = rtcat_shm::Client::attach_owned_by(&forged, master_uid)
+        .err()
+        .expect("the Rust client refuses it");
+    assert!(
+        matches!(e, rtcat_shm::Error::NotMaster { uid, .. } if uid == owner),
+        "{e}"
+    );
+    // C.
+    let o = sanitized(&c_program("tests/probe.c"))
+        .env("RTCAT_MASTER_UID", &env_uid)
+        .arg(&forged)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "C probe: {}", text(&o));
+    let l: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(l["error"], -20, "RTCAT_SHM_ENOTMASTER: {l}");
+    // Python, as a program.
+    let mut py = python("rtcat_shm.py");
+    py.args([forged.as_str(), "--dump", "--timeout", "5"]);
+    if !as_root {
+        py.args(["--master-uid", &env_uid]);
+    }
+    let t0 = Instant::now();
+    let o = py.output().unwrap();
+    assert_eq!(o.status.code(), Some(1), "Python: {}", text(&o));
+    assert!(
+        text(&o).contains("not created by the master") && o.stdout.is_empty(),
+        "Python: {}",
+        text(&o)
+    );
+    assert!(
+        t0.elapsed() < Duration::from_secs(4),
+        "refused at once, not retried"
+    );
+    // The genuine object under its master's uid is read by all three (the check is no blanket
+    // refusal).
+    assert!(rtcat_shm::Client::attach(&bench.name).is_ok());
+    let o = sanitized(&c_program("tests/probe.c"))
+        .arg(&bench.name)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "C probe: {}", text(&o));
+    let o = python("rtcat_shm.py")
+        .args([bench.name.as_str(), "--dump"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "Python: {}", text(&o));
+
+    // An entry the master drives (an [[axis]]'s): flag bit 1, owner 0xFFFFFFFF in row 0 of a
+    // copy of ours; both writers refuse to claim it.
+    let axis = unique("axis");
+    let apath = Path::new("/dev/shm").join(&axis);
+    let mut b = good.clone();
+    let entries = u32::from_le_bytes(b[72..76].try_into().unwrap()) as usize;
+    b[entries + 6..entries + 8].copy_from_slice(&2u16.to_le_bytes());
+    b[entries + 8..entries + 12].copy_from_slice(&u32::MAX.to_le_bytes());
+    std::fs::write(&apath, &b).unwrap();
+    let _files2 = ShmFiles(vec![axis.clone()]);
+    let c = rtcat_shm::Client::attach(&axis).unwrap();
+    let row0 = c
+        .entries()
+        .iter()
+        .find(|e| e.row == Some(0))
+        .unwrap()
+        .name
+        .clone();
+    let o = sanitized(&c_program("tests/probe.c"))
+        .args(["--claim", axis.as_str(), "w", row0.as_str(), "1"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "C probe: {}", text(&o));
+    assert!(text(&o).contains("driven by the master"), "C: {}", text(&o));
+    let o = python("rtcat_shm.py")
+        .args([axis.as_str(), "--write", &format!("{row0}=1"), "--as", "w"])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "Python: {}", text(&o));
+    assert!(
+        text(&o).contains("driven by the master"),
+        "Python: {}",
+        text(&o)
     );
 }

@@ -190,3 +190,79 @@ fn an_unknown_entry_is_a_clear_bring_up_error() {
     );
     let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
 }
+
+/// Issue 26: a file another user planted under the name (while the master was stopped) does not
+/// stop the master: the run reaches its end on an unnamed object, says so in events.log, and
+/// leaves the planted file alone. Needs root (a file of another uid).
+#[test]
+fn a_name_taken_by_another_user_does_not_stop_the_master() {
+    let name = format!("rtcat-e2e-squat-{}", std::process::id());
+    let path = format!("/dev/shm/{name}");
+    std::fs::write(&path, b"planted").unwrap();
+    let other = 65534;
+    if nix::unistd::chown(path.as_str(), Some(nix::unistd::Uid::from_raw(other)), None).is_err() {
+        let _ = std::fs::remove_file(&path);
+        assert!(
+            std::env::var_os("RTCAT_REQUIRE_ROOT_TESTS").is_none(),
+            "needs root (a file of another uid) but RTCAT_REQUIRE_ROOT_TESTS is set"
+        );
+        eprintln!("SKIPPED: needs root to plant a file of another uid");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let r = Command::new(env!("CARGO_BIN_EXE_rtcat"))
+        .args(["bench", "--sim", "--shm", &name, "--duration", "2", "--out"])
+        .arg(&out)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&r.stderr);
+    let planted = std::fs::read(&path);
+    let _ = std::fs::remove_file(&path);
+    assert!(r.status.success(), "{stderr}");
+    assert_eq!(planted.unwrap(), b"planted", "left alone");
+    let events = std::fs::read_to_string(out.join("events.log")).unwrap();
+    assert!(
+        events.contains(&format!("shm_name_taken owner_uid={other}")),
+        "{events}"
+    );
+}
+
+/// Issue 26: a client that shrinks the object (ftruncate; any member of the group can) does not
+/// kill the master: the run reaches its end with its shutdown sequence and results, and
+/// events.log says the image was lost.
+#[test]
+fn a_truncated_object_does_not_stop_the_master() {
+    let name = format!("rtcat-e2e-trunc-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("out");
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
+    cmd.args(["bench", "--sim", "--shm", &name, "--duration", "3", "--out"])
+        .arg(&out)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if !nix::unistd::geteuid().is_root() {
+        cmd.arg("--no-rt");
+    }
+    let child = cmd.spawn().unwrap();
+    wait_for("the object to be LIVE", 10.0, || {
+        Client::attach(&name).is_ok_and(|c| c.state() == State::Live && c.snapshot().is_ok())
+    });
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/dev/shm/{name}"))
+        .unwrap()
+        .set_len(0)
+        .unwrap();
+    let res = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    assert!(res.status.success(), "{stderr}");
+    let events = std::fs::read_to_string(out.join("events.log")).unwrap();
+    assert!(events.contains("shm_truncated"), "{events}");
+    assert!(
+        events.contains("shutdown outputs=0 segment=INIT"),
+        "{events}"
+    );
+    assert!(out.join("summary.json").exists());
+}

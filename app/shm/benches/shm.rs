@@ -43,6 +43,7 @@ fn layout(seg: &Seg) -> (String, Vec<OutputEntry>) {
                 bits: bits as u16,
                 writer: None,
                 safe: 0,
+                ..OutputEntry::default()
             });
         }
     }

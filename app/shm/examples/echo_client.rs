@@ -16,10 +16,19 @@ use rtcat_shm::{Client, Error, State, Value};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+/// The uid the master runs as: `RTCAT_MASTER_UID`, else ours. An object of any other owner is
+/// refused (anyone can plant one with a valid header in /dev/shm).
+fn master_uid() -> u32 {
+    std::env::var("RTCAT_MASTER_UID")
+        .ok()
+        .and_then(|u| u.parse().ok())
+        .unwrap_or_else(|| nix::unistd::geteuid().as_raw())
+}
+
 fn attach(name: &str, wait: Duration) -> Result<Client, Error> {
     let end = Instant::now() + wait;
     loop {
-        match Client::attach(name) {
+        match Client::attach_owned_by(name, master_uid()) {
             Ok(c) if c.state() == State::Live => return Ok(c),
             Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. }) if Instant::now() < end => {
                 std::thread::sleep(Duration::from_millis(50))

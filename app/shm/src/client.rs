@@ -2,8 +2,8 @@
 
 use crate::bits::{read_bits, write_bits};
 use crate::format::{
-    ENTRY_BYTES, FLAG_DECLARED, Geometry, HEADER_BYTES, MAX_OBJECT_BYTES, NAME_BYTES, State,
-    WriterState, e, fnv1a64, h, s, valid_name, w,
+    ENTRY_BYTES, FLAG_DECLARED, FLAG_MASTER, Geometry, HEADER_BYTES, MAX_OBJECT_BYTES, NAME_BYTES,
+    OWNER_MASTER, State, WriterState, e, fnv1a64, h, s, valid_name, w,
 };
 use crate::map::{Map, shm_path};
 use crate::publisher::{check_writer_name, name_str};
@@ -279,6 +279,7 @@ struct JsonEntry {
 
 struct Inner {
     name: String,
+    master_uid: u32,
     map: Map,
     g: Geometry,
     generation: u32,
@@ -295,10 +296,19 @@ pub struct Client {
 }
 
 impl Client {
-    /// Attach to `/NAME`: read-write when permitted (needed for writers), else read-only.
-    /// The header is checked against the object's size, the layout JSON against its hash and
-    /// the entry table: a truncated or garbage object is an error, never a crash.
+    /// Attach to `/NAME` of a master running as this process's own user
+    /// ([`Client::attach_owned_by`] with the effective uid).
     pub fn attach(name: &str) -> Result<Client> {
+        Client::attach_owned_by(name, nix::unistd::geteuid().as_raw())
+    }
+
+    /// Attach to `/NAME`, created by a master running as `master_uid` (the service user):
+    /// an object of any other owner is refused before it is mapped (/dev/shm is
+    /// world-writable: anyone can plant an object with a valid header there). Read-write when
+    /// permitted (needed for writers), else read-only. The header is checked against the
+    /// object's size, the layout JSON against its hash and the entry table: a truncated or
+    /// garbage object is an error, never a crash.
+    pub fn attach_owned_by(name: &str, master_uid: u32) -> Result<Client> {
         valid_name(name)?;
         let sys = |op: &'static str| {
             move |errno| Error::Sys {
@@ -326,6 +336,14 @@ impl Client {
             Err(errno) => return Err(sys("shm_open")(errno)),
         };
         let st = nix::sys::stat::fstat(&fd).map_err(sys("fstat"))?;
+        // Checked on the open descriptor: what is mapped is what was checked.
+        if st.st_uid != master_uid {
+            return Err(Error::NotMaster {
+                name: name.to_string(),
+                uid: st.st_uid,
+                master_uid,
+            });
+        }
         let size = u64::try_from(st.st_size).unwrap_or(0);
         let fmt = |field, value: String, why: String| Error::Format {
             name: name.to_string(),
@@ -454,6 +472,7 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner {
                 name: name.to_string(),
+                master_uid,
                 map,
                 g,
                 generation: u32_at(h::GENERATION),
@@ -470,7 +489,7 @@ impl Client {
     /// object (another generation) is attached, Ok(false) when the current one is still it.
     /// Writers of the old object keep the old object; attach them again.
     pub fn reattach(&mut self) -> Result<bool> {
-        let fresh = Client::attach(&self.inner.name)?;
+        let fresh = Client::attach_owned_by(&self.inner.name, self.inner.master_uid)?;
         if fresh.inner.generation == self.inner.generation && self.state() != State::Replaced {
             return Ok(false);
         }
@@ -818,6 +837,18 @@ impl Writer {
         let me = self.slot as u32 + 1;
         if owner == me {
             return Ok(());
+        }
+        let row = e.row.expect("checked") as usize;
+        let flags = self
+            .inner
+            .map
+            .u16(self.inner.g.entry_offset(row) + e::FLAGS)
+            .load(Ordering::Relaxed);
+        if flags & FLAG_MASTER != 0 || owner == OWNER_MASTER {
+            return Err(self.err(format!(
+                "{} is driven by the master (an [[axis]]): no writer can own it",
+                e.name
+            )));
         }
         match self
             .inner

@@ -1,11 +1,11 @@
-//! Format v1: constants, header offsets, the geometry of the areas and its validation.
+//! Format v2: constants, header offsets, the geometry of the areas and its validation.
 
 use crate::Error;
 
 /// `"RTCATPI\0"` at offset 0.
 pub const MAGIC: [u8; 8] = *b"RTCATPI\0";
 /// The format version this crate reads and writes.
-pub const ABI_VERSION: u32 = 1;
+pub const ABI_VERSION: u32 = 2;
 /// Bytes reserved for the header.
 pub const HEADER_BYTES: u32 = 4096;
 /// Bytes of one entry-table row.
@@ -16,6 +16,11 @@ pub const MAX_WRITERS: u32 = 16;
 pub const NAME_BYTES: usize = 32;
 /// Entry-table flag: the entry's owner is declared in the master's configuration.
 pub const FLAG_DECLARED: u16 = 1;
+/// Entry-table flag: the master drives the entry itself (an `[[axis]]`); no writer may own it.
+pub const FLAG_MASTER: u16 = 2;
+/// The entry-table `owner` of an entry the master drives: never 0, so a claim's CAS fails; the
+/// master ignores the field for such entries whatever a client stores in it.
+pub const OWNER_MASTER: u32 = u32::MAX;
 /// Bytes of a writer slot before its staged image.
 pub(crate) const SLOT_HEAD: u32 = 64;
 /// Bytes of the snapshot before the validity bytes.
@@ -94,7 +99,7 @@ pub enum State {
     Replaced,
     /// The master stopped.
     Stopped,
-    /// A value format v1 does not define.
+    /// A value the format does not define.
     Unknown(u32),
 }
 

@@ -1,4 +1,4 @@
-//! rtcat's shared-memory process image (format v1, `FORMAT.md` beside this crate).
+//! rtcat's shared-memory process image (format v2, `FORMAT.md` beside this crate).
 //!
 //! - [`Publisher`]: the master side. Creates the POSIX shared-memory object (or replaces our own
 //!   stale one, refuses anyone else's), publishes one consistent snapshot per cycle (a seqlock:
@@ -22,12 +22,12 @@ mod publisher;
 pub use bits::{copy_bits, read_bits, write_bits};
 pub use client::{Client, DataType, Direction, EntryRef, Snapshot, Value, Writer};
 pub use format::{
-    ABI_VERSION, ENTRY_BYTES, FLAG_DECLARED, Geometry, HEADER_BYTES, MAGIC, MAX_WRITERS,
-    NAME_BYTES, State, WriterState, fnv1a64, valid_name,
+    ABI_VERSION, ENTRY_BYTES, FLAG_DECLARED, FLAG_MASTER, Geometry, HEADER_BYTES, MAGIC,
+    MAX_WRITERS, NAME_BYTES, OWNER_MASTER, State, WriterState, fnv1a64, valid_name,
 };
 pub use publisher::{
-    CycleInfo, DeclaredWriter, OutputEntry, Publisher, PublisherConfig, WriteEvents, WriterEvent,
-    WriterEventKind,
+    CycleInfo, DeclaredWriter, Hold, OutputEntry, Publisher, PublisherConfig, WriteEvents,
+    WriterEvent, WriterEventKind,
 };
 
 use thiserror::Error;
@@ -58,6 +58,20 @@ pub enum Error {
         /// Our uid.
         ours: u32,
     },
+    /// A client found an object owned by another uid than the master's: not attached (anyone
+    /// can plant an object with a valid header in the world-writable /dev/shm).
+    #[error(
+        "shm object /{name} belongs to uid {uid}, not to the master's uid {master_uid}: \
+         refused, it was not created by the master"
+    )]
+    NotMaster {
+        /// The object name.
+        name: String,
+        /// Its owner.
+        uid: u32,
+        /// The uid the master runs as.
+        master_uid: u32,
+    },
     /// A system call failed.
     #[error("shm object /{name}: {op}: {errno}")]
     Sys {
@@ -68,7 +82,7 @@ pub enum Error {
         /// The error.
         errno: nix::errno::Errno,
     },
-    /// The object is not a valid format v1 image (or is still being created): the field and
+    /// The object is not a valid format v2 image (or is still being created): the field and
     /// its value are named.
     #[error("shm object /{name}: {field} = {value}: {why}")]
     Format {

@@ -4,12 +4,86 @@
 //! x86-64 and arm64 and keep the accesses defined.
 
 use std::ptr::NonNull;
-use std::sync::atomic::{AtomicU8, AtomicU16, AtomicU32, AtomicU64, Ordering};
+use std::sync::OnceLock;
+use std::sync::atomic::{
+    AtomicBool, AtomicU8, AtomicU16, AtomicU32, AtomicU64, AtomicUsize, Ordering,
+};
 
 /// A mapped object, unmapped on drop.
 pub(crate) struct Map {
     ptr: NonNull<u8>,
     len: usize,
+    /// Its entry in the SIGBUS guard, if guarded.
+    guard: Option<usize>,
+}
+
+/// Mappings whose SIGBUS is absorbed. A process with write access to a shared-memory object can
+/// shrink it (ftruncate); the next access of the master to a page beyond the new end then
+/// raises SIGBUS (mmap(2)), which would kill the master without its shutdown sequence. The
+/// handler replaces the whole guarded mapping with zeroed anonymous memory at the same address
+/// (MAP_FIXED) and returns, so the faulting access is retried against it and succeeds; the map
+/// reports [`Map::truncated`]. Everything read from the mapping is untrusted input already, so
+/// zeros are just one more garbage content.
+const GUARDS: usize = 16;
+static GUARD_START: [AtomicUsize; GUARDS] = [const { AtomicUsize::new(0) }; GUARDS];
+static GUARD_LEN: [AtomicUsize; GUARDS] = [const { AtomicUsize::new(0) }; GUARDS];
+static GUARD_HIT: [AtomicBool; GUARDS] = [const { AtomicBool::new(false) }; GUARDS];
+/// The SIGBUS action before ours: restored for a fault outside our mappings.
+static PREVIOUS: OnceLock<nix::sys::signal::SigAction> = OnceLock::new();
+
+extern "C" fn on_sigbus(
+    _sig: nix::libc::c_int,
+    info: *mut nix::libc::siginfo_t,
+    _: *mut nix::libc::c_void,
+) {
+    use nix::libc;
+    // SAFETY: the kernel passes a valid siginfo with SA_SIGINFO.
+    let addr = unsafe { (*info).si_addr() } as usize;
+    for k in 0..GUARDS {
+        let (start, len) = (
+            GUARD_START[k].load(Ordering::Acquire),
+            GUARD_LEN[k].load(Ordering::Acquire),
+        );
+        if start != 0 && addr >= start && addr - start < len {
+            // SAFETY: replaces our own mapping (same address and length) with anonymous memory;
+            // mmap is a plain system call, safe in a signal handler on Linux.
+            let p = unsafe {
+                libc::mmap(
+                    start as *mut libc::c_void,
+                    len,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                    libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+                    -1,
+                    0,
+                )
+            };
+            if p != libc::MAP_FAILED {
+                GUARD_HIT[k].store(true, Ordering::Release);
+                return;
+            }
+        }
+    }
+    // Not ours: the previous action; returning repeats the fault under it.
+    if let Some(old) = PREVIOUS.get() {
+        // SAFETY: restores the action that was installed before ours.
+        let _ = unsafe { nix::sys::signal::sigaction(nix::sys::signal::Signal::SIGBUS, old) };
+    }
+}
+
+fn install_guard() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, Signal, sigaction};
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let act = SigAction::new(
+            SigHandler::SigAction(on_sigbus),
+            SaFlags::SA_SIGINFO | SaFlags::SA_ONSTACK,
+            SigSet::empty(),
+        );
+        // SAFETY: the handler only loads atomics, calls mmap and sigaction.
+        if let Ok(old) = unsafe { sigaction(Signal::SIGBUS, &act) } {
+            let _ = PREVIOUS.set(old);
+        }
+    });
 }
 
 // SAFETY: the mapping is only accessed through atomics.
@@ -29,7 +103,37 @@ impl Map {
         };
         // SAFETY: a fresh shared mapping of an fd we hold; nothing else aliases it in Rust.
         let p = unsafe { mmap(None, len_nz, prot, MapFlags::MAP_SHARED, fd, 0)? };
-        Ok(Map { ptr: p.cast(), len })
+        Ok(Map {
+            ptr: p.cast(),
+            len,
+            guard: None,
+        })
+    }
+
+    /// [`Map::new`], writable, with its SIGBUS absorbed (the master's mappings: a client that
+    /// shrinks the object must not kill it). Unguarded when all guard entries are in use.
+    pub(crate) fn new_guarded(fd: &std::os::fd::OwnedFd, len: usize) -> nix::Result<Map> {
+        install_guard();
+        let mut m = Map::new(fd, len, true)?;
+        let start = m.ptr.as_ptr() as usize;
+        for k in 0..GUARDS {
+            if GUARD_START[k]
+                .compare_exchange(0, start, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                GUARD_HIT[k].store(false, Ordering::Relaxed);
+                GUARD_LEN[k].store(len, Ordering::Release);
+                m.guard = Some(k);
+                break;
+            }
+        }
+        Ok(m)
+    }
+
+    /// The object was shrunk under this mapping: it is anonymous memory now, nobody else's.
+    pub(crate) fn truncated(&self) -> bool {
+        self.guard
+            .is_some_and(|k| GUARD_HIT[k].load(Ordering::Acquire))
     }
 
     #[inline]
@@ -151,6 +255,10 @@ impl Map {
 
 impl Drop for Map {
     fn drop(&mut self) {
+        if let Some(k) = self.guard {
+            GUARD_LEN[k].store(0, Ordering::Release);
+            GUARD_START[k].store(0, Ordering::Release);
+        }
         // SAFETY: our own mapping, not used after this.
         let _ = unsafe { nix::sys::mman::munmap(self.ptr.cast(), self.len) };
     }

@@ -1,10 +1,10 @@
 //! The master side: create (or replace) the object, publish every cycle, take the writers'
 //! outputs.
 
-use crate::bits::{copy_bits, write_bits};
+use crate::bits::{copy_bits, read_bits, write_bits};
 use crate::format::{
-    ABI_VERSION, ENTRY_BYTES, FLAG_DECLARED, Geometry, HEADER_BYTES, MAGIC, MAX_WRITERS,
-    NAME_BYTES, State, WriterState, e, fnv1a64, h, s, valid_name, w,
+    ABI_VERSION, ENTRY_BYTES, FLAG_DECLARED, FLAG_MASTER, Geometry, HEADER_BYTES, MAGIC,
+    MAX_WRITERS, NAME_BYTES, OWNER_MASTER, State, WriterState, e, fnv1a64, h, s, valid_name, w,
 };
 use crate::map::{Map, shm_path};
 use crate::{Error, Result};
@@ -16,7 +16,7 @@ use std::sync::atomic::{Ordering, fence};
 
 /// One output entry of the layout, as the publisher needs it (the layout's output entries with
 /// a non-zero index, in layout order: row `i` of the entry table).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct OutputEntry {
     /// Bit offset in the output image.
     pub bit_offset: u32,
@@ -24,8 +24,27 @@ pub struct OutputEntry {
     pub bits: u16,
     /// The declared writer owning it (index into [`PublisherConfig::writers`]).
     pub writer: Option<usize>,
-    /// Its safe value: the raw bits (the low `bits` bits; 0 beyond 64 bits).
+    /// Its safe value: the raw bits (the low `bits` bits; 0 beyond 64 bits). Used when `hold`
+    /// is [`Hold::None`].
     pub safe: u64,
+    /// Hold instead of a fixed safe value (a position target holds where the drive is).
+    pub hold: Hold,
+    /// The master drives this entry itself (an `[[axis]]`): no writer can own it, whatever a
+    /// client stores in the entry table, and the publisher never touches its bits.
+    pub master: bool,
+}
+
+/// What an entry falls back to instead of its fixed safe value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Hold {
+    /// The fixed `safe` value.
+    #[default]
+    None,
+    /// The value of the input entry at this bit offset (same width: a position target and
+    /// its position actual), latched when the entry falls back: the drive stays where it is.
+    Input(u32),
+    /// The value the entry had in the outputs when it fell back (no actual value mapped).
+    Output,
 }
 
 /// A writer declared in the master's configuration: it gets slot `k` for `writers[k]`.
@@ -188,6 +207,8 @@ struct Slot {
 /// The master's side of an object.
 pub struct Publisher {
     name: String,
+    /// `/name` is this object (else an unnamed memfd: the name belongs to another user).
+    named: bool,
     fd: OwnedFd,
     map: Map,
     g: Geometry,
@@ -195,6 +216,13 @@ pub struct Publisher {
     layout_hash: u64,
     entries: Vec<OutputEntry>,
     safe_image: Vec<u8>,
+    /// Per entry: its hold value is latched in `safe_image` (reset when a writer's values
+    /// apply again).
+    latched: Vec<bool>,
+    /// Per entry: a held entry (a drive target) a writer has driven since creation; it stays
+    /// held when nobody writes it any more, never handed back to the application.
+    driven: Vec<bool>,
+    driven_any: bool,
     slots: Vec<Slot>,
     timeout: u64,
     seq: u64,
@@ -238,6 +266,29 @@ impl Publisher {
     /// Create the object `/NAME` (replacing a leftover of ours, refusing anyone else's), fill
     /// it and set it LIVE.
     pub fn create(cfg: &PublisherConfig<'_>) -> Result<Publisher> {
+        Self::create_in(cfg, true)
+    }
+
+    /// The same object without a name: an anonymous memory file (memfd_create(2)) no client
+    /// can open. What the master runs with when `/NAME` belongs to another user: the cycle
+    /// keeps its semantics (declared entries at their safe values) and nobody is fed a forged
+    /// image, while the name cannot be used.
+    pub fn create_unnamed(cfg: &PublisherConfig<'_>) -> Result<Publisher> {
+        Self::create_in(cfg, false)
+    }
+
+    /// A client shrank the object (ftruncate): the master's mapping was replaced by anonymous
+    /// memory (no SIGBUS), publishing goes nowhere; replace the object at the next bring-up.
+    pub fn truncated(&self) -> bool {
+        self.map.truncated()
+    }
+
+    /// Whether the object has a name clients can attach to.
+    pub fn is_named(&self) -> bool {
+        self.named
+    }
+
+    fn create_in(cfg: &PublisherConfig<'_>, named: bool) -> Result<Publisher> {
         valid_name(cfg.name)?;
         let name = cfg.name;
         if cfg.generation == 0 {
@@ -279,6 +330,22 @@ impl Publisher {
                     ),
                 ));
             }
+            if en.master && en.writer.is_some() {
+                return Err(cfg_err(
+                    format!("entries[{i}].writer"),
+                    en.writer.unwrap_or(0),
+                    "the master drives this entry: no writer can own it",
+                ));
+            }
+            if let Hold::Input(off) = en.hold
+                && u64::from(off) + u64::from(en.bits) > u64::from(cfg.input_bytes) * 8
+            {
+                return Err(cfg_err(
+                    format!("entries[{i}].hold"),
+                    format!("input bit_offset {off} bits {}", en.bits),
+                    format!("must be inside the {}-byte input image", cfg.input_bytes),
+                ));
+            }
             if let Some(k) = en.writer
                 && k >= cfg.writers.len()
             {
@@ -301,8 +368,15 @@ impl Publisher {
             layout_len,
         )?;
 
-        let fd = Self::open_exclusive(name)?;
-        if let Some(gid) = cfg.gid {
+        let fd = if named {
+            Self::open_exclusive(name)?
+        } else {
+            nix::sys::memfd::memfd_create(c"rtcat-image", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+                .map_err(sys(name, "memfd_create"))?
+        };
+        if let Some(gid) = cfg.gid
+            && named
+        {
             nix::unistd::fchown(&fd, None, Some(nix::unistd::Gid::from_raw(gid)))
                 .map_err(sys(name, "fchown to the [ipc] group"))?;
         }
@@ -310,7 +384,7 @@ impl Publisher {
         nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o660))
             .map_err(sys(name, "fchmod"))?;
         nix::unistd::ftruncate(&fd, g.object_bytes as i64).map_err(sys(name, "ftruncate"))?;
-        let map = Map::new(&fd, g.object_bytes as usize, true).map_err(sys(name, "mmap"))?;
+        let map = Map::new_guarded(&fd, g.object_bytes as usize).map_err(sys(name, "mmap"))?;
 
         let layout_hash = fnv1a64(cfg.layout_json);
         let hdr_u32 = |o: usize, v: u32| map.u32(o).store(v, Ordering::Relaxed);
@@ -347,6 +421,7 @@ impl Publisher {
                 .store(en.bit_offset, Ordering::Relaxed);
             map.u16(o + e::BITS).store(en.bits, Ordering::Relaxed);
             let (flags, owner) = match en.writer {
+                _ if en.master => (FLAG_MASTER, OWNER_MASTER),
                 Some(k) => (FLAG_DECLARED, k as u32 + 1),
                 None => (0, 0),
             };
@@ -383,12 +458,16 @@ impl Publisher {
             .store(State::Live.as_u32(), Ordering::Release);
         Ok(Publisher {
             name: name.to_string(),
+            named,
             fd,
             map,
             g,
             generation: cfg.generation,
             layout_hash,
             entries: cfg.entries.to_vec(),
+            latched: vec![false; cfg.entries.len()],
+            driven: vec![false; cfg.entries.len()],
+            driven_any: false,
             safe_image,
             slots,
             timeout: cfg.writer_timeout_cycles,
@@ -455,7 +534,7 @@ impl Publisher {
         if st.st_size < i64::from(HEADER_BYTES) {
             return;
         }
-        let Ok(map) = Map::new(&fd, HEADER_BYTES as usize, true) else {
+        let Ok(map) = Map::new_guarded(&fd, HEADER_BYTES as usize) else {
             return;
         };
         let mut magic = [0u8; 8];
@@ -499,6 +578,9 @@ impl Publisher {
     }
 
     fn unlink_if_ours(&self) -> Result<()> {
+        if !self.named {
+            return Ok(());
+        }
         let path = shm_path(&self.name);
         let mine = nix::sys::stat::fstat(self.fd.as_fd()).map_err(sys(&self.name, "fstat"))?;
         match nix::sys::stat::lstat(format!("/dev/shm/{}", self.name).as_str()) {
@@ -551,10 +633,22 @@ impl Publisher {
         seq.store(self.seq, Ordering::Release);
     }
 
-    /// Merge the writers' owned entries into `outputs` (bit-exactly, nothing else), follow the
-    /// heartbeats, put stale writers' entries at their safe values. No allocation, no system
-    /// call; everything read from the object is clamped.
+    /// [`Publisher::take_writes_held`] without the input image: a [`Hold::Input`] entry holds
+    /// its output value instead of the actual value.
     pub fn take_writes(&mut self, outputs: &mut [u8], cycle: u64) -> WriteEvents {
+        self.take_writes_held(outputs, &[], cycle)
+    }
+
+    /// Merge the writers' owned entries into `outputs` (bit-exactly, nothing else), follow the
+    /// heartbeats, put stale writers' entries at their safe values (a held entry at the value
+    /// of `inputs` or `outputs` latched when it fell back). Entries the master drives are never
+    /// touched. No allocation, no system call; everything read from the object is clamped.
+    pub fn take_writes_held(
+        &mut self,
+        outputs: &mut [u8],
+        inputs: &[u8],
+        cycle: u64,
+    ) -> WriteEvents {
         let mut events = WriteEvents::new();
         let m = &self.map;
         let mut active = false;
@@ -630,29 +724,69 @@ impl Publisher {
                 }
             }
         }
-        // No writer attached: only the declared writers' entries (at their safe values) to do.
-        if !active && !self.any_declared {
+        // No writer attached: only the declared writers' entries (at their safe values) and the
+        // held drive targets to do.
+        if !active && !self.any_declared && !self.driven_any {
             return events;
         }
         for (i, en) in self.entries.iter().enumerate() {
+            // The master's own record decides, never the entry table (a member can write it).
+            if en.master {
+                continue;
+            }
             let owner = match en.writer {
                 Some(k) => k as u32 + 1,
                 None => m
                     .u32(self.g.entry_offset(i) + e::OWNER)
                     .load(Ordering::Relaxed),
             };
-            if owner == 0 || owner > MAX_WRITERS {
+            let slot = (1..=MAX_WRITERS)
+                .contains(&owner)
+                .then(|| &self.slots[owner as usize - 1]);
+            let bits = u32::from(en.bits);
+            let safe = match slot {
+                Some(s) if s.view == View::Attached && s.has_values => false,
+                Some(s) if s.view == View::Stale => true,
+                // A declared writer that is not (yet) writing: its entries are safe.
+                Some(_) if en.writer.is_some() => true,
+                // Nobody writes it: the application's — except a drive target a writer drove,
+                // which stays held (handing it back would be a step command).
+                _ if en.hold != Hold::None && self.driven[i] => true,
+                _ => {
+                    self.latched[i] = false;
+                    continue;
+                }
+            };
+            if !safe {
+                let taken = &slot.expect("a writer's values").taken;
+                self.latched[i] = false;
+                copy_bits(outputs, taken, en.bit_offset, bits);
+                if en.hold != Hold::None {
+                    // Its last value out: what a target without an actual value holds.
+                    copy_bits(&mut self.safe_image, taken, en.bit_offset, bits);
+                    self.driven[i] = true;
+                    self.driven_any = true;
+                }
                 continue;
             }
-            let slot = &self.slots[owner as usize - 1];
-            let src: &[u8] = match slot.view {
-                View::Attached if slot.has_values => &slot.taken,
-                View::Stale => &self.safe_image,
-                // A declared writer that is not (yet) writing: its entries are safe.
-                _ if en.writer.is_some() => &self.safe_image,
-                _ => continue,
-            };
-            copy_bits(outputs, src, en.bit_offset, u32::from(en.bits));
+            if !self.latched[i] && en.hold != Hold::None {
+                // Latched once, when the entry falls back: the drive is held where it is now,
+                // not chased (a sagging axis would follow its own actual value).
+                let n = bits.min(64);
+                let v = match en.hold {
+                    Hold::Input(off)
+                        if u64::from(off) + u64::from(n) <= inputs.len() as u64 * 8 =>
+                    {
+                        read_bits(inputs, off, n)
+                    }
+                    // No actual value: the last value a writer got out, else what goes out.
+                    _ if self.driven[i] => read_bits(&self.safe_image, en.bit_offset, n),
+                    _ => read_bits(outputs, en.bit_offset, n),
+                };
+                write_bits(&mut self.safe_image, en.bit_offset, n, v);
+            }
+            self.latched[i] = true;
+            copy_bits(outputs, &self.safe_image, en.bit_offset, bits);
         }
         events
     }

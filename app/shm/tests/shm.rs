@@ -41,7 +41,7 @@ fn format_round_trip() {
     // The header bytes are where FORMAT.md says.
     let hdr = peek(&n.path(), 0, 112);
     assert_eq!(&hdr[..8], b"RTCATPI\0");
-    assert_eq!(u32::from_le_bytes(hdr[8..12].try_into().unwrap()), 1);
+    assert_eq!(u32::from_le_bytes(hdr[8..12].try_into().unwrap()), 2);
     assert_eq!(u32::from_le_bytes(hdr[12..16].try_into().unwrap()), 4096);
     assert_eq!(u32::from_le_bytes(hdr[32..36].try_into().unwrap()), 7);
     assert_eq!(u32::from_le_bytes(hdr[76..80].try_into().unwrap()), 16);

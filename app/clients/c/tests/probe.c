@@ -3,7 +3,8 @@
  * `{"name": NAME, "error": CODE, "text": ...}` when attaching or reading fails. With --write, it
  * also exercises the writer path (attach, claim every output entry, write, detach) on each object,
  * which must fail cleanly on a garbage one. Exit 0 when every object was read, else 1. Run under
- * ASan/UBSan by app/rtcat/tests/shm_clients.rs against real and deliberately broken objects. */
+ * ASan/UBSan by app/rtcat/tests/shm_clients.rs against real and deliberately broken objects.
+ * RTCAT_MASTER_UID in the environment: the uid the master runs as (attach refuses other owners). */
 #define _POSIX_C_SOURCE 200809L
 #define RTCAT_SHM_IMPLEMENTATION
 #include "../rtcat_shm.h"
@@ -13,6 +14,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+/* RTCAT_MASTER_UID=UID: attach only to an object of that owner (default: our own uid). */
+static int attach(rtcat_shm *s, const char *name) {
+    const char *uid = getenv("RTCAT_MASTER_UID");
+    if (uid && *uid)
+        return rtcat_shm_attach_owned_by(s, name, (uint32_t)strtoul(uid, NULL, 10));
+    return rtcat_shm_attach(s, name);
+}
 
 static void json_str(const char *s) {
     putchar('"');
@@ -73,7 +82,7 @@ static void value(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e) {
 static int probe(const char *name, int write) {
     rtcat_shm s;
     rtcat_shm_snapshot snap;
-    int err = rtcat_shm_attach(&s, name);
+    int err = attach(&s, name);
     if (!err) {
         err = rtcat_shm_snapshot_init(&s, &snap);
         if (!err) {
@@ -136,7 +145,7 @@ static int probe(const char *name, int write) {
 static int torn(const char *name, long n) {
     rtcat_shm s;
     rtcat_shm_snapshot snap;
-    int err = rtcat_shm_attach(&s, name);
+    int err = attach(&s, name);
     if (err || (err = rtcat_shm_snapshot_init(&s, &snap)) != 0) {
         fprintf(stderr, "probe: %s: %s\n", name, rtcat_shm_strerror(err));
         return 1;
@@ -189,7 +198,7 @@ static int claim(const char *name, const char *writer, const char *entry, uint64
     rtcat_shm_writer w;
     rtcat_shm_snapshot snap;
     memset(&w, 0, sizeof w);
-    int err = rtcat_shm_attach(&s, name);
+    int err = attach(&s, name);
     if (err) {
         printf("error %s\n", rtcat_shm_strerror(err));
         return 1;
@@ -222,7 +231,7 @@ static int claim(const char *name, const char *writer, const char *entry, uint64
 static int until_replaced(const char *name) {
     rtcat_shm s;
     rtcat_shm_snapshot snap;
-    int err = rtcat_shm_attach(&s, name);
+    int err = attach(&s, name);
     if (err || (err = rtcat_shm_snapshot_init(&s, &snap)) != 0) {
         printf("error %s\n", rtcat_shm_strerror(err));
         return 1;
@@ -242,7 +251,7 @@ static int until_replaced(const char *name) {
         return 1;
     }
     /* The new object, under the same name, another generation. */
-    for (int i = 0; i < 1000 && (err = rtcat_shm_attach(&s, name)) != 0; i++) {
+    for (int i = 0; i < 1000 && (err = attach(&s, name)) != 0; i++) {
         struct timespec ms = {0, 1000000};
         nanosleep(&ms, NULL);
     }

@@ -106,6 +106,7 @@ pub fn rows(entries: &[E], owners: &[(usize, usize)], safe: &[(usize, u64)]) -> 
             bits: x.bits,
             writer: owners.iter().find(|o| o.0 == i).map(|o| o.1),
             safe: safe.iter().find(|s| s.0 == i).map(|s| s.1).unwrap_or(0),
+            ..OutputEntry::default()
         })
         .collect()
 }

@@ -1,0 +1,247 @@
+//! The shared image and the drives (issue 26): an `[[axis]]`' controlword and targets are the
+//! master's whatever a client writes, and a writer that stops on a position target leaves the
+//! drive where it is. `rtcat bench --sim` with the CiA 402 drives of examples/cia402.
+
+use rtcat_shm::{Client, EntryRef, Error, State, Value, WriterState};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn wait_for(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
+    let end = Instant::now() + Duration::from_secs_f64(secs);
+    while !f() {
+        assert!(Instant::now() < end, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(1));
+    }
+}
+
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn bench(name: &str, config: &Path, out: &Path, secs: u32) -> Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
+    cmd.args([
+        "bench",
+        "--sim",
+        "--shm",
+        name,
+        "--duration",
+        &secs.to_string(),
+    ])
+    .arg("--segment")
+    .arg(root().join("examples/cia402/segment.toml"))
+    .arg("--config")
+    .arg(config)
+    .arg("--out")
+    .arg(out.join("runs"))
+    .arg("--json")
+    .arg(out.join("summary.json"))
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    if !nix::unistd::geteuid().is_root() {
+        cmd.arg("--no-rt");
+    }
+    cmd.spawn().unwrap()
+}
+
+fn attach(name: &str) -> Client {
+    let mut client = None;
+    wait_for(
+        "the object to be LIVE with a snapshot",
+        15.0,
+        || match Client::attach(name) {
+            Ok(c) if c.state() == State::Live && c.snapshot().is_ok() => {
+                client = Some(c);
+                true
+            }
+            // Not there yet, or caught between its creation and its sizing (0 bytes).
+            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. } | Error::Format { .. }) => {
+                false
+            }
+            Err(e) => panic!("{e}"),
+        },
+    );
+    client.unwrap()
+}
+
+/// The entry of object `index` (subindex 0) of the drive at `position`, from the layout JSON.
+fn object(c: &Client, position: u16, index: u16, dir: &str) -> EntryRef {
+    let l: serde_json::Value = serde_json::from_str(c.layout_json()).unwrap();
+    let e = l["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["position"] == position && e["index"] == index && e["direction"] == dir)
+        .unwrap_or_else(|| panic!("{index:#06x} of drive {position} in the layout"));
+    let name = match e["pdo_name"].as_str() {
+        Some(p) => format!("{position}:{p}.{}", e["name"].as_str().unwrap()),
+        None => format!("{position}:{}", e["name"].as_str().unwrap()),
+    };
+    c.entry(&name).unwrap()
+}
+
+fn int(s: &rtcat_shm::Snapshot, e: &EntryRef) -> i64 {
+    match s.get(e) {
+        Value::Signed(v) => v,
+        Value::Unsigned(v) => v as i64,
+        v => panic!("{v:?}"),
+    }
+}
+
+#[test]
+fn a_client_cannot_take_an_axis_drive_and_the_axis_stays_inside_its_limits() {
+    let name = format!("rtcat-axes-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let child = bench(
+        &name,
+        &root().join("examples/cia402/rtcat.toml"),
+        dir.path(),
+        4,
+    );
+    let c = attach(&name);
+    // Axis "x" (drive 0): max_position = 110 mm at 10000 counts/mm.
+    let limit = 110 * 10_000;
+    let (cw, target) = (
+        object(&c, 0, 0x6040, "outputs"),
+        object(&c, 0, 0x607a, "outputs"),
+    );
+    let mut w = c.attach_writer("rogue").unwrap();
+    for e in [&cw, &target] {
+        let err = w.claim(e).unwrap_err().to_string();
+        assert!(err.contains("driven by the master"), "{err}");
+    }
+    // A member has write access to the object: it stores itself as the owner and writes 250 mm
+    // and a fault reset. The master's own record decides; the axis keeps its limits.
+    let me = (w.slot() as u32 + 1).to_le_bytes();
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(format!("/dev/shm/{name}"))
+            .unwrap();
+        for e in [&cw, &target] {
+            let row = e.row.unwrap() as usize;
+            f.write_all_at(&me, (c.geometry().entry_offset(row) + 8) as u64)
+                .unwrap();
+        }
+    }
+    let end = Instant::now() + Duration::from_millis(1500);
+    let mut seen = 0;
+    while Instant::now() < end {
+        w.write(&[
+            (&cw, Value::Unsigned(0x80)),
+            (&target, Value::Signed(2_500_000)),
+        ])
+        .unwrap();
+        if let Ok(s) = c.snapshot() {
+            let t = int(&s, &target);
+            assert!(t <= limit, "target {t} counts past max_position ({limit})");
+            seen += 1;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(seen > 100, "{seen} snapshots");
+    drop(w);
+    let res = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{stderr}");
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.path().join("summary.json")).unwrap())
+            .unwrap();
+    let x = &s["axes"][0];
+    assert_eq!(x["name"], "x");
+    assert_eq!(x["faults"], 0, "{x}");
+    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+}
+
+#[test]
+fn a_writer_that_stops_on_a_position_target_leaves_the_drive_where_it_is() {
+    let name = format!("rtcat-hold-{}", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    // No [[axis]]: client programs drive drive 0, one owns the controlword and mode and keeps
+    // its heartbeat, the other owns the position target and stops.
+    let cfg = dir.path().join("rtcat.toml");
+    std::fs::write(
+        &cfg,
+        "[cycle]\nperiod_us = 1000\n[rt]\nhold_cpu_dma_latency = false\n\
+         [shm]\nwriter_timeout_cycles = 50\n",
+    )
+    .unwrap();
+    let child = bench(&name, &cfg, dir.path(), 5);
+    let c = attach(&name);
+    let cw = object(&c, 0, 0x6040, "outputs");
+    let mode = object(&c, 0, 0x6060, "outputs");
+    let target = object(&c, 0, 0x607a, "outputs");
+    let sw = object(&c, 0, 0x6041, "inputs");
+    let actual = object(&c, 0, 0x6064, "inputs");
+    let ferr = object(&c, 0, 0x60f4, "inputs");
+    let mut plc = c.attach_writer("plc").unwrap();
+    let mut mover = c.attach_writer("mover").unwrap();
+    plc.claim(&cw).unwrap();
+    plc.claim(&mode).unwrap();
+    mover.claim(&target).unwrap();
+    let start = int(&c.snapshot().unwrap(), &actual);
+    mover.write(&[(&target, Value::Signed(start))]).unwrap();
+    // Switch on (CiA 402: shutdown 6, switch on 7, enable operation 15), CSP (mode 8).
+    for (word, state) in [(6u64, 0x21), (7, 0x23), (15, 0x27)] {
+        wait_for("the drive state", 3.0, || {
+            plc.write(&[(&cw, Value::Unsigned(word)), (&mode, Value::Signed(8))])
+                .unwrap();
+            mover.heartbeat();
+            int(&c.snapshot().unwrap(), &sw) & 0x6f == state
+        });
+    }
+    // Move 20 mm at 400 mm/s... of counts: 200000 counts at 400000 counts/s.
+    let t0 = Instant::now();
+    let goal = start + 200_000;
+    loop {
+        let t = t0.elapsed().as_secs_f64();
+        let p = (start + (t * 400_000.0) as i64).min(goal);
+        mover.write(&[(&target, Value::Signed(p))]).unwrap();
+        plc.heartbeat();
+        if p == goal {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    wait_for("the drive at the goal", 2.0, || {
+        plc.heartbeat();
+        mover.heartbeat();
+        (int(&c.snapshot().unwrap(), &actual) - goal).abs() < 1000
+    });
+    // The mover stops: its target goes stale, the plc keeps the drive enabled.
+    wait_for("the mover to go stale", 2.0, || {
+        plc.heartbeat();
+        mover.state() == Some(WriterState::Stale)
+    });
+    let end = Instant::now() + Duration::from_millis(500);
+    let mut n = 0;
+    while Instant::now() < end {
+        plc.heartbeat();
+        let s = c.snapshot().unwrap();
+        let (a, st, fe) = (int(&s, &actual), int(&s, &sw), int(&s, &ferr));
+        assert_eq!(st & 0x08, 0, "the drive faulted (statusword {st:#06x})");
+        assert_eq!(st & 0x6f, 0x27, "operation enabled (statusword {st:#06x})");
+        assert!(
+            (a - goal).abs() < 1000,
+            "the drive moved to {a} (goal {goal})"
+        );
+        // The window 0x6065 of the simulated drive is 10000 counts.
+        assert!(fe.abs() < 10_000, "following error {fe}");
+        assert!(
+            (int(&s, &target) - goal).abs() < 1000,
+            "target {}",
+            int(&s, &target)
+        );
+        n += 1;
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    assert!(n > 50, "{n} snapshots");
+    drop(mover);
+    drop(plc);
+    let res = child.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&res.stderr);
+    assert!(res.status.success(), "{stderr}");
+    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+}
