@@ -428,6 +428,24 @@ fn live_against_bench_sim_control() {
         }
         std::thread::sleep(Duration::from_millis(100));
     }
+    // The poller reads the ESC counters off the cyclic path, after the first cycles: on a busy
+    // machine "no reading yet" can outlast the first status in op. Wait for its first reading
+    // (the exporter's page is compared with it).
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        let mut c = rtcat_control::Client::connect(&sock).unwrap();
+        match c.call(&rtcat_control::Request::Counters) {
+            Ok(_) => break,
+            Err(e) if e.to_string().contains("no reading yet") => {
+                assert!(
+                    Instant::now() < deadline,
+                    "the poller never read the counters"
+                )
+            }
+            Err(e) => panic!("counters: {e}"),
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
     let e = start(&sock);
     let w = |name: &str, text: String| {
         let p = dir.path().join(name);
