@@ -318,7 +318,11 @@ def check_dist_profile():
     for key in ("lto", "codegen-units", "debug"):
         want = dist.get(key)
         if want is None or got.get(key) != str(want):
-            err(rel(recipe), f"export CARGO_PROFILE_RELEASE_{key.upper().replace('-', '_')} = {got.get(key)!r}, Cargo.toml [profile.dist] {key} = {want!r}")
+            err(
+                rel(recipe),
+                f"export CARGO_PROFILE_RELEASE_{key.upper().replace('-', '_')} = {got.get(key)!r}, "
+                f"Cargo.toml [profile.dist] {key} = {want!r}",
+            )
 
 
 def check_recipes():

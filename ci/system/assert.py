@@ -600,7 +600,11 @@ def cmd_self_test(a):
     power0 = a.power_down
     cases = [
         ("kernel.preempt_rt", "uname -v without PREEMPT_RT", set_fact("kernel_version", "#1 SMP PREEMPT")),
-        ("kernel.preempt_rt", "another kernel than the one the host booted", set_fact("kernel_release", "6.1.0-0-rt-arm64")),
+        (
+            "kernel.preempt_rt",
+            "another kernel than the one the host booted",
+            set_fact("kernel_release", "6.1.0-0-rt-arm64"),
+        ),
         (
             "nic.named_by_link",
             "no .link file: the port kept the kernel's name",
