@@ -84,9 +84,20 @@ impl Device {
         if let Some((s, i)) = sm
             && s != want
         {
+            // Simple digital terminals and evaluation boards have no mailbox and put their
+            // process data on SM0/SM1; the master configures process data on SM2/SM3 only.
+            let what = if self.mailbox.is_none() && s < 2 {
+                format!(
+                    " ({} is a device without a mailbox whose process data are on SM0/SM1; the \
+                     master's support for such devices is pending, issue 31)",
+                    self.name
+                )
+            } else {
+                String::new()
+            };
             return Err(self.err(format!(
                 "{kind} 0x{i:04X} is on SM{s}: an rtcat configuration assigns {kind}s to \
-                 sm{want} only"
+                 sm{want} only{what}"
             )));
         }
         let bits: u32 = chosen.iter().map(|p| p.bits()).sum();
@@ -119,6 +130,14 @@ impl Device {
     /// RxPDOs, SM3 for TxPDOs) and fit its `MaxSize`, and a device whose CoE does not allow PDO
     /// assignment (`PdoAssign`) keeps its default PDOs.
     pub fn config_for(&self, pdos: &[u16]) -> Result<String, ConfigError> {
+        if let Some(why) = self.unsupported_profile() {
+            return Err(self.err(why));
+        }
+        if let Some(&i) = pdos.iter().find(|i| !(0x1600..=0x1BFF).contains(*i)) {
+            return Err(self.err(format!(
+                "0x{i:04X} is not a PDO index (RxPDOs 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF)"
+            )));
+        }
         let mut rx = Vec::new();
         let mut tx = Vec::new();
         for (n, &i) in pdos.iter().enumerate() {
@@ -281,6 +300,17 @@ impl Device {
                         p.index,
                         toml_str(&p.name),
                         p.bits()
+                    );
+                    continue;
+                }
+                // A PDO without entries maps nothing: an empty mapping would only clear the
+                // device's own; the PDO is assigned (it takes no process data).
+                if p.entries.is_empty() {
+                    let _ = writeln!(
+                        s,
+                        "# {kind} 0x{:04X} {}: no entries (0 bits), assigned only",
+                        p.index,
+                        toml_str(&p.name)
                     );
                     continue;
                 }

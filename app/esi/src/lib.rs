@@ -121,6 +121,58 @@ pub struct EsiFile {
     pub devices: Vec<Device>,
     /// Modules of modular devices (names and PDOs only; see the crate doc).
     pub modules: Vec<Module>,
+    /// Passive devices (no `Type@ProductCode` and nothing an EtherCAT slave controller holds:
+    /// no sync manager, FMMU, mailbox or PDO): end caps, potential feeds. Listed, never
+    /// configured: they do not appear on the bus.
+    pub passive: Vec<PassiveDevice>,
+    /// What was accepted although the file is not quite valid (e.g. an odd number of hex
+    /// digits in `DefaultData`), in file order. The library never prints: the caller shows them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
+}
+
+/// A device without an EtherCAT slave controller (`Device` without `Type@ProductCode`, sync
+/// managers, FMMUs, mailbox or PDOs): an end cap, a potential feed terminal, a shield terminal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PassiveDevice {
+    /// `Type` text.
+    pub name: String,
+    /// Every `Name`, in file order.
+    pub names: Vec<LocalName>,
+    /// `GroupType`.
+    pub group: Option<String>,
+    /// Line of the `Device` element.
+    pub line: u32,
+}
+
+impl PassiveDevice {
+    /// The display name: the English `Name` (LcId 1033), else the first, else the `Type`.
+    pub fn display_name(&self) -> &str {
+        pick_name(&self.names).unwrap_or(&self.name)
+    }
+}
+
+/// Something accepted with a repair: the file, the line, the element path and what was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// File name as given.
+    pub file: String,
+    /// 1-based line of the element.
+    pub line: u32,
+    /// Element path, as in [`Error::Invalid`].
+    pub path: String,
+    /// What was accepted and how it was read.
+    pub why: String,
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: {}: {}",
+            self.file, self.line, self.path, self.why
+        )
+    }
 }
 
 /// `Vendor`: the EtherCAT vendor id (assigned by the ETG) and the vendor's name.
@@ -190,6 +242,51 @@ impl Device {
     /// The CoE flags, when the device speaks CoE.
     pub fn coe(&self) -> Option<&Coe> {
         self.mailbox.as_ref().and_then(|m| m.coe.as_ref())
+    }
+
+    /// Whether the mailbox lists this protocol (`CoE`, `SoE`, `EoE`, `FoE`, `AoE`, `VoE`).
+    pub fn speaks(&self, protocol: &str) -> bool {
+        self.mailbox
+            .as_ref()
+            .is_some_and(|m| m.protocols.iter().any(|p| p.eq_ignore_ascii_case(protocol)))
+    }
+
+    /// What rtcat cannot configure about this device's profile, when that is the case: an SoE
+    /// drive (Servo Drive over EtherCAT, IEC 61800-7-304: its process data are the AT and MDT
+    /// telegrams configured through IDNs, not CoE PDO objects 0x1600/0x1A00), or a device whose
+    /// PDO indices lie outside the CoE mapping objects without CoE in its mailbox.
+    pub fn unsupported_profile(&self) -> Option<String> {
+        let coe_range = |p: &Pdo| (0x1600..=0x1BFF).contains(&p.index);
+        if self.speaks("SoE") && !self.speaks("CoE") {
+            return Some(
+                "this is a SoE (Servo Drive over EtherCAT) device; rtcat supports CoE: it cannot \
+                 configure SoE process data (the AT/MDT lists of IDNs S-0-0016 and S-0-0024), so \
+                 no [[device]] block is emitted for it"
+                    .into(),
+            );
+        }
+        let odd: Vec<String> = self
+            .rx_pdos
+            .iter()
+            .chain(&self.tx_pdos)
+            .filter(|p| !coe_range(p))
+            .map(|p| format!("0x{:04X}", p.index))
+            .collect();
+        if !odd.is_empty() && !self.speaks("CoE") {
+            let proto = self
+                .mailbox
+                .as_ref()
+                .map(|m| m.protocols.join(", "))
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "no mailbox protocol".into());
+            return Some(format!(
+                "its PDOs {} are not CoE mapping objects (0x1600..0x17FF, 0x1A00..0x1BFF) and its \
+                 mailbox has {proto}; rtcat supports CoE devices (and fixed process data of \
+                 devices without a mailbox), so no [[device]] block is emitted for it",
+                odd.join(", ")
+            ));
+        }
+        None
     }
 
     /// The PDO with this index, and whether it is an RxPDO.

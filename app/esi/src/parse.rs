@@ -67,6 +67,7 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<EsiFile, Error> {
         file,
         doc: &doc,
         newlines,
+        warnings: Default::default(),
     }
     .file()
 }
@@ -147,6 +148,8 @@ struct P<'a, 'i> {
     doc: &'a Document<'i>,
     /// Byte offsets of the text's `\n`s, in order.
     newlines: Vec<usize>,
+    /// Repairs made so far (see [`Warning`]).
+    warnings: std::cell::RefCell<Vec<Warning>>,
 }
 
 type R<T> = Result<T, Error>;
@@ -342,9 +345,13 @@ impl<'a, 'i> P<'a, 'i> {
             }
         }
         let mut devices = Vec::new();
+        let mut passive = Vec::new();
         for ds in children(d, "Devices") {
             for dev in children(ds, "Device") {
-                devices.push(self.device(dev, vendor.id)?);
+                match self.passive(dev)? {
+                    Some(p) => passive.push(p),
+                    None => devices.push(self.device(dev, vendor.id)?),
+                }
             }
         }
         let mut modules = Vec::new();
@@ -358,7 +365,37 @@ impl<'a, 'i> P<'a, 'i> {
             groups,
             devices,
             modules,
+            passive,
+            warnings: self.warnings.take(),
         })
+    }
+
+    /// A passive device: no `Type@ProductCode` and nothing an EtherCAT slave controller would
+    /// hold (sync managers, FMMUs, a mailbox, PDOs). Vendor terminal libraries list their end
+    /// caps and potential feeds so; a device that has any of those parts and no product code
+    /// stays an error (its identity is missing, not absent).
+    fn passive(&self, dev: Node<'a, 'i>) -> R<Option<PassiveDevice>> {
+        let ty = self.req(dev, "Type")?;
+        if ty.attribute("ProductCode").is_some() {
+            return Ok(None);
+        }
+        let esc = ["Sm", "Fmmu", "Mailbox", "RxPdo", "TxPdo"]
+            .into_iter()
+            .any(|t| child(dev, t).is_some());
+        if esc {
+            return Err(self.invalid_attr(
+                ty,
+                "ProductCode",
+                "missing (the device has sync managers, FMMUs, a mailbox or PDOs: it is on the \
+                 bus and needs its identity)",
+            ));
+        }
+        Ok(Some(PassiveDevice {
+            name: text_of(ty),
+            names: self.names(dev)?,
+            group: child(dev, "GroupType").map(text_of),
+            line: self.line(dev.range().start),
+        }))
     }
 
     fn device(&self, dev: Node<'a, 'i>, vendor_id: u32) -> R<Device> {
@@ -559,23 +596,49 @@ impl<'a, 'i> P<'a, 'i> {
     /// `Info/DefaultData` (hex bytes), `DefaultValue` or `DefaultString`.
     fn default_of(&self, info: Node) -> R<Option<DefaultValue>> {
         if let Some(d) = child(info, "DefaultData") {
-            let t: String = text_of(d).chars().filter(|c| !c.is_whitespace()).collect();
-            let bytes = (t.len().is_multiple_of(2) && t.bytes().all(|b| b.is_ascii_hexdigit()))
-                .then(|| {
-                    (0..t.len())
-                        .step_by(2)
-                        .filter_map(|i| u8::from_str_radix(&t[i..i + 2], 16).ok())
-                        .collect::<Vec<u8>>()
-                })
-                .ok_or_else(|| {
-                    self.invalid(d, format!("{t:?} is not hex data (two digits per byte)"))
-                })?;
-            return Ok(Some(DefaultValue::Data(bytes)));
+            return Ok(Some(DefaultValue::Data(self.hex_data(d)?)));
         }
         if let Some(v) = child(info, "DefaultValue") {
             return Ok(Some(DefaultValue::Value(text_of(v))));
         }
         Ok(child(info, "DefaultString").map(|s| DefaultValue::String(text_of(s))))
+    }
+
+    /// `DefaultData`: hex, two digits per byte (ETG.2000 `hexBinary`). Vendors write a single
+    /// digit for a one-byte value ("2"): that is read as "02" with a warning, since one digit
+    /// can only be the low nibble of the only byte. Any other odd count (three digits, ...) is
+    /// refused: the data are little-endian bytes, and whether the missing digit belongs to the
+    /// first byte ("0123" = 0x2301) or the vendor wrote the number big-endian (0x0123) cannot
+    /// be told, and a wrong default would be written to the device as a startup value.
+    fn hex_data(&self, d: Node) -> R<Vec<u8>> {
+        let mut t: String = text_of(d).chars().filter(|c| !c.is_whitespace()).collect();
+        if !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.invalid(d, format!("{t:?} is not hex data (two digits per byte)")));
+        }
+        if t.len() == 1 {
+            self.warnings.borrow_mut().push(Warning {
+                file: self.file.to_string(),
+                line: self.line(d.range().start),
+                path: path_of(d),
+                why: format!("{t:?} has one hex digit: read as \"0{t}\" (one byte)"),
+            });
+            t.insert(0, '0');
+        }
+        if !t.len().is_multiple_of(2) {
+            return Err(self.invalid(
+                d,
+                format!(
+                    "{t:?} has an odd number of hex digits ({}): which byte lacks a digit is \
+                     ambiguous for data of more than one byte (write two digits per byte, \
+                     little-endian)",
+                    t.len()
+                ),
+            ));
+        }
+        Ok((0..t.len())
+            .step_by(2)
+            .filter_map(|i| u8::from_str_radix(&t[i..i + 2], 16).ok())
+            .collect())
     }
 
     fn flags(&self, node: Node<'a, 'i>) -> R<(Option<Access>, Option<PdoMapping>)> {

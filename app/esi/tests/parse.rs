@@ -395,8 +395,9 @@ fn other_bad_inputs_are_errors_not_panics() {
         ),
         (
             "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
-             <Type>X</Type></Device></Devices></Descriptions></EtherCATInfo>",
-            "Device/Type@ProductCode: missing",
+             <Type>X</Type><Sm StartAddress='#x1000'>MBoxOut</Sm></Device></Devices>\
+             </Descriptions></EtherCATInfo>",
+            "Device/Type@ProductCode: missing (the device has sync managers",
         ),
         (
             "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
@@ -417,7 +418,8 @@ fn other_bad_inputs_are_errors_not_panics() {
              <Index>#x1000</Index><Name>x</Name><Type>UDINT</Type><BitSize>32</BitSize>\
              <Info><DefaultData>123</DefaultData></Info></Object></Objects></Dictionary>\
              </Profile></Device></Devices></Descriptions></EtherCATInfo>",
-            "DefaultData: \"123\" is not hex data",
+            "DefaultData: \"123\" has an odd number of hex digits (3): which byte lacks a \
+             digit is ambiguous",
         ),
         (
             "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
@@ -426,6 +428,14 @@ fn other_bad_inputs_are_errors_not_panics() {
              <Flags><Access>rx</Access></Flags></Object></Objects></Dictionary>\
              </Profile></Device></Devices></Descriptions></EtherCATInfo>",
             "Flags/Access: \"rx\" is not ro, rw or wo",
+        ),
+        (
+            "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
+             <Type ProductCode='1'>X</Type><Profile><Dictionary><Objects><Object>\
+             <Index>#x1000</Index><Name>x</Name><Type>UDINT</Type><BitSize>32</BitSize>\
+             <Info><DefaultData>1g</DefaultData></Info></Object></Objects></Dictionary>\
+             </Profile></Device></Devices></Descriptions></EtherCATInfo>",
+            "DefaultData: \"1g\" is not hex data",
         ),
         (
             "<!DOCTYPE x [<!ENTITY a 'aaaa'>]><EtherCATInfo/>",
@@ -855,4 +865,111 @@ fn an_element_with_too_many_attributes_is_refused_at_once() {
         e.contains("<EtherCATInfo>: more than 256 attributes on one element"),
         "{e}"
     );
+}
+
+// Issue 31, item 1: a terminal library's passive devices (no ProductCode, no ESC) are listed as
+// passive; the active devices of the same file read.
+#[test]
+fn passive_devices_are_listed_and_the_active_ones_read() {
+    let p = data("passive.xml");
+    let f = read_file(&p).unwrap();
+    let names: Vec<&str> = f.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["EX1008", "EX2008"]);
+    let passive: Vec<(&str, &str, u32)> = f
+        .passive
+        .iter()
+        .map(|d| (d.name.as_str(), d.display_name(), d.line))
+        .collect();
+    assert_eq!(
+        passive,
+        [
+            (
+                "EX9011",
+                "EX9011 Bus end cover cap",
+                line_of(&p, "<Type>EX9011") - 1
+            ),
+            (
+                "EX9100",
+                "EX9100 Potential feed terminal 24 V",
+                line_of(&p, "<Type>EX9100") - 1
+            ),
+        ]
+    );
+    assert!(f.warnings.is_empty());
+}
+
+// Issue 31, item 2: a one-digit DefaultData is read as one byte with a warning naming the file,
+// line and element; more digits in odd number stay an error (see `other_bad_inputs_...`).
+#[test]
+fn one_digit_default_data_is_padded_with_a_warning() {
+    let p = data("odd-hex.xml");
+    let f = read_file(&p).unwrap();
+    let d = one(&f);
+    assert_eq!(default_u64(d, 0x6060), Some(8));
+    assert_eq!(default_u64(d, 0x6061), Some(2));
+    let w: Vec<String> = f.warnings.iter().map(|w| w.to_string()).collect();
+    let line = line_of(&p, "<DefaultData>2<");
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(
+        w[1],
+        format!(
+            "odd-hex.xml:{line}: Device/Profile/Dictionary/Objects/Object/Info/DefaultData: \
+             \"2\" has one hex digit: read as \"02\" (one byte)"
+        )
+    );
+}
+
+// Issue 31, item 5: an SoE drive is named for what it is, not refused for its PDO indices.
+#[test]
+fn an_soe_device_is_named_for_its_profile() {
+    let f = read_file(&data("soe.xml")).unwrap();
+    let d = one(&f);
+    let why = d.unsupported_profile().unwrap();
+    assert!(
+        why.starts_with("this is a SoE (Servo Drive over EtherCAT) device; rtcat supports CoE"),
+        "{why}"
+    );
+    let e = d.config_for(&[0x0018, 0x0010]).unwrap_err().to_string();
+    assert_eq!(e, format!("EXS-501: {why}"));
+    assert!(servo().unsupported_profile().is_none());
+    // A CoE device and an index outside the mapping objects: the CoE range is said.
+    let e = servo().config_for(&[0x1234]).unwrap_err().to_string();
+    assert!(e.contains("0x1234 is not a PDO index"), "{e}");
+}
+
+// Issue 31, item 6: a PDO without entries is assigned, never given an empty mapping.
+#[test]
+fn a_pdo_without_entries_gets_no_empty_mapping() {
+    let f = read_file(&data("odd-hex.xml")).unwrap();
+    let block = one(&f).config_for(&[0x1600, 0x1601, 0x1A00]).unwrap();
+    assert!(!block.contains("index = 0x1601"), "{block}");
+    assert!(!block.contains("entries = [\n]"), "{block}");
+    assert!(
+        block.contains("# RxPDO 0x1601 \"Reserved\": no entries (0 bits), assigned only"),
+        "{block}"
+    );
+    let d = device_table(&block);
+    assert_eq!(d["pdo_map"].as_array().unwrap().len(), 2, "{block}");
+}
+
+// Issue 31, item 7: process data on SM0/SM1 of a device without mailbox stay refused, but the
+// error says what the device is and that the master's support is pending.
+#[test]
+fn process_data_on_sm0_says_what_the_device_is() {
+    let f = read_file(&data("passive.xml")).unwrap();
+    for (d, pdo, kind, sm) in [
+        (&f.devices[0], 0x1A00, "TxPDO", 3),
+        (&f.devices[1], 0x1600, "RxPDO", 2),
+    ] {
+        let e = d.config_for(&[pdo]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{n}: {kind} 0x{pdo:04X} is on SM0: an rtcat configuration assigns {kind}s to \
+                 sm{sm} only ({n} is a device without a mailbox whose process data are on \
+                 SM0/SM1; the master's support for such devices is pending, issue 31)",
+                n = d.name
+            )
+        );
+    }
 }

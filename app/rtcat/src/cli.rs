@@ -241,14 +241,14 @@ pub fn parse_esi_number(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{s:?} is not a 32-bit number (decimal, 0x.. or #x..)"))
 }
 
-/// A PDO index, 0x1600..=0x1BFF: the RxPDO (0x1600..0x17FF) and TxPDO (0x1A00..0x1BFF)
-/// mapping objects of the CoE communication area (ETG.1000.6, object dictionary).
+/// A PDO index: any 16-bit number here. Whether it is a CoE mapping object (RxPDOs
+/// 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF, ETG.1000.6) is checked against the chosen device, so
+/// that a device of another profile (an SoE drive's AT/MDT) is named for what it is.
 pub fn parse_pdo_index(s: &str) -> Result<u16, String> {
     match rtcat_esi::parse_number(s) {
-        Some(v @ 0x1600..=0x1BFF) => Ok(v as u16),
-        Some(_) => Err(format!(
-            "{s:?} is not a PDO index (RxPDOs 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF)"
-        )),
+        Some(v) => u16::try_from(v).map_err(|_| {
+            format!("{s:?} is not a PDO index (RxPDOs 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF)")
+        }),
         None => Err(format!("{s:?} is not a number (decimal, 0x.. or #x..)")),
     }
 }

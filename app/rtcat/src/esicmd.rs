@@ -44,6 +44,18 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
             Fail::Runtime(e.to_string())
         }
     })?;
+    // Repairs the reader made (a one-digit DefaultData, ...): said, not hidden; a file with
+    // thousands of them says the count.
+    const SHOWN: usize = 20;
+    for w in file.warnings.iter().take(SHOWN) {
+        crate::say!("rtcat: warning: {w}");
+    }
+    if file.warnings.len() > SHOWN {
+        crate::say!(
+            "rtcat: warning: ... and {} more like these",
+            file.warnings.len() - SHOWN
+        );
+    }
     let fname = a.file.display().to_string();
     let selected = select(&file, a, &fname)?;
     if a.json {
@@ -61,8 +73,14 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
             [d] => d,
             [] => return Err(Fail::Usage(format!("{fname}: describes no device"))),
             many => {
-                let hint = if (a.device.is_some() || a.product.is_some()) && a.revision.is_none() {
-                    "choose one with --revision"
+                let same_product = many
+                    .iter()
+                    .all(|d| d.name == many[0].name && d.product_code == many[0].product_code);
+                let hint = if same_product && a.revision.is_none() {
+                    "they differ only by revision: choose one with --revision REV"
+                } else if same_product {
+                    "they have the same type, product code and revision: the file describes one \
+                     device twice"
                 } else {
                     "choose one with --device NAME or --product ID"
                 };
@@ -118,6 +136,18 @@ fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Dev
         (None, Some(p)) => Some(format!("product code 0x{p:08X}")),
         (None, None) => None,
     };
+    if let Some(n) = &a.device
+        && v.is_empty()
+        && let Some(p) = file.passive.iter().find(|p| p.name.eq_ignore_ascii_case(n))
+    {
+        return Err(Fail::Usage(format!(
+            "{fname}: {} ({}, line {}) is a passive device: no EtherCAT slave controller and no \
+             product code; it does not appear on the bus and takes no configuration",
+            p.name,
+            p.display_name(),
+            p.line
+        )));
+    }
     if let Some(w) = &what
         && v.is_empty()
     {
@@ -153,9 +183,14 @@ fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Dev
 }
 
 fn list(s: &mut String, f: &EsiFile, fname: &str) {
+    let passive = if f.passive.is_empty() {
+        String::new()
+    } else {
+        format!(", {} passive", f.passive.len())
+    };
     let _ = writeln!(
         s,
-        "{fname}: vendor 0x{:08X} {:?}, {} devices, {} modules",
+        "{fname}: vendor 0x{:08X} {:?}, {} devices{passive}, {} modules",
         f.vendor.id,
         f.vendor.name,
         f.devices.len(),
@@ -182,6 +217,14 @@ fn list(s: &mut String, f: &EsiFile, fname: &str) {
             d.display_name()
         );
     }
+    for p in &f.passive {
+        let _ = writeln!(
+            s,
+            "  {:w$}  passive (no ESC: not on the bus, not configured)  {}",
+            p.name,
+            p.display_name()
+        );
+    }
     for m in &f.modules {
         let id = m
             .ident
@@ -191,6 +234,34 @@ fn list(s: &mut String, f: &EsiFile, fname: &str) {
     }
     if f.devices.len() > 1 {
         let _ = writeln!(s, "Show one with --device NAME or --product ID.");
+    }
+    // Revisions of one product: --device and --product cannot separate them. (A map, not a
+    // scan per device: a file may hold very many devices.)
+    let mut order: Vec<(&str, u32)> = Vec::new();
+    let mut revs: std::collections::HashMap<(&str, u32), Vec<String>> = Default::default();
+    for d in &f.devices {
+        let key = (d.name.as_str(), d.product_code);
+        let r = d
+            .revision
+            .map(|r| format!("0x{r:08X}"))
+            .unwrap_or_else(|| "-".into());
+        revs.entry(key)
+            .or_insert_with(|| {
+                order.push(key);
+                Vec::new()
+            })
+            .push(r);
+    }
+    for key in order {
+        if let Some(r) = revs.get(&key).filter(|r| r.len() > 1) {
+            let _ = writeln!(
+                s,
+                "{} comes in {} revisions ({}): choose one with --revision REV.",
+                key.0,
+                r.len(),
+                r.join(", ")
+            );
+        }
     }
 }
 
@@ -205,6 +276,9 @@ fn show(s: &mut String, f: &EsiFile, d: &Device) {
         d.name, d.product_code, d.vendor_id, f.vendor.name
     );
     let _ = writeln!(s, "  name: {}  (line {})", d.display_name(), d.line);
+    if let Some(why) = d.unsupported_profile() {
+        let _ = writeln!(s, "  profile: {why}");
+    }
     if let Some(g) = &d.group {
         let _ = writeln!(s, "  group: {g}");
     }

@@ -87,6 +87,13 @@ fn several_devices_are_listed_and_selected() {
         "{s}"
     );
     assert!(s.contains("module EX3102-CH (0x00001000): Channel"), "{s}");
+    // Issue 31, item 6: the listing says the devices differ only by revision.
+    assert!(
+        s.contains(
+            "EX3102 comes in 2 revisions (0x00100000, 0x00110000): choose one with --revision REV."
+        ),
+        "{s}"
+    );
     let s = ok(&[&f, "--product", "#x0c1e3052", "--revision", "0x00110000"]);
     assert!(
         s.starts_with("EX3102  product 0x0C1E3052  revision 0x00110000"),
@@ -109,12 +116,12 @@ fn several_devices_are_listed_and_selected() {
         &[&f, "--emit-config", "0x1A02"],
         &[
             "2 devices match (EX3102 rev 0x00100000, EX3102 rev 0x00110000)",
-            "--device NAME or --product ID",
+            "they differ only by revision: choose one with --revision REV",
         ],
     );
     usage(
         &[&f, "--device", "EX3102", "--emit-config", "0x1A02"],
-        &["choose one with --revision"],
+        &["they differ only by revision: choose one with --revision REV"],
     );
     // An exclusion between chosen PDOs.
     usage(
@@ -315,7 +322,11 @@ fn bad_input_exits_2_naming_the_value() {
     usage(&[&servo, "--revision", "7"], &["no revision 0x00000007"]);
     usage(
         &[&servo, "--emit-config", "0x1234"],
-        &["\"0x1234\" is not a PDO index"],
+        &["SERVO-COE: 0x1234 is not a PDO index"],
+    );
+    usage(
+        &[&servo, "--emit-config", "0x10000"],
+        &["\"0x10000\" is not a PDO index"],
     );
     usage(
         &[&servo, "--emit-config", "#xZZ"],
@@ -389,4 +400,79 @@ fn entries_the_master_cannot_map_are_not_emitted() {
         assert!(text.contains(&format!("has BitLen {bits}")), "{text}");
         rtcat_master::Config::parse(&text, "emitted").unwrap_or_else(|e| panic!("{e}\n{text}"));
     }
+}
+
+/// `rtcat esi` with its stderr (for the warnings), exit 0.
+fn ok_err(args: &[&str]) -> (String, String) {
+    let o = esi(args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    (String::from_utf8(o.stdout).unwrap(), err)
+}
+
+// Issue 31, items 1 and 7: passive devices listed and refused for configuration by name; the
+// active ones of the same file shown; SM0/SM1 process data refused saying what the device is.
+#[test]
+fn passive_devices_and_mailboxless_terminals() {
+    let f = data("passive.xml");
+    let s = ok(&[&f]);
+    assert!(s.contains("2 devices, 2 passive, 0 modules"), "{s}");
+    assert!(
+        s.contains(
+            "EX9011  passive (no ESC: not on the bus, not configured)  EX9011 Bus end cover cap"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("EX1008  0x03F03052  0x00120000"), "{s}");
+    let s = ok(&[&f, "--device", "EX1008"]);
+    assert!(s.contains("mailbox: none"), "{s}");
+    usage(
+        &[&f, "--device", "ex9100", "--emit-config", "0x1600"],
+        &["EX9100 (EX9100 Potential feed terminal 24 V, line 28) is a passive device"],
+    );
+    usage(
+        &[&f, "--device", "EX1008", "--emit-config", "0x1A00"],
+        &[
+            "EX1008 is a device without a mailbox whose process data are on SM0/SM1; the \
+           master's support for such devices is pending",
+        ],
+    );
+}
+
+// Issue 31, items 2 and 6: a one-digit DefaultData is a warning on stderr, the output is the
+// same; a PDO without entries is assigned without an empty mapping, and the master takes it.
+#[test]
+fn odd_hex_warns_and_empty_pdos_are_assigned_only() {
+    let f = data("odd-hex.xml");
+    let (s, err) = ok_err(&[&f]);
+    assert!(s.starts_with("EXD-100  product 0x00040001"), "{s}");
+    assert!(
+        err.contains("rtcat: warning: odd-hex.xml:85: Device/Profile/Dictionary/Objects/Object/Info/DefaultData: \"2\" has one hex digit"),
+        "{err}"
+    );
+    let (text, _) = ok_err(&[&f, "--emit-config", "0x1600", "0x1601", "0x1A00"]);
+    assert!(!text.contains("entries = [\n]"), "{text}");
+    assert!(
+        text.contains("pdo_assign = { sm2 = [0x1600, 0x1601], sm3 = [0x1A00] }"),
+        "{text}"
+    );
+    let cfg =
+        rtcat_master::Config::parse(&text, "odd-hex").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(cfg.device[0].pdo_map.len(), 2, "{text}");
+}
+
+// Issue 31, item 5: an SoE drive's AT/MDT indices pass argument parsing; the device is named.
+#[test]
+fn an_soe_drive_is_named_for_its_profile() {
+    let f = data("soe.xml");
+    let s = ok(&[&f]);
+    assert!(
+        s.contains("profile: this is a SoE (Servo Drive over EtherCAT) device; rtcat supports CoE"),
+        "{s}"
+    );
+    assert!(s.contains("0x0018 \"MDT\"  SM2  16 bits  [fixed]"), "{s}");
+    usage(
+        &[&f, "--emit-config", "0x0018", "0x0010"],
+        &["EXS-501: this is a SoE (Servo Drive over EtherCAT) device; rtcat supports CoE"],
+    );
 }
