@@ -36,7 +36,7 @@ mod config;
 mod parse;
 mod text;
 
-pub use config::ConfigError;
+pub use config::{ConfigError, MAX_SLOT_POSITIONS, accepts};
 pub use parse::{MAX_ATTRIBUTES, parse, parse_number};
 
 use serde::Serialize;
@@ -74,6 +74,19 @@ pub enum Error {
         /// The XML parser's message.
         why: String,
     },
+    /// An `InfoReference` that is not followed: outside the directory tree of the file given,
+    /// absolute, over the bounds ([`MAX_REFERENCES`], [`MAX_REFERENCE_DEPTH`], the total size).
+    #[error("{file}:{line}: InfoReference {reference:?}: {why}")]
+    Reference {
+        /// The referencing file's name.
+        file: String,
+        /// Line of the `InfoReference`.
+        line: u32,
+        /// The reference as written.
+        reference: String,
+        /// Why it is refused.
+        why: String,
+    },
     /// Well-formed XML that is not a valid ESI: a missing element, a bad number, ...
     #[error("{file}:{line}: {path}: {why}")]
     Invalid {
@@ -99,15 +112,128 @@ impl Error {
     }
 }
 
+/// Most `InfoReference` files followed from one file given (all levels together).
+pub const MAX_REFERENCES: usize = 64;
+/// Deepest chain of references followed (the file given is depth 0; a module file it names is
+/// depth 1).
+pub const MAX_REFERENCE_DEPTH: usize = 4;
+
+fn last_component(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
 /// Read and parse an ESI file (at most [`MAX_FILE_BYTES`]; FIFOs and devices are refused).
 /// Errors name the file by its last path component and the line.
+///
+/// `InfoReference`s are followed: each names a file relative to the referencing file's
+/// directory; the modules of the files read are added to [`EsiFile::modules`] (with their
+/// [`Module::source`]). Bounded: at most [`MAX_REFERENCES`] files, [`MAX_REFERENCE_DEPTH`]
+/// levels, [`MAX_FILE_BYTES`] for all files together; each is canonicalised (symbolic links
+/// resolved) and must lie inside the directory of the file given, else the read fails. A file
+/// named twice is read once; a referenced file that does not exist is a warning (the modules it
+/// describes are then unknown), not an error.
 pub fn read_file(path: &Path) -> Result<EsiFile, Error> {
     let bytes = safefs::read_bounded(path, MAX_FILE_BYTES)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string());
-    parse(&bytes, &name)
+    let name = last_component(path);
+    let mut file = parse(&bytes, &name)?;
+    if file.references.is_empty() {
+        return Ok(file);
+    }
+    let top = std::fs::canonicalize(path).map_err(|e| safefs::Error::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let Some(tree) = top.parent().map(Path::to_path_buf) else {
+        return Ok(file);
+    };
+    let mut total = bytes.len() as u64;
+    let mut seen = vec![top.clone()];
+    // (referencing file's canonical path, its name, its references, depth of those references)
+    let mut pending = vec![(top, name, std::mem::take(&mut file.references), 1usize)];
+    let mut followed = 0usize;
+    while let Some((from, from_name, refs, depth)) = pending.pop() {
+        for r in refs {
+            let refuse = |why: String| Error::Reference {
+                file: from_name.clone(),
+                line: r.line,
+                reference: r.file.clone(),
+                why,
+            };
+            let rel = Path::new(r.file.trim());
+            if r.file.trim().is_empty() {
+                return Err(refuse("empty".into()));
+            }
+            if rel.is_absolute() {
+                return Err(refuse(
+                    "an absolute path: references are relative to the referencing file".into(),
+                ));
+            }
+            if depth > MAX_REFERENCE_DEPTH {
+                return Err(refuse(format!(
+                    "references nest deeper than {MAX_REFERENCE_DEPTH} levels"
+                )));
+            }
+            let dir = from.parent().unwrap_or(&tree);
+            let target = match std::fs::canonicalize(dir.join(rel)) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    file.warnings.push(Warning {
+                        file: from_name.clone(),
+                        line: r.line,
+                        path: "InfoReference".into(),
+                        why: format!(
+                            "{:?} not found beside the file: the modules it describes are unknown",
+                            r.file
+                        ),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(refuse(e.to_string())),
+            };
+            if !target.starts_with(&tree) {
+                return Err(refuse(
+                    "it leads outside the directory of the file given (by \"..\" or a \
+                     symbolic link): not followed"
+                        .into(),
+                ));
+            }
+            if seen.contains(&target) {
+                continue;
+            }
+            followed += 1;
+            if followed > MAX_REFERENCES {
+                return Err(refuse(format!(
+                    "more than {MAX_REFERENCES} referenced files"
+                )));
+            }
+            let left = MAX_FILE_BYTES.saturating_sub(total);
+            let b = safefs::read_bounded(&target, left).map_err(|e| {
+                if e.is_input() {
+                    refuse(format!(
+                        "{e} (all files together are limited to {MAX_FILE_BYTES} bytes)"
+                    ))
+                } else {
+                    Error::Read(e)
+                }
+            })?;
+            total += b.len() as u64;
+            let sub_name = last_component(&target);
+            let mut sub = parse(&b, &sub_name)?;
+            for m in &mut sub.modules {
+                m.source = Some(sub_name.clone());
+            }
+            file.modules.append(&mut sub.modules);
+            file.warnings.append(&mut sub.warnings);
+            let next = std::mem::take(&mut sub.references);
+            seen.push(target.clone());
+            if !next.is_empty() {
+                pending.push((target, sub_name, next, depth + 1));
+            }
+        }
+    }
+    Ok(file)
 }
 
 /// A parsed ESI file.
@@ -129,6 +255,19 @@ pub struct EsiFile {
     /// digits in `DefaultData`), in file order. The library never prints: the caller shows them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub warnings: Vec<Warning>,
+    /// `InfoReference`s: other files holding parts of the description (module files).
+    /// [`read_file`] follows them and adds their modules; [`parse`] only lists them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<Reference>,
+}
+
+/// An `InfoReference`: a file name, relative to the referencing file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reference {
+    /// The text as written.
+    pub file: String,
+    /// Line of the `InfoReference` element.
+    pub line: u32,
 }
 
 /// A device without an EtherCAT slave controller (`Device` without `Type@ProductCode`, sync
@@ -229,7 +368,50 @@ pub struct Device {
     pub tx_pdos: Vec<Pdo>,
     /// `Profile/Dictionary`, when the file carries one.
     pub dictionary: Option<Dictionary>,
+    /// `Slots`: the device is modular (a bus coupler, a multi-axis drive); its modules are in
+    /// [`EsiFile::modules`].
+    pub slots: Option<Slots>,
     /// Line of the `Device` element.
+    pub line: u32,
+}
+
+/// `Device/Slots` of a modular device (ETG.2000 "Slots"; the modular device profile ETG.5001
+/// numbers a module's objects by its slot).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Slots {
+    /// `@MaxSlotCount`, when given.
+    pub max_slot_count: Option<u32>,
+    /// `@SlotPdoIncrement`: added to a slot-dependent PDO index (`Index@DependOnSlot`) per
+    /// slot number (0 when absent).
+    pub pdo_increment: u32,
+    /// `@SlotIndexIncrement`: added to a slot-dependent entry/object index per slot number (0
+    /// when absent).
+    pub index_increment: u32,
+    /// The `Slot` elements in order.
+    pub slots: Vec<Slot>,
+}
+
+/// One `Slot`: a position (or, with `MaxInstances` > 1, a run of positions) and the modules it
+/// takes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Slot {
+    /// `Name`.
+    pub name: String,
+    /// `@MinInstances` (default 1 when absent, as for `MaxInstances`).
+    pub min_instances: u32,
+    /// `@MaxInstances`: the number of slot positions this element stands for.
+    pub max_instances: u32,
+    /// `@SlotPdoIncrement` of this slot, overriding the device's.
+    pub pdo_increment: Option<u32>,
+    /// `@SlotIndexIncrement` of this slot, overriding the device's.
+    pub index_increment: Option<u32>,
+    /// `ModuleIdent`s of the modules the slot accepts, in order.
+    pub module_idents: Vec<u32>,
+    /// The `ModuleIdent` marked `Default`.
+    pub default_ident: Option<u32>,
+    /// `ModuleClass` texts (a slot may accept modules by class instead of by ident).
+    pub module_classes: Vec<String>,
+    /// Line of the `Slot` element.
     pub line: u32,
 }
 
@@ -374,6 +556,9 @@ pub struct Pdo {
     pub excludes: Vec<u16>,
     /// The mapped entries, in order.
     pub entries: Vec<Entry>,
+    /// `Index@DependOnSlot`: in a module, the index grows by the slot's PDO increment per slot
+    /// number.
+    pub depend_on_slot: bool,
     /// Line of the PDO element.
     pub line: u32,
 }
@@ -398,6 +583,9 @@ pub struct Entry {
     pub name: String,
     /// `DataType` (`BOOL`, `UINT`, `DINT`, ...), when given.
     pub data_type: Option<String>,
+    /// `Index@DependOnSlot`: in a module, the index grows by the slot's index increment per
+    /// slot number.
+    pub depend_on_slot: bool,
 }
 
 /// `Profile/Dictionary`: the CoE object dictionary.
@@ -580,14 +768,19 @@ pub enum PdoMapping {
     RT,
 }
 
-/// A module of a modular device (`Descriptions/Modules/Module`): read so that files with modules
-/// parse; assembling devices from modules is not supported.
+/// A module of a modular device (`Descriptions/Modules/Module` of an ESI file, or `Modules/Module`
+/// of a module description file whose root is `EtherCATModule`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Module {
     /// `Type` text.
     pub name: String,
     /// `Type@ModuleIdent`.
     pub ident: Option<u32>,
+    /// `Type@ModuleClass`, when given.
+    pub class: Option<String>,
+    /// The file the module was read from (its last path component), when it came from a file
+    /// an `InfoReference` named.
+    pub source: Option<String>,
     /// `Name` (English if given, else the first).
     pub display_name: String,
     /// `RxPdo`.

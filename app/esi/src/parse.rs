@@ -323,10 +323,13 @@ impl<'a, 'i> P<'a, 'i> {
 
     fn file(&self) -> R<EsiFile> {
         let root = self.doc.root_element();
+        if root.tag_name().name() == "EtherCATModule" {
+            return self.module_file(root);
+        }
         if root.tag_name().name() != "EtherCATInfo" {
             return Err(self.invalid(
                 root,
-                "the root element is not EtherCATInfo: not an ESI file",
+                "the root element is neither EtherCATInfo nor EtherCATModule: not an ESI file",
             ));
         }
         let v = self.req(root, "Vendor")?;
@@ -367,7 +370,63 @@ impl<'a, 'i> P<'a, 'i> {
             modules,
             passive,
             warnings: self.warnings.take(),
+            references: self.references(root),
         })
+    }
+
+    /// A module description file (ETG.2000: root `EtherCATModule`, referenced from a device's
+    /// file by `InfoReference`): its `Vendor` when given, and its `Modules/Module`s (also
+    /// accepted under `Descriptions/Modules`). No devices.
+    fn module_file(&self, root: Node<'a, 'i>) -> R<EsiFile> {
+        let vendor = match child(root, "Vendor") {
+            Some(v) => Vendor {
+                id: self.req_number(v, "Id", u64::from(u32::MAX))? as u32,
+                name: self.name(v)?,
+            },
+            None => Vendor {
+                id: 0,
+                name: String::new(),
+            },
+        };
+        let mut modules = Vec::new();
+        let lists = children(root, "Modules")
+            .chain(children(root, "Descriptions").flat_map(|d| children(d, "Modules")));
+        for ms in lists {
+            for m in children(ms, "Module") {
+                modules.push(self.module(m)?);
+            }
+        }
+        Ok(EsiFile {
+            vendor,
+            groups: Vec::new(),
+            devices: Vec::new(),
+            modules,
+            passive: Vec::new(),
+            warnings: self.warnings.take(),
+            references: self.references(root),
+        })
+    }
+
+    /// `InfoReference` texts: under the root, or under `Descriptions` / `Descriptions/Modules`
+    /// (where vendor files put them), in order.
+    fn references(&self, root: Node<'a, 'i>) -> Vec<Reference> {
+        let mut v = Vec::new();
+        let mut take = |n: Node<'a, 'i>| {
+            for r in children(n, "InfoReference") {
+                v.push(Reference {
+                    file: text_of(r),
+                    line: self.line(r.range().start),
+                });
+            }
+        };
+        take(root);
+        for d in children(root, "Descriptions") {
+            take(d);
+            for m in children(d, "Modules") {
+                take(m);
+            }
+        }
+        v
     }
 
     /// A passive device: no `Type@ProductCode` and nothing an EtherCAT slave controller would
@@ -464,7 +523,52 @@ impl<'a, 'i> P<'a, 'i> {
             rx_pdos: self.pdos(dev, "RxPdo")?,
             tx_pdos: self.pdos(dev, "TxPdo")?,
             dictionary,
+            slots: child(dev, "Slots").map(|s| self.slots(s)).transpose()?,
             line: self.line(dev.range().start),
+        })
+    }
+
+    fn slots(&self, s: Node<'a, 'i>) -> R<Slots> {
+        let u32max = u64::from(u32::MAX);
+        let mut slots = Vec::new();
+        for sl in children(s, "Slot") {
+            let mut module_idents = Vec::new();
+            let mut default_ident = None;
+            for m in children(sl, "ModuleIdent") {
+                let id = self.number(m, u32max)? as u32;
+                if self.attr_bool(m, "Default")? {
+                    default_ident = Some(id);
+                }
+                module_idents.push(id);
+            }
+            let max_instances = self.attr_number(sl, "MaxInstances", u32max)?.unwrap_or(1) as u32;
+            slots.push(Slot {
+                name: self.name(sl)?,
+                min_instances: self.attr_number(sl, "MinInstances", u32max)?.unwrap_or(1) as u32,
+                max_instances,
+                pdo_increment: self
+                    .attr_number(sl, "SlotPdoIncrement", 0xFFFF)?
+                    .map(|v| v as u32),
+                index_increment: self
+                    .attr_number(sl, "SlotIndexIncrement", 0xFFFF)?
+                    .map(|v| v as u32),
+                module_idents,
+                default_ident,
+                module_classes: children(sl, "ModuleClass").map(text_of).collect(),
+                line: self.line(sl.range().start),
+            });
+        }
+        Ok(Slots {
+            max_slot_count: self
+                .attr_number(s, "MaxSlotCount", u32max)?
+                .map(|v| v as u32),
+            pdo_increment: self
+                .attr_number(s, "SlotPdoIncrement", 0xFFFF)?
+                .unwrap_or(0) as u32,
+            index_increment: self
+                .attr_number(s, "SlotIndexIncrement", 0xFFFF)?
+                .unwrap_or(0) as u32,
+            slots,
         })
     }
 
@@ -475,6 +579,8 @@ impl<'a, 'i> P<'a, 'i> {
             ident: self
                 .attr_number(ty, "ModuleIdent", u64::from(u32::MAX))?
                 .map(|v| v as u32),
+            class: ty.attribute("ModuleClass").map(str::to_string),
+            source: None,
             display_name: self.name(m)?,
             rx_pdos: self.pdos(m, "RxPdo")?,
             tx_pdos: self.pdos(m, "TxPdo")?,
@@ -493,6 +599,10 @@ impl<'a, 'i> P<'a, 'i> {
         let mut entries = Vec::new();
         for e in children(p, "Entry") {
             entries.push(Entry {
+                depend_on_slot: match child(e, "Index") {
+                    Some(i) => self.attr_bool(i, "DependOnSlot")?,
+                    None => false,
+                },
                 index: self.req_number(e, "Index", 0xFFFF)? as u16,
                 sub: self.opt_number(e, "SubIndex", 0xFF)?.unwrap_or(0) as u8,
                 bits: self.req_number(e, "BitLen", 0xFFFF)? as u16,
@@ -508,6 +618,10 @@ impl<'a, 'i> P<'a, 'i> {
             sm: self.attr_number(p, "Sm", 0xFF)?.map(|v| v as u8),
             excludes,
             entries,
+            depend_on_slot: match child(p, "Index") {
+                Some(i) => self.attr_bool(i, "DependOnSlot")?,
+                None => false,
+            },
             line: self.line(p.range().start),
         })
     }

@@ -383,7 +383,7 @@ fn malformed_files_name_element_and_line() {
 fn other_bad_inputs_are_errors_not_panics() {
     let cases: &[(&str, &str)] = &[
         ("", "not well-formed"),
-        ("<a/>", "not EtherCATInfo"),
+        ("<a/>", "neither EtherCATInfo nor EtherCATModule"),
         ("<EtherCATInfo/>", "Vendor: missing"),
         (
             "<EtherCATInfo><Vendor><Id>1</Id></Vendor></EtherCATInfo>",
@@ -972,4 +972,166 @@ fn process_data_on_sm0_says_what_the_device_is() {
             )
         );
     }
+}
+
+// Issue 31, items 3 and 4: a module file (root EtherCATModule) reads; a coupler's InfoReference
+// to it is followed; modules go into slots with their index increments.
+#[test]
+fn module_files_and_info_references() {
+    let m = read_file(&data("modular/coupler-modules.xml")).unwrap();
+    assert!(m.devices.is_empty());
+    let names: Vec<&str> = m.modules.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["EXM-DI8", "EXM-DO8"]);
+    assert!(m.modules[0].tx_pdos[0].depend_on_slot);
+    assert!(m.modules[0].tx_pdos[0].entries[0].depend_on_slot);
+
+    let f = read_file(&data("modular/coupler.xml")).unwrap();
+    assert_eq!(f.modules.len(), 2, "{:?}", f.modules);
+    assert_eq!(f.modules[1].source.as_deref(), Some("coupler-modules.xml"));
+    let d = one(&f);
+    let sl = d.slots.as_ref().unwrap();
+    assert_eq!((sl.pdo_increment, sl.index_increment), (1, 0x10));
+    assert_eq!(d.slot_positions().len(), 4);
+    // parse() alone lists the reference and reads nothing else.
+    let bytes = std::fs::read(data("modular/coupler.xml")).unwrap();
+    let p = parse(&bytes, "coupler.xml").unwrap();
+    assert!(p.modules.is_empty());
+    assert_eq!(p.references[0].file, "coupler-modules.xml");
+}
+
+fn coupler_with(dir: &std::path::Path, reference: &str) -> PathBuf {
+    let xml = std::fs::read_to_string(data("modular/coupler.xml"))
+        .unwrap()
+        .replace("coupler-modules.xml", reference);
+    let f = dir.join("coupler.xml");
+    std::fs::write(&f, xml).unwrap();
+    f
+}
+
+#[test]
+fn info_references_stay_inside_the_tree_and_are_bounded() {
+    let top = tempfile::tempdir().unwrap();
+    let inner = top.path().join("esi");
+    std::fs::create_dir(&inner).unwrap();
+    let modules = std::fs::read(data("modular/coupler-modules.xml")).unwrap();
+    std::fs::write(top.path().join("outside.xml"), &modules).unwrap();
+    std::fs::write(inner.join("m.xml"), &modules).unwrap();
+    // Relative, inside: followed.
+    let f = read_file(&coupler_with(&inner, "m.xml")).unwrap();
+    assert_eq!(f.modules.len(), 2);
+    // "..", an absolute path and a symbolic link out are refused, naming the reference.
+    let e = read_file(&coupler_with(&inner, "../outside.xml")).unwrap_err();
+    let line = 6;
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "coupler.xml:{line}: InfoReference \"../outside.xml\": it leads outside the \
+             directory of the file given (by \"..\" or a symbolic link): not followed"
+        )
+    );
+    let abs = top.path().join("outside.xml").display().to_string();
+    let e = read_file(&coupler_with(&inner, &abs))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("an absolute path"), "{e}");
+    std::os::unix::fs::symlink(top.path().join("outside.xml"), inner.join("link.xml")).unwrap();
+    let e = read_file(&coupler_with(&inner, "link.xml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("leads outside the directory"), "{e}");
+    // Missing: a warning, the device reads.
+    let f = read_file(&coupler_with(&inner, "gone.xml")).unwrap();
+    assert!(f.modules.is_empty());
+    assert!(
+        f.warnings[0].to_string().contains("\"gone.xml\" not found"),
+        "{:?}",
+        f.warnings
+    );
+    // A file referring to itself is read once; a chain deeper than the bound is refused.
+    let f = read_file(&coupler_with(&inner, "coupler.xml")).unwrap();
+    assert!(f.modules.is_empty());
+    let chain = |k: usize| {
+        format!(
+            "<EtherCATModule><InfoReference>c{}.xml</InfoReference><Modules/></EtherCATModule>",
+            k + 1
+        )
+    };
+    for k in 0..=rtcat_esi::MAX_REFERENCE_DEPTH + 1 {
+        std::fs::write(inner.join(format!("c{k}.xml")), chain(k)).unwrap();
+    }
+    let e = read_file(&coupler_with(&inner, "c0.xml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("references nest deeper than"), "{e}");
+    // Many references: at most MAX_REFERENCES files.
+    let many: String = (0..rtcat_esi::MAX_REFERENCES + 1)
+        .map(|k| format!("<InfoReference>n{k}.xml</InfoReference>"))
+        .collect();
+    for k in 0..=rtcat_esi::MAX_REFERENCES {
+        std::fs::write(
+            inner.join(format!("n{k}.xml")),
+            "<EtherCATModule><Modules/></EtherCATModule>",
+        )
+        .unwrap();
+    }
+    let xml = std::fs::read_to_string(data("modular/coupler.xml"))
+        .unwrap()
+        .replace("<InfoReference>coupler-modules.xml</InfoReference>", &many);
+    std::fs::write(inner.join("many.xml"), xml).unwrap();
+    let e = read_file(&inner.join("many.xml")).unwrap_err().to_string();
+    assert!(e.contains("more than 64 referenced files"), "{e}");
+}
+
+#[test]
+fn modules_in_slots_get_their_index_increments() {
+    let f = read_file(&data("modular-drive.xml")).unwrap();
+    let d = one(&f);
+    let (dev, extra) = d
+        .with_modules(
+            &f.modules,
+            &[(0, "CSP-AXIS".into()), (1, "#x00402002".into())],
+        )
+        .unwrap();
+    assert_eq!(extra, [0x1600, 0x1A00, 0x1611, 0x1A11]);
+    let e: Vec<u16> = dev
+        .pdo(0x1611)
+        .unwrap()
+        .0
+        .entries
+        .iter()
+        .map(|e| e.index)
+        .collect();
+    assert_eq!(e, [0x6840, 0x68FF]);
+    let block = dev.config_for(&extra).unwrap();
+    let t = device_table(&block);
+    assert_eq!(t["output_bytes"].as_integer(), Some(12));
+    assert_eq!(t["input_bytes"].as_integer(), Some(8));
+    for (chosen, want) in [
+        (
+            vec![(1, "CSV-AXIS")],
+            "slot \"Axis A\" needs at least 1 module(s), 0 given",
+        ),
+        (vec![(2, "CSV-AXIS")], "no slot 2: it has slots 0..1"),
+        (
+            vec![(0, "CSP-AXIS"), (0, "CSP-AXIS")],
+            "slot 0 is given twice",
+        ),
+        (vec![(0, "NOPE")], "slot 0: no module \"NOPE\""),
+    ] {
+        let c: Vec<(u32, String)> = chosen.iter().map(|(n, m)| (*n, m.to_string())).collect();
+        let e = d.with_modules(&f.modules, &c).unwrap_err().to_string();
+        assert!(e.contains(want), "{e} (want {want:?})");
+    }
+    // A module the slot does not list is refused, naming what it accepts.
+    let mut ms = f.modules.clone();
+    ms[1].ident = Some(0x99);
+    let e = d
+        .with_modules(&ms, &[(0, "CSV-AXIS".into())])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("slot 0 (\"Axis A\") does not accept module CSV-AXIS (0x00000099); it accepts"),
+        "{e}"
+    );
+    assert!(servo().with_modules(&f.modules, &[]).is_err());
 }

@@ -229,9 +229,29 @@ pub struct EsiArgs {
     /// Choose the revision (a file often carries several revisions of a product)
     #[arg(long, value_name = "REV", value_parser = parse_esi_number)]
     pub revision: Option<u32>,
-    /// Print the rtcat [[device]] block assigning these PDOs (e.g. 0x1600 0x1A00)
-    #[arg(long, value_name = "PDO", num_args = 1.., value_parser = parse_pdo_index)]
+    /// Print the rtcat [[device]] block assigning these PDOs (e.g. 0x1600 0x1A00); a modular
+    /// device's modules (--slot) add theirs
+    #[arg(long, value_name = "PDO", num_args = 0.., value_parser = parse_pdo_index)]
     pub emit_config: Option<Vec<u16>>,
+    /// Put a module into a slot of a modular device: slot number = module type name or
+    /// ModuleIdent (repeat per slot; with --emit-config)
+    #[arg(long, value_name = "N=MODULE", requires = "emit_config", value_parser = parse_slot)]
+    pub slot: Vec<(u32, String)>,
+}
+
+/// `N=MODULE`: a slot number and a module's type name or ident.
+pub fn parse_slot(s: &str) -> Result<(u32, String), String> {
+    let (n, m) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not N=MODULE (a slot number, '=', a module)"))?;
+    let n = rtcat_esi::parse_number(n)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("{s:?}: {n:?} is not a slot number"))?;
+    let m = m.trim();
+    if m.is_empty() {
+        return Err(format!("{s:?}: no module after '='"));
+    }
+    Ok((n, m.to_string()))
 }
 
 /// A number as ESI files and their users write it: decimal, `0x..` or `#x..`.

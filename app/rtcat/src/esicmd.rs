@@ -91,9 +91,33 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
                 )));
             }
         };
-        let block = d
-            .config_for(pdos)
-            .map_err(|e| Fail::Usage(format!("{fname}: {e}")))?;
+        let block = if d.slots.is_some() {
+            let (dev, extra) = d
+                .with_modules(&file.modules, &a.slot)
+                .map_err(|e| Fail::Usage(format!("{fname}: {e}")))?;
+            // The device's own mandatory PDOs, then the modules' default ones.
+            let mut all = pdos.clone();
+            let own = d.rx_pdos.iter().chain(&d.tx_pdos).filter(|p| p.mandatory);
+            for i in own.map(|p| p.index).chain(extra) {
+                if !all.contains(&i) {
+                    all.push(i);
+                }
+            }
+            dev.config_for(&all)
+        } else if !a.slot.is_empty() {
+            return Err(Fail::Usage(format!(
+                "{fname}: {} has no slots (not a modular device): --slot does not apply",
+                d.name
+            )));
+        } else if pdos.is_empty() {
+            return Err(Fail::Usage(format!(
+                "{fname}: --emit-config needs the PDOs to assign (e.g. --emit-config 0x1600 \
+                 0x1A00); only a modular device's modules (--slot) bring their own"
+            )));
+        } else {
+            d.config_for(pdos)
+        }
+        .map_err(|e| Fail::Usage(format!("{fname}: {e}")))?;
         return Ok(block);
     }
     let mut s = String::new();
@@ -230,7 +254,12 @@ fn list(s: &mut String, f: &EsiFile, fname: &str) {
             .ident
             .map(|i| format!("0x{i:08X}"))
             .unwrap_or_else(|| "-".into());
-        let _ = writeln!(s, "  module {} ({id}): {}", m.name, m.display_name);
+        let src = m
+            .source
+            .as_ref()
+            .map(|f| format!("  [from {f}]"))
+            .unwrap_or_default();
+        let _ = writeln!(s, "  module {} ({id}): {}{src}", m.name, m.display_name);
     }
     if f.devices.len() > 1 {
         let _ = writeln!(s, "Show one with --device NAME or --product ID.");
@@ -336,6 +365,46 @@ fn show(s: &mut String, f: &EsiFile, d: &Device) {
     }
     pdos(s, "RxPDOs (outputs)", &d.rx_pdos);
     pdos(s, "TxPDOs (inputs)", &d.tx_pdos);
+    if let Some(sl) = &d.slots {
+        let _ = writeln!(
+            s,
+            "  slots (modular device; per slot number: PDO index +0x{:X}, object index +0x{:X}):",
+            sl.pdo_increment, sl.index_increment
+        );
+        let positions = d.slot_positions();
+        for slot in &sl.slots {
+            let nums: Vec<u32> = positions
+                .iter()
+                .filter(|p| std::ptr::eq(p.1, slot))
+                .map(|p| p.0)
+                .collect();
+            let range = match (nums.first(), nums.last()) {
+                (Some(a), Some(b)) if a == b => format!("{a}"),
+                (Some(a), Some(b)) => format!("{a}..{b}"),
+                _ => "-".into(),
+            };
+            let inc = match (slot.pdo_increment, slot.index_increment) {
+                (None, None) => String::new(),
+                (p, i) => format!(
+                    "  (PDO +0x{:X}, object +0x{:X})",
+                    p.unwrap_or(sl.pdo_increment),
+                    i.unwrap_or(sl.index_increment)
+                ),
+            };
+            let _ = writeln!(
+                s,
+                "    slot {range} {:?}  {}..{} module(s){inc}: accepts {}",
+                slot.name,
+                slot.min_instances,
+                slot.max_instances,
+                rtcat_esi::accepts(slot, &f.modules)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  choose modules with --emit-config [PDO...] --slot N=MODULE ..."
+        );
+    }
     match &d.dictionary {
         Some(dict) => {
             let _ = writeln!(

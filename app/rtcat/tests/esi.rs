@@ -476,3 +476,88 @@ fn an_soe_drive_is_named_for_its_profile() {
         &["EXS-501: this is a SoE (Servo Drive over EtherCAT) device; rtcat supports CoE"],
     );
 }
+
+// Issue 31, items 3 and 4: a coupler whose modules are in a referenced module file, and a
+// two-axis drive: slots listed with the modules they accept; --slot chooses the module set and
+// the block is one the master takes.
+#[test]
+fn modular_devices_list_slots_and_emit_a_chosen_module_set() {
+    let c = data("modular/coupler.xml");
+    let s = ok(&[&c]);
+    assert!(
+        s.contains("slots (modular device; per slot number: PDO index +0x1, object index +0x10):"),
+        "{s}"
+    );
+    assert!(
+        s.contains("slot 0..3 \"I/O module\"  1..4 module(s): accepts EXM-DI8 (0x00001008, default), EXM-DO8 (0x00002008)"),
+        "{s}"
+    );
+    let text = ok(&[
+        &c,
+        "--emit-config",
+        "--slot",
+        "0=EXM-DI8",
+        "--slot",
+        "1=#x2008",
+        "--slot",
+        "3=exm-di8",
+    ]);
+    let d = device_of(&text);
+    let a = d["pdo_assign"].as_table().unwrap();
+    assert_eq!(
+        (ints(&a["sm2"]), ints(&a["sm3"])),
+        (vec![0x1601], vec![0x1BFF, 0x1A00, 0x1A03]),
+        "{text}"
+    );
+    assert_eq!(
+        (
+            d["output_bytes"].as_integer(),
+            d["input_bytes"].as_integer()
+        ),
+        (Some(1), Some(4))
+    );
+    assert_eq!(
+        map_entries(&d, 0x1601),
+        vec![("0x7010:01:8".into(), Some("Outputs".into()))]
+    );
+    rtcat_master::Config::parse(&text, "coupler").unwrap_or_else(|e| panic!("{e}\n{text}"));
+
+    let f = data("modular-drive.xml");
+    let text = ok(&[
+        &f,
+        "--emit-config",
+        "--slot",
+        "0=CSP-AXIS",
+        "--slot",
+        "1=CSV-AXIS",
+    ]);
+    let d = device_of(&text);
+    assert_eq!(
+        map_entries(&d, 0x1611),
+        vec![
+            ("0x6840:00:16".into(), Some("Controlword".into())),
+            ("0x68FF:00:32".into(), Some("Target velocity".into()))
+        ]
+    );
+    rtcat_master::Config::parse(&text, "drive").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    usage(
+        &[&f, "--emit-config", "--slot", "1=CSV-AXIS"],
+        &["EXD-200: slot \"Axis A\" needs at least 1 module(s)"],
+    );
+    usage(&[&f, "--slot", "0=CSP-AXIS"], &["--emit-config"]);
+    usage(
+        &[&f, "--emit-config", "--slot", "zero"],
+        &["\"zero\" is not N=MODULE"],
+    );
+    usage(
+        &[
+            &example("SERVO-COE.xml"),
+            "--emit-config",
+            "0x1600",
+            "0x1A00",
+            "--slot",
+            "0=X",
+        ],
+        &["SERVO-COE has no slots (not a modular device)"],
+    );
+}
