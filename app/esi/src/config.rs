@@ -374,20 +374,21 @@ pub const MAX_SLOT_POSITIONS: u32 = 1024;
 impl Device {
     /// The slot positions of a modular device in order, numbered from 0: each `Slot` element
     /// stands for `MaxInstances` positions (at most [`MAX_SLOT_POSITIONS`] in all). A position
-    /// is given as (its number, the `Slot`, the instance within that `Slot`).
-    pub fn slot_positions(&self) -> Vec<(u32, &Slot, u32)> {
+    /// is given as (its number, the index of its `Slot` in [`crate::Slots::slots`]).
+    pub fn slot_positions(&self) -> Vec<(u32, usize)> {
         let mut v = Vec::new();
         let Some(slots) = &self.slots else {
             return v;
         };
-        let mut n = 0u32;
-        for s in &slots.slots {
-            for k in 0..s.max_instances {
+        for (i, s) in slots.slots.iter().enumerate() {
+            for _ in 0..s.max_instances {
+                let Ok(n) = u32::try_from(v.len()) else {
+                    return v;
+                };
                 if n >= MAX_SLOT_POSITIONS {
                     return v;
                 }
-                v.push((n, s, k));
-                n += 1;
+                v.push((n, i));
             }
         }
         v
@@ -417,7 +418,10 @@ impl Device {
         let mut extra = Vec::new();
         let mut filled: Vec<u32> = Vec::new();
         for (n, want) in chosen {
-            let Some(&(_, slot, _)) = positions.iter().find(|p| p.0 == *n) else {
+            let Some(slot) = positions
+                .get(*n as usize)
+                .and_then(|&(_, i)| slots.slots.get(i))
+            else {
                 return Err(self.err(format!(
                     "no slot {n}: it has slots 0..{}",
                     positions.len().saturating_sub(1)
@@ -498,11 +502,14 @@ impl Device {
                 }
             }
         }
-        for s in &slots.slots {
-            let n = positions
-                .iter()
-                .filter(|p| std::ptr::eq(p.1, s) && filled.contains(&p.0))
-                .count() as u32;
+        // Modules given per Slot element (linear: the positions are numbered in order).
+        let mut given = vec![0u32; slots.slots.len()];
+        for n in &filled {
+            if let Some(&(_, i)) = positions.get(*n as usize) {
+                given[i] += 1;
+            }
+        }
+        for (s, &n) in slots.slots.iter().zip(&given) {
             if n < s.min_instances {
                 return Err(self.err(format!(
                     "slot {:?} needs at least {} module(s), {n} given (--slot N=MODULE; it \

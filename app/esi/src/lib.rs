@@ -21,8 +21,10 @@
 //! file; `Type` with `ProductCode`/`RevisionNo`, localized `Name`s, `GroupType`, `Fmmu`, `Sm`,
 //! `Mailbox` with its protocols and the CoE flags, `RxPdo`/`TxPdo` with `Fixed`, `Mandatory`,
 //! `Sm`, `Exclude` and entries, `Profile/Dictionary` data types and objects) and the names and
-//! PDOs of `Descriptions/Modules/Module`. Not supported: assembling modular devices from
-//! `Slots` and modules, `InfoReference` (dictionaries kept in other files), profile includes
+//! PDOs of `Descriptions/Modules/Module`, `Slots` of modular devices ([`Device::with_modules`]
+//! assembles a module set), module description files (root `EtherCATModule`) and the
+//! `InfoReference`s [`read_file`] follows to them. Passive devices (no `ProductCode`, no ESC)
+//! are listed apart ([`EsiFile::passive`]). Not supported: slot groups, profile includes
 //! (`Profile/DictionaryFile`), `Eeprom`, `Dc` operation modes, enum infos and vendor
 //! extensions (`VendorSpecific`): they are skipped, never an error.
 //!

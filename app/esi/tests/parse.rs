@@ -644,10 +644,22 @@ fn json_model_serializes() {
 }
 
 fn shipped() -> Vec<Vec<u8>> {
-    ["DIO8-COE.xml", "AI4-COE.xml", "SERVO-COE.xml"]
+    let mut v: Vec<Vec<u8>> = ["DIO8-COE.xml", "AI4-COE.xml", "SERVO-COE.xml"]
         .iter()
         .map(|n| std::fs::read(example(n)).unwrap())
-        .collect()
+        .collect();
+    // The issue 31 shapes: passive devices, one-digit hex, SoE, slots and module files.
+    for n in [
+        "passive.xml",
+        "odd-hex.xml",
+        "soe.xml",
+        "modular-drive.xml",
+        "modular/coupler.xml",
+        "modular/coupler-modules.xml",
+    ] {
+        v.push(std::fs::read(data(n)).unwrap());
+    }
+    v
 }
 
 /// A mutation of a file: overwrite, insert or delete a byte run, drawn near XML syntax.
@@ -725,7 +737,7 @@ proptest! {
     /// whatever parses can be asked for a configuration of any PDO set.
     #[test]
     fn mutated_shipped_files_never_panic(
-        which in 0usize..3,
+        which in 0usize..9,
         edits in proptest::collection::vec(edit(), 1..6),
         pdos in proptest::collection::vec(prop_oneof![0x1600u16..0x1604, 0x1A00u16..0x1A04], 0..5),
     ) {
@@ -735,6 +747,15 @@ proptest! {
                 for d in &f.devices {
                     let _ = d.config_for(&pdos);
                     let _ = serde_json::to_string(d);
+                    let chosen: Vec<(u32, String)> = f
+                        .modules
+                        .iter()
+                        .enumerate()
+                        .map(|(n, m)| (n as u32, m.name.clone()))
+                        .collect();
+                    if let Ok((m, extra)) = d.with_modules(&f.modules, &chosen) {
+                        let _ = m.config_for(&extra);
+                    }
                 }
             }
             Err(e) => {

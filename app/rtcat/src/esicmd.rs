@@ -371,14 +371,15 @@ fn show(s: &mut String, f: &EsiFile, d: &Device) {
             "  slots (modular device; per slot number: PDO index +0x{:X}, object index +0x{:X}):",
             sl.pdo_increment, sl.index_increment
         );
-        let positions = d.slot_positions();
-        for slot in &sl.slots {
-            let nums: Vec<u32> = positions
-                .iter()
-                .filter(|p| std::ptr::eq(p.1, slot))
-                .map(|p| p.0)
-                .collect();
-            let range = match (nums.first(), nums.last()) {
+        // The first and last position number of each Slot element (one pass).
+        let mut span: Vec<(Option<u32>, Option<u32>)> = vec![(None, None); sl.slots.len()];
+        for (n, i) in d.slot_positions() {
+            let e = &mut span[i];
+            e.0 = e.0.or(Some(n));
+            e.1 = Some(n);
+        }
+        for (slot, (first, last)) in sl.slots.iter().zip(&span) {
+            let range = match (first, last) {
                 (Some(a), Some(b)) if a == b => format!("{a}"),
                 (Some(a), Some(b)) => format!("{a}..{b}"),
                 _ => "-".into(),
