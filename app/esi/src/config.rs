@@ -509,7 +509,15 @@ impl Device {
                 given[i] += 1;
             }
         }
-        for (s, &n) in slots.slots.iter().zip(&given) {
+        let reached = positions.last().map_or(0, |&(_, i)| i + 1);
+        for (k, (s, &n)) in slots.slots.iter().zip(&given).enumerate() {
+            if n < s.min_instances && k >= reached && positions.len() as u32 >= MAX_SLOT_POSITIONS {
+                return Err(self.err(format!(
+                    "slot {:?} (line {}) lies beyond the first {MAX_SLOT_POSITIONS} slot \
+                     positions, the most rtcat assembles",
+                    s.name, s.line
+                )));
+            }
             if n < s.min_instances {
                 return Err(self.err(format!(
                     "slot {:?} needs at least {} module(s), {n} given (--slot N=MODULE; it \

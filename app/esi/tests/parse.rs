@@ -1155,4 +1155,20 @@ fn modules_in_slots_get_their_index_increments() {
         "{e}"
     );
     assert!(servo().with_modules(&f.modules, &[]).is_err());
+    // A slot of huge MaxInstances: at most MAX_SLOT_POSITIONS positions, and a slot after them
+    // is said to lie beyond, not to lack a module.
+    let mut big = d.clone();
+    let sl = big.slots.as_mut().unwrap();
+    let mut first = sl.slots[1].clone();
+    first.max_instances = u32::MAX;
+    sl.slots.insert(0, first);
+    assert_eq!(
+        big.slot_positions().len() as u32,
+        rtcat_esi::MAX_SLOT_POSITIONS
+    );
+    let e = big.with_modules(&f.modules, &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("slot \"Axis A\" (line 32) lies beyond the first 1024 slot positions"),
+        "{e}"
+    );
 }
