@@ -681,22 +681,24 @@ impl<'a, 'i> P<'a, 'i> {
 
     fn object(&self, o: Node<'a, 'i>) -> R<Object> {
         let (access, pdo_mapping) = self.flags(o)?;
+        let index = self.req_number(o, "Index", 0xFFFF)? as u16;
         let mut default = None;
         let mut sub_items = Vec::new();
         if let Some(info) = child(o, "Info") {
-            default = self.default_of(info)?;
-            for s in children(info, "SubItem") {
+            default = self.default_of(info, &format!("object 0x{index:04X}"))?;
+            for (k, s) in children(info, "SubItem").enumerate() {
+                let what = format!("object 0x{index:04X}, SubItem {}", k + 1);
                 sub_items.push(ObjectSubItem {
                     name: child(s, "Name").map(text_of).unwrap_or_default(),
                     default: match child(s, "Info") {
-                        Some(i) => self.default_of(i)?,
+                        Some(i) => self.default_of(i, &what)?,
                         None => None,
                     },
                 });
             }
         }
         Ok(Object {
-            index: self.req_number(o, "Index", 0xFFFF)? as u16,
+            index,
             name: self.name(o)?,
             type_name: text_of(self.req(o, "Type")?),
             bit_size: self.req_number(o, "BitSize", u64::from(u32::MAX))? as u32,
@@ -708,9 +710,10 @@ impl<'a, 'i> P<'a, 'i> {
     }
 
     /// `Info/DefaultData` (hex bytes), `DefaultValue` or `DefaultString`.
-    fn default_of(&self, info: Node) -> R<Option<DefaultValue>> {
+    /// `what` names the object (and sub-item) in a warning.
+    fn default_of(&self, info: Node, what: &str) -> R<Option<DefaultValue>> {
         if let Some(d) = child(info, "DefaultData") {
-            return Ok(Some(DefaultValue::Data(self.hex_data(d)?)));
+            return Ok(Some(DefaultValue::Data(self.hex_data(d, what)?)));
         }
         if let Some(v) = child(info, "DefaultValue") {
             return Ok(Some(DefaultValue::Value(text_of(v))));
@@ -724,7 +727,7 @@ impl<'a, 'i> P<'a, 'i> {
     /// refused: the data are little-endian bytes, and whether the missing digit belongs to the
     /// first byte ("0123" = 0x2301) or the vendor wrote the number big-endian (0x0123) cannot
     /// be told, and a wrong default would be written to the device as a startup value.
-    fn hex_data(&self, d: Node) -> R<Vec<u8>> {
+    fn hex_data(&self, d: Node, what: &str) -> R<Vec<u8>> {
         let mut t: String = text_of(d).chars().filter(|c| !c.is_whitespace()).collect();
         if !t.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(self.invalid(d, format!("{t:?} is not hex data (two digits per byte)")));
@@ -734,7 +737,7 @@ impl<'a, 'i> P<'a, 'i> {
                 file: self.file.to_string(),
                 line: self.line(d.range().start),
                 path: path_of(d),
-                why: format!("{t:?} has one hex digit: read as \"0{t}\" (one byte)"),
+                why: format!("{what}: {t:?} has one hex digit: read as \"0{t}\" (one byte)"),
             });
             t.insert(0, '0');
         }

@@ -935,7 +935,7 @@ fn one_digit_default_data_is_padded_with_a_warning() {
         w[1],
         format!(
             "odd-hex.xml:{line}: Device/Profile/Dictionary/Objects/Object/Info/DefaultData: \
-             \"2\" has one hex digit: read as \"02\" (one byte)"
+             object 0x6061: \"2\" has one hex digit: read as \"02\" (one byte)"
         )
     );
 }

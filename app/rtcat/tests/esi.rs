@@ -447,7 +447,7 @@ fn odd_hex_warns_and_empty_pdos_are_assigned_only() {
     let (s, err) = ok_err(&[&f]);
     assert!(s.starts_with("EXD-100  product 0x00040001"), "{s}");
     assert!(
-        err.contains("rtcat: warning: odd-hex.xml:85: Device/Profile/Dictionary/Objects/Object/Info/DefaultData: \"2\" has one hex digit"),
+        err.contains("rtcat: warning: odd-hex.xml:85: Device/Profile/Dictionary/Objects/Object/Info/DefaultData: object 0x6061: \"2\" has one hex digit"),
         "{err}"
     );
     let (text, _) = ok_err(&[&f, "--emit-config", "0x1600", "0x1601", "0x1A00"]);
