@@ -2,7 +2,7 @@
 //! section: identity match, `pdo_assign` per sync manager, `pdo_map` per configurable PDO,
 //! expected sizes).
 
-use crate::{Device, Pdo};
+use crate::{Device, Module, Pdo, Slot};
 use std::fmt::Write as _;
 
 /// Why a set of PDOs cannot be configured on a device.
@@ -84,9 +84,20 @@ impl Device {
         if let Some((s, i)) = sm
             && s != want
         {
+            // Simple digital terminals and evaluation boards have no mailbox and put their
+            // process data on SM0/SM1; the master configures process data on SM2/SM3 only.
+            let what = if self.mailbox.is_none() && s < 2 {
+                format!(
+                    " ({} is a device without a mailbox whose process data are on SM0/SM1; the \
+                     master's support for such devices is pending, issue 31)",
+                    self.name
+                )
+            } else {
+                String::new()
+            };
             return Err(self.err(format!(
                 "{kind} 0x{i:04X} is on SM{s}: an rtcat configuration assigns {kind}s to \
-                 sm{want} only"
+                 sm{want} only{what}"
             )));
         }
         let bits: u32 = chosen.iter().map(|p| p.bits()).sum();
@@ -119,6 +130,14 @@ impl Device {
     /// RxPDOs, SM3 for TxPDOs) and fit its `MaxSize`, and a device whose CoE does not allow PDO
     /// assignment (`PdoAssign`) keeps its default PDOs.
     pub fn config_for(&self, pdos: &[u16]) -> Result<String, ConfigError> {
+        if let Some(why) = self.unsupported_profile() {
+            return Err(self.err(why));
+        }
+        if let Some(&i) = pdos.iter().find(|i| !(0x1600..=0x1BFF).contains(*i)) {
+            return Err(self.err(format!(
+                "0x{i:04X} is not a PDO index (RxPDOs 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF)"
+            )));
+        }
         let mut rx = Vec::new();
         let mut tx = Vec::new();
         for (n, &i) in pdos.iter().enumerate() {
@@ -284,6 +303,17 @@ impl Device {
                     );
                     continue;
                 }
+                // A PDO without entries maps nothing: an empty mapping would only clear the
+                // device's own; the PDO is assigned (it takes no process data).
+                if p.entries.is_empty() {
+                    let _ = writeln!(
+                        s,
+                        "# {kind} 0x{:04X} {}: no entries (0 bits), assigned only",
+                        p.index,
+                        toml_str(&p.name)
+                    );
+                    continue;
+                }
                 // An entry the master cannot map (0 or more than 64 bits, which `config check`
                 // refuses): the device keeps its own mapping of this PDO, never a file that fails.
                 if let Some(e) = p.entries.iter().find(|e| !(1..=64).contains(&e.bits)) {
@@ -334,5 +364,196 @@ impl Device {
             }
         }
         s
+    }
+}
+
+/// Most slot positions of one modular device considered (a `Slot` with `MaxInstances` stands
+/// for that many positions; bus couplers take up to a few hundred modules).
+pub const MAX_SLOT_POSITIONS: u32 = 1024;
+
+impl Device {
+    /// The slot positions of a modular device in order, numbered from 0: each `Slot` element
+    /// stands for `MaxInstances` positions (at most [`MAX_SLOT_POSITIONS`] in all). A position
+    /// is given as (its number, the index of its `Slot` in [`crate::Slots::slots`]).
+    pub fn slot_positions(&self) -> Vec<(u32, usize)> {
+        let mut v = Vec::new();
+        let Some(slots) = &self.slots else {
+            return v;
+        };
+        for (i, s) in slots.slots.iter().enumerate() {
+            for _ in 0..s.max_instances {
+                let Ok(n) = u32::try_from(v.len()) else {
+                    return v;
+                };
+                if n >= MAX_SLOT_POSITIONS {
+                    return v;
+                }
+                v.push((n, i));
+            }
+        }
+        v
+    }
+
+    /// The device with the chosen modules in their slots (`chosen`: slot number and module
+    /// `Type` name or `ModuleIdent`), and the PDO indices the modules assign by default (those
+    /// with `Sm` or `Mandatory`), for [`Device::config_for`].
+    ///
+    /// A module's PDO whose `Index` is `DependOnSlot` gets the slot's PDO increment times the
+    /// slot number added, each `DependOnSlot` entry index the slot's index increment times the
+    /// slot number (ETG.2000 `Slots@SlotPdoIncrement` / `@SlotIndexIncrement`, overridden per
+    /// `Slot`; ETG.5001 numbers a module's objects from its slot this way, e.g. 0x6000 +
+    /// 0x10 * n). Checked: the slot exists, the module is one the slot accepts (its
+    /// `ModuleIdent` list, or its `ModuleClass`), each slot is filled once, every `Slot` gets at
+    /// least its `MinInstances`, and no index leaves 16 bits.
+    pub fn with_modules(
+        &self,
+        modules: &[Module],
+        chosen: &[(u32, String)],
+    ) -> Result<(Device, Vec<u16>), ConfigError> {
+        let Some(slots) = &self.slots else {
+            return Err(self.err("it has no slots (not a modular device)".into()));
+        };
+        let positions = self.slot_positions();
+        let mut dev = self.clone();
+        let mut extra = Vec::new();
+        let mut filled: Vec<u32> = Vec::new();
+        for (n, want) in chosen {
+            let Some(slot) = positions
+                .get(*n as usize)
+                .and_then(|&(_, i)| slots.slots.get(i))
+            else {
+                return Err(self.err(format!(
+                    "no slot {n}: it has slots 0..{}",
+                    positions.len().saturating_sub(1)
+                )));
+            };
+            if filled.contains(n) {
+                return Err(self.err(format!("slot {n} is given twice")));
+            }
+            filled.push(*n);
+            let by_ident = crate::parse_number(want).and_then(|v| u32::try_from(v).ok());
+            let m = modules
+                .iter()
+                .find(|m| m.name.eq_ignore_ascii_case(want))
+                .or_else(|| by_ident.and_then(|i| modules.iter().find(|m| m.ident == Some(i))))
+                .ok_or_else(|| {
+                    self.err(format!(
+                        "slot {n}: no module {want:?} in the file or the files it references"
+                    ))
+                })?;
+            let accepted = slot.module_idents.is_empty() && slot.module_classes.is_empty()
+                || m.ident.is_some_and(|i| slot.module_idents.contains(&i))
+                || m.class
+                    .as_ref()
+                    .is_some_and(|c| slot.module_classes.contains(c));
+            if !accepted {
+                return Err(self.err(format!(
+                    "slot {n} ({:?}) does not accept module {} ({}); it accepts {}",
+                    slot.name,
+                    m.name,
+                    m.ident
+                        .map(|i| format!("0x{i:08X}"))
+                        .unwrap_or_else(|| "no ModuleIdent".into()),
+                    accepts(slot, modules)
+                )));
+            }
+            let pdo_inc = slot.pdo_increment.unwrap_or(slots.pdo_increment);
+            let idx_inc = slot.index_increment.unwrap_or(slots.index_increment);
+            let shift = |base: u16, inc: u32, what: &str| -> Result<u16, ConfigError> {
+                u16::try_from(u32::from(base) + inc * n).map_err(|_| {
+                    self.err(format!(
+                        "slot {n}, module {}: {what} 0x{base:04X} + {n} x 0x{inc:X} leaves 16 bits",
+                        m.name
+                    ))
+                })
+            };
+            for (rx, list) in [(true, &m.rx_pdos), (false, &m.tx_pdos)] {
+                for p in list {
+                    let mut q = p.clone();
+                    if p.depend_on_slot {
+                        q.index = shift(p.index, pdo_inc, "PDO")?;
+                    }
+                    for e in &mut q.entries {
+                        if e.depend_on_slot && e.index != 0 {
+                            e.index = shift(e.index, idx_inc, "entry")?;
+                        }
+                    }
+                    for x in &mut q.excludes {
+                        if p.depend_on_slot {
+                            *x = shift(*x, pdo_inc, "excluded PDO")?;
+                        }
+                    }
+                    q.name = format!("{} (slot {n}: {})", p.name, m.name);
+                    if dev.pdo(q.index).is_some() {
+                        return Err(self.err(format!(
+                            "slot {n}, module {}: PDO 0x{:04X} is already taken (by the device \
+                             or another slot)",
+                            m.name, q.index
+                        )));
+                    }
+                    if q.sm.is_some() || q.mandatory {
+                        extra.push(q.index);
+                    }
+                    if rx {
+                        dev.rx_pdos.push(q);
+                    } else {
+                        dev.tx_pdos.push(q);
+                    }
+                }
+            }
+        }
+        // Modules given per Slot element (linear: the positions are numbered in order).
+        let mut given = vec![0u32; slots.slots.len()];
+        for n in &filled {
+            if let Some(&(_, i)) = positions.get(*n as usize) {
+                given[i] += 1;
+            }
+        }
+        let reached = positions.last().map_or(0, |&(_, i)| i + 1);
+        for (k, (s, &n)) in slots.slots.iter().zip(&given).enumerate() {
+            if n < s.min_instances && k >= reached && positions.len() as u32 >= MAX_SLOT_POSITIONS {
+                return Err(self.err(format!(
+                    "slot {:?} (line {}) lies beyond the first {MAX_SLOT_POSITIONS} slot \
+                     positions, the most rtcat assembles",
+                    s.name, s.line
+                )));
+            }
+            if n < s.min_instances {
+                return Err(self.err(format!(
+                    "slot {:?} needs at least {} module(s), {n} given (--slot N=MODULE; it \
+                     accepts {})",
+                    s.name,
+                    s.min_instances,
+                    accepts(s, modules)
+                )));
+            }
+        }
+        Ok((dev, extra))
+    }
+}
+
+/// The modules a slot accepts, for messages and the listing.
+pub fn accepts(slot: &Slot, modules: &[Module]) -> String {
+    let mut v: Vec<String> = Vec::new();
+    for &i in &slot.module_idents {
+        let name = modules
+            .iter()
+            .find(|m| m.ident == Some(i))
+            .map(|m| m.name.clone())
+            .unwrap_or_else(|| "(not described)".into());
+        let default = if slot.default_ident == Some(i) {
+            ", default"
+        } else {
+            ""
+        };
+        v.push(format!("{name} (0x{i:08X}{default})"));
+    }
+    for c in &slot.module_classes {
+        v.push(format!("class {c:?}"));
+    }
+    if v.is_empty() {
+        "any module".into()
+    } else {
+        v.join(", ")
     }
 }

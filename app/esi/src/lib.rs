@@ -21,8 +21,10 @@
 //! file; `Type` with `ProductCode`/`RevisionNo`, localized `Name`s, `GroupType`, `Fmmu`, `Sm`,
 //! `Mailbox` with its protocols and the CoE flags, `RxPdo`/`TxPdo` with `Fixed`, `Mandatory`,
 //! `Sm`, `Exclude` and entries, `Profile/Dictionary` data types and objects) and the names and
-//! PDOs of `Descriptions/Modules/Module`. Not supported: assembling modular devices from
-//! `Slots` and modules, `InfoReference` (dictionaries kept in other files), profile includes
+//! PDOs of `Descriptions/Modules/Module`, `Slots` of modular devices ([`Device::with_modules`]
+//! assembles a module set), module description files (root `EtherCATModule`) and the
+//! `InfoReference`s [`read_file`] follows to them. Passive devices (no `ProductCode`, no ESC)
+//! are listed apart ([`EsiFile::passive`]). Not supported: slot groups, profile includes
 //! (`Profile/DictionaryFile`), `Eeprom`, `Dc` operation modes, enum infos and vendor
 //! extensions (`VendorSpecific`): they are skipped, never an error.
 //!
@@ -36,7 +38,7 @@ mod config;
 mod parse;
 mod text;
 
-pub use config::ConfigError;
+pub use config::{ConfigError, MAX_SLOT_POSITIONS, accepts};
 pub use parse::{MAX_ATTRIBUTES, parse, parse_number};
 
 use serde::Serialize;
@@ -74,6 +76,19 @@ pub enum Error {
         /// The XML parser's message.
         why: String,
     },
+    /// An `InfoReference` that is not followed: outside the directory tree of the file given,
+    /// absolute, over the bounds ([`MAX_REFERENCES`], [`MAX_REFERENCE_DEPTH`], the total size).
+    #[error("{file}:{line}: InfoReference {reference:?}: {why}")]
+    Reference {
+        /// The referencing file's name.
+        file: String,
+        /// Line of the `InfoReference`.
+        line: u32,
+        /// The reference as written.
+        reference: String,
+        /// Why it is refused.
+        why: String,
+    },
     /// Well-formed XML that is not a valid ESI: a missing element, a bad number, ...
     #[error("{file}:{line}: {path}: {why}")]
     Invalid {
@@ -99,15 +114,128 @@ impl Error {
     }
 }
 
+/// Most `InfoReference` files followed from one file given (all levels together).
+pub const MAX_REFERENCES: usize = 64;
+/// Deepest chain of references followed (the file given is depth 0; a module file it names is
+/// depth 1).
+pub const MAX_REFERENCE_DEPTH: usize = 4;
+
+fn last_component(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
 /// Read and parse an ESI file (at most [`MAX_FILE_BYTES`]; FIFOs and devices are refused).
 /// Errors name the file by its last path component and the line.
+///
+/// `InfoReference`s are followed: each names a file relative to the referencing file's
+/// directory; the modules of the files read are added to [`EsiFile::modules`] (with their
+/// [`Module::source`]). Bounded: at most [`MAX_REFERENCES`] files, [`MAX_REFERENCE_DEPTH`]
+/// levels, [`MAX_FILE_BYTES`] for all files together; each is canonicalised (symbolic links
+/// resolved) and must lie inside the directory of the file given, else the read fails. A file
+/// named twice is read once; a referenced file that does not exist is a warning (the modules it
+/// describes are then unknown), not an error.
 pub fn read_file(path: &Path) -> Result<EsiFile, Error> {
     let bytes = safefs::read_bounded(path, MAX_FILE_BYTES)?;
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_else(|| path.display().to_string());
-    parse(&bytes, &name)
+    let name = last_component(path);
+    let mut file = parse(&bytes, &name)?;
+    if file.references.is_empty() {
+        return Ok(file);
+    }
+    let top = std::fs::canonicalize(path).map_err(|e| safefs::Error::Io {
+        path: path.to_path_buf(),
+        source: e,
+    })?;
+    let Some(tree) = top.parent().map(Path::to_path_buf) else {
+        return Ok(file);
+    };
+    let mut total = bytes.len() as u64;
+    let mut seen = vec![top.clone()];
+    // (referencing file's canonical path, its name, its references, depth of those references)
+    let mut pending = vec![(top, name, std::mem::take(&mut file.references), 1usize)];
+    let mut followed = 0usize;
+    while let Some((from, from_name, refs, depth)) = pending.pop() {
+        for r in refs {
+            let refuse = |why: String| Error::Reference {
+                file: from_name.clone(),
+                line: r.line,
+                reference: r.file.clone(),
+                why,
+            };
+            let rel = Path::new(r.file.trim());
+            if r.file.trim().is_empty() {
+                return Err(refuse("empty".into()));
+            }
+            if rel.is_absolute() {
+                return Err(refuse(
+                    "an absolute path: references are relative to the referencing file".into(),
+                ));
+            }
+            if depth > MAX_REFERENCE_DEPTH {
+                return Err(refuse(format!(
+                    "references nest deeper than {MAX_REFERENCE_DEPTH} levels"
+                )));
+            }
+            let dir = from.parent().unwrap_or(&tree);
+            let target = match std::fs::canonicalize(dir.join(rel)) {
+                Ok(t) => t,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    file.warnings.push(Warning {
+                        file: from_name.clone(),
+                        line: r.line,
+                        path: "InfoReference".into(),
+                        why: format!(
+                            "{:?} not found beside the file: the modules it describes are unknown",
+                            r.file
+                        ),
+                    });
+                    continue;
+                }
+                Err(e) => return Err(refuse(e.to_string())),
+            };
+            if !target.starts_with(&tree) {
+                return Err(refuse(
+                    "it leads outside the directory of the file given (by \"..\" or a \
+                     symbolic link): not followed"
+                        .into(),
+                ));
+            }
+            if seen.contains(&target) {
+                continue;
+            }
+            followed += 1;
+            if followed > MAX_REFERENCES {
+                return Err(refuse(format!(
+                    "more than {MAX_REFERENCES} referenced files"
+                )));
+            }
+            let left = MAX_FILE_BYTES.saturating_sub(total);
+            let b = safefs::read_bounded(&target, left).map_err(|e| {
+                if e.is_input() {
+                    refuse(format!(
+                        "{e} (all files together are limited to {MAX_FILE_BYTES} bytes)"
+                    ))
+                } else {
+                    Error::Read(e)
+                }
+            })?;
+            total += b.len() as u64;
+            let sub_name = last_component(&target);
+            let mut sub = parse(&b, &sub_name)?;
+            for m in &mut sub.modules {
+                m.source = Some(sub_name.clone());
+            }
+            file.modules.append(&mut sub.modules);
+            file.warnings.append(&mut sub.warnings);
+            let next = std::mem::take(&mut sub.references);
+            seen.push(target.clone());
+            if !next.is_empty() {
+                pending.push((target, sub_name, next, depth + 1));
+            }
+        }
+    }
+    Ok(file)
 }
 
 /// A parsed ESI file.
@@ -121,6 +249,71 @@ pub struct EsiFile {
     pub devices: Vec<Device>,
     /// Modules of modular devices (names and PDOs only; see the crate doc).
     pub modules: Vec<Module>,
+    /// Passive devices (no `Type@ProductCode` and nothing an EtherCAT slave controller holds:
+    /// no sync manager, FMMU, mailbox or PDO): end caps, potential feeds. Listed, never
+    /// configured: they do not appear on the bus.
+    pub passive: Vec<PassiveDevice>,
+    /// What was accepted although the file is not quite valid (e.g. an odd number of hex
+    /// digits in `DefaultData`), in file order. The library never prints: the caller shows them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<Warning>,
+    /// `InfoReference`s: other files holding parts of the description (module files).
+    /// [`read_file`] follows them and adds their modules; [`parse`] only lists them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub references: Vec<Reference>,
+}
+
+/// An `InfoReference`: a file name, relative to the referencing file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reference {
+    /// The text as written.
+    pub file: String,
+    /// Line of the `InfoReference` element.
+    pub line: u32,
+}
+
+/// A device without an EtherCAT slave controller (`Device` without `Type@ProductCode`, sync
+/// managers, FMMUs, mailbox or PDOs): an end cap, a potential feed terminal, a shield terminal.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PassiveDevice {
+    /// `Type` text.
+    pub name: String,
+    /// Every `Name`, in file order.
+    pub names: Vec<LocalName>,
+    /// `GroupType`.
+    pub group: Option<String>,
+    /// Line of the `Device` element.
+    pub line: u32,
+}
+
+impl PassiveDevice {
+    /// The display name: the English `Name` (LcId 1033), else the first, else the `Type`.
+    pub fn display_name(&self) -> &str {
+        pick_name(&self.names).unwrap_or(&self.name)
+    }
+}
+
+/// Something accepted with a repair: the file, the line, the element path and what was done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Warning {
+    /// File name as given.
+    pub file: String,
+    /// 1-based line of the element.
+    pub line: u32,
+    /// Element path, as in [`Error::Invalid`].
+    pub path: String,
+    /// What was accepted and how it was read.
+    pub why: String,
+}
+
+impl std::fmt::Display for Warning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}:{}: {}: {}",
+            self.file, self.line, self.path, self.why
+        )
+    }
 }
 
 /// `Vendor`: the EtherCAT vendor id (assigned by the ETG) and the vendor's name.
@@ -177,7 +370,50 @@ pub struct Device {
     pub tx_pdos: Vec<Pdo>,
     /// `Profile/Dictionary`, when the file carries one.
     pub dictionary: Option<Dictionary>,
+    /// `Slots`: the device is modular (a bus coupler, a multi-axis drive); its modules are in
+    /// [`EsiFile::modules`].
+    pub slots: Option<Slots>,
     /// Line of the `Device` element.
+    pub line: u32,
+}
+
+/// `Device/Slots` of a modular device (ETG.2000 "Slots"; the modular device profile ETG.5001
+/// numbers a module's objects by its slot).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Slots {
+    /// `@MaxSlotCount`, when given.
+    pub max_slot_count: Option<u32>,
+    /// `@SlotPdoIncrement`: added to a slot-dependent PDO index (`Index@DependOnSlot`) per
+    /// slot number (0 when absent).
+    pub pdo_increment: u32,
+    /// `@SlotIndexIncrement`: added to a slot-dependent entry/object index per slot number (0
+    /// when absent).
+    pub index_increment: u32,
+    /// The `Slot` elements in order.
+    pub slots: Vec<Slot>,
+}
+
+/// One `Slot`: a position (or, with `MaxInstances` > 1, a run of positions) and the modules it
+/// takes.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Slot {
+    /// `Name`.
+    pub name: String,
+    /// `@MinInstances` (default 1 when absent, as for `MaxInstances`).
+    pub min_instances: u32,
+    /// `@MaxInstances`: the number of slot positions this element stands for.
+    pub max_instances: u32,
+    /// `@SlotPdoIncrement` of this slot, overriding the device's.
+    pub pdo_increment: Option<u32>,
+    /// `@SlotIndexIncrement` of this slot, overriding the device's.
+    pub index_increment: Option<u32>,
+    /// `ModuleIdent`s of the modules the slot accepts, in order.
+    pub module_idents: Vec<u32>,
+    /// The `ModuleIdent` marked `Default`.
+    pub default_ident: Option<u32>,
+    /// `ModuleClass` texts (a slot may accept modules by class instead of by ident).
+    pub module_classes: Vec<String>,
+    /// Line of the `Slot` element.
     pub line: u32,
 }
 
@@ -190,6 +426,51 @@ impl Device {
     /// The CoE flags, when the device speaks CoE.
     pub fn coe(&self) -> Option<&Coe> {
         self.mailbox.as_ref().and_then(|m| m.coe.as_ref())
+    }
+
+    /// Whether the mailbox lists this protocol (`CoE`, `SoE`, `EoE`, `FoE`, `AoE`, `VoE`).
+    pub fn speaks(&self, protocol: &str) -> bool {
+        self.mailbox
+            .as_ref()
+            .is_some_and(|m| m.protocols.iter().any(|p| p.eq_ignore_ascii_case(protocol)))
+    }
+
+    /// What rtcat cannot configure about this device's profile, when that is the case: an SoE
+    /// drive (Servo Drive over EtherCAT, IEC 61800-7-304: its process data are the AT and MDT
+    /// telegrams configured through IDNs, not CoE PDO objects 0x1600/0x1A00), or a device whose
+    /// PDO indices lie outside the CoE mapping objects without CoE in its mailbox.
+    pub fn unsupported_profile(&self) -> Option<String> {
+        let coe_range = |p: &Pdo| (0x1600..=0x1BFF).contains(&p.index);
+        if self.speaks("SoE") && !self.speaks("CoE") {
+            return Some(
+                "this is a SoE (Servo Drive over EtherCAT) device; rtcat supports CoE: it cannot \
+                 configure SoE process data (the AT/MDT lists of IDNs S-0-0016 and S-0-0024), so \
+                 no [[device]] block is emitted for it"
+                    .into(),
+            );
+        }
+        let odd: Vec<String> = self
+            .rx_pdos
+            .iter()
+            .chain(&self.tx_pdos)
+            .filter(|p| !coe_range(p))
+            .map(|p| format!("0x{:04X}", p.index))
+            .collect();
+        if !odd.is_empty() && !self.speaks("CoE") {
+            let proto = self
+                .mailbox
+                .as_ref()
+                .map(|m| m.protocols.join(", "))
+                .filter(|p| !p.is_empty())
+                .unwrap_or_else(|| "no mailbox protocol".into());
+            return Some(format!(
+                "its PDOs {} are not CoE mapping objects (0x1600..0x17FF, 0x1A00..0x1BFF) and its \
+                 mailbox has {proto}; rtcat supports CoE devices (and fixed process data of \
+                 devices without a mailbox), so no [[device]] block is emitted for it",
+                odd.join(", ")
+            ));
+        }
+        None
     }
 
     /// The PDO with this index, and whether it is an RxPDO.
@@ -277,6 +558,9 @@ pub struct Pdo {
     pub excludes: Vec<u16>,
     /// The mapped entries, in order.
     pub entries: Vec<Entry>,
+    /// `Index@DependOnSlot`: in a module, the index grows by the slot's PDO increment per slot
+    /// number.
+    pub depend_on_slot: bool,
     /// Line of the PDO element.
     pub line: u32,
 }
@@ -301,6 +585,9 @@ pub struct Entry {
     pub name: String,
     /// `DataType` (`BOOL`, `UINT`, `DINT`, ...), when given.
     pub data_type: Option<String>,
+    /// `Index@DependOnSlot`: in a module, the index grows by the slot's index increment per
+    /// slot number.
+    pub depend_on_slot: bool,
 }
 
 /// `Profile/Dictionary`: the CoE object dictionary.
@@ -483,14 +770,19 @@ pub enum PdoMapping {
     RT,
 }
 
-/// A module of a modular device (`Descriptions/Modules/Module`): read so that files with modules
-/// parse; assembling devices from modules is not supported.
+/// A module of a modular device (`Descriptions/Modules/Module` of an ESI file, or `Modules/Module`
+/// of a module description file whose root is `EtherCATModule`).
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Module {
     /// `Type` text.
     pub name: String,
     /// `Type@ModuleIdent`.
     pub ident: Option<u32>,
+    /// `Type@ModuleClass`, when given.
+    pub class: Option<String>,
+    /// The file the module was read from (its last path component), when it came from a file
+    /// an `InfoReference` named.
+    pub source: Option<String>,
     /// `Name` (English if given, else the first).
     pub display_name: String,
     /// `RxPdo`.

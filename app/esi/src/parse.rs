@@ -67,6 +67,7 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<EsiFile, Error> {
         file,
         doc: &doc,
         newlines,
+        warnings: Default::default(),
     }
     .file()
 }
@@ -147,6 +148,8 @@ struct P<'a, 'i> {
     doc: &'a Document<'i>,
     /// Byte offsets of the text's `\n`s, in order.
     newlines: Vec<usize>,
+    /// Repairs made so far (see [`Warning`]).
+    warnings: std::cell::RefCell<Vec<Warning>>,
 }
 
 type R<T> = Result<T, Error>;
@@ -320,10 +323,13 @@ impl<'a, 'i> P<'a, 'i> {
 
     fn file(&self) -> R<EsiFile> {
         let root = self.doc.root_element();
+        if root.tag_name().name() == "EtherCATModule" {
+            return self.module_file(root);
+        }
         if root.tag_name().name() != "EtherCATInfo" {
             return Err(self.invalid(
                 root,
-                "the root element is not EtherCATInfo: not an ESI file",
+                "the root element is neither EtherCATInfo nor EtherCATModule: not an ESI file",
             ));
         }
         let v = self.req(root, "Vendor")?;
@@ -342,9 +348,13 @@ impl<'a, 'i> P<'a, 'i> {
             }
         }
         let mut devices = Vec::new();
+        let mut passive = Vec::new();
         for ds in children(d, "Devices") {
             for dev in children(ds, "Device") {
-                devices.push(self.device(dev, vendor.id)?);
+                match self.passive(dev)? {
+                    Some(p) => passive.push(p),
+                    None => devices.push(self.device(dev, vendor.id)?),
+                }
             }
         }
         let mut modules = Vec::new();
@@ -358,7 +368,93 @@ impl<'a, 'i> P<'a, 'i> {
             groups,
             devices,
             modules,
+            passive,
+            warnings: self.warnings.take(),
+            references: self.references(root),
         })
+    }
+
+    /// A module description file (ETG.2000: root `EtherCATModule`, referenced from a device's
+    /// file by `InfoReference`): its `Vendor` when given, and its `Modules/Module`s (also
+    /// accepted under `Descriptions/Modules`). No devices.
+    fn module_file(&self, root: Node<'a, 'i>) -> R<EsiFile> {
+        let vendor = match child(root, "Vendor") {
+            Some(v) => Vendor {
+                id: self.req_number(v, "Id", u64::from(u32::MAX))? as u32,
+                name: self.name(v)?,
+            },
+            None => Vendor {
+                id: 0,
+                name: String::new(),
+            },
+        };
+        let mut modules = Vec::new();
+        let lists = children(root, "Modules")
+            .chain(children(root, "Descriptions").flat_map(|d| children(d, "Modules")));
+        for ms in lists {
+            for m in children(ms, "Module") {
+                modules.push(self.module(m)?);
+            }
+        }
+        Ok(EsiFile {
+            vendor,
+            groups: Vec::new(),
+            devices: Vec::new(),
+            modules,
+            passive: Vec::new(),
+            warnings: self.warnings.take(),
+            references: self.references(root),
+        })
+    }
+
+    /// `InfoReference` texts: under the root, or under `Descriptions` / `Descriptions/Modules`
+    /// (where vendor files put them), in order.
+    fn references(&self, root: Node<'a, 'i>) -> Vec<Reference> {
+        let mut v = Vec::new();
+        let mut take = |n: Node<'a, 'i>| {
+            for r in children(n, "InfoReference") {
+                v.push(Reference {
+                    file: text_of(r),
+                    line: self.line(r.range().start),
+                });
+            }
+        };
+        take(root);
+        for d in children(root, "Descriptions") {
+            take(d);
+            for m in children(d, "Modules") {
+                take(m);
+            }
+        }
+        v
+    }
+
+    /// A passive device: no `Type@ProductCode` and nothing an EtherCAT slave controller would
+    /// hold (sync managers, FMMUs, a mailbox, PDOs). Vendor terminal libraries list their end
+    /// caps and potential feeds so; a device that has any of those parts and no product code
+    /// stays an error (its identity is missing, not absent).
+    fn passive(&self, dev: Node<'a, 'i>) -> R<Option<PassiveDevice>> {
+        let ty = self.req(dev, "Type")?;
+        if ty.attribute("ProductCode").is_some() {
+            return Ok(None);
+        }
+        let esc = ["Sm", "Fmmu", "Mailbox", "RxPdo", "TxPdo"]
+            .into_iter()
+            .any(|t| child(dev, t).is_some());
+        if esc {
+            return Err(self.invalid_attr(
+                ty,
+                "ProductCode",
+                "missing (the device has sync managers, FMMUs, a mailbox or PDOs: it is on the \
+                 bus and needs its identity)",
+            ));
+        }
+        Ok(Some(PassiveDevice {
+            name: text_of(ty),
+            names: self.names(dev)?,
+            group: child(dev, "GroupType").map(text_of),
+            line: self.line(dev.range().start),
+        }))
     }
 
     fn device(&self, dev: Node<'a, 'i>, vendor_id: u32) -> R<Device> {
@@ -427,7 +523,52 @@ impl<'a, 'i> P<'a, 'i> {
             rx_pdos: self.pdos(dev, "RxPdo")?,
             tx_pdos: self.pdos(dev, "TxPdo")?,
             dictionary,
+            slots: child(dev, "Slots").map(|s| self.slots(s)).transpose()?,
             line: self.line(dev.range().start),
+        })
+    }
+
+    fn slots(&self, s: Node<'a, 'i>) -> R<Slots> {
+        let u32max = u64::from(u32::MAX);
+        let mut slots = Vec::new();
+        for sl in children(s, "Slot") {
+            let mut module_idents = Vec::new();
+            let mut default_ident = None;
+            for m in children(sl, "ModuleIdent") {
+                let id = self.number(m, u32max)? as u32;
+                if self.attr_bool(m, "Default")? {
+                    default_ident = Some(id);
+                }
+                module_idents.push(id);
+            }
+            let max_instances = self.attr_number(sl, "MaxInstances", u32max)?.unwrap_or(1) as u32;
+            slots.push(Slot {
+                name: self.name(sl)?,
+                min_instances: self.attr_number(sl, "MinInstances", u32max)?.unwrap_or(1) as u32,
+                max_instances,
+                pdo_increment: self
+                    .attr_number(sl, "SlotPdoIncrement", 0xFFFF)?
+                    .map(|v| v as u32),
+                index_increment: self
+                    .attr_number(sl, "SlotIndexIncrement", 0xFFFF)?
+                    .map(|v| v as u32),
+                module_idents,
+                default_ident,
+                module_classes: children(sl, "ModuleClass").map(text_of).collect(),
+                line: self.line(sl.range().start),
+            });
+        }
+        Ok(Slots {
+            max_slot_count: self
+                .attr_number(s, "MaxSlotCount", u32max)?
+                .map(|v| v as u32),
+            pdo_increment: self
+                .attr_number(s, "SlotPdoIncrement", 0xFFFF)?
+                .unwrap_or(0) as u32,
+            index_increment: self
+                .attr_number(s, "SlotIndexIncrement", 0xFFFF)?
+                .unwrap_or(0) as u32,
+            slots,
         })
     }
 
@@ -438,6 +579,8 @@ impl<'a, 'i> P<'a, 'i> {
             ident: self
                 .attr_number(ty, "ModuleIdent", u64::from(u32::MAX))?
                 .map(|v| v as u32),
+            class: ty.attribute("ModuleClass").map(str::to_string),
+            source: None,
             display_name: self.name(m)?,
             rx_pdos: self.pdos(m, "RxPdo")?,
             tx_pdos: self.pdos(m, "TxPdo")?,
@@ -456,6 +599,10 @@ impl<'a, 'i> P<'a, 'i> {
         let mut entries = Vec::new();
         for e in children(p, "Entry") {
             entries.push(Entry {
+                depend_on_slot: match child(e, "Index") {
+                    Some(i) => self.attr_bool(i, "DependOnSlot")?,
+                    None => false,
+                },
                 index: self.req_number(e, "Index", 0xFFFF)? as u16,
                 sub: self.opt_number(e, "SubIndex", 0xFF)?.unwrap_or(0) as u8,
                 bits: self.req_number(e, "BitLen", 0xFFFF)? as u16,
@@ -471,6 +618,10 @@ impl<'a, 'i> P<'a, 'i> {
             sm: self.attr_number(p, "Sm", 0xFF)?.map(|v| v as u8),
             excludes,
             entries,
+            depend_on_slot: match child(p, "Index") {
+                Some(i) => self.attr_bool(i, "DependOnSlot")?,
+                None => false,
+            },
             line: self.line(p.range().start),
         })
     }
@@ -530,22 +681,24 @@ impl<'a, 'i> P<'a, 'i> {
 
     fn object(&self, o: Node<'a, 'i>) -> R<Object> {
         let (access, pdo_mapping) = self.flags(o)?;
+        let index = self.req_number(o, "Index", 0xFFFF)? as u16;
         let mut default = None;
         let mut sub_items = Vec::new();
         if let Some(info) = child(o, "Info") {
-            default = self.default_of(info)?;
-            for s in children(info, "SubItem") {
+            default = self.default_of(info, &format!("object 0x{index:04X}"))?;
+            for (k, s) in children(info, "SubItem").enumerate() {
+                let what = format!("object 0x{index:04X}, SubItem {}", k + 1);
                 sub_items.push(ObjectSubItem {
                     name: child(s, "Name").map(text_of).unwrap_or_default(),
                     default: match child(s, "Info") {
-                        Some(i) => self.default_of(i)?,
+                        Some(i) => self.default_of(i, &what)?,
                         None => None,
                     },
                 });
             }
         }
         Ok(Object {
-            index: self.req_number(o, "Index", 0xFFFF)? as u16,
+            index,
             name: self.name(o)?,
             type_name: text_of(self.req(o, "Type")?),
             bit_size: self.req_number(o, "BitSize", u64::from(u32::MAX))? as u32,
@@ -557,25 +710,52 @@ impl<'a, 'i> P<'a, 'i> {
     }
 
     /// `Info/DefaultData` (hex bytes), `DefaultValue` or `DefaultString`.
-    fn default_of(&self, info: Node) -> R<Option<DefaultValue>> {
+    /// `what` names the object (and sub-item) in a warning.
+    fn default_of(&self, info: Node, what: &str) -> R<Option<DefaultValue>> {
         if let Some(d) = child(info, "DefaultData") {
-            let t: String = text_of(d).chars().filter(|c| !c.is_whitespace()).collect();
-            let bytes = (t.len().is_multiple_of(2) && t.bytes().all(|b| b.is_ascii_hexdigit()))
-                .then(|| {
-                    (0..t.len())
-                        .step_by(2)
-                        .filter_map(|i| u8::from_str_radix(&t[i..i + 2], 16).ok())
-                        .collect::<Vec<u8>>()
-                })
-                .ok_or_else(|| {
-                    self.invalid(d, format!("{t:?} is not hex data (two digits per byte)"))
-                })?;
-            return Ok(Some(DefaultValue::Data(bytes)));
+            return Ok(Some(DefaultValue::Data(self.hex_data(d, what)?)));
         }
         if let Some(v) = child(info, "DefaultValue") {
             return Ok(Some(DefaultValue::Value(text_of(v))));
         }
         Ok(child(info, "DefaultString").map(|s| DefaultValue::String(text_of(s))))
+    }
+
+    /// `DefaultData`: hex, two digits per byte (ETG.2000 `hexBinary`). Vendors write a single
+    /// digit for a one-byte value ("2"): that is read as "02" with a warning, since one digit
+    /// can only be the low nibble of the only byte. Any other odd count (three digits, ...) is
+    /// refused: the data are little-endian bytes, and whether the missing digit belongs to the
+    /// first byte ("0123" = 0x2301) or the vendor wrote the number big-endian (0x0123) cannot
+    /// be told, and a wrong default would be written to the device as a startup value.
+    fn hex_data(&self, d: Node, what: &str) -> R<Vec<u8>> {
+        let mut t: String = text_of(d).chars().filter(|c| !c.is_whitespace()).collect();
+        if !t.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(self.invalid(d, format!("{t:?} is not hex data (two digits per byte)")));
+        }
+        if t.len() == 1 {
+            self.warnings.borrow_mut().push(Warning {
+                file: self.file.to_string(),
+                line: self.line(d.range().start),
+                path: path_of(d),
+                why: format!("{what}: {t:?} has one hex digit: read as \"0{t}\" (one byte)"),
+            });
+            t.insert(0, '0');
+        }
+        if !t.len().is_multiple_of(2) {
+            return Err(self.invalid(
+                d,
+                format!(
+                    "{t:?} has an odd number of hex digits ({}): which byte lacks a digit is \
+                     ambiguous for data of more than one byte (write two digits per byte, \
+                     little-endian)",
+                    t.len()
+                ),
+            ));
+        }
+        Ok((0..t.len())
+            .step_by(2)
+            .filter_map(|i| u8::from_str_radix(&t[i..i + 2], 16).ok())
+            .collect())
     }
 
     fn flags(&self, node: Node<'a, 'i>) -> R<(Option<Access>, Option<PdoMapping>)> {

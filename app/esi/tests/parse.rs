@@ -383,7 +383,7 @@ fn malformed_files_name_element_and_line() {
 fn other_bad_inputs_are_errors_not_panics() {
     let cases: &[(&str, &str)] = &[
         ("", "not well-formed"),
-        ("<a/>", "not EtherCATInfo"),
+        ("<a/>", "neither EtherCATInfo nor EtherCATModule"),
         ("<EtherCATInfo/>", "Vendor: missing"),
         (
             "<EtherCATInfo><Vendor><Id>1</Id></Vendor></EtherCATInfo>",
@@ -395,8 +395,9 @@ fn other_bad_inputs_are_errors_not_panics() {
         ),
         (
             "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
-             <Type>X</Type></Device></Devices></Descriptions></EtherCATInfo>",
-            "Device/Type@ProductCode: missing",
+             <Type>X</Type><Sm StartAddress='#x1000'>MBoxOut</Sm></Device></Devices>\
+             </Descriptions></EtherCATInfo>",
+            "Device/Type@ProductCode: missing (the device has sync managers",
         ),
         (
             "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
@@ -417,7 +418,8 @@ fn other_bad_inputs_are_errors_not_panics() {
              <Index>#x1000</Index><Name>x</Name><Type>UDINT</Type><BitSize>32</BitSize>\
              <Info><DefaultData>123</DefaultData></Info></Object></Objects></Dictionary>\
              </Profile></Device></Devices></Descriptions></EtherCATInfo>",
-            "DefaultData: \"123\" is not hex data",
+            "DefaultData: \"123\" has an odd number of hex digits (3): which byte lacks a \
+             digit is ambiguous",
         ),
         (
             "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
@@ -426,6 +428,14 @@ fn other_bad_inputs_are_errors_not_panics() {
              <Flags><Access>rx</Access></Flags></Object></Objects></Dictionary>\
              </Profile></Device></Devices></Descriptions></EtherCATInfo>",
             "Flags/Access: \"rx\" is not ro, rw or wo",
+        ),
+        (
+            "<EtherCATInfo><Vendor><Id>1</Id></Vendor><Descriptions><Devices><Device>\
+             <Type ProductCode='1'>X</Type><Profile><Dictionary><Objects><Object>\
+             <Index>#x1000</Index><Name>x</Name><Type>UDINT</Type><BitSize>32</BitSize>\
+             <Info><DefaultData>1g</DefaultData></Info></Object></Objects></Dictionary>\
+             </Profile></Device></Devices></Descriptions></EtherCATInfo>",
+            "DefaultData: \"1g\" is not hex data",
         ),
         (
             "<!DOCTYPE x [<!ENTITY a 'aaaa'>]><EtherCATInfo/>",
@@ -634,10 +644,22 @@ fn json_model_serializes() {
 }
 
 fn shipped() -> Vec<Vec<u8>> {
-    ["DIO8-COE.xml", "AI4-COE.xml", "SERVO-COE.xml"]
+    let mut v: Vec<Vec<u8>> = ["DIO8-COE.xml", "AI4-COE.xml", "SERVO-COE.xml"]
         .iter()
         .map(|n| std::fs::read(example(n)).unwrap())
-        .collect()
+        .collect();
+    // The issue 31 shapes: passive devices, one-digit hex, SoE, slots and module files.
+    for n in [
+        "passive.xml",
+        "odd-hex.xml",
+        "soe.xml",
+        "modular-drive.xml",
+        "modular/coupler.xml",
+        "modular/coupler-modules.xml",
+    ] {
+        v.push(std::fs::read(data(n)).unwrap());
+    }
+    v
 }
 
 /// A mutation of a file: overwrite, insert or delete a byte run, drawn near XML syntax.
@@ -715,7 +737,7 @@ proptest! {
     /// whatever parses can be asked for a configuration of any PDO set.
     #[test]
     fn mutated_shipped_files_never_panic(
-        which in 0usize..3,
+        which in 0usize..9,
         edits in proptest::collection::vec(edit(), 1..6),
         pdos in proptest::collection::vec(prop_oneof![0x1600u16..0x1604, 0x1A00u16..0x1A04], 0..5),
     ) {
@@ -725,6 +747,15 @@ proptest! {
                 for d in &f.devices {
                     let _ = d.config_for(&pdos);
                     let _ = serde_json::to_string(d);
+                    let chosen: Vec<(u32, String)> = f
+                        .modules
+                        .iter()
+                        .enumerate()
+                        .map(|(n, m)| (n as u32, m.name.clone()))
+                        .collect();
+                    if let Ok((m, extra)) = d.with_modules(&f.modules, &chosen) {
+                        let _ = m.config_for(&extra);
+                    }
                 }
             }
             Err(e) => {
@@ -853,6 +884,291 @@ fn an_element_with_too_many_attributes_is_refused_at_once() {
     );
     assert!(
         e.contains("<EtherCATInfo>: more than 256 attributes on one element"),
+        "{e}"
+    );
+}
+
+// Issue 31, item 1: a terminal library's passive devices (no ProductCode, no ESC) are listed as
+// passive; the active devices of the same file read.
+#[test]
+fn passive_devices_are_listed_and_the_active_ones_read() {
+    let p = data("passive.xml");
+    let f = read_file(&p).unwrap();
+    let names: Vec<&str> = f.devices.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["EX1008", "EX2008"]);
+    let passive: Vec<(&str, &str, u32)> = f
+        .passive
+        .iter()
+        .map(|d| (d.name.as_str(), d.display_name(), d.line))
+        .collect();
+    assert_eq!(
+        passive,
+        [
+            (
+                "EX9011",
+                "EX9011 Bus end cover cap",
+                line_of(&p, "<Type>EX9011") - 1
+            ),
+            (
+                "EX9100",
+                "EX9100 Potential feed terminal 24 V",
+                line_of(&p, "<Type>EX9100") - 1
+            ),
+        ]
+    );
+    assert!(f.warnings.is_empty());
+}
+
+// Issue 31, item 2: a one-digit DefaultData is read as one byte with a warning naming the file,
+// line and element; more digits in odd number stay an error (see `other_bad_inputs_...`).
+#[test]
+fn one_digit_default_data_is_padded_with_a_warning() {
+    let p = data("odd-hex.xml");
+    let f = read_file(&p).unwrap();
+    let d = one(&f);
+    assert_eq!(default_u64(d, 0x6060), Some(8));
+    assert_eq!(default_u64(d, 0x6061), Some(2));
+    let w: Vec<String> = f.warnings.iter().map(|w| w.to_string()).collect();
+    let line = line_of(&p, "<DefaultData>2<");
+    assert_eq!(w.len(), 2, "{w:?}");
+    assert_eq!(
+        w[1],
+        format!(
+            "odd-hex.xml:{line}: Device/Profile/Dictionary/Objects/Object/Info/DefaultData: \
+             object 0x6061: \"2\" has one hex digit: read as \"02\" (one byte)"
+        )
+    );
+}
+
+// Issue 31, item 5: an SoE drive is named for what it is, not refused for its PDO indices.
+#[test]
+fn an_soe_device_is_named_for_its_profile() {
+    let f = read_file(&data("soe.xml")).unwrap();
+    let d = one(&f);
+    let why = d.unsupported_profile().unwrap();
+    assert!(
+        why.starts_with("this is a SoE (Servo Drive over EtherCAT) device; rtcat supports CoE"),
+        "{why}"
+    );
+    let e = d.config_for(&[0x0018, 0x0010]).unwrap_err().to_string();
+    assert_eq!(e, format!("EXS-501: {why}"));
+    assert!(servo().unsupported_profile().is_none());
+    // A CoE device and an index outside the mapping objects: the CoE range is said.
+    let e = servo().config_for(&[0x1234]).unwrap_err().to_string();
+    assert!(e.contains("0x1234 is not a PDO index"), "{e}");
+}
+
+// Issue 31, item 6: a PDO without entries is assigned, never given an empty mapping.
+#[test]
+fn a_pdo_without_entries_gets_no_empty_mapping() {
+    let f = read_file(&data("odd-hex.xml")).unwrap();
+    let block = one(&f).config_for(&[0x1600, 0x1601, 0x1A00]).unwrap();
+    assert!(!block.contains("index = 0x1601"), "{block}");
+    assert!(!block.contains("entries = [\n]"), "{block}");
+    assert!(
+        block.contains("# RxPDO 0x1601 \"Reserved\": no entries (0 bits), assigned only"),
+        "{block}"
+    );
+    let d = device_table(&block);
+    assert_eq!(d["pdo_map"].as_array().unwrap().len(), 2, "{block}");
+}
+
+// Issue 31, item 7: process data on SM0/SM1 of a device without mailbox stay refused, but the
+// error says what the device is and that the master's support is pending.
+#[test]
+fn process_data_on_sm0_says_what_the_device_is() {
+    let f = read_file(&data("passive.xml")).unwrap();
+    for (d, pdo, kind, sm) in [
+        (&f.devices[0], 0x1A00, "TxPDO", 3),
+        (&f.devices[1], 0x1600, "RxPDO", 2),
+    ] {
+        let e = d.config_for(&[pdo]).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{n}: {kind} 0x{pdo:04X} is on SM0: an rtcat configuration assigns {kind}s to \
+                 sm{sm} only ({n} is a device without a mailbox whose process data are on \
+                 SM0/SM1; the master's support for such devices is pending, issue 31)",
+                n = d.name
+            )
+        );
+    }
+}
+
+// Issue 31, items 3 and 4: a module file (root EtherCATModule) reads; a coupler's InfoReference
+// to it is followed; modules go into slots with their index increments.
+#[test]
+fn module_files_and_info_references() {
+    let m = read_file(&data("modular/coupler-modules.xml")).unwrap();
+    assert!(m.devices.is_empty());
+    let names: Vec<&str> = m.modules.iter().map(|m| m.name.as_str()).collect();
+    assert_eq!(names, ["EXM-DI8", "EXM-DO8"]);
+    assert!(m.modules[0].tx_pdos[0].depend_on_slot);
+    assert!(m.modules[0].tx_pdos[0].entries[0].depend_on_slot);
+
+    let f = read_file(&data("modular/coupler.xml")).unwrap();
+    assert_eq!(f.modules.len(), 2, "{:?}", f.modules);
+    assert_eq!(f.modules[1].source.as_deref(), Some("coupler-modules.xml"));
+    let d = one(&f);
+    let sl = d.slots.as_ref().unwrap();
+    assert_eq!((sl.pdo_increment, sl.index_increment), (1, 0x10));
+    assert_eq!(d.slot_positions().len(), 4);
+    // parse() alone lists the reference and reads nothing else.
+    let bytes = std::fs::read(data("modular/coupler.xml")).unwrap();
+    let p = parse(&bytes, "coupler.xml").unwrap();
+    assert!(p.modules.is_empty());
+    assert_eq!(p.references[0].file, "coupler-modules.xml");
+}
+
+fn coupler_with(dir: &std::path::Path, reference: &str) -> PathBuf {
+    let xml = std::fs::read_to_string(data("modular/coupler.xml"))
+        .unwrap()
+        .replace("coupler-modules.xml", reference);
+    let f = dir.join("coupler.xml");
+    std::fs::write(&f, xml).unwrap();
+    f
+}
+
+#[test]
+fn info_references_stay_inside_the_tree_and_are_bounded() {
+    let top = tempfile::tempdir().unwrap();
+    let inner = top.path().join("esi");
+    std::fs::create_dir(&inner).unwrap();
+    let modules = std::fs::read(data("modular/coupler-modules.xml")).unwrap();
+    std::fs::write(top.path().join("outside.xml"), &modules).unwrap();
+    std::fs::write(inner.join("m.xml"), &modules).unwrap();
+    // Relative, inside: followed.
+    let f = read_file(&coupler_with(&inner, "m.xml")).unwrap();
+    assert_eq!(f.modules.len(), 2);
+    // "..", an absolute path and a symbolic link out are refused, naming the reference.
+    let e = read_file(&coupler_with(&inner, "../outside.xml")).unwrap_err();
+    let line = 6;
+    assert_eq!(
+        e.to_string(),
+        format!(
+            "coupler.xml:{line}: InfoReference \"../outside.xml\": it leads outside the \
+             directory of the file given (by \"..\" or a symbolic link): not followed"
+        )
+    );
+    let abs = top.path().join("outside.xml").display().to_string();
+    let e = read_file(&coupler_with(&inner, &abs))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("an absolute path"), "{e}");
+    std::os::unix::fs::symlink(top.path().join("outside.xml"), inner.join("link.xml")).unwrap();
+    let e = read_file(&coupler_with(&inner, "link.xml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("leads outside the directory"), "{e}");
+    // Missing: a warning, the device reads.
+    let f = read_file(&coupler_with(&inner, "gone.xml")).unwrap();
+    assert!(f.modules.is_empty());
+    assert!(
+        f.warnings[0].to_string().contains("\"gone.xml\" not found"),
+        "{:?}",
+        f.warnings
+    );
+    // A file referring to itself is read once; a chain deeper than the bound is refused.
+    let f = read_file(&coupler_with(&inner, "coupler.xml")).unwrap();
+    assert!(f.modules.is_empty());
+    let chain = |k: usize| {
+        format!(
+            "<EtherCATModule><InfoReference>c{}.xml</InfoReference><Modules/></EtherCATModule>",
+            k + 1
+        )
+    };
+    for k in 0..=rtcat_esi::MAX_REFERENCE_DEPTH + 1 {
+        std::fs::write(inner.join(format!("c{k}.xml")), chain(k)).unwrap();
+    }
+    let e = read_file(&coupler_with(&inner, "c0.xml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("references nest deeper than"), "{e}");
+    // Many references: at most MAX_REFERENCES files.
+    let many: String = (0..rtcat_esi::MAX_REFERENCES + 1)
+        .map(|k| format!("<InfoReference>n{k}.xml</InfoReference>"))
+        .collect();
+    for k in 0..=rtcat_esi::MAX_REFERENCES {
+        std::fs::write(
+            inner.join(format!("n{k}.xml")),
+            "<EtherCATModule><Modules/></EtherCATModule>",
+        )
+        .unwrap();
+    }
+    let xml = std::fs::read_to_string(data("modular/coupler.xml"))
+        .unwrap()
+        .replace("<InfoReference>coupler-modules.xml</InfoReference>", &many);
+    std::fs::write(inner.join("many.xml"), xml).unwrap();
+    let e = read_file(&inner.join("many.xml")).unwrap_err().to_string();
+    assert!(e.contains("more than 64 referenced files"), "{e}");
+}
+
+#[test]
+fn modules_in_slots_get_their_index_increments() {
+    let f = read_file(&data("modular-drive.xml")).unwrap();
+    let d = one(&f);
+    let (dev, extra) = d
+        .with_modules(
+            &f.modules,
+            &[(0, "CSP-AXIS".into()), (1, "#x00402002".into())],
+        )
+        .unwrap();
+    assert_eq!(extra, [0x1600, 0x1A00, 0x1611, 0x1A11]);
+    let e: Vec<u16> = dev
+        .pdo(0x1611)
+        .unwrap()
+        .0
+        .entries
+        .iter()
+        .map(|e| e.index)
+        .collect();
+    assert_eq!(e, [0x6840, 0x68FF]);
+    let block = dev.config_for(&extra).unwrap();
+    let t = device_table(&block);
+    assert_eq!(t["output_bytes"].as_integer(), Some(12));
+    assert_eq!(t["input_bytes"].as_integer(), Some(8));
+    for (chosen, want) in [
+        (
+            vec![(1, "CSV-AXIS")],
+            "slot \"Axis A\" needs at least 1 module(s), 0 given",
+        ),
+        (vec![(2, "CSV-AXIS")], "no slot 2: it has slots 0..1"),
+        (
+            vec![(0, "CSP-AXIS"), (0, "CSP-AXIS")],
+            "slot 0 is given twice",
+        ),
+        (vec![(0, "NOPE")], "slot 0: no module \"NOPE\""),
+    ] {
+        let c: Vec<(u32, String)> = chosen.iter().map(|(n, m)| (*n, m.to_string())).collect();
+        let e = d.with_modules(&f.modules, &c).unwrap_err().to_string();
+        assert!(e.contains(want), "{e} (want {want:?})");
+    }
+    // A module the slot does not list is refused, naming what it accepts.
+    let mut ms = f.modules.clone();
+    ms[1].ident = Some(0x99);
+    let e = d
+        .with_modules(&ms, &[(0, "CSV-AXIS".into())])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("slot 0 (\"Axis A\") does not accept module CSV-AXIS (0x00000099); it accepts"),
+        "{e}"
+    );
+    assert!(servo().with_modules(&f.modules, &[]).is_err());
+    // A slot of huge MaxInstances: at most MAX_SLOT_POSITIONS positions, and a slot after them
+    // is said to lie beyond, not to lack a module.
+    let mut big = d.clone();
+    let sl = big.slots.as_mut().unwrap();
+    let mut first = sl.slots[1].clone();
+    first.max_instances = u32::MAX;
+    sl.slots.insert(0, first);
+    assert_eq!(
+        big.slot_positions().len() as u32,
+        rtcat_esi::MAX_SLOT_POSITIONS
+    );
+    let e = big.with_modules(&f.modules, &[]).unwrap_err().to_string();
+    assert!(
+        e.contains("slot \"Axis A\" (line 32) lies beyond the first 1024 slot positions"),
         "{e}"
     );
 }

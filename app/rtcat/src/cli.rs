@@ -229,9 +229,29 @@ pub struct EsiArgs {
     /// Choose the revision (a file often carries several revisions of a product)
     #[arg(long, value_name = "REV", value_parser = parse_esi_number)]
     pub revision: Option<u32>,
-    /// Print the rtcat [[device]] block assigning these PDOs (e.g. 0x1600 0x1A00)
-    #[arg(long, value_name = "PDO", num_args = 1.., value_parser = parse_pdo_index)]
+    /// Print the rtcat [[device]] block assigning these PDOs (e.g. 0x1600 0x1A00); a modular
+    /// device's modules (--slot) add theirs
+    #[arg(long, value_name = "PDO", num_args = 0.., value_parser = parse_pdo_index)]
     pub emit_config: Option<Vec<u16>>,
+    /// Put a module into a slot of a modular device: slot number = module type name or
+    /// ModuleIdent (repeat per slot; with --emit-config)
+    #[arg(long, value_name = "N=MODULE", requires = "emit_config", value_parser = parse_slot)]
+    pub slot: Vec<(u32, String)>,
+}
+
+/// `N=MODULE`: a slot number and a module's type name or ident.
+pub fn parse_slot(s: &str) -> Result<(u32, String), String> {
+    let (n, m) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not N=MODULE (a slot number, '=', a module)"))?;
+    let n = rtcat_esi::parse_number(n)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("{s:?}: {n:?} is not a slot number"))?;
+    let m = m.trim();
+    if m.is_empty() {
+        return Err(format!("{s:?}: no module after '='"));
+    }
+    Ok((n, m.to_string()))
 }
 
 /// A number as ESI files and their users write it: decimal, `0x..` or `#x..`.
@@ -241,14 +261,14 @@ pub fn parse_esi_number(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("{s:?} is not a 32-bit number (decimal, 0x.. or #x..)"))
 }
 
-/// A PDO index, 0x1600..=0x1BFF: the RxPDO (0x1600..0x17FF) and TxPDO (0x1A00..0x1BFF)
-/// mapping objects of the CoE communication area (ETG.1000.6, object dictionary).
+/// A PDO index: any 16-bit number here. Whether it is a CoE mapping object (RxPDOs
+/// 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF, ETG.1000.6) is checked against the chosen device, so
+/// that a device of another profile (an SoE drive's AT/MDT) is named for what it is.
 pub fn parse_pdo_index(s: &str) -> Result<u16, String> {
     match rtcat_esi::parse_number(s) {
-        Some(v @ 0x1600..=0x1BFF) => Ok(v as u16),
-        Some(_) => Err(format!(
-            "{s:?} is not a PDO index (RxPDOs 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF)"
-        )),
+        Some(v) => u16::try_from(v).map_err(|_| {
+            format!("{s:?} is not a PDO index (RxPDOs 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF)")
+        }),
         None => Err(format!("{s:?} is not a number (decimal, 0x.. or #x..)")),
     }
 }

@@ -44,6 +44,18 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
             Fail::Runtime(e.to_string())
         }
     })?;
+    // Repairs the reader made (a one-digit DefaultData, ...): said, not hidden; a file with
+    // thousands of them says the count.
+    const SHOWN: usize = 20;
+    for w in file.warnings.iter().take(SHOWN) {
+        crate::say!("rtcat: warning: {w}");
+    }
+    if file.warnings.len() > SHOWN {
+        crate::say!(
+            "rtcat: warning: ... and {} more like these",
+            file.warnings.len() - SHOWN
+        );
+    }
     let fname = a.file.display().to_string();
     let selected = select(&file, a, &fname)?;
     if a.json {
@@ -61,8 +73,14 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
             [d] => d,
             [] => return Err(Fail::Usage(format!("{fname}: describes no device"))),
             many => {
-                let hint = if (a.device.is_some() || a.product.is_some()) && a.revision.is_none() {
-                    "choose one with --revision"
+                let same_product = many
+                    .iter()
+                    .all(|d| d.name == many[0].name && d.product_code == many[0].product_code);
+                let hint = if same_product && a.revision.is_none() {
+                    "they differ only by revision: choose one with --revision REV"
+                } else if same_product {
+                    "they have the same type, product code and revision: the file describes one \
+                     device twice"
                 } else {
                     "choose one with --device NAME or --product ID"
                 };
@@ -73,9 +91,33 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
                 )));
             }
         };
-        let block = d
-            .config_for(pdos)
-            .map_err(|e| Fail::Usage(format!("{fname}: {e}")))?;
+        let block = if d.slots.is_some() {
+            let (dev, extra) = d
+                .with_modules(&file.modules, &a.slot)
+                .map_err(|e| Fail::Usage(format!("{fname}: {e}")))?;
+            // The device's own mandatory PDOs, then the modules' default ones.
+            let mut all = pdos.clone();
+            let own = d.rx_pdos.iter().chain(&d.tx_pdos).filter(|p| p.mandatory);
+            for i in own.map(|p| p.index).chain(extra) {
+                if !all.contains(&i) {
+                    all.push(i);
+                }
+            }
+            dev.config_for(&all)
+        } else if !a.slot.is_empty() {
+            return Err(Fail::Usage(format!(
+                "{fname}: {} has no slots (not a modular device): --slot does not apply",
+                d.name
+            )));
+        } else if pdos.is_empty() {
+            return Err(Fail::Usage(format!(
+                "{fname}: --emit-config needs the PDOs to assign (e.g. --emit-config 0x1600 \
+                 0x1A00); only a modular device's modules (--slot) bring their own"
+            )));
+        } else {
+            d.config_for(pdos)
+        }
+        .map_err(|e| Fail::Usage(format!("{fname}: {e}")))?;
         return Ok(block);
     }
     let mut s = String::new();
@@ -118,6 +160,18 @@ fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Dev
         (None, Some(p)) => Some(format!("product code 0x{p:08X}")),
         (None, None) => None,
     };
+    if let Some(n) = &a.device
+        && v.is_empty()
+        && let Some(p) = file.passive.iter().find(|p| p.name.eq_ignore_ascii_case(n))
+    {
+        return Err(Fail::Usage(format!(
+            "{fname}: {} ({}, line {}) is a passive device: no EtherCAT slave controller and no \
+             product code; it does not appear on the bus and takes no configuration",
+            p.name,
+            p.display_name(),
+            p.line
+        )));
+    }
     if let Some(w) = &what
         && v.is_empty()
     {
@@ -153,9 +207,14 @@ fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Dev
 }
 
 fn list(s: &mut String, f: &EsiFile, fname: &str) {
+    let passive = if f.passive.is_empty() {
+        String::new()
+    } else {
+        format!(", {} passive", f.passive.len())
+    };
     let _ = writeln!(
         s,
-        "{fname}: vendor 0x{:08X} {:?}, {} devices, {} modules",
+        "{fname}: vendor 0x{:08X} {:?}, {} devices{passive}, {} modules",
         f.vendor.id,
         f.vendor.name,
         f.devices.len(),
@@ -182,15 +241,56 @@ fn list(s: &mut String, f: &EsiFile, fname: &str) {
             d.display_name()
         );
     }
+    for p in &f.passive {
+        let _ = writeln!(
+            s,
+            "  {:w$}  passive (no ESC: not on the bus, not configured)  {}",
+            p.name,
+            p.display_name()
+        );
+    }
     for m in &f.modules {
         let id = m
             .ident
             .map(|i| format!("0x{i:08X}"))
             .unwrap_or_else(|| "-".into());
-        let _ = writeln!(s, "  module {} ({id}): {}", m.name, m.display_name);
+        let src = m
+            .source
+            .as_ref()
+            .map(|f| format!("  [from {f}]"))
+            .unwrap_or_default();
+        let _ = writeln!(s, "  module {} ({id}): {}{src}", m.name, m.display_name);
     }
     if f.devices.len() > 1 {
         let _ = writeln!(s, "Show one with --device NAME or --product ID.");
+    }
+    // Revisions of one product: --device and --product cannot separate them. (A map, not a
+    // scan per device: a file may hold very many devices.)
+    let mut order: Vec<(&str, u32)> = Vec::new();
+    let mut revs: std::collections::HashMap<(&str, u32), Vec<String>> = Default::default();
+    for d in &f.devices {
+        let key = (d.name.as_str(), d.product_code);
+        let r = d
+            .revision
+            .map(|r| format!("0x{r:08X}"))
+            .unwrap_or_else(|| "-".into());
+        revs.entry(key)
+            .or_insert_with(|| {
+                order.push(key);
+                Vec::new()
+            })
+            .push(r);
+    }
+    for key in order {
+        if let Some(r) = revs.get(&key).filter(|r| r.len() > 1) {
+            let _ = writeln!(
+                s,
+                "{} comes in {} revisions ({}): choose one with --revision REV.",
+                key.0,
+                r.len(),
+                r.join(", ")
+            );
+        }
     }
 }
 
@@ -205,6 +305,9 @@ fn show(s: &mut String, f: &EsiFile, d: &Device) {
         d.name, d.product_code, d.vendor_id, f.vendor.name
     );
     let _ = writeln!(s, "  name: {}  (line {})", d.display_name(), d.line);
+    if let Some(why) = d.unsupported_profile() {
+        let _ = writeln!(s, "  profile: {why}");
+    }
     if let Some(g) = &d.group {
         let _ = writeln!(s, "  group: {g}");
     }
@@ -262,6 +365,47 @@ fn show(s: &mut String, f: &EsiFile, d: &Device) {
     }
     pdos(s, "RxPDOs (outputs)", &d.rx_pdos);
     pdos(s, "TxPDOs (inputs)", &d.tx_pdos);
+    if let Some(sl) = &d.slots {
+        let _ = writeln!(
+            s,
+            "  slots (modular device; per slot number: PDO index +0x{:X}, object index +0x{:X}):",
+            sl.pdo_increment, sl.index_increment
+        );
+        // The first and last position number of each Slot element (one pass).
+        let mut span: Vec<(Option<u32>, Option<u32>)> = vec![(None, None); sl.slots.len()];
+        for (n, i) in d.slot_positions() {
+            let e = &mut span[i];
+            e.0 = e.0.or(Some(n));
+            e.1 = Some(n);
+        }
+        for (slot, (first, last)) in sl.slots.iter().zip(&span) {
+            let range = match (first, last) {
+                (Some(a), Some(b)) if a == b => format!("{a}"),
+                (Some(a), Some(b)) => format!("{a}..{b}"),
+                _ => "-".into(),
+            };
+            let inc = match (slot.pdo_increment, slot.index_increment) {
+                (None, None) => String::new(),
+                (p, i) => format!(
+                    "  (PDO +0x{:X}, object +0x{:X})",
+                    p.unwrap_or(sl.pdo_increment),
+                    i.unwrap_or(sl.index_increment)
+                ),
+            };
+            let _ = writeln!(
+                s,
+                "    slot {range} {:?}  {}..{} module(s){inc}: accepts {}",
+                slot.name,
+                slot.min_instances,
+                slot.max_instances,
+                rtcat_esi::accepts(slot, &f.modules)
+            );
+        }
+        let _ = writeln!(
+            s,
+            "  choose modules with --emit-config [PDO...] --slot N=MODULE ..."
+        );
+    }
     match &d.dictionary {
         Some(dict) => {
             let _ = writeln!(

@@ -87,6 +87,13 @@ fn several_devices_are_listed_and_selected() {
         "{s}"
     );
     assert!(s.contains("module EX3102-CH (0x00001000): Channel"), "{s}");
+    // Issue 31, item 6: the listing says the devices differ only by revision.
+    assert!(
+        s.contains(
+            "EX3102 comes in 2 revisions (0x00100000, 0x00110000): choose one with --revision REV."
+        ),
+        "{s}"
+    );
     let s = ok(&[&f, "--product", "#x0c1e3052", "--revision", "0x00110000"]);
     assert!(
         s.starts_with("EX3102  product 0x0C1E3052  revision 0x00110000"),
@@ -109,12 +116,12 @@ fn several_devices_are_listed_and_selected() {
         &[&f, "--emit-config", "0x1A02"],
         &[
             "2 devices match (EX3102 rev 0x00100000, EX3102 rev 0x00110000)",
-            "--device NAME or --product ID",
+            "they differ only by revision: choose one with --revision REV",
         ],
     );
     usage(
         &[&f, "--device", "EX3102", "--emit-config", "0x1A02"],
-        &["choose one with --revision"],
+        &["they differ only by revision: choose one with --revision REV"],
     );
     // An exclusion between chosen PDOs.
     usage(
@@ -315,7 +322,11 @@ fn bad_input_exits_2_naming_the_value() {
     usage(&[&servo, "--revision", "7"], &["no revision 0x00000007"]);
     usage(
         &[&servo, "--emit-config", "0x1234"],
-        &["\"0x1234\" is not a PDO index"],
+        &["SERVO-COE: 0x1234 is not a PDO index"],
+    );
+    usage(
+        &[&servo, "--emit-config", "0x10000"],
+        &["\"0x10000\" is not a PDO index"],
     );
     usage(
         &[&servo, "--emit-config", "#xZZ"],
@@ -389,4 +400,164 @@ fn entries_the_master_cannot_map_are_not_emitted() {
         assert!(text.contains(&format!("has BitLen {bits}")), "{text}");
         rtcat_master::Config::parse(&text, "emitted").unwrap_or_else(|e| panic!("{e}\n{text}"));
     }
+}
+
+/// `rtcat esi` with its stderr (for the warnings), exit 0.
+fn ok_err(args: &[&str]) -> (String, String) {
+    let o = esi(args);
+    let err = String::from_utf8_lossy(&o.stderr).into_owned();
+    assert_eq!(o.status.code(), Some(0), "{args:?}: {err}");
+    (String::from_utf8(o.stdout).unwrap(), err)
+}
+
+// Issue 31, items 1 and 7: passive devices listed and refused for configuration by name; the
+// active ones of the same file shown; SM0/SM1 process data refused saying what the device is.
+#[test]
+fn passive_devices_and_mailboxless_terminals() {
+    let f = data("passive.xml");
+    let s = ok(&[&f]);
+    assert!(s.contains("2 devices, 2 passive, 0 modules"), "{s}");
+    assert!(
+        s.contains(
+            "EX9011  passive (no ESC: not on the bus, not configured)  EX9011 Bus end cover cap"
+        ),
+        "{s}"
+    );
+    assert!(s.contains("EX1008  0x03F03052  0x00120000"), "{s}");
+    let s = ok(&[&f, "--device", "EX1008"]);
+    assert!(s.contains("mailbox: none"), "{s}");
+    usage(
+        &[&f, "--device", "ex9100", "--emit-config", "0x1600"],
+        &["EX9100 (EX9100 Potential feed terminal 24 V, line 28) is a passive device"],
+    );
+    usage(
+        &[&f, "--device", "EX1008", "--emit-config", "0x1A00"],
+        &[
+            "EX1008 is a device without a mailbox whose process data are on SM0/SM1; the \
+           master's support for such devices is pending",
+        ],
+    );
+}
+
+// Issue 31, items 2 and 6: a one-digit DefaultData is a warning on stderr, the output is the
+// same; a PDO without entries is assigned without an empty mapping, and the master takes it.
+#[test]
+fn odd_hex_warns_and_empty_pdos_are_assigned_only() {
+    let f = data("odd-hex.xml");
+    let (s, err) = ok_err(&[&f]);
+    assert!(s.starts_with("EXD-100  product 0x00040001"), "{s}");
+    assert!(
+        err.contains("rtcat: warning: odd-hex.xml:85: Device/Profile/Dictionary/Objects/Object/Info/DefaultData: object 0x6061: \"2\" has one hex digit"),
+        "{err}"
+    );
+    let (text, _) = ok_err(&[&f, "--emit-config", "0x1600", "0x1601", "0x1A00"]);
+    assert!(!text.contains("entries = [\n]"), "{text}");
+    assert!(
+        text.contains("pdo_assign = { sm2 = [0x1600, 0x1601], sm3 = [0x1A00] }"),
+        "{text}"
+    );
+    let cfg =
+        rtcat_master::Config::parse(&text, "odd-hex").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(cfg.device[0].pdo_map.len(), 2, "{text}");
+}
+
+// Issue 31, item 5: an SoE drive's AT/MDT indices pass argument parsing; the device is named.
+#[test]
+fn an_soe_drive_is_named_for_its_profile() {
+    let f = data("soe.xml");
+    let s = ok(&[&f]);
+    assert!(
+        s.contains("profile: this is a SoE (Servo Drive over EtherCAT) device; rtcat supports CoE"),
+        "{s}"
+    );
+    assert!(s.contains("0x0018 \"MDT\"  SM2  16 bits  [fixed]"), "{s}");
+    usage(
+        &[&f, "--emit-config", "0x0018", "0x0010"],
+        &["EXS-501: this is a SoE (Servo Drive over EtherCAT) device; rtcat supports CoE"],
+    );
+}
+
+// Issue 31, items 3 and 4: a coupler whose modules are in a referenced module file, and a
+// two-axis drive: slots listed with the modules they accept; --slot chooses the module set and
+// the block is one the master takes.
+#[test]
+fn modular_devices_list_slots_and_emit_a_chosen_module_set() {
+    let c = data("modular/coupler.xml");
+    let s = ok(&[&c]);
+    assert!(
+        s.contains("slots (modular device; per slot number: PDO index +0x1, object index +0x10):"),
+        "{s}"
+    );
+    assert!(
+        s.contains("slot 0..3 \"I/O module\"  1..4 module(s): accepts EXM-DI8 (0x00001008, default), EXM-DO8 (0x00002008)"),
+        "{s}"
+    );
+    let text = ok(&[
+        &c,
+        "--emit-config",
+        "--slot",
+        "0=EXM-DI8",
+        "--slot",
+        "1=#x2008",
+        "--slot",
+        "3=exm-di8",
+    ]);
+    let d = device_of(&text);
+    let a = d["pdo_assign"].as_table().unwrap();
+    assert_eq!(
+        (ints(&a["sm2"]), ints(&a["sm3"])),
+        (vec![0x1601], vec![0x1BFF, 0x1A00, 0x1A03]),
+        "{text}"
+    );
+    assert_eq!(
+        (
+            d["output_bytes"].as_integer(),
+            d["input_bytes"].as_integer()
+        ),
+        (Some(1), Some(4))
+    );
+    assert_eq!(
+        map_entries(&d, 0x1601),
+        vec![("0x7010:01:8".into(), Some("Outputs".into()))]
+    );
+    rtcat_master::Config::parse(&text, "coupler").unwrap_or_else(|e| panic!("{e}\n{text}"));
+
+    let f = data("modular-drive.xml");
+    let text = ok(&[
+        &f,
+        "--emit-config",
+        "--slot",
+        "0=CSP-AXIS",
+        "--slot",
+        "1=CSV-AXIS",
+    ]);
+    let d = device_of(&text);
+    assert_eq!(
+        map_entries(&d, 0x1611),
+        vec![
+            ("0x6840:00:16".into(), Some("Controlword".into())),
+            ("0x68FF:00:32".into(), Some("Target velocity".into()))
+        ]
+    );
+    rtcat_master::Config::parse(&text, "drive").unwrap_or_else(|e| panic!("{e}\n{text}"));
+    usage(
+        &[&f, "--emit-config", "--slot", "1=CSV-AXIS"],
+        &["EXD-200: slot \"Axis A\" needs at least 1 module(s)"],
+    );
+    usage(&[&f, "--slot", "0=CSP-AXIS"], &["--emit-config"]);
+    usage(
+        &[&f, "--emit-config", "--slot", "zero"],
+        &["\"zero\" is not N=MODULE"],
+    );
+    usage(
+        &[
+            &example("SERVO-COE.xml"),
+            "--emit-config",
+            "0x1600",
+            "0x1A00",
+            "--slot",
+            "0=X",
+        ],
+        &["SERVO-COE has no slots (not a modular device)"],
+    );
 }
