@@ -277,7 +277,10 @@ install_debian_kernel() {
 	local r=$1 pkg=${2%%=*} ver=${2#*=} dl rel init m
 	dl=$(mktemp -d)
 	(cd "$dl" && apt-get "${AOPT[@]}" download "$pkg=$ver" busybox-static >/dev/null) || { rm -rf "$dl"; return 1; }
-	dpkg-deb -x "$dl/${pkg}_"*.deb "$r"
+	# --keep-directory-symlink: the package's ./lib/modules goes through the rootfs' /lib ->
+	# usr/lib link (merged /usr) instead of replacing it with a directory
+	dpkg-deb --fsys-tarfile "$dl/${pkg}_"*.deb | tar -x --keep-directory-symlink -C "$r"
+	[ -L "$r/lib" ] || [ ! -e "$r/usr/lib/aarch64-linux-gnu" ] || { rm -rf "$dl"; echo "unpacking $pkg replaced the rootfs' /lib link" >&2; return 1; }
 	rel=$(find "$r/boot" -maxdepth 1 -name 'vmlinuz-*-rt-arm64' -printf '%f\n' | sed 's/^vmlinuz-//' | sort | tail -1)
 	[ -n "$rel" ] || { rm -rf "$dl"; echo "$pkg has no /boot/vmlinuz-*-rt-arm64" >&2; return 1; }
 	depmod -b "$r" "$rel"
