@@ -346,6 +346,9 @@ impl StatusThread {
                 let mut last_checkpoint = Instant::now();
                 let mut last_extend: Option<Instant> = None;
                 let mut last_cycles = 0u64;
+                // The shutdown line closes the record: it is held until the last pass, after
+                // the counts of what was suppressed.
+                let mut last_line: Option<String> = None;
                 loop {
                     let stopping = stop2.load(Ordering::Acquire);
                     // Space first: what is about to be written must not take the results' room.
@@ -373,6 +376,10 @@ impl StatusThread {
                             continue;
                         }
                         let line = format!("{} cycle={} {text}", e.unix_ns, e.cycle);
+                        if kind_of(&text) == "shutdown" {
+                            last_line = Some(line);
+                            continue;
+                        }
                         if !log.line(format_args!("{line}"), &mut health) {
                             health.h.events_dropped += 1;
                         }
@@ -400,6 +407,14 @@ impl StatusThread {
                             health.h.events_dropped += 1;
                         }
                         say!("rtcat: {line} (more than {EVENT_RATE}/s of one kind)");
+                    }
+                    if stopping && let Some(line) = last_line.take() {
+                        if !log.line(format_args!("{line}"), &mut health) {
+                            health.h.events_dropped += 1;
+                        }
+                        if echo_events {
+                            say!("rtcat: event {line}");
+                        }
                     }
                     let dc_on = live.dc.enabled.load(Ordering::Relaxed) == 1;
                     while let Ok(s) = samples.pop() {

@@ -578,4 +578,7 @@ fn refused_writes_are_recorded_and_a_flood_is_rate_limited_with_a_count() {
         .map(|(_, n)| n.trim().parse::<u64>().unwrap())
         .sum();
     assert_eq!(r.len() as u64 + suppressed, n, "{log}");
+    // The record still ends with the shutdown line, after the last count.
+    let last = log.lines().last().unwrap_or("");
+    assert!(last.contains("shutdown outputs=0 segment=INIT"), "{last}");
 }
