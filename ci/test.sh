@@ -88,9 +88,9 @@ rust_checks() {
 	export RTCAT_WORKSPACE_CHECKED=1
 }
 
-# The system test's base rootfs (debootstrap through qemu-user, Debian's RT kernel and its
-# initramfs: downloads and one emulated CPU) is prepared in the background while the image
-# area runs, once the timing-sensitive tests are behind us; the system area waits for it.
+# The system test's base rootfs (debootstrap through qemu-user: downloads and one emulated CPU)
+# is prepared in the background while the image area runs, once the timing-sensitive tests
+# are behind us; the system area waits for it.
 rootfs_pid=""
 rootfs_log="$RTCAT_TOP/out/system-rootfs.log"
 rootfs_background() {
