@@ -73,17 +73,6 @@ checkpatch() {
 	done
 }
 
-# private_apt DIR "deb ..." ...: an apt configuration of its own under DIR (aopt), to download
-# (never install) packages of another Debian release; returns 1 if its lists cannot be fetched.
-private_apt() {
-	local dir=$1
-	shift
-	mkdir -p "$dir/lists/partial" "$dir/archives/partial"
-	printf '%s\n' "$@" >"$dir/sources.list"
-	aopt=(-o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir")
-	apt-get "${aopt[@]}" update -qq >"$dir/update.log" 2>&1
-}
 
 # unpack_deb_source DEB TARBALL DIR VERSION: the kernel tarball inside a linux-source .deb,
 # unpacked to DIR once per VERSION.

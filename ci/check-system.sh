@@ -250,22 +250,19 @@ kernel() {
 # The arm64 package lists of bookworm(-backports) in a private apt configuration (the host's own
 # lists are amd64's): versions, dependencies and downloads of the guest's packages.
 arm64_apt() {
-	local dir="$cache/apt-arm64"
-	mkdir -p "$dir/lists/partial" "$dir/archives/partial"
-	printf '%s\n' "deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR bookworm main" \
-		"deb [arch=arm64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $MIRROR bookworm-backports main" >"$dir/sources.list"
-	AOPT=(-o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir" -o APT::Architecture=arm64 -o APT::Architectures=arm64)
-	apt-get "${AOPT[@]}" update -qq >"$out/apt-arm64.log" 2>&1 || { cat "$out/apt-arm64.log" >&2; die "cannot read Debian's arm64 package lists"; }
+	local keyring=signed-by=/usr/share/keyrings/debian-archive-keyring.gpg
+	private_apt --arch arm64 "$cache/apt-arm64" "deb [arch=arm64 $keyring] $MIRROR bookworm main" \
+		"deb [arch=arm64 $keyring] $MIRROR bookworm-backports main" ||
+		{ cat "$cache/apt-arm64/update.log" >&2; die "cannot read Debian's arm64 package lists"; }
 }
 # debian_rt_package: the kernel image package Debian's linux-image-rt-arm64 (bookworm-backports)
 # depends on now, with its version ("NAME=VERSION"); after arm64_apt.
 debian_rt_package() {
 	local pkg
-	pkg=$(apt-cache "${AOPT[@]}" depends -t bookworm-backports "$DEBIAN_RT_KERNEL" 2>/dev/null |
+	pkg=$(apt-cache "${aopt[@]}" depends -t bookworm-backports "$DEBIAN_RT_KERNEL" 2>/dev/null |
 		sed -n 's/^ *Depends: \(linux-image-[0-9][^ ]*-rt-arm64\)$/\1/p' | head -1)
 	[ -n "$pkg" ] || return 0
-	echo "$pkg=$(apt-cache "${AOPT[@]}" policy "$pkg" | sed -n 's/^ *Candidate: //p')"
+	echo "$pkg=$(apt-cache "${aopt[@]}" policy "$pkg" | sed -n 's/^ *Candidate: //p')"
 }
 
 # install_debian_kernel ROOT NAME=VERSION: Debian's PREEMPT_RT kernel in ROOT, and an initramfs
@@ -276,7 +273,7 @@ debian_rt_package() {
 install_debian_kernel() {
 	local r=$1 pkg=${2%%=*} ver=${2#*=} dl rel init m
 	dl=$(mktemp -d)
-	(cd "$dl" && apt-get "${AOPT[@]}" download "$pkg=$ver" busybox-static >/dev/null) || { rm -rf "$dl"; return 1; }
+	(cd "$dl" && apt-get "${aopt[@]}" download "$pkg=$ver" busybox-static >/dev/null) || { rm -rf "$dl"; return 1; }
 	# --keep-directory-symlink: the package's ./lib/modules goes through the rootfs' /lib ->
 	# usr/lib link (merged /usr) instead of replacing it with a directory
 	dpkg-deb --fsys-tarfile "$dl/${pkg}_"*.deb | tar -x --keep-directory-symlink -C "$r"
@@ -285,7 +282,7 @@ install_debian_kernel() {
 	[ -n "$rel" ] || { rm -rf "$dl"; echo "$pkg has no /boot/vmlinuz-*-rt-arm64" >&2; return 1; }
 	depmod -b "$r" "$rel"
 	init="$dl/initramfs"
-	mkdir -p "$init"/{bin,dev,lib,proc,sys,root}
+	mkdir -p "$init"/{bin,dev,lib,proc,sys,newroot}
 	dpkg-deb -x "$dl/"busybox-static_*.deb "$dl/bb"
 	cp "$dl/bb/bin/busybox" "$init/bin/busybox"
 	mknod -m 600 "$init/dev/console" c 5 1
@@ -313,10 +310,10 @@ mount -t devtmpfs devtmpfs /dev
 for m in $(cat /modules); do insmod "/lib/$m" || echo "initramfs: insmod $m failed"; done
 i=0
 while [ ! -b /dev/vda ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-mount -t ext4 -o rw /dev/vda /root || { echo "initramfs: cannot mount /dev/vda"; exec sh; }
+mount -t ext4 -o rw /dev/vda /newroot || { echo "initramfs: cannot mount /dev/vda"; exec sh; }
 umount /proc /sys
-mount --move /dev /root/dev
-exec switch_root /root /sbin/init
+mount --move /dev /newroot/dev
+exec switch_root /newroot /sbin/init
 INIT
 	chmod 755 "$init/init"
 	(cd "$init" && find . | cpio -o -H newc --quiet) | gzip -1 >"$r/boot/initrd.img-$rel"

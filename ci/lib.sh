@@ -34,6 +34,24 @@ host_rtcat() {
 	echo "$bin"
 }
 
+# private_apt [--arch ARCH] DIR "deb ..." ...: an apt configuration of its own under DIR (its
+# options in the array aopt), to look up and download (never install) packages of another
+# Debian release or architecture; returns 1 if its lists cannot be fetched (log: DIR/update.log).
+private_apt() {
+	local arch=()
+	if [ "$1" = --arch ]; then
+		arch=(-o "APT::Architecture=$2" -o "APT::Architectures=$2")
+		shift 2
+	fi
+	local dir=$1
+	shift
+	mkdir -p "$dir/lists/partial" "$dir/archives/partial"
+	printf '%s\n' "$@" >"$dir/sources.list"
+	aopt=(-o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
+		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir" "${arch[@]}")
+	apt-get "${aopt[@]}" update -qq >"$dir/update.log" 2>&1
+}
+
 _apt_updated=""
 # ensure_apt PKG...: install the Debian packages that are not installed yet.
 ensure_apt() {
