@@ -10,6 +10,17 @@ use std::time::{Duration, Instant};
 
 const SAFE: u64 = 0x77;
 
+/// `rtcat bench --sim --shm NAME --duration SECS --out OUT` (`--no-rt` unless root).
+fn bench(name: &str, secs: &str, out: &std::path::Path) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
+    cmd.args(["bench", "--sim", "--shm", name, "--duration", secs, "--out"])
+        .arg(out);
+    if !nix::unistd::geteuid().is_root() {
+        cmd.arg("--no-rt");
+    }
+    cmd
+}
+
 fn wait_for(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
     let end = Instant::now() + Duration::from_secs_f64(secs);
     while !f() {
@@ -36,25 +47,13 @@ fn bench_sim_shm_client_drives_an_output_and_sees_it_echoed() {
     )
     .unwrap();
     let out = dir.path().join("out");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
-    cmd.args([
-        "bench",
-        "--sim",
-        "--shm",
-        &name,
-        "--duration",
-        "3",
-        "--config",
-    ])
-    .arg(&cfg)
-    .arg("--out")
-    .arg(&out)
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
-    if !nix::unistd::geteuid().is_root() {
-        cmd.arg("--no-rt");
-    }
-    let child = cmd.spawn().unwrap();
+    let child = bench(&name, "3", &out)
+        .arg("--config")
+        .arg(&cfg)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
 
     let mut client = None;
     wait_for(
@@ -211,11 +210,7 @@ fn a_name_taken_by_another_user_does_not_stop_the_master() {
     }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let r = Command::new(env!("CARGO_BIN_EXE_rtcat"))
-        .args(["bench", "--sim", "--shm", &name, "--duration", "2", "--out"])
-        .arg(&out)
-        .output()
-        .unwrap();
+    let r = bench(&name, "2", &out).output().unwrap();
     let stderr = String::from_utf8_lossy(&r.stderr);
     let planted = std::fs::read(&path);
     let _ = std::fs::remove_file(&path);
@@ -236,15 +231,11 @@ fn a_truncated_object_does_not_stop_the_master() {
     let name = format!("rtcat-e2e-trunc-{}", std::process::id());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
-    cmd.args(["bench", "--sim", "--shm", &name, "--duration", "3", "--out"])
-        .arg(&out)
+    let child = bench(&name, "3", &out)
         .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    if !nix::unistd::geteuid().is_root() {
-        cmd.arg("--no-rt");
-    }
-    let child = cmd.spawn().unwrap();
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
     wait_for("the object to be LIVE", 10.0, || {
         Client::attach(&name).is_ok_and(|c| c.state() == State::Live && c.snapshot().is_ok())
     });

@@ -5,10 +5,7 @@
 mod common;
 
 use common::*;
-use rtcat_shm::{
-    Client, DeclaredWriter, Error, Hold, OutputEntry, Publisher, PublisherConfig, Value, read_bits,
-    write_bits,
-};
+use rtcat_shm::{Client, Error, Hold, OutputEntry, Publisher, Value, read_bits, write_bits};
 
 /// `awkward()`'s rows, with `f` applied to each (row index, entry).
 fn create(n: &Name, f: impl Fn(usize, &mut OutputEntry)) -> Result<Publisher, Error> {
@@ -18,19 +15,7 @@ fn create(n: &Name, f: impl Fn(usize, &mut OutputEntry)) -> Result<Publisher, Er
     for (i, r) in rows.iter_mut().enumerate() {
         f(i, r);
     }
-    Publisher::create(&PublisherConfig {
-        name: &n.0,
-        gid: None,
-        generation: 1,
-        period_ns: 1_000_000,
-        subdevices: 2,
-        input_bytes: 12,
-        output_bytes: 16,
-        layout_json: json.as_bytes(),
-        entries: &rows,
-        writers: &[] as &[DeclaredWriter],
-        writer_timeout_cycles: 10,
-    })
+    publish(&n.0, &json, &rows, &[], 10, 1)
 }
 
 // Row 3 is "1:Channel 1.Setpoint", INT32 at output bit 24; "0:Inputs.Counter" is the 32-bit

@@ -1,7 +1,7 @@
 //! Test helpers: unique object names, a synthetic layout, raw access to an object.
 #![allow(dead_code)]
 
-use rtcat_shm::{DeclaredWriter, OutputEntry, Publisher, PublisherConfig};
+use rtcat_shm::{DeclaredWriter, Error, OutputEntry, Publisher, PublisherConfig};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 /// A name no other test (or test run) uses; unlinked by [`Name`]'s drop.
@@ -133,7 +133,21 @@ pub fn make(
             name: n.to_string(),
         })
         .collect();
-    let publisher = Publisher::create(&PublisherConfig {
+    let publisher = publish(name, &json, &rows, &writers, timeout, generation).expect("create");
+    Made { publisher, json }
+}
+
+/// The object of the test geometry (2 subdevices, 12 input and 16 output bytes, 1 ms) with
+/// these rows and declared writers.
+pub fn publish(
+    name: &str,
+    json: &str,
+    rows: &[OutputEntry],
+    writers: &[DeclaredWriter],
+    timeout: u64,
+    generation: u32,
+) -> Result<Publisher, Error> {
+    Publisher::create(&PublisherConfig {
         name,
         gid: None,
         generation,
@@ -142,12 +156,10 @@ pub fn make(
         input_bytes: 12,
         output_bytes: 16,
         layout_json: json.as_bytes(),
-        entries: &rows,
-        writers: &writers,
+        entries: rows,
+        writers,
         writer_timeout_cycles: timeout,
     })
-    .expect("create");
-    Made { publisher, json }
 }
 
 /// Write raw bytes into an object (what any process with write access can do).
