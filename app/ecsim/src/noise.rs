@@ -25,8 +25,8 @@ pub fn exited_ok(what: &str, status: std::process::ExitStatus, stderr: &str) -> 
     if status.success() {
         return Ok(());
     }
-    let timed_out = stderr.to_ascii_lowercase().contains("timeout")
-        || stderr.to_ascii_lowercase().contains("timed out");
+    let lower = stderr.to_ascii_lowercase();
+    let timed_out = lower.contains("timeout") || lower.contains("timed out");
     assert!(timed_out, "{what}: {status}: {stderr}");
     let last = stderr
         .lines()

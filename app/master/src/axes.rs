@@ -304,13 +304,6 @@ pub fn bound_position(c: &AxisConfig, subs: &[crate::layout::Subdevice]) -> Opti
         .map(|s| s.position)
 }
 
-/// The output objects (index, subindex 0) through which a drive is commanded: controlword,
-/// mode, position/velocity/torque targets and their offsets. Those of a drive an axis is bound
-/// to belong to the axis (its limits, enable policy and no-jump rule), never to a client.
-pub const COMMAND_OBJECTS: &[u16] = &[
-    0x6040, 0x6060, 0x607a, 0x60ff, 0x6071, 0x60b0, 0x60b1, 0x60b2,
-];
-
 /// The axes of a configuration.
 #[derive(Debug, Clone, Default)]
 pub struct Axes {

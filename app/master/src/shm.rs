@@ -342,7 +342,7 @@ pub fn plan(
             .find(|&&(_, p)| {
                 p == e.position
                     && e.subindex == 0
-                    && crate::axes::COMMAND_OBJECTS.contains(&e.index)
+                    && crate::axis::COMMAND_OBJECTS.contains(&e.index)
             })
             .map(|&(a, _)| a)
     };

@@ -181,6 +181,20 @@ pub const STATUSWORD: (u16, u8, u8) = (0x6041, 0, 16);
 /// Controlword 0x6040:00, 16 bits.
 pub const CONTROLWORD: (u16, u8, u8) = (0x6040, 0, 16);
 
+/// The output objects (index, subindex 0) through which a drive is commanded: controlword,
+/// mode, position/velocity/torque targets and their offsets. Those of a drive an axis is bound
+/// to belong to the axis (its limits, enable policy and no-jump rule), never to a client.
+pub const COMMAND_OBJECTS: &[u16] = &[
+    CONTROLWORD.0,
+    0x6060,
+    0x607a,
+    0x60ff,
+    0x6071,
+    0x60b0,
+    0x60b1,
+    0x60b2,
+];
+
 /// The objects (index, subindex, bits) an axis needs in its outputs and inputs (ETG.6010 §5:
 /// controlword, mode, target; statusword, mode display, position actual, velocity actual,
 /// following error actual (CSP), error code).
