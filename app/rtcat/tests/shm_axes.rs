@@ -157,7 +157,21 @@ fn a_client_cannot_take_an_axis_drive_and_the_axis_stays_inside_its_limits() {
 
 #[test]
 fn a_writer_that_stops_on_a_position_target_leaves_the_drive_where_it_is() {
-    let name = format!("rtcat-hold-{}", std::process::id());
+    // Timing decides one thing here: a test thread starved for longer than the writer timeout
+    // lets its writers go stale (the master then does what it must: safe values). Such an
+    // attempt is the machine's verdict and is run again; everything else is asserted once.
+    ecsim::noise::within_machine_noise("a position target held after its writer stops", hold_run);
+}
+
+/// Fails the attempt (machine noise) when a writer the test keeps alive went stale.
+fn alive(w: &rtcat_shm::Writer, what: &str) -> Result<(), String> {
+    ecsim::noise::ensure(w.state() != Some(WriterState::Stale), || {
+        format!("the test thread was starved past the writer timeout ({what})")
+    })
+}
+
+fn hold_run(attempt: u32) -> Result<(), String> {
+    let name = format!("rtcat-hold-{}-{attempt}", std::process::id());
     let dir = tempfile::tempdir().unwrap();
     // No [[axis]]: client programs drive drive 0, one owns the controlword and mode and keeps
     // its heartbeat, the other owns the position target and stops.
@@ -165,11 +179,23 @@ fn a_writer_that_stops_on_a_position_target_leaves_the_drive_where_it_is() {
     std::fs::write(
         &cfg,
         "[cycle]\nperiod_us = 1000\n[rt]\nhold_cpu_dma_latency = false\n\
-         [shm]\nwriter_timeout_cycles = 50\n",
+         [shm]\nwriter_timeout_cycles = 200\n",
     )
     .unwrap();
-    let child = bench(&name, &cfg, dir.path(), 5);
-    let c = attach(&name);
+    let mut child = bench(&name, &cfg, dir.path(), 6);
+    let steps = hold_steps(&name);
+    if steps.is_err() {
+        let _ = child.kill();
+    }
+    let res = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    steps?;
+    ecsim::noise::exited_ok("bench", res.status, &String::from_utf8_lossy(&res.stderr))
+}
+
+/// Drive 0 enabled by one writer and moved by another, which then stops; the drive holds.
+fn hold_steps(name: &str) -> Result<(), String> {
+    let c = attach(name);
     let cw = object(&c, 0, 0x6040, "outputs");
     let mode = object(&c, 0, 0x6060, "outputs");
     let target = object(&c, 0, 0x607a, "outputs");
@@ -181,18 +207,48 @@ fn a_writer_that_stops_on_a_position_target_leaves_the_drive_where_it_is() {
     plc.claim(&cw).unwrap();
     plc.claim(&mode).unwrap();
     mover.claim(&target).unwrap();
-    let start = int(&c.snapshot().unwrap(), &actual);
-    mover.write(&[(&target, Value::Signed(start))]).unwrap();
-    // Switch on (CiA 402: shutdown 6, switch on 7, enable operation 15), CSP (mode 8).
-    for (word, state) in [(6u64, 0x21), (7, 0x23), (15, 0x27)] {
-        wait_for("the drive state", 3.0, || {
-            plc.write(&[(&cw, Value::Unsigned(word)), (&mode, Value::Signed(8))])
+    // Until the claims, the bench's echo pattern wrote the drive's outputs (controlword
+    // included): the drive may be in any state. Walk it to "operation enabled" from where it
+    // is, as a PLC does (CiA 402 state machine, controlword by statusword), holding the target
+    // on the actual position so that enabling does not move it; "enabled" counts once it held
+    // for 20 readings.
+    let mut held = 0;
+    let mut reset_edge = false;
+    let end = Instant::now() + Duration::from_secs(5);
+    while held < 20 {
+        assert!(
+            Instant::now() < end,
+            "the drive never reached operation enabled"
+        );
+        let s = c.snapshot().unwrap();
+        let st = int(&s, &sw);
+        let word = match st & 0x6f {
+            _ if st & 0x4f == 0x08 => {
+                // Fault: a rising edge of bit 7 resets it.
+                reset_edge = !reset_edge;
+                if reset_edge { 0x80 } else { 0 }
+            }
+            s if s & 0x4f == 0x40 => 6,
+            0x21 => 7,
+            0x23 | 0x27 => 15,
+            _ => 0,
+        };
+        held = if st & 0x6f == 0x27 { held + 1 } else { 0 };
+        if st & 0x6f != 0x27 {
+            mover
+                .write(&[(&target, Value::Signed(int(&s, &actual)))])
                 .unwrap();
+        } else {
             mover.heartbeat();
-            int(&c.snapshot().unwrap(), &sw) & 0x6f == state
-        });
+        }
+        plc.write(&[(&cw, Value::Unsigned(word)), (&mode, Value::Signed(8))])
+            .unwrap();
+        alive(&plc, "plc, enabling")?;
+        alive(&mover, "mover, enabling")?;
+        std::thread::sleep(Duration::from_millis(1));
     }
-    // Move 20 mm at 400 mm/s... of counts: 200000 counts at 400000 counts/s.
+    let start = int(&c.snapshot().unwrap(), &actual);
+    // Move 20 mm at 40 mm/s: 200000 counts at 400000 counts/s.
     let t0 = Instant::now();
     let goal = start + 200_000;
     loop {
@@ -200,18 +256,21 @@ fn a_writer_that_stops_on_a_position_target_leaves_the_drive_where_it_is() {
         let p = (start + (t * 400_000.0) as i64).min(goal);
         mover.write(&[(&target, Value::Signed(p))]).unwrap();
         plc.heartbeat();
+        alive(&plc, "plc, moving")?;
+        alive(&mover, "mover, moving")?;
         if p == goal {
             break;
         }
         std::thread::sleep(Duration::from_millis(1));
     }
-    wait_for("the drive at the goal", 2.0, || {
+    wait_for("the drive at the goal", 3.0, || {
         plc.heartbeat();
         mover.heartbeat();
         (int(&c.snapshot().unwrap(), &actual) - goal).abs() < 1000
     });
+    alive(&plc, "plc, at the goal")?;
     // The mover stops: its target goes stale, the plc keeps the drive enabled.
-    wait_for("the mover to go stale", 2.0, || {
+    wait_for("the mover to go stale", 3.0, || {
         plc.heartbeat();
         mover.state() == Some(WriterState::Stale)
     });
@@ -219,6 +278,7 @@ fn a_writer_that_stops_on_a_position_target_leaves_the_drive_where_it_is() {
     let mut n = 0;
     while Instant::now() < end {
         plc.heartbeat();
+        alive(&plc, "plc, holding")?;
         let s = c.snapshot().unwrap();
         let (a, st, fe) = (int(&s, &actual), int(&s, &sw), int(&s, &ferr));
         assert_eq!(st & 0x08, 0, "the drive faulted (statusword {st:#06x})");
@@ -238,10 +298,5 @@ fn a_writer_that_stops_on_a_position_target_leaves_the_drive_where_it_is() {
         std::thread::sleep(Duration::from_millis(2));
     }
     assert!(n > 50, "{n} snapshots");
-    drop(mover);
-    drop(plc);
-    let res = child.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&res.stderr);
-    assert!(res.status.success(), "{stderr}");
-    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    Ok(())
 }
