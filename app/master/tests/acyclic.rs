@@ -58,29 +58,39 @@ fn cycle_with_faults<T: Send + 'static>(
     cycle_with(Config::default(), mode, secs, faults, client_work)
 }
 
-/// As [`cycle_with_faults`], with the configuration `cfg` (period and TX/RX mode set here).
-fn cycle_with<T: Send + 'static>(
+/// A run of `secs` on the CoE segment with an SDO queue, and the queue's client side.
+fn sim_run(
     mut cfg: Config,
     mode: TxRxMode,
     secs: f64,
-    faults: Faults,
-    client_work: impl FnOnce(&rtcat_master::acyclic::SdoClient, &Faults) -> T + Send + 'static,
-) -> (rtcat_master::Outcome, T) {
+    faults: &Faults,
+) -> (RunSpec, rtcat_master::acyclic::SdoClient) {
     cfg.cycle.period_us = 1000;
     cfg.cycle.txrx = mode;
     let (client, service) = sdo_queue(8, Duration::from_micros(300));
-    let stop = Stop::new();
     let mut spec = RunSpec::new(
         cfg,
         Target::Sim {
             spec: coe_segment(),
             faults: faults.clone(),
         },
-        stop.clone(),
+        Stop::new(),
     );
     spec.no_rt = true;
     spec.duration = Some(Duration::from_secs_f64(secs));
     spec.sdo = Some(service);
+    (spec, client)
+}
+
+/// As [`cycle_with_faults`], with the configuration `cfg` (period and TX/RX mode set here).
+fn cycle_with<T: Send + 'static>(
+    cfg: Config,
+    mode: TxRxMode,
+    secs: f64,
+    faults: Faults,
+    client_work: impl FnOnce(&rtcat_master::acyclic::SdoClient, &Faults) -> T + Send + 'static,
+) -> (rtcat_master::Outcome, T) {
+    let (spec, client) = sim_run(cfg, mode, secs, &faults);
     let client = Arc::new(client);
     let c2 = client.clone();
     let worker = std::thread::spawn(move || {
@@ -184,10 +194,11 @@ fn sdo_requests_are_served_while_cycling_with_a_txrx_thread() {
 #[test]
 fn a_request_after_the_run_ended_is_not_answered() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (_, got) = cycle_with_client(TxRxMode::Inline, 0.5, |c| {
-        std::thread::sleep(Duration::from_millis(600));
-        c.read(0, 0x1000, 0, Duration::from_millis(200))
-    });
+    let (spec, client) = sim_run(Config::default(), TxRxMode::Inline, 0.5, &Faults::new());
+    rtcat_master::run_simple(spec, &mut ZeroOutputs).expect("run");
+    // Asked once the run has returned, however long its bring-up took on this machine (a
+    // fixed sleep was outlasted by a bring-up on a loaded CI machine).
+    let got = client.read(0, 0x1000, 0, Duration::from_millis(200));
     assert_eq!(got, Err(SdoFailure::NotCycling));
 }
 
