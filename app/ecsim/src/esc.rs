@@ -1279,6 +1279,37 @@ mod tests {
         }
     }
 
+    /// The 16-channel output of `examples/sm01`: SM0 and SM1 at 0x0F00/0x0F01, 1 byte each,
+    /// go to SAFE-OP only when each SM has the SII's start, length and control bits.
+    #[test]
+    fn sm0_and_sm1_process_data_must_be_configured_as_the_sii_says() {
+        let spec =
+            SegmentSpec::from_toml(include_str!("../../../examples/sm01/segment.toml")).unwrap();
+        let configure = |sm1: [u8; 8]| {
+            let mut e = Esc::new(spec.devices[2].clone(), 0, 1);
+            e.phys_write(reg::AL_CONTROL, &[AlState::PreOp as u8, 0], 0);
+            assert_eq!(e.al_state(), AlState::PreOp as u8);
+            e.phys_write(reg::SM0, &[0x00, 0x0f, 1, 0, 0x44, 0, 1, 0], 0);
+            e.phys_write(reg::SM0 + 8, &sm1, 0);
+            e.phys_write(reg::AL_CONTROL, &[AlState::SafeOp as u8, 0], 0);
+            (e.al_state(), e.al_error(), e.al_status_code())
+        };
+        let ok = [0x01, 0x0f, 1, 0, 0x44, 0, 1, 0];
+        assert_eq!(configure(ok), (AlState::SafeOp as u8, false, 0));
+        for (what, sm1) in [
+            ("read by the master", [0x01, 0x0f, 1, 0, 0x40, 0, 1, 0]),
+            ("two bytes", [0x01, 0x0f, 2, 0, 0x44, 0, 1, 0]),
+            ("another start", [0x00, 0x10, 1, 0, 0x44, 0, 1, 0]),
+            ("disabled", [0x01, 0x0f, 1, 0, 0x44, 0, 0, 0]),
+        ] {
+            assert_eq!(
+                configure(sm1),
+                (AlState::PreOp as u8, true, al_code::INVALID_OUTPUT_CONFIG),
+                "SM1 {what}"
+            );
+        }
+    }
+
     #[test]
     fn sii_control_keeps_its_read_only_bits() {
         // The defect another master found: writing the control word of a read command
