@@ -9,6 +9,10 @@
 //! them in PRE-OP before it reads the layout, so the layout, the SM lengths ethercrab computes from
 //! 0x1C12/0x1C13 in `into_safe_op`, and the expected working counter all follow the configuration.
 //!
+//! A subdevice without CoE (the digital terminals whose process data sit on SM0/SM1) has its
+//! assignment and mapping fixed in its SII: for it nothing is written, `pdo_assign` (`sm0`..`sm3`)
+//! and `pdo_map` are compared with the SII ([`check_mailbox`], [`compare`]).
+//!
 //! `[[segment.device]]` is a different thing: it only checks the identity at a position and
 //! writes nothing.
 //!
