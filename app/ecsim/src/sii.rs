@@ -44,9 +44,10 @@ pub struct PdSm {
     pub enable: u8,
 }
 
-/// The process-data sync managers of a device, in SM index order (no mailbox: SM0 first; a
-/// CoE device: SM2 outputs and SM3 inputs, both present even when empty, with the sizes of
-/// the default assignment).
+/// The process-data sync managers of a device, in SM index order: those of `[[device.sm]]` as
+/// listed, each sized by the PDOs assigned to it; otherwise without a mailbox SM0 first; a CoE
+/// device SM2 outputs and SM3 inputs, both present even when empty, with the sizes of the
+/// default assignment.
 pub fn process_data_sms(d: &DeviceSpec) -> Vec<PdSm> {
     if let Some(list) = &d.sms {
         return list
@@ -224,6 +225,7 @@ impl Strings {
 /// The PDO list of one direction (ETG.2010 TxPDO/RxPDO category): per PDO an 8-byte header
 /// (index, entry count, SM, synchronisation, name, flags), then 8 bytes per entry (index,
 /// subindex, name, data type, bit length, flags).
+/// `sm` gives the SM a PDO (by index) is assigned to.
 fn pdo_category(pdos: &[PdoSpec], sm: impl Fn(u16) -> u8, strings: &Strings) -> Vec<u8> {
     let mut out = Vec::new();
     for pdo in pdos {
