@@ -139,6 +139,41 @@ fn an_assignment_that_is_not_the_sii_s_fails_the_bring_up() {
     }
 }
 
+/// `config from-bus` prints each terminal's SII assignment per SM in its commented block;
+/// uncommented, the blocks are a configuration the master takes, with the shipped assignments.
+#[test]
+fn from_bus_shows_the_sii_assignment_the_master_compares() {
+    let o = rtcat(&[
+        "config",
+        "from-bus",
+        "--sim",
+        "--segment",
+        example("segment.toml").to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let printed = String::from_utf8(o.stdout).unwrap();
+    let mut blocks = String::new();
+    let mut inside = false;
+    for l in printed.lines() {
+        inside = (inside || l == "# [[device]]") && !l.is_empty();
+        if inside {
+            blocks.push_str(l.trim_start_matches("# "));
+            blocks.push('\n');
+        }
+    }
+    let got = rtcat_master::Config::parse(&blocks, "from-bus").unwrap_or_else(|e| panic!("{e}"));
+    let shipped = rtcat_master::Config::parse(&text(&example("rtcat.toml")), "rtcat.toml")
+        .expect("shipped config");
+    assert_eq!(got.device.len(), 4, "{blocks}");
+    for (g, s) in got.device.iter().zip(&shipped.device) {
+        assert_eq!(g.pdo_assign, s.pdo_assign, "{blocks}");
+        assert_eq!(
+            (g.input_bytes, g.output_bytes),
+            (s.input_bytes, s.output_bytes)
+        );
+    }
+}
+
 #[test]
 fn sdos_for_a_terminal_without_mailbox_are_refused_offline() {
     let dir = tempfile::tempdir().unwrap();
