@@ -802,15 +802,20 @@ impl Esc {
             let start = get_u16(&self.mem, base);
             let len = get_u16(&self.mem, base + 2);
             let enabled = self.mem[base + 6] & 1 != 0;
-            let want = if sm.usage == 3 {
-                self.pd_len.0
-            } else {
-                self.pd_len.1
+            // A CoE device has one SM per direction, sized by what it assigns now; a device
+            // without a mailbox has the SII's sizes, per SM (a 16-channel terminal has two).
+            let want = match (&self.coe, sm.usage) {
+                (Some(_), 3) => self.pd_len.0,
+                (Some(_), _) => self.pd_len.1,
+                (None, _) => sm.len,
             };
-            if want == 0 && self.coe.is_some() && (!enabled || len == 0) {
+            if want == 0 && (!enabled || len == 0) {
                 continue;
             }
-            if !enabled || start != sm.start || len != want {
+            // The mode and direction bits (0..3) must be the SII's: a master that writes an
+            // input SM as an output (or a mailbox) is refused like a real device refuses it.
+            let control = self.mem[base + 4];
+            if !enabled || start != sm.start || len != want || control & 0x0f != sm.control & 0x0f {
                 return Some(if sm.usage == 3 {
                     al_code::INVALID_OUTPUT_CONFIG
                 } else {
@@ -1072,18 +1077,40 @@ impl Esc {
         }
     }
 
-    /// Physical addresses of the output and input SM buffers.
+    /// Physical addresses of the output and input SM buffers: a CoE device's SM2/SM3, or the
+    /// first SM of each direction of a device without a mailbox (a direction's SMs lie back to
+    /// back, `spec::check_sms`).
     fn pd_addrs(&self) -> (usize, usize) {
         if self.coe.is_some() {
-            (
+            return (
                 usize::from(sii::COE_OUTPUT_SM_ADDR),
                 usize::from(sii::COE_INPUT_SM_ADDR),
+            );
+        }
+        let first = |usage: u8, default: u16| {
+            usize::from(
+                self.pd_sms
+                    .iter()
+                    .find(|s| s.usage == usage && s.len > 0)
+                    .map_or(default, |s| s.start),
             )
+        };
+        (first(3, sii::OUTPUT_SM_ADDR), first(4, sii::INPUT_SM_ADDR))
+    }
+
+    /// The output bytes and the input bytes of the device's memory (`out_len` at `out_at`,
+    /// `in_len` at `in_at`, which do not overlap), the outputs read-only.
+    fn io_split(
+        mem: &mut [u8],
+        (out_at, out_len): (usize, usize),
+        (in_at, in_len): (usize, usize),
+    ) -> (&[u8], &mut [u8]) {
+        if out_at + out_len <= in_at {
+            let (lo, hi) = mem.split_at_mut(in_at);
+            (&lo[out_at..out_at + out_len], &mut hi[..in_len])
         } else {
-            (
-                usize::from(sii::OUTPUT_SM_ADDR),
-                usize::from(sii::INPUT_SM_ADDR),
-            )
+            let (lo, hi) = mem.split_at_mut(out_at);
+            (&hi[..out_len], &mut lo[in_at..in_at + in_len])
         }
     }
 
@@ -1181,9 +1208,8 @@ impl Esc {
         };
         let dt = last.map_or(0.0, |l| now_ns.saturating_sub(l) as f64 * 1e-9);
         *last = Some(now_ns);
-        let (lo, hi) = self.mem.split_at_mut(in_at);
-        let outputs = &lo[out_at..out_at + out_len];
-        let emergency = drive.step(&mut coe.od, op.then_some(outputs), &mut hi[..in_len], dt);
+        let (outputs, inputs) = Self::io_split(&mut self.mem, (out_at, out_len), (in_at, in_len));
+        let emergency = drive.step(&mut coe.od, op.then_some(outputs), inputs, dt);
         if let Some((code, register)) = emergency {
             self.queue_emergency(code, register, [0; 5]);
         }
@@ -1196,9 +1222,8 @@ impl Esc {
         let out_len = usize::from(self.pd_len.0);
         let in_len = usize::from(self.pd_len.1);
         let (out_at, in_at) = self.pd_addrs();
-        let (lo, hi) = self.mem.split_at_mut(in_at);
-        let outputs = &lo[out_at..out_at + out_len];
-        pdi::device_inputs(self.pd_counter, outputs, &mut hi[..in_len]);
+        let (outputs, inputs) = Self::io_split(&mut self.mem, (out_at, out_len), (in_at, in_len));
+        pdi::device_inputs(self.pd_counter, outputs, inputs);
     }
 
     /// Whether this device supports distributed clocks (DC registers 0x0900..0x09ff).
@@ -1251,6 +1276,37 @@ mod tests {
                     assert_eq!(after, want, "{a:#06x} <- {v:#04x}");
                 }
             }
+        }
+    }
+
+    /// The 16-channel output of `examples/sm01`: SM0 and SM1 at 0x0F00/0x0F01, 1 byte each,
+    /// go to SAFE-OP only when each SM has the SII's start, length and control bits.
+    #[test]
+    fn sm0_and_sm1_process_data_must_be_configured_as_the_sii_says() {
+        let spec =
+            SegmentSpec::from_toml(include_str!("../../../examples/sm01/segment.toml")).unwrap();
+        let configure = |sm1: [u8; 8]| {
+            let mut e = Esc::new(spec.devices[2].clone(), 0, 1);
+            e.phys_write(reg::AL_CONTROL, &[AlState::PreOp as u8, 0], 0);
+            assert_eq!(e.al_state(), AlState::PreOp as u8);
+            e.phys_write(reg::SM0, &[0x00, 0x0f, 1, 0, 0x44, 0, 1, 0], 0);
+            e.phys_write(reg::SM0 + 8, &sm1, 0);
+            e.phys_write(reg::AL_CONTROL, &[AlState::SafeOp as u8, 0], 0);
+            (e.al_state(), e.al_error(), e.al_status_code())
+        };
+        let ok = [0x01, 0x0f, 1, 0, 0x44, 0, 1, 0];
+        assert_eq!(configure(ok), (AlState::SafeOp as u8, false, 0));
+        for (what, sm1) in [
+            ("read by the master", [0x01, 0x0f, 1, 0, 0x40, 0, 1, 0]),
+            ("two bytes", [0x01, 0x0f, 2, 0, 0x44, 0, 1, 0]),
+            ("another start", [0x00, 0x10, 1, 0, 0x44, 0, 1, 0]),
+            ("disabled", [0x01, 0x0f, 1, 0, 0x44, 0, 0, 0]),
+        ] {
+            assert_eq!(
+                configure(sm1),
+                (AlState::PreOp as u8, true, al_code::INVALID_OUTPUT_CONFIG),
+                "SM1 {what}"
+            );
         }
     }
 

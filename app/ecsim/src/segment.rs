@@ -431,10 +431,10 @@ impl Segment {
                 }
                 let _ = dev.phys_write(0x0800, &reg, now);
             }
-            for sm in crate::sii::process_data_sms(dev.spec())
-                .iter()
-                .filter(|sm| sm.len > 0)
-            {
+            // Outputs first, then inputs, as one range each (a direction's SMs lie back to back).
+            let mut sms = crate::sii::process_data_sms(dev.spec());
+            sms.sort_by_key(|sm| sm.usage);
+            for sm in sms.iter().filter(|sm| sm.len > 0) {
                 let mut reg = [0u8; 8];
                 reg[0..2].copy_from_slice(&sm.start.to_le_bytes());
                 reg[2..4].copy_from_slice(&sm.len.to_le_bytes());
@@ -450,11 +450,12 @@ impl Segment {
                 f[12] = 1;
                 let _ = dev.phys_write(0x0600 + 16 * usize::from(sm.index), &f, now);
                 let r = logical as usize..(logical + u32::from(sm.len)) as usize;
-                if sm.usage == 3 {
-                    out = r;
+                let range = if sm.usage == 3 { &mut out } else { &mut inp };
+                *range = if range.start == range.end {
+                    r
                 } else {
-                    inp = r;
-                }
+                    range.start..r.end
+                };
                 logical += u32::from(sm.len);
             }
             ranges.push((out, inp));

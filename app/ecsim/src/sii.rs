@@ -3,7 +3,7 @@
 //! The image carries what a master needs to configure a device without a mailbox: identity,
 //! strings, the General category, FMMU usage, sync managers and the Tx/Rx PDO lists.
 
-use crate::pdo::{DataType, PdoSpec};
+use crate::pdo::{DataType, Direction, PdoSpec};
 use crate::spec::DeviceSpec;
 use thiserror::Error;
 
@@ -40,12 +40,29 @@ pub struct PdSm {
     pub control: u8,
     /// 3 = outputs (master writes), 4 = inputs (master reads).
     pub usage: u8,
+    /// The SII's enable byte (bit 0 enable, bit 3 in OP only).
+    pub enable: u8,
 }
 
-/// The process-data sync managers of a device, in SM index order (no mailbox: SM0 first; a
-/// CoE device: SM2 outputs and SM3 inputs, both present even when empty, with the sizes of
-/// the default assignment).
+/// The process-data sync managers of a device, in SM index order: those of `[[device.sm]]` as
+/// listed, each sized by the PDOs assigned to it; otherwise without a mailbox SM0 first; a CoE
+/// device SM2 outputs and SM3 inputs, both present even when empty, with the sizes of the
+/// default assignment.
 pub fn process_data_sms(d: &DeviceSpec) -> Vec<PdSm> {
+    if let Some(list) = &d.sms {
+        return list
+            .iter()
+            .enumerate()
+            .map(|(k, s)| PdSm {
+                index: k as u8,
+                start: s.start,
+                len: d.sm_bytes(k),
+                control: s.control,
+                usage: if s.dir == Direction::Outputs { 3 } else { 4 },
+                enable: s.enable,
+            })
+            .collect();
+    }
     if d.coe.is_some() {
         return vec![
             PdSm {
@@ -54,6 +71,7 @@ pub fn process_data_sms(d: &DeviceSpec) -> Vec<PdSm> {
                 len: d.outputs,
                 control: 0x64,
                 usage: 3,
+                enable: 1,
             },
             PdSm {
                 index: 3,
@@ -61,6 +79,7 @@ pub fn process_data_sms(d: &DeviceSpec) -> Vec<PdSm> {
                 len: d.inputs,
                 control: 0x20,
                 usage: 4,
+                enable: 1,
             },
         ];
     }
@@ -72,6 +91,7 @@ pub fn process_data_sms(d: &DeviceSpec) -> Vec<PdSm> {
             len: d.outputs,
             control: 0x64, // buffered, master writes, watchdog on
             usage: 3,
+            enable: 1,
         });
     }
     if d.inputs > 0 {
@@ -81,6 +101,7 @@ pub fn process_data_sms(d: &DeviceSpec) -> Vec<PdSm> {
             len: d.inputs,
             control: 0x20, // buffered, master reads, AL event
             usage: 4,
+            enable: 1,
         });
     }
     sms
@@ -204,12 +225,13 @@ impl Strings {
 /// The PDO list of one direction (ETG.2010 TxPDO/RxPDO category): per PDO an 8-byte header
 /// (index, entry count, SM, synchronisation, name, flags), then 8 bytes per entry (index,
 /// subindex, name, data type, bit length, flags).
-fn pdo_category(pdos: &[PdoSpec], sm: u8, strings: &Strings) -> Vec<u8> {
+/// `sm` gives the SM a PDO (by index) is assigned to.
+fn pdo_category(pdos: &[PdoSpec], sm: impl Fn(u16) -> u8, strings: &Strings) -> Vec<u8> {
     let mut out = Vec::new();
     for pdo in pdos {
         out.extend_from_slice(&pdo.index.to_le_bytes());
         out.push(pdo.entries.len() as u8);
-        out.push(sm);
+        out.push(sm(pdo.index));
         out.push(0); // synchronisation
         out.push(strings.index(Some(&pdo.name)));
         out.extend_from_slice(&0u16.to_le_bytes()); // flags
@@ -295,25 +317,31 @@ pub fn build_image(d: &DeviceSpec) -> Result<Vec<u8>, SiiError> {
         syncm.extend_from_slice(&s.len.to_le_bytes());
         syncm.push(s.control);
         syncm.push(0); // status
-        syncm.push(1); // enable
+        syncm.push(s.enable);
         syncm.push(s.usage);
     }
     push_category(&mut img, CAT_SYNCM, syncm);
 
-    for s in sms.iter().filter(|s| s.len > 0) {
-        if s.usage == 4 {
-            push_category(
-                &mut img,
-                CAT_TXPDO,
-                pdo_category(&d.tx_pdos(), s.index, &strings),
-            );
-        } else {
-            push_category(
-                &mut img,
-                CAT_RXPDO,
-                pdo_category(&d.rx_pdos(), s.index, &strings),
-            );
+    // One category per direction, each PDO naming the SM it is assigned to (SM0 and SM1 of a
+    // 16-channel terminal carry PDOs of the same direction).
+    for (dir, kind, usage, pdos) in [
+        (Direction::Outputs, CAT_RXPDO, 3, d.rx_pdos()),
+        (Direction::Inputs, CAT_TXPDO, 4, d.tx_pdos()),
+    ] {
+        if pdos.is_empty() {
+            continue;
         }
+        let sm_of = |index: u16| match &d.sms {
+            Some(list) => list
+                .iter()
+                .position(|s| s.dir == dir && s.pdos.contains(&index))
+                .map_or(0xff, |k| k as u8),
+            None => sms
+                .iter()
+                .find(|s| s.usage == usage)
+                .map_or(0xff, |s| s.index),
+        };
+        push_category(&mut img, kind, pdo_category(&pdos, sm_of, &strings));
     }
     if d.dc {
         // One DC operation mode: SYNC0 with the cycle time given by the master.

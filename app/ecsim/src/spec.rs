@@ -149,6 +149,25 @@ struct DeviceEntry {
     /// A device profile whose dictionary, PDOs and behaviour the device gets (`"cia402"`).
     #[serde(default)]
     profile: Option<String>,
+    /// The process-data sync managers of a device without a mailbox, as its SII lists them
+    /// (see [`SmSpec`]); absent: the generated layout.
+    #[serde(default)]
+    sm: Option<Vec<SmEntry>>,
+}
+
+/// One `[[device.sm]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SmEntry {
+    start: u16,
+    control: u8,
+    #[serde(default = "enable_default")]
+    enable: u8,
+    usage: String,
+}
+
+fn enable_default() -> u8 {
+    1
 }
 
 /// A device profile (`profile = "..."`): objects, default PDOs and a device application.
@@ -216,6 +235,10 @@ struct PdoEntry {
     /// CoE only: most entries of a mappable PDO; default 8.
     #[serde(default)]
     max_entries: Option<u8>,
+    /// With `[[device.sm]]`: the sync manager (its index in that list) the PDO is assigned to;
+    /// default the first one of its direction.
+    #[serde(default)]
+    sm: Option<u8>,
 }
 
 /// One element of a PDO's `entries`.
@@ -281,7 +304,35 @@ pub struct DeviceSpec {
     /// A CoE device: mailbox on SM0/SM1 and an object dictionary; `None`: no mailbox, the
     /// process data SMs are SM0/SM1 (the layout of the segments before CoE).
     pub coe: Option<CoeSpec>,
+    /// A device without a mailbox whose SII lists these process-data sync managers, SM0 first,
+    /// each with the PDOs assigned to it (`[[device.sm]]`); `None`: the generated layout (SM0
+    /// outputs at 0x1000 and SM1 inputs at 0x1800, or SM0 inputs alone).
+    pub sms: Option<Vec<SmSpec>>,
 }
+
+/// A process-data sync manager of a device without a mailbox, as a real terminal's SII lists it
+/// (ETG.2010 category SyncManager: start, length, control, enable, type): a digital output
+/// terminal has SM0 at 0x0F00 (the ESC's digital output register) with control 0x44 (buffered,
+/// written by the master, watchdog), a digital input terminal SM0 at 0x1000 with control 0x00
+/// (buffered, read by the master); a 16-channel one adds SM1 at 0x0F01 / 0x1001.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SmSpec {
+    /// Physical start address.
+    pub start: u16,
+    /// Control register value (mode and direction bits 0..3 must be buffered and the
+    /// direction's).
+    pub control: u8,
+    /// The SII's enable byte (bit 0 enable, bit 3 enable in OP only).
+    pub enable: u8,
+    /// Outputs (SII type 3) or inputs (type 4).
+    pub dir: Direction,
+    /// The PDOs assigned to it, in order.
+    pub pdos: Vec<u16>,
+}
+
+/// Most process-data sync managers a `[[device.sm]]` list holds: ethercrab 0.7 reads a
+/// subdevice's SII sync managers into a `heapless::Vec<SyncManager, 8>`.
+pub const MAX_SMS: usize = 8;
 
 /// The CoE part of a device description (`coe = true`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -337,6 +388,24 @@ impl DeviceSpec {
         }
     }
 
+    /// Bytes of process data sync manager `k` of [`DeviceSpec::sms`] carries (its PDOs' bits / 8;
+    /// a checked spec carries whole bytes per SM).
+    pub fn sm_bytes(&self, k: usize) -> u16 {
+        let Some(sm) = self.sms.as_ref().and_then(|l| l.get(k)) else {
+            return 0;
+        };
+        let list = match sm.dir {
+            Direction::Outputs => self.rx_pdos(),
+            Direction::Inputs => self.tx_pdos(),
+        };
+        let bits: u32 = list
+            .iter()
+            .filter(|p| sm.pdos.contains(&p.index))
+            .map(PdoSpec::bits)
+            .sum();
+        (bits / 8) as u16
+    }
+
     /// Working counter this device adds to one LRW of the whole image (+2 outputs, +1 inputs).
     pub fn lrw_wkc(&self) -> u16 {
         (if self.outputs > 0 { 2 } else { 0 }) + (if self.inputs > 0 { 1 } else { 0 })
@@ -374,6 +443,7 @@ impl SegmentSpec {
                 rxpdo: None,
                 txpdo: None,
                 coe: None,
+                sms: None,
             })
             .collect();
         Self {
@@ -473,12 +543,14 @@ impl SegmentSpec {
                             assignable: None,
                             mappable: None,
                             max_entries: None,
+                            sm: None,
                         })
                         .collect()
                 });
                 direction(i, dir, Some(bytes), &listed, d.coe.is_some())?;
             }
             check_mapping(i, d)?;
+            check_sms(i, d)?;
         }
         Ok(())
     }
@@ -584,12 +656,18 @@ impl SegmentSpec {
                 rxpdo,
                 txpdo,
                 coe: None,
+                sms: None,
             };
             let first = DeviceSpec {
                 coe: crate::odspec::coe_spec(i, e_coe(e), &first, pdos)?,
                 ..first
             };
+            let first = DeviceSpec {
+                sms: sms_of(i, e, &first)?,
+                ..first
+            };
             check_mapping(i, &first)?;
+            check_sms(i, &first)?;
             for k in 0..e.count {
                 devices.push(DeviceSpec {
                     serial: e.serial.wrapping_add(k),
@@ -926,6 +1004,213 @@ fn check_mapping(i: usize, d: &DeviceSpec) -> Result<(), SpecError> {
         .map_err(|e| SpecError::Invalid(format!("device[{i}]: {e}")))
 }
 
+/// The `[[device.sm]]` list of `device[i]` with each PDO assigned to its SM (`sm = k`, or the
+/// first SM of its direction), for a device without a mailbox; `None` without that list.
+fn sms_of(i: usize, e: &DeviceEntry, d: &DeviceSpec) -> Result<Option<Vec<SmSpec>>, SpecError> {
+    let Some(list) = &e.sm else {
+        for (key, pdos) in [("rxpdo", &e.rxpdo), ("txpdo", &e.txpdo)] {
+            if let Some(p) = pdos.iter().flatten().position(|p| p.sm.is_some()) {
+                return Err(SpecError::Invalid(format!(
+                    "device[{i}].{key}[{p}].sm: given without [[device.sm]] (the sync managers \
+                     it would name)"
+                )));
+            }
+        }
+        return Ok(None);
+    };
+    if e.coe || e.profile.is_some() {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].sm: a CoE device has its mailbox on SM0/SM1 and its process data on \
+             SM2/SM3; [[device.sm]] describes a device without a mailbox"
+        )));
+    }
+    if list.is_empty() || list.len() > MAX_SMS {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].sm: {} sync managers, must be 1..={MAX_SMS} (what ethercrab reads from \
+             an SII)",
+            list.len()
+        )));
+    }
+    let mut sms = Vec::with_capacity(list.len());
+    for (k, s) in list.iter().enumerate() {
+        let dir = match s.usage.as_str() {
+            "outputs" => Direction::Outputs,
+            "inputs" => Direction::Inputs,
+            other => {
+                return Err(SpecError::Invalid(format!(
+                    "device[{i}].sm[{k}].usage = {:?}: must be \"outputs\" or \"inputs\" (a \
+                     device without a mailbox has process-data sync managers only)",
+                    truncated(other, 40)
+                )));
+            }
+        };
+        sms.push(SmSpec {
+            start: s.start,
+            control: s.control,
+            enable: s.enable,
+            dir,
+            pdos: Vec::new(),
+        });
+    }
+    for (dir, listed, pdos) in [
+        (Direction::Outputs, &e.rxpdo, d.rx_pdos()),
+        (Direction::Inputs, &e.txpdo, d.tx_pdos()),
+    ] {
+        for (p, pdo) in pdos.iter().enumerate() {
+            let named = listed.as_ref().and_then(|l| l.get(p)).and_then(|x| x.sm);
+            let k = match named {
+                Some(k) => {
+                    let at = format!("device[{i}].{}[{p}].sm = {k}", dir.key());
+                    match sms.get(usize::from(k)) {
+                        None => {
+                            return Err(SpecError::Invalid(format!(
+                                "{at}: the device lists {} sync managers (sm 0..={})",
+                                sms.len(),
+                                sms.len() - 1
+                            )));
+                        }
+                        Some(s) if s.dir != dir => {
+                            return Err(SpecError::Invalid(format!(
+                                "{at}: sm[{k}] carries {}",
+                                s.dir.bytes_key()
+                            )));
+                        }
+                        Some(_) => usize::from(k),
+                    }
+                }
+                None => sms.iter().position(|s| s.dir == dir).ok_or_else(|| {
+                    SpecError::Invalid(format!(
+                        "device[{i}].{}[{p}]: no [[device.sm]] with usage = \"{}\" to carry it",
+                        dir.key(),
+                        dir.bytes_key()
+                    ))
+                })?,
+            };
+            sms[k].pdos.push(pdo.index);
+        }
+    }
+    Ok(Some(sms))
+}
+
+/// The sync managers of a device without a mailbox ([`DeviceSpec::sms`]) as an ESC takes them:
+/// buffered mode and the direction's bits in the control byte, enabled, whole bytes each, within
+/// the digital output register (0x0F00..0x0F03) or the process RAM, not overlapping; and, a
+/// limit of the simulator's `pdi` rule, one direction's SMs back to back in memory (one image
+/// per direction).
+fn check_sms(i: usize, d: &DeviceSpec) -> Result<(), SpecError> {
+    let Some(sms) = &d.sms else {
+        return Ok(());
+    };
+    if d.coe.is_some() {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].sm: a CoE device has its process data on SM2/SM3"
+        )));
+    }
+    if sms.is_empty() || sms.len() > MAX_SMS {
+        return Err(SpecError::Invalid(format!(
+            "device[{i}].sm: {} sync managers, must be 1..={MAX_SMS}",
+            sms.len()
+        )));
+    }
+    for (dir, list) in [
+        (Direction::Outputs, d.rx_pdos()),
+        (Direction::Inputs, d.tx_pdos()),
+    ] {
+        for (p, pdo) in list.iter().enumerate() {
+            let n = sms
+                .iter()
+                .filter(|s| s.dir == dir && s.pdos.contains(&pdo.index))
+                .count();
+            if n != 1 {
+                return Err(SpecError::Invalid(format!(
+                    "device[{i}].{}[{p}] ({:#06x}): assigned to {n} sync managers of its \
+                     direction, must be 1",
+                    dir.key(),
+                    pdo.index
+                )));
+            }
+        }
+    }
+    let mut used: Vec<(usize, usize, usize)> = Vec::new();
+    for (k, s) in sms.iter().enumerate() {
+        let at = format!("device[{i}].sm[{k}]");
+        // Control bits 0..1 operation mode (00 buffered), 2..3 direction (01 written by the
+        // master, 00 read by it): ESC datasheet section II, SyncManager control 0x0804.
+        let want = if s.dir == Direction::Outputs {
+            0x04
+        } else {
+            0x00
+        };
+        if s.control & 0x0f != want {
+            return Err(SpecError::Invalid(format!(
+                "{at}.control = {:#04x}: {} need bits 0..3 = {want:#04x} (buffered, {} by the \
+                 master)",
+                s.control,
+                s.dir.bytes_key(),
+                if want == 0 { "read" } else { "written" }
+            )));
+        }
+        if s.enable & 1 == 0 {
+            return Err(SpecError::Invalid(format!(
+                "{at}.enable = {:#04x}: bit 0 (enable) must be set for a process-data SM",
+                s.enable
+            )));
+        }
+        let list = match s.dir {
+            Direction::Outputs => d.rx_pdos(),
+            Direction::Inputs => d.tx_pdos(),
+        };
+        let bits: u32 = list
+            .iter()
+            .filter(|p| s.pdos.contains(&p.index))
+            .map(PdoSpec::bits)
+            .sum();
+        if !bits.is_multiple_of(8) {
+            return Err(SpecError::Invalid(format!(
+                "{at}: its PDOs carry {bits} bits; each sync manager carries whole bytes"
+            )));
+        }
+        let (start, end) = (
+            usize::from(s.start),
+            usize::from(s.start) + bits as usize / 8,
+        );
+        let in_dio = (0x0f00..0x0f04).contains(&start) && end <= 0x0f04;
+        let in_ram = start >= 0x1000 && end <= crate::esc::MEM_SIZE;
+        if !in_dio && !in_ram {
+            return Err(SpecError::Invalid(format!(
+                "{at}.start = {:#06x}: {} bytes from there must lie in the digital output \
+                 register 0x0f00..0x0f03 or the process RAM 0x1000..{:#06x}",
+                s.start,
+                end - start,
+                crate::esc::MEM_SIZE
+            )));
+        }
+        if let Some((j, _, _)) = used.iter().find(|(_, a, b)| start < *b && end > *a) {
+            return Err(SpecError::Invalid(format!(
+                "{at}.start = {:#06x}: overlaps sm[{j}]",
+                s.start
+            )));
+        }
+        if let Some(&(j, _, b)) = used
+            .iter()
+            .rev()
+            .find(|(j, _, _)| sms[*j].dir == s.dir && bits > 0)
+            && b != start
+        {
+            return Err(SpecError::Invalid(format!(
+                "{at}.start = {:#06x}: the simulator keeps one {} image, so sm[{k}] must start \
+                 where sm[{j}] ends ({b:#06x})",
+                s.start,
+                s.dir.bytes_key()
+            )));
+        }
+        if bits > 0 {
+            used.push((k, start, end));
+        }
+    }
+    Ok(())
+}
+
 pub(crate) fn check_name_pub(field: &str, name: &str) -> Result<(), SpecError> {
     check_name(field, name)
 }
@@ -985,6 +1270,81 @@ mod tests {
         assert!(e.to_string().contains("device[0].count"), "{e}");
         let e = SegmentSpec::from_toml("name = \"x\"\n").unwrap_err();
         assert!(e.to_string().contains("no [[device]]"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod sync_managers {
+    use super::*;
+
+    const DI: &str = "[[device]]\nname = \"DI\"\n[[device.sm]]\nstart = 0x1000\ncontrol = 0x00\n\
+                      usage = \"inputs\"\n[[device.txpdo]]\nindex = 0x1a00\nname = \"C1\"\n\
+                      entries = [{ index = 0x6000, sub = 1, type = \"UNSIGNED8\", name = \"In\" }]\n";
+
+    fn refused(text: &str, want: &str) {
+        let e = SegmentSpec::from_toml(text).unwrap_err().to_string();
+        assert!(e.contains(want), "{want:?} not in {e:?}");
+    }
+
+    #[test]
+    fn the_example_terminals_assign_their_pdos_per_sm() {
+        let s =
+            SegmentSpec::from_toml(include_str!("../../../examples/sm01/segment.toml")).unwrap();
+        let do16 = &s.devices[2];
+        let sms = do16.sms.as_ref().unwrap();
+        assert_eq!(sms[0].pdos, (0x1600..0x1608).collect::<Vec<u16>>());
+        assert_eq!(sms[1].pdos, (0x1608..0x1610).collect::<Vec<u16>>());
+        assert_eq!(
+            (do16.sm_bytes(0), do16.sm_bytes(1), do16.outputs),
+            (1, 1, 2)
+        );
+        let di = SegmentSpec::from_toml(DI).unwrap();
+        assert_eq!(di.devices[0].sms.as_ref().unwrap()[0].pdos, [0x1a00]);
+        assert_eq!(di.expected_wkc(), 1);
+    }
+
+    #[test]
+    fn bad_sync_managers_name_the_field() {
+        refused(
+            &DI.replace("control = 0x00", "control = 0x04"),
+            "device[0].sm[0].control = 0x04: inputs need bits 0..3 = 0x00",
+        );
+        refused(
+            &DI.replace("usage = \"inputs\"", "usage = \"mailbox\""),
+            "device[0].sm[0].usage = \"mailbox\"",
+        );
+        refused(
+            &DI.replace("start = 0x1000", "start = 0x0f80"),
+            "device[0].sm[0].start = 0x0f80",
+        );
+        refused(
+            &DI.replace("usage = \"inputs\"", "usage = \"outputs\""),
+            "device[0].txpdo[0]: no [[device.sm]] with usage = \"inputs\"",
+        );
+        refused(
+            &DI.replace("name = \"C1\"\n", "name = \"C1\"\nsm = 1\n"),
+            "device[0].txpdo[0].sm = 1: the device lists 1 sync managers",
+        );
+        refused(
+            &DI.replace("name = \"DI\"\n", "name = \"DI\"\ncoe = true\n"),
+            "device[0].sm: a CoE device has its mailbox on SM0/SM1",
+        );
+        refused(
+            "[[device]]\ninputs = 1\n[[device.txpdo]]\nindex = 0x1a00\nname = \"C\"\nsm = 0\n\
+             entries = [{ index = 0x6000, sub = 1, type = \"UNSIGNED8\", name = \"In\" }]\n",
+            "device[0].txpdo[0].sm: given without [[device.sm]]",
+        );
+        // Two input SMs that are not back to back.
+        let two = format!(
+            "{DI}[[device.sm]]\nstart = 0x1004\ncontrol = 0x00\nusage = \"inputs\"\n\
+             [[device.txpdo]]\nindex = 0x1a01\nname = \"C2\"\nsm = 1\n\
+             entries = [{{ index = 0x6010, sub = 1, type = \"UNSIGNED8\", name = \"In\" }}]\n"
+        );
+        refused(
+            &two,
+            "device[0].sm[1].start = 0x1004: the simulator keeps one inputs image",
+        );
+        assert!(SegmentSpec::from_toml(&two.replace("0x1004", "0x1001")).is_ok());
     }
 }
 

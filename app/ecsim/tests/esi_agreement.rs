@@ -38,6 +38,61 @@ fn the_esi_files_agree_with_the_simulated_coe_devices() {
     }
 }
 
+/// The mailbox-less terminals of `examples/sm01` (issue 31): per device the ESI's sync managers
+/// are the simulator's SII ones (start, control byte, usage, size) and each PDO sits on the same
+/// SM with the same entries.
+#[test]
+fn the_esi_agrees_with_the_simulated_sm01_terminals() {
+    let spec = segment("sm01/segment.toml");
+    let f = read_file(&examples("sm01/SM01-TERMINALS.xml")).expect("SM01-TERMINALS.xml");
+    assert_eq!(f.devices.len(), spec.devices.len());
+    for d in &spec.devices {
+        let e = f.devices.iter().find(|e| e.name == d.name).expect(&d.name);
+        assert_eq!(
+            (e.product_code, e.revision),
+            (d.product_id, Some(d.revision))
+        );
+        assert!(e.mailbox.is_none(), "{}", d.name);
+        let esi: Vec<(u16, Option<u8>, String, Option<u16>)> = e
+            .sync_managers
+            .iter()
+            .map(|s| (s.start, s.control_byte, s.usage.clone(), s.default_size))
+            .collect();
+        let sim: Vec<(u16, Option<u8>, String, Option<u16>)> = sii::process_data_sms(d)
+            .iter()
+            .map(|s| {
+                let usage = if s.usage == 3 { "Outputs" } else { "Inputs" };
+                (s.start, Some(s.control), usage.to_string(), Some(s.len))
+            })
+            .collect();
+        assert_eq!(esi, sim, "{}: sync managers", d.name);
+        let sms = d.sms.as_ref().expect("[[device.sm]]");
+        for (dir, list) in [
+            (Direction::Outputs, d.rx_pdos()),
+            (Direction::Inputs, d.tx_pdos()),
+        ] {
+            for p in list.iter() {
+                let (x, rx) = e.pdo(p.index).unwrap_or_else(|| panic!("{:#06x}", p.index));
+                assert_eq!(rx, dir == Direction::Outputs);
+                let sm = sms.iter().position(|s| s.pdos.contains(&p.index));
+                assert_eq!(x.sm.map(usize::from), sm, "{} {:#06x}", d.name, p.index);
+                let esi: Vec<(u16, u8, u16)> =
+                    x.entries.iter().map(|e| (e.index, e.sub, e.bits)).collect();
+                let sim: Vec<(u16, u8, u16)> = p
+                    .entries
+                    .iter()
+                    .map(|e| (e.index, e.sub, u16::from(e.bits)))
+                    .collect();
+                assert_eq!(esi, sim, "{} {:#06x}", d.name, p.index);
+            }
+        }
+        assert_eq!(
+            e.rx_pdos.len() + e.tx_pdos.len(),
+            d.rx_pdos().len() + d.tx_pdos().len()
+        );
+    }
+}
+
 fn agrees(esi: &Path, d: &DeviceSpec) {
     let f = read_file(esi).unwrap_or_else(|e| panic!("{}: {e}", esi.display()));
     assert_eq!(f.devices.len(), 1, "{}", esi.display());

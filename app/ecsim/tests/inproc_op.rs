@@ -303,3 +303,89 @@ fn named_pdo_segment_exchanges_data() {
     assert_eq!(spec.pdi_bytes(), 14);
     bring_up_and_exchange::<4, 64>(spec, 50);
 }
+
+/// Issue 31: terminals without a mailbox whose process data sit on SM0/SM1 as the SII says (a
+/// digital input on SM0 at 0x1000, outputs on SM0 at the ESC's output register 0x0F00, 16
+/// outputs split over SM0 and SM1, outputs on SM0 with inputs on SM1) are configured by an
+/// unmodified ethercrab from their SII alone, reach OP with the expected WKC and exchange data.
+#[test]
+fn sm01_terminals_are_configured_from_their_sii_and_exchange_data() {
+    let spec = SegmentSpec::from_toml(include_str!("../../../examples/sm01/segment.toml")).unwrap();
+    assert_eq!((spec.expected_wkc(), spec.pdi_bytes()), (8, 6));
+    let storage: &'static PduStorage<FRAMES, FRAME_DATA> = Box::leak(Box::new(PduStorage::new()));
+    let (tx, rx, pdu_loop) = storage.try_split().expect("split once");
+    let port = SimPort::with_faults(spec.clone(), Faults::new());
+    std::thread::spawn(move || InprocDriver::new(tx, rx, port).run());
+    let timeouts = Timeouts {
+        eeprom: std::time::Duration::from_millis(500),
+        pdu: std::time::Duration::from_millis(500),
+        ..Timeouts::default()
+    };
+    let md = MainDevice::new(pdu_loop, timeouts, MainDeviceConfig::default());
+    let group = block_on(md.init_single_group::<4, 64>(ethercat_now)).expect("init to PRE-OP");
+    for (i, sd) in group.iter(&md).enumerate() {
+        let d = &spec.devices[i];
+        let mut img = vec![0u8; block_on(sd.eeprom_size(&md)).expect("EEPROM size")];
+        block_on(sd.eeprom_read_raw(&md, 0, &mut img)).expect("EEPROM read");
+        // No mailbox: the standard mailbox words and the protocols are zero.
+        assert!(img[0x30..0x3a].iter().all(|b| *b == 0), "{}", d.name);
+        let cats = sii_categories(&img);
+        let sms = &cats.iter().find(|c| c.0 == 41).expect("SyncManager").1;
+        let want = d.sms.as_ref().expect("[[device.sm]]");
+        assert_eq!(sms.len(), 8 * want.len(), "{}", d.name);
+        for (k, s) in want.iter().enumerate() {
+            let c = &sms[8 * k..8 * k + 8];
+            let usage = if s.dir == ecsim::pdo::Direction::Outputs {
+                3
+            } else {
+                4
+            };
+            assert_eq!(
+                (u16::from_le_bytes([c[0], c[1]]), c[4], c[6], c[7]),
+                (s.start, s.control, s.enable, usage),
+                "{} SM{k}",
+                d.name
+            );
+        }
+        // Each PDO names the SM it is assigned to.
+        for kind in [50u16, 51] {
+            let Some(data) = cats.iter().find(|c| c.0 == kind).map(|c| &c.1) else {
+                continue;
+            };
+            for p in data.chunks(16) {
+                let index = u16::from_le_bytes([p[0], p[1]]);
+                let k = want.iter().position(|s| s.pdos.contains(&index)).unwrap();
+                assert_eq!(usize::from(p[3]), k, "{} PDO {index:#06x}", d.name);
+            }
+        }
+    }
+    let group = block_on(group.into_op(&md)).expect("PRE-OP -> OP");
+    for (i, sd) in group.iter(&md).enumerate() {
+        let d = &spec.devices[i];
+        assert_eq!(sd.inputs_raw().len(), usize::from(d.inputs), "{}", d.name);
+        assert_eq!(sd.outputs_raw().len(), usize::from(d.outputs), "{}", d.name);
+        for (k, s) in d.sms.as_ref().unwrap().iter().enumerate() {
+            let sm: [u8; 8] = block_on(sd.register_read(0x0800 + 8 * k as u16)).expect("SM");
+            assert_eq!(
+                (
+                    u16::from_le_bytes([sm[0], sm[1]]),
+                    u16::from_le_bytes([sm[2], sm[3]])
+                ),
+                (s.start, d.sm_bytes(k)),
+                "{} SM{k}",
+                d.name
+            );
+            assert_eq!(
+                (sm[4] & 0x0f, sm[6] & 1),
+                (s.control & 0x0f, 1),
+                "{} SM{k}",
+                d.name
+            );
+        }
+    }
+    let resp = block_on(group.tx_rx(&md)).expect("tx_rx");
+    assert_eq!(resp.working_counter, 8);
+    assert!(resp.all_op());
+    drop(group);
+    bring_up_and_exchange::<4, 64>(spec, 50);
+}

@@ -31,12 +31,18 @@ fn toml_str(s: &str) -> String {
 
 /// One direction of the chosen PDOs.
 struct Side<'a> {
-    /// RxPDOs (outputs, SM2, 0x1C12) or TxPDOs (inputs, SM3, 0x1C13).
+    /// RxPDOs (outputs) or TxPDOs (inputs).
     rx: bool,
     chosen: Vec<&'a Pdo>,
-    sm: Option<u8>,
+    /// The sync managers carrying them, in SM order, with the PDOs of each and its bytes (an SM
+    /// is sized in whole bytes).
+    sms: Vec<(u8, Vec<u16>, u32)>,
+    /// The direction's process data: the SMs' bytes summed.
     bytes: u32,
 }
+
+/// The highest sync manager an rtcat `pdo_assign` names (`sm0`..`sm3`).
+const MAX_ASSIGN_SM: u8 = 3;
 
 impl Device {
     fn err(&self, why: String) -> ConfigError {
@@ -54,13 +60,18 @@ impl Device {
             .and_then(|i| u8::try_from(i).ok())
     }
 
+    /// The chosen PDOs of one direction on their sync managers. A device with a mailbox has
+    /// SM0/SM1 for it and its process data on SM2 (RxPDOs) / SM3 (TxPDOs), one SM per
+    /// direction; a device without one (digital terminals) has them where its SII puts them,
+    /// often SM0/SM1, and may split a direction over several SMs of that usage.
     fn side<'a>(&'a self, rx: bool, chosen: Vec<&'a Pdo>) -> Result<Side<'a>, ConfigError> {
         let (kind, usage, want) = if rx {
             ("RxPDO", "Outputs", 2)
         } else {
             ("TxPDO", "Inputs", 3)
         };
-        let mut sm = None;
+        let mailbox = self.mailbox.is_some();
+        let mut sms: Vec<(u8, Vec<u16>, u32)> = Vec::new();
         for p in &chosen {
             let s = p.sm.or_else(|| self.sm_for(usage)).ok_or_else(|| {
                 self.err(format!(
@@ -69,54 +80,68 @@ impl Device {
                     p.index
                 ))
             })?;
-            match sm {
-                None => sm = Some((s, p.index)),
-                Some((s0, i0)) if s0 != s => {
+            if mailbox {
+                if let Some((s0, pdos, _)) = sms.first()
+                    && *s0 != s
+                {
                     return Err(self.err(format!(
-                        "{kind}s 0x{i0:04X} (SM{s0}) and 0x{:04X} (SM{s}) are on different sync \
+                        "{kind}s 0x{:04X} (SM{s0}) and 0x{:04X} (SM{s}) are on different sync \
                          managers; choose the {kind}s of one",
+                        pdos[0], p.index
+                    )));
+                }
+                if s != want {
+                    return Err(self.err(format!(
+                        "{kind} 0x{:04X} is on SM{s}: a device with a mailbox has it on SM0/SM1, \
+                         and an rtcat configuration assigns its {kind}s to sm{want}",
                         p.index
                     )));
                 }
-                Some(_) => {}
+            } else {
+                if let Some(m) = self.sync_managers.get(usize::from(s))
+                    && !m.usage.eq_ignore_ascii_case(usage)
+                {
+                    return Err(self.err(format!(
+                        "{kind} 0x{:04X} is on SM{s}, whose usage is {:?}: {kind}s need an \
+                         {usage} sync manager",
+                        p.index, m.usage
+                    )));
+                }
+                if s > MAX_ASSIGN_SM {
+                    return Err(self.err(format!(
+                        "{kind} 0x{:04X} is on SM{s}: an rtcat pdo_assign names sm0..sm3",
+                        p.index
+                    )));
+                }
+            }
+            match sms.iter_mut().find(|(n, _, _)| *n == s) {
+                Some((_, pdos, bits)) => {
+                    pdos.push(p.index);
+                    *bits += p.bits();
+                }
+                None => sms.push((s, vec![p.index], p.bits())),
             }
         }
-        if let Some((s, i)) = sm
-            && s != want
-        {
-            // Simple digital terminals and evaluation boards have no mailbox and put their
-            // process data on SM0/SM1; the master configures process data on SM2/SM3 only.
-            let what = if self.mailbox.is_none() && s < 2 {
-                format!(
-                    " ({} is a device without a mailbox whose process data are on SM0/SM1; the \
-                     master's support for such devices is pending, issue 31)",
-                    self.name
-                )
-            } else {
-                String::new()
-            };
-            return Err(self.err(format!(
-                "{kind} 0x{i:04X} is on SM{s}: an rtcat configuration assigns {kind}s to \
-                 sm{want} only{what}"
-            )));
-        }
-        let bits: u32 = chosen.iter().map(|p| p.bits()).sum();
-        let bytes = bits.div_ceil(8);
-        if let Some((s, _)) = sm
-            && let Some(max) = self
+        sms.sort_by_key(|(n, _, _)| *n);
+        for (s, _, bits) in &mut sms {
+            // Bits to the SM's whole bytes, as the master sizes it.
+            *bits = bits.div_ceil(8);
+            if let Some(max) = self
                 .sync_managers
-                .get(usize::from(s))
+                .get(usize::from(*s))
                 .and_then(|m| m.max_size)
-            && bytes > u32::from(max)
-        {
-            return Err(self.err(format!(
-                "the chosen {kind}s take {bytes} bytes, more than SM{s}'s MaxSize of {max}"
-            )));
+                && *bits > u32::from(max)
+            {
+                return Err(self.err(format!(
+                    "the chosen {kind}s take {bits} bytes, more than SM{s}'s MaxSize of {max}"
+                )));
+            }
         }
+        let bytes = sms.iter().map(|(_, _, b)| b).sum();
         Ok(Side {
             rx,
             chosen,
-            sm: sm.map(|(s, _)| s),
+            sms,
             bytes,
         })
     }
@@ -127,8 +152,11 @@ impl Device {
     ///
     /// Checked first: every PDO exists, none is chosen twice, no chosen PDO excludes another,
     /// every mandatory PDO is chosen, the PDOs of one direction share one sync manager (SM2 for
-    /// RxPDOs, SM3 for TxPDOs) and fit its `MaxSize`, and a device whose CoE does not allow PDO
-    /// assignment (`PdoAssign`) keeps its default PDOs.
+    /// RxPDOs, SM3 for TxPDOs) on a device with a mailbox, or sit on sync managers of their
+    /// direction (SM0..SM3) on one without, each within its `MaxSize`, and a device whose CoE
+    /// does not allow PDO assignment (`PdoAssign`), or that has no mailbox, keeps its default
+    /// PDOs. A device without a mailbox gets its SII's assignment as `pdo_assign` for the master
+    /// to compare (it writes nothing there).
     pub fn config_for(&self, pdos: &[u16]) -> Result<String, ConfigError> {
         if let Some(why) = self.unsupported_profile() {
             return Err(self.err(why));
@@ -194,9 +222,13 @@ impl Device {
                 sorted.sort_unstable();
                 if chosen != sorted {
                     let hex: Vec<String> = default.iter().map(|i| format!("0x{i:04X}")).collect();
+                    let why = if self.mailbox.is_none() {
+                        "no mailbox: its SII's"
+                    } else {
+                        "Mailbox/CoE@PdoAssign is not set"
+                    };
                     return Err(self.err(format!(
-                        "its PDO assignment is fixed (Mailbox/CoE@PdoAssign is not set): its {}s \
-                         are always {}",
+                        "its PDO assignment is fixed ({why}): its {}s are always {}",
                         if s.rx { "RxPDO" } else { "TxPDO" },
                         if hex.is_empty() {
                             "none".to_string()
@@ -230,14 +262,16 @@ impl Device {
                 ("TxPDOs", "inputs")
             };
             let chosen: Vec<Pdo> = side.chosen.iter().map(|p| (*p).clone()).collect();
-            let sm = side.sm.map(|n| format!("SM{n}, ")).unwrap_or_default();
-            let unit = if side.bytes == 1 { "byte" } else { "bytes" };
-            let _ = writeln!(
-                s,
-                "# {kind} ({dir}): {} ({sm}{} {unit})",
-                list(&chosen),
-                side.bytes
-            );
+            let unit = |n: u32| if n == 1 { "byte" } else { "bytes" };
+            let size = match side.sms.as_slice() {
+                [] => format!("{} {}", side.bytes, unit(side.bytes)),
+                sms => sms
+                    .iter()
+                    .map(|(n, _, b)| format!("SM{n}, {b} {}", unit(*b)))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            };
+            let _ = writeln!(s, "# {kind} ({dir}): {} ({size})", list(&chosen));
         }
         let _ = writeln!(s, "[[device]]");
         let _ = writeln!(s, "vendor_id = 0x{:08X}", self.vendor_id);
@@ -267,7 +301,29 @@ impl Device {
                 assign.push(format!("{key} = [{}]", v.join(", ")));
             }
         }
-        if !coe.pdo_assign {
+        if self.mailbox.is_none() {
+            // No mailbox: the assignment is the SII's; the master compares it, writes nothing.
+            let lists: Vec<String> = out
+                .sms
+                .iter()
+                .chain(&inp.sms)
+                .map(|(n, pdos, _)| {
+                    let v: Vec<String> = pdos.iter().map(|i| format!("0x{i:04X}")).collect();
+                    (n, format!("sm{n} = [{}]", v.join(", ")))
+                })
+                .collect::<std::collections::BTreeMap<_, _>>()
+                .into_values()
+                .collect();
+            if !lists.is_empty() {
+                let _ = writeln!(s);
+                let _ = writeln!(
+                    s,
+                    "# No mailbox: the assignment is fixed in the device's SII; the master \
+                     compares it, writes nothing"
+                );
+                let _ = writeln!(s, "pdo_assign = {{ {} }}", lists.join(", "));
+            }
+        } else if !coe.pdo_assign {
             let _ = writeln!(
                 s,
                 "# PDO assignment fixed by the device (CoE PdoAssign not set): nothing to write"
@@ -283,12 +339,18 @@ impl Device {
                 let _ = writeln!(s);
                 let kind = if side.rx { "RxPDO" } else { "TxPDO" };
                 if p.fixed {
+                    // Without a mailbox nothing is assigned either: the SII's is compared.
                     let _ = writeln!(
                         s,
-                        "# {kind} 0x{:04X} {}: fixed mapping ({} bits), assigned only",
+                        "# {kind} 0x{:04X} {}: fixed mapping ({} bits){}",
                         p.index,
                         toml_str(&p.name),
-                        p.bits()
+                        p.bits(),
+                        if self.mailbox.is_some() {
+                            ", assigned only"
+                        } else {
+                            ""
+                        }
                     );
                     continue;
                 }

@@ -541,7 +541,10 @@ fn config_for_checks_the_chosen_pdos() {
     );
     let e = s2.config_for(&[0x1601]).unwrap_err().to_string();
     assert!(
-        e.contains("RxPDO 0x1601 is on SM4: an rtcat configuration assigns RxPDOs to sm2 only"),
+        e.contains(
+            "RxPDO 0x1601 is on SM4: a device with a mailbox has it on SM0/SM1, and an rtcat \
+             configuration assigns its RxPDOs to sm2"
+        ),
         "{e}"
     );
     let mut big = s.clone();
@@ -973,26 +976,58 @@ fn a_pdo_without_entries_gets_no_empty_mapping() {
     assert_eq!(d["pdo_map"].as_array().unwrap().len(), 2, "{block}");
 }
 
-// Issue 31, item 7: process data on SM0/SM1 of a device without mailbox stay refused, but the
-// error says what the device is and that the master's support is pending.
+// Issue 31, SM0/SM1: a device without a mailbox has its SII's assignment, often on SM0/SM1; the
+// block lists it per SM for the master to compare, and only the fixed set can be chosen.
 #[test]
-fn process_data_on_sm0_says_what_the_device_is() {
+fn process_data_on_sm0_and_sm1_are_emitted_per_sync_manager() {
     let f = read_file(&data("passive.xml")).unwrap();
-    for (d, pdo, kind, sm) in [
-        (&f.devices[0], 0x1A00, "TxPDO", 3),
-        (&f.devices[1], 0x1600, "RxPDO", 2),
+    for (d, pdo, key, size) in [
+        (&f.devices[0], 0x1A00, "sm0 = [0x1A00]", "input_bytes = 1"),
+        (&f.devices[1], 0x1600, "sm0 = [0x1600]", "output_bytes = 1"),
     ] {
-        let e = d.config_for(&[pdo]).unwrap_err().to_string();
-        assert_eq!(
-            e,
-            format!(
-                "{n}: {kind} 0x{pdo:04X} is on SM0: an rtcat configuration assigns {kind}s to \
-                 sm{sm} only ({n} is a device without a mailbox whose process data are on \
-                 SM0/SM1; the master's support for such devices is pending, issue 31)",
-                n = d.name
-            )
+        let block = d.config_for(&[pdo]).unwrap();
+        assert!(
+            block.contains(&format!("pdo_assign = {{ {key} }}")),
+            "{block}"
         );
+        assert!(block.contains(size), "{block}");
+        assert!(
+            block.contains("the master compares it, writes nothing"),
+            "{block}"
+        );
+        let e = d.config_for(&[]).unwrap_err().to_string();
+        assert!(e.contains("is mandatory"), "{e}");
     }
+    // Split over SM0 and SM1 (a 16-channel output), and SM1 carrying inputs.
+    let mut d = f.devices[1].clone();
+    let mut sm1 = d.sync_managers[0].clone();
+    sm1.start = 0x0f01;
+    d.sync_managers.push(sm1);
+    let mut p = d.rx_pdos[0].clone();
+    p.index = 0x1601;
+    p.sm = Some(1);
+    d.rx_pdos.push(p);
+    let block = d.config_for(&[0x1600, 0x1601]).unwrap();
+    assert!(
+        block.contains("pdo_assign = { sm0 = [0x1600], sm1 = [0x1601] }"),
+        "{block}"
+    );
+    assert!(block.contains("output_bytes = 2"), "{block}");
+    assert!(block.contains("(SM0, 1 byte; SM1, 1 byte)"), "{block}");
+    // A PDO on an SM of the other direction, and one past sm3, are refused naming them.
+    d.sync_managers[1].usage = "Inputs".into();
+    let e = d.config_for(&[0x1600, 0x1601]).unwrap_err().to_string();
+    assert!(
+        e.contains("RxPDO 0x1601 is on SM1, whose usage is \"Inputs\""),
+        "{e}"
+    );
+    d.sync_managers[1].usage = "Outputs".into();
+    d.rx_pdos[1].sm = Some(5);
+    let e = d.config_for(&[0x1600, 0x1601]).unwrap_err().to_string();
+    assert!(
+        e.contains("RxPDO 0x1601 is on SM5: an rtcat pdo_assign names sm0..sm3"),
+        "{e}"
+    );
 }
 
 // Issue 31, items 3 and 4: a module file (root EtherCATModule) reads; a coupler's InfoReference

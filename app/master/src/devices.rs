@@ -9,6 +9,10 @@
 //! them in PRE-OP before it reads the layout, so the layout, the SM lengths ethercrab computes from
 //! 0x1C12/0x1C13 in `into_safe_op`, and the expected working counter all follow the configuration.
 //!
+//! A subdevice without CoE (the digital terminals whose process data sit on SM0/SM1) has its
+//! assignment and mapping fixed in its SII: for it nothing is written, `pdo_assign` (`sm0`..`sm3`)
+//! and `pdo_map` are compared with the SII ([`check_mailbox`], [`compare`]).
+//!
 //! `[[segment.device]]` is a different thing: it only checks the identity at a position and
 //! writes nothing.
 //!
@@ -84,14 +88,38 @@ pub struct DeviceConfig {
     pub sdo: Vec<StartupSdo>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-/// `pdo_assign = { sm2 = [...], sm3 = [...] }`.
+/// `pdo_assign = { sm2 = [...], sm3 = [...] }`: the PDOs of each process-data sync manager.
+///
+/// A CoE subdevice's `sm2` / `sm3` are written (objects 0x1C12 / 0x1C13). A subdevice without
+/// a mailbox has its assignment fixed in its SII, often on SM0/SM1 (digital terminals: outputs
+/// on SM0, inputs on SM0 or SM1, 16 channels split over SM0 and SM1): every list is compared
+/// with the SII, nothing is written.
 pub struct PdoAssign {
+    /// PDOs of SM0, one direction (a subdevice without a mailbox).
+    pub sm0: Option<Vec<u16>>,
+    /// PDOs of SM1, one direction (a subdevice without a mailbox).
+    pub sm1: Option<Vec<u16>>,
     /// RxPDOs (0x16xx/0x17xx) of SM2, the outputs (object 0x1C12).
     pub sm2: Option<Vec<u16>>,
     /// TxPDOs (0x1Axx/0x1Bxx) of SM3, the inputs (object 0x1C13).
     pub sm3: Option<Vec<u16>>,
+}
+
+impl PdoAssign {
+    /// Each sync manager the entry lists, with its PDOs, in SM order.
+    pub fn lists(&self) -> impl Iterator<Item = (u8, &Vec<u16>)> {
+        [&self.sm0, &self.sm1, &self.sm2, &self.sm3]
+            .into_iter()
+            .enumerate()
+            .filter_map(|(n, l)| l.as_ref().map(|l| (n as u8, l)))
+    }
+
+    /// Whether it lists SM0 or SM1 (process data of a subdevice without a mailbox).
+    pub fn names_sm01(&self) -> bool {
+        self.sm0.is_some() || self.sm1.is_some()
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
@@ -535,86 +563,17 @@ fn validate_one(i: usize, d: &DeviceConfig, subdevices: Option<u16>) -> Result<(
     }
 
     // pdo_assign: the right PDOs on the right SM, no duplicates, sizes.
-    let assign = d.pdo_assign.as_ref();
-    for (sm, list, dir, range) in [
-        (
-            "sm2",
-            assign.and_then(|a| a.sm2.as_ref()),
-            Direction::Outputs,
-            "RxPDOs 0x1600..=0x17ff",
-        ),
-        (
-            "sm3",
-            assign.and_then(|a| a.sm3.as_ref()),
-            Direction::Inputs,
-            "TxPDOs 0x1a00..=0x1bff",
-        ),
-    ] {
-        let Some(list) = list else { continue };
-        if list.len() > 255 {
-            return Err(invalid(
-                k(&format!("pdo_assign.{sm}")),
-                format!("{} PDOs", list.len()),
-                "at most 255 (subindex 0 of 0x1C12/0x1C13 is an UNSIGNED8)",
-            ));
-        }
-        let mut bits = 0u64;
-        let mut all_known = true;
-        for (n, &pdo) in list.iter().enumerate() {
-            let key = k(&format!("pdo_assign.{sm}[{n}]"));
-            if pdo_direction(pdo) != Some(dir) {
-                return Err(invalid(
-                    key,
-                    format!("{pdo:#06x}"),
-                    format!("{sm} carries {range}"),
-                ));
-            }
-            if list[..n].contains(&pdo) {
-                return Err(invalid(key, format!("{pdo:#06x}"), "assigned twice"));
-            }
-            match mapped.iter().find(|(p, _)| *p == pdo) {
-                Some((_, b)) => bits += u64::from(*b),
-                None => all_known = false,
-            }
-        }
-        let bytes = bits.div_ceil(8);
-        if bytes > u64::from(MAX_SM_BYTES) {
-            return Err(invalid(
-                k(&format!("pdo_assign.{sm}")),
-                format!("{bits} bits"),
-                format!(
-                    "the assigned PDOs map more than one sync manager carries ({MAX_SM_BYTES} \
-                     bytes)"
-                ),
-            ));
-        }
-        let (want_key, want) = match dir {
-            Direction::Outputs => ("output_bytes", d.output_bytes),
-            Direction::Inputs => ("input_bytes", d.input_bytes),
-        };
-        if let Some(want) = want {
-            // ethercrab sizes an SM as the mapped bits rounded up to whole bytes.
-            if bytes > u64::from(want) || (all_known && bytes != u64::from(want)) {
-                return Err(invalid(
-                    k(want_key),
-                    want,
-                    format!(
-                        "the PDOs assigned to {sm} map {bits} bits ({bytes} bytes){}",
-                        if all_known { "" } else { " or more" }
-                    ),
-                ));
-            }
-        }
-        // A mapped PDO this SM's assignment leaves out would be written and never used.
-        for (j, p) in d.pdo_map.iter().enumerate() {
-            if pdo_direction(p.index) == Some(dir) && !list.contains(&p.index) {
-                return Err(invalid(
-                    k(&format!("pdo_map[{j}].index")),
-                    format!("{:#06x}", p.index),
-                    format!("is not assigned: pdo_assign.{sm} does not list it"),
-                ));
-            }
-        }
+    validate_assign(i, d, &mapped)?;
+    if let Some(a) = &d.pdo_assign
+        && a.names_sm01()
+        && !d.sdo.is_empty()
+    {
+        return Err(invalid(
+            k("sdo[0].index"),
+            format!("{:#06x}", d.sdo[0].index),
+            "pdo_assign lists SM0/SM1: process data there belong to a subdevice without a \
+             mailbox, which takes no SDOs",
+        ));
     }
 
     for (m, s) in d.sdo.iter().enumerate() {
@@ -639,6 +598,147 @@ fn validate_one(i: usize, d: &DeviceConfig, subdevices: Option<u16>) -> Result<(
         }
         encode(s.ty, &s.value)
             .map_err(|msg| invalid(k(&format!("sdo[{m}].value")), s.shown(), msg))?;
+    }
+    Ok(())
+}
+
+/// `pdo_assign` of `device[i]`: per SM one direction (SM2 RxPDOs, SM3 TxPDOs, SM0/SM1 either),
+/// each PDO once over all SMs, each direction's sizes against `output_bytes` / `input_bytes`,
+/// and every PDO `pdo_map` configures is assigned where the assignment is written (SM2/SM3).
+fn validate_assign(i: usize, d: &DeviceConfig, mapped: &[(u16, u32)]) -> Result<(), Invalid> {
+    let k = |rest: &str| format!("device[{i}].{rest}");
+    let Some(a) = &d.pdo_assign else {
+        return Ok(());
+    };
+    // Per direction: bytes of the PDOs known from pdo_map (each SM rounded up to whole bytes,
+    // as ethercrab sizes an SM), whether every PDO's size is known, and the SMs listed.
+    let mut sizes = [(0u64, 0u64, true, Vec::new()), (0, 0, true, Vec::new())];
+    let mut seen: Vec<(u16, u8)> = Vec::new();
+    for (sm, list) in a.lists() {
+        let key = format!("pdo_assign.sm{sm}");
+        if list.len() > 255 {
+            return Err(invalid(
+                k(&key),
+                format!("{} PDOs", list.len()),
+                "at most 255 (subindex 0 of an assignment object is an UNSIGNED8)",
+            ));
+        }
+        let fixed = match sm {
+            2 => Some((Direction::Outputs, "RxPDOs 0x1600..=0x17ff")),
+            3 => Some((Direction::Inputs, "TxPDOs 0x1a00..=0x1bff")),
+            _ => None,
+        };
+        let mut dir = fixed.map(|f| f.0);
+        let mut bits = 0u64;
+        let mut all_known = true;
+        for (n, &pdo) in list.iter().enumerate() {
+            let key = k(&format!("{key}[{n}]"));
+            let Some(this) = pdo_direction(pdo) else {
+                return Err(invalid(
+                    key,
+                    format!("{pdo:#06x}"),
+                    "must be an RxPDO 0x1600..=0x17ff or a TxPDO 0x1a00..=0x1bff",
+                ));
+            };
+            match (dir, fixed) {
+                (Some(want), Some((_, range))) if want != this => {
+                    return Err(invalid(
+                        key,
+                        format!("{pdo:#06x}"),
+                        format!("sm{sm} carries {range}"),
+                    ));
+                }
+                (Some(want), None) if want != this => {
+                    return Err(invalid(
+                        key,
+                        format!("{pdo:#06x}"),
+                        format!(
+                            "sm{sm} lists {} before it: a sync manager carries one direction",
+                            if want == Direction::Outputs {
+                                "RxPDOs"
+                            } else {
+                                "TxPDOs"
+                            }
+                        ),
+                    ));
+                }
+                _ => dir = Some(this),
+            }
+            if let Some(&(_, other)) = seen.iter().find(|(p, _)| *p == pdo) {
+                let why = if other == sm {
+                    "assigned twice".to_string()
+                } else {
+                    format!("already assigned to sm{other}")
+                };
+                return Err(invalid(key, format!("{pdo:#06x}"), why));
+            }
+            seen.push((pdo, sm));
+            match mapped.iter().find(|(p, _)| *p == pdo) {
+                Some((_, b)) => bits += u64::from(*b),
+                None => all_known = false,
+            }
+        }
+        if bits.div_ceil(8) > u64::from(MAX_SM_BYTES) {
+            return Err(invalid(
+                k(&key),
+                format!("{bits} bits"),
+                format!(
+                    "the assigned PDOs map more than one sync manager carries ({MAX_SM_BYTES} \
+                     bytes)"
+                ),
+            ));
+        }
+        let Some(dir) = dir else { continue };
+        let s = &mut sizes[usize::from(dir == Direction::Inputs)];
+        s.0 += bits;
+        s.1 += bits.div_ceil(8);
+        // An SM0/SM1 list need not name every SM of its direction: its sizes are a lower bound.
+        s.2 &= all_known && fixed.is_some();
+        s.3.push(format!("sm{sm}"));
+    }
+    for (dir, (bits, bytes, exact, sms)) in [Direction::Outputs, Direction::Inputs]
+        .into_iter()
+        .zip(&sizes)
+    {
+        if sms.is_empty() {
+            continue;
+        }
+        let (want_key, want) = match dir {
+            Direction::Outputs => ("output_bytes", d.output_bytes),
+            Direction::Inputs => ("input_bytes", d.input_bytes),
+        };
+        if let Some(want) = want
+            && (*bytes > u64::from(want) || (*exact && *bytes != u64::from(want)))
+        {
+            return Err(invalid(
+                k(want_key),
+                want,
+                format!(
+                    "the PDOs assigned to {} map {bits} bits ({bytes} bytes){}",
+                    sms.join(" and "),
+                    if *exact { "" } else { " or more" }
+                ),
+            ));
+        }
+    }
+    // A mapped PDO a written assignment (sm2/sm3) leaves out would be written and never used.
+    for (sm, dir, list) in [
+        (2, Direction::Outputs, &a.sm2),
+        (3, Direction::Inputs, &a.sm3),
+    ] {
+        let Some(list) = list else { continue };
+        for (j, p) in d.pdo_map.iter().enumerate() {
+            if pdo_direction(p.index) == Some(dir)
+                && !list.contains(&p.index)
+                && !seen.iter().any(|(q, _)| *q == p.index)
+            {
+                return Err(invalid(
+                    k(&format!("pdo_map[{j}].index")),
+                    format!("{:#06x}", p.index),
+                    format!("is not assigned: pdo_assign.sm{sm} does not list it"),
+                ));
+            }
+        }
     }
     Ok(())
 }
@@ -775,6 +875,17 @@ pub enum DeviceError {
         /// What was asked and what it has.
         what: String,
     },
+    /// The entry asks for what the subdevice's mailbox (or its lack of one) rules out: SDOs to
+    /// a subdevice without CoE, SM0/SM1 process data on one whose SM0/SM1 are its mailbox.
+    #[error("{who}: {key}: {what}")]
+    Mailbox {
+        /// The subdevice and the entry.
+        who: String,
+        /// The key (`sdo`, `pdo_assign.sm0`).
+        key: String,
+        /// Why it cannot be done.
+        what: String,
+    },
     /// The process data size after OP is not the configured one.
     #[error("{who}: {what} is {got} bytes, configured {key} = {want}")]
     Size {
@@ -882,16 +993,24 @@ where
 /// documented order: each PDO of `pdo_map` (:00 = 0, :01.., :00 = n), each SM of `pdo_assign`
 /// (same on 0x1C12/0x1C13), then the PS SDOs in file order (ETG.1000.6 §5.6.7.4: a mapping or
 /// assignment is changed by clearing subindex 0 first, and takes effect when it is written back).
+///
+/// A subdevice without CoE (`coe` false) gets nothing written: its PDO assignment and mapping
+/// are its SII's, which [`check_and_name`] compares with `d`; startup SDOs are refused.
 pub fn apply_pre_op<'m, S>(
     md: &'m MainDevice<'m>,
     sd: &SubDeviceRef<'_, S>,
     position: u16,
     who: &str,
     d: &DeviceConfig,
+    coe: bool,
 ) -> Result<(), DeviceError>
 where
     S: std::ops::Deref<Target = ethercrab::SubDevice>,
 {
+    check_mailbox(who, d, coe)?;
+    if !coe {
+        return Ok(());
+    }
     let mut w = Writer::new(md, sd, position, who);
     for p in &d.pdo_map {
         w.write(p.index, 0, &[0], "0 (u8)".into())?;
@@ -925,6 +1044,34 @@ where
         }
     }
     startup(&mut w, d, Transition::PS)
+}
+
+/// What `d` asks that the subdevice's mailbox rules out ([`DeviceError::Mailbox`]).
+pub fn check_mailbox(who: &str, d: &DeviceConfig, coe: bool) -> Result<(), DeviceError> {
+    let fail = |key: String, what: &str| {
+        Err(DeviceError::Mailbox {
+            who: who.to_string(),
+            key,
+            what: what.to_string(),
+        })
+    };
+    if !coe && !d.sdo.is_empty() {
+        return fail(
+            "sdo".into(),
+            "the subdevice has no CoE mailbox (SII words 0x18..0x1C): startup SDOs cannot be \
+             written",
+        );
+    }
+    if coe
+        && let Some(a) = &d.pdo_assign
+        && let Some((sm, _)) = a.lists().find(|(sm, _)| *sm < 2)
+    {
+        return fail(
+            format!("pdo_assign.sm{sm}"),
+            "SM0/SM1 are the mailbox of this CoE subdevice: its process data are on SM2/SM3",
+        );
+    }
+    Ok(())
 }
 
 /// Write the startup SDOs of `d` for `transition`, in file order.
@@ -972,7 +1119,20 @@ pub fn check_and_name<S>(
 where
     S: std::ops::Deref<Target = ethercrab::SubDevice>,
 {
-    compare(who, d, src, |pdo| read_mapping(sd, who, pdo))?;
+    if src.coe {
+        compare(who, d, src, |pdo| read_mapping(sd, who, pdo))?;
+    } else {
+        // Without CoE the SII is all there is: a PDO not assigned there is not run.
+        compare(who, d, src, |pdo| {
+            Err(DeviceError::Differs {
+                who: who.to_string(),
+                object: format!("{pdo:#06x}"),
+                what: "configured in pdo_map, but the subdevice's SII assigns it to no sync \
+                       manager"
+                    .into(),
+            })
+        })?;
+    }
     for p in &d.pdo_map {
         if let Some(q) = src.pdos.iter_mut().find(|q| q.index == p.index) {
             name_entries(q, p, d);
@@ -996,20 +1156,22 @@ pub fn compare(
         what,
     };
     if let Some(a) = &d.pdo_assign {
-        for (object, list, dir) in [
-            (ASSIGN_SM2, &a.sm2, Direction::Outputs),
-            (ASSIGN_SM3, &a.sm3, Direction::Inputs),
-        ] {
-            let Some(want) = list else { continue };
+        for (sm, want) in a.lists() {
             let got: Vec<u16> = src
                 .pdos
                 .iter()
-                .filter(|p| p.direction == dir)
+                .filter(|p| p.sync_manager == sm)
                 .map(|p| p.index)
                 .collect();
             if &got != want {
+                // CoE: the assignment object 0x1C10 + n; without: the SII's.
+                let object = if src.coe {
+                    format!("{:#06x}", 0x1c10 + u16::from(sm))
+                } else {
+                    format!("SM{sm} assignment in the SII")
+                };
                 return Err(differs(
-                    format!("{object:#06x}"),
+                    object,
                     format!(
                         "assignment configured [{}], the subdevice has [{}]",
                         hex_list(want),
@@ -1739,6 +1901,118 @@ transition = "SO"
         })
         .unwrap();
         assert_eq!(asked, [0x1a00]);
+    }
+
+    /// A 16-channel digital output without a mailbox: channels 1-8 on SM0, 9-16 on SM1.
+    const DO16: &str = "[[device]]\nposition = 0\noutput_bytes = 2\n\
+        pdo_assign = { sm0 = [0x1600, 0x1601, 0x1602, 0x1603, 0x1604, 0x1605, 0x1606, 0x1607], \
+        sm1 = [0x1608, 0x1609, 0x160A, 0x160B, 0x160C, 0x160D, 0x160E, 0x160F] }\n";
+
+    #[test]
+    fn sm0_and_sm1_assignments_are_validated_offline() {
+        let c = Config::parse(DO16, "c.toml").expect("valid");
+        let a = c.device[0].pdo_assign.as_ref().unwrap();
+        let sms: Vec<u8> = a.lists().map(|(n, _)| n).collect();
+        assert_eq!(sms, [0, 1]);
+        refused(
+            &DO16.replace("0x1609", "0x1A00"),
+            &[
+                "device[0].pdo_assign.sm1[1] = 0x1a00",
+                "sm1 lists RxPDOs before it: a sync manager carries one direction",
+            ],
+        );
+        refused(
+            &DO16.replace("0x1609", "0x1600"),
+            &[
+                "device[0].pdo_assign.sm1[1] = 0x1600",
+                "already assigned to sm0",
+            ],
+        );
+        refused(
+            &DO16.replace("0x1609", "0x1C00"),
+            &["device[0].pdo_assign.sm1[1] = 0x1c00", "must be an RxPDO"],
+        );
+        refused(
+            &DO16.replace("sm1 =", "sm4 ="),
+            &["unknown field `sm4`", "sm0", "sm3"],
+        );
+        // Startup SDOs need a mailbox, which a device with process data on SM0/SM1 lacks.
+        refused(
+            &format!("{DO16}[[device.sdo]]\nindex = 0x8000\nsub = 1\ntype = \"u8\"\nvalue = 1\n"),
+            &["device[0].sdo[0].index = 0x8000", "takes no SDOs"],
+        );
+        // Sizes: an SM0/SM1 list is a lower bound (the device may have more SMs).
+        let mapped = "[[device]]\nposition = 0\noutput_bytes = 2\n\
+            pdo_assign = { sm0 = [0x1600] }\n\
+            [[device.pdo_map]]\nindex = 0x1600\nentries = [\"0x7000:01:1\"]\n";
+        Config::parse(mapped, "c.toml").expect("1 byte known, 2 configured");
+        refused(
+            &mapped.replace("output_bytes = 2", "output_bytes = 0"),
+            &[
+                "device[0].output_bytes = 0",
+                "the PDOs assigned to sm0 map 1 bits (1 bytes) or more",
+            ],
+        );
+    }
+
+    /// The SII's assignment of a device without CoE: SM0 outputs, SM1 outputs.
+    fn do16_source() -> SubdeviceSource {
+        let mut s = servo_source(Vec::new());
+        s.coe = false;
+        s.mapping = crate::layout::MappingSource::Sii;
+        s.pdos = (0..16u16)
+            .map(|c| PdoSource {
+                index: 0x1600 + c,
+                name: None,
+                sync_manager: (c / 8) as u8,
+                direction: Direction::Outputs,
+                entries: vec![(0x7000 + 0x10 * c, 1, 1, None, 1)],
+            })
+            .collect();
+        s
+    }
+
+    #[test]
+    fn an_sii_assignment_is_compared_per_sync_manager() {
+        let c = Config::parse(DO16, "c.toml").unwrap();
+        let none = |_| -> Result<Vec<(u16, u8, u8)>, DeviceError> { panic!("all assigned") };
+        compare("sub", &c.device[0], &do16_source(), none).unwrap();
+        // Channel 9 on SM0 instead of SM1.
+        let mut src = do16_source();
+        src.pdos[8].sync_manager = 0;
+        let e = compare("sub", &c.device[0], &src, none)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "sub: SM0 assignment in the SII: assignment configured [0x1600, 0x1601, \
+                 0x1602, 0x1603, 0x1604, 0x1605, 0x1606, 0x1607], the subdevice has [0x1600"
+            ),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn the_mailbox_decides_what_can_be_asked() {
+        let c = Config::parse(DO16, "c.toml").unwrap();
+        check_mailbox("sub", &c.device[0], false).unwrap();
+        let e = check_mailbox("sub", &c.device[0], true)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "sub: pdo_assign.sm0: SM0/SM1 are the mailbox of this CoE subdevice: its process \
+             data are on SM2/SM3"
+        );
+        let c = Config::parse(SERVO, "c.toml").unwrap();
+        check_mailbox("sub", &c.device[0], true).unwrap();
+        let e = check_mailbox("sub", &c.device[0], false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("sub: sdo: the subdevice has no CoE mailbox"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -111,23 +111,8 @@ pub fn read_subdevice(
     cache: &mut SiiCache,
 ) -> Result<SubdeviceSource> {
     let id = sd.identity();
-    let key = (id.vendor_id, id.product_id, id.revision);
-    let sii = match cache.0.iter().find(|(k, _)| *k == key) {
-        Some((_, s)) => s.clone(),
-        None => {
-            let img = read_sii(md, sd, position, Some(&WANTED))?;
-            let s = Sii::parse(&img).map_err(|e| {
-                Error::Layout(crate::layout::LayoutError::Mapping {
-                    position,
-                    name: sd.name().to_string(),
-                    what: e.to_string(),
-                })
-            })?;
-            cache.0.push((key, s.clone()));
-            s
-        }
-    };
-    let coe = sii.protocols.coe && sii.mailbox.is_some();
+    let sii = sii_of(md, sd, position, cache)?;
+    let coe = has_coe(&sii);
     let pdos = if coe {
         coe_pdos(sd, position, &sii)?
     } else {
@@ -151,6 +136,37 @@ pub fn read_subdevice(
         },
         pdos,
     })
+}
+
+/// The SII categories the layout needs of the subdevice at `position`, from `cache` when a
+/// subdevice of the same identity was read before.
+pub fn sii_of(
+    md: &MainDevice<'_>,
+    sd: &SubDeviceRef<'_, &SubDevice>,
+    position: u16,
+    cache: &mut SiiCache,
+) -> Result<Sii> {
+    let id = sd.identity();
+    let key = (id.vendor_id, id.product_id, id.revision);
+    if let Some((_, s)) = cache.0.iter().find(|(k, _)| *k == key) {
+        return Ok(s.clone());
+    }
+    let img = read_sii(md, sd, position, Some(&WANTED))?;
+    let s = Sii::parse(&img).map_err(|e| {
+        Error::Layout(crate::layout::LayoutError::Mapping {
+            position,
+            name: sd.name().to_string(),
+            what: e.to_string(),
+        })
+    })?;
+    cache.0.push((key, s.clone()));
+    Ok(s)
+}
+
+/// Whether a subdevice talks CoE (a mailbox and the CoE protocol bit): its PDOs are then read
+/// and configured over CoE, otherwise they are the SII's.
+pub fn has_coe(sii: &Sii) -> bool {
+    sii.protocols.coe && sii.mailbox.is_some()
 }
 
 /// The PDOs of a CoE subdevice: for every process-data sync manager n, the assignment object

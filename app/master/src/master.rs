@@ -291,15 +291,19 @@ fn bring_up(
             (d, devices::who(pos as u16, name, i, d))
         })
     };
+    // The SII (read once per identity, kept for the layout below) says whether a subdevice
+    // has CoE: without it nothing is written and the configuration is compared with the SII.
+    let mut cache = crate::mapping::SiiCache::default();
     for (pos, sd) in group.iter(md).enumerate() {
         if let Some((d, who)) = configured(pos, sd.name()) {
-            devices::apply_pre_op(md, &sd, pos as u16, &who, d)?;
+            let sii = crate::mapping::sii_of(md, &sd, pos as u16, &mut cache)?;
+            let coe = crate::mapping::has_coe(&sii);
+            devices::apply_pre_op(md, &sd, pos as u16, &who, d, coe)?;
         }
     }
     // The mapping in effect, read in PRE-OP from the sources ethercrab sizes the SMs from, and
     // compared with what was configured (a subdevice may ignore a write without aborting it).
     let mut sources = Vec::with_capacity(n);
-    let mut cache = crate::mapping::SiiCache::default();
     for (pos, sd) in group.iter(md).enumerate() {
         let mut src = crate::mapping::read_subdevice(md, &sd, pos as u16, &mut cache)?;
         if let Some((d, who)) = configured(pos, sd.name()) {

@@ -230,7 +230,7 @@ pub struct EsiArgs {
     #[arg(long, value_name = "REV", value_parser = parse_esi_number)]
     pub revision: Option<u32>,
     /// Print the rtcat [[device]] block assigning these PDOs (e.g. 0x1600 0x1A00); a modular
-    /// device's modules (--slot) add theirs
+    /// device's modules (--slot) add theirs, a device without a mailbox needs none (its SII's)
     #[arg(long, value_name = "PDO", num_args = 0.., value_parser = parse_pdo_index)]
     pub emit_config: Option<Vec<u16>>,
     /// Put a module into a slot of a modular device: slot number = module type name or

@@ -109,10 +109,21 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
                 "{fname}: {} has no slots (not a modular device): --slot does not apply",
                 d.name
             )));
+        } else if pdos.is_empty() && d.mailbox.is_none() {
+            // No mailbox: the assignment is the SII's, nothing to choose.
+            let fixed: Vec<u16> = d
+                .rx_pdos
+                .iter()
+                .chain(&d.tx_pdos)
+                .filter(|p| p.sm.is_some())
+                .map(|p| p.index)
+                .collect();
+            d.config_for(&fixed)
         } else if pdos.is_empty() {
             return Err(Fail::Usage(format!(
                 "{fname}: --emit-config needs the PDOs to assign (e.g. --emit-config 0x1600 \
-                 0x1A00); only a modular device's modules (--slot) bring their own"
+                 0x1A00); only a modular device's modules (--slot) and a device without a \
+                 mailbox (its SII's) bring their own"
             )));
         } else {
             d.config_for(pdos)

@@ -442,10 +442,17 @@ pub fn from_bus_toml(devices: &[DeviceMapping], source: &str) -> String {
             }
         );
         if !d.coe {
+            // The SII's assignment per SM: a [[device]] may state it, the master compares it.
+            let assign: Vec<String> = d
+                .assignments
+                .iter()
+                .map(|a| format!("sm{} = [{}]", a.sm, hex_list(&a.pdos)))
+                .collect();
             let _ = writeln!(
                 o,
                 "# No CoE: its process data is fixed by its SII ({} in, {} out); nothing to \
-                 configure.\n# [[device]]\n# position = {}\n# name = {}\n# input_bytes = {}\n\
+                 configure (uncommented, the master compares this with the SII).\n\
+                 # [[device]]\n# position = {}\n# name = {}\n# input_bytes = {}\n\
                  # output_bytes = {}",
                 bytes(d.input_bytes),
                 bytes(d.output_bytes),
@@ -454,6 +461,9 @@ pub fn from_bus_toml(devices: &[DeviceMapping], source: &str) -> String {
                 d.input_bytes,
                 d.output_bytes
             );
+            if !assign.is_empty() {
+                let _ = writeln!(o, "# pdo_assign = {{ {} }}", assign.join(", "));
+            }
             continue;
         }
         if !d.sdo_info {

@@ -369,6 +369,8 @@ fn emitted_configuration_is_valid_for_the_master() {
         ("AI4-COE.xml", &["0x1A00", "0x1A01", "0x1A02", "0x1A03"][..]),
         ("AI4-COE.xml", &["0x1A02"][..]),
         ("DIO8-COE.xml", &["0x1600", "0x1A00"][..]),
+        ("../sm01/SM01-TERMINALS.xml", &["--device", "DO16-SM01"][..]),
+        ("../sm01/SM01-TERMINALS.xml", &["--device", "DIO8-SM01"][..]),
     ] {
         let mut args = vec![example(file), "--emit-config".to_string()];
         args.extend(pdos.iter().map(|s| s.to_string()));
@@ -430,13 +432,15 @@ fn passive_devices_and_mailboxless_terminals() {
         &[&f, "--device", "ex9100", "--emit-config", "0x1600"],
         &["EX9100 (EX9100 Potential feed terminal 24 V, line 28) is a passive device"],
     );
-    usage(
-        &[&f, "--device", "EX1008", "--emit-config", "0x1A00"],
-        &[
-            "EX1008 is a device without a mailbox whose process data are on SM0/SM1; the \
-           master's support for such devices is pending",
-        ],
-    );
+    // A terminal without a mailbox: its SII's assignment (SM0), with or without the PDOs named.
+    for args in [&[][..], &["0x1A00"][..]] {
+        let mut a = vec![f.as_str(), "--device", "EX1008", "--emit-config"];
+        a.extend_from_slice(args);
+        let text = ok(&a);
+        assert!(text.contains("pdo_assign = { sm0 = [0x1A00] }"), "{text}");
+        let cfg = rtcat_master::Config::parse(&text, "emitted").unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(cfg.device[0].input_bytes, Some(1));
+    }
 }
 
 // Issue 31, items 2 and 6: a one-digit DefaultData is a warning on stderr, the output is the

@@ -241,6 +241,7 @@ pub fn generated_device(a: &AxisConfig) -> DeviceConfig {
         pdo_assign: Some(PdoAssign {
             sm2: Some(vec![0x1600]),
             sm3: Some(vec![0x1a00]),
+            ..PdoAssign::default()
         }),
         pdo_map: vec![
             PdoMap {

@@ -270,7 +270,8 @@ pub struct DeviceMapping {
     pub coe: bool,
     /// SDO information used for names and writability.
     pub sdo_info: bool,
-    /// Sync managers with their assignment (CoE only).
+    /// Sync managers with their assignment: read over CoE, or without CoE the SII's (not
+    /// writable; `object` is then the 0x1C10 + sm a CoE device would have).
     pub assignments: Vec<SmAssignment>,
     /// PDOs in assignment order (CoE: read from the device; SII: the fixed ones).
     pub pdos: Vec<PdoMapping>,
@@ -357,12 +358,21 @@ pub fn read_mappings(seg: &PreOp<'_>) -> Result<Vec<DeviceMapping>> {
             emergencies: Vec::new(),
         };
         if !m.coe {
-            let mut per_sm: Vec<(u8, Direction, u32)> = Vec::new();
             for p in SubdeviceSource::pdos_from_sii(&d.sii) {
                 let bits: u32 = p.entries.iter().map(|e| u32::from(e.2)).sum();
-                match per_sm.iter_mut().find(|s| s.0 == p.sync_manager) {
-                    Some(s) => s.2 += bits,
-                    None => per_sm.push((p.sync_manager, p.direction, bits)),
+                match m.assignments.iter_mut().find(|s| s.sm == p.sync_manager) {
+                    Some(s) => {
+                        s.pdos.push(p.index);
+                        s.bits += bits;
+                    }
+                    None => m.assignments.push(SmAssignment {
+                        sm: p.sync_manager,
+                        direction: p.direction,
+                        object: 0x1c10 + u16::from(p.sync_manager),
+                        pdos: vec![p.index],
+                        writable: Some(false),
+                        bits,
+                    }),
                 }
                 m.pdos.push(PdoMapping {
                     index: p.index,
@@ -381,10 +391,10 @@ pub fn read_mappings(seg: &PreOp<'_>) -> Result<Vec<DeviceMapping>> {
                         .collect(),
                 });
             }
-            for (_, dir, bits) in per_sm {
-                match dir {
-                    Direction::Inputs => m.input_bytes += bits.div_ceil(8),
-                    Direction::Outputs => m.output_bytes += bits.div_ceil(8),
+            for a in &m.assignments {
+                match a.direction {
+                    Direction::Inputs => m.input_bytes += a.bits.div_ceil(8),
+                    Direction::Outputs => m.output_bytes += a.bits.div_ceil(8),
                 }
             }
             out.push(m);
