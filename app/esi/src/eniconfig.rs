@@ -183,6 +183,74 @@ fn replay(r: &mut Replayed, c: &CoeInitCmd) -> Result<(), String> {
     Ok(())
 }
 
+/// A startup value of an ESI/ENI data type (IEC 61131 names as ETG.2000 uses them, or the CoE
+/// names of ETG.1000.6 Table 64): rtcat's type and the TOML value, when the data has the
+/// type's size.
+fn typed(data_type: &str, d: &[u8]) -> Option<(&'static str, String)> {
+    let mut b = [0u8; 8];
+    b.get_mut(..d.len())?.copy_from_slice(d);
+    let u = u64::from_le_bytes(b);
+    let (ty, size) = match data_type.trim().to_ascii_uppercase().as_str() {
+        "BOOL" | "BOOLEAN" => ("bool", 1),
+        "SINT" | "INTEGER8" => ("i8", 1),
+        "INT" | "INTEGER16" => ("i16", 2),
+        "DINT" | "INTEGER32" => ("i32", 4),
+        "LINT" | "INTEGER64" => ("i64", 8),
+        "USINT" | "BYTE" | "UNSIGNED8" => ("u8", 1),
+        "UINT" | "WORD" | "UNSIGNED16" => ("u16", 2),
+        "UDINT" | "DWORD" | "UNSIGNED32" => ("u32", 4),
+        "ULINT" | "LWORD" | "UNSIGNED64" => ("u64", 8),
+        "REAL" | "REAL32" => ("f32", 4),
+        "LREAL" | "REAL64" => ("f64", 8),
+        _ => return None,
+    };
+    if d.len() != size {
+        return None;
+    }
+    let value = match ty {
+        "bool" if u <= 1 => (u == 1).to_string(),
+        "bool" => return None,
+        "i8" => (u as u8 as i8).to_string(),
+        "i16" => (u as u16 as i16).to_string(),
+        "i32" => (u as u32 as i32).to_string(),
+        "i64" => (u as i64).to_string(),
+        // A float that is not finite is no startup value rtcat writes.
+        "f32" => float(f64::from(f32::from_bits(u as u32)))?,
+        "f64" => float(f64::from_bits(u))?,
+        _ => return Some(untyped(d)).filter(|(t, _)| *t == ty),
+    };
+    Some((ty, value))
+}
+
+fn float(f: f64) -> Option<String> {
+    // `{:?}` keeps a decimal point, so TOML reads a float.
+    f.is_finite().then(|| format!("{f:?}"))
+}
+
+/// A startup value of unknown type: unsigned by width (1, 2, 4, 8 bytes), else bytes.
+fn untyped(d: &[u8]) -> (&'static str, String) {
+    let ty = match d.len() {
+        1 => "u8",
+        2 => "u16",
+        4 => "u32",
+        8 => "u64",
+        _ => {
+            let hex: Vec<String> = d.iter().map(|b| format!("{b:02x}")).collect();
+            return ("bytes", toml_str(&hex.join(" ")));
+        }
+    };
+    let mut b = [0u8; 8];
+    b[..d.len()].copy_from_slice(d);
+    let v = u64::from_le_bytes(b);
+    // A TOML integer is an i64: larger values go as a 0x string, which rtcat reads too.
+    let value = if i64::try_from(v).is_ok() {
+        format!("0x{v:X}")
+    } else {
+        toml_str(&format!("0x{v:X}"))
+    };
+    (ty, value)
+}
+
 fn pdo_bits(p: &Pdo) -> u32 {
     p.entries.iter().map(|e| u32::from(e.bits)).sum()
 }
@@ -691,33 +759,17 @@ fn slave(o: &mut Out<'_>, s: &EniSlave) -> Result<(), Error> {
         let _ = writeln!(o.toml, "]");
     }
     for (c, t) in sdos {
-        let ty = match c.data.len() {
-            1 => "u8",
-            2 => "u16",
-            4 => "u32",
-            8 => "u64",
-            _ => "bytes",
-        };
-        let value = if ty == "bytes" {
-            toml_str(
-                &c.data
-                    .iter()
-                    .map(|b| format!("{b:02x}"))
-                    .collect::<Vec<_>>()
-                    .join(" "),
-            )
-        } else {
-            let mut v = 0u64;
-            for (i, b) in c.data.iter().enumerate() {
-                v |= u64::from(*b) << (8 * i);
-            }
-            // A TOML integer is an i64: larger values go as a 0x string, which rtcat reads too.
-            if i64::try_from(v).is_ok() {
-                format!("0x{v:X}")
-            } else {
-                toml_str(&format!("0x{v:X}"))
-            }
-        };
+        // The type: the one ProcessData gives the entry when the object is mapped (the master
+        // takes a mapped entry's type from a startup write to it), else unsigned by width.
+        let mapped = pd
+            .rx_pdos
+            .iter()
+            .chain(&pd.tx_pdos)
+            .flat_map(|p| &p.entries)
+            .find(|e| e.index == c.index && e.sub == c.sub)
+            .and_then(|e| e.data_type.as_deref())
+            .and_then(|t| typed(t, &c.data));
+        let (ty, value) = mapped.unwrap_or_else(|| untyped(&c.data));
         let _ = writeln!(
             o.toml,
             "\n[[device.sdo]]{}\nindex = 0x{:04X}\nsub = 0x{:02X}\ntype = \"{ty}\"   # ENI data \
@@ -769,4 +821,34 @@ fn slave(o: &mut Out<'_>, s: &EniSlave) -> Result<(), Error> {
         o.register_cmd(c, pos);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn startup_values_take_the_entry_type() {
+        assert_eq!(typed("SINT", &[0xF8]), Some(("i8", "-8".into())));
+        assert_eq!(
+            typed("INTEGER16", &[0xFE, 0xFF]),
+            Some(("i16", "-2".into()))
+        );
+        assert_eq!(typed("BOOL", &[1]), Some(("bool", "true".into())));
+        assert_eq!(typed("BOOL", &[2]), None);
+        assert_eq!(
+            typed("REAL", &1.5f32.to_le_bytes()),
+            Some(("f32", "1.5".into()))
+        );
+        assert_eq!(typed("REAL", &f32::NAN.to_le_bytes()), None);
+        assert_eq!(
+            typed("UDINT", &[0x50, 0xC3, 0, 0]),
+            Some(("u32", "0xC350".into()))
+        );
+        // The size must be the type's; an unknown type is not guessed.
+        assert_eq!(typed("DINT", &[1, 0]), None);
+        assert_eq!(typed("STRING(8)", b"abcdefgh"), None);
+        assert_eq!(untyped(&[0xFF; 8]).1, "\"0xFFFFFFFFFFFFFFFF\"");
+        assert_eq!(untyped(&[1, 2, 3]), ("bytes", "\"01 02 03\"".into()));
+    }
 }

@@ -135,7 +135,7 @@ fn the_example_imports_as_the_hand_written_configuration() {
     assert_eq!(
         sdo,
         [
-            (0x6060, "u8".into(), 8, "PS".into()),
+            (0x6060, "i8".into(), 8, "PS".into()),
             (0x6085, "u32".into(), 50000, "PS".into())
         ]
     );

@@ -87,6 +87,9 @@ fn main() -> ExitCode {
             }
         },
         Command::Config(ConfigCmd::FromBus { bus }) => rtcat::sdocmd::from_bus(bus),
+        Command::Config(ConfigCmd::FromEni { file, out }) => {
+            rtcat::sdocmd::from_eni(&file, out.as_deref())
+        }
         Command::Config(ConfigCmd::Example) => {
             print!("{EXAMPLE}");
             ExitCode::SUCCESS

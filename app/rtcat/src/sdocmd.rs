@@ -590,6 +590,43 @@ pub fn from_bus(bus: BusArgs) -> ExitCode {
     })())
 }
 
+/// `rtcat config from-eni FILE [--out FILE]`: the ENI read ([`rtcat_esi::read_eni`]), turned
+/// into a configuration, checked by the master's own parser, written; what is not run goes to
+/// stderr as notes (and is in the file as comments). Bad input exits 2, a failed write 1.
+pub fn from_eni(file: &std::path::Path, out: Option<&std::path::Path>) -> ExitCode {
+    finish((|| {
+        let eni = rtcat_esi::read_eni(file).map_err(|e| {
+            if e.is_input() {
+                Fail::Usage(e.to_string())
+            } else {
+                Fail::Runtime(e.to_string())
+            }
+        })?;
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| file.display().to_string());
+        let made = eni
+            .to_config(&name)
+            .map_err(|e| Fail::Usage(e.to_string()))?;
+        // The generated text must be a configuration the master accepts; if it is not, the ENI
+        // holds something this import does not bound (the master's message names the key).
+        crate::config::Config::parse(&made.toml, &format!("configuration made from {name}"))
+            .map_err(|e| {
+                Fail::Usage(format!("{e} (the ENI's values do not fit rtcat's limits)"))
+            })?;
+        for n in &made.notes {
+            crate::say!("rtcat: note: {name}: not run: {n}");
+        }
+        match out {
+            Some(p) => std::fs::write(p, &made.toml)
+                .map_err(|e| Fail::Runtime(format!("{}: {e}", p.display())))?,
+            None => emit(&made.toml),
+        }
+        Ok(())
+    })())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
