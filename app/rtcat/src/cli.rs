@@ -417,10 +417,15 @@ pub struct SimCtlArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum ConfigCmd {
-    /// Validate a configuration file (exit 2 with the offending key on error)
+    /// Validate a configuration file (exit 2 with the offending key on error); with --sim or
+    /// --iface also compare it with the bus (count, identity, order, mapping: exit 2 naming
+    /// every difference)
     Check {
-        #[arg(value_name = "FILE")]
-        file: PathBuf,
+        /// The configuration (or --config FILE)
+        #[arg(value_name = "FILE", required_unless_present = "config")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        bus: BusArgs,
     },
     /// Print the example configuration (every key, commented)
     Example,

@@ -245,3 +245,101 @@ fn the_imported_configuration_runs_with_the_hand_written_layout() {
         "the ENI's layout differs from the hand-written one"
     );
 }
+
+fn check(config: &Path, segment: &Path) -> Output {
+    rtcat(&[
+        "config".as_ref(),
+        "check".as_ref(),
+        "--config".as_ref(),
+        config.as_os_str(),
+        "--sim".as_ref(),
+        "--segment".as_ref(),
+        segment.as_os_str(),
+    ])
+}
+
+#[test]
+fn config_check_on_the_bus_names_every_difference() {
+    let d = tempfile::tempdir().unwrap();
+    let generated = generated(d.path());
+    // The segment the ENI describes: it fits, and so does the hand-written file.
+    let seg = example("segment.toml");
+    for cfg in [generated.clone(), example("rtcat.toml")] {
+        let o = check(&cfg, &seg);
+        let out = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{cfg:?}: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(
+            out.contains("bus: 3 subdevices fit the configuration"),
+            "{out}"
+        );
+    }
+
+    // The same devices in another order, and one missing.
+    let text = std::fs::read_to_string(&seg).unwrap();
+    let parts: Vec<&str> = text.split("\n[[device]]\n").collect();
+    assert_eq!(parts.len(), 4, "head + three devices");
+    let swapped = d.path().join("swapped.toml");
+    std::fs::write(
+        &swapped,
+        [parts[0], parts[1], parts[3], parts[2]].join("\n[[device]]\n"),
+    )
+    .unwrap();
+    let o = check(&generated, &swapped);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for want in [
+        "order: segment.device[1] expects vendor_id 0x00000766 product_id 0x00030002 at \
+         position 1, the bus has it at position 2 and SERVO-COE",
+        "order: segment.device[2] expects vendor_id 0x00000766 product_id 0x00030003 at \
+         position 2, the bus has it at position 1 and AI4-COE",
+        // What the drive's entry asks of the AI4 now at its position follows.
+        "mapping: device[2] at position 2 AI4-COE (vendor_id 0x00000766 product_id \
+         0x00030002): the sm2 assignment is fixed at [], configured [0x1600]",
+        "5 differences with the bus",
+    ] {
+        assert!(err.contains(want), "{err}\n(want {want:?})");
+    }
+    let short = d.path().join("short.toml");
+    std::fs::write(
+        &short,
+        [parts[0], parts[1], parts[2]].join("\n[[device]]\n"),
+    )
+    .unwrap();
+    let err = String::from_utf8_lossy(&check(&generated, &short).stderr).into_owned();
+    for want in [
+        "count: segment.subdevices = 3, the bus has 2 subdevices",
+        "count: segment.device[2] expects vendor_id 0x00000766 product_id 0x00030003 at \
+         position 2, the bus has 2 subdevices",
+        "identity: device[2] (position 2): no subdevice on the bus matches",
+    ] {
+        assert!(err.contains(want), "{err}\n(want {want:?})");
+    }
+
+    // Mapping: a size the DIO8 does not have, an assignment it fixes.
+    let cfg = std::fs::read_to_string(&generated).unwrap();
+    let bad = cfg.replacen(
+        "name = \"DIO8-COE\"\ninput_bytes = 1\n",
+        "name = \"DIO8-COE\"\ninput_bytes = 2\npdo_assign = { sm2 = [0x1601] }\n",
+        1,
+    );
+    assert_ne!(bad, cfg);
+    let f = d.path().join("bad.toml");
+    std::fs::write(&f, bad).unwrap();
+    let o = check(&f, &seg);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    for want in [
+        "mapping: device[0] at position 0 DIO8-COE (vendor_id 0x00000766 product_id \
+         0x00030001): the sm2 assignment is fixed at [0x1600], configured [0x1601]",
+        "mapping: device[0] at position 0 DIO8-COE (vendor_id 0x00000766 product_id \
+         0x00030001): input_bytes = 2, the PDOs it would run with ([0x1A00]) map 8 bits (1 \
+         bytes)",
+        "2 differences with the bus",
+    ] {
+        assert!(err.contains(want), "{err}\n(want {want:?})");
+    }
+}
