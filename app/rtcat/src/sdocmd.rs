@@ -850,6 +850,16 @@ pub fn from_eni(file: &std::path::Path, out: Option<&std::path::Path>) -> ExitCo
         let made = eni
             .to_config(&name)
             .map_err(|e| Fail::Usage(e.to_string()))?;
+        // rtcat.toml is read with a size bound: a file it would refuse is not written.
+        let max = crate::config::MAX_CONFIG_BYTES;
+        if made.toml.len() as u64 > max {
+            return Err(Fail::Usage(format!(
+                "the configuration made from {name} ({} subdevices) is {} bytes, more than \
+                 rtcat reads from a configuration file ({max})",
+                eni.slaves.len(),
+                made.toml.len()
+            )));
+        }
         // The generated text must be a configuration the master accepts; if it is not, the ENI
         // holds something this import does not bound (the master's message names the key).
         crate::config::Config::parse(&made.toml, &format!("configuration made from {name}"))

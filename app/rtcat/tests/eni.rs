@@ -343,3 +343,31 @@ fn config_check_on_the_bus_names_every_difference() {
         assert!(err.contains(want), "{err}\n(want {want:?})");
     }
 }
+
+#[test]
+fn a_network_too_large_for_a_configuration_file_is_refused() {
+    // 1024 drives like the example's: the configuration would exceed what rtcat reads.
+    let t = std::fs::read_to_string(example("network.eni.xml")).unwrap();
+    let start = t.find("    <Slave>").unwrap();
+    let servo_at = t.rfind("    <Slave>").unwrap();
+    let end = t.find("    <Cyclic>").unwrap();
+    let mut big = String::from(&t[..start]);
+    for k in 0..1024u32 {
+        big.push_str(&t[servo_at..end].replace(
+            "<AutoIncAddr>65534</AutoIncAddr>",
+            &format!("<AutoIncAddr>{}</AutoIncAddr>", 0u16.wrapping_sub(k as u16)),
+        ));
+    }
+    big.push_str(&t[end..]);
+    let d = tempfile::tempdir().unwrap();
+    let f = d.path().join("big.xml");
+    std::fs::write(&f, big).unwrap();
+    let o = from_eni(&f);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(o.stdout.is_empty());
+    assert!(
+        err.contains("(1024 subdevices) is ") && err.contains("more than rtcat reads"),
+        "{err}"
+    );
+}
