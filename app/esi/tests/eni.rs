@@ -403,3 +403,27 @@ fn a_large_network_reads_in_linear_time() {
     // Generous for a debug build on a loaded machine; quadratic behaviour takes minutes.
     assert!(took.as_secs() < 30, "{took:?}");
 }
+
+mod mutate;
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 256, ..Default::default() })]
+
+    /// Never a panic: every mutated example parses and converts, or fails with an error naming
+    /// a line of the file.
+    #[test]
+    fn mutated_examples_never_panic(
+        edits in proptest::collection::vec(mutate::edit(), 1..6),
+    ) {
+        let b = mutate::apply(text().into_bytes(), &edits);
+        match parse_eni(&b, "m.xml").and_then(|f| f.to_config("m.xml")) {
+            Ok(c) => proptest::prop_assert!(toml::from_str::<toml::Table>(&c.toml).is_ok(), "{}", c.toml),
+            Err(e) => {
+                let s = e.to_string();
+                proptest::prop_assert!(s.starts_with("m.xml:"), "{}", s);
+                let line: u32 = s["m.xml:".len()..].split(':').next().unwrap().parse().unwrap();
+                proptest::prop_assert!(line >= 1 && line as usize <= b.split(|&c| c == b'\n').count(), "{}", s);
+            }
+        }
+    }
+}
