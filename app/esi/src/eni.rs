@@ -200,8 +200,8 @@ pub struct CyclicCmd {
     pub line: u32,
 }
 
-/// The name of a datagram command (ETG.1000.4 Table 9-ish numbering of the command field).
-pub fn command_name(cmd: u8) -> &'static str {
+/// The name of a datagram command (the command field of ETG.1000.4's EtherCAT datagram).
+pub(crate) fn command_name(cmd: u8) -> &'static str {
     match cmd {
         0 => "NOP",
         1 => "APRD",

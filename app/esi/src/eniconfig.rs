@@ -27,12 +27,12 @@ pub struct EniConfig {
     /// The `rtcat.toml` text (notes included as comments).
     pub toml: String,
     /// What the ENI holds and rtcat does not run, in file order.
-    pub notes: Vec<Note>,
+    pub notes: Vec<EniNote>,
 }
 
 /// A part of the ENI not taken into the configuration, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Note {
+pub struct EniNote {
     /// Line in the ENI.
     pub line: u32,
     /// The subdevice's position, when the part belongs to one.
@@ -41,7 +41,7 @@ pub struct Note {
     pub what: String,
 }
 
-impl std::fmt::Display for Note {
+impl std::fmt::Display for EniNote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self.position {
             Some(p) => write!(f, "line {}: position {p}: {}", self.line, self.what),
@@ -281,7 +281,7 @@ fn run_at(t: &[String]) -> (Vec<&'static str>, Vec<String>) {
 struct Out<'a> {
     file: &'a str,
     toml: String,
-    notes: Vec<Note>,
+    notes: Vec<EniNote>,
 }
 
 impl Out<'_> {
@@ -297,7 +297,7 @@ impl Out<'_> {
             cur.extend(w.chars().map(|c| if c.is_control() { ' ' } else { c }));
         }
         let _ = writeln!(self.toml, "{cur}");
-        self.notes.push(Note {
+        self.notes.push(EniNote {
             line,
             position,
             what,
@@ -499,13 +499,17 @@ fn slave(o: &mut Out<'_>, s: &EniSlave) -> Result<(), Error> {
             *bits += pdo_bits(p);
         }
     }
-    for x in pd.sms.iter().filter(|x| x.number < 2 && !x.pdos.is_empty()) {
+    for x in pd
+        .sms
+        .iter()
+        .filter(|x| !matches!(x.number, 2 | 3) && !x.pdos.is_empty())
+    {
         o.note(
             x.line,
             pos,
             format!(
                 "process data on SM{} ({}): rtcat configures the process data of SM2/SM3; \
-                 a terminal without a mailbox keeps its own (its sizes are not checked here)",
+                 the device keeps its own there (its size is not checked here)",
                 x.number,
                 x.pdos
                     .iter()
@@ -518,7 +522,10 @@ fn slave(o: &mut Out<'_>, s: &EniSlave) -> Result<(), Error> {
     for (what, r, bits) in [("Send", pd.send, out_bits), ("Recv", pd.recv, in_bits)] {
         if let Some(r) = r
             && r.length.div_ceil(8) != bits.div_ceil(8)
-            && pd.sms.iter().all(|x| x.number >= 2 || x.pdos.is_empty())
+            && pd
+                .sms
+                .iter()
+                .all(|x| matches!(x.number, 2 | 3) || x.pdos.is_empty())
         {
             return Err(o.refuse(
                 s.line,
@@ -722,12 +729,20 @@ fn slave(o: &mut Out<'_>, s: &EniSlave) -> Result<(), Error> {
     if let Some(name) = clean_name(&s.name) {
         let _ = writeln!(o.toml, "name = {}", toml_str(&name));
     }
-    let _ = writeln!(
-        o.toml,
-        "input_bytes = {}\noutput_bytes = {}",
-        in_bits.div_ceil(8),
-        out_bits.div_ceil(8)
-    );
+    // Sizes are what rtcat's SM2/SM3 configuration gives; a device with process data on other
+    // sync managers keeps its own there, so its sizes are not stated (noted above).
+    let other_sm = pd
+        .sms
+        .iter()
+        .any(|x| !matches!(x.number, 2 | 3) && !x.pdos.is_empty());
+    if !other_sm {
+        let _ = writeln!(
+            o.toml,
+            "input_bytes = {}\noutput_bytes = {}",
+            in_bits.div_ceil(8),
+            out_bits.div_ceil(8)
+        );
+    }
     if !assign.is_empty() {
         let _ = writeln!(o.toml, "pdo_assign = {{ {} }}", assign.join(", "));
     }

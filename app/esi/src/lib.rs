@@ -47,9 +47,9 @@ mod text;
 pub use config::{ConfigError, MAX_SLOT_POSITIONS, accepts};
 pub use eni::{
     BitRange, CoeInitCmd, CyclicCmd, EniFile, EniMailbox, EniProcessData, EniSlave, EniSm,
-    MailboxInitCmd, RegisterCmd, command_name, parse_eni, read_eni,
+    MailboxInitCmd, RegisterCmd, parse_eni, read_eni,
 };
-pub use eniconfig::{EniConfig, Note};
+pub use eniconfig::{EniConfig, EniNote};
 pub use parse::{MAX_ATTRIBUTES, MAX_DEPTH, parse, parse_number};
 
 use serde::Serialize;
@@ -107,7 +107,8 @@ pub enum Error {
         file: String,
         /// 1-based line of the element or attribute.
         line: u32,
-        /// Element path from the enclosing `Device`/`Module` (or the root's child), e.g.
+        /// Element path from the enclosing `Device`/`Module` (an ENI's `Slave`; else the
+        /// root's child), e.g.
         /// `Device/RxPdo/Entry/Index`; an attribute as `Device/Type@ProductCode`.
         path: String,
         /// What is wrong, with the value.

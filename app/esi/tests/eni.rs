@@ -427,3 +427,30 @@ proptest::proptest! {
         }
     }
 }
+
+#[test]
+fn process_data_on_other_sync_managers_is_listed_and_not_sized() {
+    // A terminal without a mailbox whose outputs sit on SM0, as the commonest digital terminals.
+    let t = eni(&[
+        "<Info><Name>DO8</Name><VendorId>2</VendorId><ProductCode>3</ProductCode></Info>\
+         <ProcessData><Send><BitStart>0</BitStart><BitLength>8</BitLength></Send>\
+         <Sm0><Type>Outputs</Type><Pdo>#x1600</Pdo></Sm0>\
+         <RxPdo Fixed=\"true\" Sm=\"0\"><Index>#x1600</Index><Name>Out</Name>\
+         <Entry><Index>#x7000</Index><SubIndex>1</SubIndex><BitLen>8</BitLen><Name>Byte</Name>\
+         <DataType>USINT</DataType></Entry></RxPdo></ProcessData>",
+    ]);
+    let c = parse(&t).unwrap().to_config("v").unwrap();
+    assert_eq!(c.notes.len(), 1, "{:#?}", c.notes);
+    assert!(
+        c.notes[0].what.starts_with("process data on SM0 (0x1600)"),
+        "{:#?}",
+        c.notes
+    );
+    let tab: toml::Table = toml::from_str(&c.toml).unwrap();
+    let dev = &tab["device"][0];
+    assert_eq!(dev["name"].as_str(), Some("DO8"));
+    assert!(
+        dev.get("output_bytes").is_none() && dev.get("input_bytes").is_none(),
+        "{dev}"
+    );
+}
