@@ -344,6 +344,13 @@ impl EniFile {
             notes: Vec::new(),
         };
         let n = self.slaves.len();
+        if n == 0 {
+            return Err(o.refuse(
+                1,
+                "Config/Slave",
+                "none: the network has no subdevice".into(),
+            ));
+        }
         let mut by_pos: Vec<&EniSlave> = self.slaves.iter().collect();
         by_pos.sort_by_key(|s| s.position);
         for (k, s) in by_pos.iter().enumerate() {

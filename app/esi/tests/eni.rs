@@ -248,6 +248,11 @@ fn malformed_and_hostile_files_are_refused_naming_the_place() {
             "the root element is \"Foo\", not EtherCATConfig",
         ),
         (
+            "no slave",
+            "<EtherCATConfig><Config/></EtherCATConfig>".to_string(),
+            "v.eni.xml:1: Config/Slave: none: the network has no subdevice",
+        ),
+        (
             "no Config",
             "<EtherCATConfig/>".to_string(),
             "EtherCATConfig/Config: missing",
