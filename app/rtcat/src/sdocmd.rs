@@ -800,7 +800,8 @@ pub fn check(file: &std::path::Path, mut bus: BusArgs) -> ExitCode {
         }
     };
     println!("{}: OK", file.display());
-    if !bus.sim && bus.iface.is_none() {
+    // --control is refused by `open` below: the check reads the bus itself.
+    if !bus.sim && bus.iface.is_none() && bus.control.is_none() {
         // Checked offline (the file may be for another machine): a note, not an error.
         if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
         {

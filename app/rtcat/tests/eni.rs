@@ -278,6 +278,17 @@ fn config_check_on_the_bus_names_every_difference() {
         );
     }
 
+    // Over the control socket the master's own view is no check of a configuration.
+    let o = rtcat(&[
+        "config".as_ref(),
+        "check".as_ref(),
+        generated.as_os_str(),
+        "--control".as_ref(),
+        d.path().join("none.sock").as_os_str(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{o:?}");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--control: this command reads the bus"));
+
     // The same devices in another order, and one missing.
     let text = std::fs::read_to_string(&seg).unwrap();
     let parts: Vec<&str> = text.split("\n[[device]]\n").collect();
