@@ -28,6 +28,10 @@
 //! (`Profile/DictionaryFile`), `Eeprom`, `Dc` operation modes, enum infos and vendor
 //! extensions (`VendorSpecific`): they are skipped, never an error.
 //!
+//! [`parse_eni`] / [`read_eni`] read an ENI (EtherCAT Network Information, ETG.2100: a whole
+//! network as a configuration tool exports it) into an [`EniFile`], and
+//! [`EniFile::to_config`] turns it into an rtcat configuration, listing what rtcat does not run.
+//!
 //! Numbers are accepted in the forms vendor files use: decimal, `#x1A00`, `#X1A00` and `0x1A00`.
 //! `DefaultData` is hex as the specification stores it (little-endian for numbers). Text is
 //! UTF-8, or ISO-8859-1 / Windows-1252 (decoded as Windows-1252, as the WHATWG encoding standard
@@ -35,11 +39,18 @@
 #![deny(missing_docs)]
 
 mod config;
+mod eni;
+mod eniconfig;
 mod parse;
 mod text;
 
 pub use config::{ConfigError, MAX_SLOT_POSITIONS, accepts};
-pub use parse::{MAX_ATTRIBUTES, parse, parse_number};
+pub use eni::{
+    BitRange, CoeInitCmd, CyclicCmd, EniFile, EniMailbox, EniProcessData, EniSlave, EniSm,
+    MailboxInitCmd, RegisterCmd, parse_eni, read_eni,
+};
+pub use eniconfig::{EniConfig, EniNote};
+pub use parse::{MAX_ATTRIBUTES, MAX_DEPTH, parse, parse_number};
 
 use serde::Serialize;
 use std::path::Path;
@@ -96,7 +107,8 @@ pub enum Error {
         file: String,
         /// 1-based line of the element or attribute.
         line: u32,
-        /// Element path from the enclosing `Device`/`Module` (or the root's child), e.g.
+        /// Element path from the enclosing `Device`/`Module` (an ENI's `Slave`; else the
+        /// root's child), e.g.
         /// `Device/RxPdo/Entry/Index`; an attribute as `Device/Type@ProductCode`.
         path: String,
         /// What is wrong, with the value.

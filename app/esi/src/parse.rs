@@ -27,6 +27,16 @@ pub fn parse_number(s: &str) -> Option<u64> {
 
 /// Parse an ESI file from its bytes; `file` names it in errors.
 pub fn parse(bytes: &[u8], file: &str) -> Result<EsiFile, Error> {
+    with_document(bytes, file, |p| p.file())
+}
+
+/// Decode `bytes`, apply the bounds every description file gets (attributes per element, nodes,
+/// no DTD) and hand the DOM to `f`: the one entry of the ESI and the ENI reader.
+pub(crate) fn with_document<T>(
+    bytes: &[u8],
+    file: &str,
+    f: impl for<'a, 'i> FnOnce(&P<'a, 'i>) -> R<T>,
+) -> R<T> {
     let text = text::decode(bytes).map_err(|e| Error::Encoding {
         file: file.to_string(),
         line: text::line_of(bytes, e.offset),
@@ -38,8 +48,19 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<EsiFile, Error> {
             line: text::line_of(text.as_bytes(), offset),
             path: name,
             why: format!(
-                "more than {MAX_ATTRIBUTES} attributes on one element (an ESI element has a \
-                 handful)"
+                "more than {MAX_ATTRIBUTES} attributes on one element (a description file's \
+                 element has a handful)"
+            ),
+        });
+    }
+    if let Some((offset, name)) = too_deep(&text) {
+        return Err(Error::Invalid {
+            file: file.to_string(),
+            line: text::line_of(text.as_bytes(), offset),
+            path: name,
+            why: format!(
+                "elements nest deeper than {MAX_DEPTH} levels (a description file nests about \
+                 ten)"
             ),
         });
     }
@@ -63,13 +84,69 @@ pub fn parse(bytes: &[u8], file: &str) -> Result<EsiFile, Error> {
         .enumerate()
         .filter_map(|(i, b)| (b == b'\n').then_some(i))
         .collect();
-    P {
+    f(&P {
         file,
         doc: &doc,
         newlines,
         warnings: Default::default(),
+    })
+}
+
+/// Deepest element nesting accepted. ESI and ENI files nest about ten levels (ENI:
+/// `EtherCATConfig/Config/Slave/ProcessData/RxPdo/Entry/Index`); the bound keeps the element
+/// paths of errors, and every walk up the ancestors, short.
+pub const MAX_DEPTH: usize = 64;
+
+/// The offset and name of the first start tag nested deeper than [`MAX_DEPTH`]. One pass;
+/// what it does not understand is left to the XML parser.
+fn too_deep(text: &str) -> Option<(usize, String)> {
+    let b = text.as_bytes();
+    let skip_past = |from: usize, end: &str| text[from..].find(end).map(|k| from + k + end.len());
+    let mut depth = 0usize;
+    let mut i = 0;
+    while let Some(k) = text[i..].find('<') {
+        let start = i + k;
+        let rest = &text[start..];
+        if rest.starts_with("<!--") {
+            i = skip_past(start + 4, "-->")?;
+        } else if rest.starts_with("<![CDATA[") {
+            i = skip_past(start + 9, "]]>")?;
+        } else if rest.starts_with("<?") || rest.starts_with("<!") {
+            i = skip_past(start + 2, ">")?;
+        } else if rest.starts_with("</") {
+            depth = depth.saturating_sub(1);
+            i = skip_past(start + 2, ">")?;
+        } else {
+            // A start tag: skip its attributes (a quoted value may hold '>').
+            let mut j = start + 1;
+            let mut quote = None;
+            while j < b.len() {
+                match (quote, b[j]) {
+                    (None, b'"' | b'\'') => quote = Some(b[j]),
+                    (Some(q), c) if c == q => quote = None,
+                    (None, b'>') => break,
+                    _ => {}
+                }
+                j += 1;
+            }
+            if j >= b.len() {
+                return None;
+            }
+            if b[j - 1] != b'/' {
+                depth += 1;
+                if depth > MAX_DEPTH {
+                    let name: String = text[start + 1..j]
+                        .chars()
+                        .take_while(|c| !c.is_whitespace() && *c != '/')
+                        .take(64)
+                        .collect();
+                    return Some((start, format!("<{name}>")));
+                }
+            }
+            i = j + 1;
+        }
     }
-    .file()
+    None
 }
 
 /// Most attributes one element may have. roxmltree checks every attribute of an element
@@ -143,28 +220,31 @@ fn too_many_attributes(text: &str) -> Option<(usize, String)> {
     None
 }
 
-struct P<'a, 'i> {
-    file: &'a str,
-    doc: &'a Document<'i>,
+pub(crate) struct P<'a, 'i> {
+    pub(crate) file: &'a str,
+    pub(crate) doc: &'a Document<'i>,
     /// Byte offsets of the text's `\n`s, in order.
     newlines: Vec<usize>,
     /// Repairs made so far (see [`Warning`]).
     warnings: std::cell::RefCell<Vec<Warning>>,
 }
 
-type R<T> = Result<T, Error>;
+pub(crate) type R<T> = Result<T, Error>;
 
-fn children<'a, 'i>(node: Node<'a, 'i>, name: &'static str) -> impl Iterator<Item = Node<'a, 'i>> {
+pub(crate) fn children<'a, 'i>(
+    node: Node<'a, 'i>,
+    name: &'static str,
+) -> impl Iterator<Item = Node<'a, 'i>> {
     node.children()
         .filter(move |c| c.is_element() && c.tag_name().name() == name)
 }
 
-fn child<'a, 'i>(node: Node<'a, 'i>, name: &'static str) -> Option<Node<'a, 'i>> {
+pub(crate) fn child<'a, 'i>(node: Node<'a, 'i>, name: &'static str) -> Option<Node<'a, 'i>> {
     children(node, name).next()
 }
 
 /// The element's text (all its text and CDATA children), trimmed.
-fn text_of(node: Node) -> String {
+pub(crate) fn text_of(node: Node) -> String {
     let mut s = String::new();
     for c in node.children().filter(|c| c.is_text()) {
         s.push_str(c.text().unwrap_or(""));
@@ -172,9 +252,9 @@ fn text_of(node: Node) -> String {
     s.trim().to_string()
 }
 
-/// The element path shown in errors: up to the enclosing `Device`/`Module`, else from the root's
-/// child (`Vendor/Id`).
-fn path_of(node: Node) -> String {
+/// The element path shown in errors: up to the enclosing `Device`/`Module` (an ENI's `Slave`),
+/// else from the root's child (`Vendor/Id`).
+pub(crate) fn path_of(node: Node) -> String {
     let mut parts = Vec::new();
     for a in node.ancestors().filter(|a| a.is_element()) {
         let name = a.tag_name().name();
@@ -183,12 +263,22 @@ fn path_of(node: Node) -> String {
             break;
         }
         parts.push(name);
-        if name == "Device" || name == "Module" {
+        if name == "Device" || name == "Module" || name == "Slave" {
             break;
         }
     }
     parts.reverse();
     parts.join("/")
+}
+
+/// A value as an error shows it: quoted, at most 64 characters (a hostile file's "number" may
+/// be megabytes long).
+pub(crate) fn shown(t: &str) -> String {
+    const MAX: usize = 64;
+    match t.char_indices().nth(MAX) {
+        None => format!("{t:?}"),
+        Some((end, _)) => format!("{:?}... ({} bytes)", &t[..end], t.len()),
+    }
 }
 
 fn limit_name(max: u64) -> &'static str {
@@ -202,12 +292,12 @@ fn limit_name(max: u64) -> &'static str {
 
 impl<'a, 'i> P<'a, 'i> {
     /// 1-based line of a byte offset of the text.
-    fn line(&self, pos: usize) -> u32 {
+    pub(crate) fn line(&self, pos: usize) -> u32 {
         let before = self.newlines.partition_point(|&n| n < pos);
         u32::try_from(before).unwrap_or(u32::MAX).saturating_add(1)
     }
 
-    fn invalid(&self, node: Node, why: impl Into<String>) -> Error {
+    pub(crate) fn invalid(&self, node: Node, why: impl Into<String>) -> Error {
         Error::Invalid {
             file: self.file.to_string(),
             line: self.line(node.range().start),
@@ -216,7 +306,7 @@ impl<'a, 'i> P<'a, 'i> {
         }
     }
 
-    fn invalid_attr(&self, node: Node, attr: &str, why: impl Into<String>) -> Error {
+    pub(crate) fn invalid_attr(&self, node: Node, attr: &str, why: impl Into<String>) -> Error {
         let pos = node
             .attributes()
             .find(|a| a.name() == attr)
@@ -230,7 +320,7 @@ impl<'a, 'i> P<'a, 'i> {
         }
     }
 
-    fn req(&self, node: Node<'a, 'i>, name: &'static str) -> R<Node<'a, 'i>> {
+    pub(crate) fn req(&self, node: Node<'a, 'i>, name: &'static str) -> R<Node<'a, 'i>> {
         child(node, name).ok_or_else(|| Error::Invalid {
             file: self.file.to_string(),
             line: self.line(node.range().start),
@@ -239,10 +329,10 @@ impl<'a, 'i> P<'a, 'i> {
         })
     }
 
-    fn number(&self, node: Node, max: u64) -> R<u64> {
+    pub(crate) fn number(&self, node: Node, max: u64) -> R<u64> {
         let t = text_of(node);
         match parse_number(&t) {
-            None => Err(self.invalid(node, format!("{t:?} is not a number"))),
+            None => Err(self.invalid(node, format!("{} is not a number", shown(&t)))),
             Some(v) if v > max => Err(self.invalid(
                 node,
                 format!("{t} is out of range for a {} value", limit_name(max)),
@@ -251,14 +341,19 @@ impl<'a, 'i> P<'a, 'i> {
         }
     }
 
-    fn req_number(&self, node: Node<'a, 'i>, name: &'static str, max: u64) -> R<u64> {
+    pub(crate) fn req_number(&self, node: Node<'a, 'i>, name: &'static str, max: u64) -> R<u64> {
         let c = self.req(node, name)?;
         self.number(c, max)
     }
 
     /// An optional numeric child; an empty element (`<SubIndex/>`, seen in padding entries)
     /// counts as absent.
-    fn opt_number(&self, node: Node<'a, 'i>, name: &'static str, max: u64) -> R<Option<u64>> {
+    pub(crate) fn opt_number(
+        &self,
+        node: Node<'a, 'i>,
+        name: &'static str,
+        max: u64,
+    ) -> R<Option<u64>> {
         child(node, name)
             .filter(|c| !text_of(*c).is_empty())
             .map(|c| self.number(c, max))
@@ -275,12 +370,12 @@ impl<'a, 'i> P<'a, 'i> {
         }
     }
 
-    fn attr_number(&self, node: Node, attr: &str, max: u64) -> R<Option<u64>> {
+    pub(crate) fn attr_number(&self, node: Node, attr: &str, max: u64) -> R<Option<u64>> {
         let Some(v) = node.attribute(attr) else {
             return Ok(None);
         };
         match parse_number(v) {
-            None => Err(self.invalid_attr(node, attr, format!("{v:?} is not a number"))),
+            None => Err(self.invalid_attr(node, attr, format!("{} is not a number", shown(v)))),
             Some(n) if n > max => Err(self.invalid_attr(
                 node,
                 attr,
@@ -291,7 +386,7 @@ impl<'a, 'i> P<'a, 'i> {
     }
 
     /// An `xs:boolean` attribute (`true`/`false`/`1`/`0`); absent is false.
-    fn attr_bool(&self, node: Node, attr: &str) -> R<bool> {
+    pub(crate) fn attr_bool(&self, node: Node, attr: &str) -> R<bool> {
         match node.attribute(attr).map(str::trim) {
             None => Ok(false),
             Some(v) if v == "1" || v.eq_ignore_ascii_case("true") => Ok(true),
@@ -299,12 +394,12 @@ impl<'a, 'i> P<'a, 'i> {
             Some(v) => Err(self.invalid_attr(
                 node,
                 attr,
-                format!("{v:?} is not a boolean (true, false, 1 or 0)"),
+                format!("{} is not a boolean (true, false, 1 or 0)", shown(v)),
             )),
         }
     }
 
-    fn names(&self, node: Node) -> R<Vec<LocalName>> {
+    pub(crate) fn names(&self, node: Node) -> R<Vec<LocalName>> {
         children(node, "Name")
             .map(|n| {
                 Ok(LocalName {
@@ -317,7 +412,7 @@ impl<'a, 'i> P<'a, 'i> {
             .collect()
     }
 
-    fn name(&self, node: Node) -> R<String> {
+    pub(crate) fn name(&self, node: Node) -> R<String> {
         Ok(pick_name(&self.names(node)?).unwrap_or("").to_string())
     }
 
@@ -325,6 +420,13 @@ impl<'a, 'i> P<'a, 'i> {
         let root = self.doc.root_element();
         if root.tag_name().name() == "EtherCATModule" {
             return self.module_file(root);
+        }
+        if root.tag_name().name() == "EtherCATConfig" {
+            return Err(self.invalid(
+                root,
+                "this is an ENI (EtherCAT network information, root EtherCATConfig), not an ESI \
+                 device description: `rtcat config from-eni` reads it",
+            ));
         }
         if root.tag_name().name() != "EtherCATInfo" {
             return Err(self.invalid(
@@ -587,7 +689,7 @@ impl<'a, 'i> P<'a, 'i> {
         })
     }
 
-    fn pdos(&self, dev: Node<'a, 'i>, tag: &'static str) -> R<Vec<Pdo>> {
+    pub(crate) fn pdos(&self, dev: Node<'a, 'i>, tag: &'static str) -> R<Vec<Pdo>> {
         children(dev, tag).map(|p| self.pdo(p)).collect()
     }
 
@@ -730,7 +832,10 @@ impl<'a, 'i> P<'a, 'i> {
     fn hex_data(&self, d: Node, what: &str) -> R<Vec<u8>> {
         let mut t: String = text_of(d).chars().filter(|c| !c.is_whitespace()).collect();
         if !t.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return Err(self.invalid(d, format!("{t:?} is not hex data (two digits per byte)")));
+            return Err(self.invalid(
+                d,
+                format!("{} is not hex data (two digits per byte)", shown(&t)),
+            ));
         }
         if t.len() == 1 {
             self.warnings.borrow_mut().push(Warning {
@@ -745,9 +850,10 @@ impl<'a, 'i> P<'a, 'i> {
             return Err(self.invalid(
                 d,
                 format!(
-                    "{t:?} has an odd number of hex digits ({}): which byte lacks a digit is \
+                    "{} has an odd number of hex digits ({}): which byte lacks a digit is \
                      ambiguous for data of more than one byte (write two digits per byte, \
                      little-endian)",
+                    shown(&t),
                     t.len()
                 ),
             ));
@@ -771,7 +877,7 @@ impl<'a, 'i> P<'a, 'i> {
                     "rw" => AccessKind::Rw,
                     "wo" => AccessKind::Wo,
                     _ => {
-                        return Err(self.invalid(a, format!("{t:?} is not ro, rw or wo")));
+                        return Err(self.invalid(a, format!("{} is not ro, rw or wo", shown(&t))));
                     }
                 };
                 Some(Access {
@@ -790,7 +896,7 @@ impl<'a, 'i> P<'a, 'i> {
                     "R" => Some(PdoMapping::R),
                     "T" => Some(PdoMapping::T),
                     "RT" | "TR" => Some(PdoMapping::RT),
-                    _ => return Err(self.invalid(m, format!("{t:?} is not R, T or RT"))),
+                    _ => return Err(self.invalid(m, format!("{} is not R, T or RT", shown(&t)))),
                 }
             }
         };

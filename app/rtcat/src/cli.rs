@@ -417,10 +417,15 @@ pub struct SimCtlArgs {
 
 #[derive(Subcommand, Debug)]
 pub enum ConfigCmd {
-    /// Validate a configuration file (exit 2 with the offending key on error)
+    /// Validate a configuration file (exit 2 with the offending key on error); with --sim or
+    /// --iface also compare it with the bus (count, identity, order, mapping: exit 2 naming
+    /// every difference)
     Check {
-        #[arg(value_name = "FILE")]
-        file: PathBuf,
+        /// The configuration (or --config FILE)
+        #[arg(value_name = "FILE", required_unless_present = "config")]
+        file: Option<PathBuf>,
+        #[command(flatten)]
+        bus: BusArgs,
     },
     /// Print the example configuration (every key, commented)
     Example,
@@ -429,6 +434,17 @@ pub enum ConfigCmd {
     FromBus {
         #[command(flatten)]
         bus: BusArgs,
+    },
+    /// Turn an ENI (EtherCAT network information, ETG.2100: a whole network as a vendor's
+    /// configuration tool exports it) into an rtcat.toml: topology, a [[device]] per
+    /// subdevice with its PDO assignment, mapping and startup SDOs. What rtcat does not run is
+    /// listed on stderr and as comments
+    FromEni {
+        #[arg(value_name = "FILE")]
+        file: PathBuf,
+        /// Write the configuration to this file instead of stdout
+        #[arg(long, value_name = "FILE")]
+        out: Option<PathBuf>,
     },
     /// Normalise a kernel CPU list (`0-3,5`): its canonical form, count and members (exit 2
     /// naming the bad item). The one parser the CI scripts ask instead of their own.

@@ -70,23 +70,24 @@ fn main() -> ExitCode {
         Command::Bench(a) => rtcat::runner::bench_command(a),
         Command::Sim(a) => code(rtcat::simcmd::run_sim(&a)),
         Command::SimCtl(a) => code(rtcat::simcmd::run_ctl(&a)),
-        Command::Config(ConfigCmd::Check { file }) => match Config::load(&file) {
-            Ok(c) => {
-                println!("{}: OK", file.display());
-                // Checked offline (the file may be for another machine): a note, not an error.
-                if let Err(why) =
-                    rttune::netif::check_exists(&rttune::SysRoot::live(), &c.bus.interface)
-                {
-                    rtcat::say!("rtcat: note: bus.interface: {why}");
+        Command::Config(ConfigCmd::Check { file, bus }) => {
+            match (file.or_else(|| bus.config.clone()), &bus.config) {
+                (Some(f), Some(c)) if &f != c => {
+                    rtcat::say!(
+                        "rtcat: config check: two files given ({} and --config {}): give one",
+                        f.display(),
+                        c.display()
+                    );
+                    ExitCode::from(EXIT_CONFIG)
                 }
-                ExitCode::SUCCESS
+                (Some(f), _) => rtcat::sdocmd::check(&f, bus),
+                (None, _) => ExitCode::from(EXIT_CONFIG),
             }
-            Err(e) => {
-                rtcat::say!("rtcat: {e}");
-                ExitCode::from(EXIT_CONFIG)
-            }
-        },
+        }
         Command::Config(ConfigCmd::FromBus { bus }) => rtcat::sdocmd::from_bus(bus),
+        Command::Config(ConfigCmd::FromEni { file, out }) => {
+            rtcat::sdocmd::from_eni(&file, out.as_deref())
+        }
         Command::Config(ConfigCmd::Example) => {
             print!("{EXAMPLE}");
             ExitCode::SUCCESS

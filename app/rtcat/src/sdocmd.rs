@@ -493,7 +493,7 @@ pub fn from_bus_toml(devices: &[DeviceMapping], source: &str) -> String {
         if !other_sm.is_empty() {
             let _ = writeln!(
                 o,
-                "# Process data on other sync managers than SM2/SM3, which rtcat.toml does not                  assign: {{ {} }}",
+                "# Process data on other sync managers than SM2/SM3, which rtcat.toml does not assign: {{ {} }}",
                 other_sm.join(", ")
             );
         }
@@ -596,6 +596,295 @@ pub fn from_bus(bus: BusArgs) -> ExitCode {
         } else {
             from_bus_toml(&devices, &source)
         });
+        Ok(())
+    })())
+}
+
+/// Every way `cfg` does not fit the subdevices `bus` read in PRE-OP (before any configuration
+/// is written): the count, the identity at each checked position (an identity found elsewhere
+/// is reported as the order), `[[device]]` entries nothing matches, and per matched entry what
+/// the subdevice cannot take (PDO configuration without CoE, a fixed assignment or mapping
+/// configured otherwise) and process-data sizes that the mapping it would run with does not
+/// give. Empty when the configuration fits.
+pub fn bus_differences(cfg: &crate::config::Config, bus: &[DeviceMapping]) -> Vec<String> {
+    use rtcat_master::devices::{Found, parse_entry};
+    let mut out = Vec::new();
+    let n = bus.len();
+    let ident = |b: &DeviceMapping| {
+        format!(
+            "{} (vendor_id {:#010x} product_id {:#010x})",
+            if b.name.is_empty() { "?" } else { &b.name },
+            b.identity.vendor_id,
+            b.identity.product_code
+        )
+    };
+    if let Some(want) = cfg.segment.subdevices
+        && usize::from(want) != n
+    {
+        out.push(format!(
+            "count: segment.subdevices = {want}, the bus has {n} subdevice{}",
+            if n == 1 { "" } else { "s" }
+        ));
+    }
+    for (i, e) in cfg.segment.device.iter().enumerate() {
+        let fits = |b: &DeviceMapping| {
+            e.vendor_id.is_none_or(|v| v == b.identity.vendor_id)
+                && e.product_id.is_none_or(|p| p == b.identity.product_code)
+        };
+        let want = format!(
+            "vendor_id {} product_id {}",
+            e.vendor_id.map_or("any".into(), |v| format!("{v:#010x}")),
+            e.product_id.map_or("any".into(), |v| format!("{v:#010x}"))
+        );
+        let Some(b) = bus.get(usize::from(e.position)) else {
+            out.push(format!(
+                "count: segment.device[{i}] expects {want} at position {}, the bus has {n} subdevice{}",
+                e.position,
+                if n == 1 { "" } else { "s" }
+            ));
+            continue;
+        };
+        if fits(b) {
+            continue;
+        }
+        let elsewhere: Vec<String> = bus
+            .iter()
+            .filter(|x| fits(x))
+            .map(|x| x.position.to_string())
+            .collect();
+        if elsewhere.is_empty() {
+            out.push(format!(
+                "identity: segment.device[{i}] expects {want} at position {}, the bus has {} there",
+                e.position,
+                ident(b)
+            ));
+        } else {
+            out.push(format!(
+                "order: segment.device[{i}] expects {want} at position {}, the bus has it at position {} and {} at {}",
+                e.position,
+                elsewhere.join(", "),
+                ident(b),
+                e.position
+            ));
+        }
+    }
+    for (i, d) in cfg.device.iter().enumerate() {
+        let hits: Vec<&DeviceMapping> = bus
+            .iter()
+            .filter(|b| {
+                d.matches(&Found {
+                    position: b.position,
+                    alias: b.alias,
+                    identity: (
+                        b.identity.vendor_id,
+                        b.identity.product_code,
+                        b.identity.revision,
+                    ),
+                })
+            })
+            .collect();
+        if hits.is_empty() {
+            out.push(format!(
+                "identity: device[{i}] ({}): no subdevice on the bus matches",
+                d.matcher()
+            ));
+        }
+        for b in hits {
+            let who = format!("device[{i}] at position {} {}", b.position, ident(b));
+            let configures = d.pdo_assign.is_some() || !d.pdo_map.is_empty();
+            if !b.coe && (configures || !d.sdo.is_empty()) {
+                out.push(format!(
+                    "mapping: {who}: has no CoE mailbox; its pdo_assign, pdo_map and sdo cannot be written"
+                ));
+                continue;
+            }
+            let entries = |v: &[(u16, u8, u8)]| {
+                v.iter()
+                    .map(|(i, s, b)| format!("{i:#06x}:{s:02x}:{b}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            for p in &d.pdo_map {
+                let want: Vec<(u16, u8, u8)> = p
+                    .entries
+                    .iter()
+                    .map(|e| parse_entry(e.text()).unwrap_or((0, 0, 0)))
+                    .collect();
+                if let Some(q) = b.pdos.iter().find(|q| q.index == p.index) {
+                    let got: Vec<(u16, u8, u8)> =
+                        q.entries.iter().map(|e| (e.index, e.sub, e.bits)).collect();
+                    if got != want && q.writable == Some(false) {
+                        out.push(format!(
+                            "mapping: {who}: {:#06x} is fixed at [{}], configured [{}]",
+                            p.index,
+                            entries(&got),
+                            entries(&want)
+                        ));
+                    }
+                }
+            }
+            let assign = d.pdo_assign.as_ref();
+            for (sm, dir, list, key, want_bytes) in [
+                (
+                    2u8,
+                    Direction::Outputs,
+                    assign.and_then(|a| a.sm2.as_ref()),
+                    "output_bytes",
+                    d.output_bytes,
+                ),
+                (
+                    3,
+                    Direction::Inputs,
+                    assign.and_then(|a| a.sm3.as_ref()),
+                    "input_bytes",
+                    d.input_bytes,
+                ),
+            ] {
+                let on_bus = b.assignments.iter().find(|a| a.sm == sm);
+                if let (Some(want), Some(a)) = (list, on_bus)
+                    && &a.pdos != want
+                    && a.writable == Some(false)
+                {
+                    out.push(format!(
+                        "mapping: {who}: the sm{sm} assignment is fixed at [{}], configured [{}]",
+                        hex_list(&a.pdos),
+                        hex_list(want)
+                    ));
+                }
+                // The size it would run with: the configured (else the current) assignment,
+                // each PDO's configured (else current) mapping; unknown when a PDO assigned by
+                // the configuration is not assigned now (its mapping is not read).
+                let Some(want_bytes) = want_bytes else {
+                    continue;
+                };
+                let pdos: Vec<u16> = match (list, on_bus) {
+                    (Some(l), _) => l.clone(),
+                    (None, Some(a)) => a.pdos.clone(),
+                    (None, None) => b
+                        .pdos
+                        .iter()
+                        .filter(|q| q.direction == dir)
+                        .map(|q| q.index)
+                        .collect(),
+                };
+                let mut bits = Some(0u32);
+                for pdo in &pdos {
+                    let one = match d.pdo_map.iter().find(|m| m.index == *pdo) {
+                        Some(m) => Some(
+                            m.entries
+                                .iter()
+                                .map(|e| parse_entry(e.text()).map_or(0, |x| u32::from(x.2)))
+                                .sum::<u32>(),
+                        ),
+                        None => b
+                            .pdos
+                            .iter()
+                            .find(|q| q.index == *pdo)
+                            .map(|q| q.entries.iter().map(|e| u32::from(e.bits)).sum()),
+                    };
+                    bits = bits.zip(one).map(|(a, b)| a + b);
+                }
+                if let Some(bits) = bits
+                    && bits.div_ceil(8) != want_bytes
+                {
+                    out.push(format!(
+                        "mapping: {who}: {key} = {want_bytes}, the PDOs it would run with ([{}]) map {bits} bits ({} bytes)",
+                        hex_list(&pdos),
+                        bits.div_ceil(8)
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `rtcat config check FILE`, and with `--sim`/`--iface` the comparison with the bus
+/// ([`bus_differences`]): exit 2 naming every difference, 1 when the bus fails.
+pub fn check(file: &std::path::Path, mut bus: BusArgs) -> ExitCode {
+    let cfg = match crate::config::Config::load(file) {
+        Ok(c) => c,
+        Err(e) => {
+            crate::say!("rtcat: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    println!("{}: OK", file.display());
+    // --control is refused by `open` below: the check reads the bus itself.
+    if !bus.sim && bus.iface.is_none() && bus.control.is_none() {
+        // Checked offline (the file may be for another machine): a note, not an error.
+        if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
+        {
+            crate::say!("rtcat: note: bus.interface: {why}");
+        }
+        return ExitCode::SUCCESS;
+    }
+    bus.config = Some(file.to_path_buf());
+    finish((|| {
+        let found = on_segment(&bus, segment::read_mappings)?;
+        let diffs = bus_differences(&cfg, &found);
+        if diffs.is_empty() {
+            emit(&format!(
+                "bus: {} subdevices fit the configuration (count, identity, order, mapping)\n",
+                found.len()
+            ));
+            return Ok(());
+        }
+        for d in &diffs {
+            crate::say!("rtcat: {d}");
+        }
+        Err(Fail::Usage(format!(
+            "{}: {} difference{} with the bus",
+            file.display(),
+            diffs.len(),
+            if diffs.len() == 1 { "" } else { "s" }
+        )))
+    })())
+}
+
+/// `rtcat config from-eni FILE [--out FILE]`: the ENI read ([`rtcat_esi::read_eni`]), turned
+/// into a configuration, checked by the master's own parser, written; what is not run goes to
+/// stderr as notes (and is in the file as comments). Bad input exits 2, a failed write 1.
+pub fn from_eni(file: &std::path::Path, out: Option<&std::path::Path>) -> ExitCode {
+    finish((|| {
+        let eni = rtcat_esi::read_eni(file).map_err(|e| {
+            if e.is_input() {
+                Fail::Usage(e.to_string())
+            } else {
+                Fail::Runtime(e.to_string())
+            }
+        })?;
+        let name = file
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| file.display().to_string());
+        let made = eni
+            .to_config(&name)
+            .map_err(|e| Fail::Usage(e.to_string()))?;
+        // rtcat.toml is read with a size bound: a file it would refuse is not written.
+        let max = crate::config::MAX_CONFIG_BYTES;
+        if made.toml.len() as u64 > max {
+            return Err(Fail::Usage(format!(
+                "the configuration made from {name} ({} subdevices) is {} bytes, more than \
+                 rtcat reads from a configuration file ({max})",
+                eni.slaves.len(),
+                made.toml.len()
+            )));
+        }
+        // The generated text must be a configuration the master accepts; if it is not, the ENI
+        // holds something this import does not bound (the master's message names the key).
+        crate::config::Config::parse(&made.toml, &format!("configuration made from {name}"))
+            .map_err(|e| {
+                Fail::Usage(format!("{e} (the ENI's values do not fit rtcat's limits)"))
+            })?;
+        for n in &made.notes {
+            crate::say!("rtcat: note: {name}: not run: {n}");
+        }
+        match out {
+            Some(p) => std::fs::write(p, &made.toml)
+                .map_err(|e| Fail::Runtime(format!("{}: {e}", p.display())))?,
+            None => emit(&made.toml),
+        }
         Ok(())
     })())
 }
