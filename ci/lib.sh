@@ -38,9 +38,9 @@ host_rtcat() {
 # options in the array aopt), to look up and download (never install) packages of another
 # Debian release or architecture; returns 1 if its lists cannot be fetched (log: DIR/update.log).
 private_apt() {
-	local arch=()
+	local archopt=()
 	if [ "$1" = --arch ]; then
-		arch=(-o "APT::Architecture=$2" -o "APT::Architectures=$2")
+		archopt=(-o "APT::Architecture=$2" -o "APT::Architectures=$2")
 		shift 2
 	fi
 	local dir=$1
@@ -48,7 +48,7 @@ private_apt() {
 	mkdir -p "$dir/lists/partial" "$dir/archives/partial"
 	printf '%s\n' "$@" >"$dir/sources.list"
 	aopt=(-o "Dir::Etc::SourceList=$dir/sources.list" -o Dir::Etc::SourceParts=/dev/null
-		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir" "${arch[@]}")
+		-o "Dir::State::Lists=$dir/lists" -o "Dir::Cache=$dir" "${archopt[@]}")
 	apt-get "${aopt[@]}" update -qq >"$dir/update.log" 2>&1
 }
 
