@@ -256,6 +256,8 @@ pub struct FloorSummary {
     pub pings: u64,
     /// Pings without a reply before the end of their cycle (not in `rtt_ns`).
     pub lost: u64,
+    /// Cycles whose ping the socket failed to send or receive (not in `pings`).
+    pub errors: u64,
     /// Round trip of the pings that came back.
     pub rtt_ns: LatencyStats,
     /// rtcat's round trip over the floor's, at p50 and p99 (null when either is missing).
@@ -268,8 +270,7 @@ impl FloorSummary {
     /// The floor's results with the ratios of rtcat's round trip `rtcat` over them.
     pub fn new(
         frame_bytes: u64,
-        pings: u64,
-        lost: u64,
+        [pings, lost, errors]: [u64; 3],
         rtt_ns: LatencyStats,
         rtcat: Option<&LatencyStats>,
     ) -> Self {
@@ -278,6 +279,7 @@ impl FloorSummary {
             frame_bytes,
             pings,
             lost,
+            errors,
             ratio_p50: rtcat.and_then(|r| ratio(r.p50, rtt_ns.p50)),
             ratio_p99: rtcat.and_then(|r| ratio(r.p99, rtt_ns.p99)),
             rtt_ns,
@@ -890,13 +892,16 @@ mod tests {
             p99: 60_000,
             ..rtt
         };
-        let f = FloorSummary::new(160, 12, 2, rtt, Some(&rtcat));
+        let f = FloorSummary::new(160, [12, 2, 0], rtt, Some(&rtcat));
         assert_eq!((f.ratio_p50, f.ratio_p99), (Some(2.0), Some(1.5)));
         // No ratio without rtcat's round trip or without a floor sample.
-        assert_eq!(FloorSummary::new(160, 12, 2, rtt, None).ratio_p50, None);
+        assert_eq!(
+            FloorSummary::new(160, [12, 2, 0], rtt, None).ratio_p50,
+            None
+        );
         let empty = LatencyStats::from_histogram(&crate::new_histogram());
         assert_eq!(
-            FloorSummary::new(160, 3, 3, empty, Some(&rtcat)).ratio_p99,
+            FloorSummary::new(160, [3, 3, 0], empty, Some(&rtcat)).ratio_p99,
             None
         );
         s.floor = Some(f.clone());

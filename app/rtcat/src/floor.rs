@@ -98,8 +98,7 @@ impl FloorReport {
         );
         FloorSummary::new(
             self.frame_bytes.load(Ordering::Relaxed),
-            self.pings.load(Ordering::Relaxed),
-            self.lost.load(Ordering::Relaxed),
+            [&self.pings, &self.lost, &self.errors].map(|n| n.load(Ordering::Relaxed)),
             stats,
             rtcat,
         )

@@ -267,8 +267,8 @@ fn floor_table(f: &summary::FloorSummary, rtcat: Option<&LatencyStats>) -> Strin
     let _ = writeln!(
         t,
         "\nfloor: bare AF_PACKET ping/echo of {} bytes, mid-period on the cycle thread; {} pings, \
-         {} lost",
-        f.frame_bytes, f.pings, f.lost
+         {} lost, {} socket errors",
+        f.frame_bytes, f.pings, f.lost, f.errors
     );
     let _ = writeln!(
         t,
