@@ -4,9 +4,10 @@
 
 use crate::faults::Faults;
 use crate::port::{MAX_FRAME, SimPort};
-use rtcat_packet::{MIN_FRAME_LEN, PacketKind, PacketSocket, is_link_error};
+use rtcat_packet::{MIN_FRAME_LEN, PacketKind, PacketSocket, floor, is_link_error, wait_fds};
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::AsRawFd;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,6 +20,24 @@ pub struct Responder {
     /// Frames shorter than the Ethernet minimum, dropped unanswered as an ESC's port drops
     /// them (a master that does not pad is seen to fail here, as on a real segment).
     runts: u64,
+    /// The floor benchmark's echo (`with_floor_echo`).
+    echo: Option<Echo>,
+}
+
+/// The floor benchmark's echo: its own socket for [`floor::ETHERTYPE`], served by the
+/// responder's thread (same CPU, same priority) between EtherCAT frames.
+struct Echo {
+    sock: PacketSocket,
+    counts: Arc<EchoCounts>,
+}
+
+/// What the floor echo did, readable from any thread.
+#[derive(Debug, Default)]
+pub struct EchoCounts {
+    /// Pings returned.
+    pub echoed: AtomicU64,
+    /// Frames of the floor's EtherType without its marker, not returned.
+    pub ignored: AtomicU64,
 }
 
 impl Responder {
@@ -34,7 +53,24 @@ impl Responder {
             status,
             link_errors: 0,
             runts: 0,
+            echo: None,
         })
+    }
+
+    /// Also return the floor benchmark's pings ([`rtcat_packet::floor`]) as received, MAC
+    /// addresses swapped, with no EtherCAT processing.
+    pub fn with_floor_echo(mut self) -> io::Result<Self> {
+        let sock = PacketSocket::open_ethertype(self.sock.iface(), floor::ETHERTYPE)?;
+        self.echo = Some(Echo {
+            sock,
+            counts: Arc::default(),
+        });
+        Ok(self)
+    }
+
+    /// The floor echo's counters (None without the echo).
+    pub fn floor_echo_counts(&self) -> Option<Arc<EchoCounts>> {
+        self.echo.as_ref().map(|e| e.counts.clone())
     }
 
     pub fn faults(&self) -> Faults {
@@ -83,6 +119,14 @@ impl Responder {
             self.runts,
             states.join(" ")
         );
+        let text = match &self.echo {
+            Some(e) => format!(
+                "{text} floor_echoed={} floor_ignored={}",
+                e.counts.echoed.load(Ordering::Relaxed),
+                e.counts.ignored.load(Ordering::Relaxed)
+            ),
+            None => text,
+        };
         *self.status.lock().unwrap_or_else(|e| e.into_inner()) = text;
     }
 
@@ -96,7 +140,15 @@ impl Responder {
                 Some(due) => Duration::from_nanos(due.saturating_sub(self.port.now_ns())),
                 None => Duration::from_millis(100),
             };
-            self.sock.wait_readable(Some(timeout))?;
+            match self.echo.as_ref().map(|e| e.sock.as_raw_fd()) {
+                Some(echo_fd) => {
+                    wait_fds(&[self.sock.as_raw_fd(), echo_fd], Some(timeout))?;
+                    self.serve_echo(&mut buf)?;
+                }
+                None => {
+                    self.sock.wait_readable(Some(timeout))?;
+                }
+            }
             loop {
                 match self.sock.recv(&mut buf) {
                     Ok(Some((_, PacketKind::Outgoing))) => continue,
@@ -131,5 +183,36 @@ impl Responder {
         }
         self.refresh_status();
         Ok(self.port)
+    }
+
+    /// Return every queued ping (the echo's whole job: swap, send).
+    fn serve_echo(&mut self, buf: &mut [u8]) -> io::Result<()> {
+        let Some(e) = &mut self.echo else {
+            return Ok(());
+        };
+        loop {
+            match e.sock.recv(buf) {
+                Ok(Some((_, PacketKind::Outgoing))) => continue,
+                Ok(Some((n, PacketKind::Incoming))) => {
+                    if !floor::echo_in_place(&mut buf[..n]) {
+                        e.counts.ignored.fetch_add(1, Ordering::Relaxed);
+                        continue;
+                    }
+                    match e.sock.send(&buf[..n]) {
+                        Ok(_) => {
+                            e.counts.echoed.fetch_add(1, Ordering::Relaxed);
+                        }
+                        Err(err) if is_link_error(&err) => self.link_errors += 1,
+                        Err(err) => return Err(err),
+                    }
+                }
+                Ok(None) => return Ok(()),
+                Err(err) if is_link_error(&err) => {
+                    self.link_errors += 1;
+                    return Ok(());
+                }
+                Err(err) => return Err(err),
+            }
+        }
     }
 }

@@ -255,6 +255,8 @@ pub struct BusCounters {
     pub first_tx_ns: AtomicU64,
     /// When the last reply of the current cycle arrived (monotonic ns, 0: none yet).
     pub last_rx_ns: AtomicU64,
+    /// Length of the latest cycle's first frame (bytes, as handed to the link).
+    pub first_tx_len: AtomicU64,
 }
 
 /// ethercrab's TX/RX handles plus a link.
@@ -302,9 +304,12 @@ impl Bus {
                     .map_err(|_| ethercrab::error::Error::SendFrame)
             });
             match r {
-                Ok(_) => {
+                Ok(len) => {
                     if first {
                         self.counters.first_tx_ns.store(t, Ordering::Relaxed);
+                        self.counters
+                            .first_tx_len
+                            .store(len as u64, Ordering::Relaxed);
                     }
                     self.counters.sent.fetch_add(1, Ordering::Relaxed);
                     n += 1;
@@ -367,6 +372,8 @@ impl BusCounters {
             .store(self.rx_rejected.load(Ordering::Relaxed), Ordering::Relaxed);
         live.send_errors
             .store(self.send_errors.load(Ordering::Relaxed), Ordering::Relaxed);
+        live.cycle_frame_bytes
+            .store(self.first_tx_len.load(Ordering::Relaxed), Ordering::Relaxed);
     }
 
     /// The counters as the results report them (every reason listed, zero or not).

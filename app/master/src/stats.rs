@@ -154,6 +154,9 @@ pub struct Live {
     pub not_op_cycles: AtomicU64,
     /// Recovery attempts that failed.
     pub failed_recoveries: AtomicU64,
+    /// Length of the last cycle's first frame as sent (bytes): the size the floor benchmark
+    /// pings with (a copy of the bus counter, refreshed like `rx_rejected`).
+    pub cycle_frame_bytes: AtomicU64,
     /// Distributed clocks: the phase lock (cyclic thread) and 0x092C (the sampler).
     pub dc: DcLive,
 }

@@ -41,6 +41,8 @@ pub fn padded<'a>(frame: &'a [u8], buf: &'a mut [u8; MIN_FRAME_LEN]) -> &'a [u8]
     &buf[..]
 }
 
+pub mod floor;
+
 /// A raw AF_PACKET socket bound to one interface, receiving only EtherCAT frames.
 #[derive(Debug)]
 pub struct PacketSocket {
@@ -61,6 +63,12 @@ pub enum PacketKind {
 impl PacketSocket {
     /// Open a non-blocking raw socket for EtherType 0x88a4 on `iface`. Needs CAP_NET_RAW.
     pub fn open(iface: &str) -> io::Result<Self> {
+        Self::open_ethertype(iface, ETHERCAT_ETHERTYPE)
+    }
+
+    /// As [`PacketSocket::open`], receiving only frames of `ethertype` (the floor benchmark's
+    /// [`floor::ETHERTYPE`]: the same socket and kernel path, none of the EtherCAT traffic).
+    pub fn open_ethertype(iface: &str, ethertype: u16) -> io::Result<Self> {
         let cname = CString::new(iface).map_err(|_| {
             io::Error::new(io::ErrorKind::InvalidInput, "interface name contains NUL")
         })?;
@@ -72,7 +80,7 @@ impl PacketSocket {
                 format!("network interface {iface:?} does not exist"),
             ));
         }
-        let proto = (ETHERCAT_ETHERTYPE).to_be() as i32;
+        let proto = ethertype.to_be() as i32;
         let raw = unsafe {
             libc::socket(
                 libc::AF_PACKET,
@@ -97,7 +105,7 @@ impl PacketSocket {
         let fd = unsafe { OwnedFd::from_raw_fd(raw) };
         let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
         sll.sll_family = libc::AF_PACKET as u16;
-        sll.sll_protocol = ETHERCAT_ETHERTYPE.to_be();
+        sll.sll_protocol = ethertype.to_be();
         sll.sll_ifindex = ifindex;
         let rc = unsafe {
             libc::bind(

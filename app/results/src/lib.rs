@@ -37,8 +37,8 @@ pub use ladder::{
     validate_stage_id,
 };
 pub use summary::{
-    AxisSummary, BusStats, DcSubdeviceSummary, DcSummary, LatencyStats, LoggingHealth, Mode,
-    Policy, Stop, StopReason, Summary, SystemInfo, Wkc, write_results,
+    AxisSummary, BusStats, DcSubdeviceSummary, DcSummary, FloorSummary, LatencyStats,
+    LoggingHealth, Mode, Policy, Stop, StopReason, Summary, SystemInfo, Wkc, write_results,
 };
 
 /// `schema` value of a `summary.json`.

@@ -240,6 +240,73 @@ pub struct Summary {
     /// absent without DC (and in files written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dc: Option<DcSummary>,
+    /// The floor benchmark (`bench --floor`): a bare ping/echo of the cyclic frame's size on the
+    /// same thread, and rtcat's round trip over it; absent without it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub floor: Option<FloorSummary>,
+}
+
+/// The floor benchmark's results (docs/NOTES.md §1.1).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FloorSummary {
+    /// Size of each ping: the cyclic frame's (bytes, before Ethernet padding).
+    pub frame_bytes: u64,
+    /// Pings sent (one per cycle, from the second cycle on).
+    pub pings: u64,
+    /// Pings without a reply before the end of their cycle (not in `rtt_ns`).
+    pub lost: u64,
+    /// Cycles whose ping the socket failed to send or receive (not in `pings`).
+    pub errors: u64,
+    /// Round trip of the pings that came back.
+    pub rtt_ns: LatencyStats,
+    /// rtcat's round trip over the floor's, at p50 and p99 (null when either is missing).
+    pub ratio_p50: Option<f64>,
+    /// See `ratio_p50`.
+    pub ratio_p99: Option<f64>,
+}
+
+impl FloorSummary {
+    /// The floor's results with the ratios of rtcat's round trip `rtcat` over them.
+    pub fn new(
+        frame_bytes: u64,
+        [pings, lost, errors]: [u64; 3],
+        rtt_ns: LatencyStats,
+        rtcat: Option<&LatencyStats>,
+    ) -> Self {
+        let ratio = |a: u64, b: u64| (a > 0 && b > 0).then(|| a as f64 / b as f64);
+        FloorSummary {
+            frame_bytes,
+            pings,
+            lost,
+            errors,
+            ratio_p50: rtcat.and_then(|r| ratio(r.p50, rtt_ns.p50)),
+            ratio_p99: rtcat.and_then(|r| ratio(r.p99, rtt_ns.p99)),
+            rtt_ns,
+        }
+    }
+
+    fn validate(&self) -> Result<()> {
+        self.rtt_ns.validate("floor.rtt_ns")?;
+        if self.rtt_ns.count + self.lost > self.pings {
+            invalid!(
+                "floor.pings",
+                "floor.pings ({}) is less than floor.rtt_ns.count ({}) + floor.lost ({})",
+                self.pings,
+                self.rtt_ns.count,
+                self.lost
+            );
+        }
+        for (name, r) in [
+            ("floor.ratio_p50", self.ratio_p50),
+            ("floor.ratio_p99", self.ratio_p99),
+        ] {
+            if r.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+                invalid!(name, "{name}: must be a finite positive number");
+            }
+        }
+        Ok(())
+    }
 }
 
 /// `dc` in `summary.json`.
@@ -637,6 +704,9 @@ impl Summary {
                 self.cycles
             );
         }
+        if let Some(f) = &self.floor {
+            f.validate()?;
+        }
         if let Some(dc) = &self.dc {
             dc.validate(self.cycles)?;
         }
@@ -800,6 +870,73 @@ mod tests {
             ),
         ] {
             s.dc = Some(bad);
+            let e = s.validate().unwrap_err().to_string();
+            assert!(e.starts_with(field), "{field}: {e}");
+        }
+    }
+
+    #[test]
+    fn floor_section_has_the_ratios_round_trips_and_is_checked() {
+        let mut s = sample_summary();
+        let rtt = LatencyStats {
+            count: 10,
+            min: 20_000,
+            mean: 26_000.0,
+            p50: 25_000,
+            p99: 40_000,
+            p999: 40_000,
+            max: 41_000,
+        };
+        let rtcat = LatencyStats {
+            p50: 50_000,
+            p99: 60_000,
+            ..rtt
+        };
+        let f = FloorSummary::new(160, [12, 2, 0], rtt, Some(&rtcat));
+        assert_eq!((f.ratio_p50, f.ratio_p99), (Some(2.0), Some(1.5)));
+        // No ratio without rtcat's round trip or without a floor sample.
+        assert_eq!(
+            FloorSummary::new(160, [12, 2, 0], rtt, None).ratio_p50,
+            None
+        );
+        let empty = LatencyStats::from_histogram(&crate::new_histogram());
+        assert_eq!(
+            FloorSummary::new(160, [3, 3, 0], empty, Some(&rtcat)).ratio_p99,
+            None
+        );
+        s.floor = Some(f.clone());
+        let json = serde_json::to_value(&s).unwrap();
+        assert_eq!(json["floor"]["rtt_ns"]["p50"], 25_000);
+        assert_eq!(json["floor"]["ratio_p50"], 2.0);
+        let back: Summary = serde_json::from_value(json).unwrap();
+        assert_eq!(back, s);
+        s.validate().unwrap();
+        s.floor = None;
+        assert!(serde_json::to_value(&s).unwrap().get("floor").is_none());
+        for (bad, field) in [
+            (
+                FloorSummary {
+                    pings: 11,
+                    ..f.clone()
+                },
+                "floor.pings",
+            ),
+            (
+                FloorSummary {
+                    ratio_p99: Some(f64::INFINITY),
+                    ..f.clone()
+                },
+                "floor.ratio_p99",
+            ),
+            (
+                FloorSummary {
+                    rtt_ns: LatencyStats { p99: 1, ..rtt },
+                    ..f.clone()
+                },
+                "floor.rtt_ns",
+            ),
+        ] {
+            s.floor = Some(bad);
             let e = s.validate().unwrap_err().to_string();
             assert!(e.starts_with(field), "{field}: {e}");
         }

@@ -50,5 +50,6 @@ pub(crate) fn sample_summary() -> Summary {
         logging: None,
         axes: None,
         dc: None,
+        floor: None,
     }
 }

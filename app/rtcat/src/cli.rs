@@ -377,6 +377,11 @@ pub struct BenchArgs {
     /// [shm].name)
     #[arg(long, value_name = "NAME", conflicts_with = "timer_only")]
     pub shm: Option<String>,
+    /// Also measure the floor: every cycle, at mid-period, a bare ping of the cyclic frame's size
+    /// on the same thread, answered by `rtcat sim --floor-echo`; prints both round trips and
+    /// their ratio (docs/NOTES.md §1.1). Needs an interface (not --sim or --timer-only)
+    #[arg(long, conflicts_with_all = ["sim", "timer_only"])]
+    pub floor: bool,
 }
 
 #[derive(Args, Debug)]
@@ -401,6 +406,10 @@ pub struct SimArgs {
     /// Pin the responder to this CPU
     #[arg(long, value_name = "N")]
     pub cpu: Option<usize>,
+    /// Also be the echo of `rtcat bench --floor`: return its pings (their own EtherType and
+    /// marker) as received, MAC addresses swapped, from the responder's thread
+    #[arg(long)]
+    pub floor_echo: bool,
 }
 
 #[derive(Args, Debug)]

@@ -15,6 +15,7 @@ pub mod control;
 pub mod echo;
 pub mod esicmd;
 pub mod exporter;
+pub mod floor;
 pub mod labcmd;
 pub mod output;
 pub mod runner;

@@ -117,6 +117,7 @@ pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
         logging: f.logging.clone(),
         axes: f.axes.clone(),
         dc: f.dc.clone(),
+        floor: None,
     }
 }
 
@@ -248,12 +249,52 @@ pub fn human_table(s: &Summary, rec: &Recorder) -> String {
                 .unwrap_or_default()
         );
     }
+    if let Some(f) = &s.floor {
+        t.push_str(&floor_table(f, s.rtt_ns.as_ref()));
+    }
     if let Some(dc) = &s.dc {
         t.push_str(&dc_table(dc));
     }
     if let Some(axes) = &s.axes {
         t.push_str(&axes_table(axes));
     }
+    t
+}
+
+/// The floor benchmark beside rtcat's round trip (`bench --floor`, docs/NOTES.md §1.1).
+fn floor_table(f: &summary::FloorSummary, rtcat: Option<&LatencyStats>) -> String {
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "\nfloor: bare AF_PACKET ping/echo of {} bytes, mid-period on the cycle thread; {} pings, \
+         {} lost, {} socket errors",
+        f.frame_bytes, f.pings, f.lost, f.errors
+    );
+    let _ = writeln!(
+        t,
+        "{:<16} {:>10} {:>10} {:>10} {:>10}",
+        "round trip µs", "p50", "p99", "p99.9", "max"
+    );
+    for (name, l) in [("rtcat", rtcat), ("floor", Some(&f.rtt_ns))] {
+        if let Some(l) = l {
+            let _ = writeln!(
+                t,
+                "{name:<16} {:>10} {:>10} {:>10} {:>10}",
+                us(l.p50 as f64),
+                us(l.p99 as f64),
+                us(l.p999 as f64),
+                us(l.max as f64)
+            );
+        }
+    }
+    let ratio = |r: Option<f64>| r.map_or("-".into(), |r| format!("{r:.2}"));
+    let _ = writeln!(
+        t,
+        "{:<16} {:>10} {:>10}",
+        "rtcat / floor",
+        ratio(f.ratio_p50),
+        ratio(f.ratio_p99)
+    );
     t
 }
 

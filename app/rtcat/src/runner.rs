@@ -56,6 +56,8 @@ pub struct Job {
     pub live: Arc<Live>,
     /// Where the axes application leaves its per-axis summaries (`app` is an [`AxesApp`]).
     pub axes: Option<rtcat_master::axes::AxesReport>,
+    /// Where the floor benchmark leaves its results (`app` is a [`crate::floor::FloorPing`]).
+    pub floor: Option<Arc<crate::floor::FloorReport>>,
 }
 
 /// What a finished job reports.
@@ -355,10 +357,17 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             job.cfg.cycle.period_us,
         ),
     };
-    let summary = output::build_summary(&outcome.rec, &facts);
+    let mut summary = output::build_summary(&outcome.rec, &facts);
+    if let Some(f) = &job.floor {
+        summary.floor = Some(f.summary(summary.rtt_ns.as_ref()));
+    }
     reserve.release();
     output::write_results(&job.dir, &summary, &outcome.rec)
         .with_context(|| format!("results in {}", job.dir.path().display()))?;
+    if let Some(f) = &job.floor {
+        f.write_hdr(&job.dir)
+            .with_context(|| format!("results in {}", job.dir.path().display()))?;
+    }
     let json = serde_json::to_string_pretty(&summary)?;
     match &job.json {
         // A closed stdout loses nothing: everything is in the output directory.
@@ -591,6 +600,33 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
         Ok(a) => a,
         Err(c) => return c,
     };
+    let live = Arc::new(Live::default());
+    let (app, floor) = if a.floor {
+        // Opened here, before the run: a missing CAP_NET_RAW is said before the segment is
+        // brought up.
+        let pinger = match crate::floor::Pinger::open(&cfg.bus.interface) {
+            Ok(p) => p,
+            Err(e) => {
+                crate::say!(
+                    "rtcat: --floor: the ping socket on {}: {e}",
+                    cfg.bus.interface
+                );
+                return ExitCode::from(1);
+            }
+        };
+        let report = Arc::new(crate::floor::FloorReport::default());
+        let period_ns = u64::from(cfg.cycle.period_us) * 1000;
+        let app: Box<dyn Application> = Box::new(crate::floor::FloorPing::new(
+            app,
+            pinger,
+            live.clone(),
+            period_ns,
+            report.clone(),
+        ));
+        (app, Some(report))
+    } else {
+        (app, None)
+    };
     let json = a.json.as_deref().map(|j| {
         if j == "-" {
             JsonDest::Stdout
@@ -617,8 +653,9 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
             echo_events: a.verbose,
             print_table: true,
             retry_start: false,
-            live: Arc::new(Live::default()),
+            live,
             axes,
+            floor,
         }),
         true,
     );
@@ -692,6 +729,7 @@ pub fn run_command(a: RunArgs) -> ExitCode {
         retry_start: true,
         live: Arc::new(Live::default()),
         axes,
+        floor: None,
     });
     notifier.notify("STOPPING=1");
     finish(r, false)

@@ -98,8 +98,14 @@ fn sim(a: &SimArgs) -> Result<i32> {
         },
         None => None,
     };
-    let responder = ecsim::wire::Responder::with_status(&a.iface, port, status)
+    let mut responder = ecsim::wire::Responder::with_status(&a.iface, port, status)
         .with_context(|| format!("answer on {}", a.iface))?;
+    if a.floor_echo {
+        responder = responder
+            .with_floor_echo()
+            .with_context(|| format!("the floor echo on {}", a.iface))?;
+    }
+    let echo = responder.floor_echo_counts();
     // The responder runs on this thread: give it the requested placement and priority.
     if let Some(cpu) = a.cpu {
         crate::rt::pin_to(cpu).context("--cpu")?;
@@ -128,6 +134,13 @@ fn sim(a: &SimArgs) -> Result<i32> {
         "rtcat sim: stopped; frames {} replied {} lost {} malformed {} ignored {}",
         st.frames, st.replied, st.lost, st.malformed, st.ignored
     ));
+    if let Some(e) = echo {
+        say(format_args!(
+            "rtcat sim: floor echo: echoed {} ignored {}",
+            e.echoed.load(std::sync::atomic::Ordering::Relaxed),
+            e.ignored.load(std::sync::atomic::Ordering::Relaxed)
+        ));
+    }
     Ok(0)
 }
 

@@ -139,6 +139,7 @@ fn steady_state(mode: TxRxMode, dc: bool) {
         retry_start: false,
         live: Default::default(),
         axes: None,
+        floor: None,
     })
     .expect("run");
     let tracked = c.load(Ordering::Relaxed);

@@ -90,6 +90,27 @@ fn bad_segment_file_and_arguments_exit_2() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown command"));
 }
 
+/// The floor pings over an interface: with the in-process segment or without a bus there is
+/// no wire to ping over, said before anything runs.
+#[test]
+fn floor_needs_an_interface() {
+    for other in ["--sim", "--timer-only"] {
+        let out = rtcat()
+            .args(["bench", "--floor", other, "--no-rt", "--duration", "1"])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{other}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains("--floor") && err.contains(other), "{err}");
+    }
+    let out = rtcat()
+        .args(["bench", "--floor", "--iface", "rtcat-none0", "--no-rt"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--iface"));
+}
+
 #[test]
 fn sigterm_writes_results_and_leaves_the_segment_in_init() {
     let dir = tempfile::tempdir().unwrap();

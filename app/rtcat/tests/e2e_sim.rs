@@ -47,6 +47,7 @@ fn job(c: Config, spec: SegmentSpec, faults: Faults, secs: f64, dir: &std::path:
         retry_start: false,
         live: Default::default(),
         axes: None,
+        floor: None,
     }
 }
 

@@ -46,6 +46,7 @@ fn run(spec: SegmentSpec, period_us: u32) -> anyhow::Result<JobResult> {
         retry_start: false,
         live: Default::default(),
         axes: None,
+        floor: None,
     })
 }
 

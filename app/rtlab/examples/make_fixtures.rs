@@ -98,6 +98,7 @@ fn bench_dir(
         logging: None,
         axes: None,
         dc: None,
+        floor: None,
     };
     s.write(&dir.join(SUMMARY_FILE))?;
     Ok(s)

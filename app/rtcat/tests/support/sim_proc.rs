@@ -30,10 +30,22 @@ impl SimProc {
         control: &Path,
         segment: Option<&Path>,
     ) -> SimProc {
+        Self::start_with(bin, net, control, segment, &[])
+    }
+
+    /// As [`SimProc::start_segment`], with `extra` arguments (`--floor-echo`).
+    pub fn start_with(
+        bin: &Path,
+        net: &VethPair,
+        control: &Path,
+        segment: Option<&Path>,
+        extra: &[&str],
+    ) -> SimProc {
         let mut cmd = net.segment_cmd(bin);
         cmd.args(["sim", "--priority", "70", "--iface", &net.segment_if])
             .arg("--control")
-            .arg(control);
+            .arg(control)
+            .args(extra);
         if let Some(f) = segment {
             cmd.arg("--segment").arg(f);
         }
