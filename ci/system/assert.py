@@ -318,7 +318,7 @@ def evaluate(facts, guest, a):
             dframes = int(m1["frames"]) - int(m0["frames"])
             dsimlost = int(m1["lost"]) - int(m0["lost"])
         except (KeyError, ValueError) as e:
-            return False, f"unparsable window {tag}: {e}: {s0} {s1} {m0} {m1}"
+            return False, False, f"unparsable window {tag}: {e}: {s0} {s1} {m0} {m1}"
         nominal = secs * 1e6 / period_us
         # The master's counters come from its status lines, sampled just before the simulator's
         # at each end (fresh_status_line in guest-report.sh); a line can still be up to one status
@@ -334,32 +334,52 @@ def evaluate(facts, guest, a):
         edges = [t0] + [min(max(ns, t0), t1) for ns in lost_at] + [t1]
         clean = max(b - a for a, b in zip(edges, edges[1:], strict=False)) / 1e9
         ops = all(re.fullmatch(r"0x[0-9a-f]+:8", x) for x in m0["devices"] + m1["devices"])
-        ok = (
+        # What the code decides, in any try: a defect fails the check whatever another try shows.
+        sound = (
             secs >= clean_s
-            and s0["health"] == "OK"
-            and s1["health"] == "OK"
             and d["wkc_mismatch"] == 0
             and d["recoveries"] == 0
             and len(lost_at) == d["lost"]
-            and clean >= clean_s
-            and d["cycles"] >= MIN_CYCLE_SHARE * nominal
             and dframes >= d["cycles"] - slack
             and dsimlost == 0
             and ops
             and len(m0["devices"]) == shipped["segment"]["subdevices"]
         )
+        # What the emulated machine decides as much as the code: late responses (and the health
+        # they degrade) and skipped periods; one try must hold them.
+        timely = (
+            s0["health"] == "OK"
+            and s1["health"] == "OK"
+            and clean >= clean_s
+            and d["cycles"] >= MIN_CYCLE_SHARE * nominal
+        )
         where = ", ".join(f"{(ns - t0) / 1e9:.1f} s" for ns in lost_at)
-        return ok, (
-            f"{secs:.1f} s: cycles +{d['cycles']} ({d['cycles'] / nominal:.0%} of {nominal:.0f} nominal), "
-            f"wkc_mismatch +{d['wkc_mismatch']}, lost +{d['lost']} "
-            f"({len(lost_at)} in events.log{': at ' + where if where else ''}), "
-            f"longest stretch with every cycle's WKC as expected {clean:.1f} s (needs {clean_s} s), "
-            f"recoveries +{d['recoveries']}, health {s0['health']}->{s1['health']}; "
-            f"segment frames +{dframes}, lost +{dsimlost}, "
-            f"AL states {m0['devices']} -> {m1['devices']}"
+        return (
+            (sound and timely),
+            sound,
+            (
+                f"{secs:.1f} s: cycles +{d['cycles']} ({d['cycles'] / nominal:.0%} of {nominal:.0f} nominal), "
+                f"wkc_mismatch +{d['wkc_mismatch']}, lost +{d['lost']} "
+                f"({len(lost_at)} in events.log{': at ' + where if where else ''}), "
+                f"longest stretch with every cycle's WKC as expected {clean:.1f} s (needs {clean_s} s), "
+                f"recoveries +{d['recoveries']}, health {s0['health']}->{s1['health']}; "
+                f"segment frames +{dframes}, lost +{dsimlost}, "
+                f"AL states {m0['devices']} -> {m1['devices']}"
+            ),
         )
 
-    ok, detail = window("op", WINDOW_MIN_S)
+    def windows(tag, clean_s):
+        """Window `tag` and the further tries guest-report.sh measured while one showed more lost
+        frames than it tolerates (TAG.2, TAG.3): holds when one try holds and no try shows a
+        defect."""
+        tags = [try_tag(facts, tag, i) for i in range(1, tries(facts, tag) + 1)]
+        got = [window(t, clean_s) for t in tags]
+        ok = any(g[0] for g in got) and all(g[1] for g in got)
+        if len(got) == 1:
+            return ok, got[0][2]
+        return ok, " | ".join(f"try {i}: {g[2]}" for i, g in enumerate(got, 1))
+
+    ok, detail = windows("op", WINDOW_MIN_S)
     chk("rtcat.op_wkc_window", ok, detail)
 
     # doctor
@@ -424,7 +444,7 @@ def evaluate(facts, guest, a):
             f"recovered {one(f'{tag}.recovered')!r} in {one(f'{tag}.recovery_ms')} ms, MainPID "
             f"{pid} -> {one(f'{tag}.mainpid')}, NRestarts {one(f'{tag}.nrestarts')}",
         )
-    ok, detail = window("after", AFTER_MIN_S)
+    ok, detail = windows("after", AFTER_MIN_S)
     chk("rtcat.wkc_after_recovery", ok and one("rtcat.active_end") == "active", detail)
 
     # the results file written at the clean poweroff
@@ -528,15 +548,74 @@ def cmd_check(a):
 
 def set_fact(k, v):
     def f(facts, guest, a):
-        facts[k] = [v]
+        facts[resolve(facts, k)] = [v]
 
     return f
 
 
-def bump_status(tag, field, by):
+def tries(facts, tag):
+    """How many windows `tag` guest-report.sh measured (`TAG.tries`, 1 when absent)."""
+    n = facts.get(f"{tag}.tries", ["1"])[-1]
+    return int(n) if n.isdigit() and 1 <= int(n) <= 3 else 1
+
+
+def try_tag(facts, tag, i):
+    """The facts' prefix of try i of window `tag`: TAG, TAG.2, TAG.3."""
+    return tag if i == 1 else f"{tag}.{i}"
+
+
+def last_try(facts, tag):
+    """The prefix of the last try of window `tag`: the one a negative control must break."""
+    return try_tag(facts, tag, tries(facts, tag))
+
+
+WINDOWS = ("op", "after")
+
+
+def resolve(facts, key):
+    """A window's fact named for the window ("op.end_status") as the fact of its last try
+    ("op.3.end_status"); other keys as they are."""
+    tag, _, rest = key.partition(".")
+    if tag in WINDOWS and rest and not rest[0].isdigit() and rest != "tries":
+        return f"{last_try(facts, tag)}.{rest}"
+    return key
+
+
+def tried_again(tag, first):
+    """Window `tag` measured twice: both tries a copy of the last one the guest reported, `first`
+    applied to try 1 only (a status-line edit: both tries cover the same cycles)."""
+
     def f(facts, guest, a):
-        line = facts[tag][-1]
-        facts[tag][-1] = re.sub(rf"{field}=(\d+)", lambda m: f"{field}={int(m.group(1)) + by}", line)
+        src = last_try(facts, tag)
+        rests = [k[len(src) + 1 :] for k in list(facts) if k.startswith(src + ".")]
+        rests = [r for r in rests if r and not r[0].isdigit() and r != "tries"]
+        template = {r: list(facts[f"{src}.{r}"]) for r in rests}
+        for r, v in template.items():
+            facts[f"{tag}.{r}"] = list(v)
+        facts[f"{tag}.tries"] = ["1"]
+        first(facts, guest, a)
+        for r, v in template.items():
+            facts[f"{tag}.2.{r}"] = list(v)
+        facts[f"{tag}.tries"] = ["2"]
+
+    return f
+
+
+def end_health(tag, health):
+    """The master's status line at the end of window `tag` says `health`."""
+
+    def f(facts, guest, a):
+        k = resolve(facts, f"{tag}.end_status")
+        facts[k][-1] = re.sub(r"\S+$", health, facts[k][-1])
+
+    return f
+
+
+def bump_status(key, field, by):
+    def f(facts, guest, a):
+        k = resolve(facts, key)
+        line = facts[k][-1]
+        facts[k][-1] = re.sub(rf"{field}=(\d+)", lambda m: f"{field}={int(m.group(1)) + by}", line)
 
     return f
 
@@ -546,17 +625,18 @@ def short_segment(tag):
     cycles minus one status interval (the most the sampling skew may explain)."""
 
     def f(facts, guest, a):
+        t = last_try(facts, tag)
         with open(a.config, "rb") as fh:
             shipped = tomllib.load(fh)
         period_us = a.period_us or shipped["cycle"]["period_us"]
         slack = shipped.get("output", {}).get("status_interval_ms", 1000) * 1000 // period_us
 
         def cyc(end):
-            return int(re.search(r"cycles=(\d+)", facts[f"{tag}.{end}_status"][-1]).group(1))
+            return int(re.search(r"cycles=(\d+)", facts[f"{t}.{end}_status"][-1]).group(1))
 
-        fr0 = int(re.search(r"frames=(\d+)", facts[f"{tag}.start_sim"][-1]).group(1))
+        fr0 = int(re.search(r"frames=(\d+)", facts[f"{t}.start_sim"][-1]).group(1))
         want = fr0 + cyc("end") - cyc("start") - slack - 1
-        facts[f"{tag}.end_sim"][-1] = re.sub(r"frames=\d+", f"frames={want}", facts[f"{tag}.end_sim"][-1])
+        facts[f"{t}.end_sim"][-1] = re.sub(r"frames=\d+", f"frames={want}", facts[f"{t}.end_sim"][-1])
 
     return f
 
@@ -566,14 +646,15 @@ def lost_frames(tag, n):
     stretches), and the master's lost counter raised to match."""
 
     def f(facts, guest, a):
+        t = last_try(facts, tag)
 
         def one(k):
             return facts[k][-1]
 
         def cyc(end):
-            return int(re.search(r"cycles=(\d+)", one(f"{tag}.{end}_status")).group(1))
+            return int(re.search(r"cycles=(\d+)", one(f"{t}.{end}_status")).group(1))
 
-        t0, t1 = int(one(f"{tag}.start_unix_ns")), int(one(f"{tag}.end_unix_ns"))
+        t0, t1 = int(one(f"{t}.start_unix_ns")), int(one(f"{t}.end_unix_ns"))
         c0, c1 = cyc("start"), cyc("end")
         for k in range(1, n + 1):
             # before the last line (the shutdown event)
@@ -581,7 +662,7 @@ def lost_frames(tag, n):
                 len(guest["events.log"]) - 1,
                 f"{t0 + (t1 - t0) * k // (n + 1)} cycle={c0 + (c1 - c0) * k // (n + 1)} frame_lost",
             )
-        bump_status(f"{tag}.end_status", "lost", n)(facts, guest, a)
+        bump_status(f"{t}.end_status", "lost", n)(facts, guest, a)
 
     return f
 
@@ -654,13 +735,25 @@ def cmd_self_test(a):
         ("rtcat.op_wkc_window", "window shorter than 10 s", set_fact("op.seconds", "9")),
         (
             "rtcat.op_wkc_window",
+            "a WKC mismatch in a window that was measured again (the second try clean)",
+            tried_again("op", bump_status("op.end_status", "wkc_mismatch", 1)),
+        ),
+        (
+            "rtcat.wkc_after_recovery",
+            "a subdevice the segment did not see the frames of in the first try",
+            tried_again("after", short_segment("after")),
+        ),
+        (
+            "rtcat.op_wkc_window",
             "segment saw one status interval of frames fewer than the master cycled",
             short_segment("op"),
         ),
         (
             "rtcat.op_wkc_window",
             "a subdevice in SAFE-OP",
-            lambda f, g, a: f["op.end_sim"].__setitem__(-1, re.sub(r":8\]", ":4]", f["op.end_sim"][-1])),
+            lambda f, g, a: f[resolve(f, "op.end_sim")].__setitem__(
+                -1, re.sub(r":8\]", ":4]", f[resolve(f, "op.end_sim")][-1])
+            ),
         ),
         ("doctor.no_fail", "doctor FAIL on tasks.rt_cpu", doctor_fail("tasks.rt_cpu")),
         ("systemctl.failed_empty", "a failed unit", set_fact("failed_units", "foo.service")),
@@ -703,6 +796,11 @@ def cmd_self_test(a):
             lost_frames("op", 2),
         ),
         ("rtcat.wkc_after_recovery", "one lost frame mid-window (a 5 s stretch stays clean)", lost_frames("after", 1)),
+        (
+            "rtcat.op_wkc_window",
+            "a first try whose late responses degraded the health, a second try clean",
+            tried_again("op", end_health("op", "DEGRADED")),
+        ),
     ]
     missed = 0
     for want, (target, what, mutate) in [(False, c) for c in cases] + [(True, c) for c in tolerated]:
