@@ -38,9 +38,17 @@ now_ms() { echo $(($(date +%s%N) / 1000000)); }
 prop() { systemctl show -P "$2" "$1"; }
 
 # The master's latest status line: "rtcat: t=12s cycles=N ... wkc_mismatch=M lost=L recoveries=R OK".
-# Only the journal's tail is read (-n): reading the unit's whole journal at every poll loaded
-# the emulated CPUs enough to cost the master frames at the window's ends.
-status_line() { journalctl -q -u rtcat.service -o cat --no-pager -n 40 | grep -E '^rtcat: t=[0-9]+s cycles=' | tail -1; }
+# The journal's tail is read first (-n): reading the unit's whole journal at every poll loaded
+# the emulated CPUs enough to cost the master frames at the window's ends. The whole journal
+# only when the tail holds no status line (the master's event lines, up to 20/s of each kind,
+# can fill it between two status lines).
+STATUS_RE='^rtcat: t=[0-9]+s cycles='
+status_line() {
+	local l
+	l=$(journalctl -q -u rtcat.service -o cat --no-pager -n 300 | grep -E "$STATUS_RE" | tail -1)
+	[ -n "$l" ] || l=$(journalctl -q -u rtcat.service -o cat --no-pager | grep -E "$STATUS_RE" | tail -1)
+	printf '%s\n' "$l"
+}
 sim_status() { rtcat sim-ctl --control "$SIM_SOCK" status 2>&1; }
 # field NAME LINE: value of NAME=... in LINE
 field() { sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p" <<<" $2"; }
