@@ -11,8 +11,8 @@ use crate::stats::{Live, Recorder};
 use crate::status::{CheckpointFn, StatusConfig, StatusThread};
 use anyhow::{Context, Result, anyhow};
 use rtcat_master::{Application, ZeroOutputs};
-use rtlab::summary;
-use rtlab::summary::Mode;
+use rtcat_results as summary;
+use rtcat_results::Mode;
 use safefs::Dir;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,7 +57,7 @@ pub struct Job {
 
 /// What a finished job reports.
 pub struct JobResult {
-    pub summary: rtlab::summary::Summary,
+    pub summary: rtcat_results::Summary,
     pub rec: Recorder,
     pub fatal: Option<String>,
     pub stop_reason: String,

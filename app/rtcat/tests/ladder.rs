@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rtlab::summary::{LadderManifest, LadderRow, Summary, parse_ladder_csv};
+use rtcat_results::{LadderManifest, LadderRow, Summary, parse_ladder_csv};
 use rttune::testkit::{FakeTree, TreeSpec, snapshot};
 
 static SERIAL: Mutex<()> = Mutex::new(());

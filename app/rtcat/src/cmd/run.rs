@@ -252,7 +252,7 @@ pub fn bench(a: BenchArgs) -> Outcome {
         )));
     }
     if let Some(s) = &a.stage
-        && let Err(e) = rtlab::summary::validate_stage_id(s)
+        && let Err(e) = rtcat_results::validate_stage_id(s)
     {
         return Err(usage(format_args!("--stage: {e}")));
     }
