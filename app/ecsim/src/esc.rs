@@ -338,6 +338,16 @@ impl Esc {
         self.update_dl_status();
     }
 
+    /// The wiring behind this device changed (a device behind it unplugged, powered off or
+    /// back): `downstream` devices now answer behind port 1, and a frame takes `loop_ns` from
+    /// this device's port 0 through them and back to its port 1. A port without a link is
+    /// closed (DL status loop bits), as an ESC closes it by itself.
+    pub(crate) fn set_downstream(&mut self, downstream: usize, loop_ns: u64) {
+        self.downstream = downstream;
+        self.loop_ns = loop_ns;
+        self.update_dl_status();
+    }
+
     /// Add `n` to the 8-bit error counter at `at`; error counters stop at 0xFF (ET1100 register
     /// description, 0x0300..0x0313: "counting is stopped when 0xFF is reached").
     pub(crate) fn count(&mut self, at: usize, n: u8) {

@@ -70,6 +70,16 @@ pub struct Segment {
     /// Link losses of the fault state already counted at device 0, and the link state last seen.
     link_losses_seen: u32,
     link_was_down: bool,
+    /// Per device: without power (`power-off POS`).
+    off: Vec<bool>,
+    /// Per device: the cable into its port 0 pulled (`unplug POS`; never set for device 0,
+    /// whose cable is the master's `link down`).
+    cut: Vec<bool>,
+    /// Devices a frame reaches: those before the first one without power or cable. The frame
+    /// turns back at the last of them.
+    reach: usize,
+    /// Each device's hop delay to the next one (the loop times of the wiring).
+    hops: Vec<u64>,
 }
 
 impl Segment {
@@ -114,6 +124,10 @@ impl Segment {
             stations: StationIndex::default(),
             link_losses_seen: 0,
             link_was_down: false,
+            off: vec![false; n],
+            cut: vec![false; n],
+            reach: n,
+            hops,
         }
     }
 
@@ -139,6 +153,58 @@ impl Segment {
 
     pub fn device_mut(&mut self, position: usize) -> Option<&mut Esc> {
         self.devices.get_mut(position)
+    }
+
+    /// How many devices a frame reaches now (all of them unless one is without power or
+    /// unplugged: then those before it).
+    pub fn reachable(&self) -> usize {
+        self.reach
+    }
+
+    /// Whether the device at `position` has power (`power-off`/`power-on`).
+    pub fn powered(&self, position: usize) -> bool {
+        !self.off.get(position).copied().unwrap_or(true)
+    }
+
+    /// Recompute what the frames reach after a device lost or got back its power or cable:
+    /// each device's port links (a link that goes down counts in its lost link counter, 0x0310
+    /// + port, as an ESC counts it), its downstream devices and loop time, and `reach`.
+    fn rewire(&mut self) {
+        use crate::esc::reg::LOST_LINK;
+        let n = self.devices.len();
+        // Device i's port 0 has a link when its cable is in and the device before it has power
+        // (device 0's is the master's: `track_link`).
+        let link0 = |i: usize| i == 0 || (!self.cut[i] && !self.off[i - 1]);
+        let links: Vec<bool> = (0..n).map(link0).collect();
+        for i in 0..n {
+            // The devices answering behind port 1: up to the next pulled cable or device
+            // without power.
+            let mut downstream = 0;
+            while i + downstream + 1 < n
+                && links[i + downstream + 1]
+                && !self.off[i + downstream + 1]
+            {
+                downstream += 1;
+            }
+            let loop_ns = 2 * self.hops[i..i + downstream].iter().sum::<u64>();
+            let off = self.off[i];
+            let dev = &mut self.devices[i];
+            if !off {
+                if dev.port_linked(1) && downstream == 0 {
+                    dev.count(LOST_LINK + 1, 1);
+                }
+                if i > 0 && dev.port_linked(0) && !links[i] {
+                    dev.count(LOST_LINK, 1);
+                }
+            }
+            dev.set_downstream(downstream, loop_ns);
+            if i > 0 {
+                dev.set_upstream_link(links[i]);
+            }
+        }
+        self.reach = (0..n)
+            .find(|&i| self.off[i] || (i > 0 && self.cut[i]))
+            .unwrap_or(n);
     }
 
     fn next_random_ppm(&mut self) -> u32 {
@@ -167,6 +233,32 @@ impl Segment {
                         d.power_on();
                     }
                     self.stats.power_cycles += 1;
+                    self.rewire();
+                }
+                DeviceFault::PowerCycleOne { position } => {
+                    if let Some(d) = self.devices.get_mut(position) {
+                        d.power_on();
+                        self.off[position] = false;
+                        self.stats.power_cycles += 1;
+                        self.rewire();
+                    }
+                }
+                DeviceFault::Power { position, on } => {
+                    if position < self.devices.len() && self.off[position] == on {
+                        self.off[position] = !on;
+                        if on {
+                            // Back from no power: reset, INIT, no station address.
+                            self.devices[position].power_on();
+                            self.stats.power_cycles += 1;
+                        }
+                        self.rewire();
+                    }
+                }
+                DeviceFault::Cable { position, plugged } => {
+                    if position > 0 && position < self.devices.len() {
+                        self.cut[position] = !plugged;
+                        self.rewire();
+                    }
                 }
                 DeviceFault::CrcErrors {
                     position,
@@ -196,7 +288,10 @@ impl Segment {
     /// counters of the whole chain as the module documentation describes.
     fn crc_errors(&mut self, position: usize, port: usize, count: u8) {
         use crate::esc::reg::{EPU_ERROR, FWD_RX_ERROR, RX_ERROR};
-        let last = self.devices.len().saturating_sub(1);
+        let last = self.reach.saturating_sub(1);
+        if position >= self.reach {
+            return;
+        }
         let Some(dev) = self.devices.get_mut(position) else {
             return;
         };
@@ -207,7 +302,7 @@ impl Segment {
         dev.count(RX_ERROR + 2 * port, count);
         if port == 0 {
             dev.count(EPU_ERROR, count);
-            for d in &mut self.devices[position + 1..] {
+            for d in &mut self.devices[position + 1..=last] {
                 d.count(FWD_RX_ERROR, count);
                 d.count(EPU_ERROR, count);
             }
@@ -267,7 +362,8 @@ impl Segment {
                 self.last_error = Some(e);
                 Disposition::Malformed(e)
             }
-            Ok(()) if link_down => {
+            // The master's cable is down, or the first device has no power: no link at all.
+            Ok(()) if link_down || self.reach == 0 => {
                 self.stats.link_down_drops += 1;
                 Disposition::LinkDown
             }
@@ -308,7 +404,10 @@ impl Segment {
     /// datagram goes straight to its device instead of being offered to all of them.
     fn run_chain(&mut self, frame: &mut [u8], dgs: &Datagrams, now_ns: u64) {
         self.stats.datagrams += dgs.as_slice().len() as u64;
-        self.stations.refresh(&self.devices);
+        // Only the devices the frame reaches take part.
+        let reach = self.reach;
+        let devices = &mut self.devices[..reach];
+        self.stations.refresh(devices);
         for d in dgs.as_slice() {
             let adp_at = d.header + 2;
             let ado = usize::from(get_u16(frame, d.header + 4));
@@ -319,7 +418,7 @@ impl Segment {
             match d.cmd {
                 Cmd::Nop => {}
                 Cmd::Aprd | Cmd::Apwr | Cmd::Aprw | Cmd::Armw => {
-                    for dev in self.devices.iter_mut() {
+                    for dev in devices.iter_mut() {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
                         add = add.wrapping_add(physical(dev, d.cmd, adp == 0, ado, data, now_ns));
@@ -330,7 +429,7 @@ impl Segment {
                     let adr = get_u16(head, adp_at);
                     for i in self.stations.positions(adr) {
                         add = add.wrapping_add(physical(
-                            &mut self.devices[i],
+                            &mut devices[i],
                             d.cmd,
                             true,
                             ado,
@@ -342,13 +441,13 @@ impl Segment {
                 Cmd::Frmw => {
                     // the addressed device reads, every other one writes
                     let adr = get_u16(head, adp_at);
-                    for dev in self.devices.iter_mut() {
+                    for dev in devices.iter_mut() {
                         let hit = dev.station_address() == adr;
                         add = add.wrapping_add(physical(dev, d.cmd, hit, ado, data, now_ns));
                     }
                 }
                 Cmd::Brd | Cmd::Bwr | Cmd::Brw => {
-                    for dev in self.devices.iter_mut() {
+                    for dev in devices.iter_mut() {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
                         add = add.wrapping_add(physical(dev, d.cmd, true, ado, data, now_ns));
@@ -356,7 +455,7 @@ impl Segment {
                 }
                 Cmd::Lrd | Cmd::Lwr | Cmd::Lrw => {
                     let addr = frame::get_u32(head, d.header + 2);
-                    for dev in self.devices.iter_mut() {
+                    for dev in devices.iter_mut() {
                         let hit = dev.logical(d.cmd, addr, data);
                         add = add.wrapping_add(match d.cmd {
                             Cmd::Lrw => u16::from(hit.read) + 2 * u16::from(hit.write),
@@ -371,10 +470,10 @@ impl Segment {
             }
             if writes_station_address(d.cmd, ado, d.len) {
                 // a later datagram of this frame may already use the new address
-                self.stations.refresh(&self.devices);
+                self.stations.refresh(devices);
             }
         }
-        for dev in self.devices.iter_mut() {
+        for dev in devices.iter_mut() {
             dev.dc_process_data(now_ns);
             dev.end_of_frame(now_ns);
         }
@@ -663,5 +762,184 @@ mod chain_order_tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod wiring_tests {
+    //! One device's power and cable (`power-off`/`power-on`, `power-cycle POS`,
+    //! `unplug`/`plug`): what a frame reaches, the DL status and lost-link counters of the
+    //! ports that lost their link, and which devices keep their state.
+    use super::*;
+    use crate::faults::FaultCommand;
+    use crate::frame::{FrameBuilder, datagram_result, phys};
+
+    const DL_STATUS: u16 = crate::esc::reg::DL_STATUS as u16;
+    const LOST_LINK: u16 = crate::esc::reg::LOST_LINK as u16;
+
+    fn segment(n: usize) -> Segment {
+        let mut s = Segment::new(SegmentSpec::uniform(n, 2, 2));
+        s.preconfigure();
+        s
+    }
+
+    fn apply(s: &mut Segment, cmd: &str) {
+        let n = s.devices().len();
+        s.faults()
+            .try_apply(FaultCommand::parse_for(cmd, n).unwrap())
+            .unwrap();
+    }
+
+    /// One datagram through the chain: its data and WKC (None when nothing came back).
+    fn one(s: &mut Segment, cmd: Cmd, address: u32, len: usize) -> Option<(Vec<u8>, u16)> {
+        let mut f = FrameBuilder::new()
+            .datagram(cmd, 1, address, &vec![0; len])
+            .build();
+        match s.process(&mut f, 0) {
+            Disposition::Reply { .. } => datagram_result(&f, 0),
+            _ => None,
+        }
+    }
+
+    fn count(s: &mut Segment) -> Option<u16> {
+        one(s, Cmd::Brd, 0, 2).map(|(_, w)| w)
+    }
+
+    fn al_state(s: &mut Segment, station: u16) -> Option<u8> {
+        one(s, Cmd::Fprd, phys(station, 0x0130), 2).map(|(d, _)| d[0] & 0x0f)
+    }
+
+    fn dl_status(s: &Segment, pos: usize) -> u16 {
+        get_u16(s.devices()[pos].mem(), usize::from(DL_STATUS))
+    }
+
+    fn lost_links(s: &Segment, pos: usize) -> [u8; 2] {
+        let r = s.devices()[pos].mem();
+        let at = usize::from(LOST_LINK);
+        [r[at], r[at + 1]]
+    }
+
+    #[test]
+    fn an_unplugged_cable_hides_the_devices_behind_it_until_it_is_plugged_back() {
+        let mut s = segment(4);
+        assert_eq!(count(&mut s), Some(4));
+        apply(&mut s, "unplug 2");
+        assert_eq!(
+            count(&mut s),
+            Some(2),
+            "devices 2 and 3 are behind the cable"
+        );
+        assert_eq!(s.reachable(), 2);
+        // Device 1 closed its port 1 (DL status bit 5 link, bit 10 loop closed, bit 11
+        // communication: ET1100 register description 0x0110) and counted the lost link there;
+        // device 2 counted it at port 0.
+        assert_eq!(
+            dl_status(&s, 1) & 0x0c20,
+            0x0400,
+            "{:#06x}",
+            dl_status(&s, 1)
+        );
+        assert_eq!(lost_links(&s, 1), [0, 1]);
+        assert_eq!(lost_links(&s, 2), [1, 0]);
+        assert_eq!(lost_links(&s, 3), [0, 0], "the link between 2 and 3 stayed");
+        // Nothing reaches them: no answer from station 0x1002.
+        assert_eq!(
+            one(&mut s, Cmd::Fprd, phys(0x1002, 0x0130), 2).unwrap().1,
+            0
+        );
+        apply(&mut s, "plug 2");
+        assert_eq!(count(&mut s), Some(4));
+        // Powered all along: they kept their address and state (OP from preconfigure).
+        assert_eq!(al_state(&mut s, 0x1002), Some(8));
+        assert_eq!(al_state(&mut s, 0x1003), Some(8));
+        assert_eq!(
+            dl_status(&s, 1) & 0x0c20,
+            0x0820,
+            "port 1 open with a link again"
+        );
+    }
+
+    #[test]
+    fn a_device_without_power_cuts_the_line_and_comes_back_reset() {
+        let mut s = segment(3);
+        apply(&mut s, "power-off 1");
+        assert_eq!(count(&mut s), Some(1));
+        assert!(!s.powered(1));
+        assert_eq!(lost_links(&s, 0), [0, 1]);
+        assert_eq!(
+            lost_links(&s, 2),
+            [1, 0],
+            "device 2 lost its link to the device without power"
+        );
+        apply(&mut s, "power-on 1");
+        assert_eq!(count(&mut s), Some(3));
+        // Device 1 starts over: INIT, no station address; device 2 kept both.
+        assert_eq!(s.devices()[1].station_address(), 0);
+        assert_eq!(s.devices()[1].al_state(), 1);
+        assert_eq!(al_state(&mut s, 0x1002), Some(8));
+        assert_eq!(al_state(&mut s, 0x1000), Some(8));
+        // Power-on of a device that has power changes nothing.
+        apply(&mut s, "power-on 2");
+        assert_eq!(al_state(&mut s, 0x1002), Some(8));
+    }
+
+    #[test]
+    fn the_first_device_without_power_is_no_link_at_all() {
+        let mut s = segment(2);
+        apply(&mut s, "power-off 0");
+        assert_eq!(count(&mut s), None);
+        assert_eq!(s.stats().link_down_drops, 1);
+        apply(&mut s, "power-on 0");
+        assert_eq!(count(&mut s), Some(2));
+    }
+
+    #[test]
+    fn power_cycle_of_one_device_resets_only_it() {
+        let mut s = segment(3);
+        apply(&mut s, "power-cycle 1");
+        assert_eq!(count(&mut s), Some(3), "an instant cycle loses no device");
+        assert_eq!(s.devices()[1].station_address(), 0);
+        assert_eq!(s.devices()[1].al_state(), 1);
+        assert_eq!(al_state(&mut s, 0x1000), Some(8));
+        assert_eq!(al_state(&mut s, 0x1002), Some(8));
+        assert_eq!(s.stats().power_cycles, 1);
+    }
+
+    #[test]
+    fn the_return_loop_of_the_last_reachable_device_is_closed() {
+        // DC receive times: a device's port 1 time is its port 0 time plus the loop behind it,
+        // and the device where the frame turns back has no port 1 time.
+        let mut s = segment(3);
+        apply(&mut s, "unplug 2");
+        count(&mut s);
+        assert!(!s.devices()[1].port_linked(1));
+        assert!(s.devices()[0].port_linked(1));
+        apply(&mut s, "plug 2");
+        count(&mut s);
+        assert!(s.devices()[1].port_linked(1));
+    }
+
+    #[test]
+    fn wiring_commands_name_what_is_wrong() {
+        for (cmd, why) in [
+            ("unplug 0", "position 0's cable is the master's"),
+            ("plug 0", "position 0's cable is the master's"),
+            ("unplug 3", "outside the segment"),
+            ("power-off 7", "outside the segment"),
+            ("power-on", "missing position"),
+            ("power-cycle 1 2", "expected 2 word(s)"),
+            ("unplug x", "not a non-negative integer"),
+        ] {
+            let e = FaultCommand::parse_for(cmd, 3).unwrap_err();
+            assert!(e.to_string().contains(why), "{cmd}: {e}");
+        }
+        assert_eq!(
+            FaultCommand::parse_for("power-cycle", 3).unwrap(),
+            FaultCommand::PowerCycle
+        );
+        assert_eq!(
+            FaultCommand::parse_for("power-cycle 2", 3).unwrap(),
+            FaultCommand::PowerCycleOne { position: 2 }
+        );
     }
 }

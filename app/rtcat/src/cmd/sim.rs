@@ -49,7 +49,8 @@ pub struct SimCtlArgs {
     #[arg(long, value_name = "PATH")]
     pub control: PathBuf,
     /// drop-next N | drop-fraction F | delay-us N | link up|down | subdevice-error POS CODE |
-    /// power-cycle | corrupt-wkc N | crc-errors POS PORT N | emergency POS CODE [REGISTER] |
+    /// power-cycle [POS] | power-off POS | power-on POS | unplug POS | plug POS |
+    /// corrupt-wkc N | crc-errors POS PORT N | emergency POS CODE [REGISTER] |
     /// drive-fault POS following-error|over-current|CODE | clear | status
     #[arg(required = true, num_args = 1..)]
     pub command: Vec<String>,
