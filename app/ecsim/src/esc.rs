@@ -178,6 +178,12 @@ pub struct Esc {
     pd_len: (u16, u16),
     /// The drive model of a `profile = "cia402"` device, and the time of its last step.
     drive: Option<(crate::cia402::Drive, Option<u64>)>,
+    /// The time of the frame being processed ([`Esc::tick`]).
+    now_ns: u64,
+    /// An AL state change under way (`[device.timing]`): from, to, when it completes.
+    pending_al: Option<(AlState, AlState, u64)>,
+    /// The SII interface is BUSY until then (`[device.timing]` sii_read_us).
+    sii_busy_until: u64,
 }
 
 impl Esc {
@@ -212,6 +218,9 @@ impl Esc {
             dc: DcClock::new(spec_dc, position, position as u64 * HOP_NS),
             loop_ns: 2 * HOP_NS * (chain_len - 1 - position) as u64,
             upstream_link: true,
+            now_ns: 0,
+            pending_al: None,
+            sii_busy_until: 0,
         };
         esc.power_on();
         esc
@@ -240,6 +249,8 @@ impl Esc {
         self.fmmus = [Fmmu::default(); 16];
         self.n_fmmus = 0;
         self.sii_busy_reads = 0;
+        self.sii_busy_until = 0;
+        self.pending_al = None;
         self.pd_counter = 0;
         self.pd_touched = false;
         // A power cycle loses what the master configured over CoE (the dictionary is RAM).
@@ -346,6 +357,29 @@ impl Esc {
         self.downstream = downstream;
         self.loop_ns = loop_ns;
         self.update_dl_status();
+    }
+
+    /// A frame reaches the device at `now_ns`: what the device's own time has finished since
+    /// (`[device.timing]`) takes effect first — an AL state change, a mailbox response.
+    pub(crate) fn tick(&mut self, now_ns: u64) {
+        self.now_ns = now_ns;
+        if let Some((from, to, due)) = self.pending_al
+            && now_ns >= due
+        {
+            self.pending_al = None;
+            self.complete_transition(from, to);
+        }
+        if self.mbx.ready_at > 0 && now_ns >= self.mbx.ready_at {
+            self.mailbox_service();
+        }
+    }
+
+    /// Finish at once whatever the device's own time still holds back (an AL state change),
+    /// for a segment configured without a master ([`crate::Segment::preconfigure`]).
+    pub(crate) fn settle(&mut self) {
+        if let Some((from, to, _)) = self.pending_al.take() {
+            self.complete_transition(from, to);
+        }
     }
 
     /// Add `n` to the 8-bit error counter at `at`; error counters stop at 0xFF (ET1100 register
@@ -489,8 +523,10 @@ impl Esc {
     fn before_read(&mut self, a: usize, len: usize, now_ns: u64) {
         let end = a + len;
         if a <= reg::SII_CONTROL + 1 && end > reg::SII_CONTROL + 1 {
-            if self.sii_busy_reads > 0 {
-                self.sii_busy_reads -= 1;
+            // BUSY for one status read after a command, and as long as the EEPROM access takes
+            // (`[device.timing]`).
+            if self.sii_busy_reads > 0 || now_ns < self.sii_busy_until {
+                self.sii_busy_reads = self.sii_busy_reads.saturating_sub(1);
                 self.mem[reg::SII_CONTROL + 1] |= 0x80;
             } else {
                 self.mem[reg::SII_CONTROL + 1] &= !0x80;
@@ -751,6 +787,20 @@ impl Esc {
             self.set_al_status(current, true, code);
             return;
         }
+        // A request while another change is under way replaces it (the firmware serves the
+        // latest AL control); the AL status keeps the old state until the change completes.
+        let delay = self.spec.timing.transition_ns(from as u8, target as u8);
+        if delay > 0 {
+            self.pending_al = Some((from, target, self.now_ns + delay));
+            return;
+        }
+        self.pending_al = None;
+        self.complete_transition(from, target);
+    }
+
+    /// The device application has done what the AL state change `from` -> `target` needs.
+    fn complete_transition(&mut self, from: AlState, target: AlState) {
+        use AlState::*;
         if target == Init {
             // Leaving the configured states resets process data; the station address stays.
             self.pd_counter = 0;
@@ -873,6 +923,11 @@ impl Esc {
         self.mem[reg::SII_CONTROL + 1] = status;
         self.mem[reg::SII_CONTROL] &= 0xc1;
         self.sii_busy_reads = if cmd == 0 { 0 } else { 1 };
+        self.sii_busy_until = if cmd == 0 {
+            0
+        } else {
+            self.now_ns + self.spec.timing.sii_ns
+        };
     }
 
     fn parse_fmmus(&mut self) {
@@ -1020,10 +1075,16 @@ impl Esc {
         }
         loop {
             let sm1_ok = self.sm(1).3 && self.sm(1).1 as usize >= 16;
+            // A response is ready once the device has had its time (`[device.timing]`).
+            let ready = self.now_ns >= self.mbx.ready_at;
             if !self.mbx.in_full
                 && sm1_ok
+                && ready
                 && let Some(r) = self.mbx.queue.pop_front()
             {
+                if self.mbx.queue.is_empty() {
+                    self.mbx.ready_at = 0;
+                }
                 self.put_response(r);
                 continue;
             }
@@ -1084,6 +1145,10 @@ impl Esc {
                         .push_back(mailbox::frame(mailbox::kind::COE, &r));
                 }
             }
+        }
+        let answer_ns = self.spec.timing.mailbox_ns;
+        if answer_ns > 0 && !self.mbx.queue.is_empty() {
+            self.mbx.ready_at = self.now_ns + answer_ns;
         }
     }
 

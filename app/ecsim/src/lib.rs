@@ -32,4 +32,4 @@ pub mod wire;
 pub use faults::{FaultCommand, FaultState, Faults};
 pub use port::SimPort;
 pub use segment::{Disposition, Segment, SegmentStats};
-pub use spec::{CoePdo, CoeSpec, DeviceSpec, SegmentSpec};
+pub use spec::{CoePdo, CoeSpec, DeviceSpec, EscTiming, SegmentSpec};

@@ -159,6 +159,9 @@ pub struct MailboxState {
     pub counter: u8,
     /// SM1's repeat request bit as last seen.
     pub repeat: bool,
+    /// When the queued responses may go to SM1 (the device's answer time, `[device.timing]`);
+    /// 0: nothing waits for time.
+    pub ready_at: u64,
 }
 
 impl MailboxState {

@@ -407,6 +407,9 @@ impl Segment {
         // Only the devices the frame reaches take part.
         let reach = self.reach;
         let devices = &mut self.devices[..reach];
+        for dev in devices.iter_mut() {
+            dev.tick(now_ns);
+        }
         self.stations.refresh(devices);
         for d in dgs.as_slice() {
             let adp_at = d.header + 2;
@@ -560,6 +563,7 @@ impl Segment {
             ranges.push((out, inp));
             for st in [2u8, 4, 8] {
                 let _ = dev.phys_write(0x0120, &[st, 0], now);
+                dev.settle();
             }
         }
         Preconfigured {
@@ -792,10 +796,19 @@ mod wiring_tests {
 
     /// One datagram through the chain: its data and WKC (None when nothing came back).
     fn one(s: &mut Segment, cmd: Cmd, address: u32, len: usize) -> Option<(Vec<u8>, u16)> {
-        let mut f = FrameBuilder::new()
-            .datagram(cmd, 1, address, &vec![0; len])
-            .build();
-        match s.process(&mut f, 0) {
+        one_at(s, cmd, address, &vec![0; len], 0)
+    }
+
+    /// One datagram carrying `data` through the chain at simulation time `now`.
+    pub(super) fn one_at(
+        s: &mut Segment,
+        cmd: Cmd,
+        address: u32,
+        data: &[u8],
+        now: u64,
+    ) -> Option<(Vec<u8>, u16)> {
+        let mut f = FrameBuilder::new().datagram(cmd, 1, address, data).build();
+        match s.process(&mut f, now) {
             Disposition::Reply { .. } => datagram_result(&f, 0),
             _ => None,
         }
@@ -941,5 +954,133 @@ mod wiring_tests {
             FaultCommand::parse_for("power-cycle 2", 3).unwrap(),
             FaultCommand::PowerCycleOne { position: 2 }
         );
+    }
+}
+
+#[cfg(test)]
+mod timing_tests {
+    //! `[device.timing]`: a device that takes the time a real one takes for an AL state change,
+    //! an SII command and a mailbox answer — and none without it.
+    use super::wiring_tests::one_at;
+    use super::*;
+    use crate::frame::phys;
+
+    const MS: u64 = 1_000_000;
+
+    fn timed(extra: &str) -> Segment {
+        let toml = format!(
+            "[[device]]\nname = \"T\"\noutputs = 2\ninputs = 2\n{extra}\n[device.timing]\n\
+             sii_read_us = 680\ninit_preop_us = 5000\npreop_safeop_us = 20000\n\
+             safeop_op_us = 10000\ndown_us = 2000\nmailbox_us = 3000\n"
+        );
+        Segment::new(SegmentSpec::from_toml(&toml).unwrap())
+    }
+
+    fn al_status(s: &mut Segment, now: u64) -> u8 {
+        one_at(s, Cmd::Aprd, phys(0, 0x0130), &[0, 0], now)
+            .unwrap()
+            .0[0]
+    }
+
+    fn request(s: &mut Segment, state: u8, now: u64) {
+        assert_eq!(
+            one_at(s, Cmd::Apwr, phys(0, 0x0120), &[state, 0], now)
+                .unwrap()
+                .1,
+            1
+        );
+    }
+
+    #[test]
+    fn an_al_state_change_takes_the_device_its_time() {
+        let mut s = timed("");
+        request(&mut s, 2, 0);
+        assert_eq!(
+            al_status(&mut s, 4 * MS),
+            1,
+            "still INIT 4 ms after the request"
+        );
+        assert_eq!(al_status(&mut s, 5 * MS), 2, "PRE-OP after 5 ms");
+        // Down is quicker, and a request while one is under way replaces it.
+        request(&mut s, 1, 6 * MS);
+        assert_eq!(al_status(&mut s, 7 * MS), 2);
+        request(&mut s, 2, 7 * MS);
+        assert_eq!(
+            al_status(&mut s, 9 * MS),
+            2,
+            "PRE-OP -> PRE-OP is no change"
+        );
+        assert_eq!(
+            al_status(&mut s, 30 * MS),
+            2,
+            "the INIT request was replaced"
+        );
+    }
+
+    #[test]
+    fn an_sii_command_keeps_the_interface_busy_for_the_eeprom_access() {
+        let mut s = timed("");
+        // Read command (0x0100 in the control word) at word 0x0008.
+        one_at(
+            &mut s,
+            Cmd::Apwr,
+            phys(0, 0x0502),
+            &[0x00, 0x01, 0x08, 0x00],
+            0,
+        )
+        .unwrap();
+        let busy = |s: &mut Segment, now| {
+            one_at(s, Cmd::Aprd, phys(0, 0x0502), &[0, 0], now)
+                .unwrap()
+                .0[1]
+                & 0x80
+                != 0
+        };
+        assert!(busy(&mut s, 100_000));
+        assert!(busy(&mut s, 600_000));
+        assert!(!busy(&mut s, 700_000), "done after 680 µs");
+    }
+
+    #[test]
+    fn without_timing_everything_is_at_once() {
+        let mut s = Segment::new(SegmentSpec::uniform(1, 2, 2));
+        request(&mut s, 2, 0);
+        assert_eq!(al_status(&mut s, 0), 2);
+        one_at(
+            &mut s,
+            Cmd::Apwr,
+            phys(0, 0x0502),
+            &[0x00, 0x01, 0x08, 0x00],
+            0,
+        )
+        .unwrap();
+        let status = |s: &mut Segment| {
+            one_at(s, Cmd::Aprd, phys(0, 0x0502), &[0, 0], 0).unwrap().0[1] & 0x80
+        };
+        assert_eq!(status(&mut s), 0x80, "busy for one status read");
+        assert_eq!(status(&mut s), 0);
+    }
+
+    #[test]
+    fn timing_keys_are_bounded_and_named() {
+        for (key, v) in [("mailbox_us", 10_000_001u64), ("safeop_op_us", 99_000_000)] {
+            let toml =
+                format!("[[device]]\noutputs = 1\ninputs = 1\n[device.timing]\n{key} = {v}\n");
+            let e = SegmentSpec::from_toml(&toml).unwrap_err().to_string();
+            assert!(e.contains(&format!("device[0].timing.{key} = {v}")), "{e}");
+        }
+        let e = SegmentSpec::from_toml(
+            "[[device]]\noutputs = 1\ninputs = 1\n[device.timing]\nsii_us = 1\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("sii_us"), "{e}");
+    }
+
+    #[test]
+    fn a_preconfigured_timed_segment_is_in_op() {
+        let mut s = timed("");
+        s.preconfigure();
+        assert_eq!(s.devices()[0].al_state(), 8);
     }
 }

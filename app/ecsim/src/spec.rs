@@ -19,6 +19,19 @@
 //! alias = 0                 # station alias in the EEPROM
 //! ```
 //!
+//! A device answers at once unless `[device.timing]` gives it the time a real one takes
+//! ([`EscTiming`]; all keys in microseconds, 0 = at once, each at most 10 s):
+//!
+//! ```toml
+//! [device.timing]
+//! sii_read_us = 680         # one SII command: BUSY this long (ET1100: ~680 µs for 4 words)
+//! init_preop_us = 10000     # AL state changes: the AL status keeps the old state this long
+//! preop_safeop_us = 20000
+//! safeop_op_us = 10000
+//! down_us = 2000            # any change to a lower state (OP -> SAFE-OP, -> INIT)
+//! mailbox_us = 1000         # a mailbox response appears in SM1 this long after the request
+//! ```
+//!
 //! A device may list its PDOs instead of getting the generated default
 //! ([`crate::pdo::default_pdos`]); `inputs` / `outputs` may then be left out (they follow from
 //! the entries) or must agree with them:
@@ -153,6 +166,102 @@ struct DeviceEntry {
     /// (see [`SmSpec`]); absent: the generated layout.
     #[serde(default)]
     sm: Option<Vec<SmEntry>>,
+    /// The time the device takes (see [`EscTiming`]); absent: at once.
+    #[serde(default)]
+    timing: Option<TimingEntry>,
+}
+
+/// One `[device.timing]`, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TimingEntry {
+    #[serde(default)]
+    sii_read_us: u32,
+    #[serde(default)]
+    init_preop_us: u32,
+    #[serde(default)]
+    preop_safeop_us: u32,
+    #[serde(default)]
+    safeop_op_us: u32,
+    #[serde(default)]
+    down_us: u32,
+    #[serde(default)]
+    mailbox_us: u32,
+}
+
+/// Longest time a `[device.timing]` key may give: 10 s (beyond any master's state timeout).
+pub const MAX_TIMING_US: u32 = 10_000_000;
+
+/// What a real device takes time for, that the simulator otherwise does at once: bring-up
+/// figures measured against the simulator mean something only with these. All 0 by default.
+///
+/// Figures of real devices (docs/NOTES.md, "ESC timing"): an ET1100's SII read of 4 words takes
+/// about 680 µs (ET1100 hardware description, Table 79 "SII EEPROM timing characteristics";
+/// 740 µs for EEPROMs of 32 Kbit and more); AL state changes and mailbox answers are the device
+/// firmware's and vary from well under a millisecond (simple I/O) to tens of milliseconds
+/// (drives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EscTiming {
+    /// An SII command (read, write, reload) keeps the interface BUSY this long.
+    pub sii_ns: u64,
+    /// INIT -> PRE-OP (and -> BOOT).
+    pub init_preop_ns: u64,
+    /// PRE-OP -> SAFE-OP.
+    pub preop_safeop_ns: u64,
+    /// SAFE-OP -> OP.
+    pub safeop_op_ns: u64,
+    /// Any change to a lower state.
+    pub down_ns: u64,
+    /// From taking a mailbox request to its response in SM1.
+    pub mailbox_ns: u64,
+}
+
+impl EscTiming {
+    /// The time an AL state change from `from` to `to` (AL status state codes) takes.
+    pub fn transition_ns(&self, from: u8, to: u8) -> u64 {
+        match (from, to) {
+            (f, t) if f == t => 0,
+            (1, 2) | (1, 3) => self.init_preop_ns,
+            (2, 4) => self.preop_safeop_ns,
+            (4, 8) => self.safeop_op_ns,
+            _ => self.down_ns,
+        }
+    }
+
+    /// Whether the device answers everything at once.
+    pub fn is_instant(&self) -> bool {
+        *self == EscTiming::default()
+    }
+}
+
+/// `device[i].timing`: every key within [`MAX_TIMING_US`].
+fn timing(i: usize, t: Option<TimingEntry>) -> Result<EscTiming, SpecError> {
+    let Some(t) = t else {
+        return Ok(EscTiming::default());
+    };
+    for (key, v) in [
+        ("sii_read_us", t.sii_read_us),
+        ("init_preop_us", t.init_preop_us),
+        ("preop_safeop_us", t.preop_safeop_us),
+        ("safeop_op_us", t.safeop_op_us),
+        ("down_us", t.down_us),
+        ("mailbox_us", t.mailbox_us),
+    ] {
+        if v > MAX_TIMING_US {
+            return Err(SpecError::Invalid(format!(
+                "device[{i}].timing.{key} = {v}: must be at most {MAX_TIMING_US} µs (10 s)"
+            )));
+        }
+    }
+    let ns = |us: u32| u64::from(us) * 1000;
+    Ok(EscTiming {
+        sii_ns: ns(t.sii_read_us),
+        init_preop_ns: ns(t.init_preop_us),
+        preop_safeop_ns: ns(t.preop_safeop_us),
+        safeop_op_ns: ns(t.safeop_op_us),
+        down_ns: ns(t.down_us),
+        mailbox_ns: ns(t.mailbox_us),
+    })
 }
 
 /// One `[[device.sm]]`.
@@ -308,6 +417,9 @@ pub struct DeviceSpec {
     /// each with the PDOs assigned to it (`[[device.sm]]`); `None`: the generated layout (SM0
     /// outputs at 0x1000 and SM1 inputs at 0x1800, or SM0 inputs alone).
     pub sms: Option<Vec<SmSpec>>,
+    /// The time the device takes for SII commands, AL state changes and mailbox answers
+    /// (`[device.timing]`); all 0: at once.
+    pub timing: EscTiming,
 }
 
 /// A process-data sync manager of a device without a mailbox, as a real terminal's SII lists it
@@ -444,6 +556,7 @@ impl SegmentSpec {
                 txpdo: None,
                 coe: None,
                 sms: None,
+                timing: EscTiming::default(),
             })
             .collect();
         Self {
@@ -472,6 +585,14 @@ impl SegmentSpec {
             name: format!("{n} CoE devices"),
             devices,
         }
+    }
+
+    /// Give every device the same `[device.timing]` (bring-up benchmarks of larger segments).
+    pub fn with_timing(mut self, timing: EscTiming) -> Self {
+        for d in &mut self.devices {
+            d.timing = timing;
+        }
+        self
     }
 
     /// Switch distributed-clock support on or off for every device.
@@ -657,6 +778,7 @@ impl SegmentSpec {
                 txpdo,
                 coe: None,
                 sms: None,
+                timing: timing(i, e.timing)?,
             };
             let first = DeviceSpec {
                 coe: crate::odspec::coe_spec(i, e_coe(e), &first, pdos)?,

@@ -48,6 +48,8 @@ struct Bus {
     seg: Segment,
     faults: Faults,
     counter: u8,
+    /// The simulation time every datagram is sent at.
+    now: u64,
 }
 
 /// The CoE part of one response: (service, bytes from the CoE header on).
@@ -65,6 +67,7 @@ impl Bus {
             seg: Segment::with_faults(spec, faults.clone()),
             faults,
             counter: 0,
+            now: 0,
         };
         for i in 0..n {
             b.init(i);
@@ -103,7 +106,7 @@ impl Bus {
     fn dg(&mut self, cmd: Cmd, address: u32, data: &[u8]) -> (Vec<u8>, u16) {
         let mut frame = FrameBuilder::new().datagram(cmd, 0, address, data).build();
         assert!(matches!(
-            self.seg.process(&mut frame, 0),
+            self.seg.process(&mut frame, self.now),
             Disposition::Reply { .. }
         ));
         datagram_result(&frame, 0).expect("a reply")
@@ -320,6 +323,25 @@ fn a_request_is_answered_in_sm1_and_sm0_refuses_writes_while_full() {
         assert_eq!(b.send_raw(2, &up), 1);
         assert!(b.receive(2).is_some());
     }
+}
+
+#[test]
+fn a_device_with_a_mailbox_time_answers_after_it() {
+    // `[device.timing] mailbox_us`: the response appears in SM1 that long after the device
+    // took the request from SM0 (a real device's firmware answers in its own time).
+    let mut spec = example();
+    spec.devices[0].timing.mailbox_ns = 3_000_000;
+    let mut b = Bus::new(spec);
+    let i = 0x1008u16.to_le_bytes();
+    assert_eq!(b.send(0, 3, &[0, 0x20, 0x40, i[0], i[1], 0]), 1);
+    b.now = 2_900_000;
+    assert!(b.receive(0).is_none(), "no answer 2.9 ms after the request");
+    assert_eq!(b.sm_status(0, 0) & 0x08, 0, "the request was taken at once");
+    b.now = 3_000_000;
+    let r = b.receive(0).expect("the answer after 3 ms");
+    assert_eq!(&coe_of(&r).1[10..18], b"DIO8-COE");
+    // Without a mailbox time the other devices answer at once.
+    assert_eq!(b.upload(1, 0x1000, 0, false).map(|v| v.len()), Ok(4));
 }
 
 #[test]
