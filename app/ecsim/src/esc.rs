@@ -28,6 +28,9 @@ pub mod reg {
     pub const STATION_ADDR: usize = 0x0010;
     pub const STATION_ALIAS: usize = 0x0012;
     pub const DL_STATUS: usize = 0x0110;
+    pub const WD_DIVIDER: usize = 0x0400;
+    pub const WD_PDI: usize = 0x0410;
+    pub const WD_SM: usize = 0x0420;
     /// RX error counters, 2 bytes per port: invalid frame counter at 0x0300 + 2p, physical RX
     /// error counter at 0x0301 + 2p.
     pub const RX_ERROR: usize = 0x0300;
@@ -184,6 +187,10 @@ pub struct Esc {
     pending_al: Option<(AlState, AlState, u64)>,
     /// The SII interface is BUSY until then (`[device.timing]` sii_read_us).
     sii_busy_until: u64,
+    /// When the master last wrote this device's outputs in OP (the sync-manager watchdog,
+    /// `[device.timing] sm_watchdog`), and whether the frame being processed wrote them.
+    last_output_ns: Option<u64>,
+    outputs_written: bool,
 }
 
 impl Esc {
@@ -221,6 +228,8 @@ impl Esc {
             now_ns: 0,
             pending_al: None,
             sii_busy_until: 0,
+            last_output_ns: None,
+            outputs_written: false,
         };
         esc.power_on();
         esc
@@ -244,6 +253,11 @@ impl Esc {
         let m = &mut self.mem;
         put_u16(m, reg::AL_STATUS, AlState::Init as u16);
         m[reg::PDI_CONTROL] = 0x05;
+        // Watchdog divider and times after power-on: 2498 (+2) x 40 ns = 100 µs units, PDI and
+        // SM watchdogs 1000 units = 100 ms (ET1100 register description 0x0400/0x0410/0x0420).
+        put_u16(m, reg::WD_DIVIDER, 0x09c2);
+        put_u16(m, reg::WD_PDI, 0x03e8);
+        put_u16(m, reg::WD_SM, 0x03e8);
         // SII: 8-byte reads, 2-byte addressing.
         m[reg::SII_CONTROL] = 0xc0;
         self.fmmus = [Fmmu::default(); 16];
@@ -251,6 +265,8 @@ impl Esc {
         self.sii_busy_reads = 0;
         self.sii_busy_until = 0;
         self.pending_al = None;
+        self.last_output_ns = None;
+        self.outputs_written = false;
         self.pd_counter = 0;
         self.pd_touched = false;
         // A power cycle loses what the master configured over CoE (the dictionary is RAM).
@@ -371,6 +387,29 @@ impl Esc {
         }
         if self.mbx.ready_at > 0 && now_ns >= self.mbx.ready_at {
             self.mailbox_service();
+        }
+        self.sm_watchdog(now_ns);
+    }
+
+    /// The sync-manager watchdog (`[device.timing] sm_watchdog`): in OP, outputs not written
+    /// for the watchdog time take the device to SAFE-OP with 0x001B. A watchdog time of 0
+    /// switches it off, as on a real ESC.
+    fn sm_watchdog(&mut self, now_ns: u64) {
+        if !self.spec.timing.sm_watchdog {
+            return;
+        }
+        if self.al_state() != AlState::Op as u8 {
+            self.last_output_ns = None;
+            return;
+        }
+        let units = u64::from(get_u16(&self.mem, reg::WD_SM));
+        let unit_ns = (u64::from(get_u16(&self.mem, reg::WD_DIVIDER)) + 2) * 40;
+        if let Some(last) = self.last_output_ns
+            && units > 0
+            && now_ns.saturating_sub(last) > units * unit_ns
+        {
+            self.last_output_ns = None;
+            self.raise_error(AlState::SafeOp, al_code::SM_WATCHDOG);
         }
     }
 
@@ -1242,6 +1281,7 @@ impl Esc {
             if f.write && outputs_live && matches!(cmd, Cmd::Lwr | Cmd::Lrw) {
                 self.mem[phys..phys + n].copy_from_slice(&data[in_frame..in_frame + n]);
                 hit.write = true;
+                self.outputs_written = true;
             }
         }
         // The device application runs on the output sync manager event (SM-synchronous), or on
@@ -1260,6 +1300,10 @@ impl Esc {
 
     /// End of a frame: the device application consumes outputs and produces the next inputs.
     pub(crate) fn end_of_frame(&mut self, now_ns: u64) {
+        if self.outputs_written {
+            self.outputs_written = false;
+            self.last_output_ns = Some(now_ns);
+        }
         if !self.pd_touched {
             return;
         }

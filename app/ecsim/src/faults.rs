@@ -35,6 +35,11 @@ pub enum FaultCommand {
     /// unreachable, powered, keeping their state, until `plug POS`. Their sync-manager
     /// watchdogs run on (see [`crate::esc`]).
     Cable { position: usize, plugged: bool },
+    /// The device at `position` is swapped for one described like the device at `like`
+    /// (`replace POS LIKE`): its identity, process data and dictionary from then on, new and
+    /// powered on (INIT, no station address) — a technician who fits another module in the
+    /// same place.
+    Replace { position: usize, like: usize },
     /// Decrement the WKC of the logical datagrams of the next N frames.
     CorruptWkc(u32),
     /// The subdevice at `position` receives `count` frames with a bad checksum on `port`: the
@@ -88,7 +93,8 @@ impl std::str::FromStr for FaultCommand {
     /// Text form used by the control socket and the CLI:
     /// `drop-next N`, `drop-fraction F`, `delay-us N`, `link up|down`,
     /// `subdevice-error POS CODE` (CODE decimal or 0x hex), `power-cycle [POS]`,
-    /// `power-off POS`, `power-on POS`, `unplug POS`, `plug POS` (POS ≥ 1), `corrupt-wkc N`,
+    /// `power-off POS`, `power-on POS`, `unplug POS`, `plug POS` (POS ≥ 1), `replace POS LIKE`,
+    /// `corrupt-wkc N`,
     /// `crc-errors POS PORT N` (PORT 0..=3, N 1..=255), `emergency POS CODE [REGISTER]`
     /// (CODE 16 bits, REGISTER 8 bits, default 0),
     /// `drive-fault POS following-error|over-current|CODE` (0x8611, 0x2310 or a 16-bit 0x603F
@@ -251,6 +257,10 @@ impl std::str::FromStr for FaultCommand {
                 position: position(words.get(1))?,
                 on: w == "power-on",
             },
+            Some("replace") => FaultCommand::Replace {
+                position: position(words.get(1))?,
+                like: position(words.get(2))?,
+            },
             Some(w @ ("unplug" | "plug")) => {
                 let position = position(words.get(1))?;
                 if position == 0 {
@@ -270,7 +280,9 @@ impl std::str::FromStr for FaultCommand {
         };
         let expected_words = match cmd {
             FaultCommand::PowerCycle | FaultCommand::Clear => 1,
-            FaultCommand::SubdeviceError { .. } | FaultCommand::DriveFault { .. } => 3,
+            FaultCommand::SubdeviceError { .. }
+            | FaultCommand::DriveFault { .. }
+            | FaultCommand::Replace { .. } => 3,
             FaultCommand::PowerCycleOne { .. }
             | FaultCommand::Power { .. }
             | FaultCommand::Cable { .. } => 2,
@@ -308,6 +320,7 @@ impl FaultCommand {
             | FaultCommand::PowerCycleOne { position }
             | FaultCommand::Power { position, .. }
             | FaultCommand::Cable { position, .. } => position,
+            FaultCommand::Replace { position, like } => position.max(like),
             _ => return Ok(cmd),
         };
         if position >= devices {
@@ -383,6 +396,10 @@ pub(crate) enum DeviceFault {
     Cable {
         position: usize,
         plugged: bool,
+    },
+    Replace {
+        position: usize,
+        like: usize,
     },
 }
 
@@ -486,6 +503,9 @@ impl Faults {
             }
             FaultCommand::Cable { position, plugged } => {
                 return self.queue(DeviceFault::Cable { position, plugged });
+            }
+            FaultCommand::Replace { position, like } => {
+                return self.queue(DeviceFault::Replace { position, like });
             }
             FaultCommand::CorruptWkc(n) => s.corrupt_wkc_next.store(n, Ordering::Release),
             FaultCommand::Clear => {

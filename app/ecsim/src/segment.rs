@@ -254,6 +254,7 @@ impl Segment {
                         self.rewire();
                     }
                 }
+                DeviceFault::Replace { position, like } => self.replace(position, like),
                 DeviceFault::Cable { position, plugged } => {
                     if position > 0 && position < self.devices.len() {
                         self.cut[position] = !plugged;
@@ -282,6 +283,27 @@ impl Segment {
             }
         }
         self.pending = pending;
+    }
+
+    /// The device at `position` swapped for a new one described like the device at `like`: its
+    /// identity, SII, dictionary and process data; powered on (INIT). The place keeps its
+    /// cable (hop delay), power and DC arrival time; the segment description says what is there
+    /// now (`spec()`).
+    fn replace(&mut self, position: usize, like: usize) {
+        let n = self.devices.len();
+        if position >= n || like >= n {
+            return;
+        }
+        let mut spec = self.spec.devices[like].clone();
+        spec.hop_ns = self.spec.devices[position].hop_ns;
+        let arrival: u64 = self.hops[..position].iter().sum();
+        let mut dev = Esc::new(spec.clone(), position, n);
+        dev.set_timing(arrival, 0);
+        self.devices[position] = dev;
+        self.spec.devices[position] = spec;
+        self.stats.power_cycles += 1;
+        // Its ports' links and loop time, as for the device it replaced.
+        self.rewire();
     }
 
     /// `count` frames with a bad checksum arrive at `port` of the device at `position`: the
@@ -933,6 +955,27 @@ mod wiring_tests {
     }
 
     #[test]
+    fn a_replaced_device_is_another_identity_in_the_same_place() {
+        let mut s = Segment::new(SegmentSpec::coe_example());
+        s.preconfigure();
+        let product = |s: &Segment, pos: usize| s.spec().devices[pos].product_id;
+        assert_ne!(product(&s, 2), product(&s, 0));
+        apply(&mut s, "replace 2 0");
+        assert_eq!(count(&mut s), Some(3), "the line is whole");
+        assert_eq!(
+            product(&s, 2),
+            product(&s, 0),
+            "the description says what is there"
+        );
+        assert_eq!(s.devices()[2].spec().name, "DIO8-COE");
+        // New and powered on: INIT without a station address; its neighbours untouched.
+        assert_eq!(s.devices()[2].station_address(), 0);
+        assert_eq!(s.devices()[2].al_state(), 1);
+        assert_eq!(al_state(&mut s, 0x1001), Some(8));
+        assert!(s.devices()[1].port_linked(1));
+    }
+
+    #[test]
     fn wiring_commands_name_what_is_wrong() {
         for (cmd, why) in [
             ("unplug 0", "position 0's cable is the master's"),
@@ -942,6 +985,8 @@ mod wiring_tests {
             ("power-on", "missing position"),
             ("power-cycle 1 2", "expected 2 word(s)"),
             ("unplug x", "not a non-negative integer"),
+            ("replace 1 3", "outside the segment"),
+            ("replace 1", "missing position"),
         ] {
             let e = FaultCommand::parse_for(cmd, 3).unwrap_err();
             assert!(e.to_string().contains(why), "{cmd}: {e}");
@@ -1059,6 +1104,36 @@ mod timing_tests {
         };
         assert_eq!(status(&mut s), 0x80, "busy for one status read");
         assert_eq!(status(&mut s), 0);
+    }
+
+    #[test]
+    fn the_sm_watchdog_takes_a_device_whose_outputs_stop_to_safe_op() {
+        let toml = "[[device]]\noutputs = 2\ninputs = 2\n[device.timing]\nsm_watchdog = true\n\
+                    [[device]]\noutputs = 2\ninputs = 2\n";
+        let mut s = Segment::new(SegmentSpec::from_toml(toml).unwrap());
+        let image = s.preconfigure().image_len;
+        let lrw = |s: &mut Segment, now| one_at(s, Cmd::Lrw, 0, &vec![0; image], now).unwrap().1;
+        let status = |s: &mut Segment, pos: u16, now| {
+            let (d, _) = one_at(s, Cmd::Fprd, phys(0x1000 + pos, 0x0130), &[0; 6], now).unwrap();
+            (d[0], u16::from_le_bytes([d[4], d[5]]))
+        };
+        assert_eq!(lrw(&mut s, 0), 6);
+        assert_eq!(
+            lrw(&mut s, 90 * MS),
+            6,
+            "90 ms between writes: within 100 ms"
+        );
+        assert_eq!(status(&mut s, 0, 95 * MS), (0x08, 0));
+        // 150 ms without outputs: the watched device leaves OP; the other one (no watchdog
+        // configured in the simulator) stays.
+        assert_eq!(status(&mut s, 0, 240 * MS), (0x14, 0x001b));
+        assert_eq!(status(&mut s, 1, 240 * MS), (0x08, 0));
+        // A master that writes 0 to the SM watchdog time switches it off.
+        let mut s = Segment::new(SegmentSpec::from_toml(toml).unwrap());
+        s.preconfigure();
+        one_at(&mut s, Cmd::Fpwr, phys(0x1000, 0x0420), &[0, 0], 0).unwrap();
+        assert_eq!(lrw(&mut s, 0), 6);
+        assert_eq!(status(&mut s, 0, 10_000 * MS), (0x08, 0));
     }
 
     #[test]

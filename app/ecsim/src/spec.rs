@@ -30,6 +30,7 @@
 //! safeop_op_us = 10000
 //! down_us = 2000            # any change to a lower state (OP -> SAFE-OP, -> INIT)
 //! mailbox_us = 1000         # a mailbox response appears in SM1 this long after the request
+//! sm_watchdog = true        # OP -> SAFE-OP (0x001B) when outputs stop for the watchdog time
 //! ```
 //!
 //! A device may list its PDOs instead of getting the generated default
@@ -187,6 +188,8 @@ struct TimingEntry {
     down_us: u32,
     #[serde(default)]
     mailbox_us: u32,
+    #[serde(default)]
+    sm_watchdog: bool,
 }
 
 /// Longest time a `[device.timing]` key may give: 10 s (beyond any master's state timeout).
@@ -214,6 +217,11 @@ pub struct EscTiming {
     pub down_ns: u64,
     /// From taking a mailbox request to its response in SM1.
     pub mailbox_ns: u64,
+    /// The sync-manager watchdog is on: a device in OP whose outputs the master has not
+    /// written for the watchdog time (0x0400 divider, 0x0420 time; 100 ms after power-on)
+    /// leaves OP for SAFE-OP with AL status code 0x001B, as a device's firmware does on the
+    /// ESC's watchdog (ET1100: "Watchdog"; ETG.1000.6 AL status codes).
+    pub sm_watchdog: bool,
 }
 
 impl EscTiming {
@@ -261,6 +269,7 @@ fn timing(i: usize, t: Option<TimingEntry>) -> Result<EscTiming, SpecError> {
         safeop_op_ns: ns(t.safeop_op_us),
         down_ns: ns(t.down_us),
         mailbox_ns: ns(t.mailbox_us),
+        sm_watchdog: t.sm_watchdog,
     })
 }
 

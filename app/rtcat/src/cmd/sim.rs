@@ -50,6 +50,7 @@ pub struct SimCtlArgs {
     pub control: PathBuf,
     /// drop-next N | drop-fraction F | delay-us N | link up|down | subdevice-error POS CODE |
     /// power-cycle [POS] | power-off POS | power-on POS | unplug POS | plug POS |
+    /// replace POS LIKE |
     /// corrupt-wkc N | crc-errors POS PORT N | emergency POS CODE [REGISTER] |
     /// drive-fault POS following-error|over-current|CODE | clear | status
     #[arg(required = true, num_args = 1..)]
