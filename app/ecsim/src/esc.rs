@@ -152,11 +152,15 @@ pub struct Esc {
     spec: DeviceSpec,
     /// Position in the chain (0 = next to the master).
     position: usize,
-    /// Devices after this one (for the return-path DC times).
-    downstream: usize,
-    /// Nanoseconds from this device's port 0 through the devices after it and back to its
-    /// port 1 (the loop its port receive times show).
-    loop_ns: u64,
+    /// Which ports have a link (port 0 faces the master; the others lead to the devices
+    /// behind this one). Set by [`crate::Segment`] from the wiring.
+    links: [bool; 4],
+    /// Per port: nanoseconds from the frame's arrival at port 0 to its return at that port,
+    /// after the devices behind it (the port receive times, 0x0900..0x090F); 0 for port 0.
+    port_ns: [u64; 4],
+    /// Nanoseconds from the first device's port 0 to this device's (its place in the
+    /// processing order; the DC model's local times are read at the frame's arrival).
+    arrival_ns: u64,
     mem: Box<[u8]>,
     eeprom: Vec<u8>,
     pd_sms: Vec<PdSm>,
@@ -170,8 +174,6 @@ pub struct Esc {
     pd_touched: bool,
     /// The distributed clock (used when `spec.dc`; see [`crate::dc`]).
     dc: DcClock,
-    /// Whether port 0 has its link (the cable towards the master): the `link down` fault.
-    upstream_link: bool,
     /// The CoE server of a CoE device (`spec.coe`).
     coe: Option<CoeServer>,
     /// The mailbox sync managers' device side.
@@ -213,7 +215,7 @@ impl Esc {
             pd_len,
             spec,
             position,
-            downstream: chain_len - 1 - position,
+            links: [true, position + 1 < chain_len, false, false],
             mem: vec![0u8; MEM_SIZE].into_boxed_slice(),
             eeprom,
             pd_sms,
@@ -223,8 +225,8 @@ impl Esc {
             pd_counter: 0,
             pd_touched: false,
             dc: DcClock::new(spec_dc, position, position as u64 * HOP_NS),
-            loop_ns: 2 * HOP_NS * (chain_len - 1 - position) as u64,
-            upstream_link: true,
+            port_ns: [0, 2 * HOP_NS * (chain_len - 1 - position) as u64, 0, 0],
+            arrival_ns: position as u64 * HOP_NS,
             now_ns: 0,
             pending_al: None,
             sii_busy_until: 0,
@@ -244,7 +246,12 @@ impl Esc {
         m[reg::FMMU_COUNT] = 8;
         m[reg::SM_COUNT] = 8;
         m[reg::RAM_SIZE] = 8;
-        m[reg::PORT_DESC] = 0x0f; // ports 0 and 1: MII
+        // Two bits per port, 0b11 = MII: ports 0 and 1, a fork adds port 3, a cross port 2 and 3.
+        m[reg::PORT_DESC] = match self.spec.ports {
+            4 => 0xff,
+            3 => 0xcf,
+            _ => 0x0f,
+        };
         let features: u16 = 0x0001 | if self.spec.dc { 0x000c } else { 0 };
         put_u16(m, reg::FEATURES, features);
         // The ESC loads the alias from EEPROM word 4 at power-on.
@@ -338,22 +345,19 @@ impl Esc {
 
     /// DL status (0x0110) from the wiring (ET1100 register description, "DL Status"): bit 0 PDI
     /// operational; bits 4..7 physical link on port 0..3; then per port p bit 8 + 2p loop closed
-    /// and bit 9 + 2p communication established. Port 0 faces the master and is open while its
-    /// link is up; port 1 is open with link and communication when a device follows, and closed
-    /// (the frame turns back here) at the end of the chain; ports 2 and 3 are not implemented
-    /// (port descriptor 0x0007) and so closed. A port that loses its link is closed by the ESC
-    /// (auto mode), which is what a `link down` leaves at port 0 of the first device.
+    /// and bit 9 + 2p communication established. A port with a link is open with communication;
+    /// a port without one — the end of a line or a branch, a port the device does not implement
+    /// (port descriptor 0x0007), a pulled cable — is closed (the frame turns back there), as an
+    /// ESC in auto mode closes it by itself: what a `link down` leaves at port 0 of the first
+    /// device.
     fn update_dl_status(&mut self) {
-        let mut dl: u16 = 0x0001 | 0x1000 | 0x4000;
-        if self.upstream_link {
-            dl |= 0x0010 | 0x0200;
-        } else {
-            dl |= 0x0100;
-        }
-        if self.downstream > 0 {
-            dl |= 0x0020 | 0x0800;
-        } else {
-            dl |= 0x0400;
+        let mut dl: u16 = 0x0001;
+        for (p, &link) in self.links.iter().enumerate() {
+            dl |= if link {
+                (0x0010 << p) | (0x0200 << (2 * p))
+            } else {
+                0x0100 << (2 * p)
+            };
         }
         put_u16(&mut self.mem, reg::DL_STATUS, dl);
     }
@@ -361,18 +365,26 @@ impl Esc {
     /// The link of port 0 (towards the master) goes down or comes back (the segment counts the
     /// losses in 0x0310).
     pub(crate) fn set_upstream_link(&mut self, up: bool) {
-        self.upstream_link = up;
+        self.links[0] = up;
         self.update_dl_status();
     }
 
-    /// The wiring behind this device changed (a device behind it unplugged, powered off or
-    /// back): `downstream` devices now answer behind port 1, and a frame takes `loop_ns` from
-    /// this device's port 0 through them and back to its port 1. A port without a link is
-    /// closed (DL status loop bits), as an ESC closes it by itself.
-    pub(crate) fn set_downstream(&mut self, downstream: usize, loop_ns: u64) {
-        self.downstream = downstream;
-        self.loop_ns = loop_ns;
+    /// The wiring around this device changed (a device behind it unplugged, powered off or
+    /// back): which ports have a link, and per port the time from the frame's arrival at port
+    /// 0 to its return there after the devices behind it.
+    pub(crate) fn set_ports(&mut self, links: [bool; 4], port_ns: [u64; 4]) {
+        self.links = links;
+        self.port_ns = port_ns;
         self.update_dl_status();
+    }
+
+    /// Frames now reach this device `arrival_ns` after the first device (a branch before it in
+    /// the processing order got shorter or longer): the local times a frame reads move with
+    /// it; the clock itself does not jump.
+    pub(crate) fn set_arrival(&mut self, arrival_ns: u64) {
+        let delta = arrival_ns as i64 - self.arrival_ns as i64;
+        self.arrival_ns = arrival_ns;
+        self.dc.shift(delta);
     }
 
     /// A frame reaches the device at `now_ns`: what the device's own time has finished since
@@ -427,14 +439,16 @@ impl Esc {
         self.mem[at] = self.mem[at].saturating_add(n);
     }
 
-    /// Whether port `p` has a link: port 0 unless the master's cable is down, port 1 when a
-    /// device follows.
+    /// Nanoseconds from the first device's port 0 to this device's, with the wiring as it is
+    /// now (what a master's propagation delay of this device should come to).
+    pub fn arrival_ns(&self) -> u64 {
+        self.arrival_ns
+    }
+
+    /// Whether port `p` has a link: port 0 unless the cable towards the master is down, the
+    /// others when a powered device is plugged in behind them.
     pub fn port_linked(&self, p: usize) -> bool {
-        match p {
-            0 => self.upstream_link,
-            1 => self.downstream > 0,
-            _ => false,
-        }
+        self.links.get(p).copied().unwrap_or(false)
     }
 
     /// The error counters 0x0300..=0x0313.
@@ -698,11 +712,11 @@ impl Esc {
         }
     }
 
-    /// Frames reach the device `arrival_ns` after the first device and come back to its port 1
-    /// `loop_ns` after its port 0 (the chain's hop delays; [`crate::Segment`] sets them).
-    pub(crate) fn set_timing(&mut self, arrival_ns: u64, loop_ns: u64) {
+    /// A new clock for a device that frames reach `arrival_ns` after the first device (at
+    /// construction and for a replaced device; [`crate::Segment`] sets the ports' times).
+    pub(crate) fn set_timing(&mut self, arrival_ns: u64) {
         self.dc = DcClock::new(self.spec.dc_clock, self.position, arrival_ns);
-        self.loop_ns = loop_ns;
+        self.arrival_ns = arrival_ns;
     }
 
     /// The device's distributed clock at simulation time `now_ns` (a DC device only).
@@ -759,16 +773,20 @@ impl Esc {
         }
     }
 
-    /// A write to the port-0 receive time latches the receive times of all ports.
+    /// A write to the port-0 receive time latches the receive times of all ports: port 0 when
+    /// the frame arrives, every other port with a link when it comes back through it after the
+    /// devices behind it (processing order 0 -> 3 -> 1 -> 2); 0 for a port without a link.
     fn latch_dc(&mut self, now_ns: u64) {
         let t0 = self.local_time(now_ns);
-        // The frame returns through port 1 after visiting every device downstream.
-        let t1 = t0 + self.loop_ns;
         let m = &mut self.mem;
-        m[reg::DC_PORT0..reg::DC_PORT0 + 4].copy_from_slice(&(t0 as u32).to_le_bytes());
-        let p1 = if self.downstream > 0 { t1 as u32 } else { 0 };
-        m[reg::DC_PORT0 + 4..reg::DC_PORT0 + 8].copy_from_slice(&p1.to_le_bytes());
-        m[reg::DC_PORT0 + 8..reg::DC_PORT0 + 16].fill(0);
+        for p in 0..4 {
+            let t = if p == 0 || self.links[p] {
+                (t0 + self.port_ns[p]) as u32
+            } else {
+                0
+            };
+            m[reg::DC_PORT0 + 4 * p..reg::DC_PORT0 + 4 * p + 4].copy_from_slice(&t.to_le_bytes());
+        }
         m[reg::DC_RECEIVE_TIME..reg::DC_RECEIVE_TIME + 8].copy_from_slice(&t0.to_le_bytes());
     }
 

@@ -75,11 +75,16 @@ pub struct Segment {
     /// Per device: the cable into its port 0 pulled (`unplug POS`; never set for device 0,
     /// whose cable is the master's `link down`).
     cut: Vec<bool>,
-    /// Devices a frame reaches: those before the first one without power or cable. The frame
-    /// turns back at the last of them.
+    /// Per device: a frame reaches it (every device on its way from the master has power
+    /// and cable), and how many do.
+    reachable: Vec<bool>,
     reach: usize,
-    /// Each device's hop delay to the next one (the loop times of the wiring).
+    /// Each device's hop delay to the devices behind it (the loop times of the wiring).
     hops: Vec<u64>,
+    /// Where each device is plugged in (position, port; `None`: the master) and, per device
+    /// and port, the device behind it ([`crate::spec::wiring`]).
+    upstream: Vec<crate::spec::Upstream>,
+    children: Vec<[Option<usize>; 4]>,
 }
 
 impl Segment {
@@ -98,21 +103,24 @@ impl Segment {
     /// As [`Segment::new`].
     pub fn with_faults(spec: SegmentSpec, faults: Faults) -> Self {
         let n = spec.devices.len();
-        let mut devices: Vec<Esc> = spec
+        let devices: Vec<Esc> = spec
             .devices
             .iter()
             .enumerate()
             .map(|(i, d)| Esc::new(d.clone(), i, n))
             .collect();
-        // Each device's hop delay (to the next device) places the later devices' receive times.
+        // Each device's hop delay (to the devices behind it) places the later devices' receive
+        // times. A segment built in code whose `upstream` does not hold is run as a line.
         let hops: Vec<u64> = spec.devices.iter().map(|d| u64::from(d.hop_ns)).collect();
-        let mut arrival = 0u64;
-        for (i, dev) in devices.iter_mut().enumerate() {
-            let rest: u64 = hops[i..n.saturating_sub(1).max(i)].iter().sum();
-            dev.set_timing(arrival, 2 * rest);
-            arrival += hops[i];
+        let upstream = crate::spec::wiring(&spec.devices)
+            .unwrap_or_else(|_| (0..n).map(|i| i.checked_sub(1).map(|p| (p, 1))).collect());
+        let mut children = vec![[None; 4]; n];
+        for (i, up) in upstream.iter().enumerate() {
+            if let Some((p, port)) = *up {
+                children[p][usize::from(port)] = Some(i);
+            }
         }
-        Segment {
+        let mut seg = Segment {
             spec,
             devices,
             faults,
@@ -126,9 +134,18 @@ impl Segment {
             link_was_down: false,
             off: vec![false; n],
             cut: vec![false; n],
+            reachable: vec![true; n],
             reach: n,
             hops,
+            upstream,
+            children,
+        };
+        let wiring = seg.wiring();
+        for (dev, arrival) in seg.devices.iter_mut().zip(&wiring.arrival) {
+            dev.set_timing(*arrival);
         }
+        seg.rewire();
+        seg
     }
 
     pub fn spec(&self) -> &SegmentSpec {
@@ -166,45 +183,86 @@ impl Segment {
         !self.off.get(position).copied().unwrap_or(true)
     }
 
-    /// Recompute what the frames reach after a device lost or got back its power or cable:
-    /// each device's port links (a link that goes down counts in its lost link counter, 0x0310
-    /// + port, as an ESC counts it), its downstream devices and loop time, and `reach`.
-    fn rewire(&mut self) {
-        use crate::esc::reg::LOST_LINK;
+    /// What the frames reach with the power and cables as they are now, and when.
+    fn wiring(&self) -> Wiring {
         let n = self.devices.len();
-        // Device i's port 0 has a link when its cable is in and the device before it has power
-        // (device 0's is the master's: `track_link`).
-        let link0 = |i: usize| i == 0 || (!self.cut[i] && !self.off[i - 1]);
-        let links: Vec<bool> = (0..n).map(link0).collect();
+        let mut w = Wiring {
+            reachable: vec![false; n],
+            links: vec![[false; 4]; n],
+            port_ns: vec![[0; 4]; n],
+            arrival: vec![0; n],
+        };
+        // A device's cable to the one before it carries a link when it is plugged in and both
+        // ends have power. (A parent's index is below its children's.)
+        let cable = |i: usize| match self.upstream[i] {
+            None => true,
+            Some((p, _)) => !self.cut[i] && !self.off[p] && !self.off[i],
+        };
         for i in 0..n {
-            // The devices answering behind port 1: up to the next pulled cable or device
-            // without power.
-            let mut downstream = 0;
-            while i + downstream + 1 < n
-                && links[i + downstream + 1]
-                && !self.off[i + downstream + 1]
-            {
-                downstream += 1;
-            }
-            let loop_ns = 2 * self.hops[i..i + downstream].iter().sum::<u64>();
-            let off = self.off[i];
-            let dev = &mut self.devices[i];
-            if !off {
-                if dev.port_linked(1) && downstream == 0 {
-                    dev.count(LOST_LINK + 1, 1);
-                }
-                if i > 0 && dev.port_linked(0) && !links[i] {
-                    dev.count(LOST_LINK, 1);
-                }
-            }
-            dev.set_downstream(downstream, loop_ns);
+            w.reachable[i] = !self.off[i]
+                && match self.upstream[i] {
+                    None => true,
+                    Some((p, _)) => w.reachable[p] && cable(i),
+                };
             if i > 0 {
-                dev.set_upstream_link(links[i]);
+                w.links[i][0] = cable(i);
+            }
+            for &q in self.devices[i].spec().downstream_ports() {
+                let q = usize::from(q);
+                w.links[i][q] = self.children[i][q].is_some_and(cable);
             }
         }
-        self.reach = (0..n)
-            .find(|&i| self.off[i] || (i > 0 && self.cut[i]))
-            .unwrap_or(n);
+        // Loop times, the devices behind first; then each port's return time and the arrival
+        // of the device behind it, in the order the frame leaves through the ports.
+        let mut loop_ns = vec![0u64; n];
+        for d in (0..n).rev() {
+            let mut acc = 0;
+            for &q in self.devices[d].spec().downstream_ports() {
+                let q = usize::from(q);
+                if let (true, Some(c)) = (w.links[d][q], self.children[d][q]) {
+                    acc += 2 * self.hops[d] + loop_ns[c];
+                    w.port_ns[d][q] = acc;
+                }
+            }
+            loop_ns[d] = acc;
+        }
+        for d in 0..n {
+            let mut acc = 0;
+            for &q in self.devices[d].spec().downstream_ports() {
+                let q = usize::from(q);
+                if let (true, Some(c)) = (w.links[d][q], self.children[d][q]) {
+                    w.arrival[c] = w.arrival[d] + acc + self.hops[d];
+                    acc = w.port_ns[d][q];
+                }
+            }
+        }
+        w
+    }
+
+    /// Recompute what the frames reach after a device lost or got back its power or cable:
+    /// each device's port links (a link that goes down counts in its lost link counter, 0x0310
+    /// + port, as an ESC counts it), its ports' return times, its arrival, and `reachable`.
+    fn rewire(&mut self) {
+        use crate::esc::reg::LOST_LINK;
+        let w = self.wiring();
+        for (i, dev) in self.devices.iter_mut().enumerate() {
+            let mut links = w.links[i];
+            if i == 0 {
+                // Port 0 of the first device is the master's cable (`track_link`).
+                links[0] = dev.port_linked(0);
+            }
+            if !self.off[i] {
+                for (p, &l) in links.iter().enumerate() {
+                    if dev.port_linked(p) && !l {
+                        dev.count(LOST_LINK + p, 1);
+                    }
+                }
+            }
+            dev.set_ports(links, w.port_ns[i]);
+            dev.set_arrival(w.arrival[i]);
+        }
+        self.reach = w.reachable.iter().filter(|r| **r).count();
+        self.reachable = w.reachable;
     }
 
     fn next_random_ppm(&mut self) -> u32 {
@@ -296,9 +354,10 @@ impl Segment {
         }
         let mut spec = self.spec.devices[like].clone();
         spec.hop_ns = self.spec.devices[position].hop_ns;
-        let arrival: u64 = self.hops[..position].iter().sum();
+        spec.upstream = self.spec.devices[position].upstream;
+        let arrival = self.wiring().arrival[position];
         let mut dev = Esc::new(spec.clone(), position, n);
-        dev.set_timing(arrival, 0);
+        dev.set_timing(arrival);
         self.devices[position] = dev;
         self.spec.devices[position] = spec;
         self.stats.power_cycles += 1;
@@ -310,8 +369,9 @@ impl Segment {
     /// counters of the whole chain as the module documentation describes.
     fn crc_errors(&mut self, position: usize, port: usize, count: u8) {
         use crate::esc::reg::{EPU_ERROR, FWD_RX_ERROR, RX_ERROR};
-        let last = self.reach.saturating_sub(1);
-        if position >= self.reach {
+        // The counters of a line (ports 0 and 1), over the devices a frame reaches.
+        let last = self.reachable.iter().rposition(|r| *r).unwrap_or(0);
+        if !self.reachable.get(position).copied().unwrap_or(false) {
             return;
         }
         let Some(dev) = self.devices.get_mut(position) else {
@@ -385,7 +445,7 @@ impl Segment {
                 Disposition::Malformed(e)
             }
             // The master's cable is down, or the first device has no power: no link at all.
-            Ok(()) if link_down || self.reach == 0 => {
+            Ok(()) if link_down || !self.reachable.first().copied().unwrap_or(false) => {
                 self.stats.link_down_drops += 1;
                 Disposition::LinkDown
             }
@@ -426,13 +486,22 @@ impl Segment {
     /// datagram goes straight to its device instead of being offered to all of them.
     fn run_chain(&mut self, frame: &mut [u8], dgs: &Datagrams, now_ns: u64) {
         self.stats.datagrams += dgs.as_slice().len() as u64;
-        // Only the devices the frame reaches take part.
-        let reach = self.reach;
-        let devices = &mut self.devices[..reach];
-        for dev in devices.iter_mut() {
+        // Only the devices the frame reaches take part, in processing order (their positions).
+        let Segment {
+            devices,
+            reachable,
+            stations,
+            ..
+        } = self;
+        let reached = |i: &usize| reachable[*i];
+        for (dev, _) in devices
+            .iter_mut()
+            .zip(reachable.iter())
+            .filter(|(_, r)| **r)
+        {
             dev.tick(now_ns);
         }
-        self.stations.refresh(devices);
+        stations.refresh(devices);
         for d in dgs.as_slice() {
             let adp_at = d.header + 2;
             let ado = usize::from(get_u16(frame, d.header + 4));
@@ -443,7 +512,11 @@ impl Segment {
             match d.cmd {
                 Cmd::Nop => {}
                 Cmd::Aprd | Cmd::Apwr | Cmd::Aprw | Cmd::Armw => {
-                    for dev in devices.iter_mut() {
+                    for (dev, _) in devices
+                        .iter_mut()
+                        .zip(reachable.iter())
+                        .filter(|(_, r)| **r)
+                    {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
                         add = add.wrapping_add(physical(dev, d.cmd, adp == 0, ado, data, now_ns));
@@ -452,7 +525,7 @@ impl Segment {
                 Cmd::Fprd | Cmd::Fpwr | Cmd::Fprw => {
                     // only the addressed devices do anything with these
                     let adr = get_u16(head, adp_at);
-                    for i in self.stations.positions(adr) {
+                    for i in stations.positions(adr).filter(reached) {
                         add = add.wrapping_add(physical(
                             &mut devices[i],
                             d.cmd,
@@ -466,13 +539,21 @@ impl Segment {
                 Cmd::Frmw => {
                     // the addressed device reads, every other one writes
                     let adr = get_u16(head, adp_at);
-                    for dev in devices.iter_mut() {
+                    for (dev, _) in devices
+                        .iter_mut()
+                        .zip(reachable.iter())
+                        .filter(|(_, r)| **r)
+                    {
                         let hit = dev.station_address() == adr;
                         add = add.wrapping_add(physical(dev, d.cmd, hit, ado, data, now_ns));
                     }
                 }
                 Cmd::Brd | Cmd::Bwr | Cmd::Brw => {
-                    for dev in devices.iter_mut() {
+                    for (dev, _) in devices
+                        .iter_mut()
+                        .zip(reachable.iter())
+                        .filter(|(_, r)| **r)
+                    {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
                         add = add.wrapping_add(physical(dev, d.cmd, true, ado, data, now_ns));
@@ -480,7 +561,11 @@ impl Segment {
                 }
                 Cmd::Lrd | Cmd::Lwr | Cmd::Lrw => {
                     let addr = frame::get_u32(head, d.header + 2);
-                    for dev in devices.iter_mut() {
+                    for (dev, _) in devices
+                        .iter_mut()
+                        .zip(reachable.iter())
+                        .filter(|(_, r)| **r)
+                    {
                         let hit = dev.logical(d.cmd, addr, data);
                         add = add.wrapping_add(match d.cmd {
                             Cmd::Lrw => u16::from(hit.read) + 2 * u16::from(hit.write),
@@ -495,10 +580,14 @@ impl Segment {
             }
             if writes_station_address(d.cmd, ado, d.len) {
                 // a later datagram of this frame may already use the new address
-                self.stations.refresh(devices);
+                stations.refresh(devices);
             }
         }
-        for dev in devices.iter_mut() {
+        for (dev, _) in devices
+            .iter_mut()
+            .zip(reachable.iter())
+            .filter(|(_, r)| **r)
+        {
             dev.dc_process_data(now_ns);
             dev.end_of_frame(now_ns);
         }
@@ -593,6 +682,17 @@ impl Segment {
             ranges,
         }
     }
+}
+
+/// The wiring as the power and cables leave it ([`Segment::wiring`]).
+struct Wiring {
+    reachable: Vec<bool>,
+    /// Per device and port: a link.
+    links: Vec<[bool; 4]>,
+    /// Per device and port: from the frame's arrival at port 0 to its return at that port.
+    port_ns: Vec<[u64; 4]>,
+    /// Per device: from the first device's port 0 to this device's.
+    arrival: Vec<u64>,
 }
 
 /// Logical layout made by [`Segment::preconfigure`].
@@ -973,6 +1073,80 @@ mod wiring_tests {
         assert_eq!(s.devices()[2].al_state(), 1);
         assert_eq!(al_state(&mut s, 0x1001), Some(8));
         assert!(s.devices()[1].port_linked(1));
+    }
+
+    const JUNCTION: &str = "\
+        [[device]]\nname = \"COUPLER\"\noutputs = 1\ninputs = 1\nports = 3\n\
+        [[device]]\nname = \"A\"\noutputs = 1\ninputs = 1\n\
+        [[device]]\nname = \"B\"\noutputs = 1\ninputs = 1\n\
+        [[device]]\nname = \"X\"\noutputs = 1\ninputs = 1\nupstream = [0, 1]\n";
+
+    #[test]
+    fn a_branch_unplugged_at_a_junction_leaves_the_line_behind_it_running() {
+        let mut s = Segment::new(SegmentSpec::from_toml(JUNCTION).unwrap());
+        s.preconfigure();
+        // The coupler: ports 0, 3 and 1 with a link and open (DL status bits 4/9, 7/15, 5/11),
+        // port 2 closed; port descriptor: ports 0, 1 and 3 implemented.
+        assert_eq!(s.devices()[0].mem()[0x0007], 0xcf);
+        assert_eq!(dl_status(&s, 0) & 0xfff0, 0x1000 | 0x8a00 | 0x00b0);
+        assert_eq!(count(&mut s), Some(4));
+        apply(&mut s, "unplug 1");
+        // The branch is gone; X behind the coupler's port 1 still answers, at the same station.
+        assert_eq!(count(&mut s), Some(2));
+        assert_eq!(al_state(&mut s, 0x1003), Some(8));
+        assert_eq!(
+            one(&mut s, Cmd::Fprd, phys(0x1001, 0x0130), 2).unwrap().1,
+            0
+        );
+        assert_eq!(dl_status(&s, 0) & 0x4080, 0x4000, "port 3 closed, no link");
+        assert_eq!(lost_links(&s, 0), [0, 0]);
+        assert_eq!(
+            s.devices()[0].mem()[0x0313],
+            1,
+            "the lost link counted at port 3"
+        );
+        // A logical datagram is answered by the reachable devices in order: the coupler and X.
+        apply(&mut s, "plug 1");
+        assert_eq!(count(&mut s), Some(4));
+        apply(&mut s, "power-off 3");
+        assert_eq!(
+            count(&mut s),
+            Some(3),
+            "the branch stays when the line behind port 1 goes"
+        );
+    }
+
+    #[test]
+    fn wiring_that_a_frame_cannot_take_is_refused_naming_the_device() {
+        let base = "[[device]]\noutputs = 1\ninputs = 1\nports = 3\n\
+                    [[device]]\noutputs = 1\ninputs = 1\n";
+        for (extra, why) in [
+            ("upstream = [0, 2]", "has no port 2"),
+            (
+                "upstream = [0, 3]",
+                "port 3 of position 0 already leads to position 1",
+            ),
+            ("upstream = [5, 1]", "position 5 is not before this one"),
+            ("ports = 5", "an ESC has 2, 3 or 4 ports"),
+        ] {
+            let toml = format!("{base}[[device]]\noutputs = 1\ninputs = 1\n{extra}\n");
+            let e = SegmentSpec::from_toml(&toml).unwrap_err().to_string();
+            assert!(e.contains(why), "{extra}: {e}");
+            assert!(e.contains("device[2]"), "{extra}: {e}");
+        }
+        // Plugged into the coupler's port 1 before its port 3 is listed: not processing order.
+        let toml = "[[device]]\noutputs = 1\ninputs = 1\nports = 3\n\
+                    [[device]]\noutputs = 1\ninputs = 1\nupstream = [0, 1]\n\
+                    [[device]]\noutputs = 1\ninputs = 1\nupstream = [0, 3]\n";
+        let e = SegmentSpec::from_toml(toml).unwrap_err().to_string();
+        assert!(
+            e.contains("list the devices in the order a frame reaches them"),
+            "{e}"
+        );
+        let e = SegmentSpec::from_toml("[[device]]\noutputs = 1\nupstream = [0, 1]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the first device faces the master"), "{e}");
     }
 
     #[test]

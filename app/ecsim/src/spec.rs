@@ -19,6 +19,27 @@
 //! alias = 0                 # station alias in the EEPROM
 //! ```
 //!
+//! The devices are wired in the order they are listed, each to port 1 of the one before — a
+//! line — unless a device is a junction (`ports = 3`: ports 0, 3 and 1, like a coupler whose
+//! E-bus is port 3; `ports = 4`: all four) or says where it is plugged in with
+//! `upstream = [POSITION, PORT]`. A device plugged in without `upstream` goes to the first free
+//! port of the device before it, in the order a frame leaves through them (3, 1, 2). The list
+//! must be in processing order (the order the frame reaches them: depth first, ports 3, 1, 2),
+//! which is the order of the positions a master counts:
+//!
+//! ```toml
+//! [[device]]                # 0: a coupler with a branch on port 3
+//! name = "COUPLER"
+//! ports = 3
+//! [[device]]                # 1: on the coupler's port 3 (its first free port)
+//! name = "TERMINAL"
+//! [[device]]                # 2: behind the terminal (port 1)
+//! name = "TERMINAL"
+//! [[device]]                # 3: on the coupler's port 1, after the branch
+//! name = "DRIVE"
+//! upstream = [0, 1]
+//! ```
+//!
 //! A device answers at once unless `[device.timing]` gives it the time a real one takes
 //! ([`EscTiming`]; all keys in microseconds, 0 = at once, each at most 10 s):
 //!
@@ -170,6 +191,12 @@ struct DeviceEntry {
     /// The time the device takes (see [`EscTiming`]); absent: at once.
     #[serde(default)]
     timing: Option<TimingEntry>,
+    /// Ports the ESC implements: 2 (0 and 1), 3 (0, 3, 1) or 4.
+    #[serde(default)]
+    ports: Option<u8>,
+    /// Where the device is plugged in: `[position, port]` of a device before it.
+    #[serde(default)]
+    upstream: Option<[u32; 2]>,
 }
 
 /// One `[device.timing]`, in microseconds.
@@ -429,6 +456,23 @@ pub struct DeviceSpec {
     /// The time the device takes for SII commands, AL state changes and mailbox answers
     /// (`[device.timing]`); all 0: at once.
     pub timing: EscTiming,
+    /// Ports the ESC implements: 2 (ports 0 and 1), 3 (0, 3 and 1) or 4.
+    pub ports: u8,
+    /// Where the device is plugged in: the position of a device before it and that device's
+    /// port; `None` for the first device, which faces the master.
+    pub upstream: Upstream,
+}
+
+impl DeviceSpec {
+    /// The ports of this ESC a frame leaves through after its processing unit, in that order
+    /// (ETG.1000.4: 0 -> 3 -> 1 -> 2).
+    pub fn downstream_ports(&self) -> &'static [u8] {
+        match self.ports {
+            4 => &[3, 1, 2],
+            3 => &[3, 1],
+            _ => &[1],
+        }
+    }
 }
 
 /// A process-data sync manager of a device without a mailbox, as a real terminal's SII lists it
@@ -566,6 +610,8 @@ impl SegmentSpec {
                 coe: None,
                 sms: None,
                 timing: EscTiming::default(),
+                ports: 2,
+                upstream: None,
             })
             .collect();
         Self {
@@ -587,6 +633,7 @@ impl SegmentSpec {
         let devices = (0..n)
             .map(|i| DeviceSpec {
                 serial: i as u32 + 1,
+                upstream: None,
                 ..example.devices[i % example.devices.len()].clone()
             })
             .collect();
@@ -727,6 +774,8 @@ impl SegmentSpec {
                 file.device.len()
             )));
         }
+        // The entry each device comes from, for messages.
+        let mut entries: Vec<usize> = Vec::new();
         let mut devices = Vec::new();
         let mut pdi = 0usize;
         for (i, e) in file.device.iter().enumerate() {
@@ -788,6 +837,17 @@ impl SegmentSpec {
                 coe: None,
                 sms: None,
                 timing: timing(i, e.timing)?,
+                ports: match e.ports {
+                    None => 2,
+                    Some(p @ 2..=4) => p,
+                    Some(p) => {
+                        return Err(SpecError::Invalid(format!(
+                            "device[{i}].ports = {p}: an ESC has 2, 3 or 4 ports"
+                        )));
+                    }
+                },
+                // Resolved with the whole list (`wire`).
+                upstream: None,
             };
             let first = DeviceSpec {
                 coe: crate::odspec::coe_spec(i, e_coe(e), &first, pdos)?,
@@ -800,11 +860,26 @@ impl SegmentSpec {
             check_mapping(i, &first)?;
             check_sms(i, &first)?;
             for k in 0..e.count {
+                // `upstream` places the first device of the entry; the others follow it.
+                let upstream = match (k, e.upstream) {
+                    (0, Some([p, port])) => {
+                        Some((p as usize, u8::try_from(port).unwrap_or(u8::MAX)))
+                    }
+                    _ => None,
+                };
+                entries.push(i);
                 devices.push(DeviceSpec {
                     serial: e.serial.wrapping_add(k),
+                    upstream,
                     ..first.clone()
                 });
             }
+        }
+        let wiring = wiring(&devices).map_err(|(pos, why)| {
+            SpecError::Invalid(format!("device[{}] (position {pos}): {why}", entries[pos]))
+        })?;
+        for (d, up) in devices.iter_mut().zip(wiring) {
+            d.upstream = up;
         }
         Ok(Self {
             name: file
@@ -813,6 +888,107 @@ impl SegmentSpec {
             devices,
         })
     }
+}
+
+/// Where a device is plugged in: the position and port of the device before it (`None`: the
+/// master).
+pub type Upstream = Option<(usize, u8)>;
+
+/// Where each device is plugged in: its `upstream` where given (checked: a device before it,
+/// a port that device has and nothing else uses), else the first free port of the device
+/// before it in the order a frame leaves through them; and the list must be the processing
+/// order (depth first, ports 3, 1, 2), which is the order of the positions a master counts.
+/// The error names the position and why.
+pub fn wiring(devices: &[DeviceSpec]) -> Result<Vec<Upstream>, (usize, String)> {
+    let n = devices.len();
+    let mut children: Vec<[Option<usize>; 4]> = vec![[None; 4]; n];
+    let mut out = Vec::with_capacity(n);
+    for (i, d) in devices.iter().enumerate() {
+        let up = match (i, d.upstream) {
+            (0, None) => None,
+            (0, Some(_)) => {
+                return Err((
+                    0,
+                    "the first device faces the master: it has no upstream".into(),
+                ));
+            }
+            (_, Some((p, port))) => {
+                if p >= i {
+                    return Err((
+                        i,
+                        format!("upstream = [{p}, {port}]: position {p} is not before this one"),
+                    ));
+                }
+                let ports = devices[p].downstream_ports();
+                if !ports.contains(&port) {
+                    return Err((
+                        i,
+                        format!(
+                            "upstream = [{p}, {port}]: the device at position {p} has no port \
+                             {port} to plug into (its ports after 0: {ports:?})"
+                        ),
+                    ));
+                }
+                if let Some(other) = children[p][usize::from(port)] {
+                    return Err((
+                        i,
+                        format!(
+                            "upstream = [{p}, {port}]: port {port} of position {p} already \
+                             leads to position {other}"
+                        ),
+                    ));
+                }
+                Some((p, port))
+            }
+            (_, None) => {
+                let p = i - 1;
+                let free = devices[p]
+                    .downstream_ports()
+                    .iter()
+                    .copied()
+                    .find(|&q| children[p][usize::from(q)].is_none());
+                match free {
+                    Some(q) => Some((p, q)),
+                    None => {
+                        return Err((
+                            i,
+                            format!(
+                                "every port of position {p} is taken: say where this device is \
+                                 plugged in with upstream = [POSITION, PORT]"
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        if let Some((p, port)) = up {
+            children[p][usize::from(port)] = Some(i);
+        }
+        out.push(up);
+    }
+    // Depth first from position 0, ports in the order a frame leaves through them.
+    let mut order = Vec::with_capacity(n);
+    let mut stack = if n > 0 { vec![0] } else { vec![] };
+    while let Some(d) = stack.pop() {
+        order.push(d);
+        for &port in devices[d].downstream_ports().iter().rev() {
+            if let Some(c) = children[d][usize::from(port)] {
+                stack.push(c);
+            }
+        }
+    }
+    if let Some((k, &d)) = order.iter().enumerate().find(|(k, d)| *k != **d) {
+        return Err((
+            d,
+            format!(
+                "a frame reaches this device as the {}th, but it is listed at position {d}: \
+                 list the devices in the order a frame reaches them (depth first through \
+                 ports 3, 1, 2)",
+                k + 1
+            ),
+        ));
+    }
+    Ok(out)
 }
 
 /// Longest hop a device may be given: 100 µs (20 km of cable).
