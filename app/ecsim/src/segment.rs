@@ -178,6 +178,33 @@ impl Segment {
         self.reach
     }
 
+    /// Every device as `STATION:STATE`, `!CODE` after it with the AL error flag, `/off`
+    /// without power, `/unreachable` when no frame reaches it (the simulator's status line).
+    pub fn device_states(&self) -> String {
+        let mut out = String::new();
+        for (i, d) in self.devices.iter().enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(&format!("{:#06x}:{}", d.station_address(), d.al_state()));
+            if d.al_error() {
+                out.push_str(&format!("!{:#06x}", d.al_status_code()));
+            }
+            if !self.powered(i) {
+                out.push_str("/off");
+            } else if !self.reaches(i) {
+                out.push_str("/unreachable");
+            }
+        }
+        out
+    }
+
+    /// Whether frames reach the device at `position` (it and every device on its way from the
+    /// master have power and cable).
+    pub fn reaches(&self, position: usize) -> bool {
+        self.reachable.get(position).copied().unwrap_or(false)
+    }
+
     /// Whether the device at `position` has power (`power-off`/`power-on`).
     pub fn powered(&self, position: usize) -> bool {
         !self.off.get(position).copied().unwrap_or(true)
@@ -982,6 +1009,10 @@ mod wiring_tests {
             one(&mut s, Cmd::Fprd, phys(0x1002, 0x0130), 2).unwrap().1,
             0
         );
+        assert_eq!(
+            s.device_states(),
+            "0x1000:8 0x1001:8 0x1002:8/unreachable 0x1003:8/unreachable"
+        );
         apply(&mut s, "plug 2");
         assert_eq!(count(&mut s), Some(4));
         // Powered all along: they kept their address and state (OP from preconfigure).
@@ -1005,6 +1036,10 @@ mod wiring_tests {
             lost_links(&s, 2),
             [1, 0],
             "device 2 lost its link to the device without power"
+        );
+        assert_eq!(
+            s.device_states(),
+            "0x1000:8 0x1001:8/off 0x1002:8/unreachable"
         );
         apply(&mut s, "power-on 1");
         assert_eq!(count(&mut s), Some(3));
