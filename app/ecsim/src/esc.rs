@@ -176,6 +176,8 @@ pub struct Esc {
     dc: DcClock,
     /// The CoE server of a CoE device (`spec.coe`).
     coe: Option<CoeServer>,
+    /// The FoE server of a device with `[[device.file]]` (its files survive power cycles).
+    foe: Option<crate::foe::FoeServer>,
     /// The mailbox sync managers' device side.
     mbx: MailboxState,
     /// Process data bytes the device exchanges now (outputs, inputs): the SII's for a device
@@ -208,9 +210,11 @@ impl Esc {
             .map(|c| CoeServer::new(Od::build(&spec, c)));
         let pd_len = (spec.outputs, spec.inputs);
         let spec_dc = spec.dc_clock;
+        let foe = (!spec.files.is_empty()).then(|| crate::foe::FoeServer::new(&spec.files));
         let mut esc = Esc {
             drive: None,
             coe,
+            foe,
             mbx: MailboxState::default(),
             pd_len,
             spec,
@@ -280,6 +284,9 @@ impl Esc {
         self.mbx = MailboxState::default();
         if let Some(c) = &mut self.coe {
             c.reset();
+        }
+        if let Some(f) = &mut self.foe {
+            f.reset();
         }
         self.pd_len = (self.spec.outputs, self.spec.inputs);
         if self.spec.dc {
@@ -827,8 +834,9 @@ impl Esc {
             self.set_al_status(current, true, al_code::INVALID_STATE_CHANGE);
             return;
         }
+        // The simulator's bootstrap mailbox (SII words 0x14..0x17) is the standard one.
         if from == Init
-            && target == PreOp
+            && matches!(target, PreOp | Boot)
             && let Some(code) = self.check_mailbox_config()
         {
             self.set_al_status(current, true, code);
@@ -868,7 +876,7 @@ impl Esc {
             self.publish_inputs();
         }
         self.set_al_status(target as u8, false, 0);
-        if from == Init && target == PreOp {
+        if from == Init && matches!(target, PreOp | Boot) {
             self.mailbox_service();
         }
     }
@@ -1127,7 +1135,8 @@ impl Esc {
             return;
         }
         let st = self.al_state();
-        if !matches!(st, 2 | 4 | 8) {
+        // The mailbox runs in PRE-OP, SAFE-OP and OP; in BOOT for FoE only.
+        if !(matches!(st, 2 | 4 | 8) || (st == 3 && self.foe.is_some())) {
             return;
         }
         loop {
@@ -1188,8 +1197,27 @@ impl Esc {
         let Some(coe) = self.coe.as_mut() else {
             return;
         };
+        let boot = state == AlState::Boot;
         match mailbox::parse(&request, len) {
             Parsed::Error(detail) => self.mbx.queue.push_back(mailbox::error_reply(detail)),
+            // In BOOT a device runs its bootloader: FoE only.
+            Parsed::Coe(_) if boot => self
+                .mbx
+                .queue
+                .push_back(mailbox::error_reply(mailbox::error::UNSUPPORTED_PROTOCOL)),
+            Parsed::Foe(data) => match self.foe.as_mut() {
+                Some(foe) => {
+                    for r in foe.handle(data, boot, room) {
+                        self.mbx
+                            .queue
+                            .push_back(mailbox::frame(mailbox::kind::FOE, &r));
+                    }
+                }
+                None => self
+                    .mbx
+                    .queue
+                    .push_back(mailbox::error_reply(mailbox::error::UNSUPPORTED_PROTOCOL)),
+            },
             Parsed::Coe(data) => {
                 let img = Image {
                     outputs: &self.mem[out_at..out_at + out_len],

@@ -11,6 +11,7 @@ pub mod control;
 pub mod dc;
 pub mod esc;
 pub mod faults;
+pub mod foe;
 pub mod frame;
 pub mod inproc;
 pub mod mailbox;

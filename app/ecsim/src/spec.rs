@@ -197,6 +197,107 @@ struct DeviceEntry {
     /// Where the device is plugged in: `[position, port]` of a device before it.
     #[serde(default)]
     upstream: Option<[u32; 2]>,
+    /// Files served over FoE (a CoE device only; see [`FileSpec`]).
+    #[serde(default)]
+    file: Vec<FileEntry>,
+}
+
+/// One `[[device.file]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileEntry {
+    name: String,
+    /// The content as text; or `size` bytes of a counting pattern (a firmware image).
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    size: Option<u32>,
+    #[serde(default)]
+    writable: bool,
+    #[serde(default)]
+    password: u32,
+    #[serde(default)]
+    boot: bool,
+    #[serde(default)]
+    max_bytes: Option<u32>,
+}
+
+/// Most files a device lists.
+pub const MAX_FILES: usize = 16;
+/// Largest FoE file content: 16 MiB (a drive's firmware image).
+pub const MAX_FOE_FILE_BYTES: u32 = 16 << 20;
+
+/// A file a device serves over FoE (`[[device.file]]`): its name, content, whether a master
+/// may write it (replacing the content, at most `max_bytes`), the password a request must
+/// carry (0: none), and whether the device serves it only in BOOT (firmware).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSpec {
+    pub name: String,
+    pub content: Vec<u8>,
+    pub writable: bool,
+    pub password: u32,
+    pub boot: bool,
+    pub max_bytes: u32,
+}
+
+/// `device[i].file`: names unique and printable, contents and limits within bounds, a CoE
+/// device (FoE travels through its mailbox).
+fn files(i: usize, e: &DeviceEntry) -> Result<Vec<FileSpec>, SpecError> {
+    if e.file.is_empty() {
+        return Ok(Vec::new());
+    }
+    let bad =
+        |k: usize, why: String| Err(SpecError::Invalid(format!("device[{i}].file[{k}]: {why}")));
+    if !e.coe && e.profile.is_none() {
+        return bad(
+            0,
+            "FoE needs a mailbox: the device must be a CoE device (coe = true)".into(),
+        );
+    }
+    if e.file.len() > MAX_FILES {
+        return bad(
+            MAX_FILES,
+            format!("{} files: a device lists at most {MAX_FILES}", e.file.len()),
+        );
+    }
+    let mut out: Vec<FileSpec> = Vec::new();
+    for (k, f) in e.file.iter().enumerate() {
+        check_name(&format!("device[{i}].file[{k}].name"), &f.name)?;
+        if out.iter().any(|o| o.name == f.name) {
+            return bad(k, format!("name {:?} is listed twice", f.name));
+        }
+        let content = match (&f.text, f.size) {
+            (Some(_), Some(_)) => return bad(k, "give text or size, not both".into()),
+            (Some(t), None) => t.clone().into_bytes(),
+            (None, Some(n)) => (0..n).map(|b| (b % 251) as u8).collect(),
+            (None, None) => Vec::new(),
+        };
+        let max_bytes = f.max_bytes.unwrap_or(MAX_FOE_FILE_BYTES);
+        if content.len() as u64 > u64::from(MAX_FOE_FILE_BYTES) || max_bytes > MAX_FOE_FILE_BYTES {
+            return bad(
+                k,
+                format!("content and max_bytes are at most {MAX_FOE_FILE_BYTES} bytes"),
+            );
+        }
+        if content.len() as u64 > u64::from(max_bytes) {
+            return bad(
+                k,
+                format!(
+                    "the content ({} bytes) is larger than max_bytes = {max_bytes}",
+                    content.len()
+                ),
+            );
+        }
+        out.push(FileSpec {
+            name: f.name.clone(),
+            content,
+            writable: f.writable,
+            password: f.password,
+            boot: f.boot,
+            max_bytes,
+        });
+    }
+    Ok(out)
 }
 
 /// One `[device.timing]`, in microseconds.
@@ -461,6 +562,8 @@ pub struct DeviceSpec {
     /// Where the device is plugged in: the position of a device before it and that device's
     /// port; `None` for the first device, which faces the master.
     pub upstream: Upstream,
+    /// Files the device serves over FoE (`[[device.file]]`); empty: no FoE.
+    pub files: Vec<FileSpec>,
 }
 
 impl DeviceSpec {
@@ -612,6 +715,7 @@ impl SegmentSpec {
                 timing: EscTiming::default(),
                 ports: 2,
                 upstream: None,
+                files: Vec::new(),
             })
             .collect();
         Self {
@@ -846,8 +950,9 @@ impl SegmentSpec {
                         )));
                     }
                 },
-                // Resolved with the whole list (`wire`).
+                // Resolved with the whole list (`wiring`).
                 upstream: None,
+                files: files(i, e)?,
             };
             let first = DeviceSpec {
                 coe: crate::odspec::coe_spec(i, e_coe(e), &first, pdos)?,
@@ -2494,5 +2599,49 @@ mod limits {
                 .sum();
             prop_assert_eq!(s.pdi_bytes(), pdi);
         }
+    }
+}
+
+#[cfg(test)]
+mod file_tests {
+    use super::*;
+
+    #[test]
+    fn file_descriptions_are_checked_naming_the_file() {
+        let dev = "[[device]]\ncoe = true\ninputs = 2\n";
+        for (files, why) in [
+            (
+                "[[device.file]]\nname = \"a\"\n[[device.file]]\nname = \"a\"\n",
+                "device[0].file[1]: name \"a\" is listed twice",
+            ),
+            (
+                "[[device.file]]\nname = \"a\"\ntext = \"x\"\nsize = 3\n",
+                "device[0].file[0]: give text or size, not both",
+            ),
+            (
+                "[[device.file]]\nname = \"a\"\nsize = 10\nmax_bytes = 5\n",
+                "larger than max_bytes = 5",
+            ),
+            (
+                "[[device.file]]\nname = \"a\"\nsize = 16777217\n",
+                "at most 16777216 bytes",
+            ),
+            ("[[device.file]]\nname = \"\"\n", "device[0].file[0].name"),
+        ] {
+            let e = SegmentSpec::from_toml(&format!("{dev}{files}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{files}: {e}");
+        }
+        let e = SegmentSpec::from_toml("[[device]]\ninputs = 2\n[[device.file]]\nname = \"a\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("FoE needs a mailbox"), "{e}");
+        let s = SegmentSpec::from_toml(&format!(
+            "{dev}[[device.file]]\nname = \"fw\"\nsize = 300\nboot = true\n"
+        ))
+        .unwrap();
+        let f = &s.devices[0].files[0];
+        assert_eq!((f.content.len(), f.boot, f.writable), (300, true, false));
     }
 }
