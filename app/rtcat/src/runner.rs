@@ -58,6 +58,8 @@ pub struct Job {
     pub axes: Option<rtcat_master::axes::AxesReport>,
     /// Where the floor benchmark leaves its results (`app` is a [`crate::floor::FloorPing`]).
     pub floor: Option<Arc<crate::floor::FloorReport>>,
+    /// The shared image's handout (`[shm]`): the control socket serves it.
+    pub shm: Option<rtcat_master::shm::Hub>,
 }
 
 /// What a finished job reports.
@@ -232,6 +234,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 layout.clone(),
                 client.clone(),
                 job.axes.clone(),
+                job.shm.clone(),
             ),
             job.cfg.control.socket.as_deref(),
             more_tx,
@@ -480,16 +483,27 @@ fn set_control(cfg: &mut Config, sock: Option<&std::path::Path>) -> Result<(), E
     Ok(())
 }
 
-/// Wrap the job's application in the shared-memory image when `[shm] name` / `--shm` is set.
-fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<Box<dyn Application>, ExitCode> {
+/// The job's application, and the handout of the shared image (format v3).
+type WithShm = (Box<dyn Application>, Option<rtcat_master::shm::Hub>);
+
+/// Wrap the job's application in the shared image when `[shm] name` / `--shm` is set. The
+/// image is handed out over the control socket only (nothing in /dev/shm): without one it is
+/// a usage error.
+fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<WithShm, ExitCode> {
     if cfg.shm.name.is_none() {
-        return Ok(app);
+        return Ok((app, None));
     }
-    let gid = cfg.ipc.gid().map_err(usage)?.map(|g| g.as_raw());
+    if cfg.control.socket.is_none() {
+        return Err(usage(
+            "--shm / shm.name: the shared image is handed out over the control socket (format \
+             v3, nothing is created in /dev/shm): set --control SOCK or [control] socket",
+        ));
+    }
     let period_ns = u64::from(cfg.cycle.period_us) * 1000;
-    match rtcat_master::shm::SharedImage::new(app, &cfg.shm, gid, period_ns) {
+    let hub = rtcat_master::shm::Hub::new();
+    match rtcat_master::shm::SharedImage::new(app, &cfg.shm, hub.clone(), period_ns) {
         // The axes' drives are commanded by the master only (limits, enable policy).
-        Ok(s) => Ok(Box::new(s.with_axes(&cfg.axis))),
+        Ok(s) => Ok((Box::new(s.with_axes(&cfg.axis)), Some(hub))),
         Err(e) => Err(usage(format_args!("--shm / shm.name: {e}"))),
     }
 }
@@ -596,7 +610,7 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
     } else {
         Box::new(ZeroOutputs)
     };
-    let app = match with_shm(app, &cfg) {
+    let (app, shm) = match with_shm(app, &cfg) {
         Ok(a) => a,
         Err(c) => return c,
     };
@@ -656,6 +670,7 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
             live,
             axes,
             floor,
+            shm,
         }),
         true,
     );
@@ -709,7 +724,7 @@ pub fn run_command(a: RunArgs) -> ExitCode {
     } else {
         Box::new(ZeroOutputs)
     };
-    let app = match with_shm(app, &cfg) {
+    let (app, shm) = match with_shm(app, &cfg) {
         Ok(a) => a,
         Err(c) => return c,
     };
@@ -730,6 +745,7 @@ pub fn run_command(a: RunArgs) -> ExitCode {
         live: Arc::new(Live::default()),
         axes,
         floor: None,
+        shm,
     });
     notifier.notify("STOPPING=1");
     finish(r, false)
