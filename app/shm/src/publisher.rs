@@ -573,8 +573,13 @@ impl Publisher {
         let mut active = false;
         for (k, slot) in self.slots.iter_mut().enumerate() {
             let image_slot = self.g.slot_offset(k);
-            // A new object for this slot, from the broker (a swap: no lock, no allocation).
-            let fresh = b.incoming[k].swap(std::ptr::null_mut(), Ordering::AcqRel);
+            // A new object for this slot, from the broker (a swap: no lock, no allocation). A
+            // plain load first: the locked exchange only when there is something to take.
+            let fresh = if b.incoming[k].load(Ordering::Relaxed).is_null() {
+                std::ptr::null_mut()
+            } else {
+                b.incoming[k].swap(std::ptr::null_mut(), Ordering::AcqRel)
+            };
             if !fresh.is_null() {
                 if slot.view != View::Free {
                     events.push(WriterEvent {
