@@ -301,8 +301,8 @@ pub struct RunArgs {
     /// [control] socket
     #[arg(long, value_name = "SOCK")]
     pub control: Option<PathBuf>,
-    /// Publish the process image as the shared-memory object /dev/shm/NAME (overrides
-    /// [shm].name)
+    /// Share the process image, labelled NAME, handed out over the control socket (needs
+    /// --control or [control] socket; overrides [shm].name)
     #[arg(long, value_name = "NAME")]
     pub shm: Option<String>,
 }
@@ -373,8 +373,8 @@ pub struct BenchArgs {
     /// With --sim: accept the simulator's fault commands (`rtcat sim-ctl`) on this socket
     #[arg(long, value_name = "PATH", requires = "sim", hide = true)]
     pub sim_control: Option<PathBuf>,
-    /// Publish the process image as the shared-memory object /dev/shm/NAME (overrides
-    /// [shm].name)
+    /// Share the process image, labelled NAME, handed out over the control socket (needs
+    /// --control or [control] socket; overrides [shm].name)
     #[arg(long, value_name = "NAME", conflicts_with = "timer_only")]
     pub shm: Option<String>,
     /// Also measure the floor: every cycle, at mid-period, a bare ping of the cyclic frame's size
