@@ -277,11 +277,15 @@ for want in 'User=rtcat' 'Type=notify' 'WatchdogSec=' 'Restart=on-failure' 'Prot
 	'AmbientCapabilities=CAP_SYS_NICE CAP_IPC_LOCK CAP_NET_RAW' 'CapabilityBoundingSet=CAP_SYS_NICE CAP_IPC_LOCK CAP_NET_RAW'; do
 	grep -q "^$want" rootfs-overlay/usr/lib/systemd/system/rtcat.service || fail "rtcat.service: no '$want'"
 done
-# The master never talks IP: no IPAddressAllow may open what IPAddressDeny=any closes. The shm
-# image and the control socket reach the clients through /dev/shm and /run/rtcat.
-for want in 'IPAddressDeny=any' 'BindPaths=/dev/shm' 'RuntimeDirectory=rtcat' 'SupplementaryGroups=rtcat-clients'; do
+# The master never talks IP: no IPAddressAllow may open what IPAddressDeny=any closes. The
+# control socket (which also hands out the shm image, format v3) reaches the clients through
+# /run/rtcat; the master needs nothing of the host's /dev/shm.
+for want in 'IPAddressDeny=any' 'RuntimeDirectory=rtcat' 'SupplementaryGroups=rtcat-clients'; do
 	grep -q "^$want" rootfs-overlay/usr/lib/systemd/system/rtcat.service || fail "rtcat.service: no '$want'"
 done
+if grep -q '^BindPaths=/dev/shm' rootfs-overlay/usr/lib/systemd/system/rtcat.service; then
+	fail "rtcat.service: BindPaths=/dev/shm (the shm image is handed out over the control socket)"
+fi
 if grep -q '^IPAddressAllow=' rootfs-overlay/usr/lib/systemd/system/rtcat.service; then
 	fail "rtcat.service: IPAddressAllow= (the master must keep IPAddressDeny=any alone)"
 fi

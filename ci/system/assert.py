@@ -413,15 +413,18 @@ def evaluate(facts, guest, a):
         f"{one('exporter.active')}, {http!r}, rtcat_up {up!r}, rtcat_cycles_total {cycles!r}"
         + ("" if has_control else " (no [control] socket in the shipped config: rtcat_up not required)"),
     )
-    # The shared process image the shipped config asks for: the service's object in the host's
-    # /dev/shm, for the client group only, live.
+    # The shared process image the shipped config asks for (format v3): a memfd of the service,
+    # live, and nothing of it in /dev/shm.
     if shipped.get("shm", {}).get("name"):
-        obj, magic, state = one("shm.object"), one("shm.magic"), one("shm.state")
+        memfd, magic, state, devshm = one("shm.memfd"), one("shm.magic"), one("shm.state"), one("shm.devshm")
         chk(
             "shm.published",
-            obj == "660 rtcat rtcat-clients" and magic == "52 54 43 41 54 50 49 00" and state == "1",
-            f"mode/owner/group {obj!r}, magic {magic!r}, state {state!r} (want '660 rtcat "
-            "rtcat-clients', RTCATPI\\0, 1 = LIVE)",
+            memfd.startswith("/memfd:rtcat:rtcat")
+            and magic == "52 54 43 41 54 50 49 00"
+            and state == "1"
+            and devshm == "0",
+            f"descriptor {memfd!r}, magic {magic!r}, state {state!r}, rtcat files in /dev/shm {devshm!r} "
+            "(want /memfd:rtcat:rtcat, RTCATPI\\0, 1 = LIVE, 0)",
         )
     chk(
         "systemctl.failed_empty",
@@ -766,10 +769,10 @@ def cmd_self_test(a):
         ("exporter.serves", "rtcat-exporter.service not running", set_fact("exporter.active", "failed")),
         ("exporter.serves", "the page is not a 200", set_fact("exporter.http", "HTTP/1.1 503 Service Unavailable")),
         ("exporter.serves", "no rtcat_up on the page", set_fact("exporter.up", "")),
-        ("shm.published", "the object readable by everybody", set_fact("shm.object", "664 rtcat rtcat-clients")),
-        ("shm.published", "the object in the master's own group", set_fact("shm.object", "660 rtcat rtcat")),
+        ("shm.published", "an object in /dev/shm (found by name)", set_fact("shm.devshm", "1")),
+        ("shm.published", "not an rtcat image", set_fact("shm.magic", "00 00 00 00 00 00 00 00")),
         ("shm.published", "the master stopped (state STOPPED)", set_fact("shm.state", "4")),
-        ("shm.published", "no object", set_fact("shm.object", "stat: cannot statx '/dev/shm/rtcat'")),
+        ("shm.published", "no image among the service's descriptors", set_fact("shm.memfd", "none")),
         ("recovery.powercycle", "rtcat restarted by systemd to recover", set_fact("powercycle.mainpid", "99999")),
         ("recovery.simrestart", "no recovery", set_fact("simrestart.recovered", "no")),
         (

@@ -229,13 +229,21 @@ say exporter.http "$(head -n 1 <<<"$metrics")"
 say exporter.up "$(sed -n 's/^rtcat_up //p' <<<"$metrics")"
 say exporter.cycles "$(sed -n 's/^rtcat_cycles_total //p' <<<"$metrics")"
 # ---- the shared process image ([shm] name = "rtcat" in the shipped config) ---------------------
-# Published by the sandboxed service into the host's /dev/shm (BindPaths), mode 0660, group
-# rtcat-clients; the header's magic (offset 0) and state (u32 at 36: 1 = LIVE) read with od.
-say shm.object "$(stat -c '%a %U %G' /dev/shm/rtcat 2>&1)"
-say shm.magic "$(od -An -tx1 -N8 /dev/shm/rtcat 2>&1 | tr -s ' ' | sed 's/^ //')"
-say shm.state "$(od -An -tu4 -j36 -N4 /dev/shm/rtcat 2>&1 | tr -d ' ')"
+# Format v3: a sealed memfd the master hands out over its control socket, nothing in /dev/shm.
+# Found among the service's descriptors by its name (/memfd:rtcat:rtcat); its header's magic
+# (offset 0) and state (u32 at 36: 1 = LIVE) read through /proc with od.
+shm_fd=""
+for f in /proc/"$pid"/fd/*; do
+	case "$(readlink "$f" 2>/dev/null)" in "/memfd:rtcat:rtcat"*) shm_fd=$f; break ;; esac
+done
+say shm.memfd "$(readlink "$shm_fd" 2>/dev/null || echo none)"
+say shm.magic "$(od -An -tx1 -N8 "${shm_fd:-/nonexistent}" 2>&1 | tr -s ' ' | sed 's/^ //')"
+say shm.state "$(od -An -tu4 -j36 -N4 "${shm_fd:-/nonexistent}" 2>&1 | tr -d ' ')"
+n_shm=0
+for f in /dev/shm/rtcat*; do [ -e "$f" ] && n_shm=$((n_shm + 1)); done
+say shm.devshm "$n_shm"
 # HOOK (shared-memory client, app/clients/python/rtcat_shm.py): run as a member of rtcat-clients,
-#   runuser -u nobody -g rtcat-clients -- python3 rtcat_shm.py rtcat --dump
+#   runuser -u nobody -g rtcat-clients -- python3 rtcat_shm.py /run/rtcat/control.sock --dump --master-uid "$(id -u rtcat)"
 # once the guest's rootfs has python3 and the client is installed there; say shm.dump "...".
 
 # ---- doctor and failed units -----------------------------------------------------------------

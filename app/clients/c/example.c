@@ -2,16 +2,17 @@
  * output, writes a counter into it, and prints the input that echoes it.
  *
  *   cc -std=c11 -O2 -o rtcat-shm-example app/clients/c/example.c
- *   ./rtcat-shm-example NAME [OUTPUT [INPUT [LOOPS]]]
+ *   ./rtcat-shm-example SOCKET [OUTPUT [INPUT [LOOPS]]]
  *
- * Defaults fit the simulated reference segment (`rtcat bench --sim --shm NAME`), whose
+ * SOCKET is the master's control socket. Defaults fit the simulated reference segment
+ * (`rtcat bench --sim --shm NAME --control SOCKET`), whose
  * subdevices echo output byte k into input byte k+4 XOR 0x5a: OUTPUT "0:Outputs.Output 1",
  * INPUT "0:Inputs.Input 2", 20 loops. Each printed line is
  *   cycle=C wrote=V read=R
  * where R is the input of a snapshot two cycles after the first one showing V in the outputs.
- * RTCAT_MASTER_UID=UID in the environment: the uid the master runs as (default: ours); an
- * object of another owner is refused. Exit 0, 1 on a runtime
- * error (no such object, ...), 2 on a usage error.
+ * RTCAT_MASTER_UID=UID in the environment: the uid the master runs as (default: ours); a
+ * socket whose peer runs as another uid is refused. Exit 0, 1 on a runtime error (no master,
+ * refused, ...), 2 on a usage error.
  */
 #define _POSIX_C_SOURCE 200809L
 #define RTCAT_SHM_IMPLEMENTATION
@@ -35,7 +36,7 @@ static int fail(const char *what, int err) {
 
 int main(int argc, char **argv) {
     if (argc < 2 || argc > 5 || argv[1][0] == '-') {
-        fprintf(stderr, "usage: %s NAME [OUTPUT [INPUT [LOOPS]]]\n", argv[0]);
+        fprintf(stderr, "usage: %s SOCKET [OUTPUT [INPUT [LOOPS]]]\n", argv[0]);
         return 2;
     }
     const char *name = argv[1];

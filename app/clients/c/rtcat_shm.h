@@ -1,10 +1,17 @@
-/* rtcat_shm.h -- client of rtcat's shared-memory process image (format v2, app/shm/FORMAT.md).
+/* rtcat_shm.h -- client of rtcat's shared-memory process image (format v3, app/shm/FORMAT.md).
  *
- * Single header, C11 + POSIX.1-2008, libc only. In exactly one translation unit:
+ * Single header, C11 + POSIX.1-2008 + Linux (SO_PEERCRED, memfd seals), libc only. In exactly
+ * one translation unit:
  *
- *     #define _POSIX_C_SOURCE 200809L   (before the first #include; for shm_open, O_CLOEXEC)
+ *     #define _POSIX_C_SOURCE 200809L   (before the first #include; for O_CLOEXEC)
  *     #define RTCAT_SHM_IMPLEMENTATION
  *     #include "rtcat_shm.h"
+ *
+ * The image is handed out by the running master over its control socket (--control SOCK): the
+ * client checks the socket's peer (SO_PEERCRED, unix(7)) against the master's uid before it asks
+ * anything, and receives the image as a sealed memfd (SCM_RIGHTS), mapped read-only. A writer
+ * gets an object of its own the same way; claims are requests the master records. Nothing is
+ * looked up in /dev/shm.
  *
  * Everything in the object is untrusted input: every offset and size is checked against the
  * object's real size (fstat) before it is used, the layout JSON is parsed with bounds checks, and
@@ -29,18 +36,18 @@
 extern "C" {
 #endif
 
-#define RTCAT_SHM_ABI_VERSION 2u
+#define RTCAT_SHM_ABI_VERSION 3u
 
 /* Error codes (negative; 0 is success). rtcat_shm_strerror() names them. */
 enum rtcat_shm_error {
     RTCAT_SHM_OK = 0,
-    RTCAT_SHM_EINVAL = -1,     /* bad argument (NULL, name not [A-Za-z0-9_.-]{1,200}, ...) */
-    RTCAT_SHM_ENOENT = -2,     /* no shared-memory object of that name */
+    RTCAT_SHM_EINVAL = -1,     /* bad argument (NULL, socket path longer than 107 bytes, ...) */
+    RTCAT_SHM_ENOENT = -2,     /* no control socket at that path (no master running?) */
     RTCAT_SHM_EACCES = -3,     /* permission denied (not in the [ipc] group?) */
     RTCAT_SHM_ESYS = -4,       /* another system call failure (errno is kept) */
     RTCAT_SHM_ESHORT = -5,     /* object shorter than its header or than the sizes it declares */
     RTCAT_SHM_EMAGIC = -6,     /* not an rtcat process image (magic) */
-    RTCAT_SHM_EABI = -7,       /* ABI version other than 2 */
+    RTCAT_SHM_EABI = -7,       /* ABI version other than 3 */
     RTCAT_SHM_EHEADER = -8,    /* header fields inconsistent or out of bounds */
     RTCAT_SHM_ELAYOUT = -9,    /* layout JSON malformed, or disagreeing with the header */
     RTCAT_SHM_ENOTLIVE = -10,  /* the master has not published yet, or has stopped */
@@ -53,8 +60,10 @@ enum rtcat_shm_error {
     RTCAT_SHM_EBUSY = -17,     /* no consistent snapshot within the retry budget */
     RTCAT_SHM_ENOMEM = -18,    /* out of memory */
     RTCAT_SHM_ESTALE = -19,    /* the master marked this writer stale, or took its slot */
-    RTCAT_SHM_ENOTMASTER = -20, /* the object is not owned by the master's uid: refused */
-    RTCAT_SHM_EMASTER = -21    /* the entry is driven by the master (an [[axis]]) */
+    RTCAT_SHM_ENOTMASTER = -20, /* the socket's peer does not run as the master's uid: refused */
+    RTCAT_SHM_EMASTER = -21,   /* the entry is driven by the master (an [[axis]]) */
+    RTCAT_SHM_EREFUSED = -22,  /* the master refused the request (rtcat_shm.last_error says why) */
+    RTCAT_SHM_EPROTO = -23     /* the master's reply is malformed, or carries no/unsealed object */
 };
 
 /* Object state (header offset 36). */
@@ -113,6 +122,9 @@ typedef struct rtcat_shm {
     size_t n_entries;
     char *names; /* storage of the entry names */
     int last_errno;
+    uint32_t master_uid;
+    char socket[108];      /* the master's control socket (sun_path) */
+    char last_error[256];  /* the master's message of the last refused request */
 } rtcat_shm;
 
 /* One consistent snapshot. Buffers belong to the snapshot (rtcat_shm_snapshot_init/free). */
@@ -127,24 +139,28 @@ typedef struct rtcat_shm_snapshot {
     void *buf;
 } rtcat_shm_snapshot;
 
-/* A writer slot this process holds. */
+/* A writer this process holds: its own object (its slot), handed out by the master. */
 typedef struct rtcat_shm_writer {
     rtcat_shm *shm;
     uint32_t slot; /* 0-based */
     int declared;  /* the slot was declared in the config (its name is the master's) */
     uint64_t seq;
+    uint8_t *base; /* the writer object's mapping */
+    size_t size;
+    uint8_t *owned; /* [output_entries]: 1 = this writer owns the row (declared or claimed) */
 } rtcat_shm_writer;
 
 const char *rtcat_shm_strerror(int err);
 const char *rtcat_shm_type_name(int type);
 
-/* Attach to /NAME of a master running as `master_uid` (its service user): an object owned by any
- * other uid is refused with RTCAT_SHM_ENOTMASTER before it is mapped (/dev/shm is world-writable:
- * anyone can plant an object with a valid header). Validates the header and the layout, maps
- * the object. `*s` is zeroed first; on error nothing stays open. */
-int rtcat_shm_attach_owned_by(rtcat_shm *s, const char *name, uint32_t master_uid);
+/* Attach to the image of the master whose control socket is `socket_path`, running as
+ * `master_uid` (its service user): a socket whose peer runs as any other uid is refused with
+ * RTCAT_SHM_ENOTMASTER before anything is asked. The image comes as a sealed memfd with the
+ * reply; the header and the layout are validated, the image is mapped read-only. `*s` is zeroed
+ * first; on error nothing stays open. */
+int rtcat_shm_attach_owned_by(rtcat_shm *s, const char *socket_path, uint32_t master_uid);
 /* rtcat_shm_attach_owned_by with this process's effective uid (a master of the same user). */
-int rtcat_shm_attach(rtcat_shm *s, const char *name);
+int rtcat_shm_attach(rtcat_shm *s, const char *socket_path);
 void rtcat_shm_detach(rtcat_shm *s);
 /* Current state (enum rtcat_shm_state); RTCAT_SHM_REPLACED also when the generation changed. */
 int rtcat_shm_state(const rtcat_shm *s);
@@ -167,8 +183,10 @@ int rtcat_shm_get_bytes(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e
 int64_t rtcat_shm_get_int(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e);
 double rtcat_shm_get_real(const rtcat_shm_snapshot *snap, const rtcat_shm_entry *e);
 
-/* Writers: attach as NAME (at most 31 bytes; a slot declared in the config for that name is
- * taken, else a free undeclared one), claim output entries, write them, keep the heartbeat. */
+/* Writers: attach as NAME (at most 31 bytes; the master hands out the slot declared in its
+ * config for that name, else a free undeclared one), claim output entries (requests the master
+ * grants or refuses: RTCAT_SHM_EOWNED, RTCAT_SHM_EMASTER, RTCAT_SHM_EREFUSED), write them, keep
+ * the heartbeat. */
 int rtcat_shm_writer_attach(rtcat_shm *s, const char *name, rtcat_shm_writer *w);
 int rtcat_shm_claim(rtcat_shm_writer *w, const rtcat_shm_entry *e);
 int rtcat_shm_release(rtcat_shm_writer *w, const rtcat_shm_entry *e);
@@ -188,7 +206,7 @@ int rtcat_shm_heartbeat(rtcat_shm_writer *w);
 /* The last cycle the master took a consistent copy of this writer's staged outputs: that it
  * takes the writes, not which one (find the value in a snapshot's outputs: FORMAT.md, Write). */
 uint64_t rtcat_shm_applied_cycle(const rtcat_shm_writer *w);
-/* Release this writer's claims and its slot. */
+/* Give the slot back (the master then ends its claims) and unmap the writer's object. */
 void rtcat_shm_writer_detach(rtcat_shm_writer *w);
 
 #ifdef __cplusplus
@@ -207,8 +225,27 @@ void rtcat_shm_writer_detach(rtcat_shm_writer *w);
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
+
+/* Linux values (linux/fcntl.h, asm-generic/socket.h, linux/socket.h): glibc declares them only
+ * with _GNU_SOURCE, which this header does not require. */
+#ifndef F_GET_SEALS
+#define F_GET_SEALS 1034
+#endif
+#ifndef SO_PEERCRED
+#define SO_PEERCRED 17
+#endif
+#ifndef MSG_CMSG_CLOEXEC
+#define MSG_CMSG_CLOEXEC 0x40000000
+#endif
+#define RTCAT__SEAL_SEAL 0x1
+#define RTCAT__SEAL_SHRINK 0x2
+#define RTCAT__SEAL_GROW 0x4
+#define RTCAT__SEAL_FUTURE_WRITE 0x10
 
 #if !defined(O_CLOEXEC) || !defined(O_NOFOLLOW)
 #error "rtcat_shm.h's implementation needs POSIX.1-2008: #define _POSIX_C_SOURCE 200809L (or _DEFAULT_SOURCE) before the first #include"
@@ -270,13 +307,13 @@ enum {
 const char *rtcat_shm_strerror(int err) {
     switch (err) {
     case RTCAT_SHM_OK: return "success";
-    case RTCAT_SHM_EINVAL: return "invalid argument (object names are [A-Za-z0-9_.-]{1,200}, not starting with '.')";
-    case RTCAT_SHM_ENOENT: return "no such shared-memory object (is the master running with [shm] name?)";
-    case RTCAT_SHM_EACCES: return "permission denied (the object belongs to the [ipc] group)";
+    case RTCAT_SHM_EINVAL: return "invalid argument (a socket path has at most 107 bytes)";
+    case RTCAT_SHM_ENOENT: return "no control socket at that path (is the master running with --control and --shm?)";
+    case RTCAT_SHM_EACCES: return "permission denied (the control socket belongs to the [ipc] group)";
     case RTCAT_SHM_ESYS: return "system call failed";
     case RTCAT_SHM_ESHORT: return "object shorter than its header or than the sizes it declares";
     case RTCAT_SHM_EMAGIC: return "not an rtcat process image (bad magic)";
-    case RTCAT_SHM_EABI: return "unsupported ABI version (this client reads version 2)";
+    case RTCAT_SHM_EABI: return "unsupported ABI version (this client reads version 3)";
     case RTCAT_SHM_EHEADER: return "header fields inconsistent or out of bounds";
     case RTCAT_SHM_ELAYOUT: return "layout JSON malformed or disagreeing with the header";
     case RTCAT_SHM_ENOTLIVE: return "the master is not publishing (starting or stopped)";
@@ -289,8 +326,10 @@ const char *rtcat_shm_strerror(int err) {
     case RTCAT_SHM_EBUSY: return "no consistent snapshot within the retry budget";
     case RTCAT_SHM_ENOMEM: return "out of memory";
     case RTCAT_SHM_ESTALE: return "the master marked this writer stale";
-    case RTCAT_SHM_ENOTMASTER: return "the object does not belong to the master's uid: refused (not created by the master)";
+    case RTCAT_SHM_ENOTMASTER: return "the control socket's peer does not run as the master's uid: refused (not the master)";
     case RTCAT_SHM_EMASTER: return "the entry is driven by the master (an [[axis]]): no writer can own it";
+    case RTCAT_SHM_EREFUSED: return "the master refused the request (see last_error)";
+    case RTCAT_SHM_EPROTO: return "malformed reply of the master, or no sealed object with it";
     default: return "unknown error";
     }
 }
@@ -898,21 +937,6 @@ static int rtcat__parse_layout(rtcat_shm *s) {
     return RTCAT_SHM_OK;
 }
 
-static int rtcat__valid_name(const char *name) {
-    size_t n = 0;
-    if (!name || name[0] == '.' || name[0] == 0)
-        return 0;
-    for (; name[n]; n++) {
-        char c = name[n];
-        if (n >= RTCAT__NAME_MAX)
-            return 0;
-        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-              c == '_' || c == '.' || c == '-'))
-            return 0;
-    }
-    return 1;
-}
-
 /* Header checks: everything the client later dereferences lies inside the object. */
 static int rtcat__check_header(rtcat_shm *s) {
     const uint8_t *h = s->base;
@@ -975,57 +999,221 @@ static int rtcat__check_header(rtcat_shm *s) {
     return RTCAT_SHM_OK;
 }
 
-int rtcat_shm_attach(rtcat_shm *s, const char *name) {
-    return rtcat_shm_attach_owned_by(s, name, (uint32_t)geteuid());
+/* ---- the handout: one request on the master's control socket ---- */
+
+/* What a reply says (the fields the client needs). */
+typedef struct {
+    int ok, saw_ok;
+    uint64_t slot, bytes, generation;
+    int declared;
+    char error[256];
+} rtcat__reply;
+
+static int rtcat__data_member(rtcat__js *j, const char *key, void *ctx, int depth) {
+    rtcat__reply *r = (rtcat__reply *)ctx;
+    if (strcmp(key, "slot") == 0)
+        return rtcat__uint(j, 0xffffffffu, &r->slot);
+    if (strcmp(key, "bytes") == 0)
+        return rtcat__uint(j, (uint64_t)1 << 40, &r->bytes);
+    if (strcmp(key, "generation") == 0)
+        return rtcat__uint(j, 0xffffffffu, &r->generation);
+    if (strcmp(key, "declared") == 0) {
+        rtcat__ws(j);
+        r->declared = j->p < j->end && *j->p == 't';
+        return rtcat__skip(j, depth);
+    }
+    return rtcat__skip(j, depth);
 }
 
-int rtcat_shm_attach_owned_by(rtcat_shm *s, const char *name, uint32_t master_uid) {
-    char path[RTCAT__NAME_MAX + 2];
+static int rtcat__reply_member(rtcat__js *j, const char *key, void *ctx, int depth) {
+    rtcat__reply *r = (rtcat__reply *)ctx;
+    if (strcmp(key, "ok") == 0) {
+        rtcat__ws(j);
+        r->saw_ok = 1;
+        r->ok = j->p < j->end && *j->p == 't';
+        return rtcat__skip(j, depth);
+    }
+    if (strcmp(key, "data") == 0) {
+        rtcat__ws(j);
+        if (j->p < j->end && *j->p == '{')
+            return rtcat__object(j, depth, rtcat__data_member, r);
+        return rtcat__skip(j, depth);
+    }
+    if (strcmp(key, "error") == 0) {
+        const char *start = j->p;
+        if (rtcat__str(j, r->error, sizeof r->error) == 0)
+            return 0;
+        j->p = start; /* longer than the buffer: keep a prefix-less note, skip it */
+        snprintf(r->error, sizeof r->error, "(message too long)");
+        return rtcat__skip(j, depth);
+    }
+    return rtcat__skip(j, depth);
+}
+
+/* Send `req` (one JSON line, '\n' included) to the master at s->socket after checking the peer's
+ * uid; parse the reply into *r and return the descriptor passed with it in *fd (or -1). */
+static int rtcat__ask(rtcat_shm *s, const char *req, rtcat__reply *r, int *fd) {
+    struct sockaddr_un a;
+    char buf[4096];
+    size_t len = 0;
+    int err = RTCAT_SHM_OK;
+    *fd = -1;
+    memset(r, 0, sizeof *r);
+    memset(&a, 0, sizeof a);
+    a.sun_family = AF_UNIX;
+    if (strlen(s->socket) >= sizeof a.sun_path)
+        return RTCAT_SHM_EINVAL;
+    memcpy(a.sun_path, s->socket, strlen(s->socket));
+    int c = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (c < 0) {
+        s->last_errno = errno;
+        return RTCAT_SHM_ESYS;
+    }
+    struct timeval tv = {10, 0};
+    setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    setsockopt(c, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+    if (connect(c, (struct sockaddr *)&a, sizeof a) != 0) {
+        s->last_errno = errno;
+        err = errno == ENOENT || errno == ECONNREFUSED ? RTCAT_SHM_ENOENT
+              : errno == EACCES                        ? RTCAT_SHM_EACCES
+                                                       : RTCAT_SHM_ESYS;
+        goto out;
+    }
+    /* struct ucred (unix(7)): pid, uid, gid; declared by glibc only with _GNU_SOURCE. */
+    struct {
+        int32_t pid;
+        uint32_t uid, gid;
+    } cred;
+    socklen_t cl = sizeof cred;
+    if (getsockopt(c, SOL_SOCKET, SO_PEERCRED, &cred, &cl) != 0 || cl != sizeof cred) {
+        s->last_errno = errno;
+        err = RTCAT_SHM_ESYS;
+        goto out;
+    }
+    if (cred.uid != s->master_uid) {
+        err = RTCAT_SHM_ENOTMASTER;
+        goto out;
+    }
+    size_t n = strlen(req);
+    for (size_t done = 0; done < n;) {
+        ssize_t w = send(c, req + done, n - done, MSG_NOSIGNAL);
+        if (w <= 0) {
+            s->last_errno = errno;
+            err = RTCAT_SHM_ESYS;
+            goto out;
+        }
+        done += (size_t)w;
+    }
+    while (!memchr(buf, '\n', len)) {
+        if (len >= sizeof buf) {
+            err = RTCAT_SHM_EPROTO;
+            goto out;
+        }
+        union {
+            struct cmsghdr h;
+            char b[CMSG_SPACE(4 * sizeof(int))];
+        } cbuf;
+        struct iovec iov = {buf + len, sizeof buf - len};
+        struct msghdr m;
+        memset(&m, 0, sizeof m);
+        m.msg_iov = &iov;
+        m.msg_iovlen = 1;
+        m.msg_control = cbuf.b;
+        m.msg_controllen = sizeof cbuf.b;
+        ssize_t got = recvmsg(c, &m, MSG_CMSG_CLOEXEC);
+        if (got < 0) {
+            s->last_errno = errno;
+            err = RTCAT_SHM_ESYS;
+            goto out;
+        }
+        for (struct cmsghdr *h = CMSG_FIRSTHDR(&m); h; h = CMSG_NXTHDR(&m, h)) {
+            if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS)
+                continue;
+            size_t k = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+            for (size_t i = 0; i < k; i++) {
+                int f;
+                memcpy(&f, CMSG_DATA(h) + i * sizeof(int), sizeof f);
+                if (*fd < 0)
+                    *fd = f;
+                else
+                    close(f); /* one object per reply: anything more is closed */
+            }
+        }
+        if (got == 0) {
+            err = RTCAT_SHM_EPROTO;
+            goto out;
+        }
+        len += (size_t)got;
+    }
+    {
+        rtcat__js j = {buf, (const char *)memchr(buf, '\n', len)};
+        if (rtcat__object(&j, 0, rtcat__reply_member, r) || !r->saw_ok) {
+            err = RTCAT_SHM_EPROTO;
+            goto out;
+        }
+    }
+    if (!r->ok) {
+        snprintf(s->last_error, sizeof s->last_error, "%s", r->error);
+        err = RTCAT_SHM_EREFUSED;
+    }
+out:
+    close(c);
+    if (err && *fd >= 0) {
+        close(*fd);
+        *fd = -1;
+    }
+    return err;
+}
+
+/* The descriptor carries at least `seals` and is a regular (memory) file of `*size` bytes. */
+static int rtcat__check_fd(rtcat_shm *s, int fd, int seals, size_t *size) {
     struct stat st;
+    int got = fcntl(fd, F_GET_SEALS);
+    if (got < 0 || (got & seals) != seals)
+        return RTCAT_SHM_EPROTO;
+    if (fstat(fd, &st) != 0) {
+        s->last_errno = errno;
+        return RTCAT_SHM_ESYS;
+    }
+    if (!S_ISREG(st.st_mode) || st.st_size < 0 || (uint64_t)st.st_size > SIZE_MAX / 2)
+        return RTCAT_SHM_EPROTO;
+    *size = (size_t)st.st_size;
+    return RTCAT_SHM_OK;
+}
+
+int rtcat_shm_attach(rtcat_shm *s, const char *socket_path) {
+    return rtcat_shm_attach_owned_by(s, socket_path, (uint32_t)geteuid());
+}
+
+int rtcat_shm_attach_owned_by(rtcat_shm *s, const char *socket_path, uint32_t master_uid) {
+    rtcat__reply r;
     int err;
     if (!s)
         return RTCAT_SHM_EINVAL;
     memset(s, 0, sizeof *s);
     s->fd = -1;
-    if (!rtcat__valid_name(name))
+    if (!socket_path || !socket_path[0] || strlen(socket_path) >= sizeof s->socket)
         return RTCAT_SHM_EINVAL;
-    snprintf(path, sizeof path, "/%s", name);
-    /* Writers need write access; readers fall back to read-only. O_NOFOLLOW: shm_open's file is
-     * in /dev/shm, and a link there is not the master's object; O_NONBLOCK: a FIFO planted
-     * there must not block the open (fstat then refuses it). */
-    s->fd = shm_open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0);
-    int writable = 1;
-    if (s->fd < 0 && errno == EACCES) {
-        s->fd = shm_open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK, 0);
-        writable = 0;
-    }
+    memcpy(s->socket, socket_path, strlen(socket_path));
+    s->master_uid = master_uid;
+    err = rtcat__ask(s, "{\"cmd\":\"shm_image\"}\n", &r, &s->fd);
+    if (err)
+        goto fail;
     if (s->fd < 0) {
-        s->last_errno = errno;
-        return errno == ENOENT ? RTCAT_SHM_ENOENT
-               : errno == EACCES ? RTCAT_SHM_EACCES
-                                 : RTCAT_SHM_ESYS;
-    }
-    if (fstat(s->fd, &st) != 0) {
-        s->last_errno = errno;
-        err = RTCAT_SHM_ESYS;
+        err = RTCAT_SHM_EPROTO;
         goto fail;
     }
-    /* Checked on the open descriptor, before mapping: what is mapped is what was checked. */
-    if ((uint32_t)st.st_uid != master_uid) {
-        err = RTCAT_SHM_ENOTMASTER;
+    err = rtcat__check_fd(s, s->fd,
+                          RTCAT__SEAL_SEAL | RTCAT__SEAL_SHRINK | RTCAT__SEAL_GROW |
+                              RTCAT__SEAL_FUTURE_WRITE,
+                          &s->size);
+    if (err)
         goto fail;
-    }
-    if (!S_ISREG(st.st_mode) || st.st_size < RTCAT__HEADER_BYTES) {
+    if (s->size < RTCAT__HEADER_BYTES) {
         err = RTCAT_SHM_ESHORT;
         goto fail;
     }
-    if ((uint64_t)st.st_size > SIZE_MAX / 2) {
-        err = RTCAT_SHM_EHEADER;
-        goto fail;
-    }
-    s->size = (size_t)st.st_size;
-    void *m = mmap(NULL, s->size, writable ? PROT_READ | PROT_WRITE : PROT_READ, MAP_SHARED,
-                   s->fd, 0);
+    void *m = mmap(NULL, s->size, PROT_READ, MAP_SHARED, s->fd, 0);
     if (m == MAP_FAILED) {
         s->last_errno = errno;
         s->size = 0;
@@ -1050,9 +1238,13 @@ int rtcat_shm_attach_owned_by(rtcat_shm *s, const char *name, uint32_t master_ui
     if (err)
         goto fail;
     return RTCAT_SHM_OK;
-fail:
+fail: {
+    char keep[sizeof s->last_error];
+    memcpy(keep, s->last_error, sizeof keep);
     rtcat_shm_detach(s);
+    memcpy(s->last_error, keep, sizeof keep);
     return err;
+}
 }
 
 void rtcat_shm_detach(rtcat_shm *s) {
@@ -1256,10 +1448,6 @@ double rtcat_shm_get_real(const rtcat_shm_snapshot *snap, const rtcat_shm_entry 
 
 /* ---- writers ---- */
 
-static uint8_t *rtcat__slot(const rtcat_shm *s, uint32_t slot) {
-    return s->base + s->writers_offset + (size_t)slot * s->writer_bytes;
-}
-
 static uint32_t *rtcat__owner(const rtcat_shm *s, int32_t row) {
     return rtcat__a32(s, s->entries_offset + (size_t)row * RTCAT__ENTRY_BYTES + 8);
 }
@@ -1270,78 +1458,97 @@ static uint16_t rtcat__row_flags(const rtcat_shm *s, int32_t row) {
     return f;
 }
 
+/* A writer's name as a JSON string body: 1..31 bytes, printable ASCII except '"' and '\\'
+ * (the master accepts any text without control characters; this client keeps it simple). */
+static int rtcat__writer_name_ok(const char *name) {
+    size_t n = name ? strlen(name) : 0;
+    if (n == 0 || n >= RTCAT__W_NAME_BYTES)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if ((unsigned char)name[i] < 0x20 || (unsigned char)name[i] > 0x7e || name[i] == '"' ||
+            name[i] == '\\')
+            return 0;
+    return 1;
+}
+
 int rtcat_shm_writer_attach(rtcat_shm *s, const char *name, rtcat_shm_writer *w) {
-    char want[RTCAT__W_NAME_BYTES];
-    if (!s || !s->base || !name || !w || !name[0] || strlen(name) >= RTCAT__W_NAME_BYTES)
+    char req[96];
+    rtcat__reply r;
+    int fd = -1, err;
+    if (!s || !s->base || !w || !rtcat__writer_name_ok(name))
         return RTCAT_SHM_EINVAL;
     memset(w, 0, sizeof *w);
-    memset(want, 0, sizeof want);
-    memcpy(want, name, strlen(name));
-    int st = rtcat_shm_state(s);
-    if (st == RTCAT_SHM_REPLACED)
+    if (rtcat_shm_state(s) == RTCAT_SHM_REPLACED)
         return RTCAT_SHM_EREPLACED;
-    /* A slot declared for this name first; else the first free undeclared one. The slot names
-     * are the master's (declared) or a claimer's: read them relaxed, byte by byte. */
-    int declared = -1, free_slot = -1;
-    uint32_t declared_state = RTCAT__W_FREE;
-    for (uint32_t k = 0; k < s->max_writers; k++) {
-        uint8_t *slot = rtcat__slot(s, k);
-        char got[RTCAT__W_NAME_BYTES];
-        for (int i = 0; i < RTCAT__W_NAME_BYTES; i++)
-            got[i] = (char)__atomic_load_n(slot + RTCAT__W_NAME + i, __ATOMIC_RELAXED);
-        uint32_t state = __atomic_load_n((uint32_t *)(void *)(slot + RTCAT__W_STATE), __ATOMIC_ACQUIRE);
-        if (memcmp(got, want, sizeof want) == 0) {
-            /* Ours: declared (FREE with a name), or a stale one of a writer of this name that
-             * died, which may be taken over. Attached or being claimed: the name is in use. */
-            if (state != RTCAT__W_FREE && state != RTCAT__W_STALE)
-                return RTCAT_SHM_ENOSLOT;
-            if (declared < 0) {
-                declared = (int)k;
-                declared_state = state;
-            }
-        } else if (got[0] == 0 && state == RTCAT__W_FREE && free_slot < 0) {
-            free_slot = (int)k;
+    snprintf(req, sizeof req, "{\"cmd\":\"shm_writer\",\"name\":\"%s\"}\n", name);
+    err = rtcat__ask(s, req, &r, &fd);
+    if (err == RTCAT_SHM_EREFUSED && strstr(s->last_error, "slot"))
+        return RTCAT_SHM_ENOSLOT;
+    if (err)
+        return err;
+    size_t size = 0;
+    if (fd < 0)
+        return RTCAT_SHM_EPROTO;
+    err = rtcat__check_fd(s, fd, RTCAT__SEAL_SEAL | RTCAT__SEAL_SHRINK | RTCAT__SEAL_GROW, &size);
+    if (!err && r.generation != s->generation)
+        err = RTCAT_SHM_EREPLACED;
+    if (!err && (r.slot >= s->max_writers || size != r.bytes ||
+                 size < RTCAT__W_STAGED + rtcat__pad8(s->output_bytes)))
+        err = RTCAT_SHM_EPROTO;
+    void *m = MAP_FAILED;
+    if (!err) {
+        m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (m == MAP_FAILED) {
+            s->last_errno = errno;
+            err = RTCAT_SHM_ESYS;
         }
     }
-    int order[2] = {declared, free_slot};
-    for (int o = 0; o < 2; o++) {
-        if (order[o] < 0)
-            continue;
-        uint8_t *slot = rtcat__slot(s, (uint32_t)order[o]);
-        uint32_t expect = o == 0 ? declared_state : (uint32_t)RTCAT__W_FREE;
-        if (!__atomic_compare_exchange_n((uint32_t *)(void *)(slot + RTCAT__W_STATE), &expect,
-                                         RTCAT__W_CLAIMING, 0, __ATOMIC_ACQ_REL,
-                                         __ATOMIC_RELAXED))
-            continue;
-        __atomic_store_n((uint32_t *)(void *)(slot + RTCAT__W_PID), (uint32_t)getpid(),
-                         __ATOMIC_RELAXED);
-        for (int i = 0; i < RTCAT__W_NAME_BYTES; i++)
-            __atomic_store_n(slot + RTCAT__W_NAME + i, (uint8_t)want[i], __ATOMIC_RELAXED);
-        w->shm = s;
-        w->slot = (uint32_t)order[o];
-        /* A FREE slot with a name is declared; a STALE one taken over is declared when the
-         * master pre-assigned entries to it (the format has no other mark). */
-        w->declared = o == 0 && declared_state == RTCAT__W_FREE;
-        for (uint32_t r = 0; o == 0 && !w->declared && r < s->output_entries; r++)
-            if ((rtcat__row_flags(s, (int32_t)r) & 1) &&
-                __atomic_load_n(rtcat__owner(s, (int32_t)r), __ATOMIC_RELAXED) == w->slot + 1)
-                w->declared = 1;
-        w->seq = 0; /* nothing staged yet: the master takes nothing before the first commit */
-        __atomic_store_n((uint64_t *)(void *)(slot + RTCAT__W_SEQ), w->seq, __ATOMIC_RELAXED);
-        __atomic_fetch_add((uint64_t *)(void *)(slot + RTCAT__W_HEARTBEAT), 1, __ATOMIC_RELAXED);
-        __atomic_store_n((uint32_t *)(void *)(slot + RTCAT__W_STATE), RTCAT__W_ATTACHED,
-                         __ATOMIC_RELEASE);
-        return RTCAT_SHM_OK;
+    close(fd); /* the mapping keeps the object */
+    if (err)
+        return err;
+    w->owned = (uint8_t *)calloc(s->output_entries ? s->output_entries : 1, 1);
+    if (!w->owned) {
+        munmap(m, size);
+        return RTCAT_SHM_ENOMEM;
     }
-    return RTCAT_SHM_ENOSLOT;
+    w->shm = s;
+    w->base = (uint8_t *)m;
+    w->size = size;
+    w->slot = (uint32_t)r.slot;
+    w->declared = r.declared;
+    /* Entries the master's configuration declares for this writer: owned from the start. */
+    for (uint32_t row = 0; row < s->output_entries; row++)
+        if ((rtcat__row_flags(s, (int32_t)row) & 1) &&
+            __atomic_load_n(rtcat__owner(s, (int32_t)row), __ATOMIC_RELAXED) == w->slot + 1)
+            w->owned[row] = 1;
+    w->seq = 0; /* nothing staged yet: the master takes nothing before the first commit */
+    __atomic_fetch_add((uint64_t *)(void *)(w->base + RTCAT__W_HEARTBEAT), 1, __ATOMIC_RELAXED);
+    return RTCAT_SHM_OK;
 }
 
 static int rtcat__check_out(const rtcat_shm_writer *w, const rtcat_shm_entry *e) {
-    if (!w || !w->shm || !w->shm->base || !e)
+    if (!w || !w->shm || !w->shm->base || !w->base || !e)
         return RTCAT_SHM_EINVAL;
     if (!e->is_output || e->row < 0 || (uint32_t)e->row >= w->shm->output_entries)
         return RTCAT_SHM_EDIR;
     return RTCAT_SHM_OK;
+}
+
+static int rtcat__claim_req(rtcat_shm_writer *w, const char *cmd, int32_t row) {
+    char req[96];
+    rtcat__reply r;
+    int fd = -1;
+    snprintf(req, sizeof req, "{\"cmd\":\"%s\",\"slot\":%u,\"row\":%d}\n", cmd, w->slot, row);
+    int err = rtcat__ask(w->shm, req, &r, &fd);
+    if (fd >= 0)
+        close(fd);
+    if (err == RTCAT_SHM_EREFUSED) {
+        if (strstr(w->shm->last_error, "driven by the master"))
+            return RTCAT_SHM_EMASTER;
+        if (strstr(w->shm->last_error, "owned by") || strstr(w->shm->last_error, "declared for"))
+            return RTCAT_SHM_EOWNED;
+    }
+    return err;
 }
 
 int rtcat_shm_claim(rtcat_shm_writer *w, const rtcat_shm_entry *e) {
@@ -1349,48 +1556,51 @@ int rtcat_shm_claim(rtcat_shm_writer *w, const rtcat_shm_entry *e) {
     if (err)
         return err;
     rtcat_shm *s = w->shm;
-    uint32_t me = w->slot + 1, expect = 0;
-    uint32_t *owner = rtcat__owner(s, e->row);
-    if (__atomic_load_n(owner, __ATOMIC_ACQUIRE) == me)
+    if (w->owned[e->row])
         return RTCAT_SHM_OK; /* declared for this writer, or claimed before */
     if (rtcat__row_flags(s, e->row) & RTCAT__FLAG_MASTER)
         return RTCAT_SHM_EMASTER;
     /* Stage the entry's current output value first, so that claiming does not change it. */
     rtcat_shm_snapshot snap;
     if (rtcat_shm_snapshot_init(s, &snap) == RTCAT_SHM_OK) {
-        if (rtcat_shm_read(s, &snap) == RTCAT_SHM_OK)
+        if (rtcat_shm_read(s, &snap) == RTCAT_SHM_OK) {
+            w->owned[e->row] = 1; /* for the staging write only */
             rtcat_shm_write_raw(w, e, rtcat_shm_get_raw(&snap, e));
+            w->owned[e->row] = 0;
+        }
         rtcat_shm_snapshot_free(&snap);
     }
-    if (__atomic_compare_exchange_n(owner, &expect, me, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        return RTCAT_SHM_OK;
-    return expect == me ? RTCAT_SHM_OK : RTCAT_SHM_EOWNED;
+    err = rtcat__claim_req(w, "shm_claim", e->row);
+    if (!err)
+        w->owned[e->row] = 1;
+    return err;
 }
 
 int rtcat_shm_release(rtcat_shm_writer *w, const rtcat_shm_entry *e) {
     int err = rtcat__check_out(w, e);
     if (err)
         return err;
-    uint32_t expect = w->slot + 1;
-    if (!__atomic_compare_exchange_n(rtcat__owner(w->shm, e->row), &expect, 0, 0, __ATOMIC_ACQ_REL,
-                                     __ATOMIC_RELAXED))
+    if (!w->owned[e->row])
         return RTCAT_SHM_ENOTOWNED;
-    return RTCAT_SHM_OK;
+    err = rtcat__claim_req(w, "shm_release", e->row);
+    if (!err && !(rtcat__row_flags(w->shm, e->row) & 1))
+        w->owned[e->row] = 0;
+    return err;
 }
 
 void rtcat_shm_write_begin(rtcat_shm_writer *w) {
-    if (!w || !w->shm || !w->shm->base)
+    if (!w || !w->base)
         return;
-    uint64_t *seq = (uint64_t *)(void *)(rtcat__slot(w->shm, w->slot) + RTCAT__W_SEQ);
+    uint64_t *seq = (uint64_t *)(void *)(w->base + RTCAT__W_SEQ);
     w->seq |= 1;
     __atomic_store_n(seq, w->seq, __ATOMIC_RELAXED);
     __atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
 void rtcat_shm_write_commit(rtcat_shm_writer *w) {
-    if (!w || !w->shm || !w->shm->base)
+    if (!w || !w->base)
         return;
-    uint64_t *seq = (uint64_t *)(void *)(rtcat__slot(w->shm, w->slot) + RTCAT__W_SEQ);
+    uint64_t *seq = (uint64_t *)(void *)(w->base + RTCAT__W_SEQ);
     w->seq = (w->seq | 1) + 1;
     __atomic_store_n(seq, w->seq, __ATOMIC_RELEASE);
 }
@@ -1399,9 +1609,11 @@ int rtcat_shm_set_raw(rtcat_shm_writer *w, const rtcat_shm_entry *e, uint64_t ra
     int err = rtcat__check_out(w, e);
     if (err)
         return err;
+    if (!w->owned[e->row])
+        return RTCAT_SHM_ENOTOWNED;
     if ((uint64_t)e->bit_offset + e->bits > (uint64_t)w->shm->output_bytes * 8 || e->bits > 64)
         return RTCAT_SHM_EINVAL;
-    rtcat__set_bits(rtcat__slot(w->shm, w->slot) + RTCAT__W_STAGED, e->bit_offset, e->bits, raw);
+    rtcat__set_bits(w->base + RTCAT__W_STAGED, e->bit_offset, e->bits, raw);
     return RTCAT_SHM_OK;
 }
 
@@ -1410,10 +1622,12 @@ int rtcat_shm_set_bytes(rtcat_shm_writer *w, const rtcat_shm_entry *e, const uin
     int err = rtcat__check_out(w, e);
     if (err)
         return err;
+    if (!w->owned[e->row])
+        return RTCAT_SHM_ENOTOWNED;
     size_t n = (e->bits + 7u) / 8u;
     if (!in || len < n || (uint64_t)e->bit_offset + e->bits > (uint64_t)w->shm->output_bytes * 8)
         return RTCAT_SHM_EINVAL;
-    uint8_t *staged = rtcat__slot(w->shm, w->slot) + RTCAT__W_STAGED;
+    uint8_t *staged = w->base + RTCAT__W_STAGED;
     for (size_t i = 0; i < n; i++) {
         unsigned take = e->bits - 8u * (unsigned)i < 8u ? e->bits - 8u * (unsigned)i : 8u;
         rtcat__set_bits(staged, e->bit_offset + 8u * (uint32_t)i, take, in[i]);
@@ -1447,48 +1661,33 @@ int rtcat_shm_write_raw(rtcat_shm_writer *w, const rtcat_shm_entry *e, uint64_t 
 }
 
 int rtcat_shm_heartbeat(rtcat_shm_writer *w) {
-    if (!w || !w->shm || !w->shm->base)
+    if (!w || !w->shm || !w->shm->base || !w->base)
         return RTCAT_SHM_EINVAL;
-    uint8_t *slot = rtcat__slot(w->shm, w->slot);
-    __atomic_fetch_add((uint64_t *)(void *)(slot + RTCAT__W_HEARTBEAT), 1, __ATOMIC_RELAXED);
-    uint32_t state = __atomic_load_n((uint32_t *)(void *)(slot + RTCAT__W_STATE), __ATOMIC_ACQUIRE);
+    __atomic_fetch_add((uint64_t *)(void *)(w->base + RTCAT__W_HEARTBEAT), 1, __ATOMIC_RELAXED);
+    uint32_t state =
+        __atomic_load_n((uint32_t *)(void *)(w->base + RTCAT__W_STATE), __ATOMIC_ACQUIRE);
     if (rtcat_shm_state(w->shm) == RTCAT_SHM_REPLACED)
         return RTCAT_SHM_EREPLACED;
-    if (state == RTCAT__W_STALE)
-        return RTCAT_SHM_ESTALE;
     if (state != RTCAT__W_ATTACHED)
-        return RTCAT_SHM_ESTALE; /* the slot is no longer ours */
+        return RTCAT_SHM_ESTALE;
     return RTCAT_SHM_OK;
 }
 
 uint64_t rtcat_shm_applied_cycle(const rtcat_shm_writer *w) {
-    if (!w || !w->shm || !w->shm->base)
+    if (!w || !w->base)
         return 0;
-    return __atomic_load_n((uint64_t *)(void *)(rtcat__slot(w->shm, w->slot) + RTCAT__W_APPLIED),
-                           __ATOMIC_ACQUIRE);
+    return __atomic_load_n((uint64_t *)(void *)(w->base + RTCAT__W_APPLIED), __ATOMIC_ACQUIRE);
 }
 
 void rtcat_shm_writer_detach(rtcat_shm_writer *w) {
-    if (!w || !w->shm || !w->shm->base)
+    if (!w || !w->base)
         return;
-    rtcat_shm *s = w->shm;
-    uint32_t me = w->slot + 1;
-    for (size_t i = 0; i < s->n_entries; i++) {
-        const rtcat_shm_entry *e = &s->entries[i];
-        /* Declared entries stay with their declared writer across re-attaches. */
-        if (e->row < 0 || (rtcat__row_flags(s, e->row) & 1))
-            continue;
-        uint32_t expect = me;
-        __atomic_compare_exchange_n(rtcat__owner(s, e->row), &expect, 0, 0, __ATOMIC_ACQ_REL,
-                                    __ATOMIC_RELAXED);
-    }
-    uint8_t *slot = rtcat__slot(s, w->slot);
-    __atomic_store_n((uint32_t *)(void *)(slot + RTCAT__W_PID), 0u, __ATOMIC_RELAXED);
-    /* An undeclared slot goes back to the pool nameless; a declared one keeps its name. */
-    if (!w->declared)
-        for (int i = 0; i < RTCAT__W_NAME_BYTES; i++)
-            __atomic_store_n(slot + RTCAT__W_NAME + i, (uint8_t)0, __ATOMIC_RELAXED);
-    __atomic_store_n((uint32_t *)(void *)(slot + RTCAT__W_STATE), RTCAT__W_FREE, __ATOMIC_RELEASE);
+    /* FREE in the writer's own object: the master says so, ends the claims and never reads the
+     * object again. */
+    __atomic_store_n((uint32_t *)(void *)(w->base + RTCAT__W_STATE), RTCAT__W_FREE,
+                     __ATOMIC_RELEASE);
+    munmap(w->base, w->size);
+    free(w->owned);
     memset(w, 0, sizeof *w);
 }
 

@@ -2,14 +2,15 @@
 """Example client of rtcat's shared-memory process image: attaches as a writer, claims an
 output, writes a counter into it, and prints the input that echoes it.
 
-    python3 app/clients/python/example.py NAME [--output ENTRY] [--input ENTRY] [--loops N]
+    python3 app/clients/python/example.py SOCKET [--output ENTRY] [--input ENTRY] [--loops N]
 
-Defaults fit the simulated reference segment (`rtcat bench --sim --shm NAME`), whose
+SOCKET is the master's control socket. Defaults fit the simulated reference segment
+(`rtcat bench --sim --shm NAME --control SOCKET`), whose
 subdevices echo output byte k into input byte k+4 XOR 0x5a. Each line printed is
 ``cycle=C wrote=V read=R``, R being the input of a snapshot two cycles after the first one
 whose outputs show V (taken in cycle T, sent with exchange T+1, echoed in the inputs of T+2).
-RTCAT_MASTER_UID=UID in the environment: the uid the master runs as (default: ours); an object
-of another owner is refused. Exit 0, 1 on a runtime error, 2 on a usage error.
+RTCAT_MASTER_UID=UID in the environment: the uid the master runs as (default: ours); a socket
+whose peer runs as another uid is refused. Exit 0, 1 on a runtime error, 2 on a usage error.
 """
 
 from __future__ import annotations
@@ -53,7 +54,7 @@ def run(name: str, out_name: str, in_name: str, loops: int) -> None:
 
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("name")
+    p.add_argument("name", metavar="SOCKET")
     p.add_argument("--output", default="0:Outputs.Output 1")
     p.add_argument("--input", default="0:Inputs.Input 2")
     p.add_argument("--loops", type=int, default=20)

@@ -1,10 +1,14 @@
 #!/usr/bin/env python3
-"""Client of rtcat's shared-memory process image (format v2, app/shm/FORMAT.md).
+"""Client of rtcat's shared-memory process image (format v3, app/shm/FORMAT.md).
 
-Standard library only. As a module::
+Standard library only. The image is handed out by the running master over its control socket
+(``--control SOCK`` / ``[control] socket``): the socket's peer is checked (SO_PEERCRED, unix(7))
+against the master's uid before anything is asked, and the image comes back as a sealed memfd
+(SCM_RIGHTS), mapped read-only. A writer gets an object of its own the same way; claims are
+requests the master records. Nothing is looked up in /dev/shm. As a module::
 
     import rtcat_shm
-    with rtcat_shm.Image.attach("line1") as img:
+    with rtcat_shm.Image.attach("/run/rtcat/control.sock") as img:
         snap = img.read()
         print(snap.cycle, snap.get("0:Inputs.Input 1"))
         with img.writer("hmi") as w:
@@ -13,14 +17,14 @@ Standard library only. As a module::
 
 As a program::
 
-    rtcat_shm.py NAME --dump                      one snapshot as JSON
-    rtcat_shm.py NAME --watch [--interval S]      one JSON line per snapshot
-    rtcat_shm.py NAME --write ENTRY=VALUE --as W  write outputs as writer W
-    --master-uid UID: the uid the master runs as (default: ours); an object of any other owner
-    is refused (anyone can plant an object with a valid header in /dev/shm)
+    rtcat_shm.py SOCKET --dump                      one snapshot as JSON
+    rtcat_shm.py SOCKET --watch [--interval S]      one JSON line per snapshot
+    rtcat_shm.py SOCKET --write ENTRY=VALUE --as W  write outputs as writer W
+    --master-uid UID: the uid the master runs as (default: ours); a socket whose peer runs as
+    any other uid is refused (it is not the master)
 
-Exit status: 0, 1 on a runtime error (no such object, not published, replaced while reading
-after a re-attach), 2 on a usage error (bad name, unknown entry, bad value).
+Exit status: 0, 1 on a runtime error (no master, not published, refused by the master,
+replaced while reading after a re-attach), 2 on a usage error (unknown entry, bad value).
 
 Memory ordering. The snapshot and a writer's staged outputs are seqlocks: the reader loads seq,
 copies the data, loads seq again, and uses the copy only if both loads are equal and even. On
@@ -34,8 +38,8 @@ fence (DMB ISH) after marking seq odd and before marking it even. The fences are
 the membarrier(2) system call (MEMBARRIER_CMD_GLOBAL_EXPEDITED: the kernel issues a full barrier
 on entry and exit, kernel/sched/membarrier.c) serves as the fence. The 8-byte loads and stores of
 seq, heartbeat and state go through ``memoryview.cast('Q')`` / ``cast('I')``, a single aligned
-load/store each. Compare-and-swap (attaching a writer, claiming an entry) needs libatomic's
-``__atomic_compare_exchange_4``: Python has no atomic read-modify-write on shared memory.
+load/store each. No read-modify-write on shared memory is needed: attaching a writer and
+claiming entries are requests to the master.
 """
 
 from __future__ import annotations
@@ -44,25 +48,24 @@ import argparse
 import contextlib
 import ctypes
 import ctypes.util
-import errno
 import json
 import math
 import mmap
 import os
 import platform
-import re
+import socket
+import stat
 import struct
 import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 HEADER_BYTES = 4096
 ENTRY_BYTES = 16
 MAGIC = b"RTCATPI\0"
 LAYOUT_SCHEMA = "rtcat.layout/1"
-NAME_RE = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 
 STATES = {0: "init", 1: "live", 2: "recovering", 3: "replaced", 4: "stopped"}
 INIT, LIVE, RECOVERING, REPLACED, STOPPED = range(5)
@@ -118,7 +121,85 @@ class Replaced(ShmError):
 
 
 class NotMaster(ShmError):
-    """The object is not owned by the master's uid: not attached (never retried)."""
+    """The control socket's peer does not run as the master's uid: refused (never retried)."""
+
+
+# fcntl(2) file seals (linux/fcntl.h): what the master seals its objects with.
+F_GET_SEALS = 1034
+F_SEAL_SEAL, F_SEAL_SHRINK, F_SEAL_GROW, F_SEAL_FUTURE_WRITE = 0x1, 0x2, 0x4, 0x10
+IMAGE_SEALS = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_FUTURE_WRITE
+WRITER_SEALS = F_SEAL_SEAL | F_SEAL_SHRINK | F_SEAL_GROW
+MAX_REPLY = 64 * 1024
+
+
+def _ask(path: str, master_uid: int, request: dict[str, object]) -> tuple[dict[str, object], list[int]]:
+    """One request on the master's control socket: the peer's uid is checked first (SO_PEERCRED),
+    the reply's data and the descriptors passed with it (SCM_RIGHTS) are returned."""
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC)
+    fds: list[int] = []
+    try:
+        s.settimeout(10.0)
+        try:
+            s.connect(path)
+        except FileNotFoundError:
+            raise ShmError(f"{path}: no control socket (is the master running with --control and --shm?)") from None
+        except OSError as e:
+            raise ShmError(f"{path}: {e.strerror or e}") from None
+        cred = s.getsockopt(socket.SOL_SOCKET, socket.SO_PEERCRED, struct.calcsize("iII"))
+        _pid, uid, _gid = struct.unpack("iII", cred)
+        if uid != master_uid:
+            raise NotMaster(
+                f"{path}: its peer runs as uid {uid}, not as the master's uid {master_uid}: "
+                "refused, it is not the master"
+            )
+        s.sendall((json.dumps(request) + "\n").encode())
+        buf = b""
+        while b"\n" not in buf:
+            msg, got, _flags, _addr = socket.recv_fds(s, 4096, 4, socket.MSG_CMSG_CLOEXEC)
+            fds.extend(got)
+            if not msg:
+                raise ShmError(f"{path}: the master closed the connection")
+            buf += msg
+            if len(buf) > MAX_REPLY:
+                raise ShmError(f"{path}: reply longer than 64 KiB")
+        reply = json.loads(buf[: buf.index(b"\n")])
+    except BaseException:
+        for fd in fds:
+            os.close(fd)
+        raise
+    finally:
+        s.close()
+    if not isinstance(reply, dict) or reply.get("ok") is not True:
+        for fd in fds:
+            os.close(fd)
+        why = reply.get("error") if isinstance(reply, dict) else reply
+        raise ShmError(f"{path}: {request.get('cmd')}: {why}")
+    data = reply.get("data")
+    return (data if isinstance(data, dict) else {}), fds
+
+
+def _one_fd(path: str, what: str, fds: list[int], seals: int) -> int:
+    """The one descriptor of a reply, with at least ``seals`` (F_GET_SEALS)."""
+    if not fds:
+        raise ShmError(f"{path}: the reply to {what} carries no descriptor")
+    for extra in fds[1:]:
+        os.close(extra)
+    fd = fds[0]
+    try:
+        import fcntl
+
+        try:
+            got = fcntl.fcntl(fd, F_GET_SEALS)
+        except OSError as e:
+            raise ShmError(f"{path}: {what}: not a sealed memory file ({e.strerror})") from None
+        if got & seals != seals:
+            raise ShmError(f"{path}: {what}: seals {got:#x}, the master seals with {seals:#x}")
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ShmError(f"{path}: {what}: not a memory file")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
 
 
 FLAG_MASTER = 2  # entry-table flag: the master drives the entry (an [[axis]])
@@ -137,13 +218,12 @@ def fnv1a64(data: bytes) -> int:
 
 
 class _Atomics:
-    """Fences and compare-and-swap through libatomic (see the module's docstring)."""
+    """Fences through libatomic (see the module's docstring)."""
 
     ACQUIRE, RELEASE, ACQ_REL, SEQ_CST = 2, 3, 4, 5
 
     def __init__(self) -> None:
         self._fence = None
-        self._cas4 = None
         self._membarrier = None
         self.tso = platform.machine() in ("x86_64", "AMD64", "i686", "i386")
         path = ctypes.util.find_library("atomic")
@@ -158,13 +238,6 @@ class _Atomics:
                 self._fence.restype = None
             except AttributeError:
                 self._fence = None
-            try:
-                cas = getattr(lib, "__atomic_compare_exchange_4")  # noqa: B009 (a dunder: no name mangling)
-                cas.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_uint32, ctypes.c_int, ctypes.c_int]
-                cas.restype = ctypes.c_bool
-                self._cas4 = cas
-            except AttributeError:
-                self._cas4 = None
             break
         if self._fence is None and not self.tso:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -187,14 +260,6 @@ class _Atomics:
                 "or use a kernel with membarrier(2)"
             )
         # x86-64: loads are ordered with loads and stores with stores; nothing to do.
-
-    def cas32(self, address: int, expected: int, desired: int) -> tuple[bool, int]:
-        """Compare-and-swap a u32 at address; returns (swapped, value found)."""
-        if self._cas4 is None:
-            raise ShmError("attaching a writer needs libatomic.so.1 (compare-and-swap from Python)")
-        exp = ctypes.c_uint32(expected)
-        ok = self._cas4(address, ctypes.addressof(exp), desired, self.ACQ_REL, self.ACQUIRE)
-        return bool(ok), exp.value
 
 
 _atomics: _Atomics | None = None
@@ -359,50 +424,23 @@ class Image:
             raise
 
     @classmethod
-    def attach(cls, name: str, master_uid: int | None = None) -> Image:
-        """Attach to /NAME of a master running as ``master_uid`` (default: our effective uid)."""
+    def attach(cls, socket_path: str, master_uid: int | None = None) -> Image:
+        """Attach to the image of the master whose control socket is ``socket_path``, running as
+        ``master_uid`` (default: our effective uid)."""
         if master_uid is None:
             master_uid = os.geteuid()
-        if not NAME_RE.fullmatch(name) or name.startswith("."):
-            raise UsageError(f"shm name '{name}': must be [A-Za-z0-9_.-]{{1,200}}, not starting with '.'")
-        path = os.path.join("/dev/shm", name)
-        writable = True
-        try:
-            fd = os.open(path, os.O_RDWR | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-        except PermissionError:
-            writable = False
-            try:
-                fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NONBLOCK)
-            except OSError as e:
-                raise ShmError(f"/{name}: {e.strerror} (the object belongs to the [ipc] group)") from None
-        except FileNotFoundError:
-            raise ShmError(f"/{name}: no such shared-memory object (is the master running with [shm] name?)") from None
-        except OSError as e:
-            if e.errno == errno.ELOOP:
-                raise ShmError(f"/{name}: a symbolic link, not the master's object") from None
-            raise ShmError(f"/{name}: {e.strerror}") from None
+        _, fds = _ask(socket_path, master_uid, {"cmd": "shm_image"})
+        fd = _one_fd(socket_path, "shm_image", fds, IMAGE_SEALS)
         try:
             st = os.fstat(fd)
-            import stat as _stat
-
-            # Checked on the open descriptor, before mapping: what is mapped is what was checked.
-            if st.st_uid != master_uid:
-                raise NotMaster(
-                    f"/{name}: belongs to uid {st.st_uid}, not to the master's uid {master_uid}: "
-                    "refused, it was not created by the master"
-                )
-
-            if not _stat.S_ISREG(st.st_mode):
-                raise ShmError(f"/{name}: not a regular shared-memory object")
             if st.st_size < HEADER_BYTES:
-                raise ShmError(f"/{name}: garbage object: {st.st_size} bytes, shorter than the 4096-byte header")
-            access = mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ
-            mm = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, access=access)
+                raise ShmError(f"{socket_path}: garbage image: {st.st_size} bytes, shorter than the 4096-byte header")
+            mm = mmap.mmap(fd, st.st_size, mmap.MAP_SHARED, access=mmap.ACCESS_READ)
         except BaseException:
             os.close(fd)
             raise
         try:
-            img = cls(name, fd, mm, writable)
+            img = cls(socket_path, fd, mm, False)
             img.master_uid = master_uid
             return img
         except BaseException:
@@ -434,36 +472,36 @@ class Image:
         size = len(mm)
         h = dict(zip(_HEADER_FIELDS, _HEADER.unpack_from(mm, 0), strict=True))
         if h["magic"] != MAGIC:
-            raise ShmError(f"/{self.name}: not an rtcat process image (magic {h['magic']!r})")
+            raise ShmError(f"{self.name}: not an rtcat process image (magic {h['magic']!r})")
         if h["abi_version"] != ABI_VERSION:
-            raise ShmError(f"/{self.name}: ABI version {h['abi_version']}, this client reads version {ABI_VERSION}")
+            raise ShmError(f"{self.name}: ABI version {h['abi_version']}, this client reads version {ABI_VERSION}")
         if h["header_bytes"] != HEADER_BYTES or h["entry_bytes"] != ENTRY_BYTES:
             raise ShmError(
-                f"/{self.name}: garbage header (header_bytes {h['header_bytes']}, entry_bytes {h['entry_bytes']})"
+                f"{self.name}: garbage header (header_bytes {h['header_bytes']}, entry_bytes {h['entry_bytes']})"
             )
         if h["object_bytes"] > size:
-            raise ShmError(f"/{self.name}: garbage object: object_bytes {h['object_bytes']} > file size {size}")
+            raise ShmError(f"{self.name}: garbage object: object_bytes {h['object_bytes']} > file size {size}")
         size = h["object_bytes"]
         state = h["state"]
         if state == INIT:
-            raise ShmError(f"/{self.name}: not published yet (state init)")
+            raise ShmError(f"{self.name}: not published yet (state init)")
         if state == REPLACED:
-            raise Replaced(f"/{self.name}: replaced by a re-initialisation")
+            raise Replaced(f"{self.name}: replaced by a re-initialisation")
         for k in ("entries_offset", "writers_offset", "snapshot_offset", "writer_bytes"):
             if h[k] % 8:
-                raise ShmError(f"/{self.name}: garbage header: {k} {h[k]} is not 8-aligned")
+                raise ShmError(f"{self.name}: garbage header: {k} {h[k]} is not 8-aligned")
         _check_within("layout", h["layout_offset"], h["layout_len"], size)
         _check_within("entry table", h["entries_offset"], h["output_entries"] * ENTRY_BYTES, size)
         _check_within("writer slots", h["writers_offset"], h["max_writers"] * h["writer_bytes"], size)
         _check_within("snapshot", h["snapshot_offset"], h["snapshot_bytes"], size)
         if h["max_writers"] and h["writer_bytes"] < W_STAGED + h["output_bytes"]:
-            raise ShmError(f"/{self.name}: garbage header: writer_bytes {h['writer_bytes']} < 64 + output_bytes")
+            raise ShmError(f"{self.name}: garbage header: writer_bytes {h['writer_bytes']} < 64 + output_bytes")
         self.valid_off = S_DATA
         self.inputs_off = S_DATA + _pad8(h["subdevices"])
         self.outputs_off = self.inputs_off + _pad8(h["input_bytes"])
         self.data_end = self.outputs_off + _pad8(h["output_bytes"])
         if self.data_end > h["snapshot_bytes"]:
-            raise ShmError(f"/{self.name}: garbage header: snapshot_bytes {h['snapshot_bytes']} < {self.data_end}")
+            raise ShmError(f"{self.name}: garbage header: snapshot_bytes {h['snapshot_bytes']} < {self.data_end}")
         self.h = h
         self.generation: int = h["generation"]
         self.period_ns: int = h["period_ns"]
@@ -473,16 +511,16 @@ class Image:
         self.writer_timeout_cycles: int = h["writer_timeout_cycles"]
         raw = bytes(mm[h["layout_offset"] : h["layout_offset"] + h["layout_len"]])
         if fnv1a64(raw) != h["layout_hash"]:
-            raise ShmError(f"/{self.name}: garbage object: layout hash mismatch")
+            raise ShmError(f"{self.name}: garbage object: layout hash mismatch")
         try:
             layout = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, ValueError) as e:
-            raise ShmError(f"/{self.name}: layout JSON: {e}") from None
+            raise ShmError(f"{self.name}: layout JSON: {e}") from None
         self.layout = layout
         self._entries_from(layout)
 
     def _entries_from(self, layout: object) -> None:
-        bad = f"/{self.name}: layout JSON"
+        bad = f"{self.name}: layout JSON"
         if not isinstance(layout, dict) or layout.get("schema") != LAYOUT_SCHEMA:
             raise ShmError(f"{bad}: schema is not {LAYOUT_SCHEMA}")
         if layout.get("input_bytes") != self.input_bytes or layout.get("output_bytes") != self.output_bytes:
@@ -563,11 +601,11 @@ class Image:
         for _ in range(READ_TRIES):
             st = self.state()
             if st == REPLACED:
-                raise Replaced(f"/{self.name}: replaced by a re-initialisation")
+                raise Replaced(f"{self.name}: replaced by a re-initialisation")
             s1 = self._q[qseq]
             a.fence(a.ACQUIRE)
             if s1 == 0:
-                raise ShmError(f"/{self.name}: nothing published yet (state {STATES[st]})")
+                raise ShmError(f"{self.name}: nothing published yet (state {STATES[st]})")
             if s1 & 1:
                 continue
             head = bytes(mm[base + 8 : base + 48])
@@ -593,71 +631,50 @@ class Image:
                 outputs=data[o0 : o0 + self.output_bytes],
                 image=self,
             )
-        raise ShmError(f"/{self.name}: no consistent snapshot in {READ_TRIES} tries")
+        raise ShmError(f"{self.name}: no consistent snapshot in {READ_TRIES} tries")
 
     def writer(self, name: str) -> Writer:
         return Writer(self, name)
 
 
 class Writer:
-    """A writer slot held by this process: claim output entries, write them, heartbeat."""
+    """A writer held by this process: its own object (its slot) handed out by the master;
+    claims are requests the master records; write and heartbeat touch only the own object."""
 
     def __init__(self, image: Image, name: str) -> None:
-        if not image.writable:
-            raise ShmError(f"/{image.name}: opened read-only; writing needs write access")
         raw = name.encode("utf-8")
-        if not raw or len(raw) >= W_NAME_BYTES or b"\0" in raw:
-            raise UsageError(f"writer name '{name}': 1..31 bytes, no NUL")
+        if not raw or len(raw) >= W_NAME_BYTES or b"\0" in raw or any(c < 32 for c in raw):
+            raise UsageError(f"writer name '{name}': 1..31 bytes, no control characters")
         self.image = image
         self.name = name
         self._staged = bytearray(image.output_bytes)
         self._seq = 0
-        self._claimed: list[Entry] = []
-        h = image.h
-        if h["max_writers"] == 0:
-            raise ShmError(f"/{image.name}: the master offers no writer slots")
-        self._buf = (ctypes.c_char * len(image._mm)).from_buffer(image._mm)
-        self._base = ctypes.addressof(self._buf)
-        want = raw.ljust(W_NAME_BYTES, b"\0")
-        declared, declared_state, free = -1, W_FREE, -1
-        for k in range(h["max_writers"]):
-            off = self._slot_off(k)
-            got = bytes(image._mm[off + W_NAME : off + W_NAME + W_NAME_BYTES])
-            state = image._i[off // 4]
-            if got == want:
-                if state not in (W_FREE, W_STALE):
-                    raise ShmError(f"/{image.name}: writer '{name}' is attached already (slot {k})")
-                if declared < 0:
-                    declared, declared_state = k, state
-            elif got[0] == 0 and state == W_FREE and free < 0:
-                free = k
-        a = _atom()
-        for k, expect in ((declared, declared_state), (free, W_FREE)):
-            if k < 0:
-                continue
-            off = self._slot_off(k)
-            ok, _ = a.cas32(self._base + off + W_STATE, expect, W_CLAIMING)
-            if not ok:
-                continue
-            self.slot = k
-            self._off = off
-            self.declared = k == declared and declared_state == W_FREE
-            if k == declared and not self.declared:
-                self.declared = any(
-                    self._row_flags(r) & 1 and image._i[self._owner_off(r) // 4] == k + 1
-                    for r in range(h["output_entries"])
-                )
-            image._i[(off + W_PID) // 4] = os.getpid() & 0xFFFFFFFF
-            image._mm[off + W_NAME : off + W_NAME + W_NAME_BYTES] = want
-            image._q[(off + W_SEQ) // 8] = 0
-            image._q[(off + W_HEARTBEAT) // 8] = (image._q[(off + W_HEARTBEAT) // 8] + 1) & (2**64 - 1)
-            a.fence(a.RELEASE)
-            image._i[(off + W_STATE) // 4] = W_ATTACHED
-            return
-        raise ShmError(f"/{image.name}: no free writer slot for '{name}' (at most {h['max_writers']})")
-
-    def _slot_off(self, k: int) -> int:
-        return self.image.h["writers_offset"] + k * self.image.h["writer_bytes"]
+        self._mm: mmap.mmap | None = None
+        data, fds = _ask(image.name, image.master_uid, {"cmd": "shm_writer", "name": name})
+        fd = _one_fd(image.name, "shm_writer", fds, WRITER_SEALS)
+        try:
+            slot, size = data.get("slot"), data.get("bytes")
+            if data.get("generation") != image.h["generation"]:
+                raise Replaced(f"{image.name}: the master's image is generation {data.get('generation')}, attach again")
+            if not isinstance(slot, int) or not 0 <= slot < image.h["max_writers"]:
+                raise ShmError(f"{image.name}: writer slot {slot!r} out of range")
+            if not isinstance(size, int) or size < W_STAGED + image.output_bytes or os.fstat(fd).st_size != size:
+                raise ShmError(f"{image.name}: writer object of {os.fstat(fd).st_size} bytes (reply {size!r})")
+            self._mm = mmap.mmap(fd, size, mmap.MAP_SHARED, access=mmap.ACCESS_WRITE)
+        finally:
+            os.close(fd)
+        self.slot = slot
+        self._q = memoryview(self._mm)[: size - size % 8].cast("Q")
+        self._i = memoryview(self._mm)[: size - size % 4].cast("I")
+        me = slot + 1
+        # Declared for this writer by the master's configuration: owned from the start.
+        self._owned = {
+            r
+            for r in range(image.h["output_entries"])
+            if self._row_flags(r) & 1 and image._i[self._owner_off(r) // 4] == me
+        }
+        self.declared = bool(self._owned) or data.get("declared") is True
+        self._q[W_HEARTBEAT // 8] = (self._q[W_HEARTBEAT // 8] + 1) & (2**64 - 1)
 
     def _owner_off(self, row: int) -> int:
         return self.image.h["entries_offset"] + row * ENTRY_BYTES + 8
@@ -672,79 +689,81 @@ class Writer:
         return e
 
     def claim(self, entry: Entry | str) -> Entry:
-        """Own an output entry (CAS owner 0 -> slot+1); its current value is staged first."""
+        """Own an output entry (a request the master grants or refuses); its current value is
+        staged first, so that claiming does not change the output."""
         e = self._entry(entry)
-        me = self.slot + 1
-        off = self._owner_off(e.row)
-        if self.image._i[off // 4] != me and self._row_flags(e.row) & FLAG_MASTER:
+        if e.row in self._owned:
+            return e
+        if self._row_flags(e.row) & FLAG_MASTER:
             raise ShmError(f"{e.name} is driven by the master (an [[axis]]): no writer can own it")
-        if self.image._i[off // 4] != me:
-            # Stage the current output value so that claiming does not change the output.
-            with contextlib.suppress(ShmError):
-                self.write({e: self.image.read().raw(e)}, raw=True)
-            ok, found = _atom().cas32(self._base + off, 0, me)
-            if not ok and found != me:
-                slot = found - 1
-                raise ShmError(f"{e.name} is owned by writer slot {slot} ('{self._slot_name(slot)}')")
-        if e not in self._claimed:
-            self._claimed.append(e)
+        with contextlib.suppress(ShmError):
+            self._stage({e: self.image.read().raw(e)})
+        try:
+            _ask(self.image.name, self.image.master_uid, {"cmd": "shm_claim", "slot": self.slot, "row": e.row})
+        except NotMaster:
+            raise
+        except ShmError as err:
+            raise ShmError(f"{e.name}: {err}") from None
+        self._owned.add(e.row)
         return e
 
-    def _slot_name(self, k: int) -> str:
-        if not 0 <= k < self.image.h["max_writers"]:
-            return "?"
-        off = self._slot_off(k) + W_NAME
-        return bytes(self.image._mm[off : off + W_NAME_BYTES]).rstrip(b"\0").decode("utf-8", "replace")
+    def release(self, entry: Entry | str) -> None:
+        """Give a claimed entry up (a declared one stays)."""
+        e = self._entry(entry)
+        _ask(self.image.name, self.image.master_uid, {"cmd": "shm_release", "slot": self.slot, "row": e.row})
+        if not self._row_flags(e.row) & 1:
+            self._owned.discard(e.row)
+
+    def _stage(self, raws: dict[Entry, int]) -> None:
+        if self._mm is None:
+            raise ShmError(f"{self.image.name}: writer '{self.name}' detached")
+        for e, r in raws.items():
+            _set_bits(self._staged, e.bit_offset, e.bits, r)
+        a = _atom()
+        self._seq += 1
+        self._q[W_SEQ // 8] = self._seq
+        a.fence(a.RELEASE)
+        self._mm[W_STAGED : W_STAGED + self.image.output_bytes] = bytes(self._staged)
+        a.fence(a.RELEASE)
+        self._seq += 1
+        self._q[W_SEQ // 8] = self._seq
 
     def write(self, values: dict[Entry | str, object], raw: bool = False) -> None:
         """Stage values (entry -> value, encoded by its data type) in one seqlock write."""
-        encoded = []
+        encoded = {}
         for k, v in values.items():
             e = self._entry(k)
-            encoded.append((e, v if raw and isinstance(v, int) else encode(e, v)))
-        for e, r in encoded:
-            _set_bits(self._staged, e.bit_offset, e.bits, r)
-        img, a, off = self.image, _atom(), self._off
-        qseq = (off + W_SEQ) // 8
-        self._seq += 1
-        img._q[qseq] = self._seq
-        a.fence(a.RELEASE)
-        img._mm[off + W_STAGED : off + W_STAGED + img.output_bytes] = bytes(self._staged)
-        a.fence(a.RELEASE)
-        self._seq += 1
-        img._q[qseq] = self._seq
+            if e.row not in self._owned:
+                raise ShmError(f"{e.name} is not owned by writer '{self.name}' (claim it first)")
+            encoded[e] = v if raw and isinstance(v, int) else encode(e, v)
+        self._stage(encoded)
 
     def heartbeat(self) -> int:
         """Increment the heartbeat; returns the slot state (W_ATTACHED, W_STALE, ...)."""
-        img = self.image
-        q = (self._off + W_HEARTBEAT) // 8
-        img._q[q] = (img._q[q] + 1) & (2**64 - 1)
-        if img.state() == REPLACED:
-            raise Replaced(f"/{img.name}: replaced by a re-initialisation")
-        return img._i[(self._off + W_STATE) // 4]
+        if self._mm is None:
+            raise ShmError(f"{self.image.name}: writer '{self.name}' detached")
+        q = W_HEARTBEAT // 8
+        self._q[q] = (self._q[q] + 1) & (2**64 - 1)
+        if self.image.state() == REPLACED:
+            raise Replaced(f"{self.image.name}: replaced by a re-initialisation")
+        return self._i[W_STATE // 4]
 
     def applied_cycle(self) -> int:
         """The last cycle the master took a consistent copy of this writer's staged outputs:
         that it takes the writes, not which one (a value is out once a snapshot's outputs show it)."""
-        return self.image._q[(self._off + W_APPLIED) // 8]
+        return self._q[W_APPLIED // 8] if self._mm is not None else 0
 
     def detach(self) -> None:
-        """Release the claims and the slot."""
-        if getattr(self, "_off", None) is None:
+        """Give the slot back: the master sees FREE and ends the claims."""
+        if self._mm is None:
             return
-        img, a, me = self.image, _atom(), self.slot + 1
-        for e in self._claimed:
-            if not self._row_flags(e.row) & 1:
-                a.cas32(self._base + self._owner_off(e.row), me, 0)
-        self._claimed.clear()
-        off = self._off
-        img._i[(off + W_PID) // 4] = 0
-        if not self.declared:
-            img._mm[off + W_NAME : off + W_NAME + W_NAME_BYTES] = bytes(W_NAME_BYTES)
+        a = _atom()
         a.fence(a.RELEASE)
-        img._i[(off + W_STATE) // 4] = W_FREE
-        self._off = None
-        del self._buf
+        self._i[W_STATE // 4] = W_FREE
+        self._q.release()
+        self._i.release()
+        self._mm.close()
+        self._mm = None
 
     def __enter__(self) -> Writer:
         return self
@@ -804,7 +823,7 @@ def _emit(snap: Snapshot) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description="Read or write rtcat's shared-memory process image.")
-    p.add_argument("name", help="the object's name ([shm] name / --shm NAME)")
+    p.add_argument("name", metavar="SOCKET", help="the master's control socket (--control SOCK / [control] socket)")
     p.add_argument("--dump", action="store_true", help="print one snapshot as JSON")
     p.add_argument("--watch", action="store_true", help="print one JSON line per snapshot until interrupted")
     p.add_argument("--interval", type=float, default=1.0, help="seconds between --watch lines (default 1)")
@@ -830,7 +849,7 @@ def main(argv: list[str] | None = None) -> int:
             if assignments:
                 entries = {img.entry(n): v for n, v in assignments}
                 for e, v in entries.items():
-                    encode(e, v)  # usage errors before taking a slot
+                    encode(e, v)  # usage errors before asking for a slot
                 writer = img.writer(args.writer)
                 for e in entries:
                     writer.claim(e)
@@ -872,7 +891,7 @@ def _wait_applied(img: Image, writer: Writer, entries: dict[Entry, str], timeout
         if writer.applied_cycle() > start and all(snap.raw(e) == r for e, r in want.items()):
             return
         time.sleep(max(img.period_ns, 100_000) / 1e9)
-    raise ShmError(f"/{img.name}: the master did not apply the outputs within {timeout_s} s")
+    raise ShmError(f"{img.name}: the master did not apply the outputs within {timeout_s} s")
 
 
 def _watch(img: Image, writer: Writer | None, args: argparse.Namespace) -> None:

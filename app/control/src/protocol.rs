@@ -125,6 +125,32 @@ pub enum Request {
         /// The state asked for.
         state: AlTarget,
     },
+    /// `{"cmd": "shm_image"}`: the shared process image (`app/shm/FORMAT.md`, format v3): data
+    /// `{"generation": N, "bytes": N}` and the image's sealed, read-only memfd with
+    /// `SCM_RIGHTS` on the same reply.
+    ShmImage,
+    /// `{"cmd": "shm_writer", "name": "hmi"}`: a writer object of its own (its slot) for the
+    /// asking process: data `{"slot": k, "bytes": N, "generation": N, "declared": bool}` and
+    /// the writer's sealed memfd with `SCM_RIGHTS`.
+    ShmWriter {
+        /// The writer's name (1..=31 bytes).
+        name: String,
+    },
+    /// `{"cmd": "shm_claim", "slot": 0, "row": 3}`: the writer of `slot` (the asking process
+    /// must be the one it was handed to) owns entry-table row `row` from now on.
+    ShmClaim {
+        /// Writer slot.
+        slot: u32,
+        /// Entry-table row.
+        row: u32,
+    },
+    /// `{"cmd": "shm_release", "slot": 0, "row": 3}`: give a claimed row up.
+    ShmRelease {
+        /// Writer slot.
+        slot: u32,
+        /// Entry-table row.
+        row: u32,
+    },
 }
 
 /// Why a request failed: the caller's input, or the master/bus.
@@ -303,7 +329,8 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 }
 
 /// The commands, for error messages.
-pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state";
+pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state, \
+                            shm_image, shm_writer, shm_claim, shm_release";
 
 impl Request {
     /// Parse one request line (without its newline). An object with a key twice is refused
@@ -325,7 +352,14 @@ impl Request {
     /// Whether the request changes the state of the master or the segment (needs the write
     /// right, and is put on the record).
     pub fn is_write(&self) -> bool {
-        matches!(self, Request::SdoWrite { .. } | Request::AlState { .. })
+        matches!(
+            self,
+            Request::SdoWrite { .. }
+                | Request::AlState { .. }
+                | Request::ShmWriter { .. }
+                | Request::ShmClaim { .. }
+                | Request::ShmRelease { .. }
+        )
     }
 
     /// The command's name (`"sdo_write"`).
@@ -338,6 +372,10 @@ impl Request {
             Request::SdoRead { .. } => "sdo_read",
             Request::SdoWrite { .. } => "sdo_write",
             Request::AlState { .. } => "al_state",
+            Request::ShmImage => "shm_image",
+            Request::ShmWriter { .. } => "shm_writer",
+            Request::ShmClaim { .. } => "shm_claim",
+            Request::ShmRelease { .. } => "shm_release",
         }
     }
 
@@ -358,13 +396,37 @@ impl Request {
         let idx = |o| number(o, "index", u64::from(u16::MAX)).map(|n| n as u16);
         let sub = |o| number(o, "sub", u64::from(u8::MAX)).map(|n| n as u8);
         Ok(match cmd {
-            "status" | "scan" | "pdos" | "counters" => {
+            "status" | "scan" | "pdos" | "counters" | "shm_image" => {
                 only(o, cmd, &[])?;
                 match cmd {
                     "status" => Request::Status,
                     "scan" => Request::Scan,
                     "pdos" => Request::Pdos,
+                    "shm_image" => Request::ShmImage,
                     _ => Request::Counters,
+                }
+            }
+            "shm_writer" => {
+                only(o, cmd, &["name"])?;
+                let name = string(o, "name")?;
+                if name.is_empty() || name.len() > 31 || name.chars().any(char::is_control) {
+                    return Err(Failure::usage(format!(
+                        "name = {:?}: must be 1..=31 bytes without control characters",
+                        name.chars().take(40).collect::<String>()
+                    )));
+                }
+                Request::ShmWriter {
+                    name: name.to_string(),
+                }
+            }
+            "shm_claim" | "shm_release" => {
+                only(o, cmd, &["slot", "row"])?;
+                let slot = number(o, "slot", u64::from(u32::MAX))? as u32;
+                let row = number(o, "row", u64::from(u32::MAX))? as u32;
+                if cmd == "shm_claim" {
+                    Request::ShmClaim { slot, row }
+                } else {
+                    Request::ShmRelease { slot, row }
                 }
             }
             "sdo_read" => {
@@ -435,6 +497,14 @@ impl Request {
                         "data": to_hex(data)}),
             Request::AlState { position, state } => {
                 json!({"cmd": "al_state", "position": position, "state": state.name()})
+            }
+            Request::ShmImage => json!({"cmd": "shm_image"}),
+            Request::ShmWriter { name } => json!({"cmd": "shm_writer", "name": name}),
+            Request::ShmClaim { slot, row } => {
+                json!({"cmd": "shm_claim", "slot": slot, "row": row})
+            }
+            Request::ShmRelease { slot, row } => {
+                json!({"cmd": "shm_release", "slot": slot, "row": row})
             }
         }
     }

@@ -45,6 +45,17 @@ pub trait Provider: Send + Sync + 'static {
     /// requests the peer has the right to make get here.
     fn handle(&self, request: &Request) -> Result<Value, Failure>;
 
+    /// [`Provider::handle`] with the peer's credentials, and file descriptors to pass with the
+    /// reply (`SCM_RIGHTS`, unix(7)): the shared process image and writer objects. The default
+    /// has no descriptors.
+    fn handle_peer(
+        &self,
+        request: &Request,
+        _peer: &Peer,
+    ) -> Result<(Value, Vec<OwnedFd>), Failure> {
+        self.handle(request).map(|v| (v, Vec::new()))
+    }
+
     /// A state-changing request was done, failed or refused: put it on the record. Called on
     /// the connection's thread after [`Provider::handle`] (or instead of it, when refused); it
     /// may block for a while, which slows only that client.
@@ -546,8 +557,13 @@ fn serve(
         while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buf.drain(..=nl).collect();
             let line = &line[..line.len() - 1];
-            let reply = answer(line, provider, peer, &cfg.writers);
-            if write_line(&mut stream, &reply).is_err() {
+            let (reply, fds) = answer_fds(line, provider, peer, &cfg.writers);
+            let sent = if fds.is_empty() {
+                write_line(&mut stream, &reply)
+            } else {
+                write_line_fds(&stream, &reply, &fds)
+            };
+            if sent.is_err() {
                 return;
             }
             last = Instant::now();
@@ -581,39 +597,77 @@ fn write_line(stream: &mut UnixStream, r: &Reply) -> std::io::Result<()> {
     stream.write_all(s.as_bytes())
 }
 
+/// The reply line with the descriptors attached to its first byte (`SCM_RIGHTS`; the rest of the
+/// line follows as plain stream data). The descriptors are closed here once sent.
+fn write_line_fds(stream: &UnixStream, r: &Reply, fds: &[OwnedFd]) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mut s = r.to_line();
+    s.push('\n');
+    let raw: Vec<i32> = fds.iter().map(AsRawFd::as_raw_fd).collect();
+    let cmsg = [socket::ControlMessage::ScmRights(&raw)];
+    let bytes = s.as_bytes();
+    let iov = [std::io::IoSlice::new(&bytes[..1])];
+    socket::sendmsg::<()>(
+        stream.as_raw_fd(),
+        &iov,
+        &cmsg,
+        socket::MsgFlags::MSG_NOSIGNAL,
+        None,
+    )
+    .map_err(std::io::Error::from)?;
+    let mut w = stream;
+    w.write_all(&bytes[1..])
+}
+
 /// The reply to one line of `peer`: parsed, checked against `writers` when it changes state,
 /// answered by `provider`, and put on the record when it changes state.
 pub fn answer(line: &[u8], provider: &dyn Provider, peer: &Peer, writers: &Writers) -> Reply {
+    answer_fds(line, provider, peer, writers).0
+}
+
+/// [`answer`] with the descriptors the provider passes with the reply.
+pub fn answer_fds(
+    line: &[u8],
+    provider: &dyn Provider,
+    peer: &Peer,
+    writers: &Writers,
+) -> (Reply, Vec<OwnedFd>) {
     let line = match std::str::from_utf8(line) {
         Ok(l) => l.strip_suffix('\r').unwrap_or(l),
         Err(e) => {
-            return Reply::fail(&Failure::usage(format!(
-                "request line is not UTF-8 (byte {})",
-                e.valid_up_to()
-            )));
+            return (
+                Reply::fail(&Failure::usage(format!(
+                    "request line is not UTF-8 (byte {})",
+                    e.valid_up_to()
+                ))),
+                Vec::new(),
+            );
         }
     };
     let req = match Request::parse(line) {
         Ok(req) => req,
-        Err(f) => return Reply::fail(&f),
+        Err(f) => return (Reply::fail(&f), Vec::new()),
     };
     if !req.is_write() {
-        return match provider.handle(&req) {
-            Ok(data) => Reply::ok(data),
-            Err(f) => Reply::fail(&f),
+        return match provider.handle_peer(&req, peer) {
+            Ok((data, fds)) => (Reply::ok(data), fds),
+            Err(f) => (Reply::fail(&f), Vec::new()),
         };
     }
     if let Err(why) = writers.check(peer) {
         provider.record(peer, &req, &Outcome::Refused(&why));
-        return Reply::fail(&Failure::usage(format!("{}: {why}", req.name())));
+        return (
+            Reply::fail(&Failure::usage(format!("{}: {why}", req.name()))),
+            Vec::new(),
+        );
     }
-    let r = provider.handle(&req);
+    let r = provider.handle_peer(&req, peer);
     match &r {
         Ok(_) => provider.record(peer, &req, &Outcome::Done),
         Err(f) => provider.record(peer, &req, &Outcome::Failed(f)),
     }
     match r {
-        Ok(data) => Reply::ok(data),
-        Err(f) => Reply::fail(&f),
+        Ok((data, fds)) => (Reply::ok(data), fds),
+        Err(f) => (Reply::fail(&f), Vec::new()),
     }
 }

@@ -413,3 +413,70 @@ fn one_process_cannot_take_every_connection() {
     assert!(out.contains("\"ok\":true"), "{o:?}");
     drop(idle);
 }
+
+/// Passes a memfd holding its peer's pid with `shm_image`.
+struct Fds;
+
+impl Provider for Fds {
+    fn handle(&self, _: &Request) -> Result<Value, Failure> {
+        Err(Failure::runtime("descriptors only"))
+    }
+
+    fn handle_peer(
+        &self,
+        r: &Request,
+        peer: &rtcat_control::Peer,
+    ) -> Result<(Value, Vec<std::os::fd::OwnedFd>), Failure> {
+        match r {
+            Request::ShmImage => {
+                let fd =
+                    nix::sys::memfd::memfd_create(c"t", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+                        .unwrap();
+                let mut f = std::fs::File::from(fd);
+                write!(f, "{}", peer.pid).unwrap();
+                Ok((json!({"pid": peer.pid}), vec![f.into()]))
+            }
+            _ => Err(Failure::usage("no")),
+        }
+    }
+}
+
+#[test]
+fn descriptors_travel_with_the_reply_and_the_peer_is_known() {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("fd.sock");
+    let _s = Server::start(ServerConfig::new(&p, None), Arc::new(Fds)).unwrap();
+    let mut s = UnixStream::connect(&p).unwrap();
+    s.write_all(b"{\"cmd\":\"shm_image\"}\n").unwrap();
+    let (mut line, mut fds) = (Vec::new(), Vec::<OwnedFd>::new());
+    while !line.contains(&b'\n') {
+        let mut buf = [0u8; 512];
+        let mut cmsg = nix::cmsg_space!([RawFd; 2]);
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let m = recvmsg::<()>(s.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::empty()).unwrap();
+        for c in m.cmsgs().unwrap() {
+            if let ControlMessageOwned::ScmRights(r) = c {
+                fds.extend(r.into_iter().map(|r| unsafe { OwnedFd::from_raw_fd(r) }));
+            }
+        }
+        let n = m.bytes;
+        assert!(n > 0, "closed");
+        line.extend_from_slice(&buf[..n]);
+    }
+    let v: Value = serde_json::from_slice(&line[..line.len() - 1]).unwrap();
+    assert_eq!(v["data"]["pid"], json!(std::process::id()));
+    assert_eq!(fds.len(), 1, "one descriptor with the reply");
+    // The same open file as the master's: read from the start.
+    let mut b = [0u8; 16];
+    let n =
+        std::os::unix::fs::FileExt::read_at(&std::fs::File::from(fds.pop().unwrap()), &mut b, 0)
+            .unwrap();
+    assert_eq!(&b[..n], std::process::id().to_string().as_bytes());
+    // A request without descriptors on the same connection still gets a plain line.
+    s.write_all(b"{\"cmd\":\"status\"}\n").unwrap();
+    let mut r = BufReader::new(s);
+    let v = reply(&mut r);
+    assert_eq!(v["ok"], json!(false));
+}

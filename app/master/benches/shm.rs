@@ -54,6 +54,11 @@ fn exec(seg: &SegmentSpec, period_us: u32, v: Variant, root: bool) -> (u64, u64,
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
     cfg.cycle.cpu = Some(ncpu - 1);
     let name = format!("rtcat-bench-{}", std::process::id());
+    // The image is handed out over a socket (format v3); a minimal server of it stands in for
+    // the control socket of `rtcat run`.
+    let sock = std::env::temp_dir().join(format!("{name}.sock"));
+    let hub = rtcat_master::shm::Hub::new();
+    let _serve = rtcat_shm::testkit::Serve::start(&sock, hub.clone()).expect("serve");
     let mut spec = RunSpec::new(
         cfg,
         Target::Sim {
@@ -72,9 +77,7 @@ fn exec(seg: &SegmentSpec, period_us: u32, v: Variant, root: bool) -> (u64, u64,
             writer_timeout_cycles: 1_000_000,
             ..ShmConfig::default()
         };
-        Box::new(
-            SharedImage::new(Box::new(Pattern), &c, None, u64::from(period_us) * 1000).unwrap(),
-        )
+        Box::new(SharedImage::new(Box::new(Pattern), &c, hub, u64::from(period_us) * 1000).unwrap())
     };
     let done = AtomicBool::new(false);
     let out = std::thread::scope(|s| {
@@ -84,7 +87,7 @@ fn exec(seg: &SegmentSpec, period_us: u32, v: Variant, root: bool) -> (u64, u64,
                     if done.load(Ordering::Relaxed) {
                         return;
                     }
-                    match rtcat_shm::Client::attach(&name) {
+                    match rtcat_shm::Client::attach(&sock) {
                         Ok(c) if c.snapshot().is_ok() => break c,
                         _ => std::thread::sleep(Duration::from_millis(20)),
                     }
@@ -115,7 +118,6 @@ fn exec(seg: &SegmentSpec, period_us: u32, v: Variant, root: bool) -> (u64, u64,
         done.store(true, Ordering::Relaxed);
         r
     });
-    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
     let e = &out.rec.exec;
     (
         e.value_at_quantile(0.5),

@@ -23,6 +23,9 @@ use rtcat_shm::{
 };
 use serde::Deserialize;
 
+/// The control socket's side of the image (format v3): what the binary hands out.
+pub use rtcat_shm::{Ask, Hub, Refusal};
+
 /// Default `[shm] writer_timeout_cycles`: 100 ms at the default 1 ms period.
 pub const DEFAULT_WRITER_TIMEOUT_CYCLES: u64 = 100;
 /// Largest `[shm] writer_timeout_cycles` (about 17 minutes at 1 ms).
@@ -32,7 +35,9 @@ pub const MAX_WRITER_TIMEOUT_CYCLES: u64 = 1_000_000;
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct ShmConfig {
-    /// Object name (`/dev/shm/NAME`); None: no shared image. `--shm NAME` sets it.
+    /// The image's label (the memfd's name, `/memfd:rtcat:NAME` in `/proc/PID/fd`); None: no
+    /// shared image. `--shm NAME` sets it. Nothing is created under this name (format v3): the
+    /// image is handed out over the control socket, which a shared image therefore needs.
     pub name: Option<String>,
     /// Cycles without a heartbeat after which a writer is stale and its entries go to their
     /// safe values.
@@ -123,7 +128,10 @@ impl ShmConfig {
             return Err(bad(
                 "shm.name".into(),
                 format!("{n:?}"),
-                format!("{why} (an object name in /dev/shm: [A-Za-z0-9_.-], 1..=200 bytes)"),
+                format!(
+                    "{why} (the image's label: [A-Za-z0-9_.-], 1..=200 bytes; nothing is \
+                     created under it)"
+                ),
             ));
         }
         let t = self.writer_timeout_cycles;
@@ -439,27 +447,26 @@ pub struct SharedImage {
     inner: Box<dyn Application>,
     cfg: ShmConfig,
     name: String,
-    gid: Option<u32>,
     period_ns: u64,
     publisher: Option<Publisher>,
+    /// Where the control socket finds the image published now.
+    hub: Hub,
     /// The layout JSON with generation 0 (what decides whether a re-initialisation changed it).
     layout_key: String,
     generation: u32,
     /// The axes whose drives' command entries are the master's.
     axes: Vec<AxisConfig>,
-    /// The name belongs to this uid: running unnamed (an event at the next cycle).
-    name_taken: Option<u32>,
     /// The truncation of the object was reported (it is replaced at the next bring-up).
     truncation_seen: bool,
 }
 
 impl SharedImage {
-    /// Wrap `inner`; the object `/NAME` of `cfg.name` is created at the first bring-up.
-    /// `gid`: the `[ipc] group` (None: the process's group).
+    /// Wrap `inner`; the image labelled `cfg.name` is created at the first bring-up and handed
+    /// out by the control socket through `hub`.
     pub fn new(
         inner: Box<dyn Application>,
         cfg: &ShmConfig,
-        gid: Option<u32>,
+        hub: Hub,
         period_ns: u64,
     ) -> Result<SharedImage, rtcat_shm::Error> {
         let name = cfg.name.clone().unwrap_or_default();
@@ -471,13 +478,12 @@ impl SharedImage {
             inner,
             cfg: cfg.clone(),
             name,
-            gid,
             period_ns,
             publisher: None,
+            hub,
             layout_key: String::new(),
             generation,
             axes: Vec::new(),
-            name_taken: None,
             truncation_seen: false,
         })
     }
@@ -501,7 +507,6 @@ impl SharedImage {
         let key = serde_json::to_string(&l).expect("a layout serializes");
         if let Some(p) = &self.publisher
             && key == self.layout_key
-            && p.is_named()
             && !p.truncated()
         {
             p.set_state(State::Live);
@@ -515,6 +520,7 @@ impl SharedImage {
         l.generation = self.generation;
         let json = serde_json::to_string(&l).expect("a layout serializes");
         if let Some(old) = self.publisher.take() {
+            self.hub.set(None);
             old.replace()?;
         }
         let writers: Vec<DeclaredWriter> = self
@@ -527,7 +533,6 @@ impl SharedImage {
             .collect();
         let pc = PublisherConfig {
             name: &self.name,
-            gid: self.gid,
             generation: self.generation,
             period_ns: self.period_ns,
             subdevices: layout.subdevices.len() as u32,
@@ -538,17 +543,9 @@ impl SharedImage {
             writers: &writers,
             writer_timeout_cycles: self.cfg.writer_timeout_cycles,
         };
-        self.publisher = Some(match Publisher::create(&pc) {
-            Ok(p) => p,
-            // Another user's file holds the name (anyone can create one in /dev/shm): the
-            // master keeps running on an unnamed object no client can reach (clients refuse the
-            // planted one), and says so; the name is tried again at the next bring-up.
-            Err(rtcat_shm::Error::Foreign { uid, .. }) => {
-                self.name_taken = Some(uid);
-                Publisher::create_unnamed(&pc)?
-            }
-            Err(e) => return Err(e.into()),
-        });
+        let p = Publisher::create(&pc)?;
+        self.hub.set(Some(p.broker()));
+        self.publisher = Some(p);
         self.layout_key = key;
         Ok(())
     }
@@ -566,9 +563,6 @@ impl Application for SharedImage {
         let Some(p) = self.publisher.as_mut() else {
             return;
         };
-        if let Some(uid) = self.name_taken.take() {
-            cx.raise(EventKind::ShmNameTaken { uid });
-        }
         // One atomic load: a client shrank the object, the SIGBUS was absorbed (rtcat-shm).
         if p.truncated() != self.truncation_seen {
             self.truncation_seen = p.truncated();
@@ -621,6 +615,7 @@ impl Application for SharedImage {
         if let Some(p) = &self.publisher {
             p.set_state(State::Stopped);
         }
+        self.hub.set(None);
     }
 }
 
@@ -701,11 +696,19 @@ mod tests {
     #[test]
     fn kept_on_the_same_layout_replaced_on_another() {
         let name = format!("rtcat-master-test-{}", std::process::id());
-        let mut app =
-            SharedImage::new(Box::new(crate::ZeroOutputs), &cfg(&name), None, 1_000_000).unwrap();
+        let sock = std::env::temp_dir().join(format!("{name}.sock"));
+        let hub = Hub::new();
+        let _serve = rtcat_shm::testkit::Serve::start(&sock, hub.clone()).unwrap();
+        let mut app = SharedImage::new(
+            Box::new(crate::ZeroOutputs),
+            &cfg(&name),
+            hub.clone(),
+            1_000_000,
+        )
+        .unwrap();
         configure(&mut app, &layout(1, false)).unwrap();
         let g1 = app.generation().unwrap();
-        let c = rtcat_shm::Client::attach(&name).unwrap();
+        let c = rtcat_shm::Client::attach(&sock).unwrap();
         assert_eq!(c.generation(), g1);
         assert!(c.layout_json().contains(&format!("\"generation\":{g1}")));
         // The declared entry is pre-owned, its safe value encoded as INTEGER16.
@@ -726,12 +729,12 @@ mod tests {
         let g2 = app.generation().unwrap();
         assert_ne!(g1, g2);
         assert_eq!(c.state(), State::Replaced);
-        let c2 = rtcat_shm::Client::attach(&name).unwrap();
+        let c2 = rtcat_shm::Client::attach(&sock).unwrap();
         assert_eq!(c2.generation(), g2);
         assert!(c2.entry("0:Outputs.Extra").is_ok());
         app.shutdown(&ShutdownReason::Duration);
         assert_eq!(c2.state(), State::Stopped);
-        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+        assert!(hub.get().is_none(), "nothing handed out after the run");
     }
 
     #[test]
@@ -739,7 +742,8 @@ mod tests {
         let name = format!("rtcat-master-test-bad-{}", std::process::id());
         let mut c = cfg(&name);
         c.writer[0].entries = vec!["0:Word".into()];
-        let mut app = SharedImage::new(Box::new(crate::ZeroOutputs), &c, None, 1_000_000).unwrap();
+        let mut app =
+            SharedImage::new(Box::new(crate::ZeroOutputs), &c, Hub::new(), 1_000_000).unwrap();
         let e = configure(&mut app, &layout(1, false))
             .unwrap_err()
             .to_string();
@@ -750,7 +754,8 @@ mod tests {
         );
         let mut c = cfg(&name);
         c.safe[0].value = SafeValue::Int(70_000);
-        let mut app = SharedImage::new(Box::new(crate::ZeroOutputs), &c, None, 1_000_000).unwrap();
+        let mut app =
+            SharedImage::new(Box::new(crate::ZeroOutputs), &c, Hub::new(), 1_000_000).unwrap();
         let e = configure(&mut app, &layout(1, false))
             .unwrap_err()
             .to_string();
@@ -758,7 +763,6 @@ mod tests {
             e.contains("shm.safe[0].value") && e.contains("-32768..=32767"),
             "{e}"
         );
-        let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
     }
 
     /// Two CSP drives at positions 0 and 1 (controlword, mode, target position, digital

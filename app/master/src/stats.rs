@@ -380,12 +380,6 @@ pub enum EventKind {
         /// What happened.
         change: ShmWriterChange,
     },
-    /// The shared image's name belongs to another user (a file planted in /dev/shm): the
-    /// master runs on an unnamed object no client can attach to.
-    ShmNameTaken {
-        /// The owner of the planted file.
-        uid: u32,
-    },
     /// A client shrank the shared image (ftruncate): the master's mapping became private
     /// memory (no SIGBUS), clients see nothing new until the next bring-up re-creates it.
     ShmTruncated,
@@ -483,13 +477,6 @@ impl std::fmt::Display for EventKind {
                     f,
                     "shm_writer {change} slot={slot} pid={pid} name={:?}",
                     String::from_utf8_lossy(&name[..n])
-                )
-            }
-            EventKind::ShmNameTaken { uid } => {
-                write!(
-                    f,
-                    "shm_name_taken owner_uid={uid} published=unnamed (no client can attach; \
-                     declared entries at their safe values)"
                 )
             }
             EventKind::ShmTruncated => write!(

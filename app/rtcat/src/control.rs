@@ -127,6 +127,8 @@ pub struct Shared {
     /// Where the records of state-changing requests go (the status thread writes them to
     /// events.log and the journal); None: nowhere to put them (set by [`Control::start`]).
     records: Mutex<Option<mpsc::SyncSender<Record>>>,
+    /// The shared image's handout (`[shm]`; None: no image on this run).
+    shm: Option<rtcat_master::shm::Hub>,
 }
 
 /// One line for events.log and the journal raised off the cyclic thread: the record of a
@@ -156,6 +158,11 @@ pub fn record_text(peer: &Peer, request: &Request, outcome: &Outcome<'_>) -> Str
         ),
         Request::AlState { position, state } => {
             format!("position={position} state={}", AlTarget::name(*state))
+        }
+        // The writer's name is the client's text: quoted, one line whatever it holds.
+        Request::ShmWriter { name } => format!("name={name:?}"),
+        Request::ShmClaim { slot, row } | Request::ShmRelease { slot, row } => {
+            format!("slot={slot} row={row}")
         }
         other => other.to_line(),
     };
@@ -233,6 +240,7 @@ impl Shared {
         layout: LayoutShare,
         sdo: Arc<SdoClient>,
         axes: Option<rtcat_master::axes::AxesReport>,
+        shm: Option<rtcat_master::shm::Hub>,
     ) -> Arc<Shared> {
         Arc::new(Shared {
             live,
@@ -245,6 +253,7 @@ impl Shared {
             axes,
             stopped: AtomicBool::new(false),
             records: Mutex::new(None),
+            shm,
         })
     }
 
@@ -362,6 +371,37 @@ impl Shared {
 }
 
 impl Provider for Shared {
+    fn handle_peer(
+        &self,
+        request: &Request,
+        peer: &Peer,
+    ) -> Result<(Value, Vec<std::os::fd::OwnedFd>), Failure> {
+        use rtcat_master::shm::{Ask, Refusal};
+        let ask = match request {
+            Request::ShmImage => Ask::Image,
+            Request::ShmWriter { name } => Ask::Writer(name),
+            Request::ShmClaim { slot, row } => Ask::Claim {
+                slot: *slot,
+                row: *row,
+            },
+            Request::ShmRelease { slot, row } => Ask::Release {
+                slot: *slot,
+                row: *row,
+            },
+            other => return self.handle(other).map(|v| (v, Vec::new())),
+        };
+        let Some(hub) = &self.shm else {
+            return Err(Failure::usage(
+                "no shared image on this master ([shm] name / --shm not set)",
+            ));
+        };
+        match hub.answer(&ask, peer.pid.max(0) as u32, peer.uid) {
+            Ok((v, fd)) => Ok((v, fd.into_iter().collect())),
+            Err(Refusal::Usage(m)) => Err(Failure::usage(m)),
+            Err(Refusal::Runtime(m)) => Err(Failure::runtime(m)),
+        }
+    }
+
     fn handle(&self, request: &Request) -> Result<Value, Failure> {
         let js = |v: &dyn erased::Ser| v.to_value();
         match request {
@@ -416,6 +456,12 @@ impl Provider for Shared {
                 Ok(json!({"position": position, "index": index, "sub": sub,
                           "written": data.len()}))
             }
+            Request::ShmImage
+            | Request::ShmWriter { .. }
+            | Request::ShmClaim { .. }
+            | Request::ShmRelease { .. } => Err(Failure::runtime(
+                "the shared image is handed out with descriptors (handle_peer)",
+            )),
             Request::AlState { position, state } => {
                 self.check_position(*position)?;
                 self.cycling()?;

@@ -53,6 +53,8 @@ pub struct Job {
     pub axes: Option<rtcat_master::axes::AxesReport>,
     /// Where the floor benchmark leaves its results (`app` is a [`crate::floor::FloorPing`]).
     pub floor: Option<Arc<crate::floor::FloorReport>>,
+    /// The shared image's handout (`[shm]`): the control socket serves it.
+    pub shm: Option<rtcat_master::shm::Hub>,
 }
 
 /// What a finished job reports.
@@ -260,6 +262,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 layout.clone(),
                 client.clone(),
                 job.axes.clone(),
+                job.shm.clone(),
             ),
             job.cfg.control.socket.as_deref(),
             more_tx,

@@ -114,6 +114,7 @@ fn steady_state(mode: TxRxMode, dc: bool) {
         live: Default::default(),
         axes: None,
         floor: None,
+        shm: None,
     })
     .expect("run");
     let tracked = c.load(Ordering::Relaxed);

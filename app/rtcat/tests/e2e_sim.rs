@@ -48,6 +48,7 @@ fn job(c: Config, spec: SegmentSpec, faults: Faults, secs: f64, dir: &std::path:
         live: Default::default(),
         axes: None,
         floor: None,
+        shm: None,
     }
 }
 

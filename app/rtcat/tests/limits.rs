@@ -47,6 +47,7 @@ fn run(spec: SegmentSpec, period_us: u32) -> anyhow::Result<JobResult> {
         live: Default::default(),
         axes: None,
         floor: None,
+        shm: None,
     })
 }
 

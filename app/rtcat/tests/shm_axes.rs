@@ -19,13 +19,16 @@ fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn bench(name: &str, config: &Path, out: &Path, secs: u32) -> Child {
+/// `rtcat bench --sim --shm axes --control SOCK`: clients attach through `sock`.
+fn bench(sock: &str, config: &Path, out: &Path, secs: u32) -> Child {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
     cmd.args([
         "bench",
         "--sim",
         "--shm",
-        name,
+        "axes",
+        "--control",
+        sock,
         "--duration",
         &secs.to_string(),
     ])
@@ -55,8 +58,8 @@ fn attach(name: &str) -> Client {
                 client = Some(c);
                 true
             }
-            // Not there yet, or caught between its creation and its sizing (0 bytes).
-            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. } | Error::Format { .. }) => {
+            // Not there yet: no socket, or the segment not brought up (no image handed out).
+            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. } | Error::Refused { .. }) => {
                 false
             }
             Err(e) => panic!("{e}"),
@@ -91,8 +94,8 @@ fn int(s: &rtcat_shm::Snapshot, e: &EntryRef) -> i64 {
 
 #[test]
 fn a_client_cannot_take_an_axis_drive_and_the_axis_stays_inside_its_limits() {
-    let name = format!("rtcat-axes-{}", std::process::id());
     let dir = tempfile::tempdir().unwrap();
+    let name = dir.path().join("c.sock").display().to_string();
     let child = bench(
         &name,
         &root().join("examples/cia402/rtcat.toml"),
@@ -111,29 +114,28 @@ fn a_client_cannot_take_an_axis_drive_and_the_axis_stays_inside_its_limits() {
         let err = w.claim(e).unwrap_err().to_string();
         assert!(err.contains("driven by the master"), "{err}");
     }
-    // A member has write access to the object: it stores itself as the owner and writes 250 mm
-    // and a fault reset. The master's own record decides; the axis keeps its limits.
-    let me = (w.slot() as u32 + 1).to_le_bytes();
-    {
-        use std::os::unix::fs::FileExt;
-        let f = std::fs::OpenOptions::new()
-            .write(true)
-            .open(format!("/dev/shm/{name}"))
-            .unwrap();
-        for e in [&cw, &target] {
-            let row = e.row.unwrap() as usize;
-            f.write_all_at(&me, (c.geometry().entry_offset(row) + 8) as u64)
-                .unwrap();
-        }
+    // A member bypasses the client library and asks the master itself: refused, on the record.
+    for e in [&cw, &target] {
+        let r = rtcat_control::Client::connect(Path::new(&name))
+            .unwrap()
+            .call(&rtcat_control::Request::ShmClaim {
+                slot: w.slot() as u32,
+                row: e.row.unwrap(),
+            });
+        let err = r.unwrap_err().to_string();
+        assert!(err.contains("driven by the master"), "{err}");
     }
+    // Its writes of 250 mm and a fault reset go nowhere: the axis keeps its limits.
     let end = Instant::now() + Duration::from_millis(1500);
     let mut seen = 0;
     while Instant::now() < end {
-        w.write(&[
-            (&cw, Value::Unsigned(0x80)),
-            (&target, Value::Signed(2_500_000)),
-        ])
-        .unwrap();
+        assert!(
+            w.write(&[
+                (&cw, Value::Unsigned(0x80)),
+                (&target, Value::Signed(2_500_000)),
+            ])
+            .is_err()
+        );
         if let Ok(s) = c.snapshot() {
             let t = int(&s, &target);
             assert!(t <= limit, "target {t} counts past max_position ({limit})");
@@ -152,7 +154,6 @@ fn a_client_cannot_take_an_axis_drive_and_the_axis_stays_inside_its_limits() {
     let x = &s["axes"][0];
     assert_eq!(x["name"], "x");
     assert_eq!(x["faults"], 0, "{x}");
-    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
 }
 
 #[test]
@@ -171,8 +172,12 @@ fn alive(w: &rtcat_shm::Writer, what: &str) -> Result<(), String> {
 }
 
 fn hold_run(attempt: u32) -> Result<(), String> {
-    let name = format!("rtcat-hold-{}-{attempt}", std::process::id());
     let dir = tempfile::tempdir().unwrap();
+    let name = dir
+        .path()
+        .join(format!("c{attempt}.sock"))
+        .display()
+        .to_string();
     // No [[axis]]: client programs drive drive 0, one owns the controlword and mode and keeps
     // its heartbeat, the other owns the position target and stops.
     let cfg = dir.path().join("rtcat.toml");
@@ -188,7 +193,6 @@ fn hold_run(attempt: u32) -> Result<(), String> {
         let _ = child.kill();
     }
     let res = child.wait_with_output().unwrap();
-    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
     steps?;
     ecsim::noise::exited_ok("bench", res.status, &String::from_utf8_lossy(&res.stderr))
 }

@@ -1,8 +1,10 @@
-//! `rtcat bench --sim --shm NAME` end to end, with the Rust client library as another program
-//! would use it: it owns an output entry, sees its values echoed by the simulated segment in
-//! the inputs, goes stale (its entry at the configured safe value, an event), resumes, detaches;
-//! the master's echo check stays clean (it checks the outputs actually sent, client entries
-//! included) and the results carry the writer events.
+//! `rtcat bench --sim --shm NAME --control SOCK` end to end, with the Rust client library as
+//! another program would use it: it owns an output entry, sees its values echoed by the
+//! simulated segment in the inputs, goes stale (its entry at the configured safe value, an
+//! event), resumes, detaches; the master's echo check stays clean (it checks the outputs
+//! actually sent, client entries included) and the results carry the writer events and the
+//! record of the requests. The image is handed out over the socket: nothing in /dev/shm, and
+//! nothing handed out can be resized.
 
 use rtcat_shm::{Client, Error, State, Value, WriterState};
 use std::process::{Command, Stdio};
@@ -10,15 +12,45 @@ use std::time::{Duration, Instant};
 
 const SAFE: u64 = 0x77;
 
-/// `rtcat bench --sim --shm NAME --duration SECS --out OUT` (`--no-rt` unless root).
-fn bench(name: &str, secs: &str, out: &std::path::Path) -> Command {
+/// `rtcat bench --sim --shm NAME --control OUT/../c.sock --duration SECS --out OUT` (`--no-rt`
+/// unless root); the socket's path is returned with the command.
+fn bench(name: &str, secs: &str, out: &std::path::Path) -> (Command, String) {
+    let sock = out.with_file_name("c.sock").display().to_string();
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_rtcat"));
-    cmd.args(["bench", "--sim", "--shm", name, "--duration", secs, "--out"])
+    cmd.args(["bench", "--sim", "--shm", name, "--control", &sock])
+        .args(["--duration", secs, "--out"])
         .arg(out);
     if !nix::unistd::geteuid().is_root() {
         cmd.arg("--no-rt");
     }
-    cmd
+    (cmd, sock)
+}
+
+/// The descriptor the master passes with the reply to `request` (one JSON line).
+fn handed(sock: &str, request: &str) -> std::os::fd::OwnedFd {
+    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
+    use std::io::Write as _;
+    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
+    writeln!(s, "{request}").unwrap();
+    let (mut line, mut fds) = (Vec::new(), Vec::new());
+    while !line.contains(&b'\n') {
+        let mut buf = [0u8; 512];
+        let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 2]);
+        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
+        let m = recvmsg::<()>(s.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::empty()).unwrap();
+        for c in m.cmsgs().unwrap() {
+            if let ControlMessageOwned::ScmRights(r) = c {
+                // SAFETY: descriptors the kernel just installed for us.
+                fds.extend(r.into_iter().map(|r| unsafe { OwnedFd::from_raw_fd(r) }));
+            }
+        }
+        let n = m.bytes;
+        assert!(n > 0, "closed");
+        line.extend_from_slice(&buf[..n]);
+    }
+    fds.pop()
+        .unwrap_or_else(|| panic!("no descriptor: {}", String::from_utf8_lossy(&line)))
 }
 
 fn wait_for(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
@@ -47,7 +79,8 @@ fn bench_sim_shm_client_drives_an_output_and_sees_it_echoed() {
     )
     .unwrap();
     let out = dir.path().join("out");
-    let child = bench(&name, "3", &out)
+    let (mut cmd, sock) = bench(&name, "3", &out);
+    let child = cmd
         .arg("--config")
         .arg(&cfg)
         .stdout(Stdio::null())
@@ -59,17 +92,21 @@ fn bench_sim_shm_client_drives_an_output_and_sees_it_echoed() {
     wait_for(
         "the object to be LIVE with a snapshot",
         10.0,
-        || match Client::attach(&name) {
+        || match Client::attach(&sock) {
             Ok(c) if c.state() == State::Live && c.snapshot().is_ok() => {
                 client = Some(c);
                 true
             }
-            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. }) => false,
+            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. } | Error::Refused { .. }) => {
+                false
+            }
             Err(e) => panic!("{e}"),
         },
     );
     let client = client.unwrap();
-    let mode = std::fs::metadata(format!("/dev/shm/{name}")).unwrap();
+    // Nothing of the image is a file in /dev/shm: it is handed out over the socket (0660).
+    assert!(!std::path::Path::new("/dev/shm").join(&name).exists());
+    let mode = std::fs::metadata(&sock).unwrap();
     assert_eq!(
         std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
         0o660
@@ -127,7 +164,17 @@ fn bench_sim_shm_client_drives_an_output_and_sees_it_echoed() {
     }
     assert!(events.contains("name=\"e2e\""), "{events}");
     assert!(!events.contains("data_mismatch"), "{events}");
-    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
+    // The writer's attach and its claim are on the record, with who asked.
+    let me = format!("uid={} pid={}", nix::unistd::geteuid(), std::process::id());
+    for what in [
+        format!("control shm_writer {me} name=\"e2e\" result=ok"),
+        format!(
+            "control shm_claim {me} slot=0 row={} result=ok",
+            o1.row.unwrap()
+        ),
+    ] {
+        assert!(events.contains(&what), "{what} in events.log:\n{events}");
+    }
 }
 
 #[test]
@@ -140,6 +187,14 @@ fn bad_shm_names_and_keys_are_usage_errors() {
     assert_eq!(r.status.code(), Some(2));
     let e = String::from_utf8_lossy(&r.stderr);
     assert!(e.contains("shm.name = \"../etc\""), "{e}");
+    // The image is handed out over the control socket only: --shm without one is refused.
+    let r = Command::new(rtcat)
+        .args(["bench", "--sim", "--shm", "x", "--duration", "1"])
+        .output()
+        .unwrap();
+    assert_eq!(r.status.code(), Some(2));
+    let e = String::from_utf8_lossy(&r.stderr);
+    assert!(e.contains("--control"), "{e}");
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("c.toml");
     std::fs::write(&cfg, "[shm]\nname = \"x\"\nwriter_timeout_cycles = 0\n").unwrap();
@@ -165,16 +220,9 @@ fn an_unknown_entry_is_a_clear_bring_up_error() {
     .unwrap();
     let name = format!("rtcat-e2e-bad-{}", std::process::id());
     let r = Command::new(env!("CARGO_BIN_EXE_rtcat"))
-        .args([
-            "bench",
-            "--sim",
-            "--no-rt",
-            "--shm",
-            &name,
-            "--duration",
-            "1",
-            "--config",
-        ])
+        .args(["bench", "--sim", "--no-rt", "--shm", &name, "--control"])
+        .arg(dir.path().join("c.sock"))
+        .args(["--duration", "1", "--config"])
         .arg(&cfg)
         .arg("--out")
         .arg(dir.path().join("out"))
@@ -187,70 +235,75 @@ fn an_unknown_entry_is_a_clear_bring_up_error() {
             && e.contains("0:Outputs.Output 1"),
         "{e}"
     );
-    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
 }
 
-/// Issue 26: a file another user planted under the name (while the master was stopped) does not
-/// stop the master: the run reaches its end on an unnamed object, says so in events.log, and
-/// leaves the planted file alone. Needs root (a file of another uid).
+/// Issue 26: the name is no address any more. A file planted in /dev/shm under it (by anyone)
+/// changes nothing: the run reaches its end, the clients get the image over the socket, the
+/// file is left alone.
 #[test]
-fn a_name_taken_by_another_user_does_not_stop_the_master() {
+fn a_file_planted_under_the_name_changes_nothing() {
     let name = format!("rtcat-e2e-squat-{}", std::process::id());
     let path = format!("/dev/shm/{name}");
     std::fs::write(&path, b"planted").unwrap();
-    let other = 65534;
-    if nix::unistd::chown(path.as_str(), Some(nix::unistd::Uid::from_raw(other)), None).is_err() {
-        let _ = std::fs::remove_file(&path);
-        assert!(
-            std::env::var_os("RTCAT_REQUIRE_ROOT_TESTS").is_none(),
-            "needs root (a file of another uid) but RTCAT_REQUIRE_ROOT_TESTS is set"
-        );
-        eprintln!("SKIPPED: needs root to plant a file of another uid");
-        return;
-    }
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let r = bench(&name, "2", &out).output().unwrap();
-    let stderr = String::from_utf8_lossy(&r.stderr);
+    let (mut cmd, sock) = bench(&name, "3", &out);
+    let child = cmd
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the image over the socket", 10.0, || {
+        Client::attach(&sock).is_ok_and(|c| c.state() == State::Live && c.snapshot().is_ok())
+    });
+    let res = child.wait_with_output().unwrap();
     let planted = std::fs::read(&path);
     let _ = std::fs::remove_file(&path);
-    assert!(r.status.success(), "{stderr}");
-    assert_eq!(planted.unwrap(), b"planted", "left alone");
-    let events = std::fs::read_to_string(out.join("events.log")).unwrap();
     assert!(
-        events.contains(&format!("shm_name_taken owner_uid={other}")),
-        "{events}"
+        res.status.success(),
+        "{}",
+        String::from_utf8_lossy(&res.stderr)
     );
+    assert_eq!(planted.unwrap(), b"planted", "left alone");
 }
 
-/// Issue 26: a client that shrinks the object (ftruncate; any member of the group can) does not
-/// kill the master: the run reaches its end with its shutdown sequence and results, and
-/// events.log says the image was lost.
+/// Issue 26: nothing a client holds can be resized. The image and a writer's object refuse
+/// ftruncate (EPERM, their seals); the master keeps cycling to its end with its shutdown
+/// sequence and results.
 #[test]
-fn a_truncated_object_does_not_stop_the_master() {
+fn truncating_what_is_handed_out_fails_and_the_master_keeps_cycling() {
     let name = format!("rtcat-e2e-trunc-{}", std::process::id());
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("out");
-    let child = bench(&name, "3", &out)
+    let (mut cmd, sock) = bench(&name, "3", &out);
+    let child = cmd
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
     wait_for("the object to be LIVE", 10.0, || {
-        Client::attach(&name).is_ok_and(|c| c.state() == State::Live && c.snapshot().is_ok())
+        Client::attach(&sock).is_ok_and(|c| c.state() == State::Live && c.snapshot().is_ok())
     });
-    std::fs::OpenOptions::new()
-        .write(true)
-        .open(format!("/dev/shm/{name}"))
-        .unwrap()
-        .set_len(0)
-        .unwrap();
+    let image = handed(&sock, r#"{"cmd":"shm_image"}"#);
+    let writer = handed(&sock, r#"{"cmd":"shm_writer","name":"shrinker"}"#);
+    for fd in [&image, &writer] {
+        for len in [0, 1 << 20] {
+            assert_eq!(
+                nix::unistd::ftruncate(fd, len),
+                Err(nix::errno::Errno::EPERM)
+            );
+        }
+    }
+    let c = Client::attach(&sock).unwrap();
+    let before = c.snapshot().unwrap().cycle;
+    wait_for("the master to keep cycling", 2.0, || {
+        c.snapshot().is_ok_and(|s| s.cycle > before + 100)
+    });
     let res = child.wait_with_output().unwrap();
     let stderr = String::from_utf8_lossy(&res.stderr);
-    let _ = std::fs::remove_file(format!("/dev/shm/{name}"));
     assert!(res.status.success(), "{stderr}");
     let events = std::fs::read_to_string(out.join("events.log")).unwrap();
-    assert!(events.contains("shm_truncated"), "{events}");
+    assert!(!events.contains("shm_truncated"), "{events}");
     assert!(
         events.contains("shutdown outputs=0 segment=INIT"),
         "{events}"

@@ -12,7 +12,8 @@
 //!   retries), P50 / P99 / max over the samples.
 
 use rtcat_shm::{
-    Client, CycleInfo, DeclaredWriter, OutputEntry, Publisher, PublisherConfig, Snapshot, Value,
+    Client, CycleInfo, DeclaredWriter, Hub, OutputEntry, Publisher, PublisherConfig, Snapshot,
+    Value,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -53,12 +54,11 @@ fn layout(seg: &Seg) -> (String, Vec<OutputEntry>) {
     )
 }
 
-fn create(name: &str, seg: &Seg) -> Publisher {
+fn create(hub: &Hub, seg: &Seg) -> Publisher {
     let (json, rows) = layout(seg);
     let bytes = seg.subdevices * seg.bytes_per;
-    Publisher::create(&PublisherConfig {
-        name,
-        gid: None,
+    let p = Publisher::create(&PublisherConfig {
+        name: "bench",
         generation: 1,
         period_ns: 1_000_000,
         subdevices: seg.subdevices,
@@ -69,7 +69,9 @@ fn create(name: &str, seg: &Seg) -> Publisher {
         writers: &[] as &[DeclaredWriter],
         writer_timeout_cycles: 1_000_000,
     })
-    .expect("create")
+    .expect("create");
+    hub.set(Some(p.broker()));
+    p
 }
 
 fn pct(mut v: Vec<u64>) -> (u64, u64, u64) {
@@ -104,14 +106,18 @@ fn main() {
             entries_per: 4,
         },
     ];
-    let name = format!("rtcat-bench-{}", std::process::id());
+    // The image is handed out over a socket (format v3): a minimal server of it, as the
+    // master's control socket would.
+    let name = std::env::temp_dir().join(format!("rtcat-bench-{}.sock", std::process::id()));
+    let hub = Hub::new();
+    let _serve = rtcat_shm::testkit::Serve::start(&name, hub.clone()).expect("serve");
     println!("rtcat-shm: per-call cost (ns, mean over 200 000 calls)");
     println!(
         "   {:<42} {:>9} {:>14} {:>14}",
         "image", "publish", "take (none)", "take (1 wr.)"
     );
     for seg in &segs {
-        let mut p = create(&name, seg);
+        let mut p = create(&hub, seg);
         let bytes = (seg.subdevices * seg.bytes_per) as usize;
         let (inputs, mut outputs) = (vec![0x11u8; bytes], vec![0u8; bytes]);
         let valid = vec![true; seg.subdevices as usize];
@@ -158,7 +164,7 @@ fn main() {
     );
     for seg in &segs {
         for paced in [true, false] {
-            let mut p = create(&name, seg);
+            let mut p = create(&hub, seg);
             let bytes = (seg.subdevices * seg.bytes_per) as usize;
             let done = AtomicBool::new(false);
             let (samples, retries, busy) = std::thread::scope(|sc| {

@@ -2,11 +2,11 @@
 //! drives it with a counter, and reads one input entry back.
 //!
 //! ```text
-//! rtcat bench --sim --shm demo --duration 30 &
-//! cargo run -p rtcat-shm --example echo_client -- demo
+//! rtcat bench --sim --shm demo --control /tmp/rtcat-demo.sock --duration 30 &
+//! cargo run -p rtcat-shm --example echo_client -- /tmp/rtcat-demo.sock
 //! ```
 //!
-//! Arguments: `NAME [OUTPUT [INPUT [SECONDS]]]`, by default the reference segment's
+//! Arguments: `SOCKET [OUTPUT [INPUT [SECONDS]]]` (the master's control socket), by default the reference segment's
 //! `0:Outputs.Output 1` and `0:Inputs.Input 2` for 3 s. The simulated segment echoes every
 //! output byte into its inputs XOR 0x5a (`ecsim::pdi`), so Input 2 reads Output 1 ^ 0x5a5a5a5a:
 //! the example says when it saw its own value come back. Exit 0 when it did, 1 when it did
@@ -16,8 +16,8 @@ use rtcat_shm::{Client, Error, State, Value};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
-/// The uid the master runs as: `RTCAT_MASTER_UID`, else ours. An object of any other owner is
-/// refused (anyone can plant one with a valid header in /dev/shm).
+/// The uid the master runs as: `RTCAT_MASTER_UID`, else ours. A control socket whose peer runs
+/// as any other uid is refused (it is not the master).
 fn master_uid() -> u32 {
     std::env::var("RTCAT_MASTER_UID")
         .ok()
@@ -30,7 +30,9 @@ fn attach(name: &str, wait: Duration) -> Result<Client, Error> {
     loop {
         match Client::attach_owned_by(name, master_uid()) {
             Ok(c) if c.state() == State::Live => return Ok(c),
-            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. }) if Instant::now() < end => {
+            Ok(_) | Err(Error::Sys { .. } | Error::NotPublished { .. } | Error::Refused { .. })
+                if Instant::now() < end =>
+            {
                 std::thread::sleep(Duration::from_millis(50))
             }
             Ok(c) => return Ok(c),
@@ -42,7 +44,7 @@ fn attach(name: &str, wait: Duration) -> Result<Client, Error> {
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let Some(name) = args.first() else {
-        eprintln!("usage: echo_client NAME [OUTPUT [INPUT [SECONDS]]]");
+        eprintln!("usage: echo_client SOCKET [OUTPUT [INPUT [SECONDS]]]");
         return ExitCode::from(2);
     };
     let output = args.get(1).map_or("0:Outputs.Output 1", String::as_str);

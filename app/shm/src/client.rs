@@ -1,17 +1,18 @@
 //! The client side: attach, snapshots, entries by name, typed values, writers.
 
 use crate::bits::{read_bits, write_bits};
+use crate::broker::{image_seals, writer_seals};
 use crate::format::{
-    ENTRY_BYTES, FLAG_DECLARED, FLAG_MASTER, Geometry, HEADER_BYTES, MAX_OBJECT_BYTES, NAME_BYTES,
-    OWNER_MASTER, State, WriterState, e, fnv1a64, h, s, valid_name, w,
+    ENTRY_BYTES, FLAG_DECLARED, FLAG_MASTER, Geometry, HEADER_BYTES, MAX_OBJECT_BYTES,
+    OWNER_MASTER, State, WriterState, e, fnv1a64, h, s, w,
 };
-use crate::map::{Map, shm_path};
-use crate::publisher::{check_writer_name, name_str};
+use crate::handout::{ask, check_seals};
+use crate::map::Map;
+use crate::publisher::check_writer_name;
 use crate::{Error, Result};
-use nix::errno::Errno;
-use nix::fcntl::OFlag;
-use nix::sys::stat::Mode;
 use serde::Deserialize;
+use serde_json::json;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
@@ -279,13 +280,13 @@ struct JsonEntry {
 
 struct Inner {
     name: String,
+    socket: PathBuf,
     master_uid: u32,
     map: Map,
     g: Geometry,
     generation: u32,
     period_ns: u64,
     writer_timeout_cycles: u64,
-    writable: bool,
     entries: Vec<EntryRef>,
     layout_json: String,
 }
@@ -296,20 +297,43 @@ pub struct Client {
 }
 
 impl Client {
-    /// Attach to `/NAME` of a master running as this process's own user
-    /// ([`Client::attach_owned_by`] with the effective uid).
-    pub fn attach(name: &str) -> Result<Client> {
-        Client::attach_owned_by(name, nix::unistd::geteuid().as_raw())
+    /// Attach to the image of the master whose control socket is `socket`, running as this
+    /// process's own user ([`Client::attach_owned_by`] with the effective uid).
+    pub fn attach(socket: impl AsRef<Path>) -> Result<Client> {
+        Client::attach_owned_by(socket, nix::unistd::geteuid().as_raw())
     }
 
-    /// Attach to `/NAME`, created by a master running as `master_uid` (the service user):
-    /// an object of any other owner is refused before it is mapped (/dev/shm is
-    /// world-writable: anyone can plant an object with a valid header there). Read-write when
-    /// permitted (needed for writers), else read-only. The header is checked against the
-    /// object's size, the layout JSON against its hash and the entry table: a truncated or
-    /// garbage object is an error, never a crash.
-    pub fn attach_owned_by(name: &str, master_uid: u32) -> Result<Client> {
-        valid_name(name)?;
+    /// Attach to the image of the master whose control socket is `socket`, running as
+    /// `master_uid` (the service user): the socket's peer (`SO_PEERCRED`) is checked before
+    /// anything is asked, the image comes as a sealed memfd with the reply (`SCM_RIGHTS`) and
+    /// is mapped read-only. The header is checked against the object's size, the layout JSON
+    /// against its hash and the entry table: a garbage object is an error, never a crash.
+    pub fn attach_owned_by(socket: impl AsRef<Path>, master_uid: u32) -> Result<Client> {
+        let socket = socket.as_ref();
+        let name = &socket.display().to_string();
+        let (_, fds) = ask(socket, master_uid, &json!({"cmd": "shm_image"}))?;
+        let Some(fd) = fds.into_iter().next() else {
+            return Err(Error::Format {
+                name: name.to_string(),
+                field: "reply",
+                value: "no descriptor".into(),
+                why: "the reply to shm_image carries the image (SCM_RIGHTS)".into(),
+            });
+        };
+        Client::from_image(fd, socket, master_uid)
+    }
+
+    /// A client of an image descriptor obtained some other way (a supervisor that asked the
+    /// master and passed it on): the seals and the contents are checked as by
+    /// [`Client::attach_owned_by`], where it comes from is the caller's word. Writers and
+    /// [`Client::reattach`] ask the master at `socket`, as `master_uid`.
+    pub fn from_image(
+        fd: std::os::fd::OwnedFd,
+        socket: impl AsRef<Path>,
+        master_uid: u32,
+    ) -> Result<Client> {
+        let socket = socket.as_ref();
+        let name = &socket.display().to_string();
         let sys = |op: &'static str| {
             move |errno| Error::Sys {
                 name: name.to_string(),
@@ -317,33 +341,8 @@ impl Client {
                 errno,
             }
         };
-        let path = shm_path(name);
-        let (fd, writable) = match nix::sys::mman::shm_open(
-            path.as_str(),
-            OFlag::O_RDWR | OFlag::O_NOFOLLOW,
-            Mode::empty(),
-        ) {
-            Ok(fd) => (fd, true),
-            Err(Errno::EACCES) => (
-                nix::sys::mman::shm_open(
-                    path.as_str(),
-                    OFlag::O_RDONLY | OFlag::O_NOFOLLOW,
-                    Mode::empty(),
-                )
-                .map_err(sys("shm_open (read-only)"))?,
-                false,
-            ),
-            Err(errno) => return Err(sys("shm_open")(errno)),
-        };
+        check_seals(name, &fd, image_seals())?;
         let st = nix::sys::stat::fstat(&fd).map_err(sys("fstat"))?;
-        // Checked on the open descriptor: what is mapped is what was checked.
-        if st.st_uid != master_uid {
-            return Err(Error::NotMaster {
-                name: name.to_string(),
-                uid: st.st_uid,
-                master_uid,
-            });
-        }
         let size = u64::try_from(st.st_size).unwrap_or(0);
         let fmt = |field, value: String, why: String| Error::Format {
             name: name.to_string(),
@@ -358,7 +357,7 @@ impl Client {
                 format!("must be {HEADER_BYTES}..={MAX_OBJECT_BYTES} bytes"),
             ));
         }
-        let map = Map::new(&fd, size as usize, writable).map_err(sys("mmap"))?;
+        let map = Map::new(&fd, size as usize, false).map_err(sys("mmap"))?;
         // The master stores LIVE (release) only once the header and everything it describes
         // are written: read the state first (acquire), the header after it.
         let state = State::from_u32(map.u32(h::STATE).load(Ordering::Acquire));
@@ -472,13 +471,13 @@ impl Client {
         Ok(Client {
             inner: Arc::new(Inner {
                 name: name.to_string(),
+                socket: socket.to_path_buf(),
                 master_uid,
                 map,
                 g,
                 generation: u32_at(h::GENERATION),
                 period_ns: u64_at(h::PERIOD_NS),
                 writer_timeout_cycles: u64_at(h::WRITER_TIMEOUT),
-                writable,
                 entries,
                 layout_json,
             }),
@@ -489,7 +488,7 @@ impl Client {
     /// object (another generation) is attached, Ok(false) when the current one is still it.
     /// Writers of the old object keep the old object; attach them again.
     pub fn reattach(&mut self) -> Result<bool> {
-        let fresh = Client::attach_owned_by(&self.inner.name, self.inner.master_uid)?;
+        let fresh = Client::attach_owned_by(&self.inner.socket, self.inner.master_uid)?;
         if fresh.inner.generation == self.inner.generation && self.state() != State::Replaced {
             return Ok(false);
         }
@@ -497,7 +496,7 @@ impl Client {
         Ok(true)
     }
 
-    /// The object name.
+    /// The control socket's path, as text (what errors name).
     pub fn name(&self) -> &str {
         &self.inner.name
     }
@@ -662,8 +661,9 @@ impl Client {
         })
     }
 
-    /// Attach a writer called `name` (1..=31 bytes): the slot the master declared for that
-    /// name, else a free slot; a stale slot of the same name (a crashed writer) is taken over.
+    /// Attach a writer called `name` (1..=31 bytes): the master hands this process an object
+    /// of its own (its slot; the one declared for that name, else a free one; a stale slot of
+    /// the same name and user is taken over). Needs the write right on the control socket.
     pub fn attach_writer(&self, name: &str) -> Result<Writer> {
         let i = &*self.inner;
         let err = |why: String| Error::Writer {
@@ -671,90 +671,77 @@ impl Client {
             writer: name.to_string(),
             why,
         };
-        if !i.writable {
-            return Err(err("the object is mapped read-only (no write permission: is this program in the [ipc] group?)".into()));
-        }
         if matches!(self.state(), State::Replaced | State::Stopped) {
             return Err(err(format!("the object is {}", self.state())));
         }
-        let want = check_writer_name(name).map_err(|why| err(why.to_string()))?;
-        let m = &i.map;
-        let slot_name = |k: usize| {
-            let mut b = [0u8; NAME_BYTES];
-            m.load_bytes(i.g.slot_offset(k) + w::NAME, &mut b);
-            b
+        check_writer_name(name).map_err(|why| err(why.to_string()))?;
+        let (data, fds) = ask(
+            &i.socket,
+            i.master_uid,
+            &json!({"cmd": "shm_writer", "name": name}),
+        )?;
+        let slot = data.get("slot").and_then(|v| v.as_u64());
+        let bytes = data.get("bytes").and_then(|v| v.as_u64());
+        let generation = data.get("generation").and_then(|v| v.as_u64());
+        let (Some(slot), Some(bytes), Some(fd)) = (slot, bytes, fds.into_iter().next()) else {
+            return Err(err("the reply carries no slot, size or object".into()));
         };
-        let n = i.g.max_writers as usize;
-        // The slot with our name first (declared, or ours before a crash), then an unnamed free one.
-        let mut order: Vec<(usize, WriterState)> = Vec::new();
-        for k in 0..n {
-            if slot_name(k) == want {
-                let st = m.u32(i.g.slot_offset(k) + w::STATE).load(Ordering::Acquire);
-                match WriterState::from_u32(st) {
-                    Some(WriterState::Free) => order.push((k, WriterState::Free)),
-                    Some(WriterState::Stale) => order.push((k, WriterState::Stale)),
-                    _ => {
-                        let pid = m.u32(i.g.slot_offset(k) + w::PID).load(Ordering::Relaxed);
-                        return Err(err(format!("already attached in slot {k} (pid {pid})")));
-                    }
-                }
-            }
+        if generation != Some(u64::from(i.generation)) {
+            return Err(err(format!(
+                "the master's image is generation {generation:?}, this client holds {}: re-attach",
+                i.generation
+            )));
         }
-        let declared_for = |k: usize| {
-            (0..i.g.output_entries as usize).any(|r| {
-                let o = i.g.entry_offset(r);
-                m.u16(o + e::FLAGS).load(Ordering::Relaxed) & FLAG_DECLARED != 0
-                    && m.u32(o + e::OWNER).load(Ordering::Relaxed) == k as u32 + 1
+        if slot >= u64::from(i.g.max_writers) {
+            return Err(err(format!("slot {slot} out of range")));
+        }
+        check_seals(&i.name, &fd, writer_seals())?;
+        let st = nix::sys::stat::fstat(&fd).map_err(|errno| Error::Sys {
+            name: i.name.clone(),
+            op: "fstat (writer object)",
+            errno,
+        })?;
+        let need = u64::from(w::STAGED as u32) + u64::from(i.g.output_bytes);
+        if bytes < need
+            || u64::try_from(st.st_size).unwrap_or(0) != bytes
+            || bytes > MAX_OBJECT_BYTES
+        {
+            return Err(err(format!(
+                "writer object of {} bytes (reply: {bytes}): must be at least {need}",
+                st.st_size
+            )));
+        }
+        let map = Map::new(&fd, bytes as usize, true).map_err(|errno| Error::Sys {
+            name: i.name.clone(),
+            op: "mmap (writer object)",
+            errno,
+        })?;
+        let slot = slot as usize;
+        let me = slot as u32 + 1;
+        let declared_rows: Vec<u32> = (0..i.g.output_entries)
+            .filter(|&r| {
+                let o = i.g.entry_offset(r as usize);
+                i.map.u16(o + e::FLAGS).load(Ordering::Relaxed) & FLAG_DECLARED != 0
+                    && i.map.u32(o + e::OWNER).load(Ordering::Relaxed) == me
             })
-        };
-        if order.is_empty() {
-            for k in 0..n {
-                if slot_name(k)[0] == 0 {
-                    order.push((k, WriterState::Free));
-                }
-            }
-        }
-        for (k, from) in order {
-            let base = i.g.slot_offset(k);
-            if m.u32(base + w::STATE)
-                .compare_exchange(
-                    from.as_u32(),
-                    WriterState::Claiming.as_u32(),
-                    Ordering::AcqRel,
-                    Ordering::Relaxed,
-                )
-                .is_err()
-            {
-                continue;
-            }
-            let declared = declared_for(k);
-            m.u32(base + w::PID)
-                .store(std::process::id(), Ordering::Relaxed);
-            if !declared {
-                m.store_bytes(base + w::NAME, &want);
-            }
-            m.u64(base + w::SEQ).store(0, Ordering::Relaxed);
-            let hb = m
-                .u64(base + w::HEARTBEAT)
-                .load(Ordering::Relaxed)
-                .wrapping_add(1);
-            m.u64(base + w::HEARTBEAT).store(hb, Ordering::Relaxed);
-            m.u32(base + w::STATE)
-                .store(WriterState::Attached.as_u32(), Ordering::Release);
-            return Ok(Writer {
-                inner: self.inner.clone(),
-                name: name.to_string(),
-                slot: k,
-                staged: vec![0; i.g.output_bytes as usize],
-                seq: 0,
-                heartbeat: hb,
-                claims: Vec::new(),
-                declared,
-            });
-        }
-        Err(err(format!(
-            "no free writer slot (all {n} in use or declared for other names)"
-        )))
+            .collect();
+        let hb = map
+            .u64(w::HEARTBEAT)
+            .load(Ordering::Relaxed)
+            .wrapping_add(1);
+        map.u64(w::HEARTBEAT).store(hb, Ordering::Release);
+        Ok(Writer {
+            inner: self.inner.clone(),
+            name: name.to_string(),
+            slot,
+            map,
+            staged: vec![0; i.g.output_bytes as usize],
+            seq: 0,
+            heartbeat: hb,
+            declared: !declared_rows.is_empty()
+                || data.get("declared").and_then(|v| v.as_bool()) == Some(true),
+            owned: declared_rows,
+        })
     }
 }
 
@@ -766,15 +753,19 @@ fn backoff(retries: u32) {
     }
 }
 
-/// A writer: owns output entries, stages their values, keeps the heartbeat. Detaches on drop.
+/// A writer: owns output entries, stages their values in its own object, keeps the heartbeat.
+/// Detaches on drop (the master then ends its claims).
 pub struct Writer {
     inner: Arc<Inner>,
     name: String,
     slot: usize,
+    /// Its own object (only this writer and the master map it).
+    map: Map,
     staged: Vec<u8>,
     seq: u64,
     heartbeat: u64,
-    claims: Vec<u32>,
+    /// Rows it owns: declared for it, or claimed.
+    owned: Vec<u32>,
     declared: bool,
 }
 
@@ -787,18 +778,14 @@ impl Writer {
         }
     }
 
-    fn owner_of(&self, e: &EntryRef) -> Result<(u32, usize)> {
-        let row = match (e.direction, e.row) {
-            (Direction::Outputs, Some(r)) if r < self.inner.g.output_entries => r,
-            _ => {
-                return Err(Error::Entry {
-                    entry: e.name.clone(),
-                    why: "not an output entry of this object".into(),
-                });
-            }
-        };
-        let o = self.inner.g.entry_offset(row as usize) + e::OWNER;
-        Ok((self.inner.map.u32(o).load(Ordering::Acquire), o))
+    fn row_of(&self, e: &EntryRef) -> Result<u32> {
+        match (e.direction, e.row) {
+            (Direction::Outputs, Some(r)) if r < self.inner.g.output_entries => Ok(r),
+            _ => Err(Error::Entry {
+                entry: e.name.clone(),
+                why: "not an output entry of this object".into(),
+            }),
+        }
     }
 
     /// The slot number.
@@ -813,36 +800,33 @@ impl Writer {
 
     /// The slot's state (STALE when the master found the heartbeat stopped).
     pub fn state(&self) -> Option<WriterState> {
-        WriterState::from_u32(
-            self.inner
-                .map
-                .u32(self.inner.g.slot_offset(self.slot) + w::STATE)
-                .load(Ordering::Acquire),
-        )
+        WriterState::from_u32(self.map.u32(w::STATE).load(Ordering::Acquire))
     }
 
     /// The last cycle the master took a consistent copy of this writer's staged outputs: proof
     /// that the master is taking this writer's writes, not of which write it took (look for the
     /// value in a snapshot's outputs for that: FORMAT.md, Write).
     pub fn applied_cycle(&self) -> u64 {
-        self.inner
-            .map
-            .u64(self.inner.g.slot_offset(self.slot) + w::APPLIED)
-            .load(Ordering::Relaxed)
+        self.map.u64(w::APPLIED).load(Ordering::Relaxed)
     }
 
-    /// Own an output entry (already owned by this writer: Ok; by another: an error naming it).
+    /// Own an output entry: a request to the master, which keeps the record (already owned by
+    /// this writer: Ok; driven by the master, declared for or claimed by another writer: an
+    /// error naming it).
     pub fn claim(&mut self, e: &EntryRef) -> Result<()> {
-        let (owner, o) = self.owner_of(e)?;
-        let me = self.slot as u32 + 1;
-        if owner == me {
+        let row = self.row_of(e)?;
+        if self.owned.contains(&row) {
             return Ok(());
         }
-        let row = e.row.expect("checked") as usize;
         let flags = self
             .inner
             .map
-            .u16(self.inner.g.entry_offset(row) + e::FLAGS)
+            .u16(self.inner.g.entry_offset(row as usize) + e::FLAGS)
+            .load(Ordering::Relaxed);
+        let owner = self
+            .inner
+            .map
+            .u32(self.inner.g.entry_offset(row as usize) + e::OWNER)
             .load(Ordering::Relaxed);
         if flags & FLAG_MASTER != 0 || owner == OWNER_MASTER {
             return Err(self.err(format!(
@@ -850,40 +834,27 @@ impl Writer {
                 e.name
             )));
         }
-        match self
-            .inner
-            .map
-            .u32(o)
-            .compare_exchange(0, me, Ordering::AcqRel, Ordering::Acquire)
-        {
-            Ok(_) => {
-                self.claims.push(e.row.expect("checked"));
-                Ok(())
-            }
-            Err(other) => {
-                let who = if other >= 1 && other <= self.inner.g.max_writers {
-                    let mut b = [0u8; NAME_BYTES];
-                    self.inner.map.load_bytes(
-                        self.inner.g.slot_offset(other as usize - 1) + w::NAME,
-                        &mut b,
-                    );
-                    format!("writer {:?} (slot {})", name_str(&b), other - 1)
-                } else {
-                    format!("owner value {other}")
-                };
-                Err(self.err(format!("{} is owned by {who}", e.name)))
-            }
-        }
+        let i = &*self.inner;
+        ask(
+            &i.socket,
+            i.master_uid,
+            &json!({"cmd": "shm_claim", "slot": self.slot, "row": row}),
+        )
+        .map_err(|er| match er {
+            Error::Refused { why, .. } => self.err(format!("{}: {why}", e.name)),
+            other => other,
+        })?;
+        self.owned.push(row);
+        Ok(())
     }
 
     /// Stage values of owned entries and publish them at once (the master takes all or none of
     /// them in one cycle). Counts as a heartbeat.
     pub fn write(&mut self, values: &[(&EntryRef, Value)]) -> Result<()> {
-        let me = self.slot as u32 + 1;
         let mut raws = Vec::with_capacity(values.len());
         for (e, v) in values {
-            let (owner, _) = self.owner_of(e)?;
-            if owner != me {
+            let row = self.row_of(e)?;
+            if !self.owned.contains(&row) {
                 return Err(self.err(format!(
                     "{} is not owned by this writer (claim it first)",
                     e.name
@@ -894,13 +865,12 @@ impl Writer {
         for ((e, _), raw) in values.iter().zip(raws) {
             write_bits(&mut self.staged, e.bit_offset, u32::from(e.bits), raw);
         }
-        let m = &self.inner.map;
-        let base = self.inner.g.slot_offset(self.slot);
-        let seq = m.u64(base + w::SEQ);
+        let m = &self.map;
+        let seq = m.u64(w::SEQ);
         self.seq = self.seq.wrapping_add(1) | 1;
         seq.store(self.seq, Ordering::Relaxed);
         fence(Ordering::Release);
-        m.store_bytes(base + w::STAGED, &self.staged);
+        m.store_bytes(w::STAGED, &self.staged);
         self.seq = self.seq.wrapping_add(1);
         seq.store(self.seq, Ordering::Release);
         self.heartbeat();
@@ -910,42 +880,38 @@ impl Writer {
     /// Tell the master this writer is alive (at least once per `writer_timeout_cycles`).
     pub fn heartbeat(&mut self) {
         self.heartbeat = self.heartbeat.wrapping_add(1);
-        self.inner
-            .map
-            .u64(self.inner.g.slot_offset(self.slot) + w::HEARTBEAT)
+        self.map
+            .u64(w::HEARTBEAT)
             .store(self.heartbeat, Ordering::Release);
     }
 
     /// Give up an entry claimed with [`Writer::claim`] (declared entries stay).
     pub fn release(&mut self, e: &EntryRef) -> Result<()> {
-        let (_, o) = self.owner_of(e)?;
-        let me = self.slot as u32 + 1;
-        let _ = self
-            .inner
+        let row = self.row_of(e)?;
+        let i = &*self.inner;
+        ask(
+            &i.socket,
+            i.master_uid,
+            &json!({"cmd": "shm_release", "slot": self.slot, "row": row}),
+        )?;
+        let declared = i
             .map
-            .u32(o)
-            .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
-        self.claims.retain(|&r| Some(r) != e.row);
+            .u16(i.g.entry_offset(row as usize) + e::FLAGS)
+            .load(Ordering::Relaxed)
+            & FLAG_DECLARED
+            != 0;
+        if !declared {
+            self.owned.retain(|&r| r != row);
+        }
         Ok(())
     }
 }
 
 impl Drop for Writer {
     fn drop(&mut self) {
-        let i = &*self.inner;
-        let m = &i.map;
-        let me = self.slot as u32 + 1;
-        for &r in &self.claims {
-            let _ = m
-                .u32(i.g.entry_offset(r as usize) + e::OWNER)
-                .compare_exchange(me, 0, Ordering::AcqRel, Ordering::Relaxed);
-        }
-        let base = i.g.slot_offset(self.slot);
-        m.u32(base + w::PID).store(0, Ordering::Relaxed);
-        if !self.declared {
-            m.store_bytes(base + w::NAME, &[0u8; NAME_BYTES]);
-        }
-        m.u32(base + w::STATE)
+        // The master sees FREE, says so, ends the claims and never reads this object again.
+        self.map
+            .u32(w::STATE)
             .store(WriterState::Free.as_u32(), Ordering::Release);
     }
 }

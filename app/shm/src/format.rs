@@ -1,11 +1,11 @@
-//! Format v2: constants, header offsets, the geometry of the areas and its validation.
+//! Format v3: constants, header offsets, the geometry of the areas and its validation.
 
 use crate::Error;
 
 /// `"RTCATPI\0"` at offset 0.
 pub const MAGIC: [u8; 8] = *b"RTCATPI\0";
 /// The format version this crate reads and writes.
-pub const ABI_VERSION: u32 = 2;
+pub const ABI_VERSION: u32 = 3;
 /// Bytes reserved for the header.
 pub const HEADER_BYTES: u32 = 4096;
 /// Bytes of one entry-table row.

@@ -1,11 +1,14 @@
-//! rtcat's shared-memory process image (format v2, `FORMAT.md` beside this crate).
+//! rtcat's shared-memory process image (format v3, `FORMAT.md` beside this crate).
 //!
-//! - [`Publisher`]: the master side. Creates the POSIX shared-memory object (or replaces our own
-//!   stale one, refuses anyone else's), publishes one consistent snapshot per cycle (a seqlock:
-//!   readers never block the cycle, the cycle never waits for readers) and merges the outputs
-//!   client programs own into the output image, bit-exactly, with heartbeats and safe values.
-//! - [`Client`]: the client side, usable by any program: attach by name, consistent
-//!   [`Snapshot`]s, entries by name, typed values, and a [`Writer`] that owns output entries.
+//! - [`Publisher`]: the master side. Creates the image as a sealed memfd (nothing in /dev/shm),
+//!   publishes one consistent snapshot per cycle (a seqlock: readers never block the cycle,
+//!   the cycle never waits for readers) and merges the outputs client programs own into the
+//!   output image, bit-exactly, with heartbeats and safe values.
+//! - [`Broker`]: what the master's control socket hands out: the image (read-only), a writer
+//!   object per writer, and the master's own record of claimed entries.
+//! - [`Client`]: the client side, usable by any program: attach through the master's control
+//!   socket (its uid checked), consistent [`Snapshot`]s, entries by name, typed values, and a
+//!   [`Writer`] that owns output entries.
 //!
 //! Everything another process can write in the object is treated as untrusted input by both
 //! sides: offsets and sizes are checked against the object before use, values are clamped, and
@@ -14,12 +17,16 @@
 #![deny(missing_docs)]
 
 mod bits;
+mod broker;
 mod client;
 mod format;
+mod handout;
 mod map;
 mod publisher;
+pub mod testkit;
 
 pub use bits::{copy_bits, read_bits, write_bits};
+pub use broker::{Ask, Broker, Hub, Refusal, WriterGrant, image_seals, writer_seals};
 pub use client::{Client, DataType, Direction, EntryRef, Snapshot, Value, Writer};
 pub use format::{
     ABI_VERSION, ENTRY_BYTES, FLAG_DECLARED, FLAG_MASTER, Geometry, HEADER_BYTES, MAGIC,
@@ -43,29 +50,14 @@ pub enum Error {
         /// What is wrong with it.
         why: &'static str,
     },
-    /// An object of that name exists and belongs to another user: it is not replaced, since a
-    /// pre-created object in the world-writable /dev/shm must not capture the clients.
+    /// The process at the other end of the control socket does not run as the master's uid:
+    /// nothing was asked of it, nothing it could pass is used.
     #[error(
-        "shm object /{name} exists and belongs to uid {uid}, not to this process (uid {ours}): \
-         refusing to use or replace it; remove it (rm /dev/shm/{name}) if it is not another \
-         program's"
-    )]
-    Foreign {
-        /// The object name.
-        name: String,
-        /// Its owner.
-        uid: u32,
-        /// Our uid.
-        ours: u32,
-    },
-    /// A client found an object owned by another uid than the master's: not attached (anyone
-    /// can plant an object with a valid header in the world-writable /dev/shm).
-    #[error(
-        "shm object /{name} belongs to uid {uid}, not to the master's uid {master_uid}: \
-         refused, it was not created by the master"
+        "control socket {name}: its peer runs as uid {uid}, not as the master's uid \
+         {master_uid}: refused, it is not the master"
     )]
     NotMaster {
-        /// The object name.
+        /// The control socket.
         name: String,
         /// Its owner.
         uid: u32,
@@ -73,7 +65,7 @@ pub enum Error {
         master_uid: u32,
     },
     /// A system call failed.
-    #[error("shm object /{name}: {op}: {errno}")]
+    #[error("shm image {name}: {op}: {errno}")]
     Sys {
         /// The object name.
         name: String,
@@ -84,7 +76,7 @@ pub enum Error {
     },
     /// The object is not a valid format v2 image (or is still being created): the field and
     /// its value are named.
-    #[error("shm object /{name}: {field} = {value}: {why}")]
+    #[error("shm image {name}: {field} = {value}: {why}")]
     Format {
         /// The object name.
         name: String,
@@ -106,7 +98,7 @@ pub enum Error {
         why: String,
     },
     /// The layout JSON could not be read.
-    #[error("shm object /{name}: layout JSON: {why}")]
+    #[error("shm image {name}: layout JSON: {why}")]
     Layout {
         /// The object name.
         name: String,
@@ -132,7 +124,7 @@ pub enum Error {
         why: String,
     },
     /// The master is writing faster than a consistent copy could be taken (retries exhausted).
-    #[error("shm object /{name}: no consistent snapshot after {retries} retries")]
+    #[error("shm image {name}: no consistent snapshot after {retries} retries")]
     Busy {
         /// The object name.
         name: String,
@@ -140,7 +132,7 @@ pub enum Error {
         retries: u32,
     },
     /// Nothing has been published yet (the object is INIT or no cycle ran).
-    #[error("shm object /{name}: no snapshot published yet (state {state})")]
+    #[error("shm image {name}: no snapshot published yet (state {state})")]
     NotPublished {
         /// The object name.
         name: String,
@@ -148,15 +140,25 @@ pub enum Error {
         state: State,
     },
     /// The object was replaced or the master stopped: call [`Client::reattach`].
-    #[error("shm object /{name}: {state}; re-attach")]
+    #[error("shm image {name}: {state}; re-attach")]
     Gone {
         /// The object name.
         name: String,
         /// Its state.
         state: State,
     },
+    /// The master refused a request (its message).
+    #[error("control socket {name}: {request}: {why}")]
+    Refused {
+        /// The control socket.
+        name: String,
+        /// The request's command.
+        request: String,
+        /// The master's message.
+        why: String,
+    },
     /// Writer slots: none free, the declared one taken, or the object mapped read-only.
-    #[error("shm object /{name}: writer {writer:?}: {why}")]
+    #[error("shm image {name}: writer {writer:?}: {why}")]
     Writer {
         /// The object name.
         name: String,

@@ -263,8 +263,3 @@ impl Drop for Map {
         let _ = unsafe { nix::sys::mman::munmap(self.ptr.cast(), self.len) };
     }
 }
-
-/// Open flags and helpers shared by both sides.
-pub(crate) fn shm_path(name: &str) -> String {
-    format!("/{name}")
-}

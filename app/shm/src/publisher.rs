@@ -1,17 +1,16 @@
-//! The master side: create (or replace) the object, publish every cycle, take the writers'
-//! outputs.
+//! The master side: create the image (a sealed memfd, handed out by the [`Broker`]), publish
+//! every cycle, take the writers' outputs from their own objects.
 
 use crate::bits::{copy_bits, read_bits, write_bits};
+use crate::broker::{Broker, Row, WriterObj, image_seals, seal, sealable};
 use crate::format::{
     ABI_VERSION, ENTRY_BYTES, FLAG_DECLARED, FLAG_MASTER, Geometry, HEADER_BYTES, MAGIC,
     MAX_WRITERS, NAME_BYTES, OWNER_MASTER, State, WriterState, e, fnv1a64, h, s, valid_name, w,
 };
-use crate::map::{Map, shm_path};
+use crate::map::Map;
 use crate::{Error, Result};
 use nix::errno::Errno;
-use nix::fcntl::OFlag;
-use nix::sys::stat::{Mode, SFlag};
-use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
 use std::sync::atomic::{Ordering, fence};
 
 /// One output entry of the layout, as the publisher needs it (the layout's output entries with
@@ -57,10 +56,9 @@ pub struct DeclaredWriter {
 /// What an object is created with.
 #[derive(Debug, Clone)]
 pub struct PublisherConfig<'a> {
-    /// Object name (`/NAME`).
+    /// The image's label (`[shm] name`): the memfd's name, shown as `/memfd:NAME` in
+    /// `/proc/PID/fd` of the master and the clients. Nothing is created under this name.
     pub name: &'a str,
-    /// Group to hand the object to (`[ipc] group`); None: the process's group.
-    pub gid: Option<u32>,
     /// Generation (non-zero; different from the object it replaces).
     pub generation: u32,
     /// Cycle period.
@@ -200,17 +198,19 @@ struct Slot {
     taken: Vec<u8>,
     scratch: Vec<u8>,
     declared: Option<[u8; NAME_BYTES]>,
-    /// The name it attached with (kept: a detaching writer clears the slot's).
+    /// The name it attached with.
     name: [u8; NAME_BYTES],
+    /// Its object (created by the broker for the writer it was handed to).
+    obj: Option<Box<WriterObj>>,
+    /// The writer of `obj` detached: nothing in it is read any more.
+    closed: bool,
 }
 
 /// The master's side of an object.
 pub struct Publisher {
     name: String,
-    /// `/name` is this object (else an unnamed memfd: the name belongs to another user).
-    named: bool,
-    fd: OwnedFd,
     map: Map,
+    broker: Arc<Broker>,
     g: Geometry,
     generation: u32,
     layout_hash: u64,
@@ -263,32 +263,24 @@ pub(crate) fn check_writer_name(n: &str) -> std::result::Result<[u8; NAME_BYTES]
 }
 
 impl Publisher {
-    /// Create the object `/NAME` (replacing a leftover of ours, refusing anyone else's), fill
-    /// it and set it LIVE.
+    /// Create the image (a memfd labelled `NAME`), fill it, seal it and set it LIVE. Clients
+    /// get it from [`Publisher::broker`] over the control socket.
     pub fn create(cfg: &PublisherConfig<'_>) -> Result<Publisher> {
-        Self::create_in(cfg, true)
-    }
-
-    /// The same object without a name: an anonymous memory file (memfd_create(2)) no client
-    /// can open. What the master runs with when `/NAME` belongs to another user: the cycle
-    /// keeps its semantics (declared entries at their safe values) and nobody is fed a forged
-    /// image, while the name cannot be used.
-    pub fn create_unnamed(cfg: &PublisherConfig<'_>) -> Result<Publisher> {
-        Self::create_in(cfg, false)
+        Self::create_in(cfg)
     }
 
     /// A client shrank the object (ftruncate): the master's mapping was replaced by anonymous
-    /// memory (no SIGBUS), publishing goes nowhere; replace the object at the next bring-up.
+    /// memory (no SIGBUS). Sealed objects cannot be shrunk; this stays as a second line.
     pub fn truncated(&self) -> bool {
         self.map.truncated()
     }
 
-    /// Whether the object has a name clients can attach to.
-    pub fn is_named(&self) -> bool {
-        self.named
+    /// What hands the image and the writer objects to clients.
+    pub fn broker(&self) -> Arc<Broker> {
+        self.broker.clone()
     }
 
-    fn create_in(cfg: &PublisherConfig<'_>, named: bool) -> Result<Publisher> {
+    fn create_in(cfg: &PublisherConfig<'_>) -> Result<Publisher> {
         valid_name(cfg.name)?;
         let name = cfg.name;
         if cfg.generation == 0 {
@@ -368,22 +360,9 @@ impl Publisher {
             layout_len,
         )?;
 
-        let fd = if named {
-            Self::open_exclusive(name)?
-        } else {
-            nix::sys::memfd::memfd_create(c"rtcat-image", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
-                .map_err(sys(name, "memfd_create"))?
-        };
-        if let Some(gid) = cfg.gid
-            && named
-        {
-            nix::unistd::fchown(&fd, None, Some(nix::unistd::Gid::from_raw(gid)))
-                .map_err(sys(name, "fchown to the [ipc] group"))?;
-        }
-        // After creation, so the process umask cannot narrow it.
-        nix::sys::stat::fchmod(&fd, Mode::from_bits_truncate(0o660))
-            .map_err(sys(name, "fchmod"))?;
-        nix::unistd::ftruncate(&fd, g.object_bytes as i64).map_err(sys(name, "ftruncate"))?;
+        let label = std::ffi::CString::new(format!("rtcat:{name}"))
+            .map_err(|_| cfg_err("name", name, "must not contain NUL"))?;
+        let fd = sealable(&label, g.object_bytes).map_err(sys(name, "memfd_create"))?;
         let map = Map::new_guarded(&fd, g.object_bytes as usize).map_err(sys(name, "mmap"))?;
 
         let layout_hash = fnv1a64(cfg.layout_json);
@@ -451,16 +430,41 @@ impl Publisher {
                 scratch: vec![0; staged],
                 declared: d,
                 name: [0; NAME_BYTES],
+                obj: None,
+                closed: false,
             });
         }
         // Everything above is visible before a client can see LIVE.
         map.u32(h::STATE)
             .store(State::Live.as_u32(), Ordering::Release);
+        // Sealed after our writable mapping exists: from now on nobody can map it writable,
+        // write(2) to it or change its size (fcntl(2), F_SEAL_FUTURE_WRITE: Linux 5.1).
+        seal(&fd, image_seals()).map_err(sys(name, "F_ADD_SEALS (Linux 5.1 or later)"))?;
+        let rows = cfg
+            .entries
+            .iter()
+            .map(|en| Row {
+                master: en.master,
+                declared: en.writer,
+            })
+            .collect();
+        let mut decl = vec![None; MAX_WRITERS as usize];
+        for (k, d) in declared.iter().enumerate() {
+            decl[k] = Some(*d);
+        }
+        let writer_object = u64::from(g.writer_bytes).div_ceil(4096) * 4096;
+        let broker = Arc::new(Broker::new(
+            fd,
+            g.object_bytes,
+            cfg.generation,
+            writer_object,
+            rows,
+            decl,
+        ));
         Ok(Publisher {
             name: name.to_string(),
-            named,
-            fd,
             map,
+            broker,
             g,
             generation: cfg.generation,
             layout_hash,
@@ -474,75 +478,6 @@ impl Publisher {
             seq: 0,
             any_declared: cfg.entries.iter().any(|e| e.writer.is_some()),
         })
-    }
-
-    /// `O_CREAT|O_EXCL`; a leftover object of our uid is marked REPLACED and unlinked first,
-    /// one of another uid is refused.
-    fn open_exclusive(name: &str) -> Result<OwnedFd> {
-        let path = shm_path(name);
-        let ours = nix::unistd::geteuid().as_raw();
-        for _ in 0..3 {
-            match nix::sys::mman::shm_open(
-                path.as_str(),
-                OFlag::O_RDWR | OFlag::O_CREAT | OFlag::O_EXCL | OFlag::O_NOFOLLOW,
-                Mode::from_bits_truncate(0o600),
-            ) {
-                Ok(fd) => return Ok(fd),
-                Err(Errno::EEXIST) => {}
-                Err(errno) => return Err(sys(name, "shm_open (create)")(errno)),
-            }
-            // Linux keeps POSIX shm objects in /dev/shm (shm_overview(7)); the owner is read
-            // without following a link.
-            let st = match nix::sys::stat::lstat(format!("/dev/shm/{name}").as_str()) {
-                Ok(st) => st,
-                Err(Errno::ENOENT) => continue,
-                Err(errno) => return Err(sys(name, "lstat /dev/shm")(errno)),
-            };
-            if st.st_uid != ours {
-                return Err(Error::Foreign {
-                    name: name.to_string(),
-                    uid: st.st_uid,
-                    ours,
-                });
-            }
-            if SFlag::from_bits_truncate(st.st_mode & SFlag::S_IFMT.bits()) == SFlag::S_IFREG {
-                Self::mark_replaced(name);
-            }
-            match nix::sys::mman::shm_unlink(path.as_str()) {
-                Ok(()) | Err(Errno::ENOENT) => {}
-                Err(errno) => return Err(sys(name, "shm_unlink (our stale object)")(errno)),
-            }
-        }
-        Err(sys(
-            name,
-            "shm_open (create; the name keeps being re-created)",
-        )(Errno::EEXIST))
-    }
-
-    /// Tell clients still attached to a leftover object of ours that it is gone.
-    fn mark_replaced(name: &str) {
-        let Ok(fd) = nix::sys::mman::shm_open(
-            shm_path(name).as_str(),
-            OFlag::O_RDWR | OFlag::O_NOFOLLOW,
-            Mode::empty(),
-        ) else {
-            return;
-        };
-        let Ok(st) = nix::sys::stat::fstat(&fd) else {
-            return;
-        };
-        if st.st_size < i64::from(HEADER_BYTES) {
-            return;
-        }
-        let Ok(map) = Map::new_guarded(&fd, HEADER_BYTES as usize) else {
-            return;
-        };
-        let mut magic = [0u8; 8];
-        map.load_unaligned(h::MAGIC, &mut magic);
-        if magic == MAGIC {
-            map.u32(h::STATE)
-                .store(State::Replaced.as_u32(), Ordering::Release);
-        }
     }
 
     /// The object name.
@@ -570,28 +505,11 @@ impl Publisher {
         self.map.u32(h::STATE).store(st.as_u32(), Ordering::Release);
     }
 
-    /// Mark the object REPLACED and unlink it, if the name still refers to it (a new object of
-    /// the same name is created next, with another generation).
+    /// Mark the image REPLACED (a new one follows, with another generation; clients ask the
+    /// control socket for it).
     pub fn replace(self) -> Result<()> {
         self.set_state(State::Replaced);
-        self.unlink_if_ours()
-    }
-
-    fn unlink_if_ours(&self) -> Result<()> {
-        if !self.named {
-            return Ok(());
-        }
-        let path = shm_path(&self.name);
-        let mine = nix::sys::stat::fstat(self.fd.as_fd()).map_err(sys(&self.name, "fstat"))?;
-        match nix::sys::stat::lstat(format!("/dev/shm/{}", self.name).as_str()) {
-            Ok(st) if st.st_dev == mine.st_dev && st.st_ino == mine.st_ino => {
-                match nix::sys::mman::shm_unlink(path.as_str()) {
-                    Ok(()) | Err(Errno::ENOENT) => Ok(()),
-                    Err(errno) => Err(sys(&self.name, "shm_unlink")(errno)),
-                }
-            }
-            _ => Ok(()),
-        }
+        Ok(())
     }
 
     /// Publish one cycle (seqlock writer side): no allocation, no system call.
@@ -651,67 +569,139 @@ impl Publisher {
     ) -> WriteEvents {
         let mut events = WriteEvents::new();
         let m = &self.map;
+        let b = &*self.broker;
         let mut active = false;
         for (k, slot) in self.slots.iter_mut().enumerate() {
-            let base = self.g.slot_offset(k);
-            let state = WriterState::from_u32(m.u32(base + w::STATE).load(Ordering::Acquire));
+            let image_slot = self.g.slot_offset(k);
+            // A new object for this slot, from the broker (a swap: no lock, no allocation). A
+            // plain load first: the locked exchange only when there is something to take.
+            let fresh = if b.incoming[k].load(Ordering::Relaxed).is_null() {
+                std::ptr::null_mut()
+            } else {
+                b.incoming[k].swap(std::ptr::null_mut(), Ordering::AcqRel)
+            };
+            if !fresh.is_null() {
+                if slot.view != View::Free {
+                    events.push(WriterEvent {
+                        slot: k as u8,
+                        pid: slot.pid,
+                        name: slot.name,
+                        kind: WriterEventKind::Detached,
+                    });
+                }
+                // SAFETY: the broker handed this box over; nobody else refers to it now.
+                let new = unsafe { Box::from_raw(fresh) };
+                if let Some(old) = slot.obj.replace(new) {
+                    // Unmapped by the broker on its thread, not here (munmap is a system call).
+                    let prev = b.retired[k].swap(Box::into_raw(old), Ordering::AcqRel);
+                    if !prev.is_null() {
+                        // The broker drains `retired` before it hands a new object in: never.
+                        // SAFETY: an owned box nobody refers to.
+                        drop(unsafe { Box::from_raw(prev) });
+                    }
+                }
+                slot.view = View::Free;
+                slot.closed = false;
+                slot.has_values = false;
+                b.seen[k].store(slot.obj.as_ref().map_or(0, |o| o.epoch), Ordering::Release);
+            }
+            let Some(obj) = slot.obj.as_deref().filter(|_| !slot.closed) else {
+                continue;
+            };
+            let om = &obj.map;
+            let state = WriterState::from_u32(om.u32(w::STATE).load(Ordering::Acquire));
             let live = matches!(state, Some(WriterState::Attached | WriterState::Stale));
-            let pid = m.u32(base + w::PID).load(Ordering::Relaxed);
             let ev = |kind, pid, name| WriterEvent {
                 slot: k as u8,
                 pid,
                 name,
                 kind,
             };
-            if slot.view != View::Free && (!live || pid != slot.pid) {
-                events.push(ev(WriterEventKind::Detached, slot.pid, slot.name));
+            let mirror = |st: WriterState, pid: u32, name: &[u8; NAME_BYTES]| {
+                m.u32(image_slot + w::PID).store(pid, Ordering::Relaxed);
+                m.store_bytes(image_slot + w::NAME, name);
+                m.u32(image_slot + w::STATE)
+                    .store(st.as_u32(), Ordering::Release);
+                b.view[k].store(st.as_u32(), Ordering::Release);
+            };
+            if !live {
+                // The writer detached (stored FREE, or anything but ATTACHED/STALE, in its
+                // object; perhaps before this cycle saw it attached): its claims end, and its
+                // object is never read again.
+                if slot.view != View::Free {
+                    events.push(ev(WriterEventKind::Detached, slot.pid, slot.name));
+                }
                 slot.view = View::Free;
                 slot.has_values = false;
-            }
-            if slot.view == View::Free && state == Some(WriterState::Attached) {
-                slot.view = View::Attached;
-                slot.pid = pid;
-                slot.heartbeat = m.u64(base + w::HEARTBEAT).load(Ordering::Relaxed);
-                slot.heartbeat_cycle = cycle;
-                slot.has_values = false;
-                slot.name = slot_name(m, base, slot.declared);
-                events.push(ev(WriterEventKind::Attached, pid, slot.name));
-            }
-            if slot.view == View::Free {
+                slot.closed = true;
+                // Its claims end, unless a new writer already has the slot (a takeover the
+                // next cycle picks up): those are the new writer's.
+                if b.incoming[k].load(Ordering::Acquire).is_null() {
+                    b.release_all(k);
+                }
+                b.freed[k].store(obj.epoch, Ordering::Release);
+                for (i, en) in self.entries.iter().enumerate() {
+                    if en.writer.is_none()
+                        && !en.master
+                        && m.u32(self.g.entry_offset(i) + e::OWNER)
+                            .load(Ordering::Relaxed)
+                            == k as u32 + 1
+                    {
+                        m.u32(self.g.entry_offset(i) + e::OWNER)
+                            .store(0, Ordering::Relaxed);
+                    }
+                }
+                let name = slot.declared.unwrap_or([0; NAME_BYTES]);
+                mirror(WriterState::Free, 0, &name);
                 continue;
             }
+            if slot.view == View::Free {
+                // A new object: the master created it ATTACHED; a STALE the writer stored is
+                // taken as ATTACHED (its heartbeat decides).
+                slot.view = View::Attached;
+                slot.pid = obj.pid;
+                slot.heartbeat = om.u64(w::HEARTBEAT).load(Ordering::Relaxed);
+                slot.heartbeat_cycle = cycle;
+                slot.has_values = false;
+                slot.name = slot.declared.unwrap_or(obj.name);
+                mirror(WriterState::Attached, obj.pid, &slot.name);
+                events.push(ev(WriterEventKind::Attached, obj.pid, slot.name));
+            }
             active = true;
-            let hb = m.u64(base + w::HEARTBEAT).load(Ordering::Relaxed);
+            let pid = slot.pid;
+            let hb = om.u64(w::HEARTBEAT).load(Ordering::Relaxed);
             if hb != slot.heartbeat {
                 slot.heartbeat = hb;
                 slot.heartbeat_cycle = cycle;
                 if slot.view == View::Stale {
-                    let _ = m.u32(base + w::STATE).compare_exchange(
+                    let _ = om.u32(w::STATE).compare_exchange(
                         WriterState::Stale.as_u32(),
                         WriterState::Attached.as_u32(),
                         Ordering::AcqRel,
                         Ordering::Relaxed,
                     );
                     slot.view = View::Attached;
+                    mirror(WriterState::Attached, pid, &slot.name);
                     events.push(ev(WriterEventKind::Resumed, pid, slot.name));
                 }
             } else if slot.view == View::Attached
                 && cycle.saturating_sub(slot.heartbeat_cycle) >= self.timeout
             {
-                let _ = m.u32(base + w::STATE).compare_exchange(
+                let _ = om.u32(w::STATE).compare_exchange(
                     WriterState::Attached.as_u32(),
                     WriterState::Stale.as_u32(),
                     Ordering::AcqRel,
                     Ordering::Relaxed,
                 );
                 slot.view = View::Stale;
+                mirror(WriterState::Stale, pid, &slot.name);
                 events.push(ev(WriterEventKind::Stale, pid, slot.name));
             }
             if slot.view == View::Attached {
-                let seq = m.u64(base + w::SEQ);
+                let seq = om.u64(w::SEQ);
                 let s1 = seq.load(Ordering::Acquire);
                 if s1 != 0 && s1.is_multiple_of(2) {
-                    m.load_bytes(base + w::STAGED, &mut slot.scratch);
+                    om.load_bytes(w::STAGED, &mut slot.scratch);
                     // The copy's loads complete before seq is read again (seqlock reader).
                     fence(Ordering::Acquire);
                     if seq.load(Ordering::Relaxed) == s1 {
@@ -719,7 +709,9 @@ impl Publisher {
                         slot.has_values = true;
                         // Only a consistent copy counts: a cycle that kept the older values
                         // (the writer was mid-write) must not look like it took the new ones.
-                        m.u64(base + w::APPLIED).store(cycle, Ordering::Relaxed);
+                        om.u64(w::APPLIED).store(cycle, Ordering::Relaxed);
+                        m.u64(image_slot + w::APPLIED)
+                            .store(cycle, Ordering::Relaxed);
                     }
                 }
             }
@@ -736,9 +728,15 @@ impl Publisher {
             }
             let owner = match en.writer {
                 Some(k) => k as u32 + 1,
-                None => m
-                    .u32(self.g.entry_offset(i) + e::OWNER)
-                    .load(Ordering::Relaxed),
+                None => {
+                    // The broker's record; the image's entry table shows a copy of it.
+                    let o = b.owners[i].load(Ordering::Relaxed);
+                    let shown = m.u32(self.g.entry_offset(i) + e::OWNER);
+                    if shown.load(Ordering::Relaxed) != o {
+                        shown.store(o, Ordering::Relaxed);
+                    }
+                    o
+                }
             };
             let slot = (1..=MAX_WRITERS)
                 .contains(&owner)
@@ -790,14 +788,4 @@ impl Publisher {
         }
         events
     }
-}
-
-fn slot_name(m: &Map, base: usize, declared: Option<[u8; NAME_BYTES]>) -> [u8; NAME_BYTES] {
-    if let Some(d) = declared {
-        return d;
-    }
-    let mut b = [0u8; NAME_BYTES];
-    m.load_bytes(base + w::NAME, &mut b);
-    b[NAME_BYTES - 1] = 0;
-    b
 }

@@ -1,13 +1,11 @@
-//! The format, the publisher and the client against each other, through real shm objects.
+//! The format, the publisher and the client against each other, through sealed memfds handed
+//! over a socket (`rtcat_shm::testkit`).
 
 mod common;
 
 use common::*;
 use proptest::prelude::*;
-use rtcat_shm::{
-    Client, CycleInfo, Error, Geometry, HEADER_BYTES, Publisher, State, Value, WriterEventKind,
-    WriterState, fnv1a64,
-};
+use rtcat_shm::{Client, CycleInfo, Error, State, Value, WriterEventKind, WriterState, fnv1a64};
 
 fn info(cycle: u64) -> CycleInfo {
     CycleInfo {
@@ -39,18 +37,13 @@ fn format_round_trip() {
     assert_eq!((g.subdevices, g.input_bytes, g.output_bytes), (2, 12, 16));
     assert_eq!(g.output_entries, 6, "the padding gap is no row");
     // The header bytes are where FORMAT.md says.
-    let hdr = peek(&n.path(), 0, 112);
+    let hdr = n.image(0, 112);
     assert_eq!(&hdr[..8], b"RTCATPI\0");
-    assert_eq!(u32::from_le_bytes(hdr[8..12].try_into().unwrap()), 2);
+    assert_eq!(u32::from_le_bytes(hdr[8..12].try_into().unwrap()), 3);
     assert_eq!(u32::from_le_bytes(hdr[12..16].try_into().unwrap()), 4096);
     assert_eq!(u32::from_le_bytes(hdr[32..36].try_into().unwrap()), 7);
     assert_eq!(u32::from_le_bytes(hdr[76..80].try_into().unwrap()), 16);
     assert_eq!(u32::from_le_bytes(hdr[84..88].try_into().unwrap()), 16);
-    let mode = std::fs::metadata(n.path()).unwrap();
-    assert_eq!(
-        std::os::unix::fs::PermissionsExt::mode(&mode.permissions()) & 0o777,
-        0o660
-    );
 
     assert!(matches!(c.snapshot(), Err(Error::NotPublished { .. })));
     let mut inputs = [0u8; 12];
@@ -113,74 +106,15 @@ fn values_are_range_checked() {
 }
 
 #[test]
-fn a_foreign_pre_created_object_is_refused_and_our_stale_one_replaced() {
-    let n = Name::new("foreign");
-    std::fs::write(n.path(), b"not ours").unwrap();
-    let ours = nix::unistd::geteuid().as_raw();
-    let other = if ours == 65534 { 65533 } else { 65534 };
-    if nix::unistd::chown(
-        n.path().as_str(),
-        Some(nix::unistd::Uid::from_raw(other)),
-        None,
-    )
-    .is_err()
-    {
-        eprintln!("not root: cannot give the object to another uid; skipping the foreign half");
-    } else {
-        let err = Publisher::create(&rtcat_shm::PublisherConfig {
-            name: &n.0,
-            gid: None,
-            generation: 1,
-            period_ns: 1_000_000,
-            subdevices: 0,
-            input_bytes: 0,
-            output_bytes: 0,
-            layout_json: b"{}",
-            entries: &[],
-            writers: &[],
-            writer_timeout_cycles: 10,
-        })
-        .err()
-        .expect("a foreign object must be refused");
-        assert!(
-            matches!(err, Error::Foreign { uid, .. } if uid == other),
-            "{err}"
-        );
-        assert!(err.to_string().contains(&format!("uid {other}")), "{err}");
-        assert_eq!(std::fs::read(n.path()).unwrap(), b"not ours", "left alone");
-        nix::unistd::chown(
-            n.path().as_str(),
-            Some(nix::unistd::Uid::from_raw(ours)),
-            None,
-        )
-        .unwrap();
-    }
-    // Ours (a leftover, even garbage): replaced.
+fn a_replaced_image_says_so_to_its_clients() {
+    let n = Name::new("replaced");
     let m = make(&n.0, &awkward(), &[], &[], &[], 10, 3);
-    assert_eq!(Client::attach(&n.0).unwrap().generation(), 3);
-    // A client of the old object learns it was replaced.
     let old = Client::attach(&n.0).unwrap();
-    drop(m);
+    assert_eq!(old.generation(), 3);
+    m.publisher.replace().unwrap();
     let _m2 = make(&n.0, &awkward(), &[], &[], &[], 10, 4);
     assert_eq!(old.state(), State::Replaced);
-}
-
-#[test]
-fn a_symlink_in_dev_shm_is_not_followed() {
-    let n = Name::new("link");
-    let target = Name::new("target");
-    std::fs::write(target.path(), b"x").unwrap();
-    std::os::unix::fs::symlink(target.path(), n.path()).unwrap();
-    assert!(Client::attach(&n.0).is_err());
-    // Ours, so it is unlinked and a real object created in its place; the target is untouched.
-    let _m = make(&n.0, &awkward(), &[], &[], &[], 10, 1);
-    assert!(
-        !std::fs::symlink_metadata(n.path())
-            .unwrap()
-            .file_type()
-            .is_symlink()
-    );
-    assert_eq!(std::fs::read(target.path()).unwrap(), b"x");
+    assert_eq!(Client::attach(&n.0).unwrap().generation(), 4);
 }
 
 #[test]
@@ -244,24 +178,33 @@ fn merges_owned_entries_bit_exactly_and_nothing_else() {
     assert_eq!(a.applied_cycle(), 2);
     // Writer a mid-write (its seq odd, staged half new): the master keeps a's old values and
     // applied_cycle stays, so a client cannot take the cycle for proof its new value is out.
-    let (g, _) = layout_area(&n);
-    let seq_at = u64::from(g.writers_offset) + a.slot() as u64 * u64::from(g.writer_bytes) + 48;
-    let seq = u64::from_le_bytes(peek(&n.path(), seq_at, 8).try_into().unwrap());
-    poke(&n.path(), seq_at, &(seq + 1).to_le_bytes());
-    poke(&n.path(), seq_at + 16, &[0xff; 16]);
-    let mut out = [0u8; 16];
-    m.publisher.take_writes(&mut out, 3);
-    assert_eq!(out, want, "a torn staged image is never taken");
-    assert_eq!(a.applied_cycle(), 2, "no consistent copy in cycle 3");
-    a.write(&[(&bits13, Value::Unsigned(0b101)), (&sp1, Value::Signed(-2))])
+    // Another writer attached the same way (a raw grant: the descriptor a client would get).
+    let broker = n.1.get().unwrap();
+    let raw = broker
+        .attach_writer("raw", std::process::id(), nix::unistd::geteuid().as_raw())
         .unwrap();
     let mut out = [0u8; 16];
+    m.publisher.take_writes(&mut out, 3);
+    broker
+        .claim(raw.slot, 0, std::process::id())
+        .expect("Bit 0 is free");
+    poke_fd(&raw.fd, 48, &3u64.to_le_bytes()).unwrap();
+    poke_fd(&raw.fd, 64, &[0xff; 16]).unwrap();
+    let mut out = [0u8; 16];
     m.publisher.take_writes(&mut out, 4);
-    assert_eq!(a.applied_cycle(), 4);
+    assert_eq!(out, want, "a torn staged image is never taken");
+    poke_fd(&raw.fd, 48, &4u64.to_le_bytes()).unwrap();
+    let mut out = [0u8; 16];
+    m.publisher.take_writes(&mut out, 5);
+    rtcat_shm::write_bits(&mut want, 0, 1, 1);
+    assert_eq!(out, want, "a consistent one is, for the entry it owns only");
+    assert_eq!(a.applied_cycle(), 5);
+    // And it cannot touch anything else: its object is only its own slot.
     // A detached writer's claims go back to the application.
+    poke_fd(&raw.fd, 0, &0u32.to_le_bytes()).unwrap();
     drop(b);
     let mut out = [0u8; 16];
-    let ev = m.publisher.take_writes(&mut out, 5);
+    let ev = m.publisher.take_writes(&mut out, 6);
     assert!(
         ev.iter()
             .any(|e| e.kind == WriterEventKind::Detached && e.name() == "b")
@@ -361,7 +304,6 @@ fn replaced_on_a_layout_change_and_reattach() {
             ..
         })
     ));
-    assert!(Client::attach(&n.0).is_err(), "unlinked");
     let mut ents = awkward();
     ents.truncate(4);
     let mut m2 = make(&n.0, &ents, &[], &[], &[], 10, 2);
@@ -376,7 +318,7 @@ fn replaced_on_a_layout_change_and_reattach() {
 #[test]
 fn writer_slots_run_out_with_a_clear_error() {
     let n = Name::new("slots");
-    let _m = make(&n.0, &awkward(), &[(0, 0)], &[], &["plc"], 10, 1);
+    let mut m = make(&n.0, &awkward(), &[(0, 0)], &[], &["plc"], 10, 1);
     let c = Client::attach(&n.0).unwrap();
     let ws: Vec<_> = (0..15)
         .map(|i| c.attach_writer(&format!("w{i}")).unwrap())
@@ -390,46 +332,47 @@ fn writer_slots_run_out_with_a_clear_error() {
             .to_string()
             .contains("already attached")
     );
+    // Detached: free again once the master has seen it (its next cycle).
     drop(ws);
+    assert!(c.attach_writer("again").is_err(), "not seen yet");
+    m.publisher.take_writes(&mut [0u8; 16], 1);
     assert!(c.attach_writer("again").is_ok());
-}
-
-fn layout_area(n: &Name) -> (Geometry, Vec<u8>) {
-    let c = Client::attach(&n.0).unwrap();
-    (*c.geometry(), peek(&n.path(), 0, HEADER_BYTES as usize))
 }
 
 proptest! {
     #![proptest_config(ProptestConfig { cases: 64, .. ProptestConfig::default() })]
 
-    /// Whatever a client writes into the entry table and the writer slots, the publisher never
-    /// panics and only ever changes bits of entries (every other output bit stays the
-    /// application's).
+    /// Whatever writers write into their objects (all a client can write now), and whatever
+    /// they claim, the publisher never panics and only ever changes bits of entries (every
+    /// other output bit stays the application's).
     #[test]
     fn garbage_from_clients_never_panics_the_publisher(
         garbage in proptest::collection::vec(any::<u8>(), 0..4096),
         at in 0u64..8192,
-        words in proptest::collection::vec((0u64..16, 0u64..400, any::<u64>()), 0..40),
+        words in proptest::collection::vec((0u64..2, 0u64..400, any::<u64>()), 0..40),
+        claims in proptest::collection::vec((0u32..3, 0u32..8), 0..8),
     ) {
         let n = Name::new("fuzz");
         let ents = awkward();
         let mut m = make(&n.0, &ents, &[(0, 0)], &[(0, 1)], &["plc"], 3, 1);
-        let (g, _) = layout_area(&n);
-        let start = u64::from(g.entries_offset);
-        let end = u64::from(g.snapshot_offset);
-        // A blob anywhere in the entry table and writer slots.
-        let off = start + at % (end - start);
-        let len = garbage.len().min((end - off) as usize);
-        poke(&n.path(), off, &garbage[..len]);
-        // Plausible values in the fields that matter: states, owners, seq, heartbeats.
-        for (slot, field, v) in &words {
-            let o = if *field < 100 {
-                u64::from(g.entries_offset) + (field % u64::from(g.output_entries)) * 16 + 8
-            } else {
-                u64::from(g.writers_offset) + slot * u64::from(g.writer_bytes) + (field % 8) * 8
-            };
+        let b = n.1.get().unwrap();
+        let (pid, uid) = (std::process::id(), nix::unistd::geteuid().as_raw());
+        let mut out = [0u8; 16];
+        let grants = [b.attach_writer("plc", pid, uid), b.attach_writer("x", pid, uid)];
+        let _ = m.publisher.take_writes(&mut out, 0);
+        let grants: Vec<_> = grants.into_iter().map(|g| g.unwrap()).collect();
+        for (slot, row) in &claims {
+            let _ = b.claim(*slot, *row, pid);
+        }
+        let size = grants[0].bytes;
+        // A blob anywhere in a writer object.
+        let off = at % size;
+        let len = garbage.len().min((size - off) as usize);
+        poke_fd(&grants[(at % 2) as usize].fd, off, &garbage[..len]).unwrap();
+        // Plausible values in the fields that matter: state, seq, heartbeat.
+        for (k, field, v) in &words {
             let v = match field % 3 { 0 => v % 5, 1 => v % 18, _ => *v };
-            poke(&n.path(), o, &(v as u32).to_le_bytes());
+            poke_fd(&grants[*k as usize].fd, (field % 8) * 8, &(v as u32).to_le_bytes()).unwrap();
         }
         let entry_bits: Vec<(u32, u32)> =
             ents.iter().filter(|x| x.out).map(|x| (x.bit_offset, u32::from(x.bits))).collect();
@@ -447,27 +390,30 @@ proptest! {
         }
     }
 
-    /// A client attaching to a garbage or truncated object gets an error, never a crash.
+    /// A client given a garbage or short image gets an error, never a crash.
     #[test]
     fn garbage_objects_are_errors_for_clients(
         field in 0usize..28, value in any::<u32>(), truncate in proptest::option::of(0u64..20000),
     ) {
         let n = Name::new("cfuzz");
-        let _m = make(&n.0, &awkward(), &[], &[], &[], 3, 1);
-        poke(&n.path(), (field * 4) as u64, &value.to_le_bytes());
+        let m = make(&n.0, &awkward(), &[], &[], &[], 3, 1);
+        let size = m.publisher.geometry().object_bytes;
+        let mut bytes = n.image(0, size as usize);
+        bytes[field * 4..field * 4 + 4].copy_from_slice(&value.to_le_bytes());
         if let Some(t) = truncate {
-            let f = std::fs::OpenOptions::new().write(true).open(n.path()).unwrap();
-            f.set_len(t).unwrap();
+            bytes.truncate(t as usize);
         }
-        if let Ok(c) = Client::attach(&n.0) {
-            // Accepted: then it is consistent enough to read and to attach a writer.
+        let fd = nix::sys::memfd::memfd_create(
+            c"fuzz",
+            nix::sys::memfd::MFdFlags::MFD_CLOEXEC | nix::sys::memfd::MFdFlags::MFD_ALLOW_SEALING,
+        )
+        .unwrap();
+        poke_fd(&fd, 0, &bytes).unwrap();
+        nix::fcntl::fcntl(&fd, nix::fcntl::FcntlArg::F_ADD_SEALS(rtcat_shm::image_seals())).unwrap();
+        if let Ok(c) = Client::from_image(fd, &n.0, nix::unistd::geteuid().as_raw()) {
+            // Accepted: then it is consistent enough to read.
             let _ = c.snapshot();
-            if let Ok(mut w) = c.attach_writer("fuzz") {
-                for e in c.entries().iter().filter(|e| e.row.is_some()) {
-                    let _ = w.claim(e);
-                    let _ = w.write(&[(e, Value::Unsigned(1))]);
-                }
-            }
+            let _ = c.entries().len();
         }
     }
 }

@@ -63,8 +63,7 @@ fn no_torn_snapshot_in_a_million_cycles() {
     let n = Name::new("torn");
     let json = r#"{"schema":"rtcat.layout/1","entries":[]}"#;
     let mut p = Publisher::create(&PublisherConfig {
-        name: &n.0,
-        gid: None,
+        name: "torn",
         generation: 1,
         period_ns: 1000,
         subdevices: SUBDEVICES,
@@ -76,6 +75,7 @@ fn no_torn_snapshot_in_a_million_cycles() {
         writer_timeout_cycles: 10,
     })
     .unwrap();
+    n.1.set(Some(p.broker()));
     let done = AtomicBool::new(false);
     // Publishing starts once both readers are attached.
     let ready = std::sync::Barrier::new(3);

@@ -1,10 +1,11 @@
-/* Test tool of the C client: for each NAME, attach, take a snapshot and print it as one JSON
- * line in the form of `rtcat_shm.py NAME --dump` (entry name -> value by data type), or
- * `{"name": NAME, "error": CODE, "text": ...}` when attaching or reading fails. With --write, it
+/* Test tool of the C client: for each NAME (a master's control socket), attach, take a snapshot
+ * and print it as one JSON line in the form of `rtcat_shm.py NAME --dump` (entry name -> value by
+ * data type), or `{"name": NAME, "error": CODE, "text": ...}` when attaching or reading fails. With --write, it
  * also exercises the writer path (attach, claim every output entry, write, detach) on each object,
  * which must fail cleanly on a garbage one. Exit 0 when every object was read, else 1. Run under
  * ASan/UBSan by app/rtcat/tests/shm_clients.rs against real and deliberately broken objects.
- * RTCAT_MASTER_UID in the environment: the uid the master runs as (attach refuses other owners). */
+ * RTCAT_MASTER_UID in the environment: the uid the master runs as (attach refuses a socket
+ * whose peer runs as another uid). */
 #define _POSIX_C_SOURCE 200809L
 #define RTCAT_SHM_IMPLEMENTATION
 #include "../rtcat_shm.h"
@@ -15,7 +16,7 @@
 #include <string.h>
 #include <time.h>
 
-/* RTCAT_MASTER_UID=UID: attach only to an object of that owner (default: our own uid). */
+/* RTCAT_MASTER_UID=UID: attach only through a socket whose peer runs as UID (default: ours). */
 static int attach(rtcat_shm *s, const char *name) {
     const char *uid = getenv("RTCAT_MASTER_UID");
     if (uid && *uid)

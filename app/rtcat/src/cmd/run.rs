@@ -36,8 +36,8 @@ pub struct RunArgs {
     /// [control] socket
     #[arg(long, value_name = "SOCK")]
     pub control: Option<PathBuf>,
-    /// Publish the process image as the shared-memory object /dev/shm/NAME (overrides
-    /// [shm].name)
+    /// Share the process image, labelled NAME, handed out over the control socket (needs
+    /// --control or [control] socket; overrides [shm].name)
     #[arg(long, value_name = "NAME")]
     pub shm: Option<String>,
 }
@@ -108,8 +108,8 @@ pub struct BenchArgs {
     /// With --sim: accept the simulator's fault commands (`rtcat sim-ctl`) on this socket
     #[arg(long, value_name = "PATH", requires = "sim", hide = true)]
     pub sim_control: Option<PathBuf>,
-    /// Publish the process image as the shared-memory object /dev/shm/NAME (overrides
-    /// [shm].name)
+    /// Share the process image, labelled NAME, handed out over the control socket (needs
+    /// --control or [control] socket; overrides [shm].name)
     #[arg(long, value_name = "NAME", conflicts_with = "timer_only")]
     pub shm: Option<String>,
     /// Also measure the floor: every cycle, at mid-period, a bare ping of the cyclic frame's size
@@ -201,16 +201,27 @@ fn set_control(cfg: &mut Config, sock: Option<&std::path::Path>) -> Result<(), F
     Ok(())
 }
 
-/// Wrap the job's application in the shared-memory image when `[shm] name` / `--shm` is set.
-fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<Box<dyn Application>, Failure> {
+/// The job's application, and the handout of the shared image (format v3).
+type WithShm = (Box<dyn Application>, Option<rtcat_master::shm::Hub>);
+
+/// Wrap the job's application in the shared image when `[shm] name` / `--shm` is set. The
+/// image is handed out over the control socket only (nothing in /dev/shm): without one it is
+/// a usage error.
+fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<WithShm, Failure> {
     if cfg.shm.name.is_none() {
-        return Ok(app);
+        return Ok((app, None));
     }
-    let gid = cfg.ipc.gid().map_err(usage)?.map(|g| g.as_raw());
+    if cfg.control.socket.is_none() {
+        return Err(usage(
+            "--shm / shm.name: the shared image is handed out over the control socket (format \
+             v3, nothing is created in /dev/shm): set --control SOCK or [control] socket",
+        ));
+    }
     let period_ns = u64::from(cfg.cycle.period_us) * 1000;
-    match rtcat_master::shm::SharedImage::new(app, &cfg.shm, gid, period_ns) {
+    let hub = rtcat_master::shm::Hub::new();
+    match rtcat_master::shm::SharedImage::new(app, &cfg.shm, hub.clone(), period_ns) {
         // The axes' drives are commanded by the master only (limits, enable policy).
-        Ok(s) => Ok(Box::new(s.with_axes(&cfg.axis))),
+        Ok(s) => Ok((Box::new(s.with_axes(&cfg.axis)), Some(hub))),
         Err(e) => Err(usage(format_args!("--shm / shm.name: {e}"))),
     }
 }
@@ -311,7 +322,7 @@ pub fn bench(a: BenchArgs) -> Outcome {
     } else {
         Box::new(ZeroOutputs)
     };
-    let app = with_shm(app, &cfg)?;
+    let (app, shm) = with_shm(app, &cfg)?;
     let live = Arc::new(Live::default());
     let (app, floor) = if a.floor {
         // Opened here, before the run: a missing CAP_NET_RAW is said before the segment is
@@ -364,6 +375,7 @@ pub fn bench(a: BenchArgs) -> Outcome {
             live,
             axes,
             floor,
+            shm,
         }),
         true,
     );
@@ -409,7 +421,7 @@ pub fn run(a: RunArgs) -> Outcome {
     } else {
         Box::new(ZeroOutputs)
     };
-    let app = with_shm(app, &cfg)?;
+    let (app, shm) = with_shm(app, &cfg)?;
     let r = execute(Job {
         cfg,
         target: Some(target),
@@ -427,6 +439,7 @@ pub fn run(a: RunArgs) -> Outcome {
         live: Arc::new(Live::default()),
         axes,
         floor: None,
+        shm,
     });
     notifier.notify("STOPPING=1");
     finish(r, false)

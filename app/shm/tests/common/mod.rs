@@ -1,30 +1,55 @@
-//! Test helpers: unique object names, a synthetic layout, raw access to an object.
+//! Test helpers: a control socket per test serving its image, a synthetic layout, raw access
+//! to objects.
 #![allow(dead_code)]
 
-use rtcat_shm::{DeclaredWriter, Error, OutputEntry, Publisher, PublisherConfig};
+use rtcat_shm::testkit::Serve;
+use rtcat_shm::{DeclaredWriter, Error, Hub, OutputEntry, Publisher, PublisherConfig};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-/// A name no other test (or test run) uses; unlinked by [`Name`]'s drop.
-pub struct Name(pub String);
+/// A control socket no other test (or test run) uses, serving the image [`publish`] creates
+/// for it (`rtcat_shm::testkit`); the socket is removed on drop. `.0` is its path.
+pub struct Name(pub String, pub Hub, Serve);
+
+static HUBS: Mutex<Vec<(String, Hub)>> = Mutex::new(Vec::new());
 
 impl Name {
     pub fn new(tag: &str) -> Name {
         static N: AtomicU32 = AtomicU32::new(0);
-        Name(format!(
-            "rtcat-test-{tag}-{}-{}",
+        let path = std::env::temp_dir().join(format!(
+            "rtcat-test-{tag}-{}-{}.sock",
             std::process::id(),
             N.fetch_add(1, Ordering::Relaxed)
-        ))
+        ));
+        let hub = Hub::new();
+        let serve = Serve::start(&path, hub.clone()).expect("serve");
+        let p = path.display().to_string();
+        HUBS.lock().unwrap().push((p.clone(), hub.clone()));
+        Name(p, hub, serve)
     }
-    pub fn path(&self) -> String {
-        format!("/dev/shm/{}", self.0)
+
+    /// The bytes of the image now (read through the descriptor clients get).
+    pub fn image(&self, offset: u64, len: usize) -> Vec<u8> {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::File::from(self.1.get().expect("published").image().unwrap());
+        let mut b = vec![0; len];
+        f.read_exact_at(&mut b, offset).unwrap();
+        b
     }
 }
 
 impl Drop for Name {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(self.path());
+        HUBS.lock().unwrap().retain(|(p, _)| *p != self.0);
     }
+}
+
+fn hub_of(path: &str) -> Option<Hub> {
+    HUBS.lock()
+        .unwrap()
+        .iter()
+        .find(|(p, _)| p == path)
+        .map(|(_, h)| h.clone())
 }
 
 /// One entry of the synthetic layout.
@@ -138,7 +163,7 @@ pub fn make(
 }
 
 /// The object of the test geometry (2 subdevices, 12 input and 16 output bytes, 1 ms) with
-/// these rows and declared writers.
+/// these rows and declared writers; served at `name` when it is a [`Name`]'s socket.
 pub fn publish(
     name: &str,
     json: &str,
@@ -147,9 +172,8 @@ pub fn publish(
     timeout: u64,
     generation: u32,
 ) -> Result<Publisher, Error> {
-    Publisher::create(&PublisherConfig {
-        name,
-        gid: None,
+    let p = Publisher::create(&PublisherConfig {
+        name: "test",
         generation,
         period_ns: 1_000_000,
         subdevices: 2,
@@ -159,20 +183,15 @@ pub fn publish(
         entries: rows,
         writers,
         writer_timeout_cycles: timeout,
-    })
+    })?;
+    if let Some(h) = hub_of(name) {
+        h.set(Some(p.broker()));
+    }
+    Ok(p)
 }
 
-/// Write raw bytes into an object (what any process with write access can do).
-pub fn poke(path: &str, offset: u64, bytes: &[u8]) {
+/// Write raw bytes into an object through a descriptor (what its holder can do).
+pub fn poke_fd(fd: &std::os::fd::OwnedFd, offset: u64, bytes: &[u8]) -> std::io::Result<()> {
     use std::os::unix::fs::FileExt;
-    let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
-    f.write_all_at(bytes, offset).unwrap();
-}
-
-pub fn peek(path: &str, offset: u64, len: usize) -> Vec<u8> {
-    use std::os::unix::fs::FileExt;
-    let f = std::fs::File::open(path).unwrap();
-    let mut b = vec![0; len];
-    f.read_exact_at(&mut b, offset).unwrap();
-    b
+    std::fs::File::from(fd.try_clone()?).write_all_at(bytes, offset)
 }
