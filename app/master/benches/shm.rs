@@ -73,7 +73,13 @@ fn exec(seg: &SegmentSpec, period_us: u32, v: Variant, root: bool) -> (u64, u64,
             ..ShmConfig::default()
         };
         Box::new(
-            SharedImage::new(Box::new(Pattern), &c, None, u64::from(period_us) * 1000).unwrap(),
+            SharedImage::new(
+                Box::new(Pattern),
+                &c,
+                None,
+                rtcat_master::Period::from_micros(period_us).as_nanos(),
+            )
+            .unwrap(),
         )
     };
     let done = AtomicBool::new(false);

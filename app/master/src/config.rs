@@ -1,6 +1,7 @@
 //! rtcat's configuration file (TOML). Unknown keys and out-of-range values are rejected with a
 //! message naming the key, the value and the allowed range.
 
+use crate::period::Period;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
 use thiserror::Error;
@@ -271,6 +272,13 @@ pub struct CycleConfig {
     pub txrx_priority: u8,
 }
 
+impl CycleConfig {
+    /// The cycle period (`period_us`).
+    pub fn period(&self) -> Period {
+        Period::from_micros(self.period_us)
+    }
+}
+
 impl Default for CycleConfig {
     fn default() -> Self {
         CycleConfig {
@@ -510,7 +518,7 @@ impl Config {
                 "segment.subdevices",
                 n.into(),
                 1,
-                crate::master::MAX_SUBDEVICES as u64,
+                crate::limits::MAX_SUBDEVICES as u64,
                 "",
             )?;
         }
@@ -672,11 +680,11 @@ impl Config {
         Ok(())
     }
 
-    /// Response timeout of one cycle.
+    /// Response timeout of one cycle: `bus.response_timeout_us`, or the period's default.
     pub fn response_timeout_ns(&self) -> u64 {
         match self.bus.response_timeout_us {
-            Some(us) => u64::from(us) * 1000,
-            None => u64::from(self.cycle.period_us) * 900,
+            Some(us) => Period::from_micros(us).as_nanos(),
+            None => self.cycle.period().default_response_timeout_ns(),
         }
     }
 

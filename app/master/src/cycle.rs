@@ -18,7 +18,8 @@ use crate::bus::{Bus, BusCounters};
 use crate::clock::{now_ns, sleep_until, unix_ns};
 use crate::image::ProcessImage;
 use crate::layout::Layout;
-use crate::master::{MAX_PDI_BYTES, MAX_SUBDEVICES};
+use crate::limits::{MAX_PDI_BYTES, MAX_SUBDEVICES};
+use crate::period::Period;
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use crate::stop::Stop;
 use ethercrab::subdevice_group::{CycleInfo, HasDc, NoDc, Op, TxRxResponse};
@@ -102,7 +103,7 @@ pub enum Exit {
 #[derive(Debug, Clone, Copy)]
 pub struct Params {
     /// Cycle period.
-    pub period_ns: u64,
+    pub period: Period,
     /// How long an exchange waits for its frames.
     pub response_timeout_ns: u64,
     /// Expected working counter.
@@ -342,7 +343,7 @@ pub fn run<DC>(
 where
     Group<DC>: CycleGroup,
 {
-    let period = p.period_ns;
+    let period = p.period.as_nanos();
     // First deadline one period from now; all later ones on the same grid.
     let mut deadline = now_ns() + period;
     let mut bad_run: u32 = 0;

@@ -12,6 +12,7 @@
 //! early or late. [`PhaseLock`] corrects the thread's absolute deadline every cycle so that the
 //! frame passes the reference clock at a fixed phase of the DC grid.
 
+use crate::period::Period;
 use serde::Deserialize;
 
 /// AssignActivate a device gets when `[[dc.device]]` does not name it: 0x0300 = cyclic
@@ -97,29 +98,26 @@ pub struct DcConfigError {
 }
 
 impl DcConfig {
-    /// SYNC0 period in ns for a cycle of `cycle_period_us`.
-    pub fn sync0_period_ns(&self, cycle_period_us: u32) -> u64 {
-        u64::from(self.sync0_period_us.unwrap_or(cycle_period_us)) * 1000
+    /// SYNC0 period for a cycle of `cycle`.
+    pub fn sync0_period(&self, cycle: Period) -> Period {
+        self.sync0_period_us.map_or(cycle, Period::from_micros)
     }
 
     /// SYNC0 shift in ns (see [`DcConfig::sync0_shift_us`]).
-    pub fn sync0_shift_ns(&self, cycle_period_us: u32) -> u64 {
+    pub fn sync0_shift_ns(&self, cycle: Period) -> u64 {
         match self.sync0_shift_us {
-            Some(us) => u64::from(us) * 1000,
-            None => self.sync0_period_ns(cycle_period_us) / 2,
+            Some(us) => Period::from_micros(us).as_nanos(),
+            None => self.sync0_period(cycle).as_nanos() / 2,
         }
     }
 
-    /// ethercrab's group DC configuration for a cycle of `cycle_period_us`: the SYNC0 period,
-    /// the shift, and a first pulse [`SYNC0_START_DELAY`] after the configuration.
-    pub fn dc_configuration(
-        &self,
-        cycle_period_us: u32,
-    ) -> ethercrab::subdevice_group::DcConfiguration {
+    /// ethercrab's group DC configuration for a cycle of `cycle`: the SYNC0 period, the shift,
+    /// and a first pulse [`SYNC0_START_DELAY`] after the configuration.
+    pub fn dc_configuration(&self, cycle: Period) -> ethercrab::subdevice_group::DcConfiguration {
         ethercrab::subdevice_group::DcConfiguration {
             start_delay: SYNC0_START_DELAY,
-            sync0_period: std::time::Duration::from_nanos(self.sync0_period_ns(cycle_period_us)),
-            sync0_shift: std::time::Duration::from_nanos(self.sync0_shift_ns(cycle_period_us)),
+            sync0_period: self.sync0_period(cycle).as_duration(),
+            sync0_shift: std::time::Duration::from_nanos(self.sync0_shift_ns(cycle)),
         }
     }
 
@@ -1073,7 +1071,10 @@ mod tests {
         };
         assert_eq!(c.assign_activate(2), 0x0700);
         assert_eq!(c.assign_activate(0), DEFAULT_ASSIGN_ACTIVATE);
-        assert_eq!(c.sync0_shift_ns(1000), 500_000);
-        assert_eq!(c.sync0_period_ns(1000), 1_000_000);
+        assert_eq!(c.sync0_shift_ns(Period::from_micros(1000)), 500_000);
+        assert_eq!(
+            c.sync0_period(Period::from_micros(1000)).as_nanos(),
+            1_000_000
+        );
     }
 }

@@ -47,7 +47,7 @@ pub const MAX_SM_BYTES: u32 = 8191;
 pub const MAX_NAME: usize = 128;
 
 /// Most `[[device]]` entries (a segment has at most this many subdevices).
-pub const MAX_DEVICES: usize = crate::master::MAX_SUBDEVICES;
+pub const MAX_DEVICES: usize = crate::limits::MAX_SUBDEVICES;
 
 /// RxPDO mapping objects (outputs, master -> subdevice), ETG.1000.6 Table 67.
 pub const RXPDO: std::ops::RangeInclusive<u16> = 0x1600..=0x17ff;

@@ -79,10 +79,12 @@ pub mod diag;
 mod error;
 pub mod image;
 pub mod layout;
+pub mod limits;
 pub mod mapping;
 pub mod master;
 pub mod motion;
 pub mod netuse;
+pub mod period;
 pub mod rt;
 pub mod shm;
 pub mod sii;
@@ -99,6 +101,7 @@ pub use error::{Error, Result};
 pub use image::{Input, Output, PdoValue, ProcessImage};
 pub use layout::{DataType, Direction, Entry, Layout, LayoutError};
 pub use master::{Channels, Outcome, RtApplied, RunSpec, Session, Target, run};
+pub use period::Period;
 pub use stop::{Stop, StopFlags};
 
 impl RunSpec {

@@ -17,20 +17,14 @@ use crate::rt;
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use crate::stop::Stop;
 use ethercrab::std::ethercat_now;
-use ethercrab::{MainDevice, PduLoop, PduRx, PduStorage, PduTx, Timeouts};
+use ethercrab::{MainDevice, PduLoop, PduRx, PduTx, Timeouts};
 use futures_lite::future::block_on;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// Largest segment the master runs: the capacity of ethercrab's subdevice group (the const
-/// generic of `init_single_group`; one more and the scan fails with `Capacity(SubDevice)`).
-/// A power of two, as ethercrab's group index map needs. 1024 costs ~250 KiB per group, and the
-/// bring-up (ethercrab's state transitions move the group by value) about 20 MiB of the
-/// master thread's 64 MiB stack in a debug build; 4096 overflows it.
-pub const MAX_SUBDEVICES: usize = 1024;
-/// Stack of the thread that brings a segment up (see [`MAX_SUBDEVICES`]).
-const SETUP_STACK: usize = 64 << 20;
+pub use crate::limits::{FRAME_DATA, LRW_CHUNK, MAX_FRAMES, MAX_PDI_BYTES, MAX_SUBDEVICES};
+use crate::limits::{SETUP_STACK, Storage};
 
 /// Run `f` on a thread named `name` with the stack a bring-up needs (ethercrab's groups for
 /// [`MAX_SUBDEVICES`] and its init futures are large, in debug builds above all), and wait for it.
@@ -48,19 +42,6 @@ pub(crate) fn on_setup_thread<R: Send>(
             .map_err(|_| Error::Panicked(name))
     })
 }
-/// Largest process image, inputs plus outputs of all subdevices: the group's PDI storage (one
-/// byte more and the transition to SAFE-OP fails with `PdiTooLong`). Sent as LRWs of at most
-/// [`LRW_CHUNK`] bytes, one after the other: 15 frames per cycle at the limit.
-pub const MAX_PDI_BYTES: usize = 16384;
-/// Frames ethercrab may have in flight (it sends a cycle's frames one after the other and at most
-/// two at once during the bring-up).
-pub const MAX_FRAMES: usize = 32;
-/// Largest datagram payload per frame: ethercrab splits the process image into LRWs of this size.
-pub const LRW_CHUNK: usize = 1100;
-/// Bytes of one frame slot of ethercrab's PDU storage.
-pub const FRAME_DATA: usize = PduStorage::element_size(LRW_CHUNK);
-type Storage = PduStorage<MAX_FRAMES, FRAME_DATA>;
-
 /// What the master talks to.
 #[derive(Debug, Clone)]
 pub enum Target {
@@ -339,9 +320,9 @@ fn bring_up(
         let dc_positions = configure_dc_pre_op(md, cfg, &mut group, &layout)?;
         let group = block_on(group.into_pre_op_pdi(md))
             .map_err(pdi_too_long("PRE-OP with process data"))?;
-        let period_us = cfg.cycle.period_us;
-        let group = block_on(group.configure_dc_sync(md, cfg.dc.dc_configuration(period_us)))
-            .map_err(|e| Error::bus("DC SYNC0 configuration (configure_dc_sync)", e))?;
+        let group =
+            block_on(group.configure_dc_sync(md, cfg.dc.dc_configuration(cfg.cycle.period())))
+                .map_err(|e| Error::bus("DC SYNC0 configuration (configure_dc_sync)", e))?;
         let group =
             block_on(group.into_safe_op(md)).map_err(|e| Error::bus("transition to SAFE-OP", e))?;
         write_startup_so(md, &group, &configured)?;
@@ -884,7 +865,7 @@ fn cycle_until_done(
 
     loop {
         let params = Params {
-            period_ns: u64::from(cfg.cycle.period_us) * 1000,
+            period: cfg.cycle.period(),
             response_timeout_ns: cfg.response_timeout_ns(),
             expected_wkc,
             bad_cycles_before_recovery: cfg.health.bad_cycles_before_recovery,
@@ -1110,10 +1091,10 @@ type PhaseResult = std::result::Result<(Bus, Recorder, Exit, RtApplied), Box<(Er
 
 /// The phase lock of a DC run: the SYNC0 period and shift of `[dc]`, the default gains.
 fn phase_lock(cfg: &Config) -> crate::dc::PhaseLock {
-    let period = cfg.dc.sync0_period_ns(cfg.cycle.period_us);
+    let period = cfg.dc.sync0_period(cfg.cycle.period()).as_nanos();
     crate::dc::PhaseLock::new(
         period,
-        cfg.dc.sync0_shift_ns(cfg.cycle.period_us),
+        cfg.dc.sync0_shift_ns(cfg.cycle.period()),
         crate::dc::PhaseLockParams::for_period(period),
     )
 }

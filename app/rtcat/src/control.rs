@@ -319,7 +319,7 @@ impl Shared {
             version: VERSION,
             state: state.into(),
             generation,
-            period_ns: u64::from(self.cfg.cycle.period_us) * 1000,
+            period_ns: self.cfg.cycle.period().as_nanos(),
             uptime_s: self.started.elapsed().as_secs_f64(),
             subdevices: r(&l.subdevices) as u32,
             pdi_bytes: r(&l.pdi_bytes) as u32,

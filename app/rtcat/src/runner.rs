@@ -72,7 +72,7 @@ pub struct JobResult {
 fn timer_only(job: &Job, live: &Live) -> Result<(Recorder, RtApplied)> {
     let cfg = &job.cfg;
     let _dma = master::setup_process(cfg, job.no_rt)?;
-    let period = u64::from(cfg.cycle.period_us) * 1000;
+    let period = cfg.cycle.period().as_nanos();
     let end = job.duration.map(|d| now_ns() + d.as_nanos() as u64);
     let no_rt = job.no_rt;
     std::thread::scope(|s| {
@@ -139,11 +139,11 @@ fn checkpoint_fn(
     };
     let system = crate::sysinfo::snapshot(&rttune::SysRoot::live(), cpu);
     let stage = job.stage.clone();
-    let period_ns = u64::from(cfg.cycle.period_us) * 1000;
+    let period_ns = cfg.cycle.period().as_nanos();
     let requested = job.duration.map(|d| d.as_secs_f64());
     let dir = job.dir.clone();
     let live = job.live.clone();
-    let (dc_cfg, period_us) = (cfg.dc.clone(), cfg.cycle.period_us);
+    let (dc_cfg, period) = (cfg.dc.clone(), cfg.cycle.period());
     Box::new(move |rec: &Recorder, logging: &summary::LoggingHealth| {
         let facts = RunFacts {
             mode,
@@ -165,7 +165,7 @@ fn checkpoint_fn(
                 detail: None,
             }),
             axes: None,
-            dc: output::dc_summary(rec, &live, &dc_cfg, period_us),
+            dc: output::dc_summary(rec, &live, &dc_cfg, period),
             bus: (mode != Mode::TimerOnly).then(|| summary::BusStats {
                 rx_rejected: live.rx_rejected.load(Ordering::Relaxed),
                 send_errors: live.send_errors.load(Ordering::Relaxed),
@@ -336,7 +336,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         stage: job.stage.clone(),
         started_at_unix_ns: started,
         duration_s: (now_ns() - t0) as f64 / 1e9,
-        period_ns: u64::from(job.cfg.cycle.period_us) * 1000,
+        period_ns: job.cfg.cycle.period().as_nanos(),
         expected_wkc: (mode != Mode::TimerOnly).then_some(u32::from(outcome.expected_wkc)),
         subdevices: outcome.subdevices as u32,
         pdi_bytes: outcome.pdi_bytes as u32,
@@ -350,12 +350,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             .axes
             .as_ref()
             .map(rtcat_master::axes::AxesReport::summaries),
-        dc: output::dc_summary(
-            &outcome.rec,
-            &job.live,
-            &job.cfg.dc,
-            job.cfg.cycle.period_us,
-        ),
+        dc: output::dc_summary(&outcome.rec, &job.live, &job.cfg.dc, job.cfg.cycle.period()),
     };
     let mut summary = output::build_summary(&outcome.rec, &facts);
     if let Some(f) = &job.floor {
@@ -486,7 +481,7 @@ fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<Box<dyn Applicati
         return Ok(app);
     }
     let gid = cfg.ipc.gid().map_err(usage)?.map(|g| g.as_raw());
-    let period_ns = u64::from(cfg.cycle.period_us) * 1000;
+    let period_ns = cfg.cycle.period().as_nanos();
     match rtcat_master::shm::SharedImage::new(app, &cfg.shm, gid, period_ns) {
         // The axes' drives are commanded by the master only (limits, enable policy).
         Ok(s) => Ok(Box::new(s.with_axes(&cfg.axis))),
@@ -615,7 +610,7 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
             }
         };
         let report = Arc::new(crate::floor::FloorReport::default());
-        let period_ns = u64::from(cfg.cycle.period_us) * 1000;
+        let period_ns = cfg.cycle.period().as_nanos();
         let app: Box<dyn Application> = Box::new(crate::floor::FloorPing::new(
             app,
             pinger,

@@ -28,7 +28,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// Largest register read of one [`Probe::read`] datagram: with the EtherCAT and datagram headers
-/// it fits one frame of the master's PDU storage ([`crate::master::LRW_CHUNK`] bytes of payload).
+/// it fits one frame of the master's PDU storage ([`crate::limits::LRW_CHUNK`] bytes of payload).
 pub const READ_CHUNK: usize = 1024;
 
 /// Largest read `rtcat regs` takes at once: 4 KiB covers the whole ESC register area
@@ -330,7 +330,7 @@ pub fn count_subdevices(md: &MainDevice<'_>) -> Result<u16> {
 /// put back to INIT afterwards (a failure to do so is logged, the layout still returned).
 ///
 /// Runs on a thread of its own with a large stack: ethercrab's group for
-/// [`crate::master::MAX_SUBDEVICES`] subdevices and its initialisation future do not fit a
+/// [`crate::limits::MAX_SUBDEVICES`] subdevices and its initialisation future do not fit a
 /// default thread stack in a debug build.
 pub fn read_layout(md: &MainDevice<'static>) -> Result<Layout> {
     let work = || -> Result<Layout> {
