@@ -86,16 +86,9 @@ pub struct DcDevice {
     pub assign_activate: u16,
 }
 
-/// A `[dc]` value refused: the key, the value and what is allowed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DcConfigError {
-    /// The key (`dc.sync0_shift_us`).
-    pub key: String,
-    /// The value found.
-    pub value: String,
-    /// What is allowed.
-    pub message: String,
-}
+/// A `[dc]` value refused: the key, the value and what is allowed (the error every
+/// configuration section returns).
+pub type DcConfigError = crate::invalid::Invalid;
 
 impl DcConfig {
     /// SYNC0 period for a cycle of `cycle`.
@@ -144,10 +137,8 @@ impl DcConfig {
         cycle_period_us: u32,
         subdevices: Option<u16>,
     ) -> Result<(), DcConfigError> {
-        let bad = |key: &str, value: &dyn std::fmt::Display, message: String| DcConfigError {
-            key: key.to_string(),
-            value: value.to_string(),
-            message,
+        let bad = |key: &str, value: &dyn std::fmt::Display, message: String| {
+            DcConfigError::new(key, value, message)
         };
         if let Some(p) = self.sync0_period_us {
             // The ESC counts SYNC0 in ns (0x09A0, 32 bit); below 125 µs the master could not

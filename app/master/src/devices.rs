@@ -345,27 +345,16 @@ impl StartupSdo {
     }
 }
 
-/// A refused `[[device]]` value: the key (`device[2].pdo_map[0].entries[1]`), the value and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invalid {
-    /// The key.
-    pub key: String,
-    /// The value found.
-    pub value: String,
-    /// What is wrong or allowed.
-    pub message: String,
-}
+/// A refused `[[device]]` value: the key (`device[2].pdo_map[0].entries[1]`), the value and why
+/// (the error every configuration section returns).
+pub use crate::invalid::Invalid;
 
 fn invalid(
     key: impl Into<String>,
     value: impl std::fmt::Display,
     message: impl Into<String>,
 ) -> Invalid {
-    Invalid {
-        key: key.into(),
-        value: value.to_string(),
-        message: message.into(),
-    }
+    Invalid::new(key, value, message)
 }
 
 fn pdo_direction(index: u16) -> Option<Direction> {
@@ -1795,7 +1784,7 @@ transition = "SO"
     /// configuration (so what the example documents works as written).
     #[test]
     fn the_example_device_block_uncommented_is_valid() {
-        let ex = crate::config::EXAMPLE;
+        let ex = include_str!("../rtcat.example.toml");
         let start = ex
             .find("# [[device]]")
             .expect("the example documents [[device]]");

@@ -78,6 +78,7 @@ pub mod devices;
 pub mod diag;
 mod error;
 pub mod image;
+pub mod invalid;
 pub mod layout;
 pub mod limits;
 pub mod mapping;

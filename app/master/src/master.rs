@@ -209,15 +209,15 @@ pub(crate) type PreOpGroup = ethercrab::SubDeviceGroup<
     ethercrab::subdevice_group::PreOp,
 >;
 
-/// Scan, check against the configuration, read the mapping, let the application configure,
-/// and walk the segment to OP.
-fn bring_up(
+/// The first steps of every bring-up, on the segment in PRE-OP: check it against `[segment]`,
+/// write each `[[device]]` entry's PDO configuration and PS startup SDOs, and read the layout it
+/// will run with. Returns the layout and which `[[device]]` entry configures each position.
+pub(crate) fn configure_pre_op(
     md: &MainDevice<'static>,
+    group: &PreOpGroup,
     cfg: &Config,
-    app: &mut dyn Application,
     generation: u32,
-) -> Result<Up> {
-    let group = scan_to_pre_op(md)?;
+) -> Result<(Layout, Vec<Option<usize>>)> {
     let n = group.len();
     if n == 0 {
         return Err(Error::NoSubdevices);
@@ -292,7 +292,26 @@ fn bring_up(
         }
         sources.push(src);
     }
-    let layout = Layout::build(generation, &sources)?;
+    Ok((Layout::build(generation, &sources)?, chosen))
+}
+
+/// Scan, check against the configuration, read the mapping, let the application configure,
+/// and walk the segment to OP.
+fn bring_up(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    app: &mut dyn Application,
+    generation: u32,
+) -> Result<Up> {
+    let group = scan_to_pre_op(md)?;
+    let n = group.len();
+    let (layout, chosen) = configure_pre_op(md, &group, cfg, generation)?;
+    let configured = |pos: usize, name: &str| {
+        chosen[pos].map(|i| {
+            let d = &cfg.device[i];
+            (d, devices::who(pos as u16, name, i, d))
+        })
+    };
     let mut regs = Registers {
         md,
         addresses: layout.subdevices.iter().map(|s| s.address).collect(),
@@ -681,7 +700,7 @@ pub fn open_link(target: &Target) -> Result<Box<dyn Link>> {
             port: ecsim::SimPort::with_faults(spec.clone(), faults.clone()),
         }),
         Target::Iface(name) => {
-            crate::netuse::check_free(&rttune::SysRoot::live(), name)?;
+            crate::netuse::check_free(&safefs::SysRoot::live(), name)?;
             Box::new(SocketLink {
                 sock: rtcat_packet::PacketSocket::open(name).map_err(|source| {
                     Error::Interface {

@@ -68,7 +68,7 @@ pub fn pin_to(cpu: usize) -> Result<()> {
 
 /// The online CPUs as the kernel lists them (`0-3`), for messages.
 pub fn online_cpus() -> Option<String> {
-    rttune::SysRoot::live()
+    safefs::SysRoot::live()
         .read_opt("/sys/devices/system/cpu/online")
         .map(|s| s.trim().to_string())
 }

@@ -71,15 +71,15 @@ pub struct JobResult {
 
 fn timer_only(job: &Job, live: &Live) -> Result<(Recorder, RtApplied)> {
     let cfg = &job.cfg;
-    let _dma = master::setup_process(cfg, job.no_rt)?;
-    let period = cfg.cycle.period().as_nanos();
+    let _dma = master::setup_process(&cfg.master, job.no_rt)?;
+    let period = cfg.master.cycle.period().as_nanos();
     let end = job.duration.map(|d| now_ns() + d.as_nanos() as u64);
     let no_rt = job.no_rt;
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("rtcat-cycle".into())
             .spawn_scoped(s, move || -> Result<(Recorder, RtApplied)> {
-                let mut applied = master::setup_cycle_thread(cfg, no_rt)?;
+                let mut applied = master::setup_cycle_thread(&cfg.master, no_rt)?;
                 let mut rec = Recorder::new();
                 let stop = crate::signals::handle();
                 let f0 = crate::rt::thread_minor_faults();
@@ -119,31 +119,31 @@ fn checkpoint_fn(
 ) -> CheckpointFn {
     let cfg = &job.cfg;
     let no_rt = job.no_rt;
-    let cpu = if no_rt { None } else { cfg.cycle.cpu };
+    let cpu = if no_rt { None } else { cfg.master.cycle.cpu };
     let rt = RtApplied {
         no_rt,
         cpu,
         txrx_cpu: if no_rt {
             None
         } else {
-            cfg.cycle.txrx_cpu.or(cfg.cycle.cpu)
+            cfg.master.cycle.txrx_cpu.or(cfg.master.cycle.cpu)
         },
         policy: if no_rt { "SCHED_OTHER" } else { "SCHED_FIFO" }.into(),
         priority: if no_rt {
             0
         } else {
-            u32::from(cfg.cycle.priority)
+            u32::from(cfg.master.cycle.priority)
         },
-        timer_slack_ns: cfg.rt.timer_slack_ns,
+        timer_slack_ns: cfg.master.rt.timer_slack_ns,
         cycle_minor_faults: 0,
     };
     let system = crate::sysinfo::snapshot(&rttune::SysRoot::live(), cpu);
     let stage = job.stage.clone();
-    let period_ns = cfg.cycle.period().as_nanos();
+    let period_ns = cfg.master.cycle.period().as_nanos();
     let requested = job.duration.map(|d| d.as_secs_f64());
     let dir = job.dir.clone();
     let live = job.live.clone();
-    let (dc_cfg, period) = (cfg.dc.clone(), cfg.cycle.period());
+    let (dc_cfg, period) = (cfg.master.dc.clone(), cfg.master.cycle.period());
     Box::new(move |rec: &Recorder, logging: &summary::LoggingHealth| {
         let facts = RunFacts {
             mode,
@@ -216,7 +216,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     let (more_tx, more_rx) = std::sync::mpsc::sync_channel(256);
     let (records_tx, records_rx) = std::sync::mpsc::sync_channel(256);
     // Only while DC is on: the sampler's sender must not keep the channel open otherwise.
-    let dc_events = job.cfg.dc.enabled.then(|| {
+    let dc_events = job.cfg.master.dc.enabled.then(|| {
         let tx = more_tx.clone();
         move |e| {
             // A full channel drops the event (the sampler's counters still count it).
@@ -226,14 +226,14 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     let control = match &queue {
         Some((client, _)) => Some(crate::control::Control::start(
             crate::control::Shared::new(
-                &job.cfg,
+                &job.cfg.master,
                 live.clone(),
                 hist.clone(),
                 layout.clone(),
                 client.clone(),
                 job.axes.clone(),
             ),
-            job.cfg.control.socket.as_deref(),
+            job.cfg.master.control.socket.as_deref(),
             more_tx,
             records_tx,
         )?),
@@ -246,7 +246,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             rtcat_master::dc::Sampler::spawn(
                 client.clone(),
                 live.clone(),
-                job.cfg.dc.sync_window_ns,
+                job.cfg.master.dc.sync_window_ns,
                 dc_events,
             )
             .context("start the DC sampler thread")?,
@@ -299,7 +299,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         }),
         Some(target) => {
             let spec = RunSpec {
-                cfg: job.cfg.clone(),
+                cfg: job.cfg.master.clone(),
                 target,
                 duration: job.duration,
                 no_rt: job.no_rt,
@@ -336,7 +336,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         stage: job.stage.clone(),
         started_at_unix_ns: started,
         duration_s: (now_ns() - t0) as f64 / 1e9,
-        period_ns: job.cfg.cycle.period().as_nanos(),
+        period_ns: job.cfg.master.cycle.period().as_nanos(),
         expected_wkc: (mode != Mode::TimerOnly).then_some(u32::from(outcome.expected_wkc)),
         subdevices: outcome.subdevices as u32,
         pdi_bytes: outcome.pdi_bytes as u32,
@@ -350,7 +350,12 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             .axes
             .as_ref()
             .map(rtcat_master::axes::AxesReport::summaries),
-        dc: output::dc_summary(&outcome.rec, &job.live, &job.cfg.dc, job.cfg.cycle.period()),
+        dc: output::dc_summary(
+            &outcome.rec,
+            &job.live,
+            &job.cfg.master.dc,
+            job.cfg.master.cycle.period(),
+        ),
     };
     let mut summary = output::build_summary(&outcome.rec, &facts);
     if let Some(f) = &job.floor {
@@ -411,8 +416,8 @@ fn check_cpus(cfg: &Config, from: &str) -> Result<(), String> {
                 .map_err(|e| format!("/sys/devices/system/cpu/online: {e:#}"))
         })?;
     for (key, cpu) in [
-        ("cycle.cpu", cfg.cycle.cpu),
-        ("cycle.txrx_cpu", cfg.cycle.txrx_cpu),
+        ("cycle.cpu", cfg.master.cycle.cpu),
+        ("cycle.txrx_cpu", cfg.master.cycle.txrx_cpu),
     ] {
         if let Some(c) = cpu
             && !usable.contains(&c)
@@ -470,21 +475,21 @@ fn set_control(cfg: &mut Config, sock: Option<&std::path::Path>) -> Result<(), E
         if let Err(m) = rtcat_master::config::ControlConfig::check_socket(p) {
             return Err(usage(format_args!("--control {}: {m}", p.display())));
         }
-        cfg.control.socket = Some(p.to_path_buf());
+        cfg.master.control.socket = Some(p.to_path_buf());
     }
     Ok(())
 }
 
 /// Wrap the job's application in the shared-memory image when `[shm] name` / `--shm` is set.
 fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<Box<dyn Application>, ExitCode> {
-    if cfg.shm.name.is_none() {
+    if cfg.master.shm.name.is_none() {
         return Ok(app);
     }
-    let gid = cfg.ipc.gid().map_err(usage)?.map(|g| g.as_raw());
-    let period_ns = cfg.cycle.period().as_nanos();
-    match rtcat_master::shm::SharedImage::new(app, &cfg.shm, gid, period_ns) {
+    let gid = cfg.master.ipc.gid().map_err(usage)?.map(|g| g.as_raw());
+    let period_ns = cfg.master.cycle.period().as_nanos();
+    match rtcat_master::shm::SharedImage::new(app, &cfg.master.shm, gid, period_ns) {
         // The axes' drives are commanded by the master only (limits, enable policy).
-        Ok(s) => Ok(Box::new(s.with_axes(&cfg.axis))),
+        Ok(s) => Ok(Box::new(s.with_axes(&cfg.master.axis))),
         Err(e) => Err(usage(format_args!("--shm / shm.name: {e}"))),
     }
 }
@@ -495,16 +500,16 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
         Err(c) => return c,
     };
     if let Some(p) = a.period_us {
-        cfg.cycle.period_us = p;
+        cfg.master.cycle.period_us = p;
     }
     if a.cpu.is_some() {
-        cfg.cycle.cpu = a.cpu;
+        cfg.master.cycle.cpu = a.cpu;
     }
     if let Some(p) = a.priority {
-        cfg.cycle.priority = p;
+        cfg.master.cycle.priority = p;
     }
     if let Some(t) = a.txrx {
-        cfg.cycle.txrx = match t {
+        cfg.master.cycle.txrx = match t {
             TxRxArg::Inline => TxRxMode::Inline,
             TxRxArg::Thread => TxRxMode::Thread,
         };
@@ -513,13 +518,13 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
         if let Err(why) = rttune::netif::check_name(i) {
             return usage(format_args!("--iface: {why}"));
         }
-        cfg.bus.interface = i.clone();
+        cfg.master.bus.interface = i.clone();
     }
     if let Err(c) = set_control(&mut cfg, a.control.as_deref()) {
         return c;
     }
     if let Some(n) = &a.shm {
-        cfg.shm.name = Some(n.clone());
+        cfg.master.shm.name = Some(n.clone());
     }
     if let Err(e) = cfg.validate("command line") {
         return usage(e);
@@ -540,7 +545,7 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
     }
     // Kept until the run ends (dropping it removes the socket).
     let mut sim_control = None;
-    if a.timer_only && cfg.control.socket.is_some() {
+    if a.timer_only && cfg.master.control.socket.is_some() {
         return usage("--control / control.socket: a timer-only run has no segment to control");
     }
     let target = if a.timer_only {
@@ -575,17 +580,18 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
         }
         Some(Target::Sim { spec, faults })
     } else {
-        if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
+        if let Err(why) =
+            rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.master.bus.interface)
         {
             return usage(format_args!("--iface / bus.interface: {why}"));
         }
-        Some(Target::Iface(cfg.bus.interface.clone()))
+        Some(Target::Iface(cfg.master.bus.interface.clone()))
     };
     // With [[axis]] the axes application drives the drives (their inputs follow the drive,
     // not the simulator's echo rule, so no echo check).
-    let axes = (!cfg.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
+    let axes = (!cfg.master.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
     let app: Box<dyn Application> = if let Some(r) = &axes {
-        Box::new(AxesApp::from_config(&cfg, r.clone()))
+        Box::new(AxesApp::from_config(&cfg.master, r.clone()))
     } else if a.sim || a.check_echo {
         Box::new(EchoCheck::default())
     } else {
@@ -599,18 +605,18 @@ pub fn bench_command(a: BenchArgs) -> ExitCode {
     let (app, floor) = if a.floor {
         // Opened here, before the run: a missing CAP_NET_RAW is said before the segment is
         // brought up.
-        let pinger = match crate::floor::Pinger::open(&cfg.bus.interface) {
+        let pinger = match crate::floor::Pinger::open(&cfg.master.bus.interface) {
             Ok(p) => p,
             Err(e) => {
                 crate::say!(
                     "rtcat: --floor: the ping socket on {}: {e}",
-                    cfg.bus.interface
+                    cfg.master.bus.interface
                 );
                 return ExitCode::from(1);
             }
         };
         let report = Arc::new(crate::floor::FloorReport::default());
-        let period_ns = cfg.cycle.period().as_nanos();
+        let period_ns = cfg.master.cycle.period().as_nanos();
         let app: Box<dyn Application> = Box::new(crate::floor::FloorPing::new(
             app,
             pinger,
@@ -667,8 +673,8 @@ pub fn run_command(a: RunArgs) -> ExitCode {
         return c;
     }
     if let Some(n) = &a.shm {
-        cfg.shm.name = Some(n.clone());
-        if let Err(e) = cfg.shm.validate("--shm") {
+        cfg.master.shm.name = Some(n.clone());
+        if let Err(e) = cfg.master.shm.validate("--shm") {
             return usage(e);
         }
     }
@@ -683,11 +689,12 @@ pub fn run_command(a: RunArgs) -> ExitCode {
     } else {
         // The service waits for a NIC that is not there yet (udev renames it, a USB adapter is
         // plugged later), but says at once what this machine has.
-        if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
+        if let Err(why) =
+            rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.master.bus.interface)
         {
             crate::say!("rtcat: bus.interface: {why}; waiting for it");
         }
-        Target::Iface(cfg.bus.interface.clone())
+        Target::Iface(cfg.master.bus.interface.clone())
     };
     let notifier = Arc::new(Notifier::from_env());
     let out_dir = a.out.clone().unwrap_or_else(|| cfg.output.dir.clone());
@@ -696,9 +703,9 @@ pub fn run_command(a: RunArgs) -> ExitCode {
         Err(c) => return c,
     };
     let samples = cfg.output.samples_csv;
-    let axes = (!cfg.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
+    let axes = (!cfg.master.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
     let app: Box<dyn Application> = if let Some(r) = &axes {
-        Box::new(AxesApp::from_config(&cfg, r.clone()))
+        Box::new(AxesApp::from_config(&cfg.master, r.clone()))
     } else if a.sim {
         Box::new(EchoCheck::default())
     } else {
@@ -751,10 +758,10 @@ mod tests {
         std::thread::spawn(move || {
             rtlab::cpus::pin_current_thread(&[first]).unwrap();
             let mut cfg = Config::default();
-            cfg.cycle.cpu = Some(last);
-            cfg.cycle.txrx_cpu = Some(last);
+            cfg.master.cycle.cpu = Some(last);
+            cfg.master.cycle.txrx_cpu = Some(last);
             check_cpus(&cfg, "test").unwrap();
-            cfg.cycle.cpu = Some(4095);
+            cfg.master.cycle.cpu = Some(4095);
             let e = check_cpus(&cfg, "test").unwrap_err();
             assert!(
                 e.contains("cycle.cpu = 4095: CPU 4095 is not online"),

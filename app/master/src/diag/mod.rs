@@ -346,3 +346,26 @@ pub fn read_layout(md: &MainDevice<'static>) -> Result<Layout> {
     };
     crate::master::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
 }
+
+/// The layout as `run` would bring it up with `cfg`: the segment checked against `[segment]`
+/// and each `[[device]]` entry's PDO assignment, mapping and PS startup SDOs written in PRE-OP
+/// (as every bring-up does), then the mapping read and placed as in [`read_layout`]. The segment
+/// is put back to INIT afterwards.
+pub fn read_configured_layout(
+    md: &MainDevice<'static>,
+    cfg: &crate::config::Config,
+) -> Result<Layout> {
+    let work = || -> Result<Layout> {
+        let group = crate::master::scan_to_pre_op(md)?;
+        if group.is_empty() {
+            return Err(Error::NoSubdevices);
+        }
+        let (layout, _) =
+            crate::master::configure_pre_op(md, &group, cfg, 1).map_err(Error::Master)?;
+        if let Err(e) = block_on(group.into_init(md)) {
+            log::warn!("layout read; putting the segment back to INIT failed: {e}");
+        }
+        Ok(layout)
+    };
+    crate::master::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
+}
