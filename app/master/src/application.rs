@@ -31,6 +31,13 @@ pub mod al_state {
     pub const SAFE_OP: u8 = 0x04;
     /// OP.
     pub const OP: u8 = 0x08;
+    /// The error indicator bit of the AL status (0x0130 bit 4), set beside the state.
+    pub const ERROR: u8 = 0x10;
+
+    /// The state of a code without the error indicator (`0x14`, SAFE-OP + error: SAFE-OP).
+    pub const fn state(code: u8) -> u8 {
+        code & 0x0f
+    }
 }
 
 /// Per-subdevice status of one cycle.

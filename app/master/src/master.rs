@@ -573,32 +573,30 @@ type Retried = (MainDevice<'static>, Result<(Up, u32)>);
 /// Bring the segment up, retrying after `[health] recovery_backoff_ms` until it works, a stop is
 /// requested, `deadline_ns` passes, or `[health] max_failed_recoveries` attempts failed in a row
 /// (0 = never give up). Each failure goes to `on_failure(attempt, error)`.
-#[allow(clippy::too_many_arguments)]
 fn bring_up_retrying(
     mut md: MainDevice<'static>,
     cfg: &Config,
     app: &mut dyn Application,
-    generation: &mut u32,
     stop: &Stop,
     deadline_ns: Option<u64>,
-    failed_in_a_row: &mut u32,
+    tries: &mut Attempts,
     mut on_failure: impl FnMut(u32, &Error),
 ) -> Retried {
     let mut attempts = 0u32;
     loop {
         attempts += 1;
-        *generation = generation.wrapping_add(1);
-        let e = match bring_up(&md, cfg, app, *generation) {
+        tries.generation = tries.generation.wrapping_add(1);
+        let e = match bring_up(&md, cfg, app, tries.generation) {
             Ok(up) => {
-                *failed_in_a_row = 0;
+                tries.failed_in_a_row = 0;
                 return (md, Ok((up, attempts)));
             }
             Err(e) => e,
         };
-        *failed_in_a_row += 1;
+        tries.failed_in_a_row += 1;
         on_failure(attempts, &e);
         let max = cfg.health.max_failed_recoveries;
-        if max > 0 && *failed_in_a_row >= max {
+        if max > 0 && tries.failed_in_a_row >= max {
             return (
                 md,
                 Err(Error::GaveUp {
@@ -765,35 +763,25 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
     let mut run = Running {
         md: Some(md),
         bus: None,
+        attempts: Attempts::default(),
     };
     let result = (|| {
         let thread = TxRxThread::spawn(bus, init_rt)?;
-        let mut failed_in_a_row: u32 = 0;
-        let mut generation = 0u32;
         let md = run.md.take().expect("set above");
         let (md, first) = if spec.retry_start {
             // Service mode: a segment that is not there yet (powered later, cable plugged later)
             // is waited for, like a recovery.
             ch.live.recovering.store(1, Ordering::Relaxed);
-            let r = bring_up_retrying(
-                md,
-                &cfg,
-                app,
-                &mut generation,
-                &stop,
-                None,
-                &mut failed_in_a_row,
-                |n, e| {
-                    counters.publish(&ch.live);
-                    push(ch, 0, EventKind::StartFailed { attempt: n });
-                    log::warn!("bringing the segment up, attempt {n} failed: {e}");
-                },
-            );
+            let r = bring_up_retrying(md, &cfg, app, &stop, None, &mut run.attempts, |n, e| {
+                counters.publish(&ch.live);
+                push(ch, 0, EventKind::StartFailed { attempt: n });
+                log::warn!("bringing the segment up, attempt {n} failed: {e}");
+            });
             ch.live.recovering.store(0, Ordering::Relaxed);
             (r.0, r.1.map(|(up, _)| up))
         } else {
-            generation = 1;
-            let r = bring_up(&md, &cfg, app, generation);
+            run.attempts.generation = 1;
+            let r = bring_up(&md, &cfg, app, run.attempts.generation);
             (md, r)
         };
         run.md = Some(md);
@@ -806,17 +794,7 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
                 return Err(e);
             }
         };
-        cycle_until_done(
-            &mut run,
-            bus,
-            up,
-            &mut spec,
-            app,
-            ch,
-            &stop,
-            generation,
-            failed_in_a_row,
-        )
+        cycle_until_done(&mut run, bus, up, &mut spec, app, ch, &stop)
     })();
     // Give the storage back whatever happened (every group is dropped by now).
     if let (Some(md), Some(bus)) = (run.md.take(), run.bus.take()) {
@@ -825,13 +803,22 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
     result
 }
 
-/// The MainDevice and the bus while a run owns them (given back to the pool at the end).
+/// The MainDevice and the bus while a run owns them (given back to the pool at the end), and
+/// how far its bring-ups got.
 struct Running {
     md: Option<MainDevice<'static>>,
     bus: Option<Bus>,
+    attempts: Attempts,
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The bring-ups of a run: the layout generation of the last one, and the failures in a row
+/// (`[health] max_failed_recoveries`).
+#[derive(Debug, Default)]
+struct Attempts {
+    generation: u32,
+    failed_in_a_row: u32,
+}
+
 fn cycle_until_done(
     run: &mut Running,
     mut bus: Bus,
@@ -840,8 +827,6 @@ fn cycle_until_done(
     app: &mut dyn Application,
     ch: &mut Channels,
     stop: &Stop,
-    mut generation: u32,
-    mut failed_in_a_row: u32,
 ) -> Result<Outcome> {
     let cfg = spec.cfg.clone();
     let counters = bus.counters.clone();
@@ -897,28 +882,19 @@ fn cycle_until_done(
         }
         let md = run.md.as_ref().expect("present while running");
         // One cyclic phase on its own thread; the bus comes back when it ends.
-        macro_rules! phase {
-            ($g:expr) => {
-                run_phase(
-                    md,
-                    $g,
-                    bus,
-                    &cfg,
-                    spec.no_rt,
-                    app,
-                    rec,
-                    ch,
-                    &mut state,
-                    params,
-                    stop,
-                    spec.sdo.as_mut(),
-                )
-            };
-        }
-        let result = match &group {
-            AnyGroup::Plain(g) => phase!(g),
-            AnyGroup::Dc(g) => phase!(g),
-        };
+        let result = group.cyclic_phase(CyclicPhase {
+            md,
+            bus,
+            cfg: &cfg,
+            no_rt: spec.no_rt,
+            app,
+            rec,
+            ch,
+            state: &mut state,
+            params,
+            stop,
+            sdo: spec.sdo.as_mut(),
+        });
         let (b, r, exit, a) = match result {
             Ok(v) => v,
             Err(b) => {
@@ -949,10 +925,7 @@ fn cycle_until_done(
                 };
                 app.shutdown(&reason);
                 let t = TxRxThread::spawn(bus, init_rt)?;
-                let down = match group {
-                    AnyGroup::Plain(g) => shut_down(md, g),
-                    AnyGroup::Dc(g) => shut_down(md, g),
-                };
+                let down = group.shut_down(md);
                 if let Err(e) = &down {
                     log::warn!("shutdown: {e}");
                 }
@@ -982,21 +955,13 @@ fn cycle_until_done(
                 let t = TxRxThread::spawn(bus, init_rt)?;
                 let cycles = rec.cycles;
                 let mut failures = 0u64;
-                let (m, result) = bring_up_retrying(
-                    md,
-                    &cfg,
-                    app,
-                    &mut generation,
-                    stop,
-                    end_ns,
-                    &mut failed_in_a_row,
-                    |n, e| {
+                let (m, result) =
+                    bring_up_retrying(md, &cfg, app, stop, end_ns, &mut run.attempts, |n, e| {
                         counters.publish(&ch.live);
                         failures += 1;
                         push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
                         log::warn!("recovery attempt {n} failed: {e}");
-                    },
-                );
+                    });
                 run.md = Some(m);
                 rec.failed_recoveries += failures;
                 bus = t.stop();
@@ -1118,24 +1083,57 @@ fn phase_lock(cfg: &Config) -> crate::dc::PhaseLock {
     )
 }
 
-#[allow(clippy::too_many_arguments)]
-fn run_phase<DC: Sync>(
-    md: &MainDevice<'static>,
-    group: &Group<DC>,
+/// One cyclic phase: what it runs with, moved onto the cyclic thread and handed back (the bus,
+/// the measurements) when it ends.
+struct CyclicPhase<'a> {
+    md: &'a MainDevice<'static>,
     bus: Bus,
-    cfg: &Config,
+    cfg: &'a Config,
     no_rt: bool,
-    app: &mut dyn Application,
-    mut rec: Recorder,
-    ch: &mut Channels,
-    state: &mut cycle::State,
+    app: &'a mut dyn Application,
+    rec: Recorder,
+    ch: &'a mut Channels,
+    state: &'a mut cycle::State,
     params: Params,
-    stop: &Stop,
-    sdo: Option<&mut crate::acyclic::SdoService>,
-) -> PhaseResult
+    stop: &'a Stop,
+    sdo: Option<&'a mut crate::acyclic::SdoService>,
+}
+
+impl AnyGroup {
+    /// The one place the two kinds of group are told apart: a cyclic phase on this group.
+    fn cyclic_phase(&self, phase: CyclicPhase<'_>) -> PhaseResult {
+        match self {
+            AnyGroup::Plain(g) => run_phase(g, phase),
+            AnyGroup::Dc(g) => run_phase(g, phase),
+        }
+    }
+
+    /// Shut this group down (outputs to zero, SAFE-OP, INIT).
+    fn shut_down(self, md: &MainDevice<'static>) -> Result<()> {
+        match self {
+            AnyGroup::Plain(g) => shut_down(md, g),
+            AnyGroup::Dc(g) => shut_down(md, g),
+        }
+    }
+}
+
+fn run_phase<DC: Sync>(group: &Group<DC>, phase: CyclicPhase<'_>) -> PhaseResult
 where
     Group<DC>: CycleGroup,
 {
+    let CyclicPhase {
+        md,
+        bus,
+        cfg,
+        no_rt,
+        app,
+        mut rec,
+        ch,
+        state,
+        params,
+        stop,
+        sdo,
+    } = phase;
     let mode = cfg.cycle.txrx;
     let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
     std::thread::scope(|s| {
@@ -1189,7 +1187,18 @@ where
                     stop,
                     sdo,
                 };
-                let exit = cycle::run(&mut x, md, group, app, &mut rec, &mut sinks, state, params);
+                let exit = cycle::run(
+                    &mut x,
+                    md,
+                    group,
+                    cycle::Phase {
+                        app,
+                        rec: &mut rec,
+                        sinks: &mut sinks,
+                        st: state,
+                        p: params,
+                    },
+                );
                 applied.cycle_minor_faults = rt::thread_minor_faults() - faults_before;
                 let bus = match (x, thread) {
                     (Exchanger::Inline(b), _) => b,
