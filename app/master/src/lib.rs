@@ -67,6 +67,7 @@ pub mod acyclic;
 pub mod application;
 pub mod axes;
 pub mod axis;
+pub mod bringup;
 pub mod bus;
 pub mod cia402;
 pub mod clock;

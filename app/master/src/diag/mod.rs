@@ -334,7 +334,7 @@ pub fn count_subdevices(md: &MainDevice<'_>) -> Result<u16> {
 /// default thread stack in a debug build.
 pub fn read_layout(md: &MainDevice<'static>) -> Result<Layout> {
     let work = || -> Result<Layout> {
-        let group = crate::master::scan_to_pre_op(md)?;
+        let group = crate::bringup::scan_to_pre_op(md)?;
         if group.is_empty() {
             return Err(Error::NoSubdevices);
         }
@@ -344,7 +344,7 @@ pub fn read_layout(md: &MainDevice<'static>) -> Result<Layout> {
         }
         Ok(layout)
     };
-    crate::master::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
+    crate::rt::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
 }
 
 /// The layout as `run` would bring it up with `cfg`: the segment checked against `[segment]`
@@ -356,16 +356,16 @@ pub fn read_configured_layout(
     cfg: &crate::config::Config,
 ) -> Result<Layout> {
     let work = || -> Result<Layout> {
-        let group = crate::master::scan_to_pre_op(md)?;
+        let group = crate::bringup::scan_to_pre_op(md)?;
         if group.is_empty() {
             return Err(Error::NoSubdevices);
         }
         let (layout, _) =
-            crate::master::configure_pre_op(md, &group, cfg, 1).map_err(Error::Master)?;
+            crate::bringup::configure_pre_op(md, &group, cfg, 1).map_err(Error::Master)?;
         if let Err(e) = block_on(group.into_init(md)) {
             log::warn!("layout read; putting the segment back to INIT failed: {e}");
         }
         Ok(layout)
     };
-    crate::master::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
+    crate::rt::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
 }
