@@ -19,7 +19,7 @@
 
 use crate::coe::frame::{self, Response};
 use crate::coe::{Emergency, Geometry, Timeouts};
-use crate::cycle::Group;
+use crate::group::Group;
 use ethercrab::{Command, MainDevice};
 use std::cell::Cell;
 use std::future::Future;

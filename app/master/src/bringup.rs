@@ -10,9 +10,9 @@
 use crate::application::{Application, Setup};
 use crate::bus::ThreadRt;
 use crate::config::Config;
-use crate::cycle::{DcGroup, Group, OpGroup};
 use crate::devices;
 use crate::error::{Error, Result};
+use crate::group::{DcGroup, Group, OpGroup, PreOpGroup};
 use crate::layout::{Layout, LayoutError};
 use crate::limits::{LRW_CHUNK, MAX_PDI_BYTES, MAX_SUBDEVICES};
 use crate::stop::Stop;
@@ -113,14 +113,6 @@ pub(crate) fn scan_to_pre_op(md: &MainDevice<'static>) -> Result<PreOpGroup> {
         }
     })
 }
-
-/// The segment in PRE-OP, as ethercrab holds it.
-pub(crate) type PreOpGroup = ethercrab::SubDeviceGroup<
-    MAX_SUBDEVICES,
-    MAX_PDI_BYTES,
-    ethercrab::DefaultLock,
-    ethercrab::subdevice_group::PreOp,
->;
 
 /// The first steps of every bring-up, on the segment in PRE-OP: check it against `[segment]`,
 /// write each `[[device]]` entry's PDO configuration and PS startup SDOs, and read the layout it

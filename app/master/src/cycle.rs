@@ -20,24 +20,18 @@ use crate::bus::{Bus, BusCounters};
 use crate::clock::{now_ns, sleep_until, unix_ns};
 use crate::image::ProcessImage;
 use crate::layout::Layout;
-use crate::limits::{MAX_PDI_BYTES, MAX_SUBDEVICES};
+use crate::limits::MAX_SUBDEVICES;
 use crate::period::Period;
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use crate::stop::Stop;
-use ethercrab::subdevice_group::{CycleInfo, HasDc, NoDc, Op, TxRxResponse};
-use ethercrab::{DefaultLock, MainDevice, SubDeviceGroup, SubDeviceState};
+use ethercrab::subdevice_group::{CycleInfo, TxRxResponse};
+use ethercrab::{MainDevice, SubDeviceState};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-/// The segment in OP, as ethercrab holds it, with (`HasDc`) or without (`NoDc`) distributed
-/// clocks.
-pub type Group<DC> = SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI_BYTES, DefaultLock, Op, DC>;
-/// The segment in OP without distributed clocks.
-pub type OpGroup = Group<NoDc>;
-/// The segment in OP with SYNC0 configured (`configure_dc_sync`).
-pub type DcGroup = Group<HasDc>;
+pub use crate::group::{DcGroup, Group, OpGroup};
 
 /// "Exchange this cycle's process data" for both kinds of OP groups.
 pub trait CycleGroup {

@@ -78,6 +78,7 @@ pub mod dc;
 pub mod devices;
 pub mod diag;
 mod error;
+mod group;
 pub mod image;
 pub mod invalid;
 pub mod layout;
