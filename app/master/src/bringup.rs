@@ -542,6 +542,20 @@ pub(crate) struct Attempts {
     pub(crate) failed_in_a_row: u32,
 }
 
+impl Up {
+    /// Say what the segment is to the status thread: its size, image, expected working counter
+    /// and which subdevices the DC lock compares (the lock starts over at every bring-up).
+    pub(crate) fn publish(&self, live: &crate::stats::Live) {
+        live.set_layout(
+            self.layout.subdevices.len(),
+            self.layout.pdi_bytes(),
+            self.expected_wkc,
+        );
+        live.dc
+            .set_segment(matches!(self.group, AnyGroup::Dc(_)), &self.dc_positions);
+    }
+}
+
 impl AnyGroup {
     /// Shut this group down (outputs to zero, SAFE-OP, INIT).
     pub(crate) fn shut_down(self, md: &MainDevice<'static>) -> Result<()> {

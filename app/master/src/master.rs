@@ -268,18 +268,9 @@ fn cycle_until_done(
     let cfg = spec.cfg.clone();
     let counters = bus.counters.clone();
     let init_rt = setup_txrx(&cfg, spec.no_rt);
-    let Up {
-        mut group,
-        mut layout,
-        mut expected_wkc,
-        mut wkc_shares,
-        dc_positions,
-    } = up;
-    ch.live
-        .set_layout(layout.subdevices.len(), layout.pdi_bytes(), expected_wkc);
-    ch.live
-        .dc
-        .set_segment(matches!(group, AnyGroup::Dc(_)), &dc_positions);
+    // The segment in OP: replaced by each recovery, handed back at the end.
+    let mut seg = up;
+    seg.publish(&ch.live);
 
     // Process-wide real-time settings, once the segment is up.
     let _dma = match setup_process(&cfg, spec.no_rt) {
@@ -308,18 +299,18 @@ fn cycle_until_done(
         let params = Params {
             period: cfg.cycle.period(),
             response_timeout_ns: cfg.response_timeout_ns(),
-            expected_wkc,
+            expected_wkc: seg.expected_wkc,
             bad_cycles_before_recovery: cfg.health.bad_cycles_before_recovery,
             end_ns,
         };
         // Everything the cycle touches, allocated here, outside the cyclic path.
-        let mut state = cycle::State::new(&layout, &wkc_shares);
-        if matches!(group, AnyGroup::Dc(_)) {
+        let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares);
+        if matches!(seg.group, AnyGroup::Dc(_)) {
             state = state.with_lock(phase_lock(&cfg));
         }
         let md = run.md.as_ref().expect("present while running");
         // One cyclic phase on its own thread; the bus comes back when it ends.
-        let result = group.cyclic_phase(CyclicPhase {
+        let result = seg.group.cyclic_phase(CyclicPhase {
             md,
             bus,
             cfg: &cfg,
@@ -361,19 +352,7 @@ fn cycle_until_done(
                     _ => "duration reached".into(),
                 };
                 app.shutdown(&reason);
-                let t = TxRxThread::spawn(bus, init_rt)?;
-                let down = group.shut_down(md);
-                if let Err(e) = &down {
-                    log::warn!("shutdown: {e}");
-                }
-                push(
-                    ch,
-                    rec.cycles,
-                    EventKind::Shutdown {
-                        reached_init: down.is_ok(),
-                    },
-                );
-                bus = t.stop();
+                bus = shut_down_segment(md, seg.group, bus, init_rt, ch, rec.cycles)?;
                 break;
             }
             Exit::Recover { bad_cycles, cause } => {
@@ -383,43 +362,22 @@ fn cycle_until_done(
                     cause,
                     cycle: rec.cycles,
                 });
-                ch.live.recovering.store(1, Ordering::Relaxed);
-                drop(group);
-                let old = run.md.take().expect("present while running");
-                // SAFETY: the old group is dropped and never used with the new MainDevice.
-                let pdu_loop = unsafe { old.release() };
-                let md = MainDevice::new(pdu_loop, init_timeouts(&cfg), cfg.maindevice_config());
-                let t = TxRxThread::spawn(bus, init_rt)?;
-                let cycles = rec.cycles;
-                let mut failures = 0u64;
-                let (m, result) =
-                    bring_up_retrying(md, &cfg, app, stop, end_ns, &mut run.attempts, |n, e| {
-                        counters.publish(&ch.live);
-                        failures += 1;
-                        push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
-                        log::warn!("recovery attempt {n} failed: {e}");
-                    });
-                run.md = Some(m);
-                rec.failed_recoveries += failures;
-                bus = t.stop();
-                counters.publish(&ch.live);
-                ch.live.recovering.store(0, Ordering::Relaxed);
+                // The old group is dropped before its MainDevice is released (see `recover`).
+                drop(seg.group);
+                let during = Recovering {
+                    cfg: &cfg,
+                    stop,
+                    end_ns,
+                    init_rt,
+                };
+                let result;
+                (bus, result) = recover(run, &during, bus, app, ch, &mut rec)?;
                 match result {
                     Ok((up, attempts)) => {
-                        group = up.group;
-                        layout = up.layout;
-                        expected_wkc = up.expected_wkc;
-                        wkc_shares = up.wkc_shares;
-                        ch.live.set_layout(
-                            layout.subdevices.len(),
-                            layout.pdi_bytes(),
-                            expected_wkc,
-                        );
                         // Re-synchronised by the bring-up (ethercrab's DC init and static sync,
                         // SYNC0 configured anew); the lock starts over and reports when it holds.
-                        ch.live
-                            .dc
-                            .set_segment(matches!(group, AnyGroup::Dc(_)), &up.dc_positions);
+                        seg = up;
+                        seg.publish(&ch.live);
                         rec.recoveries += 1;
                         ch.live.recoveries.store(rec.recoveries, Ordering::Relaxed);
                         push(ch, rec.cycles, EventKind::RecoveryDone { attempts });
@@ -450,14 +408,14 @@ fn cycle_until_done(
     run.bus = Some(bus);
     Ok(Outcome {
         rec,
-        subdevices: layout.subdevices.len(),
-        pdi_bytes: layout.pdi_bytes(),
-        expected_wkc,
+        subdevices: seg.layout.subdevices.len(),
+        pdi_bytes: seg.layout.pdi_bytes(),
+        expected_wkc: seg.expected_wkc,
         rt: applied,
         stop_reason,
         fatal,
         bus: counters.bus_stats(),
-        layout: Some(layout),
+        layout: Some(seg.layout),
     })
 }
 
@@ -481,6 +439,80 @@ fn phase_lock(cfg: &Config) -> crate::dc::PhaseLock {
         cfg.dc.sync0_shift_ns(cfg.cycle.period()),
         crate::dc::PhaseLockParams::for_period(period),
     )
+}
+
+/// The last steps of a run: the segment back to INIT (outputs zero first) with a TX/RX thread
+/// moving the frames, and the `shutdown` event saying whether it got there.
+fn shut_down_segment(
+    md: &MainDevice<'static>,
+    group: AnyGroup,
+    bus: Bus,
+    init_rt: ThreadRt,
+    ch: &mut Channels,
+    cycles: u64,
+) -> Result<Bus> {
+    let t = TxRxThread::spawn(bus, init_rt)?;
+    let down = group.shut_down(md);
+    if let Err(e) = &down {
+        log::warn!("shutdown: {e}");
+    }
+    push(
+        ch,
+        cycles,
+        EventKind::Shutdown {
+            reached_init: down.is_ok(),
+        },
+    );
+    Ok(t.stop())
+}
+
+/// What a recovery runs with besides the run's state.
+struct Recovering<'a> {
+    cfg: &'a Config,
+    stop: &'a Stop,
+    end_ns: Option<u64>,
+    init_rt: ThreadRt,
+}
+
+/// A recovery: a fresh MainDevice on the same PDU loop (the caller has dropped the old group),
+/// the bring-up retried (`[health]`) with a TX/RX thread moving the frames, the failures counted
+/// and reported. The bus comes back with the segment (and the attempts it took) or the last
+/// error.
+fn recover(
+    run: &mut Running,
+    during: &Recovering<'_>,
+    bus: Bus,
+    app: &mut dyn Application,
+    ch: &mut Channels,
+    rec: &mut Recorder,
+) -> Result<(Bus, Result<(Up, u32)>)> {
+    let Recovering {
+        cfg,
+        stop,
+        end_ns,
+        init_rt,
+    } = *during;
+    let counters = bus.counters.clone();
+    ch.live.recovering.store(1, Ordering::Relaxed);
+    let old = run.md.take().expect("present while running");
+    // SAFETY: the old group is dropped and never used with the new MainDevice.
+    let pdu_loop = unsafe { old.release() };
+    let md = MainDevice::new(pdu_loop, init_timeouts(cfg), cfg.maindevice_config());
+    let t = TxRxThread::spawn(bus, init_rt)?;
+    let cycles = rec.cycles;
+    let mut failures = 0u64;
+    let (m, result) = bring_up_retrying(md, cfg, app, stop, end_ns, &mut run.attempts, |n, e| {
+        counters.publish(&ch.live);
+        failures += 1;
+        push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
+        log::warn!("recovery attempt {n} failed: {e}");
+    });
+    run.md = Some(m);
+    rec.failed_recoveries += failures;
+    let bus = t.stop();
+    counters.publish(&ch.live);
+    ch.live.recovering.store(0, Ordering::Relaxed);
+    Ok((bus, result))
 }
 
 /// One cyclic phase: what it runs with, moved onto the cyclic thread and handed back (the bus,
