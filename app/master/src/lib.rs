@@ -95,8 +95,8 @@ pub mod stats;
 mod stop;
 
 pub use application::{
-    AppError, Application, Cycle, CycleStatus, Recovery, RecoveryCause, Setup, ShutdownReason,
-    SubdeviceStatus, ZeroOutputs,
+    AppError, Application, Cycle, CycleStatus, Layer, Recovery, RecoveryCause, Setup,
+    ShutdownReason, SubdeviceStatus, ZeroOutputs,
 };
 pub use config::{Config, ConfigError};
 pub use diag::{Probe, ScanEntry};
