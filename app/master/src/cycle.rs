@@ -9,7 +9,7 @@
 //! One loop serves both kinds of groups ([`CycleGroup`]): without distributed clocks the cycle
 //! is ethercrab's `tx_rx`; with them it is `tx_rx_dc` (the reference clock's system time is
 //! read and distributed by an FRMW in the cycle's first frame), and the DC time of that frame
-//! feeds [`crate::dc::PhaseLock`], whose correction moves the next absolute deadline: the grid is
+//! feeds [`crate::phase_lock::PhaseLock`], whose correction moves the next absolute deadline: the grid is
 //! then the DC grid seen through CLOCK_MONOTONIC, not CLOCK_MONOTONIC's own.
 
 use crate::acyclic::{self, SdoService};
@@ -277,7 +277,7 @@ pub struct State {
     /// Each subdevice's share of the expected working counter (inputs, outputs).
     shares: Vec<(u32, u32)>,
     /// The phase lock of a DC group (None: no distributed clocks).
-    lock: Option<crate::dc::PhaseLock>,
+    lock: Option<crate::phase_lock::PhaseLock>,
 }
 
 impl State {
@@ -292,7 +292,7 @@ impl State {
     }
 
     /// Lock the deadlines of a DC group with `lock` (reset: a new bring-up has a new grid).
-    pub fn with_lock(mut self, mut lock: crate::dc::PhaseLock) -> Self {
+    pub fn with_lock(mut self, mut lock: crate::phase_lock::PhaseLock) -> Self {
         lock.reset();
         self.lock = Some(lock);
         self
@@ -489,7 +489,7 @@ fn record_states(
 /// SYNC0 grid, and the correction of the next deadline (no allocation, no system call).
 /// Returns (correction, phase error) in ns.
 fn lock_phase(
-    lock: &mut crate::dc::PhaseLock,
+    lock: &mut crate::phase_lock::PhaseLock,
     dc_time: u64,
     sent_ns: u64,
     deadline: u64,

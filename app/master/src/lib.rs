@@ -88,6 +88,7 @@ pub mod master;
 pub mod motion;
 pub mod netuse;
 pub mod period;
+mod phase_lock;
 pub mod rt;
 pub mod shm;
 pub mod sii;
