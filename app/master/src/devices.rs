@@ -485,7 +485,29 @@ fn validate_one(i: usize, d: &DeviceConfig, subdevices: Option<u16>) -> Result<(
         }
     }
 
-    // pdo_map: indices, entries, and the bits each PDO maps.
+    let mapped = validate_pdo_map(i, d)?;
+
+    // pdo_assign: the right PDOs on the right SM, no duplicates, sizes.
+    validate_assign(i, d, &mapped)?;
+    if let Some(a) = &d.pdo_assign
+        && a.names_sm01()
+        && !d.sdo.is_empty()
+    {
+        return Err(invalid(
+            k("sdo[0].index"),
+            format!("{:#06x}", d.sdo[0].index),
+            "pdo_assign lists SM0/SM1: process data there belong to a subdevice without a \
+             mailbox, which takes no SDOs",
+        ));
+    }
+
+    validate_sdos(i, d)
+}
+
+/// `device[i].pdo_map`: indices, entries, names, widths against the device's startup SDOs;
+/// returns each mapped PDO with the bits it maps.
+fn validate_pdo_map(i: usize, d: &DeviceConfig) -> Result<Vec<(u16, u32)>, Invalid> {
+    let k = |rest: &str| format!("device[{i}].{rest}");
     let mut mapped: Vec<(u16, u32)> = Vec::new();
     for (j, p) in d.pdo_map.iter().enumerate() {
         let key = k(&format!("pdo_map[{j}].index"));
@@ -550,21 +572,12 @@ fn validate_one(i: usize, d: &DeviceConfig, subdevices: Option<u16>) -> Result<(
         }
         mapped.push((p.index, bits));
     }
+    Ok(mapped)
+}
 
-    // pdo_assign: the right PDOs on the right SM, no duplicates, sizes.
-    validate_assign(i, d, &mapped)?;
-    if let Some(a) = &d.pdo_assign
-        && a.names_sm01()
-        && !d.sdo.is_empty()
-    {
-        return Err(invalid(
-            k("sdo[0].index"),
-            format!("{:#06x}", d.sdo[0].index),
-            "pdo_assign lists SM0/SM1: process data there belong to a subdevice without a \
-             mailbox, which takes no SDOs",
-        ));
-    }
-
+/// `device[i].sdo`: objects that are not PDO mapping or assignment objects, values of their type.
+fn validate_sdos(i: usize, d: &DeviceConfig) -> Result<(), Invalid> {
+    let k = |rest: &str| format!("device[{i}].{rest}");
     for (m, s) in d.sdo.iter().enumerate() {
         if s.index == 0 {
             return Err(invalid(
