@@ -165,6 +165,12 @@ impl DcClock {
         self.spec
     }
 
+    /// Frames reach the device `delta_ns` later (negative: sooner) than before: what they read
+    /// of the local time moves with them (`base` holds the offset plus the arrival).
+    pub fn shift(&mut self, delta_ns: i64) {
+        self.base = self.base.wrapping_add(delta_ns as u64);
+    }
+
     /// Power-on: the loop and SYNC0 start from their reset state, the loop's correction is
     /// lost; the crystal keeps running (the local time is not restarted).
     pub fn power_on(&mut self) {

@@ -28,6 +28,9 @@ pub mod reg {
     pub const STATION_ADDR: usize = 0x0010;
     pub const STATION_ALIAS: usize = 0x0012;
     pub const DL_STATUS: usize = 0x0110;
+    pub const WD_DIVIDER: usize = 0x0400;
+    pub const WD_PDI: usize = 0x0410;
+    pub const WD_SM: usize = 0x0420;
     /// RX error counters, 2 bytes per port: invalid frame counter at 0x0300 + 2p, physical RX
     /// error counter at 0x0301 + 2p.
     pub const RX_ERROR: usize = 0x0300;
@@ -149,11 +152,15 @@ pub struct Esc {
     spec: DeviceSpec,
     /// Position in the chain (0 = next to the master).
     position: usize,
-    /// Devices after this one (for the return-path DC times).
-    downstream: usize,
-    /// Nanoseconds from this device's port 0 through the devices after it and back to its
-    /// port 1 (the loop its port receive times show).
-    loop_ns: u64,
+    /// Which ports have a link (port 0 faces the master; the others lead to the devices
+    /// behind this one). Set by [`crate::Segment`] from the wiring.
+    links: [bool; 4],
+    /// Per port: nanoseconds from the frame's arrival at port 0 to its return at that port,
+    /// after the devices behind it (the port receive times, 0x0900..0x090F); 0 for port 0.
+    port_ns: [u64; 4],
+    /// Nanoseconds from the first device's port 0 to this device's (its place in the
+    /// processing order; the DC model's local times are read at the frame's arrival).
+    arrival_ns: u64,
     mem: Box<[u8]>,
     eeprom: Vec<u8>,
     pd_sms: Vec<PdSm>,
@@ -167,10 +174,10 @@ pub struct Esc {
     pd_touched: bool,
     /// The distributed clock (used when `spec.dc`; see [`crate::dc`]).
     dc: DcClock,
-    /// Whether port 0 has its link (the cable towards the master): the `link down` fault.
-    upstream_link: bool,
     /// The CoE server of a CoE device (`spec.coe`).
     coe: Option<CoeServer>,
+    /// The FoE server of a device with `[[device.file]]` (its files survive power cycles).
+    foe: Option<crate::foe::FoeServer>,
     /// The mailbox sync managers' device side.
     mbx: MailboxState,
     /// Process data bytes the device exchanges now (outputs, inputs): the SII's for a device
@@ -178,6 +185,16 @@ pub struct Esc {
     pd_len: (u16, u16),
     /// The drive model of a `profile = "cia402"` device, and the time of its last step.
     drive: Option<(crate::cia402::Drive, Option<u64>)>,
+    /// The time of the frame being processed ([`Esc::tick`]).
+    now_ns: u64,
+    /// An AL state change under way (`[device.timing]`): from, to, when it completes.
+    pending_al: Option<(AlState, AlState, u64)>,
+    /// The SII interface is BUSY until then (`[device.timing]` sii_read_us).
+    sii_busy_until: u64,
+    /// When the master last wrote this device's outputs in OP (the sync-manager watchdog,
+    /// `[device.timing] sm_watchdog`), and whether the frame being processed wrote them.
+    last_output_ns: Option<u64>,
+    outputs_written: bool,
 }
 
 impl Esc {
@@ -193,14 +210,16 @@ impl Esc {
             .map(|c| CoeServer::new(Od::build(&spec, c)));
         let pd_len = (spec.outputs, spec.inputs);
         let spec_dc = spec.dc_clock;
+        let foe = (!spec.files.is_empty()).then(|| crate::foe::FoeServer::new(&spec.files));
         let mut esc = Esc {
             drive: None,
             coe,
+            foe,
             mbx: MailboxState::default(),
             pd_len,
             spec,
             position,
-            downstream: chain_len - 1 - position,
+            links: [true, position + 1 < chain_len, false, false],
             mem: vec![0u8; MEM_SIZE].into_boxed_slice(),
             eeprom,
             pd_sms,
@@ -210,8 +229,13 @@ impl Esc {
             pd_counter: 0,
             pd_touched: false,
             dc: DcClock::new(spec_dc, position, position as u64 * HOP_NS),
-            loop_ns: 2 * HOP_NS * (chain_len - 1 - position) as u64,
-            upstream_link: true,
+            port_ns: [0, 2 * HOP_NS * (chain_len - 1 - position) as u64, 0, 0],
+            arrival_ns: position as u64 * HOP_NS,
+            now_ns: 0,
+            pending_al: None,
+            sii_busy_until: 0,
+            last_output_ns: None,
+            outputs_written: false,
         };
         esc.power_on();
         esc
@@ -226,7 +250,12 @@ impl Esc {
         m[reg::FMMU_COUNT] = 8;
         m[reg::SM_COUNT] = 8;
         m[reg::RAM_SIZE] = 8;
-        m[reg::PORT_DESC] = 0x0f; // ports 0 and 1: MII
+        // Two bits per port, 0b11 = MII: ports 0 and 1, a fork adds port 3, a cross port 2 and 3.
+        m[reg::PORT_DESC] = match self.spec.ports {
+            4 => 0xff,
+            3 => 0xcf,
+            _ => 0x0f,
+        };
         let features: u16 = 0x0001 | if self.spec.dc { 0x000c } else { 0 };
         put_u16(m, reg::FEATURES, features);
         // The ESC loads the alias from EEPROM word 4 at power-on.
@@ -235,17 +264,29 @@ impl Esc {
         let m = &mut self.mem;
         put_u16(m, reg::AL_STATUS, AlState::Init as u16);
         m[reg::PDI_CONTROL] = 0x05;
+        // Watchdog divider and times after power-on: 2498 (+2) x 40 ns = 100 µs units, PDI and
+        // SM watchdogs 1000 units = 100 ms (ET1100 register description 0x0400/0x0410/0x0420).
+        put_u16(m, reg::WD_DIVIDER, 0x09c2);
+        put_u16(m, reg::WD_PDI, 0x03e8);
+        put_u16(m, reg::WD_SM, 0x03e8);
         // SII: 8-byte reads, 2-byte addressing.
         m[reg::SII_CONTROL] = 0xc0;
         self.fmmus = [Fmmu::default(); 16];
         self.n_fmmus = 0;
         self.sii_busy_reads = 0;
+        self.sii_busy_until = 0;
+        self.pending_al = None;
+        self.last_output_ns = None;
+        self.outputs_written = false;
         self.pd_counter = 0;
         self.pd_touched = false;
         // A power cycle loses what the master configured over CoE (the dictionary is RAM).
         self.mbx = MailboxState::default();
         if let Some(c) = &mut self.coe {
             c.reset();
+        }
+        if let Some(f) = &mut self.foe {
+            f.reset();
         }
         self.pd_len = (self.spec.outputs, self.spec.inputs);
         if self.spec.dc {
@@ -311,22 +352,19 @@ impl Esc {
 
     /// DL status (0x0110) from the wiring (ET1100 register description, "DL Status"): bit 0 PDI
     /// operational; bits 4..7 physical link on port 0..3; then per port p bit 8 + 2p loop closed
-    /// and bit 9 + 2p communication established. Port 0 faces the master and is open while its
-    /// link is up; port 1 is open with link and communication when a device follows, and closed
-    /// (the frame turns back here) at the end of the chain; ports 2 and 3 are not implemented
-    /// (port descriptor 0x0007) and so closed. A port that loses its link is closed by the ESC
-    /// (auto mode), which is what a `link down` leaves at port 0 of the first device.
+    /// and bit 9 + 2p communication established. A port with a link is open with communication;
+    /// a port without one — the end of a line or a branch, a port the device does not implement
+    /// (port descriptor 0x0007), a pulled cable — is closed (the frame turns back there), as an
+    /// ESC in auto mode closes it by itself: what a `link down` leaves at port 0 of the first
+    /// device.
     fn update_dl_status(&mut self) {
-        let mut dl: u16 = 0x0001 | 0x1000 | 0x4000;
-        if self.upstream_link {
-            dl |= 0x0010 | 0x0200;
-        } else {
-            dl |= 0x0100;
-        }
-        if self.downstream > 0 {
-            dl |= 0x0020 | 0x0800;
-        } else {
-            dl |= 0x0400;
+        let mut dl: u16 = 0x0001;
+        for (p, &link) in self.links.iter().enumerate() {
+            dl |= if link {
+                (0x0010 << p) | (0x0200 << (2 * p))
+            } else {
+                0x0100 << (2 * p)
+            };
         }
         put_u16(&mut self.mem, reg::DL_STATUS, dl);
     }
@@ -334,8 +372,72 @@ impl Esc {
     /// The link of port 0 (towards the master) goes down or comes back (the segment counts the
     /// losses in 0x0310).
     pub(crate) fn set_upstream_link(&mut self, up: bool) {
-        self.upstream_link = up;
+        self.links[0] = up;
         self.update_dl_status();
+    }
+
+    /// The wiring around this device changed (a device behind it unplugged, powered off or
+    /// back): which ports have a link, and per port the time from the frame's arrival at port
+    /// 0 to its return there after the devices behind it.
+    pub(crate) fn set_ports(&mut self, links: [bool; 4], port_ns: [u64; 4]) {
+        self.links = links;
+        self.port_ns = port_ns;
+        self.update_dl_status();
+    }
+
+    /// Frames now reach this device `arrival_ns` after the first device (a branch before it in
+    /// the processing order got shorter or longer): the local times a frame reads move with
+    /// it; the clock itself does not jump.
+    pub(crate) fn set_arrival(&mut self, arrival_ns: u64) {
+        let delta = arrival_ns as i64 - self.arrival_ns as i64;
+        self.arrival_ns = arrival_ns;
+        self.dc.shift(delta);
+    }
+
+    /// A frame reaches the device at `now_ns`: what the device's own time has finished since
+    /// (`[device.timing]`) takes effect first — an AL state change, a mailbox response.
+    pub(crate) fn tick(&mut self, now_ns: u64) {
+        self.now_ns = now_ns;
+        if let Some((from, to, due)) = self.pending_al
+            && now_ns >= due
+        {
+            self.pending_al = None;
+            self.complete_transition(from, to);
+        }
+        if self.mbx.ready_at > 0 && now_ns >= self.mbx.ready_at {
+            self.mailbox_service();
+        }
+        self.sm_watchdog(now_ns);
+    }
+
+    /// The sync-manager watchdog (`[device.timing] sm_watchdog`): in OP, outputs not written
+    /// for the watchdog time take the device to SAFE-OP with 0x001B. A watchdog time of 0
+    /// switches it off, as on a real ESC.
+    fn sm_watchdog(&mut self, now_ns: u64) {
+        if !self.spec.timing.sm_watchdog {
+            return;
+        }
+        if self.al_state() != AlState::Op as u8 {
+            self.last_output_ns = None;
+            return;
+        }
+        let units = u64::from(get_u16(&self.mem, reg::WD_SM));
+        let unit_ns = (u64::from(get_u16(&self.mem, reg::WD_DIVIDER)) + 2) * 40;
+        if let Some(last) = self.last_output_ns
+            && units > 0
+            && now_ns.saturating_sub(last) > units * unit_ns
+        {
+            self.last_output_ns = None;
+            self.raise_error(AlState::SafeOp, al_code::SM_WATCHDOG);
+        }
+    }
+
+    /// Finish at once whatever the device's own time still holds back (an AL state change),
+    /// for a segment configured without a master ([`crate::Segment::preconfigure`]).
+    pub(crate) fn settle(&mut self) {
+        if let Some((from, to, _)) = self.pending_al.take() {
+            self.complete_transition(from, to);
+        }
     }
 
     /// Add `n` to the 8-bit error counter at `at`; error counters stop at 0xFF (ET1100 register
@@ -344,14 +446,16 @@ impl Esc {
         self.mem[at] = self.mem[at].saturating_add(n);
     }
 
-    /// Whether port `p` has a link: port 0 unless the master's cable is down, port 1 when a
-    /// device follows.
+    /// Nanoseconds from the first device's port 0 to this device's, with the wiring as it is
+    /// now (what a master's propagation delay of this device should come to).
+    pub fn arrival_ns(&self) -> u64 {
+        self.arrival_ns
+    }
+
+    /// Whether port `p` has a link: port 0 unless the cable towards the master is down, the
+    /// others when a powered device is plugged in behind them.
     pub fn port_linked(&self, p: usize) -> bool {
-        match p {
-            0 => self.upstream_link,
-            1 => self.downstream > 0,
-            _ => false,
-        }
+        self.links.get(p).copied().unwrap_or(false)
     }
 
     /// The error counters 0x0300..=0x0313.
@@ -479,8 +583,10 @@ impl Esc {
     fn before_read(&mut self, a: usize, len: usize, now_ns: u64) {
         let end = a + len;
         if a <= reg::SII_CONTROL + 1 && end > reg::SII_CONTROL + 1 {
-            if self.sii_busy_reads > 0 {
-                self.sii_busy_reads -= 1;
+            // BUSY for one status read after a command, and as long as the EEPROM access takes
+            // (`[device.timing]`).
+            if self.sii_busy_reads > 0 || now_ns < self.sii_busy_until {
+                self.sii_busy_reads = self.sii_busy_reads.saturating_sub(1);
                 self.mem[reg::SII_CONTROL + 1] |= 0x80;
             } else {
                 self.mem[reg::SII_CONTROL + 1] &= !0x80;
@@ -613,11 +719,11 @@ impl Esc {
         }
     }
 
-    /// Frames reach the device `arrival_ns` after the first device and come back to its port 1
-    /// `loop_ns` after its port 0 (the chain's hop delays; [`crate::Segment`] sets them).
-    pub(crate) fn set_timing(&mut self, arrival_ns: u64, loop_ns: u64) {
+    /// A new clock for a device that frames reach `arrival_ns` after the first device (at
+    /// construction and for a replaced device; [`crate::Segment`] sets the ports' times).
+    pub(crate) fn set_timing(&mut self, arrival_ns: u64) {
         self.dc = DcClock::new(self.spec.dc_clock, self.position, arrival_ns);
-        self.loop_ns = loop_ns;
+        self.arrival_ns = arrival_ns;
     }
 
     /// The device's distributed clock at simulation time `now_ns` (a DC device only).
@@ -674,16 +780,20 @@ impl Esc {
         }
     }
 
-    /// A write to the port-0 receive time latches the receive times of all ports.
+    /// A write to the port-0 receive time latches the receive times of all ports: port 0 when
+    /// the frame arrives, every other port with a link when it comes back through it after the
+    /// devices behind it (processing order 0 -> 3 -> 1 -> 2); 0 for a port without a link.
     fn latch_dc(&mut self, now_ns: u64) {
         let t0 = self.local_time(now_ns);
-        // The frame returns through port 1 after visiting every device downstream.
-        let t1 = t0 + self.loop_ns;
         let m = &mut self.mem;
-        m[reg::DC_PORT0..reg::DC_PORT0 + 4].copy_from_slice(&(t0 as u32).to_le_bytes());
-        let p1 = if self.downstream > 0 { t1 as u32 } else { 0 };
-        m[reg::DC_PORT0 + 4..reg::DC_PORT0 + 8].copy_from_slice(&p1.to_le_bytes());
-        m[reg::DC_PORT0 + 8..reg::DC_PORT0 + 16].fill(0);
+        for p in 0..4 {
+            let t = if p == 0 || self.links[p] {
+                (t0 + self.port_ns[p]) as u32
+            } else {
+                0
+            };
+            m[reg::DC_PORT0 + 4 * p..reg::DC_PORT0 + 4 * p + 4].copy_from_slice(&t.to_le_bytes());
+        }
         m[reg::DC_RECEIVE_TIME..reg::DC_RECEIVE_TIME + 8].copy_from_slice(&t0.to_le_bytes());
     }
 
@@ -724,8 +834,9 @@ impl Esc {
             self.set_al_status(current, true, al_code::INVALID_STATE_CHANGE);
             return;
         }
+        // The simulator's bootstrap mailbox (SII words 0x14..0x17) is the standard one.
         if from == Init
-            && target == PreOp
+            && matches!(target, PreOp | Boot)
             && let Some(code) = self.check_mailbox_config()
         {
             self.set_al_status(current, true, code);
@@ -741,6 +852,20 @@ impl Esc {
             self.set_al_status(current, true, code);
             return;
         }
+        // A request while another change is under way replaces it (the firmware serves the
+        // latest AL control); the AL status keeps the old state until the change completes.
+        let delay = self.spec.timing.transition_ns(from as u8, target as u8);
+        if delay > 0 {
+            self.pending_al = Some((from, target, self.now_ns + delay));
+            return;
+        }
+        self.pending_al = None;
+        self.complete_transition(from, target);
+    }
+
+    /// The device application has done what the AL state change `from` -> `target` needs.
+    fn complete_transition(&mut self, from: AlState, target: AlState) {
+        use AlState::*;
         if target == Init {
             // Leaving the configured states resets process data; the station address stays.
             self.pd_counter = 0;
@@ -751,7 +876,7 @@ impl Esc {
             self.publish_inputs();
         }
         self.set_al_status(target as u8, false, 0);
-        if from == Init && target == PreOp {
+        if from == Init && matches!(target, PreOp | Boot) {
             self.mailbox_service();
         }
     }
@@ -863,6 +988,11 @@ impl Esc {
         self.mem[reg::SII_CONTROL + 1] = status;
         self.mem[reg::SII_CONTROL] &= 0xc1;
         self.sii_busy_reads = if cmd == 0 { 0 } else { 1 };
+        self.sii_busy_until = if cmd == 0 {
+            0
+        } else {
+            self.now_ns + self.spec.timing.sii_ns
+        };
     }
 
     fn parse_fmmus(&mut self) {
@@ -1005,15 +1135,22 @@ impl Esc {
             return;
         }
         let st = self.al_state();
-        if !matches!(st, 2 | 4 | 8) {
+        // The mailbox runs in PRE-OP, SAFE-OP and OP; in BOOT for FoE only.
+        if !(matches!(st, 2 | 4 | 8) || (st == 3 && self.foe.is_some())) {
             return;
         }
         loop {
             let sm1_ok = self.sm(1).3 && self.sm(1).1 as usize >= 16;
+            // A response is ready once the device has had its time (`[device.timing]`).
+            let ready = self.now_ns >= self.mbx.ready_at;
             if !self.mbx.in_full
                 && sm1_ok
+                && ready
                 && let Some(r) = self.mbx.queue.pop_front()
             {
+                if self.mbx.queue.is_empty() {
+                    self.mbx.ready_at = 0;
+                }
                 self.put_response(r);
                 continue;
             }
@@ -1060,8 +1197,27 @@ impl Esc {
         let Some(coe) = self.coe.as_mut() else {
             return;
         };
+        let boot = state == AlState::Boot;
         match mailbox::parse(&request, len) {
             Parsed::Error(detail) => self.mbx.queue.push_back(mailbox::error_reply(detail)),
+            // In BOOT a device runs its bootloader: FoE only.
+            Parsed::Coe(_) if boot => self
+                .mbx
+                .queue
+                .push_back(mailbox::error_reply(mailbox::error::UNSUPPORTED_PROTOCOL)),
+            Parsed::Foe(data) => match self.foe.as_mut() {
+                Some(foe) => {
+                    for r in foe.handle(data, boot, room) {
+                        self.mbx
+                            .queue
+                            .push_back(mailbox::frame(mailbox::kind::FOE, &r));
+                    }
+                }
+                None => self
+                    .mbx
+                    .queue
+                    .push_back(mailbox::error_reply(mailbox::error::UNSUPPORTED_PROTOCOL)),
+            },
             Parsed::Coe(data) => {
                 let img = Image {
                     outputs: &self.mem[out_at..out_at + out_len],
@@ -1074,6 +1230,10 @@ impl Esc {
                         .push_back(mailbox::frame(mailbox::kind::COE, &r));
                 }
             }
+        }
+        let answer_ns = self.spec.timing.mailbox_ns;
+        if answer_ns > 0 && !self.mbx.queue.is_empty() {
+            self.mbx.ready_at = self.now_ns + answer_ns;
         }
     }
 
@@ -1167,6 +1327,7 @@ impl Esc {
             if f.write && outputs_live && matches!(cmd, Cmd::Lwr | Cmd::Lrw) {
                 self.mem[phys..phys + n].copy_from_slice(&data[in_frame..in_frame + n]);
                 hit.write = true;
+                self.outputs_written = true;
             }
         }
         // The device application runs on the output sync manager event (SM-synchronous), or on
@@ -1185,6 +1346,10 @@ impl Esc {
 
     /// End of a frame: the device application consumes outputs and produces the next inputs.
     pub(crate) fn end_of_frame(&mut self, now_ns: u64) {
+        if self.outputs_written {
+            self.outputs_written = false;
+            self.last_output_ns = Some(now_ns);
+        }
         if !self.pd_touched {
             return;
         }

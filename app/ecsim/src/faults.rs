@@ -23,6 +23,23 @@ pub enum FaultCommand {
     SubdeviceError { position: usize, code: u16 },
     /// Every subdevice loses power and comes back: registers reset, INIT, no station address.
     PowerCycle,
+    /// The subdevice at `position` loses power and comes back at once (`power-cycle POS`): its
+    /// registers reset, INIT, no station address; the others keep their state.
+    PowerCycleOne { position: usize },
+    /// The subdevice at `position` loses power (`power-off POS`): it and every subdevice behind
+    /// it are unreachable (a powered-off ESC forwards nothing; the one before it closes its
+    /// port 1) until `power-on POS`, which brings it back reset (INIT).
+    Power { position: usize, on: bool },
+    /// The cable into port 0 of the subdevice at `position` is pulled (`unplug POS`, position
+    /// 1 or later; position 0's cable is `link down`): it and everything behind it are
+    /// unreachable, powered, keeping their state, until `plug POS`. Their sync-manager
+    /// watchdogs run on (see [`crate::esc`]).
+    Cable { position: usize, plugged: bool },
+    /// The device at `position` is swapped for one described like the device at `like`
+    /// (`replace POS LIKE`): its identity, process data and dictionary from then on, new and
+    /// powered on (INIT, no station address) — a technician who fits another module in the
+    /// same place.
+    Replace { position: usize, like: usize },
     /// Decrement the WKC of the logical datagrams of the next N frames.
     CorruptWkc(u32),
     /// The subdevice at `position` receives `count` frames with a bad checksum on `port`: the
@@ -75,7 +92,9 @@ impl std::str::FromStr for FaultCommand {
 
     /// Text form used by the control socket and the CLI:
     /// `drop-next N`, `drop-fraction F`, `delay-us N`, `link up|down`,
-    /// `subdevice-error POS CODE` (CODE decimal or 0x hex), `power-cycle`, `corrupt-wkc N`,
+    /// `subdevice-error POS CODE` (CODE decimal or 0x hex), `power-cycle [POS]`,
+    /// `power-off POS`, `power-on POS`, `unplug POS`, `plug POS` (POS ≥ 1), `replace POS LIKE`,
+    /// `corrupt-wkc N`,
     /// `crc-errors POS PORT N` (PORT 0..=3, N 1..=255), `emergency POS CODE [REGISTER]`
     /// (CODE 16 bits, REGISTER 8 bits, default 0),
     /// `drive-fault POS following-error|over-current|CODE` (0x8611, 0x2310 or a 16-bit 0x603F
@@ -102,6 +121,10 @@ impl std::str::FromStr for FaultCommand {
                     quote(w)
                 ))
             })
+        };
+        let position = |w: Option<&&str>| -> Result<usize, FaultParseError> {
+            let p = int(w, "position")?;
+            usize::try_from(p).map_err(|_| err(&format!("position {p} is out of range")))
         };
         let count = |w: Option<&&str>| -> Result<u32, FaultParseError> {
             let n = int(w, "count")?;
@@ -226,7 +249,30 @@ impl std::str::FromStr for FaultCommand {
                 };
                 FaultCommand::DriveFault { position, code }
             }
-            Some("power-cycle") => FaultCommand::PowerCycle,
+            Some("power-cycle") if words.len() == 1 => FaultCommand::PowerCycle,
+            Some("power-cycle") => FaultCommand::PowerCycleOne {
+                position: position(words.get(1))?,
+            },
+            Some(w @ ("power-off" | "power-on")) => FaultCommand::Power {
+                position: position(words.get(1))?,
+                on: w == "power-on",
+            },
+            Some("replace") => FaultCommand::Replace {
+                position: position(words.get(1))?,
+                like: position(words.get(2))?,
+            },
+            Some(w @ ("unplug" | "plug")) => {
+                let position = position(words.get(1))?;
+                if position == 0 {
+                    return Err(err(
+                        "position 0's cable is the master's: use `link down` / `link up`",
+                    ));
+                }
+                FaultCommand::Cable {
+                    position,
+                    plugged: w == "plug",
+                }
+            }
             Some("corrupt-wkc") => FaultCommand::CorruptWkc(count(words.get(1))?),
             Some("clear") => FaultCommand::Clear,
             Some(other) => return Err(err(&format!("unknown command {:?}", quote(other)))),
@@ -234,7 +280,12 @@ impl std::str::FromStr for FaultCommand {
         };
         let expected_words = match cmd {
             FaultCommand::PowerCycle | FaultCommand::Clear => 1,
-            FaultCommand::SubdeviceError { .. } | FaultCommand::DriveFault { .. } => 3,
+            FaultCommand::SubdeviceError { .. }
+            | FaultCommand::DriveFault { .. }
+            | FaultCommand::Replace { .. } => 3,
+            FaultCommand::PowerCycleOne { .. }
+            | FaultCommand::Power { .. }
+            | FaultCommand::Cable { .. } => 2,
             FaultCommand::CrcErrors { .. } => 4,
             FaultCommand::Emergency { .. } => words.len().clamp(3, 4),
             _ => 2,
@@ -265,7 +316,11 @@ impl FaultCommand {
             FaultCommand::SubdeviceError { position, .. }
             | FaultCommand::CrcErrors { position, .. }
             | FaultCommand::Emergency { position, .. }
-            | FaultCommand::DriveFault { position, .. } => position,
+            | FaultCommand::DriveFault { position, .. }
+            | FaultCommand::PowerCycleOne { position }
+            | FaultCommand::Power { position, .. }
+            | FaultCommand::Cable { position, .. } => position,
+            FaultCommand::Replace { position, like } => position.max(like),
             _ => return Ok(cmd),
         };
         if position >= devices {
@@ -330,6 +385,21 @@ pub(crate) enum DeviceFault {
     Drive {
         position: usize,
         code: u16,
+    },
+    PowerCycleOne {
+        position: usize,
+    },
+    Power {
+        position: usize,
+        on: bool,
+    },
+    Cable {
+        position: usize,
+        plugged: bool,
+    },
+    Replace {
+        position: usize,
+        like: usize,
     },
 }
 
@@ -424,6 +494,18 @@ impl Faults {
             }
             FaultCommand::DriveFault { position, code } => {
                 return self.queue(DeviceFault::Drive { position, code });
+            }
+            FaultCommand::PowerCycleOne { position } => {
+                return self.queue(DeviceFault::PowerCycleOne { position });
+            }
+            FaultCommand::Power { position, on } => {
+                return self.queue(DeviceFault::Power { position, on });
+            }
+            FaultCommand::Cable { position, plugged } => {
+                return self.queue(DeviceFault::Cable { position, plugged });
+            }
+            FaultCommand::Replace { position, like } => {
+                return self.queue(DeviceFault::Replace { position, like });
             }
             FaultCommand::CorruptWkc(n) => s.corrupt_wkc_next.store(n, Ordering::Release),
             FaultCommand::Clear => {
@@ -577,7 +659,10 @@ mod tests {
             ("drop-fraction 2", "within 0..=1"),
             ("link sideways", "link up"),
             ("subdevice-error 1 0x10000", "16 bits"),
-            ("power-cycle now", "expected 1 word"),
+            (
+                "power-cycle now",
+                "position \"now\" is not a non-negative integer",
+            ),
         ] {
             let e = text.parse::<FaultCommand>().unwrap_err();
             assert!(e.to_string().contains(why), "{text}: {e}");

@@ -118,6 +118,8 @@ pub fn error_reply(detail: u16) -> Vec<u8> {
 pub enum Parsed<'a> {
     /// A CoE mailbox: its data (from the CoE header on).
     Coe(&'a [u8]),
+    /// An FoE mailbox: its data (from the FoE header on).
+    Foe(&'a [u8]),
     /// Refused with a mailbox error reply.
     Error(u16),
 }
@@ -137,6 +139,7 @@ pub fn parse(request: &[u8], mailbox: usize) -> Parsed<'_> {
     match h.kind {
         kind::COE if len < 2 => Parsed::Error(error::SIZE_TOO_SHORT),
         kind::COE => Parsed::Coe(&request[HEADER..HEADER + len]),
+        kind::FOE => Parsed::Foe(&request[HEADER..HEADER + len]),
         kind::ERR => Parsed::Error(error::INVALID_HEADER),
         _ => Parsed::Error(error::UNSUPPORTED_PROTOCOL),
     }
@@ -159,6 +162,9 @@ pub struct MailboxState {
     pub counter: u8,
     /// SM1's repeat request bit as last seen.
     pub repeat: bool,
+    /// When the queued responses may go to SM1 (the device's answer time, `[device.timing]`);
+    /// 0: nothing waits for time.
+    pub ready_at: u64,
 }
 
 impl MailboxState {

@@ -70,6 +70,21 @@ pub struct Segment {
     /// Link losses of the fault state already counted at device 0, and the link state last seen.
     link_losses_seen: u32,
     link_was_down: bool,
+    /// Per device: without power (`power-off POS`).
+    off: Vec<bool>,
+    /// Per device: the cable into its port 0 pulled (`unplug POS`; never set for device 0,
+    /// whose cable is the master's `link down`).
+    cut: Vec<bool>,
+    /// Per device: a frame reaches it (every device on its way from the master has power
+    /// and cable), and how many do.
+    reachable: Vec<bool>,
+    reach: usize,
+    /// Each device's hop delay to the devices behind it (the loop times of the wiring).
+    hops: Vec<u64>,
+    /// Where each device is plugged in (position, port; `None`: the master) and, per device
+    /// and port, the device behind it ([`crate::spec::wiring`]).
+    upstream: Vec<crate::spec::Upstream>,
+    children: Vec<[Option<usize>; 4]>,
 }
 
 impl Segment {
@@ -88,21 +103,24 @@ impl Segment {
     /// As [`Segment::new`].
     pub fn with_faults(spec: SegmentSpec, faults: Faults) -> Self {
         let n = spec.devices.len();
-        let mut devices: Vec<Esc> = spec
+        let devices: Vec<Esc> = spec
             .devices
             .iter()
             .enumerate()
             .map(|(i, d)| Esc::new(d.clone(), i, n))
             .collect();
-        // Each device's hop delay (to the next device) places the later devices' receive times.
+        // Each device's hop delay (to the devices behind it) places the later devices' receive
+        // times. A segment built in code whose `upstream` does not hold is run as a line.
         let hops: Vec<u64> = spec.devices.iter().map(|d| u64::from(d.hop_ns)).collect();
-        let mut arrival = 0u64;
-        for (i, dev) in devices.iter_mut().enumerate() {
-            let rest: u64 = hops[i..n.saturating_sub(1).max(i)].iter().sum();
-            dev.set_timing(arrival, 2 * rest);
-            arrival += hops[i];
+        let upstream = crate::spec::wiring(&spec.devices)
+            .unwrap_or_else(|_| (0..n).map(|i| i.checked_sub(1).map(|p| (p, 1))).collect());
+        let mut children = vec![[None; 4]; n];
+        for (i, up) in upstream.iter().enumerate() {
+            if let Some((p, port)) = *up {
+                children[p][usize::from(port)] = Some(i);
+            }
         }
-        Segment {
+        let mut seg = Segment {
             spec,
             devices,
             faults,
@@ -114,7 +132,20 @@ impl Segment {
             stations: StationIndex::default(),
             link_losses_seen: 0,
             link_was_down: false,
+            off: vec![false; n],
+            cut: vec![false; n],
+            reachable: vec![true; n],
+            reach: n,
+            hops,
+            upstream,
+            children,
+        };
+        let wiring = seg.wiring();
+        for (dev, arrival) in seg.devices.iter_mut().zip(&wiring.arrival) {
+            dev.set_timing(*arrival);
         }
+        seg.rewire();
+        seg
     }
 
     pub fn spec(&self) -> &SegmentSpec {
@@ -139,6 +170,126 @@ impl Segment {
 
     pub fn device_mut(&mut self, position: usize) -> Option<&mut Esc> {
         self.devices.get_mut(position)
+    }
+
+    /// How many devices a frame reaches now (all of them unless one is without power or
+    /// unplugged: then those before it).
+    pub fn reachable(&self) -> usize {
+        self.reach
+    }
+
+    /// Every device as `STATION:STATE`, `!CODE` after it with the AL error flag, `/off`
+    /// without power, `/unreachable` when no frame reaches it (the simulator's status line).
+    pub fn device_states(&self) -> String {
+        let mut out = String::new();
+        for (i, d) in self.devices.iter().enumerate() {
+            if i > 0 {
+                out.push(' ');
+            }
+            out.push_str(&format!("{:#06x}:{}", d.station_address(), d.al_state()));
+            if d.al_error() {
+                out.push_str(&format!("!{:#06x}", d.al_status_code()));
+            }
+            if !self.powered(i) {
+                out.push_str("/off");
+            } else if !self.reaches(i) {
+                out.push_str("/unreachable");
+            }
+        }
+        out
+    }
+
+    /// Whether frames reach the device at `position` (it and every device on its way from the
+    /// master have power and cable).
+    pub fn reaches(&self, position: usize) -> bool {
+        self.reachable.get(position).copied().unwrap_or(false)
+    }
+
+    /// Whether the device at `position` has power (`power-off`/`power-on`).
+    pub fn powered(&self, position: usize) -> bool {
+        !self.off.get(position).copied().unwrap_or(true)
+    }
+
+    /// What the frames reach with the power and cables as they are now, and when.
+    fn wiring(&self) -> Wiring {
+        let n = self.devices.len();
+        let mut w = Wiring {
+            reachable: vec![false; n],
+            links: vec![[false; 4]; n],
+            port_ns: vec![[0; 4]; n],
+            arrival: vec![0; n],
+        };
+        // A device's cable to the one before it carries a link when it is plugged in and both
+        // ends have power. (A parent's index is below its children's.)
+        let cable = |i: usize| match self.upstream[i] {
+            None => true,
+            Some((p, _)) => !self.cut[i] && !self.off[p] && !self.off[i],
+        };
+        for i in 0..n {
+            w.reachable[i] = !self.off[i]
+                && match self.upstream[i] {
+                    None => true,
+                    Some((p, _)) => w.reachable[p] && cable(i),
+                };
+            if i > 0 {
+                w.links[i][0] = cable(i);
+            }
+            for &q in self.devices[i].spec().downstream_ports() {
+                let q = usize::from(q);
+                w.links[i][q] = self.children[i][q].is_some_and(cable);
+            }
+        }
+        // Loop times, the devices behind first; then each port's return time and the arrival
+        // of the device behind it, in the order the frame leaves through the ports.
+        let mut loop_ns = vec![0u64; n];
+        for d in (0..n).rev() {
+            let mut acc = 0;
+            for &q in self.devices[d].spec().downstream_ports() {
+                let q = usize::from(q);
+                if let (true, Some(c)) = (w.links[d][q], self.children[d][q]) {
+                    acc += 2 * self.hops[d] + loop_ns[c];
+                    w.port_ns[d][q] = acc;
+                }
+            }
+            loop_ns[d] = acc;
+        }
+        for d in 0..n {
+            let mut acc = 0;
+            for &q in self.devices[d].spec().downstream_ports() {
+                let q = usize::from(q);
+                if let (true, Some(c)) = (w.links[d][q], self.children[d][q]) {
+                    w.arrival[c] = w.arrival[d] + acc + self.hops[d];
+                    acc = w.port_ns[d][q];
+                }
+            }
+        }
+        w
+    }
+
+    /// Recompute what the frames reach after a device lost or got back its power or cable:
+    /// each device's port links (a link that goes down counts in its lost link counter, 0x0310
+    /// + port, as an ESC counts it), its ports' return times, its arrival, and `reachable`.
+    fn rewire(&mut self) {
+        use crate::esc::reg::LOST_LINK;
+        let w = self.wiring();
+        for (i, dev) in self.devices.iter_mut().enumerate() {
+            let mut links = w.links[i];
+            if i == 0 {
+                // Port 0 of the first device is the master's cable (`track_link`).
+                links[0] = dev.port_linked(0);
+            }
+            if !self.off[i] {
+                for (p, &l) in links.iter().enumerate() {
+                    if dev.port_linked(p) && !l {
+                        dev.count(LOST_LINK + p, 1);
+                    }
+                }
+            }
+            dev.set_ports(links, w.port_ns[i]);
+            dev.set_arrival(w.arrival[i]);
+        }
+        self.reach = w.reachable.iter().filter(|r| **r).count();
+        self.reachable = w.reachable;
     }
 
     fn next_random_ppm(&mut self) -> u32 {
@@ -167,6 +318,33 @@ impl Segment {
                         d.power_on();
                     }
                     self.stats.power_cycles += 1;
+                    self.rewire();
+                }
+                DeviceFault::PowerCycleOne { position } => {
+                    if let Some(d) = self.devices.get_mut(position) {
+                        d.power_on();
+                        self.off[position] = false;
+                        self.stats.power_cycles += 1;
+                        self.rewire();
+                    }
+                }
+                DeviceFault::Power { position, on } => {
+                    if position < self.devices.len() && self.off[position] == on {
+                        self.off[position] = !on;
+                        if on {
+                            // Back from no power: reset, INIT, no station address.
+                            self.devices[position].power_on();
+                            self.stats.power_cycles += 1;
+                        }
+                        self.rewire();
+                    }
+                }
+                DeviceFault::Replace { position, like } => self.replace(position, like),
+                DeviceFault::Cable { position, plugged } => {
+                    if position > 0 && position < self.devices.len() {
+                        self.cut[position] = !plugged;
+                        self.rewire();
+                    }
                 }
                 DeviceFault::CrcErrors {
                     position,
@@ -192,11 +370,37 @@ impl Segment {
         self.pending = pending;
     }
 
+    /// The device at `position` swapped for a new one described like the device at `like`: its
+    /// identity, SII, dictionary and process data; powered on (INIT). The place keeps its
+    /// cable (hop delay), power and DC arrival time; the segment description says what is there
+    /// now (`spec()`).
+    fn replace(&mut self, position: usize, like: usize) {
+        let n = self.devices.len();
+        if position >= n || like >= n {
+            return;
+        }
+        let mut spec = self.spec.devices[like].clone();
+        spec.hop_ns = self.spec.devices[position].hop_ns;
+        spec.upstream = self.spec.devices[position].upstream;
+        let arrival = self.wiring().arrival[position];
+        let mut dev = Esc::new(spec.clone(), position, n);
+        dev.set_timing(arrival);
+        self.devices[position] = dev;
+        self.spec.devices[position] = spec;
+        self.stats.power_cycles += 1;
+        // Its ports' links and loop time, as for the device it replaced.
+        self.rewire();
+    }
+
     /// `count` frames with a bad checksum arrive at `port` of the device at `position`: the
     /// counters of the whole chain as the module documentation describes.
     fn crc_errors(&mut self, position: usize, port: usize, count: u8) {
         use crate::esc::reg::{EPU_ERROR, FWD_RX_ERROR, RX_ERROR};
-        let last = self.devices.len().saturating_sub(1);
+        // The counters of a line (ports 0 and 1), over the devices a frame reaches.
+        let last = self.reachable.iter().rposition(|r| *r).unwrap_or(0);
+        if !self.reachable.get(position).copied().unwrap_or(false) {
+            return;
+        }
         let Some(dev) = self.devices.get_mut(position) else {
             return;
         };
@@ -207,7 +411,7 @@ impl Segment {
         dev.count(RX_ERROR + 2 * port, count);
         if port == 0 {
             dev.count(EPU_ERROR, count);
-            for d in &mut self.devices[position + 1..] {
+            for d in &mut self.devices[position + 1..=last] {
                 d.count(FWD_RX_ERROR, count);
                 d.count(EPU_ERROR, count);
             }
@@ -267,7 +471,8 @@ impl Segment {
                 self.last_error = Some(e);
                 Disposition::Malformed(e)
             }
-            Ok(()) if link_down => {
+            // The master's cable is down, or the first device has no power: no link at all.
+            Ok(()) if link_down || !self.reachable.first().copied().unwrap_or(false) => {
                 self.stats.link_down_drops += 1;
                 Disposition::LinkDown
             }
@@ -308,7 +513,22 @@ impl Segment {
     /// datagram goes straight to its device instead of being offered to all of them.
     fn run_chain(&mut self, frame: &mut [u8], dgs: &Datagrams, now_ns: u64) {
         self.stats.datagrams += dgs.as_slice().len() as u64;
-        self.stations.refresh(&self.devices);
+        // Only the devices the frame reaches take part, in processing order (their positions).
+        let Segment {
+            devices,
+            reachable,
+            stations,
+            ..
+        } = self;
+        let reached = |i: &usize| reachable[*i];
+        for (dev, _) in devices
+            .iter_mut()
+            .zip(reachable.iter())
+            .filter(|(_, r)| **r)
+        {
+            dev.tick(now_ns);
+        }
+        stations.refresh(devices);
         for d in dgs.as_slice() {
             let adp_at = d.header + 2;
             let ado = usize::from(get_u16(frame, d.header + 4));
@@ -319,7 +539,11 @@ impl Segment {
             match d.cmd {
                 Cmd::Nop => {}
                 Cmd::Aprd | Cmd::Apwr | Cmd::Aprw | Cmd::Armw => {
-                    for dev in self.devices.iter_mut() {
+                    for (dev, _) in devices
+                        .iter_mut()
+                        .zip(reachable.iter())
+                        .filter(|(_, r)| **r)
+                    {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
                         add = add.wrapping_add(physical(dev, d.cmd, adp == 0, ado, data, now_ns));
@@ -328,9 +552,9 @@ impl Segment {
                 Cmd::Fprd | Cmd::Fpwr | Cmd::Fprw => {
                     // only the addressed devices do anything with these
                     let adr = get_u16(head, adp_at);
-                    for i in self.stations.positions(adr) {
+                    for i in stations.positions(adr).filter(reached) {
                         add = add.wrapping_add(physical(
-                            &mut self.devices[i],
+                            &mut devices[i],
                             d.cmd,
                             true,
                             ado,
@@ -342,13 +566,21 @@ impl Segment {
                 Cmd::Frmw => {
                     // the addressed device reads, every other one writes
                     let adr = get_u16(head, adp_at);
-                    for dev in self.devices.iter_mut() {
+                    for (dev, _) in devices
+                        .iter_mut()
+                        .zip(reachable.iter())
+                        .filter(|(_, r)| **r)
+                    {
                         let hit = dev.station_address() == adr;
                         add = add.wrapping_add(physical(dev, d.cmd, hit, ado, data, now_ns));
                     }
                 }
                 Cmd::Brd | Cmd::Bwr | Cmd::Brw => {
-                    for dev in self.devices.iter_mut() {
+                    for (dev, _) in devices
+                        .iter_mut()
+                        .zip(reachable.iter())
+                        .filter(|(_, r)| **r)
+                    {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
                         add = add.wrapping_add(physical(dev, d.cmd, true, ado, data, now_ns));
@@ -356,7 +588,11 @@ impl Segment {
                 }
                 Cmd::Lrd | Cmd::Lwr | Cmd::Lrw => {
                     let addr = frame::get_u32(head, d.header + 2);
-                    for dev in self.devices.iter_mut() {
+                    for (dev, _) in devices
+                        .iter_mut()
+                        .zip(reachable.iter())
+                        .filter(|(_, r)| **r)
+                    {
                         let hit = dev.logical(d.cmd, addr, data);
                         add = add.wrapping_add(match d.cmd {
                             Cmd::Lrw => u16::from(hit.read) + 2 * u16::from(hit.write),
@@ -371,10 +607,14 @@ impl Segment {
             }
             if writes_station_address(d.cmd, ado, d.len) {
                 // a later datagram of this frame may already use the new address
-                self.stations.refresh(&self.devices);
+                stations.refresh(devices);
             }
         }
-        for dev in self.devices.iter_mut() {
+        for (dev, _) in devices
+            .iter_mut()
+            .zip(reachable.iter())
+            .filter(|(_, r)| **r)
+        {
             dev.dc_process_data(now_ns);
             dev.end_of_frame(now_ns);
         }
@@ -461,6 +701,7 @@ impl Segment {
             ranges.push((out, inp));
             for st in [2u8, 4, 8] {
                 let _ = dev.phys_write(0x0120, &[st, 0], now);
+                dev.settle();
             }
         }
         Preconfigured {
@@ -468,6 +709,17 @@ impl Segment {
             ranges,
         }
     }
+}
+
+/// The wiring as the power and cables leave it ([`Segment::wiring`]).
+struct Wiring {
+    reachable: Vec<bool>,
+    /// Per device and port: a link.
+    links: Vec<[bool; 4]>,
+    /// Per device and port: from the frame's arrival at port 0 to its return at that port.
+    port_ns: Vec<[u64; 4]>,
+    /// Per device: from the first device's port 0 to this device's.
+    arrival: Vec<u64>,
 }
 
 /// Logical layout made by [`Segment::preconfigure`].
@@ -663,5 +915,456 @@ mod chain_order_tests {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod wiring_tests {
+    //! One device's power and cable (`power-off`/`power-on`, `power-cycle POS`,
+    //! `unplug`/`plug`): what a frame reaches, the DL status and lost-link counters of the
+    //! ports that lost their link, and which devices keep their state.
+    use super::*;
+    use crate::faults::FaultCommand;
+    use crate::frame::{FrameBuilder, datagram_result, phys};
+
+    const DL_STATUS: u16 = crate::esc::reg::DL_STATUS as u16;
+    const LOST_LINK: u16 = crate::esc::reg::LOST_LINK as u16;
+
+    fn segment(n: usize) -> Segment {
+        let mut s = Segment::new(SegmentSpec::uniform(n, 2, 2));
+        s.preconfigure();
+        s
+    }
+
+    fn apply(s: &mut Segment, cmd: &str) {
+        let n = s.devices().len();
+        s.faults()
+            .try_apply(FaultCommand::parse_for(cmd, n).unwrap())
+            .unwrap();
+    }
+
+    /// One datagram through the chain: its data and WKC (None when nothing came back).
+    fn one(s: &mut Segment, cmd: Cmd, address: u32, len: usize) -> Option<(Vec<u8>, u16)> {
+        one_at(s, cmd, address, &vec![0; len], 0)
+    }
+
+    /// One datagram carrying `data` through the chain at simulation time `now`.
+    pub(super) fn one_at(
+        s: &mut Segment,
+        cmd: Cmd,
+        address: u32,
+        data: &[u8],
+        now: u64,
+    ) -> Option<(Vec<u8>, u16)> {
+        let mut f = FrameBuilder::new().datagram(cmd, 1, address, data).build();
+        match s.process(&mut f, now) {
+            Disposition::Reply { .. } => datagram_result(&f, 0),
+            _ => None,
+        }
+    }
+
+    fn count(s: &mut Segment) -> Option<u16> {
+        one(s, Cmd::Brd, 0, 2).map(|(_, w)| w)
+    }
+
+    fn al_state(s: &mut Segment, station: u16) -> Option<u8> {
+        one(s, Cmd::Fprd, phys(station, 0x0130), 2).map(|(d, _)| d[0] & 0x0f)
+    }
+
+    fn dl_status(s: &Segment, pos: usize) -> u16 {
+        get_u16(s.devices()[pos].mem(), usize::from(DL_STATUS))
+    }
+
+    fn lost_links(s: &Segment, pos: usize) -> [u8; 2] {
+        let r = s.devices()[pos].mem();
+        let at = usize::from(LOST_LINK);
+        [r[at], r[at + 1]]
+    }
+
+    #[test]
+    fn an_unplugged_cable_hides_the_devices_behind_it_until_it_is_plugged_back() {
+        let mut s = segment(4);
+        assert_eq!(count(&mut s), Some(4));
+        apply(&mut s, "unplug 2");
+        assert_eq!(
+            count(&mut s),
+            Some(2),
+            "devices 2 and 3 are behind the cable"
+        );
+        assert_eq!(s.reachable(), 2);
+        // Device 1 closed its port 1 (DL status bit 5 link, bit 10 loop closed, bit 11
+        // communication: ET1100 register description 0x0110) and counted the lost link there;
+        // device 2 counted it at port 0.
+        assert_eq!(
+            dl_status(&s, 1) & 0x0c20,
+            0x0400,
+            "{:#06x}",
+            dl_status(&s, 1)
+        );
+        assert_eq!(lost_links(&s, 1), [0, 1]);
+        assert_eq!(lost_links(&s, 2), [1, 0]);
+        assert_eq!(lost_links(&s, 3), [0, 0], "the link between 2 and 3 stayed");
+        // Nothing reaches them: no answer from station 0x1002.
+        assert_eq!(
+            one(&mut s, Cmd::Fprd, phys(0x1002, 0x0130), 2).unwrap().1,
+            0
+        );
+        assert_eq!(
+            s.device_states(),
+            "0x1000:8 0x1001:8 0x1002:8/unreachable 0x1003:8/unreachable"
+        );
+        apply(&mut s, "plug 2");
+        assert_eq!(count(&mut s), Some(4));
+        // Powered all along: they kept their address and state (OP from preconfigure).
+        assert_eq!(al_state(&mut s, 0x1002), Some(8));
+        assert_eq!(al_state(&mut s, 0x1003), Some(8));
+        assert_eq!(
+            dl_status(&s, 1) & 0x0c20,
+            0x0820,
+            "port 1 open with a link again"
+        );
+    }
+
+    #[test]
+    fn a_device_without_power_cuts_the_line_and_comes_back_reset() {
+        let mut s = segment(3);
+        apply(&mut s, "power-off 1");
+        assert_eq!(count(&mut s), Some(1));
+        assert!(!s.powered(1));
+        assert_eq!(lost_links(&s, 0), [0, 1]);
+        assert_eq!(
+            lost_links(&s, 2),
+            [1, 0],
+            "device 2 lost its link to the device without power"
+        );
+        assert_eq!(
+            s.device_states(),
+            "0x1000:8 0x1001:8/off 0x1002:8/unreachable"
+        );
+        apply(&mut s, "power-on 1");
+        assert_eq!(count(&mut s), Some(3));
+        // Device 1 starts over: INIT, no station address; device 2 kept both.
+        assert_eq!(s.devices()[1].station_address(), 0);
+        assert_eq!(s.devices()[1].al_state(), 1);
+        assert_eq!(al_state(&mut s, 0x1002), Some(8));
+        assert_eq!(al_state(&mut s, 0x1000), Some(8));
+        // Power-on of a device that has power changes nothing.
+        apply(&mut s, "power-on 2");
+        assert_eq!(al_state(&mut s, 0x1002), Some(8));
+    }
+
+    #[test]
+    fn the_first_device_without_power_is_no_link_at_all() {
+        let mut s = segment(2);
+        apply(&mut s, "power-off 0");
+        assert_eq!(count(&mut s), None);
+        assert_eq!(s.stats().link_down_drops, 1);
+        apply(&mut s, "power-on 0");
+        assert_eq!(count(&mut s), Some(2));
+    }
+
+    #[test]
+    fn power_cycle_of_one_device_resets_only_it() {
+        let mut s = segment(3);
+        apply(&mut s, "power-cycle 1");
+        assert_eq!(count(&mut s), Some(3), "an instant cycle loses no device");
+        assert_eq!(s.devices()[1].station_address(), 0);
+        assert_eq!(s.devices()[1].al_state(), 1);
+        assert_eq!(al_state(&mut s, 0x1000), Some(8));
+        assert_eq!(al_state(&mut s, 0x1002), Some(8));
+        assert_eq!(s.stats().power_cycles, 1);
+    }
+
+    #[test]
+    fn the_return_loop_of_the_last_reachable_device_is_closed() {
+        // DC receive times: a device's port 1 time is its port 0 time plus the loop behind it,
+        // and the device where the frame turns back has no port 1 time.
+        let mut s = segment(3);
+        apply(&mut s, "unplug 2");
+        count(&mut s);
+        assert!(!s.devices()[1].port_linked(1));
+        assert!(s.devices()[0].port_linked(1));
+        apply(&mut s, "plug 2");
+        count(&mut s);
+        assert!(s.devices()[1].port_linked(1));
+    }
+
+    #[test]
+    fn a_replaced_device_is_another_identity_in_the_same_place() {
+        let mut s = Segment::new(SegmentSpec::coe_example());
+        s.preconfigure();
+        let product = |s: &Segment, pos: usize| s.spec().devices[pos].product_id;
+        assert_ne!(product(&s, 2), product(&s, 0));
+        apply(&mut s, "replace 2 0");
+        assert_eq!(count(&mut s), Some(3), "the line is whole");
+        assert_eq!(
+            product(&s, 2),
+            product(&s, 0),
+            "the description says what is there"
+        );
+        assert_eq!(s.devices()[2].spec().name, "DIO8-COE");
+        // New and powered on: INIT without a station address; its neighbours untouched.
+        assert_eq!(s.devices()[2].station_address(), 0);
+        assert_eq!(s.devices()[2].al_state(), 1);
+        assert_eq!(al_state(&mut s, 0x1001), Some(8));
+        assert!(s.devices()[1].port_linked(1));
+    }
+
+    const JUNCTION: &str = "\
+        [[device]]\nname = \"COUPLER\"\noutputs = 1\ninputs = 1\nports = 3\n\
+        [[device]]\nname = \"A\"\noutputs = 1\ninputs = 1\n\
+        [[device]]\nname = \"B\"\noutputs = 1\ninputs = 1\n\
+        [[device]]\nname = \"X\"\noutputs = 1\ninputs = 1\nupstream = [0, 1]\n";
+
+    #[test]
+    fn a_branch_unplugged_at_a_junction_leaves_the_line_behind_it_running() {
+        let mut s = Segment::new(SegmentSpec::from_toml(JUNCTION).unwrap());
+        s.preconfigure();
+        // The coupler: ports 0, 3 and 1 with a link and open (DL status bits 4/9, 7/15, 5/11),
+        // port 2 closed; port descriptor: ports 0, 1 and 3 implemented.
+        assert_eq!(s.devices()[0].mem()[0x0007], 0xcf);
+        assert_eq!(dl_status(&s, 0) & 0xfff0, 0x1000 | 0x8a00 | 0x00b0);
+        assert_eq!(count(&mut s), Some(4));
+        apply(&mut s, "unplug 1");
+        // The branch is gone; X behind the coupler's port 1 still answers, at the same station.
+        assert_eq!(count(&mut s), Some(2));
+        assert_eq!(al_state(&mut s, 0x1003), Some(8));
+        assert_eq!(
+            one(&mut s, Cmd::Fprd, phys(0x1001, 0x0130), 2).unwrap().1,
+            0
+        );
+        assert_eq!(dl_status(&s, 0) & 0x4080, 0x4000, "port 3 closed, no link");
+        assert_eq!(lost_links(&s, 0), [0, 0]);
+        assert_eq!(
+            s.devices()[0].mem()[0x0313],
+            1,
+            "the lost link counted at port 3"
+        );
+        // A logical datagram is answered by the reachable devices in order: the coupler and X.
+        apply(&mut s, "plug 1");
+        assert_eq!(count(&mut s), Some(4));
+        apply(&mut s, "power-off 3");
+        assert_eq!(
+            count(&mut s),
+            Some(3),
+            "the branch stays when the line behind port 1 goes"
+        );
+    }
+
+    #[test]
+    fn wiring_that_a_frame_cannot_take_is_refused_naming_the_device() {
+        let base = "[[device]]\noutputs = 1\ninputs = 1\nports = 3\n\
+                    [[device]]\noutputs = 1\ninputs = 1\n";
+        for (extra, why) in [
+            ("upstream = [0, 2]", "has no port 2"),
+            (
+                "upstream = [0, 3]",
+                "port 3 of position 0 already leads to position 1",
+            ),
+            ("upstream = [5, 1]", "position 5 is not before this one"),
+            ("ports = 5", "an ESC has 2, 3 or 4 ports"),
+        ] {
+            let toml = format!("{base}[[device]]\noutputs = 1\ninputs = 1\n{extra}\n");
+            let e = SegmentSpec::from_toml(&toml).unwrap_err().to_string();
+            assert!(e.contains(why), "{extra}: {e}");
+            assert!(e.contains("device[2]"), "{extra}: {e}");
+        }
+        // Plugged into the coupler's port 1 before its port 3 is listed: not processing order.
+        let toml = "[[device]]\noutputs = 1\ninputs = 1\nports = 3\n\
+                    [[device]]\noutputs = 1\ninputs = 1\nupstream = [0, 1]\n\
+                    [[device]]\noutputs = 1\ninputs = 1\nupstream = [0, 3]\n";
+        let e = SegmentSpec::from_toml(toml).unwrap_err().to_string();
+        assert!(
+            e.contains("list the devices in the order a frame reaches them"),
+            "{e}"
+        );
+        let e = SegmentSpec::from_toml("[[device]]\noutputs = 1\nupstream = [0, 1]\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("the first device faces the master"), "{e}");
+    }
+
+    #[test]
+    fn wiring_commands_name_what_is_wrong() {
+        for (cmd, why) in [
+            ("unplug 0", "position 0's cable is the master's"),
+            ("plug 0", "position 0's cable is the master's"),
+            ("unplug 3", "outside the segment"),
+            ("power-off 7", "outside the segment"),
+            ("power-on", "missing position"),
+            ("power-cycle 1 2", "expected 2 word(s)"),
+            ("unplug x", "not a non-negative integer"),
+            ("replace 1 3", "outside the segment"),
+            ("replace 1", "missing position"),
+        ] {
+            let e = FaultCommand::parse_for(cmd, 3).unwrap_err();
+            assert!(e.to_string().contains(why), "{cmd}: {e}");
+        }
+        assert_eq!(
+            FaultCommand::parse_for("power-cycle", 3).unwrap(),
+            FaultCommand::PowerCycle
+        );
+        assert_eq!(
+            FaultCommand::parse_for("power-cycle 2", 3).unwrap(),
+            FaultCommand::PowerCycleOne { position: 2 }
+        );
+    }
+}
+
+#[cfg(test)]
+mod timing_tests {
+    //! `[device.timing]`: a device that takes the time a real one takes for an AL state change,
+    //! an SII command and a mailbox answer — and none without it.
+    use super::wiring_tests::one_at;
+    use super::*;
+    use crate::frame::phys;
+
+    const MS: u64 = 1_000_000;
+
+    fn timed(extra: &str) -> Segment {
+        let toml = format!(
+            "[[device]]\nname = \"T\"\noutputs = 2\ninputs = 2\n{extra}\n[device.timing]\n\
+             sii_read_us = 680\ninit_preop_us = 5000\npreop_safeop_us = 20000\n\
+             safeop_op_us = 10000\ndown_us = 2000\nmailbox_us = 3000\n"
+        );
+        Segment::new(SegmentSpec::from_toml(&toml).unwrap())
+    }
+
+    fn al_status(s: &mut Segment, now: u64) -> u8 {
+        one_at(s, Cmd::Aprd, phys(0, 0x0130), &[0, 0], now)
+            .unwrap()
+            .0[0]
+    }
+
+    fn request(s: &mut Segment, state: u8, now: u64) {
+        assert_eq!(
+            one_at(s, Cmd::Apwr, phys(0, 0x0120), &[state, 0], now)
+                .unwrap()
+                .1,
+            1
+        );
+    }
+
+    #[test]
+    fn an_al_state_change_takes_the_device_its_time() {
+        let mut s = timed("");
+        request(&mut s, 2, 0);
+        assert_eq!(
+            al_status(&mut s, 4 * MS),
+            1,
+            "still INIT 4 ms after the request"
+        );
+        assert_eq!(al_status(&mut s, 5 * MS), 2, "PRE-OP after 5 ms");
+        // Down is quicker, and a request while one is under way replaces it.
+        request(&mut s, 1, 6 * MS);
+        assert_eq!(al_status(&mut s, 7 * MS), 2);
+        request(&mut s, 2, 7 * MS);
+        assert_eq!(
+            al_status(&mut s, 9 * MS),
+            2,
+            "PRE-OP -> PRE-OP is no change"
+        );
+        assert_eq!(
+            al_status(&mut s, 30 * MS),
+            2,
+            "the INIT request was replaced"
+        );
+    }
+
+    #[test]
+    fn an_sii_command_keeps_the_interface_busy_for_the_eeprom_access() {
+        let mut s = timed("");
+        // Read command (0x0100 in the control word) at word 0x0008.
+        one_at(
+            &mut s,
+            Cmd::Apwr,
+            phys(0, 0x0502),
+            &[0x00, 0x01, 0x08, 0x00],
+            0,
+        )
+        .unwrap();
+        let busy = |s: &mut Segment, now| {
+            one_at(s, Cmd::Aprd, phys(0, 0x0502), &[0, 0], now)
+                .unwrap()
+                .0[1]
+                & 0x80
+                != 0
+        };
+        assert!(busy(&mut s, 100_000));
+        assert!(busy(&mut s, 600_000));
+        assert!(!busy(&mut s, 700_000), "done after 680 µs");
+    }
+
+    #[test]
+    fn without_timing_everything_is_at_once() {
+        let mut s = Segment::new(SegmentSpec::uniform(1, 2, 2));
+        request(&mut s, 2, 0);
+        assert_eq!(al_status(&mut s, 0), 2);
+        one_at(
+            &mut s,
+            Cmd::Apwr,
+            phys(0, 0x0502),
+            &[0x00, 0x01, 0x08, 0x00],
+            0,
+        )
+        .unwrap();
+        let status = |s: &mut Segment| {
+            one_at(s, Cmd::Aprd, phys(0, 0x0502), &[0, 0], 0).unwrap().0[1] & 0x80
+        };
+        assert_eq!(status(&mut s), 0x80, "busy for one status read");
+        assert_eq!(status(&mut s), 0);
+    }
+
+    #[test]
+    fn the_sm_watchdog_takes_a_device_whose_outputs_stop_to_safe_op() {
+        let toml = "[[device]]\noutputs = 2\ninputs = 2\n[device.timing]\nsm_watchdog = true\n\
+                    [[device]]\noutputs = 2\ninputs = 2\n";
+        let mut s = Segment::new(SegmentSpec::from_toml(toml).unwrap());
+        let image = s.preconfigure().image_len;
+        let lrw = |s: &mut Segment, now| one_at(s, Cmd::Lrw, 0, &vec![0; image], now).unwrap().1;
+        let status = |s: &mut Segment, pos: u16, now| {
+            let (d, _) = one_at(s, Cmd::Fprd, phys(0x1000 + pos, 0x0130), &[0; 6], now).unwrap();
+            (d[0], u16::from_le_bytes([d[4], d[5]]))
+        };
+        assert_eq!(lrw(&mut s, 0), 6);
+        assert_eq!(
+            lrw(&mut s, 90 * MS),
+            6,
+            "90 ms between writes: within 100 ms"
+        );
+        assert_eq!(status(&mut s, 0, 95 * MS), (0x08, 0));
+        // 150 ms without outputs: the watched device leaves OP; the other one (no watchdog
+        // configured in the simulator) stays.
+        assert_eq!(status(&mut s, 0, 240 * MS), (0x14, 0x001b));
+        assert_eq!(status(&mut s, 1, 240 * MS), (0x08, 0));
+        // A master that writes 0 to the SM watchdog time switches it off.
+        let mut s = Segment::new(SegmentSpec::from_toml(toml).unwrap());
+        s.preconfigure();
+        one_at(&mut s, Cmd::Fpwr, phys(0x1000, 0x0420), &[0, 0], 0).unwrap();
+        assert_eq!(lrw(&mut s, 0), 6);
+        assert_eq!(status(&mut s, 0, 10_000 * MS), (0x08, 0));
+    }
+
+    #[test]
+    fn timing_keys_are_bounded_and_named() {
+        for (key, v) in [("mailbox_us", 10_000_001u64), ("safeop_op_us", 99_000_000)] {
+            let toml =
+                format!("[[device]]\noutputs = 1\ninputs = 1\n[device.timing]\n{key} = {v}\n");
+            let e = SegmentSpec::from_toml(&toml).unwrap_err().to_string();
+            assert!(e.contains(&format!("device[0].timing.{key} = {v}")), "{e}");
+        }
+        let e = SegmentSpec::from_toml(
+            "[[device]]\noutputs = 1\ninputs = 1\n[device.timing]\nsii_us = 1\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("sii_us"), "{e}");
+    }
+
+    #[test]
+    fn a_preconfigured_timed_segment_is_in_op() {
+        let mut s = timed("");
+        s.preconfigure();
+        assert_eq!(s.devices()[0].al_state(), 8);
     }
 }

@@ -262,16 +262,30 @@ pub fn build_image(d: &DeviceSpec) -> Result<Vec<u8>, SiiError> {
     img[24..28].copy_from_slice(&d.revision.to_le_bytes());
     img[28..32].copy_from_slice(&d.serial.to_le_bytes());
     // Words 0x18..0x1c: the standard mailbox (receive offset and size, send offset and size)
-    // and the mailbox protocols, bit 2 CoE (ETG.2010 Table 2); zero without a mailbox.
+    // and the mailbox protocols, bit 2 CoE, bit 3 FoE (ETG.2010 Table 2); zero without a
+    // mailbox. A device with files also has a bootstrap mailbox (words 0x14..0x17, used in
+    // BOOT), the same as its standard one.
     if d.coe.is_some() {
+        let foe = !d.files.is_empty();
+        let protocols = 0x0004 | if foe { 0x0008 } else { 0 };
         for (w, v) in [
             (0x18, MBX_OUT_ADDR),
             (0x19, MBX_SIZE),
             (0x1a, MBX_IN_ADDR),
             (0x1b, MBX_SIZE),
-            (0x1c, 0x0004),
+            (0x1c, protocols),
         ] {
             img[2 * w..2 * w + 2].copy_from_slice(&v.to_le_bytes());
+        }
+        if foe {
+            for (w, v) in [
+                (0x14, MBX_OUT_ADDR),
+                (0x15, MBX_SIZE),
+                (0x16, MBX_IN_ADDR),
+                (0x17, MBX_SIZE),
+            ] {
+                img[2 * w..2 * w + 2].copy_from_slice(&v.to_le_bytes());
+            }
         }
     }
     // Word 0x3f: version 1. Word 0x3e: size, set below.

@@ -19,6 +19,41 @@
 //! alias = 0                 # station alias in the EEPROM
 //! ```
 //!
+//! The devices are wired in the order they are listed, each to port 1 of the one before — a
+//! line — unless a device is a junction (`ports = 3`: ports 0, 3 and 1, like a coupler whose
+//! E-bus is port 3; `ports = 4`: all four) or says where it is plugged in with
+//! `upstream = [POSITION, PORT]`. A device plugged in without `upstream` goes to the first free
+//! port of the device before it, in the order a frame leaves through them (3, 1, 2). The list
+//! must be in processing order (the order the frame reaches them: depth first, ports 3, 1, 2),
+//! which is the order of the positions a master counts:
+//!
+//! ```toml
+//! [[device]]                # 0: a coupler with a branch on port 3
+//! name = "COUPLER"
+//! ports = 3
+//! [[device]]                # 1: on the coupler's port 3 (its first free port)
+//! name = "TERMINAL"
+//! [[device]]                # 2: behind the terminal (port 1)
+//! name = "TERMINAL"
+//! [[device]]                # 3: on the coupler's port 1, after the branch
+//! name = "DRIVE"
+//! upstream = [0, 1]
+//! ```
+//!
+//! A device answers at once unless `[device.timing]` gives it the time a real one takes
+//! ([`EscTiming`]; all keys in microseconds, 0 = at once, each at most 10 s):
+//!
+//! ```toml
+//! [device.timing]
+//! sii_read_us = 680         # one SII command: BUSY this long (ET1100: ~680 µs for 4 words)
+//! init_preop_us = 10000     # AL state changes: the AL status keeps the old state this long
+//! preop_safeop_us = 20000
+//! safeop_op_us = 10000
+//! down_us = 2000            # any change to a lower state (OP -> SAFE-OP, -> INIT)
+//! mailbox_us = 1000         # a mailbox response appears in SM1 this long after the request
+//! sm_watchdog = true        # OP -> SAFE-OP (0x001B) when outputs stop for the watchdog time
+//! ```
+//!
 //! A device may list its PDOs instead of getting the generated default
 //! ([`crate::pdo::default_pdos`]); `inputs` / `outputs` may then be left out (they follow from
 //! the entries) or must agree with them:
@@ -153,6 +188,217 @@ struct DeviceEntry {
     /// (see [`SmSpec`]); absent: the generated layout.
     #[serde(default)]
     sm: Option<Vec<SmEntry>>,
+    /// The time the device takes (see [`EscTiming`]); absent: at once.
+    #[serde(default)]
+    timing: Option<TimingEntry>,
+    /// Ports the ESC implements: 2 (0 and 1), 3 (0, 3, 1) or 4.
+    #[serde(default)]
+    ports: Option<u8>,
+    /// Where the device is plugged in: `[position, port]` of a device before it.
+    #[serde(default)]
+    upstream: Option<[u32; 2]>,
+    /// Files served over FoE (a CoE device only; see [`FileSpec`]).
+    #[serde(default)]
+    file: Vec<FileEntry>,
+}
+
+/// One `[[device.file]]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileEntry {
+    name: String,
+    /// The content as text; or `size` bytes of a counting pattern (a firmware image).
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    size: Option<u32>,
+    #[serde(default)]
+    writable: bool,
+    #[serde(default)]
+    password: u32,
+    #[serde(default)]
+    boot: bool,
+    #[serde(default)]
+    max_bytes: Option<u32>,
+}
+
+/// Most files a device lists.
+pub const MAX_FILES: usize = 16;
+/// Largest FoE file content: 16 MiB (a drive's firmware image).
+pub const MAX_FOE_FILE_BYTES: u32 = 16 << 20;
+
+/// A file a device serves over FoE (`[[device.file]]`): its name, content, whether a master
+/// may write it (replacing the content, at most `max_bytes`), the password a request must
+/// carry (0: none), and whether the device serves it only in BOOT (firmware).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FileSpec {
+    pub name: String,
+    pub content: Vec<u8>,
+    pub writable: bool,
+    pub password: u32,
+    pub boot: bool,
+    pub max_bytes: u32,
+}
+
+/// `device[i].file`: names unique and printable, contents and limits within bounds, a CoE
+/// device (FoE travels through its mailbox).
+fn files(i: usize, e: &DeviceEntry) -> Result<Vec<FileSpec>, SpecError> {
+    if e.file.is_empty() {
+        return Ok(Vec::new());
+    }
+    let bad =
+        |k: usize, why: String| Err(SpecError::Invalid(format!("device[{i}].file[{k}]: {why}")));
+    if !e.coe && e.profile.is_none() {
+        return bad(
+            0,
+            "FoE needs a mailbox: the device must be a CoE device (coe = true)".into(),
+        );
+    }
+    if e.file.len() > MAX_FILES {
+        return bad(
+            MAX_FILES,
+            format!("{} files: a device lists at most {MAX_FILES}", e.file.len()),
+        );
+    }
+    let mut out: Vec<FileSpec> = Vec::new();
+    for (k, f) in e.file.iter().enumerate() {
+        check_name(&format!("device[{i}].file[{k}].name"), &f.name)?;
+        if out.iter().any(|o| o.name == f.name) {
+            return bad(k, format!("name {:?} is listed twice", f.name));
+        }
+        let content = match (&f.text, f.size) {
+            (Some(_), Some(_)) => return bad(k, "give text or size, not both".into()),
+            (Some(t), None) => t.clone().into_bytes(),
+            (None, Some(n)) => (0..n).map(|b| (b % 251) as u8).collect(),
+            (None, None) => Vec::new(),
+        };
+        let max_bytes = f.max_bytes.unwrap_or(MAX_FOE_FILE_BYTES);
+        if content.len() as u64 > u64::from(MAX_FOE_FILE_BYTES) || max_bytes > MAX_FOE_FILE_BYTES {
+            return bad(
+                k,
+                format!("content and max_bytes are at most {MAX_FOE_FILE_BYTES} bytes"),
+            );
+        }
+        if content.len() as u64 > u64::from(max_bytes) {
+            return bad(
+                k,
+                format!(
+                    "the content ({} bytes) is larger than max_bytes = {max_bytes}",
+                    content.len()
+                ),
+            );
+        }
+        out.push(FileSpec {
+            name: f.name.clone(),
+            content,
+            writable: f.writable,
+            password: f.password,
+            boot: f.boot,
+            max_bytes,
+        });
+    }
+    Ok(out)
+}
+
+/// One `[device.timing]`, in microseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct TimingEntry {
+    #[serde(default)]
+    sii_read_us: u32,
+    #[serde(default)]
+    init_preop_us: u32,
+    #[serde(default)]
+    preop_safeop_us: u32,
+    #[serde(default)]
+    safeop_op_us: u32,
+    #[serde(default)]
+    down_us: u32,
+    #[serde(default)]
+    mailbox_us: u32,
+    #[serde(default)]
+    sm_watchdog: bool,
+}
+
+/// Longest time a `[device.timing]` key may give: 10 s (beyond any master's state timeout).
+pub const MAX_TIMING_US: u32 = 10_000_000;
+
+/// What a real device takes time for, that the simulator otherwise does at once: bring-up
+/// figures measured against the simulator mean something only with these. All 0 by default.
+///
+/// Figures of real devices (docs/NOTES.md, "ESC timing"): an ET1100's SII read of 4 words takes
+/// about 680 µs (ET1100 hardware description, Table 79 "SII EEPROM timing characteristics";
+/// 740 µs for EEPROMs of 32 Kbit and more); AL state changes and mailbox answers are the device
+/// firmware's and vary from well under a millisecond (simple I/O) to tens of milliseconds
+/// (drives).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EscTiming {
+    /// An SII command (read, write, reload) keeps the interface BUSY this long.
+    pub sii_ns: u64,
+    /// INIT -> PRE-OP (and -> BOOT).
+    pub init_preop_ns: u64,
+    /// PRE-OP -> SAFE-OP.
+    pub preop_safeop_ns: u64,
+    /// SAFE-OP -> OP.
+    pub safeop_op_ns: u64,
+    /// Any change to a lower state.
+    pub down_ns: u64,
+    /// From taking a mailbox request to its response in SM1.
+    pub mailbox_ns: u64,
+    /// The sync-manager watchdog is on: a device in OP whose outputs the master has not
+    /// written for the watchdog time (0x0400 divider, 0x0420 time; 100 ms after power-on)
+    /// leaves OP for SAFE-OP with AL status code 0x001B, as a device's firmware does on the
+    /// ESC's watchdog (ET1100: "Watchdog"; ETG.1000.6 AL status codes).
+    pub sm_watchdog: bool,
+}
+
+impl EscTiming {
+    /// The time an AL state change from `from` to `to` (AL status state codes) takes.
+    pub fn transition_ns(&self, from: u8, to: u8) -> u64 {
+        match (from, to) {
+            (f, t) if f == t => 0,
+            (1, 2) | (1, 3) => self.init_preop_ns,
+            (2, 4) => self.preop_safeop_ns,
+            (4, 8) => self.safeop_op_ns,
+            _ => self.down_ns,
+        }
+    }
+
+    /// Whether the device answers everything at once.
+    pub fn is_instant(&self) -> bool {
+        *self == EscTiming::default()
+    }
+}
+
+/// `device[i].timing`: every key within [`MAX_TIMING_US`].
+fn timing(i: usize, t: Option<TimingEntry>) -> Result<EscTiming, SpecError> {
+    let Some(t) = t else {
+        return Ok(EscTiming::default());
+    };
+    for (key, v) in [
+        ("sii_read_us", t.sii_read_us),
+        ("init_preop_us", t.init_preop_us),
+        ("preop_safeop_us", t.preop_safeop_us),
+        ("safeop_op_us", t.safeop_op_us),
+        ("down_us", t.down_us),
+        ("mailbox_us", t.mailbox_us),
+    ] {
+        if v > MAX_TIMING_US {
+            return Err(SpecError::Invalid(format!(
+                "device[{i}].timing.{key} = {v}: must be at most {MAX_TIMING_US} µs (10 s)"
+            )));
+        }
+    }
+    let ns = |us: u32| u64::from(us) * 1000;
+    Ok(EscTiming {
+        sii_ns: ns(t.sii_read_us),
+        init_preop_ns: ns(t.init_preop_us),
+        preop_safeop_ns: ns(t.preop_safeop_us),
+        safeop_op_ns: ns(t.safeop_op_us),
+        down_ns: ns(t.down_us),
+        mailbox_ns: ns(t.mailbox_us),
+        sm_watchdog: t.sm_watchdog,
+    })
 }
 
 /// One `[[device.sm]]`.
@@ -308,6 +554,28 @@ pub struct DeviceSpec {
     /// each with the PDOs assigned to it (`[[device.sm]]`); `None`: the generated layout (SM0
     /// outputs at 0x1000 and SM1 inputs at 0x1800, or SM0 inputs alone).
     pub sms: Option<Vec<SmSpec>>,
+    /// The time the device takes for SII commands, AL state changes and mailbox answers
+    /// (`[device.timing]`); all 0: at once.
+    pub timing: EscTiming,
+    /// Ports the ESC implements: 2 (ports 0 and 1), 3 (0, 3 and 1) or 4.
+    pub ports: u8,
+    /// Where the device is plugged in: the position of a device before it and that device's
+    /// port; `None` for the first device, which faces the master.
+    pub upstream: Upstream,
+    /// Files the device serves over FoE (`[[device.file]]`); empty: no FoE.
+    pub files: Vec<FileSpec>,
+}
+
+impl DeviceSpec {
+    /// The ports of this ESC a frame leaves through after its processing unit, in that order
+    /// (ETG.1000.4: 0 -> 3 -> 1 -> 2).
+    pub fn downstream_ports(&self) -> &'static [u8] {
+        match self.ports {
+            4 => &[3, 1, 2],
+            3 => &[3, 1],
+            _ => &[1],
+        }
+    }
 }
 
 /// A process-data sync manager of a device without a mailbox, as a real terminal's SII lists it
@@ -444,6 +712,10 @@ impl SegmentSpec {
                 txpdo: None,
                 coe: None,
                 sms: None,
+                timing: EscTiming::default(),
+                ports: 2,
+                upstream: None,
+                files: Vec::new(),
             })
             .collect();
         Self {
@@ -465,6 +737,7 @@ impl SegmentSpec {
         let devices = (0..n)
             .map(|i| DeviceSpec {
                 serial: i as u32 + 1,
+                upstream: None,
                 ..example.devices[i % example.devices.len()].clone()
             })
             .collect();
@@ -472,6 +745,14 @@ impl SegmentSpec {
             name: format!("{n} CoE devices"),
             devices,
         }
+    }
+
+    /// Give every device the same `[device.timing]` (bring-up benchmarks of larger segments).
+    pub fn with_timing(mut self, timing: EscTiming) -> Self {
+        for d in &mut self.devices {
+            d.timing = timing;
+        }
+        self
     }
 
     /// Switch distributed-clock support on or off for every device.
@@ -597,6 +878,8 @@ impl SegmentSpec {
                 file.device.len()
             )));
         }
+        // The entry each device comes from, for messages.
+        let mut entries: Vec<usize> = Vec::new();
         let mut devices = Vec::new();
         let mut pdi = 0usize;
         for (i, e) in file.device.iter().enumerate() {
@@ -657,6 +940,19 @@ impl SegmentSpec {
                 txpdo,
                 coe: None,
                 sms: None,
+                timing: timing(i, e.timing)?,
+                ports: match e.ports {
+                    None => 2,
+                    Some(p @ 2..=4) => p,
+                    Some(p) => {
+                        return Err(SpecError::Invalid(format!(
+                            "device[{i}].ports = {p}: an ESC has 2, 3 or 4 ports"
+                        )));
+                    }
+                },
+                // Resolved with the whole list (`wiring`).
+                upstream: None,
+                files: files(i, e)?,
             };
             let first = DeviceSpec {
                 coe: crate::odspec::coe_spec(i, e_coe(e), &first, pdos)?,
@@ -669,11 +965,26 @@ impl SegmentSpec {
             check_mapping(i, &first)?;
             check_sms(i, &first)?;
             for k in 0..e.count {
+                // `upstream` places the first device of the entry; the others follow it.
+                let upstream = match (k, e.upstream) {
+                    (0, Some([p, port])) => {
+                        Some((p as usize, u8::try_from(port).unwrap_or(u8::MAX)))
+                    }
+                    _ => None,
+                };
+                entries.push(i);
                 devices.push(DeviceSpec {
                     serial: e.serial.wrapping_add(k),
+                    upstream,
                     ..first.clone()
                 });
             }
+        }
+        let wiring = wiring(&devices).map_err(|(pos, why)| {
+            SpecError::Invalid(format!("device[{}] (position {pos}): {why}", entries[pos]))
+        })?;
+        for (d, up) in devices.iter_mut().zip(wiring) {
+            d.upstream = up;
         }
         Ok(Self {
             name: file
@@ -682,6 +993,107 @@ impl SegmentSpec {
             devices,
         })
     }
+}
+
+/// Where a device is plugged in: the position and port of the device before it (`None`: the
+/// master).
+pub type Upstream = Option<(usize, u8)>;
+
+/// Where each device is plugged in: its `upstream` where given (checked: a device before it,
+/// a port that device has and nothing else uses), else the first free port of the device
+/// before it in the order a frame leaves through them; and the list must be the processing
+/// order (depth first, ports 3, 1, 2), which is the order of the positions a master counts.
+/// The error names the position and why.
+pub fn wiring(devices: &[DeviceSpec]) -> Result<Vec<Upstream>, (usize, String)> {
+    let n = devices.len();
+    let mut children: Vec<[Option<usize>; 4]> = vec![[None; 4]; n];
+    let mut out = Vec::with_capacity(n);
+    for (i, d) in devices.iter().enumerate() {
+        let up = match (i, d.upstream) {
+            (0, None) => None,
+            (0, Some(_)) => {
+                return Err((
+                    0,
+                    "the first device faces the master: it has no upstream".into(),
+                ));
+            }
+            (_, Some((p, port))) => {
+                if p >= i {
+                    return Err((
+                        i,
+                        format!("upstream = [{p}, {port}]: position {p} is not before this one"),
+                    ));
+                }
+                let ports = devices[p].downstream_ports();
+                if !ports.contains(&port) {
+                    return Err((
+                        i,
+                        format!(
+                            "upstream = [{p}, {port}]: the device at position {p} has no port \
+                             {port} to plug into (its ports after 0: {ports:?})"
+                        ),
+                    ));
+                }
+                if let Some(other) = children[p][usize::from(port)] {
+                    return Err((
+                        i,
+                        format!(
+                            "upstream = [{p}, {port}]: port {port} of position {p} already \
+                             leads to position {other}"
+                        ),
+                    ));
+                }
+                Some((p, port))
+            }
+            (_, None) => {
+                let p = i - 1;
+                let free = devices[p]
+                    .downstream_ports()
+                    .iter()
+                    .copied()
+                    .find(|&q| children[p][usize::from(q)].is_none());
+                match free {
+                    Some(q) => Some((p, q)),
+                    None => {
+                        return Err((
+                            i,
+                            format!(
+                                "every port of position {p} is taken: say where this device is \
+                                 plugged in with upstream = [POSITION, PORT]"
+                            ),
+                        ));
+                    }
+                }
+            }
+        };
+        if let Some((p, port)) = up {
+            children[p][usize::from(port)] = Some(i);
+        }
+        out.push(up);
+    }
+    // Depth first from position 0, ports in the order a frame leaves through them.
+    let mut order = Vec::with_capacity(n);
+    let mut stack = if n > 0 { vec![0] } else { vec![] };
+    while let Some(d) = stack.pop() {
+        order.push(d);
+        for &port in devices[d].downstream_ports().iter().rev() {
+            if let Some(c) = children[d][usize::from(port)] {
+                stack.push(c);
+            }
+        }
+    }
+    if let Some((k, &d)) = order.iter().enumerate().find(|(k, d)| *k != **d) {
+        return Err((
+            d,
+            format!(
+                "a frame reaches this device as the {}th, but it is listed at position {d}: \
+                 list the devices in the order a frame reaches them (depth first through \
+                 ports 3, 1, 2)",
+                k + 1
+            ),
+        ));
+    }
+    Ok(out)
 }
 
 /// Longest hop a device may be given: 100 µs (20 km of cable).
@@ -2187,5 +2599,49 @@ mod limits {
                 .sum();
             prop_assert_eq!(s.pdi_bytes(), pdi);
         }
+    }
+}
+
+#[cfg(test)]
+mod file_tests {
+    use super::*;
+
+    #[test]
+    fn file_descriptions_are_checked_naming_the_file() {
+        let dev = "[[device]]\ncoe = true\ninputs = 2\n";
+        for (files, why) in [
+            (
+                "[[device.file]]\nname = \"a\"\n[[device.file]]\nname = \"a\"\n",
+                "device[0].file[1]: name \"a\" is listed twice",
+            ),
+            (
+                "[[device.file]]\nname = \"a\"\ntext = \"x\"\nsize = 3\n",
+                "device[0].file[0]: give text or size, not both",
+            ),
+            (
+                "[[device.file]]\nname = \"a\"\nsize = 10\nmax_bytes = 5\n",
+                "larger than max_bytes = 5",
+            ),
+            (
+                "[[device.file]]\nname = \"a\"\nsize = 16777217\n",
+                "at most 16777216 bytes",
+            ),
+            ("[[device.file]]\nname = \"\"\n", "device[0].file[0].name"),
+        ] {
+            let e = SegmentSpec::from_toml(&format!("{dev}{files}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{files}: {e}");
+        }
+        let e = SegmentSpec::from_toml("[[device]]\ninputs = 2\n[[device.file]]\nname = \"a\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("FoE needs a mailbox"), "{e}");
+        let s = SegmentSpec::from_toml(&format!(
+            "{dev}[[device.file]]\nname = \"fw\"\nsize = 300\nboot = true\n"
+        ))
+        .unwrap();
+        let f = &s.devices[0].files[0];
+        assert_eq!((f.content.len(), f.boot, f.writable), (300, true, false));
     }
 }

@@ -86,27 +86,10 @@ impl Responder {
         let st = self.port.stats();
         let now = self.port.now_ns();
         let dc = crate::dc::status_field(&self.port.segment_mut().dc_statuses(now));
-        let states: Vec<String> = self
-            .port
-            .segment()
-            .devices()
-            .iter()
-            .map(|d| {
-                format!(
-                    "{:#06x}:{}{}",
-                    d.station_address(),
-                    d.al_state(),
-                    if d.al_error() {
-                        format!("!{:#06x}", d.al_status_code())
-                    } else {
-                        String::new()
-                    }
-                )
-            })
-            .collect();
+        let states = self.port.segment().device_states();
         let text = format!(
             "frames={} replied={} lost={} link_down_drops={} malformed={} ignored={} \
-             wkc_corrupted={} power_cycles={} link_errors={} runts={} devices=[{}]{dc}",
+             wkc_corrupted={} power_cycles={} link_errors={} runts={} devices=[{states}]{dc}",
             st.frames,
             st.replied,
             st.lost,
@@ -117,7 +100,6 @@ impl Responder {
             st.power_cycles,
             self.link_errors,
             self.runts,
-            states.join(" ")
         );
         let text = match &self.echo {
             Some(e) => format!(

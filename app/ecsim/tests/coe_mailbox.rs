@@ -48,6 +48,8 @@ struct Bus {
     seg: Segment,
     faults: Faults,
     counter: u8,
+    /// The simulation time every datagram is sent at.
+    now: u64,
 }
 
 /// The CoE part of one response: (service, bytes from the CoE header on).
@@ -65,6 +67,7 @@ impl Bus {
             seg: Segment::with_faults(spec, faults.clone()),
             faults,
             counter: 0,
+            now: 0,
         };
         for i in 0..n {
             b.init(i);
@@ -103,7 +106,7 @@ impl Bus {
     fn dg(&mut self, cmd: Cmd, address: u32, data: &[u8]) -> (Vec<u8>, u16) {
         let mut frame = FrameBuilder::new().datagram(cmd, 0, address, data).build();
         assert!(matches!(
-            self.seg.process(&mut frame, 0),
+            self.seg.process(&mut frame, self.now),
             Disposition::Reply { .. }
         ));
         datagram_result(&frame, 0).expect("a reply")
@@ -320,6 +323,25 @@ fn a_request_is_answered_in_sm1_and_sm0_refuses_writes_while_full() {
         assert_eq!(b.send_raw(2, &up), 1);
         assert!(b.receive(2).is_some());
     }
+}
+
+#[test]
+fn a_device_with_a_mailbox_time_answers_after_it() {
+    // `[device.timing] mailbox_us`: the response appears in SM1 that long after the device
+    // took the request from SM0 (a real device's firmware answers in its own time).
+    let mut spec = example();
+    spec.devices[0].timing.mailbox_ns = 3_000_000;
+    let mut b = Bus::new(spec);
+    let i = 0x1008u16.to_le_bytes();
+    assert_eq!(b.send(0, 3, &[0, 0x20, 0x40, i[0], i[1], 0]), 1);
+    b.now = 2_900_000;
+    assert!(b.receive(0).is_none(), "no answer 2.9 ms after the request");
+    assert_eq!(b.sm_status(0, 0) & 0x08, 0, "the request was taken at once");
+    b.now = 3_000_000;
+    let r = b.receive(0).expect("the answer after 3 ms");
+    assert_eq!(&coe_of(&r).1[10..18], b"DIO8-COE");
+    // Without a mailbox time the other devices answer at once.
+    assert_eq!(b.upload(1, 0x1000, 0, false).map(|v| v.len()), Ok(4));
 }
 
 #[test]
@@ -856,4 +878,163 @@ fn safe_op_checks_the_sms_against_the_mapping_and_locks_it() {
     assert_eq!(b.upload(2, 0x6064, 0, false), Ok(img[2..6].to_vec()));
     // The AI4 has no outputs: SM2 may stay disabled.
     assert_eq!(b.safe_op_with(1, 0, 8), (0x04, 0));
+}
+
+/// A CoE device with files (FoE): a text file, a writable parameter file behind a password and
+/// a firmware image the device serves only in BOOT.
+fn file_device() -> SegmentSpec {
+    SegmentSpec::from_toml(
+        "[[device]]\nname = \"FW\"\ncoe = true\ninputs = 2\n\
+         [[device.file]]\nname = \"info.txt\"\ntext = \"rtcat simulated drive v1\"\n\
+         [[device.file]]\nname = \"params.bin\"\nwritable = true\nmax_bytes = 1000\n\
+         password = 0x1234\n\
+         [[device.file]]\nname = \"firmware.bin\"\nsize = 1000\nwritable = true\nboot = true\n",
+    )
+    .expect("file device")
+}
+
+/// The FoE part of one response: (opcode, the 32-bit field, the rest).
+fn foe_of(resp: &[u8]) -> (u8, u32, Vec<u8>) {
+    assert_eq!(resp[5] & 0x0f, 4, "an FoE mailbox: {resp:02x?}");
+    let len = usize::from(u16::from_le_bytes([resp[0], resp[1]]));
+    let d = &resp[6..6 + len];
+    (
+        d[0],
+        u32::from_le_bytes(d[2..6].try_into().unwrap()),
+        d[6..].to_vec(),
+    )
+}
+
+impl Bus {
+    fn foe(&mut self, pos: usize, op: u8, value: u32, body: &[u8]) -> Option<(u8, u32, Vec<u8>)> {
+        let mut d = vec![op, 0];
+        d.extend_from_slice(&value.to_le_bytes());
+        d.extend_from_slice(body);
+        assert_eq!(self.send(pos, 4, &d), 1, "SM0 accepts the FoE request");
+        self.receive(pos).map(|r| foe_of(&r))
+    }
+
+    /// Read a file: the content, or the FoE error code.
+    fn foe_read(&mut self, pos: usize, name: &str, password: u32) -> Result<Vec<u8>, u32> {
+        let mut data = Vec::new();
+        let mut r = self
+            .foe(pos, 1, password, name.as_bytes())
+            .expect("an answer");
+        loop {
+            match r {
+                (3, n, chunk) => {
+                    data.extend_from_slice(&chunk);
+                    let last = chunk.len() < MBX - 12;
+                    let next = self.foe(pos, 4, n, &[]);
+                    if last {
+                        assert!(next.is_none(), "nothing after the last ACK: {next:?}");
+                        return Ok(data);
+                    }
+                    r = next.expect("the next packet");
+                }
+                (5, code, _) => return Err(code),
+                other => panic!("unexpected FoE answer {other:?}"),
+            }
+        }
+    }
+
+    /// Write a file in packets of the most a mailbox carries.
+    fn foe_write(&mut self, pos: usize, name: &str, password: u32, data: &[u8]) -> Result<(), u32> {
+        match self
+            .foe(pos, 2, password, name.as_bytes())
+            .expect("an answer")
+        {
+            (4, 0, _) => {}
+            (5, code, _) => return Err(code),
+            other => panic!("unexpected FoE answer {other:?}"),
+        }
+        let chunk = MBX - 12;
+        let mut packets: Vec<&[u8]> = data.chunks(chunk).collect();
+        if data.len().is_multiple_of(chunk) {
+            packets.push(&[]);
+        }
+        for (k, p) in packets.iter().enumerate() {
+            let n = k as u32 + 1;
+            match self.foe(pos, 3, n, p).expect("an answer") {
+                (4, a, _) if a == n => {}
+                (5, code, _) => return Err(code),
+                other => panic!("unexpected FoE answer {other:?}"),
+            }
+        }
+        Ok(())
+    }
+}
+
+#[test]
+fn foe_reads_and_writes_files_in_packets() {
+    let mut b = Bus::new(file_device());
+    assert_eq!(
+        b.foe_read(0, "info.txt", 0).unwrap(),
+        b"rtcat simulated drive v1"
+    );
+    // A write replaces the content; a read gives it back, across packet boundaries (116 bytes
+    // of data per packet in a 128-byte mailbox) and for a whole number of packets.
+    for len in [0usize, 115, 116, 117, 232, 1000] {
+        let data: Vec<u8> = (0..len).map(|i| (i * 7 % 256) as u8).collect();
+        b.foe_write(0, "params.bin", 0x1234, &data).unwrap();
+        assert_eq!(
+            b.foe_read(0, "params.bin", 0x1234).unwrap(),
+            data,
+            "{len} bytes"
+        );
+    }
+    // The files are the device's flash: a power cycle keeps what was written.
+    b.faults.apply(FaultCommand::PowerCycle);
+    b.init(0);
+    assert_eq!(b.foe_read(0, "params.bin", 0x1234).unwrap().len(), 1000);
+}
+
+#[test]
+fn foe_errors_name_what_went_wrong() {
+    use ecsim::foe::code;
+    let mut b = Bus::new(file_device());
+    assert_eq!(b.foe_read(0, "nothing.bin", 0), Err(code::NOT_FOUND));
+    assert_eq!(b.foe_read(0, "params.bin", 0), Err(code::NO_RIGHTS));
+    assert_eq!(
+        b.foe_write(0, "info.txt", 0, b"x"),
+        Err(code::ACCESS_DENIED)
+    );
+    assert_eq!(
+        b.foe_write(0, "params.bin", 0x1234, &[0; 1001]),
+        Err(code::DISK_FULL)
+    );
+    // The firmware only in BOOT.
+    assert_eq!(b.foe_read(0, "firmware.bin", 0), Err(code::BOOTSTRAP_ONLY));
+    // Out of turn: an ACK with no read, a DATA with the wrong number.
+    assert_eq!(b.foe(0, 4, 1, &[]).unwrap().0, 5);
+    assert_eq!(b.foe(0, 2, 0x1234, b"params.bin").unwrap(), (4, 0, vec![]));
+    let (op, c, _) = b.foe(0, 3, 2, &[1, 2, 3]).unwrap();
+    assert_eq!((op, c), (5, code::PACKET_NUMBER));
+    // A device without files answers FoE with a mailbox error (unsupported protocol).
+    let mut e = Bus::new(example());
+    assert_eq!(e.send(0, 4, &[1, 0, 0, 0, 0, 0, b'x']), 1);
+    let r = e.receive(0).unwrap();
+    assert_eq!((r[5] & 0x0f, u16::from_le_bytes([r[8], r[9]])), (0, 0x0002));
+}
+
+#[test]
+fn in_boot_the_device_serves_its_firmware_over_foe_and_nothing_else() {
+    let mut b = Bus::new(file_device());
+    b.state(0, 1);
+    b.state(0, 3);
+    let fw = b.foe_read(0, "firmware.bin", 0).unwrap();
+    assert_eq!(fw.len(), 1000);
+    let new: Vec<u8> = (0..700u32).map(|i| (i % 13) as u8).collect();
+    b.foe_write(0, "firmware.bin", 0, &new).unwrap();
+    assert_eq!(b.foe_read(0, "firmware.bin", 0).unwrap(), new);
+    // CoE is not served in BOOT: a mailbox error (unsupported protocol).
+    let i = 0x1008u16.to_le_bytes();
+    assert_eq!(b.send(0, 3, &[0, 0x20, 0x40, i[0], i[1], 0]), 1);
+    let r = b.receive(0).unwrap();
+    assert_eq!((r[5] & 0x0f, u16::from_le_bytes([r[8], r[9]])), (0, 0x0002));
+    // Back through INIT to PRE-OP: CoE again, the new firmware kept.
+    b.state(0, 1);
+    b.state(0, 2);
+    assert_eq!(b.upload(0, 0x1008, 0, false).unwrap(), b"FW");
+    assert_eq!(b.seg.devices()[0].mem()[0x0130] & 0x0f, 2);
 }

@@ -25,7 +25,7 @@ fn last_cpu() -> usize {
 }
 
 /// `rtcat ARGS --json -`, in the master's namespace of `net` if given.
-fn rtcat_json(args: &[&str], net: Option<&VethPair>) -> rtlab::summary::Summary {
+fn rtcat_json(args: &[&str], net: Option<&VethPair>) -> rtcat_results::Summary {
     let dir = tempfile::tempdir().unwrap();
     let mut cmd = match net {
         Some(net) => net.master_cmd(BIN),

@@ -15,7 +15,7 @@ use rtcat_master::clock::{now_ns, sleep_until};
 use rtcat_master::stats::Live;
 use rtcat_master::{Application, Cycle, Layer};
 use rtcat_packet::{PacketKind, PacketSocket, floor};
-use rtlab::summary::{FloorSummary, LatencyStats, new_histogram, write_hdr_to};
+use rtcat_results::{FloorSummary, LatencyStats, new_histogram, write_hdr_to};
 use safefs::Dir;
 use std::io;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -105,7 +105,7 @@ impl FloorReport {
     }
 
     /// Write [`HDR_FILE`] (nothing when the application never handed its histogram over).
-    pub fn write_hdr(&self, dir: &Dir) -> rtlab::summary::Result<()> {
+    pub fn write_hdr(&self, dir: &Dir) -> rtcat_results::Result<()> {
         match &*self.rtt.lock().unwrap_or_else(|e| e.into_inner()) {
             Some(h) => write_hdr_to(dir, HDR_FILE, h),
             None => Ok(()),

@@ -8,21 +8,18 @@
 // The master's modules under their old paths, for the commands and the tests.
 pub use rtcat_master::{bus, clock, cycle, master, rt, stats};
 
-pub mod buscmd;
 pub mod cli;
+pub mod cmd;
 pub mod config;
 pub mod console;
 pub mod control;
 pub mod echo;
-pub mod esicmd;
 pub mod exporter;
 pub mod floor;
-pub mod labcmd;
+pub mod outcome;
 pub mod output;
 pub mod runner;
 pub mod sdnotify;
-pub mod sdocmd;
 pub mod signals;
-pub mod simcmd;
 pub mod status;
 pub mod sysinfo;

@@ -3,7 +3,7 @@
 
 use crate::stats::Recorder;
 use anyhow::{Context, Result};
-use rtlab::summary::{self, LatencyStats, Mode, Policy, Summary, SystemInfo, Wkc};
+use rtcat_results::{self as summary, LatencyStats, Mode, Policy, Summary, SystemInfo, Wkc};
 use safefs::Dir;
 use std::fmt::Write as _;
 use std::path::Path;

@@ -12,7 +12,7 @@ use crate::say;
 use crate::sdnotify::Notifier;
 use crate::stats::{Event, Live, Recorder, Sample};
 use rtcat_control::protocol::{Histo, Histograms};
-use rtlab::summary::LoggingHealth;
+use rtcat_results::LoggingHealth;
 use safefs::Dir;
 use std::fs::File;
 use std::io::{BufWriter, Write};

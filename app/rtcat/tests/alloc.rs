@@ -142,7 +142,7 @@ fn steady_state(mode: TxRxMode, dc: bool) {
             "{mode:?} dc={dc}: {faults} minor page faults in {tracked} cycles"
         );
         assert!(!r.summary.system.no_rt);
-        assert_eq!(r.summary.system.policy, rtlab::summary::Policy::Fifo);
+        assert_eq!(r.summary.system.policy, rtcat_results::Policy::Fifo);
     } else {
         eprintln!("not root: memory not locked, {faults} page faults not asserted");
         assert!(std::env::var_os("RTCAT_REQUIRE_ROOT_TESTS").is_none());

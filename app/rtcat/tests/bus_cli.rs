@@ -99,7 +99,7 @@ fn subdevice_error_shows_its_al_status_code_text() {
     let j = serde_json::to_value(&e[1]).unwrap();
     assert_eq!(j["al_state"], "SAFEOP");
     assert_eq!(j["al_status_text"], "Sync manager watchdog");
-    let t = rtcat::buscmd::scan_table(&e);
+    let t = rtcat::cmd::bus::scan_table(&e);
     assert!(t.contains("SAFEOP+ERR"), "{t}");
     assert!(
         t.contains("AL status code 0x001b: Sync manager watchdog"),
@@ -121,7 +121,7 @@ fn scan_goes_on_past_a_lost_reply_and_a_pulled_cable_is_a_bus_failure() {
     assert_eq!(e[0].name.as_deref(), Some("RZ/T2M-SIM"));
     assert_eq!(e[0].al_state, AlState::Init);
     assert!(e[1].errors.is_empty() && e[2].errors.is_empty());
-    assert!(rtcat::buscmd::scan_table(&e).contains("error: position 0: APRD 0x0000"));
+    assert!(rtcat::cmd::bus::scan_table(&e).contains("error: position 0: APRD 0x0000"));
 
     faults.apply(FaultCommand::Link(false));
     let err = Probe::new(s.maindevice(), &Config::default())
@@ -180,9 +180,9 @@ fn crc_errors_show_in_the_counters_of_the_right_ports() {
     assert_eq!(c[2].ports[0].forwarded, 5);
     assert_eq!(c[0].ports[1].forwarded, 5);
     assert_eq!(c[1].ports[1].forwarded, 5);
-    let t = rtcat::buscmd::counters_table(&c);
+    let t = rtcat::cmd::bus::counters_table(&c);
     assert!(t.lines().nth(2).unwrap().contains('5'), "{t}");
-    let changes = rtcat::buscmd::counter_changes(&before, &c);
+    let changes = rtcat::cmd::bus::counter_changes(&before, &c);
     assert!(
         changes.contains(&"pos 1 port 0 invalid frames: 0 -> 5 (+5)".to_string()),
         "{changes:?}"
@@ -219,7 +219,7 @@ fn sii_decodes_names_pdos_and_the_whole_image() {
         for w in &want {
             assert!(names.contains(w), "position {pos}: {w:?} in {names:?}");
         }
-        let text = rtcat::buscmd::sii_text(pos as u16, &sii, img.truncated);
+        let text = rtcat::cmd::bus::sii_text(pos as u16, &sii, img.truncated);
         assert!(text.contains(&format!("name {:?}", d.name)), "{text}");
     }
 }

@@ -142,7 +142,7 @@ fn sigterm_writes_results_and_leaves_the_segment_in_init() {
     assert!(t.elapsed() < Duration::from_secs(10), "stops promptly");
     // Like a shell reports a process ended by SIGTERM: 128 + 15.
     assert_eq!(status.code(), Some(143), "{status:?}");
-    let s = rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary written");
+    let s = rtcat_results::Summary::read(&out.join("summary.json")).expect("summary written");
     assert!(s.cycles > 100, "{}", s.cycles);
     assert!(s.duration_s < 30.0);
     let ev = std::fs::read_to_string(out.join("events.log")).unwrap();
@@ -157,7 +157,7 @@ fn sigterm_writes_results_and_leaves_the_segment_in_init() {
         .unwrap();
     assert!(err.contains("stopped: by a signal (SIGTERM)"), "{err}");
     let stop = s.stop.expect("summary.json says why the run stopped");
-    assert_eq!(stop.reason, rtlab::summary::StopReason::Signal);
+    assert_eq!(stop.reason, rtcat_results::StopReason::Signal);
     assert_eq!(stop.signal.as_deref(), Some("SIGTERM"));
     assert_eq!(stop.requested_duration_s, Some(60.0));
 }
@@ -184,9 +184,9 @@ fn timer_only_and_json_to_stdout() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let s: rtlab::summary::Summary = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
+    let s: rtcat_results::Summary = serde_json::from_slice(&out.stdout).expect("JSON on stdout");
     s.validate().unwrap();
-    assert_eq!(s.mode, rtlab::summary::Mode::TimerOnly);
+    assert_eq!(s.mode, rtcat_results::Mode::TimerOnly);
     assert!(s.rtt_ns.is_none());
     assert_eq!(s.wkc.expected, None);
     assert!(s.cycles > 500);

@@ -76,7 +76,7 @@ fn demo_run() -> Result<(), String> {
     // A bring-up that times out on a loaded machine is its verdict, retried; any other failure
     // is a defect.
     ecsim::noise::exited_ok("rtcat bench over veth", status, &err)?;
-    let s = rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary.json");
+    let s = rtcat_results::Summary::read(&out.join("summary.json")).expect("summary.json");
     let ev = std::fs::read_to_string(out.join("events.log")).unwrap_or_default();
     let dc = s.dc.as_ref().expect("a dc object");
     // The lock needs a cycle that keeps its deadlines: on a machine too loaded for that (more

@@ -52,7 +52,7 @@ fn the_coe_example_over_veth_survives_a_power_cycle_with_its_configuration() {
     let status = bench.wait().unwrap();
     let err = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(status.success(), "{status}: {err}");
-    let s = rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary.json");
+    let s = rtcat_results::Summary::read(&out.join("summary.json")).expect("summary.json");
     let ev = std::fs::read_to_string(out.join("events.log")).unwrap();
     assert!(
         s.recoveries >= 1,

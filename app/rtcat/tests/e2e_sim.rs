@@ -95,7 +95,7 @@ fn healthy_run(mode: TxRxMode) -> Result<(), String> {
     assert!(s.rtt_ns.is_some());
     assert_eq!(s.system.no_rt, !nix::unistd::geteuid().is_root());
     // Every artefact is there and valid.
-    let read = rtlab::summary::Summary::read(&dir.path().join("summary.json")).unwrap();
+    let read = rtcat_results::Summary::read(&dir.path().join("summary.json")).unwrap();
     assert_eq!(read.cycles, s.cycles);
     for f in [
         "wake_lateness_ns.hdr",
@@ -105,7 +105,7 @@ fn healthy_run(mode: TxRxMode) -> Result<(), String> {
     ] {
         assert!(dir.path().join(f).is_file(), "{f}");
     }
-    let h = rtlab::summary::read_hdr(&dir.path().join("wake_lateness_ns.hdr")).unwrap();
+    let h = rtcat_results::read_hdr(&dir.path().join("wake_lateness_ns.hdr")).unwrap();
     assert_eq!(h.len(), s.cycles);
     let csv = std::fs::read_to_string(dir.path().join("samples.csv")).unwrap();
     assert_eq!(

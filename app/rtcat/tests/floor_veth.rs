@@ -121,11 +121,9 @@ fn floor_bench_over_veth_measures_both_and_echoes_only_pings() {
             .unwrap();
         let stderr = String::from_utf8_lossy(&o.stderr);
         ecsim::noise::exited_ok("rtcat bench --floor", o.status, &stderr)?;
-        let s = rtlab::summary::Summary::parse(
-            &String::from_utf8_lossy(&o.stdout),
-            Path::new("stdout"),
-        )
-        .expect("summary on stdout");
+        let s =
+            rtcat_results::Summary::parse(&String::from_utf8_lossy(&o.stdout), Path::new("stdout"))
+                .expect("summary on stdout");
         let f = s.floor.clone().expect("a floor section");
         pinged += f.pings;
         // The EtherCAT exchange is untouched: every WKC right, the data echoed, and not one
@@ -166,7 +164,7 @@ fn floor_bench_over_veth_measures_both_and_echoes_only_pings() {
         assert!(txt.contains("rtcat / floor"), "{txt}");
         assert!(txt.contains("data errors 0"), "{txt}");
         assert!(out.join(rtcat::floor::HDR_FILE).is_file());
-        let back = rtlab::summary::read_hdr(&out.join(rtcat::floor::HDR_FILE)).unwrap();
+        let back = rtcat_results::read_hdr(&out.join(rtcat::floor::HDR_FILE)).unwrap();
         assert_eq!(back.len(), f.rtt_ns.count);
         // One ping per cycle but the first (and any that ran past mid-period), each answered
         // before its cycle ended: the machine's verdict.

@@ -381,9 +381,9 @@ fn malformed_or_partial_inputs_name_the_file() {
         (
             "hdr of another run",
             Box::new(|d| {
-                let mut h = rtlab::summary::new_histogram();
+                let mut h = rtcat_results::new_histogram();
                 h.record(5000).unwrap();
-                rtlab::summary::write_hdr(&d.join("s1/run1/exec_ns.hdr"), &h).unwrap();
+                rtcat_results::write_hdr(&d.join("s1/run1/exec_ns.hdr"), &h).unwrap();
             }),
             "stock/s1/run1/exec_ns.hdr: holds 1 samples but summary.json exec_ns.count is 400",
         ),

@@ -10,7 +10,7 @@ use std::process::{Command, Output, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rtlab::summary::{LadderManifest, LadderRow, Summary, parse_ladder_csv};
+use rtcat_results::{LadderManifest, LadderRow, Summary, parse_ladder_csv};
 use rttune::testkit::{FakeTree, TreeSpec, snapshot};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -104,9 +104,20 @@ fn ladder_on_a_fake_root_writes_every_artefact_and_restores_every_knob() {
     let before = snapshot(&tree.root);
     let out_td = tempfile::tempdir().unwrap();
     let out = out_td.path().join("ladder");
+    // Bring-up timeouts a busy shared machine cannot break (a 100 ms PDU timeout did once, with
+    // four builds beside the test: "transition to SAFE-OP: timeout: PDU"); what the ladder
+    // measures is the cycle, not the bring-up.
+    let cfg = out_td.path().join("rtcat.toml");
+    std::fs::write(
+        &cfg,
+        "[bus]\ninit_pdu_timeout_ms = 2000\ninit_eeprom_timeout_ms = 2000\n",
+    )
+    .unwrap();
     let o = rtcat()
         .args(["ladder", "--sim", "--stages", "s0,s2,s4", "--runs", "2"])
         .args(["--duration", "0.5", "--cpu", &rt_cpu().to_string()])
+        .arg("--config")
+        .arg(&cfg)
         .arg("--root")
         .arg(&tree.root)
         .arg("--out")

@@ -38,8 +38,8 @@ fn emit(slots: &[&str]) -> String {
 }
 
 /// A run's summary: one subdevice, WKC 3 every cycle, `bytes` of process data, data echoed.
-fn assert_clean(out: &Path, bytes: u32) -> rtlab::summary::Summary {
-    let s = rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary.json");
+fn assert_clean(out: &Path, bytes: u32) -> rtcat_results::Summary {
+    let s = rtcat_results::Summary::read(&out.join("summary.json")).expect("summary.json");
     assert_eq!((s.subdevices, s.pdi_bytes), (1, bytes));
     assert_eq!(s.wkc.expected, Some(3));
     assert_eq!(s.wkc.mismatches, 0);

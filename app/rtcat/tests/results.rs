@@ -2,7 +2,7 @@
 //! SIGKILL after a checkpoint, a restart, links planted in the output directory. And the inputs
 //! of `bench`/`run` are checked the same way everywhere (exit 2 naming the value).
 
-use rtlab::summary::{StopReason, Summary};
+use rtcat_results::{StopReason, Summary};
 use std::io::Read;
 use std::os::unix::net::UnixDatagram;
 use std::path::Path;
@@ -38,7 +38,7 @@ fn check_results(out: &Path) -> Summary {
     let s = Summary::read(&out.join("summary.json")).expect("valid summary.json");
     assert!(s.cycles > 0, "{}", s.cycles);
     for f in ["wake_lateness_ns.hdr", "exec_ns.hdr", "rtt_ns.hdr"] {
-        let h = rtlab::summary::read_hdr(&out.join(f)).unwrap_or_else(|e| panic!("{f}: {e:#}"));
+        let h = rtcat_results::read_hdr(&out.join(f)).unwrap_or_else(|e| panic!("{f}: {e:#}"));
         assert!(!h.is_empty(), "{f} is empty");
     }
     s

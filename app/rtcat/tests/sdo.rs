@@ -511,7 +511,7 @@ fn a_written_mapping_is_what_from_bus_reads() {
     let sm3 = maps[1].assignments.iter().find(|a| a.sm == 3).unwrap();
     assert_eq!(sm3.pdos, [0x1a00, 0x1a01, 0x1a02, 0x1a03]);
     // And the text the command prints for it says the same.
-    let t = rtcat::sdocmd::from_bus_toml(&maps, "a test");
+    let t = rtcat::cmd::config::from_bus_toml(&maps, "a test");
     let d = devices(&t);
     assert_eq!(d[2]["output_bytes"].as_integer(), Some(11));
     assert_eq!(
@@ -577,7 +577,7 @@ fn layout_of(cfg: Config) -> (Vec<(u16, u32, u32)>, Vec<String>) {
 #[test]
 fn from_bus_output_fed_back_gives_the_same_layout() {
     // What from-bus prints for the configured segment is a valid configuration...
-    let text = rtcat::sdocmd::from_bus_toml(&configured_mappings(), "a test");
+    let text = rtcat::cmd::config::from_bus_toml(&configured_mappings(), "a test");
     let generated =
         Config::parse(&text, "from-bus output").unwrap_or_else(|e| panic!("{e}\n{text}"));
     // ...that, applied to a segment in its default state, gives the layout the example

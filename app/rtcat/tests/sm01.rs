@@ -33,12 +33,12 @@ fn text(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
-fn summary(out: &Path) -> rtlab::summary::Summary {
-    rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary.json")
+fn summary(out: &Path) -> rtcat_results::Summary {
+    rtcat_results::Summary::read(&out.join("summary.json")).expect("summary.json")
 }
 
 /// What a run of the terminals must show: 4 subdevices, 6 bytes, WKC 8, data echoed.
-fn assert_clean(out: &Path) -> rtlab::summary::Summary {
+fn assert_clean(out: &Path) -> rtcat_results::Summary {
     let s = summary(out);
     assert_eq!((s.subdevices, s.pdi_bytes), (4, 6));
     assert_eq!(s.wkc.expected, Some(8));
@@ -225,7 +225,7 @@ fn the_terminals_run_over_veth_with_the_emitted_configuration() {
             &String::from_utf8_lossy(&o.stderr),
         )?;
         let s = assert_clean(&out);
-        assert_eq!(s.mode, rtlab::summary::Mode::Iface);
+        assert_eq!(s.mode, rtcat_results::Mode::Iface);
         assert!(s.cycles > 2000, "{}", s.cycles);
         drop(sim);
         ecsim::noise::ensure(s.frames_lost * 100 < s.cycles, || {

@@ -89,8 +89,8 @@ fn sigterm(child: &mut Child) -> std::process::ExitStatus {
     child.wait().unwrap()
 }
 
-fn summary(out: &Path) -> rtlab::summary::Summary {
-    rtlab::summary::Summary::read(&out.join("summary.json")).expect("summary.json")
+fn summary(out: &Path) -> rtcat_results::Summary {
+    rtcat_results::Summary::read(&out.join("summary.json")).expect("summary.json")
 }
 
 /// After a clean end every simulated device is in INIT (status shows `0x1000:1` ...). The
@@ -139,7 +139,7 @@ fn clean_bench_run() -> Result<(), String> {
         &String::from_utf8_lossy(&o.stderr),
     )?;
     let s = summary(&out);
-    assert_eq!(s.mode, rtlab::summary::Mode::Iface);
+    assert_eq!(s.mode, rtcat_results::Mode::Iface);
     assert_eq!(s.interface.as_deref(), Some(net.master_if.as_str()));
     assert_eq!(s.wkc.expected, Some(9));
     assert!(s.cycles > 2000, "{}", s.cycles);

@@ -5,7 +5,7 @@
 use std::path::Path;
 
 use anyhow::Result;
-use rtlab::summary::*;
+use rtcat_results::*;
 
 /// Deterministic pseudo-random numbers in [0, 1) (64-bit LCG, top 53 bits).
 struct Lcg(u64);

@@ -22,7 +22,7 @@ use std::path::Path;
 
 use anyhow::{Result, anyhow, bail};
 
-use crate::summary::HDR_HIGHEST_NS;
+use rtcat_results::HDR_HIGHEST_NS;
 
 /// Largest cyclictest file read: a `-h 1000000` histogram (cyclictest's HIST_MAX) of one thread
 /// is 14 MB; a `-h 100000` one of 16 threads 12 MB.

@@ -8,7 +8,7 @@
 //!   [`ladder::LadderOptions`] / [`ladder::run`] for `rtcat ladder`; the command-line flags are
 //!   the binary's, these are plain option structs;
 //! - [`LoadHandle`] to run a load in the background during a ladder run;
-//! - [`summary::Summary`], [`summary::LadderManifest`], [`summary::ladder_csv_row`] and the `.hdr`
+//! - [`rtcat_results::Summary`], [`rtcat_results::LadderManifest`], [`rtcat_results::ladder_csv_row`] and the `.hdr`
 //!   helpers for writing results.
 
 mod child;
@@ -21,8 +21,6 @@ pub mod load;
 pub mod outfile;
 pub mod plot;
 pub mod report;
-/// The result types, now the `rtcat-results` crate; kept under this name for existing callers.
-pub use rtcat_results as summary;
 
 pub use load::{LoadHandle, LoadOptions, LoadReport, LoadSpec, run_load};
 pub use report::{ReportOptions, run_report};

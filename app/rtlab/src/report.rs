@@ -23,7 +23,7 @@ use serde::Serialize;
 use crate::cyclictest;
 use crate::error::{is_usage, usage};
 use crate::outfile::say;
-use crate::summary::{
+use rtcat_results::{
     AxisSummary, BusStats, DcSummary, EXEC_HDR_FILE, LADDER_CSV_FILE, LadderManifest, LadderRow,
     LoggingHealth, MANIFEST_FILE, SUMMARY_FILE, Stop, StopReason, Summary, WAKE_HDR_FILE,
     new_histogram, read_hdr_in, read_ladder_csv_in,
@@ -246,10 +246,10 @@ fn check_hdr(file: &Path, h: &Histogram<u64>, count: u64, max: u64, field: &str)
 }
 
 /// The cycle thread's setup as recorded in a summary, e.g. `FIFO 80, CPU 6, performance, slack 1 ns`.
-pub fn setup_of(sys: &crate::summary::SystemInfo) -> String {
+pub fn setup_of(sys: &rtcat_results::SystemInfo) -> String {
     let policy = match sys.policy {
-        crate::summary::Policy::Fifo => format!("FIFO {}", sys.priority),
-        crate::summary::Policy::Other => "OTHER".to_string(),
+        rtcat_results::Policy::Fifo => format!("FIFO {}", sys.priority),
+        rtcat_results::Policy::Other => "OTHER".to_string(),
     };
     let cpu = sys
         .cpu
@@ -1186,8 +1186,8 @@ struct JsonStage {
     #[serde(flatten)]
     row: StageRow,
     /// All runs' samples merged (ns).
-    pooled_wake_ns: crate::summary::LatencyStats,
-    pooled_exec_ns: Option<crate::summary::LatencyStats>,
+    pooled_wake_ns: rtcat_results::LatencyStats,
+    pooled_exec_ns: Option<rtcat_results::LatencyStats>,
 }
 
 /// JSON (schema `rtcat.report/1`): per source and stage the aggregated figures (ns) and the
@@ -1208,12 +1208,12 @@ pub fn render_json(sources: &[Source]) -> Result<String> {
                 .zip(&s.stages)
                 .map(|(row, st)| JsonStage {
                     row,
-                    pooled_wake_ns: round_stats(crate::summary::LatencyStats::from_histogram(
+                    pooled_wake_ns: round_stats(rtcat_results::LatencyStats::from_histogram(
                         &st.pooled_wake(),
                     )),
                     pooled_exec_ns: st
                         .pooled_exec()
-                        .map(|h| round_stats(crate::summary::LatencyStats::from_histogram(&h))),
+                        .map(|h| round_stats(rtcat_results::LatencyStats::from_histogram(&h))),
                 })
                 .collect(),
         })
@@ -1222,7 +1222,7 @@ pub fn render_json(sources: &[Source]) -> Result<String> {
     Ok(serde_json::to_string_pretty(&v)? + "\n")
 }
 
-fn round_stats(mut s: crate::summary::LatencyStats) -> crate::summary::LatencyStats {
+fn round_stats(mut s: rtcat_results::LatencyStats) -> rtcat_results::LatencyStats {
     s.mean = round3(s.mean);
     s
 }

@@ -92,12 +92,12 @@ fn crafted_headers_allocate_only_what_the_file_holds() {
     let p = dir.path().join("wake_lateness_ns.hdr");
 
     // a genuine histogram as the yardstick
-    let mut h = rtlab::summary::new_histogram();
+    let mut h = rtcat_results::new_histogram();
     for v in 1..=10_000u64 {
         h.record(v * 6007).unwrap();
     }
-    rtlab::summary::write_hdr(&p, &h).unwrap();
-    let (genuine, r) = peak_of(|| rtlab::summary::read_hdr(&p));
+    rtcat_results::write_hdr(&p, &h).unwrap();
+    let (genuine, r) = peak_of(|| rtcat_results::read_hdr(&p));
     assert_eq!(r.unwrap(), h);
 
     let cases: [(&str, Vec<u8>); 3] = [
@@ -113,7 +113,7 @@ fn crafted_headers_allocate_only_what_the_file_holds() {
     ];
     for (name, bytes) in cases {
         std::fs::write(&p, &bytes).unwrap();
-        let (peak, r) = peak_of(|| rtlab::summary::read_hdr(&p));
+        let (peak, r) = peak_of(|| rtcat_results::read_hdr(&p));
         let e = format!("{:#}", r.unwrap_err());
         assert!(
             e.contains("wake_lateness_ns.hdr: not a valid HdrHistogram V2 file"),
@@ -130,11 +130,11 @@ fn crafted_headers_allocate_only_what_the_file_holds() {
 
     // the most a header can make the decoder allocate and still be accepted: 5 significant
     // figures up to the range bound, 3.1 M counts (24 MiB); converted to rtcat's bounds
-    let widest = header(0, 5, 1, rtlab::summary::HDR_MAX_HIGHEST_NS);
+    let widest = header(0, 5, 1, rtcat_results::HDR_MAX_HIGHEST_NS);
     std::fs::write(&p, &widest).unwrap();
-    let (peak, r) = peak_of(|| rtlab::summary::read_hdr(&p));
+    let (peak, r) = peak_of(|| rtcat_results::read_hdr(&p));
     let h = r.unwrap();
-    assert!(h.is_empty() && h.sigfig() == 3 && h.high() == rtlab::summary::HDR_HIGHEST_NS);
+    assert!(h.is_empty() && h.sigfig() == 3 && h.high() == rtcat_results::HDR_HIGHEST_NS);
     assert!(
         peak <= 32 << 20,
         "accepted widest header: peak {peak} bytes"

@@ -117,7 +117,7 @@ proptest! {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("summary.json");
         fs::write(&p, bytes_for(&valid, &inp)).unwrap();
-        if let Err(e) = rtlab::summary::Summary::read(&p) {
+        if let Err(e) = rtcat_results::Summary::read(&p) {
             names_file(&e, &p);
         }
     }
@@ -128,7 +128,7 @@ proptest! {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("manifest.json");
         fs::write(&p, bytes_for(&valid, &inp)).unwrap();
-        if let Err(e) = rtlab::summary::LadderManifest::read(&p) {
+        if let Err(e) = rtcat_results::LadderManifest::read(&p) {
             names_file(&e, &p);
         }
     }
@@ -139,11 +139,11 @@ proptest! {
         let tmp = tempfile::tempdir().unwrap();
         let p = tmp.path().join("wake_lateness_ns.hdr");
         fs::write(&p, bytes_for(&valid, &inp)).unwrap();
-        match rtlab::summary::read_hdr(&p) {
+        match rtcat_results::read_hdr(&p) {
             Err(e) => names_file(&e, &p),
             // whatever was read can be merged with rtcat's own histograms
             Ok(h) => {
-                rtlab::summary::new_histogram().add(&h).unwrap();
+                rtcat_results::new_histogram().add(&h).unwrap();
             }
         }
     }
@@ -164,7 +164,7 @@ proptest! {
         b.extend_from_slice(&1.0f64.to_be_bytes());
         b.extend_from_slice(&body);
         let p = Path::new("h.hdr");
-        if let Err(e) = rtlab::summary::parse_hdr(&b, p) {
+        if let Err(e) = rtcat_results::parse_hdr(&b, p) {
             names_file(&e, p);
         }
     }
@@ -190,7 +190,7 @@ proptest! {
         let tmp = tempfile::tempdir().unwrap();
         fs::write(tmp.path().join("ladder.csv"), bytes_for(&valid, &inp)).unwrap();
         let dir = safefs::Dir::open(tmp.path()).unwrap();
-        if let Err(e) = rtlab::summary::read_ladder_csv_in(&dir) {
+        if let Err(e) = rtcat_results::read_ladder_csv_in(&dir) {
             names_file(&e, &tmp.path().join("ladder.csv"));
         }
     }
@@ -228,22 +228,22 @@ type Reader = fn(&Path) -> anyhow::Result<()>;
 fn inputs_above_their_limit_are_refused_naming_it() {
     let tmp = tempfile::tempdir().unwrap();
     let cases: [(&str, u64, Reader); 4] = [
-        ("summary.json", rtlab::summary::SUMMARY_LIMIT, |p| {
-            rtlab::summary::Summary::read(p)
+        ("summary.json", rtcat_results::SUMMARY_LIMIT, |p| {
+            rtcat_results::Summary::read(p)
                 .map(|_| ())
                 .map_err(Into::into)
         }),
-        ("manifest.json", rtlab::summary::MANIFEST_LIMIT, |p| {
-            rtlab::summary::LadderManifest::read(p)
+        ("manifest.json", rtcat_results::MANIFEST_LIMIT, |p| {
+            rtcat_results::LadderManifest::read(p)
                 .map(|_| ())
                 .map_err(Into::into)
         }),
-        ("x.hdr", rtlab::summary::HDR_FILE_LIMIT, |p| {
-            rtlab::summary::read_hdr(p).map(|_| ()).map_err(Into::into)
+        ("x.hdr", rtcat_results::HDR_FILE_LIMIT, |p| {
+            rtcat_results::read_hdr(p).map(|_| ()).map_err(Into::into)
         }),
-        ("ladder.csv", rtlab::summary::LADDER_CSV_LIMIT, |p| {
+        ("ladder.csv", rtcat_results::LADDER_CSV_LIMIT, |p| {
             let d = safefs::Dir::open(p.parent().unwrap())?;
-            rtlab::summary::read_ladder_csv_in(&d)
+            rtcat_results::read_ladder_csv_in(&d)
                 .map(|_| ())
                 .map_err(Into::into)
         }),

@@ -17,8 +17,9 @@ pub mod model;
 pub mod render;
 pub mod source;
 
-use crate::cli::ExporterArgs;
+use crate::outcome::{Failure, Kind, Outcome};
 use crate::say;
+use clap::Args;
 use model::{EscCounters, ScanEntry, Status};
 use render::{ExporterCounters, Scrape};
 use rtcat_control::Request;
@@ -26,10 +27,19 @@ use std::collections::BTreeMap;
 use std::net::{TcpListener, TcpStream};
 use std::os::fd::AsFd;
 use std::path::{Path, PathBuf};
-use std::process::ExitCode;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+
+#[derive(Args, Debug)]
+pub struct ExporterArgs {
+    /// The running master's control socket (`rtcat run --control SOCK`, [control] socket)
+    #[arg(long, value_name = "SOCK")]
+    pub control: PathBuf,
+    /// Address and port to serve HTTP on: `127.0.0.1:9780`, `[::]:9780`, `0.0.0.0:9780`
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub listen: std::net::SocketAddr,
+}
 
 /// Connections served at once. Prometheus scrapes one target with one connection at a time; a
 /// few more let a human's curl or a second Prometheus in, and a client that trickles its
@@ -221,23 +231,17 @@ fn bind(addr: std::net::SocketAddr) -> std::io::Result<TcpListener> {
 }
 
 /// `rtcat exporter`.
-pub fn run(a: ExporterArgs) -> ExitCode {
+pub fn run(a: ExporterArgs) -> Outcome {
     if a.control.as_os_str().is_empty() {
-        say!("rtcat: --control: the path of the master's control socket is empty");
-        return ExitCode::from(2);
+        return Err(Failure::usage(
+            "--control: the path of the master's control socket is empty",
+        ));
     }
-    let listener = match bind(a.listen) {
-        Ok(l) => l,
-        Err(e) => {
-            say!("rtcat: --listen {}: {e}", a.listen);
-            return ExitCode::from(1);
-        }
-    };
+    let listener =
+        bind(a.listen).map_err(|e| Failure::Runtime(format!("--listen {}: {e}", a.listen)))?;
     let local = listener.local_addr().map_or(a.listen, |l| l);
-    if let Err(e) = crate::signals::install(crate::signals::Second::Kills) {
-        say!("rtcat: signal handlers: {e}");
-        return ExitCode::from(1);
-    }
+    crate::signals::install(crate::signals::Second::Kills)
+        .map_err(|e| Failure::Runtime(format!("signal handlers: {e}")))?;
     say!(
         "rtcat exporter: serving http://{local}/metrics for the master on {}",
         a.control.display()
@@ -261,7 +265,7 @@ pub fn run(a: ExporterArgs) -> ExitCode {
             Err(nix::errno::Errno::EINTR) => continue,
             Err(e) => {
                 say!("rtcat exporter: poll: {e}");
-                return ExitCode::from(1);
+                return Err(Failure::Said(Kind::Runtime));
             }
         }
         let (s, from) = match listener.accept() {
@@ -314,5 +318,5 @@ pub fn run(a: ExporterArgs) -> ExitCode {
         }
     }
     notifier.notify("STOPPING=1");
-    ExitCode::SUCCESS
+    Ok(())
 }

@@ -46,7 +46,7 @@ impl Plan {
             "--stage".into(),
             stage.id().into(),
             "--json".into(),
-            dir.join(crate::summary::SUMMARY_FILE).into(),
+            dir.join(rtcat_results::SUMMARY_FILE).into(),
             "--out".into(),
             dir.into(),
         ]);

@@ -21,7 +21,7 @@
 //! hands them in as an [`Interrupt`]). A knob that cannot change here (no cpufreq, no NIC with `--sim`, EPERM) is recorded in
 //! `ladder-log.json` and the run goes on.
 //!
-//! Results (one directory, the layout `rtcat report` reads, see `rtlab::summary`):
+//! Results (one directory, the layout `rtcat report` reads, see `rtcat_results`):
 //! `manifest.json`, `ladder.csv` (one row per completed run), `<stage>/run<k>/` (the bench output:
 //! `summary.json`, `*.hdr`, `summary.txt`, `events.log`, plus `bench.log` and `tune.json`),
 //! `ladder-log.json` (what every run changed, refused or found N/A, and how it ended),

@@ -1,4 +1,4 @@
-//! The ladder directory's result files, in the format `rtcat report` reads (`crate::summary`):
+//! The ladder directory's result files, in the format `rtcat report` reads (`rtcat_results`):
 //! `manifest.json`, `ladder.csv` (a row per completed run, synced as it is written), and the
 //! report table and plots at the end.
 
@@ -10,12 +10,12 @@ use anyhow::{Context, Result};
 use super::REPORT_FILE;
 use super::plan::Plan;
 use crate::outfile::say;
-use crate::summary::{
+use rtcat_results::{
     LADDER_CSV_FILE, LADDER_CSV_HEADER, LADDER_SCHEMA, LadderManifest, MANIFEST_FILE, Summary,
     ladder_csv_row,
 };
 
-pub(super) fn write_manifest(plan: &Plan, system: crate::summary::SystemInfo) -> Result<()> {
+pub(super) fn write_manifest(plan: &Plan, system: rtcat_results::SystemInfo) -> Result<()> {
     let manifest = LadderManifest {
         schema: LADDER_SCHEMA.into(),
         created_unix_ns: super::unix_now().as_nanos() as u64,

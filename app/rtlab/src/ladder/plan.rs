@@ -67,7 +67,7 @@ pub trait Env {
     /// The configuration in `path` (`None`: the built-in defaults); the error names the key.
     fn config(&self, path: Option<&Path>) -> Result<LadderConfig, String>;
     /// The system as found, read the way `rtcat bench` reads it, for `manifest.json`.
-    fn system(&self, rt_cpu: usize) -> crate::summary::SystemInfo;
+    fn system(&self, rt_cpu: usize) -> rtcat_results::SystemInfo;
 }
 
 /// Bus of the runs.

@@ -98,7 +98,7 @@ mod tests {
             assert_eq!(added, 1, "{} -> {}", lo.id(), hi.id());
         }
         for s in StageId::ALL {
-            crate::summary::validate_stage_id(s.id()).unwrap();
+            rtcat_results::validate_stage_id(s.id()).unwrap();
             assert_eq!(StageId::from_id(s.id()), Some(s));
         }
         assert_eq!(StageId::from_id("s5"), None);

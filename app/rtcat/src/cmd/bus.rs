@@ -4,7 +4,9 @@
 //! (a position, address or length out of range, an unknown interface, a bad file), 1 for a bus
 //! failure.
 
-use crate::cli::{BusArgs, CountersArgs, PdosArgs, RegsArgs, ScanArgs, SiiArgs};
+use crate::cli::BusArgs;
+use crate::outcome::{Failure, Outcome};
+use clap::Args;
 use ecsim::{Faults, SegmentSpec};
 use rtcat_control::protocol::FailureKind;
 use rtcat_control::{Client, ClientError, Request};
@@ -15,63 +17,100 @@ use rtcat_master::sii::{FmmuUsage, Sii, SmUsage};
 use rtcat_master::{Session, Target};
 use std::fmt::Write as _;
 use std::io::IsTerminal;
-use std::process::ExitCode;
 use std::time::Duration;
 
-/// Why a command failed: the user's input (exit 2) or the bus (exit 1).
-pub(crate) enum Fail {
-    Usage(String),
-    Runtime(String),
+#[derive(Args, Debug)]
+pub struct ScanArgs {
+    #[command(flatten)]
+    pub bus: BusArgs,
 }
 
-impl From<diag::Error> for Fail {
+#[derive(Args, Debug)]
+pub struct PdosArgs {
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct SiiArgs {
+    /// Position of the subdevice (default: all)
+    #[arg(value_name = "POS")]
+    pub position: Option<u32>,
+    /// Write the image's bytes to stdout (needs POS; refused on a terminal)
+    #[arg(long, requires = "position", conflicts_with = "json")]
+    pub raw: bool,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CountersArgs {
+    /// Read again every SECONDS (default 1) and print what changed, until SIGINT/SIGTERM
+    #[arg(long, value_name = "SECONDS", num_args = 0..=1, default_missing_value = "1")]
+    pub watch: Option<f64>,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RegsArgs {
+    /// Position of the subdevice
+    #[arg(value_name = "POS")]
+    pub position: u32,
+    /// Register address, 0..=0xffff (hex with 0x, or decimal)
+    #[arg(value_name = "ADDR", value_parser = parse_number)]
+    pub address: u32,
+    /// Bytes to read, 1..=4096, ADDR + LEN at most 0x10000
+    #[arg(value_name = "LEN", value_parser = parse_number)]
+    pub length: u32,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
+/// A number in decimal or with a `0x` prefix in hex.
+pub fn parse_number(s: &str) -> Result<u32, String> {
+    let t = s.trim();
+    let r = match t.strip_prefix("0x").or_else(|| t.strip_prefix("0X")) {
+        Some(h) => u32::from_str_radix(h, 16),
+        None => t.parse(),
+    };
+    r.map_err(|_| format!("{s:?} is not a number (decimal, or hex with 0x)"))
+}
+
+impl From<diag::Error> for Failure {
     fn from(e: diag::Error) -> Self {
         if e.is_usage() {
-            Fail::Usage(e.to_string())
+            Failure::Usage(e.to_string())
         } else {
-            Fail::Runtime(e.to_string())
-        }
-    }
-}
-
-pub(crate) fn finish(r: Result<(), Fail>) -> ExitCode {
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Fail::Usage(m)) => {
-            crate::say!("rtcat: {m}");
-            ExitCode::from(2)
-        }
-        Err(Fail::Runtime(m)) => {
-            crate::say!("rtcat: {m}");
-            ExitCode::from(1)
+            Failure::Runtime(e.to_string())
         }
     }
 }
 
 /// Ask the running master on `bus.control` (`--control SOCK`): the reply's data, or the
 /// master's failure (usage → exit 2, runtime → exit 1). No master at the path is exit 1.
-pub(crate) fn remote(bus: &BusArgs, request: &Request) -> Result<serde_json::Value, Fail> {
+pub(crate) fn remote(bus: &BusArgs, request: &Request) -> Result<serde_json::Value, Failure> {
     let path = bus
         .control
         .as_deref()
         .expect("remote() with --control only");
-    let mut c = Client::connect(path).map_err(|e| Fail::Runtime(e.to_string()))?;
+    let mut c = Client::connect(path).map_err(|e| Failure::Runtime(e.to_string()))?;
     c.call(request).map_err(|e| match e {
-        ClientError::Failed(f) if f.kind == FailureKind::Usage => Fail::Usage(f.message),
-        e => Fail::Runtime(e.to_string()),
+        ClientError::Failed(f) if f.kind == FailureKind::Usage => Failure::Usage(f.message),
+        e => Failure::Runtime(e.to_string()),
     })
 }
 
 /// `T` from a reply's data (the master and this binary speak the same version).
-pub(crate) fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, Fail> {
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, Failure> {
     serde_json::from_value(v)
-        .map_err(|e| Fail::Runtime(format!("control socket: unexpected reply data: {e}")))
+        .map_err(|e| Failure::Runtime(format!("control socket: unexpected reply data: {e}")))
 }
 
 /// The configuration, and the session on the target the arguments name.
-pub(crate) fn open(bus: &BusArgs) -> Result<(Session, Config), Fail> {
+pub(crate) fn open(bus: &BusArgs) -> Result<(Session, Config), Failure> {
     if bus.control.is_some() {
-        return Err(Fail::Usage(
+        return Err(Failure::Usage(
             "--control: this command reads the bus itself; over the control socket: scan, \
              pdos, counters, sdo read, sdo write"
                 .into(),
@@ -80,14 +119,14 @@ pub(crate) fn open(bus: &BusArgs) -> Result<(Session, Config), Fail> {
     let cfg = match &bus.config {
         Some(p) => {
             crate::config::Config::load(p)
-                .map_err(|e| Fail::Usage(e.to_string()))?
+                .map_err(|e| Failure::Usage(e.to_string()))?
                 .master
         }
         None => Config::default(),
     };
     let target = if bus.sim {
         let spec = match &bus.segment {
-            Some(p) => SegmentSpec::load(p).map_err(|e| Fail::Usage(e.to_string()))?,
+            Some(p) => SegmentSpec::load(p).map_err(|e| Failure::Usage(e.to_string()))?,
             None => SegmentSpec::reference(),
         };
         Target::Sim {
@@ -100,21 +139,21 @@ pub(crate) fn open(bus: &BusArgs) -> Result<(Session, Config), Fail> {
             .clone()
             .unwrap_or_else(|| cfg.bus.interface.clone());
         rttune::netif::check_exists(&rttune::SysRoot::live(), &iface)
-            .map_err(|why| Fail::Usage(format!("--iface / bus.interface: {why}")))?;
+            .map_err(|why| Failure::Usage(format!("--iface / bus.interface: {why}")))?;
         Target::Iface(iface)
     };
     let s = Session::open(&target, &cfg).map_err(|e| {
         if e.is_usage() {
-            Fail::Usage(e.to_string())
+            Failure::Usage(e.to_string())
         } else {
-            Fail::Runtime(e.to_string())
+            Failure::Runtime(e.to_string())
         }
     })?;
     Ok((s, cfg))
 }
 
 /// A probe with at least one subdevice.
-fn probe<'a>(s: &'a Session, cfg: &Config) -> Result<Probe<'a>, Fail> {
+fn probe<'a>(s: &'a Session, cfg: &Config) -> Result<Probe<'a>, Failure> {
     let p = Probe::new(s.maindevice(), cfg)?;
     if p.count() == 0 {
         return Err(diag::Error::NoSubdevices.into());
@@ -253,29 +292,27 @@ pub fn scan_table(entries: &[ScanEntry]) -> String {
 }
 
 /// `rtcat scan`.
-pub fn scan(a: ScanArgs) -> ExitCode {
-    finish((|| {
-        if a.bus.control.is_some() {
-            // The master's JSON is printed as it came (the same serialisation of the same
-            // `ScanEntry`); the table needs the typed entries.
-            let v = remote(&a.bus, &Request::Scan)?;
-            emit(&if a.bus.json {
-                json(&v)
-            } else {
-                scan_table(&decode::<Vec<ScanEntry>>(v)?)
-            });
-            return Ok(());
-        }
-        let (s, cfg) = open(&a.bus)?;
-        let p = probe(&s, &cfg)?;
-        let entries = p.scan();
+pub fn scan(a: ScanArgs) -> Outcome {
+    if a.bus.control.is_some() {
+        // The master's JSON is printed as it came (the same serialisation of the same
+        // `ScanEntry`); the table needs the typed entries.
+        let v = remote(&a.bus, &Request::Scan)?;
         emit(&if a.bus.json {
-            json(&entries)
+            json(&v)
         } else {
-            scan_table(&entries)
+            scan_table(&decode::<Vec<ScanEntry>>(v)?)
         });
-        Ok(())
-    })())
+        return Ok(());
+    }
+    let (s, cfg) = open(&a.bus)?;
+    let p = probe(&s, &cfg)?;
+    let entries = p.scan();
+    emit(&if a.bus.json {
+        json(&entries)
+    } else {
+        scan_table(&entries)
+    });
+    Ok(())
 }
 
 /// The layout as IgH's `ethercat pdos` shows it, with each entry's place in the image.
@@ -349,26 +386,24 @@ fn bytes(n: u32) -> String {
 }
 
 /// `rtcat pdos`.
-pub fn pdos(a: PdosArgs) -> ExitCode {
-    finish((|| {
-        let l = if a.bus.control.is_some() {
-            decode::<Layout>(remote(&a.bus, &Request::Pdos)?)?
+pub fn pdos(a: PdosArgs) -> Outcome {
+    let l = if a.bus.control.is_some() {
+        decode::<Layout>(remote(&a.bus, &Request::Pdos)?)?
+    } else {
+        // With --config, the layout `run` would bring up: the [[device]] mapping applied.
+        let (s, cfg) = open(&a.bus)?;
+        if a.bus.config.is_some() {
+            diag::read_configured_layout(s.maindevice(), &cfg)?
         } else {
-            // With --config, the layout `run` would bring up: the [[device]] mapping applied.
-            let (s, cfg) = open(&a.bus)?;
-            if a.bus.config.is_some() {
-                diag::read_configured_layout(s.maindevice(), &cfg)?
-            } else {
-                diag::read_layout(s.maindevice())?
-            }
-        };
-        emit(&if a.bus.json {
-            json(&l)
-        } else {
-            layout_text(&l)
-        });
-        Ok(())
-    })())
+            diag::read_layout(s.maindevice())?
+        }
+    };
+    emit(&if a.bus.json {
+        json(&l)
+    } else {
+        layout_text(&l)
+    });
+    Ok(())
 }
 
 fn opt(s: &Option<String>) -> String {
@@ -552,58 +587,56 @@ struct SiiJson<'a> {
 }
 
 /// `rtcat sii`.
-pub fn sii(a: SiiArgs) -> ExitCode {
-    finish((|| {
-        if a.raw && std::io::stdout().is_terminal() {
-            return Err(Fail::Usage(
-                "--raw writes binary data: redirect stdout to a file or a pipe \
+pub fn sii(a: SiiArgs) -> Outcome {
+    if a.raw && std::io::stdout().is_terminal() {
+        return Err(Failure::Usage(
+            "--raw writes binary data: redirect stdout to a file or a pipe \
                  (rtcat sii POS --raw > sii.bin)"
-                    .into(),
-            ));
-        }
-        let (s, cfg) = open(&a.bus)?;
-        let p = probe(&s, &cfg)?;
-        let positions: Vec<u16> = match a.position {
-            Some(pos) => vec![p.check_position(pos)?],
-            None => (0..p.count()).collect(),
-        };
-        let mut images = Vec::with_capacity(positions.len());
-        for pos in positions {
-            images.push(p.read_sii(pos, None)?);
-        }
-        if a.raw {
-            use std::io::Write;
-            let mut out = std::io::stdout().lock();
-            return out
-                .write_all(&images[0].bytes)
-                .and_then(|()| out.flush())
-                .map_err(|e| Fail::Runtime(format!("stdout: {e}")));
-        }
-        let mut decoded = Vec::with_capacity(images.len());
-        for img in &images {
-            decoded.push((img, img.parse()?));
-        }
-        emit(&if a.bus.json {
-            json(
-                &decoded
-                    .iter()
-                    .map(|(img, s)| SiiJson {
-                        position: img.position,
-                        bytes: img.bytes.len(),
-                        truncated: img.truncated,
-                        sii: s,
-                    })
-                    .collect::<Vec<_>>(),
-            )
-        } else {
-            decoded
+                .into(),
+        ));
+    }
+    let (s, cfg) = open(&a.bus)?;
+    let p = probe(&s, &cfg)?;
+    let positions: Vec<u16> = match a.position {
+        Some(pos) => vec![p.check_position(pos)?],
+        None => (0..p.count()).collect(),
+    };
+    let mut images = Vec::with_capacity(positions.len());
+    for pos in positions {
+        images.push(p.read_sii(pos, None)?);
+    }
+    if a.raw {
+        use std::io::Write;
+        let mut out = std::io::stdout().lock();
+        return out
+            .write_all(&images[0].bytes)
+            .and_then(|()| out.flush())
+            .map_err(|e| Failure::Runtime(format!("stdout: {e}")));
+    }
+    let mut decoded = Vec::with_capacity(images.len());
+    for img in &images {
+        decoded.push((img, img.parse()?));
+    }
+    emit(&if a.bus.json {
+        json(
+            &decoded
                 .iter()
-                .map(|(img, s)| sii_text(img.position, s, img.truncated))
-                .collect::<Vec<_>>()
-                .join("\n")
-        });
-        Ok(())
-    })())
+                .map(|(img, s)| SiiJson {
+                    position: img.position,
+                    bytes: img.bytes.len(),
+                    truncated: img.truncated,
+                    sii: s,
+                })
+                .collect::<Vec<_>>(),
+        )
+    } else {
+        decoded
+            .iter()
+            .map(|(img, s)| sii_text(img.position, s, img.truncated))
+            .collect::<Vec<_>>()
+            .join("\n")
+    });
+    Ok(())
 }
 
 /// The error counters as a table, one row per implemented port; the processing unit and PDI
@@ -722,97 +755,96 @@ fn unix_ms() -> u128 {
 }
 
 /// `rtcat counters`.
-pub fn counters(a: CountersArgs) -> ExitCode {
-    finish((|| {
-        let period = match a.watch {
-            None => None,
-            Some(s) if s.is_finite() && (0.05..=3600.0).contains(&s) => {
-                Some(Duration::from_secs_f64(s))
-            }
-            Some(s) => {
-                return Err(Fail::Usage(format!(
-                    "--watch {s}: the period must be 0.05..=3600 seconds"
-                )));
-            }
-        };
-        // One reading: the bus's own, or the running master poller's last one.
-        let mut read: Box<dyn FnMut() -> Result<Vec<ErrorCounters>, Fail>> =
-            if a.bus.control.is_some() {
-                let bus = &a.bus;
-                Box::new(move || {
-                    let v = remote(bus, &Request::Counters)?;
-                    decode(v.get("subdevices").cloned().unwrap_or_default())
-                })
-            } else {
-                let (s, cfg) = open(&a.bus)?;
-                probe(&s, &cfg)?;
-                Box::new(move || {
-                    Ok(Probe::new(s.maindevice(), &cfg).and_then(|p| p.all_error_counters())?)
-                })
-            };
-        let first = read()?;
-        let Some(period) = period else {
-            emit(&if a.bus.json {
-                json(&first)
-            } else {
-                counters_table(&first)
-            });
-            return Ok(());
-        };
-        // --watch: the first reading in full, then what changed (JSON: one line per reading).
-        crate::signals::install(crate::signals::Second::Kills)
-            .map_err(|e| Fail::Runtime(format!("signal handlers: {e}")))?;
-        let sample = |c: &[ErrorCounters]| {
-            let mut l = serde_json::to_string(&Sample {
-                unix_ms: unix_ms(),
-                subdevices: c,
+pub fn counters(a: CountersArgs) -> Outcome {
+    let period = match a.watch {
+        None => None,
+        Some(s) if s.is_finite() && (0.05..=3600.0).contains(&s) => {
+            Some(Duration::from_secs_f64(s))
+        }
+        Some(s) => {
+            return Err(Failure::Usage(format!(
+                "--watch {s}: the period must be 0.05..=3600 seconds"
+            )));
+        }
+    };
+    // One reading: the bus's own, or the running master poller's last one.
+    let mut read: Box<dyn FnMut() -> Result<Vec<ErrorCounters>, Failure>> =
+        if a.bus.control.is_some() {
+            let bus = &a.bus;
+            Box::new(move || {
+                let v = remote(bus, &Request::Counters)?;
+                decode(v.get("subdevices").cloned().unwrap_or_default())
             })
-            .expect("plain data serializes");
-            l.push('\n');
-            l
+        } else {
+            let (s, cfg) = open(&a.bus)?;
+            probe(&s, &cfg)?;
+            Box::new(move || {
+                Ok(Probe::new(s.maindevice(), &cfg).and_then(|p| p.all_error_counters())?)
+            })
         };
+    let first = read()?;
+    let Some(period) = period else {
         emit(&if a.bus.json {
-            sample(&first)
+            json(&first)
         } else {
             counters_table(&first)
         });
-        let mut last = first;
-        let stop = crate::signals::handle();
-        loop {
-            let until = std::time::Instant::now() + period;
-            while !stop.is_requested() && std::time::Instant::now() < until {
-                std::thread::sleep(Duration::from_millis(20).min(period));
-            }
-            if stop.is_requested() {
-                return Ok(());
-            }
-            // A bus that fails while watched is reported and read again next period.
-            let now = match read() {
-                Ok(c) => c,
-                Err(Fail::Usage(e) | Fail::Runtime(e)) => {
-                    crate::say!("rtcat: {e}");
-                    continue;
-                }
-            };
-            if a.bus.json {
-                emit(&sample(&now));
-            } else {
-                let stamp = crate::output::utc_stamp(
-                    std::time::SystemTime::now()
-                        .duration_since(std::time::UNIX_EPOCH)
-                        .map_or(0, |d| d.as_secs()),
-                );
-                let lines: String = counter_changes(&last, &now)
-                    .into_iter()
-                    .map(|l| format!("{stamp}  {l}\n"))
-                    .collect();
-                if !lines.is_empty() {
-                    emit(&lines);
-                }
-            }
-            last = now;
+        return Ok(());
+    };
+    // --watch: the first reading in full, then what changed (JSON: one line per reading).
+    crate::signals::install(crate::signals::Second::Kills)
+        .map_err(|e| Failure::Runtime(format!("signal handlers: {e}")))?;
+    let sample = |c: &[ErrorCounters]| {
+        let mut l = serde_json::to_string(&Sample {
+            unix_ms: unix_ms(),
+            subdevices: c,
+        })
+        .expect("plain data serializes");
+        l.push('\n');
+        l
+    };
+    emit(&if a.bus.json {
+        sample(&first)
+    } else {
+        counters_table(&first)
+    });
+    let mut last = first;
+    let stop = crate::signals::handle();
+    loop {
+        let until = std::time::Instant::now() + period;
+        while !stop.is_requested() && std::time::Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(20).min(period));
         }
-    })())
+        if stop.is_requested() {
+            return Ok(());
+        }
+        // A bus that fails while watched is reported and read again next period.
+        let now = match read() {
+            Ok(c) => c,
+            Err(Failure::Usage(e) | Failure::Runtime(e)) => {
+                crate::say!("rtcat: {e}");
+                continue;
+            }
+            Err(other) => return Err(other),
+        };
+        if a.bus.json {
+            emit(&sample(&now));
+        } else {
+            let stamp = crate::output::utc_stamp(
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0, |d| d.as_secs()),
+            );
+            let lines: String = counter_changes(&last, &now)
+                .into_iter()
+                .map(|l| format!("{stamp}  {l}\n"))
+                .collect();
+            if !lines.is_empty() {
+                emit(&lines);
+            }
+        }
+        last = now;
+    }
 }
 
 /// A hex dump, 16 bytes a line, addresses from `addr`.
@@ -838,42 +870,40 @@ struct RegsJson<'a> {
 }
 
 /// `rtcat regs`.
-pub fn regs(a: RegsArgs) -> ExitCode {
-    finish((|| {
-        // The range is checked before the bus is opened: a bad argument needs no segment.
-        if a.address > 0xffff {
-            return Err(Fail::Usage(format!(
-                "ADDR {:#x}: registers are 0x0000..=0xffff (a 16-bit address)",
-                a.address
-            )));
-        }
-        let len = a.length as usize;
-        if len == 0 || len > diag::MAX_REGISTER_READ {
-            return Err(Fail::Usage(format!(
-                "LEN {len}: must be 1..={}",
-                diag::MAX_REGISTER_READ
-            )));
-        }
-        if a.address as usize + len > 0x10000 {
-            return Err(Fail::Usage(format!(
-                "ADDR {:#06x} + LEN {len} ends at {:#x}, past the 64 KiB register space",
-                a.address,
-                a.address as usize + len
-            )));
-        }
-        let (s, cfg) = open(&a.bus)?;
-        let p = probe(&s, &cfg)?;
-        let data = p.registers(a.position, a.address, len)?;
-        emit(&if a.bus.json {
-            json(&RegsJson {
-                position: a.position,
-                address: a.address,
-                length: len,
-                hex: &data.iter().map(|b| format!("{b:02x}")).collect::<String>(),
-            })
-        } else {
-            hex_dump(a.address, &data)
-        });
-        Ok(())
-    })())
+pub fn regs(a: RegsArgs) -> Outcome {
+    // The range is checked before the bus is opened: a bad argument needs no segment.
+    if a.address > 0xffff {
+        return Err(Failure::Usage(format!(
+            "ADDR {:#x}: registers are 0x0000..=0xffff (a 16-bit address)",
+            a.address
+        )));
+    }
+    let len = a.length as usize;
+    if len == 0 || len > diag::MAX_REGISTER_READ {
+        return Err(Failure::Usage(format!(
+            "LEN {len}: must be 1..={}",
+            diag::MAX_REGISTER_READ
+        )));
+    }
+    if a.address as usize + len > 0x10000 {
+        return Err(Failure::Usage(format!(
+            "ADDR {:#06x} + LEN {len} ends at {:#x}, past the 64 KiB register space",
+            a.address,
+            a.address as usize + len
+        )));
+    }
+    let (s, cfg) = open(&a.bus)?;
+    let p = probe(&s, &cfg)?;
+    let data = p.registers(a.position, a.address, len)?;
+    emit(&if a.bus.json {
+        json(&RegsJson {
+            position: a.position,
+            address: a.address,
+            length: len,
+            hex: &data.iter().map(|b| format!("{b:02x}")).collect::<String>(),
+        })
+    } else {
+        hex_dump(a.address, &data)
+    });
+    Ok(())
 }

@@ -5,45 +5,70 @@
 //! control socket unreachable). Output never panics on a closed stdout/stderr: `rtcat sim` runs
 //! for hours, often with its stderr piped to something that may go away.
 
-use crate::cli::{SimArgs, SimCtlArgs};
-use anyhow::{Context, Result};
+use crate::outcome::{Failure, Outcome};
+use anyhow::Context;
+use clap::Args;
 use ecsim::control::{self, Access, Handler};
 use ecsim::{SegmentSpec, SimPort};
 use std::io::Write;
+use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 
-const EXIT_USAGE: i32 = 2;
+#[derive(Args, Debug)]
+pub struct SimArgs {
+    /// Interface to answer on (e.g. one end of a veth pair)
+    #[arg(long, value_name = "IF")]
+    pub iface: String,
+    /// Segment description (default: the reference segment)
+    #[arg(long, value_name = "FILE")]
+    pub segment: Option<PathBuf>,
+    /// UNIX socket accepting fault commands (see `rtcat sim-ctl`); created 0600, it replaces
+    /// only a stale socket
+    #[arg(long, value_name = "PATH")]
+    pub control: Option<PathBuf>,
+    /// Let this group use the control socket too (mode 0660)
+    #[arg(long, value_name = "NAME", requires = "control")]
+    pub control_group: Option<String>,
+    /// Answer from a SCHED_FIFO thread at this priority (a real ESC answers in hardware, whatever
+    /// the host is doing); needs CAP_SYS_NICE
+    #[arg(long, value_name = "P", value_parser = clap::value_parser!(u8).range(1..=99))]
+    pub priority: Option<u8>,
+    /// Pin the responder to this CPU
+    #[arg(long, value_name = "N")]
+    pub cpu: Option<usize>,
+    /// Also be the echo of `rtcat bench --floor`: return its pings (their own EtherType and
+    /// marker) as received, MAC addresses swapped, from the responder's thread
+    #[arg(long)]
+    pub floor_echo: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct SimCtlArgs {
+    /// The control socket of the running `rtcat sim`
+    #[arg(long, value_name = "PATH")]
+    pub control: PathBuf,
+    /// drop-next N | drop-fraction F | delay-us N | link up|down | subdevice-error POS CODE |
+    /// power-cycle [POS] | power-off POS | power-on POS | unplug POS | plug POS |
+    /// replace POS LIKE |
+    /// corrupt-wkc N | crc-errors POS PORT N | emergency POS CODE [REGISTER] |
+    /// drive-fault POS following-error|over-current|CODE | clear | status
+    #[arg(required = true, num_args = 1..)]
+    pub command: Vec<String>,
+}
 
 /// One line on stderr; a closed or broken stderr is not a reason to stop serving.
 fn say(msg: std::fmt::Arguments) {
     let _ = writeln!(std::io::stderr().lock(), "{msg}");
 }
 
-/// A usage error: said on stderr, exit 2.
-fn usage(msg: std::fmt::Arguments) -> Result<i32> {
-    say(format_args!("rtcat: {msg}"));
-    Ok(EXIT_USAGE)
+/// A usage error (exit 2).
+fn usage(msg: std::fmt::Arguments) -> Outcome {
+    Err(Failure::usage(msg))
 }
 
-/// Runtime failures are said here too (not by the caller's `eprintln!`, which panics on a
-/// broken stderr): exit 1.
-fn runtime(r: Result<i32>) -> Result<i32> {
-    r.or_else(|e| {
-        say(format_args!("rtcat: {e:#}"));
-        Ok(1)
-    })
-}
-
-pub fn run_sim(a: &SimArgs) -> Result<i32> {
-    runtime(sim(a))
-}
-
-pub fn run_ctl(a: &SimCtlArgs) -> Result<i32> {
-    runtime(ctl(a))
-}
-
-fn sim(a: &SimArgs) -> Result<i32> {
+/// `rtcat sim`.
+pub fn sim(a: &SimArgs) -> Outcome {
     if let Err(e) = rttune::netif::check_name(&a.iface) {
         return usage(format_args!("--iface: {e}"));
     }
@@ -94,7 +119,7 @@ fn sim(a: &SimArgs) -> Result<i32> {
         ) {
             Ok(c) => Some(c),
             Err(e) if e.is_usage() => return usage(format_args!("--control: {e}")),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(anyhow::Error::from(e).into()),
         },
         None => None,
     };
@@ -128,7 +153,7 @@ fn sim(a: &SimArgs) -> Result<i32> {
     if let Some(c) = control {
         c.shutdown();
     }
-    let port = port?;
+    let port = port.map_err(anyhow::Error::from)?;
     let st = port.stats();
     say(format_args!(
         "rtcat sim: stopped; frames {} replied {} lost {} malformed {} ignored {}",
@@ -141,10 +166,11 @@ fn sim(a: &SimArgs) -> Result<i32> {
             e.ignored.load(std::sync::atomic::Ordering::Relaxed)
         ));
     }
-    Ok(0)
+    Ok(())
 }
 
-fn ctl(a: &SimCtlArgs) -> Result<i32> {
+/// `rtcat sim-ctl`.
+pub fn ctl(a: &SimCtlArgs) -> Outcome {
     let line = a.command.join(" ");
     if line.len() >= control::MAX_LINE {
         return usage(format_args!(
@@ -160,18 +186,17 @@ fn ctl(a: &SimCtlArgs) -> Result<i32> {
             return usage(format_args!("{e}"));
         }
     }
-    let reply = control::request(&a.control, &line)?;
+    let reply = control::request(&a.control, &line).map_err(anyhow::Error::from)?;
     if let Some(why) = reply.strip_prefix("error: ") {
         return usage(format_args!("refused by the simulator: {why}"));
     }
     if reply.starts_with("busy: ") {
-        say(format_args!("rtcat: {reply}"));
-        return Ok(1);
+        return Err(Failure::Runtime(reply));
     }
     match writeln!(std::io::stdout().lock(), "{reply}") {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
-            Err(anyhow::Error::new(e).context("write the reply to stdout"))
+            Err(Failure::Runtime(format!("write the reply to stdout: {e}")))
         }
-        _ => Ok(0),
+        _ => Ok(()),
     }
 }

@@ -1,8 +1,16 @@
-//! `rtcat ladder`'s flags, converted into [`rtlab::ladder::LadderOptions`].
+//! `rtcat ladder`: its flags, converted into [`rtlab::ladder::LadderOptions`], and the ladder
+//! wired to this binary: its signal handlers, its configuration file and its system snapshot.
 
-use super::values::value_enum;
+use crate::cli::values::value_enum;
+use crate::config::Config;
+use crate::outcome::{Failure, Kind, Outcome};
+use crate::signals;
 use clap::Args;
+use rtcat_results::{Policy, SystemInfo};
+use rtlab::ladder::{Env, LadderConfig, LadderError};
 use rtlab::ladder::{LadderOptions, MAX_RUN_S, MAX_RUNS, StageId};
+use rttune::SysRoot;
+use std::path::Path;
 use std::path::PathBuf;
 
 const STAGES_HELP: &str = "\
@@ -118,6 +126,72 @@ impl LadderArgs {
             cpu: self.cpu,
             plots: !self.no_plots,
             root: self.root.clone(),
+        }
+    }
+}
+
+/// What the ladder takes from `rtcat`: the configuration and the snapshot `rtcat bench` records.
+struct Rtcat;
+
+impl Env for Rtcat {
+    fn config(&self, path: Option<&Path>) -> Result<LadderConfig, String> {
+        let cfg = match path {
+            None => Config::default(),
+            Some(p) => Config::load(p).map_err(|e| e.to_string())?,
+        };
+        Ok(LadderConfig {
+            rt: cfg.rt_context(),
+            txrx_cpu: cfg.master.cycle.txrx_cpu,
+            priority: cfg.master.cycle.priority,
+        })
+    }
+
+    fn system(&self, rt_cpu: usize) -> SystemInfo {
+        // the system as found, read like `rtcat bench` reads it (live), so report can cross-check
+        let snap = crate::sysinfo::snapshot(&SysRoot::live(), Some(rt_cpu));
+        let (policy, priority) = crate::rt::current_policy();
+        SystemInfo {
+            hostname: snap.hostname,
+            kernel_release: snap.kernel_release,
+            kernel_version: snap.kernel_version,
+            preempt_rt: snap.preempt_rt,
+            cmdline: snap.cmdline,
+            cpu: None,
+            txrx_cpu: None,
+            policy: if policy == "SCHED_FIFO" {
+                Policy::Fifo
+            } else {
+                Policy::Other
+            },
+            priority,
+            no_rt: false,
+            timer_slack_ns: crate::rt::timer_slack(),
+            governor: snap.governor,
+        }
+    }
+}
+
+fn now_unix_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `rtcat ladder`: a second signal only kills the running bench (the ladder restores first).
+pub fn run(a: &LadderArgs) -> Outcome {
+    let r = signals::install(signals::Second::Counts)
+        .map_err(LadderError::Failed)
+        .and_then(|()| rtlab::ladder::run(&a.options(now_unix_s()), &Rtcat, &signals::Process));
+    match r {
+        Ok(c) => Failure::from_status(i32::from(c)),
+        Err(e) => {
+            // The ladder's own lines all start `rtcat ladder:`.
+            crate::say!("rtcat ladder: {e}");
+            Err(Failure::Said(if e.is_usage() {
+                Kind::Usage
+            } else {
+                Kind::Runtime
+            }))
         }
     }
 }

@@ -1,7 +1,9 @@
-//! `rtcat doctor` and `rtcat tune` flags, converted into [`rttune::DoctorOptions`] and
-//! [`rttune::TuneOptions`].
+//! `rtcat doctor` and `rtcat tune`: their flags, converted into [`rttune::DoctorOptions`] and
+//! [`rttune::TuneOptions`], and the two commands with the configuration file's `[tune]`.
 
-use super::values::value_enum;
+use crate::cli::values::value_enum;
+use crate::config::Config;
+use crate::outcome::{Failure, Kind, Outcome};
 use clap::Args;
 use rttune::{KnobGroup, TuneAction};
 use std::path::PathBuf;
@@ -104,6 +106,45 @@ impl TuneArgs {
             root: self.root.clone(),
         }
     }
+}
+
+/// The real-time context (`[tune]`, `[cycle]`) of the configuration file, or the defaults.
+fn context_for(config: Option<&std::path::Path>) -> Result<rttune::RtContext, Failure> {
+    match config {
+        None => Ok(rttune::RtContext::default()),
+        Some(p) => Config::load(p)
+            .map(|c| c.rt_context())
+            .map_err(Failure::usage),
+    }
+}
+
+/// doctor/tune report knob failures in their output; an error out of them says by its kind
+/// whether it was bad input (exit 2: an offline CPU, a bad CPU list, an unreadable root, a
+/// refused journal) or a runtime failure (exit 1: a journal that cannot be written, stdout).
+fn outcome(r: Result<i32, rttune::CommandError>) -> Outcome {
+    match r {
+        Ok(status) => Failure::from_status(status),
+        Err(e) => {
+            let kind = if e.exit_code() == 2 {
+                Kind::Usage
+            } else {
+                Kind::Runtime
+            };
+            Err(Failure::of(kind, e))
+        }
+    }
+}
+
+/// `rtcat doctor`.
+pub fn doctor(a: &DoctorArgs) -> Outcome {
+    let ctx = context_for(a.config.as_deref())?;
+    outcome(rttune::run_doctor(&a.options(), &ctx))
+}
+
+/// `rtcat tune`.
+pub fn tune(a: &TuneArgs) -> Outcome {
+    let ctx = context_for(a.config.as_deref())?;
+    outcome(rttune::run_tune(&a.options(), &ctx))
 }
 
 #[cfg(test)]

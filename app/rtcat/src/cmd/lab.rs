@@ -1,7 +1,9 @@
-//! `rtcat load` and `rtcat report` flags, converted into [`rtlab::LoadOptions`] and
-//! [`rtlab::ReportOptions`].
+//! `rtcat load` and `rtcat report`: their flags, converted into [`rtlab::LoadOptions`] and
+//! [`rtlab::ReportOptions`], and the two commands with this binary's signal handlers.
 
-use super::values::value_enum;
+use crate::cli::values::value_enum;
+use crate::outcome::{Failure, Outcome};
+use crate::signals;
 use clap::Args;
 use rtlab::load::{MemKind, NetProto};
 use rtlab::report::Format;
@@ -143,6 +145,18 @@ impl ReportArgs {
             allow_partial: self.allow_partial,
         }
     }
+}
+
+/// `rtcat load`: the first stop signal ends the load cleanly (workers joined, tmpfs files
+/// removed, the report written), a second one kills the process (an impatient Ctrl-C Ctrl-C).
+pub fn load(a: &LoadArgs) -> Outcome {
+    signals::install(signals::Second::Kills)?;
+    Failure::from_status(rtlab::run_load(&a.options(), &signals::Process)?)
+}
+
+/// `rtcat report`.
+pub fn report(a: &ReportArgs) -> Outcome {
+    Failure::from_status(rtlab::run_report(&a.options())?)
 }
 
 #[cfg(test)]

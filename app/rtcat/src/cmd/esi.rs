@@ -3,45 +3,89 @@
 //! JSON, or print the `[[device]]` configuration for a chosen set of PDOs. Everything wrong with
 //! the input (the file, the selector, the PDOs) exits 2; only a system I/O failure exits 1.
 
-use crate::cli::EsiArgs;
+use crate::outcome::{Failure, Outcome};
+use clap::Args;
 use rtcat_esi::{Device, EsiFile, Pdo};
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::process::ExitCode;
+use std::path::PathBuf;
 
-/// Why the command failed: the user's input (exit 2) or the system (exit 1).
-enum Fail {
-    Usage(String),
-    Runtime(String),
+#[derive(Args, Debug)]
+pub struct EsiArgs {
+    /// The ESI file (XML)
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// The whole model as JSON instead of the listing
+    #[arg(long, conflicts_with = "emit_config")]
+    pub json: bool,
+    /// Choose the device by its type name (the `Type` text, e.g. EL3102)
+    #[arg(long, value_name = "NAME", conflicts_with = "product")]
+    pub device: Option<String>,
+    /// Choose the device by its product code (decimal, 0x.. or #x..)
+    #[arg(long, value_name = "ID", value_parser = parse_esi_number)]
+    pub product: Option<u32>,
+    /// Choose the revision (a file often carries several revisions of a product)
+    #[arg(long, value_name = "REV", value_parser = parse_esi_number)]
+    pub revision: Option<u32>,
+    /// Print the rtcat [[device]] block assigning these PDOs (e.g. 0x1600 0x1A00); a modular
+    /// device's modules (--slot) add theirs, a device without a mailbox needs none (its SII's)
+    #[arg(long, value_name = "PDO", num_args = 0.., value_parser = parse_pdo_index)]
+    pub emit_config: Option<Vec<u16>>,
+    /// Put a module into a slot of a modular device: slot number = module type name or
+    /// ModuleIdent (repeat per slot; with --emit-config)
+    #[arg(long, value_name = "N=MODULE", requires = "emit_config", value_parser = parse_slot)]
+    pub slot: Vec<(u32, String)>,
 }
 
-/// Run `rtcat esi`.
-pub fn run(a: &EsiArgs) -> ExitCode {
-    let r = run_inner(a).and_then(|out| {
-        let mut so = std::io::stdout().lock();
-        so.write_all(out.as_bytes())
-            .and_then(|()| so.flush())
-            .map_err(|e| Fail::Runtime(format!("stdout: {e}")))
-    });
-    match r {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(Fail::Usage(m)) => {
-            crate::say!("rtcat: {m}");
-            ExitCode::from(2)
-        }
-        Err(Fail::Runtime(m)) => {
-            crate::say!("rtcat: {m}");
-            ExitCode::from(1)
-        }
+/// `N=MODULE`: a slot number and a module's type name or ident.
+pub fn parse_slot(s: &str) -> Result<(u32, String), String> {
+    let (n, m) = s
+        .split_once('=')
+        .ok_or_else(|| format!("{s:?} is not N=MODULE (a slot number, '=', a module)"))?;
+    let n = rtcat_esi::parse_number(n)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("{s:?}: {n:?} is not a slot number"))?;
+    let m = m.trim();
+    if m.is_empty() {
+        return Err(format!("{s:?}: no module after '='"));
+    }
+    Ok((n, m.to_string()))
+}
+
+/// A number as ESI files and their users write it: decimal, `0x..` or `#x..`.
+pub fn parse_esi_number(s: &str) -> Result<u32, String> {
+    rtcat_esi::parse_number(s)
+        .and_then(|v| u32::try_from(v).ok())
+        .ok_or_else(|| format!("{s:?} is not a 32-bit number (decimal, 0x.. or #x..)"))
+}
+
+/// A PDO index: any 16-bit number here. Whether it is a CoE mapping object (RxPDOs
+/// 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF, ETG.1000.6) is checked against the chosen device, so
+/// that a device of another profile (an SoE drive's AT/MDT) is named for what it is.
+pub fn parse_pdo_index(s: &str) -> Result<u16, String> {
+    match rtcat_esi::parse_number(s) {
+        Some(v) => u16::try_from(v).map_err(|_| {
+            format!("{s:?} is not a PDO index (RxPDOs 0x1600..0x17FF, TxPDOs 0x1A00..0x1BFF)")
+        }),
+        None => Err(format!("{s:?} is not a number (decimal, 0x.. or #x..)")),
     }
 }
 
-fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
+/// Run `rtcat esi`.
+pub fn run(a: &EsiArgs) -> Outcome {
+    let out = run_inner(a)?;
+    let mut so = std::io::stdout().lock();
+    so.write_all(out.as_bytes())
+        .and_then(|()| so.flush())
+        .map_err(|e| Failure::Runtime(format!("stdout: {e}")))
+}
+
+fn run_inner(a: &EsiArgs) -> Result<String, Failure> {
     let file = rtcat_esi::read_file(&a.file).map_err(|e| {
         if e.is_input() {
-            Fail::Usage(e.to_string())
+            Failure::Usage(e.to_string())
         } else {
-            Fail::Runtime(e.to_string())
+            Failure::Runtime(e.to_string())
         }
     })?;
     // Repairs the reader made (a one-digit DefaultData, ...): said, not hidden; a file with
@@ -64,14 +108,14 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
             ..file.clone()
         };
         let mut s = serde_json::to_string_pretty(&shown)
-            .map_err(|e| Fail::Runtime(format!("JSON: {e}")))?;
+            .map_err(|e| Failure::Runtime(format!("JSON: {e}")))?;
         s.push('\n');
         return Ok(s);
     }
     if let Some(pdos) = &a.emit_config {
         let d = match selected.as_slice() {
             [d] => d,
-            [] => return Err(Fail::Usage(format!("{fname}: describes no device"))),
+            [] => return Err(Failure::Usage(format!("{fname}: describes no device"))),
             many => {
                 let same_product = many
                     .iter()
@@ -84,7 +128,7 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
                 } else {
                     "choose one with --device NAME or --product ID"
                 };
-                return Err(Fail::Usage(format!(
+                return Err(Failure::Usage(format!(
                     "{fname}: {} devices match ({}); {hint}",
                     many.len(),
                     many.iter().map(|d| ident(d)).collect::<Vec<_>>().join(", ")
@@ -94,7 +138,7 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
         let block = if d.slots.is_some() {
             let (dev, extra) = d
                 .with_modules(&file.modules, &a.slot)
-                .map_err(|e| Fail::Usage(format!("{fname}: {e}")))?;
+                .map_err(|e| Failure::Usage(format!("{fname}: {e}")))?;
             // The device's own mandatory PDOs, then the modules' default ones.
             let mut all = pdos.clone();
             let own = d.rx_pdos.iter().chain(&d.tx_pdos).filter(|p| p.mandatory);
@@ -105,7 +149,7 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
             }
             dev.config_for(&all)
         } else if !a.slot.is_empty() {
-            return Err(Fail::Usage(format!(
+            return Err(Failure::Usage(format!(
                 "{fname}: {} has no slots (not a modular device): --slot does not apply",
                 d.name
             )));
@@ -120,7 +164,7 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
                 .collect();
             d.config_for(&fixed)
         } else if pdos.is_empty() {
-            return Err(Fail::Usage(format!(
+            return Err(Failure::Usage(format!(
                 "{fname}: --emit-config needs the PDOs to assign (e.g. --emit-config 0x1600 \
                  0x1A00); only a modular device's modules (--slot) and a device without a \
                  mailbox (its SII's) bring their own"
@@ -128,7 +172,7 @@ fn run_inner(a: &EsiArgs) -> Result<String, Fail> {
         } else {
             d.config_for(pdos)
         }
-        .map_err(|e| Fail::Usage(format!("{fname}: {e}")))?;
+        .map_err(|e| Failure::Usage(format!("{fname}: {e}")))?;
         return Ok(block);
     }
     let mut s = String::new();
@@ -154,7 +198,7 @@ fn ident(d: &Device) -> String {
 }
 
 /// The devices the selector names (all without a selector); none is a usage error.
-fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Device>, Fail> {
+fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Device>, Failure> {
     let all: Vec<&Device> = file.devices.iter().collect();
     let mut v: Vec<&Device> = all
         .iter()
@@ -175,7 +219,7 @@ fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Dev
         && v.is_empty()
         && let Some(p) = file.passive.iter().find(|p| p.name.eq_ignore_ascii_case(n))
     {
-        return Err(Fail::Usage(format!(
+        return Err(Failure::Usage(format!(
             "{fname}: {} ({}, line {}) is a passive device: no EtherCAT slave controller and no \
              product code; it does not appear on the bus and takes no configuration",
             p.name,
@@ -190,7 +234,7 @@ fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Dev
             .iter()
             .map(|d| format!("{} (0x{:08X})", d.name, d.product_code))
             .collect();
-        return Err(Fail::Usage(format!(
+        return Err(Failure::Usage(format!(
             "{fname}: no {w}; it describes {}",
             if known.is_empty() {
                 "no device".to_string()
@@ -203,7 +247,7 @@ fn select<'a>(file: &'a EsiFile, a: &EsiArgs, fname: &str) -> Result<Vec<&'a Dev
         let revs: Vec<String> = v.iter().map(|d| ident(d)).collect();
         v.retain(|d| d.revision == Some(r));
         if v.is_empty() {
-            return Err(Fail::Usage(format!(
+            return Err(Failure::Usage(format!(
                 "{fname}: no revision 0x{r:08X}{}; it has {}",
                 what.map(|w| format!(" of {w}")).unwrap_or_default(),
                 if revs.is_empty() {

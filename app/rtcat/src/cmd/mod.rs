@@ -1,0 +1,39 @@
+//! The commands: each module holds one command's (or one family's) flags beside the code that
+//! runs it, and returns an [`Outcome`](crate::outcome::Outcome); [`run`] dispatches.
+
+pub mod bus;
+pub mod config;
+pub mod esi;
+pub mod lab;
+pub mod ladder;
+pub mod run;
+pub mod sdo;
+pub mod sim;
+pub mod tuning;
+
+use crate::cli::Command;
+use crate::outcome::Outcome;
+
+/// Run one command.
+pub fn run(cmd: Command) -> Outcome {
+    match cmd {
+        Command::Run(a) => run::run(a),
+        Command::Bench(a) => run::bench(a),
+        Command::Sim(a) => sim::sim(&a),
+        Command::SimCtl(a) => sim::ctl(&a),
+        Command::Config(c) => config::run(c),
+        Command::Doctor(a) => tuning::doctor(&a),
+        Command::Tune(a) => tuning::tune(&a),
+        Command::Load(a) => lab::load(&a),
+        Command::Report(a) => lab::report(&a),
+        Command::Ladder(a) => ladder::run(&a),
+        Command::Scan(a) => bus::scan(a),
+        Command::Pdos(a) => bus::pdos(a),
+        Command::Sii(a) => bus::sii(a),
+        Command::Counters(a) => bus::counters(a),
+        Command::Regs(a) => bus::regs(a),
+        Command::Esi(a) => esi::run(&a),
+        Command::Sdo(c) => sdo::sdo(c),
+        Command::Exporter(a) => crate::exporter::run(a),
+    }
+}
