@@ -4,16 +4,17 @@
 //! CSV axis B) and another (one CSV axis) reach OP with the expected WKC and sizes in process,
 //! the shipped one over veth too (root).
 
-use ecsim::netns::{VethPair, root_or_skip};
+use ecsim::netns::root_or_skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 const SHIPPED_SLOTS: [&str; 4] = ["--slot", "0=CSP-AXIS", "--slot", "1=CSV-AXIS"];
 
+#[path = "support/example_run.rs"]
+mod example_run;
 #[path = "support/sim_proc.rs"]
 mod sim_proc;
-use sim_proc::SimProc;
 
 // The bench runs busy-loop: one at a time on two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -63,20 +64,7 @@ fn the_shipped_configuration_is_what_the_esi_emits_for_its_modules() {
 }
 
 fn bench_sim(cfg: &Path, out: &Path) -> Output {
-    rtcat(&[
-        "bench",
-        "--sim",
-        "--segment",
-        example("segment.toml").to_str().unwrap(),
-        "--config",
-        cfg.to_str().unwrap(),
-        "--check-echo",
-        "--duration",
-        "2",
-        "--no-rt",
-        "--out",
-        out.to_str().unwrap(),
-    ])
+    example_run::in_process(BIN.as_ref(), &example("segment.toml"), cfg, out)
 }
 
 #[test]
@@ -113,34 +101,12 @@ fn the_modular_drive_runs_over_veth_with_the_emitted_configuration() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Lost frames are the machine's verdict; the data, the WKC and the sizes are asserted.
     ecsim::noise::within_machine_noise("modular drive over veth", |_| {
-        let net = VethPair::create("rtmod").unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let sim = SimProc::start_segment(
+        example_run::over_veth(
             BIN.as_ref(),
-            &net,
-            &dir.path().join("sim.sock"),
-            Some(&example("segment.toml")),
-        );
-        let out = dir.path().join("out");
-        let o = net
-            .master_cmd(BIN)
-            .args(["bench", "--iface", &net.master_if, "--check-echo"])
-            .args(["--duration", "3", "--period-us", "1000", "--config"])
-            .arg(example("rtcat.toml"))
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        ecsim::noise::exited_ok(
-            "rtcat bench over veth",
-            o.status,
-            &String::from_utf8_lossy(&o.stderr),
-        )?;
-        let s = assert_clean(&out, 24);
-        assert!(s.cycles > 2000, "{}", s.cycles);
-        drop(sim);
-        ecsim::noise::ensure(s.frames_lost * 100 < s.cycles, || {
-            format!("{} lost of {}", s.frames_lost, s.cycles)
-        })
+            "rtmod",
+            &example("segment.toml"),
+            &example("rtcat.toml"),
+            |out| assert_clean(out, 24),
+        )
     });
 }

@@ -5,16 +5,17 @@
 //! in process and over veth (root) with the expected WKC; an assignment that is not the SII's
 //! fails the bring-up naming the sync manager; SDOs for them are refused offline.
 
-use ecsim::netns::{VethPair, root_or_skip};
+use ecsim::netns::root_or_skip;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 const TERMINALS: [&str; 4] = ["DI8-SM0", "DO8-SM0", "DO16-SM01", "DIO8-SM01"];
 
+#[path = "support/example_run.rs"]
+mod example_run;
 #[path = "support/sim_proc.rs"]
 mod sim_proc;
-use sim_proc::SimProc;
 
 // The bench runs busy-loop: one at a time on two cores.
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
@@ -78,20 +79,7 @@ fn the_shipped_configuration_is_what_their_esi_emits() {
 }
 
 fn bench_sim(cfg: &Path, out: &Path) -> Output {
-    rtcat(&[
-        "bench",
-        "--sim",
-        "--segment",
-        example("segment.toml").to_str().unwrap(),
-        "--config",
-        cfg.to_str().unwrap(),
-        "--check-echo",
-        "--duration",
-        "2",
-        "--no-rt",
-        "--out",
-        out.to_str().unwrap(),
-    ])
+    example_run::in_process(BIN.as_ref(), &example("segment.toml"), cfg, out)
 }
 
 #[test]
@@ -201,35 +189,12 @@ fn the_terminals_run_over_veth_with_the_emitted_configuration() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // Lost frames are the machine's verdict; the data, the WKC and the states are asserted.
     ecsim::noise::within_machine_noise("SM0/SM1 terminals over veth", |_| {
-        let net = VethPair::create("rtsm01").unwrap();
-        let dir = tempfile::tempdir().unwrap();
-        let sim = SimProc::start_segment(
+        example_run::over_veth(
             BIN.as_ref(),
-            &net,
-            &dir.path().join("sim.sock"),
-            Some(&example("segment.toml")),
-        );
-        let out = dir.path().join("out");
-        let o = net
-            .master_cmd(BIN)
-            .args(["bench", "--iface", &net.master_if, "--check-echo"])
-            .args(["--duration", "3", "--period-us", "1000", "--config"])
-            .arg(example("rtcat.toml"))
-            .arg("--out")
-            .arg(&out)
-            .output()
-            .unwrap();
-        ecsim::noise::exited_ok(
-            "rtcat bench over veth",
-            o.status,
-            &String::from_utf8_lossy(&o.stderr),
-        )?;
-        let s = assert_clean(&out);
-        assert_eq!(s.mode, rtcat_results::Mode::Iface);
-        assert!(s.cycles > 2000, "{}", s.cycles);
-        drop(sim);
-        ecsim::noise::ensure(s.frames_lost * 100 < s.cycles, || {
-            format!("{} lost of {}", s.frames_lost, s.cycles)
-        })
+            "rtsm01",
+            &example("segment.toml"),
+            &example("rtcat.toml"),
+            assert_clean,
+        )
     });
 }
