@@ -60,6 +60,11 @@ rust_checks() {
 	if cargo tree --locked -p rtcat-master -e normal --prefix none | grep -q '^ecsim '; then
 		die "rtcat-master depends on ecsim without the sim feature"
 	fi
+	# The master's configuration is the master's (issue 27): [output] and [tune] belong to the
+	# binary, so the library does not pull in the tuner (and with it caps).
+	if cargo tree --locked -p rtcat-master -e normal --prefix none --features sim | grep -E -q '^(rttune|caps) '; then
+		die "rtcat-master depends on rttune (or its caps)"
+	fi
 	# The command-line flags are the binary's alone: no library of ours builds clap
 	# (ethercrab-wire-derive's own build-time dependency on clap is not ours).
 	for lib in rtcat-master rtlab rttune; do

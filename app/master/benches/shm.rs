@@ -77,7 +77,15 @@ fn exec(seg: &SegmentSpec, period_us: u32, v: Variant, root: bool) -> (u64, u64,
             writer_timeout_cycles: 1_000_000,
             ..ShmConfig::default()
         };
-        Box::new(SharedImage::new(Box::new(Pattern), &c, hub, u64::from(period_us) * 1000).unwrap())
+        Box::new(
+            SharedImage::new(
+                Box::new(Pattern),
+                &c,
+                hub,
+                rtcat_master::Period::from_micros(period_us).as_nanos(),
+            )
+            .unwrap(),
+        )
     };
     let done = AtomicBool::new(false);
     let out = std::thread::scope(|s| {

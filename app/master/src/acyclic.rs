@@ -19,7 +19,7 @@
 
 use crate::coe::frame::{self, Response};
 use crate::coe::{Emergency, Geometry, Timeouts};
-use crate::cycle::Group;
+use crate::group::Group;
 use ethercrab::{Command, MainDevice};
 use std::cell::Cell;
 use std::future::Future;
@@ -239,7 +239,7 @@ pub fn sdo_queue(capacity: usize, budget: Duration) -> (SdoClient, SdoService) {
             timeouts: Timeouts::default(),
             served: 0,
             emergencies_dropped: 0,
-            stations: vec![None; crate::master::MAX_SUBDEVICES].into_boxed_slice(),
+            stations: vec![None; crate::limits::MAX_SUBDEVICES].into_boxed_slice(),
             out: vec![0; MAX_MAILBOX].into_boxed_slice(),
             inp: vec![0; MAX_MAILBOX].into_boxed_slice(),
         },

@@ -31,6 +31,13 @@ pub mod al_state {
     pub const SAFE_OP: u8 = 0x04;
     /// OP.
     pub const OP: u8 = 0x08;
+    /// The error indicator bit of the AL status (0x0130 bit 4), set beside the state.
+    pub const ERROR: u8 = 0x10;
+
+    /// The state of a code without the error indicator (`0x14`, SAFE-OP + error: SAFE-OP).
+    pub const fn state(code: u8) -> u8 {
+        code & 0x0f
+    }
 }
 
 /// Per-subdevice status of one cycle.
@@ -284,6 +291,54 @@ pub trait Application: Send {
     fn shutdown(&mut self, _reason: &ShutdownReason) {}
 }
 
+/// An application wrapped around another one: a layer (the shared-memory image, the control
+/// socket's layout hook, the floor ping). Every hook has a default that hands on to
+/// [`Layer::inner`], so a layer overrides only what it adds (calling the inner application
+/// itself where it does), and a hook added to [`Application`] later reaches every inner
+/// application without each layer forwarding it by hand. Every `Layer` is an `Application`.
+pub trait Layer: Send {
+    /// The application this layer wraps.
+    fn inner(&mut self) -> &mut dyn Application;
+
+    /// [`Application::configure`]; by default the inner application's.
+    fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
+        self.inner().configure(setup)
+    }
+
+    /// [`Application::cycle`]; by default the inner application's.
+    fn cycle(&mut self, cycle: &mut Cycle<'_>) {
+        self.inner().cycle(cycle)
+    }
+
+    /// [`Application::on_recovery`]; by default the inner application's.
+    fn on_recovery(&mut self, recovery: &Recovery) {
+        self.inner().on_recovery(recovery)
+    }
+
+    /// [`Application::shutdown`]; by default the inner application's.
+    fn shutdown(&mut self, reason: &ShutdownReason) {
+        self.inner().shutdown(reason)
+    }
+}
+
+impl<L: Layer> Application for L {
+    fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
+        Layer::configure(self, setup)
+    }
+
+    fn cycle(&mut self, cycle: &mut Cycle<'_>) {
+        Layer::cycle(self, cycle)
+    }
+
+    fn on_recovery(&mut self, recovery: &Recovery) {
+        Layer::on_recovery(self, recovery)
+    }
+
+    fn shutdown(&mut self, reason: &ShutdownReason) {
+        Layer::shutdown(self, reason)
+    }
+}
+
 /// The reference behaviour: every output held at zero, inputs ignored.
 #[derive(Debug, Default)]
 pub struct ZeroOutputs;
@@ -291,5 +346,108 @@ pub struct ZeroOutputs;
 impl Application for ZeroOutputs {
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
         cx.image.outputs_mut().fill(0);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Counts the hooks that reach it.
+    #[derive(Default)]
+    struct Inner {
+        configured: u32,
+        cycles: u32,
+        recoveries: u32,
+        shutdowns: u32,
+    }
+
+    impl Application for Inner {
+        fn configure(&mut self, _setup: &mut Setup<'_>) -> Result<(), AppError> {
+            self.configured += 1;
+            Ok(())
+        }
+        fn cycle(&mut self, _cycle: &mut Cycle<'_>) {
+            self.cycles += 1;
+        }
+        fn on_recovery(&mut self, _recovery: &Recovery) {
+            self.recoveries += 1;
+        }
+        fn shutdown(&mut self, _reason: &ShutdownReason) {
+            self.shutdowns += 1;
+        }
+    }
+
+    /// A layer that adds to `cycle` only.
+    struct Counting {
+        inner: Inner,
+        own: u32,
+    }
+
+    impl Layer for Counting {
+        fn inner(&mut self) -> &mut dyn Application {
+            &mut self.inner
+        }
+        fn cycle(&mut self, cycle: &mut Cycle<'_>) {
+            self.own += 1;
+            self.inner.cycle(cycle);
+        }
+    }
+
+    struct NoRegisters;
+    impl RegisterAccess for NoRegisters {
+        fn read(&mut self, _: u16, _: u16, _: &mut [u8]) -> crate::Result<()> {
+            Ok(())
+        }
+        fn write(&mut self, _: u16, _: u16, _: &[u8]) -> crate::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Every hook a layer does not override reaches the application it wraps (issue 27: a hook
+    /// one hand-written wrapper forgot fell back to the default silently).
+    #[test]
+    fn a_layer_hands_on_every_hook_it_does_not_override() {
+        let mut layer = Counting {
+            inner: Inner::default(),
+            own: 0,
+        };
+        let app: &mut dyn Application = &mut layer;
+        let layout = Layout::default();
+        app.configure(&mut Setup {
+            layout: &layout,
+            registers: &mut NoRegisters,
+        })
+        .unwrap();
+        let mut image = ProcessImage::for_layout(&layout);
+        let (mut events, _rx) = rtrb::RingBuffer::new(4);
+        let status = CycleStatus {
+            cycle: 0,
+            deadline_ns: 0,
+            wake_ns: 0,
+            expected_wkc: 0,
+            wkc: 0,
+            frames_lost: false,
+            subdevices: &[],
+        };
+        let (mut errors, mut first) = (0, None);
+        app.cycle(&mut Cycle {
+            status: &status,
+            image: &mut image,
+            data_errors: &mut errors,
+            first_error: &mut first,
+            events: &mut events,
+        });
+        app.on_recovery(&Recovery {
+            bad_cycles: 1,
+            cause: RecoveryCause::FramesLost,
+            cycle: 0,
+        });
+        app.shutdown(&ShutdownReason::Duration);
+        let i = &layer.inner;
+        assert_eq!(
+            (i.configured, i.cycles, i.recoveries, i.shutdowns, layer.own),
+            (1, 1, 1, 1, 1)
+        );
     }
 }

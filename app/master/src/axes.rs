@@ -318,7 +318,7 @@ pub struct NoSuchAxis(pub String);
 impl Axes {
     /// One axis per `[[axis]]` (the built-in program, if any, ready to run once enabled).
     pub fn from_config(cfg: &Config) -> Axes {
-        let period_s = f64::from(cfg.cycle.period_us) * 1e-6;
+        let period_s = cfg.cycle.period().as_secs_f64();
         let axes = cfg
             .axis
             .iter()

@@ -1,15 +1,14 @@
 //! rtcat's configuration file (TOML). Unknown keys and out-of-range values are rejected with a
 //! message naming the key, the value and the allowed range.
 
+use crate::invalid::Invalid;
+use crate::period::Period;
 use serde::Deserialize;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use thiserror::Error;
 
 /// Where `rtcat run` looks for its configuration by default.
 pub const DEFAULT_CONFIG: &str = "/etc/rtcat/rtcat.toml";
-
-/// The example configuration shipped with rtcat, every key commented.
-pub const EXAMPLE: &str = include_str!("../rtcat.example.toml");
 
 /// Largest configuration file read (a real one is a few KiB; this bounds what a wrong path such
 /// as a log file or a device costs).
@@ -71,7 +70,8 @@ pub fn clip_lines(s: &str) -> String {
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
-/// The whole configuration file (`/etc/rtcat/rtcat.toml`); every section has defaults.
+/// The master's configuration: the sections of `rtcat.toml` the master reads (the `rtcat`
+/// binary's file adds `[output]` and `[tune]`); every section has defaults.
 pub struct Config {
     /// `[bus]`: the interface and the bring-up timeouts.
     pub bus: BusConfig,
@@ -83,10 +83,6 @@ pub struct Config {
     pub segment: SegmentConfig,
     /// `[health]`: when to recover and when to give up.
     pub health: HealthConfig,
-    /// `[output]`: results, status lines, checkpoints.
-    pub output: OutputConfig,
-    /// `[tune]`: the CPU shield and NIC tuning (`rtcat tune`).
-    pub tune: rttune::TuneSection,
     /// `[[device]]`: PDO assignment, mapping and startup SDOs written in PRE-OP at every
     /// bring-up and recovery (see [`crate::devices`]).
     pub device: Vec<crate::devices::DeviceConfig>,
@@ -271,6 +267,13 @@ pub struct CycleConfig {
     pub txrx_priority: u8,
 }
 
+impl CycleConfig {
+    /// The cycle period (`period_us`).
+    pub fn period(&self) -> Period {
+        Period::from_micros(self.period_us)
+    }
+}
+
 impl Default for CycleConfig {
     fn default() -> Self {
         CycleConfig {
@@ -356,327 +359,55 @@ impl Default for HealthConfig {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-/// `[output]`.
-pub struct OutputConfig {
-    /// Results directory of `rtcat run`.
-    pub dir: PathBuf,
-    /// Write one CSV row per cycle (samples.csv).
-    pub samples_csv: bool,
-    /// Status line period (ms); 0 = none.
-    pub status_interval_ms: u32,
-    /// Write summary.json and the histograms this often while running (s); 0 = only at the end.
-    /// A SIGKILL, an OOM kill or a power loss loses at most one interval.
-    pub checkpoint_s: u32,
-    /// Results of earlier runs kept under `<dir>/runs/` when a new run starts (0 = keep none).
-    pub keep_runs: u32,
-}
-
-impl Default for OutputConfig {
-    fn default() -> Self {
-        OutputConfig {
-            dir: PathBuf::from("/var/lib/rtcat"),
-            samples_csv: false,
-            status_interval_ms: 1000,
-            checkpoint_s: 10,
-            keep_runs: 10,
-        }
-    }
-}
-
 impl Config {
     /// Read, parse and validate a file (at most [`MAX_CONFIG_BYTES`]).
     pub fn load(path: &Path) -> Result<Config, ConfigError> {
-        let text = safefs::read_to_string_bounded(path, MAX_CONFIG_BYTES).map_err(|source| {
-            ConfigError::Read {
-                path: path.display().to_string(),
-                source,
-            }
-        })?;
-        Self::parse(&text, &path.display().to_string())
+        Self::parse(&read_text(path)?, &path.display().to_string())
     }
 
     /// Parse and validate `text`; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
-        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
-            path: path.to_string(),
-            message: e.to_string().trim_end().to_string(),
-        })?;
-        let mut cfg = cfg;
-        cfg.validate(path)?;
-        let generated = crate::axis::generated_devices(&cfg.axis, &cfg.device);
-        cfg.device.extend(generated);
-        Ok(cfg)
+        let cfg: Config = toml::from_str(text).map_err(|e| ConfigError::parse(path, &e))?;
+        cfg.checked(path)
+    }
+
+    /// The one validation entry point after parsing (the `rtcat` binary's file comes through
+    /// here too): every value checked ([`Config::validate`]), then the `[[device]]` entries the
+    /// axes imply added.
+    pub fn checked(mut self, path: &str) -> Result<Config, ConfigError> {
+        self.validate(path)?;
+        let generated = crate::axis::generated_devices(&self.axis, &self.device);
+        self.device.extend(generated);
+        Ok(self)
     }
 
     /// Check every value against its range; the first violation is reported.
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
-        let bad = |key: &str, value: &dyn std::fmt::Display, message: &str| ConfigError::Invalid {
-            path: path.to_string(),
-            key: key.to_string(),
-            value: value.to_string(),
-            message: message.to_string(),
-        };
-        let range = |key: &str, v: u64, lo: u64, hi: u64, unit: &str| {
-            if v < lo || v > hi {
-                Err(bad(key, &v, &format!("must be {lo}..={hi}{unit}")))
-            } else {
-                Ok(())
-            }
-        };
-        if let Err(why) = rttune::netif::check_name(&self.bus.interface) {
-            return Err(bad(
-                "bus.interface",
-                &format!("{:?}", self.bus.interface),
-                &why,
-            ));
-        }
-        range(
-            "cycle.period_us",
-            self.cycle.period_us.into(),
-            125,
-            100_000,
-            " µs",
-        )?;
-        if let Some(t) = self.bus.response_timeout_us {
-            range(
-                "bus.response_timeout_us",
-                t.into(),
-                10,
-                u64::from(self.cycle.period_us),
-                " µs (at most one period)",
-            )?;
-        }
-        range(
-            "bus.init_pdu_timeout_ms",
-            self.bus.init_pdu_timeout_ms.into(),
-            1,
-            10_000,
-            " ms",
-        )?;
-        range(
-            "bus.init_eeprom_timeout_ms",
-            self.bus.init_eeprom_timeout_ms.into(),
-            1,
-            10_000,
-            " ms",
-        )?;
-        range(
-            "bus.state_timeout_ms",
-            self.bus.state_timeout_ms.into(),
-            100,
-            60_000,
-            " ms",
-        )?;
-        range(
-            "cycle.priority",
-            self.cycle.priority.into(),
-            1,
-            99,
-            " (SCHED_FIFO)",
-        )?;
-        range(
-            "cycle.txrx_priority",
-            self.cycle.txrx_priority.into(),
-            1,
-            99,
-            " (SCHED_FIFO)",
-        )?;
-        for (key, cpu) in [
-            ("cycle.cpu", self.cycle.cpu),
-            ("cycle.txrx_cpu", self.cycle.txrx_cpu),
-        ] {
-            if let Some(c) = cpu {
-                range(key, c as u64, 0, 1023, "")?;
-            }
-        }
-        range(
-            "rt.timer_slack_ns",
-            self.rt.timer_slack_ns,
-            1,
-            50_000_000,
-            " ns",
-        )?;
-        range(
-            "rt.prefault_stack_kib",
-            self.rt.prefault_stack_kib.into(),
-            16,
-            8192,
-            " KiB",
-        )?;
-        if let Some(n) = self.segment.subdevices {
-            range(
-                "segment.subdevices",
-                n.into(),
-                1,
-                crate::master::MAX_SUBDEVICES as u64,
-                "",
-            )?;
-        }
-        if let Some(w) = self.segment.expected_wkc {
-            range("segment.expected_wkc", w.into(), 1, 65_535, "")?;
-        }
-        for (i, d) in self.segment.device.iter().enumerate() {
-            if let Some(n) = self.segment.subdevices
-                && d.position >= n
-            {
-                return Err(bad(
-                    &format!("segment.device[{i}].position"),
-                    &d.position,
-                    &format!("must be below segment.subdevices ({n})"),
-                ));
-            }
-        }
-        range(
-            "health.bad_cycles_before_recovery",
-            self.health.bad_cycles_before_recovery.into(),
-            1,
-            1_000_000,
-            " cycles",
-        )?;
-        range(
-            "health.recovery_backoff_ms",
-            self.health.recovery_backoff_ms.into(),
-            0,
-            60_000,
-            " ms",
-        )?;
-        range(
-            "output.status_interval_ms",
-            self.output.status_interval_ms.into(),
-            0,
-            3_600_000,
-            " ms",
-        )?;
-        range(
-            "output.checkpoint_s",
-            self.output.checkpoint_s.into(),
-            0,
-            86_400,
-            " s",
-        )?;
-        range(
-            "output.keep_runs",
-            self.output.keep_runs.into(),
-            0,
-            1000,
-            "",
-        )?;
-        if self.output.dir.as_os_str().is_empty() {
-            return Err(bad("output.dir", &"\"\"", "must be a directory path"));
-        }
-        if self.output.dir.as_os_str().as_encoded_bytes().contains(&0) {
-            return Err(bad(
-                "output.dir",
-                &format!("{:?}", self.output.dir),
-                "a path cannot contain a NUL byte",
-            ));
-        }
-        for (j, d) in self.segment.device.iter().enumerate() {
-            if let Some(i) = self.segment.device[..j]
-                .iter()
-                .position(|e| e.position == d.position)
-            {
-                return Err(bad(
-                    &format!("segment.device[{j}].position"),
-                    &d.position,
-                    &format!("segment.device[{i}] checks the same position"),
-                ));
-            }
-        }
-        self.dc
-            .validate(self.cycle.period_us, self.segment.subdevices)
-            .map_err(|e| ConfigError::Invalid {
-                path: path.to_string(),
-                key: e.key,
-                value: e.value,
-                message: e.message,
-            })?;
-        crate::devices::validate(&self.device, self.segment.subdevices).map_err(|e| {
-            ConfigError::Invalid {
-                path: path.to_string(),
-                key: e.key,
-                value: e.value,
-                message: e.message,
-            }
-        })?;
-        crate::axis::validate(&self.axis, &self.device).map_err(|e| ConfigError::Invalid {
-            path: path.to_string(),
-            key: e.key,
-            value: e.value,
-            message: e.message,
-        })?;
-        for (i, a) in self.axis.iter().enumerate() {
-            // Every move the axis can make, from one count to its whole range (the 32-bit
-            // target's without position limits), must plan finite.
-            let one = 1.0 / a.counts_per_unit;
-            let range = match (a.min_position, a.max_position) {
-                (Some(lo), Some(hi)) => hi - lo,
-                _ => 2.0 * f64::from(i32::MAX) * one,
-            };
-            if let Err(why) = a.limits().check(one, range) {
-                return Err(bad(
-                    &format!("axis[{i}]"),
-                    &format!(
-                        // {:?}: 1e160, not its 161 digits.
-                        "{{ max_velocity = {:?}, max_acceleration = {:?}, max_jerk = {} }}",
-                        a.max_velocity,
-                        a.max_acceleration,
-                        a.max_jerk.map_or("none".into(), |j| format!("{j:?}"))
-                    ),
-                    &format!("these limits cannot be planned: {why}"),
-                ));
-            }
-        }
-        for (key, group) in [
-            ("ipc.group", &self.ipc.group),
-            ("ipc.write_group", &self.ipc.write_group),
-        ] {
-            let Some(g) = group else { continue };
-            if !valid_group_name(g) {
-                return Err(bad(
-                    key,
-                    &format!("{g:?}"),
-                    "a group name: [a-z_][a-z0-9_-]*, at most 31 characters",
-                ));
-            }
-            // The master (not root, not in the root group) cannot hand its socket to it, and
-            // the clients' group must not be every root-group process: refused here, not at
-            // the first bring-up.
-            if g == "root" {
-                return Err(bad(
-                    key,
-                    &format!("{g:?}"),
-                    "the root group is not a client group: create one (sysusers.d/rtcat.conf \
-                     makes rtcat-clients)",
-                ));
-            }
-        }
-        if let Some(p) = &self.control.socket
-            && let Err(m) = ControlConfig::check_socket(p)
-        {
-            return Err(bad(
-                "control.socket",
-                &format!("{:?}", p.display().to_string()),
-                &m,
-            ));
-        }
-        self.tune.validate().map_err(|e| ConfigError::Invalid {
-            path: path.to_string(),
-            key: format!("tune.{}", e.key.trim_start_matches("tune.")),
-            value: String::from("(see message)"),
-            message: e.message,
-        })?;
-        self.shm.validate(path)?;
-        Ok(())
+        self.check().map_err(|e| e.at(path))?;
+        self.shm.validate(path)
     }
 
-    /// Response timeout of one cycle.
+    /// Every section's check, in the file's order; each names its key.
+    fn check(&self) -> Result<(), Invalid> {
+        self.bus.check(&self.cycle)?;
+        self.cycle.check()?;
+        self.rt.check()?;
+        self.segment.check()?;
+        self.health.check()?;
+        self.dc
+            .validate(self.cycle.period_us, self.segment.subdevices)?;
+        crate::devices::validate(&self.device, self.segment.subdevices)?;
+        crate::axis::validate(&self.axis, &self.device)?;
+        check_axis_limits(&self.axis)?;
+        self.ipc.check()?;
+        self.control.check()
+    }
+
+    /// Response timeout of one cycle: `bus.response_timeout_us`, or the period's default.
     pub fn response_timeout_ns(&self) -> u64 {
         match self.bus.response_timeout_us {
-            Some(us) => u64::from(us) * 1000,
-            None => u64::from(self.cycle.period_us) * 900,
+            Some(us) => Period::from_micros(us).as_nanos(),
+            None => self.cycle.period().default_response_timeout_ns(),
         }
     }
 
@@ -688,13 +419,265 @@ impl Config {
             ..ethercrab::MainDeviceConfig::default()
         }
     }
+}
 
-    /// The context doctor and tune run in, from this configuration.
-    pub fn rt_context(&self) -> rttune::RtContext {
-        rttune::RtContext {
-            rt_cpu: self.cycle.cpu,
-            iface: Some(self.bus.interface.clone()),
-            tune: self.tune.clone(),
+/// The text of a configuration file (a regular file of at most [`MAX_CONFIG_BYTES`]).
+pub fn read_text(path: &Path) -> Result<String, ConfigError> {
+    safefs::read_to_string_bounded(path, MAX_CONFIG_BYTES).map_err(|source| ConfigError::Read {
+        path: path.display().to_string(),
+        source,
+    })
+}
+
+impl ConfigError {
+    /// A TOML parser's error in the file `path`.
+    pub fn parse(path: &str, e: &toml::de::Error) -> ConfigError {
+        ConfigError::Parse {
+            path: path.to_string(),
+            message: e.to_string().trim_end().to_string(),
+        }
+    }
+}
+
+impl Invalid {
+    /// This refusal in the file `path`.
+    pub fn at(self, path: &str) -> ConfigError {
+        ConfigError::Invalid {
+            path: path.to_string(),
+            key: self.key,
+            value: self.value,
+            message: self.message,
+        }
+    }
+}
+
+impl BusConfig {
+    /// `[bus]` (the response timeout against the cycle period).
+    fn check(&self, cycle: &CycleConfig) -> Result<(), Invalid> {
+        if let Err(why) = safefs::netif::check_name(&self.interface) {
+            return Err(Invalid::new(
+                "bus.interface",
+                format!("{:?}", self.interface),
+                why,
+            ));
+        }
+        Invalid::range(
+            "cycle.period_us",
+            cycle.period_us.into(),
+            125,
+            100_000,
+            " µs",
+        )?;
+        if let Some(t) = self.response_timeout_us {
+            Invalid::range(
+                "bus.response_timeout_us",
+                t.into(),
+                10,
+                u64::from(cycle.period_us),
+                " µs (at most one period)",
+            )?;
+        }
+        Invalid::range(
+            "bus.init_pdu_timeout_ms",
+            self.init_pdu_timeout_ms.into(),
+            1,
+            10_000,
+            " ms",
+        )?;
+        Invalid::range(
+            "bus.init_eeprom_timeout_ms",
+            self.init_eeprom_timeout_ms.into(),
+            1,
+            10_000,
+            " ms",
+        )?;
+        Invalid::range(
+            "bus.state_timeout_ms",
+            self.state_timeout_ms.into(),
+            100,
+            60_000,
+            " ms",
+        )
+    }
+}
+
+impl CycleConfig {
+    /// `[cycle]` (the period is checked with `[bus]`, whose timeout depends on it).
+    fn check(&self) -> Result<(), Invalid> {
+        Invalid::range(
+            "cycle.priority",
+            self.priority.into(),
+            1,
+            99,
+            " (SCHED_FIFO)",
+        )?;
+        Invalid::range(
+            "cycle.txrx_priority",
+            self.txrx_priority.into(),
+            1,
+            99,
+            " (SCHED_FIFO)",
+        )?;
+        for (key, cpu) in [("cycle.cpu", self.cpu), ("cycle.txrx_cpu", self.txrx_cpu)] {
+            if let Some(c) = cpu {
+                Invalid::range(key, c as u64, 0, 1023, "")?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RtConfig {
+    /// `[rt]`.
+    fn check(&self) -> Result<(), Invalid> {
+        Invalid::range(
+            "rt.timer_slack_ns",
+            self.timer_slack_ns,
+            1,
+            50_000_000,
+            " ns",
+        )?;
+        Invalid::range(
+            "rt.prefault_stack_kib",
+            self.prefault_stack_kib.into(),
+            16,
+            8192,
+            " KiB",
+        )
+    }
+}
+
+impl SegmentConfig {
+    /// `[segment]` and its `[[segment.device]]` checks.
+    fn check(&self) -> Result<(), Invalid> {
+        if let Some(n) = self.subdevices {
+            Invalid::range(
+                "segment.subdevices",
+                n.into(),
+                1,
+                crate::limits::MAX_SUBDEVICES as u64,
+                "",
+            )?;
+        }
+        if let Some(w) = self.expected_wkc {
+            Invalid::range("segment.expected_wkc", w.into(), 1, 65_535, "")?;
+        }
+        for (i, d) in self.device.iter().enumerate() {
+            if let Some(n) = self.subdevices
+                && d.position >= n
+            {
+                return Err(Invalid::new(
+                    format!("segment.device[{i}].position"),
+                    d.position,
+                    format!("must be below segment.subdevices ({n})"),
+                ));
+            }
+        }
+        for (j, d) in self.device.iter().enumerate() {
+            if let Some(i) = self.device[..j]
+                .iter()
+                .position(|e| e.position == d.position)
+            {
+                return Err(Invalid::new(
+                    format!("segment.device[{j}].position"),
+                    d.position,
+                    format!("segment.device[{i}] checks the same position"),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl HealthConfig {
+    /// `[health]`.
+    fn check(&self) -> Result<(), Invalid> {
+        Invalid::range(
+            "health.bad_cycles_before_recovery",
+            self.bad_cycles_before_recovery.into(),
+            1,
+            1_000_000,
+            " cycles",
+        )?;
+        Invalid::range(
+            "health.recovery_backoff_ms",
+            self.recovery_backoff_ms.into(),
+            0,
+            60_000,
+            " ms",
+        )
+    }
+}
+
+/// Every move an axis can make, from one count to its whole range (the 32-bit target's without
+/// position limits), must plan finite.
+fn check_axis_limits(axes: &[crate::axis::AxisConfig]) -> Result<(), Invalid> {
+    for (i, a) in axes.iter().enumerate() {
+        let one = 1.0 / a.counts_per_unit;
+        let range = match (a.min_position, a.max_position) {
+            (Some(lo), Some(hi)) => hi - lo,
+            _ => 2.0 * f64::from(i32::MAX) * one,
+        };
+        if let Err(why) = a.limits().check(one, range) {
+            return Err(Invalid::new(
+                format!("axis[{i}]"),
+                format!(
+                    // {:?}: 1e160, not its 161 digits.
+                    "{{ max_velocity = {:?}, max_acceleration = {:?}, max_jerk = {} }}",
+                    a.max_velocity,
+                    a.max_acceleration,
+                    a.max_jerk.map_or("none".into(), |j| format!("{j:?}"))
+                ),
+                format!("these limits cannot be planned: {why}"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+impl IpcConfig {
+    /// `[ipc]`: group names (looked up at bring-up, not here).
+    fn check(&self) -> Result<(), Invalid> {
+        for (key, group) in [
+            ("ipc.group", &self.group),
+            ("ipc.write_group", &self.write_group),
+        ] {
+            let Some(g) = group else { continue };
+            if !valid_group_name(g) {
+                return Err(Invalid::new(
+                    key,
+                    format!("{g:?}"),
+                    "a group name: [a-z_][a-z0-9_-]*, at most 31 characters",
+                ));
+            }
+            // The master (not root, not in the root group) cannot hand its socket to it, and
+            // the clients' group must not be every root-group process: refused here, not at
+            // the first bring-up.
+            if g == "root" {
+                return Err(Invalid::new(
+                    key,
+                    format!("{g:?}"),
+                    "the root group is not a client group: create one (sysusers.d/rtcat.conf \
+                     makes rtcat-clients)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ControlConfig {
+    /// `[control]`.
+    fn check(&self) -> Result<(), Invalid> {
+        match &self.socket {
+            Some(p) => ControlConfig::check_socket(p).map_err(|m| {
+                Invalid::new(
+                    "control.socket",
+                    format!("{:?}", p.display().to_string()),
+                    m,
+                )
+            }),
+            None => Ok(()),
         }
     }
 }
@@ -702,14 +685,6 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn example_config_is_valid_and_complete() {
-        let c = Config::parse(EXAMPLE, "rtcat.example.toml").expect("example parses");
-        assert_eq!(c.cycle.period_us, 1000);
-        assert_eq!(c.cycle.cpu, Some(6));
-        assert_eq!(c.segment.expected_wkc, Some(9));
-    }
 
     #[test]
     fn dc_static_sync_iterations_reach_every_maindevice() {
@@ -787,7 +762,6 @@ mod tests {
                 "[ipc]\nwrite_group = \"root\"\n",
                 "ipc.write_group = \"root\"",
             ),
-            ("[output]\ndir = \"/var/lib/a\\u0000b\"\n", "output.dir = "),
             (
                 "[segment]\n[[segment.device]]\nposition = 0\n[[segment.device]]\nposition = 0\n",
                 "segment.device[1].position = 0: segment.device[0] checks the same position",
@@ -856,7 +830,6 @@ mod tests {
             ("[bus]\ninterface = \"..\"\n", "bus.interface = \"..\""),
             ("[bus]\ninterface = \"a:b\"\n", "bus.interface = \"a:b\""),
             ("[bus]\ninterface = \"abcdefghijklmnop\"\n", "at most 15"),
-            ("[output]\ncheckpoint_s = 100000\n", "output.checkpoint_s"),
             ("[rt]\ntimer_slack_ns = 0\n", "rt.timer_slack_ns = 0"),
             (
                 "[segment]\nsubdevices = 2\n[[segment.device]]\nposition = 2\n",
@@ -967,15 +940,6 @@ mod tests {
                 }
             }
 
-            /// Mutations of the shipped example: one byte changed or the text cut anywhere.
-            #[test]
-            fn mutated_example_never_panics(pos in 0usize..EXAMPLE.len(), byte in any::<u8>(), cut in any::<bool>()) {
-                let mut b = EXAMPLE.as_bytes().to_vec();
-                if cut { b.truncate(pos) } else { b[pos] = byte }
-                if let Ok(text) = String::from_utf8(b) {
-                    let _ = Config::parse(&text, "fuzz.toml");
-                }
-            }
         }
     }
 }

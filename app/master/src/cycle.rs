@@ -9,32 +9,29 @@
 //! One loop serves both kinds of groups ([`CycleGroup`]): without distributed clocks the cycle
 //! is ethercrab's `tx_rx`; with them it is `tx_rx_dc` (the reference clock's system time is
 //! read and distributed by an FRMW in the cycle's first frame), and the DC time of that frame
-//! feeds [`crate::dc::PhaseLock`], whose correction moves the next absolute deadline: the grid is
+//! feeds [`crate::phase_lock::PhaseLock`], whose correction moves the next absolute deadline: the grid is
 //! then the DC grid seen through CLOCK_MONOTONIC, not CLOCK_MONOTONIC's own.
 
 use crate::acyclic::{self, SdoService};
-use crate::application::{Application, Cycle, CycleStatus, RecoveryCause, SubdeviceStatus};
+use crate::application::{
+    Application, Cycle, CycleStatus, RecoveryCause, SubdeviceStatus, al_state,
+};
 use crate::bus::{Bus, BusCounters};
 use crate::clock::{now_ns, sleep_until, unix_ns};
 use crate::image::ProcessImage;
 use crate::layout::Layout;
-use crate::master::{MAX_PDI_BYTES, MAX_SUBDEVICES};
+use crate::limits::MAX_SUBDEVICES;
+use crate::period::Period;
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use crate::stop::Stop;
-use ethercrab::subdevice_group::{CycleInfo, HasDc, NoDc, Op, TxRxResponse};
-use ethercrab::{DefaultLock, MainDevice, SubDeviceGroup, SubDeviceState};
+use ethercrab::subdevice_group::{CycleInfo, TxRxResponse};
+use ethercrab::{MainDevice, SubDeviceState};
 use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-/// The segment in OP, as ethercrab holds it, with (`HasDc`) or without (`NoDc`) distributed
-/// clocks.
-pub type Group<DC> = SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI_BYTES, DefaultLock, Op, DC>;
-/// The segment in OP without distributed clocks.
-pub type OpGroup = Group<NoDc>;
-/// The segment in OP with SYNC0 configured (`configure_dc_sync`).
-pub type DcGroup = Group<HasDc>;
+pub use crate::group::{DcGroup, Group, OpGroup};
 
 /// "Exchange this cycle's process data" for both kinds of OP groups.
 pub trait CycleGroup {
@@ -102,7 +99,7 @@ pub enum Exit {
 #[derive(Debug, Clone, Copy)]
 pub struct Params {
     /// Cycle period.
-    pub period_ns: u64,
+    pub period: Period,
     /// How long an exchange waits for its frames.
     pub response_timeout_ns: u64,
     /// Expected working counter.
@@ -280,7 +277,7 @@ pub struct State {
     /// Each subdevice's share of the expected working counter (inputs, outputs).
     shares: Vec<(u32, u32)>,
     /// The phase lock of a DC group (None: no distributed clocks).
-    lock: Option<crate::dc::PhaseLock>,
+    lock: Option<crate::phase_lock::PhaseLock>,
 }
 
 impl State {
@@ -295,7 +292,7 @@ impl State {
     }
 
     /// Lock the deadlines of a DC group with `lock` (reset: a new bring-up has a new grid).
-    pub fn with_lock(mut self, mut lock: crate::dc::PhaseLock) -> Self {
+    pub fn with_lock(mut self, mut lock: crate::phase_lock::PhaseLock) -> Self {
         lock.reset();
         self.lock = Some(lock);
         self
@@ -327,27 +324,281 @@ fn advance(deadline: &mut u64, period: u64, end: u64, rec: &mut Recorder) -> Opt
     Some(behind)
 }
 
-/// Run cycles until stopped, the duration ends, or the segment needs recovery.
-#[allow(clippy::too_many_arguments)]
+/// The verdict on one answered cycle (see [`judge`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Verdict {
+    /// The working counter is the expected one.
+    pub wkc_ok: bool,
+    /// The working counter is the expected one, or short by exactly the shares of the
+    /// subdevices not in OP: the data of those in OP is valid.
+    pub explained: bool,
+    /// The first subdevice not in OP: its position and AL state code.
+    pub first_not_op: Option<(u16, u8)>,
+}
+
+impl Verdict {
+    /// A bad cycle (counts towards a recovery).
+    pub fn is_bad(&self) -> bool {
+        !self.wkc_ok || self.first_not_op.is_some()
+    }
+
+    /// Why a run of bad cycles would recover, as this one saw it (a subdevice out of OP says
+    /// more than the working counter it shortens).
+    pub fn cause(&self, wkc: u16, expected_wkc: u16) -> Option<RecoveryCause> {
+        match self.first_not_op {
+            Some((position, state)) => Some(RecoveryCause::NotOp { position, state }),
+            None if !self.wkc_ok => Some(RecoveryCause::WkcMismatch {
+                got: wkc,
+                expected: expected_wkc,
+            }),
+            None => None,
+        }
+    }
+}
+
+/// The health judgement of one answered cycle, pure: from this cycle's AL states (`status`),
+/// each subdevice's share of the expected working counter (inputs, outputs) and the working
+/// counter received. A subdevice in SAFE-OP still has its inputs read (ETG.1000.6 AL states:
+/// inputs valid in SAFE-OP, outputs only in OP; ecsim does the same); below SAFE-OP its process
+/// data FMMUs do nothing. A wrong WKC fully explained by the subdevices not in OP leaves the
+/// others' data valid; any other mismatch makes every subdevice's data suspect (ethercrab
+/// returns one sum for all the LRW frames of the cycle).
+pub fn judge(
+    status: &[SubdeviceStatus],
+    shares: &[(u32, u32)],
+    wkc: u16,
+    expected_wkc: u16,
+) -> Verdict {
+    let mut missing_share = 0u32;
+    let mut first_not_op = None;
+    for (i, s) in status.iter().enumerate() {
+        if s.al_state == al_state::OP {
+            continue;
+        }
+        let (ins, outs) = shares.get(i).copied().unwrap_or((0, 0));
+        missing_share += if al_state::state(s.al_state) == al_state::SAFE_OP {
+            outs
+        } else {
+            ins + outs
+        };
+        first_not_op.get_or_insert((i as u16, s.al_state));
+    }
+    Verdict {
+        wkc_ok: wkc == expected_wkc,
+        explained: wkc == expected_wkc || u32::from(wkc) + missing_share == u32::from(expected_wkc),
+        first_not_op,
+    }
+}
+
+/// Everything one cyclic phase works on besides the bus and the group.
+pub struct Phase<'a, 's> {
+    /// The application.
+    pub app: &'a mut dyn Application,
+    /// The measurements.
+    pub rec: &'a mut Recorder,
+    /// Live counters, events, samples, stop, SDO requests.
+    pub sinks: &'a mut Sinks<'s>,
+    /// What the cycle keeps between cycles (image, states, phase lock).
+    pub st: &'a mut State,
+    /// The fixed parameters.
+    pub p: Params,
+}
+
+/// The health of the run across cycles: consecutive bad cycles, the working counter's last
+/// verdict (events are pushed on its changes only) and the last cause.
+struct Health {
+    bad_run: u32,
+    wkc_was_ok: bool,
+    cause: RecoveryCause,
+}
+
+impl Health {
+    /// Count an answered cycle's verdict; push the events of its changes.
+    fn answered(&mut self, v: Verdict, wkc: u16, expected: u16, cx: &mut Step<'_, '_>) -> bool {
+        if !v.wkc_ok {
+            cx.rec.wkc_mismatches += 1;
+            if self.wkc_was_ok {
+                push_event(
+                    cx.events,
+                    cx.cycle,
+                    EventKind::WkcMismatch { got: wkc, expected },
+                );
+            }
+        } else if !self.wkc_was_ok {
+            push_event(cx.events, cx.cycle, EventKind::WkcRestored);
+        }
+        self.wkc_was_ok = v.wkc_ok;
+        if v.first_not_op.is_some() {
+            cx.rec.not_op_cycles += 1;
+        }
+        if let Some(c) = v.cause(wkc, expected) {
+            self.cause = c;
+        }
+        v.is_bad()
+    }
+
+    /// Count a cycle whose frames did not come back.
+    fn lost(&mut self, cx: &mut Step<'_, '_>) -> bool {
+        cx.rec.frames_lost += 1;
+        self.cause = RecoveryCause::FramesLost;
+        push_event(cx.events, cx.cycle, EventKind::FrameLost);
+        true
+    }
+
+    /// Count the cycle: a recovery when the run of bad cycles is long enough.
+    fn end_of_cycle(&mut self, bad: bool, limit: u32) -> Option<Exit> {
+        self.bad_run = if bad { self.bad_run + 1 } else { 0 };
+        (self.bad_run >= limit).then_some(Exit::Recover {
+            bad_cycles: self.bad_run,
+            cause: self.cause,
+        })
+    }
+}
+
+/// What a step of one cycle records into.
+struct Step<'r, 'e> {
+    cycle: u64,
+    rec: &'r mut Recorder,
+    events: &'e mut rtrb::Producer<Event>,
+}
+
+/// This cycle's AL states into `status`, an event for each change.
+fn record_states(
+    states: &[SubDeviceState],
+    status: &mut [SubdeviceStatus],
+    events: &mut rtrb::Producer<Event>,
+    cycle: u64,
+) {
+    for (i, (s, st)) in states.iter().zip(status.iter_mut()).enumerate() {
+        let code = state_code(*s);
+        if st.al_state != code {
+            push_event(
+                events,
+                cycle,
+                EventKind::StateChange {
+                    position: i as u16,
+                    state: code,
+                },
+            );
+        }
+        st.al_state = code;
+    }
+}
+
+/// The phase lock's step: where this cycle's frame passed the reference clock against the
+/// SYNC0 grid, and the correction of the next deadline (no allocation, no system call).
+/// Returns (correction, phase error) in ns.
+fn lock_phase(
+    lock: &mut crate::phase_lock::PhaseLock,
+    dc_time: u64,
+    sent_ns: u64,
+    deadline: u64,
+    cx: &mut Step<'_, '_>,
+    live: &Live,
+) -> (i64, i64) {
+    let before = lock.state();
+    let correction = lock.update(dc_time, sent_ns.saturating_sub(deadline));
+    let phase_error = lock.last_error_ns();
+    cx.rec.record_phase(phase_error);
+    live.dc.publish(lock);
+    if lock.state() != before {
+        push_event(
+            cx.events,
+            cx.cycle,
+            EventKind::DcLock {
+                state: lock.state(),
+                error_ns: phase_error,
+            },
+        );
+    }
+    (correction, phase_error)
+}
+
+/// The inputs that came back, from ethercrab's image into the application's.
+fn copy_inputs<DC>(md: &MainDevice<'static>, group: &Group<DC>, image: &mut ProcessImage) {
+    for (i, sd) in group.iter(md).enumerate() {
+        let io = sd.io_raw();
+        let dst = image.inputs_of_mut(i);
+        let n = dst.len().min(io.inputs().len());
+        dst[..n].copy_from_slice(&io.inputs()[..n]);
+    }
+}
+
+/// The application's outputs into ethercrab's image, sent with the next exchange.
+fn copy_outputs<DC>(md: &MainDevice<'static>, group: &Group<DC>, image: &ProcessImage) {
+    for (i, sd) in group.iter(md).enumerate() {
+        let mut io = sd.io_raw_mut();
+        let src = image.outputs_of(i);
+        let out = io.outputs();
+        let n = out.len().min(src.len());
+        out[..n].copy_from_slice(&src[..n]);
+    }
+}
+
+/// The application's cycle: it sees this cycle's inputs (those that came back) and writes the
+/// next outputs, on bad cycles too (it decides what a bad cycle means for the machine). Its
+/// data errors are counted and the first reported.
+fn apply(
+    app: &mut dyn Application,
+    status: &CycleStatus<'_>,
+    image: &mut ProcessImage,
+    cx: &mut Step<'_, '_>,
+) {
+    let mut data_errors = 0u32;
+    let mut first_error = None;
+    app.cycle(&mut Cycle {
+        status,
+        image,
+        data_errors: &mut data_errors,
+        first_error: &mut first_error,
+        events: &mut *cx.events,
+    });
+    if data_errors > 0 {
+        cx.rec.data_errors += u64::from(data_errors);
+        push_event(
+            cx.events,
+            cx.cycle,
+            EventKind::DataMismatch {
+                position: first_error.unwrap_or(0),
+            },
+        );
+    }
+}
+
+/// The mailbox budget: until `budget_ns` from now, never past half the time left to `next`
+/// (the next deadline), so the next cyclic frame leaves on time. None: no time left.
+fn mailbox_until(now: u64, budget_ns: u64, next: u64) -> Option<u64> {
+    let until = (now + budget_ns).min(now + next.saturating_sub(now) / 2);
+    (until > now).then_some(until)
+}
+
+/// Run cycles until stopped, the duration ends, or the segment needs recovery. Each cycle, in
+/// order: wait for the deadline, exchange, phase lock (DC), AL states and the health judgement,
+/// input copy, application, output copy, measurements, mailbox budget, next deadline.
 pub fn run<DC>(
     x: &mut Exchanger,
     md: &MainDevice<'static>,
     group: &Group<DC>,
-    app: &mut dyn Application,
-    rec: &mut Recorder,
-    sinks: &mut Sinks<'_>,
-    st: &mut State,
-    p: Params,
+    ph: Phase<'_, '_>,
 ) -> Exit
 where
     Group<DC>: CycleGroup,
 {
-    let period = p.period_ns;
+    let Phase {
+        app,
+        rec,
+        sinks,
+        st,
+        p,
+    } = ph;
+    let period = p.period.as_nanos();
     // First deadline one period from now; all later ones on the same grid.
     let mut deadline = now_ns() + period;
-    let mut bad_run: u32 = 0;
-    let mut wkc_was_ok = true;
-    let mut cause = RecoveryCause::FramesLost;
+    let mut health = Health {
+        bad_run: 0,
+        wkc_was_ok: true,
+        cause: RecoveryCause::FramesLost,
+    };
     // SDO requests of other threads: one long-lived future, polled only in the budget after a
     // cycle's own work (see `acyclic`).
     let busy = acyclic::Busy::new();
@@ -361,6 +612,7 @@ where
         .map(|s| acyclic::serve(s, md, group, &busy));
     let mut service = pin!(service);
     loop {
+        // Wait.
         sleep_until(deadline);
         let wake = now_ns();
         let lateness = wake.saturating_sub(deadline);
@@ -371,168 +623,68 @@ where
             return Exit::DurationReached;
         }
         let cycle = rec.cycles;
+        let mut cx = Step {
+            cycle,
+            rec: &mut *rec,
+            events: &mut *sinks.events,
+        };
+        // Exchange.
         x.counters().start_cycle();
         let result = exchange(x, md, group, wake + p.response_timeout_ns);
         let rtt = x.counters().cycle_rtt_ns();
-
-        let mut bad = false;
-        let mut wkc = 0u16;
         let lost = result.is_err();
-        // The phase lock: where this cycle's frame passed the reference clock against the SYNC0
-        // grid, and the correction of the next deadline (no allocation, no system call).
-        let mut correction = 0i64;
-        let mut phase_error = 0i64;
+        // Phase lock.
         let dc_time = result
             .as_ref()
             .ok()
             .and_then(|r| <Group<DC> as CycleGroup>::dc_time(&r.extra));
-        if let (Some(dc_time), Some(lock)) = (dc_time, st.lock.as_mut()) {
-            let before = lock.state();
-            // The send delay: deadline to the first frame handed to the link (stamped by the
-            // bus; 0 only if nothing was sent, and then there is no DC time either).
-            let sent = x
-                .counters()
-                .first_tx_ns
-                .load(std::sync::atomic::Ordering::Relaxed);
-            correction = lock.update(dc_time, sent.saturating_sub(deadline));
-            phase_error = lock.last_error_ns();
-            rec.record_phase(phase_error);
-            sinks.live.dc.publish(lock);
-            if lock.state() != before {
-                push_event(
-                    sinks.events,
-                    cycle,
-                    EventKind::DcLock {
-                        state: lock.state(),
-                        error_ns: phase_error,
-                    },
-                );
+        let (correction, phase_error) = match (dc_time, st.lock.as_mut()) {
+            (Some(dc_time), Some(lock)) => {
+                // The send delay: deadline to the first frame handed to the link (stamped by
+                // the bus; 0 only if nothing was sent, and then there is no DC time either).
+                let sent = x
+                    .counters()
+                    .first_tx_ns
+                    .load(std::sync::atomic::Ordering::Relaxed);
+                lock_phase(lock, dc_time, sent, deadline, &mut cx, sinks.live)
             }
-        }
-        match &result {
+            _ => (0, 0),
+        };
+        // Health.
+        let mut wkc = 0u16;
+        let bad = match &result {
             Ok(resp) => {
                 wkc = resp.working_counter;
-                let mut missing_share = 0u32;
-                let mut first_not_op = None;
-                for (i, s) in resp.subdevice_states.iter().enumerate() {
-                    let code = state_code(*s);
-                    if let Some(st) = st.status.get_mut(i) {
-                        if st.al_state != code {
-                            push_event(
-                                sinks.events,
-                                cycle,
-                                EventKind::StateChange {
-                                    position: i as u16,
-                                    state: code,
-                                },
-                            );
-                        }
-                        st.al_state = code;
-                    }
-                    if code != 8 {
-                        // In SAFE-OP a subdevice still has its inputs read (the ETG.1000.6 AL
-                        // states: inputs valid in SAFE-OP, outputs only in OP; ecsim does the
-                        // same); below SAFE-OP its process data FMMUs do nothing.
-                        let (ins, outs) = st.shares.get(i).copied().unwrap_or((0, 0));
-                        missing_share += if code & 0x0f == 4 { outs } else { ins + outs };
-                        first_not_op.get_or_insert((i as u16, code));
-                    }
-                }
-                // A wrong WKC fully explained by the subdevices not in OP leaves the others'
-                // data valid; any other mismatch makes every subdevice's data suspect (ethercrab
-                // returns one sum for all the LRW frames of the cycle).
-                let explained = wkc == p.expected_wkc
-                    || u32::from(wkc) + missing_share == u32::from(p.expected_wkc);
+                record_states(&resp.subdevice_states, &mut st.status, cx.events, cycle);
+                let v = judge(&st.status, &st.shares, wkc, p.expected_wkc);
                 for s in st.status.iter_mut() {
-                    s.data_valid = explained && s.al_state == 8;
+                    s.data_valid = v.explained && s.al_state == al_state::OP;
                 }
-                if wkc != p.expected_wkc {
-                    rec.wkc_mismatches += 1;
-                    bad = true;
-                    cause = RecoveryCause::WkcMismatch {
-                        got: wkc,
-                        expected: p.expected_wkc,
-                    };
-                    if wkc_was_ok {
-                        push_event(
-                            sinks.events,
-                            cycle,
-                            EventKind::WkcMismatch {
-                                got: wkc,
-                                expected: p.expected_wkc,
-                            },
-                        );
-                    }
-                    wkc_was_ok = false;
-                } else if !wkc_was_ok {
-                    wkc_was_ok = true;
-                    push_event(sinks.events, cycle, EventKind::WkcRestored);
-                }
-                if let Some((position, state)) = first_not_op {
-                    rec.not_op_cycles += 1;
-                    bad = true;
-                    cause = RecoveryCause::NotOp { position, state };
-                }
+                health.answered(v, wkc, p.expected_wkc, &mut cx)
             }
             Err(()) => {
-                rec.frames_lost += 1;
-                bad = true;
-                cause = RecoveryCause::FramesLost;
                 for s in st.status.iter_mut() {
                     s.data_valid = false;
                 }
-                push_event(sinks.events, cycle, EventKind::FrameLost);
+                health.lost(&mut cx)
             }
-        }
-
-        // The application sees this cycle's inputs (those that came back) and writes the next
-        // outputs, on bad cycles too: it decides what a bad cycle means for the machine.
+        };
+        // Inputs, application, outputs.
         if !lost {
-            for (i, sd) in group.iter(md).enumerate() {
-                let io = sd.io_raw();
-                let dst = st.image.inputs_of_mut(i);
-                let n = dst.len().min(io.inputs().len());
-                dst[..n].copy_from_slice(&io.inputs()[..n]);
-            }
+            copy_inputs(md, group, &mut st.image);
         }
-        let mut data_errors = 0u32;
-        let mut first_error = None;
-        {
-            let status = CycleStatus {
-                cycle,
-                deadline_ns: deadline,
-                wake_ns: wake,
-                expected_wkc: p.expected_wkc,
-                wkc,
-                frames_lost: lost,
-                subdevices: &st.status,
-            };
-            app.cycle(&mut Cycle {
-                status: &status,
-                image: &mut st.image,
-                data_errors: &mut data_errors,
-                first_error: &mut first_error,
-                events: &mut *sinks.events,
-            });
-        }
-        for (i, sd) in group.iter(md).enumerate() {
-            let mut io = sd.io_raw_mut();
-            let src = st.image.outputs_of(i);
-            let out = io.outputs();
-            let n = out.len().min(src.len());
-            out[..n].copy_from_slice(&src[..n]);
-        }
-        if data_errors > 0 {
-            rec.data_errors += u64::from(data_errors);
-            push_event(
-                sinks.events,
-                cycle,
-                EventKind::DataMismatch {
-                    position: first_error.unwrap_or(0),
-                },
-            );
-        }
-
+        let status = CycleStatus {
+            cycle,
+            deadline_ns: deadline,
+            wake_ns: wake,
+            expected_wkc: p.expected_wkc,
+            wkc,
+            frames_lost: lost,
+            subdevices: &st.status,
+        };
+        apply(app, &status, &mut st.image, &mut cx);
+        copy_outputs(md, group, &st.image);
+        // Measurements.
         let end = now_ns();
         let exec = end - wake;
         rec.record(lateness, exec, rtt);
@@ -546,22 +698,15 @@ where
                 phase_error_ns: phase_error,
             });
         }
-        bad_run = if bad { bad_run + 1 } else { 0 };
         sinks.live.publish(rec, lateness, exec, !bad);
         x.counters().publish(sinks.live);
-
-        // SDO traffic: after everything the cycle measures, never past half the time left to
-        // the next deadline, so the next cyclic frame leaves on time.
-        if let Some(svc) = service.as_mut().as_pin_mut() {
-            let next = deadline + period;
-            let now = now_ns();
-            let until = (now + budget_ns).min(now + next.saturating_sub(now) / 2);
-            if until > now {
-                x.serve_sdo(svc, &busy, until);
-            }
+        // Mailbox budget: SDO traffic after everything the cycle measures.
+        if let Some(svc) = service.as_mut().as_pin_mut()
+            && let Some(until) = mailbox_until(now_ns(), budget_ns, deadline + period)
+        {
+            x.serve_sdo(svc, &busy, until);
         }
-
-        // The lock's correction moves the grid itself (the next and all later deadlines).
+        // Next deadline: the lock's correction moves the grid itself (this and all later ones).
         deadline = deadline.saturating_add_signed(correction);
         if let Some(behind) = advance(&mut deadline, period, end, rec) {
             push_event(
@@ -570,11 +715,8 @@ where
                 EventKind::MissedDeadline { skipped: behind },
             );
         }
-        if bad_run >= p.bad_cycles_before_recovery {
-            return Exit::Recover {
-                bad_cycles: bad_run,
-                cause,
-            };
+        if let Some(exit) = health.end_of_cycle(bad, p.bad_cycles_before_recovery) {
+            return exit;
         }
     }
 }
@@ -622,5 +764,98 @@ mod tests {
         assert_eq!((rec.missed_deadlines, rec.skipped_periods), (1, 2));
         // Ending exactly on the next deadline is not a miss.
         assert_eq!(advance(&mut d, 1_000, 6_000, &mut rec), None);
+    }
+
+    fn states(codes: &[u8]) -> Vec<SubdeviceStatus> {
+        codes
+            .iter()
+            .map(|&al_state| SubdeviceStatus {
+                al_state,
+                data_valid: false,
+            })
+            .collect()
+    }
+
+    /// Three subdevices: inputs only (1 share), outputs only (2), both (1 + 2): WKC 6.
+    const SHARES: [(u32, u32); 3] = [(1, 0), (0, 2), (1, 2)];
+
+    #[test]
+    fn all_in_op_with_the_expected_wkc_is_good() {
+        let v = judge(&states(&[al_state::OP; 3]), &SHARES, 6, 6);
+        assert_eq!(
+            v,
+            Verdict {
+                wkc_ok: true,
+                explained: true,
+                first_not_op: None
+            }
+        );
+        assert!(!v.is_bad());
+        assert_eq!(v.cause(6, 6), None);
+    }
+
+    #[test]
+    fn a_wkc_short_by_the_shares_of_those_out_of_op_is_explained() {
+        use al_state::{OP, PRE_OP, SAFE_OP};
+        // SAFE-OP: its inputs are still read, only its outputs' share (2) is missing.
+        let v = judge(&states(&[OP, OP, SAFE_OP]), &SHARES, 4, 6);
+        assert!(v.explained && !v.wkc_ok && v.is_bad());
+        assert_eq!(v.first_not_op, Some((2, SAFE_OP)));
+        // SAFE-OP with the error indicator counts as SAFE-OP.
+        let v = judge(&states(&[OP, OP, SAFE_OP | al_state::ERROR]), &SHARES, 4, 6);
+        assert!(v.explained);
+        // Below SAFE-OP both shares are missing; SAFE-OP's share would not explain it.
+        assert!(judge(&states(&[OP, OP, PRE_OP]), &SHARES, 3, 6).explained);
+        assert!(!judge(&states(&[OP, OP, SAFE_OP]), &SHARES, 3, 6).explained);
+        // The cause names the subdevice, not the working counter it shortens.
+        assert_eq!(
+            judge(&states(&[OP, PRE_OP, SAFE_OP]), &SHARES, 1, 6).cause(1, 6),
+            Some(RecoveryCause::NotOp {
+                position: 1,
+                state: PRE_OP
+            })
+        );
+    }
+
+    #[test]
+    fn an_unexplained_wkc_is_a_mismatch_and_suspects_every_subdevice() {
+        let v = judge(&states(&[al_state::OP; 3]), &SHARES, 5, 6);
+        assert!(!v.wkc_ok && !v.explained && v.is_bad());
+        assert_eq!(
+            v.cause(5, 6),
+            Some(RecoveryCause::WkcMismatch {
+                got: 5,
+                expected: 6
+            })
+        );
+        // A subdevice out of OP with the expected WKC (it answered anyway) is still bad.
+        let v = judge(
+            &states(&[al_state::OP, al_state::INIT, al_state::OP]),
+            &SHARES,
+            6,
+            6,
+        );
+        assert!(v.wkc_ok && v.explained && v.is_bad());
+        // No subdevices, no shares: only the WKC counts.
+        assert!(!judge(&[], &[], 0, 0).is_bad());
+    }
+
+    #[test]
+    fn al_states_by_name() {
+        assert_eq!(state_code(SubDeviceState::Op), al_state::OP);
+        assert_eq!(state_code(SubDeviceState::SafeOp), al_state::SAFE_OP);
+        assert_eq!(al_state::state(0x14), al_state::SAFE_OP);
+        assert_eq!(al_state::state(al_state::OP), al_state::OP);
+    }
+
+    #[test]
+    fn the_mailbox_budget_leaves_half_the_time_to_the_next_deadline() {
+        // Budget shorter than half the time left: the budget.
+        assert_eq!(mailbox_until(1_000, 100, 2_000), Some(1_100));
+        // Longer: half the time left.
+        assert_eq!(mailbox_until(1_000, 10_000, 2_000), Some(1_500));
+        // At or past the next deadline: nothing.
+        assert_eq!(mailbox_until(2_000, 10_000, 2_000), None);
+        assert_eq!(mailbox_until(3_000, 10_000, 2_000), None);
     }
 }

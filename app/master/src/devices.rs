@@ -47,7 +47,7 @@ pub const MAX_SM_BYTES: u32 = 8191;
 pub const MAX_NAME: usize = 128;
 
 /// Most `[[device]]` entries (a segment has at most this many subdevices).
-pub const MAX_DEVICES: usize = crate::master::MAX_SUBDEVICES;
+pub const MAX_DEVICES: usize = crate::limits::MAX_SUBDEVICES;
 
 /// RxPDO mapping objects (outputs, master -> subdevice), ETG.1000.6 Table 67.
 pub const RXPDO: std::ops::RangeInclusive<u16> = 0x1600..=0x17ff;
@@ -345,27 +345,16 @@ impl StartupSdo {
     }
 }
 
-/// A refused `[[device]]` value: the key (`device[2].pdo_map[0].entries[1]`), the value and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Invalid {
-    /// The key.
-    pub key: String,
-    /// The value found.
-    pub value: String,
-    /// What is wrong or allowed.
-    pub message: String,
-}
+/// A refused `[[device]]` value: the key (`device[2].pdo_map[0].entries[1]`), the value and why
+/// (the error every configuration section returns).
+pub use crate::invalid::Invalid;
 
 fn invalid(
     key: impl Into<String>,
     value: impl std::fmt::Display,
     message: impl Into<String>,
 ) -> Invalid {
-    Invalid {
-        key: key.into(),
-        value: value.to_string(),
-        message: message.into(),
-    }
+    Invalid::new(key, value, message)
 }
 
 fn pdo_direction(index: u16) -> Option<Direction> {
@@ -496,7 +485,29 @@ fn validate_one(i: usize, d: &DeviceConfig, subdevices: Option<u16>) -> Result<(
         }
     }
 
-    // pdo_map: indices, entries, and the bits each PDO maps.
+    let mapped = validate_pdo_map(i, d)?;
+
+    // pdo_assign: the right PDOs on the right SM, no duplicates, sizes.
+    validate_assign(i, d, &mapped)?;
+    if let Some(a) = &d.pdo_assign
+        && a.names_sm01()
+        && !d.sdo.is_empty()
+    {
+        return Err(invalid(
+            k("sdo[0].index"),
+            format!("{:#06x}", d.sdo[0].index),
+            "pdo_assign lists SM0/SM1: process data there belong to a subdevice without a \
+             mailbox, which takes no SDOs",
+        ));
+    }
+
+    validate_sdos(i, d)
+}
+
+/// `device[i].pdo_map`: indices, entries, names, widths against the device's startup SDOs;
+/// returns each mapped PDO with the bits it maps.
+fn validate_pdo_map(i: usize, d: &DeviceConfig) -> Result<Vec<(u16, u32)>, Invalid> {
+    let k = |rest: &str| format!("device[{i}].{rest}");
     let mut mapped: Vec<(u16, u32)> = Vec::new();
     for (j, p) in d.pdo_map.iter().enumerate() {
         let key = k(&format!("pdo_map[{j}].index"));
@@ -561,21 +572,12 @@ fn validate_one(i: usize, d: &DeviceConfig, subdevices: Option<u16>) -> Result<(
         }
         mapped.push((p.index, bits));
     }
+    Ok(mapped)
+}
 
-    // pdo_assign: the right PDOs on the right SM, no duplicates, sizes.
-    validate_assign(i, d, &mapped)?;
-    if let Some(a) = &d.pdo_assign
-        && a.names_sm01()
-        && !d.sdo.is_empty()
-    {
-        return Err(invalid(
-            k("sdo[0].index"),
-            format!("{:#06x}", d.sdo[0].index),
-            "pdo_assign lists SM0/SM1: process data there belong to a subdevice without a \
-             mailbox, which takes no SDOs",
-        ));
-    }
-
+/// `device[i].sdo`: objects that are not PDO mapping or assignment objects, values of their type.
+fn validate_sdos(i: usize, d: &DeviceConfig) -> Result<(), Invalid> {
+    let k = |rest: &str| format!("device[{i}].{rest}");
     for (m, s) in d.sdo.iter().enumerate() {
         if s.index == 0 {
             return Err(invalid(
@@ -1795,7 +1797,7 @@ transition = "SO"
     /// configuration (so what the example documents works as written).
     #[test]
     fn the_example_device_block_uncommented_is_valid() {
-        let ex = crate::config::EXAMPLE;
+        let ex = include_str!("../rtcat.example.toml");
         let start = ex
             .find("# [[device]]")
             .expect("the example documents [[device]]");

@@ -67,6 +67,7 @@ pub mod acyclic;
 pub mod application;
 pub mod axes;
 pub mod axis;
+pub mod bringup;
 pub mod bus;
 pub mod cia402;
 pub mod clock;
@@ -77,12 +78,17 @@ pub mod dc;
 pub mod devices;
 pub mod diag;
 mod error;
+mod group;
 pub mod image;
+pub mod invalid;
 pub mod layout;
+pub mod limits;
 pub mod mapping;
 pub mod master;
 pub mod motion;
 pub mod netuse;
+pub mod period;
+mod phase_lock;
 pub mod rt;
 pub mod shm;
 pub mod sii;
@@ -90,8 +96,8 @@ pub mod stats;
 mod stop;
 
 pub use application::{
-    AppError, Application, Cycle, CycleStatus, Recovery, RecoveryCause, Setup, ShutdownReason,
-    SubdeviceStatus, ZeroOutputs,
+    AppError, Application, Cycle, CycleStatus, Layer, Recovery, RecoveryCause, Setup,
+    ShutdownReason, SubdeviceStatus, ZeroOutputs,
 };
 pub use config::{Config, ConfigError};
 pub use diag::{Probe, ScanEntry};
@@ -99,6 +105,7 @@ pub use error::{Error, Result};
 pub use image::{Input, Output, PdoValue, ProcessImage};
 pub use layout::{DataType, Direction, Entry, Layout, LayoutError};
 pub use master::{Channels, Outcome, RtApplied, RunSpec, Session, Target, run};
+pub use period::Period;
 pub use stop::{Stop, StopFlags};
 
 impl RunSpec {

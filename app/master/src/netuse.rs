@@ -9,7 +9,7 @@
 //! is not a master and is not counted.
 
 use crate::error::{Error, Result};
-use rttune::SysRoot;
+use safefs::SysRoot;
 
 /// An EtherCAT socket found on an interface.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -44,7 +44,7 @@ pub fn ethercat_sockets(proc_net_packet: &str, ifindex: u32) -> Vec<PacketUser> 
 /// Refuse `iface` when an EtherCAT socket is bound to it already. An interface that does not
 /// exist passes (opening it gives the precise error).
 pub fn check_free(root: &SysRoot, iface: &str) -> Result<()> {
-    if !rttune::netif::valid_name(iface) {
+    if !safefs::netif::valid_name(iface) {
         return Ok(());
     }
     let Some(idx) = root

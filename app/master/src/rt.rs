@@ -1,7 +1,9 @@
 //! Real-time setup of the process and its threads: locked memory, SCHED_FIFO, CPU affinity,
 //! timer slack, /dev/cpu_dma_latency. Every failure names the capability or limit and the fix.
 
+use crate::config::Config;
 use crate::error::{Error, Result};
+use crate::limits::SETUP_STACK;
 use std::fs::OpenOptions;
 use std::io::Write;
 
@@ -68,7 +70,7 @@ pub fn pin_to(cpu: usize) -> Result<()> {
 
 /// The online CPUs as the kernel lists them (`0-3`), for messages.
 pub fn online_cpus() -> Option<String> {
-    rttune::SysRoot::live()
+    safefs::SysRoot::live()
         .read_opt("/sys/devices/system/cpu/online")
         .map(|s| s.trim().to_string())
 }
@@ -155,4 +157,77 @@ pub fn name_thread(name: &str) {
 pub fn thread_minor_faults() -> u64 {
     use nix::sys::resource::{UsageWho, getrusage};
     getrusage(UsageWho::RUSAGE_THREAD).map_or(0, |u| u.minor_page_faults().max(0) as u64)
+}
+
+/// Run `f` on a thread named `name` with the stack a bring-up needs (ethercrab's groups for
+/// [`crate::limits::MAX_SUBDEVICES`] and its init futures are large, in debug builds above all), and wait for it.
+pub(crate) fn on_setup_thread<R: Send>(
+    name: &'static str,
+    f: impl FnOnce() -> R + Send,
+) -> Result<R> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name(name.into())
+            .stack_size(SETUP_STACK)
+            .spawn_scoped(s, f)
+            .map_err(Error::io("spawn the setup thread"))?
+            .join()
+            .map_err(|_| Error::Panicked(name))
+    })
+}
+
+/// Real-time settings actually applied (for the results).
+#[derive(Debug, Clone, Default)]
+pub struct RtApplied {
+    /// `--no-rt`: nothing applied.
+    pub no_rt: bool,
+    /// CPU of the cyclic thread.
+    pub cpu: Option<usize>,
+    /// CPU of the frames' TX/RX (the cyclic CPU in inline mode).
+    pub txrx_cpu: Option<usize>,
+    /// Scheduling policy of the cyclic thread.
+    pub policy: String,
+    /// Its priority.
+    pub priority: u32,
+    /// Its timer slack.
+    pub timer_slack_ns: u64,
+    /// Minor page faults of the cyclic thread during its cycles (should be 0).
+    pub cycle_minor_faults: u64,
+}
+
+/// Process-wide real-time settings (`[rt]`), applied once the segment is up: /dev/cpu_dma_latency
+/// held at 0 for as long as the returned guard lives, and locked memory.
+pub fn setup_process(cfg: &Config, no_rt: bool) -> Result<Option<DmaLatencyGuard>> {
+    let dma = if !no_rt && cfg.rt.hold_cpu_dma_latency {
+        Some(DmaLatencyGuard::hold_zero()?)
+    } else {
+        None
+    };
+    if !no_rt && cfg.rt.lock_memory {
+        lock_memory()?;
+    }
+    Ok(dma)
+}
+
+/// Real-time setup of the calling (cyclic) thread.
+pub fn setup_cycle_thread(cfg: &Config, no_rt: bool) -> Result<RtApplied> {
+    name_thread("rtcat-cycle");
+    if !no_rt {
+        if let Some(cpu) = cfg.cycle.cpu {
+            pin_to(cpu)?;
+        }
+        set_timer_slack(cfg.rt.timer_slack_ns)?;
+        set_fifo(cfg.cycle.priority)?;
+        prefault_stack(cfg.rt.prefault_stack_kib);
+    }
+    let (policy, priority) = current_policy();
+    Ok(RtApplied {
+        no_rt,
+        cpu: if no_rt { None } else { cfg.cycle.cpu },
+        txrx_cpu: None,
+        policy,
+        priority,
+        timer_slack_ns: timer_slack(),
+        cycle_minor_faults: 0,
+    })
 }

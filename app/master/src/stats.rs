@@ -166,7 +166,7 @@ pub struct Live {
 pub struct DcLive {
     /// 1 while the segment runs with distributed clocks (set at bring-up).
     pub enabled: AtomicU64,
-    /// The phase lock's state: 0 locking, 1 locked, 2 lost ([`crate::dc::LockState`]).
+    /// The phase lock's state: 0 locking, 1 locked, 2 lost ([`crate::phase_lock::LockState`]).
     pub lock: AtomicU64,
     /// Drift of the reference clock against CLOCK_MONOTONIC the lock has learned, ppb.
     pub drift_ppb: AtomicI64,
@@ -195,11 +195,11 @@ pub struct DcSubdevice {
 impl DcLive {
     /// Publish one DC cycle from the cyclic thread (relaxed stores).
     #[inline]
-    pub fn publish(&self, lock: &crate::dc::PhaseLock) {
+    pub fn publish(&self, lock: &crate::phase_lock::PhaseLock) {
         let state = match lock.state() {
-            crate::dc::LockState::Locking => 0,
-            crate::dc::LockState::Locked => 1,
-            crate::dc::LockState::Lost => 2,
+            crate::phase_lock::LockState::Locking => 0,
+            crate::phase_lock::LockState::Locked => 1,
+            crate::phase_lock::LockState::Lost => 2,
         };
         self.lock.store(state, Ordering::Relaxed);
         self.drift_ppb
@@ -209,11 +209,11 @@ impl DcLive {
     }
 
     /// The lock state as published.
-    pub fn lock_state(&self) -> crate::dc::LockState {
+    pub fn lock_state(&self) -> crate::phase_lock::LockState {
         match self.lock.load(Ordering::Relaxed) {
-            1 => crate::dc::LockState::Locked,
-            2 => crate::dc::LockState::Lost,
-            _ => crate::dc::LockState::Locking,
+            1 => crate::phase_lock::LockState::Locked,
+            2 => crate::phase_lock::LockState::Lost,
+            _ => crate::phase_lock::LockState::Locking,
         }
     }
 
@@ -333,7 +333,7 @@ pub enum EventKind {
     /// The DC phase lock changed state (locking after a bring-up, locked, lost).
     DcLock {
         /// The new state.
-        state: crate::dc::LockState,
+        state: crate::phase_lock::LockState,
         /// The phase error of that cycle, ns.
         error_ns: i64,
     },

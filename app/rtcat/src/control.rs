@@ -26,7 +26,7 @@ use rtcat_control::protocol::{
 };
 use rtcat_control::{Outcome, Peer, Provider, Server, ServerConfig, Writers};
 use rtcat_master::acyclic::{MAX_SDO_BYTES, SdoClient, SdoFailure};
-use rtcat_master::application::{Application, Cycle, Recovery, Setup, ShutdownReason};
+use rtcat_master::application::{Application, Layer, Setup};
 use rtcat_master::config::Config;
 use rtcat_master::diag::{self, ErrorCounters, Probe, Registers};
 use rtcat_master::layout::Layout;
@@ -85,20 +85,15 @@ impl LayoutHook {
     }
 }
 
-impl Application for LayoutHook {
+// A layer: cycle, on_recovery and shutdown go to the inner application unchanged.
+impl Layer for LayoutHook {
+    fn inner(&mut self) -> &mut dyn Application {
+        self.inner.as_mut()
+    }
     fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), rtcat_master::AppError> {
         // Off the real-time thread (PRE-OP, the setup thread): the clone may allocate.
         *lock(&self.layout) = Some(setup.layout().clone());
         self.inner.configure(setup)
-    }
-    fn cycle(&mut self, cycle: &mut Cycle<'_>) {
-        self.inner.cycle(cycle)
-    }
-    fn on_recovery(&mut self, r: &Recovery) {
-        self.inner.on_recovery(r)
-    }
-    fn shutdown(&mut self, r: &ShutdownReason) {
-        self.inner.shutdown(r)
     }
 }
 
@@ -328,7 +323,7 @@ impl Shared {
             version: VERSION,
             state: state.into(),
             generation,
-            period_ns: u64::from(self.cfg.cycle.period_us) * 1000,
+            period_ns: self.cfg.cycle.period().as_nanos(),
             uptime_s: self.started.elapsed().as_secs_f64(),
             subdevices: r(&l.subdevices) as u32,
             pdi_bytes: r(&l.pdi_bytes) as u32,

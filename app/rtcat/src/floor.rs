@@ -13,7 +13,7 @@
 use hdrhistogram::Histogram;
 use rtcat_master::clock::{now_ns, sleep_until};
 use rtcat_master::stats::Live;
-use rtcat_master::{AppError, Application, Cycle, Recovery, Setup, ShutdownReason};
+use rtcat_master::{Application, Cycle, Layer};
 use rtcat_packet::{PacketKind, PacketSocket, floor};
 use rtcat_results::{FloorSummary, LatencyStats, new_histogram, write_hdr_to};
 use safefs::Dir;
@@ -143,9 +143,10 @@ impl FloorPing {
     }
 }
 
-impl Application for FloorPing {
-    fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
-        self.inner.configure(setup)
+// A layer: configure, on_recovery and shutdown go to the inner application unchanged.
+impl Layer for FloorPing {
+    fn inner(&mut self) -> &mut dyn Application {
+        self.inner.as_mut()
     }
 
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
@@ -181,14 +182,6 @@ impl Application for FloorPing {
                 r.errors.fetch_add(1, Ordering::Relaxed);
             }
         }
-    }
-
-    fn on_recovery(&mut self, recovery: &Recovery) {
-        self.inner.on_recovery(recovery)
-    }
-
-    fn shutdown(&mut self, reason: &ShutdownReason) {
-        self.inner.shutdown(reason)
     }
 }
 

@@ -6,10 +6,11 @@
 //! measurements) -> [`output`] / [`status`].
 
 // The master's modules under their old paths, for the commands and the tests.
-pub use rtcat_master::{bus, clock, config, cycle, master, rt, stats};
+pub use rtcat_master::{bus, clock, cycle, master, rt, stats};
 
 pub mod cli;
 pub mod cmd;
+pub mod config;
 pub mod console;
 pub mod control;
 pub mod echo;

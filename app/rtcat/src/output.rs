@@ -35,7 +35,7 @@ pub fn dc_summary(
     rec: &Recorder,
     live: &crate::stats::Live,
     cfg: &rtcat_master::dc::DcConfig,
-    period_us: u32,
+    period: rtcat_master::Period,
 ) -> Option<summary::DcSummary> {
     use std::sync::atomic::Ordering;
     let dc = &live.dc;
@@ -44,8 +44,8 @@ pub fn dc_summary(
     }
     let state = dc.lock_state();
     Some(summary::DcSummary {
-        sync0_period_ns: cfg.sync0_period_ns(period_us),
-        sync0_shift_ns: cfg.sync0_shift_ns(period_us),
+        sync0_period_ns: cfg.sync0_period(period).as_nanos(),
+        sync0_shift_ns: cfg.sync0_shift_ns(period),
         lock_state: state.as_str().to_string(),
         locked: state == rtcat_master::dc::LockState::Locked,
         drift_ppm: dc.drift_ppb.load(Ordering::Relaxed) as f64 / 1000.0,

@@ -68,15 +68,15 @@ pub struct JobResult {
 
 fn timer_only(job: &Job, live: &Live) -> Result<(Recorder, RtApplied)> {
     let cfg = &job.cfg;
-    let _dma = master::setup_process(cfg, job.no_rt)?;
-    let period = u64::from(cfg.cycle.period_us) * 1000;
+    let _dma = master::setup_process(&cfg.master, job.no_rt)?;
+    let period = cfg.master.cycle.period().as_nanos();
     let end = job.duration.map(|d| now_ns() + d.as_nanos() as u64);
     let no_rt = job.no_rt;
     std::thread::scope(|s| {
         std::thread::Builder::new()
             .name("rtcat-cycle".into())
             .spawn_scoped(s, move || -> Result<(Recorder, RtApplied)> {
-                let mut applied = master::setup_cycle_thread(cfg, no_rt)?;
+                let mut applied = master::setup_cycle_thread(&cfg.master, no_rt)?;
                 let mut rec = Recorder::new();
                 let stop = crate::signals::handle();
                 let f0 = crate::rt::thread_minor_faults();
@@ -116,7 +116,7 @@ struct FactsBase {
     started_at_unix_ns: u64,
     /// `now_ns()` at the start.
     t0: u64,
-    period_us: u32,
+    period: rtcat_master::Period,
     requested_duration_s: Option<f64>,
     dc: rtcat_master::dc::DcConfig,
     live: Arc<Live>,
@@ -130,9 +130,9 @@ impl FactsBase {
             stage: job.stage.clone(),
             started_at_unix_ns: unix_ns(),
             t0: now_ns(),
-            period_us: job.cfg.cycle.period_us,
+            period: job.cfg.master.cycle.period(),
             requested_duration_s: job.duration.map(|d| d.as_secs_f64()),
-            dc: job.cfg.dc.clone(),
+            dc: job.cfg.master.dc.clone(),
             live: job.live.clone(),
         }
     }
@@ -154,7 +154,7 @@ impl FactsBase {
             stage: self.stage.clone(),
             started_at_unix_ns: self.started_at_unix_ns,
             duration_s: (now_ns() - self.t0) as f64 / 1e9,
-            period_ns: u64::from(self.period_us) * 1000,
+            period_ns: self.period.as_nanos(),
             expected_wkc: on_bus.then(|| live.expected_wkc.load(Ordering::Relaxed) as u32),
             subdevices: live.subdevices.load(Ordering::Relaxed) as u32,
             pdi_bytes: live.pdi_bytes.load(Ordering::Relaxed) as u32,
@@ -167,7 +167,7 @@ impl FactsBase {
                 detail: None,
             }),
             axes: None,
-            dc: output::dc_summary(rec, live, &self.dc, self.period_us),
+            dc: output::dc_summary(rec, live, &self.dc, self.period),
             bus: on_bus.then(|| summary::BusStats {
                 rx_rejected: live.rx_rejected.load(Ordering::Relaxed),
                 send_errors: live.send_errors.load(Ordering::Relaxed),
@@ -183,22 +183,22 @@ impl FactsBase {
 fn checkpoint_fn(job: &Job, base: FactsBase) -> CheckpointFn {
     let cfg = &job.cfg;
     let no_rt = job.no_rt;
-    let cpu = if no_rt { None } else { cfg.cycle.cpu };
+    let cpu = if no_rt { None } else { cfg.master.cycle.cpu };
     let rt = RtApplied {
         no_rt,
         cpu,
         txrx_cpu: if no_rt {
             None
         } else {
-            cfg.cycle.txrx_cpu.or(cfg.cycle.cpu)
+            cfg.master.cycle.txrx_cpu.or(cfg.master.cycle.cpu)
         },
         policy: if no_rt { "SCHED_OTHER" } else { "SCHED_FIFO" }.into(),
         priority: if no_rt {
             0
         } else {
-            u32::from(cfg.cycle.priority)
+            u32::from(cfg.master.cycle.priority)
         },
-        timer_slack_ns: cfg.rt.timer_slack_ns,
+        timer_slack_ns: cfg.master.rt.timer_slack_ns,
         cycle_minor_faults: 0,
     };
     let system = crate::sysinfo::snapshot(&rttune::SysRoot::live(), cpu);
@@ -246,7 +246,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     let (more_tx, more_rx) = std::sync::mpsc::sync_channel(256);
     let (records_tx, records_rx) = std::sync::mpsc::sync_channel(256);
     // Only while DC is on: the sampler's sender must not keep the channel open otherwise.
-    let dc_events = job.cfg.dc.enabled.then(|| {
+    let dc_events = job.cfg.master.dc.enabled.then(|| {
         let tx = more_tx.clone();
         move |e| {
             // A full channel drops the event (the sampler's counters still count it).
@@ -256,7 +256,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     let control = match &queue {
         Some((client, _)) => Some(crate::control::Control::start(
             crate::control::Shared::new(
-                &job.cfg,
+                &job.cfg.master,
                 live.clone(),
                 hist.clone(),
                 layout.clone(),
@@ -264,7 +264,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 job.axes.clone(),
                 job.shm.clone(),
             ),
-            job.cfg.control.socket.as_deref(),
+            job.cfg.master.control.socket.as_deref(),
             more_tx,
             records_tx,
         )?),
@@ -277,7 +277,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             rtcat_master::dc::Sampler::spawn(
                 client.clone(),
                 live.clone(),
-                job.cfg.dc.sync_window_ns,
+                job.cfg.master.dc.sync_window_ns,
                 dc_events,
             )
             .context("start the DC sampler thread")?,
@@ -330,7 +330,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         }),
         Some(target) => {
             let spec = RunSpec {
-                cfg: job.cfg.clone(),
+                cfg: job.cfg.master.clone(),
                 target,
                 duration: job.duration,
                 no_rt: job.no_rt,

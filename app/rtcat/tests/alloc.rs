@@ -69,18 +69,18 @@ fn steady_state(mode: TxRxMode, dc: bool) {
         for d in &mut spec.devices {
             d.dc = true;
         }
-        cfg.dc.enabled = true;
-        cfg.dc.static_sync_iterations = 200;
+        cfg.master.dc.enabled = true;
+        cfg.master.dc.static_sync_iterations = 200;
     }
-    cfg.cycle.txrx = mode;
-    cfg.cycle.period_us = 1000;
-    cfg.bus.response_timeout_us = Some(1000);
+    cfg.master.cycle.txrx = mode;
+    cfg.master.cycle.period_us = 1000;
+    cfg.master.bus.response_timeout_us = Some(1000);
     cfg.output.status_interval_ms = 0;
-    cfg.health.bad_cycles_before_recovery = 1_000_000;
+    cfg.master.health.bad_cycles_before_recovery = 1_000_000;
     // Pin to the last CPU; locked memory needs root (without it, page faults are not asserted).
     let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cfg.cycle.cpu = Some(ncpu - 1);
-    cfg.cycle.txrx_cpu = Some(0);
+    cfg.master.cycle.cpu = Some(ncpu - 1);
+    cfg.master.cycle.txrx_cpu = Some(0);
     let w = Arc::new(AtomicU64::new(0));
     let e = Arc::new(AtomicU64::new(0));
     let c = Arc::new(AtomicU64::new(0));

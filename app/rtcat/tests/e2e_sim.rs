@@ -14,17 +14,17 @@ static SERIAL: Mutex<()> = Mutex::new(());
 
 fn cfg(txrx: TxRxMode) -> Config {
     let mut c = Config::default();
-    c.cycle.txrx = txrx;
-    c.health.bad_cycles_before_recovery = 5;
-    c.health.recovery_backoff_ms = 50;
+    c.master.cycle.txrx = txrx;
+    c.master.health.bad_cycles_before_recovery = 5;
+    c.master.health.recovery_backoff_ms = 50;
     c.output.status_interval_ms = 0;
     // Two shared cores: a 2 ms period with a whole period of response timeout keeps scheduling
     // noise from looking like a lost frame (unprivileged runs have no SCHED_FIFO to rely on).
-    c.cycle.period_us = 2000;
-    c.bus.response_timeout_us = Some(2000);
-    c.rt.hold_cpu_dma_latency = false;
-    c.bus.init_pdu_timeout_ms = 200;
-    c.bus.init_eeprom_timeout_ms = 200;
+    c.master.cycle.period_us = 2000;
+    c.master.bus.response_timeout_us = Some(2000);
+    c.master.rt.hold_cpu_dma_latency = false;
+    c.master.bus.init_pdu_timeout_ms = 200;
+    c.master.bus.init_eeprom_timeout_ms = 200;
     c
 }
 
@@ -280,8 +280,8 @@ fn large_segment_with_multi_frame_image() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut c = cfg(TxRxMode::Inline);
-    c.cycle.period_us = 4000;
-    c.bus.response_timeout_us = Some(4000);
+    c.master.cycle.period_us = 4000;
+    c.master.bus.response_timeout_us = Some(4000);
     // 64 x (23 in + 23 out) = 2944 bytes in three LRWs; one input area and one output area
     // straddle a frame boundary and count twice: 192 + 1 + 2.
     let r = run(job(
@@ -302,7 +302,7 @@ fn wrong_expected_wkc_is_a_clear_startup_error() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     let mut c = cfg(TxRxMode::Inline);
-    c.segment.expected_wkc = Some(12);
+    c.master.segment.expected_wkc = Some(12);
     rtcat::signals::reset();
     let e = execute(job(
         c,

@@ -5,10 +5,10 @@
 //! Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
-use rtcat::config::Config;
 use rtcat::echo::EchoCheck;
 use rtcat::master::{self, Channels, Outcome, RunSpec, Target};
 use rtcat::stats::Live;
+use rtcat_master::Config;
 use rtcat_packet::{PacketKind, PacketSocket};
 use std::path::Path;
 use std::sync::Arc;

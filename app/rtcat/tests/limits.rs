@@ -17,13 +17,13 @@ fn run(spec: SegmentSpec, period_us: u32) -> anyhow::Result<JobResult> {
     let mut cfg = Config::default();
     // The bring-up of 1024 subdevices takes a minute in a debug build; each cycle sends one AL
     // status read per subdevice (ethercrab), 14 frames at the limit: a long period.
-    cfg.cycle.period_us = period_us;
+    cfg.master.cycle.period_us = period_us;
     cfg.output.status_interval_ms = 0;
-    cfg.rt.hold_cpu_dma_latency = false;
+    cfg.master.rt.hold_cpu_dma_latency = false;
     // This test is about capacity, not timing: the bring-up's PDUs get a generous timeout on a
     // shared machine (a debug build, other test binaries, memory locking of the other test).
-    cfg.bus.init_pdu_timeout_ms = 2000;
-    cfg.bus.init_eeprom_timeout_ms = 2000;
+    cfg.master.bus.init_pdu_timeout_ms = 2000;
+    cfg.master.bus.init_eeprom_timeout_ms = 2000;
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = tempfile::tempdir().unwrap();
     rtcat::signals::reset();

@@ -590,6 +590,44 @@ fn from_bus_output_fed_back_gives_the_same_layout() {
     assert_ne!(got, layout_of(Config::default()));
 }
 
+/// Issue 27: `rtcat pdos --config FILE` shows the layout `run` brings up with that file (its
+/// `[[device]]` mapping applied in PRE-OP), not the segment's default mapping.
+#[test]
+fn pdos_with_a_config_shows_the_configured_layout() {
+    let example = coe_segment().with_file_name("rtcat.toml");
+    let pdos = |config: &Path| -> rtcat_master::Layout {
+        let mut c = Command::new(BIN);
+        c.args(["pdos", "--json", "--sim", "--segment"])
+            .arg(coe_segment())
+            .arg("--config")
+            .arg(config);
+        serde_json::from_str(&ok(&run(c))).expect("pdos --json is a layout")
+    };
+    let shown = pdos(&example);
+    let (sizes, entries) = layout_of(Config::load(&example).unwrap());
+    let as_run = |l: &rtcat_master::Layout| {
+        let sizes: Vec<_> = l
+            .subdevices
+            .iter()
+            .map(|s| (s.position, s.input_bytes, s.output_bytes))
+            .collect();
+        let entries: Vec<_> = l
+            .entries
+            .iter()
+            .map(|e| {
+                format!(
+                    "{} {:?} {:#06x}:{:02x} @{} {}",
+                    e.position, e.direction, e.index, e.subindex, e.bit_offset, e.bits
+                )
+            })
+            .collect();
+        (sizes, entries)
+    };
+    assert_eq!(as_run(&shown), (sizes, entries));
+    // And the default mapping without the [[device]] entries (else the check proves nothing).
+    assert_ne!(as_run(&pdos(patient())), as_run(&shown));
+}
+
 // ---------------------------------------------------------------- over a veth pair (root)
 
 #[path = "support/sim_proc.rs"]

@@ -22,8 +22,9 @@ pub mod facts;
 pub mod host;
 pub mod journal;
 mod knobs;
-pub mod netif;
-pub mod sysroot;
+// The root-path abstraction and the interface-name rules live in safefs, which the master
+// shares without depending on the tuner; their rttune paths stay.
+pub use safefs::{netif, sysroot};
 #[cfg(feature = "testkit")]
 pub mod testkit;
 pub mod tune;

@@ -14,8 +14,16 @@
 //! - [`check_private`]: a file (or directory) root trusts must be owned by root (or the given
 //!   user) and not writable by group or others.
 //!
+//! - [`SysRoot`]: sysfs, procfs, the kernel command line and `/dev` under one root directory, so
+//!   every reader and writer of kernel interfaces runs against fake trees in tests; [`netif`]:
+//!   the kernel's rules for interface names.
+//!
 //! Written on nix's `openat`/`renameat`/`fstat` rather than a crate such as `cap-std` because the
 //! few calls needed are thin and this keeps the dependency tree of the shipped binary small.
+
+pub mod netif;
+pub mod sysroot;
+pub use sysroot::SysRoot;
 
 use nix::fcntl::{AtFlags, OFlag, openat, renameat};
 use nix::sys::stat::{FileStat, Mode, SFlag, fstat, fstatat, mkdirat};

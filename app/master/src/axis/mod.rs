@@ -272,11 +272,7 @@ pub fn generated_devices(axes: &[AxisConfig], devices: &[DeviceConfig]) -> Vec<D
 }
 
 fn invalid(key: String, value: impl std::fmt::Display, message: impl Into<String>) -> Invalid {
-    Invalid {
-        key,
-        value: value.to_string(),
-        message: message.into(),
-    }
+    Invalid::new(key, value, message)
 }
 
 /// Check the axes (limits, binding, names) and the `[[device]]` entries of their drives.

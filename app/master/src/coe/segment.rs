@@ -161,7 +161,7 @@ pub fn with_pre_op<R: Send>(
     f: impl FnOnce(&PreOp<'_>) -> Result<R> + Send,
 ) -> Result<R> {
     let work = || -> Result<R> {
-        let group = crate::master::scan_to_pre_op(md)?;
+        let group = crate::bringup::scan_to_pre_op(md)?;
         if group.is_empty() {
             return Err(Error::NoSubdevices);
         }
@@ -206,7 +206,7 @@ pub fn with_pre_op<R: Send>(
         }
         r
     };
-    crate::master::on_setup_thread("rtcat-coe", work).map_err(Error::Master)?
+    crate::rt::on_setup_thread("rtcat-coe", work).map_err(Error::Master)?
 }
 
 /// A mapped entry as the device holds it.

@@ -28,7 +28,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// Largest register read of one [`Probe::read`] datagram: with the EtherCAT and datagram headers
-/// it fits one frame of the master's PDU storage ([`crate::master::LRW_CHUNK`] bytes of payload).
+/// it fits one frame of the master's PDU storage ([`crate::limits::LRW_CHUNK`] bytes of payload).
 pub const READ_CHUNK: usize = 1024;
 
 /// Largest read `rtcat regs` takes at once: 4 KiB covers the whole ESC register area
@@ -330,11 +330,11 @@ pub fn count_subdevices(md: &MainDevice<'_>) -> Result<u16> {
 /// put back to INIT afterwards (a failure to do so is logged, the layout still returned).
 ///
 /// Runs on a thread of its own with a large stack: ethercrab's group for
-/// [`crate::master::MAX_SUBDEVICES`] subdevices and its initialisation future do not fit a
+/// [`crate::limits::MAX_SUBDEVICES`] subdevices and its initialisation future do not fit a
 /// default thread stack in a debug build.
 pub fn read_layout(md: &MainDevice<'static>) -> Result<Layout> {
     let work = || -> Result<Layout> {
-        let group = crate::master::scan_to_pre_op(md)?;
+        let group = crate::bringup::scan_to_pre_op(md)?;
         if group.is_empty() {
             return Err(Error::NoSubdevices);
         }
@@ -344,5 +344,28 @@ pub fn read_layout(md: &MainDevice<'static>) -> Result<Layout> {
         }
         Ok(layout)
     };
-    crate::master::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
+    crate::rt::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
+}
+
+/// The layout as `run` would bring it up with `cfg`: the segment checked against `[segment]`
+/// and each `[[device]]` entry's PDO assignment, mapping and PS startup SDOs written in PRE-OP
+/// (as every bring-up does), then the mapping read and placed as in [`read_layout`]. The segment
+/// is put back to INIT afterwards.
+pub fn read_configured_layout(
+    md: &MainDevice<'static>,
+    cfg: &crate::config::Config,
+) -> Result<Layout> {
+    let work = || -> Result<Layout> {
+        let group = crate::bringup::scan_to_pre_op(md)?;
+        if group.is_empty() {
+            return Err(Error::NoSubdevices);
+        }
+        let (layout, _) =
+            crate::bringup::configure_pre_op(md, &group, cfg, 1).map_err(Error::Master)?;
+        if let Err(e) = block_on(group.into_init(md)) {
+            log::warn!("layout read; putting the segment back to INIT failed: {e}");
+        }
+        Ok(layout)
+    };
+    crate::rt::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
 }

@@ -117,7 +117,11 @@ pub(crate) fn open(bus: &BusArgs) -> Result<(Session, Config), Failure> {
         ));
     }
     let cfg = match &bus.config {
-        Some(p) => Config::load(p).map_err(|e| Failure::Usage(e.to_string()))?,
+        Some(p) => {
+            crate::config::Config::load(p)
+                .map_err(|e| Failure::Usage(e.to_string()))?
+                .master
+        }
         None => Config::default(),
     };
     let target = if bus.sim {
@@ -386,8 +390,13 @@ pub fn pdos(a: PdosArgs) -> Outcome {
     let l = if a.bus.control.is_some() {
         decode::<Layout>(remote(&a.bus, &Request::Pdos)?)?
     } else {
-        let (s, _cfg) = open(&a.bus)?;
-        diag::read_layout(s.maindevice())?
+        // With --config, the layout `run` would bring up: the [[device]] mapping applied.
+        let (s, cfg) = open(&a.bus)?;
+        if a.bus.config.is_some() {
+            diag::read_configured_layout(s.maindevice(), &cfg)?
+        } else {
+            diag::read_layout(s.maindevice())?
+        }
     };
     emit(&if a.bus.json {
         json(&l)

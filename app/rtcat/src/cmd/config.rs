@@ -276,7 +276,7 @@ fn from_bus(bus: BusArgs) -> Outcome {
 /// the subdevice cannot take (PDO configuration without CoE, a fixed assignment or mapping
 /// configured otherwise) and process-data sizes that the mapping it would run with does not
 /// give. Empty when the configuration fits.
-pub fn bus_differences(cfg: &crate::config::Config, bus: &[DeviceMapping]) -> Vec<String> {
+pub fn bus_differences(cfg: &crate::config::MasterConfig, bus: &[DeviceMapping]) -> Vec<String> {
     use rtcat_master::devices::{Found, parse_entry};
     let mut out = Vec::new();
     let n = bus.len();
@@ -523,7 +523,8 @@ fn check(file: &std::path::Path, mut bus: BusArgs) -> Outcome {
     // --control is refused by `open` below: the check reads the bus itself.
     if !bus.sim && bus.iface.is_none() && bus.control.is_none() {
         // Checked offline (the file may be for another machine): a note, not an error.
-        if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
+        if let Err(why) =
+            rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.master.bus.interface)
         {
             crate::say!("rtcat: note: bus.interface: {why}");
         }
@@ -531,7 +532,7 @@ fn check(file: &std::path::Path, mut bus: BusArgs) -> Outcome {
     }
     bus.config = Some(file.to_path_buf());
     let found = on_segment(&bus, segment::read_mappings)?;
-    let diffs = bus_differences(&cfg, &found);
+    let diffs = bus_differences(&cfg.master, &found);
     if diffs.is_empty() {
         emit(&format!(
             "bus: {} subdevices fit the configuration (count, identity, order, mapping)\n",

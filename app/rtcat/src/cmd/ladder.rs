@@ -141,8 +141,8 @@ impl Env for Rtcat {
         };
         Ok(LadderConfig {
             rt: cfg.rt_context(),
-            txrx_cpu: cfg.cycle.txrx_cpu,
-            priority: cfg.cycle.priority,
+            txrx_cpu: cfg.master.cycle.txrx_cpu,
+            priority: cfg.master.cycle.priority,
         })
     }
 

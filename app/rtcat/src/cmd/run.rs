@@ -143,8 +143,8 @@ fn check_cpus(cfg: &Config, from: &str) -> Result<(), String> {
                 .map_err(|e| format!("/sys/devices/system/cpu/online: {e:#}"))
         })?;
     for (key, cpu) in [
-        ("cycle.cpu", cfg.cycle.cpu),
-        ("cycle.txrx_cpu", cfg.cycle.txrx_cpu),
+        ("cycle.cpu", cfg.master.cycle.cpu),
+        ("cycle.txrx_cpu", cfg.master.cycle.txrx_cpu),
     ] {
         if let Some(c) = cpu
             && !usable.contains(&c)
@@ -196,7 +196,7 @@ fn set_control(cfg: &mut Config, sock: Option<&std::path::Path>) -> Result<(), F
         if let Err(m) = rtcat_master::config::ControlConfig::check_socket(p) {
             return Err(usage(format_args!("--control {}: {m}", p.display())));
         }
-        cfg.control.socket = Some(p.to_path_buf());
+        cfg.master.control.socket = Some(p.to_path_buf());
     }
     Ok(())
 }
@@ -208,20 +208,20 @@ type WithShm = (Box<dyn Application>, Option<rtcat_master::shm::Hub>);
 /// image is handed out over the control socket only (nothing in /dev/shm): without one it is
 /// a usage error.
 fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<WithShm, Failure> {
-    if cfg.shm.name.is_none() {
+    if cfg.master.shm.name.is_none() {
         return Ok((app, None));
     }
-    if cfg.control.socket.is_none() {
+    if cfg.master.control.socket.is_none() {
         return Err(usage(
             "--shm / shm.name: the shared image is handed out over the control socket (format \
              v3, nothing is created in /dev/shm): set --control SOCK or [control] socket",
         ));
     }
-    let period_ns = u64::from(cfg.cycle.period_us) * 1000;
+    let period_ns = cfg.master.cycle.period().as_nanos();
     let hub = rtcat_master::shm::Hub::new();
-    match rtcat_master::shm::SharedImage::new(app, &cfg.shm, hub.clone(), period_ns) {
+    match rtcat_master::shm::SharedImage::new(app, &cfg.master.shm, hub.clone(), period_ns) {
         // The axes' drives are commanded by the master only (limits, enable policy).
-        Ok(s) => Ok((Box::new(s.with_axes(&cfg.axis)), Some(hub))),
+        Ok(s) => Ok((Box::new(s.with_axes(&cfg.master.axis)), Some(hub))),
         Err(e) => Err(usage(format_args!("--shm / shm.name: {e}"))),
     }
 }
@@ -230,16 +230,16 @@ fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<WithShm, Failure>
 pub fn bench(a: BenchArgs) -> Outcome {
     let mut cfg = config_or_exit(a.config.as_deref())?;
     if let Some(p) = a.period_us {
-        cfg.cycle.period_us = p;
+        cfg.master.cycle.period_us = p;
     }
     if a.cpu.is_some() {
-        cfg.cycle.cpu = a.cpu;
+        cfg.master.cycle.cpu = a.cpu;
     }
     if let Some(p) = a.priority {
-        cfg.cycle.priority = p;
+        cfg.master.cycle.priority = p;
     }
     if let Some(t) = a.txrx {
-        cfg.cycle.txrx = match t {
+        cfg.master.cycle.txrx = match t {
             TxRxArg::Inline => TxRxMode::Inline,
             TxRxArg::Thread => TxRxMode::Thread,
         };
@@ -248,11 +248,11 @@ pub fn bench(a: BenchArgs) -> Outcome {
         if let Err(why) = rttune::netif::check_name(i) {
             return Err(usage(format_args!("--iface: {why}")));
         }
-        cfg.bus.interface = i.clone();
+        cfg.master.bus.interface = i.clone();
     }
     set_control(&mut cfg, a.control.as_deref())?;
     if let Some(n) = &a.shm {
-        cfg.shm.name = Some(n.clone());
+        cfg.master.shm.name = Some(n.clone());
     }
     cfg.validate("command line").map_err(usage)?;
     check_cpus(&cfg, "--cpu / [cycle]").map_err(usage)?;
@@ -269,7 +269,7 @@ pub fn bench(a: BenchArgs) -> Outcome {
     }
     // Kept until the run ends (dropping it removes the socket).
     let mut sim_control = None;
-    if a.timer_only && cfg.control.socket.is_some() {
+    if a.timer_only && cfg.master.control.socket.is_some() {
         return Err(usage(
             "--control / control.socket: a timer-only run has no segment to control",
         ));
@@ -306,17 +306,18 @@ pub fn bench(a: BenchArgs) -> Outcome {
         }
         Some(Target::Sim { spec, faults })
     } else {
-        if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
+        if let Err(why) =
+            rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.master.bus.interface)
         {
             return Err(usage(format_args!("--iface / bus.interface: {why}")));
         }
-        Some(Target::Iface(cfg.bus.interface.clone()))
+        Some(Target::Iface(cfg.master.bus.interface.clone()))
     };
     // With [[axis]] the axes application drives the drives (their inputs follow the drive,
     // not the simulator's echo rule, so no echo check).
-    let axes = (!cfg.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
+    let axes = (!cfg.master.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
     let app: Box<dyn Application> = if let Some(r) = &axes {
-        Box::new(AxesApp::from_config(&cfg, r.clone()))
+        Box::new(AxesApp::from_config(&cfg.master, r.clone()))
     } else if a.sim || a.check_echo {
         Box::new(EchoCheck::default())
     } else {
@@ -327,17 +328,17 @@ pub fn bench(a: BenchArgs) -> Outcome {
     let (app, floor) = if a.floor {
         // Opened here, before the run: a missing CAP_NET_RAW is said before the segment is
         // brought up.
-        let pinger = match crate::floor::Pinger::open(&cfg.bus.interface) {
+        let pinger = match crate::floor::Pinger::open(&cfg.master.bus.interface) {
             Ok(p) => p,
             Err(e) => {
                 return Err(Failure::Runtime(format!(
                     "--floor: the ping socket on {}: {e}",
-                    cfg.bus.interface
+                    cfg.master.bus.interface
                 )));
             }
         };
         let report = Arc::new(crate::floor::FloorReport::default());
-        let period_ns = u64::from(cfg.cycle.period_us) * 1000;
+        let period_ns = cfg.master.cycle.period().as_nanos();
         let app: Box<dyn Application> = Box::new(crate::floor::FloorPing::new(
             app,
             pinger,
@@ -391,8 +392,8 @@ pub fn run(a: RunArgs) -> Outcome {
     };
     set_control(&mut cfg, a.control.as_deref())?;
     if let Some(n) = &a.shm {
-        cfg.shm.name = Some(n.clone());
-        cfg.shm.validate("--shm").map_err(usage)?;
+        cfg.master.shm.name = Some(n.clone());
+        cfg.master.shm.validate("--shm").map_err(usage)?;
     }
     check_cpus(&cfg, &a.config.display().to_string()).map_err(usage)?;
     let target = if a.sim {
@@ -403,19 +404,20 @@ pub fn run(a: RunArgs) -> Outcome {
     } else {
         // The service waits for a NIC that is not there yet (udev renames it, a USB adapter is
         // plugged later), but says at once what this machine has.
-        if let Err(why) = rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.bus.interface)
+        if let Err(why) =
+            rttune::netif::check_exists(&rttune::SysRoot::live(), &cfg.master.bus.interface)
         {
             crate::say!("rtcat: bus.interface: {why}; waiting for it");
         }
-        Target::Iface(cfg.bus.interface.clone())
+        Target::Iface(cfg.master.bus.interface.clone())
     };
     let notifier = Arc::new(Notifier::from_env());
     let out_dir = a.out.clone().unwrap_or_else(|| cfg.output.dir.clone());
     let dir = open_out(&out_dir, cfg.output.keep_runs)?;
     let samples = cfg.output.samples_csv;
-    let axes = (!cfg.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
+    let axes = (!cfg.master.axis.is_empty()).then(rtcat_master::axes::AxesReport::default);
     let app: Box<dyn Application> = if let Some(r) = &axes {
-        Box::new(AxesApp::from_config(&cfg, r.clone()))
+        Box::new(AxesApp::from_config(&cfg.master, r.clone()))
     } else if a.sim {
         Box::new(EchoCheck::default())
     } else {
@@ -466,10 +468,10 @@ mod tests {
         std::thread::spawn(move || {
             rtlab::cpus::pin_current_thread(&[first]).unwrap();
             let mut cfg = Config::default();
-            cfg.cycle.cpu = Some(last);
-            cfg.cycle.txrx_cpu = Some(last);
+            cfg.master.cycle.cpu = Some(last);
+            cfg.master.cycle.txrx_cpu = Some(last);
             check_cpus(&cfg, "test").unwrap();
-            cfg.cycle.cpu = Some(4095);
+            cfg.master.cycle.cpu = Some(4095);
             let e = check_cpus(&cfg, "test").unwrap_err();
             assert!(
                 e.contains("cycle.cpu = 4095: CPU 4095 is not online"),

@@ -1,4 +1,4 @@
-//! The one layer through which rttune reads and writes sysfs, procfs, the kernel command line and
+//! The one layer through which rtcat (the tuner, the master) reads and writes sysfs, procfs, the kernel command line and
 //! `/dev`: every path is taken relative to a root directory, so tests run on fake trees.
 
 use std::collections::HashMap;
@@ -111,7 +111,7 @@ impl SysRoot {
     /// The directory holding kernel path `p` and the file name in it, reached from the root one
     /// component at a time without following a symbolic link: the kernel has none on the paths
     /// tune writes, so a link there was planted (or the path is not a knob tune knows).
-    fn knob_dir(&self, p: &str) -> io::Result<(safefs::Dir, String)> {
+    fn knob_dir(&self, p: &str) -> io::Result<(crate::Dir, String)> {
         let comps: Vec<&str> = p.split('/').filter(|c| !c.is_empty()).collect();
         let Some((name, dirs)) = comps.split_last() else {
             return Err(io::Error::new(
@@ -119,7 +119,7 @@ impl SysRoot {
                 format!("{p:?} is not a file path"),
             ));
         };
-        let mut d = safefs::Dir::open(&self.root).map_err(fs_err)?;
+        let mut d = crate::Dir::open(&self.root).map_err(fs_err)?;
         for c in dirs {
             d = d.subdir(c, false).map_err(fs_err)?;
         }
@@ -128,7 +128,7 @@ impl SysRoot {
 
     /// What kernel path `p` is, examined without following a link in any component: Ok(None) if
     /// it (or a directory on the way) does not exist, an error if a component is a link.
-    pub fn knob_kind(&self, p: &str) -> io::Result<Option<safefs::EntryKind>> {
+    pub fn knob_kind(&self, p: &str) -> io::Result<Option<crate::EntryKind>> {
         match self.knob_dir(p) {
             Ok((d, name)) => d.entry_kind(&name).map_err(fs_err),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
@@ -170,9 +170,9 @@ impl SysRoot {
 }
 
 /// A safefs error as an I/O error (the kind kept: NotFound stays NotFound).
-fn fs_err(e: safefs::Error) -> io::Error {
+fn fs_err(e: crate::Error) -> io::Error {
     match e {
-        safefs::Error::Io { source, .. } => source,
+        crate::Error::Io { source, .. } => source,
         e => io::Error::new(io::ErrorKind::InvalidInput, e.to_string()),
     }
 }

@@ -1,0 +1,567 @@
+//! Bring-up, recovery and shutdown of a segment (as ethercrab's `subdevice_group` holds a
+//! group's state transitions): scan to PRE-OP, check the segment against `[segment]`, write the
+//! `[[device]]` configuration, read the layout, let the application configure, DC setup, SAFE-OP
+//! and OP with their checks; the retrying of a failed bring-up (a recovery is a bring-up on a
+//! fresh MainDevice); and the way back (outputs zero, SAFE-OP, PRE-OP, INIT).
+//!
+//! Per docs/NOTES.md §5: this runs on a normal thread (ethercrab's timer thread inherits the
+//! scheduling of the first thread that needs it) with a TX/RX thread moving the frames.
+
+use crate::application::{Application, Setup};
+use crate::bus::ThreadRt;
+use crate::config::Config;
+use crate::devices;
+use crate::error::{Error, Result};
+use crate::group::{DcGroup, Group, OpGroup, PreOpGroup};
+use crate::layout::{Layout, LayoutError};
+use crate::limits::{LRW_CHUNK, MAX_PDI_BYTES, MAX_SUBDEVICES};
+use crate::stop::Stop;
+use ethercrab::std::ethercat_now;
+use ethercrab::{MainDevice, Timeouts};
+use futures_lite::future::block_on;
+use std::time::Duration;
+
+pub(crate) fn init_timeouts(cfg: &Config) -> Timeouts {
+    Timeouts {
+        pdu: Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into()),
+        eeprom: Duration::from_millis(cfg.bus.init_eeprom_timeout_ms.into()),
+        state_transition: Duration::from_millis(cfg.bus.state_timeout_ms.into()),
+        ..Timeouts::default()
+    }
+}
+
+/// The segment in OP: with or without distributed clocks.
+pub(crate) enum AnyGroup {
+    /// No DC: plain `tx_rx`, deadlines on CLOCK_MONOTONIC.
+    Plain(OpGroup),
+    /// SYNC0 configured: `tx_rx_dc` and the phase lock.
+    Dc(DcGroup),
+}
+
+/// A segment in OP.
+pub(crate) struct Up {
+    pub(crate) group: AnyGroup,
+    pub(crate) layout: Layout,
+    pub(crate) expected_wkc: u16,
+    /// Each subdevice's share of the working counter (inputs, outputs).
+    pub(crate) wkc_shares: Vec<(u32, u32)>,
+    /// Positions of the DC subdevices whose system time difference is sampled: all but the
+    /// reference clock, whose 0x092C never changes (it is read, never compared; empty without
+    /// `[dc]`).
+    pub(crate) dc_positions: Vec<u16>,
+}
+
+/// Register access of `configure`, through the MainDevice (configured station addresses).
+struct Registers<'a> {
+    md: &'a MainDevice<'static>,
+    addresses: Vec<u16>,
+}
+
+impl crate::application::RegisterAccess for Registers<'_> {
+    fn read(&mut self, position: u16, register: u16, buf: &mut [u8]) -> Result<()> {
+        let addr = self.address(position)?;
+        let len = u16::try_from(buf.len())
+            .map_err(|_| Error::SegmentMismatch(format!("register read of {} bytes", buf.len())))?;
+        let r = block_on(ethercrab::Command::fprd(addr, register).receive_slice(self.md, len))
+            .map_err(|e| {
+                Error::bus(
+                    format!("read register {register:#06x} of position {position}"),
+                    e,
+                )
+            })?;
+        buf.copy_from_slice(&r[..buf.len()]);
+        Ok(())
+    }
+
+    fn write(&mut self, position: u16, register: u16, data: &[u8]) -> Result<()> {
+        let addr = self.address(position)?;
+        block_on(ethercrab::Command::fpwr(addr, register).send(self.md, data)).map_err(|e| {
+            Error::bus(
+                format!("write register {register:#06x} of position {position}"),
+                e,
+            )
+        })
+    }
+}
+
+impl Registers<'_> {
+    fn address(&self, position: u16) -> Result<u16> {
+        self.addresses
+            .get(usize::from(position))
+            .copied()
+            .ok_or_else(|| {
+                Error::SegmentMismatch(format!(
+                    "position {position}: the segment has {} subdevices",
+                    self.addresses.len()
+                ))
+            })
+    }
+}
+
+/// The segment scanned and configured by ethercrab, in PRE-OP (a segment larger than the master
+/// runs is a [`Error::Capacity`] naming both sizes).
+pub(crate) fn scan_to_pre_op(md: &MainDevice<'static>) -> Result<PreOpGroup> {
+    block_on(md.init_single_group::<MAX_SUBDEVICES, MAX_PDI_BYTES>(ethercat_now)).map_err(|e| {
+        match e {
+            ethercrab::error::Error::Capacity(ethercrab::error::Item::SubDevice) => {
+                Error::Capacity(format!(
+                    "the segment has {} subdevices; rtcat runs at most {MAX_SUBDEVICES}",
+                    md.num_subdevices()
+                ))
+            }
+            e => Error::bus("segment scan/configuration", e),
+        }
+    })
+}
+
+/// The first steps of every bring-up, on the segment in PRE-OP: check it against `[segment]`,
+/// write each `[[device]]` entry's PDO configuration and PS startup SDOs, and read the layout it
+/// will run with. Returns the layout and which `[[device]]` entry configures each position.
+pub(crate) fn configure_pre_op(
+    md: &MainDevice<'static>,
+    group: &PreOpGroup,
+    cfg: &Config,
+    generation: u32,
+) -> Result<(Layout, Vec<Option<usize>>)> {
+    let n = group.len();
+    if n == 0 {
+        return Err(Error::NoSubdevices);
+    }
+    if let Some(want) = cfg.segment.subdevices
+        && usize::from(want) != n
+    {
+        return Err(Error::SegmentMismatch(format!(
+            "segment.subdevices = {want}, but {n} subdevices answered"
+        )));
+    }
+    for d in &cfg.segment.device {
+        let sd = group.subdevice(md, usize::from(d.position)).map_err(|_| {
+            Error::SegmentMismatch(format!(
+                "segment.device position {}: the segment has {n} subdevices",
+                d.position
+            ))
+        })?;
+        let id = sd.identity();
+        for (what, got, want) in [
+            ("vendor_id", id.vendor_id, d.vendor_id),
+            ("product_id", id.product_id, d.product_id),
+        ] {
+            if let Some(w) = want
+                && w != got
+            {
+                return Err(Error::SegmentMismatch(format!(
+                    "subdevice at position {}: {what} {got:#010x}, configured {w:#010x}",
+                    d.position
+                )));
+            }
+        }
+    }
+    // [[device]]: which entry applies to which subdevice, then its PDO configuration and PS
+    // startup SDOs, written now in PRE-OP so that everything read below follows them.
+    let found: Vec<devices::Found> = group
+        .iter(md)
+        .enumerate()
+        .map(|(p, sd)| {
+            let id = sd.identity();
+            devices::Found {
+                position: u16::try_from(p).unwrap_or(u16::MAX),
+                alias: sd.alias_address(),
+                identity: (id.vendor_id, id.product_id, id.revision),
+            }
+        })
+        .collect();
+    let chosen = devices::resolve(&cfg.device, &found)?;
+    let configured = |pos: usize, name: &str| {
+        chosen[pos].map(|i| {
+            let d = &cfg.device[i];
+            (d, devices::who(pos as u16, name, i, d))
+        })
+    };
+    // The SII (read once per identity, kept for the layout below) says whether a subdevice
+    // has CoE: without it nothing is written and the configuration is compared with the SII.
+    let mut cache = crate::mapping::SiiCache::default();
+    for (pos, sd) in group.iter(md).enumerate() {
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            let sii = crate::mapping::sii_of(md, &sd, pos as u16, &mut cache)?;
+            let coe = crate::mapping::has_coe(&sii);
+            devices::apply_pre_op(md, &sd, pos as u16, &who, d, coe)?;
+        }
+    }
+    // The mapping in effect, read in PRE-OP from the sources ethercrab sizes the SMs from, and
+    // compared with what was configured (a subdevice may ignore a write without aborting it).
+    let mut sources = Vec::with_capacity(n);
+    for (pos, sd) in group.iter(md).enumerate() {
+        let mut src = crate::mapping::read_subdevice(md, &sd, pos as u16, &mut cache)?;
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            devices::check_and_name(&sd, &who, d, &mut src)?;
+        }
+        sources.push(src);
+    }
+    Ok((Layout::build(generation, &sources)?, chosen))
+}
+
+/// Scan, check against the configuration, read the mapping, let the application configure,
+/// and walk the segment to OP.
+pub(crate) fn bring_up(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    app: &mut dyn Application,
+    generation: u32,
+) -> Result<Up> {
+    let group = scan_to_pre_op(md)?;
+    let n = group.len();
+    let (layout, chosen) = configure_pre_op(md, &group, cfg, generation)?;
+    let configured = |pos: usize, name: &str| {
+        chosen[pos].map(|i| {
+            let d = &cfg.device[i];
+            (d, devices::who(pos as u16, name, i, d))
+        })
+    };
+    let mut regs = Registers {
+        md,
+        addresses: layout.subdevices.iter().map(|s| s.address).collect(),
+    };
+    app.configure(&mut Setup {
+        layout: &layout,
+        registers: &mut regs,
+    })
+    .map_err(|e| match e.downcast::<LayoutError>() {
+        Ok(l) => Error::Entry(*l),
+        Err(e) => Error::Application(e.to_string()),
+    })?;
+
+    let pdi_too_long = |stage: &'static str| {
+        move |e| match e {
+            ethercrab::error::Error::PdiTooLong { desired_length, .. } => Error::Capacity(format!(
+                "the segment's process image is {desired_length} bytes (inputs + outputs); \
+                     rtcat runs at most {MAX_PDI_BYTES}"
+            )),
+            e => Error::bus(stage, e),
+        }
+    };
+    let group = if cfg.dc.enabled {
+        let mut group = group;
+        let dc_positions = configure_dc_pre_op(md, cfg, &mut group, &layout)?;
+        let group = block_on(group.into_pre_op_pdi(md))
+            .map_err(pdi_too_long("PRE-OP with process data"))?;
+        let group =
+            block_on(group.configure_dc_sync(md, cfg.dc.dc_configuration(cfg.cycle.period())))
+                .map_err(|e| Error::bus("DC SYNC0 configuration (configure_dc_sync)", e))?;
+        let group =
+            block_on(group.into_safe_op(md)).map_err(|e| Error::bus("transition to SAFE-OP", e))?;
+        write_startup_so(md, &group, &configured)?;
+        let group = dc_into_op(md, cfg, group)?;
+        check_image(md, &group, &layout, &configured)?;
+        // The reference (the first) is what the others are compared with.
+        (AnyGroup::Dc(group), dc_positions[1..].to_vec())
+    } else {
+        let group =
+            block_on(group.into_safe_op(md)).map_err(pdi_too_long("transition to SAFE-OP"))?;
+        write_startup_so(md, &group, &configured)?;
+        let group = block_on(group.into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;
+        check_image(md, &group, &layout, &configured)?;
+        (AnyGroup::Plain(group), Vec::new())
+    };
+    let (group, dc_positions) = group;
+    let (derived, wkc_shares) = layout.wkc(LRW_CHUNK);
+    let expected = match cfg.segment.expected_wkc {
+        Some(w) if w != derived => {
+            return Err(Error::SegmentMismatch(format!(
+                "segment.expected_wkc = {w}, but the mapping found gives {derived} \
+                 ({n} subdevices, {} bytes of process data)",
+                layout.pdi_bytes()
+            )));
+        }
+        Some(w) => w,
+        None => derived,
+    };
+    let expected_wkc = u16::try_from(expected)
+        .map_err(|_| Error::Capacity(format!("expected WKC {expected} is above 65535")))?;
+    Ok(Up {
+        group,
+        layout,
+        expected_wkc,
+        wkc_shares,
+        dc_positions,
+    })
+}
+
+/// Which `[[device]]` entry configures the subdevice at a position (and how it is named).
+type Configured<'c> = dyn Fn(usize, &str) -> Option<(&'c devices::DeviceConfig, String)> + 'c;
+
+/// The SAFE-OP startup SDOs of the configured devices.
+fn write_startup_so<S, DC>(
+    md: &MainDevice<'static>,
+    group: &ethercrab::SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI_BYTES, ethercrab::DefaultLock, S, DC>,
+    configured: &Configured<'_>,
+) -> Result<()>
+where
+    S: ethercrab::subdevice_group::HasPdi,
+{
+    for (pos, sd) in group.iter(md).enumerate() {
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            devices::write_startup(md, &sd, pos as u16, &who, d, devices::Transition::SO)?;
+        }
+    }
+    Ok(())
+}
+
+/// The process image in OP against the layout read in PRE-OP.
+fn check_image<DC>(
+    md: &MainDevice<'static>,
+    group: &Group<DC>,
+    layout: &Layout,
+    configured: &Configured<'_>,
+) -> Result<()> {
+    for (pos, (sd, s)) in group.iter(md).zip(&layout.subdevices).enumerate() {
+        let io = sd.io_raw();
+        let (i, o) = (io.inputs().len(), io.outputs().len());
+        if let Some((d, who)) = configured(pos, sd.name()) {
+            devices::check_sizes(&who, d, i, o)?;
+        }
+        if i != s.input_bytes as usize || o != s.output_bytes as usize {
+            return Err(LayoutError::SizeMismatch {
+                position: s.position,
+                name: s.name.clone(),
+                layout_in: s.input_bytes,
+                layout_out: s.output_bytes,
+                image_in: i,
+                image_out: o,
+            }
+            .into());
+        }
+    }
+    Ok(())
+}
+
+/// `[dc]` in PRE-OP: check the reference clock, give every DC subdevice its SYNC mode
+/// (`set_dc_sync`, applied by `configure_dc_sync`) and write the CoE sync modes. Returns the
+/// positions of the DC subdevices.
+fn configure_dc_pre_op(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    group: &mut PreOpGroup,
+    layout: &Layout,
+) -> Result<Vec<u16>> {
+    let dc = &cfg.dc;
+    let mut capable = Vec::new();
+    for (pos, mut sd) in group.iter_mut(md).enumerate() {
+        let position = pos as u16;
+        if sd.dc_support().any() {
+            capable.push(position);
+            sd.set_dc_sync(dc.dc_sync(position));
+        } else if let Some(i) = dc.device.iter().position(|d| d.position == position)
+            && dc.device[i].assign_activate != 0
+        {
+            return Err(Error::SegmentMismatch(format!(
+                "dc.device[{i}].assign_activate = {:#06x}: the subdevice at position {position} \
+                 ({}) has no distributed clock",
+                dc.device[i].assign_activate,
+                sd.name()
+            )));
+        }
+    }
+    // ethercrab 0.7.1 takes the first DC-capable subdevice as the reference clock
+    // (`dc::configure_dc`) and offers no way to choose another one.
+    let Some(&first) = capable.first() else {
+        return Err(Error::SegmentMismatch(
+            "dc.enabled = true, but no subdevice of the segment has a distributed clock".into(),
+        ));
+    };
+    if let Some(r) = dc.reference
+        && r != first
+    {
+        return Err(Error::SegmentMismatch(format!(
+            "dc.reference = {r}: the reference clock is the first subdevice with a distributed \
+             clock, position {first}; another one is not supported"
+        )));
+    }
+    let synced: Vec<u16> = capable
+        .iter()
+        .copied()
+        .filter(|&p| dc.assign_activate(p) != 0)
+        .collect();
+    if dc.coe_sync_mode {
+        // 0x1C32:01 / 0x1C33:01 "Synchronization type" (UINT16) = 2: DC SYNC0 (ETG.1020 §21.1.2;
+        // the drive then latches its outputs and samples its inputs on SYNC0, not on the frame).
+        for &p in &synced {
+            let s = &layout.subdevices[usize::from(p)];
+            if !s.coe {
+                continue;
+            }
+            let mut client =
+                crate::coe::Client::on_bus(md, p, s.address, crate::coe::Timeouts::default())
+                    .map_err(|e| sync_mode_error(p, &s.name, 0x1c32, e))?;
+            for (object, present) in [(0x1c32u16, s.output_bytes > 0), (0x1c33, s.input_bytes > 0)]
+            {
+                if present {
+                    client
+                        .download(object, 1, &2u16.to_le_bytes())
+                        .map_err(|e| sync_mode_error(p, &s.name, object, e))?;
+                }
+            }
+        }
+    }
+    Ok(capable)
+}
+
+fn sync_mode_error(position: u16, name: &str, object: u16, e: crate::coe::Error) -> Error {
+    Error::Device(Box::new(devices::DeviceError::Sdo {
+        who: format!("subdevice at position {position} ({name}), dc.coe_sync_mode"),
+        action: "write",
+        object: format!("{object:#06x}:01"),
+        value: " = 2 (u16, DC SYNC0)".into(),
+        source: Box::new(devices::SdoFailure::Coe(e)),
+    }))
+}
+
+/// SAFE-OP to OP with SYNC0 running: request OP and keep exchanging process data (paced on
+/// the DC grid by `next_cycle_wait`) until every subdevice is in OP. A drive in DC mode checks
+/// that frames arrive around SYNC0 before it accepts OP (ETG.1020 §21.1, AL status 0x002C/0x001A
+/// otherwise); ethercrab's `tx_rx_dc` example does the same.
+fn dc_into_op(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    group: ethercrab::SubDeviceGroup<
+        MAX_SUBDEVICES,
+        MAX_PDI_BYTES,
+        ethercrab::DefaultLock,
+        ethercrab::subdevice_group::SafeOp,
+        ethercrab::subdevice_group::HasDc,
+    >,
+) -> Result<DcGroup> {
+    let group =
+        block_on(group.request_into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;
+    let timeout = Duration::from_millis(cfg.bus.state_timeout_ms.into());
+    let start = std::time::Instant::now();
+    loop {
+        let r = block_on(group.tx_rx_dc(md)).map_err(|e| Error::bus("transition to OP", e))?;
+        if r.all_op() {
+            return Ok(group);
+        }
+        if start.elapsed() > timeout {
+            let not: Vec<String> = r
+                .subdevice_states
+                .iter()
+                .enumerate()
+                .filter(|(_, s)| **s != ethercrab::SubDeviceState::Op)
+                .map(|(i, s)| format!("{i} ({s})"))
+                .collect();
+            return Err(Error::SegmentMismatch(format!(
+                "transition to OP with distributed clocks: not in OP after {} ms \
+                 (bus.state_timeout_ms): position {}",
+                timeout.as_millis(),
+                not.join(", ")
+            )));
+        }
+        std::thread::sleep(r.extra.next_cycle_wait);
+    }
+}
+
+/// The TX/RX thread of bring-ups, recoveries and the shutdown: on the frames' CPU (the cycle's
+/// unless `[cycle] txrx_cpu` says otherwise), not real-time.
+pub(crate) fn setup_txrx(cfg: &Config, no_rt: bool) -> ThreadRt {
+    ThreadRt {
+        cpu: if no_rt {
+            None
+        } else {
+            cfg.cycle.txrx_cpu.or(cfg.cycle.cpu)
+        },
+        fifo_priority: None,
+    }
+}
+
+/// What [`bring_up_retrying`] returns: the (possibly re-created) MainDevice, and the segment with
+/// the number of attempts it took, or the last error.
+pub(crate) type Retried = (MainDevice<'static>, Result<(Up, u32)>);
+
+/// Bring the segment up, retrying after `[health] recovery_backoff_ms` until it works, a stop is
+/// requested, `deadline_ns` passes, or `[health] max_failed_recoveries` attempts failed in a row
+/// (0 = never give up). Each failure goes to `on_failure(attempt, error)`.
+pub(crate) fn bring_up_retrying(
+    mut md: MainDevice<'static>,
+    cfg: &Config,
+    app: &mut dyn Application,
+    stop: &Stop,
+    deadline_ns: Option<u64>,
+    tries: &mut Attempts,
+    mut on_failure: impl FnMut(u32, &Error),
+) -> Retried {
+    let mut attempts = 0u32;
+    loop {
+        attempts += 1;
+        tries.generation = tries.generation.wrapping_add(1);
+        let e = match bring_up(&md, cfg, app, tries.generation) {
+            Ok(up) => {
+                tries.failed_in_a_row = 0;
+                return (md, Ok((up, attempts)));
+            }
+            Err(e) => e,
+        };
+        tries.failed_in_a_row += 1;
+        on_failure(attempts, &e);
+        let max = cfg.health.max_failed_recoveries;
+        if max > 0 && tries.failed_in_a_row >= max {
+            return (
+                md,
+                Err(Error::GaveUp {
+                    attempts: max,
+                    last: Box::new(e),
+                }),
+            );
+        }
+        if stop.is_requested() || deadline_ns.is_some_and(|d| crate::clock::now_ns() >= d) {
+            return (md, Err(Error::Stopped(Box::new(e))));
+        }
+        std::thread::sleep(Duration::from_millis(cfg.health.recovery_backoff_ms.into()));
+        // Start over from a clean PDU loop for the next attempt.
+        // SAFETY: bring_up failed, so no group of this MainDevice exists.
+        let pl = unsafe { md.release() };
+        md = MainDevice::new(pl, init_timeouts(cfg), cfg.maindevice_config());
+    }
+}
+
+/// Outputs to zero, then SAFE-OP, then INIT. Errors are reported, not fatal: results still get
+/// written.
+fn shut_down<DC>(md: &MainDevice<'static>, group: Group<DC>) -> Result<()> {
+    for sd in group.iter(md) {
+        sd.outputs_raw_mut().fill(0);
+    }
+    block_on(group.tx_rx(md)).map_err(|e| Error::bus("last cycle with zero outputs", e))?;
+    let g = block_on(group.into_safe_op(md)).map_err(|e| Error::bus("OP -> SAFE-OP", e))?;
+    let g = block_on(g.into_pre_op(md)).map_err(|e| Error::bus("SAFE-OP -> PRE-OP", e))?;
+    block_on(g.into_init(md)).map_err(|e| Error::bus("PRE-OP -> INIT", e))?;
+    Ok(())
+}
+
+/// The bring-ups of a run: the layout generation of the last one, and the failures in a row
+/// (`[health] max_failed_recoveries`).
+#[derive(Debug, Default)]
+pub(crate) struct Attempts {
+    pub(crate) generation: u32,
+    pub(crate) failed_in_a_row: u32,
+}
+
+impl Up {
+    /// Say what the segment is to the status thread: its size, image, expected working counter
+    /// and which subdevices the DC lock compares (the lock starts over at every bring-up).
+    pub(crate) fn publish(&self, live: &crate::stats::Live) {
+        live.set_layout(
+            self.layout.subdevices.len(),
+            self.layout.pdi_bytes(),
+            self.expected_wkc,
+        );
+        live.dc
+            .set_segment(matches!(self.group, AnyGroup::Dc(_)), &self.dc_positions);
+    }
+}
+
+impl AnyGroup {
+    /// Shut this group down (outputs to zero, SAFE-OP, INIT).
+    pub(crate) fn shut_down(self, md: &MainDevice<'static>) -> Result<()> {
+        match self {
+            AnyGroup::Plain(g) => shut_down(md, g),
+            AnyGroup::Dc(g) => shut_down(md, g),
+        }
+    }
+}
