@@ -24,6 +24,10 @@
 #   --machine M    the board whose yocto-layer/recipes-rtcat/rtcat-board/files/M/10-rtcat-ethercat.link
 #                  names the master's NIC in the guest (default rockchip-rk3588-evb)
 #   --no-link      leave that .link file out (a negative control run: the test must FAIL)
+#   --ab           also run the A/B update test (ci/system/ab.sh: U-Boot, RAUC bundles,
+#                  rollback); about 28 min more on the 2-core VM, so not yet in the default run
+#                  (issue 30: its cost is to be cut first)
+#   --ab-only      only the A/B update test (the system test's guest is not booted)
 #   --icount X     guest clock: SHIFT (default 1) = QEMU -icount shift=SHIFT, one emulated
 #                  instruction = 2^SHIFT ns of guest time, so the guest's timing no longer
 #                  depends on how fast the host emulates; "off" = wall-clock time (multi-threaded
@@ -53,6 +57,8 @@ build_kernel=""
 rootfs_only=""
 machine=rockchip-rk3588-evb
 no_link=""
+ab=""
+ab_only=""
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--out) out=${2:?--out needs a directory}; shift 2 ;;
@@ -66,6 +72,8 @@ while [ $# -gt 0 ]; do
 	--rootfs-only) rootfs_only=1; shift ;;
 	--machine) machine=${2:?--machine needs a MACHINE}; shift 2 ;;
 	--no-link) no_link=1; shift ;;
+	--ab) ab=1; shift ;;
+	--ab-only) ab=1; ab_only=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
 	esac
@@ -92,9 +100,12 @@ BOARD_LINK=yocto-layer/recipes-rtcat/rtcat-board/files/$machine/10-rtcat-etherca
 [ "$(uname -m)" = x86_64 ] || die "the system test runs on an x86_64 host"
 
 sys="$RTCAT_TOP/ci/system"
+# shellcheck source=ci/system/ab.sh
+. "$sys/ab.sh"
 cache=${XDG_CACHE_HOME:-$HOME/.cache}/rtcat/system
 mkdir -p "$out" "$cache"
 out=$(cd "$out" && pwd)
+AB_ROOT="$out/ab-rootfs"
 GUEST_NR_CPUS=4
 SUITE=bookworm
 MIRROR=http://deb.debian.org/debian
@@ -164,11 +175,12 @@ tools() {
 			libssl-dev libelf-dev make cpio kmod rsync xz-utils perl
 	fi
 	qemu-system-aarch64 --version | head -1
+	[ -z "$ab" ] || ab_tools
 	# The host build of rtcat: its CPU-list parser (rtcat config cpus) for the CPU lists here and
 	# in assert.py.
 	HOST_RTCAT=$(host_rtcat) || die "cargo build -p rtcat failed"
 	echo "scripts: shellcheck"
-	shellcheck -x ci/check-system.sh "$sys"/*.sh
+	shellcheck -x ci/check-system.sh "$sys"/*.sh "$sys"/ab/*.sh rootfs-overlay/usr/lib/rtcat/rtcat-health-gate rootfs-overlay/usr/lib/rtcat/rtcat-persist
 	for u in "$sys"/*.service; do
 		if ! grep -qE '^\[Service\]' "$u" || ! grep -qE '^ExecStart=' "$u"; then die "$u is not a service unit"; fi
 	done
@@ -308,9 +320,12 @@ mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev
 for m in $(cat /modules); do insmod "/lib/$m" || echo "initramfs: insmod $m failed"; done
+# root=: /dev/vda for the system test, the booted slot's partition for the A/B test
+root=/dev/vda
+for a in $(cat /proc/cmdline); do case "$a" in root=*) root=${a#root=} ;; esac; done
 i=0
-while [ ! -b /dev/vda ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-mount -t ext4 -o rw /dev/vda /newroot || { echo "initramfs: cannot mount /dev/vda"; exec sh; }
+while [ ! -b "$root" ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+mount -t ext4 -o rw "$root" /newroot || { echo "initramfs: cannot mount $root"; exec sh; }
 umount /proc /sys
 mount --move /dev /newroot/dev
 exec switch_root /newroot /sbin/init
@@ -377,6 +392,7 @@ package() {
 # ---- 5. the guest disk image --------------------------------------------------------------------
 root=""
 cleanup_mounts() {
+	if [ -n "$AB_HTTP_PID" ]; then kill "$AB_HTTP_PID" 2>/dev/null || true; fi
 	if [ -n "$ROOTFS_PID" ]; then pkill -P "$ROOTFS_PID" 2>/dev/null || true; kill "$ROOTFS_PID" 2>/dev/null || true; fi
 	if [ -n "$root" ]; then
 		for m in proc sys dev/pts dev; do mountpoint -q "$root/$m" && umount -l "$root/$m"; done
@@ -472,7 +488,12 @@ image() {
 	cleanup_mounts
 	rm -f "$out/guest.img"
 	mkfs.ext4 -q -L rtcat-root -d "$root" "$out/guest.img" 2G
-	rm -rf "$root"
+	if [ -n "$ab" ]; then
+		# the A/B test makes its slots from the same root filesystem
+		rm -rf "$AB_ROOT" && mv "$root" "$AB_ROOT"
+	else
+		rm -rf "$root"
+	fi
 	root=""
 	echo "$out/guest.img"
 }
@@ -543,10 +564,19 @@ phase "kernel" kernel
 phase "rootfs (debootstrap arm64) join" rootfs_join
 phase "package (rtcat arm64 .deb)" package
 phase "image (install .deb + overlay)" image
-phase "boot, run and power off guest" boot
-phase "read back the guest disk" readback
-phase "assertions" check
-phase "negative controls (assertions)" negative_controls
+if [ -z "$ab_only" ]; then
+	phase "boot, run and power off guest" boot
+	phase "read back the guest disk" readback
+	phase "assertions" check
+	phase "negative controls (assertions)" negative_controls
+fi
+if [ -n "$ab" ]; then
+	phase "A/B: slots, bundles, disk" ab_image
+	phase "A/B: boot, update, roll back" ab_boot
+	phase "A/B: read back the data partition" ab_readback
+	phase "A/B: assertions" ab_check
+	phase "A/B: negative controls" ab_negative_controls
+fi
 print_phases
 if [ -n "$no_link" ]; then
 	# negative control run: the test must have failed

@@ -40,7 +40,8 @@ SRCREV = "9f9e9d18574d0914c0d192a90c3babfe1fd63c95"
 
 # nooelint: oelint.vars.fileextrapaths,oelint.vars.outofcontext - the sources are kernel/ and dts/ of the repository around the layer
 FILESEXTRAPATHS:prepend := "${RTCAT_TOPDIR}/kernel:${RTCAT_TOPDIR}/dts:"
-RTCAT_KERNEL_FRAGMENTS ?= "rt-core.cfg rk3588-ethercat.cfg"
+# rauc.cfg: loop, squashfs, dm-verity, NBD for `rauc install` (the A/B image, kas/include/rtcat-ab.yml).
+RTCAT_KERNEL_FRAGMENTS ?= "rt-core.cfg rk3588-ethercat.cfg rauc.cfg"
 # The series of LINUX_VERSION (kernel/patch-series.sh): bsp-5.10.
 RTCAT_BSP_PATCHES ?= "${@rtcat.kernel_patch_series(d, 'bsp-rt')}"
 RTCAT_KERNEL_PATCHES = "${RTCAT_BSP_PATCHES}"

@@ -15,7 +15,8 @@ require ${@'recipes-kernel/linux/linux-rockchip.inc' if d.getVar('RTCAT_KERNEL_F
 
 FILESEXTRAPATHS:prepend:rtcat-mainline-rt := "${RTCAT_TOPDIR}/kernel:"
 
-RTCAT_KERNEL_FRAGMENTS:rtcat-mainline-rt ?= "rt-core.cfg rk3588-ethercat.cfg rk3588-mainline.cfg"
+# rauc.cfg: loop, squashfs, dm-verity, NBD for `rauc install` (the A/B image, kas/include/rtcat-ab.yml).
+RTCAT_KERNEL_FRAGMENTS:rtcat-mainline-rt ?= "rt-core.cfg rk3588-ethercat.cfg rk3588-mainline.cfg rauc.cfg"
 # Chosen by version (kernel/patch-series.sh, as kernel/build.sh does); a LINUX_VERSION without a
 # series of its own stops the parse instead of patching it with another release's series.
 RTCAT_MAINLINE_PATCHES:rtcat-mainline-rt ?= "${@rtcat.kernel_patch_series(d, 'mainline-rt')}"

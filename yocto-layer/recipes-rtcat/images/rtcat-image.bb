@@ -36,7 +36,24 @@ PACKAGE_EXCLUDE = "${RTCAT_FORBIDDEN_PACKAGES}"
 
 IMAGE_FSTYPES:append = " wic wic.bmap"
 
+# A/B updates (DISTRO_FEATURES "rauc", kas/include/rtcat-ab.yml): RAUC with the health gate and
+# the persistent state, two root filesystem slots and a data partition, U-Boot's boot script;
+# the ext4 root filesystem is what rtcat-bundle packs. Optional: rauc-hawkbit-updater
+# (RTCAT_HAWKBIT = "1", kas/include/rtcat-hawkbit.yml).
+RTCAT_AB = "${@bb.utils.contains('DISTRO_FEATURES', 'rauc', '1', '', d)}"
+IMAGE_INSTALL:append = " ${@'rauc rtcat-ab' if d.getVar('RTCAT_AB') else ''}"
+IMAGE_INSTALL:append = " ${@'rauc-hawkbit-updater' if d.getVar('RTCAT_HAWKBIT') == '1' else ''}"
+IMAGE_FSTYPES:append = " ${@'ext4' if d.getVar('RTCAT_AB') else ''}"
+# the machine's own layout (meta-rockchip's) when the image is not A/B
+RTCAT_WKS_FILE_SINGLE := "${WKS_FILE}"
+WKS_FILE = "${@'rtcat-ab.wks.in' if d.getVar('RTCAT_AB') else d.getVar('RTCAT_WKS_FILE_SINGLE')}"
+IMAGE_BOOT_FILES:append = " ${@'boot.scr uboot.env' if d.getVar('RTCAT_AB') else ''}"
+WKS_FILE_DEPENDS:append = " ${@'rtcat-ab-boot' if d.getVar('RTCAT_AB') else ''}"
+do_image_wic[depends] += "${@'rtcat-ab-boot:do_deploy' if d.getVar('RTCAT_AB') else ''}"
+RTCAT_AB_SLOT_SIZE ??= "2048M"
+
 ROOTFS_POSTPROCESS_COMMAND += "rtcat_authorized_keys rtcat_rootfs_check"
+ROOTFS_POSTPROCESS_COMMAND += "${@'rtcat_ab_fstab' if d.getVar('RTCAT_AB') else ''}"
 rtcat_authorized_keys[doc] = "Install RTCAT_AUTHORIZED_KEYS as root's authorized_keys"
 rtcat_authorized_keys[vardeps] += "RTCAT_AUTHORIZED_KEYS"
 
@@ -84,4 +101,13 @@ rtcat_rootfs_check() {
     if [ ! -s ${IMAGE_ROOTFS}${ROOT_HOME}/.ssh/authorized_keys ] && grep -q '^root:[*!]' ${IMAGE_ROOTFS}${sysconfdir}/shadow; then
         bbwarn "rtcat-image: root has no password and no ssh key: nobody can log in (set RTCAT_AUTHORIZED_KEYS or EXTRA_USERS_PARAMS)"
     fi
+}
+
+rtcat_ab_fstab[doc] = "The A/B image's boot partition (U-Boot's environment) and data partition in /etc/fstab"
+
+rtcat_ab_fstab() {
+    [ -e ${IMAGE_ROOTFS}${sysconfdir}/fw_env.config ] || bbfatal "rtcat-image: A/B without fw_env.config (rtcat-ab): RAUC cannot reach the boot counter"
+    printf '%s\n' "# A/B (wic/rtcat-ab.wks.in): 1 boot (boot.scr, uboot.env), 4 data (rtcat-persist)" \
+        "PARTLABEL=boot /uboot vfat defaults,sync 0 0" "PARTLABEL=data /data ext4 defaults 0 2" \
+        >>${IMAGE_ROOTFS}${sysconfdir}/fstab
 }
