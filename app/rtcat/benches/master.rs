@@ -157,9 +157,9 @@ fn stock_io_uring(net: &VethPair, control: &Path) -> (Vec<u64>, bool) {
         block_on(md.init_single_group::<4, 256>(ethercrab::std::ethercat_now)).expect("init");
     let group = block_on(group.into_op(md)).expect("OP");
     // Same real-time treatment as rtcat's cyclic thread: pinned, SCHED_FIFO 80, 1 ns slack.
-    rtcat::rt::pin_to(last_cpu()).expect("pin");
-    rtcat::rt::set_fifo(80).expect("SCHED_FIFO");
-    rtcat::rt::set_timer_slack(1).expect("timer slack");
+    rtcat_master::rt::pin_to(last_cpu()).expect("pin");
+    rtcat_master::rt::set_fifo(80).expect("SCHED_FIFO");
+    rtcat_master::rt::set_timer_slack(1).expect("timer slack");
     let mut times = Vec::with_capacity(5000);
     let period = Duration::from_millis(1);
     let end = Instant::now() + Duration::from_secs(SECS.parse().unwrap());

@@ -5,7 +5,7 @@
 
 use ecsim::frame::{Cmd, FrameBuilder, phys};
 use ethercrab::PduStorage;
-use rtcat::bus::{Bus, Link, RxReject, classify};
+use rtcat_master::bus::{Bus, Link, RxReject, classify};
 use std::hint::black_box;
 use std::io;
 use std::os::fd::RawFd;

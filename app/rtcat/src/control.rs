@@ -18,7 +18,6 @@
 //! error code's text (CiA 301 §7.2.7.1 classes, [`rtcat_master::cia402::error_text`]),
 //! and counted, in total and per position.
 
-use crate::stats::{Event, EventKind, Live};
 use rtcat_control::protocol::AlTarget;
 use rtcat_control::protocol::{
     AxisStatus, Counters, DcStatus, Failure, Histo, Histograms, Request, Status, SubdeviceState,
@@ -30,6 +29,7 @@ use rtcat_master::application::{Application, Layer, Setup};
 use rtcat_master::config::Config;
 use rtcat_master::diag::{self, ErrorCounters, Probe, Registers};
 use rtcat_master::layout::Layout;
+use rtcat_master::stats::{Event, EventKind, Live};
 use serde_json::{Value, json};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
@@ -472,7 +472,7 @@ impl Provider for Shared {
 
     fn record(&self, peer: &Peer, request: &Request, outcome: &Outcome<'_>) {
         let r = Record {
-            unix_ns: crate::clock::unix_ns(),
+            unix_ns: rtcat_master::clock::unix_ns(),
             cycle: self.live.cycles.load(Ordering::Relaxed),
             text: record_text(peer, request, outcome),
         };
@@ -610,7 +610,7 @@ fn poll_round(shared: &Shared, known: &mut Known, stop: &AtomicBool) {
         }
     }
     let mut polled = lock(&shared.polled);
-    polled.unix_ns = crate::clock::unix_ns();
+    polled.unix_ns = rtcat_master::clock::unix_ns();
     let len = n.max(polled.emergencies.len());
     polled.emergencies.resize(len, 0);
     for s in states.iter_mut() {
@@ -625,7 +625,7 @@ fn drain_emergencies(shared: &Shared, events: &mpsc::SyncSender<Event>) {
         let text = rtcat_master::cia402::error_text(e.code);
         log::warn!("{e} ({text})");
         let _ = events.try_send(Event {
-            unix_ns: crate::clock::unix_ns(),
+            unix_ns: rtcat_master::clock::unix_ns(),
             cycle: shared.live.cycles.load(Ordering::Relaxed),
             kind: EventKind::Emergency {
                 position: e.position,

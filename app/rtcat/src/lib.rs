@@ -5,9 +5,6 @@
 //! Data flows one way: configuration -> [`rtcat_master`] (setup, recovery, the real-time cycle,
 //! measurements) -> [`output`] / [`status`].
 
-// The master's modules under their old paths, for the commands and the tests.
-pub use rtcat_master::{bus, clock, cycle, master, rt, stats};
-
 pub mod cli;
 pub mod cmd;
 pub mod config;

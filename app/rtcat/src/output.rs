@@ -1,8 +1,8 @@
 //! Results, never lost: summary.json, the histograms, the human table, and (from the status
 //! thread) events.log and samples.csv, all under one output directory.
 
-use crate::stats::Recorder;
 use anyhow::{Context, Result};
+use rtcat_master::stats::Recorder;
 use rtcat_results::{self as summary, LatencyStats, Mode, Policy, Summary, SystemInfo, Wkc};
 use safefs::Dir;
 use std::fmt::Write as _;
@@ -20,7 +20,7 @@ pub struct RunFacts {
     pub subdevices: u32,
     pub pdi_bytes: u32,
     pub system: crate::sysinfo::SystemSnapshot,
-    pub rt: crate::master::RtApplied,
+    pub rt: rtcat_master::master::RtApplied,
     pub stop: Option<summary::Stop>,
     pub bus: Option<summary::BusStats>,
     pub logging: Option<summary::LoggingHealth>,
@@ -33,7 +33,7 @@ pub struct RunFacts {
 /// configuration. None when the segment ran without DC.
 pub fn dc_summary(
     rec: &Recorder,
-    live: &crate::stats::Live,
+    live: &rtcat_master::stats::Live,
     cfg: &rtcat_master::dc::DcConfig,
     period: rtcat_master::Period,
 ) -> Option<summary::DcSummary> {
@@ -467,7 +467,7 @@ fn previous_run_name(dir: &Dir) -> String {
     let secs = started.unwrap_or_else(|| {
         dir.mtime("events.log")
             .map(|t| t.max(0) as u64)
-            .unwrap_or_else(|_| crate::clock::unix_ns() / 1_000_000_000)
+            .unwrap_or_else(|_| rtcat_master::clock::unix_ns() / 1_000_000_000)
     });
     utc_stamp(secs)
 }

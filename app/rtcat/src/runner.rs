@@ -1,15 +1,15 @@
 //! `rtcat bench` and `rtcat run`: set up, run the master (or the timer-only loop), and always
 //! write the results — on normal end, on SIGINT/SIGTERM, and after an unrecoverable fault.
 
-use crate::clock::{now_ns, unix_ns};
 use crate::config::Config;
-use crate::cycle::{self, Exit};
-use crate::master::{self, Channels, RtApplied, RunSpec, Target};
 use crate::output::{self, RunFacts};
 use crate::sdnotify::Notifier;
-use crate::stats::{Live, Recorder};
 use crate::status::{CheckpointFn, StatusConfig, StatusThread};
 use anyhow::{Context, Result, anyhow};
+use rtcat_master::clock::{now_ns, unix_ns};
+use rtcat_master::cycle::{self, Exit};
+use rtcat_master::master::{self, Channels, RtApplied, RunSpec, Target};
+use rtcat_master::stats::{Live, Recorder};
 use rtcat_master::{Application, ZeroOutputs};
 use rtcat_results as summary;
 use rtcat_results::Mode;
@@ -79,9 +79,9 @@ fn timer_only(job: &Job, live: &Live) -> Result<(Recorder, RtApplied)> {
                 let mut applied = master::setup_cycle_thread(&cfg.master, no_rt)?;
                 let mut rec = Recorder::new();
                 let stop = crate::signals::handle();
-                let f0 = crate::rt::thread_minor_faults();
+                let f0 = rtcat_master::rt::thread_minor_faults();
                 let _ = cycle::run_timer_only(&mut rec, live, period, end, &stop) == Exit::Stopped;
-                applied.cycle_minor_faults = crate::rt::thread_minor_faults() - f0;
+                applied.cycle_minor_faults = rtcat_master::rt::thread_minor_faults() - f0;
                 Ok((rec, applied))
             })?
             .join()

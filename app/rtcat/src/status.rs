@@ -10,8 +10,8 @@
 use crate::control::HistShare;
 use crate::say;
 use crate::sdnotify::Notifier;
-use crate::stats::{Event, Live, Recorder, Sample};
 use rtcat_control::protocol::{Histo, Histograms};
+use rtcat_master::stats::{Event, Live, Recorder, Sample};
 use rtcat_results::LoggingHealth;
 use safefs::Dir;
 use std::fs::File;
@@ -400,7 +400,7 @@ impl StatusThread {
                     for (kind, n) in limiter.due(now, stopping) {
                         let line = format!(
                             "{} cycle={} events_suppressed kind={kind} count={n}",
-                            crate::clock::unix_ns(),
+                            rtcat_master::clock::unix_ns(),
                             live.cycles.load(Ordering::Relaxed)
                         );
                         if !log.line(format_args!("{line}"), &mut health) {

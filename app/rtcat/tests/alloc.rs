@@ -6,8 +6,8 @@
 use ecsim::{Faults, SegmentSpec};
 use rtcat::config::{Config, TxRxMode};
 use rtcat::echo::EchoCheck;
-use rtcat::master::Target;
 use rtcat::runner::{Job, execute};
+use rtcat_master::master::Target;
 use rtcat_master::{AppError, Application, Cycle, Setup};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,10 +37,10 @@ impl Application for Probe {
             if cycle == WARMUP {
                 TRACK.with(|t| t.set(true));
                 self.faults_at_warmup
-                    .store(rtcat::rt::thread_minor_faults(), Ordering::Relaxed);
+                    .store(rtcat_master::rt::thread_minor_faults(), Ordering::Relaxed);
             } else if cycle > WARMUP {
                 self.faults_at_end
-                    .store(rtcat::rt::thread_minor_faults(), Ordering::Relaxed);
+                    .store(rtcat_master::rt::thread_minor_faults(), Ordering::Relaxed);
                 self.cycles_tracked.store(cycle - WARMUP, Ordering::Relaxed);
             }
         }

@@ -4,8 +4,8 @@
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat::config::{Config, TxRxMode};
 use rtcat::echo::EchoCheck;
-use rtcat::master::Target;
 use rtcat::runner::{Job, JobResult, execute};
+use rtcat_master::master::Target;
 use std::sync::Mutex;
 use std::time::Duration;
 

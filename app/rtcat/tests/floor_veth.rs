@@ -200,7 +200,7 @@ fn the_ping_loop_allocates_nothing() {
     let (replies, allocs) = VethPair::in_ns(&net.master_ns, move || {
         let mut p = Pinger::open(&master_if).unwrap();
         let ping = |p: &mut Pinger| {
-            let until = rtcat::clock::now_ns() + 50_000_000;
+            let until = rtcat_master::clock::now_ns() + 50_000_000;
             p.ping(200, until).unwrap().is_some()
         };
         for _ in 0..20 {

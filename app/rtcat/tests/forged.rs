@@ -6,9 +6,9 @@
 
 use ecsim::netns::{VethPair, root_or_skip};
 use rtcat::echo::EchoCheck;
-use rtcat::master::{self, Channels, Outcome, RunSpec, Target};
-use rtcat::stats::Live;
 use rtcat_master::Config;
+use rtcat_master::master::{self, Channels, Outcome, RunSpec, Target};
+use rtcat_master::stats::Live;
 use rtcat_packet::{PacketKind, PacketSocket};
 use std::path::Path;
 use std::sync::Arc;
@@ -89,7 +89,7 @@ fn start_forger(
             while let Some((n, kind)) = sock.recv(&mut buf)? {
                 let f = &mut buf[..n];
                 if kind == PacketKind::Incoming
-                    && f.get(6..12) == Some(&rtcat::bus::MASTER_MAC[..])
+                    && f.get(6..12) == Some(&rtcat_master::bus::MASTER_MAC[..])
                     && forge(f)
                 {
                     sock.send(f)?;

@@ -5,8 +5,8 @@
 use ecsim::{Faults, SegmentSpec};
 use rtcat::config::Config;
 use rtcat::echo::EchoCheck;
-use rtcat::master::{MAX_PDI_BYTES, MAX_SUBDEVICES, Target};
 use rtcat::runner::{Job, JobResult, execute};
+use rtcat_master::master::{MAX_PDI_BYTES, MAX_SUBDEVICES, Target};
 use std::time::Duration;
 
 // One master at a time: the stop flag is process-wide, and one run's memory locking would

@@ -53,8 +53,14 @@ fn sim_with_segment(seg: &Path) -> Output {
 #[test]
 fn master_limits_equal_the_segment_formats() {
     // The segment format refuses exactly what the master cannot run.
-    assert_eq!(ecsim::spec::MAX_DEVICES, rtcat::master::MAX_SUBDEVICES);
-    assert_eq!(ecsim::spec::MAX_PDI_BYTES, rtcat::master::MAX_PDI_BYTES);
+    assert_eq!(
+        ecsim::spec::MAX_DEVICES,
+        rtcat_master::master::MAX_SUBDEVICES
+    );
+    assert_eq!(
+        ecsim::spec::MAX_PDI_BYTES,
+        rtcat_master::master::MAX_PDI_BYTES
+    );
 }
 
 /// The master runs a segment at both limits; one subdevice or one byte more is refused up

@@ -149,7 +149,7 @@ impl Env for Rtcat {
     fn system(&self, rt_cpu: usize) -> SystemInfo {
         // the system as found, read like `rtcat bench` reads it (live), so report can cross-check
         let snap = crate::sysinfo::snapshot(&SysRoot::live(), Some(rt_cpu));
-        let (policy, priority) = crate::rt::current_policy();
+        let (policy, priority) = rtcat_master::rt::current_policy();
         SystemInfo {
             hostname: snap.hostname,
             kernel_release: snap.kernel_release,
@@ -165,7 +165,7 @@ impl Env for Rtcat {
             },
             priority,
             no_rt: false,
-            timer_slack_ns: crate::rt::timer_slack(),
+            timer_slack_ns: rtcat_master::rt::timer_slack(),
             governor: snap.governor,
         }
     }

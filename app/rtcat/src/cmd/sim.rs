@@ -78,7 +78,7 @@ pub fn sim(a: &SimArgs) -> Outcome {
         if !online.is_empty() && !online.contains(cpu) {
             return usage(format_args!(
                 "--cpu {cpu}: not an online CPU (online: {})",
-                crate::rt::online_cpus().unwrap_or_else(|| "unknown".into())
+                rtcat_master::rt::online_cpus().unwrap_or_else(|| "unknown".into())
             ));
         }
     }
@@ -133,10 +133,10 @@ pub fn sim(a: &SimArgs) -> Outcome {
     let echo = responder.floor_echo_counts();
     // The responder runs on this thread: give it the requested placement and priority.
     if let Some(cpu) = a.cpu {
-        crate::rt::pin_to(cpu).context("--cpu")?;
+        rtcat_master::rt::pin_to(cpu).context("--cpu")?;
     }
     if let Some(p) = a.priority {
-        crate::rt::set_fifo(p).context("--priority")?;
+        rtcat_master::rt::set_fifo(p).context("--priority")?;
     }
     say(format_args!("rtcat sim: listening on {}", a.iface));
     // The responder polls `stop`; mirror the signal flag into it.
