@@ -211,6 +211,15 @@ fn hold_steps(name: &str) -> Result<(), String> {
     plc.claim(&cw).unwrap();
     plc.claim(&mode).unwrap();
     mover.claim(&target).unwrap();
+    // The attaches and claims are control requests: a writer attached before them may have
+    // gone stale meanwhile (its heartbeat is its writes and heartbeats, and it made none yet).
+    // Heartbeat both until the master sees them live, so that a STALE below means what `alive`
+    // says: the test thread was starved.
+    wait_for("both writers live", 3.0, || {
+        plc.heartbeat();
+        mover.heartbeat();
+        plc.state() == Some(WriterState::Attached) && mover.state() == Some(WriterState::Attached)
+    });
     // Until the claims, the bench's echo pattern wrote the drive's outputs (controlword
     // included): the drive may be in any state. Walk it to "operation enabled" from where it
     // is, as a PLC does (CiA 402 state machine, controlword by statusword), holding the target
