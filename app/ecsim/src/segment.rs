@@ -521,11 +521,7 @@ impl Segment {
             ..
         } = self;
         let reached = |i: &usize| reachable[*i];
-        for (dev, _) in devices
-            .iter_mut()
-            .zip(reachable.iter())
-            .filter(|(_, r)| **r)
-        {
+        for dev in reached_mut(devices, reachable) {
             dev.tick(now_ns);
         }
         stations.refresh(devices);
@@ -539,11 +535,7 @@ impl Segment {
             match d.cmd {
                 Cmd::Nop => {}
                 Cmd::Aprd | Cmd::Apwr | Cmd::Aprw | Cmd::Armw => {
-                    for (dev, _) in devices
-                        .iter_mut()
-                        .zip(reachable.iter())
-                        .filter(|(_, r)| **r)
-                    {
+                    for dev in reached_mut(devices, reachable) {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
                         add = add.wrapping_add(physical(dev, d.cmd, adp == 0, ado, data, now_ns));
@@ -566,21 +558,13 @@ impl Segment {
                 Cmd::Frmw => {
                     // the addressed device reads, every other one writes
                     let adr = get_u16(head, adp_at);
-                    for (dev, _) in devices
-                        .iter_mut()
-                        .zip(reachable.iter())
-                        .filter(|(_, r)| **r)
-                    {
+                    for dev in reached_mut(devices, reachable) {
                         let hit = dev.station_address() == adr;
                         add = add.wrapping_add(physical(dev, d.cmd, hit, ado, data, now_ns));
                     }
                 }
                 Cmd::Brd | Cmd::Bwr | Cmd::Brw => {
-                    for (dev, _) in devices
-                        .iter_mut()
-                        .zip(reachable.iter())
-                        .filter(|(_, r)| **r)
-                    {
+                    for dev in reached_mut(devices, reachable) {
                         let adp = get_u16(head, adp_at);
                         put_u16(head, adp_at, adp.wrapping_add(1));
                         add = add.wrapping_add(physical(dev, d.cmd, true, ado, data, now_ns));
@@ -588,11 +572,7 @@ impl Segment {
                 }
                 Cmd::Lrd | Cmd::Lwr | Cmd::Lrw => {
                     let addr = frame::get_u32(head, d.header + 2);
-                    for (dev, _) in devices
-                        .iter_mut()
-                        .zip(reachable.iter())
-                        .filter(|(_, r)| **r)
-                    {
+                    for dev in reached_mut(devices, reachable) {
                         let hit = dev.logical(d.cmd, addr, data);
                         add = add.wrapping_add(match d.cmd {
                             Cmd::Lrw => u16::from(hit.read) + 2 * u16::from(hit.write),
@@ -610,11 +590,7 @@ impl Segment {
                 stations.refresh(devices);
             }
         }
-        for (dev, _) in devices
-            .iter_mut()
-            .zip(reachable.iter())
-            .filter(|(_, r)| **r)
-        {
+        for dev in reached_mut(devices, reachable) {
             dev.dc_process_data(now_ns);
             dev.end_of_frame(now_ns);
         }
@@ -740,6 +716,17 @@ impl Preconfigured {
             .map(|(o, i)| 2 * u32::from(touches(o)) + u32::from(touches(i)))
             .sum()
     }
+}
+
+/// The devices a frame reaches, in processing order.
+fn reached_mut<'a>(
+    devices: &'a mut [Esc],
+    reachable: &'a [bool],
+) -> impl Iterator<Item = &'a mut Esc> {
+    devices
+        .iter_mut()
+        .zip(reachable)
+        .filter_map(|(d, r)| r.then_some(d))
 }
 
 /// Whether a physical write datagram can change a station address register (0x0010).
