@@ -8,7 +8,10 @@
 //! a safe value, a replacement — ownership and re-attaching. Skips when `cc` or `python3` is
 //! missing — unless `CI` is set, then that is a failure.
 
-use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
+#[path = "support/handout.rs"]
+mod handout;
+
+use std::os::fd::OwnedFd;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -423,28 +426,7 @@ impl Drop for Master {
 /// The image's descriptor as a client gets it: `shm_image` on the control socket, the
 /// descriptor from the reply (SCM_RIGHTS).
 fn image_fd(sock: &Path) -> OwnedFd {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    use std::io::Write as _;
-    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
-    s.write_all(b"{\"cmd\":\"shm_image\"}\n").unwrap();
-    let mut line = Vec::new();
-    let mut fds = Vec::new();
-    while !line.contains(&b'\n') {
-        let mut buf = [0u8; 512];
-        let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 2]);
-        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-        let m = recvmsg::<()>(s.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::empty()).unwrap();
-        for c in m.cmsgs().unwrap() {
-            if let ControlMessageOwned::ScmRights(r) = c {
-                // SAFETY: descriptors the kernel just installed for us.
-                fds.extend(r.into_iter().map(|r| unsafe { OwnedFd::from_raw_fd(r) }));
-            }
-        }
-        let n = m.bytes;
-        assert!(n > 0, "the master closed the connection");
-        line.extend_from_slice(&buf[..n]);
-    }
-    fds.pop().expect("the image comes with the reply")
+    handout::handed(sock, r#"{"cmd":"shm_image"}"#)
 }
 
 /// A sealed memfd holding `bytes` (as the master seals its image).

@@ -6,6 +6,10 @@
 //! record of the requests. The image is handed out over the socket: nothing in /dev/shm, and
 //! nothing handed out can be resized.
 
+#[path = "support/handout.rs"]
+mod handout;
+
+use handout::handed;
 use rtcat_shm::{Client, Error, State, Value, WriterState};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -24,33 +28,6 @@ fn bench(name: &str, secs: &str, out: &std::path::Path) -> (Command, String) {
         cmd.arg("--no-rt");
     }
     (cmd, sock)
-}
-
-/// The descriptor the master passes with the reply to `request` (one JSON line).
-fn handed(sock: &str, request: &str) -> std::os::fd::OwnedFd {
-    use nix::sys::socket::{ControlMessageOwned, MsgFlags, recvmsg};
-    use std::io::Write as _;
-    use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
-    let mut s = std::os::unix::net::UnixStream::connect(sock).unwrap();
-    writeln!(s, "{request}").unwrap();
-    let (mut line, mut fds) = (Vec::new(), Vec::new());
-    while !line.contains(&b'\n') {
-        let mut buf = [0u8; 512];
-        let mut cmsg = nix::cmsg_space!([std::os::fd::RawFd; 2]);
-        let mut iov = [std::io::IoSliceMut::new(&mut buf)];
-        let m = recvmsg::<()>(s.as_raw_fd(), &mut iov, Some(&mut cmsg), MsgFlags::empty()).unwrap();
-        for c in m.cmsgs().unwrap() {
-            if let ControlMessageOwned::ScmRights(r) = c {
-                // SAFETY: descriptors the kernel just installed for us.
-                fds.extend(r.into_iter().map(|r| unsafe { OwnedFd::from_raw_fd(r) }));
-            }
-        }
-        let n = m.bytes;
-        assert!(n > 0, "closed");
-        line.extend_from_slice(&buf[..n]);
-    }
-    fds.pop()
-        .unwrap_or_else(|| panic!("no descriptor: {}", String::from_utf8_lossy(&line)))
 }
 
 fn wait_for(what: &str, secs: f64, mut f: impl FnMut() -> bool) {
@@ -284,8 +261,11 @@ fn truncating_what_is_handed_out_fails_and_the_master_keeps_cycling() {
     wait_for("the object to be LIVE", 10.0, || {
         Client::attach(&sock).is_ok_and(|c| c.state() == State::Live && c.snapshot().is_ok())
     });
-    let image = handed(&sock, r#"{"cmd":"shm_image"}"#);
-    let writer = handed(&sock, r#"{"cmd":"shm_writer","name":"shrinker"}"#);
+    let image = handed(std::path::Path::new(&sock), r#"{"cmd":"shm_image"}"#);
+    let writer = handed(
+        std::path::Path::new(&sock),
+        r#"{"cmd":"shm_writer","name":"shrinker"}"#,
+    );
     for fd in [&image, &writer] {
         for len in [0, 1 << 20] {
             assert_eq!(
