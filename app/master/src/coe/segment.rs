@@ -174,9 +174,10 @@ impl PreOp<'_> {
     }
 
     /// Run `f` on the subdevice at `position` in BOOT, on its bootstrap mailbox (SII words
-    /// 0x14..0x17): the device goes INIT → BOOT before and BOOT → INIT after, whatever `f`
-    /// returns (it stays in INIT; the segment goes back to INIT at the end anyway). `state` is
-    /// how long each AL state change may take.
+    /// 0x14..0x17): the device goes INIT → BOOT before, and after, whatever `f` returns, BOOT →
+    /// INIT → PRE-OP with its standard mailbox again, like the rest of the segment (INIT only, for
+    /// a device whose SII has no standard mailbox). `state` is how long each AL state change may
+    /// take.
     pub fn with_boot_mailbox<R>(
         &self,
         position: u32,
@@ -187,6 +188,10 @@ impl PreOp<'_> {
         use crate::mailbox::{BusPort, Geometry, Mailbox};
         let d = self.device(position)?;
         let g = Geometry::bootstrap_from_sii(d.position, &d.sii)?;
+        let standard = match &d.sii.mailbox {
+            Some(m) => Some(Geometry::from_sii(d.position, m)?),
+            None => None,
+        };
         let mut port = BusPort::new(self.md, d.address);
         boot::enter(&mut port, d.position, &g, state)?;
         let mut m = Mailbox::new(port, d.position, g, self.timeouts);
@@ -195,7 +200,7 @@ impl PreOp<'_> {
         if let Some(c) = self.counters.borrow_mut().get_mut(usize::from(d.position)) {
             *c = 0;
         }
-        boot::leave(m.port(), d.position, state)?;
+        boot::leave(m.port(), d.position, standard.as_ref(), state)?;
         Ok(r)
     }
 }

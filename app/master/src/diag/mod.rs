@@ -148,6 +148,8 @@ impl Error {
         match self {
             Error::Position { .. } | Error::Range(_) => true,
             Error::Master(e) => e.is_usage(),
+            // A file name the device's mailbox cannot carry.
+            Error::Foe(crate::foe::Error::Request(_)) => true,
             _ => false,
         }
     }

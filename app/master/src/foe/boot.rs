@@ -21,6 +21,8 @@ pub const AL_STATUS: u16 = 0x0130;
 
 /// AL state INIT.
 pub const INIT: u8 = 0x01;
+/// AL state PRE-OP.
+pub const PRE_OP: u8 = 0x02;
 /// AL state BOOT.
 pub const BOOT: u8 = 0x03;
 
@@ -103,6 +105,17 @@ fn al_code_text(code: u16) -> &'static str {
     }
 }
 
+/// Set SM0/SM1 to the mailbox `g` (the device in INIT): both disabled first (activate registers
+/// 0x0806, 0x080E), then configured.
+fn configure<P: Port>(port: &mut P, position: u16, g: &Geometry) -> Result<(), Error> {
+    for reg in [0x0806u16, 0x080e] {
+        port.write(reg, &[0])
+            .map_err(bus(position, &format!("disable SM (FPWR {reg:#06x})")))?;
+    }
+    port.write(0x0800, &g.registers())
+        .map_err(bus(position, "mailbox SM0/SM1 (FPWR 0x0800)"))
+}
+
 /// Take the device to BOOT: INIT, SM0/SM1 set to the bootstrap mailbox `boot`, BOOT.
 pub fn enter<P: Port>(
     port: &mut P,
@@ -111,17 +124,22 @@ pub fn enter<P: Port>(
     timeout: Duration,
 ) -> Result<(), Error> {
     request_state(port, position, INIT, timeout)?;
-    // Disable both SMs first (activate registers 0x0806, 0x080E), then configure them.
-    for reg in [0x0806u16, 0x080e] {
-        port.write(reg, &[0])
-            .map_err(bus(position, &format!("disable SM (FPWR {reg:#06x})")))?;
-    }
-    port.write(0x0800, &boot.registers())
-        .map_err(bus(position, "bootstrap mailbox SM0/SM1 (FPWR 0x0800)"))?;
+    configure(port, position, boot)?;
     request_state(port, position, BOOT, timeout)
 }
 
-/// Take the device out of BOOT (to INIT, the only way out).
-pub fn leave<P: Port>(port: &mut P, position: u16, timeout: Duration) -> Result<(), Error> {
-    request_state(port, position, INIT, timeout)
+/// Take the device out of BOOT: to INIT (the only way out), then, when `standard` is given, back
+/// to PRE-OP with SM0/SM1 set to its standard mailbox (as the rest of a tool's segment is).
+pub fn leave<P: Port>(
+    port: &mut P,
+    position: u16,
+    standard: Option<&Geometry>,
+    timeout: Duration,
+) -> Result<(), Error> {
+    request_state(port, position, INIT, timeout)?;
+    if let Some(g) = standard {
+        configure(port, position, g)?;
+        request_state(port, position, PRE_OP, timeout)?;
+    }
+    Ok(())
 }

@@ -185,14 +185,15 @@ pub struct Progress {
     pub busy: Option<(u16, u16)>,
 }
 
-/// The FoE client of one subdevice, on its mailbox transport.
-pub struct Client<P: Port> {
-    mbx: Mailbox<P>,
+/// The FoE client of one subdevice, on its mailbox transport (borrowed: the transport, its
+/// counter and what it set aside stay with the caller, for CoE or the next transfer).
+pub struct Client<'m, P: Port> {
+    mbx: &'m mut Mailbox<P>,
     limits: Limits,
 }
 
 /// The client on the bus.
-pub type BusClient<'a> = Client<BusPort<'a>>;
+pub type BusClient<'m, 'a> = Client<'m, BusPort<'a>>;
 
 /// One transfer's names, for its errors.
 struct Op<'n> {
@@ -227,23 +228,18 @@ impl Op<'_> {
     }
 }
 
-impl<P: Port> Client<P> {
+impl<'m, P: Port> Client<'m, P> {
     /// A client on a transport (its counter and emergencies go on).
-    pub fn from_mailbox(mbx: Mailbox<P>) -> Self {
+    pub fn new(mbx: &'m mut Mailbox<P>) -> Self {
         Client {
             mbx,
             limits: Limits::default(),
         }
     }
 
-    /// The transport, for another protocol's client to go on with.
-    pub fn into_mailbox(self) -> Mailbox<P> {
-        self.mbx
-    }
-
     /// The transport.
     pub fn mailbox(&mut self) -> &mut Mailbox<P> {
-        &mut self.mbx
+        self.mbx
     }
 
     /// Take and wait this much.

@@ -214,8 +214,8 @@ fn transport(dev: Device) -> Mailbox<FakeEsc> {
     )
 }
 
-fn client(dev: Device) -> Client<FakeEsc> {
-    let mut c = Client::from_mailbox(transport(dev));
+fn client(m: &mut Mailbox<FakeEsc>) -> Client<'_, FakeEsc> {
+    let mut c = Client::new(m);
     c.set_limits(Limits {
         busy_pause: Duration::ZERO,
         ..Limits::default()
@@ -236,13 +236,14 @@ fn device() -> Device {
     d
 }
 
-fn dev(c: &mut Client<FakeEsc>) -> &mut Device {
+fn dev<'c>(c: &'c mut Client<'_, FakeEsc>) -> &'c mut Device {
     &mut c.mailbox().port.dev
 }
 
 #[test]
 fn read_and_write_across_packet_boundaries() {
-    let mut c = client(device());
+    let mut m = transport(device());
+    let mut c = client(&mut m);
     let fw: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
     let mut seen = Vec::new();
     assert_eq!(c.read("fw.bin", 0, &mut |p| seen.push(p.done)).unwrap(), fw);
@@ -265,7 +266,8 @@ fn read_and_write_across_packet_boundaries() {
 
 #[test]
 fn device_errors_name_the_file_the_code_and_the_text() {
-    let mut c = client(device());
+    let mut m = transport(device());
+    let mut c = client(&mut m);
     let e = c.read("nothing", 0, &mut |_| {}).unwrap_err();
     assert_eq!(e.code(), Some(code::NOT_FOUND));
     assert_eq!(
@@ -283,7 +285,8 @@ fn device_errors_name_the_file_the_code_and_the_text() {
 fn a_device_that_refuses_half_way_can_start_over() {
     let mut d = device();
     d.max_bytes = 500;
-    let mut c = client(d);
+    let mut m = transport(d);
+    let mut c = client(&mut m);
     let big = vec![1u8; 2000];
     let e = c.write("fw.bin", 0, &big, &mut |_| {}).unwrap_err();
     assert_eq!(e.code(), Some(code::DISK_FULL));
@@ -302,7 +305,8 @@ fn a_device_that_refuses_half_way_can_start_over() {
 fn busy_repeats_the_last_request_and_reports_the_device_progress() {
     let mut d = device();
     d.busy = 3;
-    let mut c = client(d);
+    let mut m = transport(d);
+    let mut c = client(&mut m);
     let mut busy = Vec::new();
     c.write("fw.bin", 0, &[5u8; 200], &mut |p| {
         if let Some(b) = p.busy {
@@ -328,7 +332,8 @@ fn busy_repeats_the_last_request_and_reports_the_device_progress() {
 #[test]
 fn the_client_tells_the_device_when_it_gives_up() {
     // Over the read limit: the device gets an FoE error, the caller TooLarge.
-    let mut c = client(device());
+    let mut m = transport(device());
+    let mut c = client(&mut m);
     c.set_limits(Limits {
         max_read: 300,
         ..c.limits()
@@ -338,7 +343,8 @@ fn the_client_tells_the_device_when_it_gives_up() {
     assert_eq!(dev(&mut c).master_errors, [code::DISK_FULL]);
     assert!(dev(&mut c).reading.is_none(), "the device dropped the read");
     // A wrong packet number.
-    let mut c = client(device());
+    let mut m = transport(device());
+    let mut c = client(&mut m);
     dev(&mut c).bad_numbers = true;
     let e = c.read("fw.bin", 0, &mut |_| {}).unwrap_err();
     assert!(
@@ -348,7 +354,8 @@ fn the_client_tells_the_device_when_it_gives_up() {
     );
     assert_eq!(dev(&mut c).master_errors, [code::PACKET_NUMBER]);
     // Silence half-way: a timeout naming the packet, and the device is told.
-    let mut c = client(device());
+    let mut m = transport(device());
+    let mut c = client(&mut m);
     dev(&mut c).mute_after = Some(3);
     let e = c.write("fw.bin", 0, &[1u8; 1000], &mut |_| {}).unwrap_err();
     assert!(
@@ -360,7 +367,8 @@ fn the_client_tells_the_device_when_it_gives_up() {
 
 #[test]
 fn emergencies_and_other_protocols_during_a_transfer_are_kept() {
-    let mut c = client(device());
+    let mut m = transport(device());
+    let mut c = client(&mut m);
     dev(&mut c).noise_next = true;
     assert_eq!(c.read("secret", 0x1234, &mut |_| {}).unwrap(), b"s");
     let m = c.mailbox();
@@ -375,12 +383,13 @@ fn emergencies_and_other_protocols_during_a_transfer_are_kept() {
 
 #[test]
 fn coe_and_foe_share_one_counter_and_interleave() {
-    let mut c = client(device());
-    c.read("secret", 0x1234, &mut |_| {}).unwrap();
+    let mut m = transport(device());
+    client(&mut m).read("secret", 0x1234, &mut |_| {}).unwrap();
     // CoE on the same transport, then FoE again.
-    let mut coe = crate::coe::Client::from_mailbox(c.into_mailbox());
+    let mut coe = crate::coe::Client::from_mailbox(m);
     assert_eq!(coe.upload(0x6060, 0).unwrap(), [42]);
-    let mut c = Client::from_mailbox(coe.into_mailbox());
+    let mut m = coe.into_mailbox();
+    let mut c = client(&mut m);
     c.write("fw.bin", 0, &[1, 2, 3], &mut |_| {}).unwrap();
     let counters: Vec<u8> = dev(&mut c).counters.iter().map(|x| x.1).collect();
     let kinds: Vec<u8> = dev(&mut c).counters.iter().map(|x| x.0).collect();
@@ -391,7 +400,8 @@ fn coe_and_foe_share_one_counter_and_interleave() {
 
 #[test]
 fn names_are_checked_before_anything_is_sent() {
-    let mut c = client(device());
+    let mut m = transport(device());
+    let mut c = client(&mut m);
     assert!(matches!(c.read("", 0, &mut |_| {}), Err(Error::Request(_))));
     let long = "x".repeat(200);
     let e = c.write(&long, 0, b"", &mut |_| {}).unwrap_err();
@@ -456,8 +466,8 @@ proptest::proptest! {
     fn client_survives_any_answers(answers in proptest::collection::vec(foe_like(), 0..12)) {
         let t = Timeouts { response: Duration::from_millis(1), mailbox_free:
                            Duration::from_millis(1), poll: Duration::ZERO };
-        let m = Mailbox::new(RandomEsc { answers: answers.into(), pending: 0 }, 0, geometry(), t);
-        let mut c = Client::from_mailbox(m);
+        let mut m = Mailbox::new(RandomEsc { answers: answers.into(), pending: 0 }, 0, geometry(), t);
+        let mut c = Client::new(&mut m);
         c.set_limits(Limits { busy: Duration::from_millis(2), busy_pause: Duration::ZERO,
                               max_read: 4096 });
         let _ = c.read("fw.bin", 0, &mut |_| {});
