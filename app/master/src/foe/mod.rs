@@ -43,7 +43,7 @@ pub enum Error {
     /// The device ended the transfer with an FoE error.
     #[error(
         "position {position}: FoE {op} {file:?}: the device refused it{}: FoE error {code:#06x}, {}{}",
-        after(*done), error_text(*code), device_text(text)
+        after(*done, *total), error_text(*code), device_text(text)
     )]
     Device {
         /// Position of the subdevice.
@@ -54,6 +54,8 @@ pub enum Error {
         file: String,
         /// Bytes transferred before (0: at the request).
         done: u64,
+        /// Bytes of the whole file (a write).
+        total: Option<u64>,
         /// FoE error code.
         code: u32,
         /// The device's text.
@@ -118,11 +120,11 @@ pub enum Error {
     },
 }
 
-fn after(done: u64) -> String {
-    if done == 0 {
-        String::new()
-    } else {
-        format!(" after {done} bytes")
+fn after(done: u64, total: Option<u64>) -> String {
+    match total {
+        _ if done == 0 => String::new(),
+        Some(t) => format!(" after {done} of {t} bytes"),
+        None => format!(" after {done} bytes"),
     }
 }
 
@@ -200,6 +202,8 @@ struct Op<'n> {
     position: u16,
     op: &'static str,
     file: &'n str,
+    /// The file's size (a write).
+    total: Option<u64>,
 }
 
 impl Op<'_> {
@@ -213,6 +217,7 @@ impl Op<'_> {
             op: self.op,
             file: self.file.to_string(),
             done,
+            total: self.total,
             code,
             text: String::from_utf8_lossy(text).into_owned(),
         }
@@ -344,6 +349,7 @@ impl<'m, P: Port> Client<'m, P> {
             position: self.mbx.position(),
             op: "read",
             file: name,
+            total: None,
         };
         let full = usize::from(self.mbx.geometry().tx_size).saturating_sub(frame::OVERHEAD);
         let mut req = self.build(|b| frame::read_request(b, password, name.as_bytes()));
@@ -424,6 +430,7 @@ impl<'m, P: Port> Client<'m, P> {
             position: self.mbx.position(),
             op: "write",
             file: name,
+            total: Some(data.len() as u64),
         };
         let total = Some(data.len() as u64);
         let chunk = usize::from(self.mbx.geometry().rx_size).saturating_sub(frame::OVERHEAD);

@@ -291,7 +291,7 @@ fn a_device_that_refuses_half_way_can_start_over() {
     let e = c.write("fw.bin", 0, &big, &mut |_| {}).unwrap_err();
     assert_eq!(e.code(), Some(code::DISK_FULL));
     // Refused with packet 5 (580 bytes): 4 packets (464 bytes) were acknowledged.
-    assert!(e.to_string().contains("after 464 bytes"), "{e}");
+    assert!(e.to_string().contains("after 464 of 2000 bytes"), "{e}");
     assert!(
         e.to_string().contains("larger than the device takes"),
         "{e}"
