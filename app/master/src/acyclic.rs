@@ -21,7 +21,7 @@
 
 use crate::coe::frame::{self, Response};
 use crate::group::Group;
-use crate::mailbox::{Emergency, Geometry, RegisterError, Timeouts};
+use crate::mailbox::{Counter, Emergency, Geometry, RegisterError, Timeouts};
 use ethercrab::{Command, MainDevice};
 use std::cell::Cell;
 use std::future::Future;
@@ -195,8 +195,8 @@ pub struct SdoClient {
 #[derive(Clone, Copy)]
 struct Station {
     geometry: Geometry,
-    /// Counter of the last request sent (ETG.1000.4 §5.6: 1..7, 0 is never used by us).
-    counter: u8,
+    /// Counter of the last request sent (the mailbox layer's: 1..7).
+    counter: Counter,
     /// The device answered one of the service's requests.
     answered: bool,
 }
@@ -498,7 +498,7 @@ async fn transfer<DC>(
             let g = read_geometry(md, address).await?;
             let s = Station {
                 geometry: g,
-                counter: 0,
+                counter: Counter::default(),
                 answered: false,
             };
             *slot = Some(s);
@@ -591,12 +591,7 @@ enum Seen {
 
 impl Io<'_> {
     fn next_counter(&mut self) -> u8 {
-        self.st.counter = if self.st.counter >= 7 {
-            1
-        } else {
-            self.st.counter + 1
-        };
-        self.st.counter
+        self.st.counter.advance()
     }
 
     async fn sm_full(&mut self, sm: u8) -> Result<bool, SdoFailure> {
