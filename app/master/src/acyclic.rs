@@ -1,5 +1,7 @@
 //! SDO requests while the segment cycles.
 //!
+//! This is the mailbox layer's face on the cyclic thread ([`crate::mailbox`] is its blocking
+//! face for the PRE-OP tools): the one way other threads reach a subdevice's mailbox during OP.
 //! Other threads (a control socket, the application's own threads) queue requests through an
 //! [`SdoClient`]; the cyclic thread serves them from its [`SdoService`] in a bounded time budget
 //! **after** each cycle's own work (exchange, application, outputs, measurements) and never
@@ -18,8 +20,8 @@
 //! reply, never a panic of the cyclic thread.
 
 use crate::coe::frame::{self, Response};
-use crate::coe::{Emergency, Geometry, Timeouts};
 use crate::group::Group;
+use crate::mailbox::{Emergency, Geometry, RegisterError, Timeouts};
 use ethercrab::{Command, MainDevice};
 use std::cell::Cell;
 use std::future::Future;
@@ -33,7 +35,7 @@ pub const MAX_SDO_BYTES: usize = 64;
 
 /// Largest mailbox (SM0/SM1 size) the service handles: the data of one datagram in a
 /// 1500-byte frame (ETG.1000.4 §5.4: 2 bytes EtherCAT header, 10 datagram header, 2 WKC).
-pub const MAX_MAILBOX: usize = 1486;
+pub const MAX_MAILBOX: usize = crate::mailbox::MAX_MAILBOX as usize;
 
 /// Emergencies kept until a consumer takes them (older ones are counted, then dropped).
 pub const EMERGENCY_RING: usize = 64;
@@ -550,40 +552,19 @@ async fn read_geometry(md: &MainDevice<'static>, address: u16) -> Result<Geometr
     Ok(g)
 }
 
-/// The mailbox of the SM0/SM1 registers 0x0800..0x080F (ESC datasheet section II: start u16,
-/// length u16, control u8, status u8, activate u8, PDI control u8).
+/// The mailbox of the SM0/SM1 registers 0x0800..0x080F, by the mailbox layer's one reading
+/// of them ([`Geometry::from_registers`]), which also bounds it by the service's buffers.
 fn geometry_of(r: &[u8; 16]) -> Result<Geometry, SdoFailure> {
-    let sm = |o: usize| {
-        (
-            u16::from_le_bytes([r[o], r[o + 1]]),
-            u16::from_le_bytes([r[o + 2], r[o + 3]]),
-            r[o + 4],
-            r[o + 6],
-        )
-    };
-    let (rx_offset, rx_size, c0, a0) = sm(0);
-    let (tx_offset, tx_size, c1, a1) = sm(8);
-    // Control bits 0..1 = 0b10 mailbox mode; bits 2..3 = 0b01 written by the master (SM0),
-    // 0b00 read by the master (SM1). Activate bit 0: enabled.
-    if a0 & 1 == 0 || a1 & 1 == 0 || c0 & 0x0f != 0x06 || c1 & 0x0f != 0x02 {
-        return Err(SdoFailure::Mailbox(
-            "the subdevice has no enabled mailbox on SM0/SM1",
-        ));
-    }
-    let min = frame::MIN_MAILBOX;
-    if rx_size < min || tx_size < min {
-        return Err(SdoFailure::Mailbox("mailbox smaller than a CoE request"));
-    }
-    if usize::from(rx_size) > MAX_MAILBOX || usize::from(tx_size) > MAX_MAILBOX {
-        return Err(SdoFailure::Mailbox("mailbox larger than one datagram"));
-    }
-    Ok(Geometry {
-        rx_sm: 0,
-        rx_offset,
-        rx_size,
-        tx_sm: 1,
-        tx_offset,
-        tx_size,
+    Geometry::from_registers(r).map_err(|e| {
+        SdoFailure::Mailbox(match e {
+            RegisterError::Disabled | RegisterError::NotMailbox => {
+                "the subdevice has no enabled mailbox on SM0/SM1"
+            }
+            RegisterError::Size(rx, tx) if rx.min(tx) < crate::mailbox::MIN_MAILBOX => {
+                "mailbox smaller than a CoE request"
+            }
+            RegisterError::Size(..) => "mailbox larger than one datagram",
+        })
     })
 }
 
@@ -755,7 +736,7 @@ fn classify(
     match frame::parse(buf) {
         Err(_) => Err(SdoFailure::Malformed("unparsable mailbox")),
         Ok(Response::MailboxError { detail }) => {
-            Err(SdoFailure::Mailbox(crate::coe::mailbox_error_text(detail)))
+            Err(SdoFailure::Mailbox(crate::mailbox::error_text(detail)))
         }
         Ok(Response::OtherProtocol { .. }) => Ok(Seen::Skipped),
         Ok(Response::Emergency {

@@ -4,6 +4,7 @@
 pub mod bus;
 pub mod config;
 pub mod esi;
+pub mod foe;
 pub mod lab;
 pub mod ladder;
 pub mod run;
@@ -34,6 +35,7 @@ pub fn run(cmd: Command) -> Outcome {
         Command::Regs(a) => bus::regs(a),
         Command::Esi(a) => esi::run(&a),
         Command::Sdo(c) => sdo::sdo(c),
+        Command::Foe(c) => foe::foe(c),
         Command::Exporter(a) => crate::exporter::run(a),
     }
 }
