@@ -37,6 +37,46 @@ pub const MAX_SDO_BYTES: usize = 64;
 /// 1500-byte frame (ETG.1000.4 §5.4: 2 bytes EtherCAT header, 10 datagram header, 2 WKC).
 pub const MAX_MAILBOX: usize = crate::mailbox::MAX_MAILBOX as usize;
 
+/// Mailboxes of another protocol than CoE kept until a consumer takes them
+/// ([`SdoClient::take_set_aside`]; beyond it they are counted, then dropped).
+pub const SET_ASIDE_RING: usize = 8;
+
+/// A mailbox of another protocol than CoE (an EoE frame, an FoE answer nobody waits for) that a
+/// subdevice sent while the service read its send mailbox: set aside for that protocol's client,
+/// as the blocking transport does ([`crate::mailbox::Mailbox::take_set_aside`]). Fixed size: the
+/// cyclic thread copies it into a preallocated ring.
+#[derive(Clone, Copy)]
+pub struct SetAside {
+    /// Position of the subdevice.
+    pub position: u16,
+    len: u16,
+    bytes: [u8; MAX_MAILBOX],
+}
+
+impl SetAside {
+    /// The mailbox, header included, as long as its header says.
+    pub fn mailbox(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// Its type ([`crate::mailbox::kind`]).
+    pub fn kind(&self) -> u8 {
+        self.bytes[5] & 0x0f
+    }
+}
+
+impl std::fmt::Debug for SetAside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SetAside {{ position: {}, {}: {:02x?} }}",
+            self.position,
+            crate::mailbox::kind::name(self.kind()),
+            self.mailbox()
+        )
+    }
+}
+
 /// Emergencies kept until a consumer takes them (older ones are counted, then dropped).
 pub const EMERGENCY_RING: usize = 64;
 
@@ -189,6 +229,16 @@ struct Ends {
 pub struct SdoClient {
     ends: Mutex<Ends>,
     emergencies: Mutex<rtrb::Consumer<Emergency>>,
+    set_aside: Mutex<rtrb::Consumer<SetAside>>,
+}
+
+/// Where what a device sends unasked goes on the cyclic thread: two bounded rings, and counts of
+/// what did not fit.
+struct Unasked {
+    emergencies: rtrb::Producer<Emergency>,
+    emergencies_dropped: u64,
+    set_aside: rtrb::Producer<SetAside>,
+    set_aside_dropped: u64,
 }
 
 /// What the service knows of one subdevice's mailbox.
@@ -205,12 +255,11 @@ struct Station {
 pub struct SdoService {
     requests: rtrb::Consumer<SdoRequest>,
     replies: rtrb::Producer<SdoReply>,
-    emergencies: rtrb::Producer<Emergency>,
+    unasked: Unasked,
     /// Time the cyclic thread may spend on mailbox traffic after each cycle.
     budget: Duration,
     timeouts: Timeouts,
     served: u64,
-    emergencies_dropped: u64,
     /// Mailbox geometry per position, read at the first request to a subdevice in a phase
     /// (cleared at the start of each: a recovery may reconfigure the mailboxes).
     stations: Box<[Option<Station>]>,
@@ -225,6 +274,7 @@ pub fn sdo_queue(capacity: usize, budget: Duration) -> (SdoClient, SdoService) {
     let (rq_tx, rq_rx) = rtrb::RingBuffer::new(capacity.max(1));
     let (rp_tx, rp_rx) = rtrb::RingBuffer::new(capacity.max(1));
     let (em_tx, em_rx) = rtrb::RingBuffer::new(EMERGENCY_RING);
+    let (sa_tx, sa_rx) = rtrb::RingBuffer::new(SET_ASIDE_RING);
     (
         SdoClient {
             ends: Mutex::new(Ends {
@@ -232,15 +282,20 @@ pub fn sdo_queue(capacity: usize, budget: Duration) -> (SdoClient, SdoService) {
                 replies: rp_rx,
             }),
             emergencies: Mutex::new(em_rx),
+            set_aside: Mutex::new(sa_rx),
         },
         SdoService {
             requests: rq_rx,
             replies: rp_tx,
-            emergencies: em_tx,
+            unasked: Unasked {
+                emergencies: em_tx,
+                emergencies_dropped: 0,
+                set_aside: sa_tx,
+                set_aside_dropped: 0,
+            },
             budget,
             timeouts: Timeouts::default(),
             served: 0,
-            emergencies_dropped: 0,
             stations: vec![None; crate::limits::MAX_SUBDEVICES].into_boxed_slice(),
             out: vec![0; MAX_MAILBOX].into_boxed_slice(),
             inp: vec![0; MAX_MAILBOX].into_boxed_slice(),
@@ -254,6 +309,14 @@ impl SdoClient {
     pub fn take_emergency(&self) -> Option<Emergency> {
         let mut e = self.emergencies.lock().unwrap_or_else(|p| p.into_inner());
         e.pop().ok()
+    }
+
+    /// The oldest mailbox of another protocol than CoE that a device sent while the service read
+    /// its send mailbox, if nobody has taken it yet (the ring keeps [`SET_ASIDE_RING`];
+    /// [`SdoService::set_aside_dropped`] counts the rest).
+    pub fn take_set_aside(&self) -> Option<SetAside> {
+        let mut s = self.set_aside.lock().unwrap_or_else(|p| p.into_inner());
+        s.pop().ok()
     }
 
     /// Read `len` bytes of the ESC registers of the subdevice at `position` from `address`.
@@ -395,7 +458,12 @@ impl SdoService {
 
     /// Emergencies dropped because the ring was full.
     pub fn emergencies_dropped(&self) -> u64 {
-        self.emergencies_dropped
+        self.unasked.emergencies_dropped
+    }
+
+    /// Mailboxes of other protocols dropped because their ring was full.
+    pub fn set_aside_dropped(&self) -> u64 {
+        self.unasked.set_aside_dropped
     }
 
     /// How long a transfer waits for the device (default: the blocking client's).
@@ -513,8 +581,7 @@ async fn transfer<DC>(
         timeouts: svc.timeouts,
         out: &mut svc.out,
         inp: &mut svc.inp,
-        emergencies: &mut svc.emergencies,
-        dropped: &mut svc.emergencies_dropped,
+        unasked: &mut svc.unasked,
     };
     let result = match r.op {
         SdoOp::Read => upload(&mut io, r.index, r.sub).await,
@@ -577,8 +644,7 @@ struct Io<'a> {
     timeouts: Timeouts,
     out: &'a mut [u8],
     inp: &'a mut [u8],
-    emergencies: &'a mut rtrb::Producer<Emergency>,
-    dropped: &'a mut u64,
+    unasked: &'a mut Unasked,
 }
 
 /// What a mailbox read from SM1 means to a transfer.
@@ -617,12 +683,7 @@ impl Io<'_> {
             }
             self.inp[..n].copy_from_slice(&r[..n]);
         }
-        classify(
-            &self.inp[..n],
-            self.position,
-            self.emergencies,
-            self.dropped,
-        )
+        classify(&self.inp[..n], self.position, self.unasked)
     }
 
     /// Clear a stale mailbox, wait for SM0 to be free, and write `out[..len]` padded to the
@@ -722,18 +783,31 @@ impl Io<'_> {
 
 /// Sort a mailbox read from SM1: a response, or an emergency (pushed to the ring) or another
 /// protocol's mailbox to skip; a mailbox error reply or bytes that do not parse fail.
-fn classify(
-    buf: &[u8],
-    position: u16,
-    ring: &mut rtrb::Producer<Emergency>,
-    dropped: &mut u64,
-) -> Result<Seen, SdoFailure> {
+fn classify(buf: &[u8], position: u16, unasked: &mut Unasked) -> Result<Seen, SdoFailure> {
     match frame::parse(buf) {
         Err(_) => Err(SdoFailure::Malformed("unparsable mailbox")),
         Ok(Response::MailboxError { detail }) => {
             Err(SdoFailure::Mailbox(crate::mailbox::error_text(detail)))
         }
-        Ok(Response::OtherProtocol { .. }) => Ok(Seen::Skipped),
+        Ok(Response::OtherProtocol { .. }) => {
+            // `parse` checked the header: its length fits `buf`; the service's mailboxes fit the
+            // ring's slots (a longer one, which it never reads, is counted as dropped).
+            let len = crate::mailbox::payload(buf).map_or(0, |p| p.len()) + crate::mailbox::HEADER;
+            if len > MAX_MAILBOX {
+                unasked.set_aside_dropped += 1;
+                return Ok(Seen::Skipped);
+            }
+            let mut m = SetAside {
+                position,
+                len: len as u16,
+                bytes: [0; MAX_MAILBOX],
+            };
+            m.bytes[..len].copy_from_slice(&buf[..len]);
+            if unasked.set_aside.push(m).is_err() {
+                unasked.set_aside_dropped += 1;
+            }
+            Ok(Seen::Skipped)
+        }
         Ok(Response::Emergency {
             code,
             register,
@@ -745,8 +819,8 @@ fn classify(
                 register,
                 data,
             };
-            if ring.push(e).is_err() {
-                *dropped += 1;
+            if unasked.emergencies.push(e).is_err() {
+                unasked.emergencies_dropped += 1;
             }
             Ok(Seen::Skipped)
         }
@@ -1002,29 +1076,51 @@ mod tests {
         assert!(geometry_of(&sm_regs((0x1000, 128), (0x1080, 4000))).is_err());
     }
 
+    fn unasked(n: usize) -> (Unasked, rtrb::Consumer<Emergency>, rtrb::Consumer<SetAside>) {
+        let (em_tx, em_rx) = rtrb::RingBuffer::new(n);
+        let (sa_tx, sa_rx) = rtrb::RingBuffer::new(n);
+        let u = Unasked {
+            emergencies: em_tx,
+            emergencies_dropped: 0,
+            set_aside: sa_tx,
+            set_aside_dropped: 0,
+        };
+        (u, em_rx, sa_rx)
+    }
+
     #[test]
     fn emergencies_go_to_the_ring_and_are_counted_when_it_is_full() {
-        let (mut tx, mut rx) = rtrb::RingBuffer::new(1);
-        let mut dropped = 0;
+        let (mut u, mut rx, _) = unasked(1);
         let em = [
             10, 0, 0, 0, 0, 0x13, 0, 0x10, 0x10, 0x82, 0x11, 1, 2, 3, 4, 5,
         ];
-        assert!(matches!(
-            classify(&em, 2, &mut tx, &mut dropped),
-            Ok(Seen::Skipped)
-        ));
-        assert!(matches!(
-            classify(&em, 2, &mut tx, &mut dropped),
-            Ok(Seen::Skipped)
-        ));
-        assert_eq!(dropped, 1);
+        assert!(matches!(classify(&em, 2, &mut u), Ok(Seen::Skipped)));
+        assert!(matches!(classify(&em, 2, &mut u), Ok(Seen::Skipped)));
+        assert_eq!(u.emergencies_dropped, 1);
         let e = rx.pop().unwrap();
         assert_eq!((e.position, e.code, e.register), (2, 0x8210, 0x11));
         // A mailbox error reply fails the transfer with its text.
         assert_eq!(
-            classify(&[4, 0, 0, 0, 0, 0x00, 1, 0, 2, 0], 0, &mut tx, &mut dropped).err(),
+            classify(&[4, 0, 0, 0, 0, 0x00, 1, 0, 2, 0], 0, &mut u).err(),
             Some(SdoFailure::Mailbox("the mailbox protocol is not supported"))
         );
+    }
+
+    #[test]
+    fn other_protocols_are_set_aside_not_lost() {
+        let (mut u, _, mut rx) = unasked(1);
+        // An EoE mailbox of 3 bytes in a 16-byte read: kept as long as its header says.
+        let mut eoe = [0u8; 16];
+        eoe[0] = 3;
+        eoe[5] = 0x22;
+        eoe[6..9].copy_from_slice(&[7, 8, 9]);
+        assert!(matches!(classify(&eoe, 4, &mut u), Ok(Seen::Skipped)));
+        assert!(matches!(classify(&eoe, 4, &mut u), Ok(Seen::Skipped)));
+        assert_eq!(u.set_aside_dropped, 1);
+        let m = rx.pop().unwrap();
+        assert_eq!((m.position, m.kind()), (4, crate::mailbox::kind::EOE));
+        assert_eq!(m.mailbox(), &eoe[..9]);
+        assert!(rx.pop().is_err());
     }
 
     proptest::proptest! {
@@ -1032,9 +1128,8 @@ mod tests {
         // outcome, never a panic; and a response that parsed is one the transfer can read.
         #[test]
         fn any_mailbox_is_sorted_without_panic(buf in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
-            let (mut tx, _rx) = rtrb::RingBuffer::new(4);
-            let mut dropped = 0;
-            let _ = classify(&buf, 0, &mut tx, &mut dropped);
+            let (mut u, _em, _sa) = unasked(4);
+            let _ = classify(&buf, 0, &mut u);
             let mut d = EMPTY;
             if let Ok(Response::UploadNormal { data, .. } | Response::UploadSegment { data, .. }
                 | Response::UploadExpedited { data, .. }) = frame::parse(&buf) {
