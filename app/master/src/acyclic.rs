@@ -37,6 +37,46 @@ pub const MAX_SDO_BYTES: usize = 64;
 /// 1500-byte frame (ETG.1000.4 §5.4: 2 bytes EtherCAT header, 10 datagram header, 2 WKC).
 pub const MAX_MAILBOX: usize = crate::mailbox::MAX_MAILBOX as usize;
 
+/// A whole mailbox (header included) of at most [`MAX_MAILBOX`] bytes, held inline: what a
+/// request of another protocol than CoE sends ([`SdoOp::Mailbox`]) and what its reply holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct MailboxData {
+    len: u16,
+    bytes: [u8; MAX_MAILBOX],
+}
+
+impl MailboxData {
+    /// The mailbox `bytes`, or `None` when longer than [`MAX_MAILBOX`].
+    pub fn new(bytes: &[u8]) -> Option<MailboxData> {
+        if bytes.len() > MAX_MAILBOX {
+            return None;
+        }
+        let mut m = MailboxData {
+            len: bytes.len() as u16,
+            bytes: [0; MAX_MAILBOX],
+        };
+        m.bytes[..bytes.len()].copy_from_slice(bytes);
+        Some(m)
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for MailboxData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.as_slice();
+        write!(
+            f,
+            "MailboxData({} bytes: {:02x?})",
+            b.len(),
+            &b[..b.len().min(16)]
+        )
+    }
+}
+
 /// Mailboxes of another protocol than CoE kept until a consumer takes them
 /// ([`SdoClient::take_set_aside`]; beyond it they are counted, then dropped).
 pub const SET_ASIDE_RING: usize = 8;
@@ -153,6 +193,13 @@ pub enum SdoOp {
     /// (ETG.1000.4 §5.6: the device cannot send on its own), so a poller sends this
     /// regularly; `index` and `sub` are not used.
     PollMailbox,
+    /// Send this mailbox of another protocol than CoE (FoE; header first, its type set, the
+    /// counter is the service's: the subdevice's one sequence) and reply with the next mailbox
+    /// of the same type ([`SdoReply::mailbox`]); CoE emergencies and other protocols' mailboxes
+    /// found meanwhile go to their rings. `index` and `sub` are not used.
+    Mailbox(MailboxData),
+    /// Send this mailbox and do not wait for a reply (the last FoE ACK, an FoE ERROR).
+    MailboxSend(MailboxData),
 }
 
 /// One request: subdevice position, object index and subindex, read or write.
@@ -217,6 +264,8 @@ pub struct SdoReply {
     pub request: SdoRequest,
     /// The value read (empty for a write), or why it failed.
     pub result: Result<SdoData, SdoFailure>,
+    /// The reply mailbox of an [`SdoOp::Mailbox`] request that succeeded.
+    pub mailbox: Option<MailboxData>,
 }
 
 struct Ends {
@@ -265,6 +314,8 @@ pub struct SdoService {
     stations: Box<[Option<Station>]>,
     out: Box<[u8]>,
     inp: Box<[u8]>,
+    /// The reply of the last [`SdoOp::Mailbox`] request.
+    reply: MailboxData,
 }
 
 /// A client and its service; `budget` is the time per cycle the cyclic thread may spend on SDO
@@ -299,6 +350,10 @@ pub fn sdo_queue(capacity: usize, budget: Duration) -> (SdoClient, SdoService) {
             stations: vec![None; crate::limits::MAX_SUBDEVICES].into_boxed_slice(),
             out: vec![0; MAX_MAILBOX].into_boxed_slice(),
             inp: vec![0; MAX_MAILBOX].into_boxed_slice(),
+            reply: MailboxData {
+                len: 0,
+                bytes: [0; MAX_MAILBOX],
+            },
         },
     )
 }
@@ -380,6 +435,59 @@ impl SdoClient {
 
     /// Queue `request` and wait up to `timeout` for its reply.
     pub fn transfer(&self, request: SdoRequest, timeout: Duration) -> Result<SdoData, SdoFailure> {
+        self.exchange(request, timeout).map(|(d, _)| d)
+    }
+
+    /// Send `mailbox` (another protocol than CoE: FoE) to the subdevice at `position` and wait
+    /// up to `timeout` for the next mailbox of its type ([`SdoOp::Mailbox`]).
+    pub fn mailbox(
+        &self,
+        position: u16,
+        mailbox: &[u8],
+        timeout: Duration,
+    ) -> Result<MailboxData, SdoFailure> {
+        let m = MailboxData::new(mailbox).ok_or(SdoFailure::TooLong {
+            len: mailbox.len(),
+            max: MAX_MAILBOX,
+        })?;
+        let request = SdoRequest {
+            position,
+            index: 0,
+            sub: 0,
+            op: SdoOp::Mailbox(m),
+        };
+        match self.exchange(request, timeout)? {
+            (_, Some(reply)) => Ok(reply),
+            (_, None) => Err(SdoFailure::Malformed("no reply mailbox")),
+        }
+    }
+
+    /// Send `mailbox` to the subdevice at `position` without waiting for a reply
+    /// ([`SdoOp::MailboxSend`]); returns once it is in the device's receive mailbox.
+    pub fn mailbox_send(
+        &self,
+        position: u16,
+        mailbox: &[u8],
+        timeout: Duration,
+    ) -> Result<(), SdoFailure> {
+        let m = MailboxData::new(mailbox).ok_or(SdoFailure::TooLong {
+            len: mailbox.len(),
+            max: MAX_MAILBOX,
+        })?;
+        let request = SdoRequest {
+            position,
+            index: 0,
+            sub: 0,
+            op: SdoOp::MailboxSend(m),
+        };
+        self.exchange(request, timeout).map(drop)
+    }
+
+    fn exchange(
+        &self,
+        request: SdoRequest,
+        timeout: Duration,
+    ) -> Result<(SdoData, Option<MailboxData>), SdoFailure> {
         let mut ends = self.ends.lock().unwrap_or_else(|p| p.into_inner());
         // Replies of earlier callers that gave up are dropped here: ours is the last one queued.
         while ends.replies.pop().is_ok() {}
@@ -391,7 +499,7 @@ impl SdoClient {
             if let Ok(r) = ends.replies.pop()
                 && r.request == request
             {
-                return r.result;
+                return r.result.map(|d| (d, r.mailbox));
             }
             if Instant::now() >= end {
                 return Err(SdoFailure::NotCycling);
@@ -472,6 +580,79 @@ impl SdoService {
     }
 }
 
+/// A subdevice's mailbox reached through the queue during OP, for another protocol's client
+/// (FoE: `foe::Client::new(&mut queue_mailbox)`): every request is one queue request, served by
+/// the cyclic thread within its budget after the cycle's own work, on the subdevice's one counter
+/// (SDO requests of other threads interleave between the packets).
+pub struct QueueMailbox<'c> {
+    client: &'c SdoClient,
+    position: u16,
+    geometry: Geometry,
+    timeout: Duration,
+}
+
+impl SdoClient {
+    /// The mailbox of the subdevice at `position` through this queue (its geometry read from its
+    /// SM registers through the queue); each request waits up to `timeout` for its reply.
+    pub fn queue_mailbox(
+        &self,
+        position: u16,
+        timeout: Duration,
+    ) -> Result<QueueMailbox<'_>, SdoFailure> {
+        let r = self.read_register(position, 0x0800, 16, timeout)?;
+        let regs: [u8; 16] = r
+            .as_slice()
+            .try_into()
+            .map_err(|_| SdoFailure::Malformed("short SM register read"))?;
+        Ok(QueueMailbox {
+            client: self,
+            position,
+            geometry: geometry_of(&regs)?,
+            timeout,
+        })
+    }
+}
+
+impl QueueMailbox<'_> {
+    fn error(&self, what: &str, e: SdoFailure) -> crate::mailbox::Error {
+        match e {
+            SdoFailure::Timeout => crate::mailbox::Error::Timeout {
+                position: self.position,
+                step: format!("{what}: response"),
+                timeout: Timeouts::default().response,
+            },
+            e => crate::mailbox::Error::Queue {
+                position: self.position,
+                what: what.to_string(),
+                why: e.to_string(),
+            },
+        }
+    }
+}
+
+impl crate::mailbox::Transport for QueueMailbox<'_> {
+    fn position(&self) -> u16 {
+        self.position
+    }
+
+    fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    fn send(&mut self, req: &[u8], what: &str) -> Result<(), crate::mailbox::Error> {
+        self.client
+            .mailbox_send(self.position, req, self.timeout)
+            .map_err(|e| self.error(what, e))
+    }
+
+    fn transact(&mut self, req: &[u8], what: &str) -> Result<Vec<u8>, crate::mailbox::Error> {
+        self.client
+            .mailbox(self.position, req, self.timeout)
+            .map(|m| m.as_slice().to_vec())
+            .map_err(|e| self.error(what, e))
+    }
+}
+
 /// Whether a transfer is in progress (the cyclic thread spends its budget only then).
 pub(crate) struct Busy(Cell<bool>);
 
@@ -514,8 +695,16 @@ pub(crate) async fn serve<DC>(
         let result = transfer(svc, md, group, &request).await;
         busy.0.set(false);
         svc.served += 1;
+        let mailbox = match (&result, request.op) {
+            (Ok(_), SdoOp::Mailbox(_)) => Some(svc.reply),
+            _ => None,
+        };
         // A full reply ring means the clients stopped reading: the oldest caller has given up.
-        let _ = svc.replies.push(SdoReply { request, result });
+        let _ = svc.replies.push(SdoReply {
+            request,
+            result,
+            mailbox,
+        });
     }
 }
 
@@ -582,6 +771,7 @@ async fn transfer<DC>(
         out: &mut svc.out,
         inp: &mut svc.inp,
         unasked: &mut svc.unasked,
+        want: crate::mailbox::kind::COE,
     };
     let result = match r.op {
         SdoOp::Read => upload(&mut io, r.index, r.sub).await,
@@ -589,6 +779,8 @@ async fn transfer<DC>(
             .await
             .map(|()| EMPTY),
         SdoOp::PollMailbox => io.poll().await,
+        SdoOp::Mailbox(m) => io.other(m.as_slice(), Some(&mut svc.reply)).await,
+        SdoOp::MailboxSend(m) => io.other(m.as_slice(), None).await,
         SdoOp::ReadRegister { .. } | SdoOp::WriteRegister { .. } => {
             Err(SdoFailure::Invalid("register access"))
         }
@@ -645,6 +837,8 @@ struct Io<'a> {
     out: &'a mut [u8],
     inp: &'a mut [u8],
     unasked: &'a mut Unasked,
+    /// The mailbox type a reply has (CoE but for [`SdoOp::Mailbox`]).
+    want: u8,
 }
 
 /// What a mailbox read from SM1 means to a transfer.
@@ -683,7 +877,7 @@ impl Io<'_> {
             }
             self.inp[..n].copy_from_slice(&r[..n]);
         }
-        classify(&self.inp[..n], self.position, self.unasked)
+        classify(&self.inp[..n], self.position, self.unasked, self.want)
     }
 
     /// Clear a stale mailbox, wait for SM0 to be free, and write `out[..len]` padded to the
@@ -731,6 +925,48 @@ impl Io<'_> {
                 return Err(SdoFailure::Timeout);
             }
         }
+    }
+
+    /// Send a mailbox of another protocol (stamped with the next counter) and, with `reply`,
+    /// wait for the next one of its type and copy it there ([`SdoOp::Mailbox`]).
+    async fn other(
+        &mut self,
+        m: &[u8],
+        reply: Option<&mut MailboxData>,
+    ) -> Result<SdoData, SdoFailure> {
+        let kind = match m.get(5) {
+            Some(b) if m.len() >= crate::mailbox::HEADER => b & 0x0f,
+            _ => return Err(SdoFailure::Invalid("mailbox shorter than its header")),
+        };
+        if kind == crate::mailbox::kind::COE || kind == crate::mailbox::kind::ERR {
+            return Err(SdoFailure::Invalid(
+                "a CoE or error mailbox: CoE goes through Read and Write",
+            ));
+        }
+        if m.len() > usize::from(self.st.geometry.rx_size) {
+            return Err(SdoFailure::Invalid(
+                "mailbox larger than the receive mailbox",
+            ));
+        }
+        self.out[..m.len()].copy_from_slice(m);
+        let c = self.next_counter();
+        self.out[5] = (self.out[5] & 0x8f) | (c << 4);
+        let Some(reply) = reply else {
+            self.send(m.len()).await?;
+            return Ok(EMPTY);
+        };
+        self.want = kind;
+        let r = self.transact(m.len()).await;
+        self.want = crate::mailbox::kind::COE;
+        r?;
+        let n = usize::from(self.st.geometry.tx_size);
+        let len = crate::mailbox::payload(&self.inp[..n])
+            .map_err(|_| SdoFailure::Malformed("unparsable mailbox"))?
+            .len()
+            + crate::mailbox::HEADER;
+        reply.bytes[..len].copy_from_slice(&self.inp[..len]);
+        reply.len = len as u16;
+        Ok(EMPTY)
     }
 
     /// Read SM1 once if it is full ([`SdoOp::PollMailbox`]).
@@ -783,7 +1019,19 @@ impl Io<'_> {
 
 /// Sort a mailbox read from SM1: a response, or an emergency (pushed to the ring) or another
 /// protocol's mailbox to skip; a mailbox error reply or bytes that do not parse fail.
-fn classify(buf: &[u8], position: u16, unasked: &mut Unasked) -> Result<Seen, SdoFailure> {
+fn classify(
+    buf: &[u8],
+    position: u16,
+    unasked: &mut Unasked,
+    want: u8,
+) -> Result<Seen, SdoFailure> {
+    use crate::mailbox::kind;
+    if want != kind::COE && crate::mailbox::kind_of(buf) == Some(want) {
+        return match crate::mailbox::payload(buf) {
+            Ok(_) => Ok(Seen::Response),
+            Err(_) => Err(SdoFailure::Malformed("unparsable mailbox")),
+        };
+    }
     match frame::parse(buf) {
         Err(_) => Err(SdoFailure::Malformed("unparsable mailbox")),
         Ok(Response::MailboxError { detail }) => {
@@ -824,7 +1072,9 @@ fn classify(buf: &[u8], position: u16, unasked: &mut Unasked) -> Result<Seen, Sd
             }
             Ok(Seen::Skipped)
         }
-        Ok(_) => Ok(Seen::Response),
+        Ok(_) if want == kind::COE => Ok(Seen::Response),
+        // A CoE reply nobody waits for while another protocol's is awaited.
+        Ok(_) => Ok(Seen::Skipped),
     }
 }
 
@@ -1094,14 +1344,14 @@ mod tests {
         let em = [
             10, 0, 0, 0, 0, 0x13, 0, 0x10, 0x10, 0x82, 0x11, 1, 2, 3, 4, 5,
         ];
-        assert!(matches!(classify(&em, 2, &mut u), Ok(Seen::Skipped)));
-        assert!(matches!(classify(&em, 2, &mut u), Ok(Seen::Skipped)));
+        assert!(matches!(classify(&em, 2, &mut u, 3), Ok(Seen::Skipped)));
+        assert!(matches!(classify(&em, 2, &mut u, 3), Ok(Seen::Skipped)));
         assert_eq!(u.emergencies_dropped, 1);
         let e = rx.pop().unwrap();
         assert_eq!((e.position, e.code, e.register), (2, 0x8210, 0x11));
         // A mailbox error reply fails the transfer with its text.
         assert_eq!(
-            classify(&[4, 0, 0, 0, 0, 0x00, 1, 0, 2, 0], 0, &mut u).err(),
+            classify(&[4, 0, 0, 0, 0, 0x00, 1, 0, 2, 0], 0, &mut u, 3).err(),
             Some(SdoFailure::Mailbox("the mailbox protocol is not supported"))
         );
     }
@@ -1114,8 +1364,8 @@ mod tests {
         eoe[0] = 3;
         eoe[5] = 0x22;
         eoe[6..9].copy_from_slice(&[7, 8, 9]);
-        assert!(matches!(classify(&eoe, 4, &mut u), Ok(Seen::Skipped)));
-        assert!(matches!(classify(&eoe, 4, &mut u), Ok(Seen::Skipped)));
+        assert!(matches!(classify(&eoe, 4, &mut u, 3), Ok(Seen::Skipped)));
+        assert!(matches!(classify(&eoe, 4, &mut u, 3), Ok(Seen::Skipped)));
         assert_eq!(u.set_aside_dropped, 1);
         let m = rx.pop().unwrap();
         assert_eq!((m.position, m.kind()), (4, crate::mailbox::kind::EOE));
@@ -1129,7 +1379,8 @@ mod tests {
         #[test]
         fn any_mailbox_is_sorted_without_panic(buf in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
             let (mut u, _em, _sa) = unasked(4);
-            let _ = classify(&buf, 0, &mut u);
+            let _ = classify(&buf, 0, &mut u, 3);
+            let _ = classify(&buf, 0, &mut u, 4);
             let mut d = EMPTY;
             if let Ok(Response::UploadNormal { data, .. } | Response::UploadSegment { data, .. }
                 | Response::UploadExpedited { data, .. }) = frame::parse(&buf) {

@@ -23,7 +23,7 @@ pub mod frame;
 
 pub use frame::{code, error_text};
 
-use crate::mailbox::{self, BusPort, Mailbox, Port};
+use crate::mailbox::{self, BusPort, Mailbox, Transport};
 use frame::Reply;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -189,13 +189,13 @@ pub struct Progress {
 
 /// The FoE client of one subdevice, on its mailbox transport (borrowed: the transport, its
 /// counter and what it set aside stay with the caller, for CoE or the next transfer).
-pub struct Client<'m, P: Port> {
-    mbx: &'m mut Mailbox<P>,
+pub struct Client<'m, T: Transport + ?Sized> {
+    mbx: &'m mut T,
     limits: Limits,
 }
 
-/// The client on the bus.
-pub type BusClient<'m, 'a> = Client<'m, BusPort<'a>>;
+/// The client on the bus (the PRE-OP tools).
+pub type BusClient<'m, 'a> = Client<'m, Mailbox<BusPort<'a>>>;
 
 /// One transfer's names, for its errors.
 struct Op<'n> {
@@ -233,9 +233,9 @@ impl Op<'_> {
     }
 }
 
-impl<'m, P: Port> Client<'m, P> {
+impl<'m, T: Transport + ?Sized> Client<'m, T> {
     /// A client on a transport (its counter and emergencies go on).
-    pub fn new(mbx: &'m mut Mailbox<P>) -> Self {
+    pub fn new(mbx: &'m mut T) -> Self {
         Client {
             mbx,
             limits: Limits::default(),
@@ -243,7 +243,7 @@ impl<'m, P: Port> Client<'m, P> {
     }
 
     /// The transport.
-    pub fn mailbox(&mut self) -> &mut Mailbox<P> {
+    pub fn mailbox(&mut self) -> &mut T {
         self.mbx
     }
 
@@ -273,7 +273,7 @@ impl<'m, P: Port> Client<'m, P> {
     }
 
     fn build(&self, f: impl FnOnce(&mut [u8]) -> usize) -> Vec<u8> {
-        let mut b = self.mbx.buffer(frame::OVERHEAD);
+        let mut b = vec![0u8; usize::from(self.mbx.geometry().rx_size).max(frame::OVERHEAD)];
         let n = f(&mut b);
         b.truncate(n);
         b

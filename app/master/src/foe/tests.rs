@@ -3,7 +3,7 @@
 //! them, which can answer BUSY, refuse half-way, send emergencies and CoE between the packets.
 
 use super::*;
-use crate::mailbox::{Geometry, Timeouts, kind};
+use crate::mailbox::{Geometry, Port, Timeouts, kind};
 use std::collections::{BTreeMap, VecDeque};
 
 const MBX: u16 = 128;
@@ -214,7 +214,7 @@ fn transport(dev: Device) -> Mailbox<FakeEsc> {
     )
 }
 
-fn client(m: &mut Mailbox<FakeEsc>) -> Client<'_, FakeEsc> {
+fn client(m: &mut Mailbox<FakeEsc>) -> Client<'_, Mailbox<FakeEsc>> {
     let mut c = Client::new(m);
     c.set_limits(Limits {
         busy_pause: Duration::ZERO,
@@ -236,7 +236,7 @@ fn device() -> Device {
     d
 }
 
-fn dev<'c>(c: &'c mut Client<'_, FakeEsc>) -> &'c mut Device {
+fn dev<'c>(c: &'c mut Client<'_, Mailbox<FakeEsc>>) -> &'c mut Device {
     &mut c.mailbox().port.dev
 }
 

@@ -175,6 +175,17 @@ pub enum Error {
         /// Why not.
         why: String,
     },
+    /// The cyclic thread's queue failed the request ([`crate::acyclic`]: the master stopped,
+    /// the queue is full, a bus error there).
+    #[error("position {position}: {what}: {why}")]
+    Queue {
+        /// Position of the subdevice.
+        position: u16,
+        /// The transfer.
+        what: String,
+        /// What the queue said.
+        why: String,
+    },
     /// A datagram failed.
     #[error("position {position}: {what}: {source}")]
     Bus {
@@ -464,6 +475,36 @@ impl Port for BusPort<'_> {
 
     fn write(&mut self, register: u16, data: &[u8]) -> Result<(), ethercrab::error::Error> {
         block_on(Command::fpwr(self.address, register).send(self.md, data))
+    }
+}
+
+/// What a protocol's client needs of a subdevice's mailbox, whoever carries it: the blocking
+/// transport ([`Mailbox`], the PRE-OP tools) or the cyclic thread's queue during OP
+/// ([`crate::acyclic::QueueMailbox`]).
+pub trait Transport {
+    /// The subdevice's position.
+    fn position(&self) -> u16;
+    /// Its mailbox (the sizes bound what a request and a reply carry).
+    fn geometry(&self) -> Geometry;
+    /// Send `req` (header first, its type set; the counter is the transport's) without waiting
+    /// for a reply.
+    fn send(&mut self, req: &[u8], what: &str) -> Result<(), Error>;
+    /// Send `req` and wait for the next mailbox of the same type (whole, as read from SM1).
+    fn transact(&mut self, req: &[u8], what: &str) -> Result<Vec<u8>, Error>;
+}
+
+impl<P: Port> Transport for Mailbox<P> {
+    fn position(&self) -> u16 {
+        Mailbox::position(self)
+    }
+    fn geometry(&self) -> Geometry {
+        Mailbox::geometry(self)
+    }
+    fn send(&mut self, req: &[u8], what: &str) -> Result<(), Error> {
+        Mailbox::send(self, req, what)
+    }
+    fn transact(&mut self, req: &[u8], what: &str) -> Result<Vec<u8>, Error> {
+        Mailbox::transact(self, req, what)
     }
 }
 
