@@ -8,6 +8,7 @@ pub(crate) mod values;
 
 use crate::cmd::bus::{CountersArgs, PdosArgs, RegsArgs, ScanArgs, SiiArgs};
 use crate::cmd::config::ConfigCmd;
+use crate::cmd::eoe::EoeCmd;
 use crate::cmd::esi::EsiArgs;
 use crate::cmd::foe::FoeCmd;
 use crate::cmd::lab::{LoadArgs, ReportArgs};
@@ -76,6 +77,10 @@ pub enum Command {
     /// to PRE-OP, then back to INIT)
     #[command(subcommand)]
     Foe(FoeCmd),
+    /// Ethernet over EtherCAT: a device's IP settings, or its network bridged to a TAP
+    /// interface of this machine (brings the segment to PRE-OP, then back to INIT)
+    #[command(subcommand)]
+    Eoe(EoeCmd),
     /// Serve the running master's metrics to Prometheus (GET /metrics, text format 0.0.4),
     /// read from its control socket at every scrape
     Exporter(ExporterArgs),

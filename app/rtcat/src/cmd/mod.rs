@@ -3,6 +3,7 @@
 
 pub mod bus;
 pub mod config;
+pub mod eoe;
 pub mod esi;
 pub mod foe;
 pub mod lab;
@@ -36,6 +37,7 @@ pub fn run(cmd: Command) -> Outcome {
         Command::Esi(a) => esi::run(&a),
         Command::Sdo(c) => sdo::sdo(c),
         Command::Foe(c) => foe::foe(c),
+        Command::Eoe(c) => eoe::eoe(c),
         Command::Exporter(a) => crate::exporter::run(a),
     }
 }
