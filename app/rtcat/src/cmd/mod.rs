@@ -6,6 +6,7 @@ pub mod config;
 pub mod eoe;
 pub mod esi;
 pub mod foe;
+pub mod gateway;
 pub mod lab;
 pub mod ladder;
 pub mod run;
@@ -38,6 +39,7 @@ pub fn run(cmd: Command) -> Outcome {
         Command::Sdo(c) => sdo::sdo(c),
         Command::Foe(c) => foe::foe(c),
         Command::Eoe(c) => eoe::eoe(c),
+        Command::Gateway(a) => gateway::gateway(a),
         Command::Exporter(a) => crate::exporter::run(a),
     }
 }
