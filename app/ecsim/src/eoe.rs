@@ -75,6 +75,8 @@ pub struct IpParams {
 /// Counters of one endpoint.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct EoeStats {
+    /// Whole frames from the master put together (delivered or not).
+    pub from_master: u64,
     /// Whole frames from the master delivered to the device's network.
     pub to_network: u64,
     /// Whole frames from the device's network sent to the master.
@@ -116,6 +118,8 @@ pub struct EoeEndpoint {
     next_frame_no: u8,
     params: IpParams,
     stats: EoeStats,
+    /// The last whole frame from the master (for tests without a network behind).
+    last_from_master: Vec<u8>,
 }
 
 fn word(b: &[u8], at: usize) -> u16 {
@@ -140,6 +144,7 @@ impl EoeEndpoint {
             next_frame_no: 0,
             params: IpParams::default(),
             stats: EoeStats::default(),
+            last_from_master: Vec::new(),
         }
     }
 
@@ -163,6 +168,11 @@ impl EoeEndpoint {
 
     pub fn params(&self) -> &IpParams {
         &self.params
+    }
+
+    /// The last whole frame the master sent.
+    pub fn last_from_master(&self) -> &[u8] {
+        &self.last_from_master
     }
 
     /// A power cycle: transfers and IP settings are gone, the network behind stays.
@@ -245,6 +255,8 @@ impl EoeEndpoint {
         rx.next_fragment = rx.next_fragment.wrapping_add(1);
         if last {
             let frame = self.rx.take().map(|r| r.buf).unwrap_or_default();
+            self.stats.from_master += 1;
+            self.last_from_master = frame.clone();
             match &self.tap {
                 Some(t) if t.send(&frame).is_ok() => self.stats.to_network += 1,
                 _ => self.stats.dropped += 1,
@@ -518,9 +530,11 @@ mod tests {
         // a continuation without a beginning
         e.handle(&frag(1, 1, 2, true, &frame[64..])).unwrap();
         assert_eq!(e.stats().dropped, 2);
-        // in order: delivered (no TAP: counted as dropped at the network, not as reassembled)
+        // in order: put together (no TAP: then counted as dropped at the network)
         e.handle(&frag(2, 0, 4, false, &frame[..64])).unwrap();
         e.handle(&frag(2, 1, 2, true, &frame[64..])).unwrap();
+        assert_eq!(e.stats().from_master, 1);
+        assert_eq!(e.last_from_master(), &frame[..]);
         assert_eq!(e.stats().dropped, 3);
         // a non-last fragment that is not whole blocks
         e.handle(&frag(3, 0, 4, false, &frame[..50])).unwrap();

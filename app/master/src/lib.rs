@@ -77,6 +77,7 @@ pub mod cycle;
 pub mod dc;
 pub mod devices;
 pub mod diag;
+pub mod eoe;
 mod error;
 pub mod foe;
 mod group;

@@ -123,6 +123,9 @@ pub enum Error {
     /// An FoE transfer or the BOOT state failed (`rtcat foe`).
     #[error(transparent)]
     Foe(#[from] crate::foe::Error),
+    /// An EoE service failed (`rtcat eoe`).
+    #[error(transparent)]
+    Eoe(#[from] crate::eoe::Error),
     /// A register access through a [`Registers`] backend failed (a running master's acyclic
     /// queue: [`crate::acyclic::SdoFailure`]).
     #[error("{what}: {why}")]

@@ -725,7 +725,13 @@ impl<P: Port> Mailbox<P> {
                 continue;
             }
             match kind_of(&stale) {
-                Some(k) if k != want && k != kind::ERR && payload(&stale).is_ok() => {
+                // EoE mailboxes are the device's own frames, not a late reply: kept even when
+                // the request sent is EoE too.
+                Some(k)
+                    if (k != want || k == kind::EOE)
+                        && k != kind::ERR
+                        && payload(&stale).is_ok() =>
+                {
                     self.set_aside(stale, what);
                 }
                 _ => log::debug!(

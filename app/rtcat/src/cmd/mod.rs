@@ -3,8 +3,10 @@
 
 pub mod bus;
 pub mod config;
+pub mod eoe;
 pub mod esi;
 pub mod foe;
+pub mod gateway;
 pub mod lab;
 pub mod ladder;
 pub mod run;
@@ -36,6 +38,8 @@ pub fn run(cmd: Command) -> Outcome {
         Command::Esi(a) => esi::run(&a),
         Command::Sdo(c) => sdo::sdo(c),
         Command::Foe(c) => foe::foe(c),
+        Command::Eoe(c) => eoe::eoe(c),
+        Command::Gateway(a) => gateway::gateway(a),
         Command::Exporter(a) => crate::exporter::run(a),
     }
 }
