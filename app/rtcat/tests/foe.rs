@@ -192,7 +192,7 @@ fn refusals_and_mistakes_name_the_value_with_their_exit_codes() {
                 "4660",
             ],
             1,
-            "the device refused it after 928 bytes: FoE error 0x8003, disk full: the file is \
+            "the device refused it after 928 of 2000 bytes: FoE error 0x8003, disk full: the file is \
              larger than the device takes",
         ),
         (

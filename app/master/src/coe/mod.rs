@@ -167,6 +167,15 @@ impl From<mailbox::Error> for Error {
                 detail,
             },
             mailbox::Error::NoMailbox { position, why } => Error::NoMailbox { position, why },
+            mailbox::Error::Queue {
+                position,
+                what,
+                why,
+            } => Error::Malformed {
+                position,
+                what,
+                why,
+            },
             mailbox::Error::Bus {
                 position,
                 what,

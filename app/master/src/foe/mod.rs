@@ -23,7 +23,7 @@ pub mod frame;
 
 pub use frame::{code, error_text};
 
-use crate::mailbox::{self, BusPort, Mailbox, Port};
+use crate::mailbox::{self, BusPort, Mailbox, Transport};
 use frame::Reply;
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -43,7 +43,7 @@ pub enum Error {
     /// The device ended the transfer with an FoE error.
     #[error(
         "position {position}: FoE {op} {file:?}: the device refused it{}: FoE error {code:#06x}, {}{}",
-        after(*done), error_text(*code), device_text(text)
+        after(*done, *total), error_text(*code), device_text(text)
     )]
     Device {
         /// Position of the subdevice.
@@ -54,6 +54,8 @@ pub enum Error {
         file: String,
         /// Bytes transferred before (0: at the request).
         done: u64,
+        /// Bytes of the whole file (a write).
+        total: Option<u64>,
         /// FoE error code.
         code: u32,
         /// The device's text.
@@ -118,11 +120,11 @@ pub enum Error {
     },
 }
 
-fn after(done: u64) -> String {
-    if done == 0 {
-        String::new()
-    } else {
-        format!(" after {done} bytes")
+fn after(done: u64, total: Option<u64>) -> String {
+    match total {
+        _ if done == 0 => String::new(),
+        Some(t) => format!(" after {done} of {t} bytes"),
+        None => format!(" after {done} bytes"),
     }
 }
 
@@ -187,19 +189,21 @@ pub struct Progress {
 
 /// The FoE client of one subdevice, on its mailbox transport (borrowed: the transport, its
 /// counter and what it set aside stay with the caller, for CoE or the next transfer).
-pub struct Client<'m, P: Port> {
-    mbx: &'m mut Mailbox<P>,
+pub struct Client<'m, T: Transport + ?Sized> {
+    mbx: &'m mut T,
     limits: Limits,
 }
 
-/// The client on the bus.
-pub type BusClient<'m, 'a> = Client<'m, BusPort<'a>>;
+/// The client on the bus (the PRE-OP tools).
+pub type BusClient<'m, 'a> = Client<'m, Mailbox<BusPort<'a>>>;
 
 /// One transfer's names, for its errors.
 struct Op<'n> {
     position: u16,
     op: &'static str,
     file: &'n str,
+    /// The file's size (a write).
+    total: Option<u64>,
 }
 
 impl Op<'_> {
@@ -213,6 +217,7 @@ impl Op<'_> {
             op: self.op,
             file: self.file.to_string(),
             done,
+            total: self.total,
             code,
             text: String::from_utf8_lossy(text).into_owned(),
         }
@@ -228,9 +233,9 @@ impl Op<'_> {
     }
 }
 
-impl<'m, P: Port> Client<'m, P> {
+impl<'m, T: Transport + ?Sized> Client<'m, T> {
     /// A client on a transport (its counter and emergencies go on).
-    pub fn new(mbx: &'m mut Mailbox<P>) -> Self {
+    pub fn new(mbx: &'m mut T) -> Self {
         Client {
             mbx,
             limits: Limits::default(),
@@ -238,7 +243,7 @@ impl<'m, P: Port> Client<'m, P> {
     }
 
     /// The transport.
-    pub fn mailbox(&mut self) -> &mut Mailbox<P> {
+    pub fn mailbox(&mut self) -> &mut T {
         self.mbx
     }
 
@@ -268,7 +273,7 @@ impl<'m, P: Port> Client<'m, P> {
     }
 
     fn build(&self, f: impl FnOnce(&mut [u8]) -> usize) -> Vec<u8> {
-        let mut b = self.mbx.buffer(frame::OVERHEAD);
+        let mut b = vec![0u8; usize::from(self.mbx.geometry().rx_size).max(frame::OVERHEAD)];
         let n = f(&mut b);
         b.truncate(n);
         b
@@ -344,6 +349,7 @@ impl<'m, P: Port> Client<'m, P> {
             position: self.mbx.position(),
             op: "read",
             file: name,
+            total: None,
         };
         let full = usize::from(self.mbx.geometry().tx_size).saturating_sub(frame::OVERHEAD);
         let mut req = self.build(|b| frame::read_request(b, password, name.as_bytes()));
@@ -424,6 +430,7 @@ impl<'m, P: Port> Client<'m, P> {
             position: self.mbx.position(),
             op: "write",
             file: name,
+            total: Some(data.len() as u64),
         };
         let total = Some(data.len() as u64);
         let chunk = usize::from(self.mbx.geometry().rx_size).saturating_sub(frame::OVERHEAD);

@@ -3,7 +3,7 @@
 //! them, which can answer BUSY, refuse half-way, send emergencies and CoE between the packets.
 
 use super::*;
-use crate::mailbox::{Geometry, Timeouts, kind};
+use crate::mailbox::{Geometry, Port, Timeouts, kind};
 use std::collections::{BTreeMap, VecDeque};
 
 const MBX: u16 = 128;
@@ -214,7 +214,7 @@ fn transport(dev: Device) -> Mailbox<FakeEsc> {
     )
 }
 
-fn client(m: &mut Mailbox<FakeEsc>) -> Client<'_, FakeEsc> {
+fn client(m: &mut Mailbox<FakeEsc>) -> Client<'_, Mailbox<FakeEsc>> {
     let mut c = Client::new(m);
     c.set_limits(Limits {
         busy_pause: Duration::ZERO,
@@ -236,7 +236,7 @@ fn device() -> Device {
     d
 }
 
-fn dev<'c>(c: &'c mut Client<'_, FakeEsc>) -> &'c mut Device {
+fn dev<'c>(c: &'c mut Client<'_, Mailbox<FakeEsc>>) -> &'c mut Device {
     &mut c.mailbox().port.dev
 }
 
@@ -291,7 +291,7 @@ fn a_device_that_refuses_half_way_can_start_over() {
     let e = c.write("fw.bin", 0, &big, &mut |_| {}).unwrap_err();
     assert_eq!(e.code(), Some(code::DISK_FULL));
     // Refused with packet 5 (580 bytes): 4 packets (464 bytes) were acknowledged.
-    assert!(e.to_string().contains("after 464 bytes"), "{e}");
+    assert!(e.to_string().contains("after 464 of 2000 bytes"), "{e}");
     assert!(
         e.to_string().contains("larger than the device takes"),
         "{e}"

@@ -175,6 +175,17 @@ pub enum Error {
         /// Why not.
         why: String,
     },
+    /// The cyclic thread's queue failed the request ([`crate::acyclic`]: the master stopped,
+    /// the queue is full, a bus error there).
+    #[error("position {position}: {what}: {why}")]
+    Queue {
+        /// Position of the subdevice.
+        position: u16,
+        /// The transfer.
+        what: String,
+        /// What the queue said.
+        why: String,
+    },
     /// A datagram failed.
     #[error("position {position}: {what}: {source}")]
     Bus {
@@ -467,13 +478,67 @@ impl Port for BusPort<'_> {
     }
 }
 
+/// What a protocol's client needs of a subdevice's mailbox, whoever carries it: the blocking
+/// transport ([`Mailbox`], the PRE-OP tools) or the cyclic thread's queue during OP
+/// ([`crate::acyclic::QueueMailbox`]).
+pub trait Transport {
+    /// The subdevice's position.
+    fn position(&self) -> u16;
+    /// Its mailbox (the sizes bound what a request and a reply carry).
+    fn geometry(&self) -> Geometry;
+    /// Send `req` (header first, its type set; the counter is the transport's) without waiting
+    /// for a reply.
+    fn send(&mut self, req: &[u8], what: &str) -> Result<(), Error>;
+    /// Send `req` and wait for the next mailbox of the same type (whole, as read from SM1).
+    fn transact(&mut self, req: &[u8], what: &str) -> Result<Vec<u8>, Error>;
+}
+
+impl<P: Port> Transport for Mailbox<P> {
+    fn position(&self) -> u16 {
+        Mailbox::position(self)
+    }
+    fn geometry(&self) -> Geometry {
+        Mailbox::geometry(self)
+    }
+    fn send(&mut self, req: &[u8], what: &str) -> Result<(), Error> {
+        Mailbox::send(self, req, what)
+    }
+    fn transact(&mut self, req: &[u8], what: &str) -> Result<Vec<u8>, Error> {
+        Mailbox::transact(self, req, what)
+    }
+}
+
+/// The counter of a subdevice's mailbox requests (ETG.1000.4 §5.6): 1..7 and around again, 0
+/// before the first (0 is reserved: never sent). One per subdevice for every protocol; the
+/// blocking transport and the cyclic thread's service each keep theirs in this type.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counter(u8);
+
+impl Counter {
+    /// The counter for the next request (and from now on the last one).
+    pub fn advance(&mut self) -> u8 {
+        self.0 = if self.0 >= 7 { 1 } else { self.0 + 1 };
+        self.0
+    }
+
+    /// The counter of the last request (0 before the first).
+    pub fn last(self) -> u8 {
+        self.0
+    }
+
+    /// Go on after `last` (another transport's last counter to the same subdevice).
+    pub fn continue_after(&mut self, last: u8) {
+        self.0 = last & 0x07;
+    }
+}
+
 /// The mailbox transport of one subdevice: every protocol's requests and replies, one counter.
 pub struct Mailbox<P: Port> {
     pub(crate) port: P,
     position: u16,
     geometry: Geometry,
     timeouts: Timeouts,
-    counter: u8,
+    counter: Counter,
     /// The device has answered one of this transport's requests.
     answered: bool,
     emergencies: Vec<Emergency>,
@@ -506,7 +571,7 @@ impl<P: Port> Mailbox<P> {
             position,
             geometry,
             timeouts,
-            counter: 0,
+            counter: Counter::default(),
             answered: false,
             emergencies: Vec::new(),
             set_aside: VecDeque::new(),
@@ -550,13 +615,13 @@ impl<P: Port> Mailbox<P> {
 
     /// The counter of the last request (0 before the first).
     pub fn counter(&self) -> u8 {
-        self.counter
+        self.counter.last()
     }
 
     /// Continue counting after `last` (the counter of the last request another transport sent
     /// to this subdevice), so that the next request does not repeat it.
     pub fn continue_after(&mut self, last: u8) {
-        self.counter = last & 0x07;
+        self.counter.continue_after(last);
     }
 
     /// The port (for register access beside the mailbox, such as an AL state request).
@@ -567,15 +632,6 @@ impl<P: Port> Mailbox<P> {
     /// A buffer of the receive mailbox's size (at least `min` bytes) to build a request in.
     pub fn buffer(&self, min: usize) -> Vec<u8> {
         vec![0u8; usize::from(self.geometry.rx_size).max(min)]
-    }
-
-    fn next_counter(&mut self) -> u8 {
-        self.counter = if self.counter >= 7 {
-            1
-        } else {
-            self.counter + 1
-        };
-        self.counter
     }
 
     fn bus(&self, what: String) -> impl FnOnce(ethercrab::error::Error) -> Error {
@@ -698,7 +754,7 @@ impl<P: Port> Mailbox<P> {
         }
         let mut padded = vec![0u8; usize::from(g.rx_size)];
         padded[..req.len()].copy_from_slice(req);
-        let c = self.next_counter();
+        let c = self.counter.advance();
         padded[5] = (padded[5] & 0x8f) | (c << 4);
         self.port
             .write(g.rx_offset, &padded)
@@ -771,13 +827,9 @@ impl<P: Port> Mailbox<P> {
             // the next counter.
             Err(Error::Timeout { .. }) if first => {
                 log::debug!(
-                    "position {}: {what}: no answer to the first request; again with counter {}",
-                    self.position,
-                    if self.counter >= 7 {
-                        1
-                    } else {
-                        self.counter + 1
-                    }
+                    "position {}: {what}: no answer to the first request; again with the next \
+                     counter",
+                    self.position
                 );
                 self.send(req, what)?;
                 let r = self.receive(want, what);

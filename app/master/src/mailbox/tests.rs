@@ -189,3 +189,16 @@ fn a_stale_reply_of_the_same_protocol_is_dropped_another_set_aside() {
     assert_eq!(m.take_set_aside(kind::EOE).unwrap()[6], 7);
     assert!(m.take_set_aside(kind::FOE).is_none());
 }
+
+#[test]
+fn the_counter_runs_1_to_7_and_never_0() {
+    let mut c = Counter::default();
+    assert_eq!(c.last(), 0);
+    let seq: Vec<u8> = (0..9).map(|_| c.advance()).collect();
+    assert_eq!(seq, [1, 2, 3, 4, 5, 6, 7, 1, 2]);
+    c.continue_after(7);
+    assert_eq!(c.advance(), 1);
+    // Only the three counter bits of another transport's value count.
+    c.continue_after(0x15);
+    assert_eq!(c.advance(), 6);
+}
