@@ -193,10 +193,11 @@ pub enum SdoOp {
     /// (ETG.1000.4 §5.6: the device cannot send on its own), so a poller sends this
     /// regularly; `index` and `sub` are not used.
     PollMailbox,
-    /// Send this mailbox of another protocol than CoE (FoE; header first, its type set, the
-    /// counter is the service's: the subdevice's one sequence) and reply with the next mailbox
-    /// of the same type ([`SdoReply::mailbox`]); CoE emergencies and other protocols' mailboxes
-    /// found meanwhile go to their rings. `index` and `sub` are not used.
+    /// Send this mailbox as it is (FoE; a raw CoE request of the mailbox gateway; header first,
+    /// its type set, the counter is the service's: the subdevice's one sequence) and reply with
+    /// the next mailbox of the same type ([`SdoReply::mailbox`]; for CoE the next that is not an
+    /// emergency); CoE emergencies and other protocols' mailboxes found meanwhile go to their
+    /// rings. `index` and `sub` are not used.
     Mailbox(MailboxData),
     /// Send this mailbox and do not wait for a reply (the last FoE ACK, an FoE ERROR).
     MailboxSend(MailboxData),
@@ -938,9 +939,11 @@ impl Io<'_> {
             Some(b) if m.len() >= crate::mailbox::HEADER => b & 0x0f,
             _ => return Err(SdoFailure::Invalid("mailbox shorter than its header")),
         };
-        if kind == crate::mailbox::kind::COE || kind == crate::mailbox::kind::ERR {
+        // A raw CoE mailbox too (the mailbox gateway forwards a tool's requests as they are):
+        // its reply is the next CoE mailbox that is not an emergency, as for Read and Write.
+        if kind == crate::mailbox::kind::ERR {
             return Err(SdoFailure::Invalid(
-                "a CoE or error mailbox: CoE goes through Read and Write",
+                "an error mailbox is a device's reply, not a request",
             ));
         }
         if m.len() > usize::from(self.st.geometry.rx_size) {

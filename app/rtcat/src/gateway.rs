@@ -357,3 +357,160 @@ mod tests {
         );
     }
 }
+
+/// `[gateway]` of `rtcat.toml`: the mailbox gateway of a running master (`rtcat run`), off
+/// unless `listen` is set.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GatewayConfig {
+    /// `ADDR:PORT` to listen on (port 34980 = 0x88A4 is ETG.8200's); absent: no gateway.
+    pub listen: Option<String>,
+    /// Networks or hosts whose datagrams are served (`10.0.0.0/24`, `10.0.0.5`); required with
+    /// `listen`.
+    pub allow: Vec<String>,
+}
+
+impl GatewayConfig {
+    /// The address and the networks, checked; `None` when the gateway is off.
+    pub fn checked(
+        &self,
+    ) -> Result<Option<(SocketAddr, Vec<Allowed>)>, rtcat_master::invalid::Invalid> {
+        use rtcat_master::invalid::Invalid;
+        let Some(l) = &self.listen else {
+            if !self.allow.is_empty() {
+                return Err(Invalid::new(
+                    "gateway.allow",
+                    format!("{:?}", self.allow),
+                    "has no effect without gateway.listen",
+                ));
+            }
+            return Ok(None);
+        };
+        let listen: SocketAddr = l.parse().map_err(|_| {
+            Invalid::new(
+                "gateway.listen",
+                format!("{l:?}"),
+                "must be ADDR:PORT, e.g. \"192.168.20.1:34980\"",
+            )
+        })?;
+        if self.allow.is_empty() {
+            return Err(Invalid::new(
+                "gateway.allow",
+                "[]",
+                "must name the networks or hosts the tools are on (the protocol has no authentication)",
+            ));
+        }
+        let allow = self
+            .allow
+            .iter()
+            .map(|a| {
+                Allowed::parse(a).map_err(|e| Invalid::new("gateway.allow", format!("{a:?}"), e))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Some((listen, allow)))
+    }
+}
+
+/// The subdevices of a running master, through its acyclic queue (served by the cyclic thread
+/// within its mailbox budget, between its own SDO traffic): station 0x1000 + position, as
+/// ethercrab assigns them.
+pub struct Queue {
+    client: std::sync::Arc<rtcat_master::acyclic::SdoClient>,
+    timeout: std::time::Duration,
+}
+
+impl Queue {
+    fn position(address: u16) -> Option<u16> {
+        address.checked_sub(0x1000)
+    }
+}
+
+impl Forward for Queue {
+    fn mailbox_size(&mut self, address: u16) -> Result<usize, u16> {
+        use rtcat_master::acyclic::SdoFailure;
+        use rtcat_master::mailbox::Transport;
+        let pos = Self::position(address).ok_or(mbx_error::INVALID_CHANNEL)?;
+        match self.client.queue_mailbox(pos, self.timeout) {
+            Ok(m) => Ok(usize::from(m.geometry().rx_size)),
+            Err(SdoFailure::NoSubdevice(_)) => Err(mbx_error::INVALID_CHANNEL),
+            Err(_) => Err(mbx_error::UNSUPPORTED_PROTOCOL),
+        }
+    }
+
+    fn transact(&mut self, address: u16, mailbox: &[u8]) -> Option<Vec<u8>> {
+        use rtcat_master::mailbox::Transport;
+        let pos = Self::position(address)?;
+        let r = self
+            .client
+            .queue_mailbox(pos, self.timeout)
+            .map_err(|e| e.to_string())
+            .and_then(|mut m| {
+                m.transact(mailbox, "gateway request")
+                    .map_err(|e| e.to_string())
+            });
+        match r {
+            Ok(r) => Some(r),
+            Err(e) => {
+                log::warn!("gateway: station {address:#06x}: {e}");
+                None
+            }
+        }
+    }
+}
+
+/// The gateway of a running master: a thread serving `listen` until [`Running::stop`].
+pub struct Running {
+    stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Counts>>,
+    /// Where it listens (the port chosen when the configuration said 0).
+    pub local: SocketAddr,
+}
+
+impl Running {
+    /// Bind `listen` and serve the queue's subdevices to the peers of `allow`.
+    pub fn start(
+        listen: SocketAddr,
+        allow: Vec<Allowed>,
+        client: std::sync::Arc<rtcat_master::acyclic::SdoClient>,
+    ) -> std::io::Result<Running> {
+        use std::sync::atomic::Ordering;
+        let sock = std::net::UdpSocket::bind(listen)?;
+        sock.set_read_timeout(Some(std::time::Duration::from_millis(100)))?;
+        let local = sock.local_addr()?;
+        let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let stop2 = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name("rtcat-gateway".into())
+            .spawn(move || {
+                let mut fwd = Queue {
+                    client,
+                    timeout: std::time::Duration::from_secs(2),
+                };
+                let mut counts = Counts::default();
+                let mut buf = [0u8; MAX_DATAGRAM];
+                while !stop2.load(Ordering::Relaxed) {
+                    let Ok((n, peer)) = sock.recv_from(&mut buf) else {
+                        continue;
+                    };
+                    if let Some(reply) = handle(&mut fwd, &allow, peer, &buf[..n], &mut counts) {
+                        let _ = sock.send_to(&reply, peer);
+                    }
+                }
+                counts
+            })?;
+        Ok(Running {
+            stop,
+            thread: Some(thread),
+            local,
+        })
+    }
+
+    /// Stop serving; what it served.
+    pub fn stop(mut self) -> Counts {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .and_then(|t| t.join().ok())
+            .unwrap_or_default()
+    }
+}
