@@ -94,11 +94,17 @@ fn foe_during_op_goes_in_the_mailbox_budget_and_the_others_keep_their_data() {
         c.write("params.bin", 0x1234, &[2u8; 500], &mut |_| {})
             .unwrap();
         let params = c.read("params.bin", 0x1234, &mut |_| {}).unwrap();
+        // A device without a mailbox: refused by name before anything is sent.
+        let no_mbx = c2.queue_mailbox(0, t).err().map(|e| e.to_string());
         stop.request();
-        (back, name, e.code(), params, w, r)
+        (back, name, e.code(), params, w, r, no_mbx)
     });
     let out = rtcat_master::run_simple(spec, &mut ZeroOutputs).expect("run");
-    let (back, name, code, params, w, r) = worker.join().expect("client thread");
+    let (back, name, code, params, w, r, no_mbx) = worker.join().expect("client thread");
+    assert_eq!(
+        no_mbx.as_deref(),
+        Some("mailbox error: the subdevice has no enabled mailbox on SM0/SM1")
+    );
     assert!(back == image, "the image read back differs");
     assert_eq!(name.as_slice(), b"FW");
     assert_eq!(code, Some(foe::code::DISK_FULL));

@@ -32,8 +32,8 @@ use thiserror::Error;
 /// allocate, far above drive firmware images (a few MiB).
 pub const MAX_READ: usize = 64 << 20;
 
-/// Longest file name: what a request of the smallest mailbox the master uses leaves room for is
-/// less, but devices name files in a few characters; the mailbox bounds it too.
+/// Longest file name the client sends; the device's receive mailbox bounds it further (its size
+/// − 12 bytes of headers).
 pub const MAX_NAME: usize = 255;
 
 /// What can go wrong in an FoE transfer.
