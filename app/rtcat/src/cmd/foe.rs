@@ -213,18 +213,7 @@ fn on_device<R: Send>(
             if !d.sii.protocols.foe {
                 return Err(diag::Error::Foe(foe::Error::State {
                     position: d.position,
-                    why: format!(
-                        "{} does not announce FoE in its SII (mailbox protocols {})",
-                        if d.name.is_empty() {
-                            "the subdevice"
-                        } else {
-                            &d.name
-                        },
-                        match d.sii.protocols.names() {
-                            n if n.is_empty() => "none".to_string(),
-                            n => n.join(" "),
-                        }
-                    ),
+                    why: d.not_announced("FoE"),
                 }));
             }
             let run = |m: &mut BusMailbox<'_>| {
