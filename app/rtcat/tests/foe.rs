@@ -40,6 +40,10 @@ name = "firmware.bin"
 size = 1048576
 writable = true
 boot = true
+[[device.file]]
+name = "slow.bin"
+writable = true
+busy = 3
 
 [[device]]
 name = "IO"
@@ -368,4 +372,29 @@ fn after_a_refusal_or_a_client_giving_up_half_way_the_device_starts_over() {
         })?;
         Ok(())
     });
+}
+
+/// A device that programs its flash as it goes: the write request and every third packet are
+/// answered BUSY once; the client repeats them and the file arrives whole.
+#[test]
+fn a_busy_device_gets_each_request_again_and_the_file_arrives_whole() {
+    let data: Vec<u8> = (0..2000u32).map(|i| (i * 31 % 256) as u8).collect();
+    let back = on_segment(|seg| {
+        let r = seg.with_mailbox(0, |m| {
+            let mut c = foe::Client::new(m);
+            let mut busy_seen = 0;
+            c.write("slow.bin", 0, &data, &mut |p| {
+                if p.busy.is_some() {
+                    busy_seen += 1;
+                }
+            })?;
+            assert!(
+                busy_seen >= 2,
+                "BUSY replies seen by the client: {busy_seen}"
+            );
+            c.read("slow.bin", 0, &mut |_| {})
+        })?;
+        Ok(r.unwrap())
+    });
+    assert!(back == data, "the file read back differs");
 }
