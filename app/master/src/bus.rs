@@ -23,6 +23,7 @@ use std::task::{Wake, Waker};
 use std::time::Duration;
 
 use crate::clock::now_ns;
+use crate::wait::{RttLearner, Step, WaitMode};
 
 /// Receive buffer: larger than any plausible reply ([`MAX_REPLY_LEN`]), so that a longer frame
 /// (the socket reports at most the buffer's length) is recognised as too long, not cut to fit.
@@ -257,6 +258,48 @@ pub struct BusCounters {
     pub last_rx_ns: AtomicU64,
     /// Length of the latest cycle's first frame (bytes, as handed to the link).
     pub first_tx_len: AtomicU64,
+    /// The inline cycle's wait mode ([`WaitMode::ALL`] index + 1; 0: no inline cycle ran).
+    pub wait_mode: AtomicU64,
+    /// Exchanges whose wait's CPU time was measured (every [`WAIT_SAMPLE_EVERY`]th).
+    pub wait_sampled: AtomicU64,
+    /// The cyclic thread's CPU time in those waits (ns, CLOCK_THREAD_CPUTIME_ID).
+    pub wait_cpu_ns: AtomicU64,
+    /// Hybrid wait: replies that came after the poll window (taken by the sleep after it).
+    pub wait_after_window: AtomicU64,
+    /// Exchanges in which the wait polled the link at least once (busy, hybrid).
+    pub wait_polled: AtomicU64,
+}
+
+/// The CPU time of the wait is measured in one exchange of this many: reading
+/// CLOCK_THREAD_CPUTIME_ID is a system call (the vDSO serves only the wall clocks), two of them
+/// per measured exchange.
+pub const WAIT_SAMPLE_EVERY: u64 = 8;
+
+/// The thread's CPU time (ns).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec; the thread CPU clock always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// How the inline cycle waits for its replies, with what the hybrid mode learned.
+#[derive(Debug)]
+struct Waiter {
+    mode: WaitMode,
+    /// Boxed: two rings of 64 values would make the bus (and `cycle::Exchanger`) large.
+    learner: Box<RttLearner>,
+    /// Exchanges ended (the sampling counter).
+    exchanges: u64,
+    /// The thread's CPU time when this exchange's first wait began (0: not measured).
+    cpu_start: u64,
+    /// This exchange's reply came after the hybrid window (counted once).
+    after_window: bool,
+    /// This exchange polled (counted once).
+    polled: bool,
 }
 
 /// ethercrab's TX/RX handles plus a link.
@@ -270,6 +313,7 @@ pub struct Bus {
     /// Counters, shared with whoever reports them.
     pub counters: Arc<BusCounters>,
     buf: Box<[u8; MAX_FRAME]>,
+    wait: Waiter,
 }
 
 impl Bus {
@@ -286,7 +330,103 @@ impl Bus {
             link,
             counters: Arc::new(BusCounters::default()),
             buf: Box::new([0; MAX_FRAME]),
+            wait: Waiter {
+                mode: WaitMode::Sleep,
+                learner: Box::default(),
+                exchanges: 0,
+                cpu_start: 0,
+                after_window: false,
+                polled: false,
+            },
         }
+    }
+
+    /// Wait for replies in `mode` from now on ([`Bus::wait_reply`]); the hybrid mode starts
+    /// learning the round trip afresh.
+    pub fn set_wait(&mut self, mode: WaitMode) {
+        self.wait.mode = mode;
+        self.wait.learner.reset();
+        let code = WaitMode::ALL.iter().position(|&m| m == mode).unwrap_or(0) as u64 + 1;
+        self.counters.wait_mode.store(code, Ordering::Relaxed);
+    }
+
+    /// The inline exchange found no reply yet and `deadline_ns` (monotonic) is still ahead: wait
+    /// for one as the mode says. `sleep` blocks in the link's wait until a frame may be there or
+    /// the deadline; `busy` returns at once (the caller reads the link again); `hybrid` sleeps
+    /// until its window, returns at once inside it, and sleeps to the deadline after it. Call
+    /// [`Bus::exchange_end`] when the exchange is over.
+    #[inline]
+    pub fn wait_reply(&mut self, deadline_ns: u64) {
+        let w = &mut self.wait;
+        if w.cpu_start == 0 && w.exchanges.is_multiple_of(WAIT_SAMPLE_EVERY) {
+            w.cpu_start = thread_cpu_ns();
+        }
+        let now = now_ns();
+        let to_deadline = deadline_ns.saturating_sub(now);
+        // (how long to sleep, whether a sleep that ends by its timeout teaches the wake-up)
+        let (sleep_ns, learn_wake) = match w.mode {
+            WaitMode::Sleep => (to_deadline, false),
+            WaitMode::Busy => (0, false),
+            WaitMode::Hybrid => {
+                let sent = self.counters.first_tx_ns.load(Ordering::Relaxed);
+                match w.learner.step(now.saturating_sub(sent)) {
+                    Step::Sleep(ns) => (ns.min(to_deadline), ns < to_deadline),
+                    Step::Poll => (0, false),
+                    Step::SleepToTimeout => {
+                        if w.learner.plan().is_some() && !w.after_window {
+                            w.after_window = true;
+                            self.counters
+                                .wait_after_window
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
+                        (to_deadline, false)
+                    }
+                }
+            }
+        };
+        if sleep_ns == 0 {
+            if !w.polled {
+                w.polled = true;
+                self.counters.wait_polled.fetch_add(1, Ordering::Relaxed);
+            }
+            std::hint::spin_loop();
+            return;
+        }
+        let _ = self.link.wait(Duration::from_nanos(sleep_ns), None);
+        if learn_wake {
+            // Woken by the timeout (not early by a frame): how late.
+            let late = now_ns().checked_sub(now + sleep_ns);
+            if let Some(late) = late {
+                w.learner.record_wake(late);
+            }
+        }
+    }
+
+    /// The inline exchange is over (`answered`: every reply came back): its round trip is
+    /// learned, and the wait's CPU time of a measured exchange is counted.
+    #[inline]
+    pub fn exchange_end(&mut self, answered: bool) {
+        let w = &mut self.wait;
+        if answered
+            && w.mode == WaitMode::Hybrid
+            && let Some(rtt) = self.counters.cycle_rtt_ns()
+        {
+            w.learner.record(rtt);
+        }
+        if w.exchanges.is_multiple_of(WAIT_SAMPLE_EVERY) {
+            // An exchange answered before any wait is measured too: its wait cost nothing.
+            let cpu = if w.cpu_start == 0 {
+                0
+            } else {
+                thread_cpu_ns().saturating_sub(w.cpu_start)
+            };
+            self.counters.wait_sampled.fetch_add(1, Ordering::Relaxed);
+            self.counters.wait_cpu_ns.fetch_add(cpu, Ordering::Relaxed);
+        }
+        w.cpu_start = 0;
+        w.after_window = false;
+        w.polled = false;
+        w.exchanges += 1;
     }
 
     /// Send every frame ethercrab queued. A send error leaves the frame to ethercrab's timeout.
@@ -385,7 +525,24 @@ impl BusCounters {
                 .map(|&r| (r.name().to_string(), self.rejected(r)))
                 .collect(),
             send_errors: self.send_errors.load(Ordering::Relaxed),
+            wait: self.wait_stats(),
         }
+    }
+
+    /// What the inline cycle's waits cost (None: no inline cycle ran on this bus).
+    pub fn wait_stats(&self) -> Option<rtcat_results::WaitStats> {
+        let code = self.wait_mode.load(Ordering::Relaxed) as usize;
+        let mode = *WaitMode::ALL.get(code.checked_sub(1)?)?;
+        let sampled = self.wait_sampled.load(Ordering::Relaxed);
+        let cpu_ns = self.wait_cpu_ns.load(Ordering::Relaxed);
+        Some(rtcat_results::WaitStats {
+            mode: mode.name().to_string(),
+            sampled_cycles: sampled,
+            cpu_ns,
+            cpu_ns_per_cycle: cpu_ns.checked_div(sampled).unwrap_or(0),
+            after_window: self.wait_after_window.load(Ordering::Relaxed),
+            polled_cycles: self.wait_polled.load(Ordering::Relaxed),
+        })
     }
 
     /// Forget the per-cycle round-trip timestamps.

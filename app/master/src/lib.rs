@@ -94,6 +94,7 @@ pub mod shm;
 pub mod sii;
 pub mod stats;
 mod stop;
+pub mod wait;
 
 pub use application::{
     AppError, Application, Cycle, CycleStatus, Layer, Recovery, RecoveryCause, Setup,
@@ -107,6 +108,7 @@ pub use layout::{DataType, Direction, Entry, Layout, LayoutError};
 pub use master::{Channels, Outcome, RtApplied, RunSpec, Session, Target, run};
 pub use period::Period;
 pub use stop::{Stop, StopFlags};
+pub use wait::WaitMode;
 
 impl RunSpec {
     /// A run of `cfg` on `target` until `stop` is requested, with the real-time settings of the

@@ -571,7 +571,9 @@ where
                 };
                 let (mut x, thread) = match mode {
                     TxRxMode::Inline => {
+                        let mut bus = bus;
                         bus.tx.replace_waker(std::task::Waker::noop());
+                        bus.set_wait(cfg.cycle.wait_mode());
                         (Exchanger::Inline(bus), None)
                     }
                     TxRxMode::Thread => {
