@@ -1,5 +1,7 @@
-//! Moving ethercrab's frames: a [`Link`] (the simulated segment in-process, or an AF_PACKET
-//! socket) and the [`Bus`] that pumps frames between ethercrab's PduTx/PduRx and the link.
+//! Moving ethercrab's frames: a [`Link`] (the trait of `rtcat-packet`, implemented there for the
+//! AF_PACKET socket, in `ecsim` for the in-process segment, or by a user through
+//! [`LinkFactory`]) and the [`Bus`] that pumps frames between ethercrab's PduTx/PduRx and the
+//! link.
 //!
 //! Lost and late frames never stop the bus: a response ethercrab no longer waits for is counted
 //! and dropped (the stock ethercrab tasks exit on it, upstream issue #293).
@@ -8,15 +10,12 @@
 //! link), and a frame that is not EtherCAT, was not processed by the segment, comes from another
 //! source or has an implausible length is counted by [`RxReject`] reason and dropped.
 
-#[cfg(feature = "sim")]
-use ecsim::SimPort;
 use ethercrab::{PduRx, PduTx};
 use rtcat_packet::{
-    DATAGRAM_HEADER_LEN, ECAT_HEADER_LEN, ETH_HEADER_LEN, ETHERCAT_ETHERTYPE, PacketKind,
-    PacketSocket, WKC_LEN, wait_fds,
+    DATAGRAM_HEADER_LEN, ECAT_HEADER_LEN, ETH_HEADER_LEN, ETHERCAT_ETHERTYPE, WKC_LEN,
 };
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Wake, Waker};
@@ -142,97 +141,45 @@ pub fn classify(frame: &[u8]) -> Result<(), RxReject> {
     Ok(())
 }
 
-/// Something frames can be sent on and received from.
-pub trait Link: Send {
-    /// Send one complete Ethernet frame.
-    fn send(&mut self, frame: &[u8]) -> io::Result<()>;
-    /// Receive one frame if one is ready (never blocks).
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>>;
-    /// Block until a frame may be ready, `extra_fd` is readable, or `timeout` passed.
-    fn wait(&mut self, timeout: Duration, extra_fd: Option<RawFd>) -> io::Result<()>;
-    /// Short description for logs.
-    fn describe(&self) -> String;
+pub use rtcat_packet::link::{Link, LinkPorts};
+
+/// A user's [`Link`], opened when a run starts (`Target::Link`): a name for the results and
+/// logs, and how to open it. The master opens it once per run (a [`crate::Session`] once per
+/// session) and closes it at the end by dropping it.
+#[derive(Clone)]
+pub struct LinkFactory {
+    name: String,
+    open: Arc<dyn Fn() -> io::Result<Box<dyn Link>> + Send + Sync>,
 }
 
-/// The in-process simulated segment as a link: processing happens inside `send`.
-#[cfg(feature = "sim")]
-pub struct SimLink {
-    /// The simulated segment's port.
-    pub port: SimPort,
-}
-
-#[cfg(feature = "sim")]
-impl Link for SimLink {
-    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        self.port.send(frame);
-        Ok(())
-    }
-
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        Ok(self.port.recv(buf))
-    }
-
-    fn wait(&mut self, timeout: Duration, extra_fd: Option<RawFd>) -> io::Result<()> {
-        let until_due = self
-            .port
-            .next_due_ns()
-            .map(|due| Duration::from_nanos(due.saturating_sub(self.port.now_ns())));
-        let t = until_due.map_or(timeout, |d| d.min(timeout));
-        match extra_fd {
-            Some(fd) => wait_fds(&[fd], Some(t)).map(drop),
-            None => {
-                std::thread::sleep(t);
-                Ok(())
-            }
+impl LinkFactory {
+    /// A link called `name` (shown where an interface name would be), opened by `open`.
+    pub fn new(
+        name: impl Into<String>,
+        open: impl Fn() -> io::Result<Box<dyn Link>> + Send + Sync + 'static,
+    ) -> Self {
+        LinkFactory {
+            name: name.into(),
+            open: Arc::new(open),
         }
     }
 
-    fn describe(&self) -> String {
-        format!(
-            "in-process simulated segment ({} subdevices)",
-            self.port.segment().devices().len()
-        )
+    /// The name given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Open a link.
+    pub fn open(&self) -> io::Result<Box<dyn Link>> {
+        (self.open)()
     }
 }
 
-/// An AF_PACKET socket on a real (or veth) interface.
-pub struct SocketLink {
-    /// The bound socket.
-    pub sock: PacketSocket,
-}
-
-impl Link for SocketLink {
-    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        let n = self.sock.send(frame)?;
-        if n != frame.len() {
-            return Err(io::Error::other(format!(
-                "short send: {n} of {} bytes",
-                frame.len()
-            )));
-        }
-        Ok(())
-    }
-
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        loop {
-            match self.sock.recv(buf)? {
-                Some((_, PacketKind::Outgoing)) => continue,
-                Some((n, PacketKind::Incoming)) => return Ok(Some(n)),
-                None => return Ok(None),
-            }
-        }
-    }
-
-    fn wait(&mut self, timeout: Duration, extra_fd: Option<RawFd>) -> io::Result<()> {
-        let fd = self.sock.as_raw_fd();
-        match extra_fd {
-            Some(e) => wait_fds(&[fd, e], Some(timeout)).map(drop),
-            None => wait_fds(&[fd], Some(timeout)).map(drop),
-        }
-    }
-
-    fn describe(&self) -> String {
-        format!("AF_PACKET on {}", self.sock.iface())
+impl std::fmt::Debug for LinkFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkFactory")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -738,7 +685,9 @@ mod tests {
     use super::*;
     use ecsim::frame::{Cmd, FrameBuilder, phys};
     use ethercrab::{Command, MainDevice, MainDeviceConfig, PduStorage, Timeouts};
+    use rtcat_packet::wait_fds;
     use std::collections::VecDeque;
+    use std::os::fd::RawFd;
     use std::sync::Mutex;
 
     /// A reply as the segment returns it: one FPRD of the AL status, source MAC U/L bit set.

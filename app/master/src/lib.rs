@@ -100,6 +100,7 @@ pub use application::{
     AppError, Application, Cycle, CycleStatus, Layer, Recovery, RecoveryCause, Setup,
     ShutdownReason, SubdeviceStatus, ZeroOutputs,
 };
+pub use bus::{Link, LinkFactory, LinkPorts};
 pub use config::{Config, ConfigError};
 pub use diag::{Probe, ScanEntry};
 pub use error::{Error, Result};
