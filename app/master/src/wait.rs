@@ -27,10 +27,10 @@ pub enum WaitMode {
 }
 
 impl WaitMode {
-    /// The inline cycle's mode when `[cycle] wait` is absent: nearly the round trip of `busy`
-    /// (over veth 0.69× the raw-socket floor at p50, busy 0.62×, sleep 0.98×), no more CPU time,
-    /// the frame losses of `sleep` (busy at SCHED_FIFO starves deferred softirq work), and a poll
-    /// that stops after [`MAX_POLL_NS`] when the replies stop (docs/NOTES.md §1.2).
+    /// The inline cycle's mode when `[cycle] wait` is absent: the round trip of `busy` within
+    /// the noise (over veth 0.62–0.69× the raw-socket floor at p50, busy 0.62–0.72×, sleep
+    /// 0.98–1.02×), no more CPU time, and a poll that stops after [`MAX_POLL_NS`] when the
+    /// replies stop, where busy spins at SCHED_FIFO for the whole timeout (docs/NOTES.md §1.2).
     pub const DEFAULT: WaitMode = WaitMode::Hybrid;
 
     /// Every mode, in the order of [`WaitMode::name`]'s codes.
