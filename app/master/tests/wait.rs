@@ -103,7 +103,6 @@ fn every_wait_mode_exchanges_correctly_with_a_slow_segment() {
             let rec = &out.rec;
             assert_eq!(app.wrong, 0, "{mode}: inputs that are not the echo");
             assert_eq!(rec.wkc_mismatches, 0, "{mode}");
-            assert_eq!(rec.recoveries, 0, "{mode}");
             let w = out
                 .bus
                 .wait
@@ -139,11 +138,11 @@ fn every_wait_mode_exchanges_correctly_with_a_slow_segment() {
             // At most 1 % lost: on a shared machine a stall longer than the response timeout
             // loses the frame of its cycle in every mode (sleep as often as busy).
             ecsim::noise::ensure(
-                rec.frames_lost * 100 <= rec.cycles && app.echoed > 500,
+                rec.frames_lost * 100 <= rec.cycles && app.echoed > 500 && rec.recoveries == 0,
                 || {
                     format!(
-                        "{mode}: {} of {} cycles lost, {} echoes checked",
-                        rec.frames_lost, rec.cycles, app.echoed
+                        "{mode}: {} of {} cycles lost, {} echoes checked, {} recoveries",
+                        rec.frames_lost, rec.cycles, app.echoed, rec.recoveries
                     )
                 },
             )
