@@ -63,7 +63,14 @@ impl Application for Probe {
 
 /// `wait`: how the inline cycle waits; with a mode other than sleep the simulated replies come
 /// 50 µs late (`delay-us`), so that the cycle really waits (polls, learns the round trip).
-fn steady_state(mode: TxRxMode, dc: bool, wait: WaitMode) {
+///
+/// The count of allocations is a verdict of this machine too, and is retried as
+/// `ecsim::noise` retries: ethercrab 0.7.1 registers an `async_io::Timer` per frame, which goes
+/// through async-io's reactor queue (1000 operations); when the `async-io` thread (SCHED_OTHER,
+/// off the cycle's CPU) gets no CPU for a second — a loaded shared machine — the queue fills
+/// and the cyclic thread drains it itself into a map, which allocates (docs/NOTES.md §1.2). A
+/// cycle that allocates by itself does so in every attempt.
+fn steady_state(mode: TxRxMode, dc: bool, wait: WaitMode) -> Result<(), String> {
     let root = nix::unistd::geteuid().is_root();
     let mut cfg = Config::default();
     // With distributed clocks: SYNC0 on the three devices, tx_rx_dc and the phase lock.
@@ -128,12 +135,13 @@ fn steady_state(mode: TxRxMode, dc: bool, wait: WaitMode) {
         "{mode:?}: only {tracked} steady-state cycles"
     );
     let allocs = ALLOCS.load(Ordering::Relaxed);
-    assert_eq!(
-        allocs, 0,
-        "{mode:?} dc={dc} wait={wait}: {allocs} allocations in {tracked} steady-state cycles \
-         ({} frames lost, {} missed deadlines)",
-        r.summary.frames_lost, r.summary.missed_deadlines
-    );
+    if allocs != 0 {
+        return Err(format!(
+            "{mode:?} dc={dc} wait={wait}: {allocs} allocations in {tracked} steady-state cycles \
+             ({} frames lost, {} missed deadlines)",
+            r.summary.frames_lost, r.summary.missed_deadlines
+        ));
+    }
     let waited = r.summary.bus.as_ref().and_then(|b| b.wait.as_ref());
     match mode {
         TxRxMode::Inline => assert_eq!(waited.map(|w| w.mode.as_str()), Some(wait.name())),
@@ -160,15 +168,23 @@ fn steady_state(mode: TxRxMode, dc: bool, wait: WaitMode) {
         eprintln!("not root: memory not locked, {faults} page faults not asserted");
         assert!(std::env::var_os("RTCAT_REQUIRE_ROOT_TESTS").is_none());
     }
+    Ok(())
 }
 
 #[test]
 fn no_allocation_and_no_page_fault_per_cycle() {
     // One test: the tracking flag and counter are process-wide.
-    steady_state(TxRxMode::Inline, false, WaitMode::Sleep);
-    steady_state(TxRxMode::Thread, false, WaitMode::Sleep);
-    steady_state(TxRxMode::Inline, true, WaitMode::Sleep);
-    steady_state(TxRxMode::Thread, true, WaitMode::Sleep);
-    steady_state(TxRxMode::Inline, false, WaitMode::Busy);
-    steady_state(TxRxMode::Inline, false, WaitMode::Hybrid);
+    for (mode, dc, wait) in [
+        (TxRxMode::Inline, false, WaitMode::Sleep),
+        (TxRxMode::Thread, false, WaitMode::Sleep),
+        (TxRxMode::Inline, true, WaitMode::Sleep),
+        (TxRxMode::Thread, true, WaitMode::Sleep),
+        (TxRxMode::Inline, false, WaitMode::Busy),
+        (TxRxMode::Inline, false, WaitMode::Hybrid),
+    ] {
+        ecsim::noise::within_machine_noise(
+            &format!("steady state {mode:?} dc={dc} wait={wait}"),
+            |_| steady_state(mode, dc, wait),
+        );
+    }
 }
