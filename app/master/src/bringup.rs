@@ -49,6 +49,9 @@ pub(crate) struct Up {
     /// reference clock, whose 0x092C never changes (it is read, never compared; empty without
     /// `[dc]`).
     pub(crate) dc_positions: Vec<u16>,
+    /// What each subdevice runs with, for its own recovery (empty with `[health] recovery =
+    /// "segment"`).
+    pub(crate) snapshots: Vec<crate::subdevice_recovery::Snapshot>,
 }
 
 /// Register access of `configure`, through the MainDevice (configured station addresses).
@@ -252,17 +255,19 @@ pub(crate) fn bring_up(
         write_startup_so(md, &group, &configured)?;
         let group = dc_into_op(md, cfg, group)?;
         check_image(md, &group, &layout, &configured)?;
+        let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, true)?;
         // The reference (the first) is what the others are compared with.
-        (AnyGroup::Dc(group), dc_positions[1..].to_vec())
+        (AnyGroup::Dc(group), dc_positions[1..].to_vec(), snapshots)
     } else {
         let group =
             block_on(group.into_safe_op(md)).map_err(pdi_too_long("transition to SAFE-OP"))?;
         write_startup_so(md, &group, &configured)?;
         let group = block_on(group.into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;
         check_image(md, &group, &layout, &configured)?;
-        (AnyGroup::Plain(group), Vec::new())
+        let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, false)?;
+        (AnyGroup::Plain(group), Vec::new(), snapshots)
     };
-    let (group, dc_positions) = group;
+    let (group, dc_positions, snapshots) = group;
     let (derived, wkc_shares) = layout.wkc(LRW_CHUNK);
     let expected = match cfg.segment.expected_wkc {
         Some(w) if w != derived => {
@@ -283,7 +288,23 @@ pub(crate) fn bring_up(
         expected_wkc,
         wkc_shares,
         dc_positions,
+        snapshots,
     })
+}
+
+/// The registers each subdevice runs with, for `[health] recovery = "subdevice"`.
+fn snapshots_for<DC>(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    group: &Group<DC>,
+    layout: &Layout,
+    chosen: &[Option<usize>],
+    dc: bool,
+) -> Result<Vec<crate::subdevice_recovery::Snapshot>> {
+    if cfg.health.recovery != crate::config::RecoveryPolicy::Subdevice {
+        return Ok(Vec::new());
+    }
+    crate::subdevice_recovery::snapshot(md, group, layout, chosen, dc)
 }
 
 /// Which `[[device]]` entry configures the subdevice at a position (and how it is named).

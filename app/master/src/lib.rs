@@ -94,10 +94,11 @@ pub mod shm;
 pub mod sii;
 pub mod stats;
 mod stop;
+pub mod subdevice_recovery;
 
 pub use application::{
     AppError, Application, Cycle, CycleStatus, Layer, Recovery, RecoveryCause, Setup,
-    ShutdownReason, SubdeviceStatus, ZeroOutputs,
+    ShutdownReason, SubdeviceCause, SubdeviceChange, SubdeviceEvent, SubdeviceStatus, ZeroOutputs,
 };
 pub use config::{Config, ConfigError};
 pub use diag::{Probe, ScanEntry};

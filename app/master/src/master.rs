@@ -309,6 +309,9 @@ fn cycle_until_done(
             state = state.with_lock(phase_lock(&cfg));
         }
         let md = run.md.as_ref().expect("present while running");
+        // The per-subdevice recovery's board, shared by the cyclic thread and the worker.
+        let board = (!seg.snapshots.is_empty())
+            .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots));
         // One cyclic phase on its own thread; the bus comes back when it ends.
         let result = seg.group.cyclic_phase(CyclicPhase {
             md,
@@ -322,6 +325,7 @@ fn cycle_until_done(
             params,
             stop,
             sdo: spec.sdo.as_mut(),
+            recovery: board.as_ref().map(|b| (b, seg.snapshots.as_slice())),
         });
         let (b, r, exit, a) = match result {
             Ok(v) => v,
@@ -529,6 +533,11 @@ struct CyclicPhase<'a> {
     params: Params,
     stop: &'a Stop,
     sdo: Option<&'a mut crate::acyclic::SdoService>,
+    /// The per-subdevice recovery: its board and what each subdevice ran with.
+    recovery: Option<(
+        &'a crate::subdevice_recovery::Board,
+        &'a [crate::subdevice_recovery::Snapshot],
+    )>,
 }
 
 impl AnyGroup {
@@ -557,10 +566,30 @@ where
         params,
         stop,
         sdo,
+        recovery,
     } = phase;
     let mode = cfg.cycle.txrx;
     let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
     std::thread::scope(|s| {
+        // The per-subdevice recovery's worker: a normal thread, for as long as the phase.
+        let worker = match recovery {
+            Some((board, snapshots)) => Some(
+                std::thread::Builder::new()
+                    .name("rtcat-recover".into())
+                    .spawn_scoped(s, move || {
+                        crate::subdevice_recovery::worker(crate::subdevice_recovery::Worker {
+                            md,
+                            group,
+                            cfg,
+                            snapshots,
+                            board,
+                        })
+                    })
+                    .map_err(|e| Box::new((Error::io("spawn the recovery worker")(e), None)))?,
+            ),
+            None => None,
+        };
+        let board = recovery.map(|(b, _)| b);
         let handle = std::thread::Builder::new()
             .name("rtcat-cycle".into())
             .spawn_scoped(s, move || -> PhaseResult {
@@ -621,8 +650,12 @@ where
                         sinks: &mut sinks,
                         st: state,
                         p: params,
+                        board,
                     },
                 );
+                if let Some(b) = board {
+                    b.quit();
+                }
                 applied.cycle_minor_faults = rt::thread_minor_faults() - faults_before;
                 let bus = match (x, thread) {
                     (Exchanger::Inline(b), _) => b,
@@ -634,8 +667,14 @@ where
                 Ok((bus, rec, exit, applied))
             })
             .map_err(|e| Box::new((Error::io("spawn the cyclic thread")(e), None)))?;
-        handle
-            .join()
-            .map_err(|_| Box::new((Error::Panicked("cyclic"), None)))?
+        let result = handle.join();
+        if let Some(b) = board {
+            b.quit();
+        }
+        if let Some(w) = worker {
+            w.join()
+                .map_err(|_| Box::new((Error::Panicked("recovery worker"), None)))?;
+        }
+        result.map_err(|_| Box::new((Error::Panicked("cyclic"), None)))?
     })
 }

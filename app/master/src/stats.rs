@@ -380,6 +380,14 @@ pub enum EventKind {
         /// What happened.
         change: ShmWriterChange,
     },
+    /// One subdevice left OP, came back, failed to, was refused, or gave up (`[health] recovery
+    /// = "subdevice"`); the others cycled on.
+    Subdevice {
+        /// Its position.
+        position: u16,
+        /// What happened.
+        change: crate::application::SubdeviceChange,
+    },
     /// A client shrank the shared image (ftruncate): the master's mapping became private
     /// memory (no SIGBUS), clients see nothing new until the next bring-up re-creates it.
     ShmTruncated,
@@ -422,6 +430,40 @@ impl std::fmt::Display for EventKind {
             }
             EventKind::RecoveryDone { attempts } => write!(f, "recovery_done attempts={attempts}"),
             EventKind::RecoveryFailed { attempt } => write!(f, "recovery_failed attempt={attempt}"),
+            EventKind::Subdevice { position, change } => {
+                use crate::application::SubdeviceChange as C;
+                let id = |(v, p, r): (u32, u32, u32)| format!("{v:#010x}:{p:#010x}:{r:#010x}");
+                match change {
+                    C::Lost { state } => write!(
+                        f,
+                        "subdevice_lost position={position} state={}",
+                        state_name(*state)
+                    ),
+                    C::Back {
+                        cause,
+                        outage_ns,
+                        attempts,
+                    } => write!(
+                        f,
+                        "subdevice_back position={position} outage_ms={:.1} attempts={attempts} \
+                         cause={cause}",
+                        *outage_ns as f64 / 1e6
+                    ),
+                    C::Failed { attempt } => {
+                        write!(
+                            f,
+                            "subdevice_recovery_failed position={position} attempt={attempt}"
+                        )
+                    }
+                    C::Refused { found, expected } => write!(
+                        f,
+                        "subdevice_refused position={position} found={} expected={}",
+                        id(*found),
+                        id(*expected)
+                    ),
+                    C::GaveUp => write!(f, "subdevice_gave_up position={position}"),
+                }
+            }
             EventKind::StartFailed { attempt } => write!(f, "start_failed attempt={attempt}"),
             EventKind::Emergency {
                 position,
