@@ -563,12 +563,13 @@ fn dc_sync_mode<DC>(w: &Worker<'_, DC>, snap: &Snapshot) -> Result<()> {
 }
 
 /// The DC registers again. After a power cycle the local clock restarted at 0: the delay
-/// (0x0928) is the bring-up's (the wiring is the same) and the offset (0x0920) is set so that
-/// its system time is the reference clock's: the reference's system time and then the device's
-/// local time are read, and the time between the two reads added (a frame's round trip, well
-/// inside what the drift compensation of every cycle's FRMW then takes out). Without a power
-/// cycle offset and delay are kept. Then SYNC0 as ethercrab's `configure_dc_sync` writes it:
-/// off, cycle time, a start time on the grid of the old one at least 50 ms ahead, on.
+/// (0x0928) is the bring-up's (the wiring is the same), and the offset (0x0920) is computed as
+/// ethercrab's DC initialisation does it, from the receive times one frame latched in every
+/// subdevice (a write to 0x0900, ETG.1000.4 §6.8.2): the reference's system time when the
+/// frame passed it (its latched local time 0x0918 plus its offset), plus this subdevice's delay,
+/// minus this subdevice's latched local time. Without a power cycle offset and delay are kept.
+/// Then SYNC0 as ethercrab's `configure_dc_sync` writes it: off, cycle time, a start time on the
+/// grid of the old one at least 50 ms ahead, on.
 fn restore_dc(
     st: &Station<'_>,
     regs: &[u8; DC_BYTES],
@@ -577,31 +578,37 @@ fn restore_dc(
 ) -> Result<()> {
     let u64_at = |o: usize| u64::from_le_bytes(regs[o..o + 8].try_into().unwrap_or([0; 8]));
     let u32_at = |o: usize| u32::from_le_bytes(regs[o..o + 4].try_into().unwrap_or([0; 4]));
-    let read_u64 = |address: u16| -> Result<u64> {
-        block_on(Command::fprd(address, 0x0910).receive::<u64>(st.md))
-            .map_err(|e| Error::bus(format!("position {}: DC system time", st.position), e))
+    let read_u64 = |address: u16, reg: u16| -> Result<u64> {
+        block_on(Command::fprd(address, reg).receive::<u64>(st.md))
+            .map_err(|e| Error::bus(format!("position {}: DC {reg:#06x}", st.position), e))
     };
     if power_cycled {
-        st.write(0x0928, &regs[0x28..0x2c])?;
-        st.write(0x0920, &0u64.to_le_bytes())?;
         let reference = reference.ok_or_else(|| {
             Error::SegmentMismatch(format!(
                 "position {}: no DC reference clock to set its clock from",
                 st.position
             ))
         })?;
-        let t0 = crate::clock::now_ns();
-        let system = read_u64(reference)?;
-        let t1 = crate::clock::now_ns();
-        let local = read_u64(st.address)?;
-        let offset = system.wrapping_add(t1 - t0).wrapping_sub(local);
+        let delay = u32_at(0x28);
+        st.write(0x0928, &delay.to_le_bytes())?;
+        // One frame latches the receive times of every subdevice (the others' latches are read
+        // only by a DC initialisation, which writes them again).
+        block_on(Command::bwr(0x0900).ignore_wkc().send(st.md, 0u32))
+            .map_err(|e| Error::bus(format!("position {}: DC latch", st.position), e))?;
+        let ref_local = read_u64(reference, 0x0918)?;
+        let ref_offset = read_u64(reference, 0x0920)?;
+        let local = read_u64(st.address, 0x0918)?;
+        let offset = ref_local
+            .wrapping_add(ref_offset)
+            .wrapping_add(u64::from(delay))
+            .wrapping_sub(local);
         st.write(0x0920, &offset.to_le_bytes())?;
     }
     let cycle = u64::from(u32_at(0xa0));
     let start_then = u64_at(0x90);
     st.write(0x0981, &[0])?;
     st.write(0x09a0, &regs[0xa0..0xa8])?;
-    let ahead = read_u64(st.address)? + 50_000_000;
+    let ahead = read_u64(st.address, 0x0910)? + 50_000_000;
     let start = if cycle == 0 || ahead <= start_then {
         start_then.max(ahead)
     } else {

@@ -150,7 +150,7 @@ fn recovered_alone(fault: FaultCommand, cause: SubdeviceCause) -> Result<u64, St
     Ok(outage)
 }
 
-fn retried(f: impl Fn() -> Result<u64, String>) -> u64 {
+fn retried<T>(f: impl Fn() -> Result<T, String>) -> T {
     let mut last = String::new();
     for attempt in 1..=3 {
         match f() {
@@ -321,4 +321,126 @@ fn a_power_cycled_coe_device_gets_its_device_configuration_back() {
     let (cause, _, _) = back_of(&p, 2).expect("position 2 back");
     assert_eq!(cause, SubdeviceCause::PowerCycled);
     assert_eq!(read, want);
+}
+
+/// The built-in axes application on the two DC drives of `examples/cia402`, with a fault
+/// injected and every cycle's validity and every per-subdevice event recorded.
+struct DcProbe {
+    app: rtcat_master::axes::AxesApp,
+    inner: Probe,
+}
+
+impl rtcat_master::Layer for DcProbe {
+    fn inner(&mut self) -> &mut dyn Application {
+        &mut self.app
+    }
+    fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        self.app.cycle(cx);
+        self.inner.cycle(cx);
+    }
+    fn on_recovery(&mut self, r: &Recovery) {
+        self.inner.on_recovery(r);
+        self.app.on_recovery(r);
+    }
+    fn on_subdevice(&mut self, e: &SubdeviceEvent) {
+        self.inner.on_subdevice(e);
+        self.app.on_subdevice(e);
+    }
+}
+
+/// A fault of drive y (position 1) on the DC segment: y is recovered alone (DC SYNC0 set up
+/// again on the running grid, re-enabled per its `after_recovery = "re_enable"`), x keeps
+/// cycling with valid data and is never quick-stopped. Returns y's outage (ns) and its system
+/// time difference (0x092C, ns) read after it is back.
+fn dc_drive_recovered_alone(
+    fault: FaultCommand,
+    cause: SubdeviceCause,
+) -> Result<(u64, i64), String> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cia402");
+    let spec = SegmentSpec::load(&dir.join("segment.toml")).expect("segment");
+    let mut cfg = Config::load(&dir.join("rtcat.toml")).expect("config");
+    cfg.health.recovery = RecoveryPolicy::Subdevice;
+    cfg.health.bad_cycles_before_recovery = 1;
+    cfg.health.recovery_backoff_ms = 50;
+    let faults = Faults::new();
+    let (client, service) = rtcat_master::acyclic::sdo_queue(8, Duration::from_micros(300));
+    let mut p = DcProbe {
+        app: rtcat_master::axes::AxesApp::from_config(&cfg, Default::default()),
+        inner: Probe::new(faults.clone(), 1500, fault),
+    };
+    let stop = Stop::new();
+    let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, stop.clone());
+    run.no_rt = true;
+    run.duration = Some(Duration::from_secs(4));
+    run.sdo = Some(service);
+    let reader = std::thread::spawn(move || {
+        // y's 0x092C (sign-magnitude, ETG.1000.4 §6.8.2.5) near the end of the run.
+        std::thread::sleep(Duration::from_millis(3500));
+        client
+            .read_register(1, 0x092c, 4, Duration::from_millis(200))
+            .ok()
+            .map(|d| {
+                let v = u32::from_le_bytes(d.as_slice().try_into().unwrap_or([0; 4]));
+                let m = i64::from(v & 0x7fff_ffff);
+                if v & 0x8000_0000 != 0 { -m } else { m }
+            })
+    });
+    let out = rtcat_master::run_simple(run, &mut p).expect("run");
+    let diff = reader.join().expect("reader");
+    assert_eq!(out.rec.recoveries, 0, "{:?}", p.inner.recoveries);
+    assert_eq!(out.rec.frames_lost, 0);
+    assert_eq!(p.inner.invalid(0), 0, "x's data");
+    let (got, outage, _) = back_of(&p.inner, 1).ok_or("y never came back")?;
+    assert_eq!(got, cause);
+    let x = &p.app.axes.axes()[0];
+    assert_eq!(x.stats().quick_stops, 0, "x was quick-stopped");
+    let y = &p.app.axes.axes()[1];
+    assert!(y.stats().quick_stops >= 1, "y quick-stopped while out");
+    let last = p.inner.log.last().expect("cycles");
+    assert!(last.valid[..2] == [true; 2], "{last:?}");
+    assert_eq!(
+        p.app.axes.state(1),
+        Some(rtcat_master::cia402::State::OperationEnabled),
+        "y re-enabled"
+    );
+    let diff = diff.ok_or("0x092C of y not read")?;
+    if outage > BACK_WITHIN_NS {
+        return Err(format!("back after {} ms", outage / 1_000_000));
+    }
+    Ok((outage, diff))
+}
+
+#[test]
+fn a_dc_drive_is_recovered_alone_and_the_other_axis_is_not_stopped() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ns, diff) = retried(|| {
+        dc_drive_recovered_alone(
+            FaultCommand::SubdeviceError {
+                position: 1,
+                code: 0x001b,
+            },
+            SubdeviceCause::AlError(0x001b),
+        )
+    });
+    eprintln!(
+        "DC drive, AL error: back in OP after {:.1} ms, 0x092C {diff} ns",
+        ns as f64 / 1e6
+    );
+    assert!(diff.abs() < 1_000, "y's clock off by {diff} ns");
+}
+
+#[test]
+fn a_power_cycled_dc_drive_gets_its_clock_back_and_is_recovered_alone() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ns, diff) = retried(|| {
+        dc_drive_recovered_alone(
+            FaultCommand::PowerCycleOne { position: 1 },
+            SubdeviceCause::PowerCycled,
+        )
+    });
+    eprintln!(
+        "DC drive, power cycle: back in OP after {:.1} ms, 0x092C {diff} ns",
+        ns as f64 / 1e6
+    );
+    assert!(diff.abs() < 1_000, "y's clock off by {diff} ns");
 }
