@@ -808,6 +808,9 @@ where
                 health.lost(&mut cx)
             }
         };
+        cx.rec
+            .availability
+            .cycle(&st.status, wake, &sinks.live.availability);
         // Inputs, application, outputs.
         if !lost {
             copy_inputs(md, group, &mut st.image);

@@ -65,6 +65,7 @@
 
 pub mod acyclic;
 pub mod application;
+pub mod availability;
 pub mod axes;
 pub mod axis;
 pub mod bringup;

@@ -304,6 +304,7 @@ fn cycle_until_done(
             end_ns,
         };
         // Everything the cycle touches, allocated here, outside the cyclic path.
+        rec.availability.set_subdevices(seg.layout.subdevices.len());
         let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares);
         if matches!(seg.group, AnyGroup::Dc(_)) {
             state = state.with_lock(phase_lock(&cfg));

@@ -41,6 +41,8 @@ pub struct Recorder {
     pub phase_min_ns: i64,
     /// Largest signed phase error (ns).
     pub phase_max_ns: i64,
+    /// Time in OP and outages, per subdevice and for the segment.
+    pub availability: crate::availability::Availability,
 }
 
 impl Default for Recorder {
@@ -68,6 +70,7 @@ impl Recorder {
             phase: new_histogram(),
             phase_min_ns: 0,
             phase_max_ns: 0,
+            availability: Default::default(),
         }
     }
 
@@ -159,6 +162,8 @@ pub struct Live {
     pub cycle_frame_bytes: AtomicU64,
     /// Distributed clocks: the phase lock (cyclic thread) and 0x092C (the sampler).
     pub dc: DcLive,
+    /// Time in OP and outages, per subdevice and for the segment.
+    pub availability: crate::availability::LiveAvailability,
 }
 
 /// The DC part of [`Live`].
