@@ -868,6 +868,24 @@ where
         }
         // A subdevice whose own recovery gave up: the whole segment.
         if let Some(position) = board.and_then(Board::escalated) {
+            let i = usize::from(position);
+            if st
+                .watch
+                .get(i)
+                .is_some_and(|w| w.reported != Some(Report::GaveUp))
+            {
+                let change = crate::application::SubdeviceChange::GaveUp;
+                app.on_subdevice(&crate::application::SubdeviceEvent {
+                    position,
+                    change,
+                    cycle,
+                });
+                push_event(
+                    sinks.events,
+                    cycle,
+                    EventKind::Subdevice { position, change },
+                );
+            }
             return Exit::Recover {
                 bad_cycles: health.bad_run,
                 cause: RecoveryCause::NotOp {

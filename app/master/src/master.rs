@@ -226,7 +226,7 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
             (r.0, r.1.map(|(up, _)| up))
         } else {
             run.attempts.generation = 1;
-            let r = bring_up(&md, &cfg, app, run.attempts.generation);
+            let r = bring_up(&md, &cfg, app, run.attempts.generation, None);
             (md, r)
         };
         run.md = Some(md);
@@ -270,6 +270,7 @@ fn cycle_until_done(
     let init_rt = setup_txrx(&cfg, spec.no_rt);
     // The segment in OP: replaced by each recovery, handed back at the end.
     let mut seg = up;
+    run.attempts.topology = Some(seg.identities.clone());
     seg.publish(&ch.live);
 
     // Process-wide real-time settings, once the segment is up.
@@ -509,6 +510,22 @@ fn recover(
     let (m, result) = bring_up_retrying(md, cfg, app, stop, end_ns, &mut run.attempts, |n, e| {
         counters.publish(&ch.live);
         failures += 1;
+        if let Error::TopologyChanged {
+            position,
+            found,
+            expected,
+        } = *e
+        {
+            push(
+                ch,
+                cycles,
+                EventKind::TopologyChanged {
+                    position,
+                    found,
+                    expected,
+                },
+            );
+        }
         push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
         log::warn!("recovery attempt {n} failed: {e}");
     });

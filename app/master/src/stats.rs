@@ -393,6 +393,16 @@ pub enum EventKind {
         /// What happened.
         change: crate::application::SubdeviceChange,
     },
+    /// A re-initialisation found another topology than the run started with and refused it
+    /// (`found`/`expected`: vendor, product, revision; None: no device there).
+    TopologyChanged {
+        /// First position that differs.
+        position: u16,
+        /// What answers there now.
+        found: Option<(u32, u32, u32)>,
+        /// What the run started with.
+        expected: Option<(u32, u32, u32)>,
+    },
     /// A client shrank the shared image (ftruncate): the master's mapping became private
     /// memory (no SIGBUS), clients see nothing new until the next bring-up re-creates it.
     ShmTruncated,
@@ -435,6 +445,22 @@ impl std::fmt::Display for EventKind {
             }
             EventKind::RecoveryDone { attempts } => write!(f, "recovery_done attempts={attempts}"),
             EventKind::RecoveryFailed { attempt } => write!(f, "recovery_failed attempt={attempt}"),
+            EventKind::TopologyChanged {
+                position,
+                found,
+                expected,
+            } => {
+                let id = |i: &Option<(u32, u32, u32)>| match i {
+                    Some((v, p, r)) => format!("{v:#010x}:{p:#010x}:{r:#010x}"),
+                    None => "none".into(),
+                };
+                write!(
+                    f,
+                    "topology_changed position={position} found={} expected={}",
+                    id(found),
+                    id(expected)
+                )
+            }
             EventKind::Subdevice { position, change } => {
                 use crate::application::SubdeviceChange as C;
                 let id = |(v, p, r): (u32, u32, u32)| format!("{v:#010x}:{p:#010x}:{r:#010x}");

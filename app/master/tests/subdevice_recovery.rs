@@ -444,3 +444,133 @@ fn a_power_cycled_dc_drive_gets_its_clock_back_and_is_recovered_alone() {
     );
     assert!(diff.abs() < 1_000, "y's clock off by {diff} ns");
 }
+
+/// A run of `cfg` on segment-io with `p`, its events collected.
+fn run_with_events(
+    cfg: Config,
+    p: &mut Probe,
+    faults: Faults,
+    secs: f64,
+) -> (rtcat_master::Outcome, Vec<rtcat_master::stats::EventKind>) {
+    let mut run = RunSpec::new(
+        cfg,
+        Target::Sim {
+            spec: segment_io(),
+            faults,
+        },
+        Stop::new(),
+    );
+    run.no_rt = true;
+    run.duration = Some(Duration::from_secs_f64(secs));
+    let (tx, mut rx) = rtrb::RingBuffer::new(1 << 14);
+    let mut ch = rtcat_master::Channels {
+        live: Default::default(),
+        events: tx,
+        samples: None,
+    };
+    let out = rtcat_master::run(run, p, &mut ch).expect("run");
+    let mut events = Vec::new();
+    while let Ok(e) = rx.pop() {
+        events.push(e.kind);
+    }
+    (out, events)
+}
+
+/// Topology (issue 28 item 3): a whole-segment re-initialisation that finds a device swapped
+/// refuses the segment (an event naming the position and both identities) instead of driving
+/// it with its outputs remapped, and keeps trying.
+#[test]
+fn a_reinitialisation_refuses_a_changed_topology() {
+    use rtcat_master::stats::EventKind;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let faults = Faults::new();
+    let mut p = Probe::new(
+        faults.clone(),
+        300,
+        FaultCommand::Replace {
+            position: 1,
+            like: 0,
+        },
+    );
+    let mut cfg = Config::default();
+    cfg.health.recovery = RecoveryPolicy::Segment;
+    cfg.health.recovery_backoff_ms = 50;
+    let (out, events) = run_with_events(cfg, &mut p, faults, 1.5);
+    assert_eq!(out.rec.recoveries, 0, "{events:?}");
+    assert!(out.rec.failed_recoveries >= 1, "{events:?}");
+    let changed = events.iter().find_map(|k| match k {
+        EventKind::TopologyChanged {
+            position,
+            found,
+            expected,
+        } => Some((*position, *found, *expected)),
+        _ => None,
+    });
+    let (position, found, expected) = changed.expect("a topology_changed event");
+    assert_eq!(position, 1);
+    assert_eq!(
+        found.map(|f| f.1),
+        Some(0x0001_0008),
+        "the EL1008-SIM now at 1"
+    );
+    assert_ne!(found, expected);
+    // The cycles before the fault only: nothing was driven after it.
+    assert!(p.log.len() < 400, "{} cycles", p.log.len());
+}
+
+/// A device powered off: its own recovery cannot reach it, gives up after
+/// `subdevice_attempts`, and the segment's re-initialisation refuses the shorter line until it
+/// is powered on again; then the segment is back as it was.
+#[test]
+fn a_powered_off_device_falls_back_to_the_segment_which_waits_for_its_topology() {
+    use rtcat_master::stats::EventKind;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let faults = Faults::new();
+    let f2 = faults.clone();
+    let mut p = Probe::new(
+        faults.clone(),
+        300,
+        FaultCommand::Power {
+            position: 2,
+            on: false,
+        },
+    );
+    let on = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(1500));
+        f2.apply(FaultCommand::Power {
+            position: 2,
+            on: true,
+        });
+    });
+    let mut cfg = Config::default();
+    cfg.health.recovery = RecoveryPolicy::Subdevice;
+    cfg.health.recovery_backoff_ms = 50;
+    cfg.health.subdevice_attempts = 2;
+    let (out, events) = run_with_events(cfg, &mut p, faults, 3.0);
+    on.join().expect("power on");
+    let gave_up = events.iter().any(|k| {
+        matches!(
+            k,
+            EventKind::Subdevice {
+                position: 2,
+                change: SubdeviceChange::GaveUp
+            }
+        )
+    });
+    assert!(gave_up, "{events:?}");
+    assert!(
+        events.iter().any(|k| matches!(
+            k,
+            EventKind::TopologyChanged {
+                position: 2,
+                found: None,
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+    assert_eq!(out.rec.recoveries, 1, "{events:?}");
+    assert_eq!(out.subdevices, 3);
+    let last = p.log.last().expect("cycles");
+    assert!(last.valid == [true; N], "{last:?}");
+}
