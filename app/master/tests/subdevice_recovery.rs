@@ -8,7 +8,7 @@
 //! not depend on timing and are asserted exactly.
 
 use ecsim::{FaultCommand, Faults, SegmentSpec};
-use rtcat_master::config::RecoveryPolicy;
+use rtcat_master::config::{RecoveryPolicy, TxRxMode};
 use rtcat_master::{
     Application, Config, Cycle, Recovery, RunSpec, Stop, SubdeviceCause, SubdeviceChange,
     SubdeviceEvent, Target,
@@ -91,14 +91,27 @@ fn segment_io() -> SegmentSpec {
 }
 
 fn run(probe: &mut Probe, faults: Faults, spec: SegmentSpec, secs: f64) -> rtcat_master::Outcome {
+    run_in(probe, faults, spec, secs, TxRxMode::Inline)
+}
+
+fn run_in(
+    probe: &mut Probe,
+    faults: Faults,
+    spec: SegmentSpec,
+    secs: f64,
+    txrx: TxRxMode,
+) -> rtcat_master::Outcome {
     let mut cfg = Config::default();
+    cfg.cycle.txrx = txrx;
     cfg.cycle.period_us = 1000;
     cfg.health.recovery = RecoveryPolicy::Subdevice;
     cfg.health.recovery_backoff_ms = 50;
     // A subdevice out of OP must not count towards a segment recovery at all.
     cfg.health.bad_cycles_before_recovery = 1;
     let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, Stop::new());
-    run.no_rt = true;
+    // The TX/RX thread's hand-offs need SCHED_FIFO not to lose frames on a loaded machine: as
+    // root (CI) it gets it.
+    run.no_rt = !(txrx == TxRxMode::Thread && nix::unistd::geteuid().is_root());
     run.duration = Some(Duration::from_secs_f64(secs));
     rtcat_master::run_simple(run, probe).expect("run")
 }
@@ -121,9 +134,27 @@ const BACK_WITHIN_NS: u64 = 500_000_000;
 
 /// Run a fault on position 1 and check that it came back alone; returns its outage (ns).
 fn recovered_alone(fault: FaultCommand, cause: SubdeviceCause) -> Result<u64, String> {
+    recovered_alone_in(fault, cause, TxRxMode::Inline)
+}
+
+fn recovered_alone_in(
+    fault: FaultCommand,
+    cause: SubdeviceCause,
+    txrx: TxRxMode,
+) -> Result<u64, String> {
     let faults = Faults::new();
     let mut p = Probe::new(faults.clone(), 300, fault);
-    let out = run(&mut p, faults, segment_io(), 2.0);
+    let out = run_in(&mut p, faults, segment_io(), 2.0, txrx);
+    // A frame lost to the machine's scheduling (no SCHED_FIFO here; the TX/RX thread needs
+    // two cross-CPU wake-ups per frame) invalidates everyone's data for that cycle and, with
+    // bad_cycles_before_recovery = 1, re-initialises the segment: the machine's verdict, not
+    // the recovery's, so the attempt is retried.
+    if out.rec.frames_lost > 0 {
+        return Err(format!(
+            "{} frames lost to the machine",
+            out.rec.frames_lost
+        ));
+    }
     // No whole-segment recovery, and the healthy ones never lost a cycle of data.
     assert_eq!(out.rec.recoveries, 0, "{:?}", p.recoveries);
     assert!(p.recoveries.is_empty());
@@ -150,24 +181,10 @@ fn recovered_alone(fault: FaultCommand, cause: SubdeviceCause) -> Result<u64, St
     Ok(outage)
 }
 
-fn retried<T>(f: impl Fn() -> Result<T, String>) -> T {
-    let mut last = String::new();
-    for attempt in 1..=3 {
-        match f() {
-            Ok(v) => return v,
-            Err(e) => {
-                eprintln!("attempt {attempt}: {e}");
-                last = e;
-            }
-        }
-    }
-    panic!("three attempts: {last}");
-}
-
 #[test]
 fn an_al_error_is_recovered_alone_and_the_others_lose_no_cycle() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ns = retried(|| {
+    let ns = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
         recovered_alone(
             FaultCommand::SubdeviceError {
                 position: 1,
@@ -182,10 +199,31 @@ fn an_al_error_is_recovered_alone_and_the_others_lose_no_cycle() {
     );
 }
 
+/// The same with a TX/RX thread moving the frames (the worker's frames go with it, not in the
+/// cycle's budget).
+#[test]
+fn an_al_error_is_recovered_alone_with_a_txrx_thread() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ns = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
+        recovered_alone_in(
+            FaultCommand::SubdeviceError {
+                position: 1,
+                code: 0x001b,
+            },
+            SubdeviceCause::AlError(0x001b),
+            TxRxMode::Thread,
+        )
+    });
+    eprintln!(
+        "AL error, TX/RX thread: position 1 back in OP after {:.1} ms",
+        ns as f64 / 1e6
+    );
+}
+
 #[test]
 fn a_power_cycled_subdevice_gets_its_address_back_and_is_recovered_alone() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ns = retried(|| {
+    let ns = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
         recovered_alone(
             FaultCommand::PowerCycleOne { position: 1 },
             SubdeviceCause::PowerCycled,
@@ -413,7 +451,7 @@ fn dc_drive_recovered_alone(
 #[test]
 fn a_dc_drive_is_recovered_alone_and_the_other_axis_is_not_stopped() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (ns, diff) = retried(|| {
+    let (ns, diff) = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
         dc_drive_recovered_alone(
             FaultCommand::SubdeviceError {
                 position: 1,
@@ -432,7 +470,7 @@ fn a_dc_drive_is_recovered_alone_and_the_other_axis_is_not_stopped() {
 #[test]
 fn a_power_cycled_dc_drive_gets_its_clock_back_and_is_recovered_alone() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (ns, diff) = retried(|| {
+    let (ns, diff) = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
         dc_drive_recovered_alone(
             FaultCommand::PowerCycleOne { position: 1 },
             SubdeviceCause::PowerCycled,
