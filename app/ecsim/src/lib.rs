@@ -9,6 +9,7 @@ pub mod cia402;
 pub mod coe;
 pub mod control;
 pub mod dc;
+pub mod eoe;
 pub mod esc;
 pub mod faults;
 pub mod foe;

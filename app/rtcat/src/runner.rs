@@ -284,6 +284,19 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         ),
         _ => None,
     };
+    // The mailbox gateway (`[gateway]`, ETG.8200), through the same queue: a configuration
+    // tool on an allowed network reaches the devices' mailboxes during OP.
+    let gateway = match (&queue, job.cfg.gateway.checked()) {
+        (Some((client, _)), Ok(Some((listen, allow)))) => {
+            let g = crate::gateway::Running::start(listen, allow, client.clone())
+                .with_context(|| format!("[gateway] listen = {listen}"))?;
+            log::info!("mailbox gateway (ETG.8200) listening on {}", g.local);
+            crate::say!("rtcat: mailbox gateway listening on {}", g.local);
+            Some(g)
+        }
+        (_, Err(e)) => return Err(anyhow::anyhow!("{e}")),
+        _ => None,
+    };
     let sdo = queue.map(|(_, service)| service);
     let status = StatusThread::spawn(
         StatusConfig {
@@ -352,6 +365,18 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             r
         }
     };
+    if let Some(g) = gateway {
+        let c = g.stop();
+        log::info!(
+            "mailbox gateway: {} forwarded, {} answered, {} unanswered, {} error replies, {} peers refused, {} malformed",
+            c.forwarded,
+            c.answered,
+            c.unanswered,
+            c.error_replies,
+            c.refused_peer,
+            c.dropped_malformed
+        );
+    }
     // The poller's last emergencies still reach the status thread.
     if let Some(c) = control {
         c.stop();
