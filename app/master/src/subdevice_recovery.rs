@@ -301,6 +301,8 @@ enum Failure {
     Refused((u32, u32, u32)),
     /// Anything else (retried).
     Failed(Error),
+    /// What only the whole segment's re-initialisation can repair (no retry).
+    Segment(Error),
 }
 
 impl From<Error> for Failure {
@@ -360,6 +362,12 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
                 );
                 next_try[i] = Instant::now() + backoff.max(IDLE_POLL * 100);
                 w.board.set(i, phase::REFUSED);
+            }
+            Err(Failure::Segment(e)) => {
+                log::warn!("position {i}: {e}");
+                slot.failures.fetch_add(1, Ordering::Relaxed);
+                w.board.escalate.store(i as u32 + 1, Ordering::Release);
+                w.board.set(i, phase::GAVE_UP);
             }
             Err(Failure::Failed(e)) => {
                 let failures = slot.failures.fetch_add(1, Ordering::Relaxed) + 1;
@@ -524,9 +532,18 @@ fn recover_one<DC>(
         devices::apply_pre_op(md, &sd, pos, who, d, snap.coe)
             .map_err(|e| Error::Device(Box::new(e)))?;
     }
+    let reference = w.snapshots.iter().find(|s| s.dc_capable).map(|s| s.address);
+    if w.cfg.dc.enabled && !has_address && reference == Some(snap.address) {
+        // The reference clock restarted: every other clock follows its system time through
+        // each cycle's FRMW, so the grid itself jumped. Only the segment's DC initialisation
+        // (offsets, delays, static sync) sets the clocks up again.
+        return Err(Failure::Segment(Error::SegmentMismatch(format!(
+            "position {pos}: the DC reference clock was power-cycled; the segment's clocks are \
+             initialised again"
+        ))));
+    }
     if let Some(regs) = &snap.dc {
         dc_sync_mode(w, snap)?;
-        let reference = w.snapshots.iter().find(|s| s.dc_capable).map(|s| s.address);
         restore_dc(&st, regs, !has_address, reference)?;
     }
     // 5. Process data as the bring-up mapped it, SAFE-OP, SAFE-OP startup SDOs, OP.

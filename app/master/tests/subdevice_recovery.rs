@@ -612,3 +612,39 @@ fn a_powered_off_device_falls_back_to_the_segment_which_waits_for_its_topology()
     let last = p.log.last().expect("cycles");
     assert!(last.valid == [true; N], "{last:?}");
 }
+
+/// The DC reference clock (drive x, position 0) power-cycled: its system time restarted and the
+/// others follow it, so only the segment's DC initialisation sets the clocks up again; its own
+/// recovery gives up at once and the segment is re-initialised.
+#[test]
+fn a_power_cycled_dc_reference_re_initialises_the_segment() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cia402");
+    let spec = SegmentSpec::load(&dir.join("segment.toml")).expect("segment");
+    let mut cfg = Config::load(&dir.join("rtcat.toml")).expect("config");
+    cfg.health.recovery = RecoveryPolicy::Subdevice;
+    cfg.health.recovery_backoff_ms = 50;
+    let faults = Faults::new();
+    let mut p = DcProbe {
+        app: rtcat_master::axes::AxesApp::from_config(&cfg, Default::default()),
+        inner: Probe::new(
+            faults.clone(),
+            1000,
+            FaultCommand::PowerCycleOne { position: 0 },
+        ),
+    };
+    let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, Stop::new());
+    run.no_rt = true;
+    run.duration = Some(Duration::from_secs(3));
+    let out = rtcat_master::run_simple(run, &mut p).expect("run");
+    assert!(
+        p.inner
+            .events
+            .iter()
+            .any(|e| e.position == 0 && e.change == SubdeviceChange::GaveUp),
+        "{:?}",
+        p.inner.events
+    );
+    assert_eq!(out.rec.recoveries, 1, "{:?}", p.inner.recoveries);
+    assert!(back_of(&p.inner, 0).is_none());
+}
