@@ -801,6 +801,39 @@ pub struct Status {
     pub dc: Option<DcStatus>,
     /// Axes (None without `[[axis]]`).
     pub axes: Option<Vec<AxisStatus>>,
+    /// Time in OP and outages, per subdevice and for the segment (None before the first
+    /// cycle and from masters that do not count them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability: Option<AvailabilityStatus>,
+}
+
+/// [`Status::availability`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AvailabilityStatus {
+    /// The segment (valid when every subdevice's data is).
+    pub segment: Availability,
+    /// Each subdevice by position.
+    pub subdevices: Vec<Availability>,
+}
+
+/// Time with valid data and the outages of one subdevice or of the segment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Availability {
+    /// Position (subdevices only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u16>,
+    /// Time with valid data (in OP), s.
+    pub time_in_op_s: f64,
+    /// Cycles with invalid data.
+    pub invalid_cycles: u64,
+    /// Outages (an open one included).
+    pub outages: u64,
+    /// Their total duration, ms.
+    pub outage_total_ms: f64,
+    /// The longest, ms.
+    pub outage_max_ms: f64,
+    /// Its data is invalid now.
+    pub out_now: bool,
 }
 
 /// The histograms of [`Status`].

@@ -357,6 +357,24 @@ pub struct HealthConfig {
     pub max_failed_recoveries: u32,
     /// Pause between failed recovery attempts (ms).
     pub recovery_backoff_ms: u32,
+    /// What a subdevice leaving OP brings back: itself alone (the others cycle on) or the
+    /// whole segment.
+    pub recovery: RecoveryPolicy,
+    /// Failed recoveries of one subdevice in a row before the whole segment is re-initialised
+    /// (`recovery = "subdevice"`).
+    pub subdevice_attempts: u32,
+}
+
+/// `[health] recovery`: what a subdevice leaving OP brings back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecoveryPolicy {
+    /// That subdevice alone, outside the real-time path, while the others stay in OP; the whole
+    /// segment only for what needs it (frames lost, an unexplained working counter,
+    /// `subdevice_attempts` failures in a row).
+    Subdevice,
+    /// The whole segment is re-initialised after `bad_cycles_before_recovery` bad cycles.
+    Segment,
 }
 
 impl Default for HealthConfig {
@@ -365,6 +383,8 @@ impl Default for HealthConfig {
             bad_cycles_before_recovery: 10,
             max_failed_recoveries: 0,
             recovery_backoff_ms: 500,
+            recovery: RecoveryPolicy::Subdevice,
+            subdevice_attempts: 3,
         }
     }
 }
@@ -626,6 +646,13 @@ impl HealthConfig {
             0,
             60_000,
             " ms",
+        )?;
+        Invalid::range(
+            "health.subdevice_attempts",
+            self.subdevice_attempts.into(),
+            1,
+            1_000,
+            "",
         )
     }
 }
@@ -885,6 +912,15 @@ mod tests {
             (
                 "[cycle]\ntxrx = \"thread\"\nwait = \"busy\"\n",
                 "cycle.wait = \"busy\": needs cycle.txrx = \"inline\"",
+            ),
+            (
+                "[health]\nrecovery = \"device\"\n",
+                "unknown variant `device`, expected `subdevice` or `segment`",
+            ),
+            ("[health]\nrecovery = \"device\"\n", "recovery"),
+            (
+                "[health]\nsubdevice_attempts = 0\n",
+                "health.subdevice_attempts = 0: must be 1..=1000",
             ),
             (
                 "[bus]\nresponse_timeout_us = 5000\n",

@@ -65,6 +65,7 @@
 
 pub mod acyclic;
 pub mod application;
+pub mod availability;
 pub mod axes;
 pub mod axis;
 pub mod bringup;
@@ -97,11 +98,12 @@ pub mod shm;
 pub mod sii;
 pub mod stats;
 mod stop;
+pub mod subdevice_recovery;
 pub mod wait;
 
 pub use application::{
     AppError, Application, Cycle, CycleStatus, Layer, Recovery, RecoveryCause, Setup,
-    ShutdownReason, SubdeviceStatus, ZeroOutputs,
+    ShutdownReason, SubdeviceCause, SubdeviceChange, SubdeviceEvent, SubdeviceStatus, ZeroOutputs,
 };
 pub use bus::{Link, LinkFactory, LinkPorts};
 pub use config::{Config, ConfigError};

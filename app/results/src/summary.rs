@@ -244,6 +244,70 @@ pub struct Summary {
     /// same thread, and rtcat's round trip over it; absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<FloorSummary>,
+    /// Time in OP and outages per subdevice and for the segment; absent without a bus (and in
+    /// files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability: Option<AvailabilitySummary>,
+}
+
+/// `availability` of `summary.json`: the segment (valid when every subdevice's data is) and
+/// each subdevice by position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AvailabilitySummary {
+    /// The segment.
+    pub segment: Availability,
+    /// Each subdevice (`position` set).
+    pub subdevices: Vec<Availability>,
+}
+
+/// Time with valid data and the outages of one subdevice or of the segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Availability {
+    /// Position (subdevices only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u16>,
+    /// Time with valid data (in OP), s.
+    pub time_in_op_s: f64,
+    /// Cycles with invalid data.
+    pub invalid_cycles: u64,
+    /// Outages (runs of cycles with invalid data, a whole-segment recovery included).
+    pub outages: u64,
+    /// Their total duration, ms.
+    pub outage_total_ms: f64,
+    /// The longest, ms.
+    pub outage_max_ms: f64,
+}
+
+impl Availability {
+    fn validate(&self, field: &str, cycles: u64) -> Result<()> {
+        for (name, v) in [
+            ("time_in_op_s", self.time_in_op_s),
+            ("outage_total_ms", self.outage_total_ms),
+            ("outage_max_ms", self.outage_max_ms),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                let f = format!("{field}.{name}");
+                return Err(Error::field(
+                    &f,
+                    format!("{f}: {v} is not a finite non-negative number"),
+                ));
+            }
+        }
+        if self.outage_max_ms > self.outage_total_ms || self.invalid_cycles > cycles {
+            let f = format!("{field}.outage_max_ms");
+            return Err(Error::field(
+                &f,
+                format!(
+                    "{field}: outage_max_ms ({}) above outage_total_ms ({}), or invalid_cycles \
+                     ({}) above cycles ({cycles})",
+                    self.outage_max_ms, self.outage_total_ms, self.invalid_cycles
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The floor benchmark's results (docs/NOTES.md §1.1).
@@ -745,6 +809,12 @@ impl Summary {
                 self.cycles
             );
         }
+        if let Some(a) = &self.availability {
+            a.segment.validate("availability.segment", self.cycles)?;
+            for (i, s) in a.subdevices.iter().enumerate() {
+                s.validate(&format!("availability.subdevices[{i}]"), self.cycles)?;
+            }
+        }
         if let Some(f) = &self.floor {
             f.validate()?;
         }
@@ -1011,6 +1081,37 @@ mod tests {
         let mut s = sample_summary();
         s.mode = Mode::TimerOnly;
         assert!(s.validate().unwrap_err().to_string().starts_with("rtt_ns:"));
+    }
+
+    #[test]
+    fn availability_is_validated_naming_the_field() {
+        let fig = |position, total: f64, max: f64, invalid| Availability {
+            position,
+            time_in_op_s: 1.0,
+            invalid_cycles: invalid,
+            outages: 1,
+            outage_total_ms: total,
+            outage_max_ms: max,
+        };
+        let mut s = sample_summary();
+        s.availability = Some(AvailabilitySummary {
+            segment: fig(None, 2.0, 2.0, 2),
+            subdevices: vec![fig(Some(0), 0.0, 0.0, 0), fig(Some(1), 2.0, 2.0, 2)],
+        });
+        s.validate().expect("valid");
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<Summary>(&json).unwrap(), s);
+        let mut bad = s.clone();
+        bad.availability.as_mut().unwrap().subdevices[1].outage_max_ms = 3.0;
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.starts_with("availability.subdevices[1]"), "{e}");
+        let mut bad = s.clone();
+        bad.availability.as_mut().unwrap().segment.time_in_op_s = f64::NAN;
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("availability.segment.time_in_op_s"), "{e}");
+        let mut bad = s;
+        bad.availability.as_mut().unwrap().segment.invalid_cycles = u64::MAX;
+        assert!(bad.validate().is_err());
     }
 
     #[test]

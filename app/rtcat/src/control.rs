@@ -363,7 +363,32 @@ impl Shared {
                     .collect(),
             }),
             axes,
+            availability: (r(&l.cycles) > 0).then(|| availability(l)),
         }
+    }
+}
+
+/// [`Status::availability`] from the live figures (the segment as last brought up).
+fn availability(l: &Live) -> rtcat_control::protocol::AvailabilityStatus {
+    use rtcat_control::protocol::{Availability, AvailabilityStatus};
+    let of = |position, f: &rtcat_master::availability::Figures| Availability {
+        position,
+        time_in_op_s: f.op_ns as f64 / 1e9,
+        invalid_cycles: f.invalid_cycles,
+        outages: f.outages,
+        outage_total_ms: f.outage_ns as f64 / 1e6,
+        outage_max_ms: f.outage_max_ns as f64 / 1e6,
+        out_now: f.out_now,
+    };
+    let n = l.subdevices.load(Ordering::Relaxed) as usize;
+    let (subs, seg) = l.availability.figures(n, rtcat_master::clock::now_ns());
+    AvailabilityStatus {
+        segment: of(None, &seg),
+        subdevices: subs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| of(Some(i as u16), f))
+            .collect(),
     }
 }
 

@@ -400,9 +400,19 @@ fn al_state_requests_take_the_subdevice_out_of_op_and_the_health_logic_brings_it
     assert_eq!(r["requested"], "safe-op");
     let t = Instant::now();
     loop {
+        // Brought back on its own ([health] recovery = "subdevice"): one outage of position 1
+        // in the status' availability, over; the others never out.
         let s = b.status();
-        if s["counters"]["recoveries"].as_u64().unwrap() >= 1 && s["state"] == "op" {
+        let a = &s["availability"];
+        if a["subdevices"][1]["outages"].as_u64().unwrap_or(0) >= 1
+            && a["subdevices"][1]["out_now"] == false
+            && s["state"] == "op"
+        {
             assert!(s["counters"]["not_op_cycles"].as_u64().unwrap() > 0, "{s}");
+            assert_eq!(a["subdevices"][0]["outages"], 0, "{s}");
+            assert_eq!(a["subdevices"][2]["invalid_cycles"], 0, "{s}");
+            assert_eq!(a["segment"]["outages"], 1, "{s}");
+            assert_eq!(s["counters"]["recoveries"], 0, "{s}");
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(10), "{s}");
