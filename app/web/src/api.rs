@@ -1,0 +1,334 @@
+//! The routes: the page's assets, login and logout, the live event stream and the JSON API.
+//!
+//! Every route but the assets and the login needs a session; every POST needs the session's
+//! CSRF token in `X-CSRF-Token` and, when the browser sends one, an `Origin` of this host; the
+//! writes need the write role and are put on the master's record with the user's name (a
+//! `note` request before the write itself) and on the page's event list.
+
+use crate::assets;
+use crate::auth::{self, Auth, LoginError, Role, Session};
+use crate::http::{self, Request, Response};
+use crate::live::{self, Live, lock};
+use rtcat_control::{ClientError, FailureKind, Request as Ctl};
+use serde_json::{Map, Value, json};
+use std::io::Write;
+use std::net::{IpAddr, TcpStream};
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Time an SDO request may take (the master's own SDO timeout is shorter).
+const SDO_TIMEOUT: Duration = Duration::from_secs(10);
+/// A comment line on an idle event stream this often, so that proxies keep it open and a
+/// closed page is noticed.
+const KEEPALIVE: Duration = Duration::from_secs(10);
+
+/// What the handlers share.
+pub struct App {
+    /// Users and sessions.
+    pub auth: Mutex<Auth>,
+    /// The live data.
+    pub live: Arc<Live>,
+    /// The connection for the page's requests (SDO, AL state, notes): one at a time.
+    pub conn: Mutex<Option<rtcat_control::Client>>,
+}
+
+/// Answers one request. SSE streams write to `s` themselves and return None.
+pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Option<Response> {
+    let path = req.path.as_str();
+    let method = req.method.as_str();
+    if !path.starts_with("/api/") {
+        if method != "GET" {
+            return Some(
+                Response::error(405, format!("{method} {path}: only GET")).with("Allow", "GET"),
+            );
+        }
+        return Some(assets::get(path));
+    }
+    let want = |m: &str| -> Result<(), Response> {
+        if method == m {
+            Ok(())
+        } else {
+            Err(Response::error(405, format!("{method} {path}: use {m}")).with("Allow", m))
+        }
+    };
+    let r = (|| -> Result<Response, Response> {
+        if path == "/api/login" {
+            want("POST")?;
+            return login(app, req, peer);
+        }
+        let (id, session) = session(app, req)?;
+        if method == "POST" {
+            csrf(req, &session)?;
+        }
+        match path {
+            "/api/session" => {
+                want("GET")?;
+                Ok(Response::json(200, &session_json(&session)))
+            }
+            "/api/logout" => {
+                want("POST")?;
+                lock(&app.auth).logout(&id);
+                Ok(
+                    Response::json(200, &json!({"ok": true}))
+                        .with("Set-Cookie", auth::cookie(None)),
+                )
+            }
+            "/api/live" => {
+                want("GET")?;
+                stream(app, &id, s);
+                Err(Response::text(0, ""))
+            }
+            "/api/scan" => {
+                want("GET")?;
+                let refresh = req.query_param("refresh").is_some();
+                Ok(match app.live.scan(refresh) {
+                    Some((g, v)) => Response::json(200, &json!({"generation": g, "subdevices": v})),
+                    None => Response::json(200, &json!({"generation": null, "subdevices": null})),
+                })
+            }
+            "/api/counters" => {
+                want("GET")?;
+                Ok(Response::json(200, &app.live.counters()))
+            }
+            "/api/layout" => {
+                want("GET")?;
+                let l = app.live.layout();
+                Ok(Response {
+                    status: 200,
+                    content_type: "application/json",
+                    extra: Vec::new(),
+                    body: l.as_bytes().to_vec(),
+                })
+            }
+            "/api/events" => {
+                want("GET")?;
+                let after = req
+                    .query_param("after")
+                    .and_then(|a| a.parse().ok())
+                    .unwrap_or(0);
+                Ok(Response::json(200, &Value::Array(app.live.events(after))))
+            }
+            "/api/sdo/read" => {
+                want("POST")?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "sdo_read", &["position", "index", "sub"])?;
+                control(app, &r, SDO_TIMEOUT).map(|v| Response::json(200, &v))
+            }
+            "/api/sdo/write" => {
+                want("POST")?;
+                writer(&session)?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "sdo_write", &["position", "index", "sub", "data"])?;
+                write(app, &session, &r)
+            }
+            "/api/al_state" => {
+                want("POST")?;
+                writer(&session)?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "al_state", &["position", "state"])?;
+                write(app, &session, &r)
+            }
+            _ => Err(Response::error(404, format!("{path}: no such API route"))),
+        }
+    })();
+    match r {
+        Ok(r) => Some(r),
+        Err(r) if r.status == 0 => None,
+        Err(r) => Some(r),
+    }
+}
+
+fn session_json(s: &Session) -> Value {
+    json!({"user": s.user, "role": s.role, "csrf": s.csrf})
+}
+
+fn session(app: &App, req: &Request) -> Result<(String, Session), Response> {
+    let Some(id) = req.cookie(auth::COOKIE) else {
+        return Err(Response::error(401, "not logged in"));
+    };
+    match lock(&app.auth).session(id, Instant::now()) {
+        Some(s) => Ok((id.to_string(), s)),
+        None => Err(Response::error(401, "the session has ended: log in again")
+            .with("Set-Cookie", auth::cookie(None))),
+    }
+}
+
+/// The CSRF check of a POST: the session's token in `X-CSRF-Token`, and an `Origin` (when the
+/// browser sends one) naming this host.
+fn csrf(req: &Request, s: &Session) -> Result<(), Response> {
+    if let (Some(origin), Some(host)) = (req.header("origin"), req.header("host")) {
+        let o = origin.split_once("://").map_or(origin, |(_, h)| h);
+        if o != host {
+            return Err(Response::error(
+                403,
+                format!(
+                    "Origin {origin:?} is not this host ({host:?}): cross-site request refused"
+                ),
+            ));
+        }
+    }
+    match req.header("x-csrf-token") {
+        Some(t) if auth::ct_eq(t.as_bytes(), s.csrf.as_bytes()) => Ok(()),
+        Some(_) => Err(Response::error(403, "wrong CSRF token")),
+        None => Err(Response::error(403, "missing X-CSRF-Token")),
+    }
+}
+
+fn writer(s: &Session) -> Result<(), Response> {
+    if s.role == Role::Write {
+        Ok(())
+    } else {
+        Err(Response::error(
+            403,
+            format!(
+                "user {} has the read role: writing needs the write role",
+                s.user
+            ),
+        ))
+    }
+}
+
+fn body(req: &Request) -> Result<Map<String, Value>, Response> {
+    let json = req
+        .header("content-type")
+        .is_some_and(|c| c.split(';').next().unwrap_or("").trim() == "application/json");
+    if !json {
+        return Err(Response::error(415, "the body must be application/json"));
+    }
+    match serde_json::from_slice::<Value>(&req.body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(_) => Err(Response::error(400, "the body must be a JSON object")),
+        Err(e) => Err(Response::error(400, format!("the body is not JSON: {e}"))),
+    }
+}
+
+/// The control request `cmd` with the fields `allowed` of `o` (the protocol's parser checks
+/// every field and names a bad one).
+fn ctl_request(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<Ctl, Response> {
+    let mut r = Map::new();
+    r.insert("cmd".into(), cmd.into());
+    for (k, v) in o {
+        if !allowed.contains(&k.as_str()) {
+            return Err(Response::error(
+                400,
+                format!("unknown field {k:?} (takes {})", allowed.join(", ")),
+            ));
+        }
+        r.insert(k.clone(), v.clone());
+    }
+    Ctl::from_value(&Value::Object(r)).map_err(|f| Response::error(400, f.message))
+}
+
+/// Sends `r` on the page's connection; a master failure as the status it deserves.
+fn control(app: &App, r: &Ctl, timeout: Duration) -> Result<Value, Response> {
+    let mut c = lock(&app.conn);
+    live::call(&mut c, app.live.control(), r, timeout).map_err(|e| match e {
+        ClientError::Failed(f) if f.kind == FailureKind::Usage => Response::error(400, f.message),
+        ClientError::Failed(f) => Response::error(502, format!("the master: {}", f.message)),
+        ClientError::Timeout(_) => Response::error(504, e.to_string()),
+        e => Response::error(503, e.to_string()),
+    })
+}
+
+/// A write for `s`: the note naming the user first (no record, no write), then the write; both
+/// on the master's record, the outcome on the page's event list.
+fn write(app: &App, s: &Session, r: &Ctl) -> Result<Response, Response> {
+    let what = r.to_line();
+    let note = Ctl::Note {
+        text: format!("rtcat-web user={}: {what}", s.user),
+    };
+    if let Err(e) = control(app, &note, SDO_TIMEOUT) {
+        let msg = String::from_utf8_lossy(&e.body).to_string();
+        app.live.event(
+            "write",
+            format!("refused (the master did not record the user): {what}: {msg}"),
+            Some(&s.user),
+        );
+        return Err(e);
+    }
+    let out = control(app, r, SDO_TIMEOUT);
+    let result = match &out {
+        Ok(_) => "ok".to_string(),
+        Err(e) => format!("failed: {}", String::from_utf8_lossy(&e.body)),
+    };
+    app.live
+        .event("write", format!("{what}: {result}"), Some(&s.user));
+    out.map(|v| Response::json(200, &v))
+}
+
+fn login(app: &App, req: &Request, peer: IpAddr) -> Result<Response, Response> {
+    let o = body(req)?;
+    let field = |k: &str| match o.get(k) {
+        Some(Value::String(s)) if s.len() <= 256 => Ok(s.as_str()),
+        _ => Err(Response::error(
+            400,
+            format!("{k}: a string of at most 256 bytes"),
+        )),
+    };
+    let (user, password) = (field("user")?, field("password")?);
+    let r = lock(&app.auth).login(peer, user, password, Instant::now());
+    match r {
+        Ok((id, s)) => {
+            app.live
+                .event("login", format!("login from {peer}"), Some(&s.user));
+            Ok(Response::json(200, &session_json(&s)).with("Set-Cookie", auth::cookie(Some(&id))))
+        }
+        Err(LoginError::Wrong) => {
+            app.live.event(
+                "login",
+                format!("failed login as {user:?} from {peer}"),
+                None,
+            );
+            Err(Response::error(401, "wrong user or password"))
+        }
+        Err(LoginError::Limited(d)) => {
+            let secs = d.as_secs().max(1);
+            Err(Response::error(
+                429,
+                format!("too many failed logins: try again in {secs} s"),
+            )
+            .with("Retry-After", secs.to_string()))
+        }
+    }
+}
+
+/// The live event stream (text/event-stream): one `live` event per poller frame (at most
+/// [`live::RATE_HZ`] a second), until the client goes or the session ends.
+fn stream(app: &App, id: &str, s: &mut TcpStream) {
+    struct Count<'a>(&'a Live);
+    impl Drop for Count<'_> {
+        fn drop(&mut self) {
+            self.0.subscribers.fetch_sub(1, Ordering::Relaxed);
+        }
+    }
+    app.live.subscribers.fetch_add(1, Ordering::Relaxed);
+    let _count = Count(&app.live);
+    let _ = s.set_write_timeout(Some(http::WRITE_TIMEOUT));
+    let h = http::head(
+        200,
+        "text/event-stream",
+        None,
+        &[("Cache-Control", "no-store".into())],
+    );
+    if s.write_all(h.as_bytes()).is_err() {
+        return;
+    }
+    let mut seq = 0;
+    loop {
+        if lock(&app.auth).session(id, Instant::now()).is_none() {
+            let _ = s.write_all(b"event: ended\ndata: {}\n\n");
+            return;
+        }
+        let msg = match app.live.next_frame(seq, KEEPALIVE) {
+            Some((n, f)) => {
+                seq = n;
+                format!("event: live\ndata: {f}\n\n")
+            }
+            None => ": keepalive\n\n".to_string(),
+        };
+        if s.write_all(msg.as_bytes()).and_then(|_| s.flush()).is_err() {
+            return;
+        }
+    }
+}
