@@ -57,15 +57,20 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             want("POST")?;
             return login(app, req, peer);
         }
+        if path == "/api/session" {
+            // The page asks at load whether it is logged in: no session is an answer, not an
+            // error (a 401 here would be an error in every fresh page's console).
+            want("GET")?;
+            return Ok(match session(app, req) {
+                Ok((_, s)) => Response::json(200, &session_json(&s)),
+                Err(_) => Response::json(200, &json!({"user": null})),
+            });
+        }
         let (id, session) = session(app, req)?;
         if method == "POST" {
             csrf(req, &session)?;
         }
         match path {
-            "/api/session" => {
-                want("GET")?;
-                Ok(Response::json(200, &session_json(&session)))
-            }
             "/api/logout" => {
                 want("POST")?;
                 lock(&app.auth).logout(&id);

@@ -64,7 +64,7 @@ function useLive(onEnded) {
       es.addEventListener('ended', () => { close(); onEnded(); });
       es.onerror = () => {
         // A refused stream (session gone) ends here; a dropped one reconnects by itself.
-        api('/api/session').catch((e) => { if (e.status === 401) { close(); onEnded(); } });
+        api('/api/session').then((s) => { if (!s.user) { close(); onEnded(); } }).catch(() => {});
       };
     };
     const close = () => { if (es) { es.close(); es = null; } };
@@ -461,7 +461,7 @@ function Main({ session, onLogout }) {
 
 function App() {
   const [session, setSession] = useState(undefined);
-  useEffect(() => { api('/api/session').then(setSession).catch(() => setSession(null)); }, []);
+  useEffect(() => { api('/api/session').then((s) => setSession(s.user ? s : null)).catch(() => setSession(null)); }, []);
   if (session === undefined) return <p class="mute">…</p>;
   if (!session) return <Login onLogin={(s) => { csrf = s.csrf; setSession(s); }} />;
   csrf = session.csrf;
