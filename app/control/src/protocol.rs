@@ -806,6 +806,9 @@ mod tests {
                 r.to_line()
             );
         }
+        // A note changes nothing but needs the write right: it is on the record like a write.
+        assert!(Request::Note { text: "x".into() }.is_write());
+        assert!(!Request::Status.is_write());
         let r = Request::parse(r#"{"cmd":"sdo_read","position":"1","index":"0x6041","sub":0}"#);
         assert_eq!(
             r,
