@@ -337,3 +337,214 @@ fn stream(app: &App, id: &str, s: &mut TcpStream) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::net::{Ipv4Addr, TcpListener};
+
+    const PEER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
+
+    fn app() -> App {
+        let users = auth::parse(
+            std::path::Path::new("c"),
+            "viewer read aaaaaaaaaaaa\nengineer write bbbbbbbbbbbb\n",
+        )
+        .unwrap();
+        App {
+            auth: Mutex::new(Auth::new(users)),
+            // No master there: a request that gets past the checks fails with 503.
+            live: Live::new("/nonexistent/rtcat.sock".into(), None),
+            conn: Mutex::new(None),
+        }
+    }
+
+    /// A connected stream for `handle` (only the live stream writes to it).
+    fn stream() -> TcpStream {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let _ = l.accept().unwrap();
+        s
+    }
+
+    fn req(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Request {
+        let mut h: Vec<(String, String)> = headers
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        h.push(("host".into(), "127.0.0.1:8480".into()));
+        Request {
+            method: method.into(),
+            path: path.into(),
+            query: String::new(),
+            headers: h,
+            body: body.as_bytes().to_vec(),
+        }
+    }
+
+    fn call(app: &App, r: &Request) -> Response {
+        handle(app, r, PEER, &mut stream()).expect("a response")
+    }
+
+    /// Logs in: the cookie header value and the CSRF token.
+    fn login(app: &App, user: &str, pw: &str) -> (String, String) {
+        let body = format!(r#"{{"user":"{user}","password":"{pw}"}}"#);
+        let r = call(
+            app,
+            &req(
+                "POST",
+                "/api/login",
+                &[("content-type", "application/json")],
+                &body,
+            ),
+        );
+        assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+        let cookie = r
+            .extra
+            .iter()
+            .find(|(k, _)| *k == "Set-Cookie")
+            .unwrap()
+            .1
+            .split(';')
+            .next()
+            .unwrap()
+            .to_string();
+        let v: Value = serde_json::from_slice(&r.body).unwrap();
+        (cookie, v["csrf"].as_str().unwrap().to_string())
+    }
+
+    const WRITE: &str = r#"{"position":1,"index":"0x8000","sub":"0x15","data":"0500"}"#;
+
+    fn write(app: &App, headers: &[(&str, &str)]) -> (u16, String) {
+        let mut h = vec![("content-type", "application/json")];
+        h.extend_from_slice(headers);
+        let r = call(app, &req("POST", "/api/sdo/write", &h, WRITE));
+        (r.status, String::from_utf8_lossy(&r.body).into_owned())
+    }
+
+    #[test]
+    fn nothing_but_the_page_and_the_login_without_a_session() {
+        let a = app();
+        assert_eq!(call(&a, &req("GET", "/", &[], "")).status, 200);
+        for (m, p) in [
+            ("GET", "/api/scan"),
+            ("GET", "/api/events"),
+            ("GET", "/api/layout"),
+        ] {
+            assert_eq!(call(&a, &req(m, p, &[], "")).status, 401, "{p}");
+        }
+        assert_eq!(write(&a, &[("x-csrf-token", "x")]).0, 401);
+        assert_eq!(write(&a, &[("cookie", "rtcat_session=forged")]).0, 401);
+        let s = call(&a, &req("GET", "/api/session", &[], ""));
+        assert_eq!(
+            (s.status, s.body.as_slice()),
+            (200, &br#"{"user":null}"#[..])
+        );
+    }
+
+    #[test]
+    fn every_post_needs_the_sessions_csrf_token_and_a_same_origin() {
+        let a = app();
+        let (cookie, token) = login(&a, "engineer", "bbbbbbbbbbbb");
+        let c = ("cookie", cookie.as_str());
+        let (s, b) = write(&a, &[c]);
+        assert_eq!(s, 403, "{b}");
+        assert!(b.contains("missing X-CSRF-Token"), "{b}");
+        let wrong = format!("{}0", &token[..63]);
+        let (s, b) = write(&a, &[c, ("x-csrf-token", &wrong)]);
+        assert_eq!((s, b.contains("wrong CSRF token")), (403, true), "{b}");
+        // Another user's token is no token of this session.
+        let (_, other) = login(&a, "viewer", "aaaaaaaaaaaa");
+        assert_eq!(write(&a, &[c, ("x-csrf-token", &other)]).0, 403);
+        let t = ("x-csrf-token", token.as_str());
+        let (s, b) = write(&a, &[c, t, ("origin", "http://evil.example")]);
+        assert_eq!((s, b.contains("cross-site")), (403, true), "{b}");
+        // With the token and this host's origin, the write reaches the control socket (none
+        // here: 503), so it passed every check.
+        let (s, b) = write(&a, &[c, t, ("origin", "http://127.0.0.1:8480")]);
+        assert_eq!(s, 503, "{b}");
+        // Logging out is a POST too; afterwards the session is gone.
+        let out = call(&a, &req("POST", "/api/logout", &[c], ""));
+        assert_eq!(out.status, 403);
+        let out = call(&a, &req("POST", "/api/logout", &[c, t], ""));
+        assert_eq!(out.status, 200);
+        assert_eq!(write(&a, &[c, t]).0, 401);
+    }
+
+    #[test]
+    fn writes_need_the_write_role_and_are_on_the_event_list_with_the_user() {
+        let a = app();
+        let (cookie, token) = login(&a, "viewer", "aaaaaaaaaaaa");
+        let (s, b) = write(&a, &[("cookie", &cookie), ("x-csrf-token", &token)]);
+        assert_eq!(s, 403, "{b}");
+        assert!(b.contains("read role"), "{b}");
+        let (cookie, token) = login(&a, "engineer", "bbbbbbbbbbbb");
+        write(&a, &[("cookie", &cookie), ("x-csrf-token", &token)]);
+        let e = a.live.events(0);
+        let w = e
+            .iter()
+            .find(|e| e["kind"] == "write")
+            .expect("the write's event");
+        assert_eq!(w["user"], "engineer");
+        assert!(w["text"].as_str().unwrap().contains("refused"), "{w}");
+    }
+
+    #[test]
+    fn bad_bodies_and_methods_get_a_4xx_naming_the_problem() {
+        let a = app();
+        let (cookie, token) = login(&a, "engineer", "bbbbbbbbbbbb");
+        let h = |ct: &'static str| {
+            vec![
+                ("cookie", cookie.clone()),
+                ("x-csrf-token", token.clone()),
+                ("content-type", ct.to_string()),
+            ]
+        };
+        let post = |ct: &'static str, body: &str| {
+            let hs = h(ct);
+            let hs: Vec<(&str, &str)> = hs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let r = call(&a, &req("POST", "/api/sdo/write", &hs, body));
+            let v: Value = serde_json::from_slice(&r.body).unwrap();
+            (r.status, v["error"].as_str().unwrap_or("").to_string())
+        };
+        for (ct, body, status, want) in [
+            ("text/plain", WRITE, 415, "application/json"),
+            ("application/json", "{", 400, "not JSON"),
+            ("application/json", "[1]", 400, "a JSON object"),
+            (
+                "application/json",
+                r#"{"position":1}"#,
+                400,
+                "missing field \"data\"",
+            ),
+            (
+                "application/json",
+                r#"{"position":1,"index":1,"sub":0,"data":"00","cmd":"al_state"}"#,
+                400,
+                "unknown field \"cmd\"",
+            ),
+            (
+                "application/json",
+                r#"{"position":70000,"index":1,"sub":0,"data":"00"}"#,
+                400,
+                "position = 70000",
+            ),
+            (
+                "application/json",
+                r#"{"position":1,"index":1,"sub":0,"data":"0"}"#,
+                400,
+                "odd number",
+            ),
+        ] {
+            let (s, b) = post(ct, body);
+            assert_eq!(s, status, "{body}: {b}");
+            assert!(b.contains(want), "{body}: {b}");
+        }
+        let hs = h("application/json");
+        let hs: Vec<(&str, &str)> = hs.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        assert_eq!(call(&a, &req("GET", "/api/sdo/write", &hs, "")).status, 405);
+        assert_eq!(call(&a, &req("POST", "/", &hs, "")).status, 405);
+        assert_eq!(call(&a, &req("GET", "/api/nothing", &hs, "")).status, 404);
+        assert_eq!(call(&a, &req("GET", "/nothing.js", &[], "")).status, 404);
+    }
+}
