@@ -26,10 +26,11 @@ const KEEPALIVE: Duration = Duration::from_secs(10);
 /// What the handlers share.
 pub struct App {
     /// Users and sessions.
-    pub auth: Mutex<Auth>,
+    pub auth: Arc<Mutex<Auth>>,
     /// The live data.
     pub live: Arc<Live>,
-    /// The connection for the page's requests (SDO, AL state, notes): one at a time.
+    /// The page's requests (SDO, AL state, notes) go one at a time, each on a connection of
+    /// its own (the master serves at most 4 per process; the pollers keep 2).
     pub conn: Mutex<Option<rtcat_control::Client>>,
 }
 
@@ -74,6 +75,8 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             "/api/logout" => {
                 want("POST")?;
                 lock(&app.auth).logout(&id);
+                // A session's forces end with it.
+                let _ = app.live.forces.release(&id, None);
                 Ok(
                     Response::json(200, &json!({"ok": true}))
                         .with("Set-Cookie", auth::cookie(None)),
@@ -133,6 +136,54 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
                 let o = body(req)?;
                 let r = ctl_request(&o, "al_state", &["position", "state"])?;
                 write(app, &session, &r)
+            }
+            "/api/pd/force" => {
+                want("POST")?;
+                writer(&session)?;
+                let o = body(req)?;
+                let entry = match (o.get("entry"), o.len()) {
+                    (Some(Value::String(e)), _)
+                        if e.len() <= 200 && o.contains_key("value") && o.len() == 2 =>
+                    {
+                        e.clone()
+                    }
+                    _ => {
+                        return Err(Response::error(
+                            400,
+                            "the body is {\"entry\": NAME, \"value\": VALUE}",
+                        ));
+                    }
+                };
+                let value = &o["value"];
+                note(app, &session, &format!("force {entry}={value}"))?;
+                let r = app
+                    .live
+                    .forces
+                    .set(&app.auth, &id, &session.user, &entry, value);
+                forced_event(app, &session, &format!("force {entry}={value}"), &r);
+                r.map(|()| Response::json(200, &app.live.forces.list()))
+                    .map_err(|(s, m)| Response::error(s, m))
+            }
+            "/api/pd/release" => {
+                want("POST")?;
+                writer(&session)?;
+                let o = body(req)?;
+                let entry = match o.get("entry") {
+                    None | Some(Value::Null) if o.len() <= 1 => None,
+                    Some(Value::String(e)) if o.len() == 1 => Some(e.clone()),
+                    _ => {
+                        return Err(Response::error(
+                            400,
+                            "the body is {\"entry\": NAME} or {} (every forced entry)",
+                        ));
+                    }
+                };
+                let what = format!("release {}", entry.as_deref().unwrap_or("all"));
+                note(app, &session, &what)?;
+                let r = app.live.forces.release(&id, entry.as_deref());
+                forced_event(app, &session, &what, &r);
+                r.map(|()| Response::json(200, &app.live.forces.list()))
+                    .map_err(|(s, m)| Response::error(s, m))
             }
             _ => Err(Response::error(404, format!("{path}: no such API route"))),
         }
@@ -228,7 +279,9 @@ fn ctl_request(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<Ct
 /// Sends `r` on the page's connection; a master failure as the status it deserves.
 fn control(app: &App, r: &Ctl, timeout: Duration) -> Result<Value, Response> {
     let mut c = lock(&app.conn);
-    live::call(&mut c, app.live.control(), r, timeout).map_err(|e| match e {
+    let r = live::call(&mut c, app.live.control(), r, timeout);
+    *c = None;
+    r.map_err(|e| match e {
         ClientError::Failed(f) if f.kind == FailureKind::Usage => Response::error(400, f.message),
         ClientError::Failed(f) => Response::error(502, format!("the master: {}", f.message)),
         ClientError::Timeout(_) => Response::error(504, e.to_string()),
@@ -236,22 +289,39 @@ fn control(app: &App, r: &Ctl, timeout: Duration) -> Result<Value, Response> {
     })
 }
 
+/// The note naming the user before a write: no record, no write.
+fn note(app: &App, s: &Session, what: &str) -> Result<(), Response> {
+    let note = Ctl::Note {
+        text: format!("rtcat-web user={}: {what}", s.user),
+    };
+    control(app, &note, SDO_TIMEOUT)
+        .map(|_| ())
+        .inspect_err(|e| {
+            app.live.event(
+                "write",
+                format!(
+                    "refused (the master did not record the user): {what}: {}",
+                    String::from_utf8_lossy(&e.body)
+                ),
+                Some(&s.user),
+            );
+        })
+}
+
+fn forced_event(app: &App, s: &Session, what: &str, r: &Result<(), crate::force::Refused>) {
+    let result = match r {
+        Ok(()) => "ok".to_string(),
+        Err((_, m)) => format!("failed: {m}"),
+    };
+    app.live
+        .event("write", format!("{what}: {result}"), Some(&s.user));
+}
+
 /// A write for `s`: the note naming the user first (no record, no write), then the write; both
 /// on the master's record, the outcome on the page's event list.
 fn write(app: &App, s: &Session, r: &Ctl) -> Result<Response, Response> {
     let what = r.to_line();
-    let note = Ctl::Note {
-        text: format!("rtcat-web user={}: {what}", s.user),
-    };
-    if let Err(e) = control(app, &note, SDO_TIMEOUT) {
-        let msg = String::from_utf8_lossy(&e.body).to_string();
-        app.live.event(
-            "write",
-            format!("refused (the master did not record the user): {what}: {msg}"),
-            Some(&s.user),
-        );
-        return Err(e);
-    }
+    note(app, s, &what)?;
     let out = control(app, r, SDO_TIMEOUT);
     let result = match &out {
         Ok(_) => "ok".to_string(),
@@ -352,7 +422,7 @@ mod tests {
         )
         .unwrap();
         App {
-            auth: Mutex::new(Auth::new(users)),
+            auth: Arc::new(Mutex::new(Auth::new(users))),
             // No master there: a request that gets past the checks fails with 503.
             live: Live::new("/nonexistent/rtcat.sock".into(), None),
             conn: Mutex::new(None),

@@ -365,6 +365,17 @@ impl Auth {
         Some(s.clone())
     }
 
+    /// Whether the session of this id is live, without restarting its idle time (for the
+    /// program's own checks, which must not keep a session alive).
+    pub fn session_alive(&mut self, id: &str, now: Instant) -> Option<()> {
+        let s = self.sessions.get(id)?;
+        if now.duration_since(s.used) >= IDLE || now.duration_since(s.created) >= MAX_AGE {
+            self.sessions.remove(id);
+            return None;
+        }
+        Some(())
+    }
+
     /// Ends a session.
     pub fn logout(&mut self, id: &str) {
         self.sessions.remove(id);
@@ -456,6 +467,10 @@ mod tests {
         let t = Instant::now();
         let (id, _) = a.login(A, "viewer", "aaaaaaaaaaaa", t).unwrap();
         assert!(a.session(&id, t + IDLE / 2).is_some());
+        // Looking does not keep it alive; using it does.
+        assert!(a.session_alive(&id, t + IDLE).is_some());
+        assert!(a.session_alive(&id, t + IDLE / 2 + IDLE).is_none());
+        let (id, _) = a.login(A, "viewer", "aaaaaaaaaaaa", t).unwrap();
         assert!(a.session(&id, t + IDLE / 2 + IDLE).is_none());
         assert!(a.session("nonsense", t).is_none());
     }

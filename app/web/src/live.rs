@@ -49,6 +49,8 @@ struct Frame {
 
 /// The state every handler shares.
 pub struct Live {
+    /// The outputs the page forces.
+    pub forces: Arc<crate::force::Forces>,
     control: PathBuf,
     master_uid: Option<u32>,
     frame: Mutex<Frame>,
@@ -67,6 +69,7 @@ impl Live {
     /// `master_uid`; None: our own uid).
     pub fn new(control: PathBuf, master_uid: Option<u32>) -> Arc<Live> {
         Arc::new(Live {
+            forces: crate::force::Forces::new(control.clone(), master_uid),
             control,
             master_uid,
             frame: Mutex::new(Frame {
@@ -189,7 +192,7 @@ impl Live {
                     Ok(c) => image = Some(c),
                     Err(e) => {
                         frame["pd_error"] = e.into();
-                        next_attach = Instant::now() + Duration::from_secs(5);
+                        next_attach = Instant::now() + Duration::from_secs(1);
                     }
                 }
             }
@@ -204,6 +207,7 @@ impl Live {
                 }
             }
             frame["counters"] = self.counters();
+            frame["forced"] = self.forces.list();
             frame["events"] = lock(&self.events).0.into();
             self.publish(&frame);
             let idle = self.subscribers.load(Ordering::Relaxed) == 0;
@@ -260,8 +264,10 @@ impl Live {
     }
 
     fn slow_loop(self: Arc<Live>) {
+        // One connection for counters and scans: the master serves at most 4 connections per
+        // process (ServerConfig::max_per_process), and the shared image's requests and the
+        // page's own need the others.
         let mut conn: Option<Client> = None;
-        let mut scan_conn: Option<Client> = None;
         let mut scanned_gen: Option<u32> = None;
         loop {
             let t0 = Instant::now();
@@ -277,7 +283,14 @@ impl Live {
             if let Some(g) = generation
                 && (wanted || scanned_gen != Some(g))
             {
-                match call(&mut scan_conn, &self.control, &Request::Scan, SCAN_TIMEOUT) {
+                if let Some(c) = conn.take() {
+                    conn = Some(c.with_timeout(SCAN_TIMEOUT));
+                }
+                let r = call(&mut conn, &self.control, &Request::Scan, SCAN_TIMEOUT);
+                if let Some(c) = conn.take() {
+                    conn = Some(c.with_timeout(POLL_TIMEOUT));
+                }
+                match r {
                     Ok(v) => {
                         *lock(&self.scan) = Some((g, v));
                         scanned_gen = Some(g);

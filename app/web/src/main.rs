@@ -11,6 +11,7 @@
 mod api;
 mod assets;
 mod auth;
+mod force;
 mod http;
 mod live;
 
@@ -85,7 +86,7 @@ fn run(args: Args) -> Result<(), String> {
     let live = live::Live::new(args.control.clone(), master_uid);
     live.start().map_err(|e| format!("start the poller: {e}"))?;
     let app = Arc::new(api::App {
-        auth: Mutex::new(auth::Auth::new(users)),
+        auth: Arc::new(Mutex::new(auth::Auth::new(users))),
         live,
         conn: Mutex::new(None),
     });

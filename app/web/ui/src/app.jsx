@@ -163,7 +163,22 @@ function AlControl({ position }) {
   );
 }
 
-function ProcessData({ frame }) {
+function Force({ entry, forced }) {
+  const [v, setV] = useState('');
+  const [msg, setMsg] = useState('');
+  const go = (path, body) => api(path, body).then(() => setMsg('')).catch((e) => setMsg(e.message));
+  return (
+    <span class="row" data-force={entry.name}>
+      {forced && <span class="pill warn">forced {forced.value} by {forced.user}</span>}
+      <input name="force-value" size="8" placeholder="value" value={v} onInput={(e) => setV(e.target.value)} aria-label={`value for ${entry.name}`} />
+      <button onClick={() => go('/api/pd/force', { entry: entry.name, value: v })}>Set</button>
+      {forced && <button onClick={() => go('/api/pd/release', { entry: entry.name })}>Release</button>}
+      {msg && <span class="err" role="alert">{msg}</span>}
+    </span>
+  );
+}
+
+function ProcessData({ frame, session }) {
   const gen = frame && frame.pd ? frame.pd.generation : null;
   const [layout, setLayout] = useState(null);
   const [q, setQ] = useState('');
@@ -172,6 +187,8 @@ function ProcessData({ frame }) {
   const entries = (layout && layout.entries) || [];
   const values = (frame && frame.pd && frame.pd.generation === (layout && layout.generation) && frame.pd.values) || [];
   const needle = q.trim().toLowerCase();
+  const forced = {};
+  for (const f of (frame && frame.forced) || []) forced[f.entry] = f;
   return (
     <section>
       <div class="row">
@@ -183,14 +200,15 @@ function ProcessData({ frame }) {
         </select>
         <span class="mute">{frame && frame.pd ? `cycle ${frame.pd.cycle} · WKC ${frame.pd.wkc}/${frame.pd.expected_wkc}` : (frame && frame.pd_error) || 'no shared image'}</span>
       </div>
-      <p class="mute">Values are read from the master's shared image; outputs are written by the application or a writer the master granted them (the shared image's ownership rules), not from this page.</p>
+      <p class="mute">Values are read from the master's shared image. With the write role an output can be set: the master grants the page's writer the entry only where the shared image's ownership rules allow (not an axis' entries, not another writer's); the value holds until released or the session ends.</p>
       <table>
-        <thead><tr><th>entry</th><th>direction</th><th>type</th><th class="num">value</th></tr></thead>
+        <thead><tr><th>entry</th><th>direction</th><th>type</th><th class="num">value</th>{session.role === 'write' && <th>set</th>}</tr></thead>
         <tbody>
           {entries.map((e, i) => ({ e, i })).filter(({ e }) => (!dir || e.direction === dir) && (!needle || e.name.toLowerCase().includes(needle))).map(({ e, i }) => (
             <tr key={e.name} data-entry={e.name}>
               <td>{e.name}</td><td>{e.direction}</td><td>{e.type}{e.bits > 1 ? ` (${e.bits} bits)` : ''}</td>
               <td class="num" data-value>{values[i] === undefined ? '–' : String(values[i])}</td>
+              {session.role === 'write' && <td>{e.direction === 'outputs' && <Force entry={e} forced={forced[e.name]} />}</td>}
             </tr>
           ))}
         </tbody>

@@ -75,8 +75,19 @@ async function rig(name, segment, config) {
 }
 
 const errors = [];
+// While the test provokes a refusal on purpose, Chromium's report of the 4xx response ("Failed
+// to load resource: ... 401") is expected; any other console error still counts.
+let provoking = 0;
+async function provoke(fn) {
+  provoking++;
+  try { return await fn(); } finally { await sleep(200); provoking--; }
+}
 function watch(page, label) {
-  page.on('console', (m) => { if (m.type() === 'error') errors.push(`${label}: console: ${m.text()}`); });
+  page.on('console', (m) => {
+    if (m.type() !== 'error') return;
+    if (provoking && /^Failed to load resource: the server responded with a status of 4\d\d/.test(m.text())) return;
+    errors.push(`${label}: console: ${m.text()}`);
+  });
   page.on('pageerror', (e) => errors.push(`${label}: page error: ${e.message}`));
   return page;
 }
@@ -123,24 +134,21 @@ async function partA(browser) {
   const r = await rig('coe', 'examples/coe/segment.toml', 'examples/coe/rtcat.toml');
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = watch(await ctx.newPage(), 'coe');
-  // The refusals the test provokes are made from a page of their own, whose console is not
-  // watched (Chromium reports every 4xx there).
-  const probe = await ctx.newPage();
-  await probe.goto(r.url);
+  // The refusals the test provokes (see provoke()).
+  const probe = page;
   // Logged out: the page shows the login, the API refuses.
   await page.goto(r.url);
   await page.waitForSelector('input[name=password]');
-  const anon = await post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0700' }, 'x');
+  const anon = await provoke(() => post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0700' }, 'x'));
   check(anon.status === 401, `logged out, an SDO write is refused with 401 (${anon.status} ${anon.body})`);
-  const anonLive = await probe.evaluate(async () => (await fetch('/api/live')).status);
+  const anonLive = await provoke(() => probe.evaluate(async () => (await fetch('/api/live')).status));
   check(anonLive === 401, 'logged out, the live stream is refused with 401');
   await page.screenshot({ path: join(OUT, 'login.png') });
 
   // A wrong password, then the read role.
   await probe.fill('input[name=user]', 'viewer');
   await probe.fill('input[name=password]', 'not-the-password');
-  await probe.click('button[type=submit]');
-  await probe.waitForSelector('[role=alert]');
+  await provoke(async () => { await probe.click('button[type=submit]'); await probe.waitForSelector('[role=alert]'); });
   check((await probe.textContent('[role=alert]')).includes('wrong user or password'), 'a wrong password is refused');
   await login(page, r.url, 'viewer', r.pw.viewer);
 
@@ -171,7 +179,8 @@ async function partA(browser) {
   await page.waitForSelector('[data-sdo-result] code');
   check((await page.textContent('[data-sdo-result] code')) === '66070000', 'Device: 0x1018:1 (vendor id) reads 0x766 as the scan says');
   check(await page.isDisabled('button:has-text("Write")'), 'Device: Write is disabled for the read role');
-  const ro = await post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0700' }, await csrfOf(page));
+  const viewerToken = await csrfOf(page);
+  const ro = await provoke(() => post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0700' }, viewerToken));
   check(ro.status === 403 && ro.body.includes('read role'), `the read role's SDO write is refused with 403 (${ro.status} ${ro.body})`);
   await page.screenshot({ path: join(OUT, 'device.png'), fullPage: true });
   await view(page, 'axes');
@@ -191,7 +200,7 @@ async function partA(browser) {
   // Log out, then the write role.
   await page.click('text=Log out');
   await page.waitForSelector('input[name=password]');
-  const after = await post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0700' }, 'x');
+  const after = await provoke(() => post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0700' }, 'x'));
   check(after.status === 401, 'after logging out, the old session writes nothing (401)');
   await login(page, r.url, 'engineer', r.pw.engineer);
   await view(page, 'device');
@@ -223,9 +232,9 @@ async function partA(browser) {
 
   // CSRF: no token, a wrong token, and a cross-site page posting to the board.
   const token = await csrfOf(page);
-  const noTok = await post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0300' }, null);
+  const noTok = await provoke(() => post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0300' }, null));
   check(noTok.status === 403 && noTok.body.includes('missing X-CSRF-Token'), `a POST without the CSRF token is refused (${noTok.status})`);
-  const badTok = await post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0300' }, token.replace(/./, (c) => (c === 'a' ? 'b' : 'a')));
+  const badTok = await provoke(() => post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0300' }, token.replace(/./, (c) => (c === 'a' ? 'b' : 'a'))));
   check(badTok.status === 403 && badTok.body.includes('wrong CSRF token'), `a POST with a wrong CSRF token is refused (${badTok.status})`);
   const evil = createServer((req, res) => {
     res.setHeader('Content-Type', 'text/html');
@@ -267,7 +276,7 @@ async function partA(browser) {
   // Failed logins: the sixth from one address in a minute is refused before the password is looked at.
   const codes = [];
   for (let i = 0; i < 6; i++) {
-    codes.push(await probe.evaluate(async () => (await fetch('/api/login', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"user":"engineer","password":"wrong-wrong-wrong"}' })).status));
+    codes.push(await provoke(() => probe.evaluate(async () => (await fetch('/api/login', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: '{"user":"engineer","password":"wrong-wrong-wrong"}' })).status)));
   }
   check(codes.slice(0, 5).every((c) => c === 401) && codes[5] === 429, `failed logins are rate-limited (${codes})`);
   await ctx.close();
@@ -296,12 +305,48 @@ async function partB(browser) {
     const tPage = Date.now();
     await waitFor(() => tImage, 'the writer to see the echo', 5000);
     lat.push(tPage - tImage);
-    w.p.kill();
+    // SIGINT: the client detaches its writer on the way out (a killed writer would stay
+    // STALE, owning its entries, until a writer of its name takes the slot over).
+    w.p.kill('SIGINT');
     await new Promise((ok) => w.p.once('exit', ok));
   }
   log(`figure: input change in the image -> shown on the page: ${lat.join(', ')} ms`);
   check(lat.every((l) => l <= 500), `an input changed in the simulator shows on the page within 500 ms (${lat.join(', ')} ms)`);
   await page.screenshot({ path: join(OUT, 'process-data-echo.png'), fullPage: true });
+  check(await page.locator('[data-force]').count() === 0, 'Process data: the read role has no Set');
+
+  // The write role sets an output from the page: its echo comes back; Release ends it.
+  const ctx2 = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const eng = watch(await ctx2.newPage(), 'echo-engineer');
+  await login(eng, r.url, 'engineer', r.pw.engineer);
+  await view(eng, 'pd');
+  await eng.fill('input[type=search]', '0:');
+  // Output 2 (bytes 4..7) echoes into Input 3 (bytes 8..11); Output 1 is the Python writer's.
+  const cell3 = '[data-entry="0:Inputs.Input 3"] [data-value]';
+  const v = 0x5eed1234;
+  const want = String((v ^ 0x5a5a5a5a) >>> 0);
+  await eng.fill('[data-force="0:Outputs.Output 2"] input', String(v));
+  await eng.click('[data-force="0:Outputs.Output 2"] button:has-text("Set")');
+  await eng.waitForFunction(([s, want]) => document.querySelector(s).textContent === want || document.querySelector('[data-force] [role=alert]'), [cell3, want], { timeout: 5000 });
+  const alert = await eng.$('[data-force] [role=alert]');
+  check(!alert, `the force is accepted (${alert ? await alert.textContent() : 'ok'})`);
+  await eng.waitForSelector('[data-force="0:Outputs.Output 2"] .pill');
+  check((await eng.textContent('[data-force="0:Outputs.Output 2"] .pill')).includes('by engineer'), 'the write role sets 0:Outputs.Output 2 from the page and its echo shows in 0:Inputs.Input 3');
+  await eng.screenshot({ path: join(OUT, 'process-data-force.png'), fullPage: true });
+  check(r.master.out().includes(`rtcat-web user=engineer: force 0:Outputs.Output 2=\"${v}\"`) || r.master.out().includes('rtcat-web user=engineer: force 0:Outputs.Output 2='), "the master's record names the user of the force");
+  await eng.click('[data-force="0:Outputs.Output 2"] button:has-text("Release")');
+  await eng.waitForFunction(() => !document.querySelector('[data-force="0:Outputs.Output 2"] .pill'), null, { timeout: 5000 });
+  check(true, 'Release ends the force');
+  // A force ends with the session that made it.
+  await eng.fill('[data-force="0:Outputs.Output 2"] input', String(v));
+  await eng.click('[data-force="0:Outputs.Output 2"] button:has-text("Set")');
+  await eng.waitForSelector('[data-force="0:Outputs.Output 2"] .pill');
+  await eng.click('text=Log out');
+  await eng.waitForSelector('input[name=password]');
+  await page.fill('input[type=search]', '0:Inputs.Input 3');
+  await page.waitForFunction(([s, want]) => document.querySelector(s) && document.querySelector(s).textContent !== want, [cell3, want], { timeout: 5000 });
+  check(true, "logging out ends the session's force (0:Inputs.Input 3 no longer echoes it)");
+  await ctx2.close();
   await ctx.close();
 }
 
@@ -314,6 +359,30 @@ async function partC(browser) {
   await page.waitForSelector('[data-axis=y]', { timeout: 30000 });
   await waitFor(async () => (await page.textContent('[data-axis=x]')).includes('operation enabled'), 'axis x to be enabled', 30000);
   check(true, 'Axes: both axes listed live, x in operation enabled');
+  // The axes' drive entries are the master's: a force is refused by the master's claim rules.
+  const ctx3 = await browser.newContext();
+  const probe = await ctx3.newPage();
+  await probe.goto(r.url);
+  await probe.fill('input[name=user]', 'engineer');
+  await probe.fill('input[name=password]', r.pw.engineer);
+  await probe.click('button[type=submit]');
+  await probe.waitForSelector('nav [data-view=bus]');
+  const refused = await probe.evaluate(async () => {
+    const s = await (await fetch('/api/session')).json();
+    let layout;
+    // The image is attached once the master publishes it (retried every second).
+    for (let i = 0; i < 100; i++) {
+      layout = await (await fetch('/api/layout')).json();
+      if (layout.entries.length) break;
+      await new Promise((ok) => setTimeout(ok, 100));
+    }
+    const cw = layout.entries.find((e) => e.direction === 'outputs' && /controlword/i.test(e.name));
+    if (!cw) return { entry: null, status: 0, body: JSON.stringify(layout).slice(0, 300) };
+    const r = await fetch('/api/pd/force', { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': s.csrf }, body: JSON.stringify({ entry: cw.name, value: 15 }) });
+    return { entry: cw.name, status: r.status, body: await r.text() };
+  });
+  check(refused.status === 403 && /refused the claim/.test(refused.body), `forcing an axis' ${refused.entry} is refused by the master (${refused.status} ${refused.body})`);
+  await ctx3.close();
   await sleep(2000);
   await page.screenshot({ path: join(OUT, 'axes.png'), fullPage: true });
   await ctx.close();
