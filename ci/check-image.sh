@@ -196,7 +196,7 @@ if [ -z "$skip_deb" ]; then
 			usr/lib/systemd/system/rtcat-web.service usr/lib/sysusers.d/rtcat.conf usr/lib/sysusers.d/rtcat-web.conf \
 			usr/lib/tmpfiles.d/rtcat.conf usr/lib/sysctl.d/60-rtcat.conf \
 			usr/lib/udev/rules.d/60-rtcat.rules etc/security/limits.d/rtcat.conf \
-			usr/share/man/man1/rtcat.1.gz usr/share/doc/rtcat/copyright; do
+			usr/share/man/man1/rtcat.1.gz usr/share/man/man1/rtcat-web.1.gz usr/share/doc/rtcat/copyright; do
 			[ -e "$x/$f" ] || fail "$a .deb: /$f missing"
 		done
 		for f in etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service usr/lib/systemd/system/rtcat-tune.service \
