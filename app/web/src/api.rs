@@ -85,6 +85,7 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             "/api/live" => {
                 want("GET")?;
                 stream(app, &id, s);
+                // Status 0: answered already (the stream wrote its own head); nothing to send.
                 Err(Response::text(0, ""))
             }
             "/api/scan" => {
