@@ -34,8 +34,9 @@ t_start=$SECONDS
 
 rust_checks() {
 	step "rust: toolchain components and the $MSRV toolchain (MSRV)"
-	# iproute2: veth tests; rt-tests: cyclictest import; stress-ng: the load backend tests.
-	ensure_apt iproute2 ethtool rt-tests stress-ng
+	# iproute2: veth tests; rt-tests: cyclictest import; stress-ng: the load backend tests;
+	# curl: a web page behind a simulated drive over EoE (app/rtcat/tests/eoe.rs).
+	ensure_apt iproute2 ethtool rt-tests stress-ng curl
 	# prometheus_client: the exporter's tests parse /metrics with its text parser (app/rtcat/tests/exporter.rs).
 	python3 -c 'import prometheus_client' 2>/dev/null ||
 		PIP_BREAK_SYSTEM_PACKAGES=1 python3 -m pip install -q --disable-pip-version-check --root-user-action=ignore "prometheus-client==0.21.1"

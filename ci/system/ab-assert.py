@@ -50,6 +50,11 @@ class Run:
 LINE = re.compile(r"^(\d+(?:\.\d+)?) (.*)$")
 AB = re.compile(r"RTCAT-AB boot=(\d+) (\S+)(?: (.*))?$")
 UBOOT = re.compile(r"rtcat-ab: BOOT_ORDER=.* booting slot (\S+)")
+# rtcat doctor's update.slots line (text report) on slot B, with the other slot's boot status
+DOCTOR_SLOTS = (
+    r"{verdict} +update\.slots +observed: booted B \(rootfs\.1\), marked good .*; "
+    r"other A \(rootfs\.0\) boot {other}"
+)
 VERDICT = re.compile(r"rtcat-health-gate: verdict: (good|bad) slot=(\S+): (.*)$")
 
 
@@ -162,6 +167,14 @@ class Checker:
             and slot_status(st, "B") == "good"
             and re.search(r"RAUC_BOOT_PRIMARY='?rootfs\.1", st) is not None,
             f"boot {second.n}: booted B, its boot status {slot_status(st, 'B') or '-'}; {st[:160]}",
+        )
+        # doctor's slot report on the proved new slot, and after the rollback (no fallback left)
+        d2, dl = second.fact("doctor.slots"), (bs[-1] if bs else Boot(0, 0)).fact("doctor.slots")
+        self.ok(
+            "ab.doctor.slots",
+            re.match(DOCTOR_SLOTS.format(verdict="PASS", other="good"), d2) is not None
+            and re.match(DOCTOR_SLOTS.format(verdict="WARN", other="bad"), dl) is not None,
+            f"boot {second.n}: {d2[:120] or 'not reported'}; last boot: {dl[:120] or 'not reported'}",
         )
         rc = rc_of(second, "bad-http")
         src = second.fact("install.bad-http.starts") and next(
@@ -340,6 +353,11 @@ def d_not_persistent(r: Run) -> None:
     b.facts["persist"] = "/var/lib/rtcat /dev/vda3"
 
 
+def d_doctor_blind(r: Run) -> None:
+    b = _boot(r, 1)
+    b.facts["doctor.slots"] = b.facts.get("doctor.slots", "").replace("marked good", "not marked yet")
+
+
 def d_http_failed(r: Run) -> None:
     _boot(r, 1).facts["install.bad-http"] = "rc=1 msg=error|"
 
@@ -360,6 +378,7 @@ DEFECTS = [
     ("bad slot's attempts not spent", d_counter_not_spent, "ab.rollback"),
     ("results on the slot, not the data partition", d_not_persistent, "ab.persist"),
     ("new slot not marked good in RAUC", d_not_marked_good, "ab.rauc.marked_good"),
+    ("doctor does not see the gate's verdict", d_doctor_blind, "ab.doctor.slots"),
 ]
 
 

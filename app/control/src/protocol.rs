@@ -144,6 +144,29 @@ pub enum Request {
         /// Entry-table row.
         row: u32,
     },
+    /// `{"cmd": "foe_read", "position": 0, "name": "params.bin", "password": 0}` with one
+    /// descriptor passed (`SCM_RIGHTS`) that is open for writing: the device's file over FoE,
+    /// through the cycle's mailbox queue, written into it. Data `{"bytes": N, "seconds": S}`.
+    /// The descriptor is the client's: the master opens no path a client names.
+    FoeRead {
+        /// Subdevice position.
+        position: u16,
+        /// The file's name on the device.
+        name: String,
+        /// The password the device asks for (0: none).
+        password: u32,
+    },
+    /// `{"cmd": "foe_write", "position": 0, "name": "params.bin", "password": 0}` with one
+    /// descriptor passed that is open for reading (a regular file): its content written to the
+    /// device's file. Data `{"bytes": N, "seconds": S}`.
+    FoeWrite {
+        /// Subdevice position.
+        position: u16,
+        /// The file's name on the device.
+        name: String,
+        /// The password the device asks for (0: none).
+        password: u32,
+    },
     /// `{"cmd": "shm_release", "slot": 0, "row": 3}`: give a claimed row up.
     ShmRelease {
         /// Writer slot.
@@ -341,7 +364,7 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 
 /// The commands, for error messages.
 pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state, \
-                            shm_image, shm_writer, shm_claim, shm_release, note";
+                            shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, note";
 
 impl Request {
     /// Parse one request line (without its newline). An object with a key twice is refused
@@ -371,7 +394,13 @@ impl Request {
                 | Request::ShmClaim { .. }
                 | Request::ShmRelease { .. }
                 | Request::Note { .. }
+                | Request::FoeWrite { .. }
         )
+    }
+
+    /// Whether the request takes a descriptor passed with it (`SCM_RIGHTS`).
+    pub fn takes_fd(&self) -> bool {
+        matches!(self, Request::FoeRead { .. } | Request::FoeWrite { .. })
     }
 
     /// The command's name (`"sdo_write"`).
@@ -389,6 +418,8 @@ impl Request {
             Request::ShmClaim { .. } => "shm_claim",
             Request::ShmRelease { .. } => "shm_release",
             Request::Note { .. } => "note",
+            Request::FoeRead { .. } => "foe_read",
+            Request::FoeWrite { .. } => "foe_write",
         }
     }
 
@@ -453,6 +484,35 @@ impl Request {
                 }
                 Request::Note {
                     text: text.to_string(),
+                }
+            }
+            "foe_read" | "foe_write" => {
+                only(o, cmd, &["position", "name", "password"])?;
+                let name = string(o, "name")?;
+                if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+                    return Err(Failure::usage(format!(
+                        "name = {:?}: a device file name has 1..=255 bytes without control characters",
+                        name.chars().take(40).collect::<String>()
+                    )));
+                }
+                let password = if o.contains_key("password") {
+                    number(o, "password", u64::from(u32::MAX))? as u32
+                } else {
+                    0
+                };
+                let (position, name) = (pos(o)?, name.to_string());
+                if cmd == "foe_read" {
+                    Request::FoeRead {
+                        position,
+                        name,
+                        password,
+                    }
+                } else {
+                    Request::FoeWrite {
+                        position,
+                        name,
+                        password,
+                    }
                 }
             }
             "sdo_read" => {
@@ -533,6 +593,20 @@ impl Request {
                 json!({"cmd": "shm_release", "slot": slot, "row": row})
             }
             Request::Note { text } => json!({"cmd": "note", "text": text}),
+            Request::FoeRead {
+                position,
+                name,
+                password,
+            } => {
+                json!({"cmd": "foe_read", "position": position, "name": name, "password": password})
+            }
+            Request::FoeWrite {
+                position,
+                name,
+                password,
+            } => {
+                json!({"cmd": "foe_write", "position": position, "name": name, "password": password})
+            }
         }
     }
 
@@ -797,6 +871,16 @@ mod tests {
             Request::Note {
                 text: "web user=alice: sdo_write".into(),
             },
+            Request::FoeRead {
+                position: 1,
+                name: "params.bin".into(),
+                password: 0x1234,
+            },
+            Request::FoeWrite {
+                position: 0,
+                name: "fw".into(),
+                password: 0,
+            },
         ];
         for r in all {
             assert_eq!(
@@ -864,6 +948,14 @@ mod tests {
             (
                 r#"{"cmd":"status","cmd":"scan"}"#,
                 "key \"cmd\" appears more than once",
+            ),
+            (
+                r#"{"cmd":"foe_write","position":0,"name":""}"#,
+                "name = \"\": a device file name has 1..=255 bytes",
+            ),
+            (
+                r#"{"cmd":"foe_read","position":0,"name":"a","password":-1}"#,
+                "password = -1",
             ),
             (
                 r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":"00","position":1}"#,

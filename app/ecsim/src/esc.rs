@@ -178,6 +178,8 @@ pub struct Esc {
     coe: Option<CoeServer>,
     /// The FoE server of a device with `[[device.file]]` (its files survive power cycles).
     foe: Option<crate::foe::FoeServer>,
+    /// The EoE endpoint of a device with `[device.eoe]` (its network survives power cycles).
+    eoe: Option<crate::eoe::EoeEndpoint>,
     /// The mailbox sync managers' device side.
     mbx: MailboxState,
     /// Process data bytes the device exchanges now (outputs, inputs): the SII's for a device
@@ -211,7 +213,12 @@ impl Esc {
         let pd_len = (spec.outputs, spec.inputs);
         let spec_dc = spec.dc_clock;
         let foe = (!spec.files.is_empty()).then(|| crate::foe::FoeServer::new(&spec.files));
+        let eoe = spec
+            .eoe
+            .as_ref()
+            .map(|e| crate::eoe::EoeEndpoint::new(e.mac));
         let mut esc = Esc {
+            eoe,
             drive: None,
             coe,
             foe,
@@ -239,6 +246,33 @@ impl Esc {
         };
         esc.power_on();
         esc
+    }
+
+    /// The EoE endpoint of a device with `[device.eoe]`.
+    pub fn eoe(&self) -> Option<&crate::eoe::EoeEndpoint> {
+        self.eoe.as_ref()
+    }
+
+    /// Put the device's network (its `[device.eoe] tap`) behind its EoE endpoint.
+    pub fn attach_eoe(&mut self) -> std::io::Result<()> {
+        let (Some(e), Some(spec)) = (self.eoe.as_mut(), self.spec.eoe.as_ref()) else {
+            return Ok(());
+        };
+        match &spec.tap {
+            Some(t) if !e.attached() => e.attach(t),
+            _ => Ok(()),
+        }
+    }
+
+    /// Hand over the EoE endpoint (with its network) to the device that replaces this one.
+    pub(crate) fn take_eoe(&mut self) -> Option<crate::eoe::EoeEndpoint> {
+        self.eoe.take()
+    }
+
+    pub(crate) fn set_eoe(&mut self, e: Option<crate::eoe::EoeEndpoint>) {
+        if e.is_some() && self.spec.eoe.is_some() {
+            self.eoe = e;
+        }
     }
 
     /// Power-on state: registers back to reset values, station address lost, INIT.
@@ -287,6 +321,9 @@ impl Esc {
         }
         if let Some(f) = &mut self.foe {
             f.reset();
+        }
+        if let Some(e) = &mut self.eoe {
+            e.power_on();
         }
         self.pd_len = (self.spec.outputs, self.spec.inputs);
         if self.spec.dc {
@@ -404,7 +441,9 @@ impl Esc {
             self.pending_al = None;
             self.complete_transition(from, to);
         }
-        if self.mbx.ready_at > 0 && now_ns >= self.mbx.ready_at {
+        if (self.mbx.ready_at > 0 && now_ns >= self.mbx.ready_at) || self.eoe.is_some() {
+            // An EoE device also looks at its network with every frame: what it sent waits for
+            // an idle mailbox.
             self.mailbox_service();
         }
         self.sm_watchdog(now_ns);
@@ -1139,6 +1178,10 @@ impl Esc {
         if !(matches!(st, 2 | 4 | 8) || (st == 3 && self.foe.is_some())) {
             return;
         }
+        // Frames from the device's network wait for the mailbox (EoE); in BOOT only FoE runs.
+        if let Some(e) = &mut self.eoe {
+            e.poll_network(st != 3);
+        }
         loop {
             let sm1_ok = self.sm(1).3 && self.sm(1).1 as usize >= 16;
             // A response is ready once the device has had its time (`[device.timing]`).
@@ -1166,6 +1209,18 @@ impl Esc {
                 && let Some(e) = self.mbx.emergencies.pop_front()
             {
                 self.put_response(e);
+                return;
+            }
+            // An idle mailbox carries the device's Ethernet frames to the master, one fragment
+            // each time the master has read SM1.
+            let room = usize::from(self.sm(1).1).saturating_sub(mailbox::HEADER);
+            if !self.mbx.in_full
+                && sm1_ok
+                && !self.mbx.out_full
+                && st != 3
+                && let Some(f) = self.eoe.as_mut().and_then(|e| e.next_fragment(room))
+            {
+                self.put_response(mailbox::frame(mailbox::kind::EOE, &f));
             }
             return;
         }
@@ -1205,6 +1260,24 @@ impl Esc {
                 .mbx
                 .queue
                 .push_back(mailbox::error_reply(mailbox::error::UNSUPPORTED_PROTOCOL)),
+            Parsed::Eoe(_) if boot => self
+                .mbx
+                .queue
+                .push_back(mailbox::error_reply(mailbox::error::UNSUPPORTED_PROTOCOL)),
+            Parsed::Eoe(data) => match self.eoe.as_mut().map(|e| e.handle(data)) {
+                Some(Ok(responses)) => {
+                    for r in responses {
+                        self.mbx
+                            .queue
+                            .push_back(mailbox::frame(mailbox::kind::EOE, &r));
+                    }
+                }
+                Some(Err(detail)) => self.mbx.queue.push_back(mailbox::error_reply(detail)),
+                None => self
+                    .mbx
+                    .queue
+                    .push_back(mailbox::error_reply(mailbox::error::UNSUPPORTED_PROTOCOL)),
+            },
             Parsed::Foe(data) => match self.foe.as_mut() {
                 Some(foe) => {
                     for r in foe.handle(data, boot, room) {

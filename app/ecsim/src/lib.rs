@@ -9,11 +9,13 @@ pub mod cia402;
 pub mod coe;
 pub mod control;
 pub mod dc;
+pub mod eoe;
 pub mod esc;
 pub mod faults;
 pub mod foe;
 pub mod frame;
 pub mod inproc;
+pub mod link;
 pub mod mailbox;
 #[cfg(feature = "netns")]
 pub mod netns;

@@ -120,6 +120,8 @@ pub enum Parsed<'a> {
     Coe(&'a [u8]),
     /// An FoE mailbox: its data (from the FoE header on).
     Foe(&'a [u8]),
+    /// An EoE mailbox: its data (from the EoE header on).
+    Eoe(&'a [u8]),
     /// Refused with a mailbox error reply.
     Error(u16),
 }
@@ -140,6 +142,7 @@ pub fn parse(request: &[u8], mailbox: usize) -> Parsed<'_> {
         kind::COE if len < 2 => Parsed::Error(error::SIZE_TOO_SHORT),
         kind::COE => Parsed::Coe(&request[HEADER..HEADER + len]),
         kind::FOE => Parsed::Foe(&request[HEADER..HEADER + len]),
+        kind::EOE => Parsed::Eoe(&request[HEADER..HEADER + len]),
         kind::ERR => Parsed::Error(error::INVALID_HEADER),
         _ => Parsed::Error(error::UNSUPPORTED_PROTOCOL),
     }

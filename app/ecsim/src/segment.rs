@@ -385,11 +385,37 @@ impl Segment {
         let arrival = self.wiring().arrival[position];
         let mut dev = Esc::new(spec.clone(), position, n);
         dev.set_timing(arrival);
+        // The network behind the place (a TAP) stays with it when the new device tunnels
+        // Ethernet too; its IP settings do not.
+        let mut eoe = self.devices[position].take_eoe();
+        if let Some(e) = &mut eoe {
+            e.power_on();
+        }
+        dev.set_eoe(eoe);
         self.devices[position] = dev;
         self.spec.devices[position] = spec;
         self.stats.power_cycles += 1;
         // Its ports' links and loop time, as for the device it replaced.
         self.rewire();
+    }
+
+    /// Create the networks of the devices with `[device.eoe] tap` (TAP interfaces in this
+    /// process's network namespace; needs CAP_NET_ADMIN). Their names, or the first failure
+    /// naming the device.
+    pub fn attach_eoe(&mut self) -> std::io::Result<Vec<String>> {
+        let mut names = Vec::new();
+        for (i, d) in self.devices.iter_mut().enumerate() {
+            d.attach_eoe().map_err(|e| {
+                std::io::Error::new(
+                    e.kind(),
+                    format!("device {i} ({}): EoE network: {e}", d.spec().name),
+                )
+            })?;
+            if let Some(t) = d.spec().eoe.as_ref().and_then(|e| e.tap.clone()) {
+                names.push(t);
+            }
+        }
+        Ok(names)
     }
 
     /// `count` frames with a bad checksum arrive at `port` of the device at `position`: the

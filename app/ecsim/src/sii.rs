@@ -262,12 +262,13 @@ pub fn build_image(d: &DeviceSpec) -> Result<Vec<u8>, SiiError> {
     img[24..28].copy_from_slice(&d.revision.to_le_bytes());
     img[28..32].copy_from_slice(&d.serial.to_le_bytes());
     // Words 0x18..0x1c: the standard mailbox (receive offset and size, send offset and size)
-    // and the mailbox protocols, bit 2 CoE, bit 3 FoE (ETG.2010 Table 2); zero without a
+    // and the mailbox protocols, bit 1 EoE, bit 2 CoE, bit 3 FoE (ETG.2010 Table 2); zero without a
     // mailbox. A device with files also has a bootstrap mailbox (words 0x14..0x17, used in
     // BOOT), the same as its standard one.
     if d.coe.is_some() {
         let foe = !d.files.is_empty();
-        let protocols = 0x0004 | if foe { 0x0008 } else { 0 };
+        let protocols =
+            0x0004 | if foe { 0x0008 } else { 0 } | if d.eoe.is_some() { 0x0002 } else { 0 };
         for (w, v) in [
             (0x18, MBX_OUT_ADDR),
             (0x19, MBX_SIZE),

@@ -200,6 +200,78 @@ struct DeviceEntry {
     /// Files served over FoE (a CoE device only; see [`FileSpec`]).
     #[serde(default)]
     file: Vec<FileEntry>,
+    /// Ethernet over EtherCAT (a CoE device only; see [`EoeSpec`]).
+    #[serde(default)]
+    eoe: Option<EoeEntry>,
+}
+
+/// `[device.eoe]`.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EoeEntry {
+    /// The device's network: a TAP interface the simulator creates in its namespace.
+    #[serde(default)]
+    tap: Option<String>,
+    /// The device's MAC address, `02:00:00:00:00:01` (default: locally administered, from the
+    /// position).
+    #[serde(default)]
+    mac: Option<String>,
+}
+
+/// A device that tunnels Ethernet over its mailbox (`[device.eoe]`, see [`crate::eoe`]): its
+/// MAC address and the TAP interface its network is, if any.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EoeSpec {
+    pub tap: Option<String>,
+    pub mac: [u8; 6],
+}
+
+/// `device[i].eoe`: a CoE device, a valid interface name, a unicast MAC.
+fn eoe(i: usize, e: &DeviceEntry) -> Result<Option<EoeSpec>, SpecError> {
+    let Some(x) = &e.eoe else { return Ok(None) };
+    let bad = |k: &str, why: String| Err(SpecError::Invalid(format!("device[{i}].eoe.{k}: {why}")));
+    if !e.coe && e.profile.is_none() {
+        return bad(
+            "tap",
+            "EoE needs a mailbox: the device must be a CoE device (coe = true)".into(),
+        );
+    }
+    if let Some(t) = &x.tap
+        && let Err(m) = safefs::netif::check_name(t)
+    {
+        return bad("tap", format!("{t:?}: {m}"));
+    }
+    let mac = match &x.mac {
+        None => [0x02, 0x00, 0x00, 0xec, (i >> 8) as u8, i as u8],
+        Some(m) => {
+            let parts: Vec<&str> = m.split(':').collect();
+            let bytes: Option<Vec<u8>> = (parts.len() == 6)
+                .then(|| {
+                    parts
+                        .iter()
+                        .map(|p| u8::from_str_radix(p, 16).ok())
+                        .collect()
+                })
+                .flatten();
+            match bytes {
+                Some(b) if b[0] & 1 == 0 && b.iter().any(|x| *x != 0) => {
+                    [b[0], b[1], b[2], b[3], b[4], b[5]]
+                }
+                _ => {
+                    return bad(
+                        "mac",
+                        format!(
+                            "{m:?} is not a unicast MAC address (six hex bytes, aa:bb:cc:dd:ee:ff, first byte even)"
+                        ),
+                    );
+                }
+            }
+        }
+    };
+    Ok(Some(EoeSpec {
+        tap: x.tap.clone(),
+        mac,
+    }))
 }
 
 /// One `[[device.file]]`.
@@ -220,6 +292,9 @@ struct FileEntry {
     boot: bool,
     #[serde(default)]
     max_bytes: Option<u32>,
+    /// Answer the write request and every N-th DATA packet of a write with BUSY once (0: never).
+    #[serde(default)]
+    busy: u32,
 }
 
 /// Most files a device lists.
@@ -238,6 +313,8 @@ pub struct FileSpec {
     pub password: u32,
     pub boot: bool,
     pub max_bytes: u32,
+    /// BUSY once to the write request and to every `busy`-th DATA packet (0: never).
+    pub busy: u32,
 }
 
 /// `device[i].file`: names unique and printable, contents and limits within bounds, a CoE
@@ -295,6 +372,7 @@ fn files(i: usize, e: &DeviceEntry) -> Result<Vec<FileSpec>, SpecError> {
             password: f.password,
             boot: f.boot,
             max_bytes,
+            busy: f.busy,
         });
     }
     Ok(out)
@@ -564,6 +642,8 @@ pub struct DeviceSpec {
     pub upstream: Upstream,
     /// Files the device serves over FoE (`[[device.file]]`); empty: no FoE.
     pub files: Vec<FileSpec>,
+    /// Ethernet over EtherCAT (`[device.eoe]`).
+    pub eoe: Option<EoeSpec>,
 }
 
 impl DeviceSpec {
@@ -716,6 +796,7 @@ impl SegmentSpec {
                 ports: 2,
                 upstream: None,
                 files: Vec::new(),
+                eoe: None,
             })
             .collect();
         Self {
@@ -953,6 +1034,7 @@ impl SegmentSpec {
                 // Resolved with the whole list (`wiring`).
                 upstream: None,
                 files: files(i, e)?,
+                eoe: eoe(i, e)?,
             };
             let first = DeviceSpec {
                 coe: crate::odspec::coe_spec(i, e_coe(e), &first, pdos)?,

@@ -888,7 +888,8 @@ fn file_device() -> SegmentSpec {
          [[device.file]]\nname = \"info.txt\"\ntext = \"rtcat simulated drive v1\"\n\
          [[device.file]]\nname = \"params.bin\"\nwritable = true\nmax_bytes = 1000\n\
          password = 0x1234\n\
-         [[device.file]]\nname = \"firmware.bin\"\nsize = 1000\nwritable = true\nboot = true\n",
+         [[device.file]]\nname = \"firmware.bin\"\nsize = 1000\nwritable = true\nboot = true\n\
+         [[device.file]]\nname = \"slow.bin\"\nwritable = true\nbusy = 2\n",
     )
     .expect("file device")
 }
@@ -1037,4 +1038,257 @@ fn in_boot_the_device_serves_its_firmware_over_foe_and_nothing_else() {
     b.state(0, 2);
     assert_eq!(b.upload(0, 0x1008, 0, false).unwrap(), b"FW");
     assert_eq!(b.seg.devices()[0].mem()[0x0130] & 0x0f, 2);
+}
+
+// ---- EoE -------------------------------------------------------------------------------------
+
+fn eoe_device(tap: &str) -> SegmentSpec {
+    SegmentSpec::from_toml(&format!(
+        "[[device]]\nname = \"Drive\"\ncoe = true\ninputs = 2\n\
+         [device.eoe]\ntap = \"{tap}\"\nmac = \"02:00:00:00:ec:01\"\n"
+    ))
+    .expect("EoE device")
+}
+
+/// RFC 1071 checksum.
+fn inet_checksum(b: &[u8]) -> u16 {
+    let mut s: u32 = b
+        .chunks(2)
+        .map(|c| u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)])))
+        .sum();
+    while s > 0xffff {
+        s = (s & 0xffff) + (s >> 16);
+    }
+    !(s as u16)
+}
+
+/// An Ethernet frame with an IPv4 UDP datagram (UDP checksum 0: none).
+fn udp_frame(
+    dst_mac: [u8; 6],
+    src_mac: [u8; 6],
+    src: [u8; 4],
+    dst: [u8; 4],
+    dport: u16,
+    payload: &[u8],
+) -> Vec<u8> {
+    let mut f = dst_mac.to_vec();
+    f.extend_from_slice(&src_mac);
+    f.extend_from_slice(&[0x08, 0x00]);
+    let total = (20 + 8 + payload.len()) as u16;
+    let mut ip = vec![0x45, 0, 0, 0, 0, 1, 0x40, 0, 64, 17, 0, 0];
+    ip[2..4].copy_from_slice(&total.to_be_bytes());
+    ip.extend_from_slice(&src);
+    ip.extend_from_slice(&dst);
+    let c = inet_checksum(&ip);
+    ip[10..12].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&ip);
+    f.extend_from_slice(&40000u16.to_be_bytes());
+    f.extend_from_slice(&dport.to_be_bytes());
+    f.extend_from_slice(&((8 + payload.len()) as u16).to_be_bytes());
+    f.extend_from_slice(&[0, 0]);
+    f.extend_from_slice(payload);
+    f
+}
+
+impl Bus {
+    /// An EoE request; the response, if the device sent one.
+    fn eoe(&mut self, pos: usize, data: &[u8]) -> Option<Vec<u8>> {
+        assert_eq!(self.send(pos, 2, data), 1, "SM0 accepts the EoE request");
+        self.receive(pos).map(|r| {
+            assert_eq!(r[5] & 0x0f, 2, "an EoE mailbox: {r:02x?}");
+            let len = usize::from(u16::from_le_bytes([r[0], r[1]]));
+            r[6..6 + len].to_vec()
+        })
+    }
+
+    /// Send an Ethernet frame to the device in fragments of whole 32-byte blocks.
+    fn eoe_send(&mut self, pos: usize, frame_no: u8, frame: &[u8]) {
+        let max = (MBX - 6 - 4) / 32 * 32;
+        let mut at = 0;
+        let mut k = 0u16;
+        loop {
+            let n = (frame.len() - at).min(max);
+            let last = at + n == frame.len();
+            let field = if k == 0 {
+                frame.len().div_ceil(32)
+            } else {
+                at / 32
+            } as u16;
+            let w1: u16 = if last { 1 << 8 } else { 0 };
+            let w2: u16 = k | (field << 6) | (u16::from(frame_no) << 12);
+            let mut d = w1.to_le_bytes().to_vec();
+            d.extend_from_slice(&w2.to_le_bytes());
+            d.extend_from_slice(&frame[at..at + n]);
+            assert_eq!(self.eoe(pos, &d), None, "fragments are not answered");
+            at += n;
+            k += 1;
+            if last {
+                return;
+            }
+        }
+    }
+
+    /// The frames the device sent (reassembled from its fragments) within `tries` reads of SM1.
+    fn eoe_frames(&mut self, pos: usize, tries: usize) -> Vec<Vec<u8>> {
+        let mut out = Vec::new();
+        let mut cur: Vec<u8> = Vec::new();
+        for _ in 0..tries {
+            let Some(r) = self.receive(pos) else {
+                std::thread::sleep(std::time::Duration::from_millis(2));
+                continue;
+            };
+            assert_eq!(r[5] & 0x0f, 2, "an EoE mailbox: {r:02x?}");
+            let len = usize::from(u16::from_le_bytes([r[0], r[1]]));
+            let d = &r[6..6 + len];
+            let (w1, w2) = (
+                u16::from_le_bytes([d[0], d[1]]),
+                u16::from_le_bytes([d[2], d[3]]),
+            );
+            assert_eq!(w1 & 0x0f, 0, "a fragment");
+            if w2 & 0x3f == 0 {
+                cur.clear();
+            } else {
+                assert_eq!(usize::from((w2 >> 6) & 0x3f) * 32, cur.len(), "offset");
+            }
+            cur.extend_from_slice(&d[4..]);
+            if w1 & (1 << 8) != 0 {
+                out.push(std::mem::take(&mut cur));
+            }
+        }
+        out
+    }
+}
+
+/// A real network behind a simulated device: the master sets the device's IP over EoE, a UDP
+/// datagram fragmented through the mailbox reaches a socket bound to that address, and the
+/// kernel's ARP request for the sender comes back through the mailbox. Needs root (a TAP).
+#[test]
+fn eoe_tunnels_ethernet_between_the_master_and_the_devices_network() {
+    use ecsim::eoe::{IpParams, encode_params, frame_type, result};
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: a TAP needs root");
+        return;
+    }
+    let tap = format!("ecsimeoe{}", std::process::id() % 100_000);
+    let mut b = Bus::new(eoe_device(&tap));
+    assert_eq!(b.seg.attach_eoe().unwrap(), vec![tap.clone()]);
+    let dev_mac = [2, 0, 0, 0, 0xec, 1];
+    let master_mac = [2, 0, 0, 0, 0xec, 0xfe];
+    // A subnet of its own per run (the address must not clash with another test's).
+    let x = (std::process::id() % 200) as u8 + 20;
+    let (dev_ip, master_ip) = ([10, 203, x, 2], [10, 203, x, 1]);
+
+    // Set IP: the device's address becomes the TAP's.
+    let mut req = vec![frame_type::SET_IP_REQ, 0x01, 0, 0];
+    req.extend(encode_params(&IpParams {
+        ip: Some(dev_ip),
+        subnet: Some([255, 255, 255, 0]),
+        ..IpParams::default()
+    }));
+    let r = b.eoe(0, &req).expect("a set IP response");
+    assert_eq!(r[0] & 0x0f, frame_type::SET_IP_RESP);
+    assert_eq!(u16::from_le_bytes([r[2], r[3]]), result::SUCCESS);
+    let sock = std::net::UdpSocket::bind((std::net::Ipv4Addr::from(dev_ip), 0))
+        .expect("the device's address is an address of this namespace now");
+    sock.set_read_timeout(Some(std::time::Duration::from_secs(3)))
+        .unwrap();
+    let port = sock.local_addr().unwrap().port();
+
+    // Master -> network: 1000 bytes of payload in 11 fragments.
+    let payload: Vec<u8> = (0..1000u32).map(|i| (i * 13 % 256) as u8).collect();
+    let f = udp_frame(dev_mac, master_mac, master_ip, dev_ip, port, &payload);
+    b.eoe_send(0, 1, &f);
+    let mut buf = [0u8; 2000];
+    let (n, from) = sock.recv_from(&mut buf).expect("the datagram arrives");
+    assert_eq!(&buf[..n], &payload[..]);
+    assert_eq!(from.ip(), std::net::Ipv4Addr::from(master_ip));
+    assert_eq!(b.seg.devices()[0].eoe().unwrap().stats().to_network, 1);
+
+    // Network -> master: the kernel answers the sender; first it asks for its MAC (ARP).
+    sock.send_to(b"pong", from).unwrap();
+    let frames = b.eoe_frames(0, 200);
+    let arp = frames
+        .iter()
+        .find(|f| f.len() >= 42 && f[12..14] == [0x08, 0x06])
+        .unwrap_or_else(|| panic!("an ARP request through the mailbox: {frames:02x?}"));
+    assert_eq!(&arp[6..12], &dev_mac, "from the device's MAC");
+    assert_eq!(&arp[28..32], &dev_ip, "sender: the device's address");
+    assert_eq!(&arp[38..42], &master_ip, "asking for the master's");
+
+    // A fragment out of turn is dropped, and the device takes the next frame cleanly.
+    let before = b.seg.devices()[0].eoe().unwrap().stats();
+    let mut bad = vec![0, 0x01, 0x05, 0x10];
+    bad.extend_from_slice(&[0; 40]);
+    assert_eq!(b.eoe(0, &bad), None);
+    assert_eq!(
+        b.seg.devices()[0].eoe().unwrap().stats().dropped,
+        before.dropped + 1
+    );
+    b.eoe_send(0, 2, &f);
+    let (n, _) = sock.recv_from(&mut buf).expect("the next datagram arrives");
+    assert_eq!(n, payload.len());
+
+    // The name is taken while the segment lives: a second one is refused, naming the device.
+    let mut other = Bus::new(eoe_device(&tap));
+    let e = other.seg.attach_eoe().unwrap_err().to_string();
+    assert!(
+        e.contains("device 0 (Drive)") && e.contains("exists already"),
+        "{e}"
+    );
+}
+
+#[test]
+fn eoe_is_refused_by_devices_without_it_and_a_bad_eoe_section_names_its_key() {
+    let mut b = Bus::new(test_device());
+    // A device without [device.eoe]: a mailbox error "unsupported protocol".
+    assert_eq!(b.send(0, 2, &[2, 1, 0, 0, 0, 0, 0, 0]), 1);
+    let r = b.receive(0).expect("an error reply");
+    assert_eq!(r[5] & 0x0f, 0);
+    assert_eq!(u16::from_le_bytes([r[8], r[9]]), 0x0002);
+    // The specification refuses EoE without a mailbox and a bad MAC, naming the key.
+    for (t, why) in [
+        (
+            "[[device]]\nname = \"X\"\ninputs = 1\n[device.eoe]\n",
+            "device[0].eoe.tap: EoE needs a mailbox",
+        ),
+        (
+            "[[device]]\nname = \"X\"\ncoe = true\ninputs = 1\n[device.eoe]\nmac = \"01:00:00:00:00:01\"\n",
+            "device[0].eoe.mac: \"01:00:00:00:00:01\" is not a unicast MAC",
+        ),
+        (
+            "[[device]]\nname = \"X\"\ncoe = true\ninputs = 1\n[device.eoe]\ntap = \"a/b\"\n",
+            "device[0].eoe.tap: \"a/b\"",
+        ),
+    ] {
+        let e = SegmentSpec::from_toml(t).unwrap_err().to_string();
+        assert!(e.contains(why), "{t}: {e}");
+    }
+}
+
+/// `busy = 2`: the write request and every second DATA packet are answered BUSY (done, entire,
+/// a text) once; the same request again gets its ACK.
+#[test]
+fn a_busy_file_answers_busy_once_then_serves_the_repeat() {
+    let mut b = Bus::new(file_device());
+    let r = b.foe(0, 2, 0, b"slow.bin").expect("an answer");
+    assert_eq!(r.0, 6, "BUSY to the write request: {r:?}");
+    assert_eq!(r.2, b"programming flash", "the device's text");
+    assert_eq!(
+        b.foe(0, 2, 0, b"slow.bin").expect("an answer").0,
+        4,
+        "ACK 0 on the repeat"
+    );
+    let chunk = vec![7u8; MBX - 12];
+    assert_eq!(b.foe(0, 3, 1, &chunk).unwrap(), (4, 1, vec![]));
+    assert_eq!(
+        b.foe(0, 3, 2, &chunk).unwrap().0,
+        6,
+        "packet 2 finds the device busy"
+    );
+    assert_eq!(b.foe(0, 3, 2, &chunk).unwrap(), (4, 2, vec![]));
+    assert_eq!(b.foe(0, 3, 3, &[1, 2, 3]).unwrap(), (4, 3, vec![]));
+    let mut want = chunk.clone();
+    want.extend_from_slice(&chunk);
+    want.extend_from_slice(&[1, 2, 3]);
+    assert_eq!(b.foe_read(0, "slow.bin", 0).unwrap(), want);
 }

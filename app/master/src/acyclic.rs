@@ -1,5 +1,7 @@
 //! SDO requests while the segment cycles.
 //!
+//! This is the mailbox layer's face on the cyclic thread ([`crate::mailbox`] is its blocking
+//! face for the PRE-OP tools): the one way other threads reach a subdevice's mailbox during OP.
 //! Other threads (a control socket, the application's own threads) queue requests through an
 //! [`SdoClient`]; the cyclic thread serves them from its [`SdoService`] in a bounded time budget
 //! **after** each cycle's own work (exchange, application, outputs, measurements) and never
@@ -18,8 +20,8 @@
 //! reply, never a panic of the cyclic thread.
 
 use crate::coe::frame::{self, Response};
-use crate::coe::{Emergency, Geometry, Timeouts};
 use crate::group::Group;
+use crate::mailbox::{Counter, Emergency, Geometry, RegisterError, Timeouts};
 use ethercrab::{Command, MainDevice};
 use std::cell::Cell;
 use std::future::Future;
@@ -33,7 +35,87 @@ pub const MAX_SDO_BYTES: usize = 64;
 
 /// Largest mailbox (SM0/SM1 size) the service handles: the data of one datagram in a
 /// 1500-byte frame (ETG.1000.4 §5.4: 2 bytes EtherCAT header, 10 datagram header, 2 WKC).
-pub const MAX_MAILBOX: usize = 1486;
+pub const MAX_MAILBOX: usize = crate::mailbox::MAX_MAILBOX as usize;
+
+/// A whole mailbox (header included) of at most [`MAX_MAILBOX`] bytes, held inline: what a
+/// request of another protocol than CoE sends ([`SdoOp::Mailbox`]) and what its reply holds.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct MailboxData {
+    len: u16,
+    bytes: [u8; MAX_MAILBOX],
+}
+
+impl MailboxData {
+    /// The mailbox `bytes`, or `None` when longer than [`MAX_MAILBOX`].
+    pub fn new(bytes: &[u8]) -> Option<MailboxData> {
+        if bytes.len() > MAX_MAILBOX {
+            return None;
+        }
+        let mut m = MailboxData {
+            len: bytes.len() as u16,
+            bytes: [0; MAX_MAILBOX],
+        };
+        m.bytes[..bytes.len()].copy_from_slice(bytes);
+        Some(m)
+    }
+
+    /// The bytes.
+    pub fn as_slice(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+}
+
+impl std::fmt::Debug for MailboxData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let b = self.as_slice();
+        write!(
+            f,
+            "MailboxData({} bytes: {:02x?})",
+            b.len(),
+            &b[..b.len().min(16)]
+        )
+    }
+}
+
+/// Mailboxes of another protocol than CoE kept until a consumer takes them
+/// ([`SdoClient::take_set_aside`]; beyond it they are counted, then dropped).
+pub const SET_ASIDE_RING: usize = 8;
+
+/// A mailbox of another protocol than CoE (an EoE frame, an FoE answer nobody waits for) that a
+/// subdevice sent while the service read its send mailbox: set aside for that protocol's client,
+/// as the blocking transport does ([`crate::mailbox::Mailbox::take_set_aside`]). Fixed size: the
+/// cyclic thread copies it into a preallocated ring.
+#[derive(Clone, Copy)]
+pub struct SetAside {
+    /// Position of the subdevice.
+    pub position: u16,
+    len: u16,
+    bytes: [u8; MAX_MAILBOX],
+}
+
+impl SetAside {
+    /// The mailbox, header included, as long as its header says.
+    pub fn mailbox(&self) -> &[u8] {
+        &self.bytes[..usize::from(self.len)]
+    }
+
+    /// Its type ([`crate::mailbox::kind`]).
+    pub fn kind(&self) -> u8 {
+        self.bytes[5] & 0x0f
+    }
+}
+
+impl std::fmt::Debug for SetAside {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "SetAside {{ position: {}, {}: {:02x?} }}",
+            self.position,
+            crate::mailbox::kind::name(self.kind()),
+            self.mailbox()
+        )
+    }
+}
 
 /// Emergencies kept until a consumer takes them (older ones are counted, then dropped).
 pub const EMERGENCY_RING: usize = 64;
@@ -111,6 +193,14 @@ pub enum SdoOp {
     /// (ETG.1000.4 §5.6: the device cannot send on its own), so a poller sends this
     /// regularly; `index` and `sub` are not used.
     PollMailbox,
+    /// Send this mailbox as it is (FoE; a raw CoE request of the mailbox gateway; header first,
+    /// its type set, the counter is the service's: the subdevice's one sequence) and reply with
+    /// the next mailbox of the same type ([`SdoReply::mailbox`]; for CoE the next that is not an
+    /// emergency); CoE emergencies and other protocols' mailboxes found meanwhile go to their
+    /// rings. `index` and `sub` are not used.
+    Mailbox(MailboxData),
+    /// Send this mailbox and do not wait for a reply (the last FoE ACK, an FoE ERROR).
+    MailboxSend(MailboxData),
 }
 
 /// One request: subdevice position, object index and subindex, read or write.
@@ -175,6 +265,8 @@ pub struct SdoReply {
     pub request: SdoRequest,
     /// The value read (empty for a write), or why it failed.
     pub result: Result<SdoData, SdoFailure>,
+    /// The reply mailbox of an [`SdoOp::Mailbox`] request that succeeded.
+    pub mailbox: Option<MailboxData>,
 }
 
 struct Ends {
@@ -187,14 +279,24 @@ struct Ends {
 pub struct SdoClient {
     ends: Mutex<Ends>,
     emergencies: Mutex<rtrb::Consumer<Emergency>>,
+    set_aside: Mutex<rtrb::Consumer<SetAside>>,
+}
+
+/// Where what a device sends unasked goes on the cyclic thread: two bounded rings, and counts of
+/// what did not fit.
+struct Unasked {
+    emergencies: rtrb::Producer<Emergency>,
+    emergencies_dropped: u64,
+    set_aside: rtrb::Producer<SetAside>,
+    set_aside_dropped: u64,
 }
 
 /// What the service knows of one subdevice's mailbox.
 #[derive(Clone, Copy)]
 struct Station {
     geometry: Geometry,
-    /// Counter of the last request sent (ETG.1000.4 §5.6: 1..7, 0 is never used by us).
-    counter: u8,
+    /// Counter of the last request sent (the mailbox layer's: 1..7).
+    counter: Counter,
     /// The device answered one of the service's requests.
     answered: bool,
 }
@@ -203,17 +305,18 @@ struct Station {
 pub struct SdoService {
     requests: rtrb::Consumer<SdoRequest>,
     replies: rtrb::Producer<SdoReply>,
-    emergencies: rtrb::Producer<Emergency>,
+    unasked: Unasked,
     /// Time the cyclic thread may spend on mailbox traffic after each cycle.
     budget: Duration,
     timeouts: Timeouts,
     served: u64,
-    emergencies_dropped: u64,
     /// Mailbox geometry per position, read at the first request to a subdevice in a phase
     /// (cleared at the start of each: a recovery may reconfigure the mailboxes).
     stations: Box<[Option<Station>]>,
     out: Box<[u8]>,
     inp: Box<[u8]>,
+    /// The reply of the last [`SdoOp::Mailbox`] request.
+    reply: MailboxData,
 }
 
 /// A client and its service; `budget` is the time per cycle the cyclic thread may spend on SDO
@@ -223,6 +326,7 @@ pub fn sdo_queue(capacity: usize, budget: Duration) -> (SdoClient, SdoService) {
     let (rq_tx, rq_rx) = rtrb::RingBuffer::new(capacity.max(1));
     let (rp_tx, rp_rx) = rtrb::RingBuffer::new(capacity.max(1));
     let (em_tx, em_rx) = rtrb::RingBuffer::new(EMERGENCY_RING);
+    let (sa_tx, sa_rx) = rtrb::RingBuffer::new(SET_ASIDE_RING);
     (
         SdoClient {
             ends: Mutex::new(Ends {
@@ -230,18 +334,27 @@ pub fn sdo_queue(capacity: usize, budget: Duration) -> (SdoClient, SdoService) {
                 replies: rp_rx,
             }),
             emergencies: Mutex::new(em_rx),
+            set_aside: Mutex::new(sa_rx),
         },
         SdoService {
             requests: rq_rx,
             replies: rp_tx,
-            emergencies: em_tx,
+            unasked: Unasked {
+                emergencies: em_tx,
+                emergencies_dropped: 0,
+                set_aside: sa_tx,
+                set_aside_dropped: 0,
+            },
             budget,
             timeouts: Timeouts::default(),
             served: 0,
-            emergencies_dropped: 0,
             stations: vec![None; crate::limits::MAX_SUBDEVICES].into_boxed_slice(),
             out: vec![0; MAX_MAILBOX].into_boxed_slice(),
             inp: vec![0; MAX_MAILBOX].into_boxed_slice(),
+            reply: MailboxData {
+                len: 0,
+                bytes: [0; MAX_MAILBOX],
+            },
         },
     )
 }
@@ -252,6 +365,14 @@ impl SdoClient {
     pub fn take_emergency(&self) -> Option<Emergency> {
         let mut e = self.emergencies.lock().unwrap_or_else(|p| p.into_inner());
         e.pop().ok()
+    }
+
+    /// The oldest mailbox of another protocol than CoE that a device sent while the service read
+    /// its send mailbox, if nobody has taken it yet (the ring keeps [`SET_ASIDE_RING`];
+    /// [`SdoService::set_aside_dropped`] counts the rest).
+    pub fn take_set_aside(&self) -> Option<SetAside> {
+        let mut s = self.set_aside.lock().unwrap_or_else(|p| p.into_inner());
+        s.pop().ok()
     }
 
     /// Read `len` bytes of the ESC registers of the subdevice at `position` from `address`.
@@ -315,6 +436,59 @@ impl SdoClient {
 
     /// Queue `request` and wait up to `timeout` for its reply.
     pub fn transfer(&self, request: SdoRequest, timeout: Duration) -> Result<SdoData, SdoFailure> {
+        self.exchange(request, timeout).map(|(d, _)| d)
+    }
+
+    /// Send `mailbox` (another protocol than CoE: FoE) to the subdevice at `position` and wait
+    /// up to `timeout` for the next mailbox of its type ([`SdoOp::Mailbox`]).
+    pub fn mailbox(
+        &self,
+        position: u16,
+        mailbox: &[u8],
+        timeout: Duration,
+    ) -> Result<MailboxData, SdoFailure> {
+        let m = MailboxData::new(mailbox).ok_or(SdoFailure::TooLong {
+            len: mailbox.len(),
+            max: MAX_MAILBOX,
+        })?;
+        let request = SdoRequest {
+            position,
+            index: 0,
+            sub: 0,
+            op: SdoOp::Mailbox(m),
+        };
+        match self.exchange(request, timeout)? {
+            (_, Some(reply)) => Ok(reply),
+            (_, None) => Err(SdoFailure::Malformed("no reply mailbox")),
+        }
+    }
+
+    /// Send `mailbox` to the subdevice at `position` without waiting for a reply
+    /// ([`SdoOp::MailboxSend`]); returns once it is in the device's receive mailbox.
+    pub fn mailbox_send(
+        &self,
+        position: u16,
+        mailbox: &[u8],
+        timeout: Duration,
+    ) -> Result<(), SdoFailure> {
+        let m = MailboxData::new(mailbox).ok_or(SdoFailure::TooLong {
+            len: mailbox.len(),
+            max: MAX_MAILBOX,
+        })?;
+        let request = SdoRequest {
+            position,
+            index: 0,
+            sub: 0,
+            op: SdoOp::MailboxSend(m),
+        };
+        self.exchange(request, timeout).map(drop)
+    }
+
+    fn exchange(
+        &self,
+        request: SdoRequest,
+        timeout: Duration,
+    ) -> Result<(SdoData, Option<MailboxData>), SdoFailure> {
         let mut ends = self.ends.lock().unwrap_or_else(|p| p.into_inner());
         // Replies of earlier callers that gave up are dropped here: ours is the last one queued.
         while ends.replies.pop().is_ok() {}
@@ -326,7 +500,7 @@ impl SdoClient {
             if let Ok(r) = ends.replies.pop()
                 && r.request == request
             {
-                return r.result;
+                return r.result.map(|d| (d, r.mailbox));
             }
             if Instant::now() >= end {
                 return Err(SdoFailure::NotCycling);
@@ -393,12 +567,90 @@ impl SdoService {
 
     /// Emergencies dropped because the ring was full.
     pub fn emergencies_dropped(&self) -> u64 {
-        self.emergencies_dropped
+        self.unasked.emergencies_dropped
+    }
+
+    /// Mailboxes of other protocols dropped because their ring was full.
+    pub fn set_aside_dropped(&self) -> u64 {
+        self.unasked.set_aside_dropped
     }
 
     /// How long a transfer waits for the device (default: the blocking client's).
     pub fn set_timeouts(&mut self, timeouts: Timeouts) {
         self.timeouts = timeouts;
+    }
+}
+
+/// A subdevice's mailbox reached through the queue during OP, for another protocol's client
+/// (FoE: `foe::Client::new(&mut queue_mailbox)`): every request is one queue request, served by
+/// the cyclic thread within its budget after the cycle's own work, on the subdevice's one counter
+/// (SDO requests of other threads interleave between the packets).
+pub struct QueueMailbox<'c> {
+    client: &'c SdoClient,
+    position: u16,
+    geometry: Geometry,
+    timeout: Duration,
+}
+
+impl SdoClient {
+    /// The mailbox of the subdevice at `position` through this queue (its geometry read from its
+    /// SM registers through the queue); each request waits up to `timeout` for its reply.
+    pub fn queue_mailbox(
+        &self,
+        position: u16,
+        timeout: Duration,
+    ) -> Result<QueueMailbox<'_>, SdoFailure> {
+        let r = self.read_register(position, 0x0800, 16, timeout)?;
+        let regs: [u8; 16] = r
+            .as_slice()
+            .try_into()
+            .map_err(|_| SdoFailure::Malformed("short SM register read"))?;
+        Ok(QueueMailbox {
+            client: self,
+            position,
+            geometry: geometry_of(&regs)?,
+            timeout,
+        })
+    }
+}
+
+impl QueueMailbox<'_> {
+    fn error(&self, what: &str, e: SdoFailure) -> crate::mailbox::Error {
+        match e {
+            SdoFailure::Timeout => crate::mailbox::Error::Timeout {
+                position: self.position,
+                step: format!("{what}: response"),
+                timeout: Timeouts::default().response,
+            },
+            e => crate::mailbox::Error::Queue {
+                position: self.position,
+                what: what.to_string(),
+                why: e.to_string(),
+            },
+        }
+    }
+}
+
+impl crate::mailbox::Transport for QueueMailbox<'_> {
+    fn position(&self) -> u16 {
+        self.position
+    }
+
+    fn geometry(&self) -> Geometry {
+        self.geometry
+    }
+
+    fn send(&mut self, req: &[u8], what: &str) -> Result<(), crate::mailbox::Error> {
+        self.client
+            .mailbox_send(self.position, req, self.timeout)
+            .map_err(|e| self.error(what, e))
+    }
+
+    fn transact(&mut self, req: &[u8], what: &str) -> Result<Vec<u8>, crate::mailbox::Error> {
+        self.client
+            .mailbox(self.position, req, self.timeout)
+            .map(|m| m.as_slice().to_vec())
+            .map_err(|e| self.error(what, e))
     }
 }
 
@@ -444,8 +696,16 @@ pub(crate) async fn serve<DC>(
         let result = transfer(svc, md, group, &request).await;
         busy.0.set(false);
         svc.served += 1;
+        let mailbox = match (&result, request.op) {
+            (Ok(_), SdoOp::Mailbox(_)) => Some(svc.reply),
+            _ => None,
+        };
         // A full reply ring means the clients stopped reading: the oldest caller has given up.
-        let _ = svc.replies.push(SdoReply { request, result });
+        let _ = svc.replies.push(SdoReply {
+            request,
+            result,
+            mailbox,
+        });
     }
 }
 
@@ -496,7 +756,7 @@ async fn transfer<DC>(
             let g = read_geometry(md, address).await?;
             let s = Station {
                 geometry: g,
-                counter: 0,
+                counter: Counter::default(),
                 answered: false,
             };
             *slot = Some(s);
@@ -511,8 +771,8 @@ async fn transfer<DC>(
         timeouts: svc.timeouts,
         out: &mut svc.out,
         inp: &mut svc.inp,
-        emergencies: &mut svc.emergencies,
-        dropped: &mut svc.emergencies_dropped,
+        unasked: &mut svc.unasked,
+        want: crate::mailbox::kind::COE,
     };
     let result = match r.op {
         SdoOp::Read => upload(&mut io, r.index, r.sub).await,
@@ -520,6 +780,8 @@ async fn transfer<DC>(
             .await
             .map(|()| EMPTY),
         SdoOp::PollMailbox => io.poll().await,
+        SdoOp::Mailbox(m) => io.other(m.as_slice(), Some(&mut svc.reply)).await,
+        SdoOp::MailboxSend(m) => io.other(m.as_slice(), None).await,
         SdoOp::ReadRegister { .. } | SdoOp::WriteRegister { .. } => {
             Err(SdoFailure::Invalid("register access"))
         }
@@ -550,40 +812,19 @@ async fn read_geometry(md: &MainDevice<'static>, address: u16) -> Result<Geometr
     Ok(g)
 }
 
-/// The mailbox of the SM0/SM1 registers 0x0800..0x080F (ESC datasheet section II: start u16,
-/// length u16, control u8, status u8, activate u8, PDI control u8).
+/// The mailbox of the SM0/SM1 registers 0x0800..0x080F, by the mailbox layer's one reading
+/// of them ([`Geometry::from_registers`]), which also bounds it by the service's buffers.
 fn geometry_of(r: &[u8; 16]) -> Result<Geometry, SdoFailure> {
-    let sm = |o: usize| {
-        (
-            u16::from_le_bytes([r[o], r[o + 1]]),
-            u16::from_le_bytes([r[o + 2], r[o + 3]]),
-            r[o + 4],
-            r[o + 6],
-        )
-    };
-    let (rx_offset, rx_size, c0, a0) = sm(0);
-    let (tx_offset, tx_size, c1, a1) = sm(8);
-    // Control bits 0..1 = 0b10 mailbox mode; bits 2..3 = 0b01 written by the master (SM0),
-    // 0b00 read by the master (SM1). Activate bit 0: enabled.
-    if a0 & 1 == 0 || a1 & 1 == 0 || c0 & 0x0f != 0x06 || c1 & 0x0f != 0x02 {
-        return Err(SdoFailure::Mailbox(
-            "the subdevice has no enabled mailbox on SM0/SM1",
-        ));
-    }
-    let min = frame::MIN_MAILBOX;
-    if rx_size < min || tx_size < min {
-        return Err(SdoFailure::Mailbox("mailbox smaller than a CoE request"));
-    }
-    if usize::from(rx_size) > MAX_MAILBOX || usize::from(tx_size) > MAX_MAILBOX {
-        return Err(SdoFailure::Mailbox("mailbox larger than one datagram"));
-    }
-    Ok(Geometry {
-        rx_sm: 0,
-        rx_offset,
-        rx_size,
-        tx_sm: 1,
-        tx_offset,
-        tx_size,
+    Geometry::from_registers(r).map_err(|e| {
+        SdoFailure::Mailbox(match e {
+            RegisterError::Disabled | RegisterError::NotMailbox => {
+                "the subdevice has no enabled mailbox on SM0/SM1"
+            }
+            RegisterError::Size(rx, tx) if rx.min(tx) < crate::mailbox::MIN_MAILBOX => {
+                "mailbox smaller than a CoE request"
+            }
+            RegisterError::Size(..) => "mailbox larger than one datagram",
+        })
     })
 }
 
@@ -596,8 +837,9 @@ struct Io<'a> {
     timeouts: Timeouts,
     out: &'a mut [u8],
     inp: &'a mut [u8],
-    emergencies: &'a mut rtrb::Producer<Emergency>,
-    dropped: &'a mut u64,
+    unasked: &'a mut Unasked,
+    /// The mailbox type a reply has (CoE but for [`SdoOp::Mailbox`]).
+    want: u8,
 }
 
 /// What a mailbox read from SM1 means to a transfer.
@@ -610,12 +852,7 @@ enum Seen {
 
 impl Io<'_> {
     fn next_counter(&mut self) -> u8 {
-        self.st.counter = if self.st.counter >= 7 {
-            1
-        } else {
-            self.st.counter + 1
-        };
-        self.st.counter
+        self.st.counter.advance()
     }
 
     async fn sm_full(&mut self, sm: u8) -> Result<bool, SdoFailure> {
@@ -641,12 +878,7 @@ impl Io<'_> {
             }
             self.inp[..n].copy_from_slice(&r[..n]);
         }
-        classify(
-            &self.inp[..n],
-            self.position,
-            self.emergencies,
-            self.dropped,
-        )
+        classify(&self.inp[..n], self.position, self.unasked, self.want)
     }
 
     /// Clear a stale mailbox, wait for SM0 to be free, and write `out[..len]` padded to the
@@ -694,6 +926,50 @@ impl Io<'_> {
                 return Err(SdoFailure::Timeout);
             }
         }
+    }
+
+    /// Send a mailbox of another protocol (stamped with the next counter) and, with `reply`,
+    /// wait for the next one of its type and copy it there ([`SdoOp::Mailbox`]).
+    async fn other(
+        &mut self,
+        m: &[u8],
+        reply: Option<&mut MailboxData>,
+    ) -> Result<SdoData, SdoFailure> {
+        let kind = match m.get(5) {
+            Some(b) if m.len() >= crate::mailbox::HEADER => b & 0x0f,
+            _ => return Err(SdoFailure::Invalid("mailbox shorter than its header")),
+        };
+        // A raw CoE mailbox too (the mailbox gateway forwards a tool's requests as they are):
+        // its reply is the next CoE mailbox that is not an emergency, as for Read and Write.
+        if kind == crate::mailbox::kind::ERR {
+            return Err(SdoFailure::Invalid(
+                "an error mailbox is a device's reply, not a request",
+            ));
+        }
+        if m.len() > usize::from(self.st.geometry.rx_size) {
+            return Err(SdoFailure::Invalid(
+                "mailbox larger than the receive mailbox",
+            ));
+        }
+        self.out[..m.len()].copy_from_slice(m);
+        let c = self.next_counter();
+        self.out[5] = (self.out[5] & 0x8f) | (c << 4);
+        let Some(reply) = reply else {
+            self.send(m.len()).await?;
+            return Ok(EMPTY);
+        };
+        self.want = kind;
+        let r = self.transact(m.len()).await;
+        self.want = crate::mailbox::kind::COE;
+        r?;
+        let n = usize::from(self.st.geometry.tx_size);
+        let len = crate::mailbox::payload(&self.inp[..n])
+            .map_err(|_| SdoFailure::Malformed("unparsable mailbox"))?
+            .len()
+            + crate::mailbox::HEADER;
+        reply.bytes[..len].copy_from_slice(&self.inp[..len]);
+        reply.len = len as u16;
+        Ok(EMPTY)
     }
 
     /// Read SM1 once if it is full ([`SdoOp::PollMailbox`]).
@@ -749,15 +1025,40 @@ impl Io<'_> {
 fn classify(
     buf: &[u8],
     position: u16,
-    ring: &mut rtrb::Producer<Emergency>,
-    dropped: &mut u64,
+    unasked: &mut Unasked,
+    want: u8,
 ) -> Result<Seen, SdoFailure> {
+    use crate::mailbox::kind;
+    if want != kind::COE && crate::mailbox::kind_of(buf) == Some(want) {
+        return match crate::mailbox::payload(buf) {
+            Ok(_) => Ok(Seen::Response),
+            Err(_) => Err(SdoFailure::Malformed("unparsable mailbox")),
+        };
+    }
     match frame::parse(buf) {
         Err(_) => Err(SdoFailure::Malformed("unparsable mailbox")),
         Ok(Response::MailboxError { detail }) => {
-            Err(SdoFailure::Mailbox(crate::coe::mailbox_error_text(detail)))
+            Err(SdoFailure::Mailbox(crate::mailbox::error_text(detail)))
         }
-        Ok(Response::OtherProtocol { .. }) => Ok(Seen::Skipped),
+        Ok(Response::OtherProtocol { .. }) => {
+            // `parse` checked the header: its length fits `buf`; the service's mailboxes fit the
+            // ring's slots (a longer one, which it never reads, is counted as dropped).
+            let len = crate::mailbox::payload(buf).map_or(0, |p| p.len()) + crate::mailbox::HEADER;
+            if len > MAX_MAILBOX {
+                unasked.set_aside_dropped += 1;
+                return Ok(Seen::Skipped);
+            }
+            let mut m = SetAside {
+                position,
+                len: len as u16,
+                bytes: [0; MAX_MAILBOX],
+            };
+            m.bytes[..len].copy_from_slice(&buf[..len]);
+            if unasked.set_aside.push(m).is_err() {
+                unasked.set_aside_dropped += 1;
+            }
+            Ok(Seen::Skipped)
+        }
         Ok(Response::Emergency {
             code,
             register,
@@ -769,12 +1070,14 @@ fn classify(
                 register,
                 data,
             };
-            if ring.push(e).is_err() {
-                *dropped += 1;
+            if unasked.emergencies.push(e).is_err() {
+                unasked.emergencies_dropped += 1;
             }
             Ok(Seen::Skipped)
         }
-        Ok(_) => Ok(Seen::Response),
+        Ok(_) if want == kind::COE => Ok(Seen::Response),
+        // A CoE reply nobody waits for while another protocol's is awaited.
+        Ok(_) => Ok(Seen::Skipped),
     }
 }
 
@@ -1026,29 +1329,51 @@ mod tests {
         assert!(geometry_of(&sm_regs((0x1000, 128), (0x1080, 4000))).is_err());
     }
 
+    fn unasked(n: usize) -> (Unasked, rtrb::Consumer<Emergency>, rtrb::Consumer<SetAside>) {
+        let (em_tx, em_rx) = rtrb::RingBuffer::new(n);
+        let (sa_tx, sa_rx) = rtrb::RingBuffer::new(n);
+        let u = Unasked {
+            emergencies: em_tx,
+            emergencies_dropped: 0,
+            set_aside: sa_tx,
+            set_aside_dropped: 0,
+        };
+        (u, em_rx, sa_rx)
+    }
+
     #[test]
     fn emergencies_go_to_the_ring_and_are_counted_when_it_is_full() {
-        let (mut tx, mut rx) = rtrb::RingBuffer::new(1);
-        let mut dropped = 0;
+        let (mut u, mut rx, _) = unasked(1);
         let em = [
             10, 0, 0, 0, 0, 0x13, 0, 0x10, 0x10, 0x82, 0x11, 1, 2, 3, 4, 5,
         ];
-        assert!(matches!(
-            classify(&em, 2, &mut tx, &mut dropped),
-            Ok(Seen::Skipped)
-        ));
-        assert!(matches!(
-            classify(&em, 2, &mut tx, &mut dropped),
-            Ok(Seen::Skipped)
-        ));
-        assert_eq!(dropped, 1);
+        assert!(matches!(classify(&em, 2, &mut u, 3), Ok(Seen::Skipped)));
+        assert!(matches!(classify(&em, 2, &mut u, 3), Ok(Seen::Skipped)));
+        assert_eq!(u.emergencies_dropped, 1);
         let e = rx.pop().unwrap();
         assert_eq!((e.position, e.code, e.register), (2, 0x8210, 0x11));
         // A mailbox error reply fails the transfer with its text.
         assert_eq!(
-            classify(&[4, 0, 0, 0, 0, 0x00, 1, 0, 2, 0], 0, &mut tx, &mut dropped).err(),
+            classify(&[4, 0, 0, 0, 0, 0x00, 1, 0, 2, 0], 0, &mut u, 3).err(),
             Some(SdoFailure::Mailbox("the mailbox protocol is not supported"))
         );
+    }
+
+    #[test]
+    fn other_protocols_are_set_aside_not_lost() {
+        let (mut u, _, mut rx) = unasked(1);
+        // An EoE mailbox of 3 bytes in a 16-byte read: kept as long as its header says.
+        let mut eoe = [0u8; 16];
+        eoe[0] = 3;
+        eoe[5] = 0x22;
+        eoe[6..9].copy_from_slice(&[7, 8, 9]);
+        assert!(matches!(classify(&eoe, 4, &mut u, 3), Ok(Seen::Skipped)));
+        assert!(matches!(classify(&eoe, 4, &mut u, 3), Ok(Seen::Skipped)));
+        assert_eq!(u.set_aside_dropped, 1);
+        let m = rx.pop().unwrap();
+        assert_eq!((m.position, m.kind()), (4, crate::mailbox::kind::EOE));
+        assert_eq!(m.mailbox(), &eoe[..9]);
+        assert!(rx.pop().is_err());
     }
 
     proptest::proptest! {
@@ -1056,9 +1381,9 @@ mod tests {
         // outcome, never a panic; and a response that parsed is one the transfer can read.
         #[test]
         fn any_mailbox_is_sorted_without_panic(buf in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..200)) {
-            let (mut tx, _rx) = rtrb::RingBuffer::new(4);
-            let mut dropped = 0;
-            let _ = classify(&buf, 0, &mut tx, &mut dropped);
+            let (mut u, _em, _sa) = unasked(4);
+            let _ = classify(&buf, 0, &mut u, 3);
+            let _ = classify(&buf, 0, &mut u, 4);
             let mut d = EMPTY;
             if let Ok(Response::UploadNormal { data, .. } | Response::UploadSegment { data, .. }
                 | Response::UploadExpedited { data, .. }) = frame::parse(&buf) {

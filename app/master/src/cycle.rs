@@ -195,6 +195,7 @@ fn exchange<G: CycleGroup>(
             let mut cx = Context::from_waker(Waker::noop());
             loop {
                 if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
+                    bus.exchange_end(r.is_ok());
                     return r.map_err(drop);
                 }
                 bus.pump_tx();
@@ -205,11 +206,11 @@ fn exchange<G: CycleGroup>(
                 if now >= deadline_ns {
                     // Dropping the future releases its frame; a late response is then rejected
                     // by ethercrab and counted by the bus.
+                    bus.exchange_end(false);
                     return Err(());
                 }
-                let _ = bus
-                    .link
-                    .wait(std::time::Duration::from_nanos(deadline_ns - now), None);
+                // As `[cycle] wait` says: sleep, poll, or the hybrid of the two.
+                bus.wait_reply(deadline_ns);
             }
         }
         Exchanger::Thread { waker, passes, .. } => {

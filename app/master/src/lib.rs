@@ -77,12 +77,15 @@ pub mod cycle;
 pub mod dc;
 pub mod devices;
 pub mod diag;
+pub mod eoe;
 mod error;
+pub mod foe;
 mod group;
 pub mod image;
 pub mod invalid;
 pub mod layout;
 pub mod limits;
+pub mod mailbox;
 pub mod mapping;
 pub mod master;
 pub mod motion;
@@ -94,11 +97,13 @@ pub mod shm;
 pub mod sii;
 pub mod stats;
 mod stop;
+pub mod wait;
 
 pub use application::{
     AppError, Application, Cycle, CycleStatus, Layer, Recovery, RecoveryCause, Setup,
     ShutdownReason, SubdeviceStatus, ZeroOutputs,
 };
+pub use bus::{Link, LinkFactory, LinkPorts};
 pub use config::{Config, ConfigError};
 pub use diag::{Probe, ScanEntry};
 pub use error::{Error, Result};
@@ -107,6 +112,7 @@ pub use layout::{DataType, Direction, Entry, Layout, LayoutError};
 pub use master::{Channels, Outcome, RtApplied, RunSpec, Session, Target, run};
 pub use period::Period;
 pub use stop::{Stop, StopFlags};
+pub use wait::WaitMode;
 
 impl RunSpec {
     /// A run of `cfg` on `target` until `stop` is requested, with the real-time settings of the

@@ -7,7 +7,7 @@
 //! cyclic phase runs SCHED_FIFO.
 
 use crate::application::{Application, Recovery, ShutdownReason};
-use crate::bus::{Bus, Link, SocketLink, ThreadRt, TxRxThread};
+use crate::bus::{Bus, Link, LinkFactory, ThreadRt, TxRxThread};
 use crate::config::{Config, TxRxMode};
 use crate::cycle::{self, CycleGroup, Exchanger, Exit, Group, Params, Sinks};
 use crate::error::{Error, Result};
@@ -40,6 +40,8 @@ pub enum Target {
     },
     /// A network interface (AF_PACKET, needs CAP_NET_RAW).
     Iface(String),
+    /// A link of the user's own ([`crate::bus::Link`]), opened when the run starts.
+    Link(LinkFactory),
 }
 
 /// The result of a whole run.
@@ -139,20 +141,22 @@ fn give_back(md: MainDevice<'static>, bus: Bus) {
 pub fn open_link(target: &Target) -> Result<Box<dyn Link>> {
     Ok(match target {
         #[cfg(feature = "sim")]
-        Target::Sim { spec, faults } => Box::new(crate::bus::SimLink {
-            port: ecsim::SimPort::with_faults(spec.clone(), faults.clone()),
-        }),
+        Target::Sim { spec, faults } => {
+            Box::new(ecsim::SimPort::with_faults(spec.clone(), faults.clone()))
+        }
         Target::Iface(name) => {
             crate::netuse::check_free(&safefs::SysRoot::live(), name)?;
-            Box::new(SocketLink {
-                sock: rtcat_packet::PacketSocket::open(name).map_err(|source| {
-                    Error::Interface {
-                        iface: name.clone(),
-                        source,
-                    }
+            Box::new(
+                rtcat_packet::PacketSocket::open(name).map_err(|source| Error::Interface {
+                    iface: name.clone(),
+                    source,
                 })?,
-            })
+            )
         }
+        Target::Link(f) => f.open().map_err(|source| Error::Interface {
+            iface: f.name().to_string(),
+            source,
+        })?,
     })
 }
 
@@ -571,7 +575,9 @@ where
                 };
                 let (mut x, thread) = match mode {
                     TxRxMode::Inline => {
+                        let mut bus = bus;
                         bus.tx.replace_waker(std::task::Waker::noop());
+                        bus.set_wait(cfg.cycle.wait_mode());
                         (Exchanger::Inline(bus), None)
                     }
                     TxRxMode::Thread => {

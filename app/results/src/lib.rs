@@ -38,7 +38,8 @@ pub use ladder::{
 };
 pub use summary::{
     AxisSummary, BusStats, DcSubdeviceSummary, DcSummary, FloorSummary, LatencyStats,
-    LoggingHealth, Mode, Policy, Stop, StopReason, Summary, SystemInfo, Wkc, write_results,
+    LoggingHealth, Mode, Policy, Stop, StopReason, Summary, SystemInfo, WaitStats, Wkc,
+    write_results,
 };
 
 /// `schema` value of a `summary.json`.

@@ -489,6 +489,29 @@ pub struct BusStats {
     pub rx_rejected_by_reason: std::collections::BTreeMap<String, u64>,
     /// Frames the link failed to send.
     pub send_errors: u64,
+    /// How the inline cycle waited for its replies and what the wait cost (absent: a TX/RX
+    /// thread moved the frames, or an older file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitStats>,
+}
+
+/// The inline cycle's wait for its replies (`[cycle] wait`, `bench --wait`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitStats {
+    /// `sleep`, `busy` or `hybrid`.
+    pub mode: String,
+    /// Cycles whose wait's CPU time was measured (one in 8).
+    pub sampled_cycles: u64,
+    /// The cyclic thread's CPU time in those waits (ns, CLOCK_THREAD_CPUTIME_ID).
+    pub cpu_ns: u64,
+    /// Its mean per measured cycle (ns): what the wait cost the core per cycle.
+    pub cpu_ns_per_cycle: u64,
+    /// Hybrid: replies that came after the poll window (the wait had gone back to sleep).
+    pub after_window: u64,
+    /// Cycles in which the wait polled the link (busy: every cycle that waited; hybrid: those
+    /// that reached the window).
+    pub polled_cycles: u64,
 }
 
 /// Problems the status thread had with the log files; the run went on regardless.
@@ -601,6 +624,24 @@ impl BusStats {
                 "bus.rx_rejected ({}) is not the sum of bus.rx_rejected_by_reason ({sum})",
                 self.rx_rejected
             );
+        }
+        if let Some(w) = &self.wait {
+            if !["sleep", "busy", "hybrid"].contains(&w.mode.as_str()) {
+                invalid!(
+                    "bus.wait.mode",
+                    "bus.wait.mode: \"{}\" is not sleep, busy or hybrid",
+                    w.mode.escape_debug()
+                );
+            }
+            if w.cpu_ns.checked_div(w.sampled_cycles).unwrap_or(0) != w.cpu_ns_per_cycle {
+                invalid!(
+                    "bus.wait.cpu_ns_per_cycle",
+                    "bus.wait.cpu_ns_per_cycle ({}) is not bus.wait.cpu_ns / sampled_cycles ({} / {})",
+                    w.cpu_ns_per_cycle,
+                    w.cpu_ns,
+                    w.sampled_cycles
+                );
+            }
         }
         Ok(())
     }
@@ -992,6 +1033,14 @@ mod tests {
             rx_rejected_by_reason: [("foreign_source".to_string(), 2), ("bad_length".into(), 1)]
                 .into(),
             send_errors: 1,
+            wait: Some(WaitStats {
+                mode: "hybrid".into(),
+                sampled_cycles: 4,
+                cpu_ns: 10,
+                cpu_ns_per_cycle: 2,
+                after_window: 1,
+                polled_cycles: 3,
+            }),
         });
         s.logging = Some(LoggingHealth {
             write_errors: 1,
@@ -1028,8 +1077,25 @@ mod tests {
             rx_rejected: n,
             rx_rejected_by_reason: [("not_ethercat".to_string(), 2)].into(),
             send_errors: 0,
+            wait: None,
         };
         assert!(e(&|s| s.bus = Some(bus(3))).contains("is not the sum"));
+        let wait = |mode: &str, per: u64| BusStats {
+            wait: Some(WaitStats {
+                mode: mode.into(),
+                sampled_cycles: 3,
+                cpu_ns: 10,
+                cpu_ns_per_cycle: per,
+                after_window: 0,
+                polled_cycles: 0,
+            }),
+            ..bus(2)
+        };
+        assert!(e(&|s| s.bus = Some(wait("spin", 3))).contains("bus.wait.mode: \"spin\""));
+        assert!(e(&|s| s.bus = Some(wait("busy", 4))).contains("bus.wait.cpu_ns_per_cycle (4)"));
+        let mut ok = sample_summary();
+        ok.bus = Some(wait("busy", 3));
+        ok.validate().unwrap();
         assert!(
             e(&|s| {
                 s.mode = Mode::TimerOnly;
@@ -1044,6 +1110,7 @@ mod tests {
                     rx_rejected: 1,
                     rx_rejected_by_reason: [("Bad Reason".to_string(), 1)].into(),
                     send_errors: 0,
+                    wait: None,
                 })
             })
             .contains("key \"Bad Reason\"")
@@ -1054,6 +1121,7 @@ mod tests {
                     rx_rejected: 0,
                     rx_rejected_by_reason: [("a".to_string(), u64::MAX), ("b".into(), 1)].into(),
                     send_errors: 0,
+                    wait: None,
                 })
             })
             .contains("overflow")

@@ -8,7 +8,10 @@ pub(crate) mod values;
 
 use crate::cmd::bus::{CountersArgs, PdosArgs, RegsArgs, ScanArgs, SiiArgs};
 use crate::cmd::config::ConfigCmd;
+use crate::cmd::eoe::EoeCmd;
 use crate::cmd::esi::EsiArgs;
+use crate::cmd::foe::FoeCmd;
+use crate::cmd::gateway::GatewayArgs;
 use crate::cmd::lab::{LoadArgs, ReportArgs};
 use crate::cmd::ladder::LadderArgs;
 use crate::cmd::run::{BenchArgs, RunArgs};
@@ -71,6 +74,17 @@ pub enum Command {
     /// then back to INIT)
     #[command(subcommand)]
     Sdo(SdoCmd),
+    /// FoE file access: read or write a device's file (firmware with --boot; brings the segment
+    /// to PRE-OP, then back to INIT)
+    #[command(subcommand)]
+    Foe(FoeCmd),
+    /// Ethernet over EtherCAT: a device's IP settings, or its network bridged to a TAP
+    /// interface of this machine (brings the segment to PRE-OP, then back to INIT)
+    #[command(subcommand)]
+    Eoe(EoeCmd),
+    /// The EtherCAT mailbox gateway (ETG.8200, UDP): tools on allowed networks reach the
+    /// devices' mailboxes through this machine (brings the segment to PRE-OP, then back to INIT)
+    Gateway(GatewayArgs),
     /// Serve the running master's metrics to Prometheus (GET /metrics, text format 0.0.4),
     /// read from its control socket at every scrape
     Exporter(ExporterArgs),

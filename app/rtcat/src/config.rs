@@ -34,6 +34,8 @@ pub struct Config {
     pub output: OutputConfig,
     /// `[tune]`: the CPU shield and NIC tuning (`rtcat tune`).
     pub tune: rttune::TuneSection,
+    /// `[gateway]`: the mailbox gateway (ETG.8200) of `rtcat run`, off by default.
+    pub gateway: crate::gateway::GatewayConfig,
 }
 
 /// The file's sections as serde reads them: the master's section types, and the binary's own.
@@ -56,10 +58,18 @@ struct File {
     ipc: IpcConfig,
     control: ControlConfig,
     shm: rtcat_master::shm::ShmConfig,
+    gateway: crate::gateway::GatewayConfig,
 }
 
 impl File {
-    fn split(self) -> (MasterConfig, OutputConfig, rttune::TuneSection) {
+    fn split(
+        self,
+    ) -> (
+        MasterConfig,
+        OutputConfig,
+        rttune::TuneSection,
+        crate::gateway::GatewayConfig,
+    ) {
         let master = MasterConfig {
             bus: self.bus,
             cycle: self.cycle,
@@ -73,7 +83,7 @@ impl File {
             control: self.control,
             shm: self.shm,
         };
-        (master, self.output, self.tune)
+        (master, self.output, self.tune, self.gateway)
     }
 }
 
@@ -162,7 +172,7 @@ impl Config {
     /// Parse and validate `text`; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
         let file: File = toml::from_str(text).map_err(|e| ConfigError::parse(path, &e))?;
-        let (master, output, tune) = file.split();
+        let (master, output, tune, gateway) = file.split();
         // The master's sections first, in its order, then the binary's (the first violation
         // is reported).
         let master = master.checked(path)?;
@@ -170,6 +180,7 @@ impl Config {
             master,
             output,
             tune,
+            gateway,
         };
         cfg.check_own().map_err(|e| e.at(path))?;
         Ok(cfg)
@@ -183,7 +194,8 @@ impl Config {
 
     fn check_own(&self) -> Result<(), Invalid> {
         self.output.check()?;
-        check_tune(&self.tune)
+        check_tune(&self.tune)?;
+        self.gateway.checked().map(|_| ())
     }
 
     /// The context doctor and tune run in, from this configuration.
@@ -243,6 +255,22 @@ mod tests {
             ),
             ("[cycle]\nperiod_us = \"fast\"\n", "period_us"),
             ("[outptu]\n", "unknown field `outptu`"),
+            (
+                "[gateway]\nlisten = \"127.0.0.1:34980\"\n",
+                "gateway.allow = []: must name the networks",
+            ),
+            (
+                "[gateway]\nlisten = \"nowhere\"\nallow = [\"10.0.0.0/24\"]\n",
+                "gateway.listen = \"nowhere\": must be ADDR:PORT",
+            ),
+            (
+                "[gateway]\nlisten = \"127.0.0.1:34980\"\nallow = [\"10.0.0.0/33\"]\n",
+                "gateway.allow = \"10.0.0.0/33\"",
+            ),
+            (
+                "[gateway]\nallow = [\"10.0.0.0/24\"]\n",
+                "gateway.allow = [\"10.0.0.0/24\"]: has no effect without gateway.listen",
+            ),
         ] {
             let e = Config::parse(text, "c.toml").unwrap_err().to_string();
             assert!(e.contains(want), "{text:?} gave {e:?}, wanted {want:?}");

@@ -13,6 +13,7 @@ pub mod control;
 pub mod echo;
 pub mod exporter;
 pub mod floor;
+pub mod gateway;
 pub mod outcome;
 pub mod output;
 pub mod runner;

@@ -215,6 +215,23 @@ pub fn human_table(s: &Summary, rec: &Recorder) -> String {
             },
             b.send_errors
         );
+        if let Some(w) = &b.wait {
+            let _ = writeln!(
+                t,
+                "wait {}: CPU {} µs per cycle ({} cycles measured){}",
+                w.mode,
+                us(w.cpu_ns_per_cycle as f64),
+                w.sampled_cycles,
+                match w.mode.as_str() {
+                    "hybrid" => format!(
+                        ", polled in {} cycles, {} replies after the poll window",
+                        w.polled_cycles, w.after_window
+                    ),
+                    "busy" => format!(", polled in {} cycles", w.polled_cycles),
+                    _ => String::new(),
+                }
+            );
+        }
     }
     if let Some(l) = &s.logging {
         let _ = writeln!(

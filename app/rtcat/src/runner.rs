@@ -222,6 +222,8 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         None => (Mode::TimerOnly, None),
         Some(Target::Sim { .. }) => (Mode::Sim, None),
         Some(Target::Iface(i)) => (Mode::Iface, Some(i.clone())),
+        // A library user's link (the binary never makes one): reported like an interface.
+        Some(Target::Link(f)) => (Mode::Iface, Some(f.name().to_string())),
     };
     let base = FactsBase::new(&job, mode, interface);
     let checkpoint = match job.cfg.output.checkpoint_s {
@@ -282,6 +284,19 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             )
             .context("start the DC sampler thread")?,
         ),
+        _ => None,
+    };
+    // The mailbox gateway (`[gateway]`, ETG.8200), through the same queue: a configuration
+    // tool on an allowed network reaches the devices' mailboxes during OP.
+    let gateway = match (&queue, job.cfg.gateway.checked()) {
+        (Some((client, _)), Ok(Some((listen, allow)))) => {
+            let g = crate::gateway::Running::start(listen, allow, client.clone())
+                .with_context(|| format!("[gateway] listen = {listen}"))?;
+            log::info!("mailbox gateway (ETG.8200) listening on {}", g.local);
+            crate::say!("rtcat: mailbox gateway listening on {}", g.local);
+            Some(g)
+        }
+        (_, Err(e)) => return Err(anyhow::anyhow!("{e}")),
         _ => None,
     };
     let sdo = queue.map(|(_, service)| service);
@@ -352,6 +367,18 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             r
         }
     };
+    if let Some(g) = gateway {
+        let c = g.stop();
+        log::info!(
+            "mailbox gateway: {} forwarded, {} answered, {} unanswered, {} error replies, {} peers refused, {} malformed",
+            c.forwarded,
+            c.answered,
+            c.unanswered,
+            c.error_replies,
+            c.refused_peer,
+            c.dropped_malformed
+        );
+    }
     // The poller's last emergencies still reach the status thread.
     if let Some(c) = control {
         c.stop();

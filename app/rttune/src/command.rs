@@ -117,6 +117,9 @@ impl Host for NoHost {
     fn file_caps(&self, _: &SysRoot, _: &str) -> io::Result<Option<FileCaps>> {
         Err(not_live())
     }
+    fn rauc_status(&self) -> io::Result<Option<String>> {
+        Err(not_live())
+    }
 }
 
 /// stdout could not be written (other than a closed pipe): a runtime failure, exit 1.

@@ -167,6 +167,9 @@ pub const KNOWN_BINARIES: &[(&str, &[&str])] = &[(
 
 /// Where systemctl is (run by absolute path: the caller's PATH is not trusted).
 const SYSTEMCTL: &[&str] = &["/usr/bin/systemctl", "/bin/systemctl"];
+const RAUC: &[&str] = &["/usr/bin/rauc", "/bin/rauc", "/usr/sbin/rauc"];
+/// `rauc status` asks the RAUC service over D-Bus; a service that hangs must not hang doctor.
+const RAUC_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Decide how to start service `name` again after it was stopped `how`: through systemd by its
 /// unit name when systemd runs and the unit exists (also for a daemon that was signalled), else
@@ -229,6 +232,9 @@ pub trait Host {
     fn set_coalesce(&self, iface: &str, c: &Coalesce) -> io::Result<()>;
     fn set_affinity(&self, tid: u32, cpus: &CpuSet) -> io::Result<()>;
     fn file_caps(&self, root: &SysRoot, path: &str) -> io::Result<Option<FileCaps>>;
+    /// `rauc status --detailed --output-format=json` (doctor's A/B slot report); `Ok(None)` when
+    /// RAUC is not installed.
+    fn rauc_status(&self) -> io::Result<Option<String>>;
 }
 
 /// The real machine.
@@ -440,6 +446,48 @@ impl Host for RealHost {
             };
         }
         Ok(parse_vfs_cap(&buf[..n as usize]))
+    }
+
+    fn rauc_status(&self) -> io::Result<Option<String>> {
+        let Some(cmd) = RAUC.iter().find(|p| Path::new(p).is_file()) else {
+            return Ok(None);
+        };
+        let args = ["status", "--detailed", "--output-format=json"];
+        let mut child = Command::new(cmd)
+            .args(args)
+            .env_clear()
+            .env("PATH", SAFE_PATH)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()?;
+        // The output is a few KiB: it fits the pipe, so waiting before reading cannot block
+        // the child; a service that never answers is killed at the deadline.
+        let t0 = Instant::now();
+        while child.try_wait()?.is_none() {
+            if t0.elapsed() > RAUC_TIMEOUT {
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!(
+                        "{cmd} {} gave no answer in {RAUC_TIMEOUT:?}",
+                        args.join(" ")
+                    ),
+                ));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            return Err(io::Error::other(format!(
+                "{cmd} {} failed ({}): {}",
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            )));
+        }
+        Ok(Some(String::from_utf8_lossy(&out.stdout).into_owned()))
     }
 }
 

@@ -791,6 +791,8 @@ pub struct FakeHost {
     /// Interfaces whose set_coalesce fails with this errno.
     pub coalesce_errno: Mutex<HashMap<String, i32>>,
     pub log: Mutex<Vec<String>>,
+    /// What `rauc status --detailed --output-format=json` prints; `None`: RAUC not installed.
+    pub rauc: Mutex<Option<io::Result<String>>>,
 }
 
 impl FakeHost {
@@ -810,6 +812,7 @@ impl FakeHost {
             coalesce: Mutex::new(c),
             coalesce_errno: Mutex::new(HashMap::new()),
             log: Mutex::new(Vec::new()),
+            rauc: Mutex::new(None),
         }
     }
 
@@ -926,6 +929,14 @@ impl Host for FakeHost {
             }
         }
         Err(io::Error::from_raw_os_error(libc::ESRCH))
+    }
+
+    fn rauc_status(&self) -> io::Result<Option<String>> {
+        match &*self.rauc.lock().unwrap() {
+            None => Ok(None),
+            Some(Ok(s)) => Ok(Some(s.clone())),
+            Some(Err(e)) => Err(io::Error::new(e.kind(), e.to_string())),
+        }
     }
 
     fn file_caps(&self, _root: &SysRoot, _path: &str) -> io::Result<Option<FileCaps>> {

@@ -459,6 +459,9 @@ impl Host for Crashing<'_> {
     fn file_caps(&self, r: &SysRoot, p: &str) -> std::io::Result<Option<rttune::host::FileCaps>> {
         self.inner.file_caps(r, p)
     }
+    fn rauc_status(&self) -> std::io::Result<Option<String>> {
+        self.inner.rauc_status()
+    }
 }
 
 #[test]
@@ -597,7 +600,7 @@ fn json_report_has_the_same_ids_as_text() {
         .map(|c| c["id"].as_str().unwrap())
         .collect();
     let text = r.to_text();
-    assert_eq!(ids.len(), 30);
+    assert_eq!(ids.len(), 31);
     for c in v["checks"].as_array().unwrap() {
         let id = c["id"].as_str().unwrap();
         assert!(text.contains(&format!(" {id} ")), "{id}");
@@ -1009,4 +1012,147 @@ fn caps_from_the_unit_and_its_drop_ins_when_rtcat_is_not_running() {
     )
     .unwrap();
     caps(Verdict::Pass, "all present");
+}
+
+/// `rauc status --detailed --output-format=json` as RAUC 1.8 prints it on the A/B image after
+/// an update to slot B (B booted and primary, A the fallback): keys as in RAUC's
+/// `r_status_formatter_json`.
+fn rauc_json(b_primary: bool, a_boot: &str) -> String {
+    format!(
+        r#"{{"compatible":"rtcat-rock-5b","variant":"","booted":"B","boot_primary":"{}",
+        "slots":[
+          {{"rootfs.0":{{"class":"rootfs","device":"/dev/mmcblk0p2","type":"ext4","bootname":"A",
+            "state":"inactive","parent":null,"mountpoint":null,"boot_status":"{a_boot}",
+            "slot_status":{{"bundle":{{"compatible":"rtcat-rock-5b"}}}}}}}},
+          {{"rootfs.1":{{"class":"rootfs","device":"/dev/mmcblk0p3","type":"ext4","bootname":"B",
+            "state":"booted","parent":null,"mountpoint":"/","boot_status":"good",
+            "slot_status":{{"bundle":{{"compatible":"rtcat-rock-5b","version":"1.4.0"}},
+              "checksum":{{"sha256":"0123456789abcdef0123","size":123}},
+              "installed":{{"timestamp":"2026-12-04T10:00:00Z","count":1}},"status":"ok"}}}}}}
+        ]}}"#,
+        if b_primary { "rootfs.1" } else { "rootfs.0" }
+    )
+}
+
+#[test]
+fn doctor_reports_the_booted_slot_the_fallback_and_this_boots_gate_verdict() {
+    let (_dirs, t, root, host, _state) = rig();
+    let w = |p: &str, s: &str| {
+        let p = t.root.join(p);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, s).unwrap();
+    };
+    // not an A/B boot: nothing to say
+    let c = doctor(&root, &host, None);
+    assert_eq!(c.get("update.slots").unwrap().verdict, Verdict::NA);
+
+    w(
+        "proc/cmdline",
+        "root=/dev/mmcblk0p3 rauc.slot=B isolcpus=6\n",
+    );
+    w("proc/sys/kernel/random/boot_id", "b00t-2\n");
+    // A/B boot, RAUC missing: updates cannot work
+    let r = doctor(&root, &host, None);
+    let c = r.get("update.slots").unwrap();
+    assert_eq!(c.verdict, Verdict::Fail, "{}", r.to_text());
+    assert!(
+        c.observed.contains("rauc is not installed"),
+        "{}",
+        c.observed
+    );
+
+    *host.rauc.lock().unwrap() = Some(Ok(rauc_json(true, "good")));
+    // The gate decided on an earlier boot only: this boot is not proved yet.
+    w(
+        "etc/rtcat/health-gate.conf",
+        "HOLD_S=60\nSTATE_DIR=/data/gate\n",
+    );
+    w(
+        "data/gate/verdicts.log",
+        "2026-12-01T08:00:00Z good slot=A rtcat held OP for 60s\n\
+         2026-12-04T10:01:00Z good slot=B boot=b00t-1 rtcat held OP for 60s\n",
+    );
+    let r = doctor(&root, &host, None);
+    let c = r.get("update.slots").unwrap();
+    assert_eq!(c.verdict, Verdict::Warn, "{}", r.to_text());
+    assert!(
+        c.observed
+            .starts_with("booted B (rootfs.1), not marked yet; other A (rootfs.0) boot good"),
+        "{}",
+        c.observed
+    );
+    assert!(c.details.iter().any(|d| d.contains("bundle 1.4.0 sha256 0123456789ab, installed 2026-12-04T10:00:00Z")), "{:?}", c.details);
+    assert!(
+        c.details.iter().any(|d| d.contains("no install record")),
+        "{:?}",
+        c.details
+    );
+
+    // This boot proved itself: PASS.
+    w(
+        "data/gate/verdicts.log",
+        "2026-12-04T10:01:00Z good slot=B boot=b00t-1 x\n\
+         2026-12-04T11:00:00Z good slot=B boot=b00t-2 rtcat held OP for 60s (3 subdevices)\n",
+    );
+    let r = doctor(&root, &host, None);
+    let c = r.get("update.slots").unwrap();
+    assert_eq!(c.verdict, Verdict::Pass, "{}", r.to_text());
+    assert_eq!(
+        c.observed,
+        "booted B (rootfs.1), marked good 2026-12-04T11:00:00Z; other A (rootfs.0) boot good"
+    );
+    assert!(c.fix.is_empty());
+
+    // No fallback (A was refused by U-Boot) and the next boot would start A: WARN with both.
+    *host.rauc.lock().unwrap() = Some(Ok(rauc_json(false, "bad")));
+    let r = doctor(&root, &host, None);
+    let c = r.get("update.slots").unwrap();
+    assert_eq!(c.verdict, Verdict::Warn, "{}", r.to_text());
+    assert!(
+        c.details.iter().any(|d| d.contains("cannot roll back")),
+        "{:?}",
+        c.details
+    );
+    assert!(
+        c.details
+            .iter()
+            .any(|d| d.contains("the next boot starts slot rootfs.0")),
+        "{:?}",
+        c.details
+    );
+
+    // The gate refused this boot: FAIL with its reason.
+    *host.rauc.lock().unwrap() = Some(Ok(rauc_json(true, "good")));
+    w(
+        "data/gate/verdicts.log",
+        "2026-12-04T11:05:00Z bad slot=B boot=b00t-2 not proved within 300s: the master is not in OP\n",
+    );
+    let r = doctor(&root, &host, None);
+    let c = r.get("update.slots").unwrap();
+    assert_eq!(c.verdict, Verdict::Fail, "{}", r.to_text());
+    assert!(
+        c.details[0].contains("the master is not in OP"),
+        "{:?}",
+        c.details
+    );
+
+    // RAUC's service unreachable / unreadable output: WARN naming it, never a panic.
+    *host.rauc.lock().unwrap() = Some(Err(std::io::Error::other("D-Bus: no rauc service")));
+    let c = doctor(&root, &host, None);
+    assert!(
+        c.get("update.slots")
+            .unwrap()
+            .observed
+            .contains("D-Bus: no rauc service")
+    );
+    *host.rauc.lock().unwrap() = Some(Ok("{\"slots\": 7}".into()));
+    let r = doctor(&root, &host, None);
+    let c = r.get("update.slots").unwrap();
+    assert_eq!(c.verdict, Verdict::Warn);
+    assert!(c.observed.contains("cannot read"), "{}", c.observed);
+    // A command line naming a slot RAUC does not know: FAIL.
+    *host.rauc.lock().unwrap() = Some(Ok(rauc_json(true, "good")));
+    w("proc/cmdline", "root=/dev/mmcblk0p3 rauc.slot=C\n");
+    let r = doctor(&root, &host, None);
+    assert_eq!(r.get("update.slots").unwrap().verdict, Verdict::Fail);
 }

@@ -69,7 +69,7 @@ fn live_doctor_runs_against_root() {
     let el = t0.elapsed();
     eprintln!("{}", r.to_text());
     eprintln!("doctor on / took {el:?}");
-    assert_eq!(r.checks.len(), 30);
+    assert_eq!(r.checks.len(), 31);
     for c in &r.checks {
         assert!(
             !c.observed.is_empty() && !c.expected.is_empty() && !c.why.is_empty(),

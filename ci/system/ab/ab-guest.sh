@@ -36,6 +36,9 @@ say "gate.log $(journalctl -b -u rtcat-health-gate.service -o cat --no-pager 2>/
 say "rtcat active=$(systemctl is-active rtcat.service) nrestarts=$(systemctl show -p NRestarts --value rtcat.service)"
 status_line() { rauc status --detailed --output-format=shell 2>&1 | grep -E '^RAUC_(BOOT_PRIMARY|SYSTEM_BOOTED_BOOTNAME|SLOT_BOOTNAME_[0-9]|SLOT_BOOT_STATUS_[0-9]|SLOT_STATE_[0-9])=' | tr '\n' ' '; }
 say "rauc $(status_line)"
+# what `rtcat doctor` tells a technician about the slots (update.slots, issue 30 item 4; the
+# slot report does not depend on the RT CPU named)
+say "doctor.slots $(rtcat doctor --cpu 0 2>&1 | grep -E '^(PASS|WARN|FAIL|N/A) +update\.slots ' | cut -c1-240)"
 [ "$st" = active ] || exit 0
 mkdir -p "$B"
 if ! mountpoint -q "$B" && ! mount -o ro /dev/vdb "$B"; then

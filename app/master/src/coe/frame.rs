@@ -18,16 +18,16 @@
 use thiserror::Error;
 
 /// Mailbox header bytes.
-pub const MBX_HEADER: usize = 6;
+pub const MBX_HEADER: usize = crate::mailbox::HEADER;
 /// Mailbox + CoE + SDO header: where an SDO's data starts.
 pub const SDO_DATA: usize = 12;
 /// Smallest mailbox a CoE client can use: one initiate request with its 4 data bytes.
-pub const MIN_MAILBOX: u16 = 16;
+pub const MIN_MAILBOX: u16 = crate::mailbox::MIN_MAILBOX;
 
 /// Mailbox type "CoE" (ETG.1000.4 Table 29).
-pub const TYPE_COE: u8 = 0x03;
+pub const TYPE_COE: u8 = crate::mailbox::kind::COE;
 /// Mailbox type "error" (ETG.1000.4 §5.6.1: the reply to a mailbox the device cannot handle).
-pub const TYPE_ERROR: u8 = 0x00;
+pub const TYPE_ERROR: u8 = crate::mailbox::kind::ERR;
 
 /// CoE services (ETG.1000.6 Table 29).
 pub mod service {

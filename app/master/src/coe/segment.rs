@@ -41,6 +41,23 @@ pub struct Device {
 }
 
 impl Device {
+    /// Why a protocol cannot be used: "NAME does not announce PROTO in its SII (mailbox
+    /// protocols ...)".
+    pub fn not_announced(&self, protocol: &str) -> String {
+        format!(
+            "{} does not announce {protocol} in its SII (mailbox protocols {})",
+            if self.name.is_empty() {
+                "the subdevice"
+            } else {
+                &self.name
+            },
+            match self.sii.protocols.names() {
+                n if n.is_empty() => "none".to_string(),
+                n => n.join(" "),
+            }
+        )
+    }
+
     /// Speaks CoE: the SII announces it and has a standard mailbox.
     pub fn coe(&self) -> bool {
         self.sii.protocols.coe && self.sii.mailbox.is_some()
@@ -125,18 +142,7 @@ impl PreOp<'_> {
         if !d.coe() {
             return Err(Error::Coe(CoeError::NoMailbox {
                 position: d.position,
-                why: format!(
-                    "{} does not announce CoE in its SII (mailbox protocols {})",
-                    if d.name.is_empty() {
-                        "the subdevice"
-                    } else {
-                        &d.name
-                    },
-                    match d.sii.protocols.names() {
-                        n if n.is_empty() => "none".to_string(),
-                        n => n.join(" "),
-                    }
-                ),
+                why: d.not_announced("CoE"),
             }));
         }
         let mut client = Client::on_bus(self.md, d.position, d.address, self.timeouts)?;
@@ -149,6 +155,59 @@ impl PreOp<'_> {
             counters: &self.counters,
             slot,
         })
+    }
+}
+
+impl PreOp<'_> {
+    /// Run `f` on the mailbox transport of the subdevice at `position`, for any protocol (FoE):
+    /// its mailbox from the SM registers, its counter continuing the segment's, and kept after.
+    pub fn with_mailbox<R>(
+        &self,
+        position: u32,
+        f: impl FnOnce(&mut crate::mailbox::BusMailbox<'_>) -> R,
+    ) -> Result<R> {
+        let d = self.device(position)?;
+        let mut m = crate::mailbox::Mailbox::on_bus(self.md, d.position, d.address, self.timeouts)?;
+        let slot = usize::from(d.position);
+        if let Some(&last) = self.counters.borrow().get(slot) {
+            m.continue_after(last);
+        }
+        let r = f(&mut m);
+        if let Some(c) = self.counters.borrow_mut().get_mut(slot) {
+            *c = m.counter();
+        }
+        Ok(r)
+    }
+
+    /// Run `f` on the subdevice at `position` in BOOT, on its bootstrap mailbox (SII words
+    /// 0x14..0x17): the device goes INIT → BOOT before, and after, whatever `f` returns, BOOT →
+    /// INIT → PRE-OP with its standard mailbox again, like the rest of the segment (INIT only, for
+    /// a device whose SII has no standard mailbox). `state` is how long each AL state change may
+    /// take.
+    pub fn with_boot_mailbox<R>(
+        &self,
+        position: u32,
+        state: std::time::Duration,
+        f: impl FnOnce(&mut crate::mailbox::BusMailbox<'_>) -> R,
+    ) -> Result<R> {
+        use crate::foe::boot;
+        use crate::mailbox::{BusPort, Geometry, Mailbox};
+        let d = self.device(position)?;
+        let g = Geometry::bootstrap_from_sii(d.position, &d.sii)?;
+        let standard = match &d.sii.mailbox {
+            Some(m) => Some(Geometry::from_sii(d.position, m)?),
+            None => None,
+        };
+        let mut port = BusPort::new(self.md, d.address);
+        boot::enter(&mut port, d.position, &g, state)?;
+        let mut m = Mailbox::new(port, d.position, g, self.timeouts);
+        let r = f(&mut m);
+        // A new start for the counter in INIT/PRE-OP: the device's mailbox was reset.
+        if let Some(c) = self.counters.borrow_mut().get_mut(usize::from(d.position)) {
+            *c = 0;
+        }
+        boot::leave(m.port(), d.position, standard.as_ref(), state)?;
+        Ok(r)
     }
 }
 

@@ -319,7 +319,7 @@ fn geometry_from_registers_and_sii() {
     );
     let mut esc = FakeEsc::new(server());
     esc.sm_enabled = false;
-    let e = Geometry::read(&mut esc, 4).unwrap_err().to_string();
+    let e = Error::from(Geometry::read(&mut esc, 4).unwrap_err()).to_string();
     assert!(
         e.starts_with("position 4: no CoE mailbox: SM0/SM1 are not enabled"),
         "{e}"
@@ -347,7 +347,7 @@ fn segmented_upload_reassembles_and_keeps_the_first_part() {
     let want: Vec<u8> = (0..=255u8).cycle().take(1000).collect();
     assert_eq!(c.upload(0x2000, 0).unwrap(), want);
     // Initiate + ceil((1000 - 112) / 119) = 8 segment requests, toggling from 0.
-    let log = &c.port.server.log;
+    let log = &c.mbx.port.server.log;
     assert_eq!(log[0], 0x40);
     assert_eq!(log.len(), 9);
     for (i, cmd) in log[1..].iter().enumerate() {
@@ -361,23 +361,27 @@ fn counter_runs_1_to_7() {
     for _ in 0..9 {
         c.upload(0x6060, 0).unwrap();
     }
-    assert_eq!(c.port.server.counters, [1, 2, 3, 4, 5, 6, 7, 1, 2]);
+    assert_eq!(c.mbx.port.server.counters, [1, 2, 3, 4, 5, 6, 7, 1, 2]);
 }
 
 #[test]
 fn downloads_expedited_normal_and_segmented() {
     let mut c = client(server());
     c.download(0x6060, 0, &[8]).unwrap();
-    assert_eq!(c.port.server.od[&(0x6060, 0)], [8]);
+    assert_eq!(c.mbx.port.server.od[&(0x6060, 0)], [8]);
     c.download(0x6085, 0, &50000u32.to_le_bytes()).unwrap();
     c.download(0x3000, 0, &1u64.to_le_bytes()).unwrap();
-    assert_eq!(c.port.server.od[&(0x3000, 0)], 1u64.to_le_bytes());
-    assert_eq!(*c.port.server.log.last().unwrap(), 0x21, "8 bytes: normal");
+    assert_eq!(c.mbx.port.server.od[&(0x3000, 0)], 1u64.to_le_bytes());
+    assert_eq!(
+        *c.mbx.port.server.log.last().unwrap(),
+        0x21,
+        "8 bytes: normal"
+    );
     let big: Vec<u8> = (0..700u32).map(|i| (i * 7) as u8).collect();
     c.download(0x3001, 0, &big).unwrap();
-    assert_eq!(c.port.server.od[&(0x3001, 0)], big);
+    assert_eq!(c.mbx.port.server.od[&(0x3001, 0)], big);
     // 112 bytes in the initiate, then ceil(588 / 119) = 5 segments, the last one marked.
-    let segs: Vec<u8> = c.port.server.log[4..].to_vec();
+    let segs: Vec<u8> = c.mbx.port.server.log[4..].to_vec();
     assert_eq!(segs.len(), 5, "{segs:x?}");
     assert_eq!(segs[4] & 1, 1);
     assert_eq!(segs[1] & 0x10, 0x10);
@@ -388,13 +392,17 @@ fn downloads_expedited_normal_and_segmented() {
 #[test]
 fn complete_access_sets_the_flag_and_subindex() {
     let mut c = client(server());
-    c.port.server.od.insert((0x1c12, 0), vec![1, 0, 0x00, 0x16]);
-    c.port.server.od.insert((0x1c12, 1), vec![0x00, 0x16]);
+    c.mbx
+        .port
+        .server
+        .od
+        .insert((0x1c12, 0), vec![1, 0, 0x00, 0x16]);
+    c.mbx.port.server.od.insert((0x1c12, 1), vec![0x00, 0x16]);
     assert_eq!(c.upload_complete(0x1c12, true).unwrap(), [1, 0, 0x00, 0x16]);
-    assert_eq!(c.port.server.log[0], 0x50);
+    assert_eq!(c.mbx.port.server.log[0], 0x50);
     c.download_complete(0x1c12, false, &[0x01, 0x16]).unwrap();
-    assert_eq!(c.port.server.log[1] & 0x10, 0x10);
-    assert_eq!(c.port.server.od[&(0x1c12, 1)], [0x01, 0x16]);
+    assert_eq!(c.mbx.port.server.log[1] & 0x10, 0x10);
+    assert_eq!(c.mbx.port.server.od[&(0x1c12, 1)], [0x01, 0x16]);
 }
 
 #[test]
@@ -418,7 +426,7 @@ fn aborts_carry_code_object_and_text() {
 #[test]
 fn emergencies_are_kept_not_fatal() {
     let mut c = client(server());
-    c.port.server.emergency_next = true;
+    c.mbx.port.server.emergency_next = true;
     assert_eq!(c.upload(0x6060, 0).unwrap(), [0]);
     let e = c.take_emergencies();
     assert_eq!(
@@ -436,7 +444,7 @@ fn emergencies_are_kept_not_fatal() {
 #[test]
 fn a_flood_of_emergencies_ends_in_the_timeout() {
     let mut c = client(server());
-    c.port.flood = true;
+    c.mbx.port.flood = true;
     let e = c.upload(0x6060, 0).unwrap_err().to_string();
     assert!(e.ends_with("response: no answer within 20 ms"), "{e}");
     assert_eq!(c.take_emergencies().len(), MAX_EMERGENCIES);
@@ -445,8 +453,8 @@ fn a_flood_of_emergencies_ends_in_the_timeout() {
 #[test]
 fn an_empty_segment_that_is_not_the_last_is_malformed() {
     let mut c = client(server());
-    c.port.server.od.insert((0x2001, 0), vec![1; 200]);
-    c.port.server.empty_segments = true;
+    c.mbx.port.server.od.insert((0x2001, 0), vec![1; 200]);
+    c.mbx.port.server.empty_segments = true;
     let e = c.upload(0x2001, 0).unwrap_err().to_string();
     assert!(
         e.ends_with("malformed response: empty segment that is not the last"),
@@ -462,9 +470,9 @@ fn a_first_request_repeating_the_last_counter_is_sent_again() {
     s.last_counter = Some(1);
     let mut c = client(s);
     assert_eq!(c.upload(0x6060, 0).unwrap(), [0]);
-    assert_eq!(c.port.server.counters, [2]);
+    assert_eq!(c.mbx.port.server.counters, [2]);
     // Only the first request is sent again: later silence is a timeout.
-    c.port.server.mute = true;
+    c.mbx.port.server.mute = true;
     assert!(matches!(c.upload(0x6060, 0), Err(Error::Timeout { .. })));
 }
 
@@ -476,14 +484,15 @@ fn a_client_continues_after_the_last_counter() {
     c.continue_after(7);
     c.upload(0x6060, 0).unwrap();
     assert_eq!(c.counter(), 1);
-    assert_eq!(c.port.server.counters, [1]);
+    assert_eq!(c.mbx.port.server.counters, [1]);
 }
 
 #[test]
 fn stale_response_is_cleared_first() {
     let mut c = client(server());
     // The answer to a request that timed out, still in SM1.
-    c.port
+    c.mbx
+        .port
         .queue
         .push_back(sdo_resp(0x4f, 0x1c00, 4, [4, 0, 0, 0]));
     assert_eq!(c.upload(0x1018, 2).unwrap(), 0x0003_0003u32.to_le_bytes());
@@ -492,7 +501,7 @@ fn stale_response_is_cleared_first() {
 #[test]
 fn timeout_names_the_step() {
     let mut c = client(server());
-    c.port.server.mute = true;
+    c.mbx.port.server.mute = true;
     let e = c.upload(0x1008, 0).unwrap_err().to_string();
     assert_eq!(
         e,
@@ -503,20 +512,20 @@ fn timeout_names_the_step() {
 #[test]
 fn toggle_errors_are_malformed() {
     let mut c = client(server());
-    c.port.server.bad_toggle = true;
+    c.mbx.port.server.bad_toggle = true;
     let e = c.upload(0x2000, 0).unwrap_err().to_string();
     assert!(
         e.contains("malformed response: segment toggle bit not changed"),
         "{e}"
     );
     // The client told the device it gave up (abort 0x05030000).
-    assert_eq!(*c.port.server.log.last().unwrap(), 0x80);
+    assert_eq!(*c.mbx.port.server.log.last().unwrap(), 0x80);
 }
 
 #[test]
 fn answer_for_another_object_is_malformed() {
     let mut c = client(server());
-    c.port.server.echo_other = true;
+    c.mbx.port.server.echo_other = true;
     let e = c.upload(0x6060, 0).unwrap_err().to_string();
     assert_eq!(
         e,

@@ -117,6 +117,15 @@ pub enum Error {
     /// A CoE transfer failed (`rtcat sdo`, `config from-bus`).
     #[error(transparent)]
     Coe(#[from] crate::coe::Error),
+    /// The mailbox transport failed (a protocol other than CoE).
+    #[error(transparent)]
+    Mailbox(#[from] crate::mailbox::Error),
+    /// An FoE transfer or the BOOT state failed (`rtcat foe`).
+    #[error(transparent)]
+    Foe(#[from] crate::foe::Error),
+    /// An EoE service failed (`rtcat eoe`).
+    #[error(transparent)]
+    Eoe(#[from] crate::eoe::Error),
     /// A register access through a [`Registers`] backend failed (a running master's acyclic
     /// queue: [`crate::acyclic::SdoFailure`]).
     #[error("{what}: {why}")]
@@ -142,6 +151,8 @@ impl Error {
         match self {
             Error::Position { .. } | Error::Range(_) => true,
             Error::Master(e) => e.is_usage(),
+            // A file name the device's mailbox cannot carry.
+            Error::Foe(crate::foe::Error::Request(_)) => true,
             _ => false,
         }
     }

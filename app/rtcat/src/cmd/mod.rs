@@ -3,7 +3,10 @@
 
 pub mod bus;
 pub mod config;
+pub mod eoe;
 pub mod esi;
+pub mod foe;
+pub mod gateway;
 pub mod lab;
 pub mod ladder;
 pub mod run;
@@ -34,6 +37,9 @@ pub fn run(cmd: Command) -> Outcome {
         Command::Regs(a) => bus::regs(a),
         Command::Esi(a) => esi::run(&a),
         Command::Sdo(c) => sdo::sdo(c),
+        Command::Foe(c) => foe::foe(c),
+        Command::Eoe(c) => eoe::eoe(c),
+        Command::Gateway(a) => gateway::gateway(a),
         Command::Exporter(a) => crate::exporter::run(a),
         Command::Web(a) => web(a),
     }

@@ -105,7 +105,15 @@ pub fn sim(a: &SimArgs) -> Outcome {
         a.iface
     ));
     let devices = spec.devices.len();
-    let port = SimPort::new(spec);
+    let mut port = SimPort::new(spec);
+    // The networks behind EoE devices (`[device.eoe] tap`): TAPs in this namespace.
+    let taps = port
+        .segment_mut()
+        .attach_eoe()
+        .context("EoE ([device.eoe] tap)")?;
+    if !taps.is_empty() {
+        say(format_args!("rtcat sim: EoE networks {}", taps.join(", ")));
+    }
     let status = Arc::new(Mutex::new(String::from("starting")));
     let stop = Arc::new(AtomicBool::new(false));
     // The control socket first: a wrong path is a usage error found before touching the network.

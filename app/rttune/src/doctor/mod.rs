@@ -195,6 +195,7 @@ pub fn run(d: &Doctor) -> anyhow::Result<Report> {
         c.nic_link(),
         c.nic_coalesce(),
         c.caps(),
+        c.ab_slots(),
     ];
     let mut summary = Summary::default();
     for ch in &checks {

@@ -1,5 +1,6 @@
 //! The real-time knobs, one file per area: kernel build, boot arguments, scheduler, power, IRQs,
-//! workqueues, memory, tasks, NIC, capabilities.
+//! workqueues, memory, tasks, NIC, capabilities; and, not a knob but read the same way, the A/B
+//! update slots.
 //!
 //! Each area file is the one place to read for its knobs: which fact is read (its own readers,
 //! or the shared ones of [`crate::facts`]), how `rtcat doctor` judges it (the area's checks, as
@@ -21,5 +22,6 @@ pub(crate) mod memory;
 pub(crate) mod nic;
 pub(crate) mod power;
 pub(crate) mod sched;
+pub(crate) mod slots;
 pub(crate) mod tasks;
 pub(crate) mod workqueue;
