@@ -174,7 +174,18 @@ pub enum Request {
         /// Entry-table row.
         row: u32,
     },
+    /// `{"cmd": "note", "text": "web user=alice: sdo_write ..."}`: put a line on the master's
+    /// record (events.log and the journal) with the peer's uid and pid. A program that acts
+    /// for its own users (the commissioning page) says with it who asks for the write it sends
+    /// next; it needs the write right as that write does. Data `{}`.
+    Note {
+        /// The line (1..=[`MAX_NOTE`] bytes, no control characters).
+        text: String,
+    },
 }
+
+/// Longest [`Request::Note`] text (bytes).
+pub const MAX_NOTE: usize = 512;
 
 /// Why a request failed: the caller's input, or the master/bus.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -353,7 +364,7 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 
 /// The commands, for error messages.
 pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state, \
-                            shm_image, shm_writer, shm_claim, shm_release";
+                            shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, note";
 
 impl Request {
     /// Parse one request line (without its newline). An object with a key twice is refused
@@ -382,6 +393,7 @@ impl Request {
                 | Request::ShmWriter { .. }
                 | Request::ShmClaim { .. }
                 | Request::ShmRelease { .. }
+                | Request::Note { .. }
                 | Request::FoeWrite { .. }
         )
     }
@@ -405,6 +417,7 @@ impl Request {
             Request::ShmWriter { .. } => "shm_writer",
             Request::ShmClaim { .. } => "shm_claim",
             Request::ShmRelease { .. } => "shm_release",
+            Request::Note { .. } => "note",
             Request::FoeRead { .. } => "foe_read",
             Request::FoeWrite { .. } => "foe_write",
         }
@@ -458,6 +471,19 @@ impl Request {
                     Request::ShmClaim { slot, row }
                 } else {
                     Request::ShmRelease { slot, row }
+                }
+            }
+            "note" => {
+                only(o, cmd, &["text"])?;
+                let text = string(o, "text")?;
+                if text.is_empty() || text.len() > MAX_NOTE || text.chars().any(char::is_control) {
+                    return Err(Failure::usage(format!(
+                        "text = {:?}: must be 1..={MAX_NOTE} bytes without control characters",
+                        text.chars().take(40).collect::<String>()
+                    )));
+                }
+                Request::Note {
+                    text: text.to_string(),
                 }
             }
             "foe_read" | "foe_write" => {
@@ -566,6 +592,7 @@ impl Request {
             Request::ShmRelease { slot, row } => {
                 json!({"cmd": "shm_release", "slot": slot, "row": row})
             }
+            Request::Note { text } => json!({"cmd": "note", "text": text}),
             Request::FoeRead {
                 position,
                 name,
@@ -874,6 +901,9 @@ mod tests {
                 position: 65535,
                 state: AlTarget::SafeOp,
             },
+            Request::Note {
+                text: "web user=alice: sdo_write".into(),
+            },
             Request::FoeRead {
                 position: 1,
                 name: "params.bin".into(),
@@ -893,6 +923,9 @@ mod tests {
                 r.to_line()
             );
         }
+        // A note changes nothing but needs the write right: it is on the record like a write.
+        assert!(Request::Note { text: "x".into() }.is_write());
+        assert!(!Request::Status.is_write());
         let r = Request::parse(r#"{"cmd":"sdo_read","position":"1","index":"0x6041","sub":0}"#);
         assert_eq!(
             r,
@@ -936,6 +969,14 @@ mod tests {
             (
                 r#"{"cmd":"al_state","position":0,"state":"boot"}"#,
                 "state = \"boot\": must be one of",
+            ),
+            (
+                r#"{"cmd":"note","text":""}"#,
+                "text = \"\": must be 1..=512",
+            ),
+            (
+                r#"{"cmd":"note","text":"a\nb"}"#,
+                "without control characters",
             ),
             (
                 r#"{"cmd":"status","cmd":"scan"}"#,

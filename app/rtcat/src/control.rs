@@ -159,6 +159,8 @@ pub fn record_text(peer: &Peer, request: &Request, outcome: &Outcome<'_>) -> Str
         Request::ShmClaim { slot, row } | Request::ShmRelease { slot, row } => {
             format!("slot={slot} row={row}")
         }
+        // The client's text: quoted, one line whatever it holds.
+        Request::Note { text } => format!("text={text:?}"),
         // The password stays off the record; the name is the client's text, quoted.
         Request::FoeWrite { position, name, .. } => format!("position={position} name={name:?}"),
         other => other.to_line(),
@@ -478,6 +480,8 @@ impl Provider for Shared {
                 Ok(json!({"position": position, "index": index, "sub": sub,
                           "written": data.len()}))
             }
+            // Its record is the point (put there by the server as for every write).
+            Request::Note { .. } => Ok(json!({})),
             Request::ShmImage
             | Request::ShmWriter { .. }
             | Request::ShmClaim { .. }

@@ -502,6 +502,11 @@ fn state_changes_are_on_the_record_with_uid_pid_target_value_and_result() {
     let d = tempfile::tempdir().unwrap();
     let b = Bench::start(d.path(), 4);
     let mut c = b.client();
+    // A program acting for its own users (rtcat-web) names the user first (issue 32).
+    c.call(&Request::Note {
+        text: "rtcat-web user=engineer: sdo_write".into(),
+    })
+    .unwrap();
     c.call(&Request::SdoWrite {
         position: 1,
         index: 0x8000,
@@ -531,8 +536,9 @@ fn state_changes_are_on_the_record_with_uid_pid_target_value_and_result() {
         nix::unistd::getuid().as_raw(),
         std::process::id()
     );
-    assert_eq!(r.len(), 3, "{r:#?}");
+    assert_eq!(r.len(), 4, "{r:#?}");
     let want = [
+        format!("control note {me} text=\"rtcat-web user=engineer: sdo_write\" result=ok"),
         format!("control sdo_write {me} position=1 index=0x8000 sub=21 data=0500 result=ok"),
         format!(
             "control sdo_write {me} position=7 index=0x6085 sub=0 data=e8030000 result=failed \
