@@ -8,13 +8,13 @@
 //! `SubDeviceRef`, which any thread may use while the group cycles; this module builds the
 //! per-subdevice recovery on those.
 //!
-//! - After every bring-up reached OP, [`snapshot`] reads each subdevice's sync manager
+//! - After every bring-up reached OP, `snapshot` reads each subdevice's sync manager
 //!   (0x0800..) and FMMU (0x0600..) registers and, for a DC subdevice, its DC registers
 //!   (0x0900..0x09AF): what ethercrab wrote, to be written again.
 //! - The cyclic thread marks a subdevice seen out of OP on the [`Board`] (a few atomics, no
 //!   lock, no allocation, no system call) and keeps cycling: its data is flagged invalid, the
 //!   working counter judged without its share ([`crate::cycle::judge`]).
-//! - The worker thread ([`worker`], normal priority) brings it back: station address by
+//! - The worker thread (`worker`, normal priority) brings it back: station address by
 //!   position if it lost it (a power cycle), its identity from the SII against the one the
 //!   segment was brought up with (another identity is refused and never driven), INIT with the
 //!   error acknowledged, the mailbox sync managers, PRE-OP, its `[[device]]` configuration (the
@@ -23,7 +23,7 @@
 //!   Register layout: ETG.1000.4 §6 (0x0010 station address, 0x0120 AL control, 0x0130 AL
 //!   status, 0x0134 AL status code, 0x0600 FMMUs of 16 bytes, 0x0800 sync managers of 8
 //!   bytes, 0x0900.. distributed clocks).
-//! - `[health] subdevice_attempts` failures in a row set [`Board::escalate`]: the cyclic loop
+//! - `[health] subdevice_attempts` failures in a row set `Board::escalate`: the cyclic loop
 //!   then ends for a whole-segment recovery.
 
 use crate::config::Config;
