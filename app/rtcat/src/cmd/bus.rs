@@ -101,6 +101,20 @@ pub(crate) fn remote(bus: &BusArgs, request: &Request) -> Result<serde_json::Val
     })
 }
 
+/// `--duration SECS` of a command that runs until stopped: `None` (until SIGINT/SIGTERM) or a
+/// positive number of seconds (at most 10^7).
+pub(crate) fn run_for(secs: Option<f64>) -> Result<Option<std::time::Duration>, Failure> {
+    match secs {
+        None => Ok(None),
+        Some(s) if s.is_finite() && s > 0.0 && s <= 1e7 => {
+            Ok(Some(std::time::Duration::from_secs_f64(s)))
+        }
+        Some(s) => Err(Failure::Usage(format!(
+            "--duration {s}: a number of seconds > 0"
+        ))),
+    }
+}
+
 /// `T` from a reply's data (the master and this binary speak the same version).
 pub(crate) fn decode<T: serde::de::DeserializeOwned>(v: serde_json::Value) -> Result<T, Failure> {
     serde_json::from_value(v)

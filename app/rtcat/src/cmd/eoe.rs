@@ -251,15 +251,7 @@ fn bridge(a: BridgeArgs) -> Outcome {
         .as_deref()
         .map(|s| addr_prefix("--device-ip", s))
         .transpose()?;
-    let duration = match a.duration {
-        None => None,
-        Some(s) if s.is_finite() && s > 0.0 && s <= 1e7 => Some(Duration::from_secs_f64(s)),
-        Some(s) => {
-            return Err(Failure::Usage(format!(
-                "--duration {s}: a number of seconds > 0"
-            )));
-        }
-    };
+    let duration = super::bus::run_for(a.duration)?;
     // The TAP first: a name that is taken or not a name is the user's input, found before the
     // bus is opened.
     let tap = Tap::create(&a.tap).map_err(|e| match e.kind() {

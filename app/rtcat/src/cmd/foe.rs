@@ -96,6 +96,18 @@ pub fn parse_password(s: &str) -> Result<u32, String> {
     v.ok_or_else(|| format!("--password {s:?}: not a 32-bit number (decimal or 0x hex)"))
 }
 
+impl FoeFileArgs {
+    /// `--password`, 0 when not given.
+    fn password(&self) -> Result<u32, Failure> {
+        self.password
+            .as_deref()
+            .map(parse_password)
+            .transpose()
+            .map_err(Failure::Usage)
+            .map(|p| p.unwrap_or(0))
+    }
+}
+
 /// The device's file name: --name, else FILE's name.
 fn device_name(a: &FoeFileArgs) -> Result<String, Failure> {
     let name = match &a.name {
@@ -276,14 +288,7 @@ struct ReadJson<'a> {
 
 fn read(a: FoeReadArgs) -> Outcome {
     let name = device_name(&a.file)?;
-    let password = a
-        .file
-        .password
-        .as_deref()
-        .map(parse_password)
-        .transpose()
-        .map_err(Failure::Usage)?
-        .unwrap_or(0);
+    let password = a.file.password()?;
     let max_read = match a.max_bytes {
         None => foe::MAX_READ,
         Some(0) => return Err(Failure::Usage("--max-bytes 0: at least 1 byte".into())),
@@ -397,14 +402,7 @@ struct WriteJson<'a> {
 
 fn write(a: FoeWriteArgs) -> Outcome {
     let name = device_name(&a.file)?;
-    let password = a
-        .file
-        .password
-        .as_deref()
-        .map(parse_password)
-        .transpose()
-        .map_err(Failure::Usage)?
-        .unwrap_or(0);
+    let password = a.file.password()?;
     let path = &a.file.file;
     let meta = std::fs::metadata(path)
         .map_err(|e| Failure::Usage(format!("FILE {}: {e}", path.display())))?;

@@ -82,15 +82,7 @@ pub fn gateway(a: GatewayArgs) -> Outcome {
         .iter()
         .map(|s| Allowed::parse(s).map_err(|e| Failure::Usage(format!("--allow {e}"))))
         .collect::<Result<Vec<_>, _>>()?;
-    let duration = match a.duration {
-        None => None,
-        Some(s) if s.is_finite() && s > 0.0 && s <= 1e7 => Some(Duration::from_secs_f64(s)),
-        Some(s) => {
-            return Err(Failure::Usage(format!(
-                "--duration {s}: a number of seconds > 0"
-            )));
-        }
-    };
+    let duration = super::bus::run_for(a.duration)?;
     let sock =
         UdpSocket::bind(listen).map_err(|e| Failure::Usage(format!("--listen {listen}: {e}")))?;
     // Wakes up to look at the stop flag and the deadline.
