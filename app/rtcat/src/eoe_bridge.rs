@@ -363,20 +363,33 @@ fn bridge(
     let mut c = Counts::default();
     let mut buf = vec![0u8; MAX_TAP_FRAME];
     let mut logged_failure = false;
+    let mut last_generation = None;
     while !stop.load(Ordering::Relaxed) {
         if live.healthy.load(Ordering::Relaxed) == 0 {
             sleep_unless(stop, Duration::from_millis(20));
             continue;
         }
         let generation = live.recoveries.load(Ordering::Relaxed);
+        // Seen by the session (it ends at the change) or, when a request failed first during
+        // the recovery, here: either way the new session sets the parameters again.
+        if last_generation.is_some_and(|g| g != generation) {
+            log::info!(
+                "eoe: position {}: the master recovered the segment; IP parameters again",
+                l.position
+            );
+        }
+        last_generation = Some(generation);
         match session(l, tap, client, live, stop, generation, &mut c, &mut buf) {
             Ok(()) => logged_failure = false,
             // The run ends: a request cut short by the master's stop is no failure.
             Err(_) if stop.load(Ordering::Relaxed) => {}
             Err(e) => {
                 c.failures += 1;
-                // Once per streak: a device that stays silent does not flood the log.
-                if !logged_failure {
+                // Once per streak: a device that stays silent does not flood the log. A
+                // request cut short by a recovery under way is expected: not a warning.
+                if live.healthy.load(Ordering::Relaxed) == 0 {
+                    log::debug!("eoe[{}] position {}: {e} (recovery)", l.tap, l.position);
+                } else if !logged_failure {
                     log::warn!("eoe[{}] position {}: {e}; trying again", l.tap, l.position);
                     logged_failure = true;
                 }
@@ -413,10 +426,6 @@ fn session(
     let r = (|| {
         while !stop.load(Ordering::Relaxed) {
             if live.recoveries.load(Ordering::Relaxed) != generation {
-                log::info!(
-                    "eoe: position {}: the master recovered the segment; IP parameters again",
-                    l.position
-                );
                 return Ok(());
             }
             let mut busy = false;

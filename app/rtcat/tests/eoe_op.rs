@@ -84,6 +84,50 @@ fn bench(
     (c, rx)
 }
 
+/// Wait for the run's "EoE bridged" line.
+fn wait_bridged(lines: &std::sync::mpsc::Receiver<String>) {
+    let t0 = Instant::now();
+    loop {
+        let l = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("rtcat bench ended early");
+        if l.contains("EoE bridged") {
+            return;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(30), "no bridge");
+    }
+}
+
+/// Fetch `url` until one succeeds (the device's address is set once in OP), within 20 s.
+fn fetch_once(net: &VethPair, url: &str, page: &[u8]) {
+    let t0 = Instant::now();
+    loop {
+        let out = net
+            .master_cmd("curl")
+            .args(["-sS", "--max-time", "8", "-o", "-", url])
+            .output()
+            .expect("curl (apt install curl)");
+        if out.status.success() {
+            assert!(out.stdout == page, "the page arrived changed");
+            return;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(20),
+            "no page: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// The bridge's own account at the run's end.
+fn counts(log: &[String]) -> String {
+    log.iter()
+        .find(|l| l.contains("eoe: position 1 <-> "))
+        .unwrap_or_else(|| panic!("no EoE counts: {}", log.join("\n")))
+        .clone()
+}
+
 fn summary(dir: &Path, name: &str) -> serde_json::Value {
     let p = dir.join(name).join("summary.json");
     serde_json::from_str(&std::fs::read_to_string(&p).unwrap()).unwrap()
@@ -98,7 +142,7 @@ fn curl_through_a_running_master_keeps_the_cycle_valid() {
     let dir = tempfile::tempdir().unwrap();
     let k = std::process::id() % 10_000;
     let seg = segment(dir.path(), &format!("eopdev{k}"));
-    let _sim = Sim::start_segment(
+    let sim = Sim::start_segment(
         Path::new(BIN),
         &net,
         &dir.path().join("sim.sock"),
@@ -123,36 +167,24 @@ fn curl_through_a_running_master_keeps_the_cycle_valid() {
     assert!(!st.success(), "a taken TAP name was accepted");
 
     let tap = format!("eophost{k}");
-    let (mut m, lines) = bench(
-        &net,
-        dir.path(),
-        "with",
-        &format!(
-            "[[eoe]]\nposition = 1\ntap = \"{tap}\"\nhost_ip = \"{host}/24\"\n\
-             device_ip = \"{device}/24\"\nmax_kib_per_s = 1024\n"
-        ),
-        SECS,
+    let config = format!(
+        "[[eoe]]\nposition = 1\ntap = \"{tap}\"\nhost_ip = \"{host}/24\"\n\
+         device_ip = \"{device}/24\"\nmax_kib_per_s = 1024\n"
     );
+    let (mut m, lines) = bench(&net, dir.path(), "with", &config, SECS);
+    wait_bridged(&lines);
     let t0 = Instant::now();
-    loop {
-        let l = lines
-            .recv_timeout(Duration::from_secs(30))
-            .expect("rtcat bench ended early");
-        if l.contains("EoE bridged") {
-            break;
-        }
-        assert!(t0.elapsed() < Duration::from_secs(30), "no bridge");
-    }
     // The IP parameters are set once the segment is in OP: the first fetch may find no route
     // to the device yet. Then fetches back to back for the rest of the run.
     let mut fetched = 0usize;
     let mut busy = Duration::ZERO;
-    let end = t0 + Duration::from_secs(u64::from(SECS) - 2);
+    // Room for the last fetch before the run ends (at most 5 s each).
+    let end = t0 + Duration::from_secs(u64::from(SECS) - 6);
     while Instant::now() < end {
         let t = Instant::now();
         let out = net
             .master_cmd("curl")
-            .args(["-sS", "--max-time", "8", "-o", "-", &url])
+            .args(["-sS", "--max-time", "5", "-o", "-", &url])
             .output()
             .expect("curl (apt install curl)");
         if out.status.success() {
@@ -160,7 +192,11 @@ fn curl_through_a_running_master_keeps_the_cycle_valid() {
             fetched += 1;
             busy += t.elapsed();
         } else {
-            assert!(fetched == 0, "curl failed after a success: {out:?}");
+            assert!(
+                fetched == 0,
+                "curl failed after a success: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
             std::thread::sleep(Duration::from_millis(200));
         }
     }
@@ -173,11 +209,7 @@ fn curl_through_a_running_master_keeps_the_cycle_valid() {
     );
     assert!(st.success(), "rtcat bench: {st}");
     let with = summary(dir.path(), "with");
-    // The bridge's own account, at the run's end.
-    let counts = log
-        .iter()
-        .find(|l| l.contains("eoe: position 1 <-> "))
-        .unwrap_or_else(|| panic!("no EoE counts: {}", log.join("\n")));
+    let counts = counts(&log);
     assert!(counts.contains("IP parameters set "), "{counts}");
     assert!(!counts.contains(" 0 frames to the device"), "{counts}");
     // Every cycle's data valid: no wrong working counter, no recovery. Lost frames (a reply
@@ -208,5 +240,42 @@ fn curl_through_a_running_master_keeps_the_cycle_valid() {
         without["cycles"],
         with["missed_deadlines"],
         without["missed_deadlines"],
+    );
+
+    // A power cycle of the drive (its EoE settings gone): the master recovers the segment, the
+    // bridge sees the recovery count change and sets the IP parameters again.
+    let (mut m, lines) = bench(&net, dir.path(), "recover", &config, SECS);
+    wait_bridged(&lines);
+    fetch_once(&net, &url, &page);
+    assert_eq!(sim.ctl("power-cycle"), "ok");
+    // The master notices, recovers (its backoff), and the bridge starts a new session.
+    std::thread::sleep(Duration::from_secs(3));
+    fetch_once(&net, &url, &page);
+    assert!(m.wait().unwrap().success());
+    let log: Vec<String> = lines.try_iter().collect();
+    let c = self::counts(&log);
+    let set: u64 = c
+        .split("IP parameters set ")
+        .nth(1)
+        .and_then(|r| r.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(0);
+    assert!(
+        set >= 2,
+        "the IP parameters were not set again after the recovery: {c}"
+    );
+    // Set again because the recovery was seen (not only because a request failed meanwhile).
+    assert!(
+        log.iter()
+            .any(|l| l.contains("recovered the segment; IP parameters again")),
+        "{}",
+        log.join("\n")
+    );
+    eprintln!("after a power cycle: {c}");
+    assert!(
+        summary(dir.path(), "recover")["recoveries"]
+            .as_u64()
+            .unwrap()
+            >= 1
     );
 }
