@@ -1432,6 +1432,34 @@ mod tests {
         assert!(rx.pop().is_err());
     }
 
+    #[test]
+    fn a_consumer_takes_its_own_set_aside_mailboxes_and_leaves_the_others() {
+        let (client, mut svc) = sdo_queue(2, Duration::from_micros(100));
+        let mbx = |kind: u8, tag: u8| {
+            let mut b = [0u8; 16];
+            b[0] = 1;
+            b[5] = kind;
+            b[6] = tag;
+            b
+        };
+        let (eoe, foe) = (crate::mailbox::kind::EOE, crate::mailbox::kind::FOE);
+        for (pos, kind, tag) in [(1, foe, 1), (2, eoe, 2), (1, eoe, 3), (1, eoe, 4)] {
+            let m = mbx(kind, tag);
+            assert!(matches!(
+                classify(&m, pos, &mut svc.unasked, 3),
+                Ok(Seen::Skipped)
+            ));
+        }
+        let tag = |m: Option<SetAside>| m.map(|m| (m.position, m.kind(), m.mailbox()[6]));
+        // Position 1's EoE mailboxes in order; the FoE one and position 2's passed over, kept.
+        assert_eq!(tag(client.take_set_aside_of(1, eoe)), Some((1, eoe, 3)));
+        assert_eq!(tag(client.take_set_aside_of(1, eoe)), Some((1, eoe, 4)));
+        assert_eq!(tag(client.take_set_aside_of(1, eoe)), None);
+        assert_eq!(tag(client.take_set_aside_of(2, eoe)), Some((2, eoe, 2)));
+        assert_eq!(tag(client.take_set_aside()), Some((1, foe, 1)));
+        assert_eq!(tag(client.take_set_aside()), None);
+    }
+
     proptest::proptest! {
         // What the cyclic thread does with a mailbox a device sent: whatever the bytes, an
         // outcome, never a panic; and a response that parsed is one the transfer can read.
