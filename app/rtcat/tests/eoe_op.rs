@@ -155,8 +155,8 @@ fn curl_through_a_running_master_keeps_the_cycle_valid() {
     let url = format!("http://{device}:{}/page.txt", addr.port());
     const SECS: u32 = 12;
 
-    // A TAP name that exists: refused by name before the run starts.
-    let (mut m, _) = bench(
+    // A TAP name that exists: refused by name, the run does not start.
+    let (mut m, lines) = bench(
         &net,
         dir.path(),
         "taken",
@@ -164,7 +164,13 @@ fn curl_through_a_running_master_keeps_the_cycle_valid() {
         SECS,
     );
     let st = m.wait().unwrap();
-    assert!(!st.success(), "a taken TAP name was accepted");
+    let err: Vec<String> = lines.iter().collect();
+    assert_eq!(st.code(), Some(1), "{err:?}");
+    assert!(
+        err.iter()
+            .any(|l| l.contains("eoe[0].tap = \"lo\"") && l.contains("exists")),
+        "{err:?}"
+    );
 
     let tap = format!("eophost{k}");
     let config = format!(
