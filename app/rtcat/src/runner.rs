@@ -309,6 +309,10 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             crate::say!("rtcat: EoE bridged: {}", names.join(", "));
             Some(r)
         }
+        (None, Ok(links)) if !links.is_empty() => {
+            log::warn!("[[eoe]] has no effect without a bus (timer-only run)");
+            None
+        }
         _ => None,
     };
     let sdo = queue.map(|(_, service)| service);
