@@ -95,10 +95,13 @@ for a in "${arches[@]}"; do
 	# --profile dist: the shipping profile (thin LTO, Cargo.toml). --dbgsym: it keeps line tables
 	# (debug = 1); they go into a separate rtcat-dbgsym .ddeb for crash analysis and the binary
 	# in the .deb is stripped.
+	# rtcat-web (the commissioning page) is an asset of the rtcat package: built first, as
+	# cargo-deb builds only the package it packs.
 	if [ -n "$with_cross" ]; then
-		cross build -p rtcat --profile dist --locked --target "$triple"
+		cross build -p rtcat -p rtcat-web --profile dist --locked --target "$triple"
 		cargo deb -p rtcat --profile dist --target "$triple" --output "$out" --no-build --dbgsym --compress-debug-symbols=zlib
 	else
+		cargo build -p rtcat-web --profile dist --locked --target "$triple"
 		cargo deb -p rtcat --profile dist --target "$triple" --output "$out" --locked --dbgsym --compress-debug-symbols=zlib
 	fi
 	add_md5sums "$out/rtcat_${changelog_version}_${a}.deb"

@@ -191,16 +191,17 @@ if [ -z "$skip_deb" ]; then
 		x="$work/x-$a"
 		dpkg-deb -x "$deb" "$x"
 		dpkg-deb -e "$deb" "$x/DEBIAN"
-		for f in usr/bin/rtcat etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service \
+		for f in usr/bin/rtcat usr/bin/rtcat-web etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service \
 			usr/lib/systemd/system/rtcat-tune.service usr/lib/systemd/system/rtcat-exporter.service \
-			usr/lib/sysusers.d/rtcat.conf \
+			usr/lib/systemd/system/rtcat-web.service usr/lib/sysusers.d/rtcat.conf usr/lib/sysusers.d/rtcat-web.conf \
 			usr/lib/tmpfiles.d/rtcat.conf usr/lib/sysctl.d/60-rtcat.conf \
 			usr/lib/udev/rules.d/60-rtcat.rules etc/security/limits.d/rtcat.conf \
-			usr/share/man/man1/rtcat.1.gz usr/share/doc/rtcat/copyright; do
+			usr/share/man/man1/rtcat.1.gz usr/share/man/man1/rtcat-web.1.gz usr/share/doc/rtcat/copyright; do
 			[ -e "$x/$f" ] || fail "$a .deb: /$f missing"
 		done
 		for f in etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service usr/lib/systemd/system/rtcat-tune.service \
-			usr/lib/systemd/system/rtcat-exporter.service usr/lib/sysusers.d/rtcat.conf; do
+			usr/lib/systemd/system/rtcat-exporter.service usr/lib/systemd/system/rtcat-web.service \
+			usr/lib/sysusers.d/rtcat.conf usr/lib/sysusers.d/rtcat-web.conf; do
 			cmp -s "$x/$f" "rootfs-overlay/$f" || fail "$a .deb: /$f differs from rootfs-overlay/$f"
 		done
 		# The .deb imposes no interface name: no .link/.network of its own (the image has them).
@@ -215,8 +216,10 @@ if [ -z "$skip_deb" ]; then
 		# The exporter opens a TCP port: optional on a Debian machine, installed disabled. The
 		# disabled form (dh_installsystemd --no-enable) enables the unit again only where the
 		# admin had enabled it already ("debian-installed", then "was-enabled").
-		grep -q "deb-systemd-helper debian-installed rtcat-exporter.service" "$x/DEBIAN/postinst" ||
-			fail "$a .deb: postinst does not install rtcat-exporter.service disabled (enable = false)"
+		for u in rtcat-exporter.service rtcat-web.service; do
+			grep -q "deb-systemd-helper debian-installed $u" "$x/DEBIAN/postinst" ||
+				fail "$a .deb: postinst does not install $u disabled (enable = false)"
+		done
 		[ -s "$x/DEBIAN/md5sums" ] || fail "$a .deb: no md5sums"
 		dpkg-deb -f "$deb" Depends | grep -qw systemd || fail "$a .deb: Depends lacks systemd"
 		case "$a" in amd64) m=x86-64 ;; arm64) m=aarch64 ;; esac
@@ -239,10 +242,11 @@ else
 	cp -a rootfs-overlay/. "$root/"
 	printf '#!/bin/sh\nexit 0\n' >"$root/usr/bin/rtcat"
 	chmod 755 "$root/usr/bin/rtcat"
+	cp "$root/usr/bin/rtcat" "$root/usr/bin/rtcat-web"
 	echo "staged: rootfs-overlay/ with a stub /usr/bin/rtcat (--skip-deb)"
 fi
 [ -f "$root/usr/share/man/man1/rtcat.1.gz" ] || gzip -9nc rootfs-overlay/usr/share/man/man1/rtcat.1 >"$root/usr/share/man/man1/rtcat.1.gz"
-units=(rtcat.service rtcat-tune.service rtcat-exporter.service)
+units=(rtcat.service rtcat-tune.service rtcat-exporter.service rtcat-web.service)
 for u in "${units[@]}"; do
 	out=$(cd "$root" && MANPATH="$root/usr/share/man" systemd-analyze verify --root="$root" "usr/lib/systemd/system/$u" 2>&1) || true
 	if [ -n "$out" ]; then
@@ -271,6 +275,7 @@ exposure() {
 }
 exposure rtcat.service "$MAX_EXPOSURE"
 exposure rtcat-exporter.service "$MAX_EXPORTER_EXPOSURE"
+exposure rtcat-web.service "$MAX_EXPORTER_EXPOSURE"
 for want in 'User=rtcat' 'Type=notify' 'WatchdogSec=' 'Restart=on-failure' 'ProtectSystem=strict' 'ProtectHome=yes' \
 	'PrivateTmp=yes' 'NoNewPrivileges=yes' 'LimitRTPRIO=' 'LimitMEMLOCK=' 'StartLimitBurst=' 'SystemCallFilter=' \
 	'RestrictAddressFamilies=AF_PACKET AF_UNIX AF_NETLINK' \

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # rtcat's one test command: every check the project relies on. Installs what is missing (as root,
 # or through sudo), then runs the Rust checks (fmt, clippy, MSRV, tests — including the veth /
-# network-namespace tests, which need root), each area's checks (rtlab, tune, kernel, image) and
+# network-namespace tests, which need root), each area's checks (rtlab, tune, web, kernel, image) and
 # the QEMU system test.
 #
 #   ci/test.sh            everything
 #   ci/test.sh rust       only the Rust workspace checks
-#   ci/test.sh rtlab|tune|kernel|image|system   one area (after `rust`, or standalone)
+#   ci/test.sh rtlab|tune|web|kernel|image|system   one area (after `rust`, or standalone)
 #
 # `system` boots the mainline-rt kernel with the arm64 .deb in qemu-system-aarch64 (root): about
 # 5 minutes with its caches warm, longer on a cold machine (kernel build and debootstrap, cached
@@ -19,7 +19,7 @@ cd "$RTCAT_TOP"
 
 MSRV=1.90
 areas=("$@")
-[ ${#areas[@]} -eq 0 ] && areas=(rust rtlab tune kernel image system)
+[ ${#areas[@]} -eq 0 ] && areas=(rust rtlab tune web kernel image system)
 
 times=()
 timed() {
@@ -121,6 +121,7 @@ for a in "${areas[@]}"; do
 	rust) timed rust rust_checks ;;
 	rtlab) timed rtlab bash ci/check-rtlab.sh ;;
 	tune) timed tune bash ci/check-tune.sh ;;
+	web) timed web bash ci/check-web.sh ;;
 	kernel) timed kernel bash ci/check-kernel.sh ;;
 	image)
 		rootfs_background
@@ -130,7 +131,7 @@ for a in "${areas[@]}"; do
 		rootfs_wait
 		timed system bash ci/check-system.sh
 		;;
-	*) die "unknown area $a (rust, rtlab, tune, kernel, image, system)" ;;
+	*) die "unknown area $a (rust, rtlab, tune, web, kernel, image, system)" ;;
 	esac
 done
 # The closing line: every area's wall time and the total (CI's limit is 90 minutes).

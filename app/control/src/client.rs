@@ -78,13 +78,49 @@ impl Client {
 
     /// Send one raw line (no newline) and wait for the reply.
     pub fn request_line(&mut self, line: &str) -> Result<Reply, ClientError> {
+        self.request_line_fd(line, None)
+    }
+
+    /// Send `request` with the descriptor `fd` passed along (`SCM_RIGHTS`, unix(7)): a file
+    /// this process opened, which the master reads or writes instead of opening a path
+    /// ([`Request::takes_fd`]). Waits for the reply.
+    pub fn request_with_fd(
+        &mut self,
+        request: &Request,
+        fd: std::os::fd::BorrowedFd<'_>,
+    ) -> Result<Reply, ClientError> {
+        self.request_line_fd(&request.to_line(), Some(fd))
+    }
+
+    fn request_line_fd(
+        &mut self,
+        line: &str,
+        fd: Option<std::os::fd::BorrowedFd<'_>>,
+    ) -> Result<Reply, ClientError> {
+        use std::os::fd::AsRawFd;
         let end = Instant::now() + self.timeout;
         self.stream
             .set_write_timeout(Some(self.timeout.max(Duration::from_millis(1))))
             .map_err(ClientError::Io)?;
         let mut l = line.to_string();
         l.push('\n');
-        self.stream.write_all(l.as_bytes()).map_err(|e| {
+        let mut bytes = l.as_bytes();
+        if let Some(fd) = fd {
+            // The descriptor rides with the line's first byte; the rest follows as stream data.
+            let raw = [fd.as_raw_fd()];
+            let cmsg = [nix::sys::socket::ControlMessage::ScmRights(&raw)];
+            let iov = [std::io::IoSlice::new(&bytes[..1])];
+            nix::sys::socket::sendmsg::<()>(
+                self.stream.as_raw_fd(),
+                &iov,
+                &cmsg,
+                nix::sys::socket::MsgFlags::MSG_NOSIGNAL,
+                None,
+            )
+            .map_err(|e| ClientError::Io(e.into()))?;
+            bytes = &bytes[1..];
+        }
+        self.stream.write_all(bytes).map_err(|e| {
             if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) {
                 ClientError::Timeout(self.timeout)
             } else {

@@ -144,6 +144,29 @@ pub enum Request {
         /// Entry-table row.
         row: u32,
     },
+    /// `{"cmd": "foe_read", "position": 0, "name": "params.bin", "password": 0}` with one
+    /// descriptor passed (`SCM_RIGHTS`) that is open for writing: the device's file over FoE,
+    /// through the cycle's mailbox queue, written into it. Data `{"bytes": N, "seconds": S}`.
+    /// The descriptor is the client's: the master opens no path a client names.
+    FoeRead {
+        /// Subdevice position.
+        position: u16,
+        /// The file's name on the device.
+        name: String,
+        /// The password the device asks for (0: none).
+        password: u32,
+    },
+    /// `{"cmd": "foe_write", "position": 0, "name": "params.bin", "password": 0}` with one
+    /// descriptor passed that is open for reading (a regular file): its content written to the
+    /// device's file. Data `{"bytes": N, "seconds": S}`.
+    FoeWrite {
+        /// Subdevice position.
+        position: u16,
+        /// The file's name on the device.
+        name: String,
+        /// The password the device asks for (0: none).
+        password: u32,
+    },
     /// `{"cmd": "shm_release", "slot": 0, "row": 3}`: give a claimed row up.
     ShmRelease {
         /// Writer slot.
@@ -151,7 +174,18 @@ pub enum Request {
         /// Entry-table row.
         row: u32,
     },
+    /// `{"cmd": "note", "text": "web user=alice: sdo_write ..."}`: put a line on the master's
+    /// record (events.log and the journal) with the peer's uid and pid. A program that acts
+    /// for its own users (the commissioning page) says with it who asks for the write it sends
+    /// next; it needs the write right as that write does. Data `{}`.
+    Note {
+        /// The line (1..=[`MAX_NOTE`] bytes, no control characters).
+        text: String,
+    },
 }
+
+/// Longest [`Request::Note`] text (bytes).
+pub const MAX_NOTE: usize = 512;
 
 /// Why a request failed: the caller's input, or the master/bus.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -330,7 +364,7 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 
 /// The commands, for error messages.
 pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state, \
-                            shm_image, shm_writer, shm_claim, shm_release";
+                            shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, note";
 
 impl Request {
     /// Parse one request line (without its newline). An object with a key twice is refused
@@ -359,7 +393,14 @@ impl Request {
                 | Request::ShmWriter { .. }
                 | Request::ShmClaim { .. }
                 | Request::ShmRelease { .. }
+                | Request::Note { .. }
+                | Request::FoeWrite { .. }
         )
+    }
+
+    /// Whether the request takes a descriptor passed with it (`SCM_RIGHTS`).
+    pub fn takes_fd(&self) -> bool {
+        matches!(self, Request::FoeRead { .. } | Request::FoeWrite { .. })
     }
 
     /// The command's name (`"sdo_write"`).
@@ -376,6 +417,9 @@ impl Request {
             Request::ShmWriter { .. } => "shm_writer",
             Request::ShmClaim { .. } => "shm_claim",
             Request::ShmRelease { .. } => "shm_release",
+            Request::Note { .. } => "note",
+            Request::FoeRead { .. } => "foe_read",
+            Request::FoeWrite { .. } => "foe_write",
         }
     }
 
@@ -427,6 +471,48 @@ impl Request {
                     Request::ShmClaim { slot, row }
                 } else {
                     Request::ShmRelease { slot, row }
+                }
+            }
+            "note" => {
+                only(o, cmd, &["text"])?;
+                let text = string(o, "text")?;
+                if text.is_empty() || text.len() > MAX_NOTE || text.chars().any(char::is_control) {
+                    return Err(Failure::usage(format!(
+                        "text = {:?}: must be 1..={MAX_NOTE} bytes without control characters",
+                        text.chars().take(40).collect::<String>()
+                    )));
+                }
+                Request::Note {
+                    text: text.to_string(),
+                }
+            }
+            "foe_read" | "foe_write" => {
+                only(o, cmd, &["position", "name", "password"])?;
+                let name = string(o, "name")?;
+                if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
+                    return Err(Failure::usage(format!(
+                        "name = {:?}: a device file name has 1..=255 bytes without control characters",
+                        name.chars().take(40).collect::<String>()
+                    )));
+                }
+                let password = if o.contains_key("password") {
+                    number(o, "password", u64::from(u32::MAX))? as u32
+                } else {
+                    0
+                };
+                let (position, name) = (pos(o)?, name.to_string());
+                if cmd == "foe_read" {
+                    Request::FoeRead {
+                        position,
+                        name,
+                        password,
+                    }
+                } else {
+                    Request::FoeWrite {
+                        position,
+                        name,
+                        password,
+                    }
                 }
             }
             "sdo_read" => {
@@ -505,6 +591,21 @@ impl Request {
             }
             Request::ShmRelease { slot, row } => {
                 json!({"cmd": "shm_release", "slot": slot, "row": row})
+            }
+            Request::Note { text } => json!({"cmd": "note", "text": text}),
+            Request::FoeRead {
+                position,
+                name,
+                password,
+            } => {
+                json!({"cmd": "foe_read", "position": position, "name": name, "password": password})
+            }
+            Request::FoeWrite {
+                position,
+                name,
+                password,
+            } => {
+                json!({"cmd": "foe_write", "position": position, "name": name, "password": password})
             }
         }
     }
@@ -727,6 +828,39 @@ pub struct Status {
     pub dc: Option<DcStatus>,
     /// Axes (None without `[[axis]]`).
     pub axes: Option<Vec<AxisStatus>>,
+    /// Time in OP and outages, per subdevice and for the segment (None before the first
+    /// cycle and from masters that do not count them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability: Option<AvailabilityStatus>,
+}
+
+/// [`Status::availability`].
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct AvailabilityStatus {
+    /// The segment (valid when every subdevice's data is).
+    pub segment: Availability,
+    /// Each subdevice by position.
+    pub subdevices: Vec<Availability>,
+}
+
+/// Time with valid data and the outages of one subdevice or of the segment.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Availability {
+    /// Position (subdevices only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u16>,
+    /// Time with valid data (in OP), s.
+    pub time_in_op_s: f64,
+    /// Cycles with invalid data.
+    pub invalid_cycles: u64,
+    /// Outages (an open one included).
+    pub outages: u64,
+    /// Their total duration, ms.
+    pub outage_total_ms: f64,
+    /// The longest, ms.
+    pub outage_max_ms: f64,
+    /// Its data is invalid now.
+    pub out_now: bool,
 }
 
 /// The histograms of [`Status`].
@@ -767,6 +901,19 @@ mod tests {
                 position: 65535,
                 state: AlTarget::SafeOp,
             },
+            Request::Note {
+                text: "web user=alice: sdo_write".into(),
+            },
+            Request::FoeRead {
+                position: 1,
+                name: "params.bin".into(),
+                password: 0x1234,
+            },
+            Request::FoeWrite {
+                position: 0,
+                name: "fw".into(),
+                password: 0,
+            },
         ];
         for r in all {
             assert_eq!(
@@ -776,6 +923,9 @@ mod tests {
                 r.to_line()
             );
         }
+        // A note changes nothing but needs the write right: it is on the record like a write.
+        assert!(Request::Note { text: "x".into() }.is_write());
+        assert!(!Request::Status.is_write());
         let r = Request::parse(r#"{"cmd":"sdo_read","position":"1","index":"0x6041","sub":0}"#);
         assert_eq!(
             r,
@@ -821,8 +971,24 @@ mod tests {
                 "state = \"boot\": must be one of",
             ),
             (
+                r#"{"cmd":"note","text":""}"#,
+                "text = \"\": must be 1..=512",
+            ),
+            (
+                r#"{"cmd":"note","text":"a\nb"}"#,
+                "without control characters",
+            ),
+            (
                 r#"{"cmd":"status","cmd":"scan"}"#,
                 "key \"cmd\" appears more than once",
+            ),
+            (
+                r#"{"cmd":"foe_write","position":0,"name":""}"#,
+                "name = \"\": a device file name has 1..=255 bytes",
+            ),
+            (
+                r#"{"cmd":"foe_read","position":0,"name":"a","password":-1}"#,
+                "password = -1",
             ),
             (
                 r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":"00","position":1}"#,

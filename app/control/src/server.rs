@@ -29,7 +29,7 @@ use nix::sys::stat::{self, Mode, SFlag};
 use nix::unistd::{Gid, Uid};
 use serde_json::Value;
 use std::collections::HashMap;
-use std::io::{ErrorKind, Read, Write};
+use std::io::{ErrorKind, Write};
 use std::os::fd::OwnedFd;
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
@@ -37,6 +37,9 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// Descriptors a client may pass with one request; more are closed unread.
+pub const MAX_FDS_IN: usize = 2;
 
 /// What answers the requests (the binary implements it over the running master).
 pub trait Provider: Send + Sync + 'static {
@@ -54,6 +57,21 @@ pub trait Provider: Send + Sync + 'static {
         _peer: &Peer,
     ) -> Result<(Value, Vec<OwnedFd>), Failure> {
         self.handle(request).map(|v| (v, Vec::new()))
+    }
+
+    /// [`Provider::handle_peer`] for a request that takes a descriptor ([`Request::takes_fd`]),
+    /// with the descriptors the peer passed with it (`SCM_RIGHTS`; at most [`MAX_FDS_IN`]). The
+    /// default refuses: this provider does not serve such requests.
+    fn handle_with_fds(
+        &self,
+        request: &Request,
+        _peer: &Peer,
+        _fds: Vec<OwnedFd>,
+    ) -> Result<(Value, Vec<OwnedFd>), Failure> {
+        Err(Failure::usage(format!(
+            "{}: not served by this master",
+            request.name()
+        )))
     }
 
     /// A state-changing request was done, failed or refused: put it on the record. Called on
@@ -551,13 +569,17 @@ fn serve(
     }
     let mut buf: Vec<u8> = Vec::with_capacity(4096);
     let mut chunk = [0u8; 4096];
+    // Descriptors the peer passed (`SCM_RIGHTS`), for the next line that ends: a client sends
+    // them with its request line's bytes.
+    let mut passed: Vec<OwnedFd> = Vec::new();
     let mut last = Instant::now();
     loop {
         // Every complete line in the buffer first.
         while let Some(nl) = buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buf.drain(..=nl).collect();
             let line = &line[..line.len() - 1];
-            let (reply, fds) = answer_fds(line, provider, peer, &cfg.writers);
+            let received = std::mem::take(&mut passed);
+            let (reply, fds) = answer_with(line, provider, peer, &cfg.writers, received);
             let sent = if fds.is_empty() {
                 write_line(&mut stream, &reply)
             } else {
@@ -578,7 +600,7 @@ fn serve(
         if stop.load(Ordering::Acquire) || last.elapsed() >= cfg.idle_timeout {
             return;
         }
-        match stream.read(&mut chunk) {
+        match read_with_fds(&stream, &mut chunk, &mut passed) {
             Ok(0) => return,
             Ok(n) => buf.extend_from_slice(&chunk[..n]),
             Err(e)
@@ -589,6 +611,41 @@ fn serve(
             Err(_) => return,
         }
     }
+}
+
+/// Read what the peer sent, and the descriptors it passed with it (kept in `passed`, at most
+/// [`MAX_FDS_IN`]; any more are closed). `MSG_CMSG_CLOEXEC`: a passed descriptor never leaks
+/// into a program the master runs.
+fn read_with_fds(
+    stream: &UnixStream,
+    chunk: &mut [u8],
+    passed: &mut Vec<OwnedFd>,
+) -> std::io::Result<usize> {
+    use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+    let mut cmsg = nix::cmsg_space!([RawFd; 4]);
+    let mut iov = [std::io::IoSliceMut::new(chunk)];
+    let m = socket::recvmsg::<()>(
+        stream.as_raw_fd(),
+        &mut iov,
+        Some(&mut cmsg),
+        socket::MsgFlags::MSG_CMSG_CLOEXEC,
+    )
+    .map_err(std::io::Error::from)?;
+    let n = m.bytes;
+    if let Ok(cmsgs) = m.cmsgs() {
+        for c in cmsgs {
+            if let socket::ControlMessageOwned::ScmRights(fds) = c {
+                for fd in fds {
+                    // SAFETY: the kernel just installed this descriptor for this process.
+                    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+                    if passed.len() < MAX_FDS_IN {
+                        passed.push(fd);
+                    }
+                }
+            }
+        }
+    }
+    Ok(n)
 }
 
 fn write_line(stream: &mut UnixStream, r: &Reply) -> std::io::Result<()> {
@@ -632,6 +689,18 @@ pub fn answer_fds(
     peer: &Peer,
     writers: &Writers,
 ) -> (Reply, Vec<OwnedFd>) {
+    answer_with(line, provider, peer, writers, Vec::new())
+}
+
+/// [`answer_fds`] with the descriptors the peer passed with the line (`received`): given to the
+/// provider for a request that takes them, closed otherwise.
+pub fn answer_with(
+    line: &[u8],
+    provider: &dyn Provider,
+    peer: &Peer,
+    writers: &Writers,
+    received: Vec<OwnedFd>,
+) -> (Reply, Vec<OwnedFd>) {
     let line = match std::str::from_utf8(line) {
         Ok(l) => l.strip_suffix('\r').unwrap_or(l),
         Err(e) => {
@@ -648,8 +717,22 @@ pub fn answer_fds(
         Ok(req) => req,
         Err(f) => return (Reply::fail(&f), Vec::new()),
     };
+    let handle = |req: &Request, received: Vec<OwnedFd>| {
+        if req.takes_fd() {
+            if received.is_empty() {
+                return Err(Failure::usage(format!(
+                    "{}: pass the file's descriptor with the request (SCM_RIGHTS)",
+                    req.name()
+                )));
+            }
+            provider.handle_with_fds(req, peer, received)
+        } else {
+            drop(received);
+            provider.handle_peer(req, peer)
+        }
+    };
     if !req.is_write() {
-        return match provider.handle_peer(&req, peer) {
+        return match handle(&req, received) {
             Ok((data, fds)) => (Reply::ok(data), fds),
             Err(f) => (Reply::fail(&f), Vec::new()),
         };
@@ -661,7 +744,7 @@ pub fn answer_fds(
             Vec::new(),
         );
     }
-    let r = provider.handle_peer(&req, peer);
+    let r = handle(&req, received);
     match &r {
         Ok(_) => provider.record(peer, &req, &Outcome::Done),
         Err(f) => provider.record(peer, &req, &Outcome::Failed(f)),

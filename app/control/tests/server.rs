@@ -480,3 +480,80 @@ fn descriptors_travel_with_the_reply_and_the_peer_is_known() {
     let v = reply(&mut r);
     assert_eq!(v["ok"], json!(false));
 }
+
+/// Reads the descriptor passed with `foe_read` (its content's length), and writes into it for
+/// `foe_write`: what a master does with a client's file.
+struct TakesFds;
+
+impl Provider for TakesFds {
+    fn handle(&self, _: &Request) -> Result<Value, Failure> {
+        Ok(json!({"plain": true}))
+    }
+
+    fn handle_with_fds(
+        &self,
+        r: &Request,
+        _peer: &rtcat_control::Peer,
+        fds: Vec<std::os::fd::OwnedFd>,
+    ) -> Result<(Value, Vec<std::os::fd::OwnedFd>), Failure> {
+        let mut f = std::fs::File::from(fds.into_iter().next().unwrap());
+        match r {
+            Request::FoeWrite { name, .. } => {
+                let mut s = String::new();
+                f.read_to_string(&mut s).unwrap();
+                Ok((json!({"name": name, "read": s}), Vec::new()))
+            }
+            _ => {
+                write!(f, "from the master").unwrap();
+                Ok((json!({"wrote": true}), Vec::new()))
+            }
+        }
+    }
+}
+
+#[test]
+fn a_descriptor_travels_with_a_request_and_is_required_where_it_is_taken() {
+    use std::os::fd::AsFd;
+    let d = tempfile::tempdir().unwrap();
+    let p = d.path().join("in.sock");
+    let cfg = ServerConfig::new(&p, None);
+    let _s = Server::start(cfg, Arc::new(TakesFds)).unwrap();
+    let src = d.path().join("src.txt");
+    std::fs::write(&src, "the client's file").unwrap();
+    let f = std::fs::File::open(&src).unwrap();
+    let w = Request::FoeWrite {
+        position: 0,
+        name: "x.bin".into(),
+        password: 0,
+    };
+    let mut c = Client::connect(&p).unwrap();
+    let v = c
+        .request_with_fd(&w, f.as_fd())
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(v["read"], "the client's file");
+    // The other way: the master writes into the client's file.
+    let dst = d.path().join("dst.txt");
+    let out = std::fs::File::create(&dst).unwrap();
+    let r = Request::FoeRead {
+        position: 0,
+        name: "x.bin".into(),
+        password: 0,
+    };
+    c.request_with_fd(&r, out.as_fd())
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&dst).unwrap(), "from the master");
+    // Without the descriptor: a usage failure naming what is missing; the connection goes on.
+    let e = c.call(&r).unwrap_err().to_string();
+    assert!(e.contains("pass the file's descriptor"), "{e}");
+    // A descriptor with a request that takes none is closed, the request served.
+    let v = c
+        .request_with_fd(&Request::Status, f.as_fd())
+        .unwrap()
+        .into_result()
+        .unwrap();
+    assert_eq!(v["plain"], true);
+}

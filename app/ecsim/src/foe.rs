@@ -8,8 +8,10 @@
 //!   empty one when the file is a whole number of packets);
 //! - write request (2: password, file name) -> ACK 0, then the master's DATA n answered with
 //!   ACK n; a short packet ends the file, which then replaces the old content;
-//! - ERROR (5: code, text) from the master aborts a transfer; BUSY (6) is not sent by this
-//!   device.
+//! - ERROR (5: code, text) from the master aborts a transfer;
+//! - BUSY (6: done and entire as two u16, then a text) where the file has `busy = N`: the write
+//!   request and every N-th DATA packet of a write are answered BUSY once, as a device erasing
+//!   or programming its flash does; the master sends the same request again and gets the ACK.
 //!
 //! Errors (ETG.1000.6 FoE error codes) name what went wrong: 0x8001 not found, 0x8002 access
 //! denied (a read-only file written), 0x8003 disk full (beyond the file's `max_bytes`), 0x8004
@@ -73,6 +75,10 @@ enum Transfer {
 pub struct FoeServer {
     files: Vec<File>,
     transfer: Option<Transfer>,
+    /// The request last answered BUSY (opcode, value): its repeat is served.
+    busy_for: Option<(u8, u32)>,
+    /// BUSY replies sent.
+    busy_sent: u64,
 }
 
 impl FoeServer {
@@ -86,12 +92,39 @@ impl FoeServer {
                 })
                 .collect(),
             transfer: None,
+            busy_for: None,
+            busy_sent: 0,
         }
     }
 
     /// Power-on or INIT: a transfer under way is lost; the files are kept (flash).
     pub fn reset(&mut self) {
         self.transfer = None;
+        self.busy_for = None;
+    }
+
+    /// BUSY replies sent so far.
+    pub fn busy_sent(&self) -> u64 {
+        self.busy_sent
+    }
+
+    /// Whether request (`opcode`, `value`) on file `file` gets BUSY first: the write request,
+    /// and every `busy`-th DATA packet; once each (its repeat is served).
+    fn busy_first(&mut self, file: usize, opcode: u8, value: u32) -> Option<Vec<u8>> {
+        let every = self.files[file].spec.busy;
+        let due = every > 0
+            && (opcode == op::WRITE || (opcode == op::DATA && value.is_multiple_of(every)));
+        if !due || self.busy_for == Some((opcode, value)) {
+            self.busy_for = None;
+            return None;
+        }
+        self.busy_for = Some((opcode, value));
+        self.busy_sent += 1;
+        let mut p = vec![op::BUSY, 0];
+        p.extend_from_slice(&(value.min(u32::from(u16::MAX)) as u16).to_le_bytes());
+        p.extend_from_slice(&u16::MAX.to_le_bytes());
+        p.extend_from_slice(b"programming flash");
+        Some(p)
     }
 
     /// The content of the file `name` now.
@@ -137,6 +170,9 @@ impl FoeServer {
                     if !f.spec.writable {
                         return vec![error(code::ACCESS_DENIED, "read-only file")];
                     }
+                    if let Some(b) = self.busy_first(i, opcode, value) {
+                        return vec![b];
+                    }
                     self.transfer = Some(Transfer::Write {
                         file: i,
                         buf: Vec::new(),
@@ -167,29 +203,18 @@ impl FoeServer {
                 }
                 _ => vec![error(code::ILLEGAL, "no read under way")],
             },
-            op::DATA => match &mut self.transfer {
-                Some(Transfer::Write { file, buf, packet }) if value == packet.wrapping_add(1) => {
-                    let max = self.files[*file].spec.max_bytes as usize;
-                    if buf.len() + body.len() > max {
-                        self.transfer = None;
-                        return vec![error(code::DISK_FULL, "file too large")];
+            op::DATA => {
+                // The next packet of a write may find the device busy (once).
+                if let Some(Transfer::Write { file, packet, .. }) = &self.transfer
+                    && value == packet.wrapping_add(1)
+                {
+                    let f = *file;
+                    if let Some(b) = self.busy_first(f, op::DATA, value) {
+                        return vec![b];
                     }
-                    buf.extend_from_slice(body);
-                    *packet = value;
-                    let done = body.len() < chunk;
-                    if done {
-                        let (file, buf) = (*file, std::mem::take(buf));
-                        self.files[file].data = buf;
-                        self.transfer = None;
-                    }
-                    vec![ack(value)]
                 }
-                Some(Transfer::Write { .. }) => {
-                    self.transfer = None;
-                    vec![error(code::PACKET_NUMBER, "packet number wrong")]
-                }
-                _ => vec![error(code::ILLEGAL, "no write under way")],
-            },
+                self.data(value, body, chunk)
+            }
             op::ERROR => {
                 self.transfer = None;
                 Vec::new()
@@ -198,6 +223,33 @@ impl FoeServer {
                 self.transfer = None;
                 vec![error(code::ILLEGAL, "unknown FoE opcode")]
             }
+        }
+    }
+
+    /// A DATA packet of a write.
+    fn data(&mut self, value: u32, body: &[u8], chunk: usize) -> Vec<Vec<u8>> {
+        match &mut self.transfer {
+            Some(Transfer::Write { file, buf, packet }) if value == packet.wrapping_add(1) => {
+                let max = self.files[*file].spec.max_bytes as usize;
+                if buf.len() + body.len() > max {
+                    self.transfer = None;
+                    return vec![error(code::DISK_FULL, "file too large")];
+                }
+                buf.extend_from_slice(body);
+                *packet = value;
+                let done = body.len() < chunk;
+                if done {
+                    let (file, buf) = (*file, std::mem::take(buf));
+                    self.files[file].data = buf;
+                    self.transfer = None;
+                }
+                vec![ack(value)]
+            }
+            Some(Transfer::Write { .. }) => {
+                self.transfer = None;
+                vec![error(code::PACKET_NUMBER, "packet number wrong")]
+            }
+            _ => vec![error(code::ILLEGAL, "no write under way")],
         }
     }
 

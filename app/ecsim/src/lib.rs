@@ -15,6 +15,7 @@ pub mod faults;
 pub mod foe;
 pub mod frame;
 pub mod inproc;
+pub mod link;
 pub mod mailbox;
 #[cfg(feature = "netns")]
 pub mod netns;

@@ -292,6 +292,9 @@ struct FileEntry {
     boot: bool,
     #[serde(default)]
     max_bytes: Option<u32>,
+    /// Answer the write request and every N-th DATA packet of a write with BUSY once (0: never).
+    #[serde(default)]
+    busy: u32,
 }
 
 /// Most files a device lists.
@@ -310,6 +313,8 @@ pub struct FileSpec {
     pub password: u32,
     pub boot: bool,
     pub max_bytes: u32,
+    /// BUSY once to the write request and to every `busy`-th DATA packet (0: never).
+    pub busy: u32,
 }
 
 /// `device[i].file`: names unique and printable, contents and limits within bounds, a CoE
@@ -367,6 +372,7 @@ fn files(i: usize, e: &DeviceEntry) -> Result<Vec<FileSpec>, SpecError> {
             password: f.password,
             boot: f.boot,
             max_bytes,
+            busy: f.busy,
         });
     }
     Ok(out)

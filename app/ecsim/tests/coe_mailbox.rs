@@ -888,7 +888,8 @@ fn file_device() -> SegmentSpec {
          [[device.file]]\nname = \"info.txt\"\ntext = \"rtcat simulated drive v1\"\n\
          [[device.file]]\nname = \"params.bin\"\nwritable = true\nmax_bytes = 1000\n\
          password = 0x1234\n\
-         [[device.file]]\nname = \"firmware.bin\"\nsize = 1000\nwritable = true\nboot = true\n",
+         [[device.file]]\nname = \"firmware.bin\"\nsize = 1000\nwritable = true\nboot = true\n\
+         [[device.file]]\nname = \"slow.bin\"\nwritable = true\nbusy = 2\n",
     )
     .expect("file device")
 }
@@ -1262,4 +1263,32 @@ fn eoe_is_refused_by_devices_without_it_and_a_bad_eoe_section_names_its_key() {
         let e = SegmentSpec::from_toml(t).unwrap_err().to_string();
         assert!(e.contains(why), "{t}: {e}");
     }
+}
+
+/// `busy = 2`: the write request and every second DATA packet are answered BUSY (done, entire,
+/// a text) once; the same request again gets its ACK.
+#[test]
+fn a_busy_file_answers_busy_once_then_serves_the_repeat() {
+    let mut b = Bus::new(file_device());
+    let r = b.foe(0, 2, 0, b"slow.bin").expect("an answer");
+    assert_eq!(r.0, 6, "BUSY to the write request: {r:?}");
+    assert_eq!(r.2, b"programming flash", "the device's text");
+    assert_eq!(
+        b.foe(0, 2, 0, b"slow.bin").expect("an answer").0,
+        4,
+        "ACK 0 on the repeat"
+    );
+    let chunk = vec![7u8; MBX - 12];
+    assert_eq!(b.foe(0, 3, 1, &chunk).unwrap(), (4, 1, vec![]));
+    assert_eq!(
+        b.foe(0, 3, 2, &chunk).unwrap().0,
+        6,
+        "packet 2 finds the device busy"
+    );
+    assert_eq!(b.foe(0, 3, 2, &chunk).unwrap(), (4, 2, vec![]));
+    assert_eq!(b.foe(0, 3, 3, &[1, 2, 3]).unwrap(), (4, 3, vec![]));
+    let mut want = chunk.clone();
+    want.extend_from_slice(&chunk);
+    want.extend_from_slice(&[1, 2, 3]);
+    assert_eq!(b.foe_read(0, "slow.bin", 0).unwrap(), want);
 }

@@ -246,6 +246,81 @@ pub enum RecoveryCause {
     },
 }
 
+/// Why a subdevice was out of OP, as its own recovery found it (`[health] recovery =
+/// "subdevice"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubdeviceCause {
+    /// It reported an AL error: the AL status code (0x0134, ETG.1000.6 Table 11).
+    AlError(u16),
+    /// It had lost its station address: it was powered off and on (or replaced).
+    PowerCycled,
+    /// It left OP without an error (an AL state request of its own, a sync-manager watchdog
+    /// already acknowledged).
+    LeftOp,
+}
+
+impl std::fmt::Display for SubdeviceCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SubdeviceCause::AlError(code) => write!(
+                f,
+                "al_error code={code:#06x} text=\"{}\"",
+                crate::diag::al_status_text(*code)
+            ),
+            SubdeviceCause::PowerCycled => f.write_str("power_cycled"),
+            SubdeviceCause::LeftOp => f.write_str("left_op"),
+        }
+    }
+}
+
+/// What happened to one subdevice while the others cycled on (`[health] recovery =
+/// "subdevice"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SubdeviceChange {
+    /// It was seen out of OP (AL state code as the cycle read it; 0: it did not answer): its
+    /// data is invalid and its own recovery starts.
+    Lost {
+        /// AL state code.
+        state: u8,
+    },
+    /// It is back in OP, its data valid again.
+    Back {
+        /// Why it was out.
+        cause: SubdeviceCause,
+        /// From the cycle it was seen lost to the cycle it was seen back, ns.
+        outage_ns: u64,
+        /// Recovery attempts it took.
+        attempts: u32,
+    },
+    /// One attempt to bring it back failed (retried after `[health] recovery_backoff_ms`).
+    Failed {
+        /// Failed attempts in a row.
+        attempt: u32,
+    },
+    /// A device with another identity answers at its position: it is not driven (retried
+    /// until the configured device is back).
+    Refused {
+        /// Vendor, product, revision found (SII).
+        found: (u32, u32, u32),
+        /// What the segment was brought up with.
+        expected: (u32, u32, u32),
+    },
+    /// Its recovery failed `[health] subdevice_attempts` times in a row: the whole segment is
+    /// re-initialised.
+    GaveUp,
+}
+
+/// A per-subdevice notification ([`Application::on_subdevice`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SubdeviceEvent {
+    /// Its position.
+    pub position: u16,
+    /// What happened.
+    pub change: SubdeviceChange,
+    /// The cycle that saw it.
+    pub cycle: u64,
+}
+
 /// A recovery notification.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Recovery {
@@ -287,6 +362,11 @@ pub trait Application: Send {
     /// The master starts re-initialising the segment (the next call is `configure`).
     fn on_recovery(&mut self, _recovery: &Recovery) {}
 
+    /// One subdevice left OP, came back, failed to come back or was refused while the others
+    /// cycled on (`[health] recovery = "subdevice"`); called from the cyclic thread, before
+    /// `cycle` of the cycle that saw it.
+    fn on_subdevice(&mut self, _event: &SubdeviceEvent) {}
+
     /// The run ends: after this the master zeroes every output, then SAFE-OP, INIT.
     fn shutdown(&mut self, _reason: &ShutdownReason) {}
 }
@@ -315,6 +395,11 @@ pub trait Layer: Send {
         self.inner().on_recovery(recovery)
     }
 
+    /// [`Application::on_subdevice`]; by default the inner application's.
+    fn on_subdevice(&mut self, event: &SubdeviceEvent) {
+        self.inner().on_subdevice(event)
+    }
+
     /// [`Application::shutdown`]; by default the inner application's.
     fn shutdown(&mut self, reason: &ShutdownReason) {
         self.inner().shutdown(reason)
@@ -332,6 +417,10 @@ impl<L: Layer> Application for L {
 
     fn on_recovery(&mut self, recovery: &Recovery) {
         Layer::on_recovery(self, recovery)
+    }
+
+    fn on_subdevice(&mut self, event: &SubdeviceEvent) {
+        Layer::on_subdevice(self, event)
     }
 
     fn shutdown(&mut self, reason: &ShutdownReason) {

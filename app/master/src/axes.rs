@@ -366,6 +366,23 @@ impl Axes {
         }
     }
 
+    /// One subdevice was brought back on its own (call from [`Application::on_subdevice`]):
+    /// the axes on that drive start over as after a recovery (their drive went through INIT;
+    /// `after_recovery` says whether they are enabled again). The others are not touched.
+    pub fn on_subdevice(&mut self, event: &crate::application::SubdeviceEvent) {
+        if !matches!(
+            event.change,
+            crate::application::SubdeviceChange::Back { .. }
+        ) {
+            return;
+        }
+        for a in &mut self.axes {
+            if a.io.is_some_and(|io| io.position == event.position) {
+                a.drive.on_recovery();
+            }
+        }
+    }
+
     /// Ask axis `i` for operation enabled.
     pub fn enable(&mut self, i: usize) {
         self.axes[i].drive.enable();
@@ -579,6 +596,10 @@ impl Application for AxesApp {
 
     fn on_recovery(&mut self, _r: &Recovery) {
         self.axes.on_recovery();
+    }
+
+    fn on_subdevice(&mut self, event: &crate::application::SubdeviceEvent) {
+        self.axes.on_subdevice(event);
     }
 
     fn shutdown(&mut self, _reason: &crate::application::ShutdownReason) {

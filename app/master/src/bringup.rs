@@ -49,6 +49,33 @@ pub(crate) struct Up {
     /// reference clock, whose 0x092C never changes (it is read, never compared; empty without
     /// `[dc]`).
     pub(crate) dc_positions: Vec<u16>,
+    /// What each subdevice runs with, for its own recovery (empty with `[health] recovery =
+    /// "segment"`).
+    pub(crate) snapshots: Vec<crate::subdevice_recovery::Snapshot>,
+    /// Vendor, product, revision by position: the topology this bring-up found.
+    pub(crate) identities: Vec<(u32, u32, u32)>,
+}
+
+/// The scanned segment against the topology the run started with: the first position whose
+/// identity differs, or that one has and the other has not, refuses the segment.
+pub(crate) fn check_topology(
+    found: &[(u32, u32, u32)],
+    expected: &[(u32, u32, u32)],
+) -> Result<()> {
+    for position in 0..found.len().max(expected.len()) {
+        let (f, e) = (
+            found.get(position).copied(),
+            expected.get(position).copied(),
+        );
+        if f != e {
+            return Err(Error::TopologyChanged {
+                position: position as u16,
+                found: f,
+                expected: e,
+            });
+        }
+    }
+    Ok(())
 }
 
 /// Register access of `configure`, through the MainDevice (configured station addresses).
@@ -207,9 +234,22 @@ pub(crate) fn bring_up(
     cfg: &Config,
     app: &mut dyn Application,
     generation: u32,
+    topology: Option<&[(u32, u32, u32)]>,
 ) -> Result<Up> {
     let group = scan_to_pre_op(md)?;
     let n = group.len();
+    let identities: Vec<(u32, u32, u32)> = group
+        .iter(md)
+        .map(|sd| {
+            let id = sd.identity();
+            (id.vendor_id, id.product_id, id.revision)
+        })
+        .collect();
+    // A re-initialisation drives only the topology the run started with: never outputs
+    // remapped onto a device inserted, removed or swapped in between.
+    if let Some(t) = topology {
+        check_topology(&identities, t)?;
+    }
     let (layout, chosen) = configure_pre_op(md, &group, cfg, generation)?;
     let configured = |pos: usize, name: &str| {
         chosen[pos].map(|i| {
@@ -252,17 +292,19 @@ pub(crate) fn bring_up(
         write_startup_so(md, &group, &configured)?;
         let group = dc_into_op(md, cfg, group)?;
         check_image(md, &group, &layout, &configured)?;
+        let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, true)?;
         // The reference (the first) is what the others are compared with.
-        (AnyGroup::Dc(group), dc_positions[1..].to_vec())
+        (AnyGroup::Dc(group), dc_positions[1..].to_vec(), snapshots)
     } else {
         let group =
             block_on(group.into_safe_op(md)).map_err(pdi_too_long("transition to SAFE-OP"))?;
         write_startup_so(md, &group, &configured)?;
         let group = block_on(group.into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;
         check_image(md, &group, &layout, &configured)?;
-        (AnyGroup::Plain(group), Vec::new())
+        let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, false)?;
+        (AnyGroup::Plain(group), Vec::new(), snapshots)
     };
-    let (group, dc_positions) = group;
+    let (group, dc_positions, snapshots) = group;
     let (derived, wkc_shares) = layout.wkc(LRW_CHUNK);
     let expected = match cfg.segment.expected_wkc {
         Some(w) if w != derived => {
@@ -283,7 +325,24 @@ pub(crate) fn bring_up(
         expected_wkc,
         wkc_shares,
         dc_positions,
+        snapshots,
+        identities,
     })
+}
+
+/// The registers each subdevice runs with, for `[health] recovery = "subdevice"`.
+fn snapshots_for<DC>(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    group: &Group<DC>,
+    layout: &Layout,
+    chosen: &[Option<usize>],
+    dc: bool,
+) -> Result<Vec<crate::subdevice_recovery::Snapshot>> {
+    if cfg.health.recovery != crate::config::RecoveryPolicy::Subdevice {
+        return Ok(Vec::new());
+    }
+    crate::subdevice_recovery::snapshot(md, group, layout, chosen, dc)
 }
 
 /// Which `[[device]]` entry configures the subdevice at a position (and how it is named).
@@ -491,7 +550,7 @@ pub(crate) fn bring_up_retrying(
     loop {
         attempts += 1;
         tries.generation = tries.generation.wrapping_add(1);
-        let e = match bring_up(&md, cfg, app, tries.generation) {
+        let e = match bring_up(&md, cfg, app, tries.generation, tries.topology.as_deref()) {
             Ok(up) => {
                 tries.failed_in_a_row = 0;
                 return (md, Ok((up, attempts)));
@@ -540,6 +599,9 @@ fn shut_down<DC>(md: &MainDevice<'static>, group: Group<DC>) -> Result<()> {
 pub(crate) struct Attempts {
     pub(crate) generation: u32,
     pub(crate) failed_in_a_row: u32,
+    /// The topology of the run's first bring-up (identities by position), which every
+    /// re-initialisation must find again.
+    pub(crate) topology: Option<Vec<(u32, u32, u32)>>,
 }
 
 impl Up {

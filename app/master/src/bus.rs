@@ -1,5 +1,7 @@
-//! Moving ethercrab's frames: a [`Link`] (the simulated segment in-process, or an AF_PACKET
-//! socket) and the [`Bus`] that pumps frames between ethercrab's PduTx/PduRx and the link.
+//! Moving ethercrab's frames: a [`Link`] (the trait of `rtcat-packet`, implemented there for the
+//! AF_PACKET socket, in `ecsim` for the in-process segment, or by a user through
+//! [`LinkFactory`]) and the [`Bus`] that pumps frames between ethercrab's PduTx/PduRx and the
+//! link.
 //!
 //! Lost and late frames never stop the bus: a response ethercrab no longer waits for is counted
 //! and dropped (the stock ethercrab tasks exit on it, upstream issue #293).
@@ -8,21 +10,19 @@
 //! link), and a frame that is not EtherCAT, was not processed by the segment, comes from another
 //! source or has an implausible length is counted by [`RxReject`] reason and dropped.
 
-#[cfg(feature = "sim")]
-use ecsim::SimPort;
 use ethercrab::{PduRx, PduTx};
 use rtcat_packet::{
-    DATAGRAM_HEADER_LEN, ECAT_HEADER_LEN, ETH_HEADER_LEN, ETHERCAT_ETHERTYPE, PacketKind,
-    PacketSocket, WKC_LEN, wait_fds,
+    DATAGRAM_HEADER_LEN, ECAT_HEADER_LEN, ETH_HEADER_LEN, ETHERCAT_ETHERTYPE, WKC_LEN,
 };
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Wake, Waker};
 use std::time::Duration;
 
 use crate::clock::now_ns;
+use crate::wait::{RttLearner, Step, WaitMode};
 
 /// Receive buffer: larger than any plausible reply ([`MAX_REPLY_LEN`]), so that a longer frame
 /// (the socket reports at most the buffer's length) is recognised as too long, not cut to fit.
@@ -141,97 +141,45 @@ pub fn classify(frame: &[u8]) -> Result<(), RxReject> {
     Ok(())
 }
 
-/// Something frames can be sent on and received from.
-pub trait Link: Send {
-    /// Send one complete Ethernet frame.
-    fn send(&mut self, frame: &[u8]) -> io::Result<()>;
-    /// Receive one frame if one is ready (never blocks).
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>>;
-    /// Block until a frame may be ready, `extra_fd` is readable, or `timeout` passed.
-    fn wait(&mut self, timeout: Duration, extra_fd: Option<RawFd>) -> io::Result<()>;
-    /// Short description for logs.
-    fn describe(&self) -> String;
+pub use rtcat_packet::link::{Link, LinkPorts};
+
+/// A user's [`Link`], opened when a run starts (`Target::Link`): a name for the results and
+/// logs, and how to open it. The master opens it once per run (a [`crate::Session`] once per
+/// session) and closes it at the end by dropping it.
+#[derive(Clone)]
+pub struct LinkFactory {
+    name: String,
+    open: Arc<dyn Fn() -> io::Result<Box<dyn Link>> + Send + Sync>,
 }
 
-/// The in-process simulated segment as a link: processing happens inside `send`.
-#[cfg(feature = "sim")]
-pub struct SimLink {
-    /// The simulated segment's port.
-    pub port: SimPort,
-}
-
-#[cfg(feature = "sim")]
-impl Link for SimLink {
-    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        self.port.send(frame);
-        Ok(())
-    }
-
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        Ok(self.port.recv(buf))
-    }
-
-    fn wait(&mut self, timeout: Duration, extra_fd: Option<RawFd>) -> io::Result<()> {
-        let until_due = self
-            .port
-            .next_due_ns()
-            .map(|due| Duration::from_nanos(due.saturating_sub(self.port.now_ns())));
-        let t = until_due.map_or(timeout, |d| d.min(timeout));
-        match extra_fd {
-            Some(fd) => wait_fds(&[fd], Some(t)).map(drop),
-            None => {
-                std::thread::sleep(t);
-                Ok(())
-            }
+impl LinkFactory {
+    /// A link called `name` (shown where an interface name would be), opened by `open`.
+    pub fn new(
+        name: impl Into<String>,
+        open: impl Fn() -> io::Result<Box<dyn Link>> + Send + Sync + 'static,
+    ) -> Self {
+        LinkFactory {
+            name: name.into(),
+            open: Arc::new(open),
         }
     }
 
-    fn describe(&self) -> String {
-        format!(
-            "in-process simulated segment ({} subdevices)",
-            self.port.segment().devices().len()
-        )
+    /// The name given.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Open a link.
+    pub fn open(&self) -> io::Result<Box<dyn Link>> {
+        (self.open)()
     }
 }
 
-/// An AF_PACKET socket on a real (or veth) interface.
-pub struct SocketLink {
-    /// The bound socket.
-    pub sock: PacketSocket,
-}
-
-impl Link for SocketLink {
-    fn send(&mut self, frame: &[u8]) -> io::Result<()> {
-        let n = self.sock.send(frame)?;
-        if n != frame.len() {
-            return Err(io::Error::other(format!(
-                "short send: {n} of {} bytes",
-                frame.len()
-            )));
-        }
-        Ok(())
-    }
-
-    fn recv(&mut self, buf: &mut [u8]) -> io::Result<Option<usize>> {
-        loop {
-            match self.sock.recv(buf)? {
-                Some((_, PacketKind::Outgoing)) => continue,
-                Some((n, PacketKind::Incoming)) => return Ok(Some(n)),
-                None => return Ok(None),
-            }
-        }
-    }
-
-    fn wait(&mut self, timeout: Duration, extra_fd: Option<RawFd>) -> io::Result<()> {
-        let fd = self.sock.as_raw_fd();
-        match extra_fd {
-            Some(e) => wait_fds(&[fd, e], Some(timeout)).map(drop),
-            None => wait_fds(&[fd], Some(timeout)).map(drop),
-        }
-    }
-
-    fn describe(&self) -> String {
-        format!("AF_PACKET on {}", self.sock.iface())
+impl std::fmt::Debug for LinkFactory {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LinkFactory")
+            .field("name", &self.name)
+            .finish_non_exhaustive()
     }
 }
 
@@ -257,6 +205,48 @@ pub struct BusCounters {
     pub last_rx_ns: AtomicU64,
     /// Length of the latest cycle's first frame (bytes, as handed to the link).
     pub first_tx_len: AtomicU64,
+    /// The inline cycle's wait mode ([`WaitMode::ALL`] index + 1; 0: no inline cycle ran).
+    pub wait_mode: AtomicU64,
+    /// Exchanges whose wait's CPU time was measured (every [`WAIT_SAMPLE_EVERY`]th).
+    pub wait_sampled: AtomicU64,
+    /// The cyclic thread's CPU time in those waits (ns, CLOCK_THREAD_CPUTIME_ID).
+    pub wait_cpu_ns: AtomicU64,
+    /// Hybrid wait: replies that came after the poll window (taken by the sleep after it).
+    pub wait_after_window: AtomicU64,
+    /// Exchanges in which the wait polled the link at least once (busy, hybrid).
+    pub wait_polled: AtomicU64,
+}
+
+/// The CPU time of the wait is measured in one exchange of this many: reading
+/// CLOCK_THREAD_CPUTIME_ID is a system call (the vDSO serves only the wall clocks), two of them
+/// per measured exchange.
+pub const WAIT_SAMPLE_EVERY: u64 = 8;
+
+/// The thread's CPU time (ns).
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: valid pointer to a timespec; the thread CPU clock always exists on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// How the inline cycle waits for its replies, with what the hybrid mode learned.
+#[derive(Debug)]
+struct Waiter {
+    mode: WaitMode,
+    /// Boxed: two rings of 64 values would make the bus (and `cycle::Exchanger`) large.
+    learner: Box<RttLearner>,
+    /// Exchanges ended (the sampling counter).
+    exchanges: u64,
+    /// The thread's CPU time when this exchange's first wait began (0: not measured).
+    cpu_start: u64,
+    /// This exchange's reply came after the hybrid window (counted once).
+    after_window: bool,
+    /// This exchange polled (counted once).
+    polled: bool,
 }
 
 /// ethercrab's TX/RX handles plus a link.
@@ -270,6 +260,7 @@ pub struct Bus {
     /// Counters, shared with whoever reports them.
     pub counters: Arc<BusCounters>,
     buf: Box<[u8; MAX_FRAME]>,
+    wait: Waiter,
 }
 
 impl Bus {
@@ -286,7 +277,103 @@ impl Bus {
             link,
             counters: Arc::new(BusCounters::default()),
             buf: Box::new([0; MAX_FRAME]),
+            wait: Waiter {
+                mode: WaitMode::Sleep,
+                learner: Box::default(),
+                exchanges: 0,
+                cpu_start: 0,
+                after_window: false,
+                polled: false,
+            },
         }
+    }
+
+    /// Wait for replies in `mode` from now on ([`Bus::wait_reply`]); the hybrid mode starts
+    /// learning the round trip afresh.
+    pub fn set_wait(&mut self, mode: WaitMode) {
+        self.wait.mode = mode;
+        self.wait.learner.reset();
+        let code = WaitMode::ALL.iter().position(|&m| m == mode).unwrap_or(0) as u64 + 1;
+        self.counters.wait_mode.store(code, Ordering::Relaxed);
+    }
+
+    /// The inline exchange found no reply yet and `deadline_ns` (monotonic) is still ahead: wait
+    /// for one as the mode says. `sleep` blocks in the link's wait until a frame may be there or
+    /// the deadline; `busy` returns at once (the caller reads the link again); `hybrid` sleeps
+    /// until its window, returns at once inside it, and sleeps to the deadline after it. Call
+    /// [`Bus::exchange_end`] when the exchange is over.
+    #[inline]
+    pub fn wait_reply(&mut self, deadline_ns: u64) {
+        let w = &mut self.wait;
+        if w.cpu_start == 0 && w.exchanges.is_multiple_of(WAIT_SAMPLE_EVERY) {
+            w.cpu_start = thread_cpu_ns();
+        }
+        let now = now_ns();
+        let to_deadline = deadline_ns.saturating_sub(now);
+        // (how long to sleep, whether a sleep that ends by its timeout teaches the wake-up)
+        let (sleep_ns, learn_wake) = match w.mode {
+            WaitMode::Sleep => (to_deadline, false),
+            WaitMode::Busy => (0, false),
+            WaitMode::Hybrid => {
+                let sent = self.counters.first_tx_ns.load(Ordering::Relaxed);
+                match w.learner.step(now.saturating_sub(sent)) {
+                    Step::Sleep(ns) => (ns.min(to_deadline), ns < to_deadline),
+                    Step::Poll => (0, false),
+                    Step::SleepToTimeout => {
+                        if w.learner.plan().is_some() && !w.after_window {
+                            w.after_window = true;
+                            self.counters
+                                .wait_after_window
+                                .fetch_add(1, Ordering::Relaxed);
+                        }
+                        (to_deadline, false)
+                    }
+                }
+            }
+        };
+        if sleep_ns == 0 {
+            if !w.polled {
+                w.polled = true;
+                self.counters.wait_polled.fetch_add(1, Ordering::Relaxed);
+            }
+            std::hint::spin_loop();
+            return;
+        }
+        let _ = self.link.wait(Duration::from_nanos(sleep_ns), None);
+        if learn_wake {
+            // Woken by the timeout (not early by a frame): how late.
+            let late = now_ns().checked_sub(now + sleep_ns);
+            if let Some(late) = late {
+                w.learner.record_wake(late);
+            }
+        }
+    }
+
+    /// The inline exchange is over (`answered`: every reply came back): its round trip is
+    /// learned, and the wait's CPU time of a measured exchange is counted.
+    #[inline]
+    pub fn exchange_end(&mut self, answered: bool) {
+        let w = &mut self.wait;
+        if answered
+            && w.mode == WaitMode::Hybrid
+            && let Some(rtt) = self.counters.cycle_rtt_ns()
+        {
+            w.learner.record(rtt);
+        }
+        if w.exchanges.is_multiple_of(WAIT_SAMPLE_EVERY) {
+            // An exchange answered before any wait is measured too: its wait cost nothing.
+            let cpu = if w.cpu_start == 0 {
+                0
+            } else {
+                thread_cpu_ns().saturating_sub(w.cpu_start)
+            };
+            self.counters.wait_sampled.fetch_add(1, Ordering::Relaxed);
+            self.counters.wait_cpu_ns.fetch_add(cpu, Ordering::Relaxed);
+        }
+        w.cpu_start = 0;
+        w.after_window = false;
+        w.polled = false;
+        w.exchanges += 1;
     }
 
     /// Send every frame ethercrab queued. A send error leaves the frame to ethercrab's timeout.
@@ -385,7 +472,24 @@ impl BusCounters {
                 .map(|&r| (r.name().to_string(), self.rejected(r)))
                 .collect(),
             send_errors: self.send_errors.load(Ordering::Relaxed),
+            wait: self.wait_stats(),
         }
+    }
+
+    /// What the inline cycle's waits cost (None: no inline cycle ran on this bus).
+    pub fn wait_stats(&self) -> Option<rtcat_results::WaitStats> {
+        let code = self.wait_mode.load(Ordering::Relaxed) as usize;
+        let mode = *WaitMode::ALL.get(code.checked_sub(1)?)?;
+        let sampled = self.wait_sampled.load(Ordering::Relaxed);
+        let cpu_ns = self.wait_cpu_ns.load(Ordering::Relaxed);
+        Some(rtcat_results::WaitStats {
+            mode: mode.name().to_string(),
+            sampled_cycles: sampled,
+            cpu_ns,
+            cpu_ns_per_cycle: cpu_ns.checked_div(sampled).unwrap_or(0),
+            after_window: self.wait_after_window.load(Ordering::Relaxed),
+            polled_cycles: self.wait_polled.load(Ordering::Relaxed),
+        })
     }
 
     /// Forget the per-cycle round-trip timestamps.
@@ -581,7 +685,9 @@ mod tests {
     use super::*;
     use ecsim::frame::{Cmd, FrameBuilder, phys};
     use ethercrab::{Command, MainDevice, MainDeviceConfig, PduStorage, Timeouts};
+    use rtcat_packet::wait_fds;
     use std::collections::VecDeque;
+    use std::os::fd::RawFd;
     use std::sync::Mutex;
 
     /// A reply as the segment returns it: one FPRD of the AL status, source MAC U/L bit set.

@@ -3,6 +3,7 @@
 
 use crate::invalid::Invalid;
 use crate::period::Period;
+pub use crate::wait::WaitMode;
 use serde::Deserialize;
 use std::path::Path;
 use thiserror::Error;
@@ -265,9 +266,17 @@ pub struct CycleConfig {
     pub txrx_cpu: Option<usize>,
     /// SCHED_FIFO priority of the TX/RX thread.
     pub txrx_priority: u8,
+    /// How the inline cycle waits for its replies (docs/NOTES.md §1.2); absent:
+    /// [`WaitMode::DEFAULT`] inline (a TX/RX thread always sleeps in `ppoll`).
+    pub wait: Option<WaitMode>,
 }
 
 impl CycleConfig {
+    /// How the inline cycle waits: `wait`, or the default.
+    pub fn wait_mode(&self) -> WaitMode {
+        self.wait.unwrap_or(WaitMode::DEFAULT)
+    }
+
     /// The cycle period (`period_us`).
     pub fn period(&self) -> Period {
         Period::from_micros(self.period_us)
@@ -283,6 +292,7 @@ impl Default for CycleConfig {
             txrx: TxRxMode::Inline,
             txrx_cpu: None,
             txrx_priority: 81,
+            wait: None,
         }
     }
 }
@@ -347,6 +357,24 @@ pub struct HealthConfig {
     pub max_failed_recoveries: u32,
     /// Pause between failed recovery attempts (ms).
     pub recovery_backoff_ms: u32,
+    /// What a subdevice leaving OP brings back: itself alone (the others cycle on) or the
+    /// whole segment.
+    pub recovery: RecoveryPolicy,
+    /// Failed recoveries of one subdevice in a row before the whole segment is re-initialised
+    /// (`recovery = "subdevice"`).
+    pub subdevice_attempts: u32,
+}
+
+/// `[health] recovery`: what a subdevice leaving OP brings back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RecoveryPolicy {
+    /// That subdevice alone, outside the real-time path, while the others stay in OP; the whole
+    /// segment only for what needs it (frames lost, an unexplained working counter,
+    /// `subdevice_attempts` failures in a row).
+    Subdevice,
+    /// The whole segment is re-initialised after `bad_cycles_before_recovery` bad cycles.
+    Segment,
 }
 
 impl Default for HealthConfig {
@@ -355,6 +383,8 @@ impl Default for HealthConfig {
             bad_cycles_before_recovery: 10,
             max_failed_recoveries: 0,
             recovery_backoff_ms: 500,
+            recovery: RecoveryPolicy::Subdevice,
+            subdevice_attempts: 3,
         }
     }
 }
@@ -523,6 +553,17 @@ impl CycleConfig {
                 Invalid::range(key, c as u64, 0, 1023, "")?;
             }
         }
+        if let Some(w) = self.wait
+            && self.txrx == TxRxMode::Thread
+            && w != WaitMode::Sleep
+        {
+            return Err(Invalid::new(
+                "cycle.wait",
+                format_args!("\"{w}\""),
+                "needs cycle.txrx = \"inline\" (the TX/RX thread waits for the link and its \
+                 wake-up in ppoll; only the inline cycle can poll)",
+            ));
+        }
         Ok(())
     }
 }
@@ -605,6 +646,13 @@ impl HealthConfig {
             0,
             60_000,
             " ms",
+        )?;
+        Invalid::range(
+            "health.subdevice_attempts",
+            self.subdevice_attempts.into(),
+            1,
+            1_000,
+            "",
         )
     }
 }
@@ -801,6 +849,25 @@ mod tests {
     }
 
     #[test]
+    fn every_wait_mode_is_accepted_inline_and_sleep_with_a_thread() {
+        assert_eq!(Config::default().cycle.wait, None);
+        assert_eq!(Config::default().cycle.wait_mode(), WaitMode::DEFAULT);
+        for m in WaitMode::ALL {
+            let c = Config::parse(&format!("[cycle]\nwait = \"{m}\"\n"), "c.toml").unwrap();
+            assert_eq!(c.cycle.wait_mode(), m);
+        }
+        // A TX/RX thread with the default: not refused (the default is the inline cycle's).
+        let c = Config::parse("[cycle]\ntxrx = \"thread\"\n", "c.toml").unwrap();
+        assert_eq!(c.cycle.wait, None);
+        let c = Config::parse("[cycle]\ntxrx = \"thread\"\nwait = \"sleep\"\n", "c.toml").unwrap();
+        assert_eq!(c.cycle.wait, Some(WaitMode::Sleep));
+        let e = Config::parse("[cycle]\ntxrx = \"thread\"\nwait = \"hybrid\"\n", "c.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cycle.wait = \"hybrid\""), "{e}");
+    }
+
+    #[test]
     fn empty_config_takes_defaults() {
         let c = Config::parse("", "x").unwrap();
         assert_eq!(c, Config::default());
@@ -838,6 +905,23 @@ mod tests {
             ("[cycle]\nperoid_us = 1000\n", "unknown field `peroid_us`"),
             ("[cycle]\nperiod_us = \"fast\"\n", "period_us"),
             ("[cycle]\ntxrx = \"both\"\n", "unknown variant `both`"),
+            (
+                "[cycle]\nwait = \"spin\"\n",
+                "unknown variant `spin`, expected one of `sleep`, `busy`, `hybrid`",
+            ),
+            (
+                "[cycle]\ntxrx = \"thread\"\nwait = \"busy\"\n",
+                "cycle.wait = \"busy\": needs cycle.txrx = \"inline\"",
+            ),
+            (
+                "[health]\nrecovery = \"device\"\n",
+                "unknown variant `device`, expected `subdevice` or `segment`",
+            ),
+            ("[health]\nrecovery = \"device\"\n", "recovery"),
+            (
+                "[health]\nsubdevice_attempts = 0\n",
+                "health.subdevice_attempts = 0: must be 1..=1000",
+            ),
             (
                 "[bus]\nresponse_timeout_us = 5000\n",
                 "bus.response_timeout_us = 5000",

@@ -24,6 +24,7 @@ use crate::limits::MAX_SUBDEVICES;
 use crate::period::Period;
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use crate::stop::Stop;
+use crate::subdevice_recovery::{Board, Report};
 use ethercrab::subdevice_group::{CycleInfo, TxRxResponse};
 use ethercrab::{MainDevice, SubDeviceState};
 use std::future::Future;
@@ -133,6 +134,26 @@ impl Exchanger {
         }
     }
 
+    /// Move other threads' frames (the per-subdevice recovery's) until `until`: the cyclic
+    /// thread is the only one that pumps an inline bus. Nothing to do with a TX/RX thread.
+    fn pump_until(&mut self, until: u64) {
+        if let Exchanger::Inline(bus) = self {
+            loop {
+                bus.pump_tx();
+                if bus.pump_rx() > 0 {
+                    continue;
+                }
+                let now = now_ns();
+                if now >= until {
+                    return;
+                }
+                let _ = bus
+                    .link
+                    .wait(std::time::Duration::from_nanos(until - now), None);
+            }
+        }
+    }
+
     /// Let `service` use the bus until `until` (monotonic ns) or until it has nothing in flight.
     fn serve_sdo<F: std::future::Future<Output = ()>>(
         &mut self,
@@ -195,6 +216,7 @@ fn exchange<G: CycleGroup>(
             let mut cx = Context::from_waker(Waker::noop());
             loop {
                 if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
+                    bus.exchange_end(r.is_ok());
                     return r.map_err(drop);
                 }
                 bus.pump_tx();
@@ -205,11 +227,11 @@ fn exchange<G: CycleGroup>(
                 if now >= deadline_ns {
                     // Dropping the future releases its frame; a late response is then rejected
                     // by ethercrab and counted by the bus.
+                    bus.exchange_end(false);
                     return Err(());
                 }
-                let _ = bus
-                    .link
-                    .wait(std::time::Duration::from_nanos(deadline_ns - now), None);
+                // As `[cycle] wait` says: sleep, poll, or the hybrid of the two.
+                bus.wait_reply(deadline_ns);
             }
         }
         Exchanger::Thread { waker, passes, .. } => {
@@ -278,7 +300,25 @@ pub struct State {
     shares: Vec<(u32, u32)>,
     /// The phase lock of a DC group (None: no distributed clocks).
     lock: Option<crate::phase_lock::PhaseLock>,
+    /// Per subdevice: what the cycle knows of its own recovery.
+    watch: Vec<Watch>,
+    /// Subdevices handed to the recovery worker and not yet back in service.
+    outstanding: u32,
 }
+
+/// The cycle's side of one subdevice's recovery: when it was lost, what was reported.
+#[derive(Debug, Clone, Copy, Default)]
+struct Watch {
+    lost_ns: u64,
+    /// The last report passed on (phase and failures), so each is passed on once.
+    reported: Option<Report>,
+    /// Cycles the worker said "back" while the cycle still read it out of OP.
+    back_unconfirmed: u32,
+}
+
+/// Cycles a subdevice the worker brought back may still read out of OP (the state check of a
+/// frame already under way) before it counts as lost again.
+const BACK_CONFIRM_CYCLES: u32 = 100;
 
 impl State {
     /// State for a segment with `layout`.
@@ -288,6 +328,8 @@ impl State {
             status: vec![SubdeviceStatus::default(); layout.subdevices.len()],
             shares: shares.to_vec(),
             lock: None,
+            watch: vec![Watch::default(); layout.subdevices.len()],
+            outstanding: 0,
         }
     }
 
@@ -402,6 +444,9 @@ pub struct Phase<'a, 's> {
     pub st: &'a mut State,
     /// The fixed parameters.
     pub p: Params,
+    /// Per-subdevice recovery (`[health] recovery = "subdevice"`); None: a subdevice out of OP
+    /// counts towards a whole-segment recovery.
+    pub board: Option<&'a Board>,
 }
 
 /// The health of the run across cycles: consecutive bad cycles, the working counter's last
@@ -413,8 +458,17 @@ struct Health {
 }
 
 impl Health {
-    /// Count an answered cycle's verdict; push the events of its changes.
-    fn answered(&mut self, v: Verdict, wkc: u16, expected: u16, cx: &mut Step<'_, '_>) -> bool {
+    /// Count an answered cycle's verdict; push the events of its changes. With `local`
+    /// recovery a subdevice out of OP is its own recovery's business: only a working counter
+    /// it does not explain makes the cycle bad for the segment.
+    fn answered(
+        &mut self,
+        v: Verdict,
+        wkc: u16,
+        expected: u16,
+        local: bool,
+        cx: &mut Step<'_, '_>,
+    ) -> bool {
         if !v.wkc_ok {
             cx.rec.wkc_mismatches += 1;
             if self.wkc_was_ok {
@@ -434,7 +488,7 @@ impl Health {
         if let Some(c) = v.cause(wkc, expected) {
             self.cause = c;
         }
-        v.is_bad()
+        if local { !v.explained } else { v.is_bad() }
     }
 
     /// Count a cycle whose frames did not come back.
@@ -535,6 +589,88 @@ fn copy_outputs<DC>(md: &MainDevice<'static>, group: &Group<DC>, image: &Process
     }
 }
 
+/// The per-subdevice recovery's step of the cycle: hand every subdevice newly seen out of OP to
+/// the worker, and pass on what the worker reported (back, failed, refused, gave up) to the
+/// application and the events. Looks at the board only while a recovery is outstanding.
+fn local_recovery(
+    board: &Board,
+    st: &mut State,
+    app: &mut dyn Application,
+    cx: &mut Step<'_, '_>,
+    now: u64,
+) {
+    use crate::application::{SubdeviceChange, SubdeviceEvent};
+    let tell = |app: &mut dyn Application, cx: &mut Step<'_, '_>, i: usize, change| {
+        let position = i as u16;
+        app.on_subdevice(&SubdeviceEvent {
+            position,
+            change,
+            cycle: cx.cycle,
+        });
+        push_event(
+            cx.events,
+            cx.cycle,
+            EventKind::Subdevice { position, change },
+        );
+    };
+    for i in 0..st.status.len() {
+        let state = st.status[i].al_state;
+        if state != al_state::OP && board.request(i) {
+            st.watch[i] = Watch {
+                lost_ns: now,
+                ..Watch::default()
+            };
+            st.outstanding += 1;
+            tell(app, cx, i, SubdeviceChange::Lost { state });
+        }
+    }
+    if st.outstanding == 0 {
+        return;
+    }
+    for i in 0..st.status.len() {
+        let Some(report) = board.report(i) else {
+            continue;
+        };
+        let w = &mut st.watch[i];
+        if let Report::Back { cause, attempts } = report {
+            if st.status[i].al_state == al_state::OP {
+                board.back_in_service(i);
+                st.outstanding = st.outstanding.saturating_sub(1);
+                let outage_ns = now.saturating_sub(w.lost_ns);
+                tell(
+                    app,
+                    cx,
+                    i,
+                    SubdeviceChange::Back {
+                        cause,
+                        outage_ns,
+                        attempts,
+                    },
+                );
+            } else {
+                w.back_unconfirmed += 1;
+                if w.back_unconfirmed > BACK_CONFIRM_CYCLES {
+                    // Out of OP again: in service, so the next cycle hands it over anew.
+                    board.back_in_service(i);
+                    st.outstanding = st.outstanding.saturating_sub(1);
+                }
+            }
+            continue;
+        }
+        if w.reported == Some(report) {
+            continue;
+        }
+        w.reported = Some(report);
+        let change = match report {
+            Report::Failed { failures } => SubdeviceChange::Failed { attempt: failures },
+            Report::Refused { found, expected } => SubdeviceChange::Refused { found, expected },
+            Report::GaveUp => SubdeviceChange::GaveUp,
+            Report::Back { .. } => continue,
+        };
+        tell(app, cx, i, change);
+    }
+}
+
 /// The application's cycle: it sees this cycle's inputs (those that came back) and writes the
 /// next outputs, on bad cycles too (it decides what a bad cycle means for the machine). Its
 /// data errors are counted and the first reported.
@@ -590,6 +726,7 @@ where
         sinks,
         st,
         p,
+        board,
     } = ph;
     let period = p.period.as_nanos();
     // First deadline one period from now; all later ones on the same grid.
@@ -660,7 +797,10 @@ where
                 for s in st.status.iter_mut() {
                     s.data_valid = v.explained && s.al_state == al_state::OP;
                 }
-                health.answered(v, wkc, p.expected_wkc, &mut cx)
+                if let Some(b) = board {
+                    local_recovery(b, st, app, &mut cx, wake);
+                }
+                health.answered(v, wkc, p.expected_wkc, board.is_some(), &mut cx)
             }
             Err(()) => {
                 for s in st.status.iter_mut() {
@@ -669,6 +809,9 @@ where
                 health.lost(&mut cx)
             }
         };
+        cx.rec
+            .availability
+            .cycle(&st.status, wake, &sinks.live.availability);
         // Inputs, application, outputs.
         if !lost {
             copy_inputs(md, group, &mut st.image);
@@ -706,6 +849,12 @@ where
         {
             x.serve_sdo(svc, &busy, until);
         }
+        // The per-subdevice recovery's frames on an inline bus, in what is left of the budget.
+        if st.outstanding > 0
+            && let Some(until) = mailbox_until(now_ns(), period / 4, deadline + period)
+        {
+            x.pump_until(until);
+        }
         // Next deadline: the lock's correction moves the grid itself (this and all later ones).
         deadline = deadline.saturating_add_signed(correction);
         if let Some(behind) = advance(&mut deadline, period, end, rec) {
@@ -717,6 +866,37 @@ where
         }
         if let Some(exit) = health.end_of_cycle(bad, p.bad_cycles_before_recovery) {
             return exit;
+        }
+        // A subdevice whose own recovery gave up: the whole segment.
+        if let Some(position) = board.and_then(Board::escalated) {
+            let i = usize::from(position);
+            if st
+                .watch
+                .get(i)
+                .is_some_and(|w| w.reported != Some(Report::GaveUp))
+            {
+                let change = crate::application::SubdeviceChange::GaveUp;
+                app.on_subdevice(&crate::application::SubdeviceEvent {
+                    position,
+                    change,
+                    cycle,
+                });
+                push_event(
+                    sinks.events,
+                    cycle,
+                    EventKind::Subdevice { position, change },
+                );
+            }
+            return Exit::Recover {
+                bad_cycles: health.bad_run,
+                cause: RecoveryCause::NotOp {
+                    position,
+                    state: st
+                        .status
+                        .get(usize::from(position))
+                        .map_or(0, |s| s.al_state),
+                },
+            };
         }
     }
 }

@@ -45,6 +45,22 @@ pub enum Error {
     /// The segment differs from what the configuration expects.
     #[error("{0}")]
     SegmentMismatch(String),
+    /// A re-initialisation found another topology than the run started with (a device
+    /// inserted, removed or swapped): the segment is not driven until it is back.
+    #[error(
+        "topology changed at position {position}: found {}, the run started with {}; a device \
+         inserted, removed or swapped is not driven (retried until the topology is back)",
+        show_identity(*found),
+        show_identity(*expected)
+    )]
+    TopologyChanged {
+        /// First position that differs.
+        position: u16,
+        /// Vendor, product, revision there now (None: no device).
+        found: Option<(u32, u32, u32)>,
+        /// What the run started with (None: no device).
+        expected: Option<(u32, u32, u32)>,
+    },
     /// The segment is larger than the master runs.
     #[error("{0}")]
     Capacity(String),
@@ -89,6 +105,13 @@ pub enum Error {
 impl From<crate::devices::DeviceError> for Error {
     fn from(e: crate::devices::DeviceError) -> Self {
         Error::Device(Box::new(e))
+    }
+}
+
+fn show_identity(id: Option<(u32, u32, u32)>) -> String {
+    match id {
+        Some((v, p, r)) => format!("vendor {v:#010x} product {p:#010x} revision {r:#010x}"),
+        None => "no device".into(),
     }
 }
 

@@ -65,6 +65,7 @@
 
 pub mod acyclic;
 pub mod application;
+pub mod availability;
 pub mod axes;
 pub mod axis;
 pub mod bringup;
@@ -97,11 +98,14 @@ pub mod shm;
 pub mod sii;
 pub mod stats;
 mod stop;
+pub mod subdevice_recovery;
+pub mod wait;
 
 pub use application::{
     AppError, Application, Cycle, CycleStatus, Layer, Recovery, RecoveryCause, Setup,
-    ShutdownReason, SubdeviceStatus, ZeroOutputs,
+    ShutdownReason, SubdeviceCause, SubdeviceChange, SubdeviceEvent, SubdeviceStatus, ZeroOutputs,
 };
+pub use bus::{Link, LinkFactory, LinkPorts};
 pub use config::{Config, ConfigError};
 pub use diag::{Probe, ScanEntry};
 pub use error::{Error, Result};
@@ -110,6 +114,7 @@ pub use layout::{DataType, Direction, Entry, Layout, LayoutError};
 pub use master::{Channels, Outcome, RtApplied, RunSpec, Session, Target, run};
 pub use period::Period;
 pub use stop::{Stop, StopFlags};
+pub use wait::WaitMode;
 
 impl RunSpec {
     /// A run of `cfg` on `target` until `stop` is requested, with the real-time settings of the

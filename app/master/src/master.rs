@@ -7,7 +7,7 @@
 //! cyclic phase runs SCHED_FIFO.
 
 use crate::application::{Application, Recovery, ShutdownReason};
-use crate::bus::{Bus, Link, SocketLink, ThreadRt, TxRxThread};
+use crate::bus::{Bus, Link, LinkFactory, ThreadRt, TxRxThread};
 use crate::config::{Config, TxRxMode};
 use crate::cycle::{self, CycleGroup, Exchanger, Exit, Group, Params, Sinks};
 use crate::error::{Error, Result};
@@ -40,6 +40,8 @@ pub enum Target {
     },
     /// A network interface (AF_PACKET, needs CAP_NET_RAW).
     Iface(String),
+    /// A link of the user's own ([`crate::bus::Link`]), opened when the run starts.
+    Link(LinkFactory),
 }
 
 /// The result of a whole run.
@@ -139,20 +141,22 @@ fn give_back(md: MainDevice<'static>, bus: Bus) {
 pub fn open_link(target: &Target) -> Result<Box<dyn Link>> {
     Ok(match target {
         #[cfg(feature = "sim")]
-        Target::Sim { spec, faults } => Box::new(crate::bus::SimLink {
-            port: ecsim::SimPort::with_faults(spec.clone(), faults.clone()),
-        }),
+        Target::Sim { spec, faults } => {
+            Box::new(ecsim::SimPort::with_faults(spec.clone(), faults.clone()))
+        }
         Target::Iface(name) => {
             crate::netuse::check_free(&safefs::SysRoot::live(), name)?;
-            Box::new(SocketLink {
-                sock: rtcat_packet::PacketSocket::open(name).map_err(|source| {
-                    Error::Interface {
-                        iface: name.clone(),
-                        source,
-                    }
+            Box::new(
+                rtcat_packet::PacketSocket::open(name).map_err(|source| Error::Interface {
+                    iface: name.clone(),
+                    source,
                 })?,
-            })
+            )
         }
+        Target::Link(f) => f.open().map_err(|source| Error::Interface {
+            iface: f.name().to_string(),
+            source,
+        })?,
     })
 }
 
@@ -226,7 +230,7 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
             (r.0, r.1.map(|(up, _)| up))
         } else {
             run.attempts.generation = 1;
-            let r = bring_up(&md, &cfg, app, run.attempts.generation);
+            let r = bring_up(&md, &cfg, app, run.attempts.generation, None);
             (md, r)
         };
         run.md = Some(md);
@@ -270,6 +274,7 @@ fn cycle_until_done(
     let init_rt = setup_txrx(&cfg, spec.no_rt);
     // The segment in OP: replaced by each recovery, handed back at the end.
     let mut seg = up;
+    run.attempts.topology = Some(seg.identities.clone());
     seg.publish(&ch.live);
 
     // Process-wide real-time settings, once the segment is up.
@@ -304,11 +309,15 @@ fn cycle_until_done(
             end_ns,
         };
         // Everything the cycle touches, allocated here, outside the cyclic path.
+        rec.availability.set_subdevices(seg.layout.subdevices.len());
         let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares);
         if matches!(seg.group, AnyGroup::Dc(_)) {
             state = state.with_lock(phase_lock(&cfg));
         }
         let md = run.md.as_ref().expect("present while running");
+        // The per-subdevice recovery's board, shared by the cyclic thread and the worker.
+        let board = (!seg.snapshots.is_empty())
+            .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots));
         // One cyclic phase on its own thread; the bus comes back when it ends.
         let result = seg.group.cyclic_phase(CyclicPhase {
             md,
@@ -322,6 +331,7 @@ fn cycle_until_done(
             params,
             stop,
             sdo: spec.sdo.as_mut(),
+            recovery: board.as_ref().map(|b| (b, seg.snapshots.as_slice())),
         });
         let (b, r, exit, a) = match result {
             Ok(v) => v,
@@ -504,6 +514,22 @@ fn recover(
     let (m, result) = bring_up_retrying(md, cfg, app, stop, end_ns, &mut run.attempts, |n, e| {
         counters.publish(&ch.live);
         failures += 1;
+        if let Error::TopologyChanged {
+            position,
+            found,
+            expected,
+        } = *e
+        {
+            push(
+                ch,
+                cycles,
+                EventKind::TopologyChanged {
+                    position,
+                    found,
+                    expected,
+                },
+            );
+        }
         push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
         log::warn!("recovery attempt {n} failed: {e}");
     });
@@ -529,6 +555,11 @@ struct CyclicPhase<'a> {
     params: Params,
     stop: &'a Stop,
     sdo: Option<&'a mut crate::acyclic::SdoService>,
+    /// The per-subdevice recovery: its board and what each subdevice ran with.
+    recovery: Option<(
+        &'a crate::subdevice_recovery::Board,
+        &'a [crate::subdevice_recovery::Snapshot],
+    )>,
 }
 
 impl AnyGroup {
@@ -557,10 +588,30 @@ where
         params,
         stop,
         sdo,
+        recovery,
     } = phase;
     let mode = cfg.cycle.txrx;
     let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
     std::thread::scope(|s| {
+        // The per-subdevice recovery's worker: a normal thread, for as long as the phase.
+        let worker = match recovery {
+            Some((board, snapshots)) => Some(
+                std::thread::Builder::new()
+                    .name("rtcat-recover".into())
+                    .spawn_scoped(s, move || {
+                        crate::subdevice_recovery::worker(crate::subdevice_recovery::Worker {
+                            md,
+                            group,
+                            cfg,
+                            snapshots,
+                            board,
+                        })
+                    })
+                    .map_err(|e| Box::new((Error::io("spawn the recovery worker")(e), None)))?,
+            ),
+            None => None,
+        };
+        let board = recovery.map(|(b, _)| b);
         let handle = std::thread::Builder::new()
             .name("rtcat-cycle".into())
             .spawn_scoped(s, move || -> PhaseResult {
@@ -571,7 +622,9 @@ where
                 };
                 let (mut x, thread) = match mode {
                     TxRxMode::Inline => {
+                        let mut bus = bus;
                         bus.tx.replace_waker(std::task::Waker::noop());
+                        bus.set_wait(cfg.cycle.wait_mode());
                         (Exchanger::Inline(bus), None)
                     }
                     TxRxMode::Thread => {
@@ -621,8 +674,12 @@ where
                         sinks: &mut sinks,
                         st: state,
                         p: params,
+                        board,
                     },
                 );
+                if let Some(b) = board {
+                    b.quit();
+                }
                 applied.cycle_minor_faults = rt::thread_minor_faults() - faults_before;
                 let bus = match (x, thread) {
                     (Exchanger::Inline(b), _) => b,
@@ -634,8 +691,14 @@ where
                 Ok((bus, rec, exit, applied))
             })
             .map_err(|e| Box::new((Error::io("spawn the cyclic thread")(e), None)))?;
-        handle
-            .join()
-            .map_err(|_| Box::new((Error::Panicked("cyclic"), None)))?
+        let result = handle.join();
+        if let Some(b) = board {
+            b.quit();
+        }
+        if let Some(w) = worker {
+            w.join()
+                .map_err(|_| Box::new((Error::Panicked("recovery worker"), None)))?;
+        }
+        result.map_err(|_| Box::new((Error::Panicked("cyclic"), None)))?
     })
 }

@@ -41,6 +41,8 @@ pub struct Recorder {
     pub phase_min_ns: i64,
     /// Largest signed phase error (ns).
     pub phase_max_ns: i64,
+    /// Time in OP and outages, per subdevice and for the segment.
+    pub availability: crate::availability::Availability,
 }
 
 impl Default for Recorder {
@@ -68,6 +70,7 @@ impl Recorder {
             phase: new_histogram(),
             phase_min_ns: 0,
             phase_max_ns: 0,
+            availability: Default::default(),
         }
     }
 
@@ -159,6 +162,8 @@ pub struct Live {
     pub cycle_frame_bytes: AtomicU64,
     /// Distributed clocks: the phase lock (cyclic thread) and 0x092C (the sampler).
     pub dc: DcLive,
+    /// Time in OP and outages, per subdevice and for the segment.
+    pub availability: crate::availability::LiveAvailability,
 }
 
 /// The DC part of [`Live`].
@@ -380,6 +385,24 @@ pub enum EventKind {
         /// What happened.
         change: ShmWriterChange,
     },
+    /// One subdevice left OP, came back, failed to, was refused, or gave up (`[health] recovery
+    /// = "subdevice"`); the others cycled on.
+    Subdevice {
+        /// Its position.
+        position: u16,
+        /// What happened.
+        change: crate::application::SubdeviceChange,
+    },
+    /// A re-initialisation found another topology than the run started with and refused it
+    /// (`found`/`expected`: vendor, product, revision; None: no device there).
+    TopologyChanged {
+        /// First position that differs.
+        position: u16,
+        /// What answers there now.
+        found: Option<(u32, u32, u32)>,
+        /// What the run started with.
+        expected: Option<(u32, u32, u32)>,
+    },
     /// A client shrank the shared image (ftruncate): the master's mapping became private
     /// memory (no SIGBUS), clients see nothing new until the next bring-up re-creates it.
     ShmTruncated,
@@ -422,6 +445,56 @@ impl std::fmt::Display for EventKind {
             }
             EventKind::RecoveryDone { attempts } => write!(f, "recovery_done attempts={attempts}"),
             EventKind::RecoveryFailed { attempt } => write!(f, "recovery_failed attempt={attempt}"),
+            EventKind::TopologyChanged {
+                position,
+                found,
+                expected,
+            } => {
+                let id = |i: &Option<(u32, u32, u32)>| match i {
+                    Some((v, p, r)) => format!("{v:#010x}:{p:#010x}:{r:#010x}"),
+                    None => "none".into(),
+                };
+                write!(
+                    f,
+                    "topology_changed position={position} found={} expected={}",
+                    id(found),
+                    id(expected)
+                )
+            }
+            EventKind::Subdevice { position, change } => {
+                use crate::application::SubdeviceChange as C;
+                let id = |(v, p, r): (u32, u32, u32)| format!("{v:#010x}:{p:#010x}:{r:#010x}");
+                match change {
+                    C::Lost { state } => write!(
+                        f,
+                        "subdevice_lost position={position} state={}",
+                        state_name(*state)
+                    ),
+                    C::Back {
+                        cause,
+                        outage_ns,
+                        attempts,
+                    } => write!(
+                        f,
+                        "subdevice_back position={position} outage_ms={:.1} attempts={attempts} \
+                         cause={cause}",
+                        *outage_ns as f64 / 1e6
+                    ),
+                    C::Failed { attempt } => {
+                        write!(
+                            f,
+                            "subdevice_recovery_failed position={position} attempt={attempt}"
+                        )
+                    }
+                    C::Refused { found, expected } => write!(
+                        f,
+                        "subdevice_refused position={position} found={} expected={}",
+                        id(*found),
+                        id(*expected)
+                    ),
+                    C::GaveUp => write!(f, "subdevice_gave_up position={position}"),
+                }
+            }
             EventKind::StartFailed { attempt } => write!(f, "start_failed attempt={attempt}"),
             EventKind::Emergency {
                 position,

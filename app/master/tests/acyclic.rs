@@ -273,6 +273,7 @@ fn a_mailbox_poll_collects_an_emergency_and_a_register_write_moves_the_al_state(
     // No recovery within the test: the subdevice sent to SAFE-OP stays there.
     let mut cfg = Config::default();
     cfg.health.bad_cycles_before_recovery = 100_000;
+    cfg.health.recovery = rtcat_master::config::RecoveryPolicy::Segment;
     let (out, got) = cycle_with(cfg, TxRxMode::Inline, 2.0, Faults::new(), |c, faults| {
         let t = Duration::from_millis(500);
         let empty = c.poll_mailbox(2, t);

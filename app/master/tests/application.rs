@@ -116,6 +116,9 @@ fn run(
 ) -> rtcat_master::Outcome {
     let mut cfg = Config::default();
     cfg.cycle.period_us = 1000;
+    // The whole segment is re-initialised (tests/subdevice_recovery.rs has the default, one
+    // subdevice on its own).
+    cfg.health.recovery = rtcat_master::config::RecoveryPolicy::Segment;
     cfg.health.bad_cycles_before_recovery = bad_before_recovery;
     cfg.health.recovery_backoff_ms = 50;
     rtcat_master::run_simple(sim_spec(cfg, faults, secs), probe).expect("run")

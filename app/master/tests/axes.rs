@@ -125,6 +125,15 @@ impl Application for App {
         self.recoveries += 1;
         self.axes.on_recovery();
     }
+
+    /// With `[health] recovery = "subdevice"` (the default) a power cycle brings each drive back
+    /// on its own.
+    fn on_subdevice(&mut self, e: &rtcat_master::SubdeviceEvent) {
+        if matches!(e.change, rtcat_master::SubdeviceChange::Back { .. }) {
+            self.recoveries += 1;
+        }
+        self.axes.on_subdevice(e);
+    }
 }
 
 fn run(cfg: Config, app: &mut App, faults: Faults, secs: f64) -> rtcat_master::Outcome {

@@ -361,7 +361,11 @@ fn startup_sdos_are_in_the_dictionary_and_a_power_cycle_reapplies_everything() {
     ];
     let mut probe = Probe::new(faults.clone(), Stop::new(), read);
     probe.fault = Some((30, FaultCommand::PowerCycle));
-    let out = run(configured(), &mut probe, faults).expect("run");
+    // The whole segment's recovery (the per-subdevice one re-applies the same configuration:
+    // tests/subdevice_recovery.rs).
+    let mut cfg = configured();
+    cfg.health.recovery = rtcat_master::config::RecoveryPolicy::Segment;
+    let out = run(cfg, &mut probe, faults).expect("run");
     assert!(out.fatal.is_none(), "{:?}", out.fatal);
     assert_eq!(out.rec.recoveries, 1, "one recovery after the power cycle");
     assert_eq!(

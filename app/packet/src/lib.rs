@@ -42,7 +42,10 @@ pub fn padded<'a>(frame: &'a [u8], buf: &'a mut [u8; MIN_FRAME_LEN]) -> &'a [u8]
 }
 
 pub mod floor;
+pub mod link;
 pub mod tap;
+
+pub use link::{Link, LinkPorts};
 
 /// A raw AF_PACKET socket bound to one interface, receiving only EtherCAT frames.
 #[derive(Debug)]

@@ -37,8 +37,9 @@ pub use ladder::{
     validate_stage_id,
 };
 pub use summary::{
-    AxisSummary, BusStats, DcSubdeviceSummary, DcSummary, FloorSummary, LatencyStats,
-    LoggingHealth, Mode, Policy, Stop, StopReason, Summary, SystemInfo, Wkc, write_results,
+    Availability, AvailabilitySummary, AxisSummary, BusStats, DcSubdeviceSummary, DcSummary,
+    FloorSummary, LatencyStats, LoggingHealth, Mode, Policy, Stop, StopReason, Summary, SystemInfo,
+    WaitStats, Wkc, write_results,
 };
 
 /// `schema` value of a `summary.json`.

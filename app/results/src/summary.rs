@@ -244,6 +244,70 @@ pub struct Summary {
     /// same thread, and rtcat's round trip over it; absent without it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub floor: Option<FloorSummary>,
+    /// Time in OP and outages per subdevice and for the segment; absent without a bus (and in
+    /// files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub availability: Option<AvailabilitySummary>,
+}
+
+/// `availability` of `summary.json`: the segment (valid when every subdevice's data is) and
+/// each subdevice by position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AvailabilitySummary {
+    /// The segment.
+    pub segment: Availability,
+    /// Each subdevice (`position` set).
+    pub subdevices: Vec<Availability>,
+}
+
+/// Time with valid data and the outages of one subdevice or of the segment.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Availability {
+    /// Position (subdevices only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u16>,
+    /// Time with valid data (in OP), s.
+    pub time_in_op_s: f64,
+    /// Cycles with invalid data.
+    pub invalid_cycles: u64,
+    /// Outages (runs of cycles with invalid data, a whole-segment recovery included).
+    pub outages: u64,
+    /// Their total duration, ms.
+    pub outage_total_ms: f64,
+    /// The longest, ms.
+    pub outage_max_ms: f64,
+}
+
+impl Availability {
+    fn validate(&self, field: &str, cycles: u64) -> Result<()> {
+        for (name, v) in [
+            ("time_in_op_s", self.time_in_op_s),
+            ("outage_total_ms", self.outage_total_ms),
+            ("outage_max_ms", self.outage_max_ms),
+        ] {
+            if !(v.is_finite() && v >= 0.0) {
+                let f = format!("{field}.{name}");
+                return Err(Error::field(
+                    &f,
+                    format!("{f}: {v} is not a finite non-negative number"),
+                ));
+            }
+        }
+        if self.outage_max_ms > self.outage_total_ms || self.invalid_cycles > cycles {
+            let f = format!("{field}.outage_max_ms");
+            return Err(Error::field(
+                &f,
+                format!(
+                    "{field}: outage_max_ms ({}) above outage_total_ms ({}), or invalid_cycles \
+                     ({}) above cycles ({cycles})",
+                    self.outage_max_ms, self.outage_total_ms, self.invalid_cycles
+                ),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// The floor benchmark's results (docs/NOTES.md §1.1).
@@ -489,6 +553,29 @@ pub struct BusStats {
     pub rx_rejected_by_reason: std::collections::BTreeMap<String, u64>,
     /// Frames the link failed to send.
     pub send_errors: u64,
+    /// How the inline cycle waited for its replies and what the wait cost (absent: a TX/RX
+    /// thread moved the frames, or an older file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub wait: Option<WaitStats>,
+}
+
+/// The inline cycle's wait for its replies (`[cycle] wait`, `bench --wait`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WaitStats {
+    /// `sleep`, `busy` or `hybrid`.
+    pub mode: String,
+    /// Cycles whose wait's CPU time was measured (one in 8).
+    pub sampled_cycles: u64,
+    /// The cyclic thread's CPU time in those waits (ns, CLOCK_THREAD_CPUTIME_ID).
+    pub cpu_ns: u64,
+    /// Its mean per measured cycle (ns): what the wait cost the core per cycle.
+    pub cpu_ns_per_cycle: u64,
+    /// Hybrid: replies that came after the poll window (the wait had gone back to sleep).
+    pub after_window: u64,
+    /// Cycles in which the wait polled the link (busy: every cycle that waited; hybrid: those
+    /// that reached the window).
+    pub polled_cycles: u64,
 }
 
 /// Problems the status thread had with the log files; the run went on regardless.
@@ -602,6 +689,24 @@ impl BusStats {
                 self.rx_rejected
             );
         }
+        if let Some(w) = &self.wait {
+            if !["sleep", "busy", "hybrid"].contains(&w.mode.as_str()) {
+                invalid!(
+                    "bus.wait.mode",
+                    "bus.wait.mode: \"{}\" is not sleep, busy or hybrid",
+                    w.mode.escape_debug()
+                );
+            }
+            if w.cpu_ns.checked_div(w.sampled_cycles).unwrap_or(0) != w.cpu_ns_per_cycle {
+                invalid!(
+                    "bus.wait.cpu_ns_per_cycle",
+                    "bus.wait.cpu_ns_per_cycle ({}) is not bus.wait.cpu_ns / sampled_cycles ({} / {})",
+                    w.cpu_ns_per_cycle,
+                    w.cpu_ns,
+                    w.sampled_cycles
+                );
+            }
+        }
         Ok(())
     }
 }
@@ -703,6 +808,12 @@ impl Summary {
                 self.missed_deadlines,
                 self.cycles
             );
+        }
+        if let Some(a) = &self.availability {
+            a.segment.validate("availability.segment", self.cycles)?;
+            for (i, s) in a.subdevices.iter().enumerate() {
+                s.validate(&format!("availability.subdevices[{i}]"), self.cycles)?;
+            }
         }
         if let Some(f) = &self.floor {
             f.validate()?;
@@ -973,6 +1084,37 @@ mod tests {
     }
 
     #[test]
+    fn availability_is_validated_naming_the_field() {
+        let fig = |position, total: f64, max: f64, invalid| Availability {
+            position,
+            time_in_op_s: 1.0,
+            invalid_cycles: invalid,
+            outages: 1,
+            outage_total_ms: total,
+            outage_max_ms: max,
+        };
+        let mut s = sample_summary();
+        s.availability = Some(AvailabilitySummary {
+            segment: fig(None, 2.0, 2.0, 2),
+            subdevices: vec![fig(Some(0), 0.0, 0.0, 0), fig(Some(1), 2.0, 2.0, 2)],
+        });
+        s.validate().expect("valid");
+        let json = serde_json::to_string(&s).unwrap();
+        assert_eq!(serde_json::from_str::<Summary>(&json).unwrap(), s);
+        let mut bad = s.clone();
+        bad.availability.as_mut().unwrap().subdevices[1].outage_max_ms = 3.0;
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.starts_with("availability.subdevices[1]"), "{e}");
+        let mut bad = s.clone();
+        bad.availability.as_mut().unwrap().segment.time_in_op_s = f64::NAN;
+        let e = bad.validate().unwrap_err().to_string();
+        assert!(e.contains("availability.segment.time_in_op_s"), "{e}");
+        let mut bad = s;
+        bad.availability.as_mut().unwrap().segment.invalid_cycles = u64::MAX;
+        assert!(bad.validate().is_err());
+    }
+
+    #[test]
     fn new_fields_are_validated() {
         let e = |f: &dyn Fn(&mut Summary)| {
             let mut s = sample_summary();
@@ -992,6 +1134,14 @@ mod tests {
             rx_rejected_by_reason: [("foreign_source".to_string(), 2), ("bad_length".into(), 1)]
                 .into(),
             send_errors: 1,
+            wait: Some(WaitStats {
+                mode: "hybrid".into(),
+                sampled_cycles: 4,
+                cpu_ns: 10,
+                cpu_ns_per_cycle: 2,
+                after_window: 1,
+                polled_cycles: 3,
+            }),
         });
         s.logging = Some(LoggingHealth {
             write_errors: 1,
@@ -1028,8 +1178,25 @@ mod tests {
             rx_rejected: n,
             rx_rejected_by_reason: [("not_ethercat".to_string(), 2)].into(),
             send_errors: 0,
+            wait: None,
         };
         assert!(e(&|s| s.bus = Some(bus(3))).contains("is not the sum"));
+        let wait = |mode: &str, per: u64| BusStats {
+            wait: Some(WaitStats {
+                mode: mode.into(),
+                sampled_cycles: 3,
+                cpu_ns: 10,
+                cpu_ns_per_cycle: per,
+                after_window: 0,
+                polled_cycles: 0,
+            }),
+            ..bus(2)
+        };
+        assert!(e(&|s| s.bus = Some(wait("spin", 3))).contains("bus.wait.mode: \"spin\""));
+        assert!(e(&|s| s.bus = Some(wait("busy", 4))).contains("bus.wait.cpu_ns_per_cycle (4)"));
+        let mut ok = sample_summary();
+        ok.bus = Some(wait("busy", 3));
+        ok.validate().unwrap();
         assert!(
             e(&|s| {
                 s.mode = Mode::TimerOnly;
@@ -1044,6 +1211,7 @@ mod tests {
                     rx_rejected: 1,
                     rx_rejected_by_reason: [("Bad Reason".to_string(), 1)].into(),
                     send_errors: 0,
+                    wait: None,
                 })
             })
             .contains("key \"Bad Reason\"")
@@ -1054,6 +1222,7 @@ mod tests {
                     rx_rejected: 0,
                     rx_rejected_by_reason: [("a".to_string(), u64::MAX), ("b".into(), 1)].into(),
                     send_errors: 0,
+                    wait: None,
                 })
             })
             .contains("overflow")

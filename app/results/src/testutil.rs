@@ -51,5 +51,6 @@ pub(crate) fn sample_summary() -> Summary {
         axes: None,
         dc: None,
         floor: None,
+        availability: None,
     }
 }

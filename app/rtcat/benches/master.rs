@@ -7,6 +7,11 @@
 //! C. Execution time as the segment grows (3, 16, 64, 256 subdevices; 256 is a multi-frame image).
 //! D. The cost of checkpoints on the cycle: reference segment with a checkpoint every second
 //!    (ten times the default rate) vs none, interleaved rounds, wake/exec P99 and their ratio.
+//! E. The wait modes (`[cycle] wait`: sleep, busy, hybrid) over veth against the raw-socket
+//!    floor (`bench --floor`, `sim --floor-echo`): master SCHED_FIFO 80 on CPU 1, simulator
+//!    SCHED_FIFO 70 on CPU 0, the modes interleaved round by round; round trip ÷ floor at p50
+//!    and p99, the wait's CPU time per cycle, lost frames, the load average, and the whole
+//!    cycle's p99 (wake to end) from a second run of each mode without the floor's ping.
 
 use ecsim::netns::VethPair;
 use std::path::Path;
@@ -411,5 +416,142 @@ fn main() {
     }
     if want("D") {
         part_d();
+    }
+    if want("E") {
+        part_e();
+    }
+}
+
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// One mode's figures of one round.
+struct WaitRound {
+    ratio_p50: f64,
+    ratio_p99: f64,
+    rtt_p50: u64,
+    rtt_p99: u64,
+    floor_p50: u64,
+    floor_p99: u64,
+    cpu_ns: u64,
+    /// Wake to end of the cycle, from the run without the floor (whose ping is in its cycle).
+    cycle_p99: u64,
+    lost: u64,
+}
+
+fn part_e() {
+    let rounds: usize = std::env::var("RTCAT_WAIT_ROUNDS")
+        .ok()
+        .and_then(|r| r.parse().ok())
+        .unwrap_or(3);
+    println!(
+        "\nE. wait modes vs the raw-socket floor over veth (1 ms, {SECS} s each, {rounds} interleaved rounds)"
+    );
+    if !is_root() {
+        println!("   skipped: needs root (network namespaces)");
+        return;
+    }
+    // The master on CPU 1 and the simulator on CPU 0 (both, on a 1-CPU machine).
+    let (mcpu, scpu) = if last_cpu() >= 1 {
+        ("1", "0")
+    } else {
+        ("0", "0")
+    };
+    let net = VethPair::create("rtcwait").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let _sim = SimProc::start_with(
+        Path::new(BIN),
+        &net,
+        &dir.path().join("s.sock"),
+        None,
+        &["--floor-echo", "--cpu", scpu],
+    );
+    println!("   load average before: {}", loadavg());
+    println!(
+        "   {:>5} {:<7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>10} {:>5}",
+        "round",
+        "wait",
+        "rtt p50",
+        "rtt p99",
+        "floor p50",
+        "floor p99",
+        "÷ p50",
+        "÷ p99",
+        "CPU/cycle",
+        "cycle p99",
+        "lost"
+    );
+    let modes = ["sleep", "busy", "hybrid"];
+    let mut all: Vec<Vec<WaitRound>> = modes.iter().map(|_| vec![]).collect();
+    for round in 0..rounds {
+        // A different mode first in every round: whatever drifts over the run hits all alike.
+        for k in 0..modes.len() {
+            let i = (round + k) % modes.len();
+            let run = |floor: bool| {
+                let mut args = vec!["bench", "--iface", &net.master_if, "--wait", modes[i]];
+                args.extend(["--cpu", mcpu, "--priority", "80", "--duration", SECS]);
+                if floor {
+                    args.push("--floor");
+                }
+                rtcat_json(&args, Some(&net))
+            };
+            let s = run(true);
+            let plain = run(false);
+            let f = s.floor.as_ref().expect("a floor section");
+            let rtt = s.rtt_ns.as_ref().expect("a round trip");
+            let r = WaitRound {
+                ratio_p50: f.ratio_p50.unwrap_or(f64::NAN),
+                ratio_p99: f.ratio_p99.unwrap_or(f64::NAN),
+                rtt_p50: rtt.p50,
+                rtt_p99: rtt.p99,
+                floor_p50: f.rtt_ns.p50,
+                floor_p99: f.rtt_ns.p99,
+                cpu_ns: s
+                    .bus
+                    .as_ref()
+                    .and_then(|b| b.wait.as_ref())
+                    .map_or(0, |w| w.cpu_ns_per_cycle),
+                cycle_p99: plain.exec_ns.p99,
+                lost: s.frames_lost + plain.frames_lost,
+            };
+            println!(
+                "   {:>5} {:<7} {:>7.1}µs {:>7.1}µs {:>7.1}µs {:>7.1}µs {:>7.2} {:>7.2} {:>7.1}µs {:>8.1}µs {:>5}",
+                round + 1,
+                modes[i],
+                us(r.rtt_p50),
+                us(r.rtt_p99),
+                us(r.floor_p50),
+                us(r.floor_p99),
+                r.ratio_p50,
+                r.ratio_p99,
+                us(r.cpu_ns),
+                us(r.cycle_p99),
+                r.lost
+            );
+            all[i].push(r);
+        }
+    }
+    println!("   load average after: {}", loadavg());
+    // Medians over the rounds: one disturbed round on a shared machine must not decide.
+    let med = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    println!("   medians over the rounds:");
+    for (i, m) in modes.iter().enumerate() {
+        let col = |f: &dyn Fn(&WaitRound) -> f64| med(&mut all[i].iter().map(f).collect());
+        println!(
+            "   {m:<7} rtcat ÷ floor p50 {:.2}, p99 {:.2}; rtt p50 {:.1} µs, p99 {:.1} µs; wait CPU {:.1} µs/cycle; cycle p99 {:.1} µs; lost {}",
+            col(&|r| r.ratio_p50),
+            col(&|r| r.ratio_p99),
+            col(&|r| us(r.rtt_p50)),
+            col(&|r| us(r.rtt_p99)),
+            col(&|r| us(r.cpu_ns)),
+            col(&|r| us(r.cycle_p99)),
+            all[i].iter().map(|r| r.lost).sum::<u64>()
+        );
     }
 }

@@ -88,6 +88,22 @@ pub enum Command {
     /// Serve the running master's metrics to Prometheus (GET /metrics, text format 0.0.4),
     /// read from its control socket at every scrape
     Exporter(ExporterArgs),
+    /// The commissioning page in the browser: runs the rtcat-web program (beside rtcat, or on
+    /// PATH) with these arguments (`rtcat web --help` is its help)
+    #[command(disable_help_flag = true)]
+    Web(WebArgs),
+}
+
+/// `rtcat web ARGS…`: everything after `web` goes to rtcat-web.
+#[derive(Args, Debug)]
+pub struct WebArgs {
+    /// rtcat-web's arguments (--control SOCK --listen ADDR:PORT --state-dir DIR)
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<std::ffi::OsString>,
 }
 
 /// Where a bus command talks to, and how it prints.

@@ -159,6 +159,10 @@ pub fn record_text(peer: &Peer, request: &Request, outcome: &Outcome<'_>) -> Str
         Request::ShmClaim { slot, row } | Request::ShmRelease { slot, row } => {
             format!("slot={slot} row={row}")
         }
+        // The client's text: quoted, one line whatever it holds.
+        Request::Note { text } => format!("text={text:?}"),
+        // The password stays off the record; the name is the client's text, quoted.
+        Request::FoeWrite { position, name, .. } => format!("position={position} name={name:?}"),
         other => other.to_line(),
     };
     let result = match outcome {
@@ -361,7 +365,32 @@ impl Shared {
                     .collect(),
             }),
             axes,
+            availability: (r(&l.cycles) > 0).then(|| availability(l)),
         }
+    }
+}
+
+/// [`Status::availability`] from the live figures (the segment as last brought up).
+fn availability(l: &Live) -> rtcat_control::protocol::AvailabilityStatus {
+    use rtcat_control::protocol::{Availability, AvailabilityStatus};
+    let of = |position, f: &rtcat_master::availability::Figures| Availability {
+        position,
+        time_in_op_s: f.op_ns as f64 / 1e9,
+        invalid_cycles: f.invalid_cycles,
+        outages: f.outages,
+        outage_total_ms: f.outage_ns as f64 / 1e6,
+        outage_max_ms: f.outage_max_ns as f64 / 1e6,
+        out_now: f.out_now,
+    };
+    let n = l.subdevices.load(Ordering::Relaxed) as usize;
+    let (subs, seg) = l.availability.figures(n, rtcat_master::clock::now_ns());
+    AvailabilityStatus {
+        segment: of(None, &seg),
+        subdevices: subs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| of(Some(i as u16), f))
+            .collect(),
     }
 }
 
@@ -451,11 +480,16 @@ impl Provider for Shared {
                 Ok(json!({"position": position, "index": index, "sub": sub,
                           "written": data.len()}))
             }
+            // Its record is the point (put there by the server as for every write).
+            Request::Note { .. } => Ok(json!({})),
             Request::ShmImage
             | Request::ShmWriter { .. }
             | Request::ShmClaim { .. }
             | Request::ShmRelease { .. } => Err(Failure::runtime(
                 "the shared image is handed out with descriptors (handle_peer)",
+            )),
+            Request::FoeRead { .. } | Request::FoeWrite { .. } => Err(Failure::usage(
+                "FoE through the control socket takes the file's descriptor (handle_with_fds)",
             )),
             Request::AlState { position, state } => {
                 self.check_position(*position)?;
@@ -468,6 +502,40 @@ impl Provider for Shared {
                 Ok(json!({"position": position, "requested": state.name()}))
             }
         }
+    }
+
+    fn handle_with_fds(
+        &self,
+        request: &Request,
+        _peer: &Peer,
+        mut fds: Vec<std::os::fd::OwnedFd>,
+    ) -> Result<(Value, Vec<std::os::fd::OwnedFd>), Failure> {
+        let (position, name, password, write) = match request {
+            Request::FoeRead {
+                position,
+                name,
+                password,
+            } => (*position, name, *password, false),
+            Request::FoeWrite {
+                position,
+                name,
+                password,
+            } => (*position, name, *password, true),
+            other => {
+                return Err(Failure::usage(format!(
+                    "{}: takes no descriptor",
+                    other.name()
+                )));
+            }
+        };
+        let file = std::fs::File::from(fds.swap_remove(0));
+        drop(fds);
+        self.check_position(position)?;
+        self.cycling()?;
+        Ok((
+            foe_transfer(&self.sdo, position, name, password, write, file)?,
+            Vec::new(),
+        ))
     }
 
     fn record(&self, peer: &Peer, request: &Request, outcome: &Outcome<'_>) {
@@ -485,6 +553,65 @@ impl Provider for Shared {
             _ => crate::say!("rtcat: {}", r.text),
         }
     }
+}
+
+/// Largest file a client may have written to a device through the control socket.
+const MAX_FOE_WRITE: u64 = 256 << 20;
+/// How long each FoE request may wait for the device through the queue.
+const FOE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// An FoE transfer of a running master for a control client, through the cycle's mailbox
+/// queue: `file` is the client's descriptor (read from for a write, written to for a read), so
+/// the master opens no path a client names and reads no more than the file holds.
+fn foe_transfer(
+    sdo: &SdoClient,
+    position: u16,
+    name: &str,
+    password: u32,
+    write: bool,
+    mut file: std::fs::File,
+) -> Result<Value, Failure> {
+    use rtcat_master::foe;
+    use std::io::{Read, Write};
+    let mut mbx = sdo
+        .queue_mailbox(position, FOE_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let mut client = foe::Client::new(&mut mbx);
+    let refuse = |e: foe::Error| match e {
+        foe::Error::Request(m) => Failure::usage(m),
+        e => Failure::runtime(e.to_string()),
+    };
+    let t = std::time::Instant::now();
+    let bytes = if write {
+        let meta = file
+            .metadata()
+            .map_err(|e| Failure::usage(format!("the file passed: {e}")))?;
+        if !meta.is_file() {
+            return Err(Failure::usage("the file passed is not a regular file"));
+        }
+        if meta.len() > MAX_FOE_WRITE {
+            return Err(Failure::usage(format!(
+                "the file passed has {} bytes; at most {MAX_FOE_WRITE} go through the control socket",
+                meta.len()
+            )));
+        }
+        let mut data = Vec::new();
+        (&mut file)
+            .take(MAX_FOE_WRITE + 1)
+            .read_to_end(&mut data)
+            .map_err(|e| Failure::usage(format!("the file passed cannot be read: {e}")))?;
+        client
+            .write(name, password, &data, &mut |_| {})
+            .map_err(refuse)?;
+        data.len()
+    } else {
+        let data = client.read(name, password, &mut |_| {}).map_err(refuse)?;
+        file.write_all(&data)
+            .map_err(|e| Failure::runtime(format!("the file passed cannot be written: {e}")))?;
+        data.len()
+    };
+    Ok(json!({"position": position, "name": name, "bytes": bytes,
+              "seconds": t.elapsed().as_secs_f64()}))
 }
 
 /// `serde::Serialize` behind `&dyn` for the one-liner above.

@@ -31,6 +31,14 @@ impl Application for EchoCheck {
         Ok(())
     }
 
+    /// A subdevice brought back on its own starts its echo anew (its device application
+    /// restarted: what it echoes first is not what the last exchange sent).
+    fn on_subdevice(&mut self, event: &rtcat_master::SubdeviceEvent) {
+        if let Some(s) = self.seeded.get_mut(usize::from(event.position)) {
+            *s = false;
+        }
+    }
+
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
         // Only after a complete exchange: with a wrong WKC some inputs are stale, and the outputs
         // of the last good cycle stay in place.

@@ -118,6 +118,35 @@ pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
         axes: f.axes.clone(),
         dc: f.dc.clone(),
         floor: None,
+        availability: (f.mode != Mode::TimerOnly).then(|| availability(rec)),
+    }
+}
+
+/// `availability` of the summary from the recorder's figures at the end of the run.
+fn availability(rec: &Recorder) -> summary::AvailabilitySummary {
+    let (subs, seg) = rec.availability.figures_at_last_cycle();
+    summary::AvailabilitySummary {
+        segment: availability_of(None, &seg),
+        subdevices: subs
+            .iter()
+            .enumerate()
+            .map(|(i, f)| availability_of(Some(i as u16), f))
+            .collect(),
+    }
+}
+
+/// One subdevice's (or the segment's) figures as `summary.json` has them.
+pub fn availability_of(
+    position: Option<u16>,
+    f: &rtcat_master::availability::Figures,
+) -> summary::Availability {
+    summary::Availability {
+        position,
+        time_in_op_s: f.op_ns as f64 / 1e9,
+        invalid_cycles: f.invalid_cycles,
+        outages: f.outages,
+        outage_total_ms: f.outage_ns as f64 / 1e6,
+        outage_max_ms: f.outage_max_ns as f64 / 1e6,
     }
 }
 
@@ -197,6 +226,27 @@ pub fn human_table(s: &Summary, rec: &Recorder) -> String {
         s.recoveries,
         rec.data_errors
     );
+    if let Some(a) = &s.availability {
+        let line = |name: String, a: &summary::Availability| {
+            format!(
+                "{name:<16} in OP {:.3} s  invalid cycles {}  outages {} ({:.1} ms, longest {:.1} ms)",
+                a.time_in_op_s, a.invalid_cycles, a.outages, a.outage_total_ms, a.outage_max_ms
+            )
+        };
+        let _ = writeln!(t, "{}", line("segment".into(), &a.segment));
+        // Every subdevice with an outage (all of them when there are few).
+        for sd in a
+            .subdevices
+            .iter()
+            .filter(|sd| sd.outages > 0 || a.subdevices.len() <= 8)
+        {
+            let _ = writeln!(
+                t,
+                "{}",
+                line(format!("  position {}", sd.position.unwrap_or(0)), sd)
+            );
+        }
+    }
     if let Some(b) = &s.bus {
         let reasons: Vec<String> = b
             .rx_rejected_by_reason
@@ -215,6 +265,23 @@ pub fn human_table(s: &Summary, rec: &Recorder) -> String {
             },
             b.send_errors
         );
+        if let Some(w) = &b.wait {
+            let _ = writeln!(
+                t,
+                "wait {}: CPU {} µs per cycle ({} cycles measured){}",
+                w.mode,
+                us(w.cpu_ns_per_cycle as f64),
+                w.sampled_cycles,
+                match w.mode.as_str() {
+                    "hybrid" => format!(
+                        ", polled in {} cycles, {} replies after the poll window",
+                        w.polled_cycles, w.after_window
+                    ),
+                    "busy" => format!(", polled in {} cycles", w.polled_cycles),
+                    _ => String::new(),
+                }
+            );
+        }
     }
     if let Some(l) = &s.logging {
         let _ = writeln!(

@@ -222,6 +222,8 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         None => (Mode::TimerOnly, None),
         Some(Target::Sim { .. }) => (Mode::Sim, None),
         Some(Target::Iface(i)) => (Mode::Iface, Some(i.clone())),
+        // A library user's link (the binary never makes one): reported like an interface.
+        Some(Target::Link(f)) => (Mode::Iface, Some(f.name().to_string())),
     };
     let base = FactsBase::new(&job, mode, interface);
     let checkpoint = match job.cfg.output.checkpoint_s {

@@ -82,6 +82,25 @@ fn bad_segment_file_and_arguments_exit_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cycle.period_us = 10"));
+    // A wait mode only the inline cycle has, with a TX/RX thread; a mode that does not exist.
+    let out = rtcat()
+        .args([
+            "bench", "--sim", "--no-rt", "--txrx", "thread", "--wait", "busy",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("cycle.wait = \"busy\": needs cycle.txrx = \"inline\""),
+        "{err}"
+    );
+    let out = rtcat()
+        .args(["bench", "--sim", "--no-rt", "--wait", "spin"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("'spin'"));
     let out = rtcat()
         .args(["sim-ctl", "--control", "/nonexistent", "explode"])
         .output()

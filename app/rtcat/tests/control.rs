@@ -400,9 +400,19 @@ fn al_state_requests_take_the_subdevice_out_of_op_and_the_health_logic_brings_it
     assert_eq!(r["requested"], "safe-op");
     let t = Instant::now();
     loop {
+        // Brought back on its own ([health] recovery = "subdevice"): one outage of position 1
+        // in the status' availability, over; the others never out.
         let s = b.status();
-        if s["counters"]["recoveries"].as_u64().unwrap() >= 1 && s["state"] == "op" {
+        let a = &s["availability"];
+        if a["subdevices"][1]["outages"].as_u64().unwrap_or(0) >= 1
+            && a["subdevices"][1]["out_now"] == false
+            && s["state"] == "op"
+        {
             assert!(s["counters"]["not_op_cycles"].as_u64().unwrap() > 0, "{s}");
+            assert_eq!(a["subdevices"][0]["outages"], 0, "{s}");
+            assert_eq!(a["subdevices"][2]["invalid_cycles"], 0, "{s}");
+            assert_eq!(a["segment"]["outages"], 1, "{s}");
+            assert_eq!(s["counters"]["recoveries"], 0, "{s}");
             break;
         }
         assert!(t.elapsed() < Duration::from_secs(10), "{s}");
@@ -492,6 +502,11 @@ fn state_changes_are_on_the_record_with_uid_pid_target_value_and_result() {
     let d = tempfile::tempdir().unwrap();
     let b = Bench::start(d.path(), 4);
     let mut c = b.client();
+    // A program acting for its own users (rtcat-web) names the user first (issue 32).
+    c.call(&Request::Note {
+        text: "rtcat-web user=engineer: sdo_write".into(),
+    })
+    .unwrap();
     c.call(&Request::SdoWrite {
         position: 1,
         index: 0x8000,
@@ -521,8 +536,9 @@ fn state_changes_are_on_the_record_with_uid_pid_target_value_and_result() {
         nix::unistd::getuid().as_raw(),
         std::process::id()
     );
-    assert_eq!(r.len(), 3, "{r:#?}");
+    assert_eq!(r.len(), 4, "{r:#?}");
     let want = [
+        format!("control note {me} text=\"rtcat-web user=engineer: sdo_write\" result=ok"),
         format!("control sdo_write {me} position=1 index=0x8000 sub=21 data=0500 result=ok"),
         format!(
             "control sdo_write {me} position=7 index=0x6085 sub=0 data=e8030000 result=failed \

@@ -16,6 +16,8 @@ fn cfg(txrx: TxRxMode) -> Config {
     let mut c = Config::default();
     c.master.cycle.txrx = txrx;
     c.master.health.bad_cycles_before_recovery = 5;
+    // These cases are the whole segment's recovery (subdevice_recovery_* below: one subdevice).
+    c.master.health.recovery = rtcat_master::config::RecoveryPolicy::Segment;
     c.master.health.recovery_backoff_ms = 50;
     c.output.status_interval_ms = 0;
     // Two shared cores: a 2 ms period with a whole period of response timeout keeps scheduling
@@ -318,4 +320,60 @@ fn wrong_expected_wkc_is_a_clear_startup_error() {
         msg.contains("segment.expected_wkc = 12") && msg.contains("gives 9"),
         "{msg}"
     );
+}
+
+/// `[health] recovery = "subdevice"`: a subdevice's AL error is its own outage, the others and
+/// the segment's recovery count untouched; summary.json and summary.txt have the availability.
+#[test]
+fn one_subdevice_is_recovered_alone_and_its_outage_is_in_the_summary() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let faults = Faults::new();
+    let (tx, _rx) = std::sync::mpsc::channel();
+    let mut c = cfg(TxRxMode::Inline);
+    c.master.health.recovery = rtcat_master::config::RecoveryPolicy::Subdevice;
+    let mut j = job(c, SegmentSpec::reference(), faults.clone(), 2.0, dir.path());
+    j.app = Box::new(FaultAt {
+        inner: EchoCheck::default(),
+        at_cycle: 200,
+        faults,
+        cmd: Some(FaultCommand::SubdeviceError {
+            position: 2,
+            code: 0x001b,
+        }),
+        applied: tx,
+    });
+    let r = run(j);
+    let ev = events(dir.path());
+    assert_eq!(r.summary.recoveries, 0, "{ev}");
+    assert!(
+        ev.contains("subdevice_lost position=2 state=SAFE-OP"),
+        "{ev}"
+    );
+    assert!(
+        ev.contains("subdevice_back position=2 ") && ev.contains("cause=al_error code=0x001b"),
+        "{ev}"
+    );
+    let a = r.summary.availability.as_ref().expect("availability");
+    assert_eq!(a.subdevices.len(), 3);
+    for p in [0, 1] {
+        let s = &a.subdevices[p];
+        assert_eq!((s.outages, s.invalid_cycles), (0, 0), "{a:?}");
+        assert!(s.time_in_op_s > 1.5, "{a:?}");
+    }
+    let s = &a.subdevices[2];
+    assert_eq!(s.outages, 1, "{a:?}");
+    assert!(s.invalid_cycles > 0 && s.outage_total_ms > 0.0, "{a:?}");
+    assert_eq!(s.outage_max_ms, s.outage_total_ms);
+    assert_eq!(a.segment.outages, 1, "{a:?}");
+    assert_eq!(a.segment.invalid_cycles, s.invalid_cycles);
+    let txt = std::fs::read_to_string(dir.path().join("summary.txt")).unwrap();
+    let line = txt
+        .lines()
+        .find(|l| l.trim_start().starts_with("position 2 "))
+        .unwrap_or_else(|| panic!("{txt}"));
+    assert!(line.contains("outages 1 ("), "{txt}");
+    // The file passes its schema's checks.
+    let back = rtcat_results::Summary::read(&dir.path().join("summary.json")).expect("read");
+    assert_eq!(back.availability.as_ref(), Some(a));
 }

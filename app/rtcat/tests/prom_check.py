@@ -44,6 +44,14 @@ HISTOGRAMS = {
     "rtcat_exec_time_seconds": "exec_ns",
     "rtcat_round_trip_seconds": "rtt_ns",
 }
+# Time in OP and outages (status `availability`): family -> (key, scale to the family's unit).
+AVAILABILITY = {
+    "rtcat_time_in_op_seconds_total": ("time_in_op_s", 1.0),
+    "rtcat_invalid_data_cycles_total": ("invalid_cycles", 1.0),
+    "rtcat_outages_total": ("outages", 1.0),
+    "rtcat_outage_seconds_total": ("outage_total_ms", 1e-3),
+    "rtcat_outage_max_seconds": ("outage_max_ms", 1e-3),
+}
 PORT_GAUGES = {
     "rtcat_esc_invalid_frames": "invalid_frame",
     "rtcat_esc_rx_errors": "rx_error",
@@ -241,6 +249,7 @@ def check_up(fams, a):
                 fail(f"{name}{dict(labels)} = {got[labels]}, want {want(sd)}")
         if len(got) != len(sds):
             fail(f"{name}: {len(got)} series, status has {len(sds)}")
+    check_availability(fams, st.get("availability"), after.get("availability"), names)
     if a.counters:
         check_counters(fams, load(a.counters), names, live)
     dc = st.get("dc")
@@ -274,6 +283,27 @@ def check_up(fams, a):
         within("rtcat_axis_following_error_last_increments", last, fe, fe)
         h = ax["following_error_abs"]
         check_histogram(fams, "rtcat_axis_following_error_increments", h, h, live, base, scale=1)
+
+
+def check_availability(fams, av, av_after, names):
+    """Each availability family: the segment's series and one per subdevice, between the status
+    before and after the scrape."""
+    if not av or not av_after:
+        if any(series(fams, name) for name in AVAILABILITY):
+            fail("availability families without availability in the status")
+        return
+    scopes = [(frozenset({("scope", "segment")}), av["segment"], av_after["segment"])]
+    for s0, s1 in zip(av["subdevices"], av_after["subdevices"], strict=False):
+        pos = s0["position"]
+        labels = frozenset({("scope", "subdevice"), ("position", str(pos)), ("name", names.get(pos, ""))})
+        scopes.append((labels, s0, s1))
+    for name, (key, scale) in AVAILABILITY.items():
+        got = series(fams, name)
+        for labels, s0, s1 in scopes:
+            if labels not in got:
+                fail(f"{name}{dict(labels)} missing (have {[dict(k) for k in got]})")
+            else:
+                within(f"{name}{dict(labels)}", got[labels], s0[key] * scale, s1[key] * scale)
 
 
 def check_counters(fams, c, names, live):

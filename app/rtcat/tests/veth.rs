@@ -189,9 +189,11 @@ fn power_cycle_and_link_pull_over_veth_are_recovered() {
     );
     let s = summary(&out);
     let ev = std::fs::read_to_string(out.join("events.log")).unwrap();
+    // The power cycle: every subdevice brought back on its own; the link pull: the segment.
+    assert!(ev.contains("subdevice_back"), "power cycle\n{ev}");
     assert!(
-        s.recoveries >= 2,
-        "power cycle and link pull: {} recoveries\n{ev}",
+        s.recoveries >= 1,
+        "link pull: {} recoveries\n{ev}",
         s.recoveries
     );
     assert!(ev.contains("wkc_mismatch got=0 expected=9"), "{ev}");

@@ -99,6 +99,7 @@ fn bench_dir(
         axes: None,
         dc: None,
         floor: None,
+        availability: None,
     };
     s.write(&dir.join(SUMMARY_FILE))?;
     Ok(s)

@@ -20,6 +20,7 @@ IMAGE_INSTALL = "packagegroup-core-boot \
                  ethtool \
                  rt-tests \
                  rtcat \
+                 rtcat-web \
                  rtcat-tune \
                  rtcat-board \
 "
@@ -85,6 +86,11 @@ rtcat_rootfs_check() {
             bbfatal "rtcat-image: $pkg is in the rootfs"
         fi
     done
+    # The commissioning page is installed, not started: it opens a TCP port (loopback; TLS and the
+    # maintenance interface by a reverse proxy, docs/SECURITY.md).
+    [ -e "${IMAGE_ROOTFS}${bindir}/rtcat-web" ] || bbfatal "rtcat-image: ${bindir}/rtcat-web is missing from the rootfs"
+    [ ! -e "${IMAGE_ROOTFS}${sysconfdir}/systemd/system/multi-user.target.wants/rtcat-web.service" ] ||
+        bbfatal "rtcat-image: rtcat-web.service is enabled (it must be off by default)"
     grep -q '^rtcat:' ${IMAGE_ROOTFS}${sysconfdir}/passwd || bbfatal "rtcat-image: no rtcat user"
     grep -Eq '^rtcat-clients:[^:]*:[0-9]+:(.*,)?rtcat(,|$)' ${IMAGE_ROOTFS}${sysconfdir}/group ||
         bbfatal "rtcat-image: no rtcat-clients group with the rtcat user in it"

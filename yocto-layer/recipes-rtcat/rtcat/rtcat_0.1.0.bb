@@ -3,7 +3,8 @@ SUMMARY = "rtcat real-time EtherCAT master"
 DESCRIPTION = "EtherCAT master on ethercrab with a SCHED_FIFO cyclic thread on an isolated CPU, \
                its own tuning toolkit and a simulated segment. Installs the rtcat binary, \
                rtcat.service, the rtcat-exporter.service Prometheus exporter and the default \
-               /etc/rtcat/rtcat.toml."
+               /etc/rtcat/rtcat.toml; rtcat-web (the commissioning page, its unit disabled) in \
+               the rtcat-web package."
 HOMEPAGE = "https://github.com/rtcat/rtcat"
 BUGTRACKER = "https://github.com/rtcat/rtcat/issues"
 SECTION = "net"
@@ -29,6 +30,8 @@ SRC_URI += "file://Cargo.toml;subdir=rtcat \
             file://LICENSE-APACHE;subdir=rtcat \
             file://rootfs-overlay/usr/lib/systemd/system/rtcat.service;subdir=rtcat \
             file://rootfs-overlay/usr/lib/systemd/system/rtcat-exporter.service;subdir=rtcat \
+            file://rootfs-overlay/usr/lib/systemd/system/rtcat-web.service;subdir=rtcat \
+            file://rootfs-overlay/usr/lib/sysusers.d/rtcat-web.conf;subdir=rtcat \
             file://rootfs-overlay/usr/lib/sysusers.d/rtcat.conf;subdir=rtcat \
             file://rootfs-overlay/usr/lib/tmpfiles.d/rtcat.conf;subdir=rtcat \
             file://rootfs-overlay/usr/lib/udev/rules.d/60-rtcat.rules;subdir=rtcat \
@@ -39,8 +42,9 @@ S = "${UNPACKDIR}/rtcat"
 
 inherit cargo cargo-update-recipe-crates systemd useradd
 
-# Only the rtcat binary of the workspace.
-CARGO_BUILD_FLAGS:append = " --package rtcat"
+# The rtcat binary and rtcat-web (the commissioning page; its page is built into it from the
+# committed app/web/ui/dist, so the image needs no Node.js).
+CARGO_BUILD_FLAGS:append = " --package rtcat --package rtcat-web"
 
 # The image ships what the .deb ships: Cargo.toml's [profile.dist] (thin LTO, 4 codegen units,
 # line tables for the -dbg package) applied to the release build that oe-core's cargo class
@@ -55,6 +59,8 @@ do_install:append() {
                ${D}${nonarch_libdir}/tmpfiles.d ${D}${nonarch_base_libdir}/udev/rules.d
     install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat.service ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat-exporter.service ${D}${systemd_system_unitdir}/
+    install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat-web.service ${D}${systemd_system_unitdir}/
+    install -m 0644 ${S}/rootfs-overlay/usr/lib/sysusers.d/rtcat-web.conf ${D}${nonarch_libdir}/sysusers.d/
     install -m 0644 ${S}/rootfs-overlay/etc/rtcat/rtcat.toml ${D}${sysconfdir}/rtcat/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/sysusers.d/rtcat.conf ${D}${nonarch_libdir}/sysusers.d/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/tmpfiles.d/rtcat.conf ${D}${nonarch_libdir}/tmpfiles.d/
@@ -76,7 +82,7 @@ python rtcat_image_config() {
         f.write(rtcat.config_text(d, text))
 }
 
-USERADD_PACKAGES = "${PN}"
+USERADD_PACKAGES = "${PN} ${PN}-web"
 # The same user and group as rootfs-overlay/usr/lib/sysusers.d/rtcat.conf (the Debian package's
 # source), created at rootfs time so that a read-only rootfs works too: rtcat-clients, the group
 # of the programs that use the running master ([ipc] group), with rtcat in it.
@@ -88,6 +94,21 @@ USERADD_PARAM:${PN} = "--system --user-group --groups rtcat-clients --home-dir $
 SYSTEMD_SERVICE:${PN} = "rtcat.service rtcat-exporter.service"
 SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 
+# rtcat-web, the commissioning page: a package of its own, its unit installed disabled (it opens a
+# TCP port; "systemctl enable --now rtcat-web", TLS by a reverse proxy: docs/SECURITY.md). Its
+# user as in rootfs-overlay/usr/lib/sysusers.d/rtcat-web.conf, in rtcat-clients.
+PACKAGES =+ "${PN}-web"
+FILES:${PN}-web += "${bindir}/rtcat-web \
+                    ${systemd_system_unitdir}/rtcat-web.service \
+                    ${nonarch_libdir}/sysusers.d/rtcat-web.conf \
+"
+SYSTEMD_PACKAGES = "${PN} ${PN}-web"
+SYSTEMD_SERVICE:${PN}-web = "rtcat-web.service"
+SYSTEMD_AUTO_ENABLE:${PN}-web = "disable"
+GROUPADD_PARAM:${PN}-web = "--system rtcat-clients"
+USERADD_PARAM:${PN}-web = "--system --user-group --groups rtcat-clients --home-dir ${localstatedir}/lib/rtcat-web \
+                           --no-create-home --shell ${base_sbindir}/nologin --comment 'rtcat commissioning page' rtcat-web"
+
 FILES:${PN} += "${systemd_system_unitdir}/rtcat.service \
                 ${systemd_system_unitdir}/rtcat-exporter.service \
                 ${nonarch_libdir}/sysusers.d/rtcat.conf \
@@ -95,5 +116,6 @@ FILES:${PN} += "${systemd_system_unitdir}/rtcat.service \
                 ${nonarch_base_libdir}/udev/rules.d/60-rtcat.rules \
 "
 CONFFILES:${PN} = "${sysconfdir}/rtcat/rtcat.toml"
+RDEPENDS:${PN}-web = "${PN}"
 
 CVE_PRODUCT = "rtcat"

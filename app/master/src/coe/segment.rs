@@ -41,6 +41,23 @@ pub struct Device {
 }
 
 impl Device {
+    /// Why a protocol cannot be used: "NAME does not announce PROTO in its SII (mailbox
+    /// protocols ...)".
+    pub fn not_announced(&self, protocol: &str) -> String {
+        format!(
+            "{} does not announce {protocol} in its SII (mailbox protocols {})",
+            if self.name.is_empty() {
+                "the subdevice"
+            } else {
+                &self.name
+            },
+            match self.sii.protocols.names() {
+                n if n.is_empty() => "none".to_string(),
+                n => n.join(" "),
+            }
+        )
+    }
+
     /// Speaks CoE: the SII announces it and has a standard mailbox.
     pub fn coe(&self) -> bool {
         self.sii.protocols.coe && self.sii.mailbox.is_some()
@@ -125,18 +142,7 @@ impl PreOp<'_> {
         if !d.coe() {
             return Err(Error::Coe(CoeError::NoMailbox {
                 position: d.position,
-                why: format!(
-                    "{} does not announce CoE in its SII (mailbox protocols {})",
-                    if d.name.is_empty() {
-                        "the subdevice"
-                    } else {
-                        &d.name
-                    },
-                    match d.sii.protocols.names() {
-                        n if n.is_empty() => "none".to_string(),
-                        n => n.join(" "),
-                    }
-                ),
+                why: d.not_announced("CoE"),
             }));
         }
         let mut client = Client::on_bus(self.md, d.position, d.address, self.timeouts)?;

@@ -161,6 +161,16 @@ impl<'a> Probe<'a> {
         Ok(())
     }
 
+    /// The identity in the SII of the subdevice at `position` (words 0x08..0x0D: vendor,
+    /// product, revision; ETG.2010 Table 2): a few reads, not the whole image.
+    pub(crate) fn read_identity(&self, position: u16) -> Result<(u32, u32, u32)> {
+        let o = self.take_eeprom(position)?;
+        let mut b = [0u8; 12];
+        self.read_words(&o, 0x08, &mut b)?;
+        let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        Ok((w(0), w(4), w(8)))
+    }
+
     /// Read the SII of the subdevice at `position`: the fixed area, then the category list up to
     /// its end marker, keeping the categories in `wanted` (all when `None`) and skipping over the
     /// others. At most the EEPROM size word 0x3E gives, and at most

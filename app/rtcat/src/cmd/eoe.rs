@@ -188,16 +188,8 @@ fn on_device<R: Send>(
             let d = seg.device(position)?;
             if !d.sii.protocols.eoe {
                 return Err(diag::Error::Range(format!(
-                    "position {position}: {} does not announce EoE in its SII (mailbox protocols {})",
-                    if d.name.is_empty() {
-                        "the subdevice"
-                    } else {
-                        &d.name
-                    },
-                    match d.sii.protocols.names() {
-                        n if n.is_empty() => "none".to_string(),
-                        n => n.join(" "),
-                    }
+                    "position {position}: {}",
+                    d.not_announced("EoE")
                 )));
             }
             let r = seg.with_mailbox(position, |m: &mut BusMailbox<'_>| {

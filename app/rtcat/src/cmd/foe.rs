@@ -121,15 +121,39 @@ fn device_name(a: &FoeFileArgs) -> Result<String, Failure> {
     Ok(name)
 }
 
-fn refuse_control(bus: &BusArgs) -> Result<(), Failure> {
-    if bus.control.is_some() {
+/// How long a transfer through a running master may take (a firmware image at the mailbox
+/// budget's pace: about 100 KiB/s at a 1 ms cycle).
+const CONTROL_TIMEOUT: Duration = Duration::from_secs(3600);
+
+/// An FoE transfer through the running master on `--control SOCK` (`foe_read` / `foe_write`,
+/// the file's descriptor passed with the request: the master opens no path). BOOT needs the
+/// device alone out of OP, which a running segment does not do yet.
+fn through_master(
+    bus: &BusArgs,
+    request: &rtcat_control::Request,
+    file: &std::fs::File,
+    boot: bool,
+) -> Result<serde_json::Value, Failure> {
+    use rtcat_control::client::Client;
+    use std::os::fd::AsFd;
+    if boot {
         return Err(Failure::Usage(
-            "--control: FoE through a running master is not available yet; stop the master and \
-             use --iface (or --sim)"
+            "--boot with --control: a running master cannot take one device to BOOT yet; stop \
+             the master and use --iface"
                 .into(),
         ));
     }
-    Ok(())
+    let path = bus.control.as_deref().expect("--control");
+    let mut c = Client::connect(path)
+        .map_err(|e| Failure::Runtime(e.to_string()))?
+        .with_timeout(CONTROL_TIMEOUT);
+    let r = c
+        .request_with_fd(request, file.as_fd())
+        .map_err(|e| Failure::Runtime(e.to_string()))?;
+    r.into_result().map_err(|f| match f.kind {
+        rtcat_control::FailureKind::Usage => Failure::Usage(f.message),
+        _ => Failure::Runtime(f.message),
+    })
 }
 
 /// Progress on stderr when it is a terminal, at most 10 times a second.
@@ -213,18 +237,7 @@ fn on_device<R: Send>(
             if !d.sii.protocols.foe {
                 return Err(diag::Error::Foe(foe::Error::State {
                     position: d.position,
-                    why: format!(
-                        "{} does not announce FoE in its SII (mailbox protocols {})",
-                        if d.name.is_empty() {
-                            "the subdevice"
-                        } else {
-                            &d.name
-                        },
-                        match d.sii.protocols.names() {
-                            n if n.is_empty() => "none".to_string(),
-                            n => n.join(" "),
-                        }
-                    ),
+                    why: d.not_announced("FoE"),
                 }));
             }
             let run = |m: &mut BusMailbox<'_>| {
@@ -262,7 +275,6 @@ struct ReadJson<'a> {
 }
 
 fn read(a: FoeReadArgs) -> Outcome {
-    refuse_control(&a.bus)?;
     let name = device_name(&a.file)?;
     let password = a
         .file
@@ -291,38 +303,43 @@ fn read(a: FoeReadArgs) -> Outcome {
         )));
     }
     let (position, boot) = (a.file.position, a.file.boot);
-    let mut meter = Meter::new(format!("foe read {name}"));
-    let n2 = name.clone();
-    let meter_ref = &mut meter;
-    let r = on_device(&a.bus, position, boot, move |c| {
-        let mut l = c.limits();
-        l.max_read = max_read;
-        c.set_limits(l);
-        // The transfer alone is timed (not the bring-up to PRE-OP or BOOT).
-        meter_ref.begin();
-        let d = c.read(&n2, password, &mut |p| meter_ref.show(p))?;
-        Ok((d, meter_ref.start.elapsed().as_secs_f64()))
-    });
-    meter.done();
-    let ((data, secs), emergencies) = r?;
-    super::sdo::say_emergencies(&emergencies);
-    store(&a.file.file, &data)?;
+    let (bytes, secs) = if a.bus.control.is_some() {
+        read_through_master(&a, position, &name, password, max_read)?
+    } else {
+        let mut meter = Meter::new(format!("foe read {name}"));
+        let n2 = name.clone();
+        let meter_ref = &mut meter;
+        let r = on_device(&a.bus, position, boot, move |c| {
+            let mut l = c.limits();
+            l.max_read = max_read;
+            c.set_limits(l);
+            // The transfer alone is timed (not the bring-up to PRE-OP or BOOT).
+            meter_ref.begin();
+            let d = c.read(&n2, password, &mut |p| meter_ref.show(p))?;
+            Ok((d, meter_ref.start.elapsed().as_secs_f64()))
+        });
+        meter.done();
+        let ((data, secs), emergencies) = r?;
+        super::sdo::say_emergencies(&emergencies);
+        store(&a.file.file, &data)?;
+        (data.len(), secs)
+    };
     emit(&if a.bus.json {
         json(&ReadJson {
             position,
             name: &name,
             file: a.file.file.display().to_string(),
-            bytes: data.len(),
+            bytes,
             seconds: secs,
-            kib_per_s: kib_per_s(data.len(), secs),
+            kib_per_s: kib_per_s(bytes, secs),
             boot,
         })
     } else {
         format!(
             "position {position}: read {} bytes of {name:?} into {} in {secs:.2} s ({:.1} KiB/s)\n",
-            data.len(),
+            bytes,
             a.file.file.display(),
-            kib_per_s(data.len(), secs)
+            kib_per_s(bytes, secs)
         )
     });
     Ok(())
@@ -379,7 +396,6 @@ struct WriteJson<'a> {
 }
 
 fn write(a: FoeWriteArgs) -> Outcome {
-    refuse_control(&a.bus)?;
     let name = device_name(&a.file)?;
     let password = a
         .file
@@ -408,6 +424,10 @@ fn write(a: FoeWriteArgs) -> Outcome {
     let data =
         std::fs::read(path).map_err(|e| Failure::Usage(format!("FILE {}: {e}", path.display())))?;
     let (position, boot, verify) = (a.file.position, a.file.boot, a.verify);
+    if a.bus.control.is_some() {
+        let (secs, verified) = write_through_master(&a, position, &name, password, &data)?;
+        return say_written(&a, &name, data.len(), secs, verified);
+    }
     let mut meter = Meter::new(format!("foe write {name}"));
     let (n2, d2) = (name.clone(), &data);
     let meter_ref = &mut meter;
@@ -443,13 +463,25 @@ fn write(a: FoeWriteArgs) -> Outcome {
              the command"
         );
     }
-    let rate = kib_per_s(data.len(), secs);
+    say_written(&a, &name, data.len(), secs, verified)
+}
+
+/// What a write did, on stdout (and the note on --sim).
+fn say_written(
+    a: &FoeWriteArgs,
+    name: &str,
+    bytes: usize,
+    secs: f64,
+    verified: Option<Verified>,
+) -> Outcome {
+    let (position, boot, path) = (a.file.position, a.file.boot, &a.file.file);
+    let rate = kib_per_s(bytes, secs);
     if a.bus.json {
         emit(&json(&WriteJson {
             position,
-            name: &name,
+            name,
             file: path.display().to_string(),
-            bytes: data.len(),
+            bytes,
             seconds: secs,
             kib_per_s: rate,
             boot,
@@ -466,7 +498,7 @@ fn write(a: FoeWriteArgs) -> Outcome {
         };
         emit(&format!(
             "position {position}: wrote {} bytes to {name:?} in {secs:.2} s ({rate:.1} KiB/s){check}\n",
-            data.len()
+            bytes
         ));
     }
     match verified {
@@ -480,10 +512,129 @@ fn write(a: FoeWriteArgs) -> Outcome {
             "position {position}: {name:?}: the device holds {read} bytes that differ from FILE \
              {} ({} bytes) from byte {offset} on",
             path.display(),
-            data.len()
+            bytes
         ))),
         _ => Ok(()),
     }
+}
+
+/// A read through the running master: into a temporary file beside FILE (its descriptor
+/// passed), renamed into place once the whole file has arrived. Bytes and seconds.
+fn read_through_master(
+    a: &FoeReadArgs,
+    position: u32,
+    name: &str,
+    password: u32,
+    max_read: usize,
+) -> Result<(usize, f64), Failure> {
+    let path = &a.file.file;
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(format!(".rtcat-foe-{}", std::process::id()));
+    let tmp = PathBuf::from(tmp);
+    let f = std::fs::File::create(&tmp).map_err(|e| {
+        Failure::Usage(format!(
+            "FILE {}: cannot write beside it: {e}",
+            path.display()
+        ))
+    })?;
+    let position = u16::try_from(position)
+        .map_err(|_| Failure::Usage(format!("POS {position}: at most {}", u16::MAX)))?;
+    let r = through_master(
+        &a.bus,
+        &rtcat_control::Request::FoeRead {
+            position,
+            name: name.to_string(),
+            password,
+        },
+        &f,
+        a.file.boot,
+    )
+    .and_then(|v| {
+        let bytes = v["bytes"].as_u64().unwrap_or(0) as usize;
+        if bytes > max_read {
+            return Err(Failure::Runtime(format!(
+                "position {position}: {name:?} has {bytes} bytes, more than --max-bytes {max_read}"
+            )));
+        }
+        std::fs::rename(&tmp, path)
+            .map_err(|e| Failure::Runtime(format!("FILE {}: {e}", path.display())))?;
+        Ok((bytes, v["seconds"].as_f64().unwrap_or(0.0)))
+    });
+    if r.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    r
+}
+
+/// A write through the running master (FILE's descriptor passed), and with --verify a read
+/// back into an unlinked temporary file compared byte for byte. Seconds and the verdict.
+fn write_through_master(
+    a: &FoeWriteArgs,
+    position: u32,
+    name: &str,
+    password: u32,
+    data: &[u8],
+) -> Result<(f64, Option<Verified>), Failure> {
+    use std::io::{Read, Seek};
+    let path = &a.file.file;
+    let position = u16::try_from(position)
+        .map_err(|_| Failure::Usage(format!("POS {position}: at most {}", u16::MAX)))?;
+    let f = std::fs::File::open(path)
+        .map_err(|e| Failure::Usage(format!("FILE {}: {e}", path.display())))?;
+    let req = |read: bool| {
+        let (name, password) = (name.to_string(), password);
+        if read {
+            rtcat_control::Request::FoeRead {
+                position,
+                name,
+                password,
+            }
+        } else {
+            rtcat_control::Request::FoeWrite {
+                position,
+                name,
+                password,
+            }
+        }
+    };
+    let v = through_master(&a.bus, &req(false), &f, a.file.boot)?;
+    let secs = v["seconds"].as_f64().unwrap_or(0.0);
+    if !a.verify {
+        return Ok((secs, None));
+    }
+    // The read-back lands in a file nobody else can open (unlinked at once).
+    let tmp = std::env::temp_dir().join(format!("rtcat-foe-verify-{}", std::process::id()));
+    let mut back_file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| Failure::Runtime(format!("{}: {e}", tmp.display())))?;
+    let _ = std::fs::remove_file(&tmp);
+    let verified = match through_master(&a.bus, &req(true), &back_file, false) {
+        Ok(_) => {
+            let mut back = Vec::new();
+            back_file
+                .rewind()
+                .and_then(|()| back_file.read_to_end(&mut back))
+                .map_err(|e| Failure::Runtime(format!("the file read back: {e}")))?;
+            if back == data {
+                Verified::Identical
+            } else {
+                Verified::Differs {
+                    offset: back
+                        .iter()
+                        .zip(data.iter())
+                        .position(|(x, y)| x != y)
+                        .unwrap_or(back.len().min(data.len())),
+                    read: back.len(),
+                }
+            }
+        }
+        Err(Failure::Runtime(why)) => Verified::NotReadable { why },
+        Err(f) => return Err(f),
+    };
+    Ok((secs, Some(verified)))
 }
 
 #[cfg(test)]

@@ -41,5 +41,23 @@ pub fn run(cmd: Command) -> Outcome {
         Command::Eoe(c) => eoe::eoe(c),
         Command::Gateway(a) => gateway::gateway(a),
         Command::Exporter(a) => crate::exporter::run(a),
+        Command::Web(a) => web(a),
     }
+}
+
+/// `rtcat web`: the commissioning page is a program of its own (app/web), so that the rtcat
+/// binary has no HTTP server or page in it; this runs it in place of this process, the one
+/// beside the rtcat binary first (the .deb and the image install both in /usr/bin).
+fn web(a: crate::cli::WebArgs) -> Outcome {
+    use std::os::unix::process::CommandExt;
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|e| e.parent().map(|d| d.join("rtcat-web")))
+        .filter(|p| p.is_file());
+    let prog = beside.unwrap_or_else(|| "rtcat-web".into());
+    let e = std::process::Command::new(&prog).args(&a.args).exec();
+    Err(crate::outcome::Failure::runtime(format!(
+        "cannot run {}: {e} (install rtcat-web, or build it: cargo build --release -p rtcat-web)",
+        prog.display()
+    )))
 }

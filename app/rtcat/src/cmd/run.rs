@@ -10,6 +10,7 @@ use crate::sdnotify::Notifier;
 use clap::{Args, ValueEnum};
 use ecsim::{Faults, SegmentSpec};
 use rtcat_master::axes::AxesApp;
+use rtcat_master::config::WaitMode;
 use rtcat_master::master::Target;
 use rtcat_master::stats::Live;
 use rtcat_master::{Application, ZeroOutputs};
@@ -46,6 +47,13 @@ pub struct RunArgs {
 pub enum TxRxArg {
     Inline,
     Thread,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum WaitArg {
+    Sleep,
+    Busy,
+    Hybrid,
 }
 
 #[derive(Args, Debug)]
@@ -89,6 +97,10 @@ pub struct BenchArgs {
     /// Who moves frames (overrides [cycle].txrx)
     #[arg(long, value_enum)]
     pub txrx: Option<TxRxArg>,
+    /// How the inline cycle waits for its replies: sleep in ppoll, busy-poll the socket, or
+    /// sleep until shortly before the learned round trip and poll then (overrides [cycle].wait)
+    #[arg(long, value_enum, value_name = "MODE")]
+    pub wait: Option<WaitArg>,
     /// Write samples.csv (one row per cycle)
     #[arg(long)]
     pub samples: bool,
@@ -243,6 +255,13 @@ pub fn bench(a: BenchArgs) -> Outcome {
             TxRxArg::Inline => TxRxMode::Inline,
             TxRxArg::Thread => TxRxMode::Thread,
         };
+    }
+    if let Some(w) = a.wait {
+        cfg.master.cycle.wait = Some(match w {
+            WaitArg::Sleep => WaitMode::Sleep,
+            WaitArg::Busy => WaitMode::Busy,
+            WaitArg::Hybrid => WaitMode::Hybrid,
+        });
     }
     if let Some(i) = &a.iface {
         if let Err(why) = rttune::netif::check_name(i) {

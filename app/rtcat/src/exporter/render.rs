@@ -369,6 +369,9 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
             );
         }
     }
+    if let Some(a) = &st.availability {
+        availability(p, a, names);
+    }
     if let Some(dc) = &st.dc {
         p.one(
             "rtcat_dc_locked",
@@ -550,6 +553,58 @@ fn esc_counters(p: &mut Page, c: &EscCounters, names: &BTreeMap<u16, String>) {
                 ("name", name_of(names, sd.position)),
             ];
             p.sample(name, &labels, f64::from(get(sd)));
+        }
+    }
+}
+
+/// Time in OP and outages (issue 28): the segment's without labels, each subdevice's by
+/// position and name.
+fn availability(
+    p: &mut Page,
+    a: &rtcat_control::protocol::AvailabilityStatus,
+    names: &BTreeMap<u16, String>,
+) {
+    type Of = fn(&rtcat_control::protocol::Availability) -> f64;
+    let families: [(&str, &str, &str, Of); 5] = [
+        (
+            "rtcat_time_in_op_seconds_total",
+            "counter",
+            "Time with valid process data (in OP)",
+            |a| a.time_in_op_s,
+        ),
+        (
+            "rtcat_invalid_data_cycles_total",
+            "counter",
+            "Cycles whose process data was invalid",
+            |a| a.invalid_cycles as f64,
+        ),
+        (
+            "rtcat_outages_total",
+            "counter",
+            "Outages: runs of cycles with invalid data (an open one included)",
+            |a| a.outages as f64,
+        ),
+        (
+            "rtcat_outage_seconds_total",
+            "counter",
+            "Total duration of the outages",
+            |a| a.outage_total_ms / 1e3,
+        ),
+        ("rtcat_outage_max_seconds", "gauge", "Longest outage", |a| {
+            a.outage_max_ms / 1e3
+        }),
+    ];
+    for (name, kind, help, of) in families {
+        p.family(name, kind, help);
+        p.sample(name, &[("scope", "segment".to_string())], of(&a.segment));
+        for s in &a.subdevices {
+            let pos = s.position.unwrap_or(0);
+            let labels = [
+                ("scope", "subdevice".to_string()),
+                ("position", pos.to_string()),
+                ("name", name_of(names, pos)),
+            ];
+            p.sample(name, &labels, of(s));
         }
     }
 }

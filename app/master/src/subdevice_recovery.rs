@@ -1,0 +1,637 @@
+//! One subdevice brought back into OP on its own while the others cycle on (`[health] recovery
+//! = "subdevice"`).
+//!
+//! ethercrab 0.7.1 moves a whole group through the AL states (`SubDeviceGroup::into_*`) and
+//! configures sync managers, FMMUs and DC only in its group initialisation: its API has no way
+//! to take one subdevice of an OP group back through INIT and PRE-OP. What it does have is the
+//! raw datagram API (`ethercrab::Command` FPRD/FPWR/APRD/APWR) and the SDO client of a
+//! `SubDeviceRef`, which any thread may use while the group cycles; this module builds the
+//! per-subdevice recovery on those.
+//!
+//! - After every bring-up reached OP, [`snapshot`] reads each subdevice's sync manager
+//!   (0x0800..) and FMMU (0x0600..) registers and, for a DC subdevice, its DC registers
+//!   (0x0900..0x09AF): what ethercrab wrote, to be written again.
+//! - The cyclic thread marks a subdevice seen out of OP on the [`Board`] (a few atomics, no
+//!   lock, no allocation, no system call) and keeps cycling: its data is flagged invalid, the
+//!   working counter judged without its share ([`crate::cycle::judge`]).
+//! - The worker thread ([`worker`], normal priority) brings it back: station address by
+//!   position if it lost it (a power cycle), its identity from the SII against the one the
+//!   segment was brought up with (another identity is refused and never driven), INIT with the
+//!   error acknowledged, the mailbox sync managers, PRE-OP, its `[[device]]` configuration (the
+//!   same `devices::apply_pre_op` as a bring-up), the process data sync managers and FMMUs as
+//!   they were, the DC registers for a DC subdevice, SAFE-OP, the SAFE-OP startup SDOs, OP.
+//!   Register layout: ETG.1000.4 §6 (0x0010 station address, 0x0120 AL control, 0x0130 AL
+//!   status, 0x0134 AL status code, 0x0600 FMMUs of 16 bytes, 0x0800 sync managers of 8
+//!   bytes, 0x0900.. distributed clocks).
+//! - `[health] subdevice_attempts` failures in a row set [`Board::escalate`]: the cyclic loop
+//!   then ends for a whole-segment recovery.
+
+use crate::config::Config;
+use crate::devices;
+use crate::error::{Error, Result};
+use crate::group::Group;
+use crate::layout::Layout;
+use ethercrab::{Command, MainDevice};
+use futures_lite::future::block_on;
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::time::{Duration, Instant};
+
+const STATION_ADDRESS: u16 = 0x0010;
+const AL_CONTROL: u16 = 0x0120;
+const AL_STATUS: u16 = 0x0130;
+const FMMU0: u16 = 0x0600;
+const SM0: u16 = 0x0800;
+const DC_BASE: u16 = 0x0900;
+/// 16 FMMUs of 16 bytes (ETG.1000.4 §6.6).
+const FMMU_BYTES: usize = 256;
+/// 16 sync managers of 8 bytes (ETG.1000.4 §6.7).
+const SM_BYTES: usize = 128;
+/// 0x0900..0x09AF: receive times, system time, offset (0x0920), delay (0x0928), SYNC
+/// activation (0x0981), start time (0x0990), SYNC0/1 cycle times (0x09A0/0x09A4).
+const DC_BYTES: usize = 0xb0;
+
+const INIT: u8 = 0x01;
+const PRE_OP: u8 = 0x02;
+const SAFE_OP: u8 = 0x04;
+const OP: u8 = 0x08;
+const ERROR_ACK: u8 = 0x10;
+
+/// What one subdevice ran with once the bring-up reached OP.
+#[derive(Debug, Clone)]
+pub(crate) struct Snapshot {
+    position: u16,
+    address: u16,
+    identity: (u32, u32, u32),
+    name: String,
+    sm: [u8; SM_BYTES],
+    fmmu: [u8; FMMU_BYTES],
+    /// The DC registers of a DC subdevice whose SYNC is active.
+    dc: Option<[u8; DC_BYTES]>,
+    /// The `[[device]]` entry that configures it.
+    device: Option<usize>,
+    coe: bool,
+    /// It has a distributed clock (the first one is the reference, as ethercrab chooses it).
+    dc_capable: bool,
+}
+
+/// Read what every subdevice of `group` runs with (after OP).
+pub(crate) fn snapshot<S: ethercrab::subdevice_group::HasPdi, DC>(
+    md: &MainDevice<'static>,
+    group: &ethercrab::SubDeviceGroup<
+        { crate::limits::MAX_SUBDEVICES },
+        { crate::limits::MAX_PDI_BYTES },
+        ethercrab::DefaultLock,
+        S,
+        DC,
+    >,
+    layout: &Layout,
+    chosen: &[Option<usize>],
+    dc: bool,
+) -> Result<Vec<Snapshot>> {
+    let mut out = Vec::with_capacity(layout.subdevices.len());
+    for (pos, (sd, s)) in group.iter(md).zip(&layout.subdevices).enumerate() {
+        let address = sd.configured_address();
+        let read = |reg: u16, buf: &mut [u8]| -> Result<()> {
+            let r = block_on(Command::fprd(address, reg).receive_slice(md, buf.len() as u16))
+                .map_err(|e| Error::bus(format!("position {pos}: snapshot of {reg:#06x}"), e))?;
+            buf.copy_from_slice(&r[..buf.len()]);
+            Ok(())
+        };
+        let mut sm = [0u8; SM_BYTES];
+        let mut fmmu = [0u8; FMMU_BYTES];
+        read(SM0, &mut sm)?;
+        read(FMMU0, &mut fmmu)?;
+        let dc = if dc && sd.dc_support().any() {
+            let mut regs = [0u8; DC_BYTES];
+            read(DC_BASE, &mut regs)?;
+            // Only a subdevice whose SYNC unit runs needs it set up again.
+            (regs[0x81] != 0).then_some(regs)
+        } else {
+            None
+        };
+        let id = sd.identity();
+        out.push(Snapshot {
+            position: pos as u16,
+            address,
+            identity: (id.vendor_id, id.product_id, id.revision),
+            name: sd.name().to_string(),
+            sm,
+            fmmu,
+            dc,
+            device: chosen.get(pos).copied().flatten(),
+            coe: s.coe,
+            dc_capable: sd.dc_support().any(),
+        });
+    }
+    Ok(out)
+}
+
+/// Phases of one subdevice on the [`Board`].
+mod phase {
+    /// In OP as far as the recovery is concerned.
+    pub const IN_SERVICE: u8 = 0;
+    /// Seen out of OP by the cycle; the worker takes it.
+    pub const REQUESTED: u8 = 1;
+    /// The worker is bringing it back.
+    pub const RECOVERING: u8 = 2;
+    /// The worker saw it in OP; the cycle confirms and puts it back in service.
+    pub const BACK: u8 = 3;
+    /// An attempt failed; retried after the backoff.
+    pub const WAITING: u8 = 4;
+    /// Another identity answers there: retried after the backoff, never driven.
+    pub const REFUSED: u8 = 5;
+    /// `subdevice_attempts` failures in a row: the segment is re-initialised.
+    pub const GAVE_UP: u8 = 6;
+}
+
+/// Cause codes on the board (`cause` slot): kind in bits 16.., AL status code in 0..16.
+const CAUSE_AL: u32 = 1 << 16;
+const CAUSE_POWER: u32 = 2 << 16;
+const CAUSE_LEFT: u32 = 3 << 16;
+
+fn encode_cause(c: crate::application::SubdeviceCause) -> u32 {
+    use crate::application::SubdeviceCause as C;
+    match c {
+        C::AlError(code) => CAUSE_AL | u32::from(code),
+        C::PowerCycled => CAUSE_POWER,
+        C::LeftOp => CAUSE_LEFT,
+    }
+}
+
+fn decode_cause(v: u32) -> crate::application::SubdeviceCause {
+    use crate::application::SubdeviceCause as C;
+    match v & !0xffff {
+        CAUSE_AL => C::AlError(v as u16),
+        CAUSE_POWER => C::PowerCycled,
+        _ => C::LeftOp,
+    }
+}
+
+/// One subdevice's place on the board.
+#[derive(Default)]
+struct Slot {
+    phase: AtomicU8,
+    /// Failed attempts in a row of this outage.
+    failures: AtomicU32,
+    /// Attempts of this outage (failed and the last one).
+    attempts: AtomicU32,
+    cause: AtomicU32,
+    /// The identity found by a refusal: vendor, product, revision packed.
+    found: [AtomicU32; 3],
+}
+
+/// What the cyclic thread and the worker share: one slot per subdevice, allocated before the
+/// cyclic phase. The cyclic thread writes REQUESTED and IN_SERVICE, the worker every other
+/// phase; the cycle looks at the slots only while it has handed over a subdevice not yet back.
+pub struct Board {
+    slots: Box<[Slot]>,
+    quit: AtomicBool,
+    /// Position + 1 of a subdevice whose recovery gave up (0: none).
+    escalate: AtomicU32,
+    expected: Box<[(u32, u32, u32)]>,
+}
+
+impl Board {
+    pub(crate) fn new(snapshots: &[Snapshot]) -> Board {
+        Board {
+            slots: (0..snapshots.len()).map(|_| Slot::default()).collect(),
+            quit: AtomicBool::new(false),
+            escalate: AtomicU32::new(0),
+            expected: snapshots.iter().map(|s| s.identity).collect(),
+        }
+    }
+
+    /// The position whose recovery gave up, if one did.
+    #[inline]
+    pub(crate) fn escalated(&self) -> Option<u16> {
+        match self.escalate.load(Ordering::Acquire) {
+            0 => None,
+            p => Some((p - 1) as u16),
+        }
+    }
+
+    /// The cycle saw the subdevice at `position` out of OP while in service: hand it to the
+    /// worker. False when it is not in service (already being recovered).
+    #[inline]
+    pub(crate) fn request(&self, position: usize) -> bool {
+        self.slots.get(position).is_some_and(|s| {
+            s.phase
+                .compare_exchange(
+                    phase::IN_SERVICE,
+                    phase::REQUESTED,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        })
+    }
+
+    /// The phase of `position` (see [`phase`]).
+    #[inline]
+    pub(crate) fn phase(&self, position: usize) -> u8 {
+        self.slots
+            .get(position)
+            .map_or(phase::IN_SERVICE, |s| s.phase.load(Ordering::Acquire))
+    }
+
+    /// What the worker last reported for `position`, as the application is told it (None: a
+    /// phase the cycle does not report: in service, requested, recovering).
+    pub(crate) fn report(&self, position: usize) -> Option<Report> {
+        let s = self.slots.get(position)?;
+        Some(match s.phase.load(Ordering::Acquire) {
+            phase::BACK => Report::Back {
+                cause: decode_cause(s.cause.load(Ordering::Relaxed)),
+                attempts: s.attempts.load(Ordering::Relaxed),
+            },
+            phase::WAITING => Report::Failed {
+                failures: s.failures.load(Ordering::Relaxed),
+            },
+            phase::REFUSED => Report::Refused {
+                found: (
+                    s.found[0].load(Ordering::Relaxed),
+                    s.found[1].load(Ordering::Relaxed),
+                    s.found[2].load(Ordering::Relaxed),
+                ),
+                expected: self.expected[position],
+            },
+            phase::GAVE_UP => Report::GaveUp,
+            _ => return None,
+        })
+    }
+
+    /// The cycle saw `position` back in OP: in service again.
+    #[inline]
+    pub(crate) fn back_in_service(&self, position: usize) {
+        if let Some(s) = self.slots.get(position) {
+            s.phase.store(phase::IN_SERVICE, Ordering::Release);
+        }
+    }
+
+    /// The cyclic phase ends: the worker stops at its next step.
+    pub(crate) fn quit(&self) {
+        self.quit.store(true, Ordering::Release);
+    }
+
+    fn set(&self, position: usize, phase: u8) {
+        self.slots[position].phase.store(phase, Ordering::Release);
+    }
+}
+
+/// What the worker reported for one subdevice.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Report {
+    Back {
+        cause: crate::application::SubdeviceCause,
+        attempts: u32,
+    },
+    Failed {
+        failures: u32,
+    },
+    Refused {
+        found: (u32, u32, u32),
+        expected: (u32, u32, u32),
+    },
+    GaveUp,
+}
+
+/// Why one attempt did not bring the subdevice back.
+#[derive(Debug)]
+enum Failure {
+    /// Another identity answers at its position.
+    Refused((u32, u32, u32)),
+    /// Anything else (retried).
+    Failed(Error),
+    /// What only the whole segment's re-initialisation can repair (no retry).
+    Segment(Error),
+}
+
+impl From<Error> for Failure {
+    fn from(e: Error) -> Self {
+        Failure::Failed(e)
+    }
+}
+
+/// The worker's view of the segment.
+pub(crate) struct Worker<'a, DC> {
+    pub(crate) md: &'a MainDevice<'static>,
+    pub(crate) group: &'a Group<DC>,
+    pub(crate) cfg: &'a Config,
+    pub(crate) snapshots: &'a [Snapshot],
+    pub(crate) board: &'a Board,
+}
+
+/// How often the worker looks at the board when there is nothing to do.
+const IDLE_POLL: Duration = Duration::from_millis(1);
+
+/// Serve the board until [`Board::quit`]: bring back every subdevice the cycle hands over,
+/// one at a time in position order, retrying failures after `[health] recovery_backoff_ms`.
+pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
+    let n = w.board.slots.len();
+    let mut next_try = vec![Instant::now(); n];
+    let backoff = Duration::from_millis(w.cfg.health.recovery_backoff_ms.into());
+    while !w.board.quit.load(Ordering::Acquire) {
+        let now = Instant::now();
+        let due = (0..n).find(|&i| match w.board.phase(i) {
+            phase::REQUESTED => true,
+            phase::WAITING | phase::REFUSED => now >= next_try[i],
+            _ => false,
+        });
+        let Some(i) = due else {
+            std::thread::sleep(IDLE_POLL);
+            continue;
+        };
+        let slot = &w.board.slots[i];
+        if w.board.phase(i) == phase::REQUESTED {
+            slot.failures.store(0, Ordering::Relaxed);
+            slot.attempts.store(0, Ordering::Relaxed);
+        }
+        slot.phase.store(phase::RECOVERING, Ordering::Release);
+        slot.attempts.fetch_add(1, Ordering::Relaxed);
+        match recover_one(&w, &w.snapshots[i]) {
+            Ok(cause) => {
+                slot.cause.store(encode_cause(cause), Ordering::Relaxed);
+                w.board.set(i, phase::BACK);
+            }
+            Err(Failure::Refused(found)) => {
+                for (a, v) in slot.found.iter().zip([found.0, found.1, found.2]) {
+                    a.store(v, Ordering::Relaxed);
+                }
+                log::warn!(
+                    "position {i}: identity {found:#x?} is not the configured {:#x?}: refused",
+                    w.snapshots[i].identity
+                );
+                next_try[i] = Instant::now() + backoff.max(IDLE_POLL * 100);
+                w.board.set(i, phase::REFUSED);
+            }
+            Err(Failure::Segment(e)) => {
+                log::warn!("position {i}: {e}");
+                slot.failures.fetch_add(1, Ordering::Relaxed);
+                w.board.escalate.store(i as u32 + 1, Ordering::Release);
+                w.board.set(i, phase::GAVE_UP);
+            }
+            Err(Failure::Failed(e)) => {
+                let failures = slot.failures.fetch_add(1, Ordering::Relaxed) + 1;
+                log::warn!("position {i}: recovery attempt {failures} failed: {e}");
+                if failures >= w.cfg.health.subdevice_attempts {
+                    w.board.escalate.store(i as u32 + 1, Ordering::Release);
+                    w.board.set(i, phase::GAVE_UP);
+                } else {
+                    next_try[i] = Instant::now() + backoff;
+                    w.board.set(i, phase::WAITING);
+                }
+            }
+        }
+    }
+}
+
+/// The station-addressed register access of one attempt, with `who` in its errors.
+struct Station<'a> {
+    md: &'a MainDevice<'static>,
+    address: u16,
+    position: u16,
+    quit: &'a AtomicBool,
+}
+
+impl Station<'_> {
+    fn read(&self, reg: u16, buf: &mut [u8]) -> Result<()> {
+        let r = block_on(Command::fprd(self.address, reg).receive_slice(self.md, buf.len() as u16))
+            .map_err(|e| Error::bus(format!("position {}: read {reg:#06x}", self.position), e))?;
+        buf.copy_from_slice(&r[..buf.len()]);
+        Ok(())
+    }
+
+    fn write(&self, reg: u16, data: &[u8]) -> Result<()> {
+        block_on(Command::fpwr(self.address, reg).send(self.md, data))
+            .map_err(|e| Error::bus(format!("position {}: write {reg:#06x}", self.position), e))
+    }
+
+    fn al_status(&self) -> Result<(u8, u16)> {
+        let mut b = [0u8; 6];
+        self.read(AL_STATUS, &mut b)?;
+        Ok((b[0], u16::from_le_bytes([b[4], b[5]])))
+    }
+
+    /// Request `state` and wait for it (bounded by `[bus] state_timeout_ms`); an AL error on
+    /// the way fails with its code.
+    fn to_state(&self, state: u8, ack: bool, timeout: Duration) -> Result<()> {
+        self.write(AL_CONTROL, &[state | if ack { ERROR_ACK } else { 0 }, 0])?;
+        let start = Instant::now();
+        loop {
+            let (s, code) = self.al_status()?;
+            if s & 0x0f == state && s & ERROR_ACK == 0 {
+                return Ok(());
+            }
+            if s & ERROR_ACK != 0 && !ack {
+                return Err(Error::SegmentMismatch(format!(
+                    "position {}: AL error {code:#06x} ({}) on the way to state {state:#x}",
+                    self.position,
+                    crate::diag::al_status_text(code)
+                )));
+            }
+            if start.elapsed() > timeout || self.quit.load(Ordering::Acquire) {
+                return Err(Error::SegmentMismatch(format!(
+                    "position {}: state {state:#x} not reached within {} ms (bus.state_timeout_ms): \
+                     AL status {s:#04x}, code {code:#06x}",
+                    self.position,
+                    timeout.as_millis()
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(500));
+        }
+    }
+
+    /// Write the sync managers (`mailbox` true: those in mailbox mode, else the others) that
+    /// the snapshot holds enabled (length > 0).
+    fn write_sms(&self, snap: &Snapshot, mailbox: bool) -> Result<()> {
+        for sm in snap.sm.chunks_exact(8).enumerate() {
+            let (n, r) = sm;
+            let len = u16::from_le_bytes([r[2], r[3]]);
+            let is_mailbox = r[4] & 0x03 == 0x02;
+            if len == 0 || is_mailbox != mailbox {
+                continue;
+            }
+            // Start, length, control, (status: read only), activation.
+            self.write(SM0 + 8 * n as u16, &r[..7])?;
+        }
+        Ok(())
+    }
+
+    fn write_fmmus(&self, snap: &Snapshot) -> Result<()> {
+        for (n, r) in snap.fmmu.chunks_exact(16).enumerate() {
+            if r[12] & 0x01 != 0 {
+                self.write(FMMU0 + 16 * n as u16, r)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One attempt to bring `snap`'s subdevice back to OP; its cause on success.
+fn recover_one<DC>(
+    w: &Worker<'_, DC>,
+    snap: &Snapshot,
+) -> std::result::Result<crate::application::SubdeviceCause, Failure> {
+    use crate::application::SubdeviceCause;
+    let md = w.md;
+    let pos = snap.position;
+    let st = Station {
+        md,
+        address: snap.address,
+        position: pos,
+        quit: &w.board.quit,
+    };
+    let timeout = Duration::from_millis(w.cfg.bus.state_timeout_ms.into());
+    // 1. Its station address: lost with a power cycle (FPRD no longer answered, or another
+    //    address there); given again by position (APWR).
+    let mut a = [0u8; 2];
+    let has_address =
+        st.read(STATION_ADDRESS, &mut a).is_ok() && u16::from_le_bytes(a) == snap.address;
+    if !has_address {
+        let probe = block_on(Command::aprd(pos, STATION_ADDRESS).receive::<u16>(md))
+            .map_err(|e| Error::bus(format!("position {pos}: no answer by position"), e))?;
+        log::info!(
+            "position {pos}: station address {probe:#06x}, giving it {:#06x}",
+            snap.address
+        );
+        block_on(Command::apwr(pos, STATION_ADDRESS).send(md, snap.address))
+            .map_err(|e| Error::bus(format!("position {pos}: station address"), e))?;
+    }
+    // 2. The identity it had at the bring-up, from its SII: never drive another device.
+    let probe =
+        crate::diag::Probe::new(md, w.cfg).map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+    let found = probe
+        .read_identity(pos)
+        .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+    if found != snap.identity {
+        // Leave it in INIT: nothing is mapped to it.
+        let _ = st.write(AL_CONTROL, &[INIT | ERROR_ACK, 0]);
+        return Err(Failure::Refused(found));
+    }
+    // 3. Why it left, then INIT with the error acknowledged.
+    let (state, code) = st.al_status()?;
+    let cause = if !has_address {
+        SubdeviceCause::PowerCycled
+    } else if state & ERROR_ACK != 0 {
+        SubdeviceCause::AlError(code)
+    } else {
+        SubdeviceCause::LeftOp
+    };
+    st.to_state(INIT, true, timeout)?;
+    // 4. Mailbox, PRE-OP, the `[[device]]` configuration.
+    st.write_sms(snap, true)?;
+    st.to_state(PRE_OP, false, timeout)?;
+    let sd = w
+        .group
+        .subdevice(md, usize::from(pos))
+        .map_err(|e| Error::bus(format!("position {pos}"), e))?;
+    let configured = snap.device.map(|i| {
+        let d = &w.cfg.device[i];
+        (d, devices::who(pos, &snap.name, i, d))
+    });
+    if let Some((d, who)) = &configured {
+        devices::apply_pre_op(md, &sd, pos, who, d, snap.coe)
+            .map_err(|e| Error::Device(Box::new(e)))?;
+    }
+    let reference = w.snapshots.iter().find(|s| s.dc_capable).map(|s| s.address);
+    if w.cfg.dc.enabled && !has_address && reference == Some(snap.address) {
+        // The reference clock restarted: every other clock follows its system time through
+        // each cycle's FRMW, so the grid itself jumped. Only the segment's DC initialisation
+        // (offsets, delays, static sync) sets the clocks up again.
+        return Err(Failure::Segment(Error::SegmentMismatch(format!(
+            "position {pos}: the DC reference clock was power-cycled; the segment's clocks are \
+             initialised again"
+        ))));
+    }
+    if let Some(regs) = &snap.dc {
+        dc_sync_mode(w, snap)?;
+        restore_dc(&st, regs, !has_address, reference)?;
+    }
+    // 5. Process data as the bring-up mapped it, SAFE-OP, SAFE-OP startup SDOs, OP.
+    st.write_sms(snap, false)?;
+    st.write_fmmus(snap)?;
+    st.to_state(SAFE_OP, false, timeout)?;
+    if let Some((d, who)) = &configured {
+        devices::write_startup(md, &sd, pos, who, d, devices::Transition::SO)
+            .map_err(|e| Error::Device(Box::new(e)))?;
+    }
+    st.to_state(OP, false, timeout)?;
+    Ok(cause)
+}
+
+/// `[dc] coe_sync_mode`: 0x1C32:01 / 0x1C33:01 = 2 (DC SYNC0), as the bring-up writes them.
+fn dc_sync_mode<DC>(w: &Worker<'_, DC>, snap: &Snapshot) -> Result<()> {
+    if !w.cfg.dc.coe_sync_mode || !snap.coe || w.cfg.dc.assign_activate(snap.position) == 0 {
+        return Ok(());
+    }
+    let mut client = crate::coe::Client::on_bus(
+        w.md,
+        snap.position,
+        snap.address,
+        crate::coe::Timeouts::default(),
+    )
+    .map_err(|e| Error::SegmentMismatch(format!("position {}: {e}", snap.position)))?;
+    for object in [0x1c32u16, 0x1c33] {
+        // A direction without process data has no such object: a refusal there is not fatal
+        // at the bring-up either (it is written only where present; the snapshot does not
+        // say, so an abort of the absent one is ignored).
+        let _ = client.download(object, 1, &2u16.to_le_bytes());
+    }
+    Ok(())
+}
+
+/// The DC registers again. After a power cycle the local clock restarted at 0: the delay
+/// (0x0928) is the bring-up's (the wiring is the same), and the offset (0x0920) is computed as
+/// ethercrab's DC initialisation does it, from the receive times one frame latched in every
+/// subdevice (a write to 0x0900, ETG.1000.4 §6.8.2): the reference's system time when the
+/// frame passed it (its latched local time 0x0918 plus its offset), plus this subdevice's delay,
+/// minus this subdevice's latched local time. Without a power cycle offset and delay are kept.
+/// Then SYNC0 as ethercrab's `configure_dc_sync` writes it: off, cycle time, a start time on the
+/// grid of the old one at least 50 ms ahead, on.
+fn restore_dc(
+    st: &Station<'_>,
+    regs: &[u8; DC_BYTES],
+    power_cycled: bool,
+    reference: Option<u16>,
+) -> Result<()> {
+    let u64_at = |o: usize| u64::from_le_bytes(regs[o..o + 8].try_into().unwrap_or([0; 8]));
+    let u32_at = |o: usize| u32::from_le_bytes(regs[o..o + 4].try_into().unwrap_or([0; 4]));
+    let read_u64 = |address: u16, reg: u16| -> Result<u64> {
+        block_on(Command::fprd(address, reg).receive::<u64>(st.md))
+            .map_err(|e| Error::bus(format!("position {}: DC {reg:#06x}", st.position), e))
+    };
+    if power_cycled {
+        let reference = reference.ok_or_else(|| {
+            Error::SegmentMismatch(format!(
+                "position {}: no DC reference clock to set its clock from",
+                st.position
+            ))
+        })?;
+        let delay = u32_at(0x28);
+        st.write(0x0928, &delay.to_le_bytes())?;
+        // One frame latches the receive times of every subdevice (the others' latches are read
+        // only by a DC initialisation, which writes them again).
+        block_on(Command::bwr(0x0900).ignore_wkc().send(st.md, 0u32))
+            .map_err(|e| Error::bus(format!("position {}: DC latch", st.position), e))?;
+        let ref_local = read_u64(reference, 0x0918)?;
+        let ref_offset = read_u64(reference, 0x0920)?;
+        let local = read_u64(st.address, 0x0918)?;
+        let offset = ref_local
+            .wrapping_add(ref_offset)
+            .wrapping_add(u64::from(delay))
+            .wrapping_sub(local);
+        st.write(0x0920, &offset.to_le_bytes())?;
+    }
+    let cycle = u64::from(u32_at(0xa0));
+    let start_then = u64_at(0x90);
+    st.write(0x0981, &[0])?;
+    st.write(0x09a0, &regs[0xa0..0xa8])?;
+    let ahead = read_u64(st.address, 0x0910)? + 50_000_000;
+    let start = if cycle == 0 || ahead <= start_then {
+        start_then.max(ahead)
+    } else {
+        start_then + (ahead - start_then).div_ceil(cycle) * cycle
+    };
+    st.write(0x0990, &start.to_le_bytes())?;
+    st.write(0x0981, &[regs[0x81]])?;
+    Ok(())
+}
