@@ -13,7 +13,9 @@
 //! The device's IP parameters are set once the segment is healthy in OP, and again after each
 //! recovery the master counts (`Live::recoveries`: one atomic load per turn), since a recovery
 //! re-initialises the subdevice (its EoE settings with it) and may configure its mailbox anew
-//! (the geometry is read again).
+//! (the geometry is read again). A subdevice brought back on its own (per-subdevice recovery)
+//! or reset by itself is found by reading its parameters back every [`VERIFY`] (one get IP
+//! parameter through the queue): set again when they are gone.
 
 use rtcat_master::eoe::{self, IpParams};
 use rtcat_master::invalid::Invalid;
@@ -32,6 +34,8 @@ pub const IDLE_POLL: Duration = Duration::from_millis(2);
 const QUEUE_TIMEOUT: Duration = Duration::from_secs(1);
 /// Frames moved each way per turn before the other direction is looked at.
 const BURST: usize = 16;
+/// Between two reads of the device's IP parameters (is it still holding them?).
+const VERIFY: Duration = Duration::from_secs(5);
 /// After a failure (no OP, a device that does not answer): wait before trying again.
 const RETRY: Duration = Duration::from_secs(1);
 
@@ -378,6 +382,12 @@ fn bridge(
                 l.position
             );
         }
+        if last_generation.is_some() && c.ip_set > 0 && l.device != IpParams::default() {
+            log::info!(
+                "eoe: position {}: a new session: IP parameters again",
+                l.position
+            );
+        }
         last_generation = Some(generation);
         match session(l, tap, client, live, stop, generation, &mut c, &mut buf) {
             Ok(()) => logged_failure = false,
@@ -423,10 +433,31 @@ fn session(
         log::info!("eoe: position {} ({}): set {}", l.position, l.tap, l.device);
     }
     let dropped0 = e.dropped();
+    let mut verify = (l.device != IpParams::default()).then(|| Instant::now() + VERIFY);
     let r = (|| {
         while !stop.load(Ordering::Relaxed) {
             if live.recoveries.load(Ordering::Relaxed) != generation {
                 return Ok(());
+            }
+            // A subdevice recovered on its own (per-subdevice recovery) or reset by itself
+            // leaves no count here: what it holds is read back now and then, and set again
+            // when it lost it.
+            if verify.is_some_and(|t| Instant::now() >= t) {
+                verify = match e.get_ip() {
+                    Ok(got) if holds(&got, &l.device) => Some(Instant::now() + VERIFY),
+                    Ok(got) => {
+                        log::info!(
+                            "eoe: position {}: the device holds {got}; IP parameters again",
+                            l.position
+                        );
+                        e.set_ip(&l.device).map_err(|e| e.to_string())?;
+                        c.ip_set += 1;
+                        Some(Instant::now() + VERIFY)
+                    }
+                    // A device that does not answer get IP parameter: not looked at again.
+                    Err(eoe::Error::Device { .. }) => None,
+                    Err(err) => return Err(err.to_string()),
+                };
             }
             let mut busy = false;
             for _ in 0..BURST {
@@ -463,6 +494,14 @@ fn session(
     })();
     c.dropped_from_device += e.dropped() - dropped0;
     r
+}
+
+/// Whether the device holds every parameter the bridge set.
+fn holds(got: &IpParams, want: &IpParams) -> bool {
+    (want.ip.is_none() || got.ip == want.ip)
+        && (want.subnet.is_none() || got.subnet == want.subnet)
+        && (want.gateway.is_none() || got.gateway == want.gateway)
+        && (want.dns.is_none() || got.dns == want.dns)
 }
 
 fn mbx_size(m: &rtcat_master::acyclic::QueueMailbox<'_>) -> u16 {

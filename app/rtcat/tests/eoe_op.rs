@@ -248,13 +248,14 @@ fn curl_through_a_running_master_keeps_the_cycle_valid() {
         without["missed_deadlines"],
     );
 
-    // A power cycle of the drive (its EoE settings gone): the master recovers the segment, the
-    // bridge sees the recovery count change and sets the IP parameters again.
+    // A power cycle of the drive (its EoE settings gone): the master brings it back (the
+    // segment, or the subdevice on its own), the bridge sets the IP parameters again.
     let (mut m, lines) = bench(&net, dir.path(), "recover", &config, SECS);
     wait_bridged(&lines);
     fetch_once(&net, &url, &page);
     assert_eq!(sim.ctl("power-cycle"), "ok");
-    // The master notices, recovers (its backoff), and the bridge starts a new session.
+    // The master notices and brings it back; the bridge learns of it by the master's count, a
+    // request failing meanwhile, or the parameters read back, and starts a new session.
     std::thread::sleep(Duration::from_secs(3));
     fetch_once(&net, &url, &page);
     assert!(m.wait().unwrap().success());
@@ -270,18 +271,5 @@ fn curl_through_a_running_master_keeps_the_cycle_valid() {
         set >= 2,
         "the IP parameters were not set again after the recovery: {c}"
     );
-    // Set again because the recovery was seen (not only because a request failed meanwhile).
-    assert!(
-        log.iter()
-            .any(|l| l.contains("recovered the segment; IP parameters again")),
-        "{}",
-        log.join("\n")
-    );
     eprintln!("after a power cycle: {c}");
-    assert!(
-        summary(dir.path(), "recover")["recoveries"]
-            .as_u64()
-            .unwrap()
-            >= 1
-    );
 }
