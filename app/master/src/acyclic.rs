@@ -279,8 +279,15 @@ struct Ends {
 pub struct SdoClient {
     ends: Mutex<Ends>,
     emergencies: Mutex<rtrb::Consumer<Emergency>>,
-    set_aside: Mutex<rtrb::Consumer<SetAside>>,
+    set_aside: Mutex<(
+        rtrb::Consumer<SetAside>,
+        std::collections::VecDeque<SetAside>,
+    )>,
 }
+
+/// Set-aside mailboxes a consumer of one subdevice and type ([`SdoClient::take_set_aside_of`])
+/// passed over, kept for the others (the oldest dropped beyond it).
+const SET_ASIDE_KEPT: usize = 4 * SET_ASIDE_RING;
 
 /// Where what a device sends unasked goes on the cyclic thread: two bounded rings, and counts of
 /// what did not fit.
@@ -334,7 +341,7 @@ pub fn sdo_queue(capacity: usize, budget: Duration) -> (SdoClient, SdoService) {
                 replies: rp_rx,
             }),
             emergencies: Mutex::new(em_rx),
-            set_aside: Mutex::new(sa_rx),
+            set_aside: Mutex::new((sa_rx, std::collections::VecDeque::new())),
         },
         SdoService {
             requests: rq_rx,
@@ -372,7 +379,32 @@ impl SdoClient {
     /// [`SdoService::set_aside_dropped`] counts the rest).
     pub fn take_set_aside(&self) -> Option<SetAside> {
         let mut s = self.set_aside.lock().unwrap_or_else(|p| p.into_inner());
-        s.pop().ok()
+        let (ring, kept) = &mut *s;
+        kept.pop_front().or_else(|| ring.pop().ok())
+    }
+
+    /// The oldest set-aside mailbox of type `kind` from the subdevice at `position` (an EoE
+    /// client's fragments): the others it passes over stay for [`SdoClient::take_set_aside`]
+    /// and the other consumers (up to a bound; the oldest is dropped beyond it).
+    pub fn take_set_aside_of(&self, position: u16, kind: u8) -> Option<SetAside> {
+        let mut s = self.set_aside.lock().unwrap_or_else(|p| p.into_inner());
+        let (ring, kept) = &mut *s;
+        if let Some(i) = kept
+            .iter()
+            .position(|m| m.position == position && m.kind() == kind)
+        {
+            return kept.remove(i);
+        }
+        while let Ok(m) = ring.pop() {
+            if m.position == position && m.kind() == kind {
+                return Some(m);
+            }
+            if kept.len() >= SET_ASIDE_KEPT {
+                kept.pop_front();
+            }
+            kept.push_back(m);
+        }
+        None
     }
 
     /// Read `len` bytes of the ESC registers of the subdevice at `position` from `address`.
@@ -651,6 +683,30 @@ impl crate::mailbox::Transport for QueueMailbox<'_> {
             .mailbox(self.position, req, self.timeout)
             .map(|m| m.as_slice().to_vec())
             .map_err(|e| self.error(what, e))
+    }
+
+    /// A mailbox of `kind` the cyclic thread set aside for this subdevice, else one
+    /// [`SdoOp::PollMailbox`] request (SM1 read once if full; what it finds of another protocol
+    /// than CoE goes to the set-aside ring) and a second look.
+    fn poll(&mut self, kind: u8, what: &str) -> Result<Option<Vec<u8>>, crate::mailbox::Error> {
+        if let Some(m) = self.take_set_aside(kind) {
+            return Ok(Some(m));
+        }
+        let read = self
+            .client
+            .poll_mailbox(self.position, self.timeout)
+            .map_err(|e| self.error(what, e))?;
+        Ok(if read {
+            self.take_set_aside(kind)
+        } else {
+            None
+        })
+    }
+
+    fn take_set_aside(&mut self, kind: u8) -> Option<Vec<u8>> {
+        self.client
+            .take_set_aside_of(self.position, kind)
+            .map(|m| m.mailbox().to_vec())
     }
 }
 
@@ -1374,6 +1430,34 @@ mod tests {
         assert_eq!((m.position, m.kind()), (4, crate::mailbox::kind::EOE));
         assert_eq!(m.mailbox(), &eoe[..9]);
         assert!(rx.pop().is_err());
+    }
+
+    #[test]
+    fn a_consumer_takes_its_own_set_aside_mailboxes_and_leaves_the_others() {
+        let (client, mut svc) = sdo_queue(2, Duration::from_micros(100));
+        let mbx = |kind: u8, tag: u8| {
+            let mut b = [0u8; 16];
+            b[0] = 1;
+            b[5] = kind;
+            b[6] = tag;
+            b
+        };
+        let (eoe, foe) = (crate::mailbox::kind::EOE, crate::mailbox::kind::FOE);
+        for (pos, kind, tag) in [(1, foe, 1), (2, eoe, 2), (1, eoe, 3), (1, eoe, 4)] {
+            let m = mbx(kind, tag);
+            assert!(matches!(
+                classify(&m, pos, &mut svc.unasked, 3),
+                Ok(Seen::Skipped)
+            ));
+        }
+        let tag = |m: Option<SetAside>| m.map(|m| (m.position, m.kind(), m.mailbox()[6]));
+        // Position 1's EoE mailboxes in order; the FoE one and position 2's passed over, kept.
+        assert_eq!(tag(client.take_set_aside_of(1, eoe)), Some((1, eoe, 3)));
+        assert_eq!(tag(client.take_set_aside_of(1, eoe)), Some((1, eoe, 4)));
+        assert_eq!(tag(client.take_set_aside_of(1, eoe)), None);
+        assert_eq!(tag(client.take_set_aside_of(2, eoe)), Some((2, eoe, 2)));
+        assert_eq!(tag(client.take_set_aside()), Some((1, foe, 1)));
+        assert_eq!(tag(client.take_set_aside()), None);
     }
 
     proptest::proptest! {

@@ -36,6 +36,8 @@ pub struct Config {
     pub tune: rttune::TuneSection,
     /// `[gateway]`: the mailbox gateway (ETG.8200) of `rtcat run`, off by default.
     pub gateway: crate::gateway::GatewayConfig,
+    /// `[[eoe]]`: TAP interfaces bridged to devices' networks over EoE during `rtcat run`.
+    pub eoe: Vec<crate::eoe_bridge::EoeConfig>,
 }
 
 /// The file's sections as serde reads them: the master's section types, and the binary's own.
@@ -59,6 +61,7 @@ struct File {
     control: ControlConfig,
     shm: rtcat_master::shm::ShmConfig,
     gateway: crate::gateway::GatewayConfig,
+    eoe: Vec<crate::eoe_bridge::EoeConfig>,
 }
 
 impl File {
@@ -69,6 +72,7 @@ impl File {
         OutputConfig,
         rttune::TuneSection,
         crate::gateway::GatewayConfig,
+        Vec<crate::eoe_bridge::EoeConfig>,
     ) {
         let master = MasterConfig {
             bus: self.bus,
@@ -83,7 +87,7 @@ impl File {
             control: self.control,
             shm: self.shm,
         };
-        (master, self.output, self.tune, self.gateway)
+        (master, self.output, self.tune, self.gateway, self.eoe)
     }
 }
 
@@ -172,7 +176,7 @@ impl Config {
     /// Parse and validate `text`; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
         let file: File = toml::from_str(text).map_err(|e| ConfigError::parse(path, &e))?;
-        let (master, output, tune, gateway) = file.split();
+        let (master, output, tune, gateway, eoe) = file.split();
         // The master's sections first, in its order, then the binary's (the first violation
         // is reported).
         let master = master.checked(path)?;
@@ -181,6 +185,7 @@ impl Config {
             output,
             tune,
             gateway,
+            eoe,
         };
         cfg.check_own().map_err(|e| e.at(path))?;
         Ok(cfg)
@@ -195,7 +200,8 @@ impl Config {
     fn check_own(&self) -> Result<(), Invalid> {
         self.output.check()?;
         check_tune(&self.tune)?;
-        self.gateway.checked().map(|_| ())
+        self.gateway.checked()?;
+        crate::eoe_bridge::checked(&self.eoe).map(|_| ())
     }
 
     /// The context doctor and tune run in, from this configuration.
@@ -271,6 +277,15 @@ mod tests {
                 "[gateway]\nallow = [\"10.0.0.0/24\"]\n",
                 "gateway.allow = [\"10.0.0.0/24\"]: has no effect without gateway.listen",
             ),
+            (
+                "[[eoe]]\nposition = 1\ntap = \"eoe1\"\ndevice_ip = \"10.1.1.2\"\n",
+                "eoe[0].device_ip = \"10.1.1.2\": give the prefix length",
+            ),
+            (
+                "[[eoe]]\nposition = 1\ntap = \"t\"\n[[eoe]]\nposition = 2\ntap = \"t\"\n",
+                "eoe[1].tap = \"t\": is eoe[0].tap too",
+            ),
+            ("[[eoe]]\nposition = 1\n", "missing field `tap`"),
         ] {
             let e = Config::parse(text, "c.toml").unwrap_err().to_string();
             assert!(e.contains(want), "{text:?} gave {e:?}, wanted {want:?}");

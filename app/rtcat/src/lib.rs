@@ -11,6 +11,7 @@ pub mod config;
 pub mod console;
 pub mod control;
 pub mod echo;
+pub mod eoe_bridge;
 pub mod exporter;
 pub mod floor;
 pub mod gateway;

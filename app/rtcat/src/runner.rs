@@ -299,6 +299,24 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
         (_, Err(e)) => return Err(anyhow::anyhow!("{e}")),
         _ => None,
     };
+    // `[[eoe]]`: each TAP bridged to its device's network through the same queue, rate-limited.
+    let eoe = match (&queue, crate::eoe_bridge::checked(&job.cfg.eoe)) {
+        (_, Err(e)) => return Err(anyhow::anyhow!("{e}")),
+        (Some((client, _)), Ok(links)) if !links.is_empty() => {
+            let names: Vec<String> = links
+                .iter()
+                .map(|l| format!("position {} <-> {}", l.position, l.tap))
+                .collect();
+            let r = crate::eoe_bridge::Running::start(links, client.clone(), live.clone())?;
+            crate::say!("rtcat: EoE bridged: {}", names.join(", "));
+            Some(r)
+        }
+        (None, Ok(links)) if !links.is_empty() => {
+            log::warn!("[[eoe]] has no effect without a bus (timer-only run)");
+            None
+        }
+        _ => None,
+    };
     let sdo = queue.map(|(_, service)| service);
     let status = StatusThread::spawn(
         StatusConfig {
@@ -378,6 +396,22 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
             c.refused_peer,
             c.dropped_malformed
         );
+    }
+    if let Some(e) = eoe {
+        for (l, c) in e.stop() {
+            log::info!(
+                "eoe: position {} <-> {}: {} frames to the device, {} to this machine, {} dropped \
+                 from the device, {} too long, IP parameters set {} times, {} failures",
+                l.position,
+                l.tap,
+                c.to_device,
+                c.to_host,
+                c.dropped_from_device,
+                c.too_long,
+                c.ip_set,
+                c.failures
+            );
+        }
     }
     // The poller's last emergencies still reach the status thread.
     if let Some(c) = control {

@@ -17,13 +17,17 @@
 //!   polls SM1 ([`Client::poll`]); mailboxes of other protocols found there are set aside by the
 //!   layer for their clients, emergencies kept.
 //!
-//! What is not done: the address filter (type 4), time stamps (an appended one is dropped) and
-//! EoE through a running master's cycle (the bus tools run it on a segment in PRE-OP).
+//! - **Transports**: the client runs on any [`Transport`]: the bus tools' blocking mailbox on a
+//!   segment in PRE-OP, and a running master's acyclic queue during OP (`[[eoe]]` of
+//!   `rtcat run`), where each send and each look at SM1 is one queue request served by the
+//!   cyclic thread within its mailbox budget.
+//!
+//! What is not done: the address filter (type 4) and time stamps (an appended one is dropped).
 
-use crate::mailbox::{self, BusPort, Mailbox, Port};
+use crate::mailbox::{self, BusPort, Mailbox, Transport};
 use std::collections::VecDeque;
 use std::fmt;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use thiserror::Error;
 
 /// Bytes of the EoE header.
@@ -376,31 +380,48 @@ impl Reassembler {
     }
 }
 
-/// The EoE client of one subdevice on its mailbox transport.
-pub struct Client<'m, P: Port> {
-    mbx: &'m mut Mailbox<P>,
+/// The EoE client of one subdevice on a mailbox transport: the blocking one of the bus tools
+/// ([`Mailbox`], PRE-OP) or the cyclic thread's queue during OP
+/// ([`crate::acyclic::QueueMailbox`]). It uses only [`Transport::send`] and
+/// [`Transport::poll`]: a parameter service's reply is looked for like the device's frames, so
+/// that a fragment arriving first is kept, not taken for the reply.
+pub struct Client<'m, T: Transport + ?Sized> {
+    mbx: &'m mut T,
     frame_no: u8,
     rx: Reassembler,
     /// Whole frames of the device that arrived while a parameter service waited.
     pending: VecDeque<Vec<u8>>,
+    /// How long a parameter service waits for its reply.
+    response: Duration,
+    /// Between two looks at the send mailbox while a parameter service waits.
+    poll_gap: Duration,
 }
 
-/// The client on the bus.
-pub type BusClient<'m, 'a> = Client<'m, BusPort<'a>>;
+/// The client on the bus (PRE-OP).
+pub type BusClient<'m, 'a> = Client<'m, Mailbox<BusPort<'a>>>;
 
-impl<'m, P: Port> Client<'m, P> {
+impl<'m, T: Transport + ?Sized> Client<'m, T> {
     /// The client of the subdevice `mbx` is the transport of.
-    pub fn new(mbx: &'m mut Mailbox<P>) -> Self {
+    pub fn new(mbx: &'m mut T) -> Self {
+        let t = mailbox::Timeouts::default();
         Client {
             mbx,
             frame_no: 0,
             rx: Reassembler::default(),
             pending: VecDeque::new(),
+            response: t.response,
+            poll_gap: t.poll,
         }
     }
 
+    /// How long a parameter service waits for the device's reply (default: the mailbox layer's
+    /// response timeout).
+    pub fn set_response_timeout(&mut self, t: Duration) {
+        self.response = t;
+    }
+
     /// The transport.
-    pub fn mailbox(&mut self) -> &mut Mailbox<P> {
+    pub fn mailbox(&mut self) -> &mut T {
         self.mbx
     }
 
@@ -412,12 +433,32 @@ impl<'m, P: Port> Client<'m, P> {
         req
     }
 
+    fn keep(&mut self, frame: Vec<u8>) {
+        if self.pending.len() >= MAX_PENDING {
+            self.pending.pop_front();
+            self.rx.dropped += 1;
+        }
+        self.pending.push_back(frame);
+    }
+
     /// Wait for the EoE reply of type `want`; fragments arriving meanwhile go to the
     /// reassembler (the device's traffic is not lost to a parameter service).
     fn reply(&mut self, want: u8, what: &'static str) -> Result<Vec<u8>, Error> {
         let position = self.mbx.position();
+        let deadline = Instant::now() + self.response;
         loop {
-            let buf = self.mbx.receive(mailbox::kind::EOE, what)?;
+            let Some(buf) = self.mbx.poll(mailbox::kind::EOE, what)? else {
+                if Instant::now() >= deadline {
+                    return Err(mailbox::Error::Timeout {
+                        position,
+                        step: format!("{what}: response"),
+                        timeout: self.response,
+                    }
+                    .into());
+                }
+                std::thread::sleep(self.poll_gap);
+                continue;
+            };
             let p = mailbox::payload(&buf)
                 .map_err(|why| Error::Protocol {
                     position,
@@ -439,11 +480,7 @@ impl<'m, P: Port> Client<'m, P> {
             if kind == frame_type::FRAGMENT {
                 // A frame of the device's network: kept for [`Client::poll`].
                 if let Some(f) = self.rx.push(&p) {
-                    if self.pending.len() >= MAX_PENDING {
-                        self.pending.pop_front();
-                        self.rx.dropped += 1;
-                    }
-                    self.pending.push_back(f);
+                    self.keep(f);
                 }
                 continue;
             }
@@ -487,17 +524,39 @@ impl<'m, P: Port> Client<'m, P> {
         })
     }
 
-    /// Send one Ethernet frame to the device's network.
-    pub fn send_frame(&mut self, frame: &[u8]) -> Result<(), Error> {
+    /// The mailboxes `frame` travels in (header, EoE header, data), numbered with the next
+    /// frame number.
+    fn mailboxes(&mut self, frame: &[u8]) -> Result<Vec<Vec<u8>>, Error> {
         if frame.is_empty() || frame.len() > MAX_FRAME {
             return Err(Error::FrameSize(frame.len()));
         }
         self.frame_no = (self.frame_no + 1) & 0x0f;
         let room = usize::from(self.mbx.geometry().rx_size) - mailbox::HEADER;
-        for f in fragments(frame, room, self.frame_no) {
-            let mut m = vec![0u8; mailbox::HEADER];
-            m.extend_from_slice(&f);
-            mailbox::header(&mut m, f.len(), mailbox::kind::EOE);
+        Ok(fragments(frame, room, self.frame_no)
+            .into_iter()
+            .map(|f| {
+                let mut m = vec![0u8; mailbox::HEADER];
+                m.extend_from_slice(&f);
+                mailbox::header(&mut m, f.len(), mailbox::kind::EOE);
+                m
+            })
+            .collect())
+    }
+
+    /// Send one Ethernet frame to the device's network.
+    pub fn send_frame(&mut self, frame: &[u8]) -> Result<(), Error> {
+        self.send_frame_paced(frame, |_| {})
+    }
+
+    /// As [`Client::send_frame`], calling `pace` with each fragment's mailbox size before it
+    /// goes out (a rate limit may wait there).
+    pub fn send_frame_paced(
+        &mut self,
+        frame: &[u8],
+        mut pace: impl FnMut(usize),
+    ) -> Result<(), Error> {
+        for m in self.mailboxes(frame)? {
+            pace(m.len());
             self.mbx.send(&m, "EoE frame")?;
             // What the device sent meanwhile was set aside by the layer (a bounded queue):
             // into the reassembler at once, so that a long frame each way loses nothing.
@@ -511,11 +570,7 @@ impl<'m, P: Port> Client<'m, P> {
             if let Ok(p) = mailbox::payload(&m)
                 && let Some(f) = self.rx.push(p)
             {
-                if self.pending.len() >= MAX_PENDING {
-                    self.pending.pop_front();
-                    self.rx.dropped += 1;
-                }
-                self.pending.push_back(f);
+                self.keep(f);
             }
         }
     }
@@ -530,20 +585,12 @@ impl<'m, P: Port> Client<'m, P> {
         if let Some(f) = self.pending.pop_front() {
             return Ok(Some(f));
         }
-        let t = self.mbx.timeouts();
-        self.mbx.set_timeouts(mailbox::Timeouts {
-            response: Duration::ZERO,
-            ..t
-        });
-        let r = self.mbx.receive(mailbox::kind::EOE, "EoE poll");
-        self.mbx.set_timeouts(t);
-        match r {
-            Ok(buf) => {
+        match self.mbx.poll(mailbox::kind::EOE, "EoE poll")? {
+            Some(buf) => {
                 let p = mailbox::payload(&buf).unwrap_or_default();
                 Ok(self.rx.push(p))
             }
-            Err(mailbox::Error::Timeout { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
+            None => Ok(None),
         }
     }
 

@@ -3,7 +3,7 @@
 //! with a TAP behind the device (root) — a real network.
 
 use super::*;
-use crate::mailbox::{Geometry, Timeouts};
+use crate::mailbox::{Geometry, Port, Timeouts};
 use ecsim::frame::{Cmd, FrameBuilder, datagram_result, phys};
 use ecsim::{Disposition, Segment, SegmentSpec};
 

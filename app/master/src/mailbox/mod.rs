@@ -491,6 +491,13 @@ pub trait Transport {
     fn send(&mut self, req: &[u8], what: &str) -> Result<(), Error>;
     /// Send `req` and wait for the next mailbox of the same type (whole, as read from SM1).
     fn transact(&mut self, req: &[u8], what: &str) -> Result<Vec<u8>, Error>;
+    /// One look, without waiting, for a mailbox of type `kind` the device sent unasked (an EoE
+    /// frame's fragment): one set aside earlier first, else the send mailbox read once if it is
+    /// full (emergencies kept, other types set aside). `None` when there is none.
+    fn poll(&mut self, kind: u8, what: &str) -> Result<Option<Vec<u8>>, Error>;
+    /// The oldest mailbox of type `kind` set aside while the transport waited for something
+    /// else (no bus access).
+    fn take_set_aside(&mut self, kind: u8) -> Option<Vec<u8>>;
 }
 
 impl<P: Port> Transport for Mailbox<P> {
@@ -505,6 +512,23 @@ impl<P: Port> Transport for Mailbox<P> {
     }
     fn transact(&mut self, req: &[u8], what: &str) -> Result<Vec<u8>, Error> {
         Mailbox::transact(self, req, what)
+    }
+    fn poll(&mut self, kind: u8, what: &str) -> Result<Option<Vec<u8>>, Error> {
+        if let Some(m) = self.take_set_aside(kind) {
+            return Ok(Some(m));
+        }
+        let t = self.timeouts;
+        self.timeouts.response = Duration::ZERO;
+        let r = self.receive(kind, what);
+        self.timeouts = t;
+        match r {
+            Ok(m) => Ok(Some(m)),
+            Err(Error::Timeout { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+    fn take_set_aside(&mut self, kind: u8) -> Option<Vec<u8>> {
+        Mailbox::take_set_aside(self, kind)
     }
 }
 

@@ -175,8 +175,8 @@ fn on_device<R: Send>(
 ) -> Result<R, Failure> {
     if bus.control.is_some() {
         return Err(Failure::Usage(
-            "--control: EoE through a running master is not available yet; stop the master and \
-             use --iface (or --sim)"
+            "--control: the EoE commands do not go through a running master; bridge a device \
+             there with [[eoe]] in its configuration, or stop it and use --iface (or --sim)"
                 .into(),
         ));
     }
