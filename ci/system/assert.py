@@ -459,12 +459,14 @@ def evaluate(facts, guest, a):
             and summ.get("mode") == "iface"
             and summ.get("interface") == iface
             and summ.get("cycles", 0) > 0
-            and summ.get("recoveries", 0) >= 2
+            # the power cycle and the simulator's restart: each recovered, by the segment's
+            # recovery or (the default per-subdevice one) its subdevices coming back alone
+            and summ.get("recoveries", 0) + min(1, sum("subdevice_back" in x for x in ev)) >= 2
             and summ.get("subdevices") == shipped["segment"]["subdevices"]
             # the final summary of a run stopped by systemd, not a checkpoint of a running one
             and (summ.get("stop") or {}).get("reason") == "signal"
             and (summ.get("stop") or {}).get("signal") == "SIGTERM"
-            and sum("recovery_done" in x for x in ev) >= 2
+            and sum("recovery_done" in x for x in ev) + min(1, sum("subdevice_back" in x for x in ev)) >= 2
             and re.search(r"shutdown outputs=0 segment=INIT$", last) is not None
         )
         chk(

@@ -53,7 +53,9 @@ sim_status() { rtcat sim-ctl --control "$SIM_SOCK" status 2>&1; }
 # field NAME LINE: value of NAME=... in LINE
 field() { sed -n "s/.* $1=\\([^ ]*\\).*/\\1/p" <<<" $2"; }
 health() { awk '{print $NF}' <<<"$1"; }
-recovery_count() { grep -c 'recovery_done' /var/lib/rtcat/events.log 2>/dev/null || true; }
+# Recoveries so far: the whole segment's (recovery_done) and, with [health] recovery =
+# "subdevice" (the default), a subdevice brought back on its own (subdevice_back).
+recovery_count() { grep -c -E '(recovery_done|subdevice_back) ' /var/lib/rtcat/events.log 2>/dev/null || true; }
 # The master's NIC: [bus].interface of the shipped config (the name the board's .link gives).
 IFACE=$(sed -n 's/^interface *= *"\([^"]*\)".*/\1/p' "$CONFIG" | head -1)
 LINK=/usr/lib/systemd/network/10-rtcat-ethercat.link
@@ -86,8 +88,8 @@ sim_all_op() {
 	! tr ' ' '\n' <<<"$devs" | grep -vqE '^0x[0-9a-f]+:8$'
 }
 
-# wait_recovered TAG BEFORE_COUNT T0: wait (<= 90 s) for a new recovery_done in events.log, the
-# master's status OK and every subdevice back in OP
+# wait_recovered TAG BEFORE_COUNT T0: wait (<= 90 s) for a new recovery (of the segment or of a
+# subdevice) in events.log, the master's status OK and every subdevice back in OP
 wait_recovered() {
 	local tag=$1 before=$2 t0=$3 n
 	for _ in $(seq 450); do
