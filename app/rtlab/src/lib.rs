@@ -19,6 +19,10 @@ pub mod interrupt;
 pub mod ladder;
 pub mod load;
 pub mod outfile;
+#[cfg(feature = "plots")]
+pub mod plot;
+#[cfg(not(feature = "plots"))]
+#[path = "plot_absent.rs"]
 pub mod plot;
 pub mod report;
 

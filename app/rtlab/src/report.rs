@@ -1316,6 +1316,10 @@ pub fn run_report(args: &ReportOptions) -> Result<i32> {
             return Ok(2);
         }
     };
+    if args.plots.is_some() && !crate::plot::AVAILABLE {
+        say!("rtcat report: error: --plots: {}", crate::plot::ABSENT);
+        return Ok(2);
+    }
     let sources = match load_sources(&args.inputs, &args.label, args.allow_partial) {
         Ok(s) => s,
         Err(e) => {
