@@ -15,6 +15,7 @@
 use crate::application::{AppError, Application, Cycle, Recovery, Setup, ShutdownReason};
 use crate::axis::AxisConfig;
 use crate::config::ConfigError;
+use crate::invalid::Invalid;
 use crate::layout::{DataType, Direction, Entry, Layout};
 use crate::stats::{EventKind, ShmWriterChange};
 use rtcat_shm::{
@@ -109,11 +110,15 @@ fn split_entry(s: &str) -> Option<(u16, &str)> {
 }
 
 impl ShmConfig {
+    /// [`ShmConfig::check`] as a refusal of the file `path`.
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        self.check().map_err(|e| e.at(path))
+    }
+
     /// Check the keys that can be checked without the segment (entry names are resolved at
     /// bring-up, against the layout).
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
-        let bad = |key: String, value: String, message: String| ConfigError::Invalid {
-            path: path.to_string(),
+    pub fn check(&self) -> Result<(), Invalid> {
+        let bad = |key: String, value: String, message: String| Invalid {
             key,
             value,
             message,
@@ -896,50 +901,5 @@ mod tests {
                 && err.contains("holds the actual"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn config_keys_are_validated_with_their_names() {
-        let parse = |s: &str| {
-            crate::Config::parse(s, "t.toml")
-                .map(|_| ())
-                .unwrap_err()
-                .to_string()
-        };
-        assert!(parse("[shm]\nname = \"a/b\"\n").contains("shm.name = \"a/b\""));
-        assert!(parse("[shm]\nname = \".hidden\"\n").contains("start with '.'"));
-        assert!(
-            parse("[shm]\nwriter_timeout_cycles = 0\n").contains("shm.writer_timeout_cycles = 0")
-        );
-        assert!(
-            parse("[[shm.writer]]\nname = \"a\"\nentries = [\"Output 1\"]\n")
-                .contains("shm.writer[0].entries[0] = \"Output 1\": must be POSITION:NAME")
-        );
-        assert!(
-            parse(
-                "[[shm.writer]]\nname = \"a\"\nentries = [\"0:X\"]\n\
-                 [[shm.writer]]\nname = \"b\"\nentries = [\"0:X\"]\n"
-            )
-            .contains("already owned by shm.writer[0]")
-        );
-        assert!(
-            parse("[[shm.writer]]\nname = \"a\"\nentries = [\"0:X\"]\n[[shm.writer]]\nname = \"a\"\nentries = [\"0:Y\"]\n")
-                .contains("declared twice")
-        );
-        assert!(parse("[[shm.writer]]\nname = \"a\"\nentries = []\n").contains("at least one"));
-        assert!(
-            parse("[[shm.safe]]\nentry = \"0:X\"\nvalue = nan\n").contains("shm.safe[0].value")
-        );
-        assert!(parse("[shm]\nnme = \"x\"\n").contains("nme"));
-        let ok = crate::Config::parse(
-            "[shm]\nname = \"rtcat\"\nwriter_timeout_cycles = 50\n\
-             [[shm.writer]]\nname = \"plc\"\nentries = [\"0:Outputs.Output 1\"]\n\
-             [[shm.safe]]\nentry = \"0:Outputs.Output 1\"\nvalue = 3\n\
-             [[shm.safe]]\nentry = \"1:Real\"\nvalue = 1.5\n",
-            "t.toml",
-        )
-        .unwrap();
-        assert_eq!(ok.shm.writer_timeout_cycles, 50);
-        assert_eq!(ok.shm.safe[1].value, SafeValue::Float(1.5));
     }
 }
