@@ -784,15 +784,15 @@ pub struct Control {
 }
 
 impl Control {
-    /// Start the poller, and the server at `socket` when given; the records of
-    /// state-changing requests go to `records`.
+    /// Start the poller, and the server at `socket` when given, for the clients `ipc` names;
+    /// the records of state-changing requests go to `records`.
     pub fn start(
         shared: Arc<Shared>,
         socket: Option<&std::path::Path>,
+        ipc: &crate::config::IpcConfig,
         events: mpsc::SyncSender<Event>,
         records: mpsc::SyncSender<Record>,
     ) -> anyhow::Result<Control> {
-        let ipc = &shared.cfg.ipc;
         let gid = ipc.gid()?.map(|g| g.as_raw());
         let writers = match (ipc.writes, ipc.write_gid()?) {
             (false, _) => Writers::Nobody,
