@@ -78,8 +78,13 @@ pub mod cycle;
 pub mod dc;
 pub mod devices;
 pub mod diag;
+#[cfg(feature = "sim")]
+#[doc(hidden)]
+pub mod echo;
 pub mod eoe;
 mod error;
+#[doc(hidden)]
+pub mod floor;
 pub mod foe;
 mod group;
 pub mod image;

@@ -51,8 +51,8 @@ pub struct Job {
     pub live: Arc<Live>,
     /// Where the axes application leaves its per-axis summaries (`app` is an [`AxesApp`]).
     pub axes: Option<rtcat_master::axes::AxesReport>,
-    /// Where the floor benchmark leaves its results (`app` is a [`crate::floor::FloorPing`]).
-    pub floor: Option<Arc<crate::floor::FloorReport>>,
+    /// Where the floor benchmark leaves its results (`app` is a [`rtcat_master::floor::FloorPing`]).
+    pub floor: Option<Arc<rtcat_master::floor::FloorReport>>,
     /// The shared image's handout (`[shm]`): the control socket serves it.
     pub shm: Option<rtcat_master::shm::Hub>,
 }

@@ -5,7 +5,7 @@
 
 use ecsim::{Faults, SegmentSpec};
 use rtcat::config::{Config, TxRxMode};
-use rtcat::echo::EchoCheck;
+use rtcat_master::echo::EchoCheck;
 use rtcat::runner::{Job, execute};
 use rtcat_master::WaitMode;
 use rtcat_master::master::Target;

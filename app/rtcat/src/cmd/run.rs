@@ -2,7 +2,7 @@
 //! files they name, checked before anything starts, then one [`Job`] for the runner.
 
 use crate::config::{Config, TxRxMode};
-use crate::echo::EchoCheck;
+use rtcat_master::echo::EchoCheck;
 use crate::outcome::{Failure, Kind, Outcome};
 use crate::output;
 use crate::runner::{Job, JobResult, JsonDest, execute};
@@ -346,7 +346,7 @@ pub fn bench(a: BenchArgs) -> Outcome {
     let (app, floor) = if a.floor {
         // Opened here, before the run: a missing CAP_NET_RAW is said before the segment is
         // brought up.
-        let pinger = match crate::floor::Pinger::open(&cfg.master.bus.interface) {
+        let pinger = match rtcat_master::floor::Pinger::open(&cfg.master.bus.interface) {
             Ok(p) => p,
             Err(e) => {
                 return Err(Failure::Runtime(format!(
@@ -355,9 +355,9 @@ pub fn bench(a: BenchArgs) -> Outcome {
                 )));
             }
         };
-        let report = Arc::new(crate::floor::FloorReport::default());
+        let report = Arc::new(rtcat_master::floor::FloorReport::default());
         let period_ns = cfg.master.cycle.period().as_nanos();
-        let app: Box<dyn Application> = Box::new(crate::floor::FloorPing::new(
+        let app: Box<dyn Application> = Box::new(rtcat_master::floor::FloorPing::new(
             app,
             pinger,
             live.clone(),
