@@ -19,9 +19,6 @@ use safefs::Dir;
 use crate::outfile::OUTPUT_MODE;
 use crate::report::{Source, stage_rows};
 
-/// Whether this build draws plots.
-pub const AVAILABLE: bool = true;
-
 static FONT: &[u8] = include_bytes!("../assets/DejaVuSans-subset.ttf");
 static REGISTER: Once = Once::new();
 

@@ -8,9 +8,6 @@ use safefs::Dir;
 
 use crate::report::Source;
 
-/// Whether this build draws plots.
-pub const AVAILABLE: bool = false;
-
 /// Why a plot request fails in this build.
 pub const ABSENT: &str = "this rtcat was built without plots (cargo feature `plots` of rtcat/rtlab; the default build has it)";
 

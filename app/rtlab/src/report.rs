@@ -1316,7 +1316,8 @@ pub fn run_report(args: &ReportOptions) -> Result<i32> {
             return Ok(2);
         }
     };
-    if args.plots.is_some() && !crate::plot::AVAILABLE {
+    #[cfg(not(feature = "plots"))]
+    if args.plots.is_some() {
         say!("rtcat report: error: --plots: {}", crate::plot::ABSENT);
         return Ok(2);
     }
