@@ -619,14 +619,22 @@ pub fn write_user_file(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// The axes part of the human table: state reached, following error (P99, max) in units,
-/// faults.
+/// The axes part of the human table: state reached, following error (P99, max) in units —
+/// the master's own, and the drive's 0x60F4 max when mapped — faults, quick stops and bad
+/// cycles held (with the bound).
 pub fn axes_table(axes: &[summary::AxisSummary]) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{:<16} {:<20} {:>12} {:>12} {:>7} {:>7}  last fault",
-        "axis", "state reached", "ferr P99", "ferr max", "faults", "q-stops"
+        "{:<16} {:<20} {:>12} {:>12} {:>12} {:>7} {:>7} {:>11}  last fault",
+        "axis",
+        "state reached",
+        "ferr P99",
+        "ferr max",
+        "0x60F4 max",
+        "faults",
+        "q-stops",
+        "held (N)"
     );
     for a in axes {
         let units = |c: u64| format!("{:.6}", c as f64 / a.counts_per_unit);
@@ -636,15 +644,25 @@ pub fn axes_table(axes: &[summary::AxisSummary]) -> String {
             .map_or(("-".to_string(), "-".to_string()), |f| {
                 (units(f.p99), units(f.max))
             });
+        let drive = a
+            .drive_following_error_counts
+            .as_ref()
+            .map_or("-".to_string(), |f| units(f.max));
+        let held = match a.hold_bad_cycles {
+            Some(n) => format!("{} ({n})", a.held_cycles),
+            None => format!("{} (-)", a.held_cycles),
+        };
         let _ = writeln!(
             t,
-            "{:<16} {:<20} {:>12} {:>12} {:>7} {:>7}  {}",
+            "{:<16} {:<20} {:>12} {:>12} {:>12} {:>7} {:>7} {:>11}  {}",
             a.name,
             a.state_reached.as_deref().unwrap_or("-"),
             p99,
             max,
+            drive,
             a.faults,
             a.quick_stops,
+            held,
             match (a.last_error_code, &a.last_error_text) {
                 (Some(c), Some(x)) => format!("{c:#06x} {x}"),
                 _ => "-".to_string(),

@@ -38,7 +38,7 @@ impl AxisMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum BadCycles {
-    /// See [`OnBadCycles::QuickStop`].
+    /// See [`OnBadCycles::QuickStopAfter`]: after `hold_bad_cycles` bad cycles in a row.
     #[default]
     QuickStop,
     /// See [`OnBadCycles::Hold`].
@@ -87,9 +87,14 @@ pub struct AxisConfig {
     pub max_acceleration: f64,
     /// Jerk limit, units/s³ (> 0); absent: trapezoidal moves.
     pub max_jerk: Option<f64>,
-    /// What a bad cycle does.
+    /// What a run of bad cycles does.
     #[serde(default)]
     pub on_bad_cycles: BadCycles,
+    /// With `on_bad_cycles = "quick_stop"`: bad cycles in a row through which the last
+    /// set-point is held; the next one quick-stops (0: the first one does). Absent: what the
+    /// drive's sync error counter limit (0x10F1:02, read in PRE-OP) tolerates, else
+    /// [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`].
+    pub hold_bad_cycles: Option<u32>,
     /// Enabled again by itself after a quick stop or a recovery, or only when asked.
     #[serde(default)]
     pub after_recovery: Recovery,
@@ -121,6 +126,10 @@ pub struct ProfileConfig {
 /// Rest between moves, at most (a longer one is likely a unit mistake: ms for s).
 pub const MAX_DWELL_S: f64 = 3600.0;
 
+/// `hold_bad_cycles`, at most: a longer hold drives the axis blind for too long (one second at
+/// a 1 ms cycle); `on_bad_cycles = "hold"` is the explicit choice of an unbounded one.
+pub const MAX_HOLD_BAD_CYCLES: u32 = 1000;
+
 impl AxisConfig {
     /// The limits of the built-in moves, units.
     pub fn limits(&self) -> crate::motion::Limits {
@@ -147,11 +156,15 @@ impl AxisConfig {
         })
     }
 
-    /// The drive profile's policy.
+    /// The drive profile's policy (before the drive's own limit is known: without
+    /// `hold_bad_cycles`, [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`]).
     pub fn policy(&self) -> Policy {
         Policy {
             on_bad_cycles: match self.on_bad_cycles {
-                BadCycles::QuickStop => OnBadCycles::QuickStop,
+                BadCycles::QuickStop => OnBadCycles::QuickStopAfter(
+                    self.hold_bad_cycles
+                        .unwrap_or(crate::cia402::DEFAULT_HOLD_BAD_CYCLES),
+                ),
                 BadCycles::Hold => OnBadCycles::Hold,
             },
             after_recovery: match self.after_recovery {
@@ -381,6 +394,25 @@ pub fn validate(axes: &[AxisConfig], devices: &[DeviceConfig]) -> Result<(), Inv
                 a.max_velocity,
                 format!("is {v} counts/s, beyond the 32-bit target velocity"),
             ));
+        }
+        if let Some(n) = a.hold_bad_cycles {
+            if a.on_bad_cycles == BadCycles::Hold {
+                return Err(invalid(
+                    k("hold_bad_cycles"),
+                    n,
+                    "only with on_bad_cycles = \"quick_stop\" (\"hold\" holds through any \
+                     number of bad cycles): remove one of the two",
+                ));
+            }
+            if n > MAX_HOLD_BAD_CYCLES {
+                return Err(invalid(
+                    k("hold_bad_cycles"),
+                    n,
+                    format!(
+                        "must be 0..{MAX_HOLD_BAD_CYCLES} (for no bound, on_bad_cycles = \"hold\")"
+                    ),
+                ));
+            }
         }
         check_motion(i, a)?;
         if let Some(d) = devices.iter().find(|d| a.same_device(d)) {

@@ -84,6 +84,21 @@ fn axes_bring_their_device_configuration() {
         })
     );
     assert_eq!(c.axis[1].limits().jerk, Some(1000.0));
+    // on_bad_cycles = "quick_stop" (the default) holds the default number of bad cycles
+    // first, or hold_bad_cycles of them.
+    assert_eq!(
+        c.axis[0].policy().on_bad_cycles,
+        OnBadCycles::QuickStopAfter(crate::cia402::DEFAULT_HOLD_BAD_CYCLES)
+    );
+    let c2 = Config::parse(
+        &AXES.replacen("dwell_s = 0.2", "dwell_s = 0.2\nhold_bad_cycles = 0", 1),
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c2.axis[0].policy().on_bad_cycles,
+        OnBadCycles::QuickStopAfter(0)
+    );
     // The generated entries pass the [[device]] checks themselves.
     crate::devices::validate(&c.device, None).unwrap();
 }
@@ -157,6 +172,21 @@ fn bad_axes_are_refused_naming_the_key() {
             "unknown variant",
         ),
         ("name = \"y\"", "name = \"y\"\nspeed = 3", "unknown field"),
+        (
+            "on_bad_cycles = \"hold\"",
+            "on_bad_cycles = \"hold\"\nhold_bad_cycles = 2",
+            "axis[1].hold_bad_cycles = 2: only with on_bad_cycles = \"quick_stop\"",
+        ),
+        (
+            "dwell_s = 0.2",
+            "dwell_s = 0.2\nhold_bad_cycles = 1001",
+            "axis[0].hold_bad_cycles = 1001: must be 0..1000",
+        ),
+        (
+            "dwell_s = 0.2",
+            "dwell_s = 0.2\nhold_bad_cycles = -1",
+            "hold_bad_cycles",
+        ),
         (
             "moves = [10.0, -10.0, 0.0]",
             "moves = [10.0, 60.0]",
