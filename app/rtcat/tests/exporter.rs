@@ -221,7 +221,10 @@ fn the_page_parses_and_matches_the_status() {
         ("rtcat_axis_drive_following_error_last_increments", "0"),
         ("rtcat_axis_following_error_last_increments", "-154"),
     ] {
-        assert!(page.contains(&format!("{series}{x} {v}\n")), "{series}\n{page}");
+        assert!(
+            page.contains(&format!("{series}{x} {v}\n")),
+            "{series}\n{page}"
+        );
     }
 }
 
