@@ -1,7 +1,6 @@
 //! Axes against the simulated CiA 402 drives of `examples/cia402/segment.toml`, in process:
 //! enabling without a jump, moves, lost frames held up to `hold_bad_cycles` and quick-stopped
-//! after, drive faults and power cycles per
-//! policy.
+//! after, drive faults and power cycles per policy.
 
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::axes::Axes;
