@@ -183,8 +183,15 @@ impl Axis {
         let c = &self.cfg;
         let p = bound_position(c, setup.subdevices())
             .ok_or_else(|| format!("axis {:?}: no subdevice matches its binding", c.name))?;
-        let named =
-            |e: crate::layout::LayoutError| format!("axis {:?} (position {p}): {e}", c.name);
+        // The axis maps its drive itself unless a [[device]] entry configures it; then that
+        // entry's mapping (or the drive's own, without pdo_map) must hold what it needs.
+        let named = |e: crate::layout::LayoutError| {
+            format!(
+                "axis {:?} (position {p}): {e} (a [[device]] entry for this drive keeps its \
+                 mapping or the drive's own: delete it and the axis maps the drive itself)",
+                c.name
+            )
+        };
         let (csp, csv) = (
             c.mode == crate::axis::AxisMode::Csp,
             c.mode == crate::axis::AxisMode::Csv,

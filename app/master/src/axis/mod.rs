@@ -5,8 +5,10 @@
 //! device configuration ([`generated_device`]): the cyclic synchronous mapping of ETG.6010
 //! (§5, the minimum objects of CSP / CSV) in RxPDO 0x1600 / TxPDO 0x1A00 and the mode of
 //! operation 0x6060 as a startup SDO, applied by [`crate::devices`] at every bring-up and
-//! recovery. A `[[device]]` entry of the axis' subdevice with a PDO mapping must map the objects
-//! the axis needs ([`required_objects`]); the error names the missing ones.
+//! recovery. A `[[device]]` entry of the axis' subdevice with a PDO mapping (as `rtcat config
+//! from-bus` writes one) must map the objects the axis reads and writes ([`needed_objects`]);
+//! the error names the missing ones and the entry to delete so that the axis maps its drive
+//! itself.
 
 use serde::Deserialize;
 
@@ -235,6 +237,20 @@ pub fn required_objects(mode: AxisMode) -> (&'static [Object], &'static [Object]
     }
 }
 
+/// The objects (index, subindex, bits) an axis cannot run without, outputs and inputs: the
+/// controlword, the mode, the target of its mode; the statusword, the mode display, the
+/// position actual. The others of [`required_objects`] are read when mapped (0x60F4 is shown
+/// beside the master's own following error, 0x603F gives a fault its text).
+pub fn needed_objects(mode: AxisMode) -> (&'static [Object], &'static [Object]) {
+    const RX_CSP: &[(u16, u8, u8)] = &[CONTROLWORD, (0x6060, 0, 8), (0x607a, 0, 32)];
+    const RX_CSV: &[(u16, u8, u8)] = &[CONTROLWORD, (0x6060, 0, 8), (0x60ff, 0, 32)];
+    const TX: &[(u16, u8, u8)] = &[STATUSWORD, (0x6061, 0, 8), (0x6064, 0, 32)];
+    match mode {
+        AxisMode::Csp => (RX_CSP, TX),
+        AxisMode::Csv => (RX_CSV, TX),
+    }
+}
+
 fn entry(o: &(u16, u8, u8)) -> MapEntry {
     MapEntry::Plain(format!("{:#06x}:{:02x}:{}", o.0, o.1, o.2))
 }
@@ -415,8 +431,8 @@ pub fn validate(axes: &[AxisConfig], devices: &[DeviceConfig]) -> Result<(), Inv
             }
         }
         check_motion(i, a)?;
-        if let Some(d) = devices.iter().find(|d| a.same_device(d)) {
-            check_device(i, a, d)?;
+        if let Some(j) = devices.iter().position(|d| a.same_device(d)) {
+            check_device(i, a, j, &devices[j])?;
         }
     }
     Ok(())
@@ -487,14 +503,14 @@ impl AxisConfig {
     }
 }
 
-/// An explicit `[[device]]` of an axis' drive: if it maps PDOs, the assigned ones (or all it
-/// maps, without an assignment) must hold the axis' objects. Without a mapping it runs the
-/// drive's own, checked against the layout at bring-up.
-fn check_device(i: usize, a: &AxisConfig, d: &DeviceConfig) -> Result<(), Invalid> {
+/// An explicit `[[device]]` (`device[j]`) of an axis' drive: if it maps PDOs, the assigned
+/// ones (or all it maps, without an assignment) must hold the objects the axis needs. Without a
+/// mapping it runs the drive's own, checked against the layout at bring-up.
+fn check_device(i: usize, a: &AxisConfig, j: usize, d: &DeviceConfig) -> Result<(), Invalid> {
     if d.pdo_map.is_empty() {
         return Ok(());
     }
-    let (rx, tx) = required_objects(a.mode);
+    let (rx, tx) = needed_objects(a.mode);
     for (dir, need, sm) in [
         (
             "outputs",
@@ -531,7 +547,10 @@ fn check_device(i: usize, a: &AxisConfig, d: &DeviceConfig) -> Result<(), Invali
                 format!("axis[{i}]"),
                 format!("{:?}", a.name),
                 format!(
-                    "the [[device]] entry for its drive ({}) does not map {} the axis needs in its {dir}",
+                    "the [[device]] entry for its drive (device[{j}], {}) does not map {} the \
+                     axis needs in its {dir}: delete that [[device]] entry (with its \
+                     [[device.pdo_map]] blocks), and the axis maps its drive itself (RxPDO \
+                     0x1600, TxPDO 0x1A00, ETG.6010), or add the objects to its pdo_map",
                     d.matcher(),
                     missing.join(", ")
                 ),

@@ -117,10 +117,19 @@ fn an_explicit_device_is_used_and_checked() {
         "the explicit entry plus the generated one of axis y"
     );
     assert_eq!(c.device[0].pdo_map[0].entries.len(), 4);
-    let missing = ok.replace(", \"0x60F4:00:32\"", "");
+    // 0x60F4 is shown when mapped, not needed; the position actual is.
+    let without_ferr = ok.replace(", \"0x60F4:00:32\"", "");
+    assert_ne!(without_ferr, ok);
+    Config::parse(&without_ferr, "t.toml").unwrap();
+    let missing = ok.replace("\"0x6064:00:32\", ", "");
+    assert_ne!(missing, ok);
     let e = err(&missing);
     assert!(
-        e.contains("axis[0]") && e.contains("0x60f4:00:32") && e.contains("inputs"),
+        e.contains("axis[0]")
+            && e.contains("0x6064:00:32")
+            && e.contains("inputs")
+            && e.contains("device[0], position 0")
+            && e.contains("delete that [[device]] entry"),
         "{e}"
     );
     // A device without a mapping keeps the drive's own (checked at bring-up).
