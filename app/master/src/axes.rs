@@ -179,7 +179,7 @@ impl Axis {
         }
     }
 
-    fn resolve(&mut self, setup: &Setup<'_>) -> Result<(), AppError> {
+    fn resolve(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
         let c = &self.cfg;
         let p = bound_position(c, setup.subdevices())
             .ok_or_else(|| format!("axis {:?}: no subdevice matches its binding", c.name))?;
@@ -216,7 +216,35 @@ impl Axis {
             following_error: setup.input_at(p, 0x60f4, 0).ok(),
             error_code: setup.input_at(p, 0x603f, 0).ok(),
         });
+        self.hold_from_drive(setup, p);
         Ok(())
+    }
+
+    /// Without `hold_bad_cycles` (and with `on_bad_cycles = "quick_stop"`), the bound is what
+    /// the drive's sync error counter limit 0x10F1:02 tolerates, read now in PRE-OP; a drive
+    /// without CoE or without the object (an abort), or with its check off (0), leaves
+    /// [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`].
+    fn hold_from_drive(&mut self, setup: &mut Setup<'_>, p: u16) {
+        if self.cfg.on_bad_cycles != crate::axis::BadCycles::QuickStop
+            || self.cfg.hold_bad_cycles.is_some()
+        {
+            return;
+        }
+        let coe = setup.subdevices().iter().any(|s| s.position == p && s.coe);
+        let (index, sub) = crate::cia402::SYNC_ERROR_LIMIT;
+        let mut b = [0u8; 4];
+        let limit = match coe.then(|| setup.read_sdo(p, index, sub, &mut b)) {
+            // UNSIGNED16 (the Slave Stack Code) or UNSIGNED32 (ETG.1020): little-endian either way.
+            Some(Ok(n)) if (1..=4).contains(&n) => Some(u32::from_le_bytes(b)),
+            _ => None,
+        };
+        let (n, from) = match limit.map(|l| (l, crate::cia402::hold_from_sync_error_limit(l))) {
+            Some((l, Some(n))) => (n.min(crate::axis::MAX_HOLD_BAD_CYCLES), HoldFrom::Drive(l)),
+            _ => (crate::cia402::DEFAULT_HOLD_BAD_CYCLES, HoldFrom::Default),
+        };
+        self.drive
+            .set_on_bad_cycles(crate::cia402::OnBadCycles::QuickStopAfter(n));
+        self.hold_from = from;
     }
 
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
@@ -319,6 +347,10 @@ impl Axis {
             ),
             hold_bad_cycles: self.hold_bad_cycles().0,
             hold_bad_cycles_from: Some(self.hold_bad_cycles().1.name().to_string()),
+            drive_sync_error_limit: match self.hold_from {
+                HoldFrom::Drive(l) => Some(l),
+                _ => None,
+            },
             held_cycles: self.stats.held_cycles,
             longest_bad_run: self.stats.longest_bad_run,
             counts_per_unit: self.cfg.counts_per_unit,

@@ -3,7 +3,7 @@
 //! after, drive faults and power cycles per policy.
 
 use ecsim::{FaultCommand, Faults, SegmentSpec};
-use rtcat_master::axes::Axes;
+use rtcat_master::axes::{Axes, HoldFrom};
 use rtcat_master::cia402::State;
 use rtcat_master::{AppError, Application, Config, Cycle, Recovery, RunSpec, Setup, Stop, Target};
 use std::path::Path;
@@ -137,14 +137,17 @@ impl Application for App {
 }
 
 fn run(cfg: Config, app: &mut App, faults: Faults, secs: f64) -> rtcat_master::Outcome {
-    let mut spec = RunSpec::new(
-        cfg,
-        Target::Sim {
-            spec: segment(),
-            faults,
-        },
-        Stop::new(),
-    );
+    run_on(segment(), cfg, app, faults, secs)
+}
+
+fn run_on(
+    seg: SegmentSpec,
+    cfg: Config,
+    app: &mut App,
+    faults: Faults,
+    secs: f64,
+) -> rtcat_master::Outcome {
+    let mut spec = RunSpec::new(cfg, Target::Sim { spec: seg, faults }, Stop::new());
     spec.no_rt = true;
     spec.duration = Some(Duration::from_secs_f64(secs));
     rtcat_master::run_simple(spec, app).expect("run")
@@ -510,4 +513,62 @@ fn scattered_lost_frames_no_longer_quick_stop_every_axis() {
         .collect();
     eprintln!("hold_bad_cycles = 0: quick stops {q:?}");
     assert!(q.iter().all(|&n| n >= 3), "quick stops {q:?}");
+}
+
+/// The drives of `examples/cia402`, drive 1 (axis y) with the "Error settings" object 0x10F1
+/// of ETG.1020 and a sync error counter limit of 16 in 0x10F1:02.
+fn segment_with_sync_error_limit(dir: &Path) -> SegmentSpec {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cia402/segment.toml");
+    let text = std::fs::read_to_string(p).unwrap();
+    let anchor = "serial = 2\nprofile = \"cia402\"\ndc = true\n";
+    assert!(text.contains(anchor));
+    let text = text.replace(
+        anchor,
+        &format!(
+            "{anchor}[[device.object]]\nindex = 0x10F1\nname = \"Error settings\"\n\
+             type = \"RECORD\"\n[[device.object.entry]]\nsub = 1\n\
+             name = \"Local error reaction\"\ntype = \"UINT32\"\naccess = \"rw\"\n\
+             default = 1\n[[device.object.entry]]\nsub = 2\n\
+             name = \"Sync error counter limit\"\ntype = \"UINT16\"\naccess = \"rw\"\n\
+             default = 16\n"
+        ),
+    );
+    let f = dir.join("segment.toml");
+    std::fs::write(&f, text).unwrap();
+    SegmentSpec::load(&f).expect("segment")
+}
+
+/// Each axis' bound is its drive's: y's drive says 0x10F1:02 = 16 (5 misses in a row
+/// tolerated), x's has no such object (the default, 3). A burst of 5 lost frames quick-stops x
+/// and is held through by y.
+#[test]
+fn the_bound_is_read_from_the_drives_sync_error_limit_in_pre_op() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = tempfile::tempdir().unwrap();
+    let seg = segment_with_sync_error_limit(dir.path());
+    let cfg = config(
+        "profile = { from = 0.0, to = 5.0 }",
+        "profile = { from = 1.0, to = 3.0 }",
+    );
+    let faults = Faults::new();
+    let mut app = App::new(&cfg, faults.clone());
+    app.at = 800;
+    app.fault = Some(FaultCommand::DropNext(5));
+    run_on(seg, cfg, &mut app, faults, 1.5);
+    let (total, longest) = bad_runs(&app);
+    assert_eq!((total, longest), (5, 5), "one burst of 5 bad cycles");
+    let (x, y) = (&app.axes.axes()[0], &app.axes.axes()[1]);
+    assert_eq!(
+        x.hold_bad_cycles(),
+        (
+            Some(rtcat_master::cia402::DEFAULT_HOLD_BAD_CYCLES),
+            HoldFrom::Default
+        )
+    );
+    assert_eq!(y.hold_bad_cycles(), (Some(5), HoldFrom::Drive(16)));
+    assert_eq!(x.stats().quick_stops, 1, "x: 5 > 3");
+    assert_eq!(y.stats().quick_stops, 0, "y: 5 <= 5");
+    assert_eq!(y.stats().held_cycles, 5);
+    assert_eq!(y.drive().state(), Some(State::OperationEnabled));
+    assert_eq!(y.summary().drive_sync_error_limit, Some(16));
 }

@@ -510,6 +510,10 @@ pub struct AxisSummary {
     /// `default`, `unbounded`.
     #[serde(default)]
     pub hold_bad_cycles_from: Option<String>,
+    /// The drive's sync error counter limit 0x10F1:02 the bound was derived from (absent: not
+    /// read, or not used).
+    #[serde(default)]
+    pub drive_sync_error_limit: Option<u32>,
     /// Bad cycles through which the last set-point was held (no quick stop).
     #[serde(default)]
     pub held_cycles: u64,

@@ -19,6 +19,26 @@ impl RegisterAccess for NoRegisters {
     }
 }
 
+/// A drive whose 0x10F1:02 holds `limit` (UNSIGNED16), counting the reads.
+struct SyncErrorLimit {
+    limit: u16,
+    reads: u32,
+}
+impl RegisterAccess for SyncErrorLimit {
+    fn read(&mut self, _: u16, _: u16, _: &mut [u8]) -> crate::Result<()> {
+        Ok(())
+    }
+    fn write(&mut self, _: u16, _: u16, _: &[u8]) -> crate::Result<()> {
+        Ok(())
+    }
+    fn read_sdo(&mut self, p: u16, index: u16, sub: u8, buf: &mut [u8]) -> crate::Result<usize> {
+        assert_eq!((p, index, sub), (0, 0x10f1, 2));
+        self.reads += 1;
+        buf[..2].copy_from_slice(&self.limit.to_le_bytes());
+        Ok(2)
+    }
+}
+
 /// One CSP drive at position 0 mapping what an axis needs, 0x60F4 included.
 fn layout() -> Layout {
     let dev = SubdeviceSource {
@@ -117,6 +137,10 @@ struct Bench {
 
 impl Bench {
     fn new(extra: &str) -> Bench {
+        Bench::with(extra, &mut NoRegisters)
+    }
+
+    fn with(extra: &str, registers: &mut dyn RegisterAccess) -> Bench {
         let cfg = Config::parse(
             &format!(
                 "[cycle]\nperiod_us = 1000\n[[axis]]\nname = \"x\"\nposition = 0\n\
@@ -131,7 +155,7 @@ impl Bench {
         axes.enable(0);
         axes.configure(&mut Setup {
             layout: &l,
-            registers: &mut NoRegisters,
+            registers,
         })
         .unwrap();
         let (events, rx) = rtrb::RingBuffer::new(16);
@@ -304,4 +328,54 @@ fn the_following_error_is_the_masters_own_with_0x60f4_beside_it() {
     let before = b.axis().following_error();
     b.run(false, 2);
     assert_eq!(b.axis().following_error(), before);
+}
+
+#[test]
+fn the_bound_comes_from_the_drives_sync_error_limit_unless_configured() {
+    // 16: +3 per miss, valid below 16: 5 misses in a row tolerated.
+    let mut d = SyncErrorLimit {
+        limit: 16,
+        reads: 0,
+    };
+    let mut b = Bench::with("", &mut d);
+    assert_eq!(d.reads, 1);
+    assert_eq!(b.axis().hold_bad_cycles(), (Some(5), HoldFrom::Drive(16)));
+    b.run(true, 100);
+    b.run(false, 5);
+    assert_eq!(b.axis().stats().quick_stops, 0);
+    b.run(true, 10);
+    b.run(false, 6);
+    assert_eq!(b.axis().stats().quick_stops, 1);
+    let s = b.axis().summary();
+    assert_eq!(
+        (
+            s.hold_bad_cycles,
+            s.hold_bad_cycles_from.as_deref(),
+            s.drive_sync_error_limit
+        ),
+        (Some(5), Some("drive"), Some(16))
+    );
+    // 0: the drive's check is off, it names no bound: the default.
+    let mut d = SyncErrorLimit { limit: 0, reads: 0 };
+    let b = Bench::with("", &mut d);
+    assert_eq!(
+        b.axis().hold_bad_cycles(),
+        (
+            Some(crate::cia402::DEFAULT_HOLD_BAD_CYCLES),
+            HoldFrom::Default
+        )
+    );
+    // The configuration's bound wins, and "hold" needs none: the drive is not asked.
+    for (extra, want) in [
+        ("hold_bad_cycles = 2", (Some(2), HoldFrom::Config)),
+        ("on_bad_cycles = \"hold\"", (None, HoldFrom::Unbounded)),
+    ] {
+        let mut d = SyncErrorLimit {
+            limit: 16,
+            reads: 0,
+        };
+        let b = Bench::with(extra, &mut d);
+        assert_eq!(d.reads, 0, "{extra}");
+        assert_eq!(b.axis().hold_bad_cycles(), want, "{extra}");
+    }
 }
