@@ -355,14 +355,14 @@ fn the_axes_app_publishes_live_state_while_running() {
     let watcher = {
         let (report, stop) = (report.clone(), stop.clone());
         std::thread::spawn(move || {
-            // Until both axes are seen enabled while the run goes on (bounded: 20 s).
+            // Until both axes are seen enabled and following (the drive's 0x60F4 beside the
+            // master's own) while the run goes on (bounded: 20 s).
             let t0 = std::time::Instant::now();
             while t0.elapsed() < Duration::from_secs(20) {
                 let live = report.live();
-                if live
-                    .iter()
-                    .all(|a| a.state == Some(State::OperationEnabled))
-                {
+                if live.iter().all(|a| {
+                    a.state == Some(State::OperationEnabled) && a.drive_following_error.is_some()
+                }) {
                     let mid_run = report.summaries().is_empty();
                     stop.request();
                     return Some((live, mid_run));
@@ -394,6 +394,11 @@ fn the_axes_app_publishes_live_state_while_running() {
     );
     let positions: Vec<_> = live.iter().map(|a| a.position).collect();
     assert!(positions.iter().all(Option::is_some), "{positions:?}");
+    assert!(
+        live.iter()
+            .all(|a| a.held_cycles == 0 && a.quick_stops == 0),
+        "{live:?}"
+    );
     assert_eq!(report.summaries().len(), 2, "summaries at the end");
 }
 
