@@ -677,6 +677,57 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_axes_table_shows_0x60f4_beside_and_the_held_cycles() {
+        let stats = |max: u64| {
+            let mut h = rtcat_results::new_histogram();
+            h.saturating_record(max);
+            rtcat_results::LatencyStats::from_histogram(&h)
+        };
+        let axis = |name: &str, drive: Option<u64>, hold: Option<u32>| summary::AxisSummary {
+            name: name.into(),
+            position: Some(0),
+            mode: "csp".into(),
+            state_reached: Some("operation enabled".into()),
+            final_state: Some("operation enabled".into()),
+            following_error_counts: Some(stats(1409)),
+            drive_following_error_counts: drive.map(stats),
+            hold_bad_cycles: hold,
+            hold_bad_cycles_from: None,
+            drive_sync_error_limit: None,
+            held_cycles: 7,
+            longest_bad_run: 3,
+            counts_per_unit: 10000.0,
+            faults: 0,
+            last_error_code: None,
+            last_error_text: None,
+            quick_stops: 1,
+        };
+        let t = axes_table(&[axis("x", Some(909), Some(3)), axis("y", None, None)]);
+        let rows: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert!(t.lines().next().unwrap().contains("0x60F4 max"), "{t}");
+        // name, state (2 words), P99, max, 0x60F4 max, faults, q-stops, held (N), last fault.
+        assert_eq!(
+            rows[1],
+            [
+                "x",
+                "operation",
+                "enabled",
+                "0.140900",
+                "0.140900",
+                "0.090900",
+                "0",
+                "1",
+                "7",
+                "(3)",
+                "-"
+            ],
+            "{t}"
+        );
+        assert_eq!(rows[2][5], "-", "no 0x60F4 mapped: {t}");
+        assert_eq!(rows[2][8..10], ["7", "(-)"], "no bound: {t}");
+    }
+
+    #[test]
     fn utc_stamps() {
         assert_eq!(utc_stamp(0), "19700101T000000Z");
         assert_eq!(utc_stamp(951_782_400), "20000229T000000Z");
