@@ -791,9 +791,20 @@ pub struct AxisStatus {
     pub state: String,
     /// Faults seen.
     pub faults: u64,
-    /// The last cycle's following error (counts; 0 when not in operation enabled).
+    /// The last cycle's following error, the master's own: the set-point sent minus the
+    /// position actual (counts; 0 when not in operation enabled).
     #[serde(default)]
     pub following_error: i64,
+    /// The drive's following error actual 0x60F4 of the same cycle (counts; absent when the
+    /// drive does not map it or is not in operation enabled).
+    #[serde(default)]
+    pub drive_following_error: Option<i64>,
+    /// Quick stops commanded because of bad cycles.
+    #[serde(default)]
+    pub quick_stops: u64,
+    /// Bad cycles through which the last set-point was held (no quick stop).
+    #[serde(default)]
+    pub held_cycles: u64,
     /// |following error| (counts) as a histogram. The master leaves it empty (the cyclic
     /// thread keeps the distribution; summary.json has its percentiles at the end).
     pub following_error_abs: Histo,

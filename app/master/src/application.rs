@@ -142,6 +142,21 @@ pub trait RegisterAccess {
     fn read(&mut self, position: u16, register: u16, buf: &mut [u8]) -> crate::Result<()>;
     /// Write `data` at ESC register `register` of the subdevice at `position`.
     fn write(&mut self, position: u16, register: u16, data: &[u8]) -> crate::Result<()>;
+    /// Read (SDO upload) the object `index:sub` of the subdevice at `position` through its CoE
+    /// mailbox into `buf`; the bytes read (at most `buf.len()`). Without mailbox access (a test
+    /// double) it fails.
+    fn read_sdo(
+        &mut self,
+        position: u16,
+        index: u16,
+        sub: u8,
+        buf: &mut [u8],
+    ) -> crate::Result<usize> {
+        let _ = buf;
+        Err(crate::Error::Application(format!(
+            "{index:#06x}:{sub:02x} of position {position}: no mailbox access here"
+        )))
+    }
 }
 
 impl Setup<'_> {
@@ -212,6 +227,18 @@ impl Setup<'_> {
         buf: &mut [u8],
     ) -> crate::Result<()> {
         self.registers.read(position, register, buf)
+    }
+
+    /// Read the object `index:sub` of the subdevice at `position` (SDO upload through its CoE
+    /// mailbox; the segment is in PRE-OP) into `buf`: the bytes read.
+    pub fn read_sdo(
+        &mut self,
+        position: u16,
+        index: u16,
+        sub: u8,
+        buf: &mut [u8],
+    ) -> crate::Result<usize> {
+        self.registers.read_sdo(position, index, sub, buf)
     }
 
     /// Write ESC registers of the subdevice at `position`.

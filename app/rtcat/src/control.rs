@@ -317,6 +317,9 @@ impl Shared {
                         .map_or_else(|| "unknown".to_string(), |s| s.name().to_string()),
                     faults: u64::from(a.faults),
                     following_error: i64::from(a.following_error),
+                    drive_following_error: a.drive_following_error.map(i64::from),
+                    quick_stops: u64::from(a.quick_stops),
+                    held_cycles: a.held_cycles,
                     following_error_abs: Histo::default(),
                     name: a.name,
                 })
