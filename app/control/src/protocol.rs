@@ -158,7 +158,10 @@ pub enum Request {
     },
     /// `{"cmd": "foe_write", "position": 0, "name": "params.bin", "password": 0}` with one
     /// descriptor passed that is open for reading (a regular file): its content written to the
-    /// device's file. Data `{"bytes": N, "seconds": S}`.
+    /// device's file. Data `{"bytes": N, "seconds": S}`. With `"boot": true` a firmware update:
+    /// the device is taken out of the running segment, written in its BOOT state and handed
+    /// back to its recovery (needs `[health] recovery = "subdevice"`); the data then also say
+    /// `"back_in_op"` and the identity `"before"` and `"after"`.
     FoeWrite {
         /// Subdevice position.
         position: u16,
@@ -166,6 +169,8 @@ pub enum Request {
         name: String,
         /// The password the device asks for (0: none).
         password: u32,
+        /// In the device's BOOT state (a firmware update).
+        boot: bool,
     },
     /// `{"cmd": "shm_release", "slot": 0, "row": 3}`: give a claimed row up.
     ShmRelease {
@@ -487,7 +492,11 @@ impl Request {
                 }
             }
             "foe_read" | "foe_write" => {
-                only(o, cmd, &["position", "name", "password"])?;
+                if cmd == "foe_read" {
+                    only(o, cmd, &["position", "name", "password"])?;
+                } else {
+                    only(o, cmd, &["position", "name", "password", "boot"])?;
+                }
                 let name = string(o, "name")?;
                 if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
                     return Err(Failure::usage(format!(
@@ -508,10 +517,18 @@ impl Request {
                         password,
                     }
                 } else {
+                    let boot = match o.get("boot") {
+                        None => false,
+                        Some(Value::Bool(b)) => *b,
+                        Some(other) => {
+                            return Err(Failure::usage(format!("boot = {other}: true or false")));
+                        }
+                    };
                     Request::FoeWrite {
                         position,
                         name,
                         password,
+                        boot,
                     }
                 }
             }
@@ -604,8 +621,15 @@ impl Request {
                 position,
                 name,
                 password,
+                boot,
             } => {
-                json!({"cmd": "foe_write", "position": position, "name": name, "password": password})
+                let mut v = json!({"cmd": "foe_write", "position": position, "name": name,
+                                   "password": password});
+                // Only when set: the line of a plain write stays what it was.
+                if *boot {
+                    v["boot"] = Value::Bool(true);
+                }
+                v
             }
         }
     }
@@ -913,6 +937,13 @@ mod tests {
                 position: 0,
                 name: "fw".into(),
                 password: 0,
+                boot: false,
+            },
+            Request::FoeWrite {
+                position: 2,
+                name: "firmware.efw".into(),
+                password: 0x1234,
+                boot: true,
             },
         ];
         for r in all {
@@ -1090,5 +1121,28 @@ mod tests {
                 prop_assert_eq!(e.kind, FailureKind::Usage);
             }
         }
+    }
+
+    #[test]
+    fn only_a_write_goes_to_boot_and_boot_is_a_boolean() {
+        let w = r#"{"cmd":"foe_write","position":1,"name":"fw","boot":true}"#;
+        assert!(matches!(
+            Request::parse(w),
+            Ok(Request::FoeWrite { boot: true, .. })
+        ));
+        let e =
+            Request::parse(r#"{"cmd":"foe_write","position":1,"name":"fw","boot":1}"#).unwrap_err();
+        assert!(e.message.contains("boot = 1"), "{}", e.message);
+        assert!(
+            Request::parse(r#"{"cmd":"foe_read","position":1,"name":"fw","boot":true}"#).is_err()
+        );
+        // A plain write's line is what it was before the field existed.
+        let plain = Request::FoeWrite {
+            position: 1,
+            name: "fw".into(),
+            password: 0,
+            boot: false,
+        };
+        assert!(!plain.to_line().contains("boot"));
     }
 }

@@ -245,6 +245,17 @@ impl Board {
         (v, p, self.slots[position].revision.load(Ordering::Relaxed))
     }
 
+    /// Write the revisions firmware updates brought into `topology` (identities by position),
+    /// where vendor and product are the same.
+    pub(crate) fn updated_revisions(&self, topology: &mut [(u32, u32, u32)]) {
+        for (i, t) in topology.iter_mut().enumerate().take(self.slots.len()) {
+            let (v, p, r) = self.expected(i);
+            if (t.0, t.1) == (v, p) {
+                t.2 = r;
+            }
+        }
+    }
+
     /// Take `position` out of its recovery's hands for a firmware update (the acyclic service,
     /// on the cyclic thread): in service, or out and being retried (waiting, refused), it is
     /// parked by the next cycle. Already parked: nothing to do (an update starting over).
