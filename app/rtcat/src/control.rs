@@ -493,6 +493,16 @@ impl Provider for Shared {
             | Request::ShmRelease { .. } => Err(Failure::runtime(
                 "the shared image is handed out with descriptors (handle_peer)",
             )),
+            Request::EoeGetIp { position } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                eoe_ip(&self.sdo, *position, None)
+            }
+            Request::EoeSetIp { position, settings } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                eoe_ip(&self.sdo, *position, Some(settings))
+            }
             Request::FoeRead { .. } | Request::FoeWrite { .. } => Err(Failure::usage(
                 "FoE through the control socket takes the file's descriptor (handle_with_fds)",
             )),
@@ -567,6 +577,55 @@ impl Provider for Shared {
 const MAX_FOE_WRITE: u64 = 256 << 20;
 /// How long each FoE request may wait for the device through the queue.
 const FOE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long each EoE request may wait for the device through the queue.
+const EOE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// EoE get (`set` None) or set IP parameter of a running master for a control client, through
+/// the cycle's mailbox queue; the settings are the text of `rtcat eoe set-ip`'s options, parsed
+/// as it parses them.
+fn eoe_ip(
+    sdo: &SdoClient,
+    position: u16,
+    set: Option<&rtcat_control::protocol::EoeSettings>,
+) -> Result<Value, Failure> {
+    use crate::outcome::Failure as Cli;
+    use rtcat_master::eoe;
+    let params = set
+        .map(|s| {
+            crate::cmd::eoe::IpArgs {
+                ip: s.ip.clone(),
+                gateway: s.gateway.clone(),
+                dns: s.dns.clone(),
+                dns_name: s.dns_name.clone(),
+                mac: s.mac.clone(),
+            }
+            .params()
+        })
+        .transpose()
+        .map_err(|e| match e {
+            Cli::Usage(m) => Failure::usage(m),
+            other => Failure::runtime(format!("{other:?}")),
+        })?;
+    let mut mbx = sdo
+        .queue_mailbox(position, EOE_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let mut client = eoe::Client::new(&mut mbx);
+    match params {
+        Some(p) => {
+            client
+                .set_ip(&p)
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            Ok(json!({"position": position, "set": p.to_string()}))
+        }
+        None => {
+            let p = client
+                .get_ip()
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            Ok(crate::cmd::eoe::ip_json(u32::from(position), &p))
+        }
+    }
+}
 
 /// The content of the client's descriptor `file` for a write: a regular file of at most
 /// [`MAX_FOE_WRITE`] bytes.
