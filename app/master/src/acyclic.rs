@@ -202,7 +202,7 @@ pub enum SdoOp {
     /// Send this mailbox and do not wait for a reply (the last FoE ACK, an FoE ERROR).
     MailboxSend(MailboxData),
     /// Take the subdevice out of its per-subdevice recovery's hands for a firmware update
-    /// ([`crate::subdevice_recovery::Board::park`]): the next cycle tells the application and
+    /// (`subdevice_recovery::Board::park`): the next cycle tells the application and
     /// flags its data invalid until [`SdoOp::HandBack`]. No bus access; refused without
     /// per-subdevice recovery. `index` and `sub` are not used.
     Park,

@@ -26,9 +26,9 @@
 //! - `[health] subdevice_attempts` failures in a row set `Board::escalate`: the cyclic loop
 //!   then ends for a whole-segment recovery.
 //! - A subdevice can be **parked** for a firmware update ([`crate::foe::update`]): the acyclic
-//!   service asks for it on the cyclic thread ([`Board::park`]), the next cycle tells the
+//!   service asks for it on the cyclic thread (`Board::park`), the next cycle tells the
 //!   application ([`crate::SubdeviceChange::Parked`]) and from then on flags its data invalid
-//!   whatever its state; the worker leaves it alone. [`Board::hand_back`] gives it to the worker
+//!   whatever its state; the worker leaves it alone. `Board::hand_back` gives it to the worker
 //!   as if the cycle had seen it out of OP, with cause
 //!   [`crate::SubdeviceCause::FirmwareUpdate`]. Its identity is then checked on vendor and
 //!   product only: new firmware may carry a new revision (ETG.2010 Table 2 word 0x0C is the

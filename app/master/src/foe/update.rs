@@ -41,6 +41,18 @@ const INIT: u8 = 0x01;
 const BOOT: u8 = 0x03;
 const OP: u8 = 0x08;
 
+/// Least EEPROM busy wait through the queue: every status read is one queue request, served
+/// once per cycle after the cycle's own work, so the wait is counted in cycles (and in the
+/// client thread's wake-ups on a loaded machine), not in the EEPROM's microseconds.
+const QUEUE_EEPROM_MS: u32 = 2000;
+
+/// `cfg` with an EEPROM timeout for reads through the queue.
+fn through_queue(cfg: &Config) -> Config {
+    let mut c = cfg.clone();
+    c.bus.init_eeprom_timeout_ms = c.bus.init_eeprom_timeout_ms.max(QUEUE_EEPROM_MS);
+    c
+}
+
 /// How long each step may wait.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Options {
@@ -319,6 +331,7 @@ pub fn update(
         password,
         data,
     } = job;
+    let cfg = &through_queue(cfg);
     if name.is_empty() || name.len() > super::MAX_NAME {
         return Err(UpdateError::Park {
             position,
