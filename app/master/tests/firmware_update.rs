@@ -9,7 +9,7 @@
 //! data for its cycle (inline, it re-initialises the segment): such an attempt is the machine's
 //! verdict and is retried as `ecsim::noise` does.
 
-use ecsim::{Faults, SegmentSpec};
+use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::acyclic::sdo_queue;
 use rtcat_master::config::{RecoveryPolicy, TxRxMode};
 use rtcat_master::foe::{self, update};
@@ -42,6 +42,11 @@ size = 100
 writable = true
 boot = true
 max_bytes = 40000
+[[device.file]]
+name = "firmware-v2.bin"
+writable = true
+boot = true
+revision = 0x00020000
 
 [[device]]
 name = "IO-B"
@@ -95,10 +100,9 @@ struct Client {
     done: Result<update::Updated, update::UpdateError>,
 }
 
-fn run(
-    policy: RecoveryPolicy,
-    client_side: fn(&rtcat_master::acyclic::SdoClient, &Config) -> Client,
-) -> (rtcat_master::Outcome, Probe, Client) {
+type ClientSide = fn(&rtcat_master::acyclic::SdoClient, &Config, &Faults) -> Client;
+
+fn run(policy: RecoveryPolicy, client_side: ClientSide) -> (rtcat_master::Outcome, Probe, Client) {
     let mut cfg = Config::default();
     cfg.cycle.period_us = 1000;
     cfg.cycle.txrx = TxRxMode::Inline;
@@ -107,11 +111,12 @@ fn run(
     cfg.health.bad_cycles_before_recovery = 1;
     let (client, service) = sdo_queue(8, Duration::from_micros(300));
     let stop = Stop::new();
+    let faults = Faults::new();
     let mut spec = RunSpec::new(
         cfg.clone(),
         Target::Sim {
             spec: SegmentSpec::from_toml(SEGMENT).unwrap(),
-            faults: Faults::new(),
+            faults: faults.clone(),
         },
         stop.clone(),
     );
@@ -133,7 +138,7 @@ fn run(
         }
         // A few cycles of every subdevice in OP before the update.
         std::thread::sleep(Duration::from_millis(200));
-        let r = client_side(&c2, &cfg);
+        let r = client_side(&c2, &cfg, &faults);
         std::thread::sleep(Duration::from_millis(200));
         stop.request();
         r
@@ -160,7 +165,7 @@ fn options() -> update::Options {
     }
 }
 
-fn abort_then_update(q: &rtcat_master::acyclic::SdoClient, cfg: &Config) -> Client {
+fn abort_then_update(q: &rtcat_master::acyclic::SdoClient, cfg: &Config, _: &Faults) -> Client {
     let opt = options();
     // Larger than the device takes: it aborts half-way (FoE "disk full").
     let big = image(50_000, 1);
@@ -285,7 +290,7 @@ fn a_firmware_update_parks_one_device_and_the_others_keep_their_data() {
     ecsim::noise::within_machine_noise("firmware update", |_| attempt());
 }
 
-fn refused(q: &rtcat_master::acyclic::SdoClient, cfg: &Config) -> Client {
+fn refused(q: &rtcat_master::acyclic::SdoClient, cfg: &Config, _: &Faults) -> Client {
     let opt = options();
     let job = update::Job {
         position: 1,
@@ -321,4 +326,81 @@ fn without_per_subdevice_recovery_an_update_is_refused_before_anything_is_done()
     assert_eq!(c.state_after_abort, 0x08);
     assert!(p.events.is_empty(), "{:?}", p.events);
     assert_eq!(out.rec.recoveries, 0);
+}
+
+/// New firmware with a new revision, then lost frames that re-initialise the whole segment.
+fn new_revision_then_reinitialise(
+    q: &rtcat_master::acyclic::SdoClient,
+    cfg: &Config,
+    faults: &Faults,
+) -> Client {
+    let job = update::Job {
+        position: 1,
+        name: "firmware-v2.bin",
+        password: 0,
+        data: &image(20_000, 3),
+    };
+    let done = update::update(q, cfg, job, &options(), &mut |_| {});
+    faults.apply(FaultCommand::DropNext(3));
+    std::thread::sleep(Duration::from_millis(300));
+    // The re-initialised segment in OP again (its queue serves once it cycles).
+    let start = Instant::now();
+    let state = loop {
+        let s = q
+            .read_register(1, 0x0130, 1, Duration::from_secs(1))
+            .map_or(0, |d| d.as_slice()[0]);
+        if s == 0x08 || start.elapsed() > Duration::from_secs(20) {
+            break s;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    Client {
+        aborted: Err(update::UpdateError::Park {
+            position: 1,
+            why: String::new(),
+        }),
+        state_after_abort: state,
+        done,
+    }
+}
+
+#[test]
+fn a_new_revision_is_driven_and_expected_by_a_later_reinitialisation() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (out, p, c) = run(RecoveryPolicy::Subdevice, new_revision_then_reinitialise);
+    let u = c.done.unwrap_or_else(|e| panic!("{e}"));
+    assert_ne!(u.before.2, 0x0002_0000);
+    assert_eq!(u.after, Some((u.before.0, u.before.1, 0x0002_0000)));
+    assert!(u.back_in_op);
+    assert!(
+        p.events.iter().any(|e| e.position == 1
+            && matches!(
+                e.change,
+                SubdeviceChange::Back {
+                    cause: SubdeviceCause::FirmwareUpdate,
+                    ..
+                }
+            )),
+        "{:?}",
+        p.events
+    );
+    assert!(
+        !p.events
+            .iter()
+            .any(|e| matches!(e.change, SubdeviceChange::Refused { .. })),
+        "{:?}",
+        p.events
+    );
+    // The lost frames re-initialised the segment, which took the new revision for the device
+    // it is, not for a swapped one.
+    assert!(out.rec.recoveries >= 1, "{} recoveries", out.rec.recoveries);
+    assert_eq!(
+        c.state_after_abort, 0x08,
+        "position 1 in OP after the re-initialisation"
+    );
+    let last = p.log.last().expect("cycles");
+    assert!(
+        last.valid == [true; N] && last.in_op == [true; N],
+        "{last:?}"
+    );
 }
