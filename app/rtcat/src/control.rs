@@ -662,6 +662,22 @@ fn firmware_update(
     file: std::fs::File,
 ) -> Result<Value, Failure> {
     use rtcat_master::foe::update;
+    // One update at a time: two on one device would interleave their BOOT and FoE sessions
+    // (parking a parked device is allowed, for starting over), and the queue serves one
+    // transfer at a time anyway.
+    static UNDER_WAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    struct Release;
+    impl Drop for Release {
+        fn drop(&mut self) {
+            UNDER_WAY.store(false, Ordering::Release);
+        }
+    }
+    if UNDER_WAY.swap(true, Ordering::AcqRel) {
+        return Err(Failure::runtime(
+            "another firmware update is under way on this master: one at a time",
+        ));
+    }
+    let _release = Release;
     let data = file_to_write(file)?;
     let job = update::Job {
         position,

@@ -616,6 +616,48 @@ fn through_a_running_master_files_go_both_ways_and_the_write_is_on_the_record() 
         "--boot",
     ]);
     assert!(o.status.success(), "{}", text(&o.stderr));
+    // One update at a time: a second one while the first runs is refused, the first goes on.
+    let big = d.join("fw-big.bin");
+    std::fs::write(&big, &image()[..400_000]).unwrap();
+    let first = Command::new(BIN)
+        .args(["foe", "write", "0"])
+        .arg(&big)
+        .args(["--name", "firmware.bin", "--boot", "--control"])
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Under way once position 0's data is out (parked).
+    let t = Instant::now();
+    loop {
+        let s = Client::connect(&sock)
+            .unwrap()
+            .call(&Request::Status)
+            .unwrap();
+        if s["availability"]["subdevices"][0]["out_now"] == true {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "never parked: {s}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = foe(&[
+        "foe",
+        "write",
+        "0",
+        fw_path.to_str().unwrap(),
+        "--name",
+        "firmware.bin",
+        "--boot",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("another firmware update is under way"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = first.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(bench.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -624,7 +666,7 @@ fn through_a_running_master_files_go_both_ways_and_the_write_is_on_the_record() 
     bench.wait().unwrap();
     let events = std::fs::read_to_string(out.join("events.log")).unwrap();
     let rec: Vec<&str> = events.lines().filter(|l| l.contains("foe_write")).collect();
-    assert_eq!(rec.len(), 3, "one record per transfer: {rec:?}");
+    assert_eq!(rec.len(), 5, "one record per transfer: {rec:?}");
     assert!(
         rec[0].contains("name=\"params.bin\"") && !rec[0].contains("4660"),
         "{}",
@@ -642,7 +684,7 @@ fn through_a_running_master_files_go_both_ways_and_the_write_is_on_the_record() 
             .filter(|l| l.contains(what) && l.contains("position=0 "))
             .count()
     };
-    assert_eq!(of("subdevice_parked"), 2, "{events}");
+    assert_eq!(of("subdevice_parked"), 3, "{events}");
     assert_eq!(
         events
             .lines()
@@ -650,7 +692,7 @@ fn through_a_running_master_files_go_both_ways_and_the_write_is_on_the_record() 
                 |l| l.contains("subdevice_back position=0 ") && l.contains("cause=firmware_update")
             )
             .count(),
-        2,
+        3,
         "{events}"
     );
     assert_eq!(of("subdevice_lost"), 0, "{events}");
