@@ -284,6 +284,9 @@ pub enum SubdeviceCause {
     /// It left OP without an error (an AL state request of its own, a sync-manager watchdog
     /// already acknowledged).
     LeftOp,
+    /// The master took it out for a firmware update through the control socket (parked: its
+    /// recovery left it alone until the update handed it back).
+    FirmwareUpdate,
 }
 
 impl std::fmt::Display for SubdeviceCause {
@@ -296,6 +299,7 @@ impl std::fmt::Display for SubdeviceCause {
             ),
             SubdeviceCause::PowerCycled => f.write_str("power_cycled"),
             SubdeviceCause::LeftOp => f.write_str("left_op"),
+            SubdeviceCause::FirmwareUpdate => f.write_str("firmware_update"),
         }
     }
 }
@@ -335,6 +339,13 @@ pub enum SubdeviceChange {
     /// Its recovery failed `[health] subdevice_attempts` times in a row: the whole segment is
     /// re-initialised.
     GaveUp,
+    /// The master took it out on purpose (`cause`: a firmware update): its data is invalid and
+    /// its recovery leaves it alone until it is handed back (then [`SubdeviceChange::Back`]
+    /// with the same cause).
+    Parked {
+        /// Why.
+        cause: SubdeviceCause,
+    },
 }
 
 /// A per-subdevice notification ([`Application::on_subdevice`]).
