@@ -226,6 +226,25 @@ pub struct BusConfig {
     pub init_eeprom_timeout_ms: u32,
     /// AL state transition timeout (ms).
     pub state_timeout_ms: u32,
+    /// The socket that carries the frames (docs/NOTES.md §1.5).
+    pub link: LinkKind,
+    /// With `link = "xdp"`: the receive queue of the interface the AF_XDP socket binds to.
+    pub xdp_queue: u32,
+}
+
+/// `[bus] link`: which socket carries the EtherCAT frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkKind {
+    /// AF_PACKET raw socket (needs CAP_NET_RAW).
+    Packet,
+    /// AF_XDP, the XDP program native if the driver supports it, else generic (needs
+    /// CAP_NET_RAW, CAP_NET_ADMIN, CAP_BPF); fails with the reason where it cannot.
+    Xdp,
+    /// AF_XDP with the program in the driver only (refused where the driver has no XDP).
+    XdpNative,
+    /// AF_XDP with generic XDP (any interface, copying).
+    XdpGeneric,
 }
 
 impl Default for BusConfig {
@@ -236,6 +255,8 @@ impl Default for BusConfig {
             init_pdu_timeout_ms: 100,
             init_eeprom_timeout_ms: 100,
             state_timeout_ms: 5000,
+            link: LinkKind::Packet,
+            xdp_queue: 0,
         }
     }
 }
