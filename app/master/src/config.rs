@@ -528,6 +528,8 @@ impl BusConfig {
                 " µs (at most one period)",
             )?;
         }
+        // Far above any NIC's queue count (stmmac: 8); the XSKMAP has this many slots plus one.
+        Invalid::range("bus.xdp_queue", self.xdp_queue.into(), 0, 1023, "")?;
         Invalid::range(
             "bus.init_pdu_timeout_ms",
             self.init_pdu_timeout_ms.into(),
@@ -835,6 +837,18 @@ mod tests {
                 "[segment]\n[[segment.device]]\nposition = 0\n[[segment.device]]\nposition = 0\n",
                 "segment.device[1].position = 0: segment.device[0] checks the same position",
             ),
+        ] {
+            let e = Config::parse(text, "c.toml").unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+        let c = Config::parse("[bus]\nlink = \"xdp\"\nxdp_queue = 2\n", "c.toml").unwrap();
+        assert_eq!((c.bus.link, c.bus.xdp_queue), (LinkKind::Xdp, 2));
+        assert_eq!(Config::default().bus.link, LinkKind::Packet);
+        let c = Config::parse("[bus]\nlink = \"xdp-generic\"\n", "c.toml").unwrap();
+        assert_eq!(c.bus.link, LinkKind::XdpGeneric);
+        for (text, want) in [
+            ("[bus]\nlink = \"af_xdp\"\n", "xdp-native"),
+            ("[bus]\nxdp_queue = 1024\n", "bus.xdp_queue = 1024"),
         ] {
             let e = Config::parse(text, "c.toml").unwrap_err().to_string();
             assert!(e.contains(want), "{text}: {e}");

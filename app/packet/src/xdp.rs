@@ -436,7 +436,8 @@ impl XdpSocket {
         }
         let mut xo = libc::xdp_options { flags: 0 };
         getsockopt(&fd, libc::XDP_OPTIONS, &mut xo).map_err(ex("socket options"))?;
-        let map = bpf::create_xskmap(opt.queue + 1).map_err(ex("creating the XSKMAP"))?;
+        let map =
+            bpf::create_xskmap(opt.queue.saturating_add(1)).map_err(ex("creating the XSKMAP"))?;
         bpf::set_xsk(&map, opt.queue, raw).map_err(ex("putting the socket in the XSKMAP"))?;
         let prog = bpf::load_program(&map).map_err(ex("loading the XDP program"))?;
         let (link, native) = match opt.mode {
