@@ -1,8 +1,8 @@
 //! The AF_XDP link over veth (`[bus] link = "xdp"`, `rtcat bench --link xdp`): the link on its
 //! own (only EtherCAT frames reach the socket, everything else the stack; frames sent padded;
 //! a second master refused with the reason and the fallback; nothing left on the interface
-//! after the socket is dropped), then the bench against the simulator in both XDP modes, and
-//! a master killed mid-run whose successor attaches afresh. Root only (network namespaces,
+//! after the socket is dropped), then the bench against the simulator in both XDP modes, a
+//! master killed mid-run whose successor attaches afresh, and a link pull recovered. Root only (network namespaces,
 //! CAP_BPF); skipped with the reason otherwise.
 //!
 //! veth has native XDP (Linux ≥ 4.19): the program on the master's end sees the frames the
@@ -208,7 +208,7 @@ fn clean_xdp_bench(net: &VethPair, dir: &Path, link: &str) -> Result<(), String>
 }
 
 #[test]
-fn bench_over_xdp_is_clean_and_a_killed_master_leaves_nothing_attached() {
+fn bench_over_xdp_is_clean_recovers_a_link_pull_and_a_kill_leaves_nothing() {
     if !root_or_skip("bench_over_xdp") {
         return;
     }
@@ -244,5 +244,26 @@ fn bench_over_xdp_is_clean_and_a_killed_master_leaves_nothing_attached() {
     }
     let st = sim.ctl("status");
     assert!(st.contains(" runts=0 "), "{st}");
+    assert!(!xdp_state(&net).contains("prog/xdp"));
+
+    // A link pull over AF_XDP is recovered as over AF_PACKET (veth.rs): the socket and the
+    // program stay, the segment comes back, the run ends cleanly.
+    let out = dir.path().join("pulled");
+    let log = dir.path().join("pulled.stderr");
+    let mut child = bench(&net, &out, "xdp", "6")
+        .stderr(std::fs::File::create(&log).unwrap())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(2000));
+    net.set_segment_link(false).unwrap();
+    std::thread::sleep(Duration::from_millis(700));
+    net.set_segment_link(true).unwrap();
+    let status = child.wait().unwrap();
+    let stderr = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(status.success(), "{status}: {stderr}");
+    let s = rtcat_results::Summary::read(&out.join("summary.json")).unwrap();
+    let ev = std::fs::read_to_string(out.join("events.log")).unwrap();
+    assert!(s.recoveries >= 1, "{} recoveries\n{ev}", s.recoveries);
+    assert!(ev.contains("shutdown outputs=0 segment=INIT"), "{ev}");
     assert!(!xdp_state(&net).contains("prog/xdp"));
 }
