@@ -39,6 +39,10 @@ pub const FRAMES: usize = 64;
 const RING: u32 = (FRAMES / 2) as u32;
 /// Bytes the kernel pins for the UMEM.
 pub const UMEM_BYTES: usize = FRAMES * FRAME_SIZE;
+// Aligned chunks are a power of two of at least 2048 bytes (xdp_umem_reg); the ring indices are
+// masked, so their size is a power of two; the two halves are the whole UMEM.
+const _: () = assert!(FRAME_SIZE.is_power_of_two() && FRAME_SIZE >= 2048);
+const _: () = assert!(RING.is_power_of_two() && RING as usize * 2 == FRAMES);
 
 const AF_XDP: libc::c_int = 44;
 
@@ -644,5 +648,29 @@ impl Link for XdpSocket {
                 "copy"
             }
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_descriptor_outside_the_umem_is_refused_not_followed() {
+        let mut u = Umem::new().unwrap();
+        assert_eq!(u.slice(0, FRAME_SIZE).map(|s| s.len()), Some(FRAME_SIZE));
+        let last = (UMEM_BYTES - FRAME_SIZE) as u64;
+        assert!(u.slice(last, FRAME_SIZE).is_some());
+        assert!(u.slice(last + 1, FRAME_SIZE).is_none(), "past the end");
+        assert!(u.slice(UMEM_BYTES as u64, 0).is_some(), "empty at the end");
+        assert!(u.slice(u64::MAX, 1).is_none(), "overflow");
+        assert!(u.slice(0, usize::MAX).is_none(), "overflow");
+    }
+
+    #[test]
+    fn a_received_address_maps_back_to_its_chunk() {
+        // A received frame's address (chunk + headroom) maps back to its chunk.
+        let chunk = 5 * FRAME_SIZE as u64;
+        assert_eq!((chunk + 256) & !(FRAME_SIZE as u64 - 1), chunk);
     }
 }
