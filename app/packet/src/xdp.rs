@@ -86,6 +86,21 @@ pub struct XdpInfo {
     pub zero_copy: bool,
 }
 
+/// What the kernel counted on an [`XdpSocket`] (`struct xdp_statistics`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct XdpStatistics {
+    /// Frames dropped for other reasons than the two below (too long, for instance).
+    pub rx_dropped: u64,
+    /// Invalid descriptors in the fill ring.
+    pub rx_invalid_descs: u64,
+    /// Invalid descriptors in the TX ring.
+    pub tx_invalid_descs: u64,
+    /// Frames dropped because the RX ring was full.
+    pub rx_ring_full: u64,
+    /// Times the fill ring was empty when a frame came.
+    pub rx_fill_ring_empty: u64,
+}
+
 /// `struct xdp_desc`: a frame in the UMEM (RX and TX rings).
 #[repr(C)]
 #[derive(Clone, Copy)]
@@ -495,6 +510,20 @@ impl XdpSocket {
     /// Native or generic, zero-copy or not.
     pub fn info(&self) -> XdpInfo {
         self.info
+    }
+
+    /// The kernel's counters of this socket (`XDP_STATISTICS`): frames it dropped and why.
+    pub fn statistics(&self) -> io::Result<XdpStatistics> {
+        // SAFETY: plain old data, all zeros valid.
+        let mut st: libc::xdp_statistics = unsafe { std::mem::zeroed() };
+        getsockopt(&self.fd, libc::XDP_STATISTICS, &mut st)?;
+        Ok(XdpStatistics {
+            rx_dropped: st.rx_dropped,
+            rx_invalid_descs: st.rx_invalid_descs,
+            tx_invalid_descs: st.tx_invalid_descs,
+            rx_ring_full: st.rx_ring_full,
+            rx_fill_ring_empty: st.rx_fill_ring_empty_descs,
+        })
     }
 
     /// Take back the TX frames the kernel has sent.
