@@ -2,8 +2,8 @@
 //! socket. A small XDP program on the interface ([`bpf::program`]) redirects frames of
 //! EtherType 0x88a4 into the socket before the kernel builds an skb for them; everything else
 //! goes on to the stack. Frames are sent through the socket's TX ring. With a driver that
-//! supports it (stmmac on the RK3588, from Linux 5.19) the rings are zero-copy; otherwise the
-//! kernel copies (veth, generic XDP) — still without the packet socket layer.
+//! supports it (stmmac, the RK3588's GMAC driver: `stmmac_xdp.c`) the rings are zero-copy;
+//! otherwise the kernel copies (veth, generic XDP) — still without the packet socket layer.
 //!
 //! Written on libc like the packet socket, no libbpf: the UMEM, the four rings and the bind
 //! are the ABI of Documentation/networking/af_xdp.rst and include/uapi/linux/if_xdp.h; the
