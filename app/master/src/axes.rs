@@ -866,6 +866,24 @@ impl Manual {
         }
     }
 
+    /// In place of the program whose last setpoint is `at`: a moving axis first comes to a
+    /// planned stop (no step in velocity).
+    fn taking_over(at: Sample) -> Manual {
+        Manual {
+            mode: if at.velocity == 0.0 {
+                ManualMode::Hold
+            } else {
+                ManualMode::Stop
+            },
+            then: Then::Hold,
+            at: Sample {
+                acceleration: 0.0,
+                ..at
+            },
+            released: false,
+        }
+    }
+
     /// The drive was (re-)enabled at `at`: hold there.
     pub(crate) fn restart(&mut self, at: f64) {
         *self = Manual::holding(at);
@@ -1033,9 +1051,7 @@ impl Axis {
             _ => {}
         }
         let at = self.setpoint;
-        let m = self
-            .manual
-            .get_or_insert_with(|| Manual::holding(at.position));
+        let m = self.manual.get_or_insert_with(|| Manual::taking_over(at));
         if matches!(c, Command::Disable) {
             // The power stage goes off: nothing moves, the next enable starts at the actual.
             *m = Manual::holding(at.position);
@@ -1369,6 +1385,30 @@ profile = { from = 0.0, to = 100.0, dwell_s = 0.2 }
         }
         assert_eq!(s.position, 30.0, "{s:?}");
         assert_eq!(report.live()[0].manual, Some("holding"));
+    }
+
+    #[test]
+    fn a_command_takes_a_moving_axis_over_without_a_step_in_velocity() {
+        let (mut app, report) = enabled(0.0);
+        app.axes.axes[0].setpoint = Sample {
+            position: 40.0,
+            velocity: 45.0,
+            acceleration: 0.0,
+        };
+        report.command("x", Command::Stop, 0).unwrap();
+        let mut last = app.axes.axes[0].setpoint;
+        let now = 1_000 * MS;
+        for k in 0..200 {
+            let s = cycle(&mut app, now + k * MS).unwrap();
+            assert!(
+                (s.velocity - last.velocity).abs() <= 500.0 * DT + 1e-9,
+                "{last:?} -> {s:?}"
+            );
+            last = s;
+        }
+        assert_eq!(last.velocity, 0.0);
+        // 45²/(2·500) = 2.0 units of braking.
+        assert!((last.position - 42.0).abs() < 0.05, "{last:?}");
     }
 
     #[test]
