@@ -318,6 +318,11 @@ impl Shared {
                     faults: u64::from(a.faults),
                     following_error: i64::from(a.following_error),
                     following_error_abs: Histo::default(),
+                    actual: a.actual,
+                    manual: a.manual.map(str::to_string),
+                    min_position: a.min_position.is_finite().then_some(a.min_position),
+                    max_position: a.max_position.is_finite().then_some(a.max_position),
+                    max_velocity: a.max_velocity,
                     name: a.name,
                 })
                 .collect()
@@ -367,6 +372,48 @@ impl Shared {
             axes,
             availability: (r(&l.cycles) > 0).then(|| availability(l)),
         }
+    }
+}
+
+impl Shared {
+    /// An `axis` request: onto the axes application's command board (the cycle takes it).
+    fn axis(
+        &self,
+        name: &str,
+        action: rtcat_control::protocol::AxisAction,
+        lease_ms: u64,
+    ) -> Result<Value, Failure> {
+        use rtcat_control::protocol::AxisAction as A;
+        use rtcat_master::axes::{Command, CommandError};
+        let Some(report) = &self.axes else {
+            return Err(Failure::usage(
+                "no axes on this master (no [[axis]] in its configuration)",
+            ));
+        };
+        if action.is_motion() {
+            self.cycling()?;
+        }
+        let lease_ns = lease_ms.saturating_mul(1_000_000);
+        let command = match action {
+            A::Renew => None,
+            A::Enable => Some(Command::Enable),
+            A::Disable => Some(Command::Disable),
+            A::Reset => Some(Command::ResetFault),
+            A::Stop => Some(Command::Stop),
+            A::Release => Some(Command::Release),
+            A::Jog { velocity } => Some(Command::Jog { velocity }),
+            A::MoveTo { position } => Some(Command::MoveTo { position }),
+        };
+        let r = match command {
+            None => report.renew(name, lease_ns),
+            Some(c) => report.command(name, c, lease_ns),
+        };
+        r.map(|()| json!({})).map_err(|e| match e {
+            CommandError::NoAxes | CommandError::NotNow { .. } => Failure::runtime(e.to_string()),
+            CommandError::NoSuchAxis(_) | CommandError::OutOfLimits { .. } => {
+                Failure::usage(e.to_string())
+            }
+        })
     }
 }
 
@@ -491,6 +538,11 @@ impl Provider for Shared {
             Request::FoeRead { .. } | Request::FoeWrite { .. } => Err(Failure::usage(
                 "FoE through the control socket takes the file's descriptor (handle_with_fds)",
             )),
+            Request::Axis {
+                name,
+                action,
+                lease_ms,
+            } => self.axis(name, *action, *lease_ms),
             Request::AlState { position, state } => {
                 self.check_position(*position)?;
                 self.cycling()?;
@@ -539,6 +591,18 @@ impl Provider for Shared {
     }
 
     fn record(&self, peer: &Peer, request: &Request, outcome: &Outcome<'_>) {
+        // A hold-to-run renewal that went through changes nothing but how long the motion
+        // holds (10 a second while a button is held): the command it renews is on the record.
+        if let (
+            Request::Axis {
+                action: rtcat_control::protocol::AxisAction::Renew,
+                ..
+            },
+            Outcome::Done,
+        ) = (request, outcome)
+        {
+            return;
+        }
         let r = Record {
             unix_ns: rtcat_master::clock::unix_ns(),
             cycle: self.live.cycles.load(Ordering::Relaxed),
