@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 
 /// Time an SDO request may take (the master's own SDO timeout is shorter).
 const SDO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time an axis command may take (it only goes onto the board; a renewal later than the
+/// lease is useless).
+const AXIS_TIMEOUT: Duration = Duration::from_secs(2);
 /// A comment line on an idle event stream this often, so that proxies keep it open and a
 /// closed page is noticed.
 const KEEPALIVE: Duration = Duration::from_secs(10);
@@ -32,7 +35,13 @@ pub struct App {
     /// The page's requests (SDO, AL state, notes) go one at a time, each on a connection of
     /// its own (the master serves at most 4 per process; the pollers keep 2).
     pub conn: Mutex<Option<rtcat_control::Client>>,
+    /// Axis commands are offered (`--allow-motion`).
+    pub motion: bool,
 }
+
+/// The lease of a jog or move-to from the page: the page renews it every 100 ms while the
+/// button is held, so two lost renewals are tolerated and a third stops the axis.
+const AXIS_LEASE_MS: u64 = 300;
 
 /// Answers one request. SSE streams write to `s` themselves and return None.
 pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Option<Response> {
@@ -63,7 +72,7 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             // error (a 401 here would be an error in every fresh page's console).
             want("GET")?;
             return Ok(match session(app, req) {
-                Ok((_, s)) => Response::json(200, &session_json(&s)),
+                Ok((_, s)) => Response::json(200, &session_json(app, &s)),
                 Err(_) => Response::json(200, &json!({"user": null})),
             });
         }
@@ -131,6 +140,46 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
                 let r = ctl_request(&o, "sdo_write", &["position", "index", "sub", "data"])?;
                 write(app, &session, &r)
             }
+            "/api/axis" => {
+                want("POST")?;
+                writer(&session)?;
+                if !app.motion {
+                    return Err(Response::error(
+                        403,
+                        "axis commands are off on this board (rtcat-web --allow-motion)",
+                    ));
+                }
+                let o = body(req)?;
+                let mut r = ctl_request(&o, "axis", &["name", "action", "velocity", "position"])?;
+                let renew = match &mut r {
+                    Ctl::Axis {
+                        action, lease_ms, ..
+                    } => {
+                        *lease_ms = AXIS_LEASE_MS;
+                        *action == rtcat_control::protocol::AxisAction::Renew
+                    }
+                    _ => false,
+                };
+                if renew {
+                    // The command it renews is on the record with the user; a renewal only
+                    // keeps it going. Once the motion stopped (its lease ran out, it arrived,
+                    // it was stopped) the master refuses it: an answer for the page (stop
+                    // renewing), not a failure.
+                    match control(app, &r, AXIS_TIMEOUT) {
+                        Ok(_) => Ok(Response::json(200, &json!({"renewed": true}))),
+                        Err(e) if e.status == 502 => {
+                            let why = serde_json::from_slice::<Value>(&e.body)
+                                .ok()
+                                .and_then(|v| v["error"].as_str().map(str::to_string))
+                                .unwrap_or_default();
+                            Ok(Response::json(200, &json!({"renewed": false, "why": why})))
+                        }
+                        Err(e) => Err(e),
+                    }
+                } else {
+                    write(app, &session, &r)
+                }
+            }
             "/api/al_state" => {
                 want("POST")?;
                 writer(&session)?;
@@ -196,8 +245,9 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
     }
 }
 
-fn session_json(s: &Session) -> Value {
-    json!({"user": s.user, "role": s.role, "csrf": s.csrf})
+/// The page's session: who, the role, the CSRF token, and whether axis commands are offered.
+fn session_json(app: &App, s: &Session) -> Value {
+    json!({"user": s.user, "role": s.role, "csrf": s.csrf, "motion": app.motion})
 }
 
 fn session(app: &App, req: &Request) -> Result<(String, Session), Response> {
@@ -348,7 +398,8 @@ fn login(app: &App, req: &Request, peer: IpAddr) -> Result<Response, Response> {
         Ok((id, s)) => {
             app.live
                 .event("login", format!("login from {peer}"), Some(&s.user));
-            Ok(Response::json(200, &session_json(&s)).with("Set-Cookie", auth::cookie(Some(&id))))
+            Ok(Response::json(200, &session_json(app, &s))
+                .with("Set-Cookie", auth::cookie(Some(&id))))
         }
         Err(LoginError::Wrong) => {
             app.live.event(
@@ -427,6 +478,7 @@ mod tests {
             // No master there: a request that gets past the checks fails with 503.
             live: Live::new("/nonexistent/rtcat.sock".into(), None),
             conn: Mutex::new(None),
+            motion: false,
         }
     }
 
@@ -558,6 +610,69 @@ mod tests {
             .expect("the write's event");
         assert_eq!(w["user"], "engineer");
         assert!(w["text"].as_str().unwrap().contains("refused"), "{w}");
+    }
+
+    #[test]
+    fn axis_commands_need_the_write_role_and_the_motion_switch() {
+        let post = |a: &App, who: (&str, &str), body: &str| {
+            let (cookie, token) = login(a, who.0, who.1);
+            let h = [
+                ("cookie", cookie.as_str()),
+                ("x-csrf-token", token.as_str()),
+                ("content-type", "application/json"),
+            ];
+            let r = call(a, &req("POST", "/api/axis", &h, body));
+            let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            (r.status, v["error"].as_str().unwrap_or("").to_string())
+        };
+        const JOG: &str = r#"{"name":"x","action":"jog","velocity":5}"#;
+        const ENG: (&str, &str) = ("engineer", "bbbbbbbbbbbb");
+        let mut a = app();
+        let (s, b) = post(&a, ("viewer", "aaaaaaaaaaaa"), JOG);
+        assert_eq!(s, 403, "{b}");
+        assert!(b.contains("read role"), "{b}");
+        let (s, b) = post(&a, ENG, JOG);
+        assert_eq!(s, 403, "{b}");
+        assert!(b.contains("--allow-motion"), "{b}");
+        a.motion = true;
+        // Past the checks: no master there (503); the command is on the event list.
+        let (s, b) = post(&a, ENG, JOG);
+        assert_eq!(s, 503, "{b}");
+        let e = a.live.events(0);
+        assert!(
+            e.iter().any(|e| e["kind"] == "write"
+                && e["user"] == "engineer"
+                && e["text"].as_str().unwrap().contains("\"action\":\"jog\"")),
+            "{e:?}"
+        );
+        // A renewal is not: it only keeps the command going.
+        let writes = |a: &App| {
+            a.live
+                .events(0)
+                .iter()
+                .filter(|e| e["kind"] == "write")
+                .count()
+        };
+        let n = writes(&a);
+        let (s, _) = post(&a, ENG, r#"{"name":"x","action":"renew"}"#);
+        assert_eq!(s, 503);
+        assert_eq!(writes(&a), n, "a renewal is no event");
+        // The page does not choose the lease; bad actions and values are named.
+        for (body, want) in [
+            (
+                r#"{"name":"x","action":"jog","velocity":5,"lease_ms":5000}"#,
+                "unknown field \"lease_ms\"",
+            ),
+            (r#"{"name":"x","action":"fly"}"#, "action = \"fly\""),
+            (
+                r#"{"name":"x","action":"move_to","position":"far"}"#,
+                "position = \"far\"",
+            ),
+        ] {
+            let (s, b) = post(&a, ENG, body);
+            assert_eq!(s, 400, "{body}: {b}");
+            assert!(b.contains(want), "{body}: {b}");
+        }
     }
 
     #[test]

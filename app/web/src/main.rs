@@ -47,6 +47,11 @@ struct Args {
     /// as it); default: the owner of the control socket
     #[arg(long, value_name = "UID")]
     master_uid: Option<u32>,
+    /// Offer axis commands (enable, disable, fault reset, jog and move-to behind hold-to-run)
+    /// to the write role. Off by default: motion from a browser is the machine builder's
+    /// decision, per board (the `[web]` switch: set it in the unit's drop-in)
+    #[arg(long)]
+    allow_motion: bool,
 }
 
 fn main() {
@@ -89,6 +94,7 @@ fn run(args: Args) -> Result<(), String> {
         auth: Arc::new(Mutex::new(auth::Auth::new(users))),
         live,
         conn: Mutex::new(None),
+        motion: args.allow_motion,
     });
     eprintln!(
         "rtcat-web: serving http://{} for the master on {}",

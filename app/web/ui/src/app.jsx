@@ -251,7 +251,7 @@ function Histogram({ h }) {
   );
 }
 
-function Rolling({ series, colors, label }) {
+function Rolling({ series, colors, label, fmt = ns }) {
   const pts = series.flatMap((s) => s.filter((v) => v != null));
   if (!pts.length) return <p class="mute">{label}: collecting…</p>;
   const lo = Math.log10(Math.max(1, Math.min(...pts))), hi = Math.log10(Math.max(...pts) * 1.2 + 1);
@@ -262,8 +262,8 @@ function Rolling({ series, colors, label }) {
         <polyline key={k} fill="none" stroke={colors[k]} stroke-width="1.5"
           points={s.map((v, i) => v == null ? null : `${(i * 600) / Math.max(1, s.length - 1)},${y(v)}`).filter(Boolean).join(' ')} />
       ))}
-      <text x="4" y="12" font-size="11" fill="#5d6b7c">{ns(Math.pow(10, hi))}</text>
-      <text x="4" y="116" font-size="11" fill="#5d6b7c">{ns(Math.pow(10, lo))}</text>
+      <text x="4" y="12" font-size="11" fill="#5d6b7c">{fmt(Math.pow(10, hi))}</text>
+      <text x="4" y="116" font-size="11" fill="#5d6b7c">{fmt(Math.pow(10, lo))}</text>
     </svg>
   );
 }
@@ -391,27 +391,116 @@ function Device({ session }) {
   );
 }
 
-function Axes({ frame }) {
+// A hold-to-run button: pressing sends `command`, holding renews its lease every 100 ms (the
+// master stops the axis 300 ms after the last renewal); releasing it, the pointer leaving, the
+// window losing focus, the tab hiding or the view closing stop renewing and ask for a stop.
+// Closing the tab or losing the connection or the session stop the renewals just the same.
+function HoldButton({ name, command, label, onError, onState }) {
+  const held = useRef(null);
+  const release = () => {
+    const h = held.current;
+    if (!h) return;
+    held.current = null;
+    clearInterval(h.timer);
+    onState && onState(false);
+    // After the command went out (or failed): a stop sent first could be overtaken by it.
+    h.started.finally(() => api('/api/axis', { name, action: 'stop' }).catch((x) => onError(x.message)));
+  };
+  const press = (e) => {
+    e.preventDefault();
+    if (held.current || (e.button !== undefined && e.button !== 0 && e.type === 'pointerdown')) return;
+    const c = command();
+    if (typeof c === 'string') { onError(c); return; }
+    if (e.pointerId !== undefined) { try { e.currentTarget.setPointerCapture(e.pointerId); } catch (_) { /* not capturable */ } }
+    onError('');
+    const h = { timer: null, started: null };
+    held.current = h;
+    onState && onState(true);
+    h.started = api('/api/axis', { name, ...c }).then(() => {
+      if (held.current !== h) return;
+      h.timer = setInterval(() => {
+        api('/api/axis', { name, action: 'renew' }).then((r) => {
+          if (held.current === h && r && r.renewed === false) {
+            // Arrived, or stopped by the master (a renewal came too late): nothing to hold.
+            clearInterval(h.timer); held.current = null; onState && onState(false);
+            if (!/holding/.test(r.why || '')) onError(r.why);
+          }
+        }).catch((x) => { onError(x.message); release(); });
+      }, 100);
+    }).catch((x) => { onError(x.message); if (held.current === h) { held.current = null; onState && onState(false); } });
+  };
+  useEffect(() => {
+    const hidden = () => { if (document.hidden) release(); };
+    addEventListener('blur', release);
+    document.addEventListener('visibilitychange', hidden);
+    return () => { removeEventListener('blur', release); document.removeEventListener('visibilitychange', hidden); release(); };
+  }, []);
+  const key = (e) => { if ((e.key === ' ' || e.key === 'Enter') && !e.repeat) press(e); };
+  const keyUp = (e) => { if (e.key === ' ' || e.key === 'Enter') release(); };
+  return (
+    <button class="hold" data-hold={label} onPointerDown={press} onPointerUp={release} onPointerCancel={release}
+      onLostPointerCapture={release} onKeyDown={key} onKeyUp={keyUp} onContextMenu={(e) => e.preventDefault()}>{label}</button>
+  );
+}
+
+function AxisControls({ a }) {
+  const vmax = a.max_velocity || 0;
+  const [speed, setSpeed] = useState(() => String(Math.max(0.001, Number((vmax / 10).toPrecision(2)))));
+  const [target, setTarget] = useState('');
+  const [err, setErr] = useState('');
+  const [holding, setHolding] = useState(false);
+  const cmd = (action) => () => { setErr(''); api('/api/axis', { name: a.name, action }).catch((x) => setErr(x.message)); };
+  const num = (t, what) => (t.trim() === '' || !Number.isFinite(Number(t)) ? `${what}: enter a number` : null);
+  const jog = (sign) => () => num(speed, 'jog velocity') || { action: 'jog', velocity: sign * Number(speed) };
+  const lim = (x, inf) => x == null ? inf : x;
+  return (
+    <div class="card" data-axis-controls={a.name}>
+      <div class="row">
+        <strong>{a.name}</strong>
+        <button onClick={cmd('enable')}>Enable</button>
+        <button onClick={cmd('disable')}>Disable</button>
+        <button onClick={cmd('reset')}>Fault reset</button>
+        <button onClick={cmd('release')} disabled={!a.manual} title="back to the configured program">Release to program</button>
+        {holding && <span class="pill warn">held</span>}
+      </div>
+      <div class="row">
+        <label>jog <input name="velocity" inputmode="decimal" size="6" value={speed} onInput={(e) => setSpeed(e.target.value)} /> units/s (≤ {vmax})</label>
+        <HoldButton name={a.name} label="Jog −" command={jog(-1)} onError={setErr} onState={setHolding} />
+        <HoldButton name={a.name} label="Jog +" command={jog(1)} onError={setErr} onState={setHolding} />
+      </div>
+      <div class="row">
+        <label>to <input name="target" inputmode="decimal" size="8" value={target} onInput={(e) => setTarget(e.target.value)} /> units ({lim(a.min_position, '−∞')} … {lim(a.max_position, '∞')})</label>
+        <HoldButton name={a.name} label="Move (hold)" command={() => num(target, 'target') || { action: 'move_to', position: Number(target) }} onError={setErr} onState={setHolding} />
+      </div>
+      {err && <p class="err" role="alert">{err}</p>}
+    </div>
+  );
+}
+
+function Axes({ frame, session }) {
   const axes = (frame && frame.status && frame.status.axes) || null;
   const roll = useRolling(frame, (f) => {
     const a = f.status && f.status.axes;
     return a ? a.map((x) => Math.abs(x.following_error) + 1) : undefined;
   });
   if (!axes) return <p class="mute">No axes on this master (no [[axis]] in its configuration).</p>;
+  const may = session.role === 'write' && session.motion;
   return (
     <section>
-      <p class="mute">Enable, disable, fault reset and jog are not offered here yet: the control socket has no axis request, and motion from the page needs hold-to-run end to end.</p>
       <table>
-        <thead><tr><th>axis</th><th>position</th><th>state</th><th class="num">following error (counts)</th><th class="num">faults</th></tr></thead>
+        <thead><tr><th>axis</th><th>position</th><th>state</th><th class="num">actual (units)</th><th>runs</th><th class="num">following error (counts)</th><th class="num">faults</th></tr></thead>
         <tbody>
           {axes.map((a) => (
-            <tr key={a.name} data-axis={a.name}><td>{a.name}</td><td>{a.position}</td><td>{a.state}</td><td class="num">{a.following_error}</td><td class="num">{a.faults}</td></tr>
+            <tr key={a.name} data-axis={a.name}><td>{a.name}</td><td>{a.position}</td><td>{a.state}</td><td class="num" data-actual>{a.actual == null ? '–' : a.actual.toFixed(3)}</td><td data-manual>{a.manual || 'program'}</td><td class="num">{a.following_error}</td><td class="num">{a.faults}</td></tr>
           ))}
         </tbody>
       </table>
+      {may
+        ? <div><p class="mute">Jog and move run only while their button is held (hold-to-run): releasing it, leaving the page or losing the connection stops the axis within 0.3 s. A command takes the axis out of its configured program until released; every command is on the master's record with your name.</p>{axes.map((a) => <AxisControls key={a.name} a={a} />)}</div>
+        : <p class="mute">{session.role !== 'write' ? 'Axis commands need the write role.' : 'Axis commands are off on this board (rtcat-web --allow-motion).'}</p>}
       <div class="card">
         <strong>|following error| + 1, last 30 s</strong>
-        <Rolling series={axes.map((_, k) => roll.map((r) => r && r[k]))} colors={['#1f5fae', '#c26a00', '#1f7a3a', '#7b3fa0']} label="following error" />
+        <Rolling series={axes.map((_, k) => roll.map((r) => r && r[k]))} colors={['#1f5fae', '#c26a00', '#1f7a3a', '#7b3fa0']} label="following error" fmt={(v) => `${v.toFixed(0)} counts`} />
       </div>
     </section>
   );

@@ -9,7 +9,10 @@
 //   B. the simulator's reference segment, whose devices echo their outputs into their inputs:
 //      an output driven through the shared image (the Python client) shows as the echoed input
 //      on the page within 500 ms of the input changing in the image.
-//   C. the CiA 402 example: the Axes view lists both axes live.
+//   C. the CiA 402 example, rtcat-web with --allow-motion: the Axes view lists both axes live;
+//      the read role has no axis commands and its POST is refused; the write role's held jog
+//      moves the simulated axis and it stops (and holds) when the button is released, and when
+//      the page is closed with the button held; the master's record names the user.
 //
 // Environment: RTCAT (the rtcat binary), RTCAT_WEB (rtcat-web), RTCAT_TOP (the checkout),
 // OUT (screenshots and logs). Exit 1 with the failed check on stderr.
@@ -60,14 +63,14 @@ async function waitFor(fn, what, ms = 20000) {
 }
 
 // A master on `segment` (null: the simulator's reference segment) and rtcat-web in front of it.
-async function rig(name, segment, config) {
+async function rig(name, segment, config, webArgs = []) {
   const dir = mkdtempSync(join(tmpdir(), `rtcat-web-${name}-`));
   const sock = join(dir, 'control.sock');
   const args = ['bench', '--sim', '--shm', `e2e-${name}`, '--control', sock, '--duration', '300', '--no-rt'];
   if (segment) args.push('--segment', join(TOP, segment));
   if (config) args.push('--config', join(TOP, config));
   const master = start(`master-${name}`, RTCAT, args, { cwd: dir });
-  const web = start(`web-${name}`, WEB, ['--control', sock, '--listen', '127.0.0.1:0', '--state-dir', join(dir, 'state')]);
+  const web = start(`web-${name}`, WEB, ['--control', sock, '--listen', '127.0.0.1:0', '--state-dir', join(dir, 'state'), ...webArgs]);
   const url = await waitFor(() => (web.out().match(/serving (http:\/\/[0-9.:]+)/) || [])[1], `rtcat-web ${name} to listen`);
   const cred = readFileSync(join(dir, 'state', 'credentials'), 'utf8');
   const pw = Object.fromEntries(cred.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/\s+/)).map(([u, , p]) => [u, p]));
@@ -236,6 +239,8 @@ async function partA(browser) {
   check(noTok.status === 403 && noTok.body.includes('missing X-CSRF-Token'), `a POST without the CSRF token is refused (${noTok.status})`);
   const badTok = await provoke(() => post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0300' }, token.replace(/./, (c) => (c === 'a' ? 'b' : 'a'))));
   check(badTok.status === 403 && badTok.body.includes('wrong CSRF token'), `a POST with a wrong CSRF token is refused (${badTok.status})`);
+  const noMotion = await provoke(() => post(probe, '/api/axis', { name: 'x', action: 'enable' }, token));
+  check(noMotion.status === 403 && noMotion.body.includes('--allow-motion'), `without --allow-motion an axis command is refused (${noMotion.status} ${noMotion.body})`);
   const evil = createServer((req, res) => {
     res.setHeader('Content-Type', 'text/html');
     res.end(`<!DOCTYPE html><form id=f method=POST action="${r.url}/api/sdo/write" enctype="text/plain">
@@ -351,7 +356,7 @@ async function partB(browser) {
 }
 
 async function partC(browser) {
-  const r = await rig('cia402', 'examples/cia402/segment.toml', 'examples/cia402/rtcat.toml');
+  const r = await rig('cia402', 'examples/cia402/segment.toml', 'examples/cia402/rtcat.toml', ['--allow-motion']);
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = watch(await ctx.newPage(), 'cia402');
   await login(page, r.url, 'viewer', r.pw.viewer);
@@ -385,6 +390,79 @@ async function partC(browser) {
   await ctx3.close();
   await sleep(2000);
   await page.screenshot({ path: join(OUT, 'axes.png'), fullPage: true });
+
+  // The read role: no commands on the page, and its POST is refused.
+  check(await page.locator('[data-axis-controls]').count() === 0 && (await page.textContent('main')).includes('need the write role'), 'Axes: the read role is offered no axis commands');
+  const viewerToken = await csrfOf(page);
+  const ro = await provoke(() => post(page, '/api/axis', { name: 'x', action: 'jog', velocity: 5 }, viewerToken));
+  check(ro.status === 403 && ro.body.includes('read role'), `the read role's jog is refused with 403 (${ro.status} ${ro.body})`);
+
+  // The write role jogs axis x by holding the button; the viewer's page watches it.
+  const actual = async () => Number(await page.textContent('[data-axis=x] [data-actual]'));
+  const manual = () => page.textContent('[data-axis=x] [data-manual]');
+  const ctxE = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const eng = watch(await ctxE.newPage(), 'cia402-engineer');
+  await login(eng, r.url, 'engineer', r.pw.engineer);
+  await view(eng, 'axes');
+  await eng.waitForSelector('[data-axis-controls=x] [data-hold="Jog +"]');
+  await eng.fill('[data-axis-controls=x] input[name=velocity]', '20');
+  // Stop the program first, so that the jog's motion is the only one.
+  await eng.click('[data-axis-controls=x] [data-hold="Jog +"]');
+  await waitFor(async () => (await manual()) === 'holding', 'axis x to hold after a tap', 5000);
+  const a0 = await actual();
+  const sign = a0 < 50 ? 1 : -1;
+  const button = `[data-axis-controls=x] [data-hold="Jog ${sign > 0 ? '+' : '−'}"]`;
+  await eng.hover(button);
+  await eng.mouse.down();
+  await sleep(1000);
+  const a1 = await actual();
+  check((await manual()) === 'jogging' && (a1 - a0) * sign > 10, `a held jog moves the simulated axis (${a0} -> ${a1} in 1 s at 20 units/s)`);
+  await eng.screenshot({ path: join(OUT, 'axes-jog.png'), fullPage: true });
+  await eng.mouse.up();
+  const tUp = Date.now();
+  await waitFor(async () => (await manual()) === 'holding', 'axis x to stop after the release', 3000);
+  const stopMs = Date.now() - tUp;
+  await sleep(300);
+  const a2 = await actual();
+  await sleep(700);
+  const a3 = await actual();
+  check(Math.abs(a3 - a2) < 0.001, `released, the axis stops and holds (stopped ${stopMs} ms after the release as the page saw it; ${a2} -> ${a3})`);
+
+  // Move-to, held until it arrives.
+  const to = Number((a3 + sign * 3).toFixed(3));
+  await eng.fill('[data-axis-controls=x] input[name=target]', String(to));
+  await eng.hover('[data-axis-controls=x] [data-hold="Move (hold)"]');
+  await eng.mouse.down();
+  await waitFor(async () => Math.abs((await actual()) - to) < 0.01 && (await manual()) === 'holding', `axis x to arrive at ${to}`, 5000);
+  await eng.mouse.up();
+  check(true, `a held move-to brings the axis to its target (${a3} -> ${await actual()}, target ${to})`);
+  const refusedMove = await provoke(() => eng.evaluate(async () => {
+    const s = await (await fetch('/api/session')).json();
+    const r = await fetch('/api/axis', { method: 'POST', headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': s.csrf }, body: JSON.stringify({ name: 'x', action: 'move_to', position: 111 }) });
+    return { status: r.status, body: await r.text() };
+  }));
+  check(refusedMove.status === 400 && refusedMove.body.includes('min/max_position'), `a move-to beyond max_position is refused (${refusedMove.status} ${refusedMove.body})`);
+
+  // Held again, then the page is closed with the button down: the renewals end, so does the motion.
+  await eng.hover(button.replace(sign > 0 ? '+' : '−', sign > 0 ? '−' : '+'));
+  await eng.mouse.down();
+  await sleep(500);
+  const b0 = await actual();
+  check((await manual()) === 'jogging', `held again, jogging back (${b0})`);
+  await eng.close();
+  const tClose = Date.now();
+  await waitFor(async () => (await manual()) === 'holding', 'axis x to stop after the page closed', 3000);
+  const closeMs = Date.now() - tClose;
+  await sleep(300);
+  const b1 = await actual();
+  await sleep(700);
+  const b2 = await actual();
+  check(Math.abs(b2 - b1) < 0.001 && closeMs < 1500, `the page closed with the button held: the axis stops within the lease and holds (${closeMs} ms; ${b1} -> ${b2})`);
+  await waitFor(() => /rtcat-web user=engineer: \{\\"action\\":\\"jog\\"/.test(r.master.out()), "the master's record of the jog naming the user", 5000);
+  check(/control axis uid=\d+ pid=\d+ \{"action":"jog"/.test(r.master.out()), "the master's record has the jog itself");
+  check(!/"action":"renew".*result=ok/.test(r.master.out()), 'renewals are not on the record');
+  await page.screenshot({ path: join(OUT, 'axes-held.png'), fullPage: true });
+  await ctxE.close();
   await ctx.close();
 }
 
