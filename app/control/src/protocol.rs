@@ -164,6 +164,24 @@ pub enum Request {
         /// Subindex.
         sub: u8,
     },
+    /// `{"cmd": "od_list", "position": 2}`: the device's object dictionary by SDO information
+    /// (ETG.1000.6 §5.6.3), through the cycle's mailbox queue: data `{"position": N,
+    /// "objects": [{"index", "name", "object_code", "max_sub", "data_type"} or {"index",
+    /// "error"}], "described": N}` (at most [`MAX_OD_DESCRIBED`] objects described, the rest
+    /// listed by index only).
+    OdList {
+        /// Subdevice position.
+        position: u16,
+    },
+    /// `{"cmd": "od_object", "position": 2, "index": 24640}`: one object's description and
+    /// its entries' (`{"sub", "name", "data_type", "type", "bits", "access"}` or `{"sub",
+    /// "error"}`).
+    OdObject {
+        /// Subdevice position.
+        position: u16,
+        /// Object index.
+        index: u16,
+    },
     /// `{"cmd": "sdo_write", "position": 0, "index": 8192, "sub": 1, "data": "2a00"}`.
     SdoWrite {
         /// Subdevice position.
@@ -254,6 +272,9 @@ pub enum Request {
         lease_ms: u64,
     },
 }
+
+/// Objects an `od_list` reply describes at most (each is one SDO information exchange).
+pub const MAX_OD_DESCRIBED: usize = 1024;
 
 /// Longest [`Request::Note`] text (bytes).
 pub const MAX_NOTE: usize = 512;
@@ -436,7 +457,7 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 /// The commands, for error messages.
 pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state, \
                             shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, note, \
-                            axis";
+                            axis, od_list, od_object";
 
 impl Request {
     /// Parse one request line (without its newline). An object with a key twice is refused
@@ -494,6 +515,8 @@ impl Request {
             Request::FoeRead { .. } => "foe_read",
             Request::FoeWrite { .. } => "foe_write",
             Request::Axis { .. } => "axis",
+            Request::OdList { .. } => "od_list",
+            Request::OdObject { .. } => "od_object",
         }
     }
 
@@ -590,6 +613,17 @@ impl Request {
                 }
             }
             "axis" => axis_request(o)?,
+            "od_list" => {
+                only(o, cmd, &["position"])?;
+                Request::OdList { position: pos(o)? }
+            }
+            "od_object" => {
+                only(o, cmd, &["position", "index"])?;
+                Request::OdObject {
+                    position: pos(o)?,
+                    index: idx(o)?,
+                }
+            }
             "sdo_read" => {
                 only(o, cmd, &["position", "index", "sub"])?;
                 Request::SdoRead {
@@ -681,6 +715,10 @@ impl Request {
                 password,
             } => {
                 json!({"cmd": "foe_write", "position": position, "name": name, "password": password})
+            }
+            Request::OdList { position } => json!({"cmd": "od_list", "position": position}),
+            Request::OdObject { position, index } => {
+                json!({"cmd": "od_object", "position": position, "index": index})
             }
             Request::Axis {
                 name,
@@ -1106,6 +1144,11 @@ mod tests {
                 name: "y".into(),
                 action: AxisAction::Reset,
                 lease_ms: DEFAULT_LEASE_MS,
+            },
+            Request::OdList { position: 2 },
+            Request::OdObject {
+                position: 2,
+                index: 0x6040,
             },
         ];
         for r in all {

@@ -543,6 +543,16 @@ impl Provider for Shared {
                 action,
                 lease_ms,
             } => self.axis(name, *action, *lease_ms),
+            Request::OdList { position } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                od_list(&self.sdo, *position)
+            }
+            Request::OdObject { position, index } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                od_object(&self.sdo, *position, *index)
+            }
             Request::AlState { position, state } => {
                 self.check_position(*position)?;
                 self.cycling()?;
@@ -617,6 +627,69 @@ impl Provider for Shared {
             _ => crate::say!("rtcat: {}", r.text),
         }
     }
+}
+
+/// How long one SDO information exchange may take through the queue (all its fragments).
+const INFO_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn info_failure(position: u16) -> impl Fn(rtcat_master::coe::Error) -> Failure {
+    move |e| Failure::runtime(format!("position {position}: {e}"))
+}
+
+/// The object dictionary of the device at `position` (SDO information through the queue):
+/// every index, the first [`rtcat_control::protocol::MAX_OD_DESCRIBED`] described.
+fn od_list(sdo: &SdoClient, position: u16) -> Result<Value, Failure> {
+    use rtcat_master::coe::{ListType, info};
+    let mut mbx = sdo
+        .queue_mailbox(position, INFO_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let list =
+        info::od_list(&mut mbx, ListType::All, INFO_TIMEOUT).map_err(info_failure(position))?;
+    let mut described = 0;
+    let objects: Vec<Value> = list
+        .iter()
+        .map(|&index| {
+            if described >= rtcat_control::protocol::MAX_OD_DESCRIBED {
+                return json!({"index": index});
+            }
+            described += 1;
+            match info::object_description(&mut mbx, index, INFO_TIMEOUT) {
+                Ok(d) => json!({"index": index, "name": d.name, "object_code": d.object_code,
+                                "max_sub": d.max_sub, "data_type": d.data_type}),
+                Err(e) => json!({"index": index, "error": e.to_string()}),
+            }
+        })
+        .collect();
+    Ok(json!({"position": position, "objects": objects, "described": described}))
+}
+
+/// One object's description and its entries'.
+fn od_object(sdo: &SdoClient, position: u16, index: u16) -> Result<Value, Failure> {
+    use rtcat_master::coe::{SdoType, info};
+    let mut mbx = sdo
+        .queue_mailbox(position, INFO_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let d =
+        info::object_description(&mut mbx, index, INFO_TIMEOUT).map_err(info_failure(position))?;
+    // A VAR has its value at subindex 0; ARRAY and RECORD have entries 0..=max_sub.
+    let subs = if d.object_code == 7 {
+        0..=0
+    } else {
+        0..=d.max_sub
+    };
+    let entries: Vec<Value> = subs
+        .map(
+            |sub| match info::entry_description(&mut mbx, index, sub, INFO_TIMEOUT) {
+                Ok(e) => json!({"sub": sub, "name": e.name, "data_type": e.data_type,
+                            "type": SdoType::from_coe(e.data_type).map(|t| t.to_string()),
+                            "bits": e.bits, "access": e.access_text()}),
+                Err(e) => json!({"sub": sub, "error": e.to_string()}),
+            },
+        )
+        .collect();
+    Ok(json!({"position": position, "index": index, "name": d.name,
+              "object_code": d.object_code, "max_sub": d.max_sub, "data_type": d.data_type,
+              "entries": entries}))
 }
 
 /// Largest file a client may have written to a device through the control socket.

@@ -2,7 +2,8 @@
 //! CiA 402 example (two simulated drives running their configured profiles). A jog held by
 //! renewals moves the simulated drive's actual position and stops (planned, then holds) once
 //! the renewals stop; values outside the axis' limits, unknown axes and motion while disabled
-//! are refused; every command but a renewal is on the record.
+//! are refused; every command but a renewal is on the record. And the object dictionary by
+//! SDO information through the same queue (`od_list`, `od_object`).
 
 use rtcat_control::protocol::{AxisAction, FailureKind};
 use rtcat_control::{Client, ClientError, Request};
@@ -254,5 +255,63 @@ fn a_held_jog_moves_the_drive_and_stops_when_the_renewals_stop() {
     assert!(
         renewals.iter().all(|l| !l.contains("result=ok")),
         "a renewal that went through is not recorded: {renewals:#?}"
+    );
+}
+
+/// The object dictionary by SDO information through the running master's queue (`od_list`,
+/// `od_object`), as the commissioning page's Device view shows it.
+#[test]
+fn the_object_dictionary_of_a_running_drive() {
+    let d = tempfile::tempdir().unwrap();
+    let b = start(d.path(), 30);
+    let t = Instant::now();
+    let mut c = loop {
+        if let Ok(mut c) = Client::connect(&b.sock)
+            && c.call(&Request::Status).is_ok_and(|s| s["state"] == "op")
+        {
+            break c;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "bench did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let t = Instant::now();
+    let list = c.call(&Request::OdList { position: 0 }).unwrap();
+    eprintln!("od_list in {:?}", t.elapsed());
+    let objects = list["objects"].as_array().unwrap();
+    let find = |i: u16| objects.iter().find(|o| o["index"] == i).cloned();
+    let cw = find(0x6040).unwrap_or_else(|| panic!("0x6040 in the list: {list}"));
+    assert!(cw["name"].as_str().is_some_and(|n| !n.is_empty()), "{cw}");
+    assert_eq!(cw["object_code"], 7, "{cw}");
+    assert!(find(0x1018).is_some(), "{list}");
+    assert_eq!(list["described"].as_u64(), Some(objects.len() as u64));
+    let id = c
+        .call(&Request::OdObject {
+            position: 0,
+            index: 0x1018,
+        })
+        .unwrap();
+    let entries = id["entries"].as_array().unwrap();
+    assert!(entries.len() >= 2, "{id}");
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["sub"] == 1 && e["type"] == "u32" && e["access"].is_string()),
+        "0x1018:1 (vendor id) is a u32: {id}"
+    );
+    match c.call(&Request::OdObject {
+        position: 0,
+        index: 0x7777,
+    }) {
+        Err(ClientError::Failed(f)) => {
+            assert!(f.message.contains("abort 0x06020000"), "{f:?}")
+        }
+        other => panic!("{other:?}"),
+    }
+    usage(
+        c.call(&Request::OdList { position: 9 }),
+        "position = 9: the segment has 2 subdevices",
     );
 }
