@@ -19,6 +19,9 @@ use std::time::{Duration, Instant};
 
 /// Time an SDO request may take (the master's own SDO timeout is shorter).
 const SDO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time an object dictionary list may take (one SDO information exchange per object, up to
+/// 1024 of them).
+const OD_TIMEOUT: Duration = Duration::from_secs(60);
 /// Time an axis command may take (it only goes onto the board; a renewal later than the
 /// lease is useless).
 const AXIS_TIMEOUT: Duration = Duration::from_secs(2);
@@ -131,6 +134,18 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
                 want("POST")?;
                 let o = body(req)?;
                 let r = ctl_request(&o, "sdo_read", &["position", "index", "sub"])?;
+                control(app, &r, SDO_TIMEOUT).map(|v| Response::json(200, &v))
+            }
+            "/api/od/list" => {
+                want("POST")?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "od_list", &["position"])?;
+                control(app, &r, OD_TIMEOUT).map(|v| Response::json(200, &v))
+            }
+            "/api/od/object" => {
+                want("POST")?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "od_object", &["position", "index"])?;
                 control(app, &r, SDO_TIMEOUT).map(|v| Response::json(200, &v))
             }
             "/api/sdo/write" => {

@@ -346,6 +346,70 @@ function decode(hexs) {
   return out.join(' · ');
 }
 
+const OBJECT_CODE = { 7: 'VAR', 8: 'ARRAY', 9: 'RECORD' };
+
+// The device's object dictionary by SDO information (the master asks the device through its
+// mailbox queue); an object opens to its entries, an entry is read with the form above.
+function ObjectDictionary({ pos, onRead }) {
+  const [od, setOd] = useState(null);
+  const [open, setOpen] = useState({});
+  const [busy, setBusy] = useState(false);
+  const [err, setErr] = useState('');
+  const [q, setQ] = useState('');
+  const list = async () => {
+    setErr(''); setBusy(true); setOpen({});
+    try { setOd(await api('/api/od/list', { position: Number(pos) })); } catch (e) { setErr(e.message); setOd(null); }
+    setBusy(false);
+  };
+  const toggle = async (index) => {
+    if (open[index]) { setOpen({ ...open, [index]: null }); return; }
+    try {
+      const o = await api('/api/od/object', { position: od.position, index });
+      setOpen((s) => ({ ...s, [index]: o }));
+    } catch (e) { setOpen((s) => ({ ...s, [index]: { error: e.message } })); }
+  };
+  const needle = q.trim().toLowerCase();
+  const shown = od ? od.objects.filter((o) => !needle || (hex(o.index) + ' ' + (o.name || '')).toLowerCase().includes(needle)) : [];
+  return (
+    <div data-od>
+      <div class="row">
+        <button onClick={list} disabled={busy}>{busy ? 'Listing…' : `Object dictionary of position ${pos}`}</button>
+        {od && <input type="search" placeholder="filter objects" value={q} onInput={(e) => setQ(e.target.value)} aria-label="filter objects" />}
+        {od && <span class="mute">{od.objects.length} objects</span>}
+      </div>
+      {err && <p class="err" role="alert">{err}</p>}
+      {od && (
+        <table>
+          <thead><tr><th>index</th><th>name</th><th>object</th><th class="num">subindices</th></tr></thead>
+          <tbody>
+            {shown.map((o) => [
+              <tr key={o.index} data-object={hex(o.index)} onClick={() => toggle(o.index)} class="click">
+                <td><code>{hex(o.index)}</code></td><td>{o.name || o.error || ''}</td><td>{OBJECT_CODE[o.object_code] || ''}</td><td class="num">{o.max_sub ?? ''}</td>
+              </tr>,
+              open[o.index] && (
+                <tr key={o.index + 'e'}><td colspan="4">
+                  {open[o.index].error ? <p class="err">{open[o.index].error}</p> : (
+                    <table data-entries={hex(o.index)}>
+                      <tbody>
+                        {open[o.index].entries.map((e) => (
+                          <tr key={e.sub} data-entry-sub={e.sub}>
+                            <td><code>{hex(o.index)}:{e.sub}</code></td><td>{e.name || e.error}</td><td>{e.type || (e.data_type != null ? hex(e.data_type) : '')}</td><td>{e.bits != null ? `${e.bits} bits` : ''}</td><td>{e.access || ''}</td>
+                            <td>{!e.error && <button aria-label={`Read ${hex(o.index)}:${e.sub}`} onClick={() => onRead({ position: od.position, index: hex(o.index), sub: e.sub })}>Read</button>}</td>
+                          </tr>
+                        ))}
+                      </tbody>
+                    </table>
+                  )}
+                </td></tr>
+              ),
+            ])}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}
+
 function Device({ session }) {
   const [pos, setPos] = useState('0');
   const [index, setIndex] = useState('0x1018');
@@ -354,10 +418,11 @@ function Device({ session }) {
   const [value, setValue] = useState('');
   const [result, setResult] = useState(null);
   const [err, setErr] = useState('');
-  const run = async (write) => {
+  const run = async (write, at) => {
     setErr(''); setResult(null);
     try {
-      const base = { position: Number(pos), index, sub };
+      const base = at ? { position: Number(at.position), index: at.index, sub: String(at.sub) } : { position: Number(pos), index, sub };
+      if (at) { setPos(String(at.position)); setIndex(at.index); setSub(String(at.sub)); }
       if (write) {
         const r = await api('/api/sdo/write', { ...base, data: encode(type, value) });
         setResult({ text: `wrote ${r.written} bytes` });
@@ -387,6 +452,7 @@ function Device({ session }) {
         {result && <p><code>{result.text}</code> <span class="mute">{result.more}</span></p>}
         {err && <p class="err" role="alert">{err}</p>}
       </div>
+      <ObjectDictionary pos={pos} onRead={(at) => run(false, at)} />
     </section>
   );
 }

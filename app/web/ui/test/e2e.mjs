@@ -68,7 +68,14 @@ async function rig(name, segment, config, webArgs = []) {
   const sock = join(dir, 'control.sock');
   const args = ['bench', '--sim', '--shm', `e2e-${name}`, '--control', sock, '--duration', '300', '--no-rt'];
   if (segment) args.push('--segment', join(TOP, segment));
-  if (config) args.push('--config', join(TOP, config));
+  // The configuration (the example's, or none) with PDU and EEPROM timeouts of 1 s during initialisation,
+  // as the Rust tests have it: the test shares a loaded machine (an EEPROM read timed out at
+  // the default 100 ms with a load of 10 on this 2-core VM).
+  let text = config ? readFileSync(join(TOP, config), 'utf8') : '';
+  const patient = 'init_pdu_timeout_ms = 1000\ninit_eeprom_timeout_ms = 1000';
+  text = /^\[bus\]$/m.test(text) ? text.replace(/^\[bus\]$/m, `[bus]\n${patient}`) : `${text}\n[bus]\n${patient}\n`;
+  writeFileSync(join(dir, 'rtcat.toml'), text);
+  args.push('--config', join(dir, 'rtcat.toml'));
   const master = start(`master-${name}`, RTCAT, args, { cwd: dir });
   const web = start(`web-${name}`, WEB, ['--control', sock, '--listen', '127.0.0.1:0', '--state-dir', join(dir, 'state'), ...webArgs]);
   const url = await waitFor(() => (web.out().match(/serving (http:\/\/[0-9.:]+)/) || [])[1], `rtcat-web ${name} to listen`);
@@ -182,6 +189,22 @@ async function partA(browser) {
   await page.waitForSelector('[data-sdo-result] code');
   check((await page.textContent('[data-sdo-result] code')) === '66070000', 'Device: 0x1018:1 (vendor id) reads 0x766 as the scan says');
   check(await page.isDisabled('button:has-text("Write")'), 'Device: Write is disabled for the read role');
+  // The object dictionary of the servo (SDO information through the master's queue); an
+  // entry's Read fills the form and reads it.
+  await page.fill('input[name=position]', '2');
+  await page.click('button:has-text("Object dictionary of position 2")');
+  await page.waitForSelector('[data-object="0x1018"]', { timeout: 20000 });
+  const nObjects = await page.locator('[data-object]').count();
+  const idName = (await page.textContent('[data-object="0x1018"] td:nth-child(2)')).trim();
+  check(nObjects > 5 && idName.length > 0, `Device: the object dictionary of SERVO-COE lists ${nObjects} objects, 0x1018 named "${idName}"`);
+  await page.click('[data-object="0x1018"]');
+  await page.waitForSelector('[data-entries="0x1018"] [data-entry-sub="1"]');
+  check((await page.textContent('[data-entries="0x1018"] [data-entry-sub="1"]')).includes('u32'), 'Device: 0x1018:1 is described as a u32');
+  await page.click('[data-entries="0x1018"] [data-entry-sub="1"] button');
+  await page.waitForSelector('[data-sdo-result] code');
+  check(/^[0-9a-f]{8}$/.test(await page.textContent('[data-sdo-result] code')) && (await page.inputValue('input[name=index]')) === '0x1018' && (await page.inputValue('input[name=sub]')) === '1',
+    `Device: an entry's Read reads it (0x1018:1 of position 2 = ${await page.textContent('[data-sdo-result] code')})`);
+  await page.screenshot({ path: join(OUT, 'device-od.png'), fullPage: true });
   const viewerToken = await csrfOf(page);
   const ro = await provoke(() => post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0700' }, viewerToken));
   check(ro.status === 403 && ro.body.includes('read role'), `the read role's SDO write is refused with 403 (${ro.status} ${ro.body})`);
