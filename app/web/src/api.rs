@@ -40,6 +40,8 @@ pub struct App {
     pub conn: Mutex<Option<rtcat_control::Client>>,
     /// Axis commands are offered (`--allow-motion`).
     pub motion: bool,
+    /// The board's doctor report (`--doctor`).
+    pub doctor: std::path::PathBuf,
 }
 
 /// The lease of a jog or move-to from the page: the page renews it every 100 ms while the
@@ -135,6 +137,10 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
                 let o = body(req)?;
                 let r = ctl_request(&o, "sdo_read", &["position", "index", "sub"])?;
                 control(app, &r, SDO_TIMEOUT).map(|v| Response::json(200, &v))
+            }
+            "/api/doctor" => {
+                want("GET")?;
+                Ok(Response::json(200, &crate::doctor::read(&app.doctor)))
             }
             "/api/od/list" => {
                 want("POST")?;
@@ -494,6 +500,7 @@ mod tests {
             live: Live::new("/nonexistent/rtcat.sock".into(), None),
             conn: Mutex::new(None),
             motion: false,
+            doctor: "/nonexistent/doctor.json".into(),
         }
     }
 

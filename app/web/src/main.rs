@@ -11,6 +11,7 @@
 mod api;
 mod assets;
 mod auth;
+mod doctor;
 mod force;
 mod http;
 mod live;
@@ -52,6 +53,14 @@ struct Args {
     /// decision, per board (the `[web]` switch: set it in the unit's drop-in)
     #[arg(long)]
     allow_motion: bool,
+    /// The board's `rtcat doctor --json` report, shown on the Timing view (written by an
+    /// unprivileged timer; rtcat-web's sandbox hides what doctor inspects)
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/run/rtcat-doctor/doctor.json"
+    )]
+    doctor: PathBuf,
 }
 
 fn main() {
@@ -95,6 +104,7 @@ fn run(args: Args) -> Result<(), String> {
         live,
         conn: Mutex::new(None),
         motion: args.allow_motion,
+        doctor: args.doctor.clone(),
     });
     eprintln!(
         "rtcat-web: serving http://{} for the master on {}",

@@ -318,7 +318,50 @@ function Timing({ frame }) {
         <strong>Distributed clocks</strong>
         {st.dc ? <pre>{JSON.stringify(st.dc, null, 1)}</pre> : <p class="mute">not driven on this run</p>}
       </div>
+      <Doctor />
     </section>
+  );
+}
+
+const VERDICT = { FAIL: 'bad', WARN: 'warn', PASS: 'ok' };
+const VERDICT_ORDER = { FAIL: 0, WARN: 1, PASS: 2 };
+
+// The board's `rtcat doctor --json` report as an unprivileged timer last wrote it (rtcat-web
+// reads the file; it runs nothing), worst verdicts first, read again every minute.
+function Doctor() {
+  const [d, setD] = useState(null);
+  const [err, setErr] = useState('');
+  useEffect(() => {
+    const get = () => api('/api/doctor').then((v) => { setD(v); setErr(''); }).catch((e) => setErr(e.message));
+    get();
+    const t = setInterval(get, 60000);
+    return () => clearInterval(t);
+  }, []);
+  const r = d && d.report;
+  const checks = r ? [...r.checks].sort((a, b) => (VERDICT_ORDER[a.verdict] ?? 3) - (VERDICT_ORDER[b.verdict] ?? 3)) : [];
+  const sum = r && r.summary;
+  return (
+    <div class="card" data-doctor>
+      <strong>doctor: this board</strong>
+      {err && <p class="err">{err}</p>}
+      {d && !r && <p class="mute">{d.why}</p>}
+      {r && (
+        <div>
+          <div class="row">
+            {sum && ['fail', 'warn', 'pass', 'na'].map((k) => <span class={'pill ' + ({ fail: 'bad', warn: 'warn', pass: 'ok' }[k] || '')}>{k.toUpperCase()} {sum[k] ?? 0}</span>)}
+            <span class="mute">{r.kernel} · RT CPU {r.rt_cpus} · {r.iface} · {d.age_s == null ? '' : `written ${d.age_s} s ago`} ({d.file})</span>
+          </div>
+          <table>
+            <thead><tr><th>check</th><th>verdict</th><th>observed</th><th>fix</th></tr></thead>
+            <tbody>
+              {checks.map((c) => (
+                <tr key={c.id} data-doctor-check={c.id}><td><code>{c.id}</code></td><td><span class={'pill ' + (VERDICT[c.verdict] || '')} data-verdict>{c.verdict}</span></td><td>{c.observed}</td><td>{c.verdict === 'PASS' ? '' : c.fix}</td></tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </div>
   );
 }
 

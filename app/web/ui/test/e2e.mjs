@@ -17,7 +17,7 @@
 // Environment: RTCAT (the rtcat binary), RTCAT_WEB (rtcat-web), RTCAT_TOP (the checkout),
 // OUT (screenshots and logs). Exit 1 with the failed check on stderr.
 import { chromium } from 'playwright-core';
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:http';
 import { mkdtempSync, readFileSync, mkdirSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -77,7 +77,11 @@ async function rig(name, segment, config, webArgs = []) {
   writeFileSync(join(dir, 'rtcat.toml'), text);
   args.push('--config', join(dir, 'rtcat.toml'));
   const master = start(`master-${name}`, RTCAT, args, { cwd: dir });
-  const web = start(`web-${name}`, WEB, ['--control', sock, '--listen', '127.0.0.1:0', '--state-dir', join(dir, 'state'), ...webArgs]);
+  // The board's doctor report, as the unprivileged timer writes it (exit 1: checks failed on
+  // this VM; the report is on stdout all the same).
+  const doc = spawnSync(RTCAT, ['doctor', '--json', '--cpu', '1', '--iface', 'lo'], { encoding: 'utf8' });
+  writeFileSync(join(dir, 'doctor.json'), doc.stdout);
+  const web = start(`web-${name}`, WEB, ['--control', sock, '--listen', '127.0.0.1:0', '--state-dir', join(dir, 'state'), '--doctor', join(dir, 'doctor.json'), ...webArgs]);
   const url = await waitFor(() => (web.out().match(/serving (http:\/\/[0-9.:]+)/) || [])[1], `rtcat-web ${name} to listen`);
   const cred = readFileSync(join(dir, 'state', 'credentials'), 'utf8');
   const pw = Object.fromEntries(cred.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/\s+/)).map(([u, , p]) => [u, p]));
@@ -179,6 +183,13 @@ async function partA(browser) {
   await page.screenshot({ path: join(OUT, 'process-data.png'), fullPage: true });
   await view(page, 'timing');
   await page.waitForSelector('[data-histogram=wake_ns] svg');
+  // doctor's verdicts of this board, as in its report.
+  const report = JSON.parse(readFileSync(join(r.dir, 'doctor.json'), 'utf8'));
+  await page.waitForSelector('[data-doctor-check="kernel.preempt_rt"] [data-verdict]');
+  const shown = await page.$$eval('[data-doctor-check]', (es) => es.map((e) => [e.dataset.doctorCheck, e.querySelector('[data-verdict]').textContent]));
+  const want = Object.fromEntries(report.checks.map((c) => [c.id, c.verdict]));
+  check(shown.length === report.checks.length && shown.every(([id, v]) => want[id] === v) && ['FAIL', 'WARN', 'PASS', 'N/A'].indexOf(shown[0][1]) <= ['FAIL', 'WARN', 'PASS', 'N/A'].indexOf(shown[shown.length - 1][1]),
+    `Timing: doctor's ${report.checks.length} verdicts of this board as in its report, worst first (${JSON.stringify(report.summary)})`);
   await sleep(1500);
   await page.screenshot({ path: join(OUT, 'timing.png'), fullPage: true });
   await view(page, 'device');
