@@ -142,6 +142,39 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
                 want("GET")?;
                 Ok(Response::json(200, &crate::doctor::read(&app.doctor)))
             }
+            "/api/foe/read" => {
+                // A read, as sdo_read: any role (the control socket's foe_read needs no write
+                // right either); on the page's event list with the user, a file being more
+                // than a value.
+                want("POST")?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "foe_read", &["position", "name", "password"])?;
+                let Ctl::FoeRead {
+                    position,
+                    name,
+                    password,
+                } = r
+                else {
+                    return Err(Response::error(500, "not a foe_read"));
+                };
+                let out = crate::foe::read(app.live.control(), position, &name, password);
+                let result = match &out {
+                    Ok(d) => format!("{} bytes", d.len()),
+                    Err((_, m)) => format!("failed: {m}"),
+                };
+                app.live.event(
+                    "foe",
+                    format!("foe_read position={position} name={name:?}: {result}"),
+                    Some(&session.user),
+                );
+                out.map(|data| Response {
+                    status: 200,
+                    content_type: "application/octet-stream",
+                    extra: Vec::new(),
+                    body: data,
+                })
+                .map_err(|(s, m)| Response::error(s, m))
+            }
             "/api/od/list" => {
                 want("POST")?;
                 let o = body(req)?;

@@ -12,6 +12,7 @@ mod api;
 mod assets;
 mod auth;
 mod doctor;
+mod foe;
 mod force;
 mod http;
 mod live;

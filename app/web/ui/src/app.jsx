@@ -391,6 +391,49 @@ function decode(hexs) {
 
 const OBJECT_CODE = { 7: 'VAR', 8: 'ARRAY', 9: 'RECORD' };
 
+// The device's mailbox protocols (from its SII, as the scan read them) and, where it has FoE,
+// a file read from the device through the master, saved by the browser.
+function Mailbox({ pos }) {
+  const [subs, setSubs] = useState(null);
+  const [name, setName] = useState('');
+  const [pw, setPw] = useState('0');
+  const [res, setRes] = useState(null);
+  const [err, setErr] = useState('');
+  useEffect(() => { api('/api/scan').then((s) => setSubs(s.subdevices)).catch(() => setSubs(null)); }, []);
+  const d = subs && subs.find((x) => String(x.position) === String(pos).trim());
+  if (!d) return null;
+  const protos = d.mailbox_protocols || [];
+  const read = async () => {
+    setErr(''); setRes(null);
+    try {
+      const r = await fetch('/api/foe/read', { method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf }, body: JSON.stringify({ position: d.position, name, password: Number(pw) }) });
+      if (!r.ok) { let m = `${r.status}`; try { m = (await r.json()).error; } catch (_) { /* no JSON */ } throw new Error(m); }
+      const blob = await r.blob();
+      const text = new TextDecoder('utf-8', { fatal: false }).decode(await blob.slice(0, 200).arrayBuffer());
+      const a = document.createElement('a');
+      a.href = URL.createObjectURL(blob); a.download = name.replace(/[\/\\]/g, '_'); a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+      setRes({ bytes: blob.size, text });
+    } catch (e) { setErr(e.message); }
+  };
+  return (
+    <div data-mailbox>
+      <p>mailbox protocols of position {d.position}: {protos.length ? protos.map((p) => <span class="pill" data-protocol={p}>{p}</span>) : <span class="mute">none</span>}</p>
+      {protos.includes('FoE') && (
+        <div class="row">
+          <label>FoE file <input name="foe-name" placeholder="name on the device" value={name} onInput={(e) => setName(e.target.value)} /></label>
+          <label>password <input name="foe-password" size="10" value={pw} onInput={(e) => setPw(e.target.value)} /></label>
+          <button onClick={read} disabled={!name}>Read file</button>
+        </div>
+      )}
+      <div data-foe-result>
+        {res && <p>read {res.bytes} bytes (saved by the browser) <code>{res.text}</code></p>}
+        {err && <p class="err" role="alert">{err}</p>}
+      </div>
+    </div>
+  );
+}
+
 // The device's object dictionary by SDO information (the master asks the device through its
 // mailbox queue); an object opens to its entries, an entry is read with the form above.
 function ObjectDictionary({ pos, onRead }) {
@@ -495,6 +538,7 @@ function Device({ session }) {
         {result && <p><code>{result.text}</code> <span class="mute">{result.more}</span></p>}
         {err && <p class="err" role="alert">{err}</p>}
       </div>
+      <Mailbox pos={pos} />
       <ObjectDictionary pos={pos} onRead={(at) => run(false, at)} />
     </section>
   );

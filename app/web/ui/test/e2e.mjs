@@ -63,11 +63,14 @@ async function waitFor(fn, what, ms = 20000) {
 }
 
 // A master on `segment` (null: the simulator's reference segment) and rtcat-web in front of it.
-async function rig(name, segment, config, webArgs = []) {
+async function rig(name, segment, config, webArgs = [], segmentExtra = '') {
   const dir = mkdtempSync(join(tmpdir(), `rtcat-web-${name}-`));
   const sock = join(dir, 'control.sock');
   const args = ['bench', '--sim', '--shm', `e2e-${name}`, '--control', sock, '--duration', '300', '--no-rt'];
-  if (segment) args.push('--segment', join(TOP, segment));
+  if (segment && segmentExtra) {
+    writeFileSync(join(dir, 'segment.toml'), readFileSync(join(TOP, segment), 'utf8') + segmentExtra);
+    args.push('--segment', join(dir, 'segment.toml'));
+  } else if (segment) args.push('--segment', join(TOP, segment));
   // The configuration (the example's, or none) with PDU and EEPROM timeouts of 1 s during initialisation,
   // as the Rust tests have it: the test shares a loaded machine (an EEPROM read timed out at
   // the default 100 ms with a load of 10 on this 2-core VM).
@@ -145,7 +148,9 @@ async function main() {
 }
 
 async function partA(browser) {
-  const r = await rig('coe', 'examples/coe/segment.toml', 'examples/coe/rtcat.toml');
+  // The servo (the last device) also serves a file over FoE.
+  const r = await rig('coe', 'examples/coe/segment.toml', 'examples/coe/rtcat.toml', [],
+    '\n[[device.file]]\nname = "params.txt"\ntext = "gain=42 from the servo"\n');
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = watch(await ctx.newPage(), 'coe');
   // The refusals the test provokes (see provoke()).
@@ -216,6 +221,13 @@ async function partA(browser) {
   check(/^[0-9a-f]{8}$/.test(await page.textContent('[data-sdo-result] code')) && (await page.inputValue('input[name=index]')) === '0x1018' && (await page.inputValue('input[name=sub]')) === '1',
     `Device: an entry's Read reads it (0x1018:1 of position 2 = ${await page.textContent('[data-sdo-result] code')})`);
   await page.screenshot({ path: join(OUT, 'device-od.png'), fullPage: true });
+  // FoE where the device has it (its SII's mailbox protocols): a file read through the master.
+  await page.waitForSelector('[data-mailbox] [data-protocol=FoE]');
+  await page.fill('input[name=foe-name]', 'params.txt');
+  await page.click('button:has-text("Read file")');
+  await page.waitForSelector('[data-foe-result] code, [data-foe-result] .err', { timeout: 20000 });
+  const foe = await page.textContent('[data-foe-result]');
+  check(foe.includes('read 22 bytes') && foe.includes('gain=42 from the servo'), `Device: SERVO-COE lists FoE and its file reads through the master (${foe})`);
   const viewerToken = await csrfOf(page);
   const ro = await provoke(() => post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0700' }, viewerToken));
   check(ro.status === 403 && ro.body.includes('read role'), `the read role's SDO write is refused with 403 (${ro.status} ${ro.body})`);
