@@ -182,6 +182,13 @@ pub enum Request {
         /// Object index.
         index: u16,
     },
+    /// `{"cmd": "eoe_ip", "position": 1}`: the device's EoE IP parameters (Get IP parameter,
+    /// ETG.1000.6 §5.7.3.4) through the cycle's mailbox queue: data `{"position", "mac", "ip",
+    /// "subnet", "gateway", "dns", "dns_name"}`, each null when the device has none set.
+    EoeIp {
+        /// Subdevice position.
+        position: u16,
+    },
     /// `{"cmd": "sdo_write", "position": 0, "index": 8192, "sub": 1, "data": "2a00"}`.
     SdoWrite {
         /// Subdevice position.
@@ -457,7 +464,7 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 /// The commands, for error messages.
 pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state, \
                             shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, note, \
-                            axis, od_list, od_object";
+                            axis, od_list, od_object, eoe_ip";
 
 impl Request {
     /// Parse one request line (without its newline). An object with a key twice is refused
@@ -517,6 +524,7 @@ impl Request {
             Request::Axis { .. } => "axis",
             Request::OdList { .. } => "od_list",
             Request::OdObject { .. } => "od_object",
+            Request::EoeIp { .. } => "eoe_ip",
         }
     }
 
@@ -613,9 +621,14 @@ impl Request {
                 }
             }
             "axis" => axis_request(o)?,
-            "od_list" => {
+            "od_list" | "eoe_ip" => {
                 only(o, cmd, &["position"])?;
-                Request::OdList { position: pos(o)? }
+                let position = pos(o)?;
+                if cmd == "od_list" {
+                    Request::OdList { position }
+                } else {
+                    Request::EoeIp { position }
+                }
             }
             "od_object" => {
                 only(o, cmd, &["position", "index"])?;
@@ -717,6 +730,7 @@ impl Request {
                 json!({"cmd": "foe_write", "position": position, "name": name, "password": password})
             }
             Request::OdList { position } => json!({"cmd": "od_list", "position": position}),
+            Request::EoeIp { position } => json!({"cmd": "eoe_ip", "position": position}),
             Request::OdObject { position, index } => {
                 json!({"cmd": "od_object", "position": position, "index": index})
             }
@@ -1146,6 +1160,7 @@ mod tests {
                 lease_ms: DEFAULT_LEASE_MS,
             },
             Request::OdList { position: 2 },
+            Request::EoeIp { position: 1 },
             Request::OdObject {
                 position: 2,
                 index: 0x6040,

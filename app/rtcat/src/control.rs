@@ -553,6 +553,11 @@ impl Provider for Shared {
                 self.cycling()?;
                 od_object(&self.sdo, *position, *index)
             }
+            Request::EoeIp { position } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                eoe_ip(&self.sdo, *position)
+            }
             Request::AlState { position, state } => {
                 self.check_position(*position)?;
                 self.cycling()?;
@@ -661,6 +666,26 @@ fn od_list(sdo: &SdoClient, position: u16) -> Result<Value, Failure> {
         })
         .collect();
     Ok(json!({"position": position, "objects": objects, "described": described}))
+}
+
+/// The EoE IP parameters of the device at `position` (Get IP parameter through the queue).
+fn eoe_ip(sdo: &SdoClient, position: u16) -> Result<Value, Failure> {
+    let mut mbx = sdo
+        .queue_mailbox(position, INFO_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let p = rtcat_master::eoe::Client::new(&mut mbx)
+        .get_ip()
+        .map_err(|e| Failure::runtime(e.to_string()))?;
+    let ip4 = |a: Option<[u8; 4]>| a.map(|a| std::net::Ipv4Addr::from(a).to_string());
+    Ok(json!({
+        "position": position,
+        "mac": p.mac.map(|m| m.iter().map(|b| format!("{b:02x}")).collect::<Vec<_>>().join(":")),
+        "ip": ip4(p.ip),
+        "subnet": ip4(p.subnet),
+        "gateway": ip4(p.gateway),
+        "dns": ip4(p.dns),
+        "dns_name": p.dns_name,
+    }))
 }
 
 /// One object's description and its entries'.

@@ -34,6 +34,15 @@ impl Drop for Bench {
 }
 
 fn start(dir: &Path, secs: u32) -> Bench {
+    start_on(dir, secs, "")
+}
+
+/// With `extra` appended to the example's segment (a table of its last device).
+fn start_on(dir: &Path, secs: u32, extra: &str) -> Bench {
+    let segment = dir.join("segment.toml");
+    let mut seg = std::fs::read_to_string(example("segment.toml")).unwrap();
+    seg.push_str(extra);
+    std::fs::write(&segment, seg).unwrap();
     // The example's configuration, patient during initialisation (a loaded machine).
     let mut text = std::fs::read_to_string(example("rtcat.toml")).unwrap();
     text.push_str("\n[bus]\ninit_pdu_timeout_ms = 1000\n");
@@ -43,7 +52,7 @@ fn start(dir: &Path, secs: u32) -> Bench {
     let child = Command::new(BIN)
         .args(["bench", "--sim", "--no-rt", "--duration", &secs.to_string()])
         .arg("--segment")
-        .arg(example("segment.toml"))
+        .arg(&segment)
         .arg("--config")
         .arg(&cfg)
         .arg("--control")
@@ -314,4 +323,33 @@ fn the_object_dictionary_of_a_running_drive() {
         c.call(&Request::OdList { position: 9 }),
         "position = 9: the segment has 2 subdevices",
     );
+}
+
+/// A device's EoE IP parameters through the queue (`eoe_ip`): the page's link to the device.
+#[test]
+fn the_eoe_ip_parameters_of_a_running_device() {
+    let d = tempfile::tempdir().unwrap();
+    // The last device (y's drive, position 1) tunnels Ethernet too.
+    let b = start_on(
+        d.path(),
+        30,
+        "\n[device.eoe]\nmac = \"02:00:00:00:ec:01\"\n",
+    );
+    let t = Instant::now();
+    let mut c = loop {
+        if let Ok(mut c) = Client::connect(&b.sock)
+            && c.call(&Request::Status).is_ok_and(|s| s["state"] == "op")
+        {
+            break c;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "bench did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let v = c.call(&Request::EoeIp { position: 1 }).unwrap();
+    assert_eq!(v["mac"], "02:00:00:00:ec:01", "{v}");
+    assert!(v["ip"].is_null(), "no IP set on the device yet: {v}");
+    usage(c.call(&Request::EoeIp { position: 5 }), "position = 5");
 }
