@@ -175,6 +175,12 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
                 })
                 .map_err(|(s, m)| Response::error(s, m))
             }
+            "/api/eoe/ip" => {
+                want("POST")?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "eoe_ip", &["position"])?;
+                control(app, &r, SDO_TIMEOUT).map(|v| Response::json(200, &v))
+            }
             "/api/od/list" => {
                 want("POST")?;
                 let o = body(req)?;

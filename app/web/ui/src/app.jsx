@@ -399,10 +399,16 @@ function Mailbox({ pos }) {
   const [pw, setPw] = useState('0');
   const [res, setRes] = useState(null);
   const [err, setErr] = useState('');
+  const [eoe, setEoe] = useState(null);
   useEffect(() => { api('/api/scan').then((s) => setSubs(s.subdevices)).catch(() => setSubs(null)); }, []);
   const d = subs && subs.find((x) => String(x.position) === String(pos).trim());
+  const protos = (d && d.mailbox_protocols) || [];
+  const hasEoe = protos.includes('EoE');
+  useEffect(() => {
+    setEoe(null);
+    if (d && hasEoe) api('/api/eoe/ip', { position: d.position }).then(setEoe).catch((e) => setEoe({ error: e.message }));
+  }, [d && d.position, hasEoe]);
   if (!d) return null;
-  const protos = d.mailbox_protocols || [];
   const read = async () => {
     setErr(''); setRes(null);
     try {
@@ -419,6 +425,13 @@ function Mailbox({ pos }) {
   return (
     <div data-mailbox>
       <p>mailbox protocols of position {d.position}: {protos.length ? protos.map((p) => <span class="pill" data-protocol={p}>{p}</span>) : <span class="mute">none</span>}</p>
+      {hasEoe && eoe && (
+        <p data-eoe>EoE: {eoe.error ? <span class="err">{eoe.error}</span> : (
+          <span>MAC <code>{eoe.mac || '–'}</code> · {eoe.ip
+            ? <span>IP <a href={`http://${eoe.ip}/`} target="_blank" rel="noopener noreferrer">{eoe.ip}</a> <span class="mute">(reachable where the board routes to the EoE network: [[eoe]])</span></span>
+            : <span class="mute">no IP address set on the device</span>}</span>
+        )}</p>
+      )}
       {protos.includes('FoE') && (
         <div class="row">
           <label>FoE file <input name="foe-name" placeholder="name on the device" value={name} onInput={(e) => setName(e.target.value)} /></label>

@@ -148,9 +148,9 @@ async function main() {
 }
 
 async function partA(browser) {
-  // The servo (the last device) also serves a file over FoE.
+  // The servo (the last device) also serves a file over FoE and tunnels Ethernet.
   const r = await rig('coe', 'examples/coe/segment.toml', 'examples/coe/rtcat.toml', [],
-    '\n[[device.file]]\nname = "params.txt"\ntext = "gain=42 from the servo"\n');
+    '\n[[device.file]]\nname = "params.txt"\ntext = "gain=42 from the servo"\n[device.eoe]\nmac = "02:00:00:00:ec:02"\n');
   const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
   const page = watch(await ctx.newPage(), 'coe');
   // The refusals the test provokes (see provoke()).
@@ -228,6 +228,10 @@ async function partA(browser) {
   await page.waitForSelector('[data-foe-result] code, [data-foe-result] .err', { timeout: 20000 });
   const foe = await page.textContent('[data-foe-result]');
   check(foe.includes('read 22 bytes') && foe.includes('gain=42 from the servo'), `Device: SERVO-COE lists FoE and its file reads through the master (${foe})`);
+  await page.waitForSelector('[data-mailbox] [data-protocol=EoE]');
+  await page.waitForSelector('[data-eoe] code');
+  const eoeText = await page.textContent('[data-eoe]');
+  check(eoeText.includes('02:00:00:00:ec:02') && eoeText.includes('no IP address set'), `Device: its EoE parameters read through the master (${eoeText})`);
   const viewerToken = await csrfOf(page);
   const ro = await provoke(() => post(probe, '/api/sdo/write', { position: 1, index: '0x8000', sub: '0x15', data: '0700' }, viewerToken));
   check(ro.status === 403 && ro.body.includes('read role'), `the read role's SDO write is refused with 403 (${ro.status} ${ro.body})`);
