@@ -29,11 +29,22 @@ pub fn object_description(
 ) -> Result<ObjectDescription, Error> {
     let what = format!("SDO information: object {index:#06x} description");
     let req = request(t, |b| frame::object_description_request(b, 0, index));
-    let data = info(t, &req, frame::opcode::OBJECT_DESC_RESP, (index, 0), &what, wait)?;
-    let d = frame::parse_object_description(&data)
-        .map_err(|e| malformed(t, &what, e.to_string()))?;
+    let data = info(
+        t,
+        &req,
+        frame::opcode::OBJECT_DESC_RESP,
+        (index, 0),
+        &what,
+        wait,
+    )?;
+    let d =
+        frame::parse_object_description(&data).map_err(|e| malformed(t, &what, e.to_string()))?;
     if d.index != index {
-        return Err(malformed(t, &what, format!("description of {:#06x}", d.index)));
+        return Err(malformed(
+            t,
+            &what,
+            format!("description of {:#06x}", d.index),
+        ));
     }
     Ok(d)
 }
@@ -47,9 +58,16 @@ pub fn entry_description(
 ) -> Result<EntryDescription, Error> {
     let what = format!("SDO information: entry {index:#06x}:{sub:02x} description");
     let req = request(t, |b| frame::entry_description_request(b, 0, index, sub));
-    let data = info(t, &req, frame::opcode::ENTRY_DESC_RESP, (index, sub), &what, wait)?;
-    let d = frame::parse_entry_description(&data)
-        .map_err(|e| malformed(t, &what, e.to_string()))?;
+    let data = info(
+        t,
+        &req,
+        frame::opcode::ENTRY_DESC_RESP,
+        (index, sub),
+        &what,
+        wait,
+    )?;
+    let d =
+        frame::parse_entry_description(&data).map_err(|e| malformed(t, &what, e.to_string()))?;
     if (d.index, d.sub) != (index, sub) {
         return Err(malformed(
             t,
@@ -121,7 +139,10 @@ fn info(
                     return Err(malformed(
                         t,
                         what,
-                        format!("fragment with {fragments_left} left after one with {}", e + 1),
+                        format!(
+                            "fragment with {fragments_left} left after one with {}",
+                            e + 1
+                        ),
                     ));
                 }
                 if out.len() + data.len() > MAX_INFO {
