@@ -42,6 +42,39 @@ pub struct App {
     pub motion: bool,
     /// The board's doctor report (`--doctor`).
     pub doctor: std::path::PathBuf,
+    /// An FoE upload is being read or sent (one at a time: each holds its file in memory).
+    pub upload: std::sync::atomic::AtomicBool,
+}
+
+/// The body limit of a request, from its head: [`crate::foe::MAX_BYTES`] and 2 more minutes
+/// for an FoE upload of a session with the write role, its CSRF token and a same origin,
+/// while no other upload runs (`took` set: the caller gives the slot back with
+/// [`upload_done`]); [`http::MAX_BODY`] for everything else.
+pub fn body_limit(app: &App, head: &Request, took: &mut bool) -> (usize, Duration) {
+    let small = (http::MAX_BODY, Duration::ZERO);
+    if head.path != "/api/foe/write" || head.method != "POST" {
+        return small;
+    }
+    let Ok((_, s)) = session(app, head) else {
+        return small;
+    };
+    if csrf(head, &s).is_err() || writer(&s).is_err() {
+        return small;
+    }
+    if app
+        .upload
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        return small;
+    }
+    *took = true;
+    (crate::foe::MAX_BYTES as usize, Duration::from_secs(120))
+}
+
+/// The upload slot [`body_limit`] took is free again.
+pub fn upload_done(app: &App) {
+    app.upload.store(false, Ordering::Release);
 }
 
 /// The lease of a jog or move-to from the page: the page renews it every 100 ms while the
@@ -141,6 +174,48 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             "/api/doctor" => {
                 want("GET")?;
                 Ok(Response::json(200, &crate::doctor::read(&app.doctor)))
+            }
+            "/api/foe/write" => {
+                // The file is the body (any type); where it goes is the query: position,
+                // name (percent-encoded) and password.
+                want("POST")?;
+                writer(&session)?;
+                let position = req
+                    .query_param("position")
+                    .and_then(|p| p.parse::<u16>().ok())
+                    .ok_or_else(|| {
+                        Response::error(400, "position: a number 0..=65535 in the query")
+                    })?;
+                let name = req
+                    .query_text("name")
+                    .filter(|n| !n.is_empty() && n.len() <= 255 && !n.chars().any(char::is_control))
+                    .ok_or_else(|| {
+                        Response::error(400, "name: the device file's name (1..=255 bytes, percent-encoded) in the query")
+                    })?;
+                let password = match req.query_param("password") {
+                    None | Some("") => 0,
+                    Some(p) => p.parse::<u32>().map_err(|_| {
+                        Response::error(400, format!("password = {p:?}: a number 0..=4294967295"))
+                    })?,
+                };
+                if req.body.is_empty() {
+                    return Err(Response::error(400, "the body is the file: empty"));
+                }
+                let what = format!(
+                    "foe_write position={position} name={name:?} bytes={}",
+                    req.body.len()
+                );
+                note(app, &session, &what)?;
+                let out =
+                    crate::foe::write(app.live.control(), position, &name, password, &req.body);
+                let result = match &out {
+                    Ok(_) => "ok".to_string(),
+                    Err((_, m)) => format!("failed: {m}"),
+                };
+                app.live
+                    .event("write", format!("{what}: {result}"), Some(&session.user));
+                out.map(|v| Response::json(200, &v))
+                    .map_err(|(s, m)| Response::error(s, m))
             }
             "/api/foe/read" => {
                 // A read, as sdo_read: any role (the control socket's foe_read needs no write
@@ -540,6 +615,7 @@ mod tests {
             conn: Mutex::new(None),
             motion: false,
             doctor: "/nonexistent/doctor.json".into(),
+            upload: Default::default(),
         }
     }
 

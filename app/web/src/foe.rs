@@ -56,3 +56,40 @@ pub fn read(control: &Path, position: u16, name: &str, password: u32) -> Result<
     }
     Ok(data)
 }
+
+/// Write `data` to `name` on the device at `position` through the master at `control`: the
+/// bytes go into a memfd whose descriptor the master reads.
+pub fn write(
+    control: &Path,
+    position: u16,
+    name: &str,
+    password: u32,
+    data: &[u8],
+) -> Result<serde_json::Value, Failed> {
+    use std::io::Write;
+    let req = Request::FoeWrite {
+        position,
+        name: name.to_string(),
+        password,
+    };
+    let fd =
+        nix::sys::memfd::memfd_create(c"rtcat-web-foe", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)
+            .map_err(|e| (500, format!("memfd_create: {e}")))?;
+    let mut f = std::fs::File::from(fd);
+    f.write_all(data)
+        .and_then(|()| f.rewind())
+        .map_err(|e| (500, format!("the file's memfd: {e}")))?;
+    let mut c = Client::connect(control)
+        .map_err(|e| (503, e.to_string()))?
+        .with_timeout(TIMEOUT);
+    c.request_with_fd(&req, f.as_fd())
+        .and_then(|r| r.into_result().map_err(ClientError::Failed))
+        .map_err(|e| match e {
+            ClientError::Failed(f) if f.kind == rtcat_control::FailureKind::Usage => {
+                (400, f.message)
+            }
+            ClientError::Failed(f) => (502, format!("the master: {}", f.message)),
+            ClientError::Timeout(_) => (504, e.to_string()),
+            e => (503, e.to_string()),
+        })
+}

@@ -106,6 +106,7 @@ fn run(args: Args) -> Result<(), String> {
         conn: Mutex::new(None),
         motion: args.allow_motion,
         doctor: args.doctor.clone(),
+        upload: Default::default(),
     });
     eprintln!(
         "rtcat-web: serving http://{} for the master on {}",
@@ -161,16 +162,27 @@ fn busy(mut s: TcpStream) {
 }
 
 fn serve(app: &api::App, mut s: TcpStream, ip: IpAddr) {
-    let req = match http::read_request(&mut s) {
+    let mut upload = false;
+    let req = http::read_request_with(&mut s, |head| api::body_limit(app, head, &mut upload));
+    let req = match req {
         Ok(r) => r,
         Err(bad) => {
+            if upload {
+                api::upload_done(app);
+            }
             if let Some((status, text)) = bad.answer() {
                 let _ = http::send(&mut s, &http::Response::error(status, text));
             }
             return;
         }
     };
-    if let Some(r) = api::handle(app, &req, ip, &mut s) {
+    let r = api::handle(app, &req, ip, &mut s);
+    // The file is sent (or refused): the next upload may come.
+    drop(req);
+    if upload {
+        api::upload_done(app);
+    }
+    if let Some(r) = r {
         let _ = http::send(&mut s, &r);
     }
 }

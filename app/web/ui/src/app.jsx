@@ -393,7 +393,7 @@ const OBJECT_CODE = { 7: 'VAR', 8: 'ARRAY', 9: 'RECORD' };
 
 // The device's mailbox protocols (from its SII, as the scan read them) and, where it has FoE,
 // a file read from the device through the master, saved by the browser.
-function Mailbox({ pos }) {
+function Mailbox({ pos, session }) {
   const [subs, setSubs] = useState(null);
   const [name, setName] = useState('');
   const [pw, setPw] = useState('0');
@@ -422,6 +422,21 @@ function Mailbox({ pos }) {
       setRes({ bytes: blob.size, text });
     } catch (e) { setErr(e.message); }
   };
+  // The write role sends a file of this computer to the device (the body is the file; the
+  // master's record has the user and the file's name and size).
+  const write = async () => {
+    setErr(''); setRes(null);
+    const f = document.querySelector('input[name=foe-file]').files[0];
+    if (!f) { setErr('choose a file to write'); return; }
+    try {
+      const q = `position=${d.position}&name=${encodeURIComponent(name)}&password=${Number(pw)}`;
+      const r = await fetch(`/api/foe/write?${q}`, { method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/octet-stream', 'X-CSRF-Token': csrf }, body: f });
+      let data = null;
+      try { data = await r.json(); } catch (_) { /* no JSON */ }
+      if (!r.ok) throw new Error((data && data.error) || `${r.status}`);
+      setRes({ wrote: data.bytes, seconds: data.seconds });
+    } catch (e) { setErr(e.message); }
+  };
   return (
     <div data-mailbox>
       <p>mailbox protocols of position {d.position}: {protos.length ? protos.map((p) => <span class="pill" data-protocol={p}>{p}</span>) : <span class="mute">none</span>}</p>
@@ -437,10 +452,13 @@ function Mailbox({ pos }) {
           <label>FoE file <input name="foe-name" placeholder="name on the device" value={name} onInput={(e) => setName(e.target.value)} /></label>
           <label>password <input name="foe-password" size="10" value={pw} onInput={(e) => setPw(e.target.value)} /></label>
           <button onClick={read} disabled={!name}>Read file</button>
+          {session.role === 'write' && <input type="file" name="foe-file" aria-label="file to write" />}
+          {session.role === 'write' && <button onClick={write} disabled={!name}>Write file</button>}
         </div>
       )}
       <div data-foe-result>
-        {res && <p>read {res.bytes} bytes (saved by the browser) <code>{res.text}</code></p>}
+        {res && res.wrote != null && <p>wrote {res.wrote} bytes to the device</p>}
+        {res && res.wrote == null && <p>read {res.bytes} bytes (saved by the browser) <code>{res.text}</code></p>}
         {err && <p class="err" role="alert">{err}</p>}
       </div>
     </div>
@@ -551,7 +569,7 @@ function Device({ session }) {
         {result && <p><code>{result.text}</code> <span class="mute">{result.more}</span></p>}
         {err && <p class="err" role="alert">{err}</p>}
       </div>
-      <Mailbox pos={pos} />
+      <Mailbox pos={pos} session={session} />
       <ObjectDictionary pos={pos} onRead={(at) => run(false, at)} />
     </section>
   );
