@@ -5,7 +5,11 @@
 //      and 768×1024); logged out, the API refuses; the read role cannot write an SDO; the write
 //      role writes one, the master's record names the user; a cross-site page's forged POST and
 //      a POST without or with a wrong CSRF token change nothing; failed logins are rate-limited;
-//      the web program's RSS and CPU share with five live pages open.
+//      the web program's RSS and CPU share with five live pages open; the Timing view shows
+//      doctor's verdicts as in the board's report; the Device view lists the servo's object
+//      dictionary and reads an entry from it, shows its mailbox protocols, reads and (write
+//      role) writes a file over FoE and shows its EoE MAC and IP; without --allow-motion an
+//      axis command is refused.
 //   B. the simulator's reference segment, whose devices echo their outputs into their inputs:
 //      an output driven through the shared image (the Python client) shows as the echoed input
 //      on the page within 500 ms of the input changing in the image.
