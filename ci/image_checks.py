@@ -324,6 +324,19 @@ def check_dist_profile():
                 f"Cargo.toml [profile.dist] {key} = {want!r}",
             )
 
+    # [profile.dist.package.*] reach the recipe's release build through the cargo configuration
+    # its do_configure appends to (the environment cannot set package overrides).
+    m = re.search(r"cat >> \$\{CARGO_HOME\}/config\.toml <<EOF\n(.*?)\nEOF", recipe.read_text(), re.S)
+    appended = tomllib.loads(m.group(1)) if m else {}
+    got_pkgs = appended.get("profile", {}).get("release", {}).get("package", {})
+    want_pkgs = prof["dist"].get("package", {})
+    if got_pkgs != want_pkgs:
+        err(
+            rel(recipe),
+            f"cargo configuration appended in do_configure: [profile.release.package] = {got_pkgs!r}, "
+            f"Cargo.toml [profile.dist.package] = {want_pkgs!r}",
+        )
+
 
 def check_recipes():
     check_dist_profile()

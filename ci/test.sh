@@ -49,6 +49,9 @@ rust_checks() {
 	step "rust: cargo clippy --all-targets -D warnings"
 	cargo clippy --locked --workspace --all-targets -- -D warnings
 
+	step "rust: the README's first command builds (rtcat without its default features: no plots)"
+	cargo clippy --locked -p rtcat --no-default-features -- -D warnings
+
 	step "rust: cargo +$MSRV check --locked (MSRV)"
 	cargo "+$MSRV" check --locked --workspace --all-targets
 

@@ -182,13 +182,6 @@ pub enum Request {
         /// Object index.
         index: u16,
     },
-    /// `{"cmd": "eoe_ip", "position": 1}`: the device's EoE IP parameters (Get IP parameter,
-    /// ETG.1000.6 §5.7.3.4) through the cycle's mailbox queue: data `{"position", "mac", "ip",
-    /// "subnet", "gateway", "dns", "dns_name"}`, each null when the device has none set.
-    EoeIp {
-        /// Subdevice position.
-        position: u16,
-    },
     /// `{"cmd": "sdo_write", "position": 0, "index": 8192, "sub": 1, "data": "2a00"}`.
     SdoWrite {
         /// Subdevice position.
@@ -240,7 +233,10 @@ pub enum Request {
     },
     /// `{"cmd": "foe_write", "position": 0, "name": "params.bin", "password": 0}` with one
     /// descriptor passed that is open for reading (a regular file): its content written to the
-    /// device's file. Data `{"bytes": N, "seconds": S}`.
+    /// device's file. Data `{"bytes": N, "seconds": S}`. With `"boot": true` a firmware update:
+    /// the device is taken out of the running segment, written in its BOOT state and handed
+    /// back to its recovery (needs `[health] recovery = "subdevice"`); the data then also say
+    /// `"back_in_op"` and the identity `"before"` and `"after"`.
     FoeWrite {
         /// Subdevice position.
         position: u16,
@@ -248,6 +244,25 @@ pub enum Request {
         name: String,
         /// The password the device asks for (0: none).
         password: u32,
+        /// In the device's BOOT state (a firmware update).
+        boot: bool,
+    },
+    /// `{"cmd": "eoe_get_ip", "position": 1}`: a device's IP parameters over EoE (get IP
+    /// parameter), through the cycle's mailbox queue. Data `{"position": 1, "mac": ..., "ip":
+    /// ..., "subnet": ..., "gateway": ..., "dns": ..., "dns_name": ...}` (null: not reported).
+    EoeGetIp {
+        /// Subdevice position.
+        position: u16,
+    },
+    /// `{"cmd": "eoe_set_ip", "position": 1, "ip": "192.168.10.2/24", "gateway": ..., "dns":
+    /// ..., "dns_name": ..., "mac": ...}` (at least one; the text of `rtcat eoe set-ip`'s
+    /// options, which the master parses): EoE set IP parameter. Data `{"position": 1, "set":
+    /// "ip 192.168.10.2, ..."}`.
+    EoeSetIp {
+        /// Subdevice position.
+        position: u16,
+        /// `--ip`, `--gateway`, `--dns`, `--dns-name`, `--mac`, as given.
+        settings: EoeSettings,
     },
     /// `{"cmd": "shm_release", "slot": 0, "row": 3}`: give a claimed row up.
     ShmRelease {
@@ -407,6 +422,38 @@ pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
+/// The IP parameters of an `eoe_set_ip`, as text (the master parses them as `rtcat eoe set-ip`
+/// does its options).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EoeSettings {
+    /// Address with its prefix length.
+    pub ip: Option<String>,
+    /// Default gateway.
+    pub gateway: Option<String>,
+    /// DNS server.
+    pub dns: Option<String>,
+    /// DNS name.
+    pub dns_name: Option<String>,
+    /// MAC address.
+    pub mac: Option<String>,
+}
+
+impl EoeSettings {
+    /// The fields by their JSON names.
+    fn fields(&self) -> [(&'static str, &Option<String>); 5] {
+        [
+            ("ip", &self.ip),
+            ("gateway", &self.gateway),
+            ("dns", &self.dns),
+            ("dns_name", &self.dns_name),
+            ("mac", &self.mac),
+        ]
+    }
+}
+
+/// Longest text of one `eoe_set_ip` field.
+const MAX_EOE_FIELD: usize = 64;
+
 /// Largest value an `sdo_write` carries (the master's acyclic queue moves at most this).
 pub const MAX_SDO_DATA: usize = 64;
 
@@ -463,8 +510,8 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 
 /// The commands, for error messages.
 pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state, \
-                            shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, note, \
-                            axis, od_list, od_object, eoe_ip";
+                            shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, \
+                            eoe_get_ip, eoe_set_ip, note, axis, od_list, od_object";
 
 impl Request {
     /// Parse one request line (without its newline). An object with a key twice is refused
@@ -495,6 +542,7 @@ impl Request {
                 | Request::ShmRelease { .. }
                 | Request::Note { .. }
                 | Request::FoeWrite { .. }
+                | Request::EoeSetIp { .. }
                 | Request::Axis { .. }
         )
     }
@@ -521,10 +569,11 @@ impl Request {
             Request::Note { .. } => "note",
             Request::FoeRead { .. } => "foe_read",
             Request::FoeWrite { .. } => "foe_write",
+            Request::EoeGetIp { .. } => "eoe_get_ip",
+            Request::EoeSetIp { .. } => "eoe_set_ip",
             Request::Axis { .. } => "axis",
             Request::OdList { .. } => "od_list",
             Request::OdObject { .. } => "od_object",
-            Request::EoeIp { .. } => "eoe_ip",
         }
     }
 
@@ -578,6 +627,46 @@ impl Request {
                     Request::ShmRelease { slot, row }
                 }
             }
+            "eoe_get_ip" => {
+                only(o, cmd, &["position"])?;
+                Request::EoeGetIp { position: pos(o)? }
+            }
+            "eoe_set_ip" => {
+                only(
+                    o,
+                    cmd,
+                    &["position", "ip", "gateway", "dns", "dns_name", "mac"],
+                )?;
+                let text = |name: &str| -> Result<Option<String>, Failure> {
+                    if !o.contains_key(name) {
+                        return Ok(None);
+                    }
+                    let t = string(o, name)?;
+                    if t.is_empty() || t.len() > MAX_EOE_FIELD || t.chars().any(char::is_control) {
+                        return Err(Failure::usage(format!(
+                            "{name} = {:?}: 1..={MAX_EOE_FIELD} bytes without control characters",
+                            t.chars().take(40).collect::<String>()
+                        )));
+                    }
+                    Ok(Some(t.to_string()))
+                };
+                let settings = EoeSettings {
+                    ip: text("ip")?,
+                    gateway: text("gateway")?,
+                    dns: text("dns")?,
+                    dns_name: text("dns_name")?,
+                    mac: text("mac")?,
+                };
+                if settings == EoeSettings::default() {
+                    return Err(Failure::usage(
+                        "eoe_set_ip: nothing to set: give ip, gateway, dns, dns_name or mac",
+                    ));
+                }
+                Request::EoeSetIp {
+                    position: pos(o)?,
+                    settings,
+                }
+            }
             "note" => {
                 only(o, cmd, &["text"])?;
                 let text = string(o, "text")?;
@@ -592,7 +681,11 @@ impl Request {
                 }
             }
             "foe_read" | "foe_write" => {
-                only(o, cmd, &["position", "name", "password"])?;
+                if cmd == "foe_read" {
+                    only(o, cmd, &["position", "name", "password"])?;
+                } else {
+                    only(o, cmd, &["position", "name", "password", "boot"])?;
+                }
                 let name = string(o, "name")?;
                 if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
                     return Err(Failure::usage(format!(
@@ -613,22 +706,25 @@ impl Request {
                         password,
                     }
                 } else {
+                    let boot = match o.get("boot") {
+                        None => false,
+                        Some(Value::Bool(b)) => *b,
+                        Some(other) => {
+                            return Err(Failure::usage(format!("boot = {other}: true or false")));
+                        }
+                    };
                     Request::FoeWrite {
                         position,
                         name,
                         password,
+                        boot,
                     }
                 }
             }
             "axis" => axis_request(o)?,
-            "od_list" | "eoe_ip" => {
+            "od_list" => {
                 only(o, cmd, &["position"])?;
-                let position = pos(o)?;
-                if cmd == "od_list" {
-                    Request::OdList { position }
-                } else {
-                    Request::EoeIp { position }
-                }
+                Request::OdList { position: pos(o)? }
             }
             "od_object" => {
                 only(o, cmd, &["position", "index"])?;
@@ -722,15 +818,31 @@ impl Request {
             } => {
                 json!({"cmd": "foe_read", "position": position, "name": name, "password": password})
             }
+            Request::EoeGetIp { position } => json!({"cmd": "eoe_get_ip", "position": position}),
+            Request::EoeSetIp { position, settings } => {
+                let mut v = json!({"cmd": "eoe_set_ip", "position": position});
+                for (k, f) in settings.fields() {
+                    if let Some(t) = f {
+                        v[k] = Value::String(t.clone());
+                    }
+                }
+                v
+            }
             Request::FoeWrite {
                 position,
                 name,
                 password,
+                boot,
             } => {
-                json!({"cmd": "foe_write", "position": position, "name": name, "password": password})
+                let mut v = json!({"cmd": "foe_write", "position": position, "name": name,
+                                   "password": password});
+                // Only when set: the line of a plain write stays what it was.
+                if *boot {
+                    v["boot"] = Value::Bool(true);
+                }
+                v
             }
             Request::OdList { position } => json!({"cmd": "od_list", "position": position}),
-            Request::EoeIp { position } => json!({"cmd": "eoe_ip", "position": position}),
             Request::OdObject { position, index } => {
                 json!({"cmd": "od_object", "position": position, "index": index})
             }
@@ -1000,9 +1112,20 @@ pub struct AxisStatus {
     pub state: String,
     /// Faults seen.
     pub faults: u64,
-    /// The last cycle's following error (counts; 0 when not in operation enabled).
+    /// The last cycle's following error, the master's own: the set-point sent minus the
+    /// position actual (counts; 0 when not in operation enabled).
     #[serde(default)]
     pub following_error: i64,
+    /// The drive's following error actual 0x60F4 of the same cycle (counts; absent when the
+    /// drive does not map it or is not in operation enabled).
+    #[serde(default)]
+    pub drive_following_error: Option<i64>,
+    /// Quick stops commanded because of bad cycles.
+    #[serde(default)]
+    pub quick_stops: u64,
+    /// Bad cycles through which the last set-point was held (no quick stop).
+    #[serde(default)]
+    pub held_cycles: u64,
     /// |following error| (counts) as a histogram. The master leaves it empty (the cyclic
     /// thread keeps the distribution; summary.json has its percentiles at the end).
     pub following_error_abs: Histo,
@@ -1138,6 +1261,22 @@ mod tests {
                 position: 0,
                 name: "fw".into(),
                 password: 0,
+                boot: false,
+            },
+            Request::FoeWrite {
+                position: 2,
+                name: "firmware.efw".into(),
+                password: 0x1234,
+                boot: true,
+            },
+            Request::EoeGetIp { position: 3 },
+            Request::EoeSetIp {
+                position: 3,
+                settings: EoeSettings {
+                    ip: Some("192.168.10.2/24".into()),
+                    dns_name: Some("drive-3".into()),
+                    ..EoeSettings::default()
+                },
             },
             Request::Axis {
                 name: "x".into(),
@@ -1160,7 +1299,6 @@ mod tests {
                 lease_ms: DEFAULT_LEASE_MS,
             },
             Request::OdList { position: 2 },
-            Request::EoeIp { position: 1 },
             Request::OdObject {
                 position: 2,
                 index: 0x6040,
@@ -1365,5 +1503,51 @@ mod tests {
                 prop_assert_eq!(e.kind, FailureKind::Usage);
             }
         }
+    }
+
+    #[test]
+    fn an_eoe_set_ip_sets_something_and_its_texts_are_bounded() {
+        let e = Request::parse(r#"{"cmd":"eoe_set_ip","position":1}"#).unwrap_err();
+        assert!(e.message.contains("nothing to set"), "{}", e.message);
+        let e = Request::parse(r#"{"cmd":"eoe_set_ip","position":1,"ip":""}"#).unwrap_err();
+        assert!(e.message.starts_with("ip = \"\""), "{}", e.message);
+        let e = Request::parse(r#"{"cmd":"eoe_set_ip","position":1,"dns":7}"#).unwrap_err();
+        assert!(e.message.contains("must be a string"), "{}", e.message);
+        let e = Request::parse(r#"{"cmd":"eoe_set_ip","position":1,"ipv6":"x"}"#).unwrap_err();
+        assert!(
+            e.message.contains("unknown field \"ipv6\""),
+            "{}",
+            e.message
+        );
+        assert!(
+            Request::parse(r#"{"cmd":"eoe_set_ip","position":1,"mac":"02:00:00:00:00:01"}"#)
+                .is_ok_and(|r| r.is_write())
+        );
+        assert!(
+            Request::parse(r#"{"cmd":"eoe_get_ip","position":1}"#).is_ok_and(|r| !r.is_write())
+        );
+    }
+
+    #[test]
+    fn only_a_write_goes_to_boot_and_boot_is_a_boolean() {
+        let w = r#"{"cmd":"foe_write","position":1,"name":"fw","boot":true}"#;
+        assert!(matches!(
+            Request::parse(w),
+            Ok(Request::FoeWrite { boot: true, .. })
+        ));
+        let e =
+            Request::parse(r#"{"cmd":"foe_write","position":1,"name":"fw","boot":1}"#).unwrap_err();
+        assert!(e.message.contains("boot = 1"), "{}", e.message);
+        assert!(
+            Request::parse(r#"{"cmd":"foe_read","position":1,"name":"fw","boot":true}"#).is_err()
+        );
+        // A plain write's line is what it was before the field existed.
+        let plain = Request::FoeWrite {
+            position: 1,
+            name: "fw".into(),
+            password: 0,
+            boot: false,
+        };
+        assert!(!plain.to_line().contains("boot"));
     }
 }

@@ -142,8 +142,10 @@ struct DeviceEntry {
     name: String,
     #[serde(default = "default_vendor")]
     vendor_id: u32,
-    #[serde(default = "default_product")]
-    product_id: u32,
+    /// Absent: the reference product code, or one of its own when the entry describes a device
+    /// different from the other defaulted ones (see `check_identities`).
+    #[serde(default)]
+    product_id: Option<u32>,
     #[serde(default = "one")]
     revision: u32,
     #[serde(default)]
@@ -295,6 +297,9 @@ struct FileEntry {
     /// Answer the write request and every N-th DATA packet of a write with BUSY once (0: never).
     #[serde(default)]
     busy: u32,
+    /// Firmware of this revision: a completed write in BOOT installs it (SII word 0x0C).
+    #[serde(default)]
+    revision: Option<u32>,
 }
 
 /// Most files a device lists.
@@ -315,6 +320,9 @@ pub struct FileSpec {
     pub max_bytes: u32,
     /// BUSY once to the write request and to every `busy`-th DATA packet (0: never).
     pub busy: u32,
+    /// A firmware image of this revision: once a write of it completes (in BOOT), the device's
+    /// SII says this revision (word 0x0C), as a real device's does after a firmware update.
+    pub revision: Option<u32>,
 }
 
 /// `device[i].file`: names unique and printable, contents and limits within bounds, a CoE
@@ -365,6 +373,13 @@ fn files(i: usize, e: &DeviceEntry) -> Result<Vec<FileSpec>, SpecError> {
                 ),
             );
         }
+        if f.revision.is_some() && !(f.boot && f.writable) {
+            return bad(
+                k,
+                "revision is what a firmware write installs: give boot = true and writable = true"
+                    .into(),
+            );
+        }
         out.push(FileSpec {
             name: f.name.clone(),
             content,
@@ -373,6 +388,7 @@ fn files(i: usize, e: &DeviceEntry) -> Result<Vec<FileSpec>, SpecError> {
             boot: f.boot,
             max_bytes,
             busy: f.busy,
+            revision: f.revision,
         });
     }
     Ok(out)
@@ -588,9 +604,6 @@ fn default_name() -> String {
 }
 fn default_vendor() -> u32 {
     REFERENCE_VENDOR
-}
-fn default_product() -> u32 {
-    REFERENCE_PRODUCT
 }
 
 /// The shipped CoE example (the file is the one source of the example's devices).
@@ -1008,7 +1021,7 @@ impl SegmentSpec {
             let first = DeviceSpec {
                 name: e.name.clone(),
                 vendor_id: e.vendor_id,
-                product_id: e.product_id,
+                product_id: e.product_id.unwrap_or(REFERENCE_PRODUCT),
                 revision: e.revision,
                 serial: e.serial,
                 outputs,
@@ -1062,6 +1075,8 @@ impl SegmentSpec {
                 });
             }
         }
+        let defaulted: Vec<bool> = file.device.iter().map(|e| e.product_id.is_none()).collect();
+        check_identities(&mut devices, &entries, &defaulted)?;
         let wiring = wiring(&devices).map_err(|(pos, why)| {
             SpecError::Invalid(format!("device[{}] (position {pos}): {why}", entries[pos]))
         })?;
@@ -1075,6 +1090,80 @@ impl SegmentSpec {
             devices,
         })
     }
+}
+
+/// Devices of one identity and revision carry one SII: masters cache it by identity and revision
+/// (rtcat's tools and bring-up do). So entries without a `product_id` that describe different
+/// devices get product codes of their own (the reference code, then the codes after it, in the
+/// order the descriptions first appear; identical descriptions share one), and two entries that
+/// name one identity but describe different devices are refused, naming both. The serial
+/// number, the station alias and the config area's CRC may differ, as between two real devices
+/// of one type.
+fn check_identities(
+    devices: &mut [DeviceSpec],
+    entries: &[usize],
+    defaulted: &[bool],
+) -> Result<(), SpecError> {
+    // The SII as a master compares it, without what differs between devices of one type.
+    let comparable = |d: &DeviceSpec, product: bool| -> Result<Vec<u8>, SpecError> {
+        let mut img = crate::sii::build_image(d)
+            .map_err(|e| SpecError::Invalid(format!("device {}: {e}", d.name)))?;
+        img[8..10].fill(0);
+        img[14] = 0;
+        if !product {
+            img[20..24].fill(0);
+        }
+        img[28..32].fill(0);
+        Ok(img)
+    };
+    // Defaulted entries: one product code per distinct description.
+    let mut codes: Vec<(Vec<u8>, u32)> = Vec::new();
+    let mut product_of_entry: Vec<Option<u32>> = vec![None; defaulted.len()];
+    for pos in 0..devices.len() {
+        let entry = entries[pos];
+        if !defaulted[entry] {
+            continue;
+        }
+        if product_of_entry[entry].is_none() {
+            let img = comparable(&devices[pos], false)?;
+            let code = match codes.iter().find(|(i, _)| *i == img) {
+                Some((_, c)) => *c,
+                None => {
+                    let c = REFERENCE_PRODUCT.wrapping_add(codes.len() as u32);
+                    codes.push((img, c));
+                    c
+                }
+            };
+            product_of_entry[entry] = Some(code);
+        }
+        devices[pos].product_id = product_of_entry[entry].unwrap_or(REFERENCE_PRODUCT);
+    }
+    let mut seen: Vec<(usize, usize, Vec<u8>)> = Vec::new();
+    for pos in 0..devices.len() {
+        let entry = entries[pos];
+        if seen.iter().any(|(e, _, _)| *e == entry) {
+            continue; // the copies of one entry (`count`) are one description
+        }
+        let d = &devices[pos];
+        let img = comparable(d, true)?;
+        for (e, other_pos, other_img) in &seen {
+            let other = &devices[*other_pos];
+            let same_identity = (other.vendor_id, other.product_id, other.revision)
+                == (d.vendor_id, d.product_id, d.revision);
+            if same_identity && *other_img != img {
+                return Err(SpecError::Invalid(format!(
+                    "device[{entry}] ({}) and device[{e}] ({}) have one identity (vendor_id \
+                     {:#010x}, product_id {:#010x}, revision {}) but describe different devices: \
+                     real devices of one identity and revision share their SII, and a master \
+                     caches it by identity; give device[{entry}] a product_id (or revision) of \
+                     its own",
+                    d.name, other.name, d.vendor_id, d.product_id, d.revision
+                )));
+            }
+        }
+        seen.push((entry, pos, img));
+    }
+    Ok(())
 }
 
 /// Where a device is plugged in: the position and port of the device before it (`None`: the
@@ -1752,6 +1841,36 @@ mod tests {
         assert_eq!(s.devices[1].serial, 8);
         assert_eq!(s.expected_wkc(), 3 + 3 + 1);
         assert!(s.devices[2].dc);
+    }
+
+    /// Two different devices on the default identity would share one SII in a master's cache
+    /// (found with an I/O terminal and a CoE drive in `rtcat bench --sim`): each description
+    /// gets its own default product code; identical ones keep one; an identity named twice for
+    /// different devices is refused with both named.
+    #[test]
+    fn different_devices_never_share_an_identity() {
+        let s = SegmentSpec::from_toml(
+            "[[device]]\noutputs = 4\ninputs = 2\n\
+             [[device]]\nname = \"IN\"\ninputs = 8\n\
+             [[device]]\noutputs = 4\ninputs = 2\nserial = 9\nalias = 3\n",
+        )
+        .unwrap();
+        let p: Vec<u32> = s.devices.iter().map(|d| d.product_id).collect();
+        assert_eq!(p, [REFERENCE_PRODUCT, REFERENCE_PRODUCT + 1, REFERENCE_PRODUCT]);
+        let e = SegmentSpec::from_toml(
+            "[[device]]\nproduct_id = 7\noutputs = 4\n\
+             [[device]]\nname = \"IN\"\nproduct_id = 7\ninputs = 8\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("device[1] (IN) and device[0]") && e.contains("product_id"), "{e}");
+        // An explicit identity the same as a default one, for a different device: refused too.
+        let e = SegmentSpec::from_toml(
+            "[[device]]\noutputs = 4\n[[device]]\nproduct_id = 0x00010001\ninputs = 8\n",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("one identity"), "{e}");
     }
 
     #[test]
@@ -2709,6 +2828,10 @@ mod file_tests {
                 "at most 16777216 bytes",
             ),
             ("[[device.file]]\nname = \"\"\n", "device[0].file[0].name"),
+            (
+                "[[device.file]]\nname = \"a\"\nwritable = true\nrevision = 2\n",
+                "device[0].file[0]: revision is what a firmware write installs",
+            ),
         ] {
             let e = SegmentSpec::from_toml(&format!("{dev}{files}"))
                 .unwrap_err()

@@ -5,11 +5,13 @@
 //! ```text
 //! cargo run -p rtcat-master --features sim --example controller -- \
 //!     --sim --segment examples/segment-io.toml --seconds 5
-//! sudo target/debug/examples/controller --iface ecat0 --config /etc/rtcat/rtcat.toml
+//! sudo target/debug/examples/controller --iface ecat0 --config examples/coe/rtcat.toml
 //! ```
 //!
 //! Options: `--iface IF` or `--sim [--segment FILE]` (needs the `sim` feature), `--config FILE`
-//! (an rtcat.toml: cycle period, CPU, priority…), `--seconds N` (default: until SIGINT/SIGTERM),
+//! (the master's sections of an rtcat.toml: cycle period, CPU, priority…; the `rtcat` binary's
+//! own sections, such as `[output]` or `[control]`, are not the library's and are refused),
+//! `--seconds N` (default: until SIGINT/SIGTERM),
 //! `--sensor ENTRY` / `--motor ENTRY` (entry names, default `Channel 1.Input` and
 //! `Channel 1.Output`, as an EL1008 and an EL2008 name them), `--no-rt`, and for the simulator
 //! `--fault-at CYCLE --fault "drop-next 5"` to see the reaction to bad cycles.

@@ -19,7 +19,7 @@ use crate::cia402::{Drive, DriveIn, Setpoint, State, error_text};
 use crate::config::Config;
 use crate::image::{Input, Output};
 use crate::motion::{Sample, Sequencer};
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 /// The process data entries of one drive, resolved at every bring-up.
 #[derive(Debug, Clone, Copy)]
@@ -41,8 +41,17 @@ struct Io {
 pub struct AxisStats {
     /// The highest state reached in the standard's order up to operation enabled.
     pub highest_state: Option<State>,
-    /// |following error| in counts, every good cycle in operation enabled.
+    /// |following error| in counts, the master's own (the position set-point the drive was
+    /// sent in the previous cycle minus the position actual 0x6064 read now), every good cycle
+    /// in operation enabled.
     pub following_error: Histogram<u64>,
+    /// |following error actual 0x60F4| in counts as the drive reports it, the same cycles
+    /// (empty when the drive does not map it).
+    pub drive_following_error: Histogram<u64>,
+    /// Bad cycles through which the last outputs were held (no quick stop).
+    pub held_cycles: u64,
+    /// The longest run of bad cycles in a row.
+    pub longest_bad_run: u32,
     /// Faults seen.
     pub faults: u32,
     /// The error code of the last fault (0: none).
@@ -62,10 +71,16 @@ pub struct Axis {
     user_target: Option<f64>,
     setpoint: Sample,
     position_actual: i32,
+    /// The master's own following error of the last good cycle in operation enabled, counts.
     following_error: i32,
+    /// 0x60F4 of the same cycle (`None`: not mapped, or not in operation enabled).
+    drive_following_error: Option<i32>,
+    /// The position set-point (counts) sent in the last good cycle in operation enabled.
+    commanded: Option<i32>,
+    /// Where the bad-cycle bound in effect comes from.
+    hold_from: HoldFrom,
     stats: AxisStats,
     period_s: f64,
-    last_controlword: u16,
     /// A manual command's motion, in place of the program until released (the board).
     manual: Option<Manual>,
 }
@@ -97,15 +112,24 @@ impl Axis {
             setpoint: Sample::default(),
             position_actual: 0,
             following_error: 0,
+            drive_following_error: None,
+            commanded: None,
+            hold_from: match (cfg.on_bad_cycles, cfg.hold_bad_cycles) {
+                (crate::axis::BadCycles::Hold, _) => HoldFrom::Unbounded,
+                (_, Some(_)) => HoldFrom::Config,
+                (_, None) => HoldFrom::Default,
+            },
             stats: AxisStats {
                 highest_state: None,
                 following_error: rtcat_results::new_histogram(),
+                drive_following_error: rtcat_results::new_histogram(),
+                held_cycles: 0,
+                longest_bad_run: 0,
                 faults: 0,
                 last_error: 0,
                 quick_stops: 0,
             },
             period_s,
-            last_controlword: 0,
             manual: None,
             cfg,
         }
@@ -136,17 +160,41 @@ impl Axis {
         f64::from(self.position_actual) / self.cfg.counts_per_unit
     }
 
-    /// Following error, units (0x60F4 when mapped, else target - actual).
+    /// Following error, units: the master's own (the set-point sent minus the position
+    /// actual), whatever the drive reports in 0x60F4.
     pub fn following_error(&self) -> f64 {
         f64::from(self.following_error) / self.cfg.counts_per_unit
     }
 
-    fn resolve(&mut self, setup: &Setup<'_>) -> Result<(), AppError> {
+    /// The drive's following error actual 0x60F4, units (`None`: not mapped, or not in
+    /// operation enabled).
+    pub fn drive_following_error(&self) -> Option<f64> {
+        self.drive_following_error
+            .map(|f| f64::from(f) / self.cfg.counts_per_unit)
+    }
+
+    /// Bad cycles in a row held before a quick stop (`None`: `on_bad_cycles = "hold"`, no
+    /// bound), and where the figure comes from.
+    pub fn hold_bad_cycles(&self) -> (Option<u32>, HoldFrom) {
+        match self.drive.policy().on_bad_cycles {
+            crate::cia402::OnBadCycles::QuickStopAfter(n) => (Some(n), self.hold_from),
+            crate::cia402::OnBadCycles::Hold => (None, HoldFrom::Unbounded),
+        }
+    }
+
+    fn resolve(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
         let c = &self.cfg;
         let p = bound_position(c, setup.subdevices())
             .ok_or_else(|| format!("axis {:?}: no subdevice matches its binding", c.name))?;
-        let named =
-            |e: crate::layout::LayoutError| format!("axis {:?} (position {p}): {e}", c.name);
+        // The axis maps its drive itself unless a [[device]] entry configures it; then that
+        // entry's mapping (or the drive's own, without pdo_map) must hold what it needs.
+        let named = |e: crate::layout::LayoutError| {
+            format!(
+                "axis {:?} (position {p}): {e} (a [[device]] entry for this drive keeps its \
+                 mapping or the drive's own: delete it and the axis maps the drive itself)",
+                c.name
+            )
+        };
         let (csp, csv) = (
             c.mode == crate::axis::AxisMode::Csp,
             c.mode == crate::axis::AxisMode::Csv,
@@ -171,7 +219,35 @@ impl Axis {
             following_error: setup.input_at(p, 0x60f4, 0).ok(),
             error_code: setup.input_at(p, 0x603f, 0).ok(),
         });
+        self.hold_from_drive(setup, p);
         Ok(())
+    }
+
+    /// Without `hold_bad_cycles` (and with `on_bad_cycles = "quick_stop"`), the bound is what
+    /// the drive's sync error counter limit 0x10F1:02 tolerates, read now in PRE-OP; a drive
+    /// without CoE or without the object (an abort), or with its check off (0), leaves
+    /// [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`].
+    fn hold_from_drive(&mut self, setup: &mut Setup<'_>, p: u16) {
+        if self.cfg.on_bad_cycles != crate::axis::BadCycles::QuickStop
+            || self.cfg.hold_bad_cycles.is_some()
+        {
+            return;
+        }
+        let coe = setup.subdevices().iter().any(|s| s.position == p && s.coe);
+        let (index, sub) = crate::cia402::SYNC_ERROR_LIMIT;
+        let mut b = [0u8; 4];
+        let limit = match coe.then(|| setup.read_sdo(p, index, sub, &mut b)) {
+            // UNSIGNED16 (the Slave Stack Code) or UNSIGNED32 (ETG.1020): little-endian either way.
+            Some(Ok(n)) if (1..=4).contains(&n) => Some(u32::from_le_bytes(b)),
+            _ => None,
+        };
+        let (n, from) = match limit.map(|l| (l, crate::cia402::hold_from_sync_error_limit(l))) {
+            Some((l, Some(n))) => (n.min(crate::axis::MAX_HOLD_BAD_CYCLES), HoldFrom::Drive(l)),
+            _ => (crate::cia402::DEFAULT_HOLD_BAD_CYCLES, HoldFrom::Default),
+        };
+        self.drive
+            .set_on_bad_cycles(crate::cia402::OnBadCycles::QuickStopAfter(n));
+        self.hold_from = from;
     }
 
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
@@ -199,11 +275,7 @@ impl Axis {
             torque: 0,
         };
         let r = self.drive.step(good, &input, set);
-        let qs = crate::cia402::cw::QUICK_STOP;
-        if !good && r.out.controlword == qs && self.last_controlword != qs {
-            self.stats.quick_stops += 1;
-        }
-        self.last_controlword = r.out.controlword;
+        self.count_bad_cycle(&r);
         if good {
             self.position_actual = input.position;
             if let Some(s) = self.drive.state()
@@ -236,14 +308,9 @@ impl Axis {
             if let Some(m) = &mut self.manual {
                 m.restart(at);
             }
+            self.commanded = Some(input.position);
         } else if now_enabled {
-            self.following_error = match io.following_error {
-                Some(f) => cx.get(&f),
-                None => self.setpoint_counts_last().saturating_sub(input.position),
-            };
-            self.stats
-                .following_error
-                .saturating_record(u64::from(self.following_error.unsigned_abs()));
+            self.follow(cx, &io, input.position, set.position);
             let manual = self.manual_step();
             self.setpoint = match (self.user_target, &mut self.seq) {
                 _ if manual.is_some() => manual.unwrap_or(self.setpoint),
@@ -254,8 +321,10 @@ impl Axis {
                 (None, Some(s)) => s.step(self.period_s),
                 (None, None) => self.setpoint,
             };
-        } else {
+        } else if good {
+            self.commanded = None;
             self.following_error = 0;
+            self.drive_following_error = None;
         }
         cx.set(&io.controlword, r.out.controlword);
         cx.set(&io.mode, r.out.mode);
@@ -281,6 +350,17 @@ impl Axis {
             final_state: self.drive.state().map(|s| s.name().to_string()),
             following_error_counts: (!h.is_empty())
                 .then(|| rtcat_results::LatencyStats::from_histogram(h)),
+            drive_following_error_counts: (!self.stats.drive_following_error.is_empty()).then(
+                || rtcat_results::LatencyStats::from_histogram(&self.stats.drive_following_error),
+            ),
+            hold_bad_cycles: self.hold_bad_cycles().0,
+            hold_bad_cycles_from: Some(self.hold_bad_cycles().1.name().to_string()),
+            drive_sync_error_limit: match self.hold_from {
+                HoldFrom::Drive(l) => Some(l),
+                _ => None,
+            },
+            held_cycles: self.stats.held_cycles,
+            longest_bad_run: self.stats.longest_bad_run,
             counts_per_unit: self.cfg.counts_per_unit,
             faults: self.stats.faults,
             last_error_code: (self.stats.last_error != 0).then_some(self.stats.last_error),
@@ -290,8 +370,60 @@ impl Axis {
         }
     }
 
-    fn setpoint_counts_last(&self) -> i32 {
-        counts(self.setpoint.position * self.cfg.counts_per_unit)
+    /// The bad-cycle counters of one step: held cycles, the longest run, quick stops.
+    fn count_bad_cycle(&mut self, r: &crate::cia402::StepOut) {
+        if r.held {
+            self.stats.held_cycles += 1;
+        }
+        if r.quick_stop_now {
+            self.stats.quick_stops += 1;
+        }
+        self.stats.longest_bad_run = self.stats.longest_bad_run.max(self.drive.bad_run());
+    }
+
+    /// The following error of a good cycle in operation enabled: the master's own, the
+    /// position set-point sent in the previous such cycle (`commanded`, which the drive has had
+    /// one cycle to follow) minus the position actual read now, and 0x60F4 beside it when the
+    /// drive maps it. `set` is the position set-point sent in this cycle.
+    fn follow(&mut self, cx: &mut Cycle<'_>, io: &Io, actual: i32, set: i32) {
+        if let Some(c) = self.commanded {
+            self.following_error = c.saturating_sub(actual);
+            self.stats
+                .following_error
+                .saturating_record(u64::from(self.following_error.unsigned_abs()));
+        }
+        self.drive_following_error = io.following_error.map(|f| cx.get(&f));
+        if let Some(f) = self.drive_following_error {
+            self.stats
+                .drive_following_error
+                .saturating_record(u64::from(f.unsigned_abs()));
+        }
+        self.commanded = Some(set);
+    }
+}
+
+/// Where an axis' bound on bad cycles in a row comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldFrom {
+    /// `hold_bad_cycles` in the configuration.
+    Config,
+    /// The drive's sync error counter limit 0x10F1:02 (the value read).
+    Drive(u32),
+    /// Neither: [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`].
+    Default,
+    /// `on_bad_cycles = "hold"`: no bound.
+    Unbounded,
+}
+
+impl HoldFrom {
+    /// As summary.json writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HoldFrom::Config => "config",
+            HoldFrom::Drive(_) => "drive",
+            HoldFrom::Default => "default",
+            HoldFrom::Unbounded => "unbounded",
+        }
     }
 }
 
@@ -465,6 +597,9 @@ struct AxisLive {
     faults: AtomicU32,
     quick_stops: AtomicU32,
     following_error: AtomicI32,
+    /// 0x60F4; `i64::MIN`: none.
+    drive_following_error: AtomicI64,
+    held_cycles: AtomicU64,
     last_error: AtomicU32,
     /// Manual commands and what the cycle made of them.
     slot: Slot,
@@ -487,8 +622,13 @@ pub struct AxisLiveView {
     pub faults: u32,
     /// Quick stops commanded because of bad cycles.
     pub quick_stops: u32,
-    /// The last cycle's following error (counts; 0 when not in operation enabled).
+    /// The master's own following error of the last good cycle (counts; 0 when not in
+    /// operation enabled).
     pub following_error: i32,
+    /// The drive's 0x60F4 of the same cycle (None: not mapped, or not in operation enabled).
+    pub drive_following_error: Option<i32>,
+    /// Bad cycles held so far (the last set-point kept, no quick stop).
+    pub held_cycles: u64,
     /// The error code of the last fault (0: none).
     pub last_error: u16,
     /// Position actual, units.
@@ -535,6 +675,11 @@ impl AxesReport {
                     faults: a.faults.load(Ordering::Relaxed),
                     quick_stops: a.quick_stops.load(Ordering::Relaxed),
                     following_error: a.following_error.load(Ordering::Relaxed),
+                    drive_following_error: i32::try_from(
+                        a.drive_following_error.load(Ordering::Relaxed),
+                    )
+                    .ok(),
+                    held_cycles: a.held_cycles.load(Ordering::Relaxed),
                     last_error: a.last_error.load(Ordering::Relaxed) as u16,
                     actual: f64::from(a.slot.actual.load(Ordering::Relaxed)) / a.counts_per_unit,
                     manual: manual_name(a.slot.mode.load(Ordering::Relaxed)),
@@ -565,6 +710,11 @@ impl AxesReport {
             l.quick_stops.store(a.stats.quick_stops, Ordering::Relaxed);
             l.following_error
                 .store(a.following_error, Ordering::Relaxed);
+            l.drive_following_error.store(
+                a.drive_following_error.map_or(i64::MIN, i64::from),
+                Ordering::Relaxed,
+            );
+            l.held_cycles.store(a.stats.held_cycles, Ordering::Relaxed);
             l.last_error
                 .store(u32::from(a.stats.last_error), Ordering::Relaxed);
             l.slot.actual.store(a.position_actual, Ordering::Relaxed);
@@ -604,6 +754,8 @@ impl AxesApp {
                     faults: AtomicU32::new(0),
                     quick_stops: AtomicU32::new(0),
                     following_error: AtomicI32::new(0),
+                    drive_following_error: AtomicI64::new(i64::MIN),
+                    held_cycles: AtomicU64::new(0),
                     last_error: AtomicU32::new(0),
                     slot: Slot::default(),
                     counts_per_unit: a.cfg.counts_per_unit,
@@ -652,6 +804,9 @@ impl Application for AxesApp {
         self.report.set_summaries(self.axes.summaries());
     }
 }
+
+#[cfg(test)]
+mod tests;
 
 // ---------------------------------------------------------------------------------------------
 // Manual commands: the command board (written by the control socket, read by the cycle) and

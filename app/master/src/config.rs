@@ -72,7 +72,8 @@ pub fn clip_lines(s: &str) -> String {
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
 /// The master's configuration: the sections of `rtcat.toml` the master reads (the `rtcat`
-/// binary's file adds `[output]` and `[tune]`); every section has defaults.
+/// binary's file embeds it and adds `[ipc]`, `[control]`, `[shm]`, `[output]`, `[tune]`,
+/// `[gateway]` and `[[eoe]]`); every section has defaults.
 pub struct Config {
     /// `[bus]`: the interface and the bring-up timeouts.
     pub bus: BusConfig,
@@ -92,124 +93,6 @@ pub struct Config {
     /// `[[axis]]`: CiA 402 drives used as axes (see [`crate::axis`]). After [`Config::parse`],
     /// `device` also holds the device configuration of every axis no `[[device]]` configures.
     pub axis: Vec<crate::axis::AxisConfig>,
-    /// `[ipc]`: who may use what the master shares with other programs (the shared-memory
-    /// process image, the control socket).
-    pub ipc: IpcConfig,
-    /// `[control]`: the control socket of `rtcat run` / `bench`.
-    pub control: ControlConfig,
-    /// `[shm]`: the shared-memory process image for other programs (see [`crate::shm`]).
-    pub shm: crate::shm::ShmConfig,
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
-#[serde(deny_unknown_fields, default)]
-/// `[control]`.
-pub struct ControlConfig {
-    /// Path of the control socket (JSON lines; `rtcat-control`); absent: none. `--control
-    /// SOCK` sets or overrides it.
-    pub socket: Option<std::path::PathBuf>,
-}
-
-/// Longest path of a Unix socket (`sun_path` holds 108 bytes with the NUL, unix(7)).
-pub const MAX_SOCKET_PATH: usize = 107;
-
-impl ControlConfig {
-    /// Check a control socket path: absolute, at most [`MAX_SOCKET_PATH`] bytes, a file name
-    /// that is not `.`/`..`. The message names what is wrong (the caller names the key).
-    pub fn check_socket(p: &std::path::Path) -> Result<(), String> {
-        let len = p.as_os_str().len();
-        if !p.is_absolute() {
-            return Err("must be an absolute path (the unit sets one under /run)".into());
-        }
-        if len > MAX_SOCKET_PATH {
-            return Err(format!(
-                "{len} bytes: a Unix socket path holds at most {MAX_SOCKET_PATH}"
-            ));
-        }
-        match p.file_name() {
-            Some(_) if !p.as_os_str().as_encoded_bytes().ends_with(b"/") => Ok(()),
-            _ => Err("must name a file, not a directory".into()),
-        }
-    }
-}
-
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-#[serde(deny_unknown_fields, default)]
-/// `[ipc]`.
-pub struct IpcConfig {
-    /// The group of the client programs: the shared-memory object and the control socket are
-    /// created mode 0660 and handed to this group (the master must be a member). None: the
-    /// master's own group.
-    pub group: Option<String>,
-    /// The group whose members may also make state-changing control requests (`sdo_write`,
-    /// `al_state`); None: only the master's user and root may.
-    pub write_group: Option<String>,
-    /// Whether state-changing control requests are served at all (false: refused to everyone).
-    pub writes: bool,
-}
-
-impl Default for IpcConfig {
-    fn default() -> Self {
-        IpcConfig {
-            group: None,
-            write_group: None,
-            writes: true,
-        }
-    }
-}
-
-/// Why [`IpcConfig::gid`] or [`IpcConfig::write_gid`] found no group.
-#[derive(Debug, Error)]
-#[error("{key} = {name:?}: {message}")]
-pub struct GroupError {
-    /// The key (`ipc.group`).
-    pub key: &'static str,
-    /// The configured name.
-    pub name: String,
-    /// Why it cannot be used.
-    pub message: String,
-}
-
-impl IpcConfig {
-    /// The group id of `[ipc] group` (None when not set), looked up in the group database.
-    pub fn gid(&self) -> Result<Option<nix::unistd::Gid>, GroupError> {
-        lookup_group("ipc.group", self.group.as_deref())
-    }
-
-    /// The group id of `[ipc] write_group` (None when not set).
-    pub fn write_gid(&self) -> Result<Option<nix::unistd::Gid>, GroupError> {
-        lookup_group("ipc.write_group", self.write_group.as_deref())
-    }
-}
-
-fn lookup_group(
-    key: &'static str,
-    name: Option<&str>,
-) -> Result<Option<nix::unistd::Gid>, GroupError> {
-    let Some(name) = name else {
-        return Ok(None);
-    };
-    let fail = |message: String| GroupError {
-        key,
-        name: name.to_string(),
-        message,
-    };
-    match nix::unistd::Group::from_name(name) {
-        Ok(Some(g)) => Ok(Some(g.gid)),
-        Ok(None) => Err(fail("no such group".into())),
-        Err(e) => Err(fail(format!("group lookup failed: {e}"))),
-    }
-}
-
-/// A group name as useradd/systemd-sysusers accept it: `[a-z_][a-z0-9_-]*`, at most 31 bytes
-/// (systemd's "strict" user/group name rules, `man systemd.syntax` / sysusers.d(5)).
-fn valid_group_name(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= 31
-        && (b[0].is_ascii_lowercase() || b[0] == b'_')
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -413,8 +296,7 @@ impl Config {
 
     /// Check every value against its range; the first violation is reported.
     pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
-        self.check().map_err(|e| e.at(path))?;
-        self.shm.validate(path)
+        self.check().map_err(|e| e.at(path))
     }
 
     /// Every section's check, in the file's order; each names its key.
@@ -428,9 +310,7 @@ impl Config {
             .validate(self.cycle.period_us, self.segment.subdevices)?;
         crate::devices::validate(&self.device, self.segment.subdevices)?;
         crate::axis::validate(&self.axis, &self.device)?;
-        check_axis_limits(&self.axis)?;
-        self.ipc.check()?;
-        self.control.check()
+        check_axis_limits(&self.axis)
     }
 
     /// Response timeout of one cycle: `bus.response_timeout_us`, or the period's default.
@@ -683,53 +563,6 @@ fn check_axis_limits(axes: &[crate::axis::AxisConfig]) -> Result<(), Invalid> {
     Ok(())
 }
 
-impl IpcConfig {
-    /// `[ipc]`: group names (looked up at bring-up, not here).
-    fn check(&self) -> Result<(), Invalid> {
-        for (key, group) in [
-            ("ipc.group", &self.group),
-            ("ipc.write_group", &self.write_group),
-        ] {
-            let Some(g) = group else { continue };
-            if !valid_group_name(g) {
-                return Err(Invalid::new(
-                    key,
-                    format!("{g:?}"),
-                    "a group name: [a-z_][a-z0-9_-]*, at most 31 characters",
-                ));
-            }
-            // The master (not root, not in the root group) cannot hand its socket to it, and
-            // the clients' group must not be every root-group process: refused here, not at
-            // the first bring-up.
-            if g == "root" {
-                return Err(Invalid::new(
-                    key,
-                    format!("{g:?}"),
-                    "the root group is not a client group: create one (sysusers.d/rtcat.conf \
-                     makes rtcat-clients)",
-                ));
-            }
-        }
-        Ok(())
-    }
-}
-
-impl ControlConfig {
-    /// `[control]`.
-    fn check(&self) -> Result<(), Invalid> {
-        match &self.socket {
-            Some(p) => ControlConfig::check_socket(p).map_err(|m| {
-                Invalid::new(
-                    "control.socket",
-                    format!("{:?}", p.display().to_string()),
-                    m,
-                )
-            }),
-            None => Ok(()),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -746,78 +579,23 @@ mod tests {
         );
     }
 
-    #[test]
-    fn control_socket_is_checked() {
-        let c = Config::parse(
-            "[control]\nsocket = \"/run/rtcat/control.sock\"\n",
-            "c.toml",
-        )
-        .unwrap();
-        assert_eq!(
-            c.control.socket.as_deref(),
-            Some(std::path::Path::new("/run/rtcat/control.sock"))
-        );
-        for (v, why) in [
-            ("run/x.sock", "absolute path"),
-            ("/run/rtcat/", "must name a file"),
-            (&format!("/{}", "a".repeat(107)), "at most 107"),
-        ] {
-            let e = Config::parse(&format!("[control]\nsocket = {v:?}\n"), "c.toml").unwrap_err();
-            let e = e.to_string();
-            assert!(e.contains("control.socket") && e.contains(why), "{e}");
-        }
-        assert!(Config::parse("[control]\nsock = \"/x\"\n", "c.toml").is_err());
-    }
-
-    #[test]
-    fn ipc_group_is_checked_and_looked_up() {
-        let e = Config::parse("[ipc]\ngroup = \"Bad Name\"\n", "c.toml").unwrap_err();
-        assert!(e.to_string().contains("ipc.group = \"Bad Name\""), "{e}");
-        // A group every system has, other than root (which is refused, see below).
-        let (name, gid) = ["daemon", "bin", "sys", "adm", "users", "nogroup"]
-            .iter()
-            .find_map(|n| {
-                nix::unistd::Group::from_name(n)
-                    .ok()
-                    .flatten()
-                    .map(|g| (*n, g.gid))
-            })
-            .expect("a system group");
-        let c = Config::parse(&format!("[ipc]\ngroup = \"{name}\"\n"), "c.toml").unwrap();
-        assert_eq!(c.ipc.gid().unwrap(), Some(gid));
-        let c = Config::parse(&format!("[ipc]\nwrite_group = \"{name}\"\n"), "c.toml").unwrap();
-        assert_eq!(c.ipc.write_gid().unwrap(), Some(gid));
-        assert!(c.ipc.writes);
-        let c = Config::parse("[ipc]\ngroup = \"no-such-group-rtcat\"\n", "c.toml").unwrap();
-        let e = c.ipc.gid().unwrap_err();
-        assert!(e.to_string().contains("no such group"), "{e}");
-        assert_eq!(Config::default().ipc.gid().unwrap(), None);
-        let c = Config::parse("[ipc]\nwrite_group = \"no-such-group-rtcat\"\n", "c.toml").unwrap();
-        let e = c.ipc.write_gid().unwrap_err();
-        assert!(e.to_string().starts_with("ipc.write_group = "), "{e}");
-    }
-
     // Issue 26, item 8: what the first bring-up would refuse is refused by `config check`
-    // (which is Config::load), and a huge value is quoted cut, with its length.
+    // (which is Config::load), and a huge value is quoted cut, with its length. (The `[ipc]`
+    // cases are the binary's: app/rtcat/src/config.rs.)
     #[test]
     fn what_run_refuses_the_check_refuses_and_long_values_are_cut() {
-        for (text, want) in [
-            (
-                "[ipc]\ngroup = \"root\"\n",
-                "ipc.group = \"root\": the root group",
+        let e = Config::parse(
+            "[segment]\n[[segment.device]]\nposition = 0\n[[segment.device]]\nposition = 0\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains(
+                "segment.device[1].position = 0: segment.device[0] checks the same position"
             ),
-            (
-                "[ipc]\nwrite_group = \"root\"\n",
-                "ipc.write_group = \"root\"",
-            ),
-            (
-                "[segment]\n[[segment.device]]\nposition = 0\n[[segment.device]]\nposition = 0\n",
-                "segment.device[1].position = 0: segment.device[0] checks the same position",
-            ),
-        ] {
-            let e = Config::parse(text, "c.toml").unwrap_err().to_string();
-            assert!(e.contains(want), "{text}: {e}");
-        }
+            "{e}"
+        );
         let long = "e".repeat(1 << 20);
         let e = Config::parse(&format!("[bus]\ninterface = \"{long}\"\n"), "c.toml")
             .unwrap_err()
@@ -943,6 +721,11 @@ mod tests {
                 "dc.device[0].assign_activate = 0x0100",
             ),
             ("[dc]\nenable = true\n", "unknown field `enable`"),
+            // The binary's sections are not the library's (app/rtcat/src/config.rs).
+            ("[ipc]\nwrites = false\n", "unknown field `ipc`"),
+            ("[control]\n", "unknown field `control`"),
+            ("[shm]\nname = \"x\"\n", "unknown field `shm`"),
+            ("[output]\n", "unknown field `output`"),
         ] {
             let e = Config::parse(text, "c.toml").unwrap_err().to_string();
             assert!(e.contains(want), "{text:?} gave {e:?}, wanted {want:?}");

@@ -39,10 +39,10 @@
 //! ```
 //!
 //! ## Data flow
-//! [`config`] → [`master`] (bring-up, recovery) → [`cycle`] (the real-time loop) → [`stats`]
-//! (histograms, counters, events) → the caller (results files, status lines, service
+//! [`Config`] → [`run`] (bring-up, recovery, then the real-time loop) → [`stats`] ([`Recorder`]:
+//! histograms, counters; [`Event`]s) → the caller (results files, status lines, service
 //! notifications live in the `rtcat` binary). The library prints nothing: failures during
-//! bring-up go to the [`log`] crate and to [`stats::EventKind`] events.
+//! bring-up go to the [`log`] crate and to [`EventKind`] events.
 //!
 //! ## Process data
 //! At every bring-up, in PRE-OP, the master reads the mapping each subdevice will run with (CoE
@@ -50,7 +50,7 @@
 //! entry's subdevice, PDO, index:subindex, name, bit offset, bit length and data type. After OP
 //! the image ethercrab configured is checked against it. [`Setup::input`] / [`Setup::output`]
 //! resolve entries to typed accessors ([`Input`], [`Output`]: bool, u8…u64, i8…i64, f32, f64);
-//! [`image::ProcessImage::inputs_of`] gives a subdevice's bytes for `ethercrab-wire` structs.
+//! [`ProcessImage::inputs_of`] gives a subdevice's bytes for `ethercrab-wire` structs.
 //!
 //! ## Features
 //! - `sim`: the in-process simulated segment (`ecsim`) as `Target::Sim`. Off by default: a
@@ -63,42 +63,77 @@
 
 #![deny(missing_docs)]
 
+// The documented API is the facade below and the protocol modules an application uses
+// directly (CoE, FoE, EoE, CiA 402 and axes, the measurements, the shared image). The other
+// modules are the master's rooms: reachable for the rtcat binary, its benches and tests
+// (`#[doc(hidden)]`), not the documented API (issue 27; ethercrab's lib.rs is the model).
+#[doc(hidden)]
 pub mod acyclic;
+#[doc(hidden)]
 pub mod application;
+#[doc(hidden)]
 pub mod availability;
 pub mod axes;
+#[doc(hidden)]
 pub mod axis;
+#[doc(hidden)]
 pub mod bringup;
+#[doc(hidden)]
 pub mod bus;
 pub mod cia402;
+#[doc(hidden)]
 pub mod clock;
 pub mod coe;
+#[doc(hidden)]
 pub mod config;
+#[doc(hidden)]
 pub mod cycle;
+#[doc(hidden)]
 pub mod dc;
+#[doc(hidden)]
 pub mod devices;
+#[doc(hidden)]
 pub mod diag;
+#[cfg(feature = "sim")]
+#[doc(hidden)]
+pub mod echo;
 pub mod eoe;
 mod error;
+#[doc(hidden)]
+pub mod floor;
 pub mod foe;
 mod group;
+#[doc(hidden)]
 pub mod image;
+#[doc(hidden)]
 pub mod invalid;
+#[doc(hidden)]
 pub mod layout;
+#[doc(hidden)]
 pub mod limits;
+#[doc(hidden)]
 pub mod mailbox;
+#[doc(hidden)]
 pub mod mapping;
+#[doc(hidden)]
 pub mod master;
+#[doc(hidden)]
 pub mod motion;
+#[doc(hidden)]
 pub mod netuse;
+#[doc(hidden)]
 pub mod period;
 mod phase_lock;
+#[doc(hidden)]
 pub mod rt;
 pub mod shm;
+#[doc(hidden)]
 pub mod sii;
 pub mod stats;
 mod stop;
+#[doc(hidden)]
 pub mod subdevice_recovery;
+#[doc(hidden)]
 pub mod wait;
 
 pub use application::{
@@ -115,6 +150,18 @@ pub use master::{Channels, Outcome, RtApplied, RunSpec, Session, Target, run};
 pub use period::Period;
 pub use stop::{Stop, StopFlags};
 pub use wait::WaitMode;
+pub use acyclic::{SdoClient, SdoService};
+pub use availability::{Availability, Figures};
+pub use axis::{AxisConfig, AxisMode, ProfileConfig};
+pub use config::{
+    BusConfig, CycleConfig, ExpectedDevice, HealthConfig, RecoveryPolicy, RtConfig, SegmentConfig,
+    TxRxMode,
+};
+pub use dc::{DcConfig, DcDevice};
+pub use devices::{DeviceConfig, MapEntry, PdoAssign, PdoMap, StartupSdo, Transition};
+pub use diag::Registers;
+pub use layout::{Identity, Pdo, Subdevice};
+pub use stats::{Event, EventKind, Live, Recorder, Sample};
 
 impl RunSpec {
     /// A run of `cfg` on `target` until `stop` is requested, with the real-time settings of the

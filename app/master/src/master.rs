@@ -343,6 +343,11 @@ fn cycle_until_done(
         };
         bus = b;
         rec = r;
+        // A revision a firmware update brought (its recovery accepted it) is what a
+        // re-initialisation of the segment expects from now on.
+        if let (Some(b), Some(t)) = (&board, run.attempts.topology.as_mut()) {
+            b.updated_revisions(t);
+        }
         applied = RtApplied {
             cycle_minor_faults: applied.cycle_minor_faults + a.cycle_minor_faults,
             ..a

@@ -1,6 +1,6 @@
-//! The shared-memory process image (`[shm]`, `--shm NAME`): an [`Application`] wrapper that
+//! The shared-memory process image (`[shm]`, `--shm NAME`): an application [`Layer`] that
 //! publishes every cycle of the application it wraps for other programs and lets them own
-//! output entries. The format and the client library are the `rtcat-shm` crate
+//! output entries (the hooks it does not add to reach the wrapped application unchanged). The format and the client library are the `rtcat-shm` crate
 //! (`app/shm/FORMAT.md`).
 //!
 //! Per cycle, after the inner application: the client writers' owned entries are merged into
@@ -12,9 +12,10 @@
 //! else replaced (REPLACED in the old one, a new one with another generation). RECOVERING while
 //! the master re-initialises the segment, STOPPED at the end of the run.
 
-use crate::application::{AppError, Application, Cycle, Recovery, Setup, ShutdownReason};
+use crate::application::{AppError, Application, Cycle, Layer, Recovery, Setup, ShutdownReason};
 use crate::axis::AxisConfig;
 use crate::config::ConfigError;
+use crate::invalid::Invalid;
 use crate::layout::{DataType, Direction, Entry, Layout};
 use crate::stats::{EventKind, ShmWriterChange};
 use rtcat_shm::{
@@ -109,11 +110,15 @@ fn split_entry(s: &str) -> Option<(u16, &str)> {
 }
 
 impl ShmConfig {
+    /// [`ShmConfig::check`] as a refusal of the file `path`.
+    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
+        self.check().map_err(|e| e.at(path))
+    }
+
     /// Check the keys that can be checked without the segment (entry names are resolved at
     /// bring-up, against the layout).
-    pub fn validate(&self, path: &str) -> Result<(), ConfigError> {
-        let bad = |key: String, value: String, message: String| ConfigError::Invalid {
-            path: path.to_string(),
+    pub fn check(&self) -> Result<(), Invalid> {
+        let bad = |key: String, value: String, message: String| Invalid {
             key,
             value,
             message,
@@ -551,7 +556,13 @@ impl SharedImage {
     }
 }
 
-impl Application for SharedImage {
+// A layer: every hook runs the wrapped application first; the image adds to configure, cycle,
+// on_recovery and shutdown, and the others (on_subdevice, any added later) reach it unchanged.
+impl Layer for SharedImage {
+    fn inner(&mut self) -> &mut dyn Application {
+        self.inner.as_mut()
+    }
+
     fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
         self.inner.configure(setup)?;
         self.setup(setup.layout())?;
@@ -671,11 +682,15 @@ mod tests {
         Layout::build(generation, &[dev]).unwrap()
     }
 
+    /// `configure` as the master calls it (the image as an [`Application`]).
     fn configure(app: &mut SharedImage, l: &Layout) -> Result<(), AppError> {
-        app.configure(&mut Setup {
-            layout: l,
-            registers: &mut NoRegisters,
-        })
+        Application::configure(
+            app,
+            &mut Setup {
+                layout: l,
+                registers: &mut NoRegisters,
+            },
+        )
     }
 
     fn cfg(name: &str) -> ShmConfig {
@@ -714,11 +729,14 @@ mod tests {
         // The declared entry is pre-owned, its safe value encoded as INTEGER16.
         let e = c.entry("0:Outputs.Unaligned").unwrap();
         assert_eq!(e.encode(Value::Signed(-5)).unwrap(), 0xfffb);
-        app.on_recovery(&Recovery {
-            bad_cycles: 3,
-            cause: RecoveryCause::FramesLost,
-            cycle: 10,
-        });
+        Application::on_recovery(
+            &mut app,
+            &Recovery {
+                bad_cycles: 3,
+                cause: RecoveryCause::FramesLost,
+                cycle: 10,
+            },
+        );
         assert_eq!(c.state(), State::Recovering);
         // The same segment again (another bring-up count): the same object, LIVE again.
         configure(&mut app, &layout(2, false)).unwrap();
@@ -732,7 +750,7 @@ mod tests {
         let c2 = rtcat_shm::Client::attach(&sock).unwrap();
         assert_eq!(c2.generation(), g2);
         assert!(c2.entry("0:Outputs.Extra").is_ok());
-        app.shutdown(&ShutdownReason::Duration);
+        Application::shutdown(&mut app, &ShutdownReason::Duration);
         assert_eq!(c2.state(), State::Stopped);
         assert!(hub.get().is_none(), "nothing handed out after the run");
     }
@@ -763,6 +781,38 @@ mod tests {
             e.contains("shm.safe[0].value") && e.contains("-32768..=32767"),
             "{e}"
         );
+    }
+
+    /// Every hook the image does not add to reaches the wrapped application (issue 27: the
+    /// hand-written forwarding had no `on_subdevice`, so an application under a shared image
+    /// never heard of a subdevice's own recovery).
+    #[test]
+    fn hooks_the_image_does_not_add_to_reach_the_wrapped_application() {
+        use crate::application::{SubdeviceChange, SubdeviceEvent};
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicU32, Ordering};
+        struct Inner(Arc<AtomicU32>);
+        impl Application for Inner {
+            fn cycle(&mut self, _: &mut Cycle<'_>) {}
+            fn on_subdevice(&mut self, _: &SubdeviceEvent) {
+                self.0.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        let seen = Arc::new(AtomicU32::new(0));
+        let mut image = SharedImage::new(
+            Box::new(Inner(seen.clone())),
+            &cfg("rtcat-master-test-hooks"),
+            Hub::new(),
+            1_000_000,
+        )
+        .unwrap();
+        let app: &mut dyn Application = &mut image;
+        app.on_subdevice(&SubdeviceEvent {
+            position: 1,
+            change: SubdeviceChange::Lost { state: 0x02 },
+            cycle: 5,
+        });
+        assert_eq!(seen.load(Ordering::Relaxed), 1);
     }
 
     /// Two CSP drives at positions 0 and 1 (controlword, mode, target position, digital
@@ -896,50 +946,5 @@ mod tests {
                 && err.contains("holds the actual"),
             "{err}"
         );
-    }
-
-    #[test]
-    fn config_keys_are_validated_with_their_names() {
-        let parse = |s: &str| {
-            crate::Config::parse(s, "t.toml")
-                .map(|_| ())
-                .unwrap_err()
-                .to_string()
-        };
-        assert!(parse("[shm]\nname = \"a/b\"\n").contains("shm.name = \"a/b\""));
-        assert!(parse("[shm]\nname = \".hidden\"\n").contains("start with '.'"));
-        assert!(
-            parse("[shm]\nwriter_timeout_cycles = 0\n").contains("shm.writer_timeout_cycles = 0")
-        );
-        assert!(
-            parse("[[shm.writer]]\nname = \"a\"\nentries = [\"Output 1\"]\n")
-                .contains("shm.writer[0].entries[0] = \"Output 1\": must be POSITION:NAME")
-        );
-        assert!(
-            parse(
-                "[[shm.writer]]\nname = \"a\"\nentries = [\"0:X\"]\n\
-                 [[shm.writer]]\nname = \"b\"\nentries = [\"0:X\"]\n"
-            )
-            .contains("already owned by shm.writer[0]")
-        );
-        assert!(
-            parse("[[shm.writer]]\nname = \"a\"\nentries = [\"0:X\"]\n[[shm.writer]]\nname = \"a\"\nentries = [\"0:Y\"]\n")
-                .contains("declared twice")
-        );
-        assert!(parse("[[shm.writer]]\nname = \"a\"\nentries = []\n").contains("at least one"));
-        assert!(
-            parse("[[shm.safe]]\nentry = \"0:X\"\nvalue = nan\n").contains("shm.safe[0].value")
-        );
-        assert!(parse("[shm]\nnme = \"x\"\n").contains("nme"));
-        let ok = crate::Config::parse(
-            "[shm]\nname = \"rtcat\"\nwriter_timeout_cycles = 50\n\
-             [[shm.writer]]\nname = \"plc\"\nentries = [\"0:Outputs.Output 1\"]\n\
-             [[shm.safe]]\nentry = \"0:Outputs.Output 1\"\nvalue = 3\n\
-             [[shm.safe]]\nentry = \"1:Real\"\nvalue = 1.5\n",
-            "t.toml",
-        )
-        .unwrap();
-        assert_eq!(ok.shm.writer_timeout_cycles, 50);
-        assert_eq!(ok.shm.safe[1].value, SafeValue::Float(1.5));
     }
 }

@@ -1,8 +1,10 @@
 //! `rtcat.toml` as the `rtcat` command reads it: the master's configuration
-//! ([`rtcat_master::Config`]: bus, cycle, rt, segment, health, dc, devices, axes; for now also
-//! ipc, control and shm) and the sections only this binary reads, `[output]` (results, status
-//! lines, checkpoints) and `[tune]` (`rtcat tune`, `doctor`). One file, the keys of the master's
-//! sections at the top level as before.
+//! ([`rtcat_master::Config`]: bus, cycle, rt, segment, health, dc, devices, axes) and the
+//! sections only this binary reads: `[ipc]` (who may use the control socket and the shared
+//! image), `[control]` (the control socket), `[shm]` (the shared-memory process image),
+//! `[output]` (results, status lines, checkpoints), `[tune]` (`rtcat tune`, `doctor`),
+//! `[gateway]` and `[[eoe]]`. One file, the keys of the master's sections at the top level as
+//! before.
 //!
 //! [`Config::load`] is the one entry point every command with `--config` goes through: `config
 //! check`, `run`, `bench` and the bus commands (`pdos`, `scan`, …) parse and validate the same
@@ -11,13 +13,16 @@
 
 // The master's section types, under this module as before (`rtcat::config::CycleConfig`).
 pub use rtcat_master::config::{
-    BusConfig, ConfigError, ControlConfig, CycleConfig, DEFAULT_CONFIG, ExpectedDevice, GroupError,
-    HealthConfig, IpcConfig, MAX_CONFIG_BYTES, MAX_QUOTED, MAX_SOCKET_PATH, RtConfig,
-    SegmentConfig, TxRxMode, clip, clip_lines, read_text,
+    BusConfig, ConfigError, CycleConfig, DEFAULT_CONFIG, ExpectedDevice, HealthConfig,
+    MAX_CONFIG_BYTES, MAX_QUOTED, RtConfig, SegmentConfig, TxRxMode, clip, clip_lines, read_text,
 };
 use rtcat_master::invalid::Invalid;
+/// `[shm]`: its keys are checked here with the others; the shared image that reads it is the
+/// master's `shm` module (an application layer).
+pub use rtcat_master::shm::ShmConfig;
 use serde::Deserialize;
 use std::path::{Path, PathBuf};
+use thiserror::Error;
 
 /// The master's configuration (the part of the file the library reads).
 pub type MasterConfig = rtcat_master::Config;
@@ -30,6 +35,14 @@ pub const EXAMPLE: &str = include_str!("../../master/rtcat.example.toml");
 pub struct Config {
     /// The master's sections.
     pub master: MasterConfig,
+    /// `[ipc]`: who may use what the master shares with other programs (the shared-memory
+    /// process image, the control socket).
+    pub ipc: IpcConfig,
+    /// `[control]`: the control socket of `rtcat run` / `bench`.
+    pub control: ControlConfig,
+    /// `[shm]`: the shared-memory process image for other programs (see
+    /// [`rtcat_master::shm`]).
+    pub shm: ShmConfig,
     /// `[output]`: results, status lines, checkpoints.
     pub output: OutputConfig,
     /// `[tune]`: the CPU shield and NIC tuning (`rtcat tune`).
@@ -59,21 +72,14 @@ struct File {
     axis: Vec<rtcat_master::axis::AxisConfig>,
     ipc: IpcConfig,
     control: ControlConfig,
-    shm: rtcat_master::shm::ShmConfig,
+    shm: ShmConfig,
     gateway: crate::gateway::GatewayConfig,
     eoe: Vec<crate::eoe_bridge::EoeConfig>,
 }
 
 impl File {
-    fn split(
-        self,
-    ) -> (
-        MasterConfig,
-        OutputConfig,
-        rttune::TuneSection,
-        crate::gateway::GatewayConfig,
-        Vec<crate::eoe_bridge::EoeConfig>,
-    ) {
+    /// The configuration, unchecked.
+    fn split(self) -> Config {
         let master = MasterConfig {
             bus: self.bus,
             cycle: self.cycle,
@@ -83,11 +89,17 @@ impl File {
             device: self.device,
             dc: self.dc,
             axis: self.axis,
+        };
+        Config {
+            master,
             ipc: self.ipc,
             control: self.control,
             shm: self.shm,
-        };
-        (master, self.output, self.tune, self.gateway, self.eoe)
+            output: self.output,
+            tune: self.tune,
+            gateway: self.gateway,
+            eoe: self.eoe,
+        }
     }
 }
 
@@ -156,6 +168,163 @@ impl OutputConfig {
     }
 }
 
+#[derive(Debug, Clone, PartialEq, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+/// `[control]`.
+pub struct ControlConfig {
+    /// Path of the control socket (JSON lines; `rtcat-control`); absent: none. `--control
+    /// SOCK` sets or overrides it.
+    pub socket: Option<std::path::PathBuf>,
+}
+
+/// Longest path of a Unix socket (`sun_path` holds 108 bytes with the NUL, unix(7)).
+pub const MAX_SOCKET_PATH: usize = 107;
+
+impl ControlConfig {
+    /// Check a control socket path: absolute, at most [`MAX_SOCKET_PATH`] bytes, a file name
+    /// that is not `.`/`..`. The message names what is wrong (the caller names the key).
+    pub fn check_socket(p: &std::path::Path) -> Result<(), String> {
+        let len = p.as_os_str().len();
+        if !p.is_absolute() {
+            return Err("must be an absolute path (the unit sets one under /run)".into());
+        }
+        if len > MAX_SOCKET_PATH {
+            return Err(format!(
+                "{len} bytes: a Unix socket path holds at most {MAX_SOCKET_PATH}"
+            ));
+        }
+        match p.file_name() {
+            Some(_) if !p.as_os_str().as_encoded_bytes().ends_with(b"/") => Ok(()),
+            _ => Err("must name a file, not a directory".into()),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+/// `[ipc]`.
+pub struct IpcConfig {
+    /// The group of the client programs: the shared-memory object and the control socket are
+    /// created mode 0660 and handed to this group (the master must be a member). None: the
+    /// master's own group.
+    pub group: Option<String>,
+    /// The group whose members may also make state-changing control requests (`sdo_write`,
+    /// `al_state`); None: only the master's user and root may.
+    pub write_group: Option<String>,
+    /// Whether state-changing control requests are served at all (false: refused to everyone).
+    pub writes: bool,
+}
+
+impl Default for IpcConfig {
+    fn default() -> Self {
+        IpcConfig {
+            group: None,
+            write_group: None,
+            writes: true,
+        }
+    }
+}
+
+/// Why [`IpcConfig::gid`] or [`IpcConfig::write_gid`] found no group.
+#[derive(Debug, Error)]
+#[error("{key} = {name:?}: {message}")]
+pub struct GroupError {
+    /// The key (`ipc.group`).
+    pub key: &'static str,
+    /// The configured name.
+    pub name: String,
+    /// Why it cannot be used.
+    pub message: String,
+}
+
+impl IpcConfig {
+    /// The group id of `[ipc] group` (None when not set), looked up in the group database.
+    pub fn gid(&self) -> Result<Option<nix::unistd::Gid>, GroupError> {
+        lookup_group("ipc.group", self.group.as_deref())
+    }
+
+    /// The group id of `[ipc] write_group` (None when not set).
+    pub fn write_gid(&self) -> Result<Option<nix::unistd::Gid>, GroupError> {
+        lookup_group("ipc.write_group", self.write_group.as_deref())
+    }
+}
+
+fn lookup_group(
+    key: &'static str,
+    name: Option<&str>,
+) -> Result<Option<nix::unistd::Gid>, GroupError> {
+    let Some(name) = name else {
+        return Ok(None);
+    };
+    let fail = |message: String| GroupError {
+        key,
+        name: name.to_string(),
+        message,
+    };
+    match nix::unistd::Group::from_name(name) {
+        Ok(Some(g)) => Ok(Some(g.gid)),
+        Ok(None) => Err(fail("no such group".into())),
+        Err(e) => Err(fail(format!("group lookup failed: {e}"))),
+    }
+}
+
+/// A group name as useradd/systemd-sysusers accept it: `[a-z_][a-z0-9_-]*`, at most 31 bytes
+/// (systemd's "strict" user/group name rules, `man systemd.syntax` / sysusers.d(5)).
+fn valid_group_name(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= 31
+        && (b[0].is_ascii_lowercase() || b[0] == b'_')
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'_' || *c == b'-')
+}
+impl IpcConfig {
+    /// `[ipc]`: group names (looked up at bring-up, not here).
+    fn check(&self) -> Result<(), Invalid> {
+        for (key, group) in [
+            ("ipc.group", &self.group),
+            ("ipc.write_group", &self.write_group),
+        ] {
+            let Some(g) = group else { continue };
+            if !valid_group_name(g) {
+                return Err(Invalid::new(
+                    key,
+                    format!("{g:?}"),
+                    "a group name: [a-z_][a-z0-9_-]*, at most 31 characters",
+                ));
+            }
+            // The master (not root, not in the root group) cannot hand its socket to it, and
+            // the clients' group must not be every root-group process: refused here, not at
+            // the first bring-up.
+            if g == "root" {
+                return Err(Invalid::new(
+                    key,
+                    format!("{g:?}"),
+                    "the root group is not a client group: create one (sysusers.d/rtcat.conf \
+                     makes rtcat-clients)",
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl ControlConfig {
+    /// `[control]`.
+    fn check(&self) -> Result<(), Invalid> {
+        match &self.socket {
+            Some(p) => ControlConfig::check_socket(p).map_err(|m| {
+                Invalid::new(
+                    "control.socket",
+                    format!("{:?}", p.display().to_string()),
+                    m,
+                )
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
 /// `[tune]`'s own check, as a key/value refusal (its messages name the value).
 fn check_tune(tune: &rttune::TuneSection) -> Result<(), Invalid> {
     tune.validate().map_err(|e| {
@@ -176,17 +345,10 @@ impl Config {
     /// Parse and validate `text`; `path` names it in errors.
     pub fn parse(text: &str, path: &str) -> Result<Config, ConfigError> {
         let file: File = toml::from_str(text).map_err(|e| ConfigError::parse(path, &e))?;
-        let (master, output, tune, gateway, eoe) = file.split();
+        let mut cfg = file.split();
         // The master's sections first, in its order, then the binary's (the first violation
         // is reported).
-        let master = master.checked(path)?;
-        let cfg = Config {
-            master,
-            output,
-            tune,
-            gateway,
-            eoe,
-        };
+        cfg.master = cfg.master.checked(path)?;
         cfg.check_own().map_err(|e| e.at(path))?;
         Ok(cfg)
     }
@@ -198,6 +360,9 @@ impl Config {
     }
 
     fn check_own(&self) -> Result<(), Invalid> {
+        self.ipc.check()?;
+        self.control.check()?;
+        self.shm.check()?;
         self.output.check()?;
         check_tune(&self.tune)?;
         self.gateway.checked()?;
@@ -299,9 +464,15 @@ mod tests {
     fn the_master_part_is_the_librarys_config() {
         let text = "[cycle]\nperiod_us = 2000\n[[axis]]\nname = \"x\"\nposition = 0\n\
                     counts_per_unit = 1000.0\nmax_velocity = 1.0\nmax_acceleration = 10.0\n";
-        let both = Config::parse(&format!("{text}[output]\nkeep_runs = 3\n"), "c.toml").unwrap();
+        let both = Config::parse(
+            &format!("{text}[output]\nkeep_runs = 3\n[ipc]\nwrites = false\n[shm]\nname = \"x\"\n"),
+            "c.toml",
+        )
+        .unwrap();
         assert_eq!(both.master, MasterConfig::parse(text, "c.toml").unwrap());
         assert_eq!(both.output.keep_runs, 3);
+        assert!(!both.ipc.writes);
+        assert_eq!(both.shm.name.as_deref(), Some("x"));
         let mut c = both.clone();
         c.output.checkpoint_s = 100_000;
         assert!(
@@ -309,6 +480,14 @@ mod tests {
                 .unwrap_err()
                 .to_string()
                 .contains("output.checkpoint_s")
+        );
+        c = both.clone();
+        c.shm.writer_timeout_cycles = 0;
+        assert!(
+            c.validate("x")
+                .unwrap_err()
+                .to_string()
+                .contains("shm.writer_timeout_cycles = 0")
         );
         c = both;
         c.master.cycle.priority = 0;
@@ -318,6 +497,162 @@ mod tests {
                 .to_string()
                 .contains("cycle.priority = 0")
         );
+    }
+
+    #[test]
+    fn control_socket_is_checked() {
+        let c = Config::parse(
+            "[control]\nsocket = \"/run/rtcat/control.sock\"\n",
+            "c.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            c.control.socket.as_deref(),
+            Some(std::path::Path::new("/run/rtcat/control.sock"))
+        );
+        for (v, why) in [
+            ("run/x.sock", "absolute path"),
+            ("/run/rtcat/", "must name a file"),
+            (&format!("/{}", "a".repeat(107)), "at most 107"),
+        ] {
+            let e = Config::parse(&format!("[control]\nsocket = {v:?}\n"), "c.toml").unwrap_err();
+            let e = e.to_string();
+            assert!(e.contains("control.socket") && e.contains(why), "{e}");
+        }
+        assert!(Config::parse("[control]\nsock = \"/x\"\n", "c.toml").is_err());
+    }
+
+    #[test]
+    fn ipc_group_is_checked_and_looked_up() {
+        let e = Config::parse("[ipc]\ngroup = \"Bad Name\"\n", "c.toml").unwrap_err();
+        assert!(e.to_string().contains("ipc.group = \"Bad Name\""), "{e}");
+        // A group every system has, other than root (which is refused, see below).
+        let (name, gid) = ["daemon", "bin", "sys", "adm", "users", "nogroup"]
+            .iter()
+            .find_map(|n| {
+                nix::unistd::Group::from_name(n)
+                    .ok()
+                    .flatten()
+                    .map(|g| (*n, g.gid))
+            })
+            .expect("a system group");
+        let c = Config::parse(&format!("[ipc]\ngroup = \"{name}\"\n"), "c.toml").unwrap();
+        assert_eq!(c.ipc.gid().unwrap(), Some(gid));
+        let c = Config::parse(&format!("[ipc]\nwrite_group = \"{name}\"\n"), "c.toml").unwrap();
+        assert_eq!(c.ipc.write_gid().unwrap(), Some(gid));
+        assert!(c.ipc.writes);
+        let c = Config::parse("[ipc]\ngroup = \"no-such-group-rtcat\"\n", "c.toml").unwrap();
+        let e = c.ipc.gid().unwrap_err();
+        assert!(e.to_string().contains("no such group"), "{e}");
+        assert_eq!(Config::default().ipc.gid().unwrap(), None);
+        let c = Config::parse("[ipc]\nwrite_group = \"no-such-group-rtcat\"\n", "c.toml").unwrap();
+        let e = c.ipc.write_gid().unwrap_err();
+        assert!(e.to_string().starts_with("ipc.write_group = "), "{e}");
+    }
+
+    // Issue 26, item 8: what the first bring-up would refuse is refused by `config check`
+    // (which is Config::load).
+    #[test]
+    fn what_run_refuses_the_check_refuses() {
+        for (text, want) in [
+            (
+                "[ipc]\ngroup = \"root\"\n",
+                "ipc.group = \"root\": the root group",
+            ),
+            (
+                "[ipc]\nwrite_group = \"root\"\n",
+                "ipc.write_group = \"root\"",
+            ),
+        ] {
+            let e = Config::parse(text, "c.toml").unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn config_keys_are_validated_with_their_names() {
+        let parse = |s: &str| {
+            Config::parse(s, "t.toml")
+                .map(|_| ())
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(parse("[shm]\nname = \"a/b\"\n").contains("shm.name = \"a/b\""));
+        assert!(parse("[shm]\nname = \".hidden\"\n").contains("start with '.'"));
+        assert!(
+            parse("[shm]\nwriter_timeout_cycles = 0\n").contains("shm.writer_timeout_cycles = 0")
+        );
+        assert!(
+            parse("[[shm.writer]]\nname = \"a\"\nentries = [\"Output 1\"]\n")
+                .contains("shm.writer[0].entries[0] = \"Output 1\": must be POSITION:NAME")
+        );
+        assert!(
+            parse(
+                "[[shm.writer]]\nname = \"a\"\nentries = [\"0:X\"]\n\
+                 [[shm.writer]]\nname = \"b\"\nentries = [\"0:X\"]\n"
+            )
+            .contains("already owned by shm.writer[0]")
+        );
+        assert!(
+            parse("[[shm.writer]]\nname = \"a\"\nentries = [\"0:X\"]\n[[shm.writer]]\nname = \"a\"\nentries = [\"0:Y\"]\n")
+                .contains("declared twice")
+        );
+        assert!(parse("[[shm.writer]]\nname = \"a\"\nentries = []\n").contains("at least one"));
+        assert!(
+            parse("[[shm.safe]]\nentry = \"0:X\"\nvalue = nan\n").contains("shm.safe[0].value")
+        );
+        assert!(parse("[shm]\nnme = \"x\"\n").contains("nme"));
+        let ok = Config::parse(
+            "[shm]\nname = \"rtcat\"\nwriter_timeout_cycles = 50\n\
+             [[shm.writer]]\nname = \"plc\"\nentries = [\"0:Outputs.Output 1\"]\n\
+             [[shm.safe]]\nentry = \"0:Outputs.Output 1\"\nvalue = 3\n\
+             [[shm.safe]]\nentry = \"1:Real\"\nvalue = 1.5\n",
+            "t.toml",
+        )
+        .unwrap();
+        assert_eq!(ok.shm.writer_timeout_cycles, 50);
+        assert_eq!(
+            ok.shm.safe[1].value,
+            rtcat_master::shm::SafeValue::Float(1.5)
+        );
+    }
+
+    /// `File` lists the sections instead of `#[serde(flatten)]`-ing the master's `Config`
+    /// (serde does not support `deny_unknown_fields` together with `flatten`): a key no section
+    /// has is refused naming it, in every section and at the top level.
+    #[test]
+    fn an_unknown_key_is_refused_naming_it_in_every_section() {
+        for table in [
+            "",
+            "[bus]\n",
+            "[cycle]\n",
+            "[rt]\n",
+            "[segment]\n",
+            "[[segment.device]]\n",
+            "[health]\n",
+            "[[device]]\n",
+            "[[device]]\nposition = 0\n[[device.pdo_map]]\n",
+            "[[device]]\nposition = 0\n[[device.sdo]]\n",
+            "[dc]\n",
+            "[[dc.device]]\n",
+            "[[axis]]\n",
+            "[ipc]\n",
+            "[control]\n",
+            "[shm]\n",
+            "[[shm.writer]]\n",
+            "[[shm.safe]]\n",
+            "[output]\n",
+            "[tune]\n",
+            "[gateway]\n",
+            "[[eoe]]\n",
+        ] {
+            let text = format!("{table}no_such_key = 1\n");
+            let e = Config::parse(&text, "c.toml").unwrap_err().to_string();
+            assert!(
+                e.starts_with("config c.toml: ") && e.contains("unknown field `no_such_key`"),
+                "{text:?} gave {e:?}"
+            );
+        }
     }
 
     mod fuzz {

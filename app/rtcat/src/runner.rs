@@ -51,8 +51,8 @@ pub struct Job {
     pub live: Arc<Live>,
     /// Where the axes application leaves its per-axis summaries (`app` is an [`AxesApp`]).
     pub axes: Option<rtcat_master::axes::AxesReport>,
-    /// Where the floor benchmark leaves its results (`app` is a [`crate::floor::FloorPing`]).
-    pub floor: Option<Arc<crate::floor::FloorReport>>,
+    /// Where the floor benchmark leaves its results (`app` is a [`rtcat_master::floor::FloorPing`]).
+    pub floor: Option<Arc<rtcat_master::floor::FloorReport>>,
     /// The shared image's handout (`[shm]`): the control socket serves it.
     pub shm: Option<rtcat_master::shm::Hub>,
 }
@@ -266,7 +266,8 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
                 job.axes.clone(),
                 job.shm.clone(),
             ),
-            job.cfg.master.control.socket.as_deref(),
+            job.cfg.control.socket.as_deref(),
+            &job.cfg.ipc,
             more_tx,
             records_tx,
         )?),

@@ -332,7 +332,7 @@ fn the_object_dictionary_of_a_running_drive() {
     );
 }
 
-/// A device's EoE IP parameters through the queue (`eoe_ip`): the page's link to the device.
+/// A device's EoE IP parameters through the queue (`eoe_get_ip`): the page's link to the device.
 #[test]
 fn the_eoe_ip_parameters_of_a_running_device() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -356,8 +356,8 @@ fn the_eoe_ip_parameters_of_a_running_device() {
         );
         std::thread::sleep(Duration::from_millis(50));
     };
-    let v = c.call(&Request::EoeIp { position: 1 }).unwrap();
+    let v = c.call(&Request::EoeGetIp { position: 1 }).unwrap();
     assert_eq!(v["mac"], "02:00:00:00:ec:01", "{v}");
     assert!(v["ip"].is_null(), "no IP set on the device yet: {v}");
-    usage(c.call(&Request::EoeIp { position: 5 }), "position = 5");
+    usage(c.call(&Request::EoeGetIp { position: 5 }), "position = 5");
 }

@@ -3,7 +3,7 @@
 
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat::config::{Config, TxRxMode};
-use rtcat::echo::EchoCheck;
+use rtcat_master::echo::EchoCheck;
 use rtcat::runner::{Job, JobResult, execute};
 use rtcat_master::master::Target;
 use std::sync::Mutex;

@@ -4,7 +4,7 @@
 //! answering its pings only, the EtherCAT exchange untouched), never the ratio's value. Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
-use rtcat::floor::Pinger;
+use rtcat_master::floor::Pinger;
 use rtcat_packet::{PacketSocket, floor};
 use std::path::Path;
 use std::sync::atomic::Ordering;
@@ -163,8 +163,8 @@ fn floor_bench_over_veth_measures_both_and_echoes_only_pings() {
         let txt = std::fs::read_to_string(out.join("summary.txt")).unwrap();
         assert!(txt.contains("rtcat / floor"), "{txt}");
         assert!(txt.contains("data errors 0"), "{txt}");
-        assert!(out.join(rtcat::floor::HDR_FILE).is_file());
-        let back = rtcat_results::read_hdr(&out.join(rtcat::floor::HDR_FILE)).unwrap();
+        assert!(out.join(rtcat_master::floor::HDR_FILE).is_file());
+        let back = rtcat_results::read_hdr(&out.join(rtcat_master::floor::HDR_FILE)).unwrap();
         assert_eq!(back.len(), f.rtt_ns.count);
         // One ping per cycle but the first (and any that ran past mid-period), each answered
         // before its cycle ended: the machine's verdict.

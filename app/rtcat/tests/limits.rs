@@ -4,7 +4,7 @@
 
 use ecsim::{Faults, SegmentSpec};
 use rtcat::config::Config;
-use rtcat::echo::EchoCheck;
+use rtcat_master::echo::EchoCheck;
 use rtcat::runner::{Job, JobResult, execute};
 use rtcat_master::master::{MAX_PDI_BYTES, MAX_SUBDEVICES, Target};
 use std::time::Duration;

@@ -1,6 +1,6 @@
 //! rtlab: the `rtcat load` load generator, the `rtcat report` tables and plots, and the
 //! `rtcat ladder` that drives both around child benches and the tuner. The result
-//! types they read and write are the `rtcat-results` crate, re-exported here as [`summary`].
+//! types they read and write are the `rtcat-results` crate.
 //!
 //! Interface for the `rtcat` binary:
 //! - [`LoadOptions`] / [`run_load`] for `rtcat load`, [`ReportOptions`] / [`run_report`] for
@@ -19,6 +19,10 @@ pub mod interrupt;
 pub mod ladder;
 pub mod load;
 pub mod outfile;
+#[cfg(feature = "plots")]
+pub mod plot;
+#[cfg(not(feature = "plots"))]
+#[path = "plot_absent.rs"]
 pub mod plot;
 pub mod report;
 

@@ -253,7 +253,7 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             "/api/eoe/ip" => {
                 want("POST")?;
                 let o = body(req)?;
-                let r = ctl_request(&o, "eoe_ip", &["position"])?;
+                let r = ctl_request(&o, "eoe_get_ip", &["position"])?;
                 control(app, &r, SDO_TIMEOUT).map(|v| Response::json(200, &v))
             }
             "/api/od/list" => {

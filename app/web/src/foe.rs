@@ -67,10 +67,13 @@ pub fn write(
     data: &[u8],
 ) -> Result<serde_json::Value, Failed> {
     use std::io::Write;
+    // A file of the running device, not a firmware update (BOOT): that is `rtcat foe write
+    // --boot --control`'s, one device at a time with its own checks.
     let req = Request::FoeWrite {
         position,
         name: name.to_string(),
         password,
+        boot: false,
     };
     let fd =
         nix::sys::memfd::memfd_create(c"rtcat-web-foe", nix::sys::memfd::MFdFlags::MFD_CLOEXEC)

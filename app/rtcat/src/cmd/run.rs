@@ -2,7 +2,7 @@
 //! files they name, checked before anything starts, then one [`Job`] for the runner.
 
 use crate::config::{Config, TxRxMode};
-use crate::echo::EchoCheck;
+use rtcat_master::echo::EchoCheck;
 use crate::outcome::{Failure, Kind, Outcome};
 use crate::output;
 use crate::runner::{Job, JobResult, JsonDest, execute};
@@ -194,8 +194,7 @@ fn finish(r: anyhow::Result<JobResult>, signal_codes: bool) -> Outcome {
             let usage = e
                 .downcast_ref::<rtcat_control::server::Error>()
                 .is_some_and(rtcat_control::server::Error::is_usage)
-                || e.downcast_ref::<rtcat_master::config::GroupError>()
-                    .is_some();
+                || e.downcast_ref::<crate::config::GroupError>().is_some();
             let kind = if usage { Kind::Usage } else { Kind::Runtime };
             Err(Failure::of(kind, format_args!("{e:#}")))
         }
@@ -205,10 +204,10 @@ fn finish(r: anyhow::Result<JobResult>, signal_codes: bool) -> Outcome {
 /// `--control SOCK` into `cfg` (exit 2 naming the flag when the path cannot be a socket).
 fn set_control(cfg: &mut Config, sock: Option<&std::path::Path>) -> Result<(), Failure> {
     if let Some(p) = sock {
-        if let Err(m) = rtcat_master::config::ControlConfig::check_socket(p) {
+        if let Err(m) = crate::config::ControlConfig::check_socket(p) {
             return Err(usage(format_args!("--control {}: {m}", p.display())));
         }
-        cfg.master.control.socket = Some(p.to_path_buf());
+        cfg.control.socket = Some(p.to_path_buf());
     }
     Ok(())
 }
@@ -220,10 +219,10 @@ type WithShm = (Box<dyn Application>, Option<rtcat_master::shm::Hub>);
 /// image is handed out over the control socket only (nothing in /dev/shm): without one it is
 /// a usage error.
 fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<WithShm, Failure> {
-    if cfg.master.shm.name.is_none() {
+    if cfg.shm.name.is_none() {
         return Ok((app, None));
     }
-    if cfg.master.control.socket.is_none() {
+    if cfg.control.socket.is_none() {
         return Err(usage(
             "--shm / shm.name: the shared image is handed out over the control socket (format \
              v3, nothing is created in /dev/shm): set --control SOCK or [control] socket",
@@ -231,7 +230,7 @@ fn with_shm(app: Box<dyn Application>, cfg: &Config) -> Result<WithShm, Failure>
     }
     let period_ns = cfg.master.cycle.period().as_nanos();
     let hub = rtcat_master::shm::Hub::new();
-    match rtcat_master::shm::SharedImage::new(app, &cfg.master.shm, hub.clone(), period_ns) {
+    match rtcat_master::shm::SharedImage::new(app, &cfg.shm, hub.clone(), period_ns) {
         // The axes' drives are commanded by the master only (limits, enable policy).
         Ok(s) => Ok((Box::new(s.with_axes(&cfg.master.axis)), Some(hub))),
         Err(e) => Err(usage(format_args!("--shm / shm.name: {e}"))),
@@ -271,7 +270,7 @@ pub fn bench(a: BenchArgs) -> Outcome {
     }
     set_control(&mut cfg, a.control.as_deref())?;
     if let Some(n) = &a.shm {
-        cfg.master.shm.name = Some(n.clone());
+        cfg.shm.name = Some(n.clone());
     }
     cfg.validate("command line").map_err(usage)?;
     check_cpus(&cfg, "--cpu / [cycle]").map_err(usage)?;
@@ -288,7 +287,7 @@ pub fn bench(a: BenchArgs) -> Outcome {
     }
     // Kept until the run ends (dropping it removes the socket).
     let mut sim_control = None;
-    if a.timer_only && cfg.master.control.socket.is_some() {
+    if a.timer_only && cfg.control.socket.is_some() {
         return Err(usage(
             "--control / control.socket: a timer-only run has no segment to control",
         ));
@@ -347,7 +346,7 @@ pub fn bench(a: BenchArgs) -> Outcome {
     let (app, floor) = if a.floor {
         // Opened here, before the run: a missing CAP_NET_RAW is said before the segment is
         // brought up.
-        let pinger = match crate::floor::Pinger::open(&cfg.master.bus.interface) {
+        let pinger = match rtcat_master::floor::Pinger::open(&cfg.master.bus.interface) {
             Ok(p) => p,
             Err(e) => {
                 return Err(Failure::Runtime(format!(
@@ -356,9 +355,9 @@ pub fn bench(a: BenchArgs) -> Outcome {
                 )));
             }
         };
-        let report = Arc::new(crate::floor::FloorReport::default());
+        let report = Arc::new(rtcat_master::floor::FloorReport::default());
         let period_ns = cfg.master.cycle.period().as_nanos();
-        let app: Box<dyn Application> = Box::new(crate::floor::FloorPing::new(
+        let app: Box<dyn Application> = Box::new(rtcat_master::floor::FloorPing::new(
             app,
             pinger,
             live.clone(),
@@ -411,8 +410,8 @@ pub fn run(a: RunArgs) -> Outcome {
     };
     set_control(&mut cfg, a.control.as_deref())?;
     if let Some(n) = &a.shm {
-        cfg.master.shm.name = Some(n.clone());
-        cfg.master.shm.validate("--shm").map_err(usage)?;
+        cfg.shm.name = Some(n.clone());
+        cfg.shm.validate("--shm").map_err(usage)?;
     }
     check_cpus(&cfg, &a.config.display().to_string()).map_err(usage)?;
     let target = if a.sim {

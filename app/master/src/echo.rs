@@ -4,7 +4,7 @@
 //! against the outputs actually sent, so entries other programs own through the shared-memory
 //! image (`[shm]`) are checked too.
 
-use rtcat_master::{AppError, Application, Cycle, Setup};
+use crate::{AppError, Application, Cycle, Setup};
 
 /// The echo check.
 #[derive(Debug, Default)]
@@ -33,7 +33,7 @@ impl Application for EchoCheck {
 
     /// A subdevice brought back on its own starts its echo anew (its device application
     /// restarted: what it echoes first is not what the last exchange sent).
-    fn on_subdevice(&mut self, event: &rtcat_master::SubdeviceEvent) {
+    fn on_subdevice(&mut self, event: &crate::SubdeviceEvent) {
         if let Some(s) = self.seeded.get_mut(usize::from(event.position)) {
             *s = false;
         }

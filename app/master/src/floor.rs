@@ -11,9 +11,9 @@
 //! made before the first cycle; the histogram goes to the report when the application is dropped.
 
 use hdrhistogram::Histogram;
-use rtcat_master::clock::{now_ns, sleep_until};
-use rtcat_master::stats::Live;
-use rtcat_master::{Application, Cycle, Layer};
+use crate::clock::{now_ns, sleep_until};
+use crate::stats::Live;
+use crate::{Application, Cycle, Layer};
 use rtcat_packet::{PacketKind, PacketSocket, floor};
 use rtcat_results::{FloorSummary, LatencyStats, new_histogram, write_hdr_to};
 use safefs::Dir;
