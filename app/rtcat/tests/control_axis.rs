@@ -41,11 +41,17 @@ fn start(dir: &Path, secs: u32) -> Bench {
     start_on(dir, secs, "")
 }
 
-/// With `extra` appended to the example's segment (a table of its last device).
+/// With `extra` appended to the example's segment (a table of its last device, which then
+/// gets a revision of its own: two devices of one identity must be the same device).
 fn start_on(dir: &Path, secs: u32, extra: &str) -> Bench {
     let segment = dir.join("segment.toml");
     let mut seg = std::fs::read_to_string(example("segment.toml")).unwrap();
-    seg.push_str(extra);
+    if !extra.is_empty() {
+        let last = seg.rfind("[[device]]").expect("a device");
+        let rev = seg[last..].find("revision = 1").expect("its revision") + last;
+        seg.replace_range(rev..rev + "revision = 1".len(), "revision = 2");
+        seg.push_str(extra);
+    }
     std::fs::write(&segment, seg).unwrap();
     // The example's configuration, patient during initialisation (a loaded machine).
     let mut text = std::fs::read_to_string(example("rtcat.toml")).unwrap();
