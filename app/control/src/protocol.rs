@@ -86,8 +86,65 @@ impl AlTarget {
     }
 }
 
+/// What an `axis` request asks of the axis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AxisAction {
+    /// Ask for operation enabled.
+    Enable,
+    /// Switch the power stage off.
+    Disable,
+    /// Fault reset.
+    Reset,
+    /// A planned stop, then hold.
+    Stop,
+    /// A planned stop, then back to the configured program.
+    Release,
+    /// Run at `velocity` units/s (signed) while the lease is renewed.
+    Jog {
+        /// Units/s.
+        velocity: f64,
+    },
+    /// Move to `position` units while the lease is renewed.
+    MoveTo {
+        /// Units.
+        position: f64,
+    },
+    /// Extend the running jog's or move's lease (not recorded when done: it changes nothing
+    /// but how long the motion holds).
+    Renew,
+}
+
+impl AxisAction {
+    /// The protocol's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AxisAction::Enable => "enable",
+            AxisAction::Disable => "disable",
+            AxisAction::Reset => "reset",
+            AxisAction::Stop => "stop",
+            AxisAction::Release => "release",
+            AxisAction::Jog { .. } => "jog",
+            AxisAction::MoveTo { .. } => "move_to",
+            AxisAction::Renew => "renew",
+        }
+    }
+
+    /// Whether it moves the axis (holds only while its lease is renewed).
+    pub fn is_motion(self) -> bool {
+        matches!(
+            self,
+            AxisAction::Jog { .. } | AxisAction::MoveTo { .. } | AxisAction::Renew
+        )
+    }
+}
+
+/// Lease of a jog or move-to when the request names none (ms).
+pub const DEFAULT_LEASE_MS: u64 = 300;
+/// Shortest and longest lease a request may ask for (ms).
+pub const LEASE_MS: std::ops::RangeInclusive<u64> = 50..=2000;
+
 /// One request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     /// `{"cmd": "status"}`: the master's state, counters and histograms ([`Status`]).
     Status,
@@ -106,6 +163,24 @@ pub enum Request {
         index: u16,
         /// Subindex.
         sub: u8,
+    },
+    /// `{"cmd": "od_list", "position": 2}`: the device's object dictionary by SDO information
+    /// (ETG.1000.6 §5.6.3), through the cycle's mailbox queue: data `{"position": N,
+    /// "objects": [{"index", "name", "object_code", "max_sub", "data_type"} or {"index",
+    /// "error"}], "described": N}` (at most [`MAX_OD_DESCRIBED`] objects described, the rest
+    /// listed by index only).
+    OdList {
+        /// Subdevice position.
+        position: u16,
+    },
+    /// `{"cmd": "od_object", "position": 2, "index": 24640}`: one object's description and
+    /// its entries' (`{"sub", "name", "data_type", "type", "bits", "access"}` or `{"sub",
+    /// "error"}`).
+    OdObject {
+        /// Subdevice position.
+        position: u16,
+        /// Object index.
+        index: u16,
     },
     /// `{"cmd": "sdo_write", "position": 0, "index": 8192, "sub": 1, "data": "2a00"}`.
     SdoWrite {
@@ -204,7 +279,24 @@ pub enum Request {
         /// The line (1..=[`MAX_NOTE`] bytes, no control characters).
         text: String,
     },
+    /// `{"cmd": "axis", "name": "x", "action": "jog", "velocity": -5.0, "lease_ms": 300}`: a
+    /// manual command for an `[[axis]]` of the built-in axes application (actions: enable,
+    /// disable, reset, stop, release; jog with `velocity` units/s, move_to with `position`
+    /// units, renew). A jog or move holds for `lease_ms` (default 300) unless renewed, then
+    /// the axis stops (planned) and holds: hold-to-run. Values outside the axis' limits are
+    /// refused. A command takes the axis out of its program until `release`. Data `{}`.
+    Axis {
+        /// `[[axis]] name`.
+        name: String,
+        /// What to do.
+        action: AxisAction,
+        /// Lease of a jog, move-to or renewal (ms, [`LEASE_MS`]).
+        lease_ms: u64,
+    },
 }
+
+/// Objects an `od_list` reply describes at most (each is one SDO information exchange).
+pub const MAX_OD_DESCRIBED: usize = 1024;
 
 /// Longest [`Request::Note`] text (bytes).
 pub const MAX_NOTE: usize = 512;
@@ -419,7 +511,7 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 /// The commands, for error messages.
 pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state, \
                             shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, \
-                            eoe_get_ip, eoe_set_ip, note";
+                            eoe_get_ip, eoe_set_ip, note, axis, od_list, od_object";
 
 impl Request {
     /// Parse one request line (without its newline). An object with a key twice is refused
@@ -451,6 +543,7 @@ impl Request {
                 | Request::Note { .. }
                 | Request::FoeWrite { .. }
                 | Request::EoeSetIp { .. }
+                | Request::Axis { .. }
         )
     }
 
@@ -478,6 +571,9 @@ impl Request {
             Request::FoeWrite { .. } => "foe_write",
             Request::EoeGetIp { .. } => "eoe_get_ip",
             Request::EoeSetIp { .. } => "eoe_set_ip",
+            Request::Axis { .. } => "axis",
+            Request::OdList { .. } => "od_list",
+            Request::OdObject { .. } => "od_object",
         }
     }
 
@@ -625,6 +721,18 @@ impl Request {
                     }
                 }
             }
+            "axis" => axis_request(o)?,
+            "od_list" => {
+                only(o, cmd, &["position"])?;
+                Request::OdList { position: pos(o)? }
+            }
+            "od_object" => {
+                only(o, cmd, &["position", "index"])?;
+                Request::OdObject {
+                    position: pos(o)?,
+                    index: idx(o)?,
+                }
+            }
             "sdo_read" => {
                 only(o, cmd, &["position", "index", "sub"])?;
                 Request::SdoRead {
@@ -734,6 +842,26 @@ impl Request {
                 }
                 v
             }
+            Request::OdList { position } => json!({"cmd": "od_list", "position": position}),
+            Request::OdObject { position, index } => {
+                json!({"cmd": "od_object", "position": position, "index": index})
+            }
+            Request::Axis {
+                name,
+                action,
+                lease_ms,
+            } => {
+                let mut v = json!({"cmd": "axis", "name": name, "action": action.name()});
+                match action {
+                    AxisAction::Jog { velocity } => v["velocity"] = json!(velocity),
+                    AxisAction::MoveTo { position } => v["position"] = json!(position),
+                    _ => {}
+                }
+                if action.is_motion() {
+                    v["lease_ms"] = json!(lease_ms);
+                }
+                v
+            }
         }
     }
 
@@ -741,6 +869,72 @@ impl Request {
     pub fn to_line(&self) -> String {
         self.to_value().to_string()
     }
+}
+
+/// A finite number field.
+fn real(o: &Map<String, Value>, name: &str) -> Result<f64, Failure> {
+    match field(o, name)? {
+        Value::Number(n) => n.as_f64().filter(|x| x.is_finite()),
+        _ => None,
+    }
+    .ok_or_else(|| Failure::usage(format!("{name} = {}: must be a number", o[name])))
+}
+
+fn axis_request(o: &Map<String, Value>) -> Result<Request, Failure> {
+    let action = string(o, "action")?;
+    let (action, extra): (AxisAction, &[&str]) = match action {
+        "enable" => (AxisAction::Enable, &[]),
+        "disable" => (AxisAction::Disable, &[]),
+        "reset" => (AxisAction::Reset, &[]),
+        "stop" => (AxisAction::Stop, &[]),
+        "release" => (AxisAction::Release, &[]),
+        "renew" => (AxisAction::Renew, &["lease_ms"]),
+        "jog" => (
+            AxisAction::Jog {
+                velocity: real(o, "velocity")?,
+            },
+            &["velocity", "lease_ms"],
+        ),
+        "move_to" => (
+            AxisAction::MoveTo {
+                position: real(o, "position")?,
+            },
+            &["position", "lease_ms"],
+        ),
+        other => {
+            return Err(Failure::usage(format!(
+                "action = {other:?}: must be one of enable, disable, reset, stop, release, jog, \
+                 move_to, renew"
+            )));
+        }
+    };
+    let allowed: Vec<&str> = ["name", "action"].iter().chain(extra).copied().collect();
+    only(o, &format!("axis {}", action.name()), &allowed)?;
+    let name = string(o, "name")?;
+    if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+        return Err(Failure::usage(format!(
+            "name = {:?}: an axis name has 1..=64 bytes without control characters",
+            name.chars().take(40).collect::<String>()
+        )));
+    }
+    let lease_ms = if o.contains_key("lease_ms") {
+        let n = number(o, "lease_ms", u64::MAX)?;
+        if !LEASE_MS.contains(&n) {
+            return Err(Failure::usage(format!(
+                "lease_ms = {n}: must be {}..={}",
+                LEASE_MS.start(),
+                LEASE_MS.end()
+            )));
+        }
+        n
+    } else {
+        DEFAULT_LEASE_MS
+    };
+    Ok(Request::Axis {
+        name: name.to_string(),
+        action,
+        lease_ms,
+    })
 }
 
 /// A JSON object whose keys are unique (its values are not kept: only the check matters).
@@ -935,6 +1129,22 @@ pub struct AxisStatus {
     /// |following error| (counts) as a histogram. The master leaves it empty (the cyclic
     /// thread keeps the distribution; summary.json has its percentiles at the end).
     pub following_error_abs: Histo,
+    /// Position actual, units (`counts_per_unit`).
+    #[serde(default)]
+    pub actual: f64,
+    /// The manual command holding the axis (`"holding"`, `"jogging"`, `"moving"`,
+    /// `"stopping"`); None: it runs its configured program.
+    #[serde(default)]
+    pub manual: Option<String>,
+    /// `min_position`, units (None: not configured).
+    #[serde(default)]
+    pub min_position: Option<f64>,
+    /// `max_position`, units (None: not configured).
+    #[serde(default)]
+    pub max_position: Option<f64>,
+    /// `max_velocity`, units/s (the fastest jog).
+    #[serde(default)]
+    pub max_velocity: f64,
 }
 
 /// The data of a `status` reply. Fields may be added in later versions, never renamed.
@@ -1068,6 +1278,31 @@ mod tests {
                     ..EoeSettings::default()
                 },
             },
+            Request::Axis {
+                name: "x".into(),
+                action: AxisAction::Jog { velocity: -2.5 },
+                lease_ms: 300,
+            },
+            Request::Axis {
+                name: "x".into(),
+                action: AxisAction::MoveTo { position: 12.25 },
+                lease_ms: 50,
+            },
+            Request::Axis {
+                name: "y".into(),
+                action: AxisAction::Renew,
+                lease_ms: 2000,
+            },
+            Request::Axis {
+                name: "y".into(),
+                action: AxisAction::Reset,
+                lease_ms: DEFAULT_LEASE_MS,
+            },
+            Request::OdList { position: 2 },
+            Request::OdObject {
+                position: 2,
+                index: 0x6040,
+            },
         ];
         for r in all {
             assert_eq!(
@@ -1147,6 +1382,30 @@ mod tests {
             (
                 r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":"00","position":1}"#,
                 "key \"position\" appears more than once",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"fly"}"#,
+                "action = \"fly\": must be one of",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"jog"}"#,
+                "missing field \"velocity\"",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"jog","velocity":"fast"}"#,
+                "velocity = \"fast\": must be a number",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"enable","velocity":1}"#,
+                "axis enable: unknown field \"velocity\"",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"move_to","position":1,"lease_ms":10}"#,
+                "lease_ms = 10: must be 50..=2000",
+            ),
+            (
+                r#"{"cmd":"axis","name":"","action":"stop"}"#,
+                "an axis name has 1..=64 bytes",
             ),
         ];
         for (line, want) in cases {

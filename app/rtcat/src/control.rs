@@ -326,6 +326,11 @@ impl Shared {
                     quick_stops: u64::from(a.quick_stops),
                     held_cycles: a.held_cycles,
                     following_error_abs: Histo::default(),
+                    actual: a.actual,
+                    manual: a.manual.map(str::to_string),
+                    min_position: a.min_position.is_finite().then_some(a.min_position),
+                    max_position: a.max_position.is_finite().then_some(a.max_position),
+                    max_velocity: a.max_velocity,
                     name: a.name,
                 })
                 .collect()
@@ -375,6 +380,48 @@ impl Shared {
             axes,
             availability: (r(&l.cycles) > 0).then(|| availability(l)),
         }
+    }
+}
+
+impl Shared {
+    /// An `axis` request: onto the axes application's command board (the cycle takes it).
+    fn axis(
+        &self,
+        name: &str,
+        action: rtcat_control::protocol::AxisAction,
+        lease_ms: u64,
+    ) -> Result<Value, Failure> {
+        use rtcat_control::protocol::AxisAction as A;
+        use rtcat_master::axes::{Command, CommandError};
+        let Some(report) = &self.axes else {
+            return Err(Failure::usage(
+                "no axes on this master (no [[axis]] in its configuration)",
+            ));
+        };
+        if action.is_motion() {
+            self.cycling()?;
+        }
+        let lease_ns = lease_ms.saturating_mul(1_000_000);
+        let command = match action {
+            A::Renew => None,
+            A::Enable => Some(Command::Enable),
+            A::Disable => Some(Command::Disable),
+            A::Reset => Some(Command::ResetFault),
+            A::Stop => Some(Command::Stop),
+            A::Release => Some(Command::Release),
+            A::Jog { velocity } => Some(Command::Jog { velocity }),
+            A::MoveTo { position } => Some(Command::MoveTo { position }),
+        };
+        let r = match command {
+            None => report.renew(name, lease_ns),
+            Some(c) => report.command(name, c, lease_ns),
+        };
+        r.map(|()| json!({})).map_err(|e| match e {
+            CommandError::NoAxes | CommandError::NotNow { .. } => Failure::runtime(e.to_string()),
+            CommandError::NoSuchAxis(_) | CommandError::OutOfLimits { .. } => {
+                Failure::usage(e.to_string())
+            }
+        })
     }
 }
 
@@ -509,6 +556,21 @@ impl Provider for Shared {
             Request::FoeRead { .. } | Request::FoeWrite { .. } => Err(Failure::usage(
                 "FoE through the control socket takes the file's descriptor (handle_with_fds)",
             )),
+            Request::Axis {
+                name,
+                action,
+                lease_ms,
+            } => self.axis(name, *action, *lease_ms),
+            Request::OdList { position } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                od_list(&self.sdo, *position)
+            }
+            Request::OdObject { position, index } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                od_object(&self.sdo, *position, *index)
+            }
             Request::AlState { position, state } => {
                 self.check_position(*position)?;
                 self.cycling()?;
@@ -560,6 +622,18 @@ impl Provider for Shared {
     }
 
     fn record(&self, peer: &Peer, request: &Request, outcome: &Outcome<'_>) {
+        // A hold-to-run renewal that went through changes nothing but how long the motion
+        // holds (10 a second while a button is held): the command it renews is on the record.
+        if let (
+            Request::Axis {
+                action: rtcat_control::protocol::AxisAction::Renew,
+                ..
+            },
+            Outcome::Done,
+        ) = (request, outcome)
+        {
+            return;
+        }
         let r = Record {
             unix_ns: rtcat_master::clock::unix_ns(),
             cycle: self.live.cycles.load(Ordering::Relaxed),
@@ -574,6 +648,69 @@ impl Provider for Shared {
             _ => crate::say!("rtcat: {}", r.text),
         }
     }
+}
+
+/// How long one SDO information exchange may take through the queue (all its fragments).
+const INFO_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn info_failure(position: u16) -> impl Fn(rtcat_master::coe::Error) -> Failure {
+    move |e| Failure::runtime(format!("position {position}: {e}"))
+}
+
+/// The object dictionary of the device at `position` (SDO information through the queue):
+/// every index, the first [`rtcat_control::protocol::MAX_OD_DESCRIBED`] described.
+fn od_list(sdo: &SdoClient, position: u16) -> Result<Value, Failure> {
+    use rtcat_master::coe::{ListType, info};
+    let mut mbx = sdo
+        .queue_mailbox(position, INFO_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let list =
+        info::od_list(&mut mbx, ListType::All, INFO_TIMEOUT).map_err(info_failure(position))?;
+    let mut described = 0;
+    let objects: Vec<Value> = list
+        .iter()
+        .map(|&index| {
+            if described >= rtcat_control::protocol::MAX_OD_DESCRIBED {
+                return json!({"index": index});
+            }
+            described += 1;
+            match info::object_description(&mut mbx, index, INFO_TIMEOUT) {
+                Ok(d) => json!({"index": index, "name": d.name, "object_code": d.object_code,
+                                "max_sub": d.max_sub, "data_type": d.data_type}),
+                Err(e) => json!({"index": index, "error": e.to_string()}),
+            }
+        })
+        .collect();
+    Ok(json!({"position": position, "objects": objects, "described": described}))
+}
+
+/// One object's description and its entries'.
+fn od_object(sdo: &SdoClient, position: u16, index: u16) -> Result<Value, Failure> {
+    use rtcat_master::coe::{SdoType, info};
+    let mut mbx = sdo
+        .queue_mailbox(position, INFO_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let d =
+        info::object_description(&mut mbx, index, INFO_TIMEOUT).map_err(info_failure(position))?;
+    // A VAR has its value at subindex 0; ARRAY and RECORD have entries 0..=max_sub.
+    let subs = if d.object_code == 7 {
+        0..=0
+    } else {
+        0..=d.max_sub
+    };
+    let entries: Vec<Value> = subs
+        .map(
+            |sub| match info::entry_description(&mut mbx, index, sub, INFO_TIMEOUT) {
+                Ok(e) => json!({"sub": sub, "name": e.name, "data_type": e.data_type,
+                            "type": SdoType::from_coe(e.data_type).map(|t| t.to_string()),
+                            "bits": e.bits, "access": e.access_text()}),
+                Err(e) => json!({"sub": sub, "error": e.to_string()}),
+            },
+        )
+        .collect();
+    Ok(json!({"position": position, "index": index, "name": d.name,
+              "object_code": d.object_code, "max_sub": d.max_sub, "data_type": d.data_type,
+              "entries": entries}))
 }
 
 /// Largest file a client may have written to a device through the control socket.
