@@ -1856,14 +1856,20 @@ mod tests {
         )
         .unwrap();
         let p: Vec<u32> = s.devices.iter().map(|d| d.product_id).collect();
-        assert_eq!(p, [REFERENCE_PRODUCT, REFERENCE_PRODUCT + 1, REFERENCE_PRODUCT]);
+        assert_eq!(
+            p,
+            [REFERENCE_PRODUCT, REFERENCE_PRODUCT + 1, REFERENCE_PRODUCT]
+        );
         let e = SegmentSpec::from_toml(
             "[[device]]\nproduct_id = 7\noutputs = 4\n\
              [[device]]\nname = \"IN\"\nproduct_id = 7\ninputs = 8\n",
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("device[1] (IN) and device[0]") && e.contains("product_id"), "{e}");
+        assert!(
+            e.contains("device[1] (IN) and device[0]") && e.contains("product_id"),
+            "{e}"
+        );
         // An explicit identity the same as a default one, for a different device: refused too.
         let e = SegmentSpec::from_toml(
             "[[device]]\noutputs = 4\n[[device]]\nproduct_id = 0x00010001\ninputs = 8\n",

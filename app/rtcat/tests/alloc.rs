@@ -5,9 +5,9 @@
 
 use ecsim::{Faults, SegmentSpec};
 use rtcat::config::{Config, TxRxMode};
-use rtcat_master::echo::EchoCheck;
 use rtcat::runner::{Job, execute};
 use rtcat_master::WaitMode;
+use rtcat_master::echo::EchoCheck;
 use rtcat_master::master::Target;
 use rtcat_master::{AppError, Application, Cycle, Setup};
 use std::sync::Arc;
@@ -197,8 +197,7 @@ fn pages_migrated() -> u64 {
 
 /// Whether compaction may move locked (unevictable) pages on this kernel.
 fn compaction_moves_locked_pages() -> bool {
-    safefs::SysRoot::live().read_opt("/proc/sys/vm/compact_unevictable_allowed")
-        == Some("1".into())
+    safefs::SysRoot::live().read_opt("/proc/sys/vm/compact_unevictable_allowed") == Some("1".into())
 }
 
 #[test]

@@ -2,7 +2,6 @@
 //! files they name, checked before anything starts, then one [`Job`] for the runner.
 
 use crate::config::{Config, TxRxMode};
-use rtcat_master::echo::EchoCheck;
 use crate::outcome::{Failure, Kind, Outcome};
 use crate::output;
 use crate::runner::{Job, JobResult, JsonDest, execute};
@@ -11,6 +10,7 @@ use clap::{Args, ValueEnum};
 use ecsim::{Faults, SegmentSpec};
 use rtcat_master::axes::AxesApp;
 use rtcat_master::config::{LinkKind, WaitMode};
+use rtcat_master::echo::EchoCheck;
 use rtcat_master::master::Target;
 use rtcat_master::stats::Live;
 use rtcat_master::{Application, ZeroOutputs};
