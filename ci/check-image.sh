@@ -194,6 +194,7 @@ if [ -z "$skip_deb" ]; then
 		for f in usr/bin/rtcat usr/bin/rtcat-web etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service \
 			usr/lib/systemd/system/rtcat-tune.service usr/lib/systemd/system/rtcat-exporter.service \
 			usr/lib/systemd/system/rtcat-web.service usr/lib/sysusers.d/rtcat.conf usr/lib/sysusers.d/rtcat-web.conf \
+			usr/lib/systemd/system/rtcat-doctor.service usr/lib/systemd/system/rtcat-doctor.timer \
 			usr/lib/tmpfiles.d/rtcat.conf usr/lib/sysctl.d/60-rtcat.conf \
 			usr/lib/udev/rules.d/60-rtcat.rules etc/security/limits.d/rtcat.conf \
 			usr/share/man/man1/rtcat.1.gz usr/share/man/man1/rtcat-web.1.gz usr/share/doc/rtcat/copyright; do
@@ -201,6 +202,7 @@ if [ -z "$skip_deb" ]; then
 		done
 		for f in etc/rtcat/rtcat.toml usr/lib/systemd/system/rtcat.service usr/lib/systemd/system/rtcat-tune.service \
 			usr/lib/systemd/system/rtcat-exporter.service usr/lib/systemd/system/rtcat-web.service \
+			usr/lib/systemd/system/rtcat-doctor.service usr/lib/systemd/system/rtcat-doctor.timer \
 			usr/lib/sysusers.d/rtcat.conf usr/lib/sysusers.d/rtcat-web.conf; do
 			cmp -s "$x/$f" "rootfs-overlay/$f" || fail "$a .deb: /$f differs from rootfs-overlay/$f"
 		done
@@ -246,7 +248,7 @@ else
 	echo "staged: rootfs-overlay/ with a stub /usr/bin/rtcat (--skip-deb)"
 fi
 [ -f "$root/usr/share/man/man1/rtcat.1.gz" ] || gzip -9nc rootfs-overlay/usr/share/man/man1/rtcat.1 >"$root/usr/share/man/man1/rtcat.1.gz"
-units=(rtcat.service rtcat-tune.service rtcat-exporter.service rtcat-web.service)
+units=(rtcat.service rtcat-tune.service rtcat-exporter.service rtcat-web.service rtcat-doctor.service rtcat-doctor.timer)
 for u in "${units[@]}"; do
 	out=$(cd "$root" && MANPATH="$root/usr/share/man" systemd-analyze verify --root="$root" "usr/lib/systemd/system/$u" 2>&1) || true
 	if [ -n "$out" ]; then
@@ -276,6 +278,7 @@ exposure() {
 exposure rtcat.service "$MAX_EXPOSURE"
 exposure rtcat-exporter.service "$MAX_EXPORTER_EXPOSURE"
 exposure rtcat-web.service "$MAX_EXPORTER_EXPOSURE"
+exposure rtcat-doctor.service "$MAX_EXPORTER_EXPOSURE"
 for want in 'User=rtcat' 'Type=notify' 'WatchdogSec=' 'Restart=on-failure' 'ProtectSystem=strict' 'ProtectHome=yes' \
 	'PrivateTmp=yes' 'NoNewPrivileges=yes' 'LimitRTPRIO=' 'LimitMEMLOCK=' 'StartLimitBurst=' 'SystemCallFilter=' \
 	'RestrictAddressFamilies=AF_PACKET AF_UNIX AF_NETLINK' \

@@ -104,7 +104,7 @@ def sim_fields(line):
 
 def load_guest(gdir):
     g = {}
-    for name in ("summary.json", "doctor.json", "tune-status.json"):
+    for name in ("summary.json", "doctor.json", "doctor-unit.json", "tune-status.json"):
         try:
             with open(f"{gdir}/{name}") as f:
                 g[name] = json.load(f)
@@ -397,6 +397,23 @@ def evaluate(facts, guest, a):
         )
     else:
         chk("doctor.no_fail", False, f"doctor.json unusable: {str(doc)[:200]}")
+
+    # The page's doctor report (rtcat-doctor.service: a throw-away user in a sandbox) has every
+    # check root's report has; verdicts may differ where an unprivileged user sees less.
+    unit = guest.get("doctor-unit.json")
+    if isinstance(unit, dict) and unit.get("schema") == "rttune.doctor/1" and isinstance(doc, dict):
+        ids = [c.get("id") for c in doc.get("checks", [])]
+        uids = [c.get("id") for c in unit.get("checks", [])]
+        root_v = {c.get("id"): c.get("verdict") for c in doc.get("checks", [])}
+        differ = [c.get("id") for c in unit.get("checks", []) if root_v.get(c.get("id")) != c.get("verdict")]
+        chk(
+            "doctor.page_report",
+            uids == ids and one("doctor_unit.result", "") == "success",
+            f"rtcat-doctor.service {one('doctor_unit.result', '?')}; {len(uids)} checks "
+            f"(root {len(ids)}); verdicts differing from root's: {differ}",
+        )
+    else:
+        chk("doctor.page_report", False, f"/run/rtcat-doctor/doctor.json unusable: {str(unit)[:200]}")
 
     # The exporter serves the running master's metrics: a 200 page with rtcat_up. rtcat_up must be
     # 1 with cycles counted when the shipped config gives the master a control socket.
@@ -767,6 +784,12 @@ def cmd_self_test(a):
             ),
         ),
         ("doctor.no_fail", "doctor FAIL on tasks.rt_cpu", doctor_fail("tasks.rt_cpu")),
+        (
+            "doctor.page_report",
+            "the page's report lacks a check",
+            lambda f, g, a: g["doctor-unit.json"]["checks"].pop(),
+        ),
+        ("doctor.page_report", "rtcat-doctor.service failed", set_fact("doctor_unit.result", "exit-code")),
         ("systemctl.failed_empty", "a failed unit", set_fact("failed_units", "foo.service")),
         ("exporter.serves", "rtcat-exporter.service not running", set_fact("exporter.active", "failed")),
         ("exporter.serves", "the page is not a 200", set_fact("exporter.http", "HTTP/1.1 503 Service Unavailable")),

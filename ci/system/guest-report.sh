@@ -254,6 +254,11 @@ say doctor.exit "$?"
 # The JSON is read back from the disk image by the host; the text goes to the console for humans.
 rtcat doctor --config "$CONFIG" >"$KEEP/doctor.txt" 2>&1
 while IFS= read -r l; do say doctor.text "$l"; done <"$KEEP/doctor.txt"
+# The commissioning page's doctor report: the unprivileged, sandboxed rtcat-doctor.service writes
+# it (rtcat-web reads it); the host compares it with root's report above.
+systemctl start rtcat-doctor.service
+say doctor_unit.result "$(systemctl show -p Result --value rtcat-doctor.service)"
+cp /run/rtcat-doctor/doctor.json "$KEEP/doctor-unit.json" 2>/dev/null || true
 failed=$(systemctl list-units --failed --plain --no-legend --no-pager | awk '{print $1}' | tr '\n' ' ')
 say failed_units "${failed% }"
 

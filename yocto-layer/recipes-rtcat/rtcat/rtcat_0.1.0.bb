@@ -31,6 +31,8 @@ SRC_URI += "file://Cargo.toml;subdir=rtcat \
             file://rootfs-overlay/usr/lib/systemd/system/rtcat.service;subdir=rtcat \
             file://rootfs-overlay/usr/lib/systemd/system/rtcat-exporter.service;subdir=rtcat \
             file://rootfs-overlay/usr/lib/systemd/system/rtcat-web.service;subdir=rtcat \
+            file://rootfs-overlay/usr/lib/systemd/system/rtcat-doctor.service;subdir=rtcat \
+            file://rootfs-overlay/usr/lib/systemd/system/rtcat-doctor.timer;subdir=rtcat \
             file://rootfs-overlay/usr/lib/sysusers.d/rtcat-web.conf;subdir=rtcat \
             file://rootfs-overlay/usr/lib/sysusers.d/rtcat.conf;subdir=rtcat \
             file://rootfs-overlay/usr/lib/tmpfiles.d/rtcat.conf;subdir=rtcat \
@@ -71,6 +73,8 @@ do_install:append() {
     install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat.service ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat-exporter.service ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat-web.service ${D}${systemd_system_unitdir}/
+    install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat-doctor.service ${D}${systemd_system_unitdir}/
+    install -m 0644 ${S}/rootfs-overlay/usr/lib/systemd/system/rtcat-doctor.timer ${D}${systemd_system_unitdir}/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/sysusers.d/rtcat-web.conf ${D}${nonarch_libdir}/sysusers.d/
     install -m 0644 ${S}/rootfs-overlay/etc/rtcat/rtcat.toml ${D}${sysconfdir}/rtcat/
     install -m 0644 ${S}/rootfs-overlay/usr/lib/sysusers.d/rtcat.conf ${D}${nonarch_libdir}/sysusers.d/
@@ -111,6 +115,8 @@ SYSTEMD_AUTO_ENABLE:${PN} = "enable"
 PACKAGES =+ "${PN}-web"
 FILES:${PN}-web += "${bindir}/rtcat-web \
                     ${systemd_system_unitdir}/rtcat-web.service \
+                    ${systemd_system_unitdir}/rtcat-doctor.service \
+                    ${systemd_system_unitdir}/rtcat-doctor.timer \
                     ${nonarch_libdir}/sysusers.d/rtcat-web.conf \
 "
 SYSTEMD_PACKAGES = "${PN} ${PN}-web"
