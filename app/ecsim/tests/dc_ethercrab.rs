@@ -32,6 +32,13 @@ fn magnitude(reg: u32) -> u32 {
 
 #[test]
 fn ethercrab_dc_sync_converges_and_sync0_runs() {
+    // How many frames arrive late at SYNC0 is the machine's scheduling (a loaded 2-vCPU VM delays
+    // hundreds by more than half a millisecond): retried; convergence and the grid are asserted
+    // in every attempt.
+    ecsim::noise::within_machine_noise("ethercrab DC over the in-process segment", |_| attempt());
+}
+
+fn attempt() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(SEGMENT).expect("valid segment");
     let storage: &'static PduStorage<FRAMES, FRAME_DATA> = Box::leak(Box::new(PduStorage::new()));
     let (tx, rx, pdu_loop) = storage.try_split().expect("split once");
@@ -109,6 +116,8 @@ fn ethercrab_dc_sync_converges_and_sync0_runs() {
     let late: u64 = st.iter().map(|d| d.late).sum();
     let on_time: u64 = st.iter().map(|d| d.on_time).sum();
     eprintln!("late {late} on time {on_time}");
-    assert!(on_time > 3 * u64::from(CYCLES) * 9 / 10, "{st:?}");
-    assert!(late * 10 < on_time, "late {late} of {on_time}");
+    ecsim::noise::ensure(on_time > 3 * u64::from(CYCLES) * 9 / 10, || {
+        format!("{on_time} frames on time at SYNC0, fewer than 90 %: {st:?}")
+    })?;
+    ecsim::noise::ensure(late * 10 < on_time, || format!("late {late} of {on_time}"))
 }
