@@ -1,0 +1,301 @@
+//! The HTTP server: hyper's HTTP/1.1 (one request per connection) on a single-threaded tokio
+//! runtime, with the limits a page on a machine's maintenance port needs — connections at
+//! once and per address, the head's size and time (hyper: `max_buf_size`,
+//! `header_read_timeout`), the body's (`http::read`), and a time for every write
+//! ([`WriteTimeout`]). The handlers block (the control socket, the shared image): they run on
+//! tokio's blocking threads, never on the runtime's.
+
+use crate::api::{self, App};
+use crate::http::{self, Response};
+use crate::live::lock;
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use std::collections::HashMap;
+use std::future::Future;
+use std::io;
+use std::net::IpAddr;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The server's limits.
+#[derive(Clone, Debug)]
+pub struct Limits {
+    /// Connections served at once.
+    pub connections: usize,
+    /// Connections of one address at once.
+    pub per_peer: usize,
+    /// Time for the request head, and then for its body.
+    pub read: Duration,
+    /// Time for one write of the response.
+    pub write: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            // Five technicians with a live view each and their requests.
+            connections: 64,
+            per_peer: 16,
+            read: http::READ_TIMEOUT,
+            write: http::WRITE_TIMEOUT,
+        }
+    }
+}
+
+/// Connections over the limit answered with 503 at once; beyond, they are closed unanswered.
+const MAX_REFUSING: usize = 16;
+/// Time a refused connection has to send its head and take the 503.
+const REFUSE_TIME: Duration = Duration::from_secs(1);
+
+/// The connections open, in all and per address.
+#[derive(Default)]
+struct Open {
+    all: usize,
+    per_peer: HashMap<IpAddr, usize>,
+}
+
+/// One connection's place in [`Open`], given back when dropped.
+struct Slot {
+    open: Arc<Mutex<Open>>,
+    ip: IpAddr,
+}
+
+impl Slot {
+    fn take(open: &Arc<Mutex<Open>>, ip: IpAddr, limits: &Limits) -> Option<Slot> {
+        let mut o = lock(open);
+        let per = o.per_peer.get(&ip).copied().unwrap_or(0);
+        if o.all >= limits.connections || per >= limits.per_peer {
+            return None;
+        }
+        o.all += 1;
+        *o.per_peer.entry(ip).or_insert(0) += 1;
+        Some(Slot {
+            open: open.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let mut o = lock(&self.open);
+        o.all -= 1;
+        if let Some(n) = o.per_peer.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                o.per_peer.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Serves `listener` for `app` until the program ends (call it on a tokio runtime with I/O
+/// and time enabled).
+pub async fn run(listener: TcpListener, app: Arc<App>, limits: Limits) {
+    let open: Arc<Mutex<Open>> = Arc::default();
+    let refusing = Arc::new(AtomicUsize::new(0));
+    loop {
+        let (s, peer) = match listener.accept().await {
+            Ok(c) => c,
+            Err(_) => {
+                // Out of descriptors or memory, or the client reset first: again shortly
+                // (accept would fail at once again, in a busy loop).
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let ip = peer.ip();
+        let Some(slot) = Slot::take(&open, ip, &limits) else {
+            refuse(s, &refusing);
+            continue;
+        };
+        let (app, limits) = (app.clone(), limits.clone());
+        tokio::spawn(async move {
+            let _slot = slot;
+            connection(app, s, ip, &limits).await;
+        });
+    }
+}
+
+fn builder(limits: &Limits) -> http1::Builder {
+    let mut b = http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(limits.read)
+        .max_buf_size(http::MAX_HEAD)
+        .keep_alive(false);
+    b
+}
+
+/// Answers a connection over the limit with 503, within [`REFUSE_TIME`].
+fn refuse(s: TcpStream, refusing: &Arc<AtomicUsize>) {
+    if refusing.fetch_add(1, Ordering::AcqRel) >= MAX_REFUSING {
+        refusing.fetch_sub(1, Ordering::AcqRel);
+        return;
+    }
+    let refusing = refusing.clone();
+    tokio::spawn(async move {
+        let limits = Limits {
+            read: REFUSE_TIME,
+            write: REFUSE_TIME,
+            ..Limits::default()
+        };
+        let io = TokioIo::new(WriteTimeout::new(s, REFUSE_TIME));
+        let svc = service_fn(|_| async {
+            Ok::<_, io::Error>(
+                Response::error(503, "too many connections")
+                    .with("Retry-After", "1")
+                    .into_hyper(),
+            )
+        });
+        let conn = builder(&limits).serve_connection(io, svc);
+        let _ = tokio::time::timeout(REFUSE_TIME, conn).await;
+        refusing.fetch_sub(1, Ordering::AcqRel);
+    });
+}
+
+async fn connection(app: Arc<App>, s: TcpStream, ip: IpAddr, limits: &Limits) {
+    let io = TokioIo::new(WriteTimeout::new(s, limits.write));
+    let read = limits.read;
+    let svc = service_fn(move |req| respond(app.clone(), req, ip, read));
+    // Errors: the client went away, was too slow, or sent no HTTP (hyper answered a
+    // malformed head with 400 and a too long one with 431 already).
+    let _ = builder(limits).serve_connection(io, svc).await;
+}
+
+/// The upload slot [`api::body_limit`] may take, given back however the request ends.
+struct Upload {
+    app: Arc<App>,
+    took: bool,
+}
+
+impl Drop for Upload {
+    fn drop(&mut self) {
+        if self.took {
+            api::upload_done(&self.app);
+        }
+    }
+}
+
+/// One request: read under the limits, answered by the handlers on a blocking thread.
+async fn respond(
+    app: Arc<App>,
+    req: hyper::Request<Incoming>,
+    ip: IpAddr,
+    read: Duration,
+) -> io::Result<hyper::Response<http::Body>> {
+    let mut upload = Upload {
+        app: app.clone(),
+        took: false,
+    };
+    let req = http::read(req, read, |head| {
+        api::body_limit(&app, head, &mut upload.took)
+    })
+    .await;
+    let req = match req {
+        Ok(r) => r,
+        Err(bad) => {
+            return match bad.answer() {
+                Some((status, text)) => Ok(Response::error(status, text).into_hyper()),
+                None => Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "the client went away",
+                )),
+            };
+        }
+    };
+    let app2 = app.clone();
+    let answer = tokio::task::spawn_blocking(move || {
+        let a = api::handle(&app2, &req, ip);
+        // The file is sent (or refused): the next upload may come.
+        drop((req, upload));
+        a
+    })
+    .await;
+    Ok(match answer {
+        Ok(api::Answer::Now(r)) => r.into_hyper(),
+        Ok(api::Answer::Live(id)) => api::live_stream(app, id),
+        Err(_) => Response::error(500, "the request's handler failed").into_hyper(),
+    })
+}
+
+/// A stream whose every write must make progress within a time (hyper has no write timeout):
+/// a client that stops reading loses its connection instead of holding it forever.
+pub struct WriteTimeout<S> {
+    io: S,
+    limit: Duration,
+    sleep: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl<S> WriteTimeout<S> {
+    /// `io` with writes bounded by `limit`.
+    pub fn new(io: S, limit: Duration) -> WriteTimeout<S> {
+        WriteTimeout {
+            io,
+            limit,
+            sleep: None,
+        }
+    }
+
+    /// A pending write: an error once the time is over.
+    fn pending<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {
+        let limit = self.limit;
+        let sleep = self
+            .sleep
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep(limit)));
+        match sleep.as_mut().poll(cx) {
+            Poll::Ready(()) => Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "the client took nothing for the write timeout",
+            ))),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    fn done<T>(&mut self, r: io::Result<T>) -> Poll<io::Result<T>> {
+        self.sleep = None;
+        Poll::Ready(r)
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for WriteTimeout<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().io).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<S> {
+    fn poll_write(self: Pin<&mut Self>, cx: &mut Context<'_>, b: &[u8]) -> Poll<io::Result<usize>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.io).poll_write(cx, b) {
+            Poll::Ready(r) => me.done(r),
+            Poll::Pending => me.pending(cx),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.io).poll_flush(cx) {
+            Poll::Ready(r) => me.done(r),
+            Poll::Pending => me.pending(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let me = self.get_mut();
+        match Pin::new(&mut me.io).poll_shutdown(cx) {
+            Poll::Ready(r) => me.done(r),
+            Poll::Pending => me.pending(cx),
+        }
+    }
+}
