@@ -610,13 +610,13 @@ pub fn live_stream(app: Arc<App>, id: String) -> hyper::Response<http::Body> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::net::Ipv4Addr;
 
     const PEER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
-    fn app() -> App {
+    pub(crate) fn app() -> App {
         let users = auth::parse(
             std::path::Path::new("c"),
             "viewer read aaaaaaaaaaaa\nengineer write bbbbbbbbbbbb\n",

@@ -146,7 +146,8 @@ impl Live {
         }
     }
 
-    fn publish(&self, v: &Value) {
+    /// Makes `v` the latest frame.
+    pub(crate) fn publish(&self, v: &Value) {
         // Stored even without a receiver; never waits for one.
         self.frame.send_replace(Arc::new(v.to_string()));
     }

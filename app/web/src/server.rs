@@ -299,3 +299,227 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for WriteTimeout<S> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::SocketAddr;
+    use std::time::Instant;
+
+    fn start(limits: Limits) -> (SocketAddr, Arc<App>) {
+        let app = Arc::new(crate::api::tests::app());
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        l.set_nonblocking(true).unwrap();
+        let a = app.clone();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_io()
+                .enable_time()
+                .build()
+                .unwrap();
+            rt.block_on(async move { run(TcpListener::from_std(l).unwrap(), a, limits).await });
+        });
+        (addr, app)
+    }
+
+    fn fast() -> Limits {
+        Limits {
+            read: Duration::from_millis(300),
+            ..Limits::default()
+        }
+    }
+
+    fn connect(addr: SocketAddr) -> std::net::TcpStream {
+        let s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s
+    }
+
+    /// Sends `raw`, reads the answer until the server closes.
+    fn exchange(addr: SocketAddr, raw: &[u8]) -> String {
+        let mut s = connect(addr);
+        s.write_all(raw).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    fn status(answer: &str) -> u16 {
+        answer
+            .strip_prefix("HTTP/1.1 ")
+            .and_then(|a| a.get(..3))
+            .and_then(|c| c.parse().ok())
+            .unwrap_or_else(|| panic!("no status line: {answer:?}"))
+    }
+
+    #[test]
+    fn bad_requests_get_a_4xx_and_good_ones_the_security_fields() {
+        let (addr, _app) = start(fast());
+        let long = format!(
+            "GET / HTTP/1.1\r\nX: {}\r\n\r\n",
+            "a".repeat(http::MAX_HEAD)
+        );
+        let big = format!(
+            "POST /api/login HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n",
+            http::MAX_BODY + 1
+        );
+        let cases: [(&[u8], u16); 8] = [
+            (b"GARBAGE\r\n\r\n", 400),
+            (b"GET / HTTP/1.1\r\nNoColon\r\n\r\n", 400),
+            (b"POST / HTTP/1.1\r\nHost: a\r\nContent-Length: x\r\n\r\n", 400),
+            (long.as_bytes(), 431),
+            (big.as_bytes(), 413),
+            (
+                b"POST /api/login HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                501,
+            ),
+            (b"get / HTTP/1.1\r\nHost: a\r\n\r\n", 405),
+            (b"GET /nothing HTTP/1.1\r\nHost: a\r\n\r\n", 404),
+        ];
+        for (raw, want) in cases {
+            let a = exchange(addr, raw);
+            let head = String::from_utf8_lossy(&raw[..raw.len().min(60)]);
+            assert_eq!(status(&a), want, "{head}: {a}");
+        }
+        let a = exchange(addr, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(status(&a), 200);
+        let a = a.to_ascii_lowercase();
+        for field in [
+            "connection: close",
+            "x-frame-options: deny",
+            "x-content-type-options: nosniff",
+            "content-security-policy: default-src 'self'",
+            "referrer-policy: no-referrer",
+        ] {
+            assert!(a.contains(field), "{field}: {a}");
+        }
+    }
+
+    /// Timing-dependent: the bounds are ten times the limits (a loaded machine).
+    #[test]
+    fn a_slow_client_loses_its_connection() {
+        let (addr, _app) = start(fast());
+        for partial in [&b""[..], b"GET / HTTP/1.1\r\nHost: a\r\n"] {
+            let t = Instant::now();
+            let a = exchange(addr, partial);
+            assert!(
+                t.elapsed() < Duration::from_secs(3),
+                "{:?}: closed after {:?} ({a})",
+                String::from_utf8_lossy(partial),
+                t.elapsed()
+            );
+        }
+        // A body that does not come: 408 once the time is over.
+        let t = Instant::now();
+        let a = exchange(
+            addr,
+            b"POST /api/login HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\n\r\nab",
+        );
+        assert_eq!(status(&a), 408, "{a}");
+        assert!(t.elapsed() < Duration::from_secs(3), "{:?}", t.elapsed());
+    }
+
+    #[test]
+    fn connections_beyond_the_limit_get_503_until_one_closes() {
+        let (addr, _app) = start(Limits {
+            connections: 2,
+            ..Limits::default()
+        });
+        let held: Vec<_> = (0..2)
+            .map(|_| {
+                let mut s = connect(addr);
+                s.write_all(b"GET / HTTP/1.1\r\n").unwrap();
+                s
+            })
+            .collect();
+        // The server takes both before the third (accepted in order).
+        std::thread::sleep(Duration::from_millis(200));
+        let a = exchange(addr, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+        assert_eq!(status(&a), 503, "{a}");
+        assert!(a.to_ascii_lowercase().contains("retry-after: 1"), "{a}");
+        drop(held);
+        let t = Instant::now();
+        loop {
+            let a = exchange(addr, b"GET / HTTP/1.1\r\nHost: a\r\n\r\n");
+            if status(&a) == 200 {
+                break;
+            }
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "slots not given back: {a}"
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Logs in over HTTP: the cookie (`name=value`) and the CSRF token.
+    fn login(addr: SocketAddr) -> (String, String) {
+        let body = r#"{"user":"engineer","password":"bbbbbbbbbbbb"}"#;
+        let a = exchange(
+            addr,
+            format!(
+                "POST /api/login HTTP/1.1\r\nHost: a\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+        assert_eq!(status(&a), 200, "{a}");
+        let lower = a.to_ascii_lowercase();
+        let at = lower.find("set-cookie: ").expect("a cookie") + 12;
+        let cookie = a[at..].split(';').next().unwrap().to_string();
+        assert!(
+            lower.contains("httponly") && lower.contains("samesite=strict"),
+            "{a}"
+        );
+        let json = &a[a.find("\r\n\r\n").unwrap() + 4..];
+        let v: serde_json::Value = serde_json::from_str(json).unwrap();
+        (cookie, v["csrf"].as_str().unwrap().to_string())
+    }
+
+    #[test]
+    fn the_live_stream_sends_frames_and_ends_with_the_session() {
+        let (addr, app) = start(fast());
+        let (cookie, csrf) = login(addr);
+        let mut s = connect(addr);
+        write!(
+            s,
+            "GET /api/live HTTP/1.1\r\nHost: a\r\nCookie: {cookie}\r\n\r\n"
+        )
+        .unwrap();
+        let mut seen = Vec::new();
+        fn wait_for(s: &mut std::net::TcpStream, seen: &mut Vec<u8>, what: &str) {
+            let mut chunk = [0u8; 4096];
+            while !String::from_utf8_lossy(seen).contains(what) {
+                let n = s.read(&mut chunk).unwrap();
+                let text = String::from_utf8_lossy(seen);
+                assert!(n > 0, "closed before {what:?}: {text}");
+                seen.extend_from_slice(&chunk[..n]);
+            }
+        }
+        wait_for(
+            &mut s,
+            &mut seen,
+            "event: live\ndata: {\"error\":\"not polled yet\"",
+        );
+        assert_eq!(app.live.subscribers.load(Ordering::Relaxed), 1);
+        let head = String::from_utf8_lossy(&seen).to_ascii_lowercase();
+        assert!(head.contains("content-type: text/event-stream"), "{head}");
+        let a = exchange(
+            addr,
+            format!("POST /api/logout HTTP/1.1\r\nHost: a\r\nCookie: {cookie}\r\nX-CSRF-Token: {csrf}\r\nContent-Length: 0\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(status(&a), 200, "{a}");
+        app.live.publish(&serde_json::json!({"up": true}));
+        wait_for(&mut s, &mut seen, "event: ended");
+        let t = Instant::now();
+        while app.live.subscribers.load(Ordering::Relaxed) != 0 {
+            assert!(
+                t.elapsed() < Duration::from_secs(5),
+                "the stream's count stays"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
