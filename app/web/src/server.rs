@@ -522,4 +522,74 @@ mod tests {
             std::thread::sleep(Duration::from_millis(20));
         }
     }
+
+    #[test]
+    fn an_upload_takes_the_larger_limit_and_gives_its_slot_back_however_it_ends() {
+        let (addr, app) = start(fast());
+        let (cookie, csrf) = login(addr);
+        let big = http::MAX_BODY * 4;
+        let head = |len: usize| {
+            format!(
+                "POST /api/foe/write?position=0&name=a.bin HTTP/1.1\r\nHost: a\r\nCookie: {cookie}\r\nX-CSRF-Token: {csrf}\r\nContent-Length: {len}\r\n\r\n"
+            )
+        };
+        // Without the token: the small limit.
+        let a = exchange(
+            addr,
+            format!("POST /api/foe/write HTTP/1.1\r\nHost: a\r\nCookie: {cookie}\r\nContent-Length: {big}\r\n\r\n").as_bytes(),
+        );
+        assert_eq!(status(&a), 413, "{a}");
+        // With it: the body is taken while the client sends (half of it, then it goes away).
+        let mut s = connect(addr);
+        s.write_all(head(big).as_bytes()).unwrap();
+        s.write_all(&vec![0u8; big / 2]).unwrap();
+        let t = Instant::now();
+        while !app.upload.load(Ordering::Acquire) {
+            assert!(t.elapsed() < Duration::from_secs(5), "no upload slot taken");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        drop(s);
+        while app.upload.load(Ordering::Acquire) {
+            assert!(t.elapsed() < Duration::from_secs(5), "the slot stays taken");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        // A whole one reaches the handler (no master here: 503) and gives the slot back.
+        let mut raw = head(big).into_bytes();
+        raw.extend(vec![0u8; big]);
+        let a = exchange(addr, &raw);
+        assert_eq!(status(&a), 503, "{a}");
+        assert!(!app.upload.load(Ordering::Acquire));
+    }
+
+    /// Timing-dependent: the bound is 25 times the limit.
+    #[test]
+    fn a_write_the_client_does_not_take_fails_after_the_write_time() {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_io()
+            .enable_time()
+            .build()
+            .unwrap();
+        let (e, waited) = rt.block_on(async {
+            let s = TcpStream::connect(addr).await.unwrap();
+            // The peer is accepted and never reads.
+            let _peer = l.accept().unwrap();
+            let mut w = WriteTimeout::new(s, Duration::from_millis(200));
+            let chunk = vec![0u8; 64 * 1024];
+            let mut last = Instant::now();
+            loop {
+                let r = std::future::poll_fn(|cx| Pin::new(&mut w).poll_write(cx, &chunk)).await;
+                match r {
+                    Ok(_) => last = Instant::now(),
+                    Err(e) => return (e, last.elapsed()),
+                }
+            }
+        });
+        assert_eq!(e.kind(), io::ErrorKind::TimedOut, "{e}");
+        assert!(
+            waited >= Duration::from_millis(200) && waited < Duration::from_secs(5),
+            "{waited:?}"
+        );
+    }
 }
