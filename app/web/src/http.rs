@@ -282,8 +282,8 @@ pub fn head(
         .map(|(k, v)| (k, v.to_string()))
         .chain(extra.iter().map(|(k, v)| (*k, v.clone())));
     for (k, v) in fields {
-        // Header values are ours; a line break in one would split the response (hyper
-        // refuses such a value: it is left out, with its line breaks removed it is kept).
+        // Header values are ours; a line break in one would split the response: removed
+        // (a value hyper still refuses is left out rather than failing the response).
         let v: String = v.chars().filter(|c| *c != '\r' && *c != '\n').collect();
         if let (Ok(k), Ok(v)) = (
             HeaderName::from_bytes(k.as_bytes()),
