@@ -33,7 +33,7 @@ fi
 # ci/test.sh's rust area runs fmt, clippy and every test of the workspace first and sets
 # RTCAT_WORKSPACE_CHECKED; run standalone, this script does the rtcat-web part itself.
 if [ -z "${RTCAT_WORKSPACE_CHECKED:-}" ]; then
-	step "web: cargo fmt, clippy, tests of rtcat-web (HTTP parsing, auth, CSRF, rate limit, events)"
+	step "web: cargo fmt, clippy, tests of rtcat-web (HTTP limits and timeouts, auth, CSRF, rate limit, events)"
 	cargo fmt -p rtcat-web --check
 	cargo clippy -q --locked -p rtcat-web --all-targets -- -D warnings
 	cargo test -q --locked -p rtcat-web

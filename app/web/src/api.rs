@@ -11,8 +11,7 @@ use crate::http::{self, Request, Response};
 use crate::live::{self, Live, lock};
 use rtcat_control::{ClientError, FailureKind, Request as Ctl};
 use serde_json::{Map, Value, json};
-use std::io::Write;
-use std::net::{IpAddr, TcpStream};
+use std::net::IpAddr;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -81,17 +80,25 @@ pub fn upload_done(app: &App) {
 /// button is held, so two lost renewals are tolerated and a third stops the axis.
 const AXIS_LEASE_MS: u64 = 300;
 
-/// Answers one request. SSE streams write to `s` themselves and return None.
-pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Option<Response> {
+/// What a request gets.
+pub enum Answer {
+    /// This response.
+    Now(Response),
+    /// The live event stream of the session with this id ([`live_stream`]).
+    Live(String),
+}
+
+/// Answers one request (blocking: it may ask the master; run it off the async runtime).
+pub fn handle(app: &App, req: &Request, peer: IpAddr) -> Answer {
     let path = req.path.as_str();
     let method = req.method.as_str();
     if !path.starts_with("/api/") {
         if method != "GET" {
-            return Some(
+            return Answer::Now(
                 Response::error(405, format!("{method} {path}: only GET")).with("Allow", "GET"),
             );
         }
-        return Some(assets::get(path));
+        return Answer::Now(assets::get(path));
     }
     let want = |m: &str| -> Result<(), Response> {
         if method == m {
@@ -100,6 +107,7 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             Err(Response::error(405, format!("{method} {path}: use {m}")).with("Allow", m))
         }
     };
+    let mut live = None;
     let r = (|| -> Result<Response, Response> {
         if path == "/api/login" {
             want("POST")?;
@@ -131,8 +139,8 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             }
             "/api/live" => {
                 want("GET")?;
-                stream(app, &id, s);
-                // Status 0: answered already (the stream wrote its own head); nothing to send.
+                live = Some(id);
+                // Status 0: not a response; the stream is answered below.
                 Err(Response::text(0, ""))
             }
             "/api/scan" => {
@@ -373,10 +381,9 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             _ => Err(Response::error(404, format!("{path}: no such API route"))),
         }
     })();
-    match r {
-        Ok(r) => Some(r),
-        Err(r) if r.status == 0 => None,
-        Err(r) => Some(r),
+    match (r, live) {
+        (Err(r), Some(id)) if r.status == 0 => Answer::Live(id),
+        (Ok(r) | Err(r), _) => Answer::Now(r),
     }
 }
 
@@ -555,54 +562,61 @@ fn login(app: &App, req: &Request, peer: IpAddr) -> Result<Response, Response> {
     }
 }
 
-/// The live event stream (text/event-stream): one `live` event per poller frame (at most
-/// [`live::RATE_HZ`] a second), until the client goes or the session ends.
-fn stream(app: &App, id: &str, s: &mut TcpStream) {
-    struct Count<'a>(&'a Live);
-    impl Drop for Count<'_> {
+/// The live event stream (text/event-stream) of session `id`: one `live` event per poller
+/// frame (at most [`live::RATE_HZ`] a second; a hidden page closes its stream), a comment
+/// line when idle, until the client goes, stops reading for [`http::WRITE_TIMEOUT`], or the
+/// session ends. A task on the runtime feeds the body; it waits for frames, never blocks.
+pub fn live_stream(app: Arc<App>, id: String) -> hyper::Response<http::Body> {
+    struct Count(Arc<Live>);
+    impl Drop for Count {
         fn drop(&mut self) {
             self.0.subscribers.fetch_sub(1, Ordering::Relaxed);
         }
     }
     app.live.subscribers.fetch_add(1, Ordering::Relaxed);
-    let _count = Count(&app.live);
-    let _ = s.set_write_timeout(Some(http::WRITE_TIMEOUT));
-    let h = http::head(
+    let count = Count(app.live.clone());
+    let (tx, rx) = tokio::sync::mpsc::channel::<bytes::Bytes>(1);
+    let mut frames = app.live.frames();
+    tokio::spawn(async move {
+        let _count = count;
+        loop {
+            if lock(&app.auth).session(&id, Instant::now()).is_none() {
+                let end = bytes::Bytes::from_static(b"event: ended\ndata: {}\n\n");
+                let _ = tokio::time::timeout(http::WRITE_TIMEOUT, tx.send(end)).await;
+                return;
+            }
+            let msg = match tokio::time::timeout(KEEPALIVE, frames.changed()).await {
+                Ok(Ok(())) => {
+                    let f = frames.borrow_and_update().clone();
+                    format!("event: live\ndata: {f}\n\n").into()
+                }
+                // The poller is gone (the program ends).
+                Ok(Err(_)) => return,
+                Err(_) => bytes::Bytes::from_static(b": keepalive\n\n"),
+            };
+            match tokio::time::timeout(http::WRITE_TIMEOUT, tx.send(msg)).await {
+                Ok(Ok(())) => {}
+                // The connection is gone, or the client reads nothing: the stream ends.
+                _ => return,
+            }
+        }
+    });
+    http::head(
         200,
         "text/event-stream",
-        None,
         &[("Cache-Control", "no-store".into())],
-    );
-    if s.write_all(h.as_bytes()).is_err() {
-        return;
-    }
-    let mut seq = 0;
-    loop {
-        if lock(&app.auth).session(id, Instant::now()).is_none() {
-            let _ = s.write_all(b"event: ended\ndata: {}\n\n");
-            return;
-        }
-        let msg = match app.live.next_frame(seq, KEEPALIVE) {
-            Some((n, f)) => {
-                seq = n;
-                format!("event: live\ndata: {f}\n\n")
-            }
-            None => ": keepalive\n\n".to_string(),
-        };
-        if s.write_all(msg.as_bytes()).and_then(|_| s.flush()).is_err() {
-            return;
-        }
-    }
+        http::Body::Stream(rx),
+    )
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
-    use std::net::{Ipv4Addr, TcpListener};
+    use std::net::Ipv4Addr;
 
     const PEER: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
-    fn app() -> App {
+    pub(crate) fn app() -> App {
         let users = auth::parse(
             std::path::Path::new("c"),
             "viewer read aaaaaaaaaaaa\nengineer write bbbbbbbbbbbb\n",
@@ -617,14 +631,6 @@ mod tests {
             doctor: "/nonexistent/doctor.json".into(),
             upload: Default::default(),
         }
-    }
-
-    /// A connected stream for `handle` (only the live stream writes to it).
-    fn stream() -> TcpStream {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let s = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let _ = l.accept().unwrap();
-        s
     }
 
     fn req(method: &str, path: &str, headers: &[(&str, &str)], body: &str) -> Request {
@@ -643,7 +649,10 @@ mod tests {
     }
 
     fn call(app: &App, r: &Request) -> Response {
-        handle(app, r, PEER, &mut stream()).expect("a response")
+        match handle(app, r, PEER) {
+            Answer::Now(r) => r,
+            Answer::Live(_) => panic!("{}: a live stream", r.path),
+        }
     }
 
     /// Logs in: the cookie header value and the CSRF token.

@@ -1,20 +1,25 @@
-//! HTTP/1.1 on `std::net`, by hand, as the exporter does (`app/rtcat/src/exporter/http.rs`):
-//! one request per connection (`Connection: close`, RFC 9112 §9.6), bodies only with
-//! `Content-Length` (§6.3; `Transfer-Encoding` is refused with 501), every read bounded in
-//! size and time. The page needs a few JSON routes, its assets and one event stream; a framework
-//! and an async runtime would be most of the binary and most of what there is to audit.
+//! The boundary between hyper and the page's handlers: a hyper request becomes a [`Request`]
+//! (its body read under the limits below, the larger limit of an upload decided from the
+//! head), a [`Response`] becomes a hyper response with the security header fields. The
+//! protocol itself (parsing, framing, the head's size and time limits) is hyper's
+//! (`crate::server` sets it up).
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::time::{Duration, Instant};
+use bytes::Bytes;
+use http_body::{Frame, SizeHint};
+use hyper::header::{HeaderName, HeaderValue};
+use std::convert::Infallible;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-/// Longest request head (request line and header fields).
+/// Longest request head (request line and header fields): hyper's read buffer, which answers
+/// a longer head with 431.
 pub const MAX_HEAD: usize = 16 * 1024;
 /// Longest request body (the largest is an SDO write: 64 bytes as hex in a small object).
 pub const MAX_BODY: usize = 16 * 1024;
-/// Time a client has to send its whole request (head and body).
+/// Time a client has to send its request head, and then its body.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
-/// Time a client has to take one write of the response.
+/// Time a client has to take one write of the response (a live stream's too).
 pub const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// A request the server understood.
@@ -89,18 +94,18 @@ impl Request {
     }
 }
 
-/// Why a request was not understood: the status to answer with.
+/// Why a request was not taken: the status to answer with.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Bad {
     /// 400 with the reason.
     Malformed(String),
-    /// 431: the head exceeds [`MAX_HEAD`].
-    HeadTooLarge,
     /// 413: the body exceeds its limit ([`MAX_BODY`], or a route's own).
     BodyTooLarge(usize),
     /// 501: a transfer coding (chunked bodies are not taken).
     TransferCoding,
-    /// The client was too slow or went away: nothing to answer.
+    /// 408: the body did not come in time.
+    TimedOut,
+    /// The client went away: nothing to answer.
     Gone,
 }
 
@@ -109,51 +114,51 @@ impl Bad {
     pub fn answer(&self) -> Option<(u16, String)> {
         Some(match self {
             Bad::Malformed(m) => (400, m.clone()),
-            Bad::HeadTooLarge => (431, format!("request head longer than {MAX_HEAD} bytes")),
             Bad::BodyTooLarge(max) => (413, format!("request body longer than {max} bytes")),
             Bad::TransferCoding => (
                 501,
                 "Transfer-Encoding is not supported: send the body with Content-Length".into(),
             ),
+            Bad::TimedOut => (408, "the request body did not come in time".into()),
             Bad::Gone => return None,
         })
     }
 }
 
-/// Reads one request from `s` within [`READ_TIMEOUT`], its body at most [`MAX_BODY`].
-#[cfg(test)]
-pub fn read_request(s: &mut impl ReadTimeout) -> Result<Request, Bad> {
-    read_request_with(s, |_| (MAX_BODY, Duration::ZERO))
-}
-
-/// [`read_request`] with the body's limit and the extra time to read it decided from the
-/// head (an upload the session may make: a file for a device).
-pub fn read_request_with(
-    s: &mut impl ReadTimeout,
+/// The request `req` with its body, read within `timeout` plus the extra time `body_limit`
+/// gives, and at most as long as the limit it decides from the head (an upload the session
+/// may make: a file for a device).
+pub async fn read<B>(
+    req: hyper::Request<B>,
+    timeout: Duration,
     body_limit: impl FnOnce(&Request) -> (usize, Duration),
-) -> Result<Request, Bad> {
-    let mut deadline = Instant::now() + READ_TIMEOUT;
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    let (head_end, body_start) = loop {
-        if let Some(e) = find_head_end(&buf) {
-            break e;
-        }
-        if buf.len() >= MAX_HEAD {
-            return Err(Bad::HeadTooLarge);
-        }
-        read_some(s, &mut buf, &mut chunk, deadline)?;
-    };
-    if head_end > MAX_HEAD {
-        return Err(Bad::HeadTooLarge);
+) -> Result<Request, Bad>
+where
+    B: http_body::Body<Data = Bytes> + Unpin,
+{
+    let (parts, mut body) = req.into_parts();
+    let mut headers = Vec::with_capacity(parts.headers.len());
+    for (name, value) in &parts.headers {
+        let Ok(v) = std::str::from_utf8(value.as_bytes()) else {
+            return Err(Bad::Malformed(format!(
+                "header field {name}: the value is not UTF-8 text"
+            )));
+        };
+        headers.push((name.as_str().to_string(), v.trim().to_string()));
     }
-    let mut req = parse_head(&buf[..head_end])?;
+    let mut req = Request {
+        method: parts.method.as_str().into(),
+        path: parts.uri.path().into(),
+        query: parts.uri.query().unwrap_or("").into(),
+        headers,
+        body: Vec::new(),
+    };
     if req.header("transfer-encoding").is_some() {
         return Err(Bad::TransferCoding);
     }
     let len = match req.header("content-length") {
         None => 0,
-        Some(v) => v.trim().parse::<usize>().map_err(|_| {
+        Some(v) => v.parse::<usize>().map_err(|_| {
             Bad::Malformed(format!("Content-Length {:?} is not a number", truncate(v)))
         })?,
     };
@@ -161,126 +166,37 @@ pub fn read_request_with(
     if len > max {
         return Err(Bad::BodyTooLarge(max));
     }
-    deadline += more;
-    let mut body = buf.split_off(body_start);
-    while body.len() < len {
-        read_some(s, &mut body, &mut chunk, deadline)?;
-    }
-    body.truncate(len);
-    req.body = body;
-    Ok(req)
-}
-
-/// A stream whose reads can be bounded in time (a `TcpStream`; a test's in-memory stream).
-pub trait ReadTimeout: Read {
-    /// Set the read timeout.
-    fn set_timeout(&mut self, t: Duration) -> std::io::Result<()>;
-}
-
-impl ReadTimeout for TcpStream {
-    fn set_timeout(&mut self, t: Duration) -> std::io::Result<()> {
-        self.set_read_timeout(Some(t))
-    }
-}
-
-fn read_some(
-    s: &mut impl ReadTimeout,
-    buf: &mut Vec<u8>,
-    chunk: &mut [u8],
-    deadline: Instant,
-) -> Result<(), Bad> {
+    let deadline = tokio::time::Instant::now() + timeout + more;
+    let mut data = Vec::with_capacity(len);
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() || s.set_timeout(left).is_err() {
-            return Err(Bad::Gone);
-        }
-        match s.read(chunk) {
-            Ok(0) => return Err(Bad::Gone),
-            Ok(n) => {
-                buf.extend_from_slice(&chunk[..n]);
-                return Ok(());
+        let next = std::future::poll_fn(|cx| Pin::new(&mut body).poll_frame(cx));
+        match tokio::time::timeout_at(deadline, next).await {
+            Err(_) => return Err(Bad::TimedOut),
+            Ok(None) => break,
+            Ok(Some(Err(_))) => return Err(Bad::Gone),
+            Ok(Some(Ok(frame))) => {
+                if let Ok(d) = frame.into_data() {
+                    if data.len() + d.len() > len.min(max) {
+                        return Err(Bad::BodyTooLarge(max));
+                    }
+                    data.extend_from_slice(&d);
+                }
             }
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-            Err(_) => return Err(Bad::Gone),
         }
     }
-}
-
-/// Where the head ends and the body starts: the first empty line (CRLF CRLF; a bare LF is
-/// accepted as a line terminator, RFC 9112 §2.2).
-fn find_head_end(b: &[u8]) -> Option<(usize, usize)> {
-    (0..b.len()).find_map(|i| {
-        if b[i..].starts_with(b"\r\n\r\n") {
-            Some((i, i + 4))
-        } else if b[i..].starts_with(b"\n\n") {
-            Some((i, i + 2))
-        } else {
-            None
-        }
-    })
-}
-
-/// Parses a request head (request line and header fields).
-pub fn parse_head(head: &[u8]) -> Result<Request, Bad> {
-    let text = std::str::from_utf8(head)
-        .map_err(|_| Bad::Malformed("the request head is not UTF-8 text".into()))?;
-    let mut lines = text.split('\n').map(|l| l.trim_end_matches('\r'));
-    let line = lines.next().unwrap_or("");
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return Err(Bad::Malformed(format!(
-            "request line {:?} is not `METHOD TARGET HTTP/1.x`",
-            truncate(line)
-        )));
-    };
-    if !version.starts_with("HTTP/1.") {
-        return Err(Bad::Malformed(format!(
-            "version {:?} is not HTTP/1.x",
-            truncate(version)
-        )));
+    if data.len() != len {
+        // Fewer bytes than announced and the end of the body: the client went away.
+        return Err(Bad::Gone);
     }
-    if method.is_empty() || !method.bytes().all(|b| b.is_ascii_uppercase()) {
-        return Err(Bad::Malformed(format!("method {:?}", truncate(method))));
-    }
-    let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    if !path.starts_with('/') {
-        return Err(Bad::Malformed(format!(
-            "target {:?} is not an absolute path",
-            truncate(target)
-        )));
-    }
-    let mut headers = Vec::new();
-    for l in lines {
-        if l.is_empty() {
-            continue;
-        }
-        let Some((name, value)) = l.split_once(':') else {
-            return Err(Bad::Malformed(format!(
-                "header line {:?} has no colon",
-                truncate(l)
-            )));
-        };
-        if name.is_empty() || name.contains(' ') {
-            return Err(Bad::Malformed(format!("header name {:?}", truncate(name))));
-        }
-        headers.push((name.to_ascii_lowercase(), value.trim().to_string()));
-    }
-    Ok(Request {
-        method: method.into(),
-        path: path.into(),
-        query: query.split('#').next().unwrap_or("").into(),
-        headers,
-        body: Vec::new(),
-    })
+    req.body = data;
+    Ok(req)
 }
 
 fn truncate(s: &str) -> String {
     s.chars().take(80).collect()
 }
 
-/// A response; always sent with `Connection: close`.
+/// A response of a handler; sent with `Connection: close` (one request per connection).
 #[derive(Debug)]
 pub struct Response {
     /// Status code.
@@ -324,104 +240,134 @@ impl Response {
         self.extra.push((name, value.into()));
         self
     }
-}
 
-/// The reason phrase of a status.
-pub fn reason(status: u16) -> &'static str {
-    match status {
-        200 => "OK",
-        204 => "No Content",
-        400 => "Bad Request",
-        401 => "Unauthorized",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        413 => "Content Too Large",
-        415 => "Unsupported Media Type",
-        429 => "Too Many Requests",
-        431 => "Request Header Fields Too Large",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        _ => "Internal Server Error",
+    /// The hyper response.
+    pub fn into_hyper(self) -> hyper::Response<Body> {
+        head(
+            self.status,
+            self.content_type,
+            &self.extra,
+            Body::Full(Some(Bytes::from(self.body))),
+        )
     }
 }
 
 /// Security header fields on every response: no framing (clickjacking), no sniffing, nothing
 /// loaded from anywhere but this server, no referrer leaving it.
-pub const SECURITY_HEADERS: &str = "X-Content-Type-Options: nosniff\r\n\
-X-Frame-Options: DENY\r\n\
-Referrer-Policy: no-referrer\r\n\
-Content-Security-Policy: default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'\r\n";
+pub const SECURITY_HEADERS: [(&str, &str); 4] = [
+    ("x-content-type-options", "nosniff"),
+    ("x-frame-options", "DENY"),
+    ("referrer-policy", "no-referrer"),
+    (
+        "content-security-policy",
+        "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; frame-ancestors 'none'; form-action 'self'; base-uri 'none'",
+    ),
+];
 
-/// The head of a response (status line and header fields, ending with the empty line).
+/// A hyper response: the status, the content type, `Connection: close`, the security header
+/// fields and `extra`, with `body`.
 pub fn head(
     status: u16,
     content_type: &str,
-    len: Option<usize>,
     extra: &[(&str, String)],
-) -> String {
-    let mut h = format!(
-        "HTTP/1.1 {status} {}\r\nContent-Type: {content_type}\r\nConnection: close\r\n{SECURITY_HEADERS}",
-        reason(status)
-    );
-    if let Some(n) = len {
-        h.push_str(&format!("Content-Length: {n}\r\n"));
-    }
-    for (k, v) in extra {
-        // Header values are ours; a line break in one would split the response.
+    body: Body,
+) -> hyper::Response<Body> {
+    let mut r = hyper::Response::new(body);
+    *r.status_mut() =
+        hyper::StatusCode::from_u16(status).unwrap_or(hyper::StatusCode::INTERNAL_SERVER_ERROR);
+    let h = r.headers_mut();
+    let fields = [("content-type", content_type), ("connection", "close")]
+        .into_iter()
+        .chain(SECURITY_HEADERS)
+        .map(|(k, v)| (k, v.to_string()))
+        .chain(extra.iter().map(|(k, v)| (*k, v.clone())));
+    for (k, v) in fields {
+        // Header values are ours; a line break in one would split the response: removed
+        // (a value hyper still refuses is left out rather than failing the response).
         let v: String = v.chars().filter(|c| *c != '\r' && *c != '\n').collect();
-        h.push_str(&format!("{k}: {v}\r\n"));
+        if let (Ok(k), Ok(v)) = (
+            HeaderName::from_bytes(k.as_bytes()),
+            HeaderValue::from_str(&v),
+        ) {
+            h.append(k, v);
+        }
     }
-    h.push_str("\r\n");
-    h
+    r
 }
 
-/// Sends `r` (errors: the client went away; nothing to do).
-pub fn send(s: &mut TcpStream, r: &Response) -> std::io::Result<()> {
-    s.set_write_timeout(Some(WRITE_TIMEOUT))?;
-    let h = head(r.status, r.content_type, Some(r.body.len()), &r.extra);
-    s.write_all(h.as_bytes())?;
-    s.write_all(&r.body)?;
-    s.flush()
+/// A response body: all at once, or a stream (the live view's events) that ends when its
+/// sender goes.
+pub enum Body {
+    /// The whole body (None once sent).
+    Full(Option<Bytes>),
+    /// Chunks as they come.
+    Stream(tokio::sync::mpsc::Receiver<Bytes>),
+}
+
+impl http_body::Body for Body {
+    type Data = Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.get_mut() {
+            Body::Full(b) => Poll::Ready(b.take().map(|b| Ok(Frame::data(b)))),
+            Body::Stream(rx) => rx.poll_recv(cx).map(|c| c.map(|c| Ok(Frame::data(c)))),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        matches!(self, Body::Full(None))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            Body::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
+            Body::Stream(_) => SizeHint::default(),
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::io::Cursor;
+    use http_body::Body as _;
 
-    struct Mem(Cursor<Vec<u8>>);
-    impl Read for Mem {
-        fn read(&mut self, b: &mut [u8]) -> std::io::Result<usize> {
-            self.0.read(b)
-        }
+    fn run<T>(f: impl std::future::Future<Output = T>) -> T {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap()
+            .block_on(f)
     }
-    impl ReadTimeout for Mem {
-        fn set_timeout(&mut self, _: Duration) -> std::io::Result<()> {
-            Ok(())
+
+    fn request(target: &str, headers: &[(&str, &str)], body: &[u8]) -> hyper::Request<Body> {
+        let mut b = hyper::Request::builder().method("POST").uri(target);
+        for (k, v) in headers {
+            b = b.header(*k, *v);
         }
+        b.body(Body::Full(Some(Bytes::copy_from_slice(body))))
+            .unwrap()
     }
-    fn read(b: &[u8]) -> Result<Request, Bad> {
-        read_request(&mut Mem(Cursor::new(b.to_vec())))
+
+    fn small(_: &Request) -> (usize, Duration) {
+        (MAX_BODY, Duration::ZERO)
     }
 
     #[test]
     fn a_route_may_take_a_larger_body_decided_from_the_head_and_query_text_is_decoded() {
-        let body = "x".repeat(MAX_BODY + 10);
-        let text = format!(
-            "POST /api/foe/write?name=fw%20v2%2Fa.bin&p=%zz HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        );
-        assert_eq!(
-            read(text.as_bytes()).unwrap_err(),
-            Bad::BodyTooLarge(MAX_BODY)
-        );
-        let r = read_request_with(&mut Mem(Cursor::new(text.into_bytes())), |h| {
+        let body = vec![b'x'; MAX_BODY + 10];
+        let len = body.len().to_string();
+        let target = "/api/foe/write?name=fw%20v2%2Fa.bin&p=%zz";
+        let h = [("content-length", len.as_str())];
+        let e = run(read(request(target, &h, &body), READ_TIMEOUT, small));
+        assert_eq!(e.unwrap_err(), Bad::BodyTooLarge(MAX_BODY));
+        let r = run(read(request(target, &h, &body), READ_TIMEOUT, |h| {
             assert_eq!(h.path, "/api/foe/write");
             (MAX_BODY * 2, Duration::from_secs(1))
-        })
+        }))
         .unwrap();
         assert_eq!(r.body.len(), MAX_BODY + 10);
         assert_eq!(r.query_text("name").as_deref(), Some("fw v2/a.bin"));
@@ -431,7 +377,16 @@ mod tests {
 
     #[test]
     fn a_post_with_a_body_and_cookies() {
-        let r = read(b"POST /api/sdo/read?x=1 HTTP/1.1\r\nHost: a\r\nCookie: a=b; rtcat_session=abc\r\nContent-Length: 5\r\n\r\nhello").unwrap();
+        let h = [
+            ("cookie", "a=b; rtcat_session=abc"),
+            ("content-length", "5"),
+        ];
+        let r = run(read(
+            request("/api/sdo/read?x=1", &h, b"hello"),
+            READ_TIMEOUT,
+            small,
+        ))
+        .unwrap();
         assert_eq!(
             (r.method.as_str(), r.path.as_str()),
             ("POST", "/api/sdo/read")
@@ -443,54 +398,57 @@ mod tests {
     }
 
     #[test]
-    fn bad_requests_get_a_status_not_a_panic() {
-        let cases: [(&[u8], u16); 7] = [
-            (b"GARBAGE\r\n\r\n", 400),
-            (b"GET / HTTP/2\r\n\r\n", 400),
-            (b"get / HTTP/1.1\r\n\r\n", 400),
-            (b"GET nopath HTTP/1.1\r\n\r\n", 400),
-            (b"GET / HTTP/1.1\r\nNoColon\r\n\r\n", 400),
-            (b"POST / HTTP/1.1\r\nContent-Length: x\r\n\r\n", 400),
+    fn bodies_beyond_the_limit_or_not_as_announced_are_refused() {
+        let big = (MAX_BODY + 1).to_string();
+        type Case<'a> = (&'a [(&'a str, &'a str)], &'a [u8], Bad);
+        let cases: [Case; 4] = [
             (
-                b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n",
-                501,
+                &[("content-length", &big)],
+                b"",
+                Bad::BodyTooLarge(MAX_BODY),
+            ),
+            (
+                &[("transfer-encoding", "chunked")],
+                b"",
+                Bad::TransferCoding,
+            ),
+            (&[("content-length", "9")], b"abc", Bad::Gone),
+            // More than announced is not taken either.
+            (
+                &[("content-length", "2")],
+                b"abc",
+                Bad::BodyTooLarge(MAX_BODY),
             ),
         ];
-        for (raw, want) in cases {
-            let e = read(raw).unwrap_err();
-            assert_eq!(
-                e.answer().unwrap().0,
-                want,
-                "{}",
-                String::from_utf8_lossy(raw)
-            );
+        for (h, body, want) in cases {
+            let got = run(read(request("/", h, body), READ_TIMEOUT, small));
+            assert_eq!(got.unwrap_err(), want, "{h:?}");
         }
-        let big = format!(
-            "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
-            MAX_BODY + 1
-        );
-        assert_eq!(
-            read(big.as_bytes()).unwrap_err(),
-            Bad::BodyTooLarge(MAX_BODY)
-        );
-        let long = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD));
-        assert_eq!(read(long.as_bytes()).unwrap_err(), Bad::HeadTooLarge);
-        assert_eq!(read(b"GET / HTTP/1.1\r\n").unwrap_err(), Bad::Gone);
-        // A body shorter than announced: the client went away.
-        assert_eq!(
-            read(b"POST / HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc").unwrap_err(),
-            Bad::Gone
-        );
+        assert_eq!(Bad::TransferCoding.answer().unwrap().0, 501);
+        assert_eq!(Bad::TimedOut.answer().unwrap().0, 408);
     }
 
     #[test]
-    fn header_values_cannot_split_the_response() {
-        let h = head(
-            200,
-            "text/plain",
-            Some(0),
-            &[("X-A", "a\r\nSet-Cookie: x=1".into())],
-        );
-        assert!(!h.contains("\r\nSet-Cookie"));
+    fn a_body_that_does_not_come_in_time_is_refused() {
+        let (_tx, rx) = tokio::sync::mpsc::channel(1);
+        let mut req = hyper::Request::new(Body::Stream(rx));
+        req.headers_mut()
+            .insert("content-length", HeaderValue::from_static("3"));
+        let t = std::time::Instant::now();
+        let got = run(read(req, Duration::from_millis(100), small));
+        assert_eq!(got.unwrap_err(), Bad::TimedOut);
+        assert!(t.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn header_values_cannot_split_the_response_and_security_fields_are_on_every_one() {
+        let r = Response::text(200, "x")
+            .with("X-A", "a\r\nSet-Cookie: x=1")
+            .into_hyper();
+        assert!(r.headers().get("set-cookie").is_none());
+        assert_eq!(r.headers()["x-a"], "aSet-Cookie: x=1");
+        assert_eq!(r.headers()["x-frame-options"], "DENY");
+        assert_eq!(r.headers()["connection"], "close");
+        assert_eq!(r.body().size_hint().exact(), Some(1));
     }
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 use std::collections::VecDeque;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Live updates per second at most (the bound: ≤ 10).
@@ -40,21 +40,14 @@ pub fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// The latest frame and who waits for the next.
-#[derive(Default)]
-struct Frame {
-    seq: u64,
-    json: Arc<String>,
-}
-
 /// The state every handler shares.
 pub struct Live {
     /// The outputs the page forces.
     pub forces: Arc<crate::force::Forces>,
     control: PathBuf,
     master_uid: Option<u32>,
-    frame: Mutex<Frame>,
-    changed: Condvar,
+    /// The latest frame; the event streams wait on it.
+    frame: tokio::sync::watch::Sender<Arc<String>>,
     /// Open event streams (the poller slows down without any).
     pub subscribers: AtomicUsize,
     scan: Mutex<Option<(u32, Value)>>,
@@ -72,11 +65,9 @@ impl Live {
             forces: crate::force::Forces::new(control.clone(), master_uid),
             control,
             master_uid,
-            frame: Mutex::new(Frame {
-                seq: 0,
-                json: Arc::new(json!({"up": false, "error": "not polled yet"}).to_string()),
-            }),
-            changed: Condvar::new(),
+            frame: tokio::sync::watch::Sender::new(Arc::new(
+                json!({"up": false, "error": "not polled yet"}).to_string(),
+            )),
             subscribers: AtomicUsize::new(0),
             scan: Mutex::new(None),
             scan_wanted: Mutex::new(true),
@@ -104,14 +95,11 @@ impl Live {
         Ok(())
     }
 
-    /// Waits until a frame newer than `after` exists (or `timeout` passes): its number and text.
-    pub fn next_frame(&self, after: u64, timeout: Duration) -> Option<(u64, Arc<String>)> {
-        let g = lock(&self.frame);
-        let (g, _) = self
-            .changed
-            .wait_timeout_while(g, timeout, |f| f.seq <= after)
-            .unwrap_or_else(|p| p.into_inner());
-        (g.seq > after).then(|| (g.seq, g.json.clone()))
+    /// The frames from now on (the current one counts as not seen yet).
+    pub fn frames(&self) -> tokio::sync::watch::Receiver<Arc<String>> {
+        let mut rx = self.frame.subscribe();
+        rx.mark_changed();
+        rx
     }
 
     /// The last scan (generation, `rtcat scan --json` array), and asks for a new one if
@@ -158,12 +146,10 @@ impl Live {
         }
     }
 
-    fn publish(&self, v: &Value) {
-        let mut g = lock(&self.frame);
-        g.seq += 1;
-        g.json = Arc::new(v.to_string());
-        drop(g);
-        self.changed.notify_all();
+    /// Makes `v` the latest frame.
+    pub(crate) fn publish(&self, v: &Value) {
+        // Stored even without a receiver; never waits for one.
+        self.frame.send_replace(Arc::new(v.to_string()));
     }
 
     fn fast_loop(self: Arc<Live>) {
@@ -275,7 +261,8 @@ impl Live {
                 Ok(v) => *lock(&self.counters) = v,
                 Err(_) => *lock(&self.counters) = Value::Null,
             }
-            let generation = serde_json::from_str::<Value>(&lock(&self.frame).json)
+            let latest = self.frame.borrow().clone();
+            let generation = serde_json::from_str::<Value>(&latest)
                 .ok()
                 .and_then(|f| f["status"]["generation"].as_u64())
                 .map(|g| g as u32);

@@ -2,8 +2,8 @@
 //!
 //! A program of its own, never in the real-time process: it asks the master over its control
 //! socket and reads the shared image, as any other client does, and serves the page, its live
-//! stream and a small JSON API over HTTP to logged-in users (`auth`). TLS is a reverse proxy's
-//! job in front of it (docs/SECURITY.md); it listens on loopback by default.
+//! stream and a small JSON API over HTTP (hyper, `server`) to logged-in users (`auth`). TLS is
+//! a reverse proxy's job in front of it (docs/SECURITY.md); it listens on loopback by default.
 //!
 //! Exit status: 0 never (it serves until stopped), 1 on a runtime failure (the port taken, the
 //! credential file unreadable), 2 on a usage error.
@@ -16,18 +16,13 @@ mod foe;
 mod force;
 mod http;
 mod live;
+mod server;
 
 use clap::Parser;
-use std::collections::HashMap;
-use std::net::{IpAddr, SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-
-/// Connections served at once: five technicians with a live view each and their requests.
-const MAX_CONNECTIONS: usize = 64;
-/// Connections of one address at once.
-const MAX_PER_PEER: usize = 16;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -113,76 +108,23 @@ fn run(args: Args) -> Result<(), String> {
         listener.local_addr().map_err(|e| e.to_string())?,
         args.control.display(),
     );
-    let open: Arc<Mutex<(usize, HashMap<IpAddr, usize>)>> = Arc::default();
-    for conn in listener.incoming() {
-        let Ok(s) = conn else { continue };
-        let Ok(peer) = s.peer_addr() else { continue };
-        let ip = peer.ip();
-        {
-            let mut o = live::lock(&open);
-            let per = o.1.get(&ip).copied().unwrap_or(0);
-            if o.0 >= MAX_CONNECTIONS || per >= MAX_PER_PEER {
-                drop(o);
-                busy(s);
-                continue;
-            }
-            o.0 += 1;
-            *o.1.entry(ip).or_insert(0) += 1;
-        }
-        let (app2, open2) = (app.clone(), open.clone());
-        let spawned = std::thread::Builder::new()
-            .name("http".into())
-            .spawn(move || {
-                serve(&app2, s, ip);
-                let mut o = live::lock(&open2);
-                o.0 -= 1;
-                if let Some(n) = o.1.get_mut(&ip) {
-                    *n -= 1;
-                    if *n == 0 {
-                        o.1.remove(&ip);
-                    }
-                }
-            });
-        if spawned.is_err() {
-            let mut o = live::lock(&open);
-            o.0 -= 1;
-            if let Some(n) = o.1.get_mut(&ip) {
-                *n -= 1;
-            }
-        }
-    }
-    Ok(())
-}
-
-fn busy(mut s: TcpStream) {
-    let _ = http::send(
-        &mut s,
-        &http::Response::error(503, "too many connections").with("Retry-After", "1"),
-    );
-}
-
-fn serve(app: &api::App, mut s: TcpStream, ip: IpAddr) {
-    let mut upload = false;
-    let req = http::read_request_with(&mut s, |head| api::body_limit(app, head, &mut upload));
-    let req = match req {
-        Ok(r) => r,
-        Err(bad) => {
-            if upload {
-                api::upload_done(app);
-            }
-            if let Some((status, text)) = bad.answer() {
-                let _ = http::send(&mut s, &http::Response::error(status, text));
-            }
-            return;
-        }
-    };
-    let r = api::handle(app, &req, ip, &mut s);
-    // The file is sent (or refused): the next upload may come.
-    drop(req);
-    if upload {
-        api::upload_done(app);
-    }
-    if let Some(r) = r {
-        let _ = http::send(&mut s, &r);
-    }
+    let limits = server::Limits::default();
+    // One thread for all connections (they wait on the network); the handlers run on up to
+    // one blocking thread per connection.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .max_blocking_threads(limits.connections)
+        .thread_name("http")
+        .build()
+        .map_err(|e| format!("start the HTTP runtime: {e}"))?;
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| format!("listen on {}: {e}", args.listen))?;
+    rt.block_on(async {
+        let listener = tokio::net::TcpListener::from_std(listener)
+            .map_err(|e| format!("listen on {}: {e}", args.listen))?;
+        server::run(listener, app, limits).await;
+        Ok(())
+    })
 }
