@@ -109,6 +109,13 @@ pub struct BusConfig {
     pub init_eeprom_timeout_ms: u32,
     /// AL state transition timeout (ms).
     pub state_timeout_ms: u32,
+    /// File the SII images read at bring-up are kept in across restarts (`None`: kept in
+    /// memory for the run only). Each is checked against its device before use
+    /// (`sii_cache` module).
+    pub sii_cache: Option<std::path::PathBuf>,
+    /// Subdevices whose PRE-OP configuration (SII, PDO configuration, startup SDOs, mapping
+    /// read-back) runs at the same time: their mailboxes are independent. 1 = one after another.
+    pub configure_in_flight: u16,
 }
 
 impl Default for BusConfig {
@@ -119,6 +126,8 @@ impl Default for BusConfig {
             init_pdu_timeout_ms: 100,
             init_eeprom_timeout_ms: 100,
             state_timeout_ms: 5000,
+            sii_cache: None,
+            configure_in_flight: 8,
         }
     }
 }
@@ -401,6 +410,22 @@ impl BusConfig {
             10_000,
             " ms",
         )?;
+        Invalid::range(
+            "bus.configure_in_flight",
+            self.configure_in_flight.into(),
+            1,
+            64,
+            "",
+        )?;
+        if let Some(p) = &self.sii_cache
+            && p.file_name().is_none()
+        {
+            return Err(Invalid::new(
+                "bus.sii_cache",
+                format_args!("{:?}", p.display().to_string()),
+                "names no file (a path ending in a file name is needed)",
+            ));
+        }
         Invalid::range(
             "bus.state_timeout_ms",
             self.state_timeout_ms.into(),
