@@ -143,8 +143,7 @@ pub(crate) fn scan_to_pre_op(md: &MainDevice<'static>) -> Result<PreOpGroup> {
 
 /// The first steps of every bring-up, on the segment in PRE-OP: check it against `[segment]`,
 /// write each `[[device]]` entry's PDO configuration and PS startup SDOs, and read the layout it
-/// will run with, up to `[bus] configure_in_flight` subdevices at a time (the SII through
-/// `sii`). Returns the layout and which `[[device]]` entry configures each position.
+/// will run with (the SII through `sii`, up to `[bus] sii_in_flight` subdevices at a time). Returns the layout and which `[[device]]` entry configures each position.
 pub(crate) fn configure_pre_op(
     md: &MainDevice<'static>,
     group: &PreOpGroup,
@@ -208,48 +207,53 @@ pub(crate) fn configure_pre_op(
     };
     let refs: Vec<_> = group.iter(md).collect();
     let before = sii.counts();
-    let in_flight = usize::from(cfg.bus.configure_in_flight);
-    // First the SII of one subdevice of each identity, at the same time (each ESC has its own
-    // EEPROM interface): the others of that identity then only check theirs against it.
+    let in_flight = usize::from(cfg.bus.sii_in_flight);
+    // The SII of every subdevice, several at once (each ESC has its own EEPROM interface and
+    // busy time): first one subdevice of each identity (a full read, or a check against the
+    // cache), then the others (a check against what the first gave).
     let mut firsts: Vec<usize> = Vec::new();
+    let mut others: Vec<usize> = Vec::new();
     for (pos, f) in found.iter().enumerate() {
-        if !found[..pos].iter().any(|o| o.identity == f.identity) {
+        if found[..pos].iter().any(|o| o.identity == f.identity) {
+            others.push(pos);
+        } else {
             firsts.push(pos);
         }
     }
-    let read_first = |pos: usize| crate::mapping::sii_of(md, &refs[pos], pos as u16, sii);
-    let mut first_sii: Vec<Option<crate::sii::Sii>> = vec![None; n];
-    for (pos, s) in firsts
-        .iter()
-        .zip(overlapped(in_flight, &firsts, &read_first)?)
-    {
-        first_sii[*pos] = Some(s);
+    let read = |pos: usize| crate::mapping::sii_of(md, &refs[pos], pos as u16, sii);
+    let mut siis: Vec<Option<crate::sii::Sii>> = vec![None; n];
+    for group in [&firsts, &others] {
+        for (pos, s) in group.iter().zip(overlapped(in_flight, group, &read)?) {
+            siis[*pos] = Some(s);
+        }
     }
-    // Then every subdevice on its own, several at once: its `[[device]]` PDO configuration and
-    // PS startup SDOs, written now in PRE-OP so that what is read next follows them, then the
+    // Then every subdevice, one after another: its `[[device]]` PDO configuration and PS
+    // startup SDOs, written now in PRE-OP so that what is read next follows them, then the
     // mapping in effect, read from the sources ethercrab sizes the SMs from and compared with
     // what was configured (a subdevice may ignore a write without aborting it). Without CoE
-    // (the SII says) nothing is written and the configuration is compared with the SII.
+    // (the SII says) nothing is written and the configuration is compared with the SII. Not
+    // overlapped: these SDOs go through ethercrab's mailbox client, whose polling loops would
+    // meet the frame lookup described at `mapping::PDU_GATE` (docs/NOTES.md §17).
     let one = |pos: usize| -> Result<crate::layout::SubdeviceSource> {
         let sd = &refs[pos];
         let position = pos as u16;
-        let sii_here = match &first_sii[pos] {
-            Some(s) => s.clone(),
-            None => crate::mapping::sii_of(md, sd, position, sii)?,
+        let Some(sii_here) = &siis[pos] else {
+            return Err(Error::SegmentMismatch(format!(
+                "position {position}: no SII read (internal)"
+            )));
         };
         let this = configured(pos, sd.name());
         if let Some((d, who)) = &this {
-            let coe = crate::mapping::has_coe(&sii_here);
+            let coe = crate::mapping::has_coe(sii_here);
             devices::apply_pre_op(md, sd, position, who, d, coe)?;
         }
-        let mut src = crate::mapping::read_subdevice_with(sd, position, &sii_here)?;
+        let mut src = crate::mapping::read_subdevice_with(sd, position, sii_here)?;
         if let Some((d, who)) = &this {
             devices::check_and_name(sd, who, d, &mut src)?;
         }
         Ok(src)
     };
-    let all: Vec<usize> = (0..n).collect();
-    let sources = overlapped(in_flight, &all, &one)?;
+    let sources = (0..n).map(one).collect::<Result<Vec<_>>>()?;
     let now = sii.counts();
     log::info!(
         "SII cache: {} checked and used, {} read, {} read again (changed)",

@@ -113,9 +113,9 @@ pub struct BusConfig {
     /// memory for the run only). Each is checked against its device before use
     /// (`sii_cache` module).
     pub sii_cache: Option<std::path::PathBuf>,
-    /// Subdevices whose PRE-OP configuration (SII, PDO configuration, startup SDOs, mapping
-    /// read-back) runs at the same time: their mailboxes are independent. 1 = one after another.
-    pub configure_in_flight: u16,
+    /// Subdevices whose SII is read (or checked against the cache) at the same time in PRE-OP:
+    /// each ESC has its own EEPROM interface. 1 = one after another.
+    pub sii_in_flight: u16,
 }
 
 impl Default for BusConfig {
@@ -127,7 +127,7 @@ impl Default for BusConfig {
             init_eeprom_timeout_ms: 100,
             state_timeout_ms: 5000,
             sii_cache: None,
-            configure_in_flight: 8,
+            sii_in_flight: 8,
         }
     }
 }
@@ -410,13 +410,7 @@ impl BusConfig {
             10_000,
             " ms",
         )?;
-        Invalid::range(
-            "bus.configure_in_flight",
-            self.configure_in_flight.into(),
-            1,
-            64,
-            "",
-        )?;
+        Invalid::range("bus.sii_in_flight", self.sii_in_flight.into(), 1, 64, "")?;
         if let Some(p) = &self.sii_cache
             && p.file_name().is_none()
         {

@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::layout::{Identity, MappingSource, PdoSource, SubdeviceSource};
 use crate::sii::{self, Direction, Sii, SmUsage};
-use ethercrab::{MainDevice, SubDevice, SubDeviceRef};
+use ethercrab::{Command, MainDevice, SubDevice, SubDeviceRef};
 use futures_lite::future::block_on;
 
 /// Most SII bytes read per subdevice for the layout: far above any real device's categories
@@ -34,7 +34,29 @@ pub fn read_sii(
     Ok(crate::sii_cache::read_image(&read, wanted)?.0)
 }
 
-/// `buf.len()` bytes of the SII from `word` on; a short read (the EEPROM ends) is an error.
+/// Longest an SII command may keep the interface busy (an ET1100 takes about 0.7 ms for 4 words,
+/// docs/NOTES.md §7.4; the margin is for a loaded host).
+const SII_COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Every frame of the SII reads below goes through this lock, from its creation to the moment
+/// its response is consumed: ethercrab 0.7.1 finds a response's frame by the first PDU's 8-bit
+/// index among all its frames (`frame_index_by_first_pdu_index`), including frames whose
+/// response was received but not yet taken by their (descheduled) thread; 256 PDUs later the
+/// index repeats and a response lands on that stale frame ("Failed to claim receiving frame")
+/// and is lost. With one frame at a time that cannot happen, while the devices' EEPROM busy
+/// times (the slow part) still overlap (docs/NOTES.md §17).
+static PDU_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn gated<T>(
+    what: impl FnOnce() -> std::result::Result<T, ethercrab::error::Error>,
+) -> std::result::Result<T, ethercrab::error::Error> {
+    let _g = PDU_GATE.lock().unwrap_or_else(|p| p.into_inner());
+    what()
+}
+
+/// `buf.len()` bytes of the SII from `word` on, through the ESC's SII interface (0x0502 control
+/// and status, 0x0504 address, 0x0508 data; ETG.1000.4 §6.4, ET1100 register description):
+/// read command, busy polled, 4 or 8 bytes (status bit 6) taken per command.
 fn eeprom_read(
     md: &MainDevice<'_>,
     sd: &SubDevice,
@@ -42,21 +64,54 @@ fn eeprom_read(
     word: u16,
     buf: &mut [u8],
 ) -> Result<()> {
-    let n = block_on(sd.eeprom_read_raw(md, word, buf)).map_err(|e| {
-        Error::bus(
-            format!("SII of the subdevice at position {position}, word {word:#06x}"),
-            e,
-        )
-    })?;
-    if n < buf.len() {
-        return Err(Error::Layout(crate::layout::LayoutError::Mapping {
-            position,
-            name: sd.name().to_string(),
-            what: format!(
-                "SII ends at word {word:#06x} (read {n} of {} bytes)",
-                buf.len()
-            ),
-        }));
+    let addr = sd.configured_address();
+    let at = |w: u16| format!("SII of the subdevice at position {position}, word {w:#06x}");
+    let mut w = word;
+    let mut done = 0;
+    while done < buf.len() {
+        let [lo, hi] = w.to_le_bytes();
+        gated(|| block_on(Command::fpwr(addr, 0x0502).send(md, &[0x00, 0x01, lo, hi, 0, 0])))
+            .map_err(|e| Error::bus(at(w), e))?;
+        let start = std::time::Instant::now();
+        // Polled back to back as ethercrab does (its `wait_loop_delay` is 0): a sleep of even
+        // 150 µs costs far more than that on a loaded host, and the gate already lets the other
+        // devices' frames in between.
+        let status = loop {
+            let s = gated(|| {
+                block_on(Command::fprd(addr, 0x0502).receive_slice(md, 2))
+                    .map(|r| u16::from_le_bytes([r[0], r[1]]))
+            })
+            .map_err(|e| Error::bus(at(w), e))?;
+            if s & 0x8000 == 0 {
+                break s;
+            }
+            if start.elapsed() > SII_COMMAND_TIMEOUT {
+                return Err(Error::SegmentMismatch(format!(
+                    "{}: the SII interface stayed busy for {} ms",
+                    at(w),
+                    SII_COMMAND_TIMEOUT.as_millis()
+                )));
+            }
+        };
+        // Checksum, device information and write errors (0x0502 bits 11, 12, 14); bit 13 is
+        // not an error on every ESC (ethercrab 0.7.1 ignores it too).
+        if status & 0x5800 != 0 {
+            return Err(Error::Layout(crate::layout::LayoutError::Mapping {
+                position,
+                name: sd.name().to_string(),
+                what: format!("SII read of word {w:#06x}: status {status:#06x}"),
+            }));
+        }
+        let chunk: u16 = if status & 0x0040 != 0 { 8 } else { 4 };
+        let n = usize::from(chunk).min(buf.len() - done);
+        gated(|| {
+            block_on(Command::fprd(addr, 0x0508).receive_slice(md, chunk)).map(|r| {
+                buf[done..done + n].copy_from_slice(&r[..n]);
+            })
+        })
+        .map_err(|e| Error::bus(at(w), e))?;
+        done += n;
+        w = w.wrapping_add(chunk / 2);
     }
     Ok(())
 }

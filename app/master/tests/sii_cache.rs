@@ -1,9 +1,9 @@
-//! The SII cache and the overlapped PRE-OP configuration against the simulated CoE segment of
+//! The SII cache and the overlapped SII reads against the simulated CoE segment of
 //! `examples/coe`: the cache missed, then hit across a restart (`[bus] sii_cache`), a device of
 //! another revision read (a miss), a device whose SII changed under the same identity read again
-//! (invalidated), a damaged file ignored and replaced; and the overlapped configuration of a
-//! larger segment giving the same layout and dictionary contents as the sequential one, and the
-//! same error naming the same device when one is refused.
+//! (invalidated), a damaged file ignored and replaced; and a larger segment brought up with its
+//! SII read 8 at a time giving the same layout and dictionary contents as one at a time, and the
+//! same error naming the same device when one refuses its configuration.
 
 use ecsim::{Faults, SegmentSpec};
 use rtcat_master::coe::{Client, Geometry, Port, Timeouts};
@@ -89,7 +89,7 @@ fn config(text: &str, in_flight: u16) -> Config {
             d.product_id = Some(0x0003_0003);
         }
     }
-    c.bus.configure_in_flight = in_flight;
+    c.bus.sii_in_flight = in_flight;
     c
 }
 
@@ -285,7 +285,7 @@ fn identical_devices_share_one_read_and_each_is_checked() {
 }
 
 #[test]
-fn overlapped_configuration_writes_and_reads_what_the_sequential_one_does() {
+fn overlapped_sii_reads_give_the_layout_and_configuration_of_sequential_ones() {
     let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let mut got = Vec::new();
     for in_flight in [1, 8] {
