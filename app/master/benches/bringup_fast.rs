@@ -1,10 +1,10 @@
 //! Bring-up to OP of 32 and 64 CoE drives with the simulator's ESC timing model
-//! (`cargo bench -p rtcat-master --features sim --bench bringup_fast`): one configuration run
-//! one device after another (`[bus] sii_in_flight = 1`, the order of the bring-up before
-//! issue 28) beside the overlapped one (8 in flight), each cold (an empty `[bus] sii_cache`
-//! file) and warm (the file the cold run wrote: a restart), interleaved in one run. Prints a
-//! table of P50 / max over `RTCAT_BENCH_REPS` repetitions (default 3); asserts nothing about
-//! times. `RTCAT_BENCH_DRIVES=8,32` other segment sizes; `RTCAT_BENCH_LOG=1` the master's log.
+//! (`cargo bench -p rtcat-master --features sim --bench bringup_fast`): the SII read one device
+//! after another (`[bus] sii_in_flight = 1`) beside 8 at a time (`RTCAT_BENCH_IN_FLIGHT`), each
+//! cold (no `[bus] sii_cache` file) and warm (the file the cold run just wrote: a restart),
+//! interleaved in one run. Prints P50 / max over `RTCAT_BENCH_REPS` repetitions (default 3) and
+//! the ratios of the medians; asserts nothing about times. `RTCAT_BENCH_DRIVES=8,32` other
+//! segment sizes; `RTCAT_BENCH_KINDS=8` drives of 8 revisions (8 SIIs to read cold); `RTCAT_BENCH_LOG=1` the master's log (the cache's counts per bring-up).
 //!
 //! The drives are `examples/cia402`'s SERVO402-SIM (no DC: ethercrab's static DC
 //! synchronisation is a fixed 10 000 round trips, not what this compares), each with its own
@@ -89,13 +89,16 @@ fn timing() -> EscTiming {
     }
 }
 
-fn segment(n: usize) -> SegmentSpec {
+/// `n` drives of `kinds` revisions (`RTCAT_BENCH_KINDS`, default 1): as many identities, each
+/// with its own SII to read cold.
+fn segment(n: usize, kinds: usize) -> SegmentSpec {
     let base = SegmentSpec::from_toml(SEGMENT).expect("examples/cia402/segment.toml");
     let mut s = base.clone();
     s.devices = (0..n)
         .map(|i| {
             let mut d = base.devices[0].clone();
             d.serial = 1000 + i as u32;
+            d.revision = 1 + (i % kinds.max(1)) as u32;
             d
         })
         .collect();
@@ -117,7 +120,7 @@ fn now_ns() -> u64 {
 }
 
 /// One bring-up; its time to OP in ms.
-fn one(n: usize, in_flight: u16, cache: &std::path::Path) -> Result<f64, String> {
+fn one(n: usize, kinds: usize, in_flight: u16, cache: &std::path::Path) -> Result<f64, String> {
     let mut cfg = Config::parse(CONFIG, "bench").map_err(|e| e.to_string())?;
     cfg.bus.sii_in_flight = in_flight;
     cfg.bus.sii_cache = Some(cache.to_path_buf());
@@ -127,7 +130,7 @@ fn one(n: usize, in_flight: u16, cache: &std::path::Path) -> Result<f64, String>
     let mut spec = RunSpec::new(
         cfg,
         Target::Sim {
-            spec: segment(n),
+            spec: segment(n, kinds),
             faults: Faults::new(),
         },
         stop.clone(),
@@ -183,6 +186,11 @@ fn main() {
         .and_then(|s| s.parse().ok())
         .filter(|&r| r > 1)
         .unwrap_or(8);
+    let kinds: usize = std::env::var("RTCAT_BENCH_KINDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(1);
     let reps: usize = std::env::var("RTCAT_BENCH_REPS")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -191,7 +199,8 @@ fn main() {
     let dir = tempfile::tempdir().expect("temporary directory");
     println!(
         "bring-up to OP, simulated CiA 402 drives with ESC timing (SII 680 µs/command, \
-         transitions 10/20/10 ms, mailbox 1 ms), {reps} repetitions, P50 / max in ms"
+         transitions 10/20/10 ms, mailbox 1 ms), {kinds} revision(s), SII {ovl} in flight \
+         when overlapped, {reps} repetitions, P50 / max in ms"
     );
     println!(
         "{:>7} {:>18} {:>18} {:>18} {:>18}   {:>8} {:>8}",
@@ -215,7 +224,7 @@ fn main() {
                     let _ = std::fs::remove_file(&cache);
                 }
                 // Warm runs use the file their cold run (just before) wrote.
-                match one(n, in_flight, &cache) {
+                match one(n, kinds, in_flight, &cache) {
                     Ok(ms) => t[k].push(ms),
                     Err(e) => failed.push(format!("{in_flight} in flight, warm {warm}: {e}")),
                 }

@@ -220,6 +220,7 @@ pub(crate) fn configure_pre_op(
             firsts.push(pos);
         }
     }
+    let t_sii = std::time::Instant::now();
     let read = |pos: usize| crate::mapping::sii_of(md, &refs[pos], pos as u16, sii);
     let mut siis: Vec<Option<crate::sii::Sii>> = vec![None; n];
     for group in [&firsts, &others] {
@@ -227,6 +228,8 @@ pub(crate) fn configure_pre_op(
             siis[*pos] = Some(s);
         }
     }
+    let sii_ms = t_sii.elapsed().as_millis();
+    let t_config = std::time::Instant::now();
     // Then every subdevice, one after another: its `[[device]]` PDO configuration and PS
     // startup SDOs, written now in PRE-OP so that what is read next follows them, then the
     // mapping in effect, read from the sources ethercrab sizes the SMs from and compared with
@@ -256,10 +259,12 @@ pub(crate) fn configure_pre_op(
     let sources = (0..n).map(one).collect::<Result<Vec<_>>>()?;
     let now = sii.counts();
     log::info!(
-        "SII cache: {} checked and used, {} read, {} read again (changed)",
+        "SII cache: {} checked and used, {} read, {} read again (changed); SII {sii_ms} ms, \
+         configuration and mapping {} ms",
         now.hits - before.hits,
         now.misses - before.misses,
-        now.invalidated - before.invalidated
+        now.invalidated - before.invalidated,
+        t_config.elapsed().as_millis()
     );
     Ok((Layout::build(generation, &sources)?, chosen))
 }
@@ -341,7 +346,12 @@ pub(crate) fn bring_up(
     topology: Option<&[(u32, u32, u32)]>,
     sii: &crate::sii_cache::SiiCache,
 ) -> Result<Up> {
+    let t_scan = std::time::Instant::now();
     let group = scan_to_pre_op(md)?;
+    log::info!(
+        "bring-up: scan to PRE-OP (ethercrab) {} ms",
+        t_scan.elapsed().as_millis()
+    );
     let n = group.len();
     let identities: Vec<(u32, u32, u32)> = group
         .iter(md)
