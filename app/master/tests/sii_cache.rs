@@ -132,11 +132,14 @@ const READ: [(u16, u8); 15] = [
     (0x8000, 7),
 ];
 
+/// (position, index, subindex, value read or the abort).
+type Read = (usize, u16, u8, Result<Vec<u8>, String>);
+
 #[derive(Default)]
 struct Probe {
     stop: Stop,
     layout: Option<Layout>,
-    dictionary: Vec<(usize, u16, u8, Result<Vec<u8>, String>)>,
+    dictionary: Vec<Read>,
     read_back: bool,
     cycles: u32,
 }
