@@ -294,6 +294,11 @@ fi
 if grep -q '^IPAddressAllow=' rootfs-overlay/usr/lib/systemd/system/rtcat.service; then
 	fail "rtcat.service: IPAddressAllow= (the master must keep IPAddressDeny=any alone)"
 fi
+# AF_XDP ([bus] link = "xdp") is a site's drop-in (docs/SECURITY.md), never the shipped unit.
+if grep -Eq '^(CapabilityBoundingSet|AmbientCapabilities|RestrictAddressFamilies|SystemCallFilter)=.*(CAP_BPF|CAP_NET_ADMIN|CAP_SYS_ADMIN|AF_XDP|bpf)' \
+	rootfs-overlay/usr/lib/systemd/system/rtcat.service; then
+	fail "rtcat.service: widened for AF_XDP (CAP_BPF, CAP_NET_ADMIN, AF_XDP or bpf belong in a drop-in)"
+fi
 for want in 'DynamicUser=yes' 'SupplementaryGroups=rtcat-clients' 'CapabilityBoundingSet=$' 'NoNewPrivileges=yes' \
 	'IPAddressDeny=any' 'IPAddressAllow=' 'SocketBindDeny=any' 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6' \
 	'ExecStart=/usr/bin/rtcat exporter --control /run/rtcat/control.sock '; do

@@ -86,8 +86,65 @@ impl AlTarget {
     }
 }
 
+/// What an `axis` request asks of the axis.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum AxisAction {
+    /// Ask for operation enabled.
+    Enable,
+    /// Switch the power stage off.
+    Disable,
+    /// Fault reset.
+    Reset,
+    /// A planned stop, then hold.
+    Stop,
+    /// A planned stop, then back to the configured program.
+    Release,
+    /// Run at `velocity` units/s (signed) while the lease is renewed.
+    Jog {
+        /// Units/s.
+        velocity: f64,
+    },
+    /// Move to `position` units while the lease is renewed.
+    MoveTo {
+        /// Units.
+        position: f64,
+    },
+    /// Extend the running jog's or move's lease (not recorded when done: it changes nothing
+    /// but how long the motion holds).
+    Renew,
+}
+
+impl AxisAction {
+    /// The protocol's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            AxisAction::Enable => "enable",
+            AxisAction::Disable => "disable",
+            AxisAction::Reset => "reset",
+            AxisAction::Stop => "stop",
+            AxisAction::Release => "release",
+            AxisAction::Jog { .. } => "jog",
+            AxisAction::MoveTo { .. } => "move_to",
+            AxisAction::Renew => "renew",
+        }
+    }
+
+    /// Whether it moves the axis (holds only while its lease is renewed).
+    pub fn is_motion(self) -> bool {
+        matches!(
+            self,
+            AxisAction::Jog { .. } | AxisAction::MoveTo { .. } | AxisAction::Renew
+        )
+    }
+}
+
+/// Lease of a jog or move-to when the request names none (ms).
+pub const DEFAULT_LEASE_MS: u64 = 300;
+/// Shortest and longest lease a request may ask for (ms).
+pub const LEASE_MS: std::ops::RangeInclusive<u64> = 50..=2000;
+
 /// One request.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Request {
     /// `{"cmd": "status"}`: the master's state, counters and histograms ([`Status`]).
     Status,
@@ -106,6 +163,24 @@ pub enum Request {
         index: u16,
         /// Subindex.
         sub: u8,
+    },
+    /// `{"cmd": "od_list", "position": 2}`: the device's object dictionary by SDO information
+    /// (ETG.1000.6 §5.6.3), through the cycle's mailbox queue: data `{"position": N,
+    /// "objects": [{"index", "name", "object_code", "max_sub", "data_type"} or {"index",
+    /// "error"}], "described": N}` (at most [`MAX_OD_DESCRIBED`] objects described, the rest
+    /// listed by index only).
+    OdList {
+        /// Subdevice position.
+        position: u16,
+    },
+    /// `{"cmd": "od_object", "position": 2, "index": 24640}`: one object's description and
+    /// its entries' (`{"sub", "name", "data_type", "type", "bits", "access"}` or `{"sub",
+    /// "error"}`).
+    OdObject {
+        /// Subdevice position.
+        position: u16,
+        /// Object index.
+        index: u16,
     },
     /// `{"cmd": "sdo_write", "position": 0, "index": 8192, "sub": 1, "data": "2a00"}`.
     SdoWrite {
@@ -158,7 +233,10 @@ pub enum Request {
     },
     /// `{"cmd": "foe_write", "position": 0, "name": "params.bin", "password": 0}` with one
     /// descriptor passed that is open for reading (a regular file): its content written to the
-    /// device's file. Data `{"bytes": N, "seconds": S}`.
+    /// device's file. Data `{"bytes": N, "seconds": S}`. With `"boot": true` a firmware update:
+    /// the device is taken out of the running segment, written in its BOOT state and handed
+    /// back to its recovery (needs `[health] recovery = "subdevice"`); the data then also say
+    /// `"back_in_op"` and the identity `"before"` and `"after"`.
     FoeWrite {
         /// Subdevice position.
         position: u16,
@@ -166,6 +244,25 @@ pub enum Request {
         name: String,
         /// The password the device asks for (0: none).
         password: u32,
+        /// In the device's BOOT state (a firmware update).
+        boot: bool,
+    },
+    /// `{"cmd": "eoe_get_ip", "position": 1}`: a device's IP parameters over EoE (get IP
+    /// parameter), through the cycle's mailbox queue. Data `{"position": 1, "mac": ..., "ip":
+    /// ..., "subnet": ..., "gateway": ..., "dns": ..., "dns_name": ...}` (null: not reported).
+    EoeGetIp {
+        /// Subdevice position.
+        position: u16,
+    },
+    /// `{"cmd": "eoe_set_ip", "position": 1, "ip": "192.168.10.2/24", "gateway": ..., "dns":
+    /// ..., "dns_name": ..., "mac": ...}` (at least one; the text of `rtcat eoe set-ip`'s
+    /// options, which the master parses): EoE set IP parameter. Data `{"position": 1, "set":
+    /// "ip 192.168.10.2, ..."}`.
+    EoeSetIp {
+        /// Subdevice position.
+        position: u16,
+        /// `--ip`, `--gateway`, `--dns`, `--dns-name`, `--mac`, as given.
+        settings: EoeSettings,
     },
     /// `{"cmd": "shm_release", "slot": 0, "row": 3}`: give a claimed row up.
     ShmRelease {
@@ -182,7 +279,24 @@ pub enum Request {
         /// The line (1..=[`MAX_NOTE`] bytes, no control characters).
         text: String,
     },
+    /// `{"cmd": "axis", "name": "x", "action": "jog", "velocity": -5.0, "lease_ms": 300}`: a
+    /// manual command for an `[[axis]]` of the built-in axes application (actions: enable,
+    /// disable, reset, stop, release; jog with `velocity` units/s, move_to with `position`
+    /// units, renew). A jog or move holds for `lease_ms` (default 300) unless renewed, then
+    /// the axis stops (planned) and holds: hold-to-run. Values outside the axis' limits are
+    /// refused. A command takes the axis out of its program until `release`. Data `{}`.
+    Axis {
+        /// `[[axis]] name`.
+        name: String,
+        /// What to do.
+        action: AxisAction,
+        /// Lease of a jog, move-to or renewal (ms, [`LEASE_MS`]).
+        lease_ms: u64,
+    },
 }
+
+/// Objects an `od_list` reply describes at most (each is one SDO information exchange).
+pub const MAX_OD_DESCRIBED: usize = 1024;
 
 /// Longest [`Request::Note`] text (bytes).
 pub const MAX_NOTE: usize = 512;
@@ -308,6 +422,38 @@ pub fn from_hex(s: &str) -> Result<Vec<u8>, String> {
         .collect()
 }
 
+/// The IP parameters of an `eoe_set_ip`, as text (the master parses them as `rtcat eoe set-ip`
+/// does its options).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EoeSettings {
+    /// Address with its prefix length.
+    pub ip: Option<String>,
+    /// Default gateway.
+    pub gateway: Option<String>,
+    /// DNS server.
+    pub dns: Option<String>,
+    /// DNS name.
+    pub dns_name: Option<String>,
+    /// MAC address.
+    pub mac: Option<String>,
+}
+
+impl EoeSettings {
+    /// The fields by their JSON names.
+    fn fields(&self) -> [(&'static str, &Option<String>); 5] {
+        [
+            ("ip", &self.ip),
+            ("gateway", &self.gateway),
+            ("dns", &self.dns),
+            ("dns_name", &self.dns_name),
+            ("mac", &self.mac),
+        ]
+    }
+}
+
+/// Longest text of one `eoe_set_ip` field.
+const MAX_EOE_FIELD: usize = 64;
+
 /// Largest value an `sdo_write` carries (the master's acyclic queue moves at most this).
 pub const MAX_SDO_DATA: usize = 64;
 
@@ -364,7 +510,8 @@ fn only(o: &Map<String, Value>, cmd: &str, allowed: &[&str]) -> Result<(), Failu
 
 /// The commands, for error messages.
 pub const COMMANDS: &str = "status, scan, pdos, counters, sdo_read, sdo_write, al_state, \
-                            shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, note";
+                            shm_image, shm_writer, shm_claim, shm_release, foe_read, foe_write, \
+                            eoe_get_ip, eoe_set_ip, note, axis, od_list, od_object";
 
 impl Request {
     /// Parse one request line (without its newline). An object with a key twice is refused
@@ -395,6 +542,8 @@ impl Request {
                 | Request::ShmRelease { .. }
                 | Request::Note { .. }
                 | Request::FoeWrite { .. }
+                | Request::EoeSetIp { .. }
+                | Request::Axis { .. }
         )
     }
 
@@ -420,6 +569,11 @@ impl Request {
             Request::Note { .. } => "note",
             Request::FoeRead { .. } => "foe_read",
             Request::FoeWrite { .. } => "foe_write",
+            Request::EoeGetIp { .. } => "eoe_get_ip",
+            Request::EoeSetIp { .. } => "eoe_set_ip",
+            Request::Axis { .. } => "axis",
+            Request::OdList { .. } => "od_list",
+            Request::OdObject { .. } => "od_object",
         }
     }
 
@@ -473,6 +627,46 @@ impl Request {
                     Request::ShmRelease { slot, row }
                 }
             }
+            "eoe_get_ip" => {
+                only(o, cmd, &["position"])?;
+                Request::EoeGetIp { position: pos(o)? }
+            }
+            "eoe_set_ip" => {
+                only(
+                    o,
+                    cmd,
+                    &["position", "ip", "gateway", "dns", "dns_name", "mac"],
+                )?;
+                let text = |name: &str| -> Result<Option<String>, Failure> {
+                    if !o.contains_key(name) {
+                        return Ok(None);
+                    }
+                    let t = string(o, name)?;
+                    if t.is_empty() || t.len() > MAX_EOE_FIELD || t.chars().any(char::is_control) {
+                        return Err(Failure::usage(format!(
+                            "{name} = {:?}: 1..={MAX_EOE_FIELD} bytes without control characters",
+                            t.chars().take(40).collect::<String>()
+                        )));
+                    }
+                    Ok(Some(t.to_string()))
+                };
+                let settings = EoeSettings {
+                    ip: text("ip")?,
+                    gateway: text("gateway")?,
+                    dns: text("dns")?,
+                    dns_name: text("dns_name")?,
+                    mac: text("mac")?,
+                };
+                if settings == EoeSettings::default() {
+                    return Err(Failure::usage(
+                        "eoe_set_ip: nothing to set: give ip, gateway, dns, dns_name or mac",
+                    ));
+                }
+                Request::EoeSetIp {
+                    position: pos(o)?,
+                    settings,
+                }
+            }
             "note" => {
                 only(o, cmd, &["text"])?;
                 let text = string(o, "text")?;
@@ -487,7 +681,11 @@ impl Request {
                 }
             }
             "foe_read" | "foe_write" => {
-                only(o, cmd, &["position", "name", "password"])?;
+                if cmd == "foe_read" {
+                    only(o, cmd, &["position", "name", "password"])?;
+                } else {
+                    only(o, cmd, &["position", "name", "password", "boot"])?;
+                }
                 let name = string(o, "name")?;
                 if name.is_empty() || name.len() > 255 || name.chars().any(char::is_control) {
                     return Err(Failure::usage(format!(
@@ -508,11 +706,31 @@ impl Request {
                         password,
                     }
                 } else {
+                    let boot = match o.get("boot") {
+                        None => false,
+                        Some(Value::Bool(b)) => *b,
+                        Some(other) => {
+                            return Err(Failure::usage(format!("boot = {other}: true or false")));
+                        }
+                    };
                     Request::FoeWrite {
                         position,
                         name,
                         password,
+                        boot,
                     }
+                }
+            }
+            "axis" => axis_request(o)?,
+            "od_list" => {
+                only(o, cmd, &["position"])?;
+                Request::OdList { position: pos(o)? }
+            }
+            "od_object" => {
+                only(o, cmd, &["position", "index"])?;
+                Request::OdObject {
+                    position: pos(o)?,
+                    index: idx(o)?,
                 }
             }
             "sdo_read" => {
@@ -600,12 +818,49 @@ impl Request {
             } => {
                 json!({"cmd": "foe_read", "position": position, "name": name, "password": password})
             }
+            Request::EoeGetIp { position } => json!({"cmd": "eoe_get_ip", "position": position}),
+            Request::EoeSetIp { position, settings } => {
+                let mut v = json!({"cmd": "eoe_set_ip", "position": position});
+                for (k, f) in settings.fields() {
+                    if let Some(t) = f {
+                        v[k] = Value::String(t.clone());
+                    }
+                }
+                v
+            }
             Request::FoeWrite {
                 position,
                 name,
                 password,
+                boot,
             } => {
-                json!({"cmd": "foe_write", "position": position, "name": name, "password": password})
+                let mut v = json!({"cmd": "foe_write", "position": position, "name": name,
+                                   "password": password});
+                // Only when set: the line of a plain write stays what it was.
+                if *boot {
+                    v["boot"] = Value::Bool(true);
+                }
+                v
+            }
+            Request::OdList { position } => json!({"cmd": "od_list", "position": position}),
+            Request::OdObject { position, index } => {
+                json!({"cmd": "od_object", "position": position, "index": index})
+            }
+            Request::Axis {
+                name,
+                action,
+                lease_ms,
+            } => {
+                let mut v = json!({"cmd": "axis", "name": name, "action": action.name()});
+                match action {
+                    AxisAction::Jog { velocity } => v["velocity"] = json!(velocity),
+                    AxisAction::MoveTo { position } => v["position"] = json!(position),
+                    _ => {}
+                }
+                if action.is_motion() {
+                    v["lease_ms"] = json!(lease_ms);
+                }
+                v
             }
         }
     }
@@ -614,6 +869,72 @@ impl Request {
     pub fn to_line(&self) -> String {
         self.to_value().to_string()
     }
+}
+
+/// A finite number field.
+fn real(o: &Map<String, Value>, name: &str) -> Result<f64, Failure> {
+    match field(o, name)? {
+        Value::Number(n) => n.as_f64().filter(|x| x.is_finite()),
+        _ => None,
+    }
+    .ok_or_else(|| Failure::usage(format!("{name} = {}: must be a number", o[name])))
+}
+
+fn axis_request(o: &Map<String, Value>) -> Result<Request, Failure> {
+    let action = string(o, "action")?;
+    let (action, extra): (AxisAction, &[&str]) = match action {
+        "enable" => (AxisAction::Enable, &[]),
+        "disable" => (AxisAction::Disable, &[]),
+        "reset" => (AxisAction::Reset, &[]),
+        "stop" => (AxisAction::Stop, &[]),
+        "release" => (AxisAction::Release, &[]),
+        "renew" => (AxisAction::Renew, &["lease_ms"]),
+        "jog" => (
+            AxisAction::Jog {
+                velocity: real(o, "velocity")?,
+            },
+            &["velocity", "lease_ms"],
+        ),
+        "move_to" => (
+            AxisAction::MoveTo {
+                position: real(o, "position")?,
+            },
+            &["position", "lease_ms"],
+        ),
+        other => {
+            return Err(Failure::usage(format!(
+                "action = {other:?}: must be one of enable, disable, reset, stop, release, jog, \
+                 move_to, renew"
+            )));
+        }
+    };
+    let allowed: Vec<&str> = ["name", "action"].iter().chain(extra).copied().collect();
+    only(o, &format!("axis {}", action.name()), &allowed)?;
+    let name = string(o, "name")?;
+    if name.is_empty() || name.len() > 64 || name.chars().any(char::is_control) {
+        return Err(Failure::usage(format!(
+            "name = {:?}: an axis name has 1..=64 bytes without control characters",
+            name.chars().take(40).collect::<String>()
+        )));
+    }
+    let lease_ms = if o.contains_key("lease_ms") {
+        let n = number(o, "lease_ms", u64::MAX)?;
+        if !LEASE_MS.contains(&n) {
+            return Err(Failure::usage(format!(
+                "lease_ms = {n}: must be {}..={}",
+                LEASE_MS.start(),
+                LEASE_MS.end()
+            )));
+        }
+        n
+    } else {
+        DEFAULT_LEASE_MS
+    };
+    Ok(Request::Axis {
+        name: name.to_string(),
+        action,
+        lease_ms,
+    })
 }
 
 /// A JSON object whose keys are unique (its values are not kept: only the check matters).
@@ -791,12 +1112,39 @@ pub struct AxisStatus {
     pub state: String,
     /// Faults seen.
     pub faults: u64,
-    /// The last cycle's following error (counts; 0 when not in operation enabled).
+    /// The last cycle's following error, the master's own: the set-point sent minus the
+    /// position actual (counts; 0 when not in operation enabled).
     #[serde(default)]
     pub following_error: i64,
+    /// The drive's following error actual 0x60F4 of the same cycle (counts; absent when the
+    /// drive does not map it or is not in operation enabled).
+    #[serde(default)]
+    pub drive_following_error: Option<i64>,
+    /// Quick stops commanded because of bad cycles.
+    #[serde(default)]
+    pub quick_stops: u64,
+    /// Bad cycles through which the last set-point was held (no quick stop).
+    #[serde(default)]
+    pub held_cycles: u64,
     /// |following error| (counts) as a histogram. The master leaves it empty (the cyclic
     /// thread keeps the distribution; summary.json has its percentiles at the end).
     pub following_error_abs: Histo,
+    /// Position actual, units (`counts_per_unit`).
+    #[serde(default)]
+    pub actual: f64,
+    /// The manual command holding the axis (`"holding"`, `"jogging"`, `"moving"`,
+    /// `"stopping"`); None: it runs its configured program.
+    #[serde(default)]
+    pub manual: Option<String>,
+    /// `min_position`, units (None: not configured).
+    #[serde(default)]
+    pub min_position: Option<f64>,
+    /// `max_position`, units (None: not configured).
+    #[serde(default)]
+    pub max_position: Option<f64>,
+    /// `max_velocity`, units/s (the fastest jog).
+    #[serde(default)]
+    pub max_velocity: f64,
 }
 
 /// The data of a `status` reply. Fields may be added in later versions, never renamed.
@@ -913,6 +1261,47 @@ mod tests {
                 position: 0,
                 name: "fw".into(),
                 password: 0,
+                boot: false,
+            },
+            Request::FoeWrite {
+                position: 2,
+                name: "firmware.efw".into(),
+                password: 0x1234,
+                boot: true,
+            },
+            Request::EoeGetIp { position: 3 },
+            Request::EoeSetIp {
+                position: 3,
+                settings: EoeSettings {
+                    ip: Some("192.168.10.2/24".into()),
+                    dns_name: Some("drive-3".into()),
+                    ..EoeSettings::default()
+                },
+            },
+            Request::Axis {
+                name: "x".into(),
+                action: AxisAction::Jog { velocity: -2.5 },
+                lease_ms: 300,
+            },
+            Request::Axis {
+                name: "x".into(),
+                action: AxisAction::MoveTo { position: 12.25 },
+                lease_ms: 50,
+            },
+            Request::Axis {
+                name: "y".into(),
+                action: AxisAction::Renew,
+                lease_ms: 2000,
+            },
+            Request::Axis {
+                name: "y".into(),
+                action: AxisAction::Reset,
+                lease_ms: DEFAULT_LEASE_MS,
+            },
+            Request::OdList { position: 2 },
+            Request::OdObject {
+                position: 2,
+                index: 0x6040,
             },
         ];
         for r in all {
@@ -993,6 +1382,30 @@ mod tests {
             (
                 r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":"00","position":1}"#,
                 "key \"position\" appears more than once",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"fly"}"#,
+                "action = \"fly\": must be one of",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"jog"}"#,
+                "missing field \"velocity\"",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"jog","velocity":"fast"}"#,
+                "velocity = \"fast\": must be a number",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"enable","velocity":1}"#,
+                "axis enable: unknown field \"velocity\"",
+            ),
+            (
+                r#"{"cmd":"axis","name":"x","action":"move_to","position":1,"lease_ms":10}"#,
+                "lease_ms = 10: must be 50..=2000",
+            ),
+            (
+                r#"{"cmd":"axis","name":"","action":"stop"}"#,
+                "an axis name has 1..=64 bytes",
             ),
         ];
         for (line, want) in cases {
@@ -1090,5 +1503,51 @@ mod tests {
                 prop_assert_eq!(e.kind, FailureKind::Usage);
             }
         }
+    }
+
+    #[test]
+    fn an_eoe_set_ip_sets_something_and_its_texts_are_bounded() {
+        let e = Request::parse(r#"{"cmd":"eoe_set_ip","position":1}"#).unwrap_err();
+        assert!(e.message.contains("nothing to set"), "{}", e.message);
+        let e = Request::parse(r#"{"cmd":"eoe_set_ip","position":1,"ip":""}"#).unwrap_err();
+        assert!(e.message.starts_with("ip = \"\""), "{}", e.message);
+        let e = Request::parse(r#"{"cmd":"eoe_set_ip","position":1,"dns":7}"#).unwrap_err();
+        assert!(e.message.contains("must be a string"), "{}", e.message);
+        let e = Request::parse(r#"{"cmd":"eoe_set_ip","position":1,"ipv6":"x"}"#).unwrap_err();
+        assert!(
+            e.message.contains("unknown field \"ipv6\""),
+            "{}",
+            e.message
+        );
+        assert!(
+            Request::parse(r#"{"cmd":"eoe_set_ip","position":1,"mac":"02:00:00:00:00:01"}"#)
+                .is_ok_and(|r| r.is_write())
+        );
+        assert!(
+            Request::parse(r#"{"cmd":"eoe_get_ip","position":1}"#).is_ok_and(|r| !r.is_write())
+        );
+    }
+
+    #[test]
+    fn only_a_write_goes_to_boot_and_boot_is_a_boolean() {
+        let w = r#"{"cmd":"foe_write","position":1,"name":"fw","boot":true}"#;
+        assert!(matches!(
+            Request::parse(w),
+            Ok(Request::FoeWrite { boot: true, .. })
+        ));
+        let e =
+            Request::parse(r#"{"cmd":"foe_write","position":1,"name":"fw","boot":1}"#).unwrap_err();
+        assert!(e.message.contains("boot = 1"), "{}", e.message);
+        assert!(
+            Request::parse(r#"{"cmd":"foe_read","position":1,"name":"fw","boot":true}"#).is_err()
+        );
+        // A plain write's line is what it was before the field existed.
+        let plain = Request::FoeWrite {
+            position: 1,
+            name: "fw".into(),
+            password: 0,
+            boot: false,
+        };
+        assert!(!plain.to_line().contains("boot"));
     }
 }

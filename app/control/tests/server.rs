@@ -525,6 +525,7 @@ fn a_descriptor_travels_with_a_request_and_is_required_where_it_is_taken() {
         position: 0,
         name: "x.bin".into(),
         password: 0,
+        boot: false,
     };
     let mut c = Client::connect(&p).unwrap();
     let v = c

@@ -1285,6 +1285,11 @@ impl Esc {
                             .queue
                             .push_back(mailbox::frame(mailbox::kind::FOE, &r));
                     }
+                    // New firmware, new revision (SII word 0x0C, bytes 0x18..0x1B; outside the
+                    // checksummed configuration area of words 0..7).
+                    if let Some(r) = foe.take_installed() {
+                        self.eeprom[0x18..0x1c].copy_from_slice(&r.to_le_bytes());
+                    }
                 }
                 None => self
                     .mbx

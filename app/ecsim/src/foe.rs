@@ -79,6 +79,8 @@ pub struct FoeServer {
     busy_for: Option<(u8, u32)>,
     /// BUSY replies sent.
     busy_sent: u64,
+    /// The revision of a firmware image whose write just completed, for the device to take.
+    installed: Option<u32>,
 }
 
 impl FoeServer {
@@ -94,7 +96,14 @@ impl FoeServer {
             transfer: None,
             busy_for: None,
             busy_sent: 0,
+            installed: None,
         }
+    }
+
+    /// The revision of a firmware image (`[[device.file]] revision`) whose write completed
+    /// since the last call.
+    pub fn take_installed(&mut self) -> Option<u32> {
+        self.installed.take()
     }
 
     /// Power-on or INIT: a transfer under way is lost; the files are kept (flash).
@@ -241,6 +250,7 @@ impl FoeServer {
                 if done {
                     let (file, buf) = (*file, std::mem::take(buf));
                     self.files[file].data = buf;
+                    self.installed = self.files[file].spec.revision.or(self.installed);
                     self.transfer = None;
                 }
                 vec![ack(value)]

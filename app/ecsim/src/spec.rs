@@ -297,6 +297,9 @@ struct FileEntry {
     /// Answer the write request and every N-th DATA packet of a write with BUSY once (0: never).
     #[serde(default)]
     busy: u32,
+    /// Firmware of this revision: a completed write in BOOT installs it (SII word 0x0C).
+    #[serde(default)]
+    revision: Option<u32>,
 }
 
 /// Most files a device lists.
@@ -317,6 +320,9 @@ pub struct FileSpec {
     pub max_bytes: u32,
     /// BUSY once to the write request and to every `busy`-th DATA packet (0: never).
     pub busy: u32,
+    /// A firmware image of this revision: once a write of it completes (in BOOT), the device's
+    /// SII says this revision (word 0x0C), as a real device's does after a firmware update.
+    pub revision: Option<u32>,
 }
 
 /// `device[i].file`: names unique and printable, contents and limits within bounds, a CoE
@@ -367,6 +373,13 @@ fn files(i: usize, e: &DeviceEntry) -> Result<Vec<FileSpec>, SpecError> {
                 ),
             );
         }
+        if f.revision.is_some() && !(f.boot && f.writable) {
+            return bad(
+                k,
+                "revision is what a firmware write installs: give boot = true and writable = true"
+                    .into(),
+            );
+        }
         out.push(FileSpec {
             name: f.name.clone(),
             content,
@@ -375,6 +388,7 @@ fn files(i: usize, e: &DeviceEntry) -> Result<Vec<FileSpec>, SpecError> {
             boot: f.boot,
             max_bytes,
             busy: f.busy,
+            revision: f.revision,
         });
     }
     Ok(out)
@@ -1842,14 +1856,20 @@ mod tests {
         )
         .unwrap();
         let p: Vec<u32> = s.devices.iter().map(|d| d.product_id).collect();
-        assert_eq!(p, [REFERENCE_PRODUCT, REFERENCE_PRODUCT + 1, REFERENCE_PRODUCT]);
+        assert_eq!(
+            p,
+            [REFERENCE_PRODUCT, REFERENCE_PRODUCT + 1, REFERENCE_PRODUCT]
+        );
         let e = SegmentSpec::from_toml(
             "[[device]]\nproduct_id = 7\noutputs = 4\n\
              [[device]]\nname = \"IN\"\nproduct_id = 7\ninputs = 8\n",
         )
         .unwrap_err()
         .to_string();
-        assert!(e.contains("device[1] (IN) and device[0]") && e.contains("product_id"), "{e}");
+        assert!(
+            e.contains("device[1] (IN) and device[0]") && e.contains("product_id"),
+            "{e}"
+        );
         // An explicit identity the same as a default one, for a different device: refused too.
         let e = SegmentSpec::from_toml(
             "[[device]]\noutputs = 4\n[[device]]\nproduct_id = 0x00010001\ninputs = 8\n",
@@ -2814,6 +2834,10 @@ mod file_tests {
                 "at most 16777216 bytes",
             ),
             ("[[device.file]]\nname = \"\"\n", "device[0].file[0].name"),
+            (
+                "[[device.file]]\nname = \"a\"\nwritable = true\nrevision = 2\n",
+                "device[0].file[0]: revision is what a firmware write installs",
+            ),
         ] {
             let e = SegmentSpec::from_toml(&format!("{dev}{files}"))
                 .unwrap_err()

@@ -201,6 +201,13 @@ pub enum SdoOp {
     Mailbox(MailboxData),
     /// Send this mailbox and do not wait for a reply (the last FoE ACK, an FoE ERROR).
     MailboxSend(MailboxData),
+    /// Take the subdevice out of its per-subdevice recovery's hands for a firmware update
+    /// (`subdevice_recovery::Board::park`): the next cycle tells the application and
+    /// flags its data invalid until [`SdoOp::HandBack`]. No bus access; refused without
+    /// per-subdevice recovery. `index` and `sub` are not used.
+    Park,
+    /// Give a parked subdevice back to its recovery, which brings it to OP.
+    HandBack,
 }
 
 /// One request: subdevice position, object index and subindex, read or write.
@@ -256,6 +263,10 @@ pub enum SdoFailure {
     /// The request queue is full.
     #[error("request queue full")]
     QueueFull,
+    /// The master refused the request in its present state (a park while the subdevice's
+    /// recovery is bringing it back, ...).
+    #[error("refused: {0}")]
+    Refused(&'static str),
 }
 
 /// A request's outcome.
@@ -541,6 +552,34 @@ impl SdoClient {
         }
     }
 
+    /// Park the subdevice at `position` ([`SdoOp::Park`]).
+    pub fn park(&self, position: u16, timeout: Duration) -> Result<(), SdoFailure> {
+        self.transfer(
+            SdoRequest {
+                position,
+                index: 0,
+                sub: 0,
+                op: SdoOp::Park,
+            },
+            timeout,
+        )
+        .map(drop)
+    }
+
+    /// Hand the parked subdevice at `position` back to its recovery ([`SdoOp::HandBack`]).
+    pub fn hand_back(&self, position: u16, timeout: Duration) -> Result<(), SdoFailure> {
+        self.transfer(
+            SdoRequest {
+                position,
+                index: 0,
+                sub: 0,
+                op: SdoOp::HandBack,
+            },
+            timeout,
+        )
+        .map(drop)
+    }
+
     /// Read `index:sub` of the subdevice at `position`.
     pub fn read(
         &self,
@@ -742,6 +781,7 @@ pub(crate) async fn serve<DC>(
     svc: &mut SdoService,
     md: &MainDevice<'static>,
     group: &Group<DC>,
+    board: Option<&crate::subdevice_recovery::Board>,
     busy: &Busy,
 ) {
     // A new phase: the mailboxes may have been set up anew (bring-up, recovery).
@@ -749,7 +789,10 @@ pub(crate) async fn serve<DC>(
     loop {
         let request = Next(&mut svc.requests).await;
         busy.0.set(true);
-        let result = transfer(svc, md, group, &request).await;
+        let result = match request.op {
+            SdoOp::Park | SdoOp::HandBack => parking(svc, board, &request),
+            _ => transfer(svc, md, group, &request).await,
+        };
         busy.0.set(false);
         svc.served += 1;
         let mailbox = match (&result, request.op) {
@@ -763,6 +806,39 @@ pub(crate) async fn serve<DC>(
             mailbox,
         });
     }
+}
+
+/// [`SdoOp::Park`] and [`SdoOp::HandBack`] on the recovery's board.
+fn parking(
+    svc: &mut SdoService,
+    board: Option<&crate::subdevice_recovery::Board>,
+    r: &SdoRequest,
+) -> Result<SdoData, SdoFailure> {
+    let board = board.ok_or(SdoFailure::Refused(
+        "no per-subdevice recovery on this master ([health] recovery = \"segment\"): one \
+         device of a running segment cannot be taken out alone",
+    ))?;
+    let i = usize::from(r.position);
+    if i >= svc.stations.len() {
+        return Err(SdoFailure::NoSubdevice(r.position));
+    }
+    // Its mailbox will be set up anew (BOOT, then the recovery's PRE-OP).
+    svc.stations[i] = None;
+    let done = if r.op == SdoOp::Park {
+        board.park(i)
+    } else {
+        board.hand_back(i)
+    };
+    done.map(|()| EMPTY).map_err(SdoFailure::Refused)
+}
+
+/// Whether a register write of `len` bytes at `reg` may change the mailbox geometry: the
+/// SM0/SM1 registers (0x0800..0x080F), or the AL control (0x0120: INIT disables the mailbox
+/// sync managers, BOOT runs another mailbox).
+fn moves_mailbox(reg: u16, len: usize) -> bool {
+    let (start, end) = (u32::from(reg), u32::from(reg) + len as u32);
+    let overlaps = |a: u32, b: u32| start < b && a < end;
+    overlaps(0x0800, 0x0810) || overlaps(0x0120, 0x0122)
 }
 
 async fn transfer<DC>(
@@ -795,6 +871,11 @@ async fn transfer<DC>(
     if let SdoOp::WriteRegister { address: reg, data } = r.op {
         if data.as_slice().is_empty() {
             return Err(SdoFailure::Invalid("no data to write"));
+        }
+        if moves_mailbox(reg, data.as_slice().len())
+            && let Some(s) = svc.stations.get_mut(usize::from(r.position))
+        {
+            *s = None;
         }
         Command::fpwr(address, reg)
             .send(md, data.as_slice())
@@ -838,9 +919,10 @@ async fn transfer<DC>(
         SdoOp::PollMailbox => io.poll().await,
         SdoOp::Mailbox(m) => io.other(m.as_slice(), Some(&mut svc.reply)).await,
         SdoOp::MailboxSend(m) => io.other(m.as_slice(), None).await,
-        SdoOp::ReadRegister { .. } | SdoOp::WriteRegister { .. } => {
-            Err(SdoFailure::Invalid("register access"))
-        }
+        SdoOp::ReadRegister { .. }
+        | SdoOp::WriteRegister { .. }
+        | SdoOp::Park
+        | SdoOp::HandBack => Err(SdoFailure::Invalid("not a mailbox transfer")),
     };
     let st = io.st;
     svc.stations[usize::from(r.position)] = Some(st);
@@ -1475,5 +1557,18 @@ mod tests {
                 proptest::prop_assert_eq!(d.extend(data), fits);
             }
         }
+    }
+
+    #[test]
+    fn writes_to_the_mailbox_sms_or_the_al_control_forget_the_geometry() {
+        assert!(moves_mailbox(0x0800, 16));
+        assert!(moves_mailbox(0x0806, 1));
+        assert!(moves_mailbox(0x080e, 1));
+        assert!(moves_mailbox(0x0120, 2));
+        assert!(moves_mailbox(0x011f, 2));
+        assert!(!moves_mailbox(0x0810, 8));
+        assert!(!moves_mailbox(0x0600, 16));
+        assert!(!moves_mailbox(0x0122, 2));
+        assert!(!moves_mailbox(0x07f0, 16));
     }
 }

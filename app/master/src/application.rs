@@ -142,6 +142,21 @@ pub trait RegisterAccess {
     fn read(&mut self, position: u16, register: u16, buf: &mut [u8]) -> crate::Result<()>;
     /// Write `data` at ESC register `register` of the subdevice at `position`.
     fn write(&mut self, position: u16, register: u16, data: &[u8]) -> crate::Result<()>;
+    /// Read (SDO upload) the object `index:sub` of the subdevice at `position` through its CoE
+    /// mailbox into `buf`; the bytes read (at most `buf.len()`). Without mailbox access (a test
+    /// double) it fails.
+    fn read_sdo(
+        &mut self,
+        position: u16,
+        index: u16,
+        sub: u8,
+        buf: &mut [u8],
+    ) -> crate::Result<usize> {
+        let _ = buf;
+        Err(crate::Error::Application(format!(
+            "{index:#06x}:{sub:02x} of position {position}: no mailbox access here"
+        )))
+    }
 }
 
 impl Setup<'_> {
@@ -214,6 +229,18 @@ impl Setup<'_> {
         self.registers.read(position, register, buf)
     }
 
+    /// Read the object `index:sub` of the subdevice at `position` (SDO upload through its CoE
+    /// mailbox; the segment is in PRE-OP) into `buf`: the bytes read.
+    pub fn read_sdo(
+        &mut self,
+        position: u16,
+        index: u16,
+        sub: u8,
+        buf: &mut [u8],
+    ) -> crate::Result<usize> {
+        self.registers.read_sdo(position, index, sub, buf)
+    }
+
     /// Write ESC registers of the subdevice at `position`.
     pub fn write_register(
         &mut self,
@@ -257,6 +284,9 @@ pub enum SubdeviceCause {
     /// It left OP without an error (an AL state request of its own, a sync-manager watchdog
     /// already acknowledged).
     LeftOp,
+    /// The master took it out for a firmware update through the control socket (parked: its
+    /// recovery left it alone until the update handed it back).
+    FirmwareUpdate,
 }
 
 impl std::fmt::Display for SubdeviceCause {
@@ -269,6 +299,7 @@ impl std::fmt::Display for SubdeviceCause {
             ),
             SubdeviceCause::PowerCycled => f.write_str("power_cycled"),
             SubdeviceCause::LeftOp => f.write_str("left_op"),
+            SubdeviceCause::FirmwareUpdate => f.write_str("firmware_update"),
         }
     }
 }
@@ -308,6 +339,13 @@ pub enum SubdeviceChange {
     /// Its recovery failed `[health] subdevice_attempts` times in a row: the whole segment is
     /// re-initialised.
     GaveUp,
+    /// The master took it out on purpose (`cause`: a firmware update): its data is invalid and
+    /// its recovery leaves it alone until it is handed back (then [`SubdeviceChange::Back`]
+    /// with the same cause).
+    Parked {
+        /// Why.
+        cause: SubdeviceCause,
+    },
 }
 
 /// A per-subdevice notification ([`Application::on_subdevice`]).

@@ -19,7 +19,7 @@ use crate::cia402::{Drive, DriveIn, Setpoint, State, error_text};
 use crate::config::Config;
 use crate::image::{Input, Output};
 use crate::motion::{Sample, Sequencer};
-use std::sync::atomic::{AtomicI32, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicI32, AtomicI64, AtomicU32, AtomicU64, Ordering};
 
 /// The process data entries of one drive, resolved at every bring-up.
 #[derive(Debug, Clone, Copy)]
@@ -41,8 +41,17 @@ struct Io {
 pub struct AxisStats {
     /// The highest state reached in the standard's order up to operation enabled.
     pub highest_state: Option<State>,
-    /// |following error| in counts, every good cycle in operation enabled.
+    /// |following error| in counts, the master's own (the position set-point the drive was
+    /// sent in the previous cycle minus the position actual 0x6064 read now), every good cycle
+    /// in operation enabled.
     pub following_error: Histogram<u64>,
+    /// |following error actual 0x60F4| in counts as the drive reports it, the same cycles
+    /// (empty when the drive does not map it).
+    pub drive_following_error: Histogram<u64>,
+    /// Bad cycles through which the last outputs were held (no quick stop).
+    pub held_cycles: u64,
+    /// The longest run of bad cycles in a row.
+    pub longest_bad_run: u32,
     /// Faults seen.
     pub faults: u32,
     /// The error code of the last fault (0: none).
@@ -62,10 +71,18 @@ pub struct Axis {
     user_target: Option<f64>,
     setpoint: Sample,
     position_actual: i32,
+    /// The master's own following error of the last good cycle in operation enabled, counts.
     following_error: i32,
+    /// 0x60F4 of the same cycle (`None`: not mapped, or not in operation enabled).
+    drive_following_error: Option<i32>,
+    /// The position set-point (counts) sent in the last good cycle in operation enabled.
+    commanded: Option<i32>,
+    /// Where the bad-cycle bound in effect comes from.
+    hold_from: HoldFrom,
     stats: AxisStats,
     period_s: f64,
-    last_controlword: u16,
+    /// A manual command's motion, in place of the program until released (the board).
+    manual: Option<Manual>,
 }
 
 fn rank(s: State) -> u8 {
@@ -95,15 +112,25 @@ impl Axis {
             setpoint: Sample::default(),
             position_actual: 0,
             following_error: 0,
+            drive_following_error: None,
+            commanded: None,
+            hold_from: match (cfg.on_bad_cycles, cfg.hold_bad_cycles) {
+                (crate::axis::BadCycles::Hold, _) => HoldFrom::Unbounded,
+                (_, Some(_)) => HoldFrom::Config,
+                (_, None) => HoldFrom::Default,
+            },
             stats: AxisStats {
                 highest_state: None,
                 following_error: rtcat_results::new_histogram(),
+                drive_following_error: rtcat_results::new_histogram(),
+                held_cycles: 0,
+                longest_bad_run: 0,
                 faults: 0,
                 last_error: 0,
                 quick_stops: 0,
             },
             period_s,
-            last_controlword: 0,
+            manual: None,
             cfg,
         }
     }
@@ -133,17 +160,41 @@ impl Axis {
         f64::from(self.position_actual) / self.cfg.counts_per_unit
     }
 
-    /// Following error, units (0x60F4 when mapped, else target - actual).
+    /// Following error, units: the master's own (the set-point sent minus the position
+    /// actual), whatever the drive reports in 0x60F4.
     pub fn following_error(&self) -> f64 {
         f64::from(self.following_error) / self.cfg.counts_per_unit
     }
 
-    fn resolve(&mut self, setup: &Setup<'_>) -> Result<(), AppError> {
+    /// The drive's following error actual 0x60F4, units (`None`: not mapped, or not in
+    /// operation enabled).
+    pub fn drive_following_error(&self) -> Option<f64> {
+        self.drive_following_error
+            .map(|f| f64::from(f) / self.cfg.counts_per_unit)
+    }
+
+    /// Bad cycles in a row held before a quick stop (`None`: `on_bad_cycles = "hold"`, no
+    /// bound), and where the figure comes from.
+    pub fn hold_bad_cycles(&self) -> (Option<u32>, HoldFrom) {
+        match self.drive.policy().on_bad_cycles {
+            crate::cia402::OnBadCycles::QuickStopAfter(n) => (Some(n), self.hold_from),
+            crate::cia402::OnBadCycles::Hold => (None, HoldFrom::Unbounded),
+        }
+    }
+
+    fn resolve(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
         let c = &self.cfg;
         let p = bound_position(c, setup.subdevices())
             .ok_or_else(|| format!("axis {:?}: no subdevice matches its binding", c.name))?;
-        let named =
-            |e: crate::layout::LayoutError| format!("axis {:?} (position {p}): {e}", c.name);
+        // The axis maps its drive itself unless a [[device]] entry configures it; then that
+        // entry's mapping (or the drive's own, without pdo_map) must hold what it needs.
+        let named = |e: crate::layout::LayoutError| {
+            format!(
+                "axis {:?} (position {p}): {e} (a [[device]] entry for this drive keeps its \
+                 mapping or the drive's own: delete it and the axis maps the drive itself)",
+                c.name
+            )
+        };
         let (csp, csv) = (
             c.mode == crate::axis::AxisMode::Csp,
             c.mode == crate::axis::AxisMode::Csv,
@@ -168,7 +219,35 @@ impl Axis {
             following_error: setup.input_at(p, 0x60f4, 0).ok(),
             error_code: setup.input_at(p, 0x603f, 0).ok(),
         });
+        self.hold_from_drive(setup, p);
         Ok(())
+    }
+
+    /// Without `hold_bad_cycles` (and with `on_bad_cycles = "quick_stop"`), the bound is what
+    /// the drive's sync error counter limit 0x10F1:02 tolerates, read now in PRE-OP; a drive
+    /// without CoE or without the object (an abort), or with its check off (0), leaves
+    /// [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`].
+    fn hold_from_drive(&mut self, setup: &mut Setup<'_>, p: u16) {
+        if self.cfg.on_bad_cycles != crate::axis::BadCycles::QuickStop
+            || self.cfg.hold_bad_cycles.is_some()
+        {
+            return;
+        }
+        let coe = setup.subdevices().iter().any(|s| s.position == p && s.coe);
+        let (index, sub) = crate::cia402::SYNC_ERROR_LIMIT;
+        let mut b = [0u8; 4];
+        let limit = match coe.then(|| setup.read_sdo(p, index, sub, &mut b)) {
+            // UNSIGNED16 (the Slave Stack Code) or UNSIGNED32 (ETG.1020): little-endian either way.
+            Some(Ok(n)) if (1..=4).contains(&n) => Some(u32::from_le_bytes(b)),
+            _ => None,
+        };
+        let (n, from) = match limit.map(|l| (l, crate::cia402::hold_from_sync_error_limit(l))) {
+            Some((l, Some(n))) => (n.min(crate::axis::MAX_HOLD_BAD_CYCLES), HoldFrom::Drive(l)),
+            _ => (crate::cia402::DEFAULT_HOLD_BAD_CYCLES, HoldFrom::Default),
+        };
+        self.drive
+            .set_on_bad_cycles(crate::cia402::OnBadCycles::QuickStopAfter(n));
+        self.hold_from = from;
     }
 
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
@@ -196,11 +275,7 @@ impl Axis {
             torque: 0,
         };
         let r = self.drive.step(good, &input, set);
-        let qs = crate::cia402::cw::QUICK_STOP;
-        if !good && r.out.controlword == qs && self.last_controlword != qs {
-            self.stats.quick_stops += 1;
-        }
-        self.last_controlword = r.out.controlword;
+        self.count_bad_cycle(&r);
         if good {
             self.position_actual = input.position;
             if let Some(s) = self.drive.state()
@@ -230,15 +305,15 @@ impl Axis {
             if self.user_target.is_some() {
                 self.user_target = Some(at);
             }
+            if let Some(m) = &mut self.manual {
+                m.restart(at);
+            }
+            self.commanded = Some(input.position);
         } else if now_enabled {
-            self.following_error = match io.following_error {
-                Some(f) => cx.get(&f),
-                None => self.setpoint_counts_last().saturating_sub(input.position),
-            };
-            self.stats
-                .following_error
-                .saturating_record(u64::from(self.following_error.unsigned_abs()));
+            self.follow(cx, &io, input.position, set.position);
+            let manual = self.manual_step();
             self.setpoint = match (self.user_target, &mut self.seq) {
+                _ if manual.is_some() => manual.unwrap_or(self.setpoint),
                 (Some(t), _) => Sample {
                     position: t,
                     ..Sample::default()
@@ -246,8 +321,10 @@ impl Axis {
                 (None, Some(s)) => s.step(self.period_s),
                 (None, None) => self.setpoint,
             };
-        } else {
+        } else if good {
+            self.commanded = None;
             self.following_error = 0;
+            self.drive_following_error = None;
         }
         cx.set(&io.controlword, r.out.controlword);
         cx.set(&io.mode, r.out.mode);
@@ -273,6 +350,17 @@ impl Axis {
             final_state: self.drive.state().map(|s| s.name().to_string()),
             following_error_counts: (!h.is_empty())
                 .then(|| rtcat_results::LatencyStats::from_histogram(h)),
+            drive_following_error_counts: (!self.stats.drive_following_error.is_empty()).then(
+                || rtcat_results::LatencyStats::from_histogram(&self.stats.drive_following_error),
+            ),
+            hold_bad_cycles: self.hold_bad_cycles().0,
+            hold_bad_cycles_from: Some(self.hold_bad_cycles().1.name().to_string()),
+            drive_sync_error_limit: match self.hold_from {
+                HoldFrom::Drive(l) => Some(l),
+                _ => None,
+            },
+            held_cycles: self.stats.held_cycles,
+            longest_bad_run: self.stats.longest_bad_run,
             counts_per_unit: self.cfg.counts_per_unit,
             faults: self.stats.faults,
             last_error_code: (self.stats.last_error != 0).then_some(self.stats.last_error),
@@ -282,8 +370,60 @@ impl Axis {
         }
     }
 
-    fn setpoint_counts_last(&self) -> i32 {
-        counts(self.setpoint.position * self.cfg.counts_per_unit)
+    /// The bad-cycle counters of one step: held cycles, the longest run, quick stops.
+    fn count_bad_cycle(&mut self, r: &crate::cia402::StepOut) {
+        if r.held {
+            self.stats.held_cycles += 1;
+        }
+        if r.quick_stop_now {
+            self.stats.quick_stops += 1;
+        }
+        self.stats.longest_bad_run = self.stats.longest_bad_run.max(self.drive.bad_run());
+    }
+
+    /// The following error of a good cycle in operation enabled: the master's own, the
+    /// position set-point sent in the previous such cycle (`commanded`, which the drive has had
+    /// one cycle to follow) minus the position actual read now, and 0x60F4 beside it when the
+    /// drive maps it. `set` is the position set-point sent in this cycle.
+    fn follow(&mut self, cx: &mut Cycle<'_>, io: &Io, actual: i32, set: i32) {
+        if let Some(c) = self.commanded {
+            self.following_error = c.saturating_sub(actual);
+            self.stats
+                .following_error
+                .saturating_record(u64::from(self.following_error.unsigned_abs()));
+        }
+        self.drive_following_error = io.following_error.map(|f| cx.get(&f));
+        if let Some(f) = self.drive_following_error {
+            self.stats
+                .drive_following_error
+                .saturating_record(u64::from(f.unsigned_abs()));
+        }
+        self.commanded = Some(set);
+    }
+}
+
+/// Where an axis' bound on bad cycles in a row comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HoldFrom {
+    /// `hold_bad_cycles` in the configuration.
+    Config,
+    /// The drive's sync error counter limit 0x10F1:02 (the value read).
+    Drive(u32),
+    /// Neither: [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`].
+    Default,
+    /// `on_bad_cycles = "hold"`: no bound.
+    Unbounded,
+}
+
+impl HoldFrom {
+    /// As summary.json writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            HoldFrom::Config => "config",
+            HoldFrom::Drive(_) => "drive",
+            HoldFrom::Default => "default",
+            HoldFrom::Unbounded => "unbounded",
+        }
     }
 }
 
@@ -442,6 +582,8 @@ pub struct AxesReport(std::sync::Arc<ReportInner>);
 struct ReportInner {
     summaries: std::sync::Mutex<Vec<rtcat_results::AxisSummary>>,
     live: std::sync::OnceLock<Vec<AxisLive>>,
+    /// Writers of the command board take turns (the cycle never takes it).
+    writers: std::sync::Mutex<()>,
 }
 
 /// One axis as the cyclic thread last published it.
@@ -455,11 +597,20 @@ struct AxisLive {
     faults: AtomicU32,
     quick_stops: AtomicU32,
     following_error: AtomicI32,
+    /// 0x60F4; `i64::MIN`: none.
+    drive_following_error: AtomicI64,
+    held_cycles: AtomicU64,
     last_error: AtomicU32,
+    /// Manual commands and what the cycle made of them.
+    slot: Slot,
+    counts_per_unit: f64,
+    min_position: f64,
+    max_position: f64,
+    max_velocity: f64,
 }
 
 /// One axis in [`AxesReport::live`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct AxisLiveView {
     /// `[[axis]] name`.
     pub name: String,
@@ -471,10 +622,25 @@ pub struct AxisLiveView {
     pub faults: u32,
     /// Quick stops commanded because of bad cycles.
     pub quick_stops: u32,
-    /// The last cycle's following error (counts; 0 when not in operation enabled).
+    /// The master's own following error of the last good cycle (counts; 0 when not in
+    /// operation enabled).
     pub following_error: i32,
+    /// The drive's 0x60F4 of the same cycle (None: not mapped, or not in operation enabled).
+    pub drive_following_error: Option<i32>,
+    /// Bad cycles held so far (the last set-point kept, no quick stop).
+    pub held_cycles: u64,
     /// The error code of the last fault (0: none).
     pub last_error: u16,
+    /// Position actual, units.
+    pub actual: f64,
+    /// The manual command holding the axis ([`manual_name`]; `None`: its program runs).
+    pub manual: Option<&'static str>,
+    /// `min_position` (−∞ when not configured).
+    pub min_position: f64,
+    /// `max_position` (+∞ when not configured).
+    pub max_position: f64,
+    /// `max_velocity`, units/s.
+    pub max_velocity: f64,
 }
 
 fn state_code(s: Option<State>) -> u32 {
@@ -509,7 +675,17 @@ impl AxesReport {
                     faults: a.faults.load(Ordering::Relaxed),
                     quick_stops: a.quick_stops.load(Ordering::Relaxed),
                     following_error: a.following_error.load(Ordering::Relaxed),
+                    drive_following_error: i32::try_from(
+                        a.drive_following_error.load(Ordering::Relaxed),
+                    )
+                    .ok(),
+                    held_cycles: a.held_cycles.load(Ordering::Relaxed),
                     last_error: a.last_error.load(Ordering::Relaxed) as u16,
+                    actual: f64::from(a.slot.actual.load(Ordering::Relaxed)) / a.counts_per_unit,
+                    manual: manual_name(a.slot.mode.load(Ordering::Relaxed)),
+                    min_position: a.min_position,
+                    max_position: a.max_position,
+                    max_velocity: a.max_velocity,
                 }
             })
             .collect()
@@ -534,8 +710,18 @@ impl AxesReport {
             l.quick_stops.store(a.stats.quick_stops, Ordering::Relaxed);
             l.following_error
                 .store(a.following_error, Ordering::Relaxed);
+            l.drive_following_error.store(
+                a.drive_following_error.map_or(i64::MIN, i64::from),
+                Ordering::Relaxed,
+            );
+            l.held_cycles.store(a.stats.held_cycles, Ordering::Relaxed);
             l.last_error
                 .store(u32::from(a.stats.last_error), Ordering::Relaxed);
+            l.slot.actual.store(a.position_actual, Ordering::Relaxed);
+            l.slot.mode.store(
+                a.manual.as_ref().map_or(0, |m| m.mode.code()),
+                Ordering::Relaxed,
+            );
         }
     }
 }
@@ -568,7 +754,14 @@ impl AxesApp {
                     faults: AtomicU32::new(0),
                     quick_stops: AtomicU32::new(0),
                     following_error: AtomicI32::new(0),
+                    drive_following_error: AtomicI64::new(i64::MIN),
+                    held_cycles: AtomicU64::new(0),
                     last_error: AtomicU32::new(0),
+                    slot: Slot::default(),
+                    counts_per_unit: a.cfg.counts_per_unit,
+                    min_position: a.cfg.min_position.unwrap_or(f64::NEG_INFINITY),
+                    max_position: a.cfg.max_position.unwrap_or(f64::INFINITY),
+                    max_velocity: a.cfg.max_velocity,
                 })
                 .collect(),
         );
@@ -590,6 +783,9 @@ impl Application for AxesApp {
 
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
         cx.image.outputs_mut().fill(0);
+        if let Some(board) = self.report.0.live.get() {
+            self.axes.take_commands(board, cx.status.wake_ns);
+        }
         self.axes.cycle(cx);
         self.report.publish(&self.axes);
     }
@@ -606,5 +802,780 @@ impl Application for AxesApp {
         // At the end of the run, off the cycle: allocating and locking are fine here.
         self.report.publish(&self.axes);
         self.report.set_summaries(self.axes.summaries());
+    }
+}
+
+#[cfg(test)]
+mod tests;
+
+// ---------------------------------------------------------------------------------------------
+// Manual commands: the command board (written by the control socket, read by the cycle) and
+// the manual motion it drives. Kept apart from the axes' cycle and bad-cycle handling.
+// ---------------------------------------------------------------------------------------------
+
+/// A manual command for one axis ([`AxesReport::command`]). A command takes the axis out of its
+/// configured program until [`Command::Release`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Command {
+    /// Ask for operation enabled.
+    Enable,
+    /// Switch the power stage off.
+    Disable,
+    /// Fault reset.
+    ResetFault,
+    /// Run at `velocity` units/s (signed) while the lease is renewed, within the limits.
+    Jog {
+        /// Units/s; |velocity| ≤ max_velocity.
+        velocity: f64,
+    },
+    /// Move to `position` units (a planned rest-to-rest move) while the lease is renewed.
+    MoveTo {
+        /// Units, within min/max_position.
+        position: f64,
+    },
+    /// A planned stop, then hold.
+    Stop,
+    /// A planned stop, then back to the configured program (from where the axis stands).
+    Release,
+}
+
+impl Command {
+    fn code(self) -> (u32, f64) {
+        match self {
+            Command::Enable => (1, 0.0),
+            Command::Disable => (2, 0.0),
+            Command::ResetFault => (3, 0.0),
+            Command::Jog { velocity } => (4, velocity),
+            Command::MoveTo { position } => (5, position),
+            Command::Stop => (6, 0.0),
+            Command::Release => (7, 0.0),
+        }
+    }
+
+    fn of_code(kind: u32, value: f64) -> Option<Command> {
+        Some(match kind {
+            1 => Command::Enable,
+            2 => Command::Disable,
+            3 => Command::ResetFault,
+            4 => Command::Jog { velocity: value },
+            5 => Command::MoveTo { position: value },
+            6 => Command::Stop,
+            7 => Command::Release,
+            _ => return None,
+        })
+    }
+
+    /// Whether the command moves the axis and so holds only while its lease is renewed.
+    pub fn is_motion(self) -> bool {
+        matches!(self, Command::Jog { .. } | Command::MoveTo { .. })
+    }
+}
+
+/// Why [`AxesReport::command`] or [`AxesReport::renew`] refused.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum CommandError {
+    /// No axes application publishes to this report (the run has no `[[axis]]`).
+    #[error("no axes on this master (no [[axis]] in its configuration)")]
+    NoAxes,
+    /// No axis of that name.
+    #[error("no axis {0:?} on this master")]
+    NoSuchAxis(String),
+    /// A value outside the axis' configured limits, or not finite.
+    #[error("axis {axis:?}: {what}")]
+    OutOfLimits {
+        /// The axis.
+        axis: String,
+        /// Which value, and its limit.
+        what: String,
+    },
+    /// The axis is not in a state for the command.
+    #[error("axis {axis:?}: {why}")]
+    NotNow {
+        /// The axis.
+        axis: String,
+        /// Why.
+        why: String,
+    },
+}
+
+/// Shortest and longest lease of a motion command.
+pub const LEASE_NS: std::ops::RangeInclusive<u64> = 20_000_000..=5_000_000_000;
+
+/// One axis' slot on the command board: a seqlock written by the control side (writers take
+/// [`ReportInner::writers`] in turn), read by the cycle without a lock: an odd `seq` is a
+/// write under way, a `seq` that changed during the read is read again next cycle.
+#[derive(Debug, Default)]
+struct Slot {
+    seq: std::sync::atomic::AtomicU64,
+    kind: AtomicU32,
+    value: std::sync::atomic::AtomicU64,
+    /// CLOCK_MONOTONIC ns until which a motion command holds; renewed on its own.
+    lease_until: std::sync::atomic::AtomicU64,
+    /// The last `seq` the cycle applied (the cycle's store only).
+    seen: std::sync::atomic::AtomicU64,
+    /// [`ManualMode::code`] as the cycle last published it (0: the configured program).
+    mode: AtomicU32,
+    /// Position actual, counts, as last published.
+    actual: AtomicI32,
+}
+
+impl Slot {
+    /// The command written since the cycle last looked, if any (the cycle's side).
+    #[inline]
+    fn take(&self) -> Option<Command> {
+        use std::sync::atomic::fence;
+        let s1 = self.seq.load(Ordering::Acquire);
+        if s1 % 2 == 1 || s1 == self.seen.load(Ordering::Relaxed) {
+            return None;
+        }
+        let kind = self.kind.load(Ordering::Relaxed);
+        let value = f64::from_bits(self.value.load(Ordering::Relaxed));
+        fence(Ordering::Acquire);
+        if self.seq.load(Ordering::Relaxed) != s1 {
+            return None; // written meanwhile: read again next cycle
+        }
+        self.seen.store(s1, Ordering::Relaxed);
+        Command::of_code(kind, value)
+    }
+
+    /// Put `c` on the slot (the writer's side, one writer at a time).
+    fn put(&self, c: Command, lease_until: u64) {
+        use std::sync::atomic::fence;
+        let (kind, value) = c.code();
+        let s = self.seq.load(Ordering::Relaxed);
+        self.seq.store(s + 1, Ordering::Relaxed);
+        fence(Ordering::Release);
+        self.kind.store(kind, Ordering::Relaxed);
+        self.value.store(value.to_bits(), Ordering::Relaxed);
+        self.lease_until.store(lease_until, Ordering::Relaxed);
+        self.seq.store(s + 2, Ordering::Release);
+    }
+}
+
+/// What a manual command is doing.
+// A planned move is kept in place: boxing it would allocate in the cycle.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug, Clone, Copy)]
+enum ManualMode {
+    /// At rest at the setpoint.
+    Hold,
+    /// Towards `velocity` (units/s) under the acceleration limit.
+    Jog { velocity: f64 },
+    /// A planned move, `t` s into it.
+    Move { plan: crate::motion::Move, t: f64 },
+    /// A planned stop (maximum deceleration), then `then`.
+    Stop,
+}
+
+impl ManualMode {
+    fn code(self) -> u32 {
+        match self {
+            ManualMode::Hold => 1,
+            ManualMode::Jog { .. } => 2,
+            ManualMode::Move { .. } => 3,
+            ManualMode::Stop => 4,
+        }
+    }
+}
+
+/// What follows a planned stop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Then {
+    Hold,
+    MoveTo(f64),
+    Release,
+}
+
+/// The manual motion of one axis (in place of its program while a command holds it).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Manual {
+    mode: ManualMode,
+    then: Then,
+    /// The setpoint (units, units/s).
+    at: Sample,
+    /// The program is to take over again (set by a finished release; the axis clears it).
+    released: bool,
+}
+
+/// The names of [`ManualMode::code`] (`None`: the axis runs its configured program).
+pub fn manual_name(code: u32) -> Option<&'static str> {
+    match code {
+        1 => Some("holding"),
+        2 => Some("jogging"),
+        3 => Some("moving"),
+        4 => Some("stopping"),
+        _ => None,
+    }
+}
+
+impl Manual {
+    fn holding(at: f64) -> Manual {
+        Manual {
+            mode: ManualMode::Hold,
+            then: Then::Hold,
+            at: Sample {
+                position: at,
+                ..Sample::default()
+            },
+            released: false,
+        }
+    }
+
+    /// In place of the program whose last setpoint is `at`: a moving axis first comes to a
+    /// planned stop (no step in velocity).
+    fn taking_over(at: Sample) -> Manual {
+        Manual {
+            mode: if at.velocity == 0.0 {
+                ManualMode::Hold
+            } else {
+                ManualMode::Stop
+            },
+            then: Then::Hold,
+            at: Sample {
+                acceleration: 0.0,
+                ..at
+            },
+            released: false,
+        }
+    }
+
+    /// The drive was (re-)enabled at `at`: hold there.
+    pub(crate) fn restart(&mut self, at: f64) {
+        *self = Manual::holding(at);
+    }
+
+    fn bounds(cfg: &AxisConfig) -> (f64, f64) {
+        (
+            cfg.min_position.unwrap_or(f64::NEG_INFINITY),
+            cfg.max_position.unwrap_or(f64::INFINITY),
+        )
+    }
+
+    /// Apply a motion command (the others are the drive's).
+    fn command(&mut self, c: Command, cfg: &AxisConfig) {
+        let at_rest = matches!(self.mode, ManualMode::Hold);
+        match c {
+            Command::Jog { velocity } => {
+                let v = cfg.max_velocity;
+                self.mode = ManualMode::Jog {
+                    velocity: if velocity.is_finite() {
+                        velocity.clamp(-v, v)
+                    } else {
+                        0.0
+                    },
+                };
+                self.then = Then::Hold;
+            }
+            Command::MoveTo { position } if position.is_finite() => {
+                let (lo, hi) = Manual::bounds(cfg);
+                let to = position.clamp(lo, hi);
+                if at_rest {
+                    self.start_move(to, cfg);
+                } else {
+                    self.mode = ManualMode::Stop;
+                    self.then = Then::MoveTo(to);
+                }
+            }
+            Command::Stop | Command::MoveTo { .. } => {
+                if !at_rest {
+                    self.mode = ManualMode::Stop;
+                }
+                self.then = Then::Hold;
+            }
+            Command::Release => {
+                if at_rest {
+                    self.released = true;
+                } else {
+                    self.mode = ManualMode::Stop;
+                    self.then = Then::Release;
+                }
+            }
+            Command::Enable | Command::Disable | Command::ResetFault => {}
+        }
+    }
+
+    fn start_move(&mut self, to: f64, cfg: &AxisConfig) {
+        let plan = crate::motion::Move::plan(self.at.position, to, &cfg.limits());
+        self.mode = ManualMode::Move { plan, t: 0.0 };
+        self.then = Then::Hold;
+    }
+
+    /// The lease of a motion command ran out: a planned stop, then hold.
+    fn expire(&mut self) {
+        if matches!(self.mode, ManualMode::Jog { .. } | ManualMode::Move { .. }) {
+            self.mode = ManualMode::Stop;
+            self.then = Then::Hold;
+        }
+    }
+
+    /// One cycle of `dt` s: the next setpoint. Positions stay within min/max_position.
+    pub(crate) fn step(&mut self, cfg: &AxisConfig, dt: f64) -> Sample {
+        match self.mode {
+            ManualMode::Hold => {
+                self.at.velocity = 0.0;
+                self.at.acceleration = 0.0;
+            }
+            ManualMode::Jog { velocity } => self.ramp(velocity, cfg, dt),
+            ManualMode::Stop => {
+                self.ramp(0.0, cfg, dt);
+                if self.at.velocity == 0.0 {
+                    self.mode = ManualMode::Hold;
+                    match self.then {
+                        Then::Hold => {}
+                        Then::MoveTo(to) => self.start_move(to, cfg),
+                        Then::Release => self.released = true,
+                    }
+                }
+            }
+            ManualMode::Move { plan, t } => {
+                let t = t + dt;
+                self.at = plan.sample(t);
+                self.mode = if t >= plan.duration() {
+                    ManualMode::Hold
+                } else {
+                    ManualMode::Move { plan, t }
+                };
+            }
+        }
+        let (lo, hi) = Manual::bounds(cfg);
+        if self.at.position <= lo || self.at.position >= hi {
+            self.at.position = self.at.position.clamp(lo, hi);
+        }
+        self.at
+    }
+
+    /// Towards `target` units/s under the acceleration limit, braking in time for the
+    /// position limits. The jerk limit is not applied here: a jog's ramps are trapezoidal.
+    fn ramp(&mut self, target: f64, cfg: &AxisConfig, dt: f64) {
+        let a = cfg.max_acceleration;
+        let (lo, hi) = Manual::bounds(cfg);
+        let p = self.at.position;
+        let v0 = self.at.velocity;
+        // The fastest v (towards a limit `d` away) from which the axis still stops there at
+        // deceleration a once this cycle's step, (v0 + v)/2·dt, is taken:
+        // d − (v0 + v)·dt/2 ≥ v²/(2a). Met at rest, it stays met one step of a·dt at a time,
+        // so braking never needs more than the acceleration limit.
+        let cap = |d: f64, v0: f64| {
+            let h = a * dt / 2.0;
+            let disc = h * h + 2.0 * a * d.max(0.0) - a * v0 * dt;
+            if disc > 0.0 { disc.sqrt() - h } else { 0.0 }
+        };
+        let mut vt = target.clamp(-cfg.max_velocity, cfg.max_velocity);
+        vt = vt.min(cap(hi - p, v0));
+        vt = vt.max(-cap(p - lo, -v0));
+        let dv = (vt - v0).clamp(-a * dt, a * dt);
+        let mut v = v0 + dv;
+        let mut p = p + (v0 + v) / 2.0 * dt;
+        if p >= hi || p <= lo {
+            p = p.clamp(lo, hi);
+            v = 0.0;
+        }
+        if vt == 0.0 && v.abs() < 1e-12 {
+            v = 0.0;
+        }
+        self.at = Sample {
+            position: p,
+            velocity: v,
+            acceleration: if dt > 0.0 { (v - v0) / dt } else { 0.0 },
+        };
+    }
+}
+
+impl Axes {
+    /// Apply the board's commands and leases to the axes (the cycle's side: atomics only).
+    fn take_commands(&mut self, board: &[AxisLive], now_ns: u64) {
+        for (a, l) in self.axes.iter_mut().zip(board) {
+            if let Some(c) = l.slot.take() {
+                a.manual_command(c);
+            }
+            if let Some(m) = &mut a.manual
+                && now_ns > l.slot.lease_until.load(Ordering::Relaxed)
+            {
+                m.expire();
+            }
+        }
+    }
+}
+
+impl Axis {
+    fn manual_command(&mut self, c: Command) {
+        match c {
+            Command::Enable => self.drive.enable(),
+            Command::Disable => self.drive.disable(),
+            Command::ResetFault => self.drive.reset_fault(),
+            _ => {}
+        }
+        let at = self.setpoint;
+        let m = self.manual.get_or_insert_with(|| Manual::taking_over(at));
+        if matches!(c, Command::Disable) {
+            // The power stage goes off: nothing moves, the next enable starts at the actual.
+            *m = Manual::holding(at.position);
+        }
+        m.command(c, &self.cfg);
+    }
+
+    /// The manual setpoint of this cycle, if a manual command holds the axis; a finished
+    /// release hands the axis back to its program (restarted where it stands).
+    fn manual_step(&mut self) -> Option<Sample> {
+        let m = self.manual.as_mut()?;
+        let s = m.step(&self.cfg, self.period_s);
+        if m.released {
+            self.manual = None;
+            if let Some(q) = &mut self.seq {
+                q.restart(s.position);
+            }
+        }
+        Some(s)
+    }
+}
+
+impl AxesReport {
+    fn board(&self) -> Result<&[AxisLive], CommandError> {
+        self.0
+            .live
+            .get()
+            .map(Vec::as_slice)
+            .ok_or(CommandError::NoAxes)
+    }
+
+    fn axis(&self, name: &str) -> Result<&AxisLive, CommandError> {
+        self.board()?
+            .iter()
+            .find(|a| a.name == name)
+            .ok_or_else(|| CommandError::NoSuchAxis(name.to_string()))
+    }
+
+    /// Put `c` on axis `name`'s board for the cycle to take; a motion command holds until
+    /// `lease_ns` from now unless [`AxesReport::renew`]ed. Values are checked against the
+    /// axis' configured limits (the cycle clamps them again), motion wants operation enabled.
+    pub fn command(&self, name: &str, c: Command, lease_ns: u64) -> Result<(), CommandError> {
+        let a = self.axis(name)?;
+        let out = |what: String| CommandError::OutOfLimits {
+            axis: name.to_string(),
+            what,
+        };
+        match c {
+            Command::Jog { velocity }
+                if !velocity.is_finite() || velocity.abs() > a.max_velocity =>
+            {
+                return Err(out(format!(
+                    "velocity = {velocity}: must be within ±{} units/s (max_velocity)",
+                    a.max_velocity
+                )));
+            }
+            Command::MoveTo { position }
+                if !position.is_finite()
+                    || position < a.min_position
+                    || position > a.max_position =>
+            {
+                return Err(out(format!(
+                    "position = {position}: must be within {}..={} units (min/max_position)",
+                    a.min_position, a.max_position
+                )));
+            }
+            _ => {}
+        }
+        if c.is_motion()
+            && a.state.load(Ordering::Relaxed) != state_code(Some(State::OperationEnabled))
+        {
+            return Err(CommandError::NotNow {
+                axis: name.to_string(),
+                why: "not in operation enabled: enable it first".into(),
+            });
+        }
+        let lease = lease_ns.clamp(*LEASE_NS.start(), *LEASE_NS.end());
+        let _w = self.0.writers.lock().unwrap_or_else(|e| e.into_inner());
+        a.slot.put(c, crate::clock::now_ns().saturating_add(lease));
+        Ok(())
+    }
+
+    /// Extend the lease of axis `name`'s running motion command to `lease_ns` from now. Refused
+    /// when no motion command runs (its lease ran out, or it ended): motion never restarts from
+    /// a renewal.
+    pub fn renew(&self, name: &str, lease_ns: u64) -> Result<(), CommandError> {
+        let a = self.axis(name)?;
+        let mode = a.slot.mode.load(Ordering::Relaxed);
+        let pending = a.slot.seq.load(Ordering::Acquire) != a.slot.seen.load(Ordering::Relaxed);
+        if !pending && !matches!(mode, 2 | 3) {
+            return Err(CommandError::NotNow {
+                axis: name.to_string(),
+                why: format!(
+                    "no motion to renew (it is {})",
+                    manual_name(mode).unwrap_or("running its program")
+                ),
+            });
+        }
+        let lease = lease_ns.clamp(*LEASE_NS.start(), *LEASE_NS.end());
+        a.slot.lease_until.store(
+            crate::clock::now_ns().saturating_add(lease),
+            Ordering::Relaxed,
+        );
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod board_tests {
+    use super::*;
+
+    const DT: f64 = 0.001;
+    const MS: u64 = 1_000_000;
+
+    fn cfg() -> Config {
+        Config::parse(
+            r#"
+[cycle]
+period_us = 1000
+[[axis]]
+name = "x"
+position = 0
+counts_per_unit = 10000.0
+min_position = -10.0
+max_position = 110.0
+max_velocity = 50.0
+max_acceleration = 500.0
+max_jerk = 10000.0
+profile = { from = 0.0, to = 100.0, dwell_s = 0.2 }
+"#,
+            "board.toml",
+        )
+        .expect("config")
+    }
+
+    /// The app with axis x in operation enabled at `at` under a manual hold (as the cycle
+    /// would have left it), its state published.
+    fn enabled(at: f64) -> (AxesApp, AxesReport) {
+        let report = AxesReport::default();
+        let mut app = AxesApp::from_config(&cfg(), report.clone());
+        app.axes.axes[0].setpoint.position = at;
+        let live = &report.0.live.get().unwrap()[0];
+        live.state
+            .store(state_code(Some(State::OperationEnabled)), Ordering::Relaxed);
+        (app, report)
+    }
+
+    /// One cycle at `now` of the board and axis x's manual motion (what `AxesApp::cycle`
+    /// and `Axis::cycle` do with them), publishing the mode.
+    fn cycle(app: &mut AxesApp, now: u64) -> Option<Sample> {
+        let board = app.report.0.live.get().unwrap();
+        app.axes.take_commands(board, now);
+        let s = app.axes.axes[0].manual_step();
+        if let Some(s) = s {
+            app.axes.axes[0].setpoint = s;
+        }
+        board[0].slot.mode.store(
+            app.axes.axes[0]
+                .manual
+                .as_ref()
+                .map_or(0, |m| m.mode.code()),
+            Ordering::Relaxed,
+        );
+        s
+    }
+
+    #[test]
+    fn a_command_is_taken_once_and_not_while_being_written() {
+        let s = Slot::default();
+        assert_eq!(s.take(), None);
+        s.put(Command::Jog { velocity: -2.5 }, 7);
+        assert_eq!(s.take(), Some(Command::Jog { velocity: -2.5 }));
+        assert_eq!(s.take(), None, "taken once");
+        assert_eq!(s.lease_until.load(Ordering::Relaxed), 7);
+        s.put(Command::Stop, 8);
+        // A writer half-way (odd sequence): not taken until it is done.
+        s.seq.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(s.take(), None);
+        s.seq.fetch_add(1, Ordering::Relaxed);
+        assert_eq!(s.take(), Some(Command::Stop));
+    }
+
+    #[test]
+    fn values_outside_the_limits_and_motion_when_not_enabled_are_refused() {
+        let (_app, report) = enabled(0.0);
+        let e = report
+            .command("x", Command::Jog { velocity: 50.1 }, 300 * MS)
+            .unwrap_err();
+        assert!(e.to_string().contains("velocity = 50.1"), "{e}");
+        for p in [110.5, -10.5, f64::NAN, f64::INFINITY] {
+            let e = report
+                .command("x", Command::MoveTo { position: p }, 300 * MS)
+                .unwrap_err();
+            assert!(e.to_string().contains("min/max_position"), "{p}: {e}");
+        }
+        assert_eq!(
+            report.command("z", Command::Stop, 0),
+            Err(CommandError::NoSuchAxis("z".into()))
+        );
+        assert_eq!(
+            AxesReport::default().command("x", Command::Stop, 0),
+            Err(CommandError::NoAxes)
+        );
+        report.0.live.get().unwrap()[0]
+            .state
+            .store(state_code(Some(State::SwitchOnDisabled)), Ordering::Relaxed);
+        let e = report
+            .command("x", Command::Jog { velocity: 1.0 }, 300 * MS)
+            .unwrap_err();
+        assert!(e.to_string().contains("not in operation enabled"), "{e}");
+        report.command("x", Command::Enable, 0).expect("enable");
+    }
+
+    #[test]
+    fn a_jog_ramps_under_the_acceleration_limit_and_stops_at_max_position() {
+        let c = cfg();
+        let a = &c.axis[0];
+        let mut m = Manual::holding(100.0);
+        m.command(Command::Jog { velocity: 50.0 }, a);
+        let mut last = m.at;
+        for _ in 0..2000 {
+            let s = m.step(a, DT);
+            assert!(s.position <= 110.0, "past max_position: {s:?}");
+            assert!(s.velocity <= 50.0 + 1e-9, "{s:?}");
+            assert!(
+                (s.velocity - last.velocity).abs() <= 500.0 * DT + 1e-9,
+                "acceleration over the limit: {last:?} -> {s:?}"
+            );
+            last = s;
+        }
+        assert!((last.position - 110.0).abs() < 1e-9, "{last:?}");
+        assert_eq!(last.velocity, 0.0);
+        // The other way, at a velocity over the limit (the cycle clamps it too).
+        m.command(Command::Jog { velocity: -1e9 }, a);
+        let mut top = 0.0f64;
+        for _ in 0..5000 {
+            let s = m.step(a, DT);
+            top = top.max(s.velocity.abs());
+            assert!(s.position >= -10.0, "{s:?}");
+        }
+        assert!(top <= 50.0 + 1e-9, "{top}");
+        assert!((m.at.position + 10.0).abs() < 1e-9, "{:?}", m.at);
+    }
+
+    #[test]
+    fn a_jog_stops_when_its_lease_runs_out_and_a_renewal_keeps_it_going() {
+        let (mut app, report) = enabled(0.0);
+        let t0 = 1_000 * MS;
+        // Commands put "now" (the clock's), the cycle runs on its own clock from t0: give the
+        // lease in the cycle's terms.
+        report
+            .command("x", Command::Jog { velocity: 20.0 }, 300 * MS)
+            .unwrap();
+        let slot = &report.0.live.get().unwrap()[0].slot;
+        slot.lease_until.store(t0 + 300 * MS, Ordering::Relaxed);
+        let mut now = t0;
+        let mut s = Sample::default();
+        // 250 ms: accelerating (20 units/s reached after 40 ms), still moving.
+        for _ in 0..250 {
+            now += MS;
+            s = cycle(&mut app, now).expect("manual");
+        }
+        assert_eq!(s.velocity, 20.0, "{s:?}");
+        assert!(report.live()[0].manual == Some("jogging"));
+        // A renewal at 250 ms: still going at 500 ms.
+        report.renew("x", 300 * MS).unwrap();
+        slot.lease_until.store(now + 300 * MS, Ordering::Relaxed);
+        for _ in 0..250 {
+            now += MS;
+            s = cycle(&mut app, now).unwrap();
+        }
+        assert_eq!(s.velocity, 20.0, "renewed: {s:?}");
+        // No renewal: the lease ends 300 ms after the last one, then a planned stop at the
+        // acceleration limit (20/500 s = 40 ms), then hold.
+        let mut stopped_at = None;
+        for k in 0..400u64 {
+            now += MS;
+            let p = s;
+            s = cycle(&mut app, now).unwrap();
+            assert!((s.velocity - p.velocity).abs() <= 500.0 * DT + 1e-9);
+            if s.velocity == 0.0 && stopped_at.is_none() {
+                stopped_at = Some(k);
+            }
+        }
+        let k = stopped_at.expect("stopped") as f64;
+        assert!(
+            (50.0..=50.0 + 41.0).contains(&k),
+            "stopped {k} ms after the renewal's lease (50 ms left) instead of 40 ms later"
+        );
+        let held = s.position;
+        for _ in 0..100 {
+            now += MS;
+            s = cycle(&mut app, now).unwrap();
+        }
+        assert_eq!(s.position, held, "holds");
+        assert_eq!(report.live()[0].manual, Some("holding"));
+        // A late renewal does not restart it.
+        let e = report.renew("x", 300 * MS).unwrap_err();
+        assert!(e.to_string().contains("no motion to renew"), "{e}");
+    }
+
+    #[test]
+    fn a_move_stops_short_when_its_lease_ends_and_reaches_its_target_when_held() {
+        let (mut app, report) = enabled(0.0);
+        let slot = &report.0.live.get().unwrap()[0].slot;
+        let mut now = 1_000 * MS;
+        report
+            .command("x", Command::MoveTo { position: 30.0 }, 300 * MS)
+            .unwrap();
+        slot.lease_until.store(now + 200 * MS, Ordering::Relaxed);
+        let mut s = Sample::default();
+        for _ in 0..2000 {
+            now += MS;
+            s = cycle(&mut app, now).unwrap();
+        }
+        assert!(
+            s.position > 0.5 && s.position < 20.0,
+            "stopped short: {s:?}"
+        );
+        assert_eq!(s.velocity, 0.0);
+        // Held to the end (renewed every 100 ms): exactly the target, at rest.
+        report
+            .command("x", Command::MoveTo { position: 30.0 }, 300 * MS)
+            .unwrap();
+        for k in 0..3000u64 {
+            if k % 100 == 0 {
+                slot.lease_until.store(now + 300 * MS, Ordering::Relaxed);
+            }
+            now += MS;
+            s = cycle(&mut app, now).unwrap();
+        }
+        assert_eq!(s.position, 30.0, "{s:?}");
+        assert_eq!(report.live()[0].manual, Some("holding"));
+    }
+
+    #[test]
+    fn a_command_takes_a_moving_axis_over_without_a_step_in_velocity() {
+        let (mut app, report) = enabled(0.0);
+        app.axes.axes[0].setpoint = Sample {
+            position: 40.0,
+            velocity: 45.0,
+            acceleration: 0.0,
+        };
+        report.command("x", Command::Stop, 0).unwrap();
+        let mut last = app.axes.axes[0].setpoint;
+        let now = 1_000 * MS;
+        for k in 0..200 {
+            let s = cycle(&mut app, now + k * MS).unwrap();
+            assert!(
+                (s.velocity - last.velocity).abs() <= 500.0 * DT + 1e-9,
+                "{last:?} -> {s:?}"
+            );
+            last = s;
+        }
+        assert_eq!(last.velocity, 0.0);
+        // 45²/(2·500) = 2.0 units of braking.
+        assert!((last.position - 42.0).abs() < 0.05, "{last:?}");
+    }
+
+    #[test]
+    fn release_hands_the_axis_back_to_its_program_and_disable_holds_it() {
+        let (mut app, report) = enabled(5.0);
+        report.command("x", Command::Disable, 0).unwrap();
+        let now = 1_000 * MS;
+        assert_eq!(cycle(&mut app, now).map(|s| s.position), Some(5.0));
+        assert!(app.axes.axes[0].manual.is_some(), "out of its program");
+        report.command("x", Command::Release, 0).unwrap();
+        cycle(&mut app, now + MS);
+        assert!(app.axes.axes[0].manual.is_none(), "back to its program");
+        assert_eq!(cycle(&mut app, now + 2 * MS), None);
     }
 }

@@ -100,6 +100,25 @@ impl crate::application::RegisterAccess for Registers<'_> {
         Ok(())
     }
 
+    fn read_sdo(&mut self, position: u16, index: u16, sub: u8, buf: &mut [u8]) -> Result<usize> {
+        let addr = self.address(position)?;
+        let fail = |e| {
+            Error::Device(Box::new(devices::DeviceError::Sdo {
+                who: format!("subdevice at position {position}"),
+                action: "read",
+                object: format!("{index:#06x}:{sub:02x}"),
+                value: String::new(),
+                source: Box::new(devices::SdoFailure::Coe(e)),
+            }))
+        };
+        let v = crate::coe::Client::on_bus(self.md, position, addr, Default::default())
+            .and_then(|mut c| c.upload(index, sub))
+            .map_err(fail)?;
+        let n = v.len().min(buf.len());
+        buf[..n].copy_from_slice(&v[..n]);
+        Ok(n)
+    }
+
     fn write(&mut self, position: u16, register: u16, data: &[u8]) -> Result<()> {
         let addr = self.address(position)?;
         block_on(ethercrab::Command::fpwr(addr, register).send(self.md, data)).map_err(|e| {

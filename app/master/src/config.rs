@@ -109,6 +109,10 @@ pub struct BusConfig {
     pub init_eeprom_timeout_ms: u32,
     /// AL state transition timeout (ms).
     pub state_timeout_ms: u32,
+    /// The socket that carries the frames (docs/NOTES.md §1.5).
+    pub link: LinkKind,
+    /// With `link = "xdp"`: the receive queue of the interface the AF_XDP socket binds to.
+    pub xdp_queue: u32,
     /// File the SII images read at bring-up are kept in across restarts (`None`: kept in
     /// memory for the run only). Each is checked against its device before use
     /// (`sii_cache` module).
@@ -116,6 +120,21 @@ pub struct BusConfig {
     /// Subdevices whose SII is read (or checked against the cache) at the same time in PRE-OP:
     /// each ESC has its own EEPROM interface. 1 = one after another.
     pub sii_in_flight: u16,
+}
+
+/// `[bus] link`: which socket carries the EtherCAT frames.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LinkKind {
+    /// AF_PACKET raw socket (needs CAP_NET_RAW).
+    Packet,
+    /// AF_XDP, the XDP program native if the driver supports it, else generic (needs
+    /// CAP_NET_RAW, CAP_NET_ADMIN, CAP_BPF); fails with the reason where it cannot.
+    Xdp,
+    /// AF_XDP with the program in the driver only (refused where the driver has no XDP).
+    XdpNative,
+    /// AF_XDP with generic XDP (any interface, copying).
+    XdpGeneric,
 }
 
 impl Default for BusConfig {
@@ -126,6 +145,8 @@ impl Default for BusConfig {
             init_pdu_timeout_ms: 100,
             init_eeprom_timeout_ms: 100,
             state_timeout_ms: 5000,
+            link: LinkKind::Packet,
+            xdp_queue: 0,
             sii_cache: None,
             sii_in_flight: 8,
         }
@@ -396,6 +417,8 @@ impl BusConfig {
                 " µs (at most one period)",
             )?;
         }
+        // Far above any NIC's queue count (stmmac: 8); the XSKMAP has this many slots plus one.
+        Invalid::range("bus.xdp_queue", self.xdp_queue.into(), 0, 1023, "")?;
         Invalid::range(
             "bus.init_pdu_timeout_ms",
             self.init_pdu_timeout_ms.into(),
@@ -615,6 +638,18 @@ mod tests {
             ),
             "{e}"
         );
+        let c = Config::parse("[bus]\nlink = \"xdp\"\nxdp_queue = 2\n", "c.toml").unwrap();
+        assert_eq!((c.bus.link, c.bus.xdp_queue), (LinkKind::Xdp, 2));
+        assert_eq!(Config::default().bus.link, LinkKind::Packet);
+        let c = Config::parse("[bus]\nlink = \"xdp-generic\"\n", "c.toml").unwrap();
+        assert_eq!(c.bus.link, LinkKind::XdpGeneric);
+        for (text, want) in [
+            ("[bus]\nlink = \"af_xdp\"\n", "xdp-native"),
+            ("[bus]\nxdp_queue = 1024\n", "bus.xdp_queue = 1024"),
+        ] {
+            let e = Config::parse(text, "c.toml").unwrap_err().to_string();
+            assert!(e.contains(want), "{text}: {e}");
+        }
         let long = "e".repeat(1 << 20);
         let e = Config::parse(&format!("[bus]\ninterface = \"{long}\"\n"), "c.toml")
             .unwrap_err()

@@ -314,6 +314,8 @@ struct Watch {
     reported: Option<Report>,
     /// Cycles the worker said "back" while the cycle still read it out of OP.
     back_unconfirmed: u32,
+    /// Counted in `State::outstanding`.
+    counted: bool,
 }
 
 /// Cycles a subdevice the worker brought back may still read out of OP (the state check of a
@@ -618,16 +620,46 @@ fn local_recovery(
         if state != al_state::OP && board.request(i) {
             st.watch[i] = Watch {
                 lost_ns: now,
+                counted: true,
                 ..Watch::default()
             };
             st.outstanding += 1;
             tell(app, cx, i, SubdeviceChange::Lost { state });
         }
     }
+    // A firmware update took one out of its recovery's hands (the acyclic service asked, after
+    // the last cycle): the application hears it before the device leaves OP.
+    if board.park_news() {
+        for i in 0..st.status.len() {
+            if !board.take_park(i) {
+                continue;
+            }
+            let w = &mut st.watch[i];
+            if w.counted {
+                // Out already (being retried): the outage goes on.
+                w.reported = None;
+                w.back_unconfirmed = 0;
+            } else {
+                *w = Watch {
+                    lost_ns: now,
+                    counted: true,
+                    ..Watch::default()
+                };
+                st.outstanding += 1;
+            }
+            let cause = crate::application::SubdeviceCause::FirmwareUpdate;
+            tell(app, cx, i, SubdeviceChange::Parked { cause });
+        }
+    }
     if st.outstanding == 0 {
         return;
     }
     for i in 0..st.status.len() {
+        // Parked: its data is not the application's whatever state it is in.
+        if board.parked(i) {
+            st.status[i].data_valid = false;
+            continue;
+        }
         let Some(report) = board.report(i) else {
             continue;
         };
@@ -636,6 +668,7 @@ fn local_recovery(
             if st.status[i].al_state == al_state::OP {
                 board.back_in_service(i);
                 st.outstanding = st.outstanding.saturating_sub(1);
+                w.counted = false;
                 let outage_ns = now.saturating_sub(w.lost_ns);
                 tell(
                     app,
@@ -653,6 +686,7 @@ fn local_recovery(
                     // Out of OP again: in service, so the next cycle hands it over anew.
                     board.back_in_service(i);
                     st.outstanding = st.outstanding.saturating_sub(1);
+                    w.counted = false;
                 }
             }
             continue;
@@ -746,7 +780,7 @@ where
     let service = sinks
         .sdo
         .take()
-        .map(|s| acyclic::serve(s, md, group, &busy));
+        .map(|s| acyclic::serve(s, md, group, board, &busy));
     let mut service = pin!(service);
     loop {
         // Wait.

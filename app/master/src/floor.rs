@@ -10,10 +10,10 @@
 //! Nothing on that path allocates: the frames and the histogram (fixed bounds, saturating) are
 //! made before the first cycle; the histogram goes to the report when the application is dropped.
 
-use hdrhistogram::Histogram;
 use crate::clock::{now_ns, sleep_until};
 use crate::stats::Live;
 use crate::{Application, Cycle, Layer};
+use hdrhistogram::Histogram;
 use rtcat_packet::{PacketKind, PacketSocket, floor};
 use rtcat_results::{FloorSummary, LatencyStats, new_histogram, write_hdr_to};
 use safefs::Dir;

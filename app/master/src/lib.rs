@@ -137,32 +137,32 @@ pub mod subdevice_recovery;
 #[doc(hidden)]
 pub mod wait;
 
+pub use acyclic::{SdoClient, SdoService};
 pub use application::{
     AppError, Application, Cycle, CycleStatus, Layer, Recovery, RecoveryCause, Setup,
     ShutdownReason, SubdeviceCause, SubdeviceChange, SubdeviceEvent, SubdeviceStatus, ZeroOutputs,
 };
-pub use bus::{Link, LinkFactory, LinkPorts};
-pub use config::{Config, ConfigError};
-pub use diag::{Probe, ScanEntry};
-pub use error::{Error, Result};
-pub use image::{Input, Output, PdoValue, ProcessImage};
-pub use layout::{DataType, Direction, Entry, Layout, LayoutError};
-pub use master::{Channels, Outcome, RtApplied, RunSpec, Session, Target, run};
-pub use period::Period;
-pub use stop::{Stop, StopFlags};
-pub use wait::WaitMode;
-pub use acyclic::{SdoClient, SdoService};
 pub use availability::{Availability, Figures};
 pub use axis::{AxisConfig, AxisMode, ProfileConfig};
+pub use bus::{Link, LinkFactory, LinkPorts};
 pub use config::{
     BusConfig, CycleConfig, ExpectedDevice, HealthConfig, RecoveryPolicy, RtConfig, SegmentConfig,
     TxRxMode,
 };
+pub use config::{Config, ConfigError};
 pub use dc::{DcConfig, DcDevice};
 pub use devices::{DeviceConfig, MapEntry, PdoAssign, PdoMap, StartupSdo, Transition};
 pub use diag::Registers;
+pub use diag::{Probe, ScanEntry};
+pub use error::{Error, Result};
+pub use image::{Input, Output, PdoValue, ProcessImage};
+pub use layout::{DataType, Direction, Entry, Layout, LayoutError};
 pub use layout::{Identity, Pdo, Subdevice};
+pub use master::{Channels, Outcome, RtApplied, RunSpec, Session, Target, run};
+pub use period::Period;
 pub use stats::{Event, EventKind, Live, Recorder, Sample};
+pub use stop::{Stop, StopFlags};
+pub use wait::WaitMode;
 
 impl RunSpec {
     /// A run of `cfg` on `target` until `stop` is requested, with the real-time settings of the

@@ -8,7 +8,7 @@
 
 use crate::application::{Application, Recovery, ShutdownReason};
 use crate::bus::{Bus, Link, LinkFactory, ThreadRt, TxRxThread};
-use crate::config::{Config, TxRxMode};
+use crate::config::{BusConfig, Config, LinkKind, TxRxMode};
 use crate::cycle::{self, CycleGroup, Exchanger, Exit, Group, Params, Sinks};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
@@ -118,9 +118,9 @@ fn give_storage(s: Split) {
 
 /// Take a storage from the pool and open `target` on it: the bus and ethercrab's PDU loop, or
 /// the error with the storage back in the pool.
-fn open_bus(target: &Target) -> Result<(Bus, PduLoop<'static>)> {
+fn open_bus(target: &Target, bus: &BusConfig) -> Result<(Bus, PduLoop<'static>)> {
     let (tx, rx, pdu_loop) = take_storage();
-    match open_link(target) {
+    match open_link(target, bus) {
         Ok(link) => Ok((Bus::new(tx, rx, link), pdu_loop)),
         Err(e) => {
             give_storage((tx, rx, pdu_loop));
@@ -137,8 +137,8 @@ fn give_back(md: MainDevice<'static>, bus: Bus) {
     give_storage((tx, rx, pl));
 }
 
-/// Open the link to a target.
-pub fn open_link(target: &Target) -> Result<Box<dyn Link>> {
+/// Open the link to a target; an interface with the socket `[bus] link` names.
+pub fn open_link(target: &Target, bus: &BusConfig) -> Result<Box<dyn Link>> {
     Ok(match target {
         #[cfg(feature = "sim")]
         Target::Sim { spec, faults } => {
@@ -146,12 +146,24 @@ pub fn open_link(target: &Target) -> Result<Box<dyn Link>> {
         }
         Target::Iface(name) => {
             crate::netuse::check_free(&safefs::SysRoot::live(), name)?;
-            Box::new(
-                rtcat_packet::PacketSocket::open(name).map_err(|source| Error::Interface {
-                    iface: name.clone(),
-                    source,
-                })?,
-            )
+            let err = |source| Error::Interface {
+                iface: name.clone(),
+                source,
+            };
+            use rtcat_packet::xdp::{XdpMode, XdpOptions, XdpSocket};
+            let xdp = |mode| {
+                let opt = XdpOptions {
+                    mode,
+                    queue: bus.xdp_queue,
+                };
+                XdpSocket::open(name, opt).map_err(err)
+            };
+            match bus.link {
+                LinkKind::Packet => Box::new(rtcat_packet::PacketSocket::open(name).map_err(err)?),
+                LinkKind::Xdp => Box::new(xdp(XdpMode::Auto)?),
+                LinkKind::XdpNative => Box::new(xdp(XdpMode::Native)?),
+                LinkKind::XdpGeneric => Box::new(xdp(XdpMode::Generic)?),
+            }
         }
         Target::Link(f) => f.open().map_err(|source| Error::Interface {
             iface: f.name().to_string(),
@@ -170,7 +182,7 @@ pub struct Session {
 impl Session {
     /// Open `target` with the timeouts of `cfg`.
     pub fn open(target: &Target, cfg: &Config) -> Result<Session> {
-        let (bus, pdu_loop) = open_bus(target)?;
+        let (bus, pdu_loop) = open_bus(target, &cfg.bus)?;
         let md = MainDevice::new(pdu_loop, init_timeouts(cfg), cfg.maindevice_config());
         let thread = TxRxThread::spawn(bus, ThreadRt::default())?;
         Ok(Session {
@@ -204,7 +216,7 @@ pub fn run(spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> Resul
 fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> Result<Outcome> {
     let cfg = spec.cfg.clone();
     let stop = spec.stop.clone();
-    let (mut bus, pdu_loop) = open_bus(&spec.target)?;
+    let (mut bus, pdu_loop) = open_bus(&spec.target, &spec.cfg.bus)?;
     let counters = bus.counters.clone();
     let init_rt = setup_txrx(&cfg, spec.no_rt);
 
@@ -354,6 +366,11 @@ fn cycle_until_done(
         };
         bus = b;
         rec = r;
+        // A revision a firmware update brought (its recovery accepted it) is what a
+        // re-initialisation of the segment expects from now on.
+        if let (Some(b), Some(t)) = (&board, run.attempts.topology.as_mut()) {
+            b.updated_revisions(t);
+        }
         applied = RtApplied {
             cycle_minor_faults: applied.cycle_minor_faults + a.cycle_minor_faults,
             ..a

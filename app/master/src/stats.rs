@@ -493,6 +493,9 @@ impl std::fmt::Display for EventKind {
                         id(*expected)
                     ),
                     C::GaveUp => write!(f, "subdevice_gave_up position={position}"),
+                    C::Parked { cause } => {
+                        write!(f, "subdevice_parked position={position} cause={cause}")
+                    }
                 }
             }
             EventKind::StartFailed { attempt } => write!(f, "start_failed attempt={attempt}"),

@@ -25,6 +25,14 @@
 //!   bytes, 0x0900.. distributed clocks).
 //! - `[health] subdevice_attempts` failures in a row set `Board::escalate`: the cyclic loop
 //!   then ends for a whole-segment recovery.
+//! - A subdevice can be **parked** for a firmware update ([`crate::foe::update`]): the acyclic
+//!   service asks for it on the cyclic thread (`Board::park`), the next cycle tells the
+//!   application ([`crate::SubdeviceChange::Parked`]) and from then on flags its data invalid
+//!   whatever its state; the worker leaves it alone. `Board::hand_back` gives it to the worker
+//!   as if the cycle had seen it out of OP, with cause
+//!   [`crate::SubdeviceCause::FirmwareUpdate`]. Its identity is then checked on vendor and
+//!   product only: new firmware may carry a new revision (ETG.2010 Table 2 word 0x0C is the
+//!   device's to change), which becomes the one later recoveries expect.
 
 use crate::config::Config;
 use crate::devices;
@@ -142,12 +150,17 @@ mod phase {
     pub const REFUSED: u8 = 5;
     /// `subdevice_attempts` failures in a row: the segment is re-initialised.
     pub const GAVE_UP: u8 = 6;
+    /// The acyclic service asked to park it; the cycle tells the application and parks it.
+    pub const PARK_ASKED: u8 = 7;
+    /// Out on purpose (a firmware update): data invalid, the worker leaves it alone.
+    pub const PARKED: u8 = 8;
 }
 
 /// Cause codes on the board (`cause` slot): kind in bits 16.., AL status code in 0..16.
 const CAUSE_AL: u32 = 1 << 16;
 const CAUSE_POWER: u32 = 2 << 16;
 const CAUSE_LEFT: u32 = 3 << 16;
+const CAUSE_FIRMWARE: u32 = 4 << 16;
 
 fn encode_cause(c: crate::application::SubdeviceCause) -> u32 {
     use crate::application::SubdeviceCause as C;
@@ -155,6 +168,7 @@ fn encode_cause(c: crate::application::SubdeviceCause) -> u32 {
         C::AlError(code) => CAUSE_AL | u32::from(code),
         C::PowerCycled => CAUSE_POWER,
         C::LeftOp => CAUSE_LEFT,
+        C::FirmwareUpdate => CAUSE_FIRMWARE,
     }
 }
 
@@ -163,6 +177,7 @@ fn decode_cause(v: u32) -> crate::application::SubdeviceCause {
     match v & !0xffff {
         CAUSE_AL => C::AlError(v as u16),
         CAUSE_POWER => C::PowerCycled,
+        CAUSE_FIRMWARE => C::FirmwareUpdate,
         _ => C::LeftOp,
     }
 }
@@ -178,27 +193,144 @@ struct Slot {
     cause: AtomicU32,
     /// The identity found by a refusal: vendor, product, revision packed.
     found: [AtomicU32; 3],
+    /// Handed back after a firmware update: the next success has that cause and may find a
+    /// new revision.
+    updated: AtomicBool,
+    /// The revision it is expected to have (the bring-up's, or what a firmware update left).
+    revision: AtomicU32,
 }
 
 /// What the cyclic thread and the worker share: one slot per subdevice, allocated before the
-/// cyclic phase. The cyclic thread writes REQUESTED and IN_SERVICE, the worker every other
-/// phase; the cycle looks at the slots only while it has handed over a subdevice not yet back.
+/// cyclic phase. The cyclic thread writes REQUESTED, IN_SERVICE and PARKED (the acyclic service,
+/// on the same thread, PARK_ASKED and the hand-back's REQUESTED), the worker every other phase,
+/// each by compare-and-swap where both may move the same slot; the cycle looks at the slots
+/// only while it has handed over a subdevice not yet back, or a park was asked.
 pub struct Board {
     slots: Box<[Slot]>,
     quit: AtomicBool,
     /// Position + 1 of a subdevice whose recovery gave up (0: none).
     escalate: AtomicU32,
-    expected: Box<[(u32, u32, u32)]>,
+    /// Vendor and product of each position as brought up (the revision is in the slot).
+    expected: Box<[(u32, u32)]>,
+    /// A park was asked since the cycle last looked.
+    park_news: AtomicBool,
 }
+
+/// Why [`Board::park`] or [`Board::hand_back`] refused.
+pub(crate) type Refusal = &'static str;
 
 impl Board {
     pub(crate) fn new(snapshots: &[Snapshot]) -> Board {
         Board {
-            slots: (0..snapshots.len()).map(|_| Slot::default()).collect(),
+            slots: snapshots
+                .iter()
+                .map(|s| Slot {
+                    revision: AtomicU32::new(s.identity.2),
+                    ..Slot::default()
+                })
+                .collect(),
             quit: AtomicBool::new(false),
             escalate: AtomicU32::new(0),
-            expected: snapshots.iter().map(|s| s.identity).collect(),
+            expected: snapshots
+                .iter()
+                .map(|s| (s.identity.0, s.identity.1))
+                .collect(),
+            park_news: AtomicBool::new(false),
         }
+    }
+
+    /// The identity `position` is expected to have now.
+    fn expected(&self, position: usize) -> (u32, u32, u32) {
+        let (v, p) = self.expected[position];
+        (v, p, self.slots[position].revision.load(Ordering::Relaxed))
+    }
+
+    /// Write the revisions firmware updates brought into `topology` (identities by position),
+    /// where vendor and product are the same.
+    pub(crate) fn updated_revisions(&self, topology: &mut [(u32, u32, u32)]) {
+        for (i, t) in topology.iter_mut().enumerate().take(self.slots.len()) {
+            let (v, p, r) = self.expected(i);
+            if (t.0, t.1) == (v, p) {
+                t.2 = r;
+            }
+        }
+    }
+
+    /// Take `position` out of its recovery's hands for a firmware update (the acyclic service,
+    /// on the cyclic thread): in service, or out and being retried (waiting, refused), it is
+    /// parked by the next cycle. Already parked: nothing to do (an update starting over).
+    pub(crate) fn park(&self, position: usize) -> std::result::Result<(), Refusal> {
+        let s = self.slots.get(position).ok_or("no such position")?;
+        loop {
+            let now = s.phase.load(Ordering::Acquire);
+            match now {
+                phase::PARK_ASKED | phase::PARKED => return Ok(()),
+                phase::IN_SERVICE | phase::WAITING | phase::REFUSED => {}
+                phase::GAVE_UP => {
+                    return Err("its recovery gave up: the segment is being re-initialised");
+                }
+                _ => {
+                    return Err(
+                        "its recovery is bringing it back right now: ask again once it \
+                                is back in OP",
+                    );
+                }
+            }
+            if s.phase
+                .compare_exchange(now, phase::PARK_ASKED, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                s.updated.store(false, Ordering::Relaxed);
+                self.park_news.store(true, Ordering::Release);
+                return Ok(());
+            }
+        }
+    }
+
+    /// Whether a park was asked since the last call (the cycle, once per cycle: one atomic).
+    #[inline]
+    pub(crate) fn park_news(&self) -> bool {
+        self.park_news.load(Ordering::Relaxed) && self.park_news.swap(false, Ordering::AcqRel)
+    }
+
+    /// The cycle parks `position` if it was asked to: true when it did.
+    #[inline]
+    pub(crate) fn take_park(&self, position: usize) -> bool {
+        self.slots.get(position).is_some_and(|s| {
+            s.phase
+                .compare_exchange(
+                    phase::PARK_ASKED,
+                    phase::PARKED,
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                )
+                .is_ok()
+        })
+    }
+
+    /// Whether `position` is parked (or about to be).
+    #[inline]
+    pub(crate) fn parked(&self, position: usize) -> bool {
+        matches!(self.phase(position), phase::PARK_ASKED | phase::PARKED)
+    }
+
+    /// Give a parked `position` back to the worker after a firmware update: it brings it to
+    /// OP as if the cycle had seen it out, with that cause.
+    pub(crate) fn hand_back(&self, position: usize) -> std::result::Result<(), Refusal> {
+        let s = self.slots.get(position).ok_or("no such position")?;
+        s.updated.store(true, Ordering::Relaxed);
+        s.phase
+            .compare_exchange(
+                phase::PARKED,
+                phase::REQUESTED,
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .map(drop)
+            .map_err(|_| {
+                s.updated.store(false, Ordering::Relaxed);
+                "it is not parked"
+            })
     }
 
     /// The position whose recovery gave up, if one did.
@@ -252,7 +384,7 @@ impl Board {
                     s.found[1].load(Ordering::Relaxed),
                     s.found[2].load(Ordering::Relaxed),
                 ),
-                expected: self.expected[position],
+                expected: self.expected(position),
             },
             phase::GAVE_UP => Report::GaveUp,
             _ => return None,
@@ -341,14 +473,30 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
             continue;
         };
         let slot = &w.board.slots[i];
-        if w.board.phase(i) == phase::REQUESTED {
+        let was = w.board.phase(i);
+        // A park (the acyclic service) may take a waiting or refused one meanwhile.
+        if !matches!(was, phase::REQUESTED | phase::WAITING | phase::REFUSED)
+            || slot
+                .phase
+                .compare_exchange(was, phase::RECOVERING, Ordering::AcqRel, Ordering::Relaxed)
+                .is_err()
+        {
+            continue;
+        }
+        if was == phase::REQUESTED {
             slot.failures.store(0, Ordering::Relaxed);
             slot.attempts.store(0, Ordering::Relaxed);
         }
-        slot.phase.store(phase::RECOVERING, Ordering::Release);
         slot.attempts.fetch_add(1, Ordering::Relaxed);
-        match recover_one(&w, &w.snapshots[i]) {
+        let updated = slot.updated.load(Ordering::Relaxed);
+        match recover_one(&w, &w.snapshots[i], updated) {
             Ok(cause) => {
+                let cause = if updated {
+                    slot.updated.store(false, Ordering::Relaxed);
+                    crate::application::SubdeviceCause::FirmwareUpdate
+                } else {
+                    cause
+                };
                 slot.cause.store(encode_cause(cause), Ordering::Relaxed);
                 w.board.set(i, phase::BACK);
             }
@@ -358,7 +506,7 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
                 }
                 log::warn!(
                     "position {i}: identity {found:#x?} is not the configured {:#x?}: refused",
-                    w.snapshots[i].identity
+                    w.board.expected(i)
                 );
                 next_try[i] = Instant::now() + backoff.max(IDLE_POLL * 100);
                 w.board.set(i, phase::REFUSED);
@@ -466,10 +614,22 @@ impl Station<'_> {
     }
 }
 
-/// One attempt to bring `snap`'s subdevice back to OP; its cause on success.
+/// Whether the identity `found` in the SII may be driven where `expected` was: the same, or
+/// after a firmware update (`updated`) the same vendor and product with any revision.
+pub(crate) fn identity_accepted(
+    expected: (u32, u32, u32),
+    found: (u32, u32, u32),
+    updated: bool,
+) -> bool {
+    found == expected || updated && (found.0, found.1) == (expected.0, expected.1)
+}
+
+/// One attempt to bring `snap`'s subdevice back to OP (`updated`: after a firmware update);
+/// its cause on success.
 fn recover_one<DC>(
     w: &Worker<'_, DC>,
     snap: &Snapshot,
+    updated: bool,
 ) -> std::result::Result<crate::application::SubdeviceCause, Failure> {
     use crate::application::SubdeviceCause;
     let md = w.md;
@@ -502,10 +662,21 @@ fn recover_one<DC>(
     let found = probe
         .read_identity(pos)
         .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
-    if found != snap.identity {
+    let slot = &w.board.slots[usize::from(pos)];
+    let expected = w.board.expected(usize::from(pos));
+    if !identity_accepted(expected, found, updated) {
         // Leave it in INIT: nothing is mapped to it.
         let _ = st.write(AL_CONTROL, &[INIT | ERROR_ACK, 0]);
         return Err(Failure::Refused(found));
+    }
+    if found.2 != expected.2 {
+        log::info!(
+            "position {pos}: revision {:#010x} after the firmware update (was {:#010x}): \
+             expected from now on",
+            found.2,
+            expected.2
+        );
+        slot.revision.store(found.2, Ordering::Relaxed);
     }
     // 3. Why it left, then INIT with the error acknowledged.
     let (state, code) = st.al_status()?;
@@ -634,4 +805,32 @@ fn restore_dc(
     st.write(0x0990, &start.to_le_bytes())?;
     st.write(0x0981, &[regs[0x81]])?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_firmware_update_may_change_the_revision_only() {
+        let was = (2, 0x1234, 1);
+        assert!(identity_accepted(was, was, false));
+        assert!(!identity_accepted(was, (2, 0x1234, 2), false));
+        assert!(identity_accepted(was, (2, 0x1234, 2), true));
+        assert!(!identity_accepted(was, (2, 0x1235, 1), true));
+        assert!(!identity_accepted(was, (3, 0x1234, 1), true));
+    }
+
+    #[test]
+    fn the_firmware_update_cause_survives_the_board() {
+        use crate::application::SubdeviceCause as C;
+        for c in [
+            C::AlError(0x1b),
+            C::PowerCycled,
+            C::LeftOp,
+            C::FirmwareUpdate,
+        ] {
+            assert_eq!(decode_cause(encode_cause(c)), c);
+        }
+    }
 }

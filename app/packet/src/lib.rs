@@ -44,6 +44,7 @@ pub fn padded<'a>(frame: &'a [u8], buf: &'a mut [u8; MIN_FRAME_LEN]) -> &'a [u8]
 pub mod floor;
 pub mod link;
 pub mod tap;
+pub mod xdp;
 
 pub use link::{Link, LinkPorts};
 

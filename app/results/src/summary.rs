@@ -493,10 +493,33 @@ pub struct AxisSummary {
     /// The state at the end of the run.
     #[serde(default)]
     pub final_state: Option<String>,
-    /// |following error| in drive counts over the good cycles in operation enabled
+    /// |following error| in drive counts over the good cycles in operation enabled, the
+    /// master's own: the position set-point sent minus the position actual 0x6064
     /// (HdrHistogram; absent when never enabled).
     #[serde(default)]
     pub following_error_counts: Option<LatencyStats>,
+    /// |following error actual 0x60F4| in drive counts as the drive reported it, the same
+    /// cycles (absent: not mapped, or never enabled).
+    #[serde(default)]
+    pub drive_following_error_counts: Option<LatencyStats>,
+    /// Bad cycles in a row through which the last set-point is held before a quick stop
+    /// (absent: `on_bad_cycles = "hold"`, no bound).
+    #[serde(default)]
+    pub hold_bad_cycles: Option<u32>,
+    /// Where that bound comes from: `config`, `drive` (its sync error counter limit 0x10F1:02),
+    /// `default`, `unbounded`.
+    #[serde(default)]
+    pub hold_bad_cycles_from: Option<String>,
+    /// The drive's sync error counter limit 0x10F1:02 the bound was derived from (absent: not
+    /// read, or not used).
+    #[serde(default)]
+    pub drive_sync_error_limit: Option<u32>,
+    /// Bad cycles through which the last set-point was held (no quick stop).
+    #[serde(default)]
+    pub held_cycles: u64,
+    /// The longest run of bad cycles in a row.
+    #[serde(default)]
+    pub longest_bad_run: u32,
     /// Counts per user unit (to read the following error in units).
     pub counts_per_unit: f64,
     /// Faults the drive reported.

@@ -7,8 +7,9 @@
 //! C. Execution time as the segment grows (3, 16, 64, 256 subdevices; 256 is a multi-frame image).
 //! D. The cost of checkpoints on the cycle: reference segment with a checkpoint every second
 //!    (ten times the default rate) vs none, interleaved rounds, wake/exec P99 and their ratio.
-//! E. The wait modes (`[cycle] wait`: sleep, busy, hybrid) over veth against the raw-socket
-//!    floor (`bench --floor`, `sim --floor-echo`): master SCHED_FIFO 80 on CPU 1, simulator
+//! E. The wait modes (`[cycle] wait`: sleep, busy, hybrid) over AF_PACKET, and AF_XDP
+//!    (`--link xdp`, native XDP on veth) sleeping and busy-polling, over veth against the
+//!    raw-socket floor (`bench --floor`, `sim --floor-echo`): master SCHED_FIFO 80 on CPU 1, simulator
 //!    SCHED_FIFO 70 on CPU 0, the modes interleaved round by round; round trip ÷ floor at p50
 //!    and p99, the wait's CPU time per cycle, lost frames, the load average, and the whole
 //!    cycle's p99 (wake to end) from a second run of each mode without the floor's ping.
@@ -448,7 +449,7 @@ fn part_e() {
         .and_then(|r| r.parse().ok())
         .unwrap_or(3);
     println!(
-        "\nE. wait modes vs the raw-socket floor over veth (1 ms, {SECS} s each, {rounds} interleaved rounds)"
+        "\nE. wait modes and AF_XDP vs the raw-socket floor over veth (1 ms, {SECS} s each, {rounds} interleaved rounds)"
     );
     if !is_root() {
         println!("   skipped: needs root (network namespaces)");
@@ -471,9 +472,9 @@ fn part_e() {
     );
     println!("   load average before: {}", loadavg());
     println!(
-        "   {:>5} {:<7} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>10} {:>5}",
+        "   {:>5} {:<11} {:>9} {:>9} {:>9} {:>9} {:>7} {:>7} {:>9} {:>10} {:>5}",
         "round",
-        "wait",
+        "link/wait",
         "rtt p50",
         "rtt p99",
         "floor p50",
@@ -484,14 +485,23 @@ fn part_e() {
         "cycle p99",
         "lost"
     );
-    let modes = ["sleep", "busy", "hybrid"];
+    // (label, [bus] link, [cycle] wait): AF_PACKET's three waits, AF_XDP asleep and polling.
+    let modes = [
+        ("sleep", "packet", "sleep"),
+        ("busy", "packet", "busy"),
+        ("hybrid", "packet", "hybrid"),
+        ("xdp-sleep", "xdp", "sleep"),
+        ("xdp-busy", "xdp", "busy"),
+    ];
     let mut all: Vec<Vec<WaitRound>> = modes.iter().map(|_| vec![]).collect();
     for round in 0..rounds {
         // A different mode first in every round: whatever drifts over the run hits all alike.
         for k in 0..modes.len() {
             let i = (round + k) % modes.len();
             let run = |floor: bool| {
-                let mut args = vec!["bench", "--iface", &net.master_if, "--wait", modes[i]];
+                let (_, link, wait) = modes[i];
+                let mut args = vec!["bench", "--iface", &net.master_if, "--wait", wait];
+                args.extend(["--link", link]);
                 args.extend(["--cpu", mcpu, "--priority", "80", "--duration", SECS]);
                 if floor {
                     args.push("--floor");
@@ -518,9 +528,9 @@ fn part_e() {
                 lost: s.frames_lost + plain.frames_lost,
             };
             println!(
-                "   {:>5} {:<7} {:>7.1}µs {:>7.1}µs {:>7.1}µs {:>7.1}µs {:>7.2} {:>7.2} {:>7.1}µs {:>8.1}µs {:>5}",
+                "   {:>5} {:<11} {:>7.1}µs {:>7.1}µs {:>7.1}µs {:>7.1}µs {:>7.2} {:>7.2} {:>7.1}µs {:>8.1}µs {:>5}",
                 round + 1,
-                modes[i],
+                modes[i].0,
                 us(r.rtt_p50),
                 us(r.rtt_p99),
                 us(r.floor_p50),
@@ -541,10 +551,10 @@ fn part_e() {
         v[v.len() / 2]
     };
     println!("   medians over the rounds:");
-    for (i, m) in modes.iter().enumerate() {
+    for (i, (m, _, _)) in modes.iter().enumerate() {
         let col = |f: &dyn Fn(&WaitRound) -> f64| med(&mut all[i].iter().map(f).collect());
         println!(
-            "   {m:<7} rtcat ÷ floor p50 {:.2}, p99 {:.2}; rtt p50 {:.1} µs, p99 {:.1} µs; wait CPU {:.1} µs/cycle; cycle p99 {:.1} µs; lost {}",
+            "   {m:<11} rtcat ÷ floor p50 {:.2}, p99 {:.2}; rtt p50 {:.1} µs, p99 {:.1} µs; wait CPU {:.1} µs/cycle; cycle p99 {:.1} µs; lost {}",
             col(&|r| r.ratio_p50),
             col(&|r| r.ratio_p99),
             col(&|r| us(r.rtt_p50)),

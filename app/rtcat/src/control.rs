@@ -162,7 +162,12 @@ pub fn record_text(peer: &Peer, request: &Request, outcome: &Outcome<'_>) -> Str
         // The client's text: quoted, one line whatever it holds.
         Request::Note { text } => format!("text={text:?}"),
         // The password stays off the record; the name is the client's text, quoted.
-        Request::FoeWrite { position, name, .. } => format!("position={position} name={name:?}"),
+        Request::FoeWrite {
+            position,
+            name,
+            boot,
+            ..
+        } => format!("position={position} name={name:?} boot={boot}"),
         other => other.to_line(),
     };
     let result = match outcome {
@@ -317,7 +322,15 @@ impl Shared {
                         .map_or_else(|| "unknown".to_string(), |s| s.name().to_string()),
                     faults: u64::from(a.faults),
                     following_error: i64::from(a.following_error),
+                    drive_following_error: a.drive_following_error.map(i64::from),
+                    quick_stops: u64::from(a.quick_stops),
+                    held_cycles: a.held_cycles,
                     following_error_abs: Histo::default(),
+                    actual: a.actual,
+                    manual: a.manual.map(str::to_string),
+                    min_position: a.min_position.is_finite().then_some(a.min_position),
+                    max_position: a.max_position.is_finite().then_some(a.max_position),
+                    max_velocity: a.max_velocity,
                     name: a.name,
                 })
                 .collect()
@@ -367,6 +380,48 @@ impl Shared {
             axes,
             availability: (r(&l.cycles) > 0).then(|| availability(l)),
         }
+    }
+}
+
+impl Shared {
+    /// An `axis` request: onto the axes application's command board (the cycle takes it).
+    fn axis(
+        &self,
+        name: &str,
+        action: rtcat_control::protocol::AxisAction,
+        lease_ms: u64,
+    ) -> Result<Value, Failure> {
+        use rtcat_control::protocol::AxisAction as A;
+        use rtcat_master::axes::{Command, CommandError};
+        let Some(report) = &self.axes else {
+            return Err(Failure::usage(
+                "no axes on this master (no [[axis]] in its configuration)",
+            ));
+        };
+        if action.is_motion() {
+            self.cycling()?;
+        }
+        let lease_ns = lease_ms.saturating_mul(1_000_000);
+        let command = match action {
+            A::Renew => None,
+            A::Enable => Some(Command::Enable),
+            A::Disable => Some(Command::Disable),
+            A::Reset => Some(Command::ResetFault),
+            A::Stop => Some(Command::Stop),
+            A::Release => Some(Command::Release),
+            A::Jog { velocity } => Some(Command::Jog { velocity }),
+            A::MoveTo { position } => Some(Command::MoveTo { position }),
+        };
+        let r = match command {
+            None => report.renew(name, lease_ns),
+            Some(c) => report.command(name, c, lease_ns),
+        };
+        r.map(|()| json!({})).map_err(|e| match e {
+            CommandError::NoAxes | CommandError::NotNow { .. } => Failure::runtime(e.to_string()),
+            CommandError::NoSuchAxis(_) | CommandError::OutOfLimits { .. } => {
+                Failure::usage(e.to_string())
+            }
+        })
     }
 }
 
@@ -488,9 +543,34 @@ impl Provider for Shared {
             | Request::ShmRelease { .. } => Err(Failure::runtime(
                 "the shared image is handed out with descriptors (handle_peer)",
             )),
+            Request::EoeGetIp { position } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                eoe_ip(&self.sdo, *position, None)
+            }
+            Request::EoeSetIp { position, settings } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                eoe_ip(&self.sdo, *position, Some(settings))
+            }
             Request::FoeRead { .. } | Request::FoeWrite { .. } => Err(Failure::usage(
                 "FoE through the control socket takes the file's descriptor (handle_with_fds)",
             )),
+            Request::Axis {
+                name,
+                action,
+                lease_ms,
+            } => self.axis(name, *action, *lease_ms),
+            Request::OdList { position } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                od_list(&self.sdo, *position)
+            }
+            Request::OdObject { position, index } => {
+                self.check_position(*position)?;
+                self.cycling()?;
+                od_object(&self.sdo, *position, *index)
+            }
             Request::AlState { position, state } => {
                 self.check_position(*position)?;
                 self.cycling()?;
@@ -510,17 +590,18 @@ impl Provider for Shared {
         _peer: &Peer,
         mut fds: Vec<std::os::fd::OwnedFd>,
     ) -> Result<(Value, Vec<std::os::fd::OwnedFd>), Failure> {
-        let (position, name, password, write) = match request {
+        let (position, name, password, write, boot) = match request {
             Request::FoeRead {
                 position,
                 name,
                 password,
-            } => (*position, name, *password, false),
+            } => (*position, name, *password, false, false),
             Request::FoeWrite {
                 position,
                 name,
                 password,
-            } => (*position, name, *password, true),
+                boot,
+            } => (*position, name, *password, true, *boot),
             other => {
                 return Err(Failure::usage(format!(
                     "{}: takes no descriptor",
@@ -532,13 +613,27 @@ impl Provider for Shared {
         drop(fds);
         self.check_position(position)?;
         self.cycling()?;
-        Ok((
-            foe_transfer(&self.sdo, position, name, password, write, file)?,
-            Vec::new(),
-        ))
+        let v = if boot {
+            firmware_update(&self.sdo, &self.cfg, position, name, password, file)?
+        } else {
+            foe_transfer(&self.sdo, position, name, password, write, file)?
+        };
+        Ok((v, Vec::new()))
     }
 
     fn record(&self, peer: &Peer, request: &Request, outcome: &Outcome<'_>) {
+        // A hold-to-run renewal that went through changes nothing but how long the motion
+        // holds (10 a second while a button is held): the command it renews is on the record.
+        if let (
+            Request::Axis {
+                action: rtcat_control::protocol::AxisAction::Renew,
+                ..
+            },
+            Outcome::Done,
+        ) = (request, outcome)
+        {
+            return;
+        }
         let r = Record {
             unix_ns: rtcat_master::clock::unix_ns(),
             cycle: self.live.cycles.load(Ordering::Relaxed),
@@ -555,10 +650,194 @@ impl Provider for Shared {
     }
 }
 
+/// How long one SDO information exchange may take through the queue (all its fragments).
+const INFO_TIMEOUT: Duration = Duration::from_secs(2);
+
+fn info_failure(position: u16) -> impl Fn(rtcat_master::coe::Error) -> Failure {
+    move |e| Failure::runtime(format!("position {position}: {e}"))
+}
+
+/// The object dictionary of the device at `position` (SDO information through the queue):
+/// every index, the first [`rtcat_control::protocol::MAX_OD_DESCRIBED`] described.
+fn od_list(sdo: &SdoClient, position: u16) -> Result<Value, Failure> {
+    use rtcat_master::coe::{ListType, info};
+    let mut mbx = sdo
+        .queue_mailbox(position, INFO_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let list =
+        info::od_list(&mut mbx, ListType::All, INFO_TIMEOUT).map_err(info_failure(position))?;
+    let mut described = 0;
+    let objects: Vec<Value> = list
+        .iter()
+        .map(|&index| {
+            if described >= rtcat_control::protocol::MAX_OD_DESCRIBED {
+                return json!({"index": index});
+            }
+            described += 1;
+            match info::object_description(&mut mbx, index, INFO_TIMEOUT) {
+                Ok(d) => json!({"index": index, "name": d.name, "object_code": d.object_code,
+                                "max_sub": d.max_sub, "data_type": d.data_type}),
+                Err(e) => json!({"index": index, "error": e.to_string()}),
+            }
+        })
+        .collect();
+    Ok(json!({"position": position, "objects": objects, "described": described}))
+}
+
+/// One object's description and its entries'.
+fn od_object(sdo: &SdoClient, position: u16, index: u16) -> Result<Value, Failure> {
+    use rtcat_master::coe::{SdoType, info};
+    let mut mbx = sdo
+        .queue_mailbox(position, INFO_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let d =
+        info::object_description(&mut mbx, index, INFO_TIMEOUT).map_err(info_failure(position))?;
+    // A VAR has its value at subindex 0; ARRAY and RECORD have entries 0..=max_sub.
+    let subs = if d.object_code == 7 {
+        0..=0
+    } else {
+        0..=d.max_sub
+    };
+    let entries: Vec<Value> = subs
+        .map(
+            |sub| match info::entry_description(&mut mbx, index, sub, INFO_TIMEOUT) {
+                Ok(e) => json!({"sub": sub, "name": e.name, "data_type": e.data_type,
+                            "type": SdoType::from_coe(e.data_type).map(|t| t.to_string()),
+                            "bits": e.bits, "access": e.access_text()}),
+                Err(e) => json!({"sub": sub, "error": e.to_string()}),
+            },
+        )
+        .collect();
+    Ok(json!({"position": position, "index": index, "name": d.name,
+              "object_code": d.object_code, "max_sub": d.max_sub, "data_type": d.data_type,
+              "entries": entries}))
+}
+
 /// Largest file a client may have written to a device through the control socket.
 const MAX_FOE_WRITE: u64 = 256 << 20;
 /// How long each FoE request may wait for the device through the queue.
 const FOE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long each EoE request may wait for the device through the queue.
+const EOE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// EoE get (`set` None) or set IP parameter of a running master for a control client, through
+/// the cycle's mailbox queue; the settings are the text of `rtcat eoe set-ip`'s options, parsed
+/// as it parses them.
+fn eoe_ip(
+    sdo: &SdoClient,
+    position: u16,
+    set: Option<&rtcat_control::protocol::EoeSettings>,
+) -> Result<Value, Failure> {
+    use crate::outcome::Failure as Cli;
+    use rtcat_master::eoe;
+    let params = set
+        .map(|s| {
+            crate::cmd::eoe::IpArgs {
+                ip: s.ip.clone(),
+                gateway: s.gateway.clone(),
+                dns: s.dns.clone(),
+                dns_name: s.dns_name.clone(),
+                mac: s.mac.clone(),
+            }
+            .params()
+        })
+        .transpose()
+        .map_err(|e| match e {
+            Cli::Usage(m) => Failure::usage(m),
+            other => Failure::runtime(format!("{other:?}")),
+        })?;
+    let mut mbx = sdo
+        .queue_mailbox(position, EOE_TIMEOUT)
+        .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
+    let mut client = eoe::Client::new(&mut mbx);
+    match params {
+        Some(p) => {
+            client
+                .set_ip(&p)
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            Ok(json!({"position": position, "set": p.to_string()}))
+        }
+        None => {
+            let p = client
+                .get_ip()
+                .map_err(|e| Failure::runtime(e.to_string()))?;
+            Ok(crate::cmd::eoe::ip_json(u32::from(position), &p))
+        }
+    }
+}
+
+/// The content of the client's descriptor `file` for a write: a regular file of at most
+/// [`MAX_FOE_WRITE`] bytes.
+fn file_to_write(mut file: std::fs::File) -> Result<Vec<u8>, Failure> {
+    use std::io::Read;
+    let meta = file
+        .metadata()
+        .map_err(|e| Failure::usage(format!("the file passed: {e}")))?;
+    if !meta.is_file() {
+        return Err(Failure::usage("the file passed is not a regular file"));
+    }
+    if meta.len() > MAX_FOE_WRITE {
+        return Err(Failure::usage(format!(
+            "the file passed has {} bytes; at most {MAX_FOE_WRITE} go through the control socket",
+            meta.len()
+        )));
+    }
+    let mut data = Vec::new();
+    (&mut file)
+        .take(MAX_FOE_WRITE + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| Failure::usage(format!("the file passed cannot be read: {e}")))?;
+    Ok(data)
+}
+
+/// A firmware update of one device of the running segment (`foe_write` with `"boot": true`,
+/// [`rtcat_master::foe::update`]): parked, written in BOOT, handed back to its recovery.
+fn firmware_update(
+    sdo: &SdoClient,
+    cfg: &Config,
+    position: u16,
+    name: &str,
+    password: u32,
+    file: std::fs::File,
+) -> Result<Value, Failure> {
+    use rtcat_master::foe::update;
+    // One update at a time: two on one device would interleave their BOOT and FoE sessions
+    // (parking a parked device is allowed, for starting over), and the queue serves one
+    // transfer at a time anyway.
+    static UNDER_WAY: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    struct Release;
+    impl Drop for Release {
+        fn drop(&mut self) {
+            UNDER_WAY.store(false, Ordering::Release);
+        }
+    }
+    if UNDER_WAY.swap(true, Ordering::AcqRel) {
+        return Err(Failure::runtime(
+            "another firmware update is under way on this master: one at a time",
+        ));
+    }
+    let _release = Release;
+    let data = file_to_write(file)?;
+    let job = update::Job {
+        position,
+        name,
+        password,
+        data: &data,
+    };
+    let u = update::update(sdo, cfg, job, &update::Options::default(), &mut |_| {}).map_err(
+        |e| match e {
+            e @ update::UpdateError::Park { .. } => Failure::runtime(e.to_string()),
+            e if e.is_request() => Failure::usage(e.to_string()),
+            e => Failure::runtime(e.to_string()),
+        },
+    )?;
+    let id = |(v, p, r): (u32, u32, u32)| format!("{v:#010x}:{p:#010x}:{r:#010x}");
+    Ok(json!({"position": position, "name": name, "bytes": u.bytes,
+              "seconds": u.transfer.as_secs_f64(), "boot": true,
+              "back_in_op": u.back_in_op, "before": id(u.before),
+              "after": u.after.map(id)}))
+}
 
 /// An FoE transfer of a running master for a control client, through the cycle's mailbox
 /// queue: `file` is the client's descriptor (read from for a write, written to for a read), so
@@ -572,7 +851,7 @@ fn foe_transfer(
     mut file: std::fs::File,
 ) -> Result<Value, Failure> {
     use rtcat_master::foe;
-    use std::io::{Read, Write};
+    use std::io::Write;
     let mut mbx = sdo
         .queue_mailbox(position, FOE_TIMEOUT)
         .map_err(|e| Failure::runtime(format!("position {position}: {e}")))?;
@@ -583,23 +862,7 @@ fn foe_transfer(
     };
     let t = std::time::Instant::now();
     let bytes = if write {
-        let meta = file
-            .metadata()
-            .map_err(|e| Failure::usage(format!("the file passed: {e}")))?;
-        if !meta.is_file() {
-            return Err(Failure::usage("the file passed is not a regular file"));
-        }
-        if meta.len() > MAX_FOE_WRITE {
-            return Err(Failure::usage(format!(
-                "the file passed has {} bytes; at most {MAX_FOE_WRITE} go through the control socket",
-                meta.len()
-            )));
-        }
-        let mut data = Vec::new();
-        (&mut file)
-            .take(MAX_FOE_WRITE + 1)
-            .read_to_end(&mut data)
-            .map_err(|e| Failure::usage(format!("the file passed cannot be read: {e}")))?;
+        let data = file_to_write(file)?;
         client
             .write(name, password, &data, &mut |_| {})
             .map_err(refuse)?;

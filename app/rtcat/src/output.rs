@@ -619,14 +619,22 @@ pub fn write_user_file(path: &Path, text: &str) -> Result<()> {
     Ok(())
 }
 
-/// The axes part of the human table: state reached, following error (P99, max) in units,
-/// faults.
+/// The axes part of the human table: state reached, following error (P99, max) in units —
+/// the master's own, and the drive's 0x60F4 max when mapped — faults, quick stops and bad
+/// cycles held (with the bound).
 pub fn axes_table(axes: &[summary::AxisSummary]) -> String {
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "{:<16} {:<20} {:>12} {:>12} {:>7} {:>7}  last fault",
-        "axis", "state reached", "ferr P99", "ferr max", "faults", "q-stops"
+        "{:<16} {:<20} {:>12} {:>12} {:>12} {:>7} {:>7} {:>11}  last fault",
+        "axis",
+        "state reached",
+        "ferr P99",
+        "ferr max",
+        "0x60F4 max",
+        "faults",
+        "q-stops",
+        "held (N)"
     );
     for a in axes {
         let units = |c: u64| format!("{:.6}", c as f64 / a.counts_per_unit);
@@ -636,15 +644,25 @@ pub fn axes_table(axes: &[summary::AxisSummary]) -> String {
             .map_or(("-".to_string(), "-".to_string()), |f| {
                 (units(f.p99), units(f.max))
             });
+        let drive = a
+            .drive_following_error_counts
+            .as_ref()
+            .map_or("-".to_string(), |f| units(f.max));
+        let held = match a.hold_bad_cycles {
+            Some(n) => format!("{} ({n})", a.held_cycles),
+            None => format!("{} (-)", a.held_cycles),
+        };
         let _ = writeln!(
             t,
-            "{:<16} {:<20} {:>12} {:>12} {:>7} {:>7}  {}",
+            "{:<16} {:<20} {:>12} {:>12} {:>12} {:>7} {:>7} {:>11}  {}",
             a.name,
             a.state_reached.as_deref().unwrap_or("-"),
             p99,
             max,
+            drive,
             a.faults,
             a.quick_stops,
+            held,
             match (a.last_error_code, &a.last_error_text) {
                 (Some(c), Some(x)) => format!("{c:#06x} {x}"),
                 _ => "-".to_string(),
@@ -657,6 +675,57 @@ pub fn axes_table(axes: &[summary::AxisSummary]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_axes_table_shows_0x60f4_beside_and_the_held_cycles() {
+        let stats = |max: u64| {
+            let mut h = rtcat_results::new_histogram();
+            h.saturating_record(max);
+            rtcat_results::LatencyStats::from_histogram(&h)
+        };
+        let axis = |name: &str, drive: Option<u64>, hold: Option<u32>| summary::AxisSummary {
+            name: name.into(),
+            position: Some(0),
+            mode: "csp".into(),
+            state_reached: Some("operation enabled".into()),
+            final_state: Some("operation enabled".into()),
+            following_error_counts: Some(stats(1409)),
+            drive_following_error_counts: drive.map(stats),
+            hold_bad_cycles: hold,
+            hold_bad_cycles_from: None,
+            drive_sync_error_limit: None,
+            held_cycles: 7,
+            longest_bad_run: 3,
+            counts_per_unit: 10000.0,
+            faults: 0,
+            last_error_code: None,
+            last_error_text: None,
+            quick_stops: 1,
+        };
+        let t = axes_table(&[axis("x", Some(909), Some(3)), axis("y", None, None)]);
+        let rows: Vec<Vec<&str>> = t.lines().map(|l| l.split_whitespace().collect()).collect();
+        assert!(t.lines().next().unwrap().contains("0x60F4 max"), "{t}");
+        // name, state (2 words), P99, max, 0x60F4 max, faults, q-stops, held (N), last fault.
+        assert_eq!(
+            rows[1],
+            [
+                "x",
+                "operation",
+                "enabled",
+                "0.140900",
+                "0.140900",
+                "0.090900",
+                "0",
+                "1",
+                "7",
+                "(3)",
+                "-"
+            ],
+            "{t}"
+        );
+        assert_eq!(rows[2][5], "-", "no 0x60F4 mapped: {t}");
+        assert_eq!(rows[2][8..10], ["7", "(-)"], "no bound: {t}");
+    }
 
     #[test]
     fn utc_stamps() {

@@ -3,8 +3,8 @@
 
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat::config::{Config, TxRxMode};
-use rtcat_master::echo::EchoCheck;
 use rtcat::runner::{Job, JobResult, execute};
+use rtcat_master::echo::EchoCheck;
 use rtcat_master::master::Target;
 use std::sync::Mutex;
 use std::time::Duration;

@@ -206,3 +206,116 @@ fn curl_reaches_a_web_server_behind_a_simulated_drive() {
     assert!(v["to_host"].as_u64().unwrap() >= 139, "{v}");
     assert_eq!(v["dropped_from_device"], 0, "{v}");
 }
+
+/// `rtcat eoe set-ip|get-ip --control SOCK`: a running master's cycle carries the EoE requests
+/// (its mailbox queue); the setting is on the record, a get reads it back, bad input is named
+/// before anything is sent.
+#[test]
+fn ip_parameters_through_a_running_master() {
+    use rtcat_control::{Client, Request};
+    let dir = tempfile::tempdir().unwrap();
+    // As the EoE-during-OP test's segment: an I/O terminal, then the drive.
+    let seg = dir.path().join("segment.toml");
+    std::fs::write(
+        &seg,
+        "[[device]]\nname = \"IO\"\ninputs = 2\noutputs = 2\n\
+         [[device]]\nname = \"Drive\"\ncoe = true\ninputs = 2\noutputs = 2\n\
+         [device.eoe]\nmac = \"02:00:00:00:ec:01\"\n",
+    )
+    .unwrap();
+    let sock = dir.path().join("ctl.sock");
+    let out = dir.path().join("out");
+    let cfg = dir.path().join("patient.toml");
+    std::fs::write(&cfg, "[bus]\ninit_pdu_timeout_ms = 1000\n").unwrap();
+    let mut bench = Command::new(BIN)
+        .args([
+            "bench",
+            "--sim",
+            "--no-rt",
+            "--duration",
+            "120",
+            "--segment",
+        ])
+        .arg(&seg)
+        .arg("--config")
+        .arg(&cfg)
+        .arg("--control")
+        .arg(&sock)
+        .arg("--out")
+        .arg(&out)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let t = Instant::now();
+    loop {
+        if let Ok(mut c) = Client::connect(&sock)
+            && let Ok(s) = c.call(&Request::Status)
+            && s["state"] == "op"
+        {
+            break;
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(30),
+            "bench did not come up"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let s = sock.to_str().unwrap();
+    let (rc, o, err) = rtcat(&[
+        "eoe",
+        "set-ip",
+        "1",
+        "--ip",
+        "192.168.78.2/24",
+        "--dns-name",
+        "drive-0",
+        "--control",
+        s,
+    ]);
+    assert_eq!(rc, 0, "{err}");
+    assert_eq!(
+        o,
+        "position 1: set ip 192.168.78.2, subnet 255.255.255.0, dns-name \"drive-0\"\n"
+    );
+    let (rc, o, err) = rtcat(&["eoe", "get-ip", "1", "--json", "--control", s]);
+    assert_eq!(rc, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&o).unwrap();
+    assert_eq!(
+        (&v["ip"], &v["subnet"], &v["mac"], &v["dns_name"]),
+        (
+            &serde_json::json!("192.168.78.2"),
+            &serde_json::json!("255.255.255.0"),
+            &serde_json::json!("02:00:00:00:ec:01"),
+            &serde_json::json!("drive-0")
+        ),
+        "{v}"
+    );
+    // Named before anything is sent; a device without EoE refuses at the device.
+    let (rc, _, err) = rtcat(&["eoe", "set-ip", "1", "--ip", "1.2.3.4", "--control", s]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("give the prefix length"), "{err}");
+    let (rc, _, err) = rtcat(&["eoe", "get-ip", "5", "--control", s]);
+    assert_eq!(rc, 2, "{err}");
+    assert!(err.contains("position = 5"), "{err}");
+    let (rc, _, err) = rtcat(&["eoe", "get-ip", "0", "--control", s]);
+    assert_eq!(rc, 1, "{err}");
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(bench.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    bench.wait().unwrap();
+    let events = std::fs::read_to_string(out.join("events.log")).unwrap();
+    let rec: Vec<&str> = events
+        .lines()
+        .filter(|l| l.contains("eoe_set_ip"))
+        .collect();
+    assert_eq!(rec.len(), 1, "one record per setting: {rec:?}");
+    assert!(
+        rec[0].contains("192.168.78.2/24") && rec[0].contains("result=ok"),
+        "{}",
+        rec[0]
+    );
+}

@@ -213,6 +213,19 @@ fn the_page_parses_and_matches_the_status() {
     );
     assert!(page.contains(&format!("rtcat_subdevice_al_error{drive} 1\n")));
     assert!(page.contains(&format!("rtcat_subdevice_al_status_code{drive} 27\n")));
+    // The axis: quick stops and held bad cycles, the drive's 0x60F4 beside the master's own.
+    let x = r#"{axis="x",position="2"}"#;
+    for (series, v) in [
+        ("rtcat_axis_quick_stops_total", "2"),
+        ("rtcat_axis_held_cycles_total", "37"),
+        ("rtcat_axis_drive_following_error_last_increments", "0"),
+        ("rtcat_axis_following_error_last_increments", "-154"),
+    ] {
+        assert!(
+            page.contains(&format!("{series}{x} {v}\n")),
+            "{series}\n{page}"
+        );
+    }
 }
 
 #[test]

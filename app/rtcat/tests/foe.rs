@@ -567,9 +567,97 @@ fn through_a_running_master_files_go_both_ways_and_the_write_is_on_the_record() 
         params,
         "the earlier file is kept"
     );
-    // BOOT needs the device alone out of OP: not through a running master (yet).
-    let o = foe(&["foe", "write", "0", src.to_str().unwrap(), "--boot"]);
+    // Only a write takes one device of the running segment to BOOT.
+    let o = foe(&[
+        "foe",
+        "read",
+        "0",
+        back.to_str().unwrap(),
+        "--name",
+        "firmware.bin",
+        "--boot",
+    ]);
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--iface"), "{}", text(&o.stderr));
+    // A firmware update of position 0 while position 1 cycles on (per-subdevice recovery is
+    // the default): parked, written in BOOT, back in OP with its identity.
+    let fw: Vec<u8> = image()[..100_000].to_vec();
+    let fw_path = d.join("fw.bin");
+    std::fs::write(&fw_path, &fw).unwrap();
+    let o = foe(&[
+        "foe",
+        "write",
+        "0",
+        fw_path.to_str().unwrap(),
+        "--name",
+        "firmware.bin",
+        "--boot",
+        "--json",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(
+        (v["bytes"].as_u64(), v["boot"].as_bool()),
+        (Some(100_000), Some(true))
+    );
+    assert!(
+        text(&o.stderr).contains("back in OP after the update"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Running again starts over the same way (the device was handed back, in OP).
+    let o = foe(&[
+        "foe",
+        "write",
+        "0",
+        fw_path.to_str().unwrap(),
+        "--name",
+        "firmware.bin",
+        "--boot",
+    ]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    // One update at a time: a second one while the first runs is refused, the first goes on.
+    let big = d.join("fw-big.bin");
+    std::fs::write(&big, &image()[..400_000]).unwrap();
+    let first = Command::new(BIN)
+        .args(["foe", "write", "0"])
+        .arg(&big)
+        .args(["--name", "firmware.bin", "--boot", "--control"])
+        .arg(&sock)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Under way once position 0's data is out (parked).
+    let t = Instant::now();
+    loop {
+        let s = Client::connect(&sock)
+            .unwrap()
+            .call(&Request::Status)
+            .unwrap();
+        if s["availability"]["subdevices"][0]["out_now"] == true {
+            break;
+        }
+        assert!(t.elapsed() < Duration::from_secs(30), "never parked: {s}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let o = foe(&[
+        "foe",
+        "write",
+        "0",
+        fw_path.to_str().unwrap(),
+        "--name",
+        "firmware.bin",
+        "--boot",
+    ]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("another firmware update is under way"),
+        "{}",
+        text(&o.stderr)
+    );
+    let o = first.wait_with_output().unwrap();
+    assert!(o.status.success(), "{}", text(&o.stderr));
     nix::sys::signal::kill(
         nix::unistd::Pid::from_raw(bench.id() as i32),
         nix::sys::signal::Signal::SIGTERM,
@@ -578,13 +666,46 @@ fn through_a_running_master_files_go_both_ways_and_the_write_is_on_the_record() 
     bench.wait().unwrap();
     let events = std::fs::read_to_string(out.join("events.log")).unwrap();
     let rec: Vec<&str> = events.lines().filter(|l| l.contains("foe_write")).collect();
-    assert_eq!(rec.len(), 1, "one record per transfer: {rec:?}");
+    assert_eq!(rec.len(), 5, "one record per transfer: {rec:?}");
     assert!(
         rec[0].contains("name=\"params.bin\"") && !rec[0].contains("4660"),
         "{}",
         rec[0]
     );
+    assert!(
+        rec[1].contains("name=\"firmware.bin\" boot=true") && rec[1].contains("result=ok"),
+        "{}",
+        rec[1]
+    );
+    // The application was told: out for the update, back for the same reason, twice.
+    let of = |what: &str| {
+        events
+            .lines()
+            .filter(|l| l.contains(what) && l.contains("position=0 "))
+            .count()
+    };
+    assert_eq!(of("subdevice_parked"), 3, "{events}");
+    assert_eq!(
+        events
+            .lines()
+            .filter(
+                |l| l.contains("subdevice_back position=0 ") && l.contains("cause=firmware_update")
+            )
+            .count(),
+        3,
+        "{events}"
+    );
+    assert_eq!(of("subdevice_lost"), 0, "{events}");
+    // Position 1's data stayed valid throughout (the segment's working counter did not: 0 was
+    // out of OP for the updates).
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(out.join("summary.json")).unwrap()).unwrap();
-    assert_eq!(s["wkc"]["mismatches"], 0, "the cycle's data stayed valid");
+    let subs = &s["availability"]["subdevices"];
+    // (A frame lost to the machine invalidates its cycle for everyone.)
+    assert!(
+        subs[1]["invalid_cycles"].as_u64() <= s["frames_lost"].as_u64(),
+        "{s}"
+    );
+    assert!(subs[0]["invalid_cycles"].as_u64() > Some(0), "{s}");
+    assert_eq!(s["recoveries"], 0, "{s}");
 }

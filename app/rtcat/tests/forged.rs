@@ -5,8 +5,8 @@
 //! Root only.
 
 use ecsim::netns::{VethPair, root_or_skip};
-use rtcat_master::echo::EchoCheck;
 use rtcat_master::Config;
+use rtcat_master::echo::EchoCheck;
 use rtcat_master::master::{self, Channels, Outcome, RunSpec, Target};
 use rtcat_master::stats::Live;
 use rtcat_packet::{PacketKind, PacketSocket};

@@ -4,8 +4,8 @@
 
 use ecsim::{Faults, SegmentSpec};
 use rtcat::config::Config;
-use rtcat_master::echo::EchoCheck;
 use rtcat::runner::{Job, JobResult, execute};
+use rtcat_master::echo::EchoCheck;
 use rtcat_master::master::{MAX_PDI_BYTES, MAX_SUBDEVICES, Target};
 use std::time::Duration;
 

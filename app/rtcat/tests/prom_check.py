@@ -281,6 +281,16 @@ def check_up(fams, a):
         if last is None:
             fail(f"rtcat_axis_following_error_last_increments{dict(base)} missing")
         within("rtcat_axis_following_error_last_increments", last, fe, fe)
+        counters = (("rtcat_axis_quick_stops_total", "quick_stops"), ("rtcat_axis_held_cycles_total", "held_cycles"))
+        for name, key in counters:
+            v = ax.get(key, 0)
+            within(name, series(fams, name).get(base), v, v)
+        dfe = ax.get("drive_following_error")
+        got = series(fams, "rtcat_axis_drive_following_error_last_increments").get(base)
+        if dfe is None and got is not None:
+            fail(f"rtcat_axis_drive_following_error_last_increments{dict(base)} without 0x60F4 in the status")
+        if dfe is not None:
+            within("rtcat_axis_drive_following_error_last_increments", got, dfe, dfe)
         h = ax["following_error_abs"]
         check_histogram(fams, "rtcat_axis_following_error_increments", h, h, live, base, scale=1)
 

@@ -1048,10 +1048,10 @@ fn motion_sections(o: &mut String, sources: &[Source]) {
     }
     if runs().any(|(_, h)| h.axes.is_some()) {
         o.push_str(
-            "\n## Axes\n\nFollowing error in the axis' units over the good cycles in operation enabled.\n\n",
+            "\n## Axes\n\nFollowing error in the axis' units over the good cycles in operation enabled: the master's own (set-point minus position actual), the drive's 0x60F4 beside it when mapped. Held: bad cycles through which the last set-point was kept (in brackets the bound before a quick stop).\n\n",
         );
-        o.push_str("| run | axis | mode | state reached | final state | ferr P99 | ferr max | faults | quick stops | last fault |\n");
-        o.push_str("|---|---|---|---|---|--:|--:|--:|--:|---|\n");
+        o.push_str("| run | axis | mode | state reached | final state | ferr P99 | ferr max | 0x60F4 max | faults | quick stops | held | last fault |\n");
+        o.push_str("|---|---|---|---|---|--:|--:|--:|--:|--:|--:|---|\n");
         for (who, h) in runs() {
             for a in h.axes.iter().flatten() {
                 let units = |c: u64| format!("{:.6}", c as f64 / a.counts_per_unit);
@@ -1061,9 +1061,17 @@ fn motion_sections(o: &mut String, sources: &[Source]) {
                     .map_or(("–".to_string(), "–".to_string()), |f| {
                         (units(f.p99), units(f.max))
                     });
+                let drive = a
+                    .drive_following_error_counts
+                    .as_ref()
+                    .map_or("–".to_string(), |f| units(f.max));
+                let held = match a.hold_bad_cycles {
+                    Some(n) => format!("{} ({n})", a.held_cycles),
+                    None => format!("{} (–)", a.held_cycles),
+                };
                 let _ = writeln!(
                     o,
-                    "| {who} | {} | {} | {} | {} | {p99} | {max} | {} | {} | {} |",
+                    "| {who} | {} | {} | {} | {} | {p99} | {max} | {drive} | {} | {} | {held} | {} |",
                     md_text(&a.name),
                     md_text(&a.mode),
                     md_text(a.state_reached.as_deref().unwrap_or("–")),

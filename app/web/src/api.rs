@@ -19,6 +19,12 @@ use std::time::{Duration, Instant};
 
 /// Time an SDO request may take (the master's own SDO timeout is shorter).
 const SDO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Time an object dictionary list may take (one SDO information exchange per object, up to
+/// 1024 of them).
+const OD_TIMEOUT: Duration = Duration::from_secs(60);
+/// Time an axis command may take (it only goes onto the board; a renewal later than the
+/// lease is useless).
+const AXIS_TIMEOUT: Duration = Duration::from_secs(2);
 /// A comment line on an idle event stream this often, so that proxies keep it open and a
 /// closed page is noticed.
 const KEEPALIVE: Duration = Duration::from_secs(10);
@@ -32,7 +38,48 @@ pub struct App {
     /// The page's requests (SDO, AL state, notes) go one at a time, each on a connection of
     /// its own (the master serves at most 4 per process; the pollers keep 2).
     pub conn: Mutex<Option<rtcat_control::Client>>,
+    /// Axis commands are offered (`--allow-motion`).
+    pub motion: bool,
+    /// The board's doctor report (`--doctor`).
+    pub doctor: std::path::PathBuf,
+    /// An FoE upload is being read or sent (one at a time: each holds its file in memory).
+    pub upload: std::sync::atomic::AtomicBool,
 }
+
+/// The body limit of a request, from its head: [`crate::foe::MAX_BYTES`] and 2 more minutes
+/// for an FoE upload of a session with the write role, its CSRF token and a same origin,
+/// while no other upload runs (`took` set: the caller gives the slot back with
+/// [`upload_done`]); [`http::MAX_BODY`] for everything else.
+pub fn body_limit(app: &App, head: &Request, took: &mut bool) -> (usize, Duration) {
+    let small = (http::MAX_BODY, Duration::ZERO);
+    if head.path != "/api/foe/write" || head.method != "POST" {
+        return small;
+    }
+    let Ok((_, s)) = session(app, head) else {
+        return small;
+    };
+    if csrf(head, &s).is_err() || writer(&s).is_err() {
+        return small;
+    }
+    if app
+        .upload
+        .compare_exchange(false, true, Ordering::AcqRel, Ordering::Relaxed)
+        .is_err()
+    {
+        return small;
+    }
+    *took = true;
+    (crate::foe::MAX_BYTES as usize, Duration::from_secs(120))
+}
+
+/// The upload slot [`body_limit`] took is free again.
+pub fn upload_done(app: &App) {
+    app.upload.store(false, Ordering::Release);
+}
+
+/// The lease of a jog or move-to from the page: the page renews it every 100 ms while the
+/// button is held, so two lost renewals are tolerated and a third stops the axis.
+const AXIS_LEASE_MS: u64 = 300;
 
 /// Answers one request. SSE streams write to `s` themselves and return None.
 pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Option<Response> {
@@ -63,7 +110,7 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
             // error (a 401 here would be an error in every fresh page's console).
             want("GET")?;
             return Ok(match session(app, req) {
-                Ok((_, s)) => Response::json(200, &session_json(&s)),
+                Ok((_, s)) => Response::json(200, &session_json(app, &s)),
                 Err(_) => Response::json(200, &json!({"user": null})),
             });
         }
@@ -124,12 +171,149 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
                 let r = ctl_request(&o, "sdo_read", &["position", "index", "sub"])?;
                 control(app, &r, SDO_TIMEOUT).map(|v| Response::json(200, &v))
             }
+            "/api/doctor" => {
+                want("GET")?;
+                Ok(Response::json(200, &crate::doctor::read(&app.doctor)))
+            }
+            "/api/foe/write" => {
+                // The file is the body (any type); where it goes is the query: position,
+                // name (percent-encoded) and password.
+                want("POST")?;
+                writer(&session)?;
+                let position = req
+                    .query_param("position")
+                    .and_then(|p| p.parse::<u16>().ok())
+                    .ok_or_else(|| {
+                        Response::error(400, "position: a number 0..=65535 in the query")
+                    })?;
+                let name = req
+                    .query_text("name")
+                    .filter(|n| !n.is_empty() && n.len() <= 255 && !n.chars().any(char::is_control))
+                    .ok_or_else(|| {
+                        Response::error(400, "name: the device file's name (1..=255 bytes, percent-encoded) in the query")
+                    })?;
+                let password = match req.query_param("password") {
+                    None | Some("") => 0,
+                    Some(p) => p.parse::<u32>().map_err(|_| {
+                        Response::error(400, format!("password = {p:?}: a number 0..=4294967295"))
+                    })?,
+                };
+                if req.body.is_empty() {
+                    return Err(Response::error(400, "the body is the file: empty"));
+                }
+                let what = format!(
+                    "foe_write position={position} name={name:?} bytes={}",
+                    req.body.len()
+                );
+                note(app, &session, &what)?;
+                let out =
+                    crate::foe::write(app.live.control(), position, &name, password, &req.body);
+                let result = match &out {
+                    Ok(_) => "ok".to_string(),
+                    Err((_, m)) => format!("failed: {m}"),
+                };
+                app.live
+                    .event("write", format!("{what}: {result}"), Some(&session.user));
+                out.map(|v| Response::json(200, &v))
+                    .map_err(|(s, m)| Response::error(s, m))
+            }
+            "/api/foe/read" => {
+                // A read, as sdo_read: any role (the control socket's foe_read needs no write
+                // right either); on the page's event list with the user, a file being more
+                // than a value.
+                want("POST")?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "foe_read", &["position", "name", "password"])?;
+                let Ctl::FoeRead {
+                    position,
+                    name,
+                    password,
+                } = r
+                else {
+                    return Err(Response::error(500, "not a foe_read"));
+                };
+                let out = crate::foe::read(app.live.control(), position, &name, password);
+                let result = match &out {
+                    Ok(d) => format!("{} bytes", d.len()),
+                    Err((_, m)) => format!("failed: {m}"),
+                };
+                app.live.event(
+                    "foe",
+                    format!("foe_read position={position} name={name:?}: {result}"),
+                    Some(&session.user),
+                );
+                out.map(|data| Response {
+                    status: 200,
+                    content_type: "application/octet-stream",
+                    extra: Vec::new(),
+                    body: data,
+                })
+                .map_err(|(s, m)| Response::error(s, m))
+            }
+            "/api/eoe/ip" => {
+                want("POST")?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "eoe_get_ip", &["position"])?;
+                control(app, &r, SDO_TIMEOUT).map(|v| Response::json(200, &v))
+            }
+            "/api/od/list" => {
+                want("POST")?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "od_list", &["position"])?;
+                control(app, &r, OD_TIMEOUT).map(|v| Response::json(200, &v))
+            }
+            "/api/od/object" => {
+                want("POST")?;
+                let o = body(req)?;
+                let r = ctl_request(&o, "od_object", &["position", "index"])?;
+                control(app, &r, SDO_TIMEOUT).map(|v| Response::json(200, &v))
+            }
             "/api/sdo/write" => {
                 want("POST")?;
                 writer(&session)?;
                 let o = body(req)?;
                 let r = ctl_request(&o, "sdo_write", &["position", "index", "sub", "data"])?;
                 write(app, &session, &r)
+            }
+            "/api/axis" => {
+                want("POST")?;
+                writer(&session)?;
+                if !app.motion {
+                    return Err(Response::error(
+                        403,
+                        "axis commands are off on this board (rtcat-web --allow-motion)",
+                    ));
+                }
+                let o = body(req)?;
+                let mut r = ctl_request(&o, "axis", &["name", "action", "velocity", "position"])?;
+                let renew = match &mut r {
+                    Ctl::Axis {
+                        action, lease_ms, ..
+                    } => {
+                        *lease_ms = AXIS_LEASE_MS;
+                        *action == rtcat_control::protocol::AxisAction::Renew
+                    }
+                    _ => false,
+                };
+                if renew {
+                    // The command it renews is on the record with the user; a renewal only
+                    // keeps it going. Once the motion stopped (its lease ran out, it arrived,
+                    // it was stopped) the master refuses it: an answer for the page (stop
+                    // renewing), not a failure.
+                    match control(app, &r, AXIS_TIMEOUT) {
+                        Ok(_) => Ok(Response::json(200, &json!({"renewed": true}))),
+                        Err(e) if e.status == 502 => {
+                            let why = serde_json::from_slice::<Value>(&e.body)
+                                .ok()
+                                .and_then(|v| v["error"].as_str().map(str::to_string))
+                                .unwrap_or_default();
+                            Ok(Response::json(200, &json!({"renewed": false, "why": why})))
+                        }
+                        Err(e) => Err(e),
+                    }
+                } else {
+                    write(app, &session, &r)
+                }
             }
             "/api/al_state" => {
                 want("POST")?;
@@ -196,8 +380,9 @@ pub fn handle(app: &App, req: &Request, peer: IpAddr, s: &mut TcpStream) -> Opti
     }
 }
 
-fn session_json(s: &Session) -> Value {
-    json!({"user": s.user, "role": s.role, "csrf": s.csrf})
+/// The page's session: who, the role, the CSRF token, and whether axis commands are offered.
+fn session_json(app: &App, s: &Session) -> Value {
+    json!({"user": s.user, "role": s.role, "csrf": s.csrf, "motion": app.motion})
 }
 
 fn session(app: &App, req: &Request) -> Result<(String, Session), Response> {
@@ -348,7 +533,8 @@ fn login(app: &App, req: &Request, peer: IpAddr) -> Result<Response, Response> {
         Ok((id, s)) => {
             app.live
                 .event("login", format!("login from {peer}"), Some(&s.user));
-            Ok(Response::json(200, &session_json(&s)).with("Set-Cookie", auth::cookie(Some(&id))))
+            Ok(Response::json(200, &session_json(app, &s))
+                .with("Set-Cookie", auth::cookie(Some(&id))))
         }
         Err(LoginError::Wrong) => {
             app.live.event(
@@ -427,6 +613,9 @@ mod tests {
             // No master there: a request that gets past the checks fails with 503.
             live: Live::new("/nonexistent/rtcat.sock".into(), None),
             conn: Mutex::new(None),
+            motion: false,
+            doctor: "/nonexistent/doctor.json".into(),
+            upload: Default::default(),
         }
     }
 
@@ -521,7 +710,10 @@ mod tests {
         let (s, b) = write(&a, &[c]);
         assert_eq!(s, 403, "{b}");
         assert!(b.contains("missing X-CSRF-Token"), "{b}");
-        let wrong = format!("{}0", &token[..63]);
+        // The token with its last digit changed (a fixed "0" was the token itself one run
+        // in 16).
+        let last = if token.ends_with('0') { '1' } else { '0' };
+        let wrong = format!("{}{last}", &token[..63]);
         let (s, b) = write(&a, &[c, ("x-csrf-token", &wrong)]);
         assert_eq!((s, b.contains("wrong CSRF token")), (403, true), "{b}");
         // Another user's token is no token of this session.
@@ -558,6 +750,69 @@ mod tests {
             .expect("the write's event");
         assert_eq!(w["user"], "engineer");
         assert!(w["text"].as_str().unwrap().contains("refused"), "{w}");
+    }
+
+    #[test]
+    fn axis_commands_need_the_write_role_and_the_motion_switch() {
+        let post = |a: &App, who: (&str, &str), body: &str| {
+            let (cookie, token) = login(a, who.0, who.1);
+            let h = [
+                ("cookie", cookie.as_str()),
+                ("x-csrf-token", token.as_str()),
+                ("content-type", "application/json"),
+            ];
+            let r = call(a, &req("POST", "/api/axis", &h, body));
+            let v: Value = serde_json::from_slice(&r.body).unwrap_or_default();
+            (r.status, v["error"].as_str().unwrap_or("").to_string())
+        };
+        const JOG: &str = r#"{"name":"x","action":"jog","velocity":5}"#;
+        const ENG: (&str, &str) = ("engineer", "bbbbbbbbbbbb");
+        let mut a = app();
+        let (s, b) = post(&a, ("viewer", "aaaaaaaaaaaa"), JOG);
+        assert_eq!(s, 403, "{b}");
+        assert!(b.contains("read role"), "{b}");
+        let (s, b) = post(&a, ENG, JOG);
+        assert_eq!(s, 403, "{b}");
+        assert!(b.contains("--allow-motion"), "{b}");
+        a.motion = true;
+        // Past the checks: no master there (503); the command is on the event list.
+        let (s, b) = post(&a, ENG, JOG);
+        assert_eq!(s, 503, "{b}");
+        let e = a.live.events(0);
+        assert!(
+            e.iter().any(|e| e["kind"] == "write"
+                && e["user"] == "engineer"
+                && e["text"].as_str().unwrap().contains("\"action\":\"jog\"")),
+            "{e:?}"
+        );
+        // A renewal is not: it only keeps the command going.
+        let writes = |a: &App| {
+            a.live
+                .events(0)
+                .iter()
+                .filter(|e| e["kind"] == "write")
+                .count()
+        };
+        let n = writes(&a);
+        let (s, _) = post(&a, ENG, r#"{"name":"x","action":"renew"}"#);
+        assert_eq!(s, 503);
+        assert_eq!(writes(&a), n, "a renewal is no event");
+        // The page does not choose the lease; bad actions and values are named.
+        for (body, want) in [
+            (
+                r#"{"name":"x","action":"jog","velocity":5,"lease_ms":5000}"#,
+                "unknown field \"lease_ms\"",
+            ),
+            (r#"{"name":"x","action":"fly"}"#, "action = \"fly\""),
+            (
+                r#"{"name":"x","action":"move_to","position":"far"}"#,
+                "position = \"far\"",
+            ),
+        ] {
+            let (s, b) = post(&a, ENG, body);
+            assert_eq!(s, 400, "{body}: {b}");
+            assert!(b.contains(want), "{body}: {b}");
+        }
     }
 
     #[test]

@@ -52,14 +52,40 @@ impl Request {
             .map(|(_, v)| v)
     }
 
-    /// The value of query parameter `name` (no percent-decoding: the page's own parameters are
-    /// plain words).
+    /// The value of query parameter `name`, raw (no percent-decoding: see
+    /// [`Request::query_text`]).
     pub fn query_param(&self, name: &str) -> Option<&str> {
         self.query
             .split('&')
             .filter_map(|p| p.split_once('=').or(Some((p, ""))))
             .find(|(k, _)| *k == name)
             .map(|(_, v)| v)
+    }
+
+    /// Query parameter `name` percent-decoded (RFC 3986 §2.1) as UTF-8; None when absent or
+    /// not valid.
+    pub fn query_text(&self, name: &str) -> Option<String> {
+        let raw = self.query_param(name)?.as_bytes();
+        let mut out = Vec::with_capacity(raw.len());
+        let mut i = 0;
+        while i < raw.len() {
+            match raw[i] {
+                b'%' => {
+                    let h = raw.get(i + 1..i + 3)?;
+                    out.push(u8::from_str_radix(std::str::from_utf8(h).ok()?, 16).ok()?);
+                    i += 3;
+                }
+                b'+' => {
+                    out.push(b' ');
+                    i += 1;
+                }
+                b => {
+                    out.push(b);
+                    i += 1;
+                }
+            }
+        }
+        String::from_utf8(out).ok()
     }
 }
 
@@ -70,8 +96,8 @@ pub enum Bad {
     Malformed(String),
     /// 431: the head exceeds [`MAX_HEAD`].
     HeadTooLarge,
-    /// 413: the body exceeds [`MAX_BODY`].
-    BodyTooLarge,
+    /// 413: the body exceeds its limit ([`MAX_BODY`], or a route's own).
+    BodyTooLarge(usize),
     /// 501: a transfer coding (chunked bodies are not taken).
     TransferCoding,
     /// The client was too slow or went away: nothing to answer.
@@ -84,7 +110,7 @@ impl Bad {
         Some(match self {
             Bad::Malformed(m) => (400, m.clone()),
             Bad::HeadTooLarge => (431, format!("request head longer than {MAX_HEAD} bytes")),
-            Bad::BodyTooLarge => (413, format!("request body longer than {MAX_BODY} bytes")),
+            Bad::BodyTooLarge(max) => (413, format!("request body longer than {max} bytes")),
             Bad::TransferCoding => (
                 501,
                 "Transfer-Encoding is not supported: send the body with Content-Length".into(),
@@ -94,9 +120,19 @@ impl Bad {
     }
 }
 
-/// Reads one request from `s` within [`READ_TIMEOUT`].
+/// Reads one request from `s` within [`READ_TIMEOUT`], its body at most [`MAX_BODY`].
+#[cfg(test)]
 pub fn read_request(s: &mut impl ReadTimeout) -> Result<Request, Bad> {
-    let deadline = Instant::now() + READ_TIMEOUT;
+    read_request_with(s, |_| (MAX_BODY, Duration::ZERO))
+}
+
+/// [`read_request`] with the body's limit and the extra time to read it decided from the
+/// head (an upload the session may make: a file for a device).
+pub fn read_request_with(
+    s: &mut impl ReadTimeout,
+    body_limit: impl FnOnce(&Request) -> (usize, Duration),
+) -> Result<Request, Bad> {
+    let mut deadline = Instant::now() + READ_TIMEOUT;
     let mut buf = Vec::with_capacity(1024);
     let mut chunk = [0u8; 4096];
     let (head_end, body_start) = loop {
@@ -121,9 +157,11 @@ pub fn read_request(s: &mut impl ReadTimeout) -> Result<Request, Bad> {
             Bad::Malformed(format!("Content-Length {:?} is not a number", truncate(v)))
         })?,
     };
-    if len > MAX_BODY {
-        return Err(Bad::BodyTooLarge);
+    let (max, more) = body_limit(&req);
+    if len > max {
+        return Err(Bad::BodyTooLarge(max));
     }
+    deadline += more;
     let mut body = buf.split_off(body_start);
     while body.len() < len {
         read_some(s, &mut body, &mut chunk, deadline)?;
@@ -370,6 +408,28 @@ mod tests {
     }
 
     #[test]
+    fn a_route_may_take_a_larger_body_decided_from_the_head_and_query_text_is_decoded() {
+        let body = "x".repeat(MAX_BODY + 10);
+        let text = format!(
+            "POST /api/foe/write?name=fw%20v2%2Fa.bin&p=%zz HTTP/1.1\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        assert_eq!(
+            read(text.as_bytes()).unwrap_err(),
+            Bad::BodyTooLarge(MAX_BODY)
+        );
+        let r = read_request_with(&mut Mem(Cursor::new(text.into_bytes())), |h| {
+            assert_eq!(h.path, "/api/foe/write");
+            (MAX_BODY * 2, Duration::from_secs(1))
+        })
+        .unwrap();
+        assert_eq!(r.body.len(), MAX_BODY + 10);
+        assert_eq!(r.query_text("name").as_deref(), Some("fw v2/a.bin"));
+        assert_eq!(r.query_text("p"), None, "not a percent escape");
+        assert_eq!(r.query_text("q"), None);
+    }
+
+    #[test]
     fn a_post_with_a_body_and_cookies() {
         let r = read(b"POST /api/sdo/read?x=1 HTTP/1.1\r\nHost: a\r\nCookie: a=b; rtcat_session=abc\r\nContent-Length: 5\r\n\r\nhello").unwrap();
         assert_eq!(
@@ -409,7 +469,10 @@ mod tests {
             "POST / HTTP/1.1\r\nContent-Length: {}\r\n\r\n",
             MAX_BODY + 1
         );
-        assert_eq!(read(big.as_bytes()).unwrap_err(), Bad::BodyTooLarge);
+        assert_eq!(
+            read(big.as_bytes()).unwrap_err(),
+            Bad::BodyTooLarge(MAX_BODY)
+        );
         let long = format!("GET / HTTP/1.1\r\nX: {}\r\n\r\n", "a".repeat(MAX_HEAD));
         assert_eq!(read(long.as_bytes()).unwrap_err(), Bad::HeadTooLarge);
         assert_eq!(read(b"GET / HTTP/1.1\r\n").unwrap_err(), Bad::Gone);

@@ -11,6 +11,8 @@
 mod api;
 mod assets;
 mod auth;
+mod doctor;
+mod foe;
 mod force;
 mod http;
 mod live;
@@ -47,6 +49,19 @@ struct Args {
     /// as it); default: the owner of the control socket
     #[arg(long, value_name = "UID")]
     master_uid: Option<u32>,
+    /// Offer axis commands (enable, disable, fault reset, jog and move-to behind hold-to-run)
+    /// to the write role. Off by default: motion from a browser is the machine builder's
+    /// decision, per board (the `[web]` switch: set it in the unit's drop-in)
+    #[arg(long)]
+    allow_motion: bool,
+    /// The board's `rtcat doctor --json` report, shown on the Timing view (written by an
+    /// unprivileged timer; rtcat-web's sandbox hides what doctor inspects)
+    #[arg(
+        long,
+        value_name = "FILE",
+        default_value = "/run/rtcat-doctor/doctor.json"
+    )]
+    doctor: PathBuf,
 }
 
 fn main() {
@@ -89,6 +104,9 @@ fn run(args: Args) -> Result<(), String> {
         auth: Arc::new(Mutex::new(auth::Auth::new(users))),
         live,
         conn: Mutex::new(None),
+        motion: args.allow_motion,
+        doctor: args.doctor.clone(),
+        upload: Default::default(),
     });
     eprintln!(
         "rtcat-web: serving http://{} for the master on {}",
@@ -144,16 +162,27 @@ fn busy(mut s: TcpStream) {
 }
 
 fn serve(app: &api::App, mut s: TcpStream, ip: IpAddr) {
-    let req = match http::read_request(&mut s) {
+    let mut upload = false;
+    let req = http::read_request_with(&mut s, |head| api::body_limit(app, head, &mut upload));
+    let req = match req {
         Ok(r) => r,
         Err(bad) => {
+            if upload {
+                api::upload_done(app);
+            }
             if let Some((status, text)) = bad.answer() {
                 let _ = http::send(&mut s, &http::Response::error(status, text));
             }
             return;
         }
     };
-    if let Some(r) = api::handle(app, &req, ip, &mut s) {
+    let r = api::handle(app, &req, ip, &mut s);
+    // The file is sent (or refused): the next upload may come.
+    drop(req);
+    if upload {
+        api::upload_done(app);
+    }
+    if let Some(r) = r {
         let _ = http::send(&mut s, &r);
     }
 }

@@ -5,8 +5,10 @@
 //! device configuration ([`generated_device`]): the cyclic synchronous mapping of ETG.6010
 //! (§5, the minimum objects of CSP / CSV) in RxPDO 0x1600 / TxPDO 0x1A00 and the mode of
 //! operation 0x6060 as a startup SDO, applied by [`crate::devices`] at every bring-up and
-//! recovery. A `[[device]]` entry of the axis' subdevice with a PDO mapping must map the objects
-//! the axis needs ([`required_objects`]); the error names the missing ones.
+//! recovery. A `[[device]]` entry of the axis' subdevice with a PDO mapping (as `rtcat config
+//! from-bus` writes one) must map the objects the axis reads and writes ([`needed_objects`]);
+//! the error names the missing ones and the entry to delete so that the axis maps its drive
+//! itself.
 
 use serde::Deserialize;
 
@@ -38,7 +40,7 @@ impl AxisMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Default)]
 #[serde(rename_all = "snake_case")]
 pub enum BadCycles {
-    /// See [`OnBadCycles::QuickStop`].
+    /// See [`OnBadCycles::QuickStopAfter`]: after `hold_bad_cycles` bad cycles in a row.
     #[default]
     QuickStop,
     /// See [`OnBadCycles::Hold`].
@@ -87,9 +89,14 @@ pub struct AxisConfig {
     pub max_acceleration: f64,
     /// Jerk limit, units/s³ (> 0); absent: trapezoidal moves.
     pub max_jerk: Option<f64>,
-    /// What a bad cycle does.
+    /// What a run of bad cycles does.
     #[serde(default)]
     pub on_bad_cycles: BadCycles,
+    /// With `on_bad_cycles = "quick_stop"`: bad cycles in a row through which the last
+    /// set-point is held; the next one quick-stops (0: the first one does). Absent: what the
+    /// drive's sync error counter limit (0x10F1:02, read in PRE-OP) tolerates, else
+    /// [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`].
+    pub hold_bad_cycles: Option<u32>,
     /// Enabled again by itself after a quick stop or a recovery, or only when asked.
     #[serde(default)]
     pub after_recovery: Recovery,
@@ -121,6 +128,10 @@ pub struct ProfileConfig {
 /// Rest between moves, at most (a longer one is likely a unit mistake: ms for s).
 pub const MAX_DWELL_S: f64 = 3600.0;
 
+/// `hold_bad_cycles`, at most: a longer hold drives the axis blind for too long (one second at
+/// a 1 ms cycle); `on_bad_cycles = "hold"` is the explicit choice of an unbounded one.
+pub const MAX_HOLD_BAD_CYCLES: u32 = 1000;
+
 impl AxisConfig {
     /// The limits of the built-in moves, units.
     pub fn limits(&self) -> crate::motion::Limits {
@@ -147,11 +158,15 @@ impl AxisConfig {
         })
     }
 
-    /// The drive profile's policy.
+    /// The drive profile's policy (before the drive's own limit is known: without
+    /// `hold_bad_cycles`, [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`]).
     pub fn policy(&self) -> Policy {
         Policy {
             on_bad_cycles: match self.on_bad_cycles {
-                BadCycles::QuickStop => OnBadCycles::QuickStop,
+                BadCycles::QuickStop => OnBadCycles::QuickStopAfter(
+                    self.hold_bad_cycles
+                        .unwrap_or(crate::cia402::DEFAULT_HOLD_BAD_CYCLES),
+                ),
                 BadCycles::Hold => OnBadCycles::Hold,
             },
             after_recovery: match self.after_recovery {
@@ -219,6 +234,20 @@ pub fn required_objects(mode: AxisMode) -> (&'static [Object], &'static [Object]
     match mode {
         AxisMode::Csp => (RX_CSP, TX_CSP),
         AxisMode::Csv => (RX_CSV, TX_CSV),
+    }
+}
+
+/// The objects (index, subindex, bits) an axis cannot run without, outputs and inputs: the
+/// controlword, the mode, the target of its mode; the statusword, the mode display, the
+/// position actual. The others of [`required_objects`] are read when mapped (0x60F4 is shown
+/// beside the master's own following error, 0x603F gives a fault its text).
+pub fn needed_objects(mode: AxisMode) -> (&'static [Object], &'static [Object]) {
+    const RX_CSP: &[(u16, u8, u8)] = &[CONTROLWORD, (0x6060, 0, 8), (0x607a, 0, 32)];
+    const RX_CSV: &[(u16, u8, u8)] = &[CONTROLWORD, (0x6060, 0, 8), (0x60ff, 0, 32)];
+    const TX: &[(u16, u8, u8)] = &[STATUSWORD, (0x6061, 0, 8), (0x6064, 0, 32)];
+    match mode {
+        AxisMode::Csp => (RX_CSP, TX),
+        AxisMode::Csv => (RX_CSV, TX),
     }
 }
 
@@ -382,9 +411,28 @@ pub fn validate(axes: &[AxisConfig], devices: &[DeviceConfig]) -> Result<(), Inv
                 format!("is {v} counts/s, beyond the 32-bit target velocity"),
             ));
         }
+        if let Some(n) = a.hold_bad_cycles {
+            if a.on_bad_cycles == BadCycles::Hold {
+                return Err(invalid(
+                    k("hold_bad_cycles"),
+                    n,
+                    "only with on_bad_cycles = \"quick_stop\" (\"hold\" holds through any \
+                     number of bad cycles): remove one of the two",
+                ));
+            }
+            if n > MAX_HOLD_BAD_CYCLES {
+                return Err(invalid(
+                    k("hold_bad_cycles"),
+                    n,
+                    format!(
+                        "must be 0..{MAX_HOLD_BAD_CYCLES} (for no bound, on_bad_cycles = \"hold\")"
+                    ),
+                ));
+            }
+        }
         check_motion(i, a)?;
-        if let Some(d) = devices.iter().find(|d| a.same_device(d)) {
-            check_device(i, a, d)?;
+        if let Some(j) = devices.iter().position(|d| a.same_device(d)) {
+            check_device(i, a, j, &devices[j])?;
         }
     }
     Ok(())
@@ -455,14 +503,14 @@ impl AxisConfig {
     }
 }
 
-/// An explicit `[[device]]` of an axis' drive: if it maps PDOs, the assigned ones (or all it
-/// maps, without an assignment) must hold the axis' objects. Without a mapping it runs the
-/// drive's own, checked against the layout at bring-up.
-fn check_device(i: usize, a: &AxisConfig, d: &DeviceConfig) -> Result<(), Invalid> {
+/// An explicit `[[device]]` (`device[j]`) of an axis' drive: if it maps PDOs, the assigned
+/// ones (or all it maps, without an assignment) must hold the objects the axis needs. Without a
+/// mapping it runs the drive's own, checked against the layout at bring-up.
+fn check_device(i: usize, a: &AxisConfig, j: usize, d: &DeviceConfig) -> Result<(), Invalid> {
     if d.pdo_map.is_empty() {
         return Ok(());
     }
-    let (rx, tx) = required_objects(a.mode);
+    let (rx, tx) = needed_objects(a.mode);
     for (dir, need, sm) in [
         (
             "outputs",
@@ -499,7 +547,10 @@ fn check_device(i: usize, a: &AxisConfig, d: &DeviceConfig) -> Result<(), Invali
                 format!("axis[{i}]"),
                 format!("{:?}", a.name),
                 format!(
-                    "the [[device]] entry for its drive ({}) does not map {} the axis needs in its {dir}",
+                    "the [[device]] entry for its drive (device[{j}], {}) does not map {} the \
+                     axis needs in its {dir}: delete that [[device]] entry (with its \
+                     [[device.pdo_map]] blocks), and the axis maps its drive itself (RxPDO \
+                     0x1600, TxPDO 0x1A00, ETG.6010), or add the objects to its pdo_map",
                     d.matcher(),
                     missing.join(", ")
                 ),

@@ -84,6 +84,21 @@ fn axes_bring_their_device_configuration() {
         })
     );
     assert_eq!(c.axis[1].limits().jerk, Some(1000.0));
+    // on_bad_cycles = "quick_stop" (the default) holds the default number of bad cycles
+    // first, or hold_bad_cycles of them.
+    assert_eq!(
+        c.axis[0].policy().on_bad_cycles,
+        OnBadCycles::QuickStopAfter(crate::cia402::DEFAULT_HOLD_BAD_CYCLES)
+    );
+    let c2 = Config::parse(
+        &AXES.replacen("dwell_s = 0.2", "dwell_s = 0.2\nhold_bad_cycles = 0", 1),
+        "t.toml",
+    )
+    .unwrap();
+    assert_eq!(
+        c2.axis[0].policy().on_bad_cycles,
+        OnBadCycles::QuickStopAfter(0)
+    );
     // The generated entries pass the [[device]] checks themselves.
     crate::devices::validate(&c.device, None).unwrap();
 }
@@ -102,10 +117,19 @@ fn an_explicit_device_is_used_and_checked() {
         "the explicit entry plus the generated one of axis y"
     );
     assert_eq!(c.device[0].pdo_map[0].entries.len(), 4);
-    let missing = ok.replace(", \"0x60F4:00:32\"", "");
+    // 0x60F4 is shown when mapped, not needed; the position actual is.
+    let without_ferr = ok.replace(", \"0x60F4:00:32\"", "");
+    assert_ne!(without_ferr, ok);
+    Config::parse(&without_ferr, "t.toml").unwrap();
+    let missing = ok.replace("\"0x6064:00:32\", ", "");
+    assert_ne!(missing, ok);
     let e = err(&missing);
     assert!(
-        e.contains("axis[0]") && e.contains("0x60f4:00:32") && e.contains("inputs"),
+        e.contains("axis[0]")
+            && e.contains("0x6064:00:32")
+            && e.contains("inputs")
+            && e.contains("device[0], position 0")
+            && e.contains("delete that [[device]] entry"),
         "{e}"
     );
     // A device without a mapping keeps the drive's own (checked at bring-up).
@@ -157,6 +181,21 @@ fn bad_axes_are_refused_naming_the_key() {
             "unknown variant",
         ),
         ("name = \"y\"", "name = \"y\"\nspeed = 3", "unknown field"),
+        (
+            "on_bad_cycles = \"hold\"",
+            "on_bad_cycles = \"hold\"\nhold_bad_cycles = 2",
+            "axis[1].hold_bad_cycles = 2: only with on_bad_cycles = \"quick_stop\"",
+        ),
+        (
+            "dwell_s = 0.2",
+            "dwell_s = 0.2\nhold_bad_cycles = 1001",
+            "axis[0].hold_bad_cycles = 1001: must be 0..1000",
+        ),
+        (
+            "dwell_s = 0.2",
+            "dwell_s = 0.2\nhold_bad_cycles = -1",
+            "hold_bad_cycles",
+        ),
         (
             "moves = [10.0, -10.0, 0.0]",
             "moves = [10.0, 60.0]",

@@ -185,13 +185,44 @@ impl Mode {
 }
 
 /// What to do in a cycle whose inputs are not valid (lost frame, wrong working counter).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum OnBadCycles {
-    /// Command a quick stop (the drive decelerates with 0x6085 and, per 0x605A, disables).
-    #[default]
-    QuickStop,
-    /// Keep the last outputs: the drive holds the last target.
+    /// Keep the last outputs (the drive holds the last target) through up to this many bad
+    /// cycles in a row, then command a quick stop (the drive decelerates with 0x6085 and, per
+    /// 0x605A, disables). 0: quick stop at the first bad cycle.
+    QuickStopAfter(u32),
+    /// Keep the last outputs through any number of bad cycles: the drive's own checks (its
+    /// sync error counter, the SM watchdog) are all that stops it.
     Hold,
+}
+
+impl Default for OnBadCycles {
+    fn default() -> Self {
+        OnBadCycles::QuickStopAfter(DEFAULT_HOLD_BAD_CYCLES)
+    }
+}
+
+/// Bad cycles in a row held before a quick stop when neither the configuration nor the drive
+/// (0x10F1:02) says: 3, what a drive whose sync error counter limit is 10..12 tolerates from a
+/// clean counter (see [`hold_from_sync_error_limit`]); a longer hold leaves the drive unwatched
+/// longer than most drives' own check does.
+pub const DEFAULT_HOLD_BAD_CYCLES: u32 = 3;
+
+/// The "Sync error counter limit" (ETG.1020, object 0x10F1:02, "Error Settings").
+pub const SYNC_ERROR_LIMIT: (u16, u8) = (0x10f1, 2);
+
+/// The bad cycles in a row a drive tolerates given its sync error counter limit (0x10F1:02):
+/// the counter grows by 3 for every missed SM event and shrinks by 1 for every good one, and
+/// the drive's synchronisation stays valid while the counter is below the limit; 0 switches the
+/// check off (the EtherCAT Slave Stack Code, `ecatappl.c`: `Sync0_Isr` and the DC check). From
+/// an empty counter `k` misses in a row are tolerated while `3k < limit`. `None`: the check is
+/// off, the drive names no bound.
+pub const fn hold_from_sync_error_limit(limit: u32) -> Option<u32> {
+    if limit == 0 {
+        None
+    } else {
+        Some((limit - 1) / 3)
+    }
 }
 
 /// Whether a drive is enabled again after a quick stop on bad cycles or after a recovery of the
@@ -252,6 +283,10 @@ pub struct StepOut {
     pub enabled_now: bool,
     /// A fault was first seen in this cycle (the error code is [`Drive::last_error`]).
     pub fault_now: bool,
+    /// A bad cycle whose outputs are the last ones, held (no quick stop).
+    pub held: bool,
+    /// The quick stop on bad cycles was commanded in this cycle (the first of a latch).
+    pub quick_stop_now: bool,
 }
 
 /// The setpoint the application asks for, used only in operation enabled.
@@ -285,6 +320,8 @@ pub struct Drive {
     last_error: u16,
     faults: u32,
     was_enabled: bool,
+    /// Bad cycles in a row up to now (0 after a good one).
+    bad_run: u32,
 }
 
 impl Drive {
@@ -305,6 +342,7 @@ impl Drive {
             last_error: 0,
             faults: 0,
             was_enabled: false,
+            bad_run: 0,
         }
     }
 
@@ -354,11 +392,23 @@ impl Drive {
         self.policy
     }
 
+    /// Change what bad cycles do (at bring-up, when the drive's own limit is known; not while
+    /// bad cycles are being held).
+    pub fn set_on_bad_cycles(&mut self, on: OnBadCycles) {
+        self.policy.on_bad_cycles = on;
+    }
+
+    /// Bad cycles in a row up to the last step (0 after a good one).
+    pub fn bad_run(&self) -> u32 {
+        self.bad_run
+    }
+
     /// The segment was re-initialised (the drive may have lost power): forget its state; per
     /// [`AfterRecovery`] the enable request is kept or dropped.
     pub fn on_recovery(&mut self) {
         self.state = None;
         self.bad_latched = false;
+        self.bad_run = 0;
         self.last = DriveOut {
             mode: self.mode.code(),
             ..DriveOut::default()
@@ -374,6 +424,7 @@ impl Drive {
         if !good {
             return self.bad_cycle();
         }
+        self.bad_run = 0;
         if self.bad_latched {
             self.bad_latched = false;
             if self.policy.after_recovery == AfterRecovery::StayDisabled {
@@ -496,14 +547,31 @@ impl Drive {
         }
     }
 
+    /// A bad cycle: the last outputs are held through the policy's number of bad cycles in a
+    /// row, the next one commands the quick stop. Holding rather than extrapolating the target
+    /// with the commanded velocity: a drive that missed the frames either held its target or
+    /// extrapolated it itself (drive-specific), and only a held target guarantees that the
+    /// first target after the gap is one cycle's step of the trajectory from the last one the
+    /// drive got; the motion source pauses meanwhile (see `axes`), so the profile is delayed
+    /// by the gap, never shortened into a jump.
     fn bad_cycle(&mut self) -> StepOut {
+        self.bad_run = self.bad_run.saturating_add(1);
+        let mut r = StepOut::default();
         let out = match self.policy.on_bad_cycles {
-            OnBadCycles::Hold => self.last,
-            OnBadCycles::QuickStop => {
+            OnBadCycles::Hold => {
+                r.held = true;
+                self.last
+            }
+            OnBadCycles::QuickStopAfter(n) if self.bad_run <= n && !self.bad_latched => {
+                r.held = true;
+                self.last
+            }
+            OnBadCycles::QuickStopAfter(_) => {
                 // Whatever the drive's state now (the last statusword may be a cycle old), a drive
                 // that was commanded beyond disable voltage (bit 1) gets a quick stop (transitions
                 // 7, 10, 11); in switch on disabled the command is no transition.
                 if self.last.controlword & 0x0002 != 0 || self.bad_latched {
+                    r.quick_stop_now = !self.bad_latched;
                     self.bad_latched = true;
                     DriveOut {
                         controlword: cw::QUICK_STOP,
@@ -519,10 +587,8 @@ impl Drive {
             // After the quick stop the drive is enabled from scratch (target = actual again).
             self.was_enabled = false;
         }
-        StepOut {
-            out,
-            ..StepOut::default()
-        }
+        r.out = out;
+        r
     }
 }
 

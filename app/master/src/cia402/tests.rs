@@ -109,6 +109,12 @@ impl Model {
     }
 }
 
+/// The quick stop at the first bad cycle (`hold_bad_cycles = 0`).
+const IMMEDIATE: Policy = Policy {
+    on_bad_cycles: OnBadCycles::QuickStopAfter(0),
+    after_recovery: AfterRecovery::StayDisabled,
+};
+
 fn run(d: &mut Drive, m: &mut Model, n: usize, set: Setpoint) -> StepOut {
     let mut last = StepOut::default();
     for _ in 0..n {
@@ -300,7 +306,7 @@ fn fault_reset_pulses_again_when_the_drive_does_not_take_the_first_edge() {
 fn quick_stop_11_on_bad_cycles_then_12_and_per_policy() {
     for after in [AfterRecovery::ReEnable, AfterRecovery::StayDisabled] {
         let pol = Policy {
-            on_bad_cycles: OnBadCycles::QuickStop,
+            on_bad_cycles: OnBadCycles::QuickStopAfter(0),
             after_recovery: after,
         };
         let mut d = Drive::new(Mode::Csp, pol);
@@ -332,7 +338,7 @@ fn quick_stop_11_on_bad_cycles_then_12_and_per_policy() {
 #[test]
 fn quick_stop_7_and_10_from_the_lower_states() {
     for (start, steps) in [(State::ReadyToSwitchOn, 1), (State::SwitchedOn, 2)] {
-        let mut d = Drive::new(Mode::Csp, Policy::default());
+        let mut d = Drive::new(Mode::Csp, IMMEDIATE);
         d.enable();
         let mut m = Model::new(0);
         run(&mut d, &mut m, steps, sp(0));
@@ -366,7 +372,7 @@ fn hold_keeps_the_last_outputs_on_bad_cycles() {
 
 #[test]
 fn disable_voltage_9_and_12_out_of_quick_stop_when_not_wanted() {
-    let mut d = Drive::new(Mode::Csp, Policy::default());
+    let mut d = Drive::new(Mode::Csp, IMMEDIATE);
     d.enable();
     let mut m = Model::new(0);
     run(&mut d, &mut m, 5, sp(0));
@@ -391,7 +397,7 @@ fn disable_voltage_9_and_12_out_of_quick_stop_when_not_wanted() {
 fn a_power_cycle_re_enables_only_per_policy() {
     for after in [AfterRecovery::ReEnable, AfterRecovery::StayDisabled] {
         let pol = Policy {
-            on_bad_cycles: OnBadCycles::QuickStop,
+            on_bad_cycles: OnBadCycles::QuickStopAfter(0),
             after_recovery: after,
         };
         let mut d = Drive::new(Mode::Csp, pol);
@@ -429,4 +435,98 @@ fn csv_and_cst_write_only_their_own_setpoint() {
         );
         assert_eq!(r.out.target_torque, if mode == Mode::Cst { 30 } else { 0 });
     }
+}
+
+#[test]
+fn n_bad_cycles_are_held_and_the_next_one_quick_stops() {
+    for n in [0u32, 1, 3, 10] {
+        let pol = Policy {
+            on_bad_cycles: OnBadCycles::QuickStopAfter(n),
+            after_recovery: AfterRecovery::ReEnable,
+        };
+        let mut d = Drive::new(Mode::Csp, pol);
+        d.enable();
+        let mut m = Model::new(0);
+        let last = run(&mut d, &mut m, 6, sp(50));
+        assert_eq!(m.state, State::OperationEnabled);
+        // A run of n bad cycles, twice, with one good cycle between: each run is held (the
+        // count starts again after a good cycle), nothing reaches a quick stop.
+        for round in 0..2 {
+            for k in 1..=n {
+                let r = d.step(false, &DriveIn::default(), sp(90));
+                assert!(
+                    r.held && !r.quick_stop_now,
+                    "n {n} round {round} bad cycle {k}"
+                );
+                assert_eq!(r.out, last.out, "the last outputs, not the new set-point");
+                assert_eq!(d.bad_run(), k);
+                m.apply(&r.out);
+            }
+            assert_eq!(m.state, State::OperationEnabled, "n {n}");
+            let r = run(&mut d, &mut m, 1, sp(50));
+            assert!(!r.enabled_now, "no re-enable after a held run");
+            assert_eq!(d.bad_run(), 0);
+        }
+        // n + 1 in a row: the quick stop, commanded once and kept while the cycles stay bad.
+        for _ in 0..n {
+            assert!(d.step(false, &DriveIn::default(), sp(50)).held);
+        }
+        let r = d.step(false, &DriveIn::default(), sp(50));
+        assert!(!r.held && r.quick_stop_now, "n {n}");
+        assert_eq!(r.out.controlword, cw::QUICK_STOP);
+        assert_eq!(r.out.target_position, 50);
+        m.apply(&r.out);
+        let r = d.step(false, &DriveIn::default(), sp(50));
+        assert!(!r.held && !r.quick_stop_now);
+        assert_eq!(r.out.controlword, cw::QUICK_STOP);
+        assert_eq!(d.bad_run(), n + 2);
+        m.apply(&r.out);
+        assert_eq!(m.state, State::QuickStopActive);
+        // Good again: re-enabled (policy) from where it stands, without a jump.
+        let at = m.pos;
+        run(&mut d, &mut m, 12, sp(at));
+        assert_eq!(m.state, State::OperationEnabled);
+        assert_eq!(m.max_jump, 0);
+    }
+}
+
+#[test]
+fn hold_never_quick_stops() {
+    let pol = Policy {
+        on_bad_cycles: OnBadCycles::Hold,
+        after_recovery: AfterRecovery::StayDisabled,
+    };
+    let mut d = Drive::new(Mode::Csp, pol);
+    d.enable();
+    let mut m = Model::new(0);
+    run(&mut d, &mut m, 6, sp(5));
+    for _ in 0..10_000 {
+        let r = d.step(false, &DriveIn::default(), sp(5));
+        assert!(r.held && !r.quick_stop_now);
+    }
+    assert_eq!(d.bad_run(), 10_000);
+}
+
+#[test]
+fn the_default_hold_and_the_sync_error_limit() {
+    assert_eq!(
+        Policy::default().on_bad_cycles,
+        OnBadCycles::QuickStopAfter(DEFAULT_HOLD_BAD_CYCLES)
+    );
+    // +3 per miss, valid while below the limit: 4 tolerates 1, 12 tolerates 3 (the 4th miss
+    // makes 12), 13 tolerates 4; 0 switches the drive's check off.
+    for (limit, n) in [
+        (1, Some(0)),
+        (3, Some(0)),
+        (4, Some(1)),
+        (12, Some(3)),
+        (13, Some(4)),
+    ] {
+        assert_eq!(hold_from_sync_error_limit(limit), n, "limit {limit}");
+    }
+    assert_eq!(hold_from_sync_error_limit(0), None);
+    assert_eq!(
+        hold_from_sync_error_limit(u32::MAX),
+        Some((u32::MAX - 1) / 3)
+    );
 }

@@ -21,6 +21,7 @@
 
 pub mod abort;
 pub mod frame;
+pub mod info;
 pub mod segment;
 pub mod value;
 

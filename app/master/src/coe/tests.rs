@@ -29,6 +29,8 @@ struct Server {
     empty_segments: bool,
     /// Discard a request whose counter repeats the last one, as device stacks do.
     drop_repeats: bool,
+    /// Send only the first fragment of an SDO information response.
+    truncate_info: bool,
     last_counter: Option<u8>,
     /// Requests seen (decoded command bytes).
     log: Vec<u8>,
@@ -74,7 +76,11 @@ impl Server {
         let p = &req[6..6 + len];
         let svc = p[1] >> 4;
         if svc == 8 {
-            out.extend(self.info(p));
+            let mut frags = self.info(p);
+            if self.truncate_info {
+                frags.truncate(1);
+            }
+            out.extend(frags);
             return out;
         }
         let cmd = p[2];
@@ -623,4 +629,29 @@ proptest::proptest! {
         let _ = c.entry_description(0x1000, 0);
         let _ = c.upload_complete(0x1c12, true);
     }
+}
+
+/// The same services over the `Transport` trait (what the running master's queue provides):
+/// the fragments after the first are polled for.
+#[test]
+fn sdo_information_over_a_transport() {
+    let mut c = client(server());
+    let wait = Duration::from_secs(1);
+    assert_eq!(
+        info::od_list(&mut c.mbx, ListType::All, wait).unwrap(),
+        [0x1008, 0x1018, 0x2000, 0x6060]
+    );
+    let d = info::object_description(&mut c.mbx, 0x1008, wait).unwrap();
+    assert_eq!((d.object_code, d.name.as_str()), (7, "Device name"));
+    let e = info::object_description(&mut c.mbx, 0x7777, wait).unwrap_err();
+    assert_eq!(e.abort_code(), Some(0x0602_0000));
+    let e = info::entry_description(&mut c.mbx, 0x6041, 0, wait).unwrap();
+    assert_eq!((e.bits, e.name.as_str()), (16, "Statusword"));
+    // A device that sends the first fragment only: the rest is waited for, then a timeout.
+    let mut c = client(server());
+    c.mbx.port().server.truncate_info = true;
+    let t = std::time::Instant::now();
+    let e = info::od_list(&mut c.mbx, ListType::All, Duration::from_millis(50)).unwrap_err();
+    assert!(e.to_string().contains("next fragment"), "{e}");
+    assert!(t.elapsed() < Duration::from_secs(2));
 }

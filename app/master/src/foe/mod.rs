@@ -16,10 +16,12 @@
 //!   device, so that the device drops the transfer and can start over.
 //!
 //! Firmware is often served only in the device's BOOT state, with its bootstrap mailbox:
-//! [`boot`] takes a device INIT → BOOT and back.
+//! [`boot`] takes a device INIT → BOOT and back; [`update`] does it for one device of a running
+//! segment, through the cycle's queue, while the others cycle on.
 
 pub mod boot;
 pub mod frame;
+pub mod update;
 
 pub use frame::{code, error_text};
 

@@ -131,7 +131,8 @@ fn addr_prefix(flag: &str, s: &str) -> Result<([u8; 4], [u8; 4]), Failure> {
 }
 
 impl IpArgs {
-    fn params(&self) -> Result<IpParams, Failure> {
+    /// The parameters the options give (at least one).
+    pub(crate) fn params(&self) -> Result<IpParams, Failure> {
         let mut p = IpParams::default();
         if let Some(s) = &self.ip {
             let (a, m) = addr_prefix("--ip", s)?;
@@ -175,8 +176,8 @@ fn on_device<R: Send>(
 ) -> Result<R, Failure> {
     if bus.control.is_some() {
         return Err(Failure::Usage(
-            "--control: the EoE commands do not go through a running master; bridge a device \
-             there with [[eoe]] in its configuration, or stop it and use --iface (or --sim)"
+            "--control: a bridge does not go through a running master; bridge a device there \
+             with [[eoe]] in its configuration, or stop it and use --iface (or --sim)"
                 .into(),
         ));
     }
@@ -200,10 +201,32 @@ fn on_device<R: Send>(
     )?)
 }
 
+/// A position for the control protocol.
+fn position16(position: u32) -> Result<u16, Failure> {
+    u16::try_from(position)
+        .map_err(|_| Failure::Usage(format!("POS {position}: at most {}", u16::MAX)))
+}
+
 fn set_ip(a: SetIpArgs) -> Outcome {
     let p = a.ip.params()?;
-    let p2 = p.clone();
-    on_device(&a.bus, a.position, move |c| c.set_ip(&p2))?;
+    if a.bus.control.is_some() {
+        // The running master parses the same text (`eoe_set_ip`); checked here first.
+        let settings = rtcat_control::protocol::EoeSettings {
+            ip: a.ip.ip.clone(),
+            gateway: a.ip.gateway.clone(),
+            dns: a.ip.dns.clone(),
+            dns_name: a.ip.dns_name.clone(),
+            mac: a.ip.mac.clone(),
+        };
+        let request = rtcat_control::Request::EoeSetIp {
+            position: position16(a.position)?,
+            settings,
+        };
+        super::bus::remote(&a.bus, &request)?;
+    } else {
+        let p2 = p.clone();
+        on_device(&a.bus, a.position, move |c| c.set_ip(&p2))?;
+    }
     emit(&if a.bus.json {
         json(&serde_json::json!({"position": a.position, "set": p.to_string()}))
     } else {
@@ -212,19 +235,58 @@ fn set_ip(a: SetIpArgs) -> Outcome {
     Ok(())
 }
 
-fn get_ip(a: GetIpArgs) -> Outcome {
-    let p = on_device(&a.bus, a.position, |c| c.get_ip())?;
+/// What get-ip prints with --json (and the control socket's `eoe_get_ip` answers).
+pub(crate) fn ip_json(position: u32, p: &IpParams) -> serde_json::Value {
     let ip = |v: Option<[u8; 4]>| v.map(|a| Ipv4Addr::from(a).to_string());
+    serde_json::json!({
+        "position": position,
+        "mac": p.mac.map(eoe::format_mac),
+        "ip": ip(p.ip),
+        "subnet": ip(p.subnet),
+        "gateway": ip(p.gateway),
+        "dns": ip(p.dns),
+        "dns_name": p.dns_name,
+    })
+}
+
+/// The parameters of an `eoe_get_ip` answer (the fields [`ip_json`] writes).
+fn ip_of_json(v: &serde_json::Value) -> Result<IpParams, Failure> {
+    let bad = |k: &str| Failure::Runtime(format!("control socket: {k} = {}: not understood", v[k]));
+    let addr = |k: &str| -> Result<Option<[u8; 4]>, Failure> {
+        match &v[k] {
+            serde_json::Value::Null => Ok(None),
+            serde_json::Value::String(s) => s
+                .parse::<Ipv4Addr>()
+                .map(|a| Some(a.octets()))
+                .map_err(|_| bad(k)),
+            _ => Err(bad(k)),
+        }
+    };
+    Ok(IpParams {
+        mac: match &v["mac"] {
+            serde_json::Value::Null => None,
+            serde_json::Value::String(s) => Some(eoe::parse_mac(s).map_err(|_| bad("mac"))?),
+            _ => return Err(bad("mac")),
+        },
+        ip: addr("ip")?,
+        subnet: addr("subnet")?,
+        gateway: addr("gateway")?,
+        dns: addr("dns")?,
+        dns_name: v["dns_name"].as_str().map(str::to_string),
+    })
+}
+
+fn get_ip(a: GetIpArgs) -> Outcome {
+    let p = if a.bus.control.is_some() {
+        let request = rtcat_control::Request::EoeGetIp {
+            position: position16(a.position)?,
+        };
+        ip_of_json(&super::bus::remote(&a.bus, &request)?)?
+    } else {
+        on_device(&a.bus, a.position, |c| c.get_ip())?
+    };
     emit(&if a.bus.json {
-        json(&serde_json::json!({
-            "position": a.position,
-            "mac": p.mac.map(eoe::format_mac),
-            "ip": ip(p.ip),
-            "subnet": ip(p.subnet),
-            "gateway": ip(p.gateway),
-            "dns": ip(p.dns),
-            "dns_name": p.dns_name,
-        }))
+        json(&ip_json(a.position, &p))
     } else {
         format!("position {}: {p}\n", a.position)
     });

@@ -138,23 +138,15 @@ fn device_name(a: &FoeFileArgs) -> Result<String, Failure> {
 const CONTROL_TIMEOUT: Duration = Duration::from_secs(3600);
 
 /// An FoE transfer through the running master on `--control SOCK` (`foe_read` / `foe_write`,
-/// the file's descriptor passed with the request: the master opens no path). BOOT needs the
-/// device alone out of OP, which a running segment does not do yet.
+/// the file's descriptor passed with the request: the master opens no path). A write with
+/// `--boot` is a firmware update of one device of the running segment (see the man page).
 fn through_master(
     bus: &BusArgs,
     request: &rtcat_control::Request,
     file: &std::fs::File,
-    boot: bool,
 ) -> Result<serde_json::Value, Failure> {
     use rtcat_control::client::Client;
     use std::os::fd::AsFd;
-    if boot {
-        return Err(Failure::Usage(
-            "--boot with --control: a running master cannot take one device to BOOT yet; stop \
-             the master and use --iface"
-                .into(),
-        ));
-    }
     let path = bus.control.as_deref().expect("--control");
     let mut c = Client::connect(path)
         .map_err(|e| Failure::Runtime(e.to_string()))?
@@ -309,6 +301,14 @@ fn read(a: FoeReadArgs) -> Outcome {
     }
     let (position, boot) = (a.file.position, a.file.boot);
     let (bytes, secs) = if a.bus.control.is_some() {
+        if boot {
+            // Only a firmware update (a write) takes one device of a running segment to BOOT.
+            return Err(Failure::Usage(
+                "foe read --boot with --control: a running master takes a device to BOOT only \
+                 to write its firmware; stop the master and read with --iface"
+                    .into(),
+            ));
+        }
         read_through_master(&a, position, &name, password, max_read)?
     } else {
         let mut meter = Meter::new(format!("foe read {name}"));
@@ -545,7 +545,6 @@ fn read_through_master(
             password,
         },
         &f,
-        a.file.boot,
     )
     .and_then(|v| {
         let bytes = v["bytes"].as_u64().unwrap_or(0) as usize;
@@ -592,11 +591,27 @@ fn write_through_master(
                 position,
                 name,
                 password,
+                boot: a.file.boot,
             }
         }
     };
-    let v = through_master(&a.bus, &req(false), &f, a.file.boot)?;
+    let v = through_master(&a.bus, &req(false), &f)?;
     let secs = v["seconds"].as_f64().unwrap_or(0.0);
+    if a.file.boot {
+        let after = v["after"].as_str().unwrap_or("not read");
+        if v["back_in_op"].as_bool() == Some(true) {
+            crate::say!(
+                "rtcat: position {position}: back in OP after the update (identity {} before, \
+                 {after} now)",
+                v["before"].as_str().unwrap_or("?")
+            );
+        } else {
+            crate::say!(
+                "rtcat: position {position}: written and handed back, not in OP yet: its \
+                 recovery goes on (see events.log)"
+            );
+        }
+    }
     if !a.verify {
         return Ok((secs, None));
     }
@@ -609,7 +624,7 @@ fn write_through_master(
         .open(&tmp)
         .map_err(|e| Failure::Runtime(format!("{}: {e}", tmp.display())))?;
     let _ = std::fs::remove_file(&tmp);
-    let verified = match through_master(&a.bus, &req(true), &back_file, false) {
+    let verified = match through_master(&a.bus, &req(true), &back_file) {
         Ok(_) => {
             let mut back = Vec::new();
             back_file

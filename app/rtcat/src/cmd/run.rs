@@ -2,7 +2,6 @@
 //! files they name, checked before anything starts, then one [`Job`] for the runner.
 
 use crate::config::{Config, TxRxMode};
-use rtcat_master::echo::EchoCheck;
 use crate::outcome::{Failure, Kind, Outcome};
 use crate::output;
 use crate::runner::{Job, JobResult, JsonDest, execute};
@@ -10,7 +9,8 @@ use crate::sdnotify::Notifier;
 use clap::{Args, ValueEnum};
 use ecsim::{Faults, SegmentSpec};
 use rtcat_master::axes::AxesApp;
-use rtcat_master::config::WaitMode;
+use rtcat_master::config::{LinkKind, WaitMode};
+use rtcat_master::echo::EchoCheck;
 use rtcat_master::master::Target;
 use rtcat_master::stats::Live;
 use rtcat_master::{Application, ZeroOutputs};
@@ -54,6 +54,14 @@ pub enum WaitArg {
     Sleep,
     Busy,
     Hybrid,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LinkArg {
+    Packet,
+    Xdp,
+    XdpNative,
+    XdpGeneric,
 }
 
 #[derive(Args, Debug)]
@@ -101,6 +109,10 @@ pub struct BenchArgs {
     /// sleep until shortly before the learned round trip and poll then (overrides [cycle].wait)
     #[arg(long, value_enum, value_name = "MODE")]
     pub wait: Option<WaitArg>,
+    /// The socket for the frames: AF_PACKET, or AF_XDP (native XDP where the driver has it,
+    /// else generic; or forced) (overrides [bus].link)
+    #[arg(long, value_enum, value_name = "SOCKET", conflicts_with_all = ["sim", "timer_only"])]
+    pub link: Option<LinkArg>,
     /// Write samples.csv (one row per cycle)
     #[arg(long)]
     pub samples: bool,
@@ -261,6 +273,14 @@ pub fn bench(a: BenchArgs) -> Outcome {
             WaitArg::Busy => WaitMode::Busy,
             WaitArg::Hybrid => WaitMode::Hybrid,
         });
+    }
+    if let Some(l) = a.link {
+        cfg.master.bus.link = match l {
+            LinkArg::Packet => LinkKind::Packet,
+            LinkArg::Xdp => LinkKind::Xdp,
+            LinkArg::XdpNative => LinkKind::XdpNative,
+            LinkArg::XdpGeneric => LinkKind::XdpGeneric,
+        };
     }
     if let Some(i) = &a.iface {
         if let Err(why) = rttune::netif::check_name(i) {

@@ -7,6 +7,7 @@
 //! counters, the unit before it.
 
 use super::model::{EscCounters, Histo, PortCounters, Status, SubdeviceCounters};
+use rtcat_control::protocol::AxisStatus;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
@@ -449,10 +450,12 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
             ];
             p.sample("rtcat_axis_faults_total", &labels, a.faults as f64);
         }
+        axis_bad_cycles(p, axes);
         p.family(
             "rtcat_axis_following_error_last_increments",
             "gauge",
-            "The axis' following error in the last cycle, in position increments",
+            "The axis' following error in the last cycle, the master's own (set-point sent minus \
+             position actual), in position increments",
         );
         for a in axes {
             let labels = [
@@ -465,6 +468,7 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
                 a.following_error as f64,
             );
         }
+        axis_drive_following_error(p, axes);
         let series: Vec<(Vec<(&str, String)>, &Histo)> = axes
             .iter()
             .map(|a| {
@@ -483,6 +487,54 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
             &series,
             1.0,
         );
+    }
+}
+
+/// Quick stops and held bad cycles per axis (counters).
+fn axis_bad_cycles(p: &mut Page, axes: &[AxisStatus]) {
+    for (name, help, value) in [
+        (
+            "rtcat_axis_quick_stops_total",
+            "Quick stops the master commanded because of bad cycles",
+            (|a: &AxisStatus| a.quick_stops) as fn(&AxisStatus) -> u64,
+        ),
+        (
+            "rtcat_axis_held_cycles_total",
+            "Bad cycles through which the axis' last set-point was held (no quick stop)",
+            |a: &AxisStatus| a.held_cycles,
+        ),
+    ] {
+        p.family(name, "counter", help);
+        for a in axes {
+            let labels = [
+                ("axis", a.name.clone()),
+                ("position", a.position.to_string()),
+            ];
+            p.sample(name, &labels, value(a) as f64);
+        }
+    }
+}
+
+/// The drive's own following error 0x60F4, beside the master's (only axes whose drive maps it).
+fn axis_drive_following_error(p: &mut Page, axes: &[AxisStatus]) {
+    let name = "rtcat_axis_drive_following_error_last_increments";
+    if axes.iter().all(|a| a.drive_following_error.is_none()) {
+        return;
+    }
+    p.family(
+        name,
+        "gauge",
+        "The following error actual 0x60F4 the axis' drive reported in the last cycle, in \
+         position increments",
+    );
+    for a in axes {
+        if let Some(f) = a.drive_following_error {
+            let labels = [
+                ("axis", a.name.clone()),
+                ("position", a.position.to_string()),
+            ];
+            p.sample(name, &labels, f as f64);
+        }
     }
 }
 

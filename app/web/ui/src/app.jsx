@@ -251,7 +251,7 @@ function Histogram({ h }) {
   );
 }
 
-function Rolling({ series, colors, label }) {
+function Rolling({ series, colors, label, fmt = ns }) {
   const pts = series.flatMap((s) => s.filter((v) => v != null));
   if (!pts.length) return <p class="mute">{label}: collecting…</p>;
   const lo = Math.log10(Math.max(1, Math.min(...pts))), hi = Math.log10(Math.max(...pts) * 1.2 + 1);
@@ -262,8 +262,8 @@ function Rolling({ series, colors, label }) {
         <polyline key={k} fill="none" stroke={colors[k]} stroke-width="1.5"
           points={s.map((v, i) => v == null ? null : `${(i * 600) / Math.max(1, s.length - 1)},${y(v)}`).filter(Boolean).join(' ')} />
       ))}
-      <text x="4" y="12" font-size="11" fill="#5d6b7c">{ns(Math.pow(10, hi))}</text>
-      <text x="4" y="116" font-size="11" fill="#5d6b7c">{ns(Math.pow(10, lo))}</text>
+      <text x="4" y="12" font-size="11" fill="#5d6b7c">{fmt(Math.pow(10, hi))}</text>
+      <text x="4" y="116" font-size="11" fill="#5d6b7c">{fmt(Math.pow(10, lo))}</text>
     </svg>
   );
 }
@@ -318,7 +318,50 @@ function Timing({ frame }) {
         <strong>Distributed clocks</strong>
         {st.dc ? <pre>{JSON.stringify(st.dc, null, 1)}</pre> : <p class="mute">not driven on this run</p>}
       </div>
+      <Doctor />
     </section>
+  );
+}
+
+const VERDICT = { FAIL: 'bad', WARN: 'warn', PASS: 'ok' };
+const VERDICT_ORDER = { FAIL: 0, WARN: 1, PASS: 2 };
+
+// The board's `rtcat doctor --json` report as an unprivileged timer last wrote it (rtcat-web
+// reads the file; it runs nothing), worst verdicts first, read again every minute.
+function Doctor() {
+  const [d, setD] = useState(null);
+  const [err, setErr] = useState('');
+  useEffect(() => {
+    const get = () => api('/api/doctor').then((v) => { setD(v); setErr(''); }).catch((e) => setErr(e.message));
+    get();
+    const t = setInterval(get, 60000);
+    return () => clearInterval(t);
+  }, []);
+  const r = d && d.report;
+  const checks = r ? [...r.checks].sort((a, b) => (VERDICT_ORDER[a.verdict] ?? 3) - (VERDICT_ORDER[b.verdict] ?? 3)) : [];
+  const sum = r && r.summary;
+  return (
+    <div class="card" data-doctor>
+      <strong>doctor: this board</strong>
+      {err && <p class="err">{err}</p>}
+      {d && !r && <p class="mute">{d.why}</p>}
+      {r && (
+        <div>
+          <div class="row">
+            {sum && ['fail', 'warn', 'pass', 'na'].map((k) => <span class={'pill ' + ({ fail: 'bad', warn: 'warn', pass: 'ok' }[k] || '')}>{k.toUpperCase()} {sum[k] ?? 0}</span>)}
+            <span class="mute">{r.kernel} · RT CPU {r.rt_cpus} · {r.iface} · {d.age_s == null ? '' : `written ${d.age_s} s ago`} ({d.file})</span>
+          </div>
+          <table>
+            <thead><tr><th>check</th><th>verdict</th><th>observed</th><th>fix</th></tr></thead>
+            <tbody>
+              {checks.map((c) => (
+                <tr key={c.id} data-doctor-check={c.id}><td><code>{c.id}</code></td><td><span class={'pill ' + (VERDICT[c.verdict] || '')} data-verdict>{c.verdict}</span></td><td>{c.observed}</td><td>{c.verdict === 'PASS' ? '' : c.fix}</td></tr>
+              ))}
+            </tbody>
+          </table>
+        </div>
+      )}
+    </div>
   );
 }
 
@@ -346,6 +389,144 @@ function decode(hexs) {
   return out.join(' · ');
 }
 
+const OBJECT_CODE = { 7: 'VAR', 8: 'ARRAY', 9: 'RECORD' };
+
+// The device's mailbox protocols (from its SII, as the scan read them) and, where it has FoE,
+// a file read from the device through the master, saved by the browser.
+function Mailbox({ pos, session }) {
+  const [subs, setSubs] = useState(null);
+  const [name, setName] = useState('');
+  const [pw, setPw] = useState('0');
+  const [res, setRes] = useState(null);
+  const [err, setErr] = useState('');
+  const [eoe, setEoe] = useState(null);
+  useEffect(() => { api('/api/scan').then((s) => setSubs(s.subdevices)).catch(() => setSubs(null)); }, []);
+  const d = subs && subs.find((x) => String(x.position) === String(pos).trim());
+  const protos = (d && d.mailbox_protocols) || [];
+  const hasEoe = protos.includes('EoE');
+  useEffect(() => {
+    setEoe(null);
+    if (d && hasEoe) api('/api/eoe/ip', { position: d.position }).then(setEoe).catch((e) => setEoe({ error: e.message }));
+  }, [d && d.position, hasEoe]);
+  if (!d) return null;
+  const read = async () => {
+    setErr(''); setRes(null);
+    try {
+      const r = await fetch('/api/foe/read', { method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/json', 'X-CSRF-Token': csrf }, body: JSON.stringify({ position: d.position, name, password: Number(pw) }) });
+      if (!r.ok) { let m = `${r.status}`; try { m = (await r.json()).error; } catch (_) { /* no JSON */ } throw new Error(m); }
+      const blob = await r.blob();
+      const text = new TextDecoder('utf-8', { fatal: false }).decode(await blob.slice(0, 200).arrayBuffer());
+      const a = document.createElement('a');
+      a.href = URL.createObjectURL(blob); a.download = name.replace(/[\/\\]/g, '_'); a.click();
+      setTimeout(() => URL.revokeObjectURL(a.href), 10000);
+      setRes({ bytes: blob.size, text });
+    } catch (e) { setErr(e.message); }
+  };
+  // The write role sends a file of this computer to the device (the body is the file; the
+  // master's record has the user and the file's name and size).
+  const write = async () => {
+    setErr(''); setRes(null);
+    const f = document.querySelector('input[name=foe-file]').files[0];
+    if (!f) { setErr('choose a file to write'); return; }
+    try {
+      const q = `position=${d.position}&name=${encodeURIComponent(name)}&password=${Number(pw)}`;
+      const r = await fetch(`/api/foe/write?${q}`, { method: 'POST', credentials: 'same-origin', headers: { 'Content-Type': 'application/octet-stream', 'X-CSRF-Token': csrf }, body: f });
+      let data = null;
+      try { data = await r.json(); } catch (_) { /* no JSON */ }
+      if (!r.ok) throw new Error((data && data.error) || `${r.status}`);
+      setRes({ wrote: data.bytes, seconds: data.seconds });
+    } catch (e) { setErr(e.message); }
+  };
+  return (
+    <div data-mailbox>
+      <p>mailbox protocols of position {d.position}: {protos.length ? protos.map((p) => <span class="pill" data-protocol={p}>{p}</span>) : <span class="mute">none</span>}</p>
+      {hasEoe && eoe && (
+        <p data-eoe>EoE: {eoe.error ? <span class="err">{eoe.error}</span> : (
+          <span>MAC <code>{eoe.mac || '–'}</code> · {eoe.ip
+            ? <span>IP <a href={`http://${eoe.ip}/`} target="_blank" rel="noopener noreferrer">{eoe.ip}</a> <span class="mute">(reachable where the board routes to the EoE network: [[eoe]])</span></span>
+            : <span class="mute">no IP address set on the device</span>}</span>
+        )}</p>
+      )}
+      {protos.includes('FoE') && (
+        <div class="row">
+          <label>FoE file <input name="foe-name" placeholder="name on the device" value={name} onInput={(e) => setName(e.target.value)} /></label>
+          <label>password <input name="foe-password" size="10" value={pw} onInput={(e) => setPw(e.target.value)} /></label>
+          <button onClick={read} disabled={!name}>Read file</button>
+          {session.role === 'write' && <input type="file" name="foe-file" aria-label="file to write" />}
+          {session.role === 'write' && <button onClick={write} disabled={!name}>Write file</button>}
+        </div>
+      )}
+      <div data-foe-result>
+        {res && res.wrote != null && <p>wrote {res.wrote} bytes to the device</p>}
+        {res && res.wrote == null && <p>read {res.bytes} bytes (saved by the browser) <code>{res.text}</code></p>}
+        {err && <p class="err" role="alert">{err}</p>}
+      </div>
+    </div>
+  );
+}
+
+// The device's object dictionary by SDO information (the master asks the device through its
+// mailbox queue); an object opens to its entries, an entry is read with the form above.
+function ObjectDictionary({ pos, onRead }) {
+  const [od, setOd] = useState(null);
+  const [open, setOpen] = useState({});
+  const [busy, setBusy] = useState(false);
+  const [err, setErr] = useState('');
+  const [q, setQ] = useState('');
+  const list = async () => {
+    setErr(''); setBusy(true); setOpen({});
+    try { setOd(await api('/api/od/list', { position: Number(pos) })); } catch (e) { setErr(e.message); setOd(null); }
+    setBusy(false);
+  };
+  const toggle = async (index) => {
+    if (open[index]) { setOpen({ ...open, [index]: null }); return; }
+    try {
+      const o = await api('/api/od/object', { position: od.position, index });
+      setOpen((s) => ({ ...s, [index]: o }));
+    } catch (e) { setOpen((s) => ({ ...s, [index]: { error: e.message } })); }
+  };
+  const needle = q.trim().toLowerCase();
+  const shown = od ? od.objects.filter((o) => !needle || (hex(o.index) + ' ' + (o.name || '')).toLowerCase().includes(needle)) : [];
+  return (
+    <div data-od>
+      <div class="row">
+        <button onClick={list} disabled={busy}>{busy ? 'Listing…' : `Object dictionary of position ${pos}`}</button>
+        {od && <input type="search" placeholder="filter objects" value={q} onInput={(e) => setQ(e.target.value)} aria-label="filter objects" />}
+        {od && <span class="mute">{od.objects.length} objects</span>}
+      </div>
+      {err && <p class="err" role="alert">{err}</p>}
+      {od && (
+        <table>
+          <thead><tr><th>index</th><th>name</th><th>object</th><th class="num">subindices</th></tr></thead>
+          <tbody>
+            {shown.map((o) => [
+              <tr key={o.index} data-object={hex(o.index)} onClick={() => toggle(o.index)} class="click">
+                <td><code>{hex(o.index)}</code></td><td>{o.name || o.error || ''}</td><td>{OBJECT_CODE[o.object_code] || ''}</td><td class="num">{o.max_sub ?? ''}</td>
+              </tr>,
+              open[o.index] && (
+                <tr key={o.index + 'e'}><td colspan="4">
+                  {open[o.index].error ? <p class="err">{open[o.index].error}</p> : (
+                    <table data-entries={hex(o.index)}>
+                      <tbody>
+                        {open[o.index].entries.map((e) => (
+                          <tr key={e.sub} data-entry-sub={e.sub}>
+                            <td><code>{hex(o.index)}:{e.sub}</code></td><td>{e.name || e.error}</td><td>{e.type || (e.data_type != null ? hex(e.data_type) : '')}</td><td>{e.bits != null ? `${e.bits} bits` : ''}</td><td>{e.access || ''}</td>
+                            <td>{!e.error && <button aria-label={`Read ${hex(o.index)}:${e.sub}`} onClick={() => onRead({ position: od.position, index: hex(o.index), sub: e.sub })}>Read</button>}</td>
+                          </tr>
+                        ))}
+                      </tbody>
+                    </table>
+                  )}
+                </td></tr>
+              ),
+            ])}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}
+
 function Device({ session }) {
   const [pos, setPos] = useState('0');
   const [index, setIndex] = useState('0x1018');
@@ -354,10 +535,11 @@ function Device({ session }) {
   const [value, setValue] = useState('');
   const [result, setResult] = useState(null);
   const [err, setErr] = useState('');
-  const run = async (write) => {
+  const run = async (write, at) => {
     setErr(''); setResult(null);
     try {
-      const base = { position: Number(pos), index, sub };
+      const base = at ? { position: Number(at.position), index: at.index, sub: String(at.sub) } : { position: Number(pos), index, sub };
+      if (at) { setPos(String(at.position)); setIndex(at.index); setSub(String(at.sub)); }
       if (write) {
         const r = await api('/api/sdo/write', { ...base, data: encode(type, value) });
         setResult({ text: `wrote ${r.written} bytes` });
@@ -387,31 +569,122 @@ function Device({ session }) {
         {result && <p><code>{result.text}</code> <span class="mute">{result.more}</span></p>}
         {err && <p class="err" role="alert">{err}</p>}
       </div>
+      <Mailbox pos={pos} session={session} />
+      <ObjectDictionary pos={pos} onRead={(at) => run(false, at)} />
     </section>
   );
 }
 
-function Axes({ frame }) {
+// A hold-to-run button: pressing sends `command`, holding renews its lease every 100 ms (the
+// master stops the axis 300 ms after the last renewal); releasing it, the pointer leaving, the
+// window losing focus, the tab hiding or the view closing stop renewing and ask for a stop.
+// Closing the tab or losing the connection or the session stop the renewals just the same.
+function HoldButton({ name, command, label, onError, onState }) {
+  const held = useRef(null);
+  const release = () => {
+    const h = held.current;
+    if (!h) return;
+    held.current = null;
+    clearInterval(h.timer);
+    onState && onState(false);
+    // After the command went out (or failed): a stop sent first could be overtaken by it.
+    h.started.finally(() => api('/api/axis', { name, action: 'stop' }).catch((x) => onError(x.message)));
+  };
+  const press = (e) => {
+    e.preventDefault();
+    if (held.current || (e.button !== undefined && e.button !== 0 && e.type === 'pointerdown')) return;
+    const c = command();
+    if (typeof c === 'string') { onError(c); return; }
+    if (e.pointerId !== undefined) { try { e.currentTarget.setPointerCapture(e.pointerId); } catch (_) { /* not capturable */ } }
+    onError('');
+    const h = { timer: null, started: null };
+    held.current = h;
+    onState && onState(true);
+    h.started = api('/api/axis', { name, ...c }).then(() => {
+      if (held.current !== h) return;
+      h.timer = setInterval(() => {
+        api('/api/axis', { name, action: 'renew' }).then((r) => {
+          if (held.current === h && r && r.renewed === false) {
+            // Arrived, or stopped by the master (a renewal came too late): nothing to hold.
+            clearInterval(h.timer); held.current = null; onState && onState(false);
+            if (!/holding/.test(r.why || '')) onError(r.why);
+          }
+        }).catch((x) => { onError(x.message); release(); });
+      }, 100);
+    }).catch((x) => { onError(x.message); if (held.current === h) { held.current = null; onState && onState(false); } });
+  };
+  useEffect(() => {
+    const hidden = () => { if (document.hidden) release(); };
+    addEventListener('blur', release);
+    document.addEventListener('visibilitychange', hidden);
+    return () => { removeEventListener('blur', release); document.removeEventListener('visibilitychange', hidden); release(); };
+  }, []);
+  const key = (e) => { if ((e.key === ' ' || e.key === 'Enter') && !e.repeat) press(e); };
+  const keyUp = (e) => { if (e.key === ' ' || e.key === 'Enter') release(); };
+  return (
+    <button class="hold" data-hold={label} onPointerDown={press} onPointerUp={release} onPointerCancel={release}
+      onLostPointerCapture={release} onKeyDown={key} onKeyUp={keyUp} onContextMenu={(e) => e.preventDefault()}>{label}</button>
+  );
+}
+
+function AxisControls({ a }) {
+  const vmax = a.max_velocity || 0;
+  const [speed, setSpeed] = useState(() => String(Math.max(0.001, Number((vmax / 10).toPrecision(2)))));
+  const [target, setTarget] = useState('');
+  const [err, setErr] = useState('');
+  const [holding, setHolding] = useState(false);
+  const cmd = (action) => () => { setErr(''); api('/api/axis', { name: a.name, action }).catch((x) => setErr(x.message)); };
+  const num = (t, what) => (t.trim() === '' || !Number.isFinite(Number(t)) ? `${what}: enter a number` : null);
+  const jog = (sign) => () => num(speed, 'jog velocity') || { action: 'jog', velocity: sign * Number(speed) };
+  const lim = (x, inf) => x == null ? inf : x;
+  return (
+    <div class="card" data-axis-controls={a.name}>
+      <div class="row">
+        <strong>{a.name}</strong>
+        <button onClick={cmd('enable')}>Enable</button>
+        <button onClick={cmd('disable')}>Disable</button>
+        <button onClick={cmd('reset')}>Fault reset</button>
+        <button onClick={cmd('release')} disabled={!a.manual} title="back to the configured program">Release to program</button>
+        {holding && <span class="pill warn">held</span>}
+      </div>
+      <div class="row">
+        <label>jog <input name="velocity" inputmode="decimal" size="6" value={speed} onInput={(e) => setSpeed(e.target.value)} /> units/s (≤ {vmax})</label>
+        <HoldButton name={a.name} label="Jog −" command={jog(-1)} onError={setErr} onState={setHolding} />
+        <HoldButton name={a.name} label="Jog +" command={jog(1)} onError={setErr} onState={setHolding} />
+      </div>
+      <div class="row">
+        <label>to <input name="target" inputmode="decimal" size="8" value={target} onInput={(e) => setTarget(e.target.value)} /> units ({lim(a.min_position, '−∞')} … {lim(a.max_position, '∞')})</label>
+        <HoldButton name={a.name} label="Move (hold)" command={() => num(target, 'target') || { action: 'move_to', position: Number(target) }} onError={setErr} onState={setHolding} />
+      </div>
+      {err && <p class="err" role="alert">{err}</p>}
+    </div>
+  );
+}
+
+function Axes({ frame, session }) {
   const axes = (frame && frame.status && frame.status.axes) || null;
   const roll = useRolling(frame, (f) => {
     const a = f.status && f.status.axes;
     return a ? a.map((x) => Math.abs(x.following_error) + 1) : undefined;
   });
   if (!axes) return <p class="mute">No axes on this master (no [[axis]] in its configuration).</p>;
+  const may = session.role === 'write' && session.motion;
   return (
     <section>
-      <p class="mute">Enable, disable, fault reset and jog are not offered here yet: the control socket has no axis request, and motion from the page needs hold-to-run end to end.</p>
       <table>
-        <thead><tr><th>axis</th><th>position</th><th>state</th><th class="num">following error (counts)</th><th class="num">faults</th></tr></thead>
+        <thead><tr><th>axis</th><th>position</th><th>state</th><th class="num">actual (units)</th><th>runs</th><th class="num">following error (counts)</th><th class="num">faults</th></tr></thead>
         <tbody>
           {axes.map((a) => (
-            <tr key={a.name} data-axis={a.name}><td>{a.name}</td><td>{a.position}</td><td>{a.state}</td><td class="num">{a.following_error}</td><td class="num">{a.faults}</td></tr>
+            <tr key={a.name} data-axis={a.name}><td>{a.name}</td><td>{a.position}</td><td>{a.state}</td><td class="num" data-actual>{a.actual == null ? '–' : a.actual.toFixed(3)}</td><td data-manual>{a.manual || 'program'}</td><td class="num">{a.following_error}</td><td class="num">{a.faults}</td></tr>
           ))}
         </tbody>
       </table>
+      {may
+        ? <div><p class="mute">Jog and move run only while their button is held (hold-to-run): releasing it, leaving the page or losing the connection stops the axis within 0.3 s. A command takes the axis out of its configured program until released; every command is on the master's record with your name.</p>{axes.map((a) => <AxisControls key={a.name} a={a} />)}</div>
+        : <p class="mute">{session.role !== 'write' ? 'Axis commands need the write role.' : 'Axis commands are off on this board (rtcat-web --allow-motion).'}</p>}
       <div class="card">
         <strong>|following error| + 1, last 30 s</strong>
-        <Rolling series={axes.map((_, k) => roll.map((r) => r && r[k]))} colors={['#1f5fae', '#c26a00', '#1f7a3a', '#7b3fa0']} label="following error" />
+        <Rolling series={axes.map((_, k) => roll.map((r) => r && r[k]))} colors={['#1f5fae', '#c26a00', '#1f7a3a', '#7b3fa0']} label="following error" fmt={(v) => `${v.toFixed(0)} counts`} />
       </div>
     </section>
   );
