@@ -1,7 +1,8 @@
 //! The SII cache and the overlapped SII reads against the simulated CoE segment of
 //! `examples/coe`: the cache missed, then hit across a restart (`[bus] sii_cache`), a device of
 //! another revision read (a miss), a device whose SII changed under the same identity read again
-//! (invalidated), a damaged file ignored and replaced; and a larger segment brought up with its
+//! (invalidated), a damaged file ignored and replaced, a segment recovery checking instead of
+//! reading; and a larger segment brought up with its
 //! SII read 8 at a time giving the same layout and dictionary contents as one at a time, and the
 //! same error naming the same device when one refuses its configuration.
 
@@ -347,4 +348,60 @@ fn a_refused_configuration_names_the_same_device_overlapped_or_not() {
         errors[1]
     );
     assert_eq!(errors[0], errors[1]);
+}
+
+/// Power-cycles the whole simulated segment at cycle 30 of the first bring-up and stops 20
+/// cycles into the second.
+struct PowerCycle {
+    stop: Stop,
+    faults: Faults,
+    configured: u32,
+    cycles: u32,
+}
+
+impl Application for PowerCycle {
+    fn configure(&mut self, _setup: &mut Setup<'_>) -> Result<(), AppError> {
+        self.configured += 1;
+        self.cycles = 0;
+        Ok(())
+    }
+
+    fn cycle(&mut self, _cx: &mut Cycle<'_>) {
+        self.cycles += 1;
+        if self.configured == 1 && self.cycles == 30 {
+            self.faults.apply(ecsim::FaultCommand::PowerCycle);
+        }
+        if self.configured >= 2 && self.cycles >= 20 {
+            self.stop.request();
+        }
+    }
+}
+
+#[test]
+fn a_segment_recovery_checks_the_sii_instead_of_reading_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut cfg = config(CONFIG, 8);
+    cfg.health.recovery = rtcat_master::RecoveryPolicy::Segment;
+    let faults = Faults::new();
+    let mut app = PowerCycle {
+        stop: Stop::new(),
+        faults: faults.clone(),
+        configured: 0,
+        cycles: 0,
+    };
+    let mut spec = RunSpec::new(
+        cfg,
+        Target::Sim {
+            spec: segment(3),
+            faults,
+        },
+        app.stop.clone(),
+    );
+    spec.no_rt = true;
+    spec.duration = Some(Duration::from_secs(60));
+    capture();
+    rtcat_master::run_simple(spec, &mut app).expect("run");
+    assert_eq!(app.configured, 2, "one recovery");
+    // No file: the first bring-up reads, the recovery (a new bring-up in the same run) checks.
+    assert_eq!(counts(), vec![(0, 3, 0), (3, 0, 0)]);
 }
