@@ -162,12 +162,13 @@ pub(crate) fn scan_to_pre_op(md: &MainDevice<'static>) -> Result<PreOpGroup> {
 
 /// The first steps of every bring-up, on the segment in PRE-OP: check it against `[segment]`,
 /// write each `[[device]]` entry's PDO configuration and PS startup SDOs, and read the layout it
-/// will run with. Returns the layout and which `[[device]]` entry configures each position.
+/// will run with (the SII through `sii`, up to `[bus] sii_in_flight` subdevices at a time). Returns the layout and which `[[device]]` entry configures each position.
 pub(crate) fn configure_pre_op(
     md: &MainDevice<'static>,
     group: &PreOpGroup,
     cfg: &Config,
     generation: u32,
+    sii: &crate::sii_cache::SiiCache,
 ) -> Result<(Layout, Vec<Option<usize>>)> {
     let n = group.len();
     if n == 0 {
@@ -223,27 +224,136 @@ pub(crate) fn configure_pre_op(
             (d, devices::who(pos as u16, name, i, d))
         })
     };
-    // The SII (read once per identity, kept for the layout below) says whether a subdevice
-    // has CoE: without it nothing is written and the configuration is compared with the SII.
-    let mut cache = crate::mapping::SiiCache::default();
-    for (pos, sd) in group.iter(md).enumerate() {
-        if let Some((d, who)) = configured(pos, sd.name()) {
-            let sii = crate::mapping::sii_of(md, &sd, pos as u16, &mut cache)?;
-            let coe = crate::mapping::has_coe(&sii);
-            devices::apply_pre_op(md, &sd, pos as u16, &who, d, coe)?;
+    let refs: Vec<_> = group.iter(md).collect();
+    let before = sii.counts();
+    let in_flight = usize::from(cfg.bus.sii_in_flight);
+    // The SII of every subdevice, several at once (each ESC has its own EEPROM interface and
+    // busy time): first one subdevice of each identity (a full read, or a check against the
+    // cache), then the others (a check against what the first gave).
+    let mut firsts: Vec<usize> = Vec::new();
+    let mut others: Vec<usize> = Vec::new();
+    for (pos, f) in found.iter().enumerate() {
+        if found[..pos].iter().any(|o| o.identity == f.identity) {
+            others.push(pos);
+        } else {
+            firsts.push(pos);
         }
     }
-    // The mapping in effect, read in PRE-OP from the sources ethercrab sizes the SMs from, and
-    // compared with what was configured (a subdevice may ignore a write without aborting it).
-    let mut sources = Vec::with_capacity(n);
-    for (pos, sd) in group.iter(md).enumerate() {
-        let mut src = crate::mapping::read_subdevice(md, &sd, pos as u16, &mut cache)?;
-        if let Some((d, who)) = configured(pos, sd.name()) {
-            devices::check_and_name(&sd, &who, d, &mut src)?;
+    let t_sii = std::time::Instant::now();
+    let read = |pos: usize| crate::mapping::sii_of(md, &refs[pos], pos as u16, sii);
+    let mut siis: Vec<Option<crate::sii::Sii>> = vec![None; n];
+    for group in [&firsts, &others] {
+        for (pos, s) in group.iter().zip(overlapped(in_flight, group, &read)?) {
+            siis[*pos] = Some(s);
         }
-        sources.push(src);
     }
+    let sii_ms = t_sii.elapsed().as_millis();
+    let t_config = std::time::Instant::now();
+    // Then every subdevice, one after another: its `[[device]]` PDO configuration and PS
+    // startup SDOs, written now in PRE-OP so that what is read next follows them, then the
+    // mapping in effect, read from the sources ethercrab sizes the SMs from and compared with
+    // what was configured (a subdevice may ignore a write without aborting it). Without CoE
+    // (the SII says) nothing is written and the configuration is compared with the SII. Not
+    // overlapped: these SDOs go through ethercrab's mailbox client, whose polling loops would
+    // meet the frame lookup described at `mapping::PDU_GATE` (docs/NOTES.md §17).
+    let one = |pos: usize| -> Result<crate::layout::SubdeviceSource> {
+        let sd = &refs[pos];
+        let position = pos as u16;
+        let Some(sii_here) = &siis[pos] else {
+            return Err(Error::SegmentMismatch(format!(
+                "position {position}: no SII read (internal)"
+            )));
+        };
+        let this = configured(pos, sd.name());
+        if let Some((d, who)) = &this {
+            let coe = crate::mapping::has_coe(sii_here);
+            devices::apply_pre_op(md, sd, position, who, d, coe)?;
+        }
+        let mut src = crate::mapping::read_subdevice_with(sd, position, sii_here)?;
+        if let Some((d, who)) = &this {
+            devices::check_and_name(sd, who, d, &mut src)?;
+        }
+        Ok(src)
+    };
+    let sources = (0..n).map(one).collect::<Result<Vec<_>>>()?;
+    let now = sii.counts();
+    log::info!(
+        "SII cache: {} checked and used, {} read, {} read again (changed); SII {sii_ms} ms, \
+         configuration and mapping {} ms",
+        now.hits - before.hits,
+        now.misses - before.misses,
+        now.invalidated - before.invalidated,
+        t_config.elapsed().as_millis()
+    );
     Ok((Layout::build(generation, &sources)?, chosen))
+}
+
+/// Stack of a configuration worker: ethercrab's SDO futures and the CoE client's buffers, with
+/// room to spare (the bring-up thread itself gets [`crate::limits::SETUP_STACK`]).
+const WORKER_STACK: usize = 8 << 20;
+
+/// `f` for every item of `items`, at most `in_flight` at a time on scoped threads (each blocks
+/// on its own bus requests; `f` must create and consume its frames behind `mapping`'s gate,
+/// see `mapping::PDU_GATE`, or ethercrab 0.7.1 may lose responses). The results
+/// in the order of `items`; on failures the first failing item's error (by that order, so the
+/// same device is named as in a sequential run), and no new item is started after one failed.
+/// With `in_flight` 1 (or one item) everything runs on this thread, one after another.
+pub(crate) fn overlapped<T: Send>(
+    in_flight: usize,
+    items: &[usize],
+    f: &(dyn Fn(usize) -> Result<T> + Sync),
+) -> Result<Vec<T>> {
+    let workers = in_flight.min(items.len());
+    if workers <= 1 {
+        return items.iter().map(|&i| f(i)).collect();
+    }
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let failed = std::sync::atomic::AtomicBool::new(false);
+    let results: std::sync::Mutex<Vec<Option<Result<T>>>> =
+        std::sync::Mutex::new((0..items.len()).map(|_| None).collect());
+    let work = || {
+        use std::sync::atomic::Ordering::Relaxed;
+        while !failed.load(Relaxed) {
+            let k = next.fetch_add(1, Relaxed);
+            let Some(&item) = items.get(k) else { break };
+            let r = f(item);
+            if r.is_err() {
+                failed.store(true, Relaxed);
+            }
+            results.lock().unwrap_or_else(|p| p.into_inner())[k] = Some(r);
+        }
+    };
+    std::thread::scope(|s| {
+        let mut spawned = 0;
+        for w in 0..workers {
+            let b = std::thread::Builder::new()
+                .name(format!("rtcat-config-{w}"))
+                .stack_size(WORKER_STACK);
+            if b.spawn_scoped(s, work).is_ok() {
+                spawned += 1;
+            }
+        }
+        // No thread could be made: do it here.
+        if spawned == 0 {
+            work();
+        }
+    });
+    let mut out = Vec::with_capacity(items.len());
+    for r in results.into_inner().unwrap_or_else(|p| p.into_inner()) {
+        match r {
+            Some(Ok(v)) => out.push(v),
+            Some(Err(e)) => return Err(e),
+            // Not started because an item before or after it failed: that error follows.
+            None => {}
+        }
+    }
+    if out.len() == items.len() {
+        Ok(out)
+    } else {
+        Err(Error::SegmentMismatch(
+            "configuration stopped without an error (internal)".into(),
+        ))
+    }
 }
 
 /// Scan, check against the configuration, read the mapping, let the application configure,
@@ -254,8 +364,14 @@ pub(crate) fn bring_up(
     app: &mut dyn Application,
     generation: u32,
     topology: Option<&[(u32, u32, u32)]>,
+    sii: &crate::sii_cache::SiiCache,
 ) -> Result<Up> {
+    let t_scan = std::time::Instant::now();
     let group = scan_to_pre_op(md)?;
+    log::info!(
+        "bring-up: scan to PRE-OP (ethercrab) {} ms",
+        t_scan.elapsed().as_millis()
+    );
     let n = group.len();
     let identities: Vec<(u32, u32, u32)> = group
         .iter(md)
@@ -269,7 +385,7 @@ pub(crate) fn bring_up(
     if let Some(t) = topology {
         check_topology(&identities, t)?;
     }
-    let (layout, chosen) = configure_pre_op(md, &group, cfg, generation)?;
+    let (layout, chosen) = configure_pre_op(md, &group, cfg, generation, sii)?;
     let configured = |pos: usize, name: &str| {
         chosen[pos].map(|i| {
             let d = &cfg.device[i];
@@ -569,9 +685,18 @@ pub(crate) fn bring_up_retrying(
     loop {
         attempts += 1;
         tries.generation = tries.generation.wrapping_add(1);
-        let e = match bring_up(&md, cfg, app, tries.generation, tries.topology.as_deref()) {
+        tries.load_sii(cfg);
+        let e = match bring_up(
+            &md,
+            cfg,
+            app,
+            tries.generation,
+            tries.topology.as_deref(),
+            &tries.sii,
+        ) {
             Ok(up) => {
                 tries.failed_in_a_row = 0;
+                tries.save_sii(cfg);
                 return (md, Ok((up, attempts)));
             }
             Err(e) => e,
@@ -621,6 +746,34 @@ pub(crate) struct Attempts {
     /// The topology of the run's first bring-up (identities by position), which every
     /// re-initialisation must find again.
     pub(crate) topology: Option<Vec<(u32, u32, u32)>>,
+    /// The SII images read so far (and loaded from `[bus] sii_cache`), checked against each
+    /// device before use.
+    pub(crate) sii: crate::sii_cache::SiiCache,
+    sii_loaded: bool,
+}
+
+impl Attempts {
+    /// Load `[bus] sii_cache` once per run (a file that cannot be used is logged and ignored).
+    pub(crate) fn load_sii(&mut self, cfg: &Config) {
+        if self.sii_loaded {
+            return;
+        }
+        self.sii_loaded = true;
+        if let Some(p) = &cfg.bus.sii_cache {
+            self.sii = crate::sii_cache::SiiCache::load(p);
+        }
+    }
+
+    /// After a bring-up that read something new: write `[bus] sii_cache` (a failure is logged;
+    /// the next start then reads the SII from the devices again).
+    pub(crate) fn save_sii(&self, cfg: &Config) {
+        if let Some(p) = &cfg.bus.sii_cache
+            && self.sii.is_dirty()
+            && let Err(e) = self.sii.save(p)
+        {
+            log::warn!("SII cache {}: not written ({e})", p.display());
+        }
+    }
 }
 
 impl Up {

@@ -113,6 +113,13 @@ pub struct BusConfig {
     pub link: LinkKind,
     /// With `link = "xdp"`: the receive queue of the interface the AF_XDP socket binds to.
     pub xdp_queue: u32,
+    /// File the SII images read at bring-up are kept in across restarts (`None`: kept in
+    /// memory for the run only). Each is checked against its device before use
+    /// (`sii_cache` module).
+    pub sii_cache: Option<std::path::PathBuf>,
+    /// Subdevices whose SII is read (or checked against the cache) at the same time in PRE-OP:
+    /// each ESC has its own EEPROM interface. 1 = one after another.
+    pub sii_in_flight: u16,
 }
 
 /// `[bus] link`: which socket carries the EtherCAT frames.
@@ -140,6 +147,8 @@ impl Default for BusConfig {
             state_timeout_ms: 5000,
             link: LinkKind::Packet,
             xdp_queue: 0,
+            sii_cache: None,
+            sii_in_flight: 8,
         }
     }
 }
@@ -424,6 +433,16 @@ impl BusConfig {
             10_000,
             " ms",
         )?;
+        Invalid::range("bus.sii_in_flight", self.sii_in_flight.into(), 1, 64, "")?;
+        if let Some(p) = &self.sii_cache
+            && p.file_name().is_none()
+        {
+            return Err(Invalid::new(
+                "bus.sii_cache",
+                format_args!("{:?}", p.display().to_string()),
+                "names no file (a path ending in a file name is needed)",
+            ));
+        }
         Invalid::range(
             "bus.state_timeout_ms",
             self.state_timeout_ms.into(),

@@ -129,6 +129,7 @@ pub mod rt;
 pub mod shm;
 #[doc(hidden)]
 pub mod sii;
+pub mod sii_cache;
 pub mod stats;
 mod stop;
 #[doc(hidden)]

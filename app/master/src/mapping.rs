@@ -4,7 +4,7 @@
 use crate::error::{Error, Result};
 use crate::layout::{Identity, MappingSource, PdoSource, SubdeviceSource};
 use crate::sii::{self, Direction, Sii, SmUsage};
-use ethercrab::{MainDevice, SubDevice, SubDeviceRef};
+use ethercrab::{Command, MainDevice, SubDevice, SubDeviceRef};
 use futures_lite::future::block_on;
 
 /// Most SII bytes read per subdevice for the layout: far above any real device's categories
@@ -19,13 +19,7 @@ const WANTED: [u16; 4] = [
     sii::category::RXPDO,
 ];
 
-/// The decoded SII of the subdevices read so far in one bring-up, by identity: subdevices with
-/// the same vendor, product code and revision share their description (ETG.2010 and the ESI
-/// rules tie any change of the PDO description to a new revision number), so a segment of 100
-/// identical terminals reads one SII, not 100 — the SII is read a word pair at a time, and this
-/// is most of a bring-up's time on large segments.
-#[derive(Debug, Default)]
-pub struct SiiCache(Vec<((u32, u32, u32), Sii)>);
+pub use crate::sii_cache::SiiCache;
 
 /// Read the fixed area and the categories in `wanted` (all categories when `None`) of a
 /// subdevice's SII, and return them as one image [`Sii::parse`] reads (the categories skipped
@@ -36,57 +30,94 @@ pub fn read_sii(
     position: u16,
     wanted: Option<&[u16]>,
 ) -> Result<Vec<u8>> {
-    let read = |word: u16, buf: &mut [u8]| -> Result<()> {
-        let n = block_on(sd.eeprom_read_raw(md, word, buf)).map_err(|e| {
-            Error::bus(
-                format!("SII of the subdevice at position {position}, word {word:#06x}"),
-                e,
-            )
-        })?;
-        if n < buf.len() {
+    let read = |word: u16, buf: &mut [u8]| eeprom_read(md, sd, position, word, buf);
+    Ok(crate::sii_cache::read_image(&read, wanted)?.0)
+}
+
+/// Longest an SII command may keep the interface busy (an ET1100 takes about 0.7 ms for 4 words,
+/// docs/NOTES.md §7.4; the margin is for a loaded host).
+const SII_COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Every frame of the SII reads below goes through this lock, from its creation to the moment
+/// its response is consumed: ethercrab 0.7.1 finds a response's frame by the first PDU's 8-bit
+/// index among all its frames (`frame_index_by_first_pdu_index`), including frames whose
+/// response was received but not yet taken by their (descheduled) thread; 256 PDUs later the
+/// index repeats and a response lands on that stale frame ("Failed to claim receiving frame")
+/// and is lost. With one frame at a time that cannot happen, while the devices' EEPROM busy
+/// times (the slow part) still overlap (docs/NOTES.md §17).
+static PDU_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn gated<T>(
+    what: impl FnOnce() -> std::result::Result<T, ethercrab::error::Error>,
+) -> std::result::Result<T, ethercrab::error::Error> {
+    let _g = PDU_GATE.lock().unwrap_or_else(|p| p.into_inner());
+    what()
+}
+
+/// `buf.len()` bytes of the SII from `word` on, through the ESC's SII interface (0x0502 control
+/// and status, 0x0504 address, 0x0508 data; ETG.1000.4 §6.4, ET1100 register description):
+/// read command, busy polled, 4 or 8 bytes (status bit 6) taken per command.
+fn eeprom_read(
+    md: &MainDevice<'_>,
+    sd: &SubDevice,
+    position: u16,
+    word: u16,
+    buf: &mut [u8],
+) -> Result<()> {
+    let addr = sd.configured_address();
+    let at = |w: u16| format!("SII of the subdevice at position {position}, word {w:#06x}");
+    let mut w = word;
+    let mut done = 0;
+    while done < buf.len() {
+        let [lo, hi] = w.to_le_bytes();
+        gated(|| block_on(Command::fpwr(addr, 0x0502).send(md, &[0x00, 0x01, lo, hi, 0, 0])))
+            .map_err(|e| Error::bus(at(w), e))?;
+        let start = std::time::Instant::now();
+        // Polled back to back as ethercrab does (its `wait_loop_delay` is 0): a sleep of even
+        // 150 µs costs far more than that on a loaded host, and the gate already lets the other
+        // devices' frames in between.
+        let status = loop {
+            let s = gated(|| {
+                block_on(Command::fprd(addr, 0x0502).receive_slice(md, 2))
+                    .map(|r| u16::from_le_bytes([r[0], r[1]]))
+            })
+            .map_err(|e| Error::bus(at(w), e))?;
+            if s & 0x8000 == 0 {
+                break s;
+            }
+            if start.elapsed() > SII_COMMAND_TIMEOUT {
+                return Err(Error::SegmentMismatch(format!(
+                    "{}: the SII interface stayed busy for {} ms",
+                    at(w),
+                    SII_COMMAND_TIMEOUT.as_millis()
+                )));
+            }
+        };
+        // Checksum, device information and write errors (0x0502 bits 11, 12, 14); bit 13 is
+        // not an error on every ESC (ethercrab 0.7.1 ignores it too).
+        if status & 0x5800 != 0 {
             return Err(Error::Layout(crate::layout::LayoutError::Mapping {
                 position,
                 name: sd.name().to_string(),
-                what: format!(
-                    "SII ends at word {word:#06x} (read {n} of {} bytes)",
-                    buf.len()
-                ),
+                what: format!("SII read of word {w:#06x}: status {status:#06x}"),
             }));
         }
-        Ok(())
-    };
-    let mut img = vec![0u8; sii::FIXED_AREA_BYTES];
-    read(0, &mut img)?;
-    let mut word = sii::FIXED_AREA_BYTES / 2;
-    loop {
-        if 2 * word + 4 > MAX_SII_BYTES {
-            break;
-        }
-        let mut h = [0u8; 4];
-        read(word as u16, &mut h)?;
-        let kind = u16::from_le_bytes([h[0], h[1]]);
-        let words = usize::from(u16::from_le_bytes([h[2], h[3]]));
-        if kind == sii::category::END || kind == 0 {
-            break;
-        }
-        if wanted.is_none_or(|w| w.contains(&kind)) {
-            let start = img.len();
-            if start + 4 + 2 * words > MAX_SII_BYTES {
-                break;
-            }
-            img.extend_from_slice(&h);
-            img.resize(start + 4 + 2 * words, 0);
-            read((word + 2) as u16, &mut img[start + 4..])?;
-        }
-        word += 2 + words;
+        let chunk: u16 = if status & 0x0040 != 0 { 8 } else { 4 };
+        let n = usize::from(chunk).min(buf.len() - done);
+        gated(|| {
+            block_on(Command::fprd(addr, 0x0508).receive_slice(md, chunk)).map(|r| {
+                buf[done..done + n].copy_from_slice(&r[..n]);
+            })
+        })
+        .map_err(|e| Error::bus(at(w), e))?;
+        done += n;
+        w = w.wrapping_add(chunk / 2);
     }
-    img.extend_from_slice(&sii::category::END.to_le_bytes());
-    img.extend_from_slice(&0u16.to_le_bytes());
-    Ok(img)
+    Ok(())
 }
 
-/// The layout of a segment in PRE-OP: every subdevice read with [`read_subdevice`] (one SII
-/// read per identity), placed by [`crate::Layout::build`]. The bring-up and `rtcat pdos` both
+/// The layout of a segment in PRE-OP: every subdevice read with [`read_subdevice`] (one full
+/// SII read per identity), placed by [`crate::Layout::build`]. The bring-up and `rtcat pdos` both
 /// use it, so the command shows exactly what the application gets.
 pub fn read_layout<'a>(
     md: &MainDevice<'_>,
@@ -94,10 +125,10 @@ pub fn read_layout<'a>(
     generation: u32,
 ) -> Result<crate::Layout> {
     let mut sources = Vec::new();
-    let mut cache = SiiCache::default();
+    let cache = SiiCache::default();
     for (position, sd) in subdevices.enumerate() {
         let position = u16::try_from(position).unwrap_or(u16::MAX);
-        sources.push(read_subdevice(md, &sd, position, &mut cache)?);
+        sources.push(read_subdevice(md, &sd, position, &cache)?);
     }
     Ok(crate::Layout::build(generation, &sources)?)
 }
@@ -108,15 +139,24 @@ pub fn read_subdevice(
     md: &MainDevice<'_>,
     sd: &SubDeviceRef<'_, &SubDevice>,
     position: u16,
-    cache: &mut SiiCache,
+    cache: &SiiCache,
+) -> Result<SubdeviceSource> {
+    let sii = sii_of(md, sd, position, cache)?;
+    read_subdevice_with(sd, position, &sii)
+}
+
+/// [`read_subdevice`] with the subdevice's SII already at hand.
+pub fn read_subdevice_with(
+    sd: &SubDeviceRef<'_, &SubDevice>,
+    position: u16,
+    sii: &Sii,
 ) -> Result<SubdeviceSource> {
     let id = sd.identity();
-    let sii = sii_of(md, sd, position, cache)?;
-    let coe = has_coe(&sii);
+    let coe = has_coe(sii);
     let pdos = if coe {
-        coe_pdos(sd, position, &sii)?
+        coe_pdos(sd, position, sii)?
     } else {
-        SubdeviceSource::pdos_from_sii(&sii)
+        SubdeviceSource::pdos_from_sii(sii)
     };
     Ok(SubdeviceSource {
         address: sd.configured_address(),
@@ -138,29 +178,26 @@ pub fn read_subdevice(
     })
 }
 
-/// The SII categories the layout needs of the subdevice at `position`, from `cache` when a
-/// subdevice of the same identity was read before.
+/// The SII categories the layout needs of the subdevice at `position`: from `cache` when an
+/// image of the same identity is there and the device's shape matches it (see
+/// [`crate::sii_cache`]), otherwise read in full and kept.
 pub fn sii_of(
     md: &MainDevice<'_>,
     sd: &SubDeviceRef<'_, &SubDevice>,
     position: u16,
-    cache: &mut SiiCache,
+    cache: &SiiCache,
 ) -> Result<Sii> {
     let id = sd.identity();
     let key = (id.vendor_id, id.product_id, id.revision);
-    if let Some((_, s)) = cache.0.iter().find(|(k, _)| *k == key) {
-        return Ok(s.clone());
-    }
-    let img = read_sii(md, sd, position, Some(&WANTED))?;
-    let s = Sii::parse(&img).map_err(|e| {
-        Error::Layout(crate::layout::LayoutError::Mapping {
+    let read = |word: u16, buf: &mut [u8]| eeprom_read(md, sd, position, word, buf);
+    cache.get_or_read(key, &read, &WANTED).map_err(|e| match e {
+        Error::SegmentMismatch(what) => Error::Layout(crate::layout::LayoutError::Mapping {
             position,
             name: sd.name().to_string(),
-            what: e.to_string(),
-        })
-    })?;
-    cache.0.push((key, s.clone()));
-    Ok(s)
+            what,
+        }),
+        e => e,
+    })
 }
 
 /// Whether a subdevice talks CoE (a mailbox and the CoE protocol bit): its PDOs are then read

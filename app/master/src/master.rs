@@ -242,7 +242,18 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
             (r.0, r.1.map(|(up, _)| up))
         } else {
             run.attempts.generation = 1;
-            let r = bring_up(&md, &cfg, app, run.attempts.generation, None);
+            run.attempts.load_sii(&cfg);
+            let r = bring_up(
+                &md,
+                &cfg,
+                app,
+                run.attempts.generation,
+                None,
+                &run.attempts.sii,
+            );
+            if r.is_ok() {
+                run.attempts.save_sii(&cfg);
+            }
             (md, r)
         };
         run.md = Some(md);

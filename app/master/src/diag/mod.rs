@@ -371,8 +371,8 @@ pub fn read_configured_layout(
         if group.is_empty() {
             return Err(Error::NoSubdevices);
         }
-        let (layout, _) =
-            crate::bringup::configure_pre_op(md, &group, cfg, 1).map_err(Error::Master)?;
+        let (layout, _) = crate::bringup::configure_pre_op(md, &group, cfg, 1, &Default::default())
+            .map_err(Error::Master)?;
         if let Err(e) = block_on(group.into_init(md)) {
             log::warn!("layout read; putting the segment back to INIT failed: {e}");
         }

@@ -1,0 +1,253 @@
+//! Bring-up to OP of 32 and 64 CoE drives with the simulator's ESC timing model
+//! (`cargo bench -p rtcat-master --features sim --bench bringup_fast`): the SII read one device
+//! after another (`[bus] sii_in_flight = 1`) beside 8 at a time (`RTCAT_BENCH_IN_FLIGHT`), each
+//! cold (no `[bus] sii_cache` file) and warm (the file the cold run just wrote: a restart),
+//! interleaved in one run. Prints P50 / max over `RTCAT_BENCH_REPS` repetitions (default 3) and
+//! the ratios of the medians; asserts nothing about times. `RTCAT_BENCH_DRIVES=8,32` other
+//! segment sizes; `RTCAT_BENCH_KINDS=8` drives of 8 revisions (8 SIIs to read cold); `RTCAT_BENCH_LOG=1` the master's log (the cache's counts per bring-up).
+//!
+//! The drives are `examples/cia402`'s SERVO402-SIM (no DC: ethercrab's static DC
+//! synchronisation is a fixed 10 000 round trips, not what this compares), each with its own
+//! serial. Timing per device (docs/NOTES.md §7.4): an SII command 680 µs (ET1100 Table 79),
+//! INIT -> PRE-OP 10 ms, PRE-OP -> SAFE-OP 20 ms, SAFE-OP -> OP 10 ms, down 2 ms, mailbox
+//! answer 1 ms. Configuration per drive (`[[device]]` by identity): the CSP mapping written to
+//! 0x1600 (5 entries) and 0x1A00 (7), assigned in 0x1C12 / 0x1C13, two startup SDOs: 24 SDO
+//! writes, then the mapping read back (18 SDO reads).
+//!
+//! Bring-up time: from `run()` to the segment in OP (the run's `on_ready`), the scan, every SII
+//! read, the configuration, the layout read and the AL transitions included.
+
+use ecsim::{EscTiming, Faults, SegmentSpec};
+use rtcat_master::{Application, Config, Cycle, RunSpec, Stop, Target};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const SEGMENT: &str = include_str!("../../../examples/cia402/segment.toml");
+
+const CONFIG: &str = r#"
+[bus]
+interface = "sim"
+init_pdu_timeout_ms = 1000
+init_eeprom_timeout_ms = 1000
+
+[cycle]
+period_us = 1000
+
+[[device]]
+vendor_id = 0x00000766
+product_id = 0x00040002
+name = "drive"
+input_bytes = 19
+output_bytes = 13
+pdo_assign = { sm2 = [0x1600], sm3 = [0x1A00] }
+
+[[device.pdo_map]]
+index = 0x1600
+entries = [
+  { entry = "0x6040:00:16", name = "Controlword" },
+  { entry = "0x6060:00:8", name = "Modes of operation" },
+  { entry = "0x607A:00:32", name = "Target position" },
+  { entry = "0x60FF:00:32", name = "Target velocity" },
+  { entry = "0x6071:00:16", name = "Target torque" },
+]
+
+[[device.pdo_map]]
+index = 0x1A00
+entries = [
+  { entry = "0x6041:00:16", name = "Statusword" },
+  { entry = "0x6061:00:8", name = "Modes of operation display" },
+  { entry = "0x6064:00:32", name = "Position actual value" },
+  { entry = "0x606C:00:32", name = "Velocity actual value" },
+  { entry = "0x6077:00:16", name = "Torque actual value" },
+  { entry = "0x60F4:00:32", name = "Following error actual value" },
+  { entry = "0x603F:00:16", name = "Error code" },
+]
+
+[[device.sdo]]
+index = 0x6060
+sub = 0
+type = "i8"
+value = 8
+
+[[device.sdo]]
+index = 0x6085
+sub = 0
+type = "u32"
+value = 500000
+"#;
+
+/// The timing of docs/NOTES.md §7.4.
+fn timing() -> EscTiming {
+    EscTiming {
+        sii_ns: 680_000,
+        init_preop_ns: 10_000_000,
+        preop_safeop_ns: 20_000_000,
+        safeop_op_ns: 10_000_000,
+        down_ns: 2_000_000,
+        mailbox_ns: 1_000_000,
+        sm_watchdog: false,
+    }
+}
+
+/// `n` drives of `kinds` revisions (`RTCAT_BENCH_KINDS`, default 1): as many identities, each
+/// with its own SII to read cold.
+fn segment(n: usize, kinds: usize) -> SegmentSpec {
+    let base = SegmentSpec::from_toml(SEGMENT).expect("examples/cia402/segment.toml");
+    let mut s = base.clone();
+    s.devices = (0..n)
+        .map(|i| {
+            let mut d = base.devices[0].clone();
+            d.serial = 1000 + i as u32;
+            d.revision = 1 + (i % kinds.max(1)) as u32;
+            d
+        })
+        .collect();
+    s.name = format!("{n} drives");
+    s.with_dc(false).with_timing(timing())
+}
+
+/// Stops at the first cycle.
+struct First(Stop);
+
+impl Application for First {
+    fn cycle(&mut self, _cx: &mut Cycle<'_>) {
+        self.0.request();
+    }
+}
+
+fn now_ns() -> u64 {
+    rtcat_master::clock::now_ns()
+}
+
+/// One bring-up; its time to OP in ms.
+fn one(n: usize, kinds: usize, in_flight: u16, cache: &std::path::Path) -> Result<f64, String> {
+    let mut cfg = Config::parse(CONFIG, "bench").map_err(|e| e.to_string())?;
+    cfg.bus.sii_in_flight = in_flight;
+    cfg.bus.sii_cache = Some(cache.to_path_buf());
+    let stop = Stop::new();
+    let ready = Arc::new(AtomicU64::new(0));
+    let r2 = ready.clone();
+    let mut spec = RunSpec::new(
+        cfg,
+        Target::Sim {
+            spec: segment(n, kinds),
+            faults: Faults::new(),
+        },
+        stop.clone(),
+    );
+    spec.no_rt = true;
+    spec.duration = Some(std::time::Duration::from_secs(120));
+    spec.on_ready = Some(Box::new(move || r2.store(now_ns(), Ordering::Relaxed)));
+    let t0 = now_ns();
+    rtcat_master::run_simple(spec, &mut First(stop)).map_err(|e| e.to_string())?;
+    let t = ready.load(Ordering::Relaxed);
+    if t == 0 {
+        return Err("never in OP".into());
+    }
+    Ok((t - t0) as f64 / 1e6)
+}
+
+fn p50_max(mut v: Vec<f64>) -> String {
+    if v.is_empty() {
+        return "-".into();
+    }
+    v.sort_by(f64::total_cmp);
+    format!("{:.0} / {:.0}", v[v.len() / 2], v[v.len() - 1])
+}
+
+/// `RTCAT_BENCH_LOG=1`: the master's log (SII cache counts, warnings) on stderr.
+struct Stderr;
+
+impl log::Log for Stderr {
+    fn enabled(&self, m: &log::Metadata<'_>) -> bool {
+        m.level() <= log::Level::Info
+    }
+    fn log(&self, r: &log::Record<'_>) {
+        if self.enabled(r.metadata()) {
+            eprintln!("{}: {}", r.level(), r.args());
+        }
+    }
+    fn flush(&self) {}
+}
+
+static STDERR: Stderr = Stderr;
+
+fn main() {
+    if std::env::var_os("RTCAT_BENCH_LOG").is_some() && log::set_logger(&STDERR).is_ok() {
+        log::set_max_level(log::LevelFilter::Info);
+    }
+    let sizes: Vec<usize> = std::env::var("RTCAT_BENCH_DRIVES")
+        .ok()
+        .map(|s| s.split(',').filter_map(|n| n.trim().parse().ok()).collect())
+        .filter(|v: &Vec<usize>| !v.is_empty())
+        .unwrap_or_else(|| vec![32, 64]);
+    let ovl: u16 = std::env::var("RTCAT_BENCH_IN_FLIGHT")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&r| r > 1)
+        .unwrap_or(8);
+    let kinds: usize = std::env::var("RTCAT_BENCH_KINDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(1);
+    let reps: usize = std::env::var("RTCAT_BENCH_REPS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .filter(|&r| r > 0)
+        .unwrap_or(3);
+    let dir = tempfile::tempdir().expect("temporary directory");
+    println!(
+        "bring-up to OP, simulated CiA 402 drives with ESC timing (SII 680 µs/command, \
+         transitions 10/20/10 ms, mailbox 1 ms), {kinds} revision(s), SII {ovl} in flight \
+         when overlapped, {reps} repetitions, P50 / max in ms"
+    );
+    println!(
+        "{:>7} {:>18} {:>18} {:>18} {:>18}   {:>8} {:>8}",
+        "drives",
+        "sequential cold",
+        "sequential warm",
+        "overlapped cold",
+        "overlapped warm",
+        "seq/ovl",
+        "cold/warm"
+    );
+    for n in sizes {
+        // (in flight, warm): columns in that order.
+        let modes = [(1u16, false), (1, true), (ovl, false), (ovl, true)];
+        let mut t: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        let mut failed = Vec::new();
+        for rep in 0..reps {
+            for (k, &(in_flight, warm)) in modes.iter().enumerate() {
+                let cache = dir.path().join(format!("{n}-{in_flight}-{rep}.cache"));
+                if !warm {
+                    let _ = std::fs::remove_file(&cache);
+                }
+                // Warm runs use the file their cold run (just before) wrote.
+                match one(n, kinds, in_flight, &cache) {
+                    Ok(ms) => t[k].push(ms),
+                    Err(e) => failed.push(format!("{in_flight} in flight, warm {warm}: {e}")),
+                }
+            }
+        }
+        let med = |k: usize| {
+            let mut v = t[k].clone();
+            v.sort_by(f64::total_cmp);
+            v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
+        };
+        println!(
+            "{n:>7} {:>18} {:>18} {:>18} {:>18}   {:>8.2} {:>8.2}{}",
+            p50_max(t[0].clone()),
+            p50_max(t[1].clone()),
+            p50_max(t[2].clone()),
+            p50_max(t[3].clone()),
+            med(0) / med(2),
+            med(2) / med(3),
+            if failed.is_empty() {
+                String::new()
+            } else {
+                format!("   {} failed: {}", failed.len(), failed[0])
+            }
+        );
+    }
+}
