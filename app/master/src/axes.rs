@@ -913,7 +913,7 @@ struct Slot {
     lease_until: std::sync::atomic::AtomicU64,
     /// The last `seq` the cycle applied (the cycle's store only).
     seen: std::sync::atomic::AtomicU64,
-    /// [`ManualMode::code`] as the cycle last published it (0: the configured program).
+    /// `ManualMode::code` as the cycle last published it (0: the configured program).
     mode: AtomicU32,
     /// Position actual, counts, as last published.
     actual: AtomicI32,
@@ -997,7 +997,7 @@ pub(crate) struct Manual {
     released: bool,
 }
 
-/// The names of [`ManualMode::code`] (`None`: the axis runs its configured program).
+/// The names of `ManualMode::code` (`None`: the axis runs its configured program).
 pub fn manual_name(code: u32) -> Option<&'static str> {
     match code {
         1 => Some("holding"),
