@@ -326,14 +326,16 @@ def check_dist_profile():
 
     # [profile.dist.package.*] reach the recipe's release build through the cargo configuration
     # its do_configure appends to (the environment cannot set package overrides).
-    m = re.search(r"cat >> \$\{CARGO_HOME\}/config\.toml <<EOF\n(.*?)\nEOF", recipe.read_text(), re.S)
-    appended = tomllib.loads(m.group(1)) if m else {}
+    fragment = recipe.parent / "files/cargo-dist-profile.toml"
+    appended = tomllib.loads(fragment.read_text()) if fragment.is_file() else {}
+    if "cargo-dist-profile.toml >> ${CARGO_HOME}/config.toml" not in recipe.read_text():
+        err(rel(recipe), "do_configure does not append files/cargo-dist-profile.toml to the cargo configuration")
     got_pkgs = appended.get("profile", {}).get("release", {}).get("package", {})
     want_pkgs = prof["dist"].get("package", {})
     if got_pkgs != want_pkgs:
         err(
             rel(recipe),
-            f"cargo configuration appended in do_configure: [profile.release.package] = {got_pkgs!r}, "
+            f"files/cargo-dist-profile.toml: [profile.release.package] = {got_pkgs!r}, "
             f"Cargo.toml [profile.dist.package] = {want_pkgs!r}",
         )
 

@@ -38,6 +38,7 @@ SRC_URI += "file://Cargo.toml;subdir=rtcat \
             file://rootfs-overlay/usr/lib/tmpfiles.d/rtcat.conf;subdir=rtcat \
             file://rootfs-overlay/usr/lib/udev/rules.d/60-rtcat.rules;subdir=rtcat \
             file://rootfs-overlay/etc/rtcat/rtcat.toml;subdir=rtcat \
+            file://cargo-dist-profile.toml \
 "
 
 S = "${UNPACKDIR}/rtcat"
@@ -60,11 +61,7 @@ export CARGO_PROFILE_RELEASE_DEBUG = "1"
 # profile leaves it unoptimised for a fast first build) cannot be set from the environment:
 # they go into the cargo configuration oe-core's cargo class writes. Checked by image_checks.py.
 do_configure:append() {
-    cat >> ${CARGO_HOME}/config.toml <<EOF
-
-[profile.release.package.rtcat]
-opt-level = 3
-EOF
+    cat ${UNPACKDIR}/cargo-dist-profile.toml >> ${CARGO_HOME}/config.toml
 }
 
 do_install:append() {
