@@ -234,9 +234,13 @@ fi
 step "systemd units: staged root with the packaged files"
 root="$work/root"
 mkdir -p "$root/usr/lib/systemd" "$root/etc" "$root/usr/bin" "$root/var/lib"
-# The host's systemd units (targets the units refer to) and an /etc/passwd base.
+# The host's systemd units (targets the units refer to), an /etc/passwd base and /bin/sh (Debian's
+# essential shell, which rtcat-doctor.service runs doctor under): the base system the package
+# is installed on.
 cp -a /usr/lib/systemd/system "$root/usr/lib/systemd/" 2>/dev/null || cp -a /lib/systemd/system "$root/usr/lib/systemd/"
 cp /etc/passwd /etc/group "$root/etc/"
+mkdir -p "$root/bin"
+cp -L /bin/sh "$root/bin/sh"
 if [ -z "$skip_deb" ] && [ -f "$deb_dir/rtcat_${version}_amd64.deb" ]; then
 	dpkg-deb -x "$deb_dir/rtcat_${version}_amd64.deb" "$root"
 	echo "staged: the amd64 .deb (the binary cargo build produced)"
