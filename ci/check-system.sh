@@ -529,7 +529,7 @@ readback() {
 	local g="$out/guest" f
 	rm -rf "$g" && mkdir -p "$g"
 	for f in /var/lib/rtcat/summary.json /var/lib/rtcat/events.log /var/lib/rtcat-systest/doctor.json \
-		/var/lib/rtcat-systest/doctor.txt /var/lib/rtcat-systest/tune-status.json \
+		/var/lib/rtcat-systest/doctor.txt /var/lib/rtcat-systest/doctor-unit.json /var/lib/rtcat-systest/tune-status.json \
 		/var/lib/rtcat-systest/report.txt /var/lib/rtcat-systest/journal.txt; do
 		debugfs -R "dump -p $f $g/$(basename "$f")" "$out/guest.img" 2>/dev/null || true
 		[ -s "$g/$(basename "$f")" ] || rm -f "$g/$(basename "$f")"
