@@ -5,13 +5,16 @@
 //! and configurations the devices refuse failing the bring-up with the device and object named.
 
 use ecsim::{FaultCommand, Faults, SegmentSpec, pdi};
-use rtcat_master::coe::{Client, Geometry, Port, Timeouts};
+mod support;
+
+use rtcat_master::coe::{Client, Geometry, Timeouts};
 use rtcat_master::{
     AppError, Application, Config, Cycle, Error, Input, Layout, Output, RunSpec, Setup, Stop,
     Target,
 };
 use std::sync::Mutex;
 use std::time::Duration;
+use support::SetupPort;
 
 /// The tests share the machine's two CPUs: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -32,26 +35,6 @@ fn unconfigured() -> Config {
     let mut c = configured();
     c.device.clear();
     c
-}
-
-/// The ESC registers of `configure` as a CoE client's port: SDOs from inside the bring-up.
-struct SetupPort<'s, 'a> {
-    setup: &'s mut Setup<'a>,
-    position: u16,
-}
-
-impl Port for SetupPort<'_, '_> {
-    fn read(&mut self, register: u16, buf: &mut [u8]) -> Result<(), ethercrab::error::Error> {
-        self.setup
-            .read_register(self.position, register, buf)
-            .map_err(|_| ethercrab::error::Error::Internal)
-    }
-
-    fn write(&mut self, register: u16, data: &[u8]) -> Result<(), ethercrab::error::Error> {
-        self.setup
-            .write_register(self.position, register, data)
-            .map_err(|_| ethercrab::error::Error::Internal)
-    }
 }
 
 fn upload(setup: &mut Setup<'_>, position: u16, index: u16, sub: u8) -> Vec<u8> {

@@ -7,11 +7,14 @@
 //! same error naming the same device when one refuses its configuration.
 
 use ecsim::{Faults, SegmentSpec};
-use rtcat_master::coe::{Client, Geometry, Port, Timeouts};
+mod support;
+
+use rtcat_master::coe::{Client, Geometry, Timeouts};
 use rtcat_master::sii_cache::SiiCache;
 use rtcat_master::{AppError, Application, Config, Cycle, Layout, RunSpec, Setup, Stop, Target};
 use std::sync::Mutex;
 use std::time::Duration;
+use support::SetupPort;
 
 /// The tests share the machine's two CPUs and the log capture: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -92,24 +95,6 @@ fn config(text: &str, in_flight: u16) -> Config {
     }
     c.bus.sii_in_flight = in_flight;
     c
-}
-
-struct SetupPort<'s, 'a> {
-    setup: &'s mut Setup<'a>,
-    position: u16,
-}
-
-impl Port for SetupPort<'_, '_> {
-    fn read(&mut self, register: u16, buf: &mut [u8]) -> Result<(), ethercrab::error::Error> {
-        self.setup
-            .read_register(self.position, register, buf)
-            .map_err(|_| ethercrab::error::Error::Internal)
-    }
-    fn write(&mut self, register: u16, data: &[u8]) -> Result<(), ethercrab::error::Error> {
-        self.setup
-            .write_register(self.position, register, data)
-            .map_err(|_| ethercrab::error::Error::Internal)
-    }
 }
 
 /// The objects the configuration writes (assignments, the servo's mapping and mode, the AI4's
