@@ -695,6 +695,48 @@ def lost_frames(tag, n):
     return f
 
 
+def clean_window(tag):
+    """Window `tag` as a quiet machine would have measured it: no frame_lost event among its
+    cycles and the master's lost counter unchanged over it, in every try. The tolerated
+    conditions are injected into this, not into what the emulated machine happened to lose
+    in this run (a window that already had its longest clean stretch shortened by real late
+    responses fails with two more, which says nothing about the assertion)."""
+
+    def f(facts, guest, a):
+        for i in range(1, tries(facts, tag) + 1):
+            t = try_tag(facts, tag, i)
+
+            def cyc(end, t=t):
+                return int(re.search(r"cycles=(\d+)", facts[f"{t}.{end}_status"][-1]).group(1))
+
+            def lost(end, t=t):
+                return int(re.search(r"lost=(\d+)", facts[f"{t}.{end}_status"][-1]).group(1))
+
+            c0, c1 = cyc("start"), cyc("end")
+
+            def in_window(line, c0=c0, c1=c1):
+                m = re.match(r"\d+ cycle=(\d+) frame_lost$", line)
+                return m is not None and c0 <= int(m.group(1)) < c1
+
+            guest["events.log"] = [line for line in guest["events.log"] if not in_window(line)]
+            bump(facts, f"{t}.end_status", "lost", lost("start") - lost("end"))
+            # the health the late responses degraded
+            for end in ("start", "end"):
+                facts[f"{t}.{end}_status"][-1] = re.sub(r"\S+$", "OK", facts[f"{t}.{end}_status"][-1])
+
+    return f
+
+
+def then(*mutations):
+    """The mutations applied in order."""
+
+    def f(facts, guest, a):
+        for m in mutations:
+            m(facts, guest, a)
+
+    return f
+
+
 def doctor_fail(cid):
     def f(facts, guest, a):
         for c in guest["doctor.json"]["checks"]:
@@ -823,17 +865,22 @@ def cmd_self_test(a):
         ),
     ]
     # what the assertions tolerate on purpose: must still pass
+    # (each on the window made clean first: the real run's own late responses are not the condition)
     tolerated = [
         (
             "rtcat.op_wkc_window",
             "two lost frames spread over the window (a 10 s stretch stays clean)",
-            lost_frames("op", 2),
+            then(clean_window("op"), lost_frames("op", 2)),
         ),
-        ("rtcat.wkc_after_recovery", "one lost frame mid-window (a 5 s stretch stays clean)", lost_frames("after", 1)),
+        (
+            "rtcat.wkc_after_recovery",
+            "one lost frame mid-window (a 5 s stretch stays clean)",
+            then(clean_window("after"), lost_frames("after", 1)),
+        ),
         (
             "rtcat.op_wkc_window",
             "a first try whose late responses degraded the health, a second try clean",
-            tried_again("op", end_health("op", "DEGRADED")),
+            then(clean_window("op"), tried_again("op", end_health("op", "DEGRADED"))),
         ),
     ]
     missed = 0
