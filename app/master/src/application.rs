@@ -17,46 +17,8 @@ use crate::layout::{Layout, LayoutError, Subdevice};
 /// service mode) retries the bring-up after the back-off.
 pub type AppError = Box<dyn std::error::Error + Send + Sync>;
 
-/// The AL state code of a subdevice as it reports it (ETG.1000.6 Table 9).
-pub mod al_state {
-    /// No state read.
-    pub const NONE: u8 = 0x00;
-    /// INIT.
-    pub const INIT: u8 = 0x01;
-    /// PRE-OP.
-    pub const PRE_OP: u8 = 0x02;
-    /// BOOT.
-    pub const BOOT: u8 = 0x03;
-    /// SAFE-OP.
-    pub const SAFE_OP: u8 = 0x04;
-    /// OP.
-    pub const OP: u8 = 0x08;
-    /// The error indicator bit of the AL status (0x0130 bit 4), set beside the state.
-    pub const ERROR: u8 = 0x10;
-
-    /// The state of a code without the error indicator (`0x14`, SAFE-OP + error: SAFE-OP).
-    pub const fn state(code: u8) -> u8 {
-        code & 0x0f
-    }
-}
-
-/// Per-subdevice status of one cycle.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SubdeviceStatus {
-    /// AL state code as read this cycle ([`al_state`]); unchanged when the frame was lost.
-    pub al_state: u8,
-    /// Its inputs in the image are this cycle's and its outputs were written by the segment:
-    /// the frame came back, the subdevice is in OP, and the working counter is the expected one
-    /// or short by exactly the shares of the subdevices not in OP.
-    pub data_valid: bool,
-}
-
-impl SubdeviceStatus {
-    /// In OP.
-    pub fn in_op(&self) -> bool {
-        self.al_state == al_state::OP
-    }
-}
+pub use crate::al_state;
+pub use crate::health::{RecoveryCause, SubdeviceCause, SubdeviceChange, SubdeviceStatus};
 
 /// The status of one cycle, as the application sees it.
 #[derive(Debug, Clone, Copy)]
@@ -250,102 +212,6 @@ impl Setup<'_> {
     ) -> crate::Result<()> {
         self.registers.write(position, register, data)
     }
-}
-
-/// Why the master re-initialises the segment.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum RecoveryCause {
-    /// Frames did not come back.
-    FramesLost,
-    /// The working counter was wrong.
-    WkcMismatch {
-        /// Last value received.
-        got: u16,
-        /// Expected value.
-        expected: u16,
-    },
-    /// A subdevice left OP.
-    NotOp {
-        /// Its position.
-        position: u16,
-        /// Its AL state code.
-        state: u8,
-    },
-}
-
-/// Why a subdevice was out of OP, as its own recovery found it (`[health] recovery =
-/// "subdevice"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SubdeviceCause {
-    /// It reported an AL error: the AL status code (0x0134, ETG.1000.6 Table 11).
-    AlError(u16),
-    /// It had lost its station address: it was powered off and on (or replaced).
-    PowerCycled,
-    /// It left OP without an error (an AL state request of its own, a sync-manager watchdog
-    /// already acknowledged).
-    LeftOp,
-    /// The master took it out for a firmware update through the control socket (parked: its
-    /// recovery left it alone until the update handed it back).
-    FirmwareUpdate,
-}
-
-impl std::fmt::Display for SubdeviceCause {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            SubdeviceCause::AlError(code) => write!(
-                f,
-                "al_error code={code:#06x} text=\"{}\"",
-                crate::diag::al_status_text(*code)
-            ),
-            SubdeviceCause::PowerCycled => f.write_str("power_cycled"),
-            SubdeviceCause::LeftOp => f.write_str("left_op"),
-            SubdeviceCause::FirmwareUpdate => f.write_str("firmware_update"),
-        }
-    }
-}
-
-/// What happened to one subdevice while the others cycled on (`[health] recovery =
-/// "subdevice"`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum SubdeviceChange {
-    /// It was seen out of OP (AL state code as the cycle read it; 0: it did not answer): its
-    /// data is invalid and its own recovery starts.
-    Lost {
-        /// AL state code.
-        state: u8,
-    },
-    /// It is back in OP, its data valid again.
-    Back {
-        /// Why it was out.
-        cause: SubdeviceCause,
-        /// From the cycle it was seen lost to the cycle it was seen back, ns.
-        outage_ns: u64,
-        /// Recovery attempts it took.
-        attempts: u32,
-    },
-    /// One attempt to bring it back failed (retried after `[health] recovery_backoff_ms`).
-    Failed {
-        /// Failed attempts in a row.
-        attempt: u32,
-    },
-    /// A device with another identity answers at its position: it is not driven (retried
-    /// until the configured device is back).
-    Refused {
-        /// Vendor, product, revision found (SII).
-        found: (u32, u32, u32),
-        /// What the segment was brought up with.
-        expected: (u32, u32, u32),
-    },
-    /// Its recovery failed `[health] subdevice_attempts` times in a row: the whole segment is
-    /// re-initialised.
-    GaveUp,
-    /// The master took it out on purpose (`cause`: a firmware update): its data is invalid and
-    /// its recovery leaves it alone until it is handed back (then [`SubdeviceChange::Back`]
-    /// with the same cause).
-    Parked {
-        /// Why.
-        cause: SubdeviceCause,
-    },
 }
 
 /// A per-subdevice notification ([`Application::on_subdevice`]).

@@ -9,7 +9,7 @@
 //! nanoseconds per subdevice. The live copy ([`LiveAvailability`]) is written only on those
 //! changes and on invalid cycles: relaxed atomics, no lock.
 
-use crate::application::SubdeviceStatus;
+use crate::health::SubdeviceStatus;
 use crate::limits::MAX_SUBDEVICES;
 use std::sync::atomic::{AtomicU64, Ordering};
 

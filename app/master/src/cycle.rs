@@ -13,11 +13,11 @@
 //! then the DC grid seen through CLOCK_MONOTONIC, not CLOCK_MONOTONIC's own.
 
 use crate::acyclic::{self, SdoService};
-use crate::application::{
-    Application, Cycle, CycleStatus, RecoveryCause, SubdeviceStatus, al_state,
-};
+use crate::al_state;
+use crate::application::{Application, Cycle, CycleStatus};
 use crate::bus::{Bus, BusCounters};
 use crate::clock::{now_ns, sleep_until, unix_ns};
+use crate::health::{RecoveryCause, SubdeviceStatus};
 use crate::image::ProcessImage;
 use crate::layout::Layout;
 use crate::limits::MAX_SUBDEVICES;
@@ -28,11 +28,13 @@ use crate::subdevice_recovery::{Board, Report};
 use ethercrab::subdevice_group::{CycleInfo, TxRxResponse};
 use ethercrab::{MainDevice, SubDeviceState};
 use std::future::Future;
-use std::pin::pin;
+use std::ops::ControlFlow;
+use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 pub use crate::group::{DcGroup, Group, OpGroup};
+pub use crate::health::{Verdict, judge};
 
 /// "Exchange this cycle's process data" for both kinds of OP groups.
 pub trait CycleGroup {
@@ -368,72 +370,6 @@ fn advance(deadline: &mut u64, period: u64, end: u64, rec: &mut Recorder) -> Opt
     Some(behind)
 }
 
-/// The verdict on one answered cycle (see [`judge`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Verdict {
-    /// The working counter is the expected one.
-    pub wkc_ok: bool,
-    /// The working counter is the expected one, or short by exactly the shares of the
-    /// subdevices not in OP: the data of those in OP is valid.
-    pub explained: bool,
-    /// The first subdevice not in OP: its position and AL state code.
-    pub first_not_op: Option<(u16, u8)>,
-}
-
-impl Verdict {
-    /// A bad cycle (counts towards a recovery).
-    pub fn is_bad(&self) -> bool {
-        !self.wkc_ok || self.first_not_op.is_some()
-    }
-
-    /// Why a run of bad cycles would recover, as this one saw it (a subdevice out of OP says
-    /// more than the working counter it shortens).
-    pub fn cause(&self, wkc: u16, expected_wkc: u16) -> Option<RecoveryCause> {
-        match self.first_not_op {
-            Some((position, state)) => Some(RecoveryCause::NotOp { position, state }),
-            None if !self.wkc_ok => Some(RecoveryCause::WkcMismatch {
-                got: wkc,
-                expected: expected_wkc,
-            }),
-            None => None,
-        }
-    }
-}
-
-/// The health judgement of one answered cycle, pure: from this cycle's AL states (`status`),
-/// each subdevice's share of the expected working counter (inputs, outputs) and the working
-/// counter received. A subdevice in SAFE-OP still has its inputs read (ETG.1000.6 AL states:
-/// inputs valid in SAFE-OP, outputs only in OP; ecsim does the same); below SAFE-OP its process
-/// data FMMUs do nothing. A wrong WKC fully explained by the subdevices not in OP leaves the
-/// others' data valid; any other mismatch makes every subdevice's data suspect (ethercrab
-/// returns one sum for all the LRW frames of the cycle).
-pub fn judge(
-    status: &[SubdeviceStatus],
-    shares: &[(u32, u32)],
-    wkc: u16,
-    expected_wkc: u16,
-) -> Verdict {
-    let mut missing_share = 0u32;
-    let mut first_not_op = None;
-    for (i, s) in status.iter().enumerate() {
-        if s.al_state == al_state::OP {
-            continue;
-        }
-        let (ins, outs) = shares.get(i).copied().unwrap_or((0, 0));
-        missing_share += if al_state::state(s.al_state) == al_state::SAFE_OP {
-            outs
-        } else {
-            ins + outs
-        };
-        first_not_op.get_or_insert((i as u16, s.al_state));
-    }
-    Verdict {
-        wkc_ok: wkc == expected_wkc,
-        explained: wkc == expected_wkc || u32::from(wkc) + missing_share == u32::from(expected_wkc),
-        first_not_op,
-    }
-}
-
 /// Everything one cyclic phase works on besides the bus and the group.
 pub struct Phase<'a, 's> {
     /// The application.
@@ -742,9 +678,10 @@ fn mailbox_until(now: u64, budget_ns: u64, next: u64) -> Option<u64> {
     (until > now).then_some(until)
 }
 
-/// Run cycles until stopped, the duration ends, or the segment needs recovery. Each cycle, in
-/// order: wait for the deadline, exchange, phase lock (DC), AL states and the health judgement,
-/// input copy, application, output copy, measurements, mailbox budget, next deadline.
+/// Run cycles until stopped, the duration ends, or the segment needs recovery. Each cycle is
+/// [`Cycler::one_cycle`]: wait for the deadline, exchange, phase lock (DC), AL states and the
+/// health judgement, input copy, application, output copy, measurements, mailbox budget, next
+/// deadline.
 pub fn run<DC>(
     x: &mut Exchanger,
     md: &MainDevice<'static>,
@@ -754,184 +691,351 @@ pub fn run<DC>(
 where
     Group<DC>: CycleGroup,
 {
-    let Phase {
-        app,
-        rec,
-        sinks,
-        st,
-        p,
-        board,
-    } = ph;
-    let period = p.period.as_nanos();
-    // First deadline one period from now; all later ones on the same grid.
-    let mut deadline = now_ns() + period;
-    let mut health = Health {
-        bad_run: 0,
-        wkc_was_ok: true,
-        cause: RecoveryCause::FramesLost,
-    };
     // SDO requests of other threads: one long-lived future, polled only in the budget after a
     // cycle's own work (see `acyclic`).
     let busy = acyclic::Busy::new();
-    let budget_ns = sinks
+    let budget_ns = ph
+        .sinks
         .sdo
         .as_ref()
         .map_or(0, |s| s.budget().as_nanos() as u64);
-    let service = sinks
+    let service = ph
+        .sinks
         .sdo
         .take()
-        .map(|s| acyclic::serve(s, md, group, board, &busy));
-    let mut service = pin!(service);
+        .map(|s| acyclic::serve(s, md, group, ph.board, &busy));
+    let service = pin!(service);
+    let period = ph.p.period.as_nanos();
+    let mut c = Cycler {
+        x,
+        md,
+        group,
+        ph,
+        period,
+        // First deadline one period from now; all later ones on the same grid.
+        deadline: now_ns() + period,
+        health: Health {
+            bad_run: 0,
+            wkc_was_ok: true,
+            cause: RecoveryCause::FramesLost,
+        },
+        mailbox: MailboxBudget {
+            service,
+            busy: &busy,
+            budget_ns,
+        },
+    };
     loop {
-        // Wait.
-        sleep_until(deadline);
-        let wake = now_ns();
-        let lateness = wake.saturating_sub(deadline);
-        if sinks.stop.is_requested() {
-            return Exit::Stopped;
+        if let ControlFlow::Break(exit) = c.one_cycle() {
+            return exit;
         }
-        if p.end_ns.is_some_and(|e| wake >= e) {
-            return Exit::DurationReached;
-        }
-        let cycle = rec.cycles;
-        let mut cx = Step {
+    }
+}
+
+/// The SDO service of other threads and the time it gets after each cycle's own work.
+struct MailboxBudget<'b, F> {
+    service: Pin<&'b mut Option<F>>,
+    busy: &'b acyclic::Busy,
+    budget_ns: u64,
+}
+
+/// One cyclic phase in progress: what [`run`] was given and what it keeps from one cycle to the
+/// next (the deadline, the health across cycles, the mailbox service). Its methods are the
+/// cycle's steps.
+struct Cycler<'x, 'a, 's, 'b, DC, F> {
+    x: &'x mut Exchanger,
+    md: &'x MainDevice<'static>,
+    group: &'x Group<DC>,
+    ph: Phase<'a, 's>,
+    period: u64,
+    deadline: u64,
+    health: Health,
+    mailbox: MailboxBudget<'b, F>,
+}
+
+/// What the exchange step hands to the later steps of the same cycle.
+struct Answer<E> {
+    /// The response, or Err when the frames did not come back.
+    result: Result<TxRxResponse<MAX_SUBDEVICES, E>, ()>,
+    /// First frame out to last frame in.
+    rtt: Option<u64>,
+}
+
+impl<DC, F> Cycler<'_, '_, '_, '_, DC, F>
+where
+    Group<DC>: CycleGroup,
+    F: Future<Output = ()>,
+{
+    /// One cycle, its steps in order; Break: the phase ends.
+    #[inline]
+    fn one_cycle(&mut self) -> ControlFlow<Exit> {
+        let (wake, lateness) = self.wait()?;
+        let cycle = self.ph.rec.cycles;
+        let answer = self.exchange(wake);
+        let (correction, phase_error) = self.lock_phase(&answer);
+        let (bad, wkc) = self.judge_health(&answer, cycle, wake);
+        self.run_application(&answer, cycle, wake, wkc);
+        let end = now_ns();
+        let sample = Sample {
             cycle,
-            rec: &mut *rec,
-            events: &mut *sinks.events,
+            wake_ns: lateness,
+            exec_ns: end - wake,
+            rtt_ns: answer.rtt.unwrap_or(0),
+            wkc,
+            phase_error_ns: phase_error,
         };
-        // Exchange.
-        x.counters().start_cycle();
-        let result = exchange(x, md, group, wake + p.response_timeout_ns);
-        let rtt = x.counters().cycle_rtt_ns();
-        let lost = result.is_err();
-        // Phase lock.
-        let dc_time = result
+        self.measure(sample, answer.rtt, bad);
+        self.serve_mailbox();
+        self.next_deadline(cycle, correction, end);
+        if let Some(exit) = self
+            .health
+            .end_of_cycle(bad, self.ph.p.bad_cycles_before_recovery)
+        {
+            return ControlFlow::Break(exit);
+        }
+        self.escalation(cycle)
+    }
+
+    /// Sleep until the deadline; the wake-up time and its lateness, or the end of the phase
+    /// (stop requested, duration reached).
+    #[inline]
+    fn wait(&mut self) -> ControlFlow<Exit, (u64, u64)> {
+        sleep_until(self.deadline);
+        let wake = now_ns();
+        let lateness = wake.saturating_sub(self.deadline);
+        if self.ph.sinks.stop.is_requested() {
+            return ControlFlow::Break(Exit::Stopped);
+        }
+        if self.ph.p.end_ns.is_some_and(|e| wake >= e) {
+            return ControlFlow::Break(Exit::DurationReached);
+        }
+        ControlFlow::Continue((wake, lateness))
+    }
+
+    /// The cycle's frames out and back, within the response timeout from the wake-up.
+    #[inline]
+    fn exchange(&mut self, wake: u64) -> Answer<<Group<DC> as CycleGroup>::Extra> {
+        self.x.counters().start_cycle();
+        let result = exchange(
+            self.x,
+            self.md,
+            self.group,
+            wake + self.ph.p.response_timeout_ns,
+        );
+        let rtt = self.x.counters().cycle_rtt_ns();
+        Answer { result, rtt }
+    }
+
+    /// The phase lock (DC groups with a reply): (correction of the next deadline, phase error).
+    #[inline]
+    fn lock_phase(&mut self, answer: &Answer<<Group<DC> as CycleGroup>::Extra>) -> (i64, i64) {
+        let dc_time = answer
+            .result
             .as_ref()
             .ok()
             .and_then(|r| <Group<DC> as CycleGroup>::dc_time(&r.extra));
-        let (correction, phase_error) = match (dc_time, st.lock.as_mut()) {
+        match (dc_time, self.ph.st.lock.as_mut()) {
             (Some(dc_time), Some(lock)) => {
                 // The send delay: deadline to the first frame handed to the link (stamped by
                 // the bus; 0 only if nothing was sent, and then there is no DC time either).
-                let sent = x
+                let sent = self
+                    .x
                     .counters()
                     .first_tx_ns
                     .load(std::sync::atomic::Ordering::Relaxed);
-                lock_phase(lock, dc_time, sent, deadline, &mut cx, sinks.live)
+                let mut cx = Step {
+                    cycle: self.ph.rec.cycles,
+                    rec: &mut *self.ph.rec,
+                    events: &mut *self.ph.sinks.events,
+                };
+                lock_phase(
+                    lock,
+                    dc_time,
+                    sent,
+                    self.deadline,
+                    &mut cx,
+                    self.ph.sinks.live,
+                )
             }
             _ => (0, 0),
+        }
+    }
+
+    /// The AL states, the pure [`judge`]ment, each subdevice's data validity, the per-subdevice
+    /// recovery's step and the time in OP: (a bad cycle for the segment, the working counter).
+    #[inline]
+    fn judge_health(
+        &mut self,
+        answer: &Answer<<Group<DC> as CycleGroup>::Extra>,
+        cycle: u64,
+        wake: u64,
+    ) -> (bool, u16) {
+        let Phase {
+            app,
+            rec,
+            sinks,
+            st,
+            p,
+            board,
+        } = &mut self.ph;
+        let mut cx = Step {
+            cycle,
+            rec: &mut **rec,
+            events: &mut *sinks.events,
         };
-        // Health.
-        let mut wkc = 0u16;
-        let bad = match &result {
+        let (bad, wkc) = match &answer.result {
             Ok(resp) => {
-                wkc = resp.working_counter;
+                let wkc = resp.working_counter;
                 record_states(&resp.subdevice_states, &mut st.status, cx.events, cycle);
                 let v = judge(&st.status, &st.shares, wkc, p.expected_wkc);
                 for s in st.status.iter_mut() {
                     s.data_valid = v.explained && s.al_state == al_state::OP;
                 }
                 if let Some(b) = board {
-                    local_recovery(b, st, app, &mut cx, wake);
+                    local_recovery(b, st, &mut **app, &mut cx, wake);
                 }
-                health.answered(v, wkc, p.expected_wkc, board.is_some(), &mut cx)
+                let bad = self
+                    .health
+                    .answered(v, wkc, p.expected_wkc, board.is_some(), &mut cx);
+                (bad, wkc)
             }
             Err(()) => {
                 for s in st.status.iter_mut() {
                     s.data_valid = false;
                 }
-                health.lost(&mut cx)
+                (self.health.lost(&mut cx), 0)
             }
         };
-        cx.rec
-            .availability
+        rec.availability
             .cycle(&st.status, wake, &sinks.live.availability);
-        // Inputs, application, outputs.
+        (bad, wkc)
+    }
+
+    /// Inputs that came back into the application's image, the application, its outputs into
+    /// ethercrab's image.
+    #[inline]
+    fn run_application(
+        &mut self,
+        answer: &Answer<<Group<DC> as CycleGroup>::Extra>,
+        cycle: u64,
+        wake: u64,
+        wkc: u16,
+    ) {
+        let lost = answer.result.is_err();
+        let Phase {
+            app,
+            rec,
+            sinks,
+            st,
+            p,
+            ..
+        } = &mut self.ph;
         if !lost {
-            copy_inputs(md, group, &mut st.image);
+            copy_inputs(self.md, self.group, &mut st.image);
         }
         let status = CycleStatus {
             cycle,
-            deadline_ns: deadline,
+            deadline_ns: self.deadline,
             wake_ns: wake,
             expected_wkc: p.expected_wkc,
             wkc,
             frames_lost: lost,
             subdevices: &st.status,
         };
-        apply(app, &status, &mut st.image, &mut cx);
-        copy_outputs(md, group, &st.image);
-        // Measurements.
-        let end = now_ns();
-        let exec = end - wake;
-        rec.record(lateness, exec, rtt);
+        let mut cx = Step {
+            cycle,
+            rec: &mut **rec,
+            events: &mut *sinks.events,
+        };
+        apply(&mut **app, &status, &mut st.image, &mut cx);
+        copy_outputs(self.md, self.group, &st.image);
+    }
+
+    /// The cycle's measurements: histograms, the sample, the live counters. `rtt` is the
+    /// round trip when one was measured (the sample says 0 otherwise).
+    #[inline]
+    fn measure(&mut self, sample: Sample, rtt: Option<u64>, bad: bool) {
+        let Phase { rec, sinks, .. } = &mut self.ph;
+        rec.record(sample.wake_ns, sample.exec_ns, rtt);
         if let Some(s) = sinks.samples.as_deref_mut() {
-            let _ = s.push(Sample {
-                cycle,
-                wake_ns: lateness,
-                exec_ns: exec,
-                rtt_ns: rtt.unwrap_or(0),
-                wkc,
-                phase_error_ns: phase_error,
-            });
+            let _ = s.push(sample);
         }
-        sinks.live.publish(rec, lateness, exec, !bad);
-        x.counters().publish(sinks.live);
-        // Mailbox budget: SDO traffic after everything the cycle measures.
-        if let Some(svc) = service.as_mut().as_pin_mut()
-            && let Some(until) = mailbox_until(now_ns(), budget_ns, deadline + period)
+        sinks
+            .live
+            .publish(rec, sample.wake_ns, sample.exec_ns, !bad);
+        self.x.counters().publish(sinks.live);
+    }
+
+    /// The mailbox budget: SDO traffic after everything the cycle measures, then the
+    /// per-subdevice recovery's frames on an inline bus in what is left of the budget.
+    #[inline]
+    fn serve_mailbox(&mut self) {
+        let next = self.deadline + self.period;
+        let m = &mut self.mailbox;
+        if let Some(svc) = m.service.as_mut().as_pin_mut()
+            && let Some(until) = mailbox_until(now_ns(), m.budget_ns, next)
         {
-            x.serve_sdo(svc, &busy, until);
+            self.x.serve_sdo(svc, m.busy, until);
         }
-        // The per-subdevice recovery's frames on an inline bus, in what is left of the budget.
-        if st.outstanding > 0
-            && let Some(until) = mailbox_until(now_ns(), period / 4, deadline + period)
+        if self.ph.st.outstanding > 0
+            && let Some(until) = mailbox_until(now_ns(), self.period / 4, next)
         {
-            x.pump_until(until);
+            self.x.pump_until(until);
         }
-        // Next deadline: the lock's correction moves the grid itself (this and all later ones).
-        deadline = deadline.saturating_add_signed(correction);
-        if let Some(behind) = advance(&mut deadline, period, end, rec) {
+    }
+
+    /// The next deadline: the lock's correction moves the grid itself (this and all later
+    /// ones); a cycle that ended after it skips to the first one still ahead.
+    #[inline]
+    fn next_deadline(&mut self, cycle: u64, correction: i64, end: u64) {
+        self.deadline = self.deadline.saturating_add_signed(correction);
+        if let Some(behind) = advance(&mut self.deadline, self.period, end, self.ph.rec) {
             push_event(
-                sinks.events,
+                self.ph.sinks.events,
                 cycle,
                 EventKind::MissedDeadline { skipped: behind },
             );
         }
-        if let Some(exit) = health.end_of_cycle(bad, p.bad_cycles_before_recovery) {
-            return exit;
+    }
+
+    /// A subdevice whose own recovery gave up: the whole segment recovers.
+    #[inline]
+    fn escalation(&mut self, cycle: u64) -> ControlFlow<Exit> {
+        let Phase {
+            app,
+            sinks,
+            st,
+            board,
+            ..
+        } = &mut self.ph;
+        let Some(position) = board.and_then(Board::escalated) else {
+            return ControlFlow::Continue(());
+        };
+        let i = usize::from(position);
+        if st
+            .watch
+            .get(i)
+            .is_some_and(|w| w.reported != Some(Report::GaveUp))
+        {
+            let change = crate::health::SubdeviceChange::GaveUp;
+            app.on_subdevice(&crate::application::SubdeviceEvent {
+                position,
+                change,
+                cycle,
+            });
+            push_event(
+                sinks.events,
+                cycle,
+                EventKind::Subdevice { position, change },
+            );
         }
-        // A subdevice whose own recovery gave up: the whole segment.
-        if let Some(position) = board.and_then(Board::escalated) {
-            let i = usize::from(position);
-            if st
-                .watch
-                .get(i)
-                .is_some_and(|w| w.reported != Some(Report::GaveUp))
-            {
-                let change = crate::application::SubdeviceChange::GaveUp;
-                app.on_subdevice(&crate::application::SubdeviceEvent {
-                    position,
-                    change,
-                    cycle,
-                });
-                push_event(
-                    sinks.events,
-                    cycle,
-                    EventKind::Subdevice { position, change },
-                );
-            }
-            return Exit::Recover {
-                bad_cycles: health.bad_run,
-                cause: RecoveryCause::NotOp {
-                    position,
-                    state: st
-                        .status
-                        .get(usize::from(position))
-                        .map_or(0, |s| s.al_state),
-                },
-            };
-        }
+        ControlFlow::Break(Exit::Recover {
+            bad_cycles: self.health.bad_run,
+            cause: RecoveryCause::NotOp {
+                position,
+                state: st.status.get(i).map_or(0, |s| s.al_state),
+            },
+        })
     }
 }
 
@@ -978,80 +1082,6 @@ mod tests {
         assert_eq!((rec.missed_deadlines, rec.skipped_periods), (1, 2));
         // Ending exactly on the next deadline is not a miss.
         assert_eq!(advance(&mut d, 1_000, 6_000, &mut rec), None);
-    }
-
-    fn states(codes: &[u8]) -> Vec<SubdeviceStatus> {
-        codes
-            .iter()
-            .map(|&al_state| SubdeviceStatus {
-                al_state,
-                data_valid: false,
-            })
-            .collect()
-    }
-
-    /// Three subdevices: inputs only (1 share), outputs only (2), both (1 + 2): WKC 6.
-    const SHARES: [(u32, u32); 3] = [(1, 0), (0, 2), (1, 2)];
-
-    #[test]
-    fn all_in_op_with_the_expected_wkc_is_good() {
-        let v = judge(&states(&[al_state::OP; 3]), &SHARES, 6, 6);
-        assert_eq!(
-            v,
-            Verdict {
-                wkc_ok: true,
-                explained: true,
-                first_not_op: None
-            }
-        );
-        assert!(!v.is_bad());
-        assert_eq!(v.cause(6, 6), None);
-    }
-
-    #[test]
-    fn a_wkc_short_by_the_shares_of_those_out_of_op_is_explained() {
-        use al_state::{OP, PRE_OP, SAFE_OP};
-        // SAFE-OP: its inputs are still read, only its outputs' share (2) is missing.
-        let v = judge(&states(&[OP, OP, SAFE_OP]), &SHARES, 4, 6);
-        assert!(v.explained && !v.wkc_ok && v.is_bad());
-        assert_eq!(v.first_not_op, Some((2, SAFE_OP)));
-        // SAFE-OP with the error indicator counts as SAFE-OP.
-        let v = judge(&states(&[OP, OP, SAFE_OP | al_state::ERROR]), &SHARES, 4, 6);
-        assert!(v.explained);
-        // Below SAFE-OP both shares are missing; SAFE-OP's share would not explain it.
-        assert!(judge(&states(&[OP, OP, PRE_OP]), &SHARES, 3, 6).explained);
-        assert!(!judge(&states(&[OP, OP, SAFE_OP]), &SHARES, 3, 6).explained);
-        // The cause names the subdevice, not the working counter it shortens.
-        assert_eq!(
-            judge(&states(&[OP, PRE_OP, SAFE_OP]), &SHARES, 1, 6).cause(1, 6),
-            Some(RecoveryCause::NotOp {
-                position: 1,
-                state: PRE_OP
-            })
-        );
-    }
-
-    #[test]
-    fn an_unexplained_wkc_is_a_mismatch_and_suspects_every_subdevice() {
-        let v = judge(&states(&[al_state::OP; 3]), &SHARES, 5, 6);
-        assert!(!v.wkc_ok && !v.explained && v.is_bad());
-        assert_eq!(
-            v.cause(5, 6),
-            Some(RecoveryCause::WkcMismatch {
-                got: 5,
-                expected: 6
-            })
-        );
-        // A subdevice out of OP with the expected WKC (it answered anyway) is still bad.
-        let v = judge(
-            &states(&[al_state::OP, al_state::INIT, al_state::OP]),
-            &SHARES,
-            6,
-            6,
-        );
-        assert!(v.wkc_ok && v.explained && v.is_bad());
-        // No subdevices, no shares: only the WKC counts.
-        assert!(!judge(&[], &[], 0, 0).is_bad());
     }
 
     #[test]

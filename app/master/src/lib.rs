@@ -70,6 +70,8 @@
 #[doc(hidden)]
 pub mod acyclic;
 #[doc(hidden)]
+pub mod al_state;
+#[doc(hidden)]
 pub mod application;
 #[doc(hidden)]
 pub mod availability;
@@ -91,6 +93,8 @@ pub mod cycle;
 #[doc(hidden)]
 pub mod dc;
 #[doc(hidden)]
+pub mod dc_sampler;
+#[doc(hidden)]
 pub mod devices;
 #[doc(hidden)]
 pub mod diag;
@@ -103,6 +107,8 @@ mod error;
 pub mod floor;
 pub mod foe;
 mod group;
+#[doc(hidden)]
+pub mod health;
 #[doc(hidden)]
 pub mod image;
 #[doc(hidden)]
@@ -126,6 +132,8 @@ pub mod period;
 mod phase_lock;
 #[doc(hidden)]
 pub mod rt;
+#[doc(hidden)]
+pub mod session;
 pub mod shm;
 #[doc(hidden)]
 pub mod sii;
@@ -134,6 +142,8 @@ pub mod stats;
 mod stop;
 #[doc(hidden)]
 pub mod subdevice_recovery;
+#[doc(hidden)]
+pub mod target;
 #[doc(hidden)]
 pub mod wait;
 

@@ -21,6 +21,9 @@ pub const MAX_PDI_BYTES: usize = 16384;
 pub const MAX_FRAMES: usize = 32;
 /// Largest datagram payload per frame: ethercrab splits the process image into LRWs of this size.
 pub const LRW_CHUNK: usize = 1100;
+/// Most SII bytes read per subdevice for the layout: far above any real device's categories
+/// (EEPROMs are 2..64 KiB), and a bound on what a broken EEPROM can make the master read.
+pub const MAX_SII_BYTES: usize = 64 * 1024;
 /// Bytes of one frame slot of ethercrab's PDU storage.
 pub const FRAME_DATA: usize = PduStorage::element_size(LRW_CHUNK);
 /// ethercrab's PDU storage at these limits.

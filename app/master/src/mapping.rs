@@ -7,9 +7,7 @@ use crate::sii::{self, Direction, Sii, SmUsage};
 use ethercrab::{Command, MainDevice, SubDevice, SubDeviceRef};
 use futures_lite::future::block_on;
 
-/// Most SII bytes read per subdevice for the layout: far above any real device's categories
-/// (EEPROMs are 2..64 KiB), and a bound on what a broken EEPROM can make the master read.
-pub const MAX_SII_BYTES: usize = 64 * 1024;
+pub use crate::limits::MAX_SII_BYTES;
 
 /// Categories the layout needs (the device name comes from ethercrab).
 const WANTED: [u16; 4] = [

@@ -6,43 +6,29 @@
 //! scheduling of the first thread that needs it) with a TX/RX thread moving frames; only the
 //! cyclic phase runs SCHED_FIFO.
 
-use crate::application::{Application, Recovery, ShutdownReason};
-use crate::bus::{Bus, Link, LinkFactory, ThreadRt, TxRxThread};
-use crate::config::{BusConfig, Config, LinkKind, TxRxMode};
+use crate::application::{Application, Recovery, RecoveryCause, ShutdownReason};
+use crate::bus::{Bus, ThreadRt, TxRxThread};
+use crate::config::{Config, TxRxMode};
 use crate::cycle::{self, CycleGroup, Exchanger, Exit, Group, Params, Sinks};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::rt;
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use crate::stop::Stop;
-use ethercrab::{MainDevice, PduLoop, PduRx, PduTx};
+use ethercrab::MainDevice;
+use std::ops::ControlFlow;
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::bringup::{
     AnyGroup, Attempts, Up, bring_up, bring_up_retrying, init_timeouts, setup_txrx,
 };
-use crate::limits::Storage;
 pub use crate::limits::{FRAME_DATA, LRW_CHUNK, MAX_FRAMES, MAX_PDI_BYTES, MAX_SUBDEVICES};
 pub use crate::rt::{RtApplied, setup_cycle_thread, setup_process};
-
-/// What the master talks to.
-#[derive(Debug, Clone)]
-pub enum Target {
-    /// The in-process simulated segment (no root, no NIC).
-    #[cfg(feature = "sim")]
-    Sim {
-        /// The segment.
-        spec: ecsim::SegmentSpec,
-        /// Its fault injection handle.
-        faults: ecsim::Faults,
-    },
-    /// A network interface (AF_PACKET, needs CAP_NET_RAW).
-    Iface(String),
-    /// A link of the user's own ([`crate::bus::Link`]), opened when the run starts.
-    Link(LinkFactory),
-}
+pub use crate::session::Session;
+pub use crate::target::{Target, open_link};
+use crate::target::{give_back, open_bus};
 
 /// The result of a whole run.
 pub struct Outcome {
@@ -94,116 +80,6 @@ pub struct RunSpec {
     pub stop: Stop,
     /// SDO requests of other threads while cycling ([`crate::acyclic::sdo_queue`]).
     pub sdo: Option<crate::acyclic::SdoService>,
-}
-
-/// The split PDU storage of ethercrab: `'static` because the TX/RX thread owns its halves.
-/// Runs take one from the pool and give it back, so a process that runs many masters one after
-/// another (tests, a supervisor) allocates only as many as run at once.
-type Split = (PduTx<'static>, PduRx<'static>, PduLoop<'static>);
-static POOL: Mutex<Vec<Split>> = Mutex::new(Vec::new());
-
-fn take_storage() -> Split {
-    if let Some(s) = POOL.lock().unwrap_or_else(|p| p.into_inner()).pop() {
-        return s;
-    }
-    let storage: &'static Storage = Box::leak(Box::new(Storage::new()));
-    storage
-        .try_split()
-        .unwrap_or_else(|_| unreachable!("fresh storage splits"))
-}
-
-fn give_storage(s: Split) {
-    POOL.lock().unwrap_or_else(|p| p.into_inner()).push(s);
-}
-
-/// Take a storage from the pool and open `target` on it: the bus and ethercrab's PDU loop, or
-/// the error with the storage back in the pool.
-fn open_bus(target: &Target, bus: &BusConfig) -> Result<(Bus, PduLoop<'static>)> {
-    let (tx, rx, pdu_loop) = take_storage();
-    match open_link(target, bus) {
-        Ok(link) => Ok((Bus::new(tx, rx, link), pdu_loop)),
-        Err(e) => {
-            give_storage((tx, rx, pdu_loop));
-            Err(e)
-        }
-    }
-}
-
-/// Give a run's storage back to the pool (closing the link).
-fn give_back(md: MainDevice<'static>, bus: Bus) {
-    // SAFETY: the callers have dropped every group of this MainDevice.
-    let pl = unsafe { md.release() };
-    let (tx, rx, _) = bus.into_parts();
-    give_storage((tx, rx, pl));
-}
-
-/// Open the link to a target; an interface with the socket `[bus] link` names.
-pub fn open_link(target: &Target, bus: &BusConfig) -> Result<Box<dyn Link>> {
-    Ok(match target {
-        #[cfg(feature = "sim")]
-        Target::Sim { spec, faults } => {
-            Box::new(ecsim::SimPort::with_faults(spec.clone(), faults.clone()))
-        }
-        Target::Iface(name) => {
-            crate::netuse::check_free(&safefs::SysRoot::live(), name)?;
-            let err = |source| Error::Interface {
-                iface: name.clone(),
-                source,
-            };
-            use rtcat_packet::xdp::{XdpMode, XdpOptions, XdpSocket};
-            let xdp = |mode| {
-                let opt = XdpOptions {
-                    mode,
-                    queue: bus.xdp_queue,
-                };
-                XdpSocket::open(name, opt).map_err(err)
-            };
-            match bus.link {
-                LinkKind::Packet => Box::new(rtcat_packet::PacketSocket::open(name).map_err(err)?),
-                LinkKind::Xdp => Box::new(xdp(XdpMode::Auto)?),
-                LinkKind::XdpNative => Box::new(xdp(XdpMode::Native)?),
-                LinkKind::XdpGeneric => Box::new(xdp(XdpMode::Generic)?),
-            }
-        }
-        Target::Link(f) => f.open().map_err(|source| Error::Interface {
-            iface: f.name().to_string(),
-            source,
-        })?,
-    })
-}
-
-/// A MainDevice on a link with a TX/RX thread moving its frames, for the bus commands (scan,
-/// registers, SII): no group, no cycle. Dropping it gives the storage back.
-pub struct Session {
-    md: Option<MainDevice<'static>>,
-    thread: Option<TxRxThread>,
-}
-
-impl Session {
-    /// Open `target` with the timeouts of `cfg`.
-    pub fn open(target: &Target, cfg: &Config) -> Result<Session> {
-        let (bus, pdu_loop) = open_bus(target, &cfg.bus)?;
-        let md = MainDevice::new(pdu_loop, init_timeouts(cfg), cfg.maindevice_config());
-        let thread = TxRxThread::spawn(bus, ThreadRt::default())?;
-        Ok(Session {
-            md: Some(md),
-            thread: Some(thread),
-        })
-    }
-
-    /// The MainDevice.
-    pub fn maindevice(&self) -> &MainDevice<'static> {
-        self.md.as_ref().expect("present until drop")
-    }
-}
-
-impl Drop for Session {
-    fn drop(&mut self) {
-        // No group of this MainDevice outlives the session (they borrow it).
-        if let (Some(md), Some(t)) = (self.md.take(), self.thread.take()) {
-            give_back(md, t.stop());
-        }
-    }
 }
 
 /// Run the master until stopped, the duration elapsed, or an unrecoverable fault. The bring-up
@@ -283,9 +159,12 @@ struct Running {
     attempts: Attempts,
 }
 
+/// The run once the segment is first in OP: cyclic phases, each ended by a stop, the duration
+/// or a recovery, until a stop, the duration or a fault ends the run. Steps: [`Cycling::phase`],
+/// [`Cycling::shut_down`], [`Cycling::recover`], then the [`Outcome`].
 fn cycle_until_done(
     run: &mut Running,
-    mut bus: Bus,
+    bus: Bus,
     up: Up,
     spec: &mut RunSpec,
     app: &mut dyn Application,
@@ -294,167 +173,245 @@ fn cycle_until_done(
 ) -> Result<Outcome> {
     let cfg = spec.cfg.clone();
     let counters = bus.counters.clone();
-    let init_rt = setup_txrx(&cfg, spec.no_rt);
+    run.bus = Some(bus);
     // The segment in OP: replaced by each recovery, handed back at the end.
     let mut seg = up;
     run.attempts.topology = Some(seg.identities.clone());
     seg.publish(&ch.live);
-
     // Process-wide real-time settings, once the segment is up.
-    let _dma = match setup_process(&cfg, spec.no_rt) {
-        Ok(d) => d,
-        Err(e) => {
-            run.bus = Some(bus);
-            return Err(e);
-        }
-    };
-
+    let _dma = setup_process(&cfg, spec.no_rt)?;
     let end_ns = spec
         .duration
         .map(|d| crate::clock::now_ns() + d.as_nanos() as u64);
-    let mut rec = Recorder::new();
-    let mut applied = RtApplied {
-        no_rt: spec.no_rt,
-        ..RtApplied::default()
-    };
-    let mut fatal = None;
-    let stop_reason;
     if let Some(f) = spec.on_ready.as_mut() {
         f();
     }
-
-    loop {
-        let params = Params {
-            period: cfg.cycle.period(),
-            response_timeout_ns: cfg.response_timeout_ns(),
-            expected_wkc: seg.expected_wkc,
-            bad_cycles_before_recovery: cfg.health.bad_cycles_before_recovery,
-            end_ns,
-        };
-        // Everything the cycle touches, allocated here, outside the cyclic path.
-        rec.availability.set_subdevices(seg.layout.subdevices.len());
-        let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares);
-        if matches!(seg.group, AnyGroup::Dc(_)) {
-            state = state.with_lock(phase_lock(&cfg));
-        }
-        let md = run.md.as_ref().expect("present while running");
-        // The per-subdevice recovery's board, shared by the cyclic thread and the worker.
-        let board = (!seg.snapshots.is_empty())
-            .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots));
-        // One cyclic phase on its own thread; the bus comes back when it ends.
-        let result = seg.group.cyclic_phase(CyclicPhase {
-            md,
-            bus,
-            cfg: &cfg,
+    let mut c = Cycling {
+        run,
+        cfg: &cfg,
+        no_rt: spec.no_rt,
+        sdo: spec.sdo.as_mut(),
+        app,
+        ch,
+        stop,
+        end_ns,
+        init_rt: setup_txrx(&cfg, spec.no_rt),
+        applied: RtApplied {
             no_rt: spec.no_rt,
-            app,
-            rec,
-            ch,
-            state: &mut state,
-            params,
-            stop,
-            sdo: spec.sdo.as_mut(),
-            recovery: board.as_ref().map(|b| (b, seg.snapshots.as_slice())),
-        });
-        let (b, r, exit, a) = match result {
-            Ok(v) => v,
-            Err(b) => {
-                let (e, bus) = *b;
-                run.bus = bus;
-                return Err(e);
-            }
-        };
-        bus = b;
-        rec = r;
-        // A revision a firmware update brought (its recovery accepted it) is what a
-        // re-initialisation of the segment expects from now on.
-        if let (Some(b), Some(t)) = (&board, run.attempts.topology.as_mut()) {
-            b.updated_revisions(t);
-        }
-        applied = RtApplied {
-            cycle_minor_faults: applied.cycle_minor_faults + a.cycle_minor_faults,
-            ..a
-        };
+            ..RtApplied::default()
+        },
+    };
+    let mut rec = Recorder::new();
+    let end = loop {
+        let exit;
+        (rec, exit) = c.phase(&seg, rec)?;
         match exit {
             Exit::Stopped | Exit::DurationReached => {
-                let reason = if exit == Exit::Stopped {
-                    ShutdownReason::Stopped {
-                        signal: stop.signal(),
-                    }
-                } else {
-                    ShutdownReason::Duration
-                };
-                stop_reason = match &reason {
-                    ShutdownReason::Stopped { signal: Some(s) } => format!("signal {s}"),
-                    ShutdownReason::Stopped { signal: None } => "stop requested".into(),
-                    _ => "duration reached".into(),
-                };
-                app.shutdown(&reason);
-                bus = shut_down_segment(md, seg.group, bus, init_rt, ch, rec.cycles)?;
-                break;
+                break c.shut_down(seg.group, exit, rec.cycles)?;
             }
             Exit::Recover { bad_cycles, cause } => {
-                push(ch, rec.cycles, EventKind::RecoveryStarted { bad_cycles });
-                app.on_recovery(&Recovery {
-                    bad_cycles,
-                    cause,
-                    cycle: rec.cycles,
-                });
                 // The old group is dropped before its MainDevice is released (see `recover`).
                 drop(seg.group);
-                let during = Recovering {
-                    cfg: &cfg,
-                    stop,
-                    end_ns,
-                    init_rt,
-                };
-                let result;
-                (bus, result) = recover(run, &during, bus, app, ch, &mut rec)?;
-                match result {
-                    Ok((up, attempts)) => {
-                        // Re-synchronised by the bring-up (ethercrab's DC init and static sync,
-                        // SYNC0 configured anew); the lock starts over and reports when it holds.
-                        seg = up;
-                        seg.publish(&ch.live);
-                        rec.recoveries += 1;
-                        ch.live.recoveries.store(rec.recoveries, Ordering::Relaxed);
-                        push(ch, rec.cycles, EventKind::RecoveryDone { attempts });
-                    }
-                    Err(e) => {
-                        let stopped = stop.is_requested()
-                            || end_ns.is_some_and(|e| crate::clock::now_ns() >= e);
-                        stop_reason = if stopped {
-                            "stopped while recovering".into()
-                        } else {
-                            fatal = Some(e.to_string());
-                            "unrecoverable fault".into()
-                        };
-                        app.shutdown(&if stopped {
-                            ShutdownReason::Stopped {
-                                signal: stop.signal(),
-                            }
-                        } else {
-                            ShutdownReason::Fatal(e.to_string())
-                        });
-                        break;
-                    }
+                match c.recover(bad_cycles, cause, &mut rec)? {
+                    ControlFlow::Continue(up) => seg = up,
+                    ControlFlow::Break(end) => break end,
                 }
             }
         }
-    }
-    counters.publish(&ch.live);
-    run.bus = Some(bus);
+    };
+    counters.publish(&c.ch.live);
     Ok(Outcome {
         rec,
         subdevices: seg.layout.subdevices.len(),
         pdi_bytes: seg.layout.pdi_bytes(),
         expected_wkc: seg.expected_wkc,
-        rt: applied,
-        stop_reason,
-        fatal,
+        rt: c.applied,
+        stop_reason: end.reason,
+        fatal: end.fatal,
         bus: counters.bus_stats(),
         layout: Some(seg.layout),
     })
+}
+
+/// How a run ended: in words, and the fault when one ended it.
+struct End {
+    reason: String,
+    fatal: Option<String>,
+}
+
+/// A run between its first bring-up and its end: what every cyclic phase and recovery runs
+/// with. The bus is in `run.bus` between phases.
+struct Cycling<'a> {
+    run: &'a mut Running,
+    cfg: &'a Config,
+    no_rt: bool,
+    sdo: Option<&'a mut crate::acyclic::SdoService>,
+    app: &'a mut dyn Application,
+    ch: &'a mut Channels,
+    stop: &'a Stop,
+    end_ns: Option<u64>,
+    init_rt: ThreadRt,
+    /// The real-time settings, with the minor faults of every phase's cyclic thread summed.
+    applied: RtApplied,
+}
+
+impl Cycling<'_> {
+    /// One cyclic phase on the segment `seg`: everything the cycle touches allocated here,
+    /// outside the cyclic path, then the phase on its own thread; the measurements come back
+    /// with why it ended.
+    fn phase(&mut self, seg: &Up, mut rec: Recorder) -> Result<(Recorder, Exit)> {
+        let cfg = self.cfg;
+        let params = Params {
+            period: cfg.cycle.period(),
+            response_timeout_ns: cfg.response_timeout_ns(),
+            expected_wkc: seg.expected_wkc,
+            bad_cycles_before_recovery: cfg.health.bad_cycles_before_recovery,
+            end_ns: self.end_ns,
+        };
+        rec.availability.set_subdevices(seg.layout.subdevices.len());
+        let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares);
+        if matches!(seg.group, AnyGroup::Dc(_)) {
+            state = state.with_lock(phase_lock(cfg));
+        }
+        // The per-subdevice recovery's board, shared by the cyclic thread and the worker.
+        let board = (!seg.snapshots.is_empty())
+            .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots));
+        let md = self.run.md.as_ref().expect("present while running");
+        let bus = self.run.bus.take().expect("the bus is back between phases");
+        let result = seg.group.cyclic_phase(CyclicPhase {
+            md,
+            bus,
+            cfg,
+            no_rt: self.no_rt,
+            app: &mut *self.app,
+            rec,
+            ch: &mut *self.ch,
+            state: &mut state,
+            params,
+            stop: self.stop,
+            sdo: self.sdo.as_deref_mut(),
+            recovery: board.as_ref().map(|b| (b, seg.snapshots.as_slice())),
+        });
+        let (bus, rec, exit, a) = match result {
+            Ok(v) => v,
+            Err(b) => {
+                let (e, bus) = *b;
+                self.run.bus = bus;
+                return Err(e);
+            }
+        };
+        self.run.bus = Some(bus);
+        // A revision a firmware update brought (its recovery accepted it) is what a
+        // re-initialisation of the segment expects from now on.
+        if let (Some(b), Some(t)) = (&board, self.run.attempts.topology.as_mut()) {
+            b.updated_revisions(t);
+        }
+        self.applied = RtApplied {
+            cycle_minor_faults: self.applied.cycle_minor_faults + a.cycle_minor_faults,
+            ..a
+        };
+        Ok((rec, exit))
+    }
+
+    /// The end of a run on a stop or the duration: the application told why, the segment
+    /// brought down to INIT.
+    fn shut_down(&mut self, group: AnyGroup, exit: Exit, cycles: u64) -> Result<End> {
+        let reason = if exit == Exit::Stopped {
+            ShutdownReason::Stopped {
+                signal: self.stop.signal(),
+            }
+        } else {
+            ShutdownReason::Duration
+        };
+        let end = End {
+            reason: match &reason {
+                ShutdownReason::Stopped { signal: Some(s) } => format!("signal {s}"),
+                ShutdownReason::Stopped { signal: None } => "stop requested".into(),
+                _ => "duration reached".into(),
+            },
+            fatal: None,
+        };
+        self.app.shutdown(&reason);
+        let md = self.run.md.as_ref().expect("present while running");
+        let bus = self.run.bus.take().expect("the bus is back between phases");
+        self.run.bus = Some(shut_down_segment(
+            md,
+            group,
+            bus,
+            self.init_rt,
+            self.ch,
+            cycles,
+        )?);
+        Ok(end)
+    }
+
+    /// A recovery after `bad_cycles` bad cycles (the caller has dropped the group): the
+    /// application told, the segment brought up again (Continue with it), or the run's end
+    /// when it could not be (stopped meanwhile, or a fault).
+    fn recover(
+        &mut self,
+        bad_cycles: u32,
+        cause: RecoveryCause,
+        rec: &mut Recorder,
+    ) -> Result<ControlFlow<End, Up>> {
+        push(
+            self.ch,
+            rec.cycles,
+            EventKind::RecoveryStarted { bad_cycles },
+        );
+        self.app.on_recovery(&Recovery {
+            bad_cycles,
+            cause,
+            cycle: rec.cycles,
+        });
+        let during = Recovering {
+            cfg: self.cfg,
+            stop: self.stop,
+            end_ns: self.end_ns,
+            init_rt: self.init_rt,
+        };
+        let bus = self.run.bus.take().expect("the bus is back between phases");
+        let (bus, result) = recover(self.run, &during, bus, self.app, self.ch, rec)?;
+        self.run.bus = Some(bus);
+        match result {
+            Ok((up, attempts)) => {
+                // Re-synchronised by the bring-up (ethercrab's DC init and static sync, SYNC0
+                // configured anew); the lock starts over and reports when it holds.
+                up.publish(&self.ch.live);
+                rec.recoveries += 1;
+                self.ch
+                    .live
+                    .recoveries
+                    .store(rec.recoveries, Ordering::Relaxed);
+                push(self.ch, rec.cycles, EventKind::RecoveryDone { attempts });
+                Ok(ControlFlow::Continue(up))
+            }
+            Err(e) => {
+                let stopped = self.stop.is_requested()
+                    || self.end_ns.is_some_and(|e| crate::clock::now_ns() >= e);
+                let (reason, end) = if stopped {
+                    let signal = self.stop.signal();
+                    (
+                        ShutdownReason::Stopped { signal },
+                        End {
+                            reason: "stopped while recovering".into(),
+                            fatal: None,
+                        },
+                    )
+                } else {
+                    (
+                        ShutdownReason::Fatal(e.to_string()),
+                        End {
+                            reason: "unrecoverable fault".into(),
+                            fatal: Some(e.to_string()),
+                        },
+                    )
+                };
+                self.app.shutdown(&reason);
+                Ok(ControlFlow::Break(end))
+            }
+        }
+    }
 }
 
 fn push(ch: &mut Channels, cycle: u64, kind: EventKind) {
@@ -648,37 +605,8 @@ where
                     Ok(a) => a,
                     Err(e) => return Err(Box::new((e, Some(bus)))),
                 };
-                let (mut x, thread) = match mode {
-                    TxRxMode::Inline => {
-                        let mut bus = bus;
-                        bus.tx.replace_waker(std::task::Waker::noop());
-                        bus.set_wait(cfg.cycle.wait_mode());
-                        (Exchanger::Inline(bus), None)
-                    }
-                    TxRxMode::Thread => {
-                        let counters = bus.counters.clone();
-                        let t = TxRxThread::spawn(
-                            bus,
-                            ThreadRt {
-                                cpu: if no_rt { None } else { txrx_cpu },
-                                fifo_priority: (!no_rt).then_some(cfg.cycle.txrx_priority),
-                            },
-                        )
-                        .map_err(|e| Box::new((e, None)))?;
-                        let waker = std::task::Waker::from(Arc::new(crate::bus::ThreadWaker(
-                            std::thread::current(),
-                        )));
-                        let passes = t.passes();
-                        (
-                            Exchanger::Thread {
-                                counters,
-                                waker,
-                                passes,
-                            },
-                            Some(t),
-                        )
-                    }
-                };
+                let (mut x, thread) =
+                    exchanger(bus, cfg, no_rt).map_err(|e| Box::new((e, None)))?;
                 applied.txrx_cpu = match mode {
                     TxRxMode::Inline => applied.cpu,
                     TxRxMode::Thread if !no_rt => txrx_cpu,
@@ -729,4 +657,41 @@ where
         }
         result.map_err(|_| Box::new((Error::Panicked("cyclic"), None)))?
     })
+}
+
+/// Who moves the cyclic thread's frames (`[cycle] txrx`): the thread itself (inline, waiting
+/// for its replies as `[cycle] wait` says), or a TX/RX thread of its own that wakes it (then
+/// returned too, to be stopped when the phase ends). Called on the cyclic thread.
+fn exchanger(bus: Bus, cfg: &Config, no_rt: bool) -> Result<(Exchanger, Option<TxRxThread>)> {
+    match cfg.cycle.txrx {
+        TxRxMode::Inline => {
+            let mut bus = bus;
+            bus.tx.replace_waker(std::task::Waker::noop());
+            bus.set_wait(cfg.cycle.wait_mode());
+            Ok((Exchanger::Inline(bus), None))
+        }
+        TxRxMode::Thread => {
+            let counters = bus.counters.clone();
+            let t = TxRxThread::spawn(
+                bus,
+                ThreadRt {
+                    cpu: if no_rt {
+                        None
+                    } else {
+                        cfg.cycle.txrx_cpu.or(cfg.cycle.cpu)
+                    },
+                    fifo_priority: (!no_rt).then_some(cfg.cycle.txrx_priority),
+                },
+            )?;
+            let waker =
+                std::task::Waker::from(Arc::new(crate::bus::ThreadWaker(std::thread::current())));
+            let passes = t.passes();
+            let x = Exchanger::Thread {
+                counters,
+                waker,
+                passes,
+            };
+            Ok((x, Some(t)))
+        }
+    }
 }

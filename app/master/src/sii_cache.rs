@@ -273,7 +273,7 @@ fn fixed_shape(fixed: &[u8]) -> Vec<u16> {
 }
 
 /// Walk the category headers from word 0x40: calls `each(kind, words, first word of data)` and
-/// stops at the end marker, a type 0, [`MAX_CATEGORIES`] or [`crate::mapping::MAX_SII_BYTES`].
+/// stops at the end marker, a type 0, [`MAX_CATEGORIES`] or [`crate::limits::MAX_SII_BYTES`].
 fn walk(
     read: &ReadFn<'_>,
     mut each: impl FnMut(u16, u16, usize) -> Result<bool>,
@@ -281,7 +281,7 @@ fn walk(
     let mut shape = Vec::new();
     let mut word = sii::FIXED_AREA_BYTES / 2;
     for _ in 0..MAX_CATEGORIES {
-        if 2 * word + 4 > crate::mapping::MAX_SII_BYTES {
+        if 2 * word + 4 > crate::limits::MAX_SII_BYTES {
             break;
         }
         let mut h = [0u8; 4];
@@ -320,7 +320,7 @@ pub fn read_image(read: &ReadFn<'_>, wanted: Option<&[u16]>) -> Result<(Vec<u8>,
     let chain = walk(read, |kind, words, data| {
         if wanted.is_none_or(|w| w.contains(&kind)) {
             let start = img.len();
-            if start + 4 + 2 * usize::from(words) > crate::mapping::MAX_SII_BYTES {
+            if start + 4 + 2 * usize::from(words) > crate::limits::MAX_SII_BYTES {
                 return Ok(false);
             }
             img.extend_from_slice(&kind.to_le_bytes());
@@ -407,7 +407,7 @@ fn decode(b: &[u8]) -> std::result::Result<Decoded, String> {
                 .collect::<std::result::Result<_, _>>()?,
         );
         let len = r.u32()? as usize;
-        if !(sii::FIXED_AREA_BYTES..=crate::mapping::MAX_SII_BYTES).contains(&len) {
+        if !(sii::FIXED_AREA_BYTES..=crate::limits::MAX_SII_BYTES).contains(&len) {
             return Err(format!("entry {i}: image of {len} bytes"));
         }
         let image = r.take(len)?.to_vec();

@@ -391,7 +391,7 @@ pub enum EventKind {
         /// Its position.
         position: u16,
         /// What happened.
-        change: crate::application::SubdeviceChange,
+        change: crate::health::SubdeviceChange,
     },
     /// A re-initialisation found another topology than the run started with and refused it
     /// (`found`/`expected`: vendor, product, revision; None: no device there).
@@ -462,7 +462,7 @@ impl std::fmt::Display for EventKind {
                 )
             }
             EventKind::Subdevice { position, change } => {
-                use crate::application::SubdeviceChange as C;
+                use crate::health::SubdeviceChange as C;
                 let id = |(v, p, r): (u32, u32, u32)| format!("{v:#010x}:{p:#010x}:{r:#010x}");
                 match change {
                     C::Lost { state } => write!(

@@ -277,7 +277,7 @@ pub fn execute(mut job: Job) -> Result<JobResult> {
     // events.log through the same channel as the poller's.
     let sampler = match (&queue, dc_events) {
         (Some((client, _)), Some(dc_events)) => Some(
-            rtcat_master::dc::Sampler::spawn(
+            rtcat_master::dc_sampler::Sampler::spawn(
                 client.clone(),
                 live.clone(),
                 job.cfg.master.dc.sync_window_ns,

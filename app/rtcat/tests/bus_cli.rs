@@ -244,7 +244,7 @@ fn sii_read_gives_an_eeprom_offered_to_the_pdi_back() {
 fn layout_matches_the_segment_and_leaves_it_in_init() {
     let spec = SegmentSpec::load(&segment_io()).unwrap();
     let s = sim_session(spec.clone(), &Faults::new());
-    let l = diag::read_layout(s.maindevice()).unwrap();
+    let l = rtcat_master::session::read_layout(s.maindevice()).unwrap();
     assert_eq!(l.subdevices.len(), spec.devices.len());
     for (sd, d) in l.subdevices.iter().zip(&spec.devices) {
         assert_eq!(sd.input_bytes, u32::from(d.inputs), "{}", d.name);

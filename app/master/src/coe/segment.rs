@@ -9,7 +9,6 @@ use crate::diag::{Error, Result};
 use crate::layout::{Identity, SubdeviceSource};
 use crate::sii::{self, Direction, Sii, SmUsage};
 use ethercrab::MainDevice;
-use futures_lite::future::block_on;
 use serde::Serialize;
 use std::cell::RefCell;
 use std::ops::{Deref, DerefMut};
@@ -212,18 +211,13 @@ impl PreOp<'_> {
 }
 
 /// Bring the segment on `md` to PRE-OP, run `f` on it, and put it back to INIT (a failure to
-/// do so is logged). Runs on the master's setup thread (ethercrab's group does not fit a
-/// default stack in a debug build).
+/// do so is logged): `session::in_pre_op` with each subdevice's SII read for its mailboxes.
 pub fn with_pre_op<R: Send>(
     md: &MainDevice<'static>,
     timeouts: Timeouts,
     f: impl FnOnce(&PreOp<'_>) -> Result<R> + Send,
 ) -> Result<R> {
-    let work = || -> Result<R> {
-        let group = crate::bringup::scan_to_pre_op(md)?;
-        if group.is_empty() {
-            return Err(Error::NoSubdevices);
-        }
+    crate::session::in_pre_op(md, "rtcat-coe", |group| {
         let mut devices = Vec::new();
         let mut cache: Vec<((u32, u32, u32), Sii)> = Vec::new();
         for (i, sd) in group.iter(md).enumerate() {
@@ -254,18 +248,13 @@ pub fn with_pre_op<R: Send>(
             });
         }
         let counters = RefCell::new(vec![0; devices.len()]);
-        let r = f(&PreOp {
+        f(&PreOp {
             md,
             timeouts,
             devices,
             counters,
-        });
-        if let Err(e) = block_on(group.into_init(md)) {
-            log::warn!("putting the segment back to INIT failed: {e}");
-        }
-        r
-    };
-    crate::rt::on_setup_thread("rtcat-coe", work).map_err(Error::Master)?
+        })
+    })
 }
 
 /// A mapped entry as the device holds it.

@@ -12,10 +12,10 @@
 //! A read takes the EEPROM for EtherCAT when the PDI holds it, and gives the configuration
 //! register its old value afterwards, so that a device application that had the EEPROM offered
 //! keeps it. Every wait for the busy bit is bounded by `[bus] init_eeprom_timeout_ms`, and the
-//! image by the EEPROM size in word 0x3E and [`crate::mapping::MAX_SII_BYTES`].
+//! image by the EEPROM size in word 0x3E and [`crate::limits::MAX_SII_BYTES`].
 
 use super::{Error, Probe, Result};
-use crate::mapping::MAX_SII_BYTES;
+use crate::limits::MAX_SII_BYTES;
 use crate::sii::{self, Sii};
 use serde::Serialize;
 use std::time::{Duration, Instant};

@@ -7,8 +7,9 @@
 //! ethercrab's group initialisation would stop at the first one that refuses a state change. It
 //! counts the subdevices with a broadcast read (each one increments the working counter), reads
 //! registers in datagrams that fit a frame, and the SII through each ESC's EEPROM interface
-//! ([`eeprom`]). [`read_layout`] is the exception: the layout of the process data needs the
-//! mapping the master would use, so it brings the segment to PRE-OP as a run does.
+//! ([`eeprom`]). The layout of the process data needs the mapping the master would use, so it
+//! brings the segment to PRE-OP as a run does: that is `session::read_layout`, above the
+//! bring-up, not here.
 //!
 //! Everything returned is typed data with `serde::Serialize`; formatting is the caller's.
 
@@ -21,7 +22,6 @@ pub use eeprom::SiiImage;
 pub use scan::{AlState, DcSupport, EscInfo, PortKind, PortState, ScanEntry, al_status_text};
 
 use crate::config::Config;
-use crate::layout::Layout;
 use ethercrab::{Command, MainDevice};
 use futures_lite::future::block_on;
 use std::time::Duration;
@@ -333,50 +333,4 @@ pub fn count_subdevices(md: &MainDevice<'_>) -> Result<u16> {
             source,
         }),
     }
-}
-
-/// The process-data layout exactly as the master builds it at a bring-up: the segment brought
-/// to PRE-OP by ethercrab's group initialisation, each subdevice's mapping read with
-/// [`crate::mapping::read_subdevice`], placed by [`Layout::build`] (generation 1). The segment is
-/// put back to INIT afterwards (a failure to do so is logged, the layout still returned).
-///
-/// Runs on a thread of its own with a large stack: ethercrab's group for
-/// [`crate::limits::MAX_SUBDEVICES`] subdevices and its initialisation future do not fit a
-/// default thread stack in a debug build.
-pub fn read_layout(md: &MainDevice<'static>) -> Result<Layout> {
-    let work = || -> Result<Layout> {
-        let group = crate::bringup::scan_to_pre_op(md)?;
-        if group.is_empty() {
-            return Err(Error::NoSubdevices);
-        }
-        let layout = crate::mapping::read_layout(md, group.iter(md), 1).map_err(Error::Master)?;
-        if let Err(e) = block_on(group.into_init(md)) {
-            log::warn!("layout read; putting the segment back to INIT failed: {e}");
-        }
-        Ok(layout)
-    };
-    crate::rt::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
-}
-
-/// The layout as `run` would bring it up with `cfg`: the segment checked against `[segment]`
-/// and each `[[device]]` entry's PDO assignment, mapping and PS startup SDOs written in PRE-OP
-/// (as every bring-up does), then the mapping read and placed as in [`read_layout`]. The segment
-/// is put back to INIT afterwards.
-pub fn read_configured_layout(
-    md: &MainDevice<'static>,
-    cfg: &crate::config::Config,
-) -> Result<Layout> {
-    let work = || -> Result<Layout> {
-        let group = crate::bringup::scan_to_pre_op(md)?;
-        if group.is_empty() {
-            return Err(Error::NoSubdevices);
-        }
-        let (layout, _) = crate::bringup::configure_pre_op(md, &group, cfg, 1, &Default::default())
-            .map_err(Error::Master)?;
-        if let Err(e) = block_on(group.into_init(md)) {
-            log::warn!("layout read; putting the segment back to INIT failed: {e}");
-        }
-        Ok(layout)
-    };
-    crate::rt::on_setup_thread("rtcat-layout", work).map_err(Error::Master)?
 }

@@ -7,8 +7,8 @@
 //! 0x0110 DL status, 0x0130 AL status, 0x0134 AL status code.
 
 use super::Probe;
+pub use crate::al_state::al_status_text;
 use crate::sii;
-use ethercrab::EtherCrabWireRead;
 use serde::{Deserialize, Deserializer, Serialize};
 
 /// Port descriptor register (two bits per port).
@@ -65,35 +65,6 @@ impl std::fmt::Display for AlState {
             AlState::SafeOp => f.write_str("SAFEOP"),
             AlState::Op => f.write_str("OP"),
             AlState::Unknown(v) => write!(f, "{v:#x}?"),
-        }
-    }
-}
-
-/// The text of an AL status code (ETG.1000.6 Table 11). ethercrab's `AlStatusCode` names the
-/// codes of the table's older revision; the ones it lacks are those of the current table as
-/// SOEM's `ec_ALstatuscodelist` also lists them (0x002E, 0x0052, 0x0070, 0x0080..0x0083);
-/// 0x8000..0xFFFF are vendor specific.
-pub fn al_status_text(code: u16) -> String {
-    let extra = match code {
-        0x002e => Some("Invalid input FMMU configuration"),
-        0x0052 => Some("External hardware not ready"),
-        0x0070 => Some("Detected module ident list does not match the configured one"),
-        0x0080 => Some("Supply voltage too low"),
-        0x0081 => Some("Supply voltage too high"),
-        0x0082 => Some("Temperature too low"),
-        0x0083 => Some("Temperature too high"),
-        0x8000.. => Some("Vendor specific"),
-        _ => None,
-    };
-    if let Some(t) = extra {
-        return t.to_string();
-    }
-    match ethercrab::AlStatusCode::unpack_from_slice(&code.to_le_bytes()) {
-        Ok(ethercrab::AlStatusCode::Unknown(_)) | Err(_) => "Unknown code (reserved)".into(),
-        // Its Display is "0x001b: Sync manager watchdog"; the code is shown separately.
-        Ok(c) => {
-            let s = c.to_string();
-            s.split_once(": ").map_or(s.clone(), |(_, t)| t.to_string())
         }
     }
 }

@@ -407,9 +407,9 @@ pub fn pdos(a: PdosArgs) -> Outcome {
         // With --config, the layout `run` would bring up: the [[device]] mapping applied.
         let (s, cfg) = open(&a.bus)?;
         if a.bus.config.is_some() {
-            diag::read_configured_layout(s.maindevice(), &cfg)?
+            rtcat_master::session::read_configured_layout(s.maindevice(), &cfg)?
         } else {
-            diag::read_layout(s.maindevice())?
+            rtcat_master::session::read_layout(s.maindevice())?
         }
     };
     emit(&if a.bus.json {
