@@ -55,6 +55,9 @@ rust_checks() {
 	step "rust: cargo +$MSRV check --locked (MSRV)"
 	cargo "+$MSRV" check --locked --workspace --all-targets
 
+	step "rust: the master's import graph (issue 27: no file in an import circle)"
+	python3 ci/py/rust_modgraph.py --no-circles app/master/src
+
 	step "rust: library docs (missing_docs is denied in the crates; rustdoc warnings too)"
 	RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps -q -p rtcat-master -p rtcat-results -p rtcat-packet -p rtcat-esi -p rtcat-shm -p rtcat-control
 

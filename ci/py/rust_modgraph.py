@@ -17,9 +17,10 @@ Public items are `pub` (not `pub(crate)`) fn, struct, enum, trait, const, static
 and union items outside test code; fields and methods of traits are not items of their own here,
 but `pub fn` in an `impl` block is.
 
-`--why` lists the imports inside circles with one path each.
+`--why` lists the imports inside circles with one path each; `--no-circles` exits 1 when there
+are any.
 
-Usage: ci/py/rust_modgraph.py [--json] [--why] [--top N] CRATE_SRC_DIR      (e.g. app/master/src)
+Usage: ci/py/rust_modgraph.py [--json] [--why] [--no-circles] [--top N] CRATE_SRC_DIR      (e.g. app/master/src)
 """
 
 import json
@@ -28,9 +29,7 @@ import sys
 from pathlib import Path
 
 ITEM_KW = r"(?:fn|struct|enum|trait|const|static|type|mod|use|union)"
-PUB_ITEM = re.compile(
-    r"(?m)^[ \t]*pub[ \t]+(?:(?:unsafe|const|async|extern[ \t]+\"C\")[ \t]+)*" + ITEM_KW + r"\b"
-)
+PUB_ITEM = re.compile(r"(?m)^[ \t]*pub[ \t]+(?:(?:unsafe|const|async|extern[ \t]+\"C\")[ \t]+)*" + ITEM_KW + r"\b")
 FN_DEF = re.compile(r"\bfn[ \t]+([A-Za-z_][A-Za-z0-9_]*)")
 
 
@@ -57,7 +56,9 @@ def strip(src):
                     j += 1
             out.append(re.sub(r"[^\n]", " ", src[i:j]))
             i = j
-        elif c in "rb" and re.match(r"(?:br|r)#*\"", src[i:]) and not (i and (src[i - 1].isalnum() or src[i - 1] == "_")):
+        elif (
+            c in "rb" and re.match(r"(?:br|r)#*\"", src[i:]) and not (i and (src[i - 1].isalnum() or src[i - 1] == "_"))
+        ):
             m = re.match(r"(?:br|r)(#*)\"", src[i:])
             end = src.find('"' + m.group(1), i + m.end())
             j = n if end < 0 else end + 1 + len(m.group(1))
@@ -104,10 +105,7 @@ def drop_tests(code):
     for m in reversed(list(re.finditer(r"#\[cfg\((?:all\()?test\b[^\]]*\]", code))):
         k = m.end()
         semi, brace = code.find(";", k), code.find("{", k)
-        if brace >= 0 and (semi < 0 or brace < semi):
-            end = block_end(code, brace)
-        else:
-            end = semi + 1
+        end = block_end(code, brace) if brace >= 0 and (semi < 0 or brace < semi) else semi + 1
         out = out[: m.start()] + re.sub(r"[^\n]", " ", out[m.start() : end]) + out[end:]
     return out
 
@@ -323,11 +321,7 @@ def analyse(root):
         "files_in_circles": sum(len(c) for c in comps),
         "back_imports": [f"{v} -> {w}" for v, w in back],
         "circle_imports": [
-            f"{v} -> {w} ({why[v, w]})"
-            for c in comps
-            for v in c
-            for w in sorted(edges.get(v, ()))
-            if w in c
+            f"{v} -> {w} ({why[v, w]})" for c in comps for v in c for w in sorted(edges.get(v, ())) if w in c
         ],
         "order": order,
         "longest_functions": [{"name": n, "lines": ln, "line": at} for ln, n, at in fns],
@@ -339,7 +333,8 @@ def main():
     args = sys.argv[1:]
     as_json = "--json" in args
     show_why = "--why" in args
-    args = [a for a in args if a not in ("--json", "--why")]
+    no_circles = "--no-circles" in args
+    args = [a for a in args if a not in ("--json", "--why", "--no-circles")]
     top = 10
     if "--top" in args:
         k = args.index("--top")
@@ -368,6 +363,8 @@ def main():
     for f in r["longest_functions"]:
         print(f"  {f['lines']:5d}  {f['name']} (line {f['line']})")
     print(f"public items: {r['public_items']}")
+    if no_circles and r["circles"]:
+        sys.exit(f"{args[0]}: {r['files_in_circles']} files in import circles (--why shows the imports)")
 
 
 if __name__ == "__main__":
