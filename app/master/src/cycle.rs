@@ -679,7 +679,7 @@ fn mailbox_until(now: u64, budget_ns: u64, next: u64) -> Option<u64> {
 }
 
 /// Run cycles until stopped, the duration ends, or the segment needs recovery. Each cycle is
-/// [`Cycler::one_cycle`]: wait for the deadline, exchange, phase lock (DC), AL states and the
+/// `Cycler::one_cycle`: wait for the deadline, exchange, phase lock (DC), AL states and the
 /// health judgement, input copy, application, output copy, measurements, mailbox budget, next
 /// deadline.
 pub fn run<DC>(
@@ -880,7 +880,7 @@ where
         } = &mut self.ph;
         let mut cx = Step {
             cycle,
-            rec: &mut **rec,
+            rec,
             events: &mut *sinks.events,
         };
         let (bad, wkc) = match &answer.result {
@@ -944,7 +944,7 @@ where
         };
         let mut cx = Step {
             cycle,
-            rec: &mut **rec,
+            rec,
             events: &mut *sinks.events,
         };
         apply(&mut **app, &status, &mut st.image, &mut cx);
