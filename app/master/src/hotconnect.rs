@@ -112,6 +112,38 @@ impl MemberConfig {
     }
 }
 
+impl GroupConfig {
+    /// One line for `rtcat config check`: `group "tool": optional (absent members looked for
+    /// every 10 ms); members alias 0x0010, position 5`.
+    pub fn describe(&self) -> String {
+        let members: Vec<String> = self.members.iter().map(MemberConfig::matcher).collect();
+        let kind = if self.optional {
+            format!(
+                "optional (absent members looked for every {} ms)",
+                self.probe_interval_ms
+            )
+        } else {
+            "not optional".to_string()
+        };
+        format!(
+            "group {:?}: {kind}; members {}",
+            self.name,
+            members.join(", ")
+        )
+    }
+}
+
+/// The checks of [`resolve`] a scan allows without the bus's DC capabilities (`rtcat config
+/// check` against the bus): each position's group, or why the segment would be refused.
+pub fn check_line(
+    groups: &[GroupConfig],
+    found: &[Found],
+) -> std::result::Result<Vec<Option<usize>>, String> {
+    resolve(groups, found, None)
+        .map(|m| m.group)
+        .map_err(|e| e.to_string())
+}
+
 /// `[[group]]` checked offline: names, matchers, ranges, a position or alias in two groups.
 pub fn validate(groups: &[GroupConfig], subdevices: Option<u16>) -> Result<(), Invalid> {
     if groups.len() > crate::limits::MAX_SUBDEVICES {

@@ -67,6 +67,9 @@ struct Probe {
     faults: Faults,
     /// Set when the cable was pulled.
     unplugged: Arc<AtomicBool>,
+    /// The group's first device is powered off and on instead (its station address is lost:
+    /// found again by position).
+    power: bool,
     log: Vec<Seen>,
 }
 
@@ -78,9 +81,16 @@ impl Application for Probe {
             self.unplugged.store(true, Ordering::Release);
         }
         if at == UNPLUG_AT || at == PLUG_AT {
-            self.faults.apply(FaultCommand::Cable {
-                position: G0,
-                plugged: at == PLUG_AT,
+            self.faults.apply(if self.power {
+                FaultCommand::Power {
+                    position: G0,
+                    on: at == PLUG_AT,
+                }
+            } else {
+                FaultCommand::Cable {
+                    position: G0,
+                    plugged: at == PLUG_AT,
+                }
             });
         }
         let mut s = Seen {
@@ -97,12 +107,13 @@ impl Application for Probe {
     }
 }
 
-fn run(optional: bool, secs: f64) -> (rtcat_master::Outcome, Probe, Vec<EventKind>) {
+fn run(optional: bool, power: bool, secs: f64) -> (rtcat_master::Outcome, Probe, Vec<EventKind>) {
     let faults = Faults::new();
     let unplugged = Arc::new(AtomicBool::new(false));
     let mut p = Probe {
         faults: faults.clone(),
         unplugged: unplugged.clone(),
+        power,
         log: Vec::with_capacity(100_000),
     };
     // Plugged back at cycle PLUG_AT; a segment that stops cycling (not optional) never gets
@@ -156,8 +167,8 @@ fn told(events: &[EventKind], position: u16, f: impl Fn(&SubdeviceChange) -> boo
 const BACK_WITHIN_NS: u64 = 300_000_000;
 
 /// One unplug and plug of the optional group; the time from the plug to the group's valid data.
-fn unplugged_and_back() -> Result<u64, String> {
-    let (out, p, events) = run(true, 2.0);
+fn unplugged_and_back(power: bool) -> Result<u64, String> {
+    let (out, p, events) = run(true, power, 2.0);
     if out.rec.frames_lost > 0 {
         return Err(format!(
             "{} frames lost to the machine",
@@ -227,11 +238,58 @@ fn unplugged_and_back() -> Result<u64, String> {
 #[test]
 fn an_optional_group_leaves_and_rejoins_and_the_rest_loses_no_cycle() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ns = ecsim::noise::within_machine_noise("hot-connect group", |_| unplugged_and_back());
+    let ns = ecsim::noise::within_machine_noise("hot-connect group", |_| unplugged_and_back(false));
     eprintln!(
         "hot-connect: 3-device group in OP {:.1} ms after the plug (1 ms cycle, the other 3 \
          devices: 0 invalid cycles)",
         ns as f64 / 1e6
+    );
+}
+
+/// The group's first device powered off (the line ends before it) and on again (reset: INIT,
+/// no station address): found by position, the group rejoins.
+#[test]
+fn an_optional_group_behind_a_power_cycled_device_rejoins() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let ns = ecsim::noise::within_machine_noise("hot-connect power", |_| unplugged_and_back(true));
+    eprintln!(
+        "hot-connect: group in OP {:.1} ms after its first device was powered on",
+        ns as f64 / 1e6
+    );
+}
+
+/// An optional group absent at the first bring-up is refused, naming the group (this version
+/// cannot give it a place in the process image later).
+#[test]
+fn an_optional_group_absent_at_bring_up_is_refused_naming_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut cfg = config(true);
+    cfg.group[0].members[0].alias = Some(0x30);
+    let mut run = RunSpec::new(
+        cfg,
+        Target::Sim {
+            spec: line(),
+            faults: Faults::new(),
+        },
+        Stop::new(),
+    );
+    run.no_rt = true;
+    run.duration = Some(Duration::from_millis(100));
+    let mut p = Probe {
+        faults: Faults::new(),
+        unplugged: Default::default(),
+        power: false,
+        log: Vec::new(),
+    };
+    let Err(e) = rtcat_master::run_simple(run, &mut p) else {
+        panic!("an absent optional group was brought up");
+    };
+    let e = e.to_string();
+    assert!(
+        e.contains("group \"tool\"")
+            && e.contains("alias 0x0030")
+            && e.contains("present at bring-up"),
+        "{e}"
     );
 }
 
@@ -241,7 +299,7 @@ fn an_optional_group_leaves_and_rejoins_and_the_rest_loses_no_cycle() {
 #[test]
 fn the_same_unplug_without_optional_escalates_to_the_segment() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (out, p, events) = run(false, 2.0);
+    let (out, p, events) = run(false, false, 2.0);
     // Whichever member's recovery gives up first escalates.
     assert!(
         (G0..N).any(|i| told(&events, i as u16, |c| *c == SubdeviceChange::GaveUp)),
