@@ -365,7 +365,7 @@ pub(crate) fn bring_up(
     cfg: &Config,
     app: &mut dyn Application,
     generation: u32,
-    topology: Option<(&[(u32, u32, u32)], &crate::hotconnect::Membership)>,
+    topology: Option<crate::hotconnect::Expected<'_>>,
     sii: &crate::sii_cache::SiiCache,
 ) -> Result<Up> {
     let t_scan = std::time::Instant::now();

@@ -16,7 +16,8 @@
 //!   SMs and FMMUs from the bring-up's snapshot, DC, OP) and the application hears `Back` with
 //!   cause `Reconnected`.
 //!
-//! What this version checks at bring-up, and why ([`resolve`]):
+//! What this version checks at bring-up, and why (the same checks are [`check_line`] for
+//! `rtcat config check`):
 //! - **Optional devices are the end of the line.** A line is one path (ETG.1000.4 §3: the frame
 //!   passes every device and turns back at the last port with a link), so a device missing at
 //!   position p takes every device behind it away, and the positions of those before it do not
@@ -133,8 +134,9 @@ impl GroupConfig {
     }
 }
 
-/// The checks of [`resolve`] a scan allows without the bus's DC capabilities (`rtcat config
-/// check` against the bus): each position's group, or why the segment would be refused.
+/// The bring-up's checks of the groups, as far as a scan without the bus's DC capabilities
+/// allows (`rtcat config check` against the bus): each position's group, or why the segment
+/// would be refused.
 pub fn check_line(
     groups: &[GroupConfig],
     found: &[Found],
@@ -268,6 +270,10 @@ fn validate_member(key: &str, m: &MemberConfig, subdevices: Option<u16>) -> Resu
     }
     Ok(())
 }
+
+/// What a re-initialisation must find again: the first bring-up's identities by position and
+/// its group membership.
+pub(crate) type Expected<'a> = (&'a [(u32, u32, u32)], &'a Membership);
 
 /// Which group each position belongs to, as one bring-up found the segment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -103,7 +103,6 @@ mod error;
 pub mod floor;
 pub mod foe;
 mod group;
-/// `[[group]]`: hot-connect groups, optional devices that leave and come back (issue 28).
 pub mod hotconnect;
 #[doc(hidden)]
 pub mod image;
