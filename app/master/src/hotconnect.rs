@@ -361,13 +361,17 @@ pub(crate) fn resolve(
     if let Some(first) = (0..found.len()).find(|&p| m.optional(p))
         && let Some(p) = (first..found.len()).find(|&p| !m.optional(p))
     {
-        let name = |p: usize| m.group[p].map_or("none", |g| groups[g].name.as_str());
+        let name = |p: usize| m.group[p].map_or("", |g| groups[g].name.as_str());
+        let mandatory = match m.group[p] {
+            Some(_) => format!("in group {:?}, not optional", name(p)),
+            None => "in no optional group".to_string(),
+        };
         return refuse(format!(
-            "group {:?}: position {first} is optional but position {p} behind it is not (group \
-             {}): optional devices must be the end of the line in this version (a missing one \
-             takes every device behind it away and recovery finds devices by position)",
-            name(first),
-            name(p)
+            "group {:?}: position {first} is optional but position {p} behind it is not \
+             ({mandatory}): optional devices must be the end of the line in this version (a \
+             missing one takes every device behind it away and recovery finds devices by \
+             position)",
+            name(first)
         ));
     }
     if let Some(r) = dc_reference
