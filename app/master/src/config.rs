@@ -93,6 +93,9 @@ pub struct Config {
     /// `[[axis]]`: CiA 402 drives used as axes (see [`crate::axis`]). After [`Config::parse`],
     /// `device` also holds the device configuration of every axis no `[[device]]` configures.
     pub axis: Vec<crate::axis::AxisConfig>,
+    /// `[[group]]`: devices that belong together; an optional group's members may be absent
+    /// and come back while the rest runs (see [`crate::hotconnect`]).
+    pub group: Vec<crate::hotconnect::GroupConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -340,7 +343,20 @@ impl Config {
             .validate(self.cycle.period_us, self.segment.subdevices)?;
         crate::devices::validate(&self.device, self.segment.subdevices)?;
         crate::axis::validate(&self.axis, &self.device)?;
-        check_axis_limits(&self.axis)
+        check_axis_limits(&self.axis)?;
+        crate::hotconnect::validate(&self.group, self.segment.subdevices)?;
+        // An optional member is kept out by its own recovery; the segment policy has none.
+        if self.health.recovery == RecoveryPolicy::Segment
+            && let Some(i) = self.group.iter().position(|g| g.optional)
+        {
+            return Err(Invalid::new(
+                format!("group[{i}].optional"),
+                true,
+                "needs health.recovery = \"subdevice\" (with \"segment\" every device that \
+                 leaves re-initialises the segment)",
+            ));
+        }
+        Ok(())
     }
 
     /// Response timeout of one cycle: `bus.response_timeout_us`, or the period's default.

@@ -103,6 +103,7 @@ mod error;
 pub mod floor;
 pub mod foe;
 mod group;
+pub mod hotconnect;
 #[doc(hidden)]
 pub mod image;
 #[doc(hidden)]

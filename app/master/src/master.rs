@@ -298,6 +298,7 @@ fn cycle_until_done(
     // The segment in OP: replaced by each recovery, handed back at the end.
     let mut seg = up;
     run.attempts.topology = Some(seg.identities.clone());
+    run.attempts.hot = seg.hot.clone();
     seg.publish(&ch.live);
 
     // Process-wide real-time settings, once the segment is up.
@@ -340,7 +341,7 @@ fn cycle_until_done(
         let md = run.md.as_ref().expect("present while running");
         // The per-subdevice recovery's board, shared by the cyclic thread and the worker.
         let board = (!seg.snapshots.is_empty())
-            .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots));
+            .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots, &seg.hot));
         // One cyclic phase on its own thread; the bus comes back when it ends.
         let result = seg.group.cyclic_phase(CyclicPhase {
             md,
