@@ -166,8 +166,9 @@ tools() {
 		as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
 			-o DPkg::Lock::Timeout=1200 -t bookworm-backports qemu-system-arm >/dev/null
 	fi
-	# image: mkfs.ext4 -d / debugfs (e2fsprogs).
-	ensure_apt e2fsprogs dpkg-dev shellcheck
+	# image: mkfs.ext4 -d / debugfs (e2fsprogs); the Debian RT kernel's initramfs: depmod and
+	# modprobe --show-depends (kmod), cpio, xz (a fresh machine has none of them: seen).
+	ensure_apt e2fsprogs dpkg-dev shellcheck kmod cpio xz-utils
 	# --build-kernel (kernel/build.sh): the 6.12 source, cross compiler and kernel build tools.
 	if [ "$kernel_src" = build ]; then
 		ensure_backports linux-source-6.12

@@ -1022,17 +1022,17 @@ impl Manual {
     }
 
     /// In place of the program whose last setpoint is `at`: a moving axis first comes to a
-    /// planned stop (no step in velocity).
-    fn taking_over(at: Sample) -> Manual {
+    /// planned stop (no step in velocity; under a jerk limit, none in acceleration either).
+    fn taking_over(at: Sample, jerk_limited: bool) -> Manual {
         Manual {
-            mode: if at.velocity == 0.0 {
+            mode: if at.velocity == 0.0 && (!jerk_limited || at.acceleration == 0.0) {
                 ManualMode::Hold
             } else {
                 ManualMode::Stop
             },
             then: Then::Hold,
             at: Sample {
-                acceleration: 0.0,
+                acceleration: if jerk_limited { at.acceleration } else { 0.0 },
                 ..at
             },
             released: false,
@@ -1118,7 +1118,10 @@ impl Manual {
             ManualMode::Jog { velocity } => self.ramp(velocity, cfg, dt),
             ManualMode::Stop => {
                 self.ramp(0.0, cfg, dt);
-                if self.at.velocity == 0.0 {
+                // at rest: under a jerk limit, with the acceleration back to zero too
+                if self.at.velocity == 0.0
+                    && (cfg.max_jerk.is_none() || self.at.acceleration == 0.0)
+                {
                     self.mode = ManualMode::Hold;
                     match self.then {
                         Then::Hold => {}
@@ -1144,9 +1147,13 @@ impl Manual {
         self.at
     }
 
-    /// Towards `target` units/s under the acceleration limit, braking in time for the
-    /// position limits. The jerk limit is not applied here: a jog's ramps are trapezoidal.
+    /// Towards `target` units/s under the acceleration limit (and the jerk limit where the
+    /// axis has one), braking in time for the position limits.
     fn ramp(&mut self, target: f64, cfg: &AxisConfig, dt: f64) {
+        if let Some(j) = cfg.max_jerk {
+            self.at = jerk_ramp(self.at, target, cfg, j, dt);
+            return;
+        }
         let a = cfg.max_acceleration;
         let (lo, hi) = Manual::bounds(cfg);
         let p = self.at.position;
@@ -1181,6 +1188,92 @@ impl Manual {
     }
 }
 
+/// One cycle of a jerk-limited velocity tracker towards `vt` (units/s): the acceleration a1
+/// of this cycle is the largest (towards `vt`) from which ramping it back to zero at the jerk
+/// limit still ends at `vt` and not past it (that ramp adds a1·|a1|/2J of velocity, exact for
+/// the trapezoidal integration here), capped at ±A and changed by at most J·dt per cycle.
+/// Deterministic and memoryless: the same state and target give the same step, which the
+/// position-limit look-ahead of [`jerk_ramp`] relies on.
+fn track(at: Sample, vt: f64, a_max: f64, j: f64, dt: f64) -> Sample {
+    let (v0, a0) = (at.velocity, at.acceleration);
+    // Mirrored so that the target lies ahead (or here).
+    let s = if vt > v0 || (vt == v0 && a0 < 0.0) {
+        1.0
+    } else {
+        -1.0
+    };
+    let (v0m, a0m, vtm) = (s * v0, s * a0, s * vt);
+    // f(a1) = a1·|a1|/2J + a1·dt/2 + c ≤ 0 with v1 = v0 + (a0 + a1)·dt/2: the largest root.
+    let c = v0m + a0m * dt / 2.0 - vtm;
+    let h = j * dt / 2.0;
+    let want = if c <= 0.0 {
+        -h + (h * h - 2.0 * j * c).sqrt()
+    } else {
+        h - (h * h + 2.0 * j * c).sqrt()
+    };
+    let a1m = want.clamp(a0m - j * dt, a0m + j * dt).clamp(-a_max, a_max);
+    let mut v1 = s * (v0m + (a0m + a1m) / 2.0 * dt);
+    let mut a1 = s * a1m;
+    // At the target (or past it) where the acceleration may stop within one cycle's jerk.
+    if s * (v1 - vt) >= -1e-12 && a0.abs() <= j * dt * (1.0 + 1e-12) {
+        v1 = vt;
+        a1 = 0.0;
+    }
+    Sample {
+        position: at.position + (v0 + v1) / 2.0 * dt,
+        velocity: v1,
+        acceleration: a1,
+    }
+}
+
+/// How far past `at`'s position [`track`] towards 0 comes to rest (signed), simulated cycle by
+/// cycle so it is exactly what a stop from there does; `None` when it takes more than `n`
+/// cycles (never for a state the limits allow; treated as "brake now").
+fn stop_point(mut at: Sample, a_max: f64, j: f64, dt: f64, n: usize) -> Option<f64> {
+    for _ in 0..n {
+        if at.velocity == 0.0 && at.acceleration == 0.0 {
+            return Some(at.position);
+        }
+        at = track(at, 0.0, a_max, j, dt);
+    }
+    None
+}
+
+/// A jog's (or a planned stop's) cycle under the jerk limit `j`: one [`track`] step towards
+/// `target`, unless the stop from the state it leads to would pass a position limit; then the
+/// first step of that stop instead. By induction the stop from every state reached ends within
+/// the limits (it did from rest), so the axis brakes smoothly onto a limit: never by the clamp
+/// in `Manual::step`, never over the acceleration or jerk limit.
+fn jerk_ramp(at: Sample, target: f64, cfg: &AxisConfig, j: f64, dt: f64) -> Sample {
+    let a_max = cfg.max_acceleration;
+    let (lo, hi) = Manual::bounds(cfg);
+    let vt = target.clamp(-cfg.max_velocity, cfg.max_velocity);
+    let next = track(at, vt, a_max, j, dt);
+    if next.velocity == 0.0 && next.acceleration == 0.0 {
+        return next;
+    }
+    // Far from both limits (beyond a bound on any stopping distance from `next`), no
+    // simulation: v' (the speed once the acceleration is back to zero) for at most
+    // |a|/J + v'/A + 2A/J seconds, plus two cycles.
+    let a = next.acceleration.abs();
+    let v = next.velocity.abs() + a * a / (2.0 * j);
+    let reach = v * (a / j + v / a_max + 2.0 * a_max / j + 2.0 * dt);
+    let room = if next.velocity > 0.0 || (next.velocity == 0.0 && next.acceleration > 0.0) {
+        hi - next.position
+    } else {
+        next.position - lo
+    };
+    if room > reach {
+        return next;
+    }
+    // the time bound T = reach / v, twice over, in cycles
+    let cycles = (2.0 * reach / v.max(1e-9) / dt).ceil().min(1e6) as usize + 16;
+    match stop_point(next, a_max, j, dt, cycles) {
+        Some(p) if (lo..=hi).contains(&p) => next,
+        _ => track(at, 0.0, a_max, j, dt),
+    }
+}
+
 impl Axes {
     /// Apply the board's commands and leases to the axes (the cycle's side: atomics only).
     fn take_commands(&mut self, board: &[AxisLive], now_ns: u64) {
@@ -1206,7 +1299,10 @@ impl Axis {
             _ => {}
         }
         let at = self.setpoint;
-        let m = self.manual.get_or_insert_with(|| Manual::taking_over(at));
+        let jerk_limited = self.cfg.max_jerk.is_some();
+        let m = self
+            .manual
+            .get_or_insert_with(|| Manual::taking_over(at, jerk_limited));
         if matches!(c, Command::Disable) {
             // The power stage goes off: nothing moves, the next enable starts at the actual.
             *m = Manual::holding(at.position);
@@ -1321,9 +1417,22 @@ mod board_tests {
     const DT: f64 = 0.001;
     const MS: u64 = 1_000_000;
 
+    /// Axis x with trapezoidal manual ramps (no jerk limit).
     fn cfg() -> Config {
+        cfg_with("")
+    }
+
+    const J: f64 = 10000.0;
+
+    /// Axis x under the jerk limit `J`.
+    fn jerk_cfg() -> Config {
+        cfg_with("max_jerk = 10000.0")
+    }
+
+    fn cfg_with(extra: &str) -> Config {
         Config::parse(
-            r#"
+            &format!(
+                r#"
 [cycle]
 period_us = 1000
 [[axis]]
@@ -1334,9 +1443,10 @@ min_position = -10.0
 max_position = 110.0
 max_velocity = 50.0
 max_acceleration = 500.0
-max_jerk = 10000.0
-profile = { from = 0.0, to = 100.0, dwell_s = 0.2 }
-"#,
+{extra}
+profile = {{ from = 0.0, to = 100.0, dwell_s = 0.2 }}
+"#
+            ),
             "board.toml",
         )
         .expect("config")
@@ -1345,8 +1455,12 @@ profile = { from = 0.0, to = 100.0, dwell_s = 0.2 }
     /// The app with axis x in operation enabled at `at` under a manual hold (as the cycle
     /// would have left it), its state published.
     fn enabled(at: f64) -> (AxesApp, AxesReport) {
+        enabled_with(at, &cfg())
+    }
+
+    fn enabled_with(at: f64, cfg: &Config) -> (AxesApp, AxesReport) {
         let report = AxesReport::default();
-        let mut app = AxesApp::from_config(&cfg(), report.clone());
+        let mut app = AxesApp::from_config(cfg, report.clone());
         app.axes.axes[0].setpoint.position = at;
         let live = &report.0.live.get().unwrap()[0];
         live.state
@@ -1577,5 +1691,115 @@ profile = { from = 0.0, to = 100.0, dwell_s = 0.2 }
         cycle(&mut app, now + MS);
         assert!(app.axes.axes[0].manual.is_none(), "back to its program");
         assert_eq!(cycle(&mut app, now + 2 * MS), None);
+    }
+
+    /// Every step of `s` from `last` within the limits: velocity, acceleration, jerk, and
+    /// integrated (a clamped position would not be).
+    fn smooth(last: Sample, s: Sample, ctx: &str) {
+        assert!(s.velocity.abs() <= 50.0 + 1e-9, "{ctx}: {s:?}");
+        assert!(s.acceleration.abs() <= 500.0 + 1e-9, "{ctx}: {s:?}");
+        assert!(
+            (s.acceleration - last.acceleration).abs() <= J * DT * (1.0 + 1e-9),
+            "{ctx}: jerk over the limit: {last:?} -> {s:?}"
+        );
+        // (the last cycle of a ramp lands on the target velocity exactly: a rounding of less
+        // than one cycle's jerk)
+        assert!(
+            (s.velocity - last.velocity - (s.acceleration + last.acceleration) / 2.0 * DT).abs()
+                <= J * DT * DT,
+            "{ctx}: {last:?} -> {s:?}"
+        );
+        assert!(
+            (s.position - last.position - (s.velocity + last.velocity) / 2.0 * DT).abs() < 1e-9,
+            "{ctx}: not integrated (clamped?): {last:?} -> {s:?}"
+        );
+    }
+
+    #[test]
+    fn a_jog_under_a_jerk_limit_changes_its_acceleration_smoothly_and_brakes_onto_the_limit() {
+        let c = jerk_cfg();
+        let a = &c.axis[0];
+        for (from, v, limit) in [
+            (100.0, 50.0, 110.0),
+            (90.0, -1e9, -10.0),
+            (80.0, 3.0, 110.0),
+        ] {
+            let mut m = Manual::holding(from);
+            m.command(Command::Jog { velocity: v }, a);
+            let mut last = m.at;
+            let mut top = 0.0f64;
+            for k in 0..20_000 {
+                let s = m.step(a, DT);
+                smooth(last, s, &format!("jog {v} from {from}, cycle {k}"));
+                assert!((-10.0..=110.0).contains(&s.position), "{s:?}");
+                top = top.max(s.velocity.abs());
+                last = s;
+            }
+            assert_eq!((last.velocity, last.acceleration), (0.0, 0.0), "{last:?}");
+            // braking starts as late as the stop allows: it ends within a cycle's travel
+            assert!(
+                (last.position - limit).abs() < top * DT,
+                "jog {v}: at rest at {} (limit {limit})",
+                last.position
+            );
+        }
+    }
+
+    #[test]
+    fn a_jog_under_a_jerk_limit_reaches_its_velocity_and_stops_in_the_s_curve_time() {
+        let (mut app, report) = enabled_with(0.0, &jerk_cfg());
+        let slot = &report.0.live.get().unwrap()[0].slot;
+        let mut now = 1_000 * MS;
+        report
+            .command("x", Command::Jog { velocity: 40.0 }, 300 * MS)
+            .unwrap();
+        slot.lease_until.store(now + 200 * MS, Ordering::Relaxed);
+        let mut last = app.axes.axes[0].setpoint;
+        let mut reached = None;
+        let mut stopped = None;
+        for k in 0..500u64 {
+            now += MS;
+            let s = cycle(&mut app, now).expect("manual");
+            smooth(last, s, &format!("cycle {k}"));
+            if s.velocity == 40.0 && reached.is_none() {
+                reached = Some(k + 1);
+            }
+            if k > 200 && s.velocity == 0.0 && s.acceleration == 0.0 && stopped.is_none() {
+                stopped = Some(k + 1 - 200);
+            }
+            last = s;
+        }
+        // 40 units/s ≥ A²/J = 25: A/J + v/A = 50 + 80 = 130 ms to reach it (a trapezoid: 80
+        // ms), as long to stop again after the lease; the tracker's discrete ramp within ±3.
+        let (r, st) = (
+            reached.expect("reached") as f64,
+            stopped.expect("stopped") as f64,
+        );
+        assert!((127.0..=133.0).contains(&r), "reached 40 after {r} ms");
+        assert!(
+            (127.0..=133.0).contains(&st),
+            "stopped {st} ms after the lease"
+        );
+        assert_eq!(report.live()[0].manual, Some("holding"));
+    }
+
+    #[test]
+    fn a_command_takes_an_accelerating_axis_over_without_a_step_in_acceleration() {
+        let (mut app, report) = enabled_with(0.0, &jerk_cfg());
+        app.axes.axes[0].setpoint = Sample {
+            position: 40.0,
+            velocity: 30.0,
+            acceleration: 400.0,
+        };
+        report.command("x", Command::Stop, 0).unwrap();
+        let mut last = app.axes.axes[0].setpoint;
+        let now = 1_000 * MS;
+        for k in 0..400 {
+            let s = cycle(&mut app, now + k * MS).unwrap();
+            smooth(last, s, &format!("cycle {k}"));
+            last = s;
+        }
+        assert_eq!((last.velocity, last.acceleration), (0.0, 0.0));
+        assert_eq!(report.live()[0].manual, Some("holding"));
     }
 }

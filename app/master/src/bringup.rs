@@ -54,28 +54,8 @@ pub(crate) struct Up {
     pub(crate) snapshots: Vec<crate::subdevice_recovery::Snapshot>,
     /// Vendor, product, revision by position: the topology this bring-up found.
     pub(crate) identities: Vec<(u32, u32, u32)>,
-}
-
-/// The scanned segment against the topology the run started with: the first position whose
-/// identity differs, or that one has and the other has not, refuses the segment.
-pub(crate) fn check_topology(
-    found: &[(u32, u32, u32)],
-    expected: &[(u32, u32, u32)],
-) -> Result<()> {
-    for position in 0..found.len().max(expected.len()) {
-        let (f, e) = (
-            found.get(position).copied(),
-            expected.get(position).copied(),
-        );
-        if f != e {
-            return Err(Error::TopologyChanged {
-                position: position as u16,
-                found: f,
-                expected: e,
-            });
-        }
-    }
-    Ok(())
+    /// Each position's `[[group]]` (hot-connect).
+    pub(crate) hot: crate::hotconnect::Membership,
 }
 
 /// Register access of `configure`, through the MainDevice (configured station addresses).
@@ -363,7 +343,7 @@ pub(crate) fn bring_up(
     cfg: &Config,
     app: &mut dyn Application,
     generation: u32,
-    topology: Option<&[(u32, u32, u32)]>,
+    topology: Option<crate::hotconnect::Expected<'_>>,
     sii: &crate::sii_cache::SiiCache,
 ) -> Result<Up> {
     let t_scan = std::time::Instant::now();
@@ -382,9 +362,22 @@ pub(crate) fn bring_up(
         .collect();
     // A re-initialisation drives only the topology the run started with: never outputs
     // remapped onto a device inserted, removed or swapped in between.
-    if let Some(t) = topology {
-        check_topology(&identities, t)?;
+    if let Some((t, hot)) = topology {
+        crate::hotconnect::check_topology(&identities, t, hot, &cfg.group)?;
     }
+    // `[[group]]`: which group each device belongs to, and what this version refuses.
+    let dc_reference = cfg
+        .dc
+        .enabled
+        .then(|| group.iter(md).position(|sd| sd.dc_support().any()))
+        .flatten()
+        .and_then(|p| u16::try_from(p).ok());
+    let found = group
+        .iter(md)
+        .zip(&identities)
+        .map(|(sd, id)| (sd.alias_address(), *id));
+    let hot =
+        crate::hotconnect::resolve(&cfg.group, &crate::hotconnect::found(found), dc_reference)?;
     let (layout, chosen) = configure_pre_op(md, &group, cfg, generation, sii)?;
     let configured = |pos: usize, name: &str| {
         chosen[pos].map(|i| {
@@ -462,6 +455,7 @@ pub(crate) fn bring_up(
         dc_positions,
         snapshots,
         identities,
+        hot,
     })
 }
 
@@ -691,7 +685,7 @@ pub(crate) fn bring_up_retrying(
             cfg,
             app,
             tries.generation,
-            tries.topology.as_deref(),
+            tries.topology.as_deref().map(|t| (t, &tries.hot)),
             &tries.sii,
         ) {
             Ok(up) => {
@@ -746,6 +740,9 @@ pub(crate) struct Attempts {
     /// The topology of the run's first bring-up (identities by position), which every
     /// re-initialisation must find again.
     pub(crate) topology: Option<Vec<(u32, u32, u32)>>,
+    /// The `[[group]]` membership of that first bring-up (an optional group away is not a
+    /// changed topology).
+    pub(crate) hot: crate::hotconnect::Membership,
     /// The SII images read so far (and loaded from `[bus] sii_cache`), checked against each
     /// device before use.
     pub(crate) sii: crate::sii_cache::SiiCache,

@@ -48,26 +48,7 @@ pub enum ConfigError {
     },
 }
 
-/// Longest text of a value or message quoted in full in an error; a longer one is cut and its
-/// length said (a 1 MB interface name must not become a 2 MB error line in the journal).
-pub const MAX_QUOTED: usize = 160;
-
-/// `s`, or its first [`MAX_QUOTED`] bytes (at a character boundary) and its length.
-pub fn clip(s: &str) -> std::borrow::Cow<'_, str> {
-    if s.len() <= MAX_QUOTED {
-        return s.into();
-    }
-    let mut end = MAX_QUOTED;
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}… ({} bytes in all)", &s[..end], s.len()).into()
-}
-
-/// Every line of `s` through [`clip`] (a parser's message quotes the offending line).
-pub fn clip_lines(s: &str) -> String {
-    s.split('\n').map(clip).collect::<Vec<_>>().join("\n")
-}
+pub use crate::invalid::{MAX_QUOTED, clip, clip_lines};
 
 #[derive(Debug, Clone, PartialEq, Deserialize, Default)]
 #[serde(deny_unknown_fields, default)]
@@ -93,6 +74,9 @@ pub struct Config {
     /// `[[axis]]`: CiA 402 drives used as axes (see [`crate::axis`]). After [`Config::parse`],
     /// `device` also holds the device configuration of every axis no `[[device]]` configures.
     pub axis: Vec<crate::axis::AxisConfig>,
+    /// `[[group]]`: devices that belong together; an optional group's members may be absent
+    /// and come back while the rest runs (see [`crate::hotconnect`]).
+    pub group: Vec<crate::hotconnect_config::GroupConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq, Deserialize)]
@@ -340,7 +324,20 @@ impl Config {
             .validate(self.cycle.period_us, self.segment.subdevices)?;
         crate::devices::validate(&self.device, self.segment.subdevices)?;
         crate::axis::validate(&self.axis, &self.device)?;
-        check_axis_limits(&self.axis)
+        check_axis_limits(&self.axis)?;
+        crate::hotconnect_config::validate(&self.group, self.segment.subdevices)?;
+        // An optional member is kept out by its own recovery; the segment policy has none.
+        if self.health.recovery == RecoveryPolicy::Segment
+            && let Some(i) = self.group.iter().position(|g| g.optional)
+        {
+            return Err(Invalid::new(
+                format!("group[{i}].optional"),
+                true,
+                "needs health.recovery = \"subdevice\" (with \"segment\" every device that \
+                 leaves re-initialises the segment)",
+            ));
+        }
+        Ok(())
     }
 
     /// Response timeout of one cycle: `bus.response_timeout_us`, or the period's default.

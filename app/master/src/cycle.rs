@@ -596,6 +596,11 @@ fn local_recovery(
             st.status[i].data_valid = false;
             continue;
         }
+        // An optional member plugged back keeps its state (OP) until its recovery has been
+        // through it: its data is not the application's before that.
+        if board.held_out(i) {
+            st.status[i].data_valid = false;
+        }
         let Some(report) = board.report(i) else {
             continue;
         };
@@ -635,6 +640,7 @@ fn local_recovery(
             Report::Failed { failures } => SubdeviceChange::Failed { attempt: failures },
             Report::Refused { found, expected } => SubdeviceChange::Refused { found, expected },
             Report::GaveUp => SubdeviceChange::GaveUp,
+            Report::Absent => SubdeviceChange::Absent,
             Report::Back { .. } => continue,
         };
         tell(app, cx, i, change);

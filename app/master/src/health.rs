@@ -59,6 +59,9 @@ pub enum SubdeviceCause {
     /// The master took it out for a firmware update through the control socket (parked: its
     /// recovery left it alone until the update handed it back).
     FirmwareUpdate,
+    /// A member of an optional `[[group]]` that was away from the line (its cable pulled or its
+    /// power off: it did not answer) and answered again with its identity.
+    Reconnected,
 }
 
 impl std::fmt::Display for SubdeviceCause {
@@ -72,6 +75,7 @@ impl std::fmt::Display for SubdeviceCause {
             SubdeviceCause::PowerCycled => f.write_str("power_cycled"),
             SubdeviceCause::LeftOp => f.write_str("left_op"),
             SubdeviceCause::FirmwareUpdate => f.write_str("firmware_update"),
+            SubdeviceCause::Reconnected => f.write_str("reconnected"),
         }
     }
 }
@@ -118,6 +122,11 @@ pub enum SubdeviceChange {
         /// Why.
         cause: SubdeviceCause,
     },
+    /// A member of an optional `[[group]]` that does not answer (unplugged, powered off): its
+    /// data stays invalid, the rest runs on, and it is looked for every `probe_interval_ms`
+    /// until it answers (then [`SubdeviceChange::Back`] with cause
+    /// [`SubdeviceCause::Reconnected`]).
+    Absent,
 }
 
 /// The verdict on one answered cycle (see [`judge`]).

@@ -44,3 +44,24 @@ impl Display for Invalid {
 }
 
 impl std::error::Error for Invalid {}
+
+/// Longest text of a value or message quoted in full in an error; a longer one is cut and its
+/// length said (a 1 MB interface name must not become a 2 MB error line in the journal).
+pub const MAX_QUOTED: usize = 160;
+
+/// `s`, or its first [`MAX_QUOTED`] bytes (at a character boundary) and its length.
+pub fn clip(s: &str) -> std::borrow::Cow<'_, str> {
+    if s.len() <= MAX_QUOTED {
+        return s.into();
+    }
+    let mut end = MAX_QUOTED;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… ({} bytes in all)", &s[..end], s.len()).into()
+}
+
+/// Every line of `s` through [`clip`] (a parser's message quotes the offending line).
+pub fn clip_lines(s: &str) -> String {
+    s.split('\n').map(clip).collect::<Vec<_>>().join("\n")
+}

@@ -109,6 +109,9 @@ pub mod foe;
 mod group;
 #[doc(hidden)]
 pub mod health;
+pub mod hotconnect;
+#[doc(hidden)]
+pub mod hotconnect_config;
 #[doc(hidden)]
 pub mod image;
 #[doc(hidden)]

@@ -177,6 +177,7 @@ fn cycle_until_done(
     // The segment in OP: replaced by each recovery, handed back at the end.
     let mut seg = up;
     run.attempts.topology = Some(seg.identities.clone());
+    run.attempts.hot = seg.hot.clone();
     seg.publish(&ch.live);
     // Process-wide real-time settings, once the segment is up.
     let _dma = setup_process(&cfg, spec.no_rt)?;
@@ -275,7 +276,7 @@ impl Cycling<'_> {
         }
         // The per-subdevice recovery's board, shared by the cyclic thread and the worker.
         let board = (!seg.snapshots.is_empty())
-            .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots));
+            .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots, &seg.hot));
         let md = self.run.md.as_ref().expect("present while running");
         let bus = self.run.bus.take().expect("the bus is back between phases");
         let result = seg.group.cyclic_phase(CyclicPhase {

@@ -496,6 +496,7 @@ impl std::fmt::Display for EventKind {
                     C::Parked { cause } => {
                         write!(f, "subdevice_parked position={position} cause={cause}")
                     }
+                    C::Absent => write!(f, "subdevice_absent position={position}"),
                 }
             }
             EventKind::StartFailed { attempt } => write!(f, "start_failed attempt={attempt}"),

@@ -154,6 +154,9 @@ mod phase {
     pub const PARK_ASKED: u8 = 7;
     /// Out on purpose (a firmware update): data invalid, the worker leaves it alone.
     pub const PARKED: u8 = 8;
+    /// A member of an optional `[[group]]` that does not answer: looked for again every
+    /// `probe_interval_ms`, never escalated ([`crate::hotconnect`]).
+    pub const ABSENT: u8 = 9;
 }
 
 /// Cause codes on the board (`cause` slot): kind in bits 16.., AL status code in 0..16.
@@ -161,6 +164,7 @@ const CAUSE_AL: u32 = 1 << 16;
 const CAUSE_POWER: u32 = 2 << 16;
 const CAUSE_LEFT: u32 = 3 << 16;
 const CAUSE_FIRMWARE: u32 = 4 << 16;
+const CAUSE_RECONNECTED: u32 = 5 << 16;
 
 fn encode_cause(c: crate::application::SubdeviceCause) -> u32 {
     use crate::application::SubdeviceCause as C;
@@ -169,6 +173,7 @@ fn encode_cause(c: crate::application::SubdeviceCause) -> u32 {
         C::PowerCycled => CAUSE_POWER,
         C::LeftOp => CAUSE_LEFT,
         C::FirmwareUpdate => CAUSE_FIRMWARE,
+        C::Reconnected => CAUSE_RECONNECTED,
     }
 }
 
@@ -178,6 +183,7 @@ fn decode_cause(v: u32) -> crate::application::SubdeviceCause {
         CAUSE_AL => C::AlError(v as u16),
         CAUSE_POWER => C::PowerCycled,
         CAUSE_FIRMWARE => C::FirmwareUpdate,
+        CAUSE_RECONNECTED => C::Reconnected,
         _ => C::LeftOp,
     }
 }
@@ -198,6 +204,11 @@ struct Slot {
     updated: AtomicBool,
     /// The revision it is expected to have (the bring-up's, or what a firmware update left).
     revision: AtomicU32,
+    /// A member of an optional group: how often it is looked for while absent, ms (0: not
+    /// optional, its failures count towards escalation).
+    probe_ms: u32,
+    /// This outage, it was absent (not answering): it comes back `Reconnected`.
+    was_absent: AtomicBool,
 }
 
 /// What the cyclic thread and the worker share: one slot per subdevice, allocated before the
@@ -220,12 +231,14 @@ pub struct Board {
 pub(crate) type Refusal = &'static str;
 
 impl Board {
-    pub(crate) fn new(snapshots: &[Snapshot]) -> Board {
+    pub(crate) fn new(snapshots: &[Snapshot], hot: &crate::hotconnect::Membership) -> Board {
         Board {
             slots: snapshots
                 .iter()
-                .map(|s| Slot {
+                .enumerate()
+                .map(|(i, s)| Slot {
                     revision: AtomicU32::new(s.identity.2),
+                    probe_ms: hot.probe_ms.get(i).copied().unwrap_or(0),
                     ..Slot::default()
                 })
                 .collect(),
@@ -387,7 +400,22 @@ impl Board {
                 expected: self.expected(position),
             },
             phase::GAVE_UP => Report::GaveUp,
+            phase::ABSENT => Report::Absent,
             _ => return None,
+        })
+    }
+
+    /// Whether `position` is a member of an optional group out of service and not yet seen
+    /// back by its recovery: its data is not valid even if it answers in OP (plugged back with
+    /// its state kept, before its recovery has taken it through INIT again).
+    #[inline]
+    pub(crate) fn held_out(&self, position: usize) -> bool {
+        self.slots.get(position).is_some_and(|s| {
+            s.probe_ms > 0
+                && !matches!(
+                    s.phase.load(Ordering::Acquire),
+                    phase::IN_SERVICE | phase::BACK
+                )
         })
     }
 
@@ -424,6 +452,8 @@ pub(crate) enum Report {
         expected: (u32, u32, u32),
     },
     GaveUp,
+    /// A member of an optional group that does not answer (unplugged, powered off).
+    Absent,
 }
 
 /// Why one attempt did not bring the subdevice back.
@@ -465,7 +495,7 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
         let now = Instant::now();
         let due = (0..n).find(|&i| match w.board.phase(i) {
             phase::REQUESTED => true,
-            phase::WAITING | phase::REFUSED => now >= next_try[i],
+            phase::WAITING | phase::REFUSED | phase::ABSENT => now >= next_try[i],
             _ => false,
         });
         let Some(i) = due else {
@@ -475,17 +505,36 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
         let slot = &w.board.slots[i];
         let was = w.board.phase(i);
         // A park (the acyclic service) may take a waiting or refused one meanwhile.
-        if !matches!(was, phase::REQUESTED | phase::WAITING | phase::REFUSED)
-            || slot
-                .phase
-                .compare_exchange(was, phase::RECOVERING, Ordering::AcqRel, Ordering::Relaxed)
-                .is_err()
+        if !matches!(
+            was,
+            phase::REQUESTED | phase::WAITING | phase::REFUSED | phase::ABSENT
+        ) || slot
+            .phase
+            .compare_exchange(was, phase::RECOVERING, Ordering::AcqRel, Ordering::Relaxed)
+            .is_err()
         {
             continue;
         }
         if was == phase::REQUESTED {
             slot.failures.store(0, Ordering::Relaxed);
             slot.attempts.store(0, Ordering::Relaxed);
+            slot.was_absent.store(false, Ordering::Relaxed);
+        }
+        // Hot-connect: a member of an optional group that does not answer is away, not failing:
+        // looked for again at its group's rate (two datagrams), never escalated.
+        let optional = slot.probe_ms > 0;
+        let snap = &w.snapshots[i];
+        if optional && !crate::hotconnect::present(w.md, snap.address, snap.position) {
+            if was != phase::ABSENT {
+                log::info!(
+                    "position {i}: optional, not answering: looked for every {} ms",
+                    slot.probe_ms
+                );
+            }
+            slot.was_absent.store(true, Ordering::Relaxed);
+            next_try[i] = Instant::now() + Duration::from_millis(slot.probe_ms.into());
+            w.board.set(i, phase::ABSENT);
+            continue;
         }
         slot.attempts.fetch_add(1, Ordering::Relaxed);
         let updated = slot.updated.load(Ordering::Relaxed);
@@ -494,6 +543,8 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
                 let cause = if updated {
                     slot.updated.store(false, Ordering::Relaxed);
                     crate::application::SubdeviceCause::FirmwareUpdate
+                } else if slot.was_absent.load(Ordering::Relaxed) {
+                    crate::application::SubdeviceCause::Reconnected
                 } else {
                     cause
                 };
@@ -520,7 +571,20 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
             Err(Failure::Failed(e)) => {
                 let failures = slot.failures.fetch_add(1, Ordering::Relaxed) + 1;
                 log::warn!("position {i}: recovery attempt {failures} failed: {e}");
-                if failures >= w.cfg.health.subdevice_attempts {
+                if optional {
+                    // Gone again half-way, or failing while present: never the segment's.
+                    // The next look comes at the probe's rate if it is away, after the
+                    // backoff if it answers.
+                    let away = !crate::hotconnect::present(w.md, snap.address, snap.position);
+                    next_try[i] = Instant::now()
+                        + if away {
+                            Duration::from_millis(slot.probe_ms.into())
+                        } else {
+                            backoff
+                        };
+                    w.board
+                        .set(i, if away { phase::ABSENT } else { phase::WAITING });
+                } else if failures >= w.cfg.health.subdevice_attempts {
                     w.board.escalate.store(i as u32 + 1, Ordering::Release);
                     w.board.set(i, phase::GAVE_UP);
                 } else {
@@ -829,6 +893,7 @@ mod tests {
             C::PowerCycled,
             C::LeftOp,
             C::FirmwareUpdate,
+            C::Reconnected,
         ] {
             assert_eq!(decode_cause(encode_cause(c)), c);
         }

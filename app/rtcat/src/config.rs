@@ -70,6 +70,7 @@ struct File {
     device: Vec<rtcat_master::devices::DeviceConfig>,
     dc: rtcat_master::dc::DcConfig,
     axis: Vec<rtcat_master::axis::AxisConfig>,
+    group: Vec<rtcat_master::hotconnect::GroupConfig>,
     ipc: IpcConfig,
     control: ControlConfig,
     shm: ShmConfig,
@@ -89,6 +90,7 @@ impl File {
             device: self.device,
             dc: self.dc,
             axis: self.axis,
+            group: self.group,
         };
         Config {
             master,

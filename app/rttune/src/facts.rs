@@ -125,10 +125,13 @@ fn parse_proc_interrupts(root: &SysRoot) -> HashMap<u32, Vec<String>> {
     m
 }
 
+/// Per-IRQ state in debugfs (kernel-managed affinity, per-CPU); debugfs is mode 0700 (root only).
+pub const P_IRQ_DEBUGFS: &str = "/sys/kernel/debug/irq/irqs";
+
 pub fn read_irqs(root: &SysRoot) -> std::io::Result<Vec<Irq>> {
     let nums = root.list_numeric("/proc/irq")?;
     let mut fallback: Option<HashMap<u32, Vec<String>>> = None;
-    let debugfs = root.exists("/sys/kernel/debug/irq/irqs");
+    let debugfs = root.exists(P_IRQ_DEBUGFS);
     let mut out = Vec::with_capacity(nums.len());
     for n in nums {
         let sys = format!("/sys/kernel/irq/{n}");
@@ -158,7 +161,7 @@ pub fn read_irqs(root: &SysRoot) -> std::io::Result<Vec<Irq>> {
             .read_opt(&format!("/proc/irq/{n}/effective_affinity_list"))
             .and_then(|s| CpuSet::parse_list(&s).ok());
         let (managed, dbg_percpu) = if debugfs {
-            match root.read_opt(&format!("/sys/kernel/debug/irq/irqs/{n}")) {
+            match root.read_opt(&format!("{P_IRQ_DEBUGFS}/{n}")) {
                 Some(t) => (
                     Some(t.contains("AFFINITY_MANAGED")),
                     t.contains("IRQD_PER_CPU") || t.contains("PER_CPU_DEVID"),

@@ -167,6 +167,69 @@ fn golden_untuned_rk3588() {
     }
 }
 
+/// Without root, debugfs (mode 0700) hides which IRQs are kernel-managed: an IRQ allowed on the
+/// RT CPU is then unknown, a WARN that says so, never a FAIL the root report would not give.
+#[test]
+fn irq_affinity_without_root_is_unknown_not_wrong() {
+    for tuned in [false, true] {
+        let (_d, t) = tree(TreeSpec {
+            tuned,
+            ..TreeSpec::default()
+        });
+        let root = t.sysroot();
+        let host = FakeHost::new(&root);
+        let as_root = doctor(&root, &host, None);
+        let root_v = as_root.get("irq.affinity").unwrap().verdict;
+        assert_eq!(root_v, if tuned { Verdict::Pass } else { Verdict::Fail });
+        root.inject_lookup_error("/sys/kernel/debug", libc_eacces());
+        let r = doctor(&root, &host, None);
+        let irq = r.get("irq.affinity").unwrap();
+        // untuned, IRQ 110 (no handler) is still wrong: tune moves it whatever it is
+        let want = if tuned { Verdict::Warn } else { Verdict::Fail };
+        assert_eq!(irq.verdict, want, "tuned {tuned}: {:?}", irq);
+        assert!(
+            irq.observed.contains("unknown without root"),
+            "{}",
+            irq.observed
+        );
+        assert!(
+            irq.details
+                .iter()
+                .any(|d| d.starts_with("unknown without root: 102(nvme0q2)")),
+            "{:?}",
+            irq.details
+        );
+        assert!(irq.fix.contains("as root"), "{}", irq.fix);
+        // only an IRQ without a handler is judged wrong without debugfs
+        assert!(
+            irq.details
+                .iter()
+                .filter(|d| d.starts_with("wrong: "))
+                .all(|d| d.contains("(unused)")),
+            "{:?}",
+            irq.details
+        );
+        assert_eq!(
+            irq.details
+                .iter()
+                .any(|d| d == "wrong: 110 (unused) affinity 0-7"),
+            !tuned
+        );
+        assert!(
+            irq.details
+                .iter()
+                .any(|d| d.starts_with("unknown without root: 18(rockchip_thermal)"))
+                != tuned,
+            "{:?}",
+            irq.details
+        );
+    }
+}
+
+fn libc_eacces() -> i32 {
+    13
+}
+
 #[test]
 fn golden_tuned_rk3588() {
     let (_d, t) = tree(TreeSpec {

@@ -16,6 +16,9 @@ pub struct SysRoot {
     /// the given errno, like a kernel file that reads fine but refuses a write (e.g. a managed IRQ's
     /// `smp_affinity` answering EPERM). Permission bits cannot model that when tests run as root.
     write_errors: Arc<Mutex<HashMap<String, i32>>>,
+    /// The same for looking a path up: these paths answer `errno` as a directory of mode 0700 does
+    /// to an unprivileged user (debugfs), which tests running as root cannot otherwise see.
+    lookup_errors: Arc<Mutex<HashMap<String, i32>>>,
 }
 
 impl SysRoot {
@@ -29,6 +32,7 @@ impl SysRoot {
             root,
             live,
             write_errors: Arc::default(),
+            lookup_errors: Arc::default(),
         }
     }
 
@@ -53,17 +57,52 @@ impl SysRoot {
         }
     }
 
+    /// Make looking up `path` (and reading below it) fail with `errno` (fake trees only).
+    pub fn inject_lookup_error(&self, path: &str, errno: i32) {
+        if let Ok(mut m) = self.lookup_errors.lock() {
+            m.insert(path.to_string(), errno);
+        }
+    }
+
+    /// True when `p` exists but this process may not look at it (EACCES/EPERM): debugfs is mode
+    /// 0700, so an unprivileged doctor cannot read kernel-managed IRQ state there and must say
+    /// so rather than take its absence for "not managed".
+    pub fn access_denied(&self, p: &str) -> bool {
+        let err = match self.injected_lookup(p) {
+            Some(e) => e,
+            None => match fs::metadata(self.path(p)) {
+                Ok(_) => return false,
+                Err(e) => e,
+            },
+        };
+        err.kind() == io::ErrorKind::PermissionDenied
+    }
+
+    /// The error injected for `p` or a directory above it.
+    fn injected_lookup(&self, p: &str) -> Option<io::Error> {
+        let m = self.lookup_errors.lock().ok()?;
+        m.iter()
+            .find(|(k, _)| {
+                let k = k.trim_end_matches('/');
+                p == k || p.strip_prefix(k).is_some_and(|rest| rest.starts_with('/'))
+            })
+            .map(|(_, errno)| io::Error::from_raw_os_error(*errno))
+    }
+
     /// Host path of a kernel path such as `/proc/irq/36/smp_affinity`.
     pub fn path(&self, p: &str) -> PathBuf {
         self.root.join(p.trim_start_matches('/'))
     }
 
     pub fn exists(&self, p: &str) -> bool {
-        self.path(p).exists()
+        self.injected_lookup(p).is_none() && self.path(p).exists()
     }
 
     /// The whole content, as the kernel returned it (raw, newline included).
     pub fn read_raw(&self, p: &str) -> io::Result<String> {
+        if let Some(e) = self.injected_lookup(p) {
+            return Err(e);
+        }
         let mut f = fs::File::open(self.path(p))?;
         let mut buf = Vec::new();
         f.read_to_end(&mut buf)?;

@@ -466,6 +466,22 @@ pub fn bus_differences(cfg: &crate::config::MasterConfig, bus: &[DeviceMapping])
             }
         }
     }
+    // [[group]]: members on the bus, optional ones at the end of the line.
+    let found: Vec<Found> = bus
+        .iter()
+        .map(|b| Found {
+            position: b.position,
+            alias: b.alias,
+            identity: (
+                b.identity.vendor_id,
+                b.identity.product_code,
+                b.identity.revision,
+            ),
+        })
+        .collect();
+    if let Err(why) = rtcat_master::hotconnect::check_line(&cfg.group, &found) {
+        out.push(format!("group: {why}"));
+    }
     out
 }
 
@@ -520,6 +536,9 @@ fn cpus(list: &str, json: bool, members: bool) -> Outcome {
 fn check(file: &std::path::Path, mut bus: BusArgs) -> Outcome {
     let cfg = crate::config::Config::load(file).map_err(Failure::usage)?;
     emit(&format!("{}: OK\n", file.display()));
+    for g in &cfg.master.group {
+        emit(&format!("{}\n", g.describe()));
+    }
     // --control is refused by `open` below: the check reads the bus itself.
     if !bus.sim && bus.iface.is_none() && bus.control.is_none() {
         // Checked offline (the file may be for another machine): a note, not an error.

@@ -42,6 +42,9 @@ pub(crate) struct Ctx<'a> {
     pub(crate) isolated: CpuSet,
     pub(crate) is_rt: bool,
     pub(crate) tune_cmd: String,
+    /// Kernel-managed IRQ state exists but this user may not read it (debugfs without root):
+    /// an IRQ allowed on the RT CPU is then of unknown kind, not known wrong.
+    pub(crate) managed_hidden: bool,
 }
 
 pub(crate) fn chk(id: &'static str, verdict: Verdict) -> Check {
@@ -143,6 +146,7 @@ pub fn run(d: &Doctor) -> anyhow::Result<Report> {
         isolated,
         is_rt,
         tune_cmd,
+        managed_hidden: root.access_denied(facts::P_IRQ_DEBUGFS),
     };
     let checks = vec![
         c.preempt_rt(&version),

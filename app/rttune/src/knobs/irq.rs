@@ -13,6 +13,9 @@ use crate::tune::{KnobGroup, Plan, Planned, TuneCtx};
 use std::collections::BTreeMap;
 use std::collections::BTreeSet;
 
+/// The advice when debugfs hid which IRQs are kernel-managed.
+const AS_ROOT: &str = "run the doctor as root (sudo rtcat doctor) to tell kernel-managed IRQs from ones tune must move";
+
 impl Ctx<'_> {
     pub(crate) fn irqbalance(&self) -> Check {
         let id = "irq.irqbalance";
@@ -75,6 +78,7 @@ impl Ctx<'_> {
         let mut pending = Vec::new();
         let mut managed = Vec::new();
         let mut percpu = Vec::new();
+        let mut unknown = Vec::new();
         let mut total = 0;
         for irq in &self.irqs {
             if nic.contains(&irq.num) {
@@ -102,6 +106,14 @@ impl Ctx<'_> {
             } else if irq.names.is_empty() {
                 // no handler: harmless until requested, but tune moves it anyway
                 wrong.push(format!("{} (unused) affinity {}", irq.label(), aff));
+            } else if self.managed_hidden && irq.managed.is_none() {
+                // kernel-managed or left behind: only debugfs (root) or tune's journal tells
+                unknown.push(format!(
+                    "{} affinity {} effective {}",
+                    irq.label(),
+                    aff,
+                    eff
+                ));
             } else {
                 wrong.push(format!(
                     "{} affinity {} effective {}",
@@ -113,12 +125,12 @@ impl Ctx<'_> {
         }
         let v = if !wrong.is_empty() {
             Verdict::Fail
-        } else if !pending.is_empty() || !managed.is_empty() {
+        } else if !pending.is_empty() || !managed.is_empty() || !unknown.is_empty() {
             Verdict::Warn
         } else {
             Verdict::Pass
         };
-        let obs = format!(
+        let mut obs = format!(
             "{} IRQs (NIC excluded): {} wrong, {} pending, {} kernel-managed on CPU {}, {} per-CPU",
             total,
             wrong.len(),
@@ -127,9 +139,17 @@ impl Ctx<'_> {
             self.rtl,
             percpu.len()
         );
+        if !unknown.is_empty() {
+            obs.push_str(&format!(
+                ", {} on CPU {} unknown without root (kernel-managed or not moved: debugfs is root's)",
+                unknown.len(),
+                self.rtl
+            ));
+        }
         let mut det: Vec<String> = wrong.iter().map(|s| format!("wrong: {s}")).collect();
         det.extend(pending.iter().map(|s| format!("pending: {s}")));
         det.extend(managed.iter().map(|s| format!("cannot move: {s}")));
+        det.extend(unknown.iter().map(|s| format!("unknown without root: {s}")));
         det.extend(percpu);
         let c = chk(id, v)
             .obs(obs)
@@ -137,7 +157,9 @@ impl Ctx<'_> {
             .why(why)
             .details(det);
         match v {
+            Verdict::Fail if !unknown.is_empty() => c.fix(format!("{}; {AS_ROOT}", self.tune_cmd)),
             Verdict::Fail => c.fix(self.tune_cmd.clone()),
+            Verdict::Warn if !unknown.is_empty() => c.fix(AS_ROOT),
             Verdict::Warn if !managed.is_empty() => c
                 .fix(format!(
                     "managed IRQs follow isolcpus=managed_irq,{} at boot",

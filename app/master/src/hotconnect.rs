@@ -1,0 +1,378 @@
+//! Hot-connect groups (`[[group]]`, issue 28 item 2): devices marked optional leave and come
+//! back without disturbing the rest of the segment.
+//!
+//! A `[[group]]` names devices by position, alias (ESC register 0x0012, from the SII) or
+//! identity (vendor, product, optional revision), as `[[device]]` does. With `optional = true`
+//! a member that disappears (its cable pulled, its power off) is not a fault of the segment:
+//!
+//! - its own recovery ([`crate::subdevice_recovery`]) finds it absent with a presence probe
+//!   (one FPRD of its station address, then one APRD by position: ETG.1000.4 §5.3, a datagram
+//!   nobody answers comes back with working counter 0) and probes again every
+//!   `probe_interval_ms` instead of counting failures: it never escalates to a whole-segment
+//!   re-initialisation;
+//! - the cycle judges the working counter without its share, flags only its data invalid and
+//!   tells the application (`Lost`, then `Absent`); when it answers again with the identity it
+//!   was brought up with, the per-subdevice recovery brings it back (mailbox, `[[device]]`,
+//!   SMs and FMMUs from the bring-up's snapshot, DC, OP) and the application hears `Back` with
+//!   cause `Reconnected`.
+//!
+//! What this version checks at bring-up, and why (the same checks are [`check_line`] for
+//! `rtcat config check`):
+//! - **Optional devices are the end of the line.** A line is one path (ETG.1000.4 §3: the frame
+//!   passes every device and turns back at the last port with a link), so a device missing at
+//!   position p takes every device behind it away, and the positions of those before it do not
+//!   change. Recovery finds a power-cycled device by its position (APWR of its station address):
+//!   that is safe only where no position shifted, i.e. behind the last mandatory device. A group
+//!   behind a junction's branch port with mandatory devices after the junction would shift their
+//!   positions when it goes, and is refused.
+//! - **An optional group is present at bring-up.** ethercrab 0.7.1 lays out the process image
+//!   and the FMMUs only in its group initialisation, from the devices present; a member absent
+//!   then has no place in the image to join later (docs/NOTES.md §17.2 says what is missing).
+//! - **The DC reference clock is not optional**: every other clock follows its system time.
+
+use crate::devices::Found;
+use crate::error::{Error, Result};
+use ethercrab::{Command, MainDevice};
+use futures_lite::future::block_on;
+
+pub use crate::hotconnect_config::{
+    DEFAULT_PROBE_INTERVAL_MS, GroupConfig, MemberConfig, validate,
+};
+
+/// The bring-up's checks of the groups, as far as a scan without the bus's DC capabilities
+/// allows (`rtcat config check` against the bus): each position's group, or why the segment
+/// would be refused.
+pub fn check_line(
+    groups: &[GroupConfig],
+    found: &[Found],
+) -> std::result::Result<Vec<Option<usize>>, String> {
+    resolve(groups, found, None)
+        .map(|m| m.group)
+        .map_err(|e| e.to_string())
+}
+
+/// What a re-initialisation must find again: the first bring-up's identities by position and
+/// its group membership.
+pub(crate) type Expected<'a> = (&'a [(u32, u32, u32)], &'a Membership);
+
+/// Which group each position belongs to, as one bring-up found the segment.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Membership {
+    /// Per position: the index of its `[[group]]`.
+    pub(crate) group: Vec<Option<usize>>,
+    /// Per position: `probe_interval_ms` of its group when that is optional, else 0.
+    pub(crate) probe_ms: Vec<u32>,
+}
+
+impl Membership {
+    /// Whether `position` is a member of an optional group.
+    pub(crate) fn optional(&self, position: usize) -> bool {
+        self.probe_ms.get(position).is_some_and(|&p| p > 0)
+    }
+}
+
+/// The subdevices of a scan as the matchers see them, from (alias, identity) by position.
+pub(crate) fn found(subdevices: impl IntoIterator<Item = (u16, (u32, u32, u32))>) -> Vec<Found> {
+    subdevices
+        .into_iter()
+        .enumerate()
+        .map(|(p, (alias, identity))| Found {
+            position: u16::try_from(p).unwrap_or(u16::MAX),
+            alias,
+            identity,
+        })
+        .collect()
+}
+
+/// The groups on the segment `found` (the first bring-up's scan): each position's group, or
+/// why this version cannot run them — a member not on the segment (an optional group must be
+/// present at bring-up), a subdevice two groups claim, an optional device with a mandatory one
+/// behind it, or the DC reference clock (`dc_reference`) optional.
+pub(crate) fn resolve(
+    groups: &[GroupConfig],
+    found: &[Found],
+    dc_reference: Option<u16>,
+) -> Result<Membership> {
+    let mut m = Membership {
+        group: vec![None; found.len()],
+        probe_ms: vec![0; found.len()],
+    };
+    let refuse = |s: String| Err(Error::SegmentMismatch(s));
+    for (gi, g) in groups.iter().enumerate() {
+        for (j, member) in g.members.iter().enumerate() {
+            let mut any = false;
+            for s in found.iter().filter(|s| member.matches(s)) {
+                any = true;
+                let p = usize::from(s.position);
+                match m.group[p] {
+                    Some(other) if other != gi => {
+                        return refuse(format!(
+                            "group {:?} (group[{gi}].members[{j}], {}) and group {:?} both \
+                             claim the subdevice at position {p}",
+                            g.name,
+                            member.matcher(),
+                            groups[other].name
+                        ));
+                    }
+                    _ => {
+                        m.group[p] = Some(gi);
+                        if g.optional {
+                            m.probe_ms[p] = g.probe_interval_ms;
+                        }
+                    }
+                }
+            }
+            if !any {
+                let why = if g.optional {
+                    "an optional group must be present at bring-up in this version"
+                } else {
+                    "the group is not optional"
+                };
+                return refuse(format!(
+                    "group {:?}: group[{gi}].members[{j}] ({}) is not on the segment ({} \
+                     subdevices): {why}",
+                    g.name,
+                    member.matcher(),
+                    found.len()
+                ));
+            }
+        }
+    }
+    if let Some(first) = (0..found.len()).find(|&p| m.optional(p))
+        && let Some(p) = (first..found.len()).find(|&p| !m.optional(p))
+    {
+        let name = |p: usize| m.group[p].map_or("", |g| groups[g].name.as_str());
+        let mandatory = match m.group[p] {
+            Some(_) => format!("in group {:?}, not optional", name(p)),
+            None => "in no optional group".to_string(),
+        };
+        return refuse(format!(
+            "group {:?}: position {first} is optional but position {p} behind it is not \
+             ({mandatory}): optional devices must be the end of the line in this version (a \
+             missing one takes every device behind it away and recovery finds devices by \
+             position)",
+            name(first)
+        ));
+    }
+    if let Some(r) = dc_reference
+        && m.optional(usize::from(r))
+    {
+        return refuse(format!(
+            "group {:?}: position {r} is the DC reference clock, which cannot be optional (every \
+             other clock follows its system time)",
+            m.group[usize::from(r)].map_or("?", |g| groups[g].name.as_str())
+        ));
+    }
+    Ok(m)
+}
+
+/// A re-initialisation's scan against the topology the run started with (`expected`, and
+/// `optional` positions in it): a line that ends where an optional group begins is not a
+/// changed topology but a group that is away; this version cannot bring the segment up without
+/// it (its image place comes from ethercrab's group initialisation), so the re-initialisation
+/// waits for it with an error that says so. Everything else is `same_identities`'s.
+pub(crate) fn check_topology(
+    found: &[(u32, u32, u32)],
+    expected: &[(u32, u32, u32)],
+    optional: &Membership,
+    groups: &[GroupConfig],
+) -> Result<()> {
+    let n = found.len();
+    if n < expected.len() && found == &expected[..n] && optional.optional(n) {
+        let name = optional.group[n].map_or("?", |g| groups[g].name.as_str());
+        return Err(Error::SegmentMismatch(format!(
+            "optional group {name:?} is away (the line ends before position {n}): the segment's \
+             re-initialisation waits for it (a segment without its optional groups cannot be \
+             brought up in this version)"
+        )));
+    }
+    same_identities(found, expected)
+}
+
+/// The scanned segment against the topology the run started with: the first position whose
+/// identity differs, or that one has and the other has not, refuses the segment.
+fn same_identities(found: &[(u32, u32, u32)], expected: &[(u32, u32, u32)]) -> Result<()> {
+    for position in 0..found.len().max(expected.len()) {
+        let (f, e) = (
+            found.get(position).copied(),
+            expected.get(position).copied(),
+        );
+        if f != e {
+            return Err(Error::TopologyChanged {
+                position: position as u16,
+                found: f,
+                expected: e,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Whether the subdevice brought up at `position` with station `address` answers: by its
+/// address (powered throughout), else by its position (power-cycled, address lost). Two
+/// datagrams at most; one nobody answers comes back with working counter 0 at once.
+pub(crate) fn present(md: &MainDevice<'static>, address: u16, position: u16) -> bool {
+    const STATION_ADDRESS: u16 = 0x0010;
+    if block_on(Command::fprd(address, STATION_ADDRESS).receive::<u16>(md))
+        .is_ok_and(|a| a == address)
+    {
+        return true;
+    }
+    block_on(Command::aprd(position, STATION_ADDRESS).receive::<u16>(md)).is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn groups(text: &str) -> std::result::Result<Vec<GroupConfig>, String> {
+        #[derive(serde::Deserialize)]
+        struct F {
+            group: Vec<GroupConfig>,
+        }
+        let f: F = toml::from_str(text).map_err(|e| e.to_string())?;
+        validate(&f.group, Some(8)).map_err(|e| e.to_string())?;
+        Ok(f.group)
+    }
+
+    fn refused(text: &str, want: &str) {
+        let e = groups(text).expect_err(text);
+        assert!(e.contains(want), "{e}");
+    }
+
+    const TOOL: &str = "[[group]]\nname = \"tool\"\noptional = true\n";
+
+    #[test]
+    fn a_group_parses_with_every_kind_of_member() {
+        let g = groups(&format!(
+            "{TOOL}members = [{{ position = 3 }}, {{ alias = 0x10 }}, \
+             {{ vendor_id = 2, product_id = 0x30002 }}]\n"
+        ))
+        .expect("valid");
+        assert_eq!(g[0].probe_interval_ms, DEFAULT_PROBE_INTERVAL_MS);
+        assert_eq!(g[0].members[1].matcher(), "alias 0x0010");
+    }
+
+    #[test]
+    fn bad_groups_are_refused_naming_the_key() {
+        refused(&format!("{TOOL}members = []\n"), "group[0].members = []");
+        refused(
+            "[[group]]\nname = \"a b\"\noptional = true\nmembers = [{ position = 1 }]\n",
+            "group[0].name = \"a b\"",
+        );
+        refused(
+            "[[group]]\nname = \"t\"\nmembers = [{ position = 1 }]\n",
+            "optional",
+        );
+        refused(
+            &format!("{TOOL}members = [{{ position = 1, alias = 2 }}]\n"),
+            "group[0].members[0] = several matchers",
+        );
+        refused(
+            &format!("{TOOL}members = [{{ vendor_id = 2 }}]\n"),
+            "group[0].members[0].product_id = (missing)",
+        );
+        refused(
+            &format!("{TOOL}members = [{{ alias = 0 }}]\n"),
+            "group[0].members[0].alias = 0",
+        );
+        refused(
+            &format!("{TOOL}members = [{{ position = 8 }}]\n"),
+            "group[0].members[0].position = 8: must be below segment.subdevices (8)",
+        );
+        refused(
+            &format!("{TOOL}probe_interval_ms = 0\nmembers = [{{ position = 1 }}]\n"),
+            "group[0].probe_interval_ms = 0",
+        );
+        refused(
+            &format!(
+                "{TOOL}members = [{{ position = 1 }}]\n{TOOL}members = [{{ position = 2 }}]\n"
+            ),
+            "group[1].name = \"tool\": group[0] has the same name",
+        );
+        refused(
+            &format!(
+                "{TOOL}members = [{{ alias = 5 }}]\n[[group]]\nname = \"b\"\noptional = false\n\
+                 members = [{{ position = 2 }}, {{ alias = 5 }}]\n"
+            ),
+            "group[1].members[1].alias = 0x0005: group[0].members[0] names the same subdevice",
+        );
+        refused(
+            &format!("{TOOL}members = [{{ position = 1 }}]\nspeed = 1\n"),
+            "unknown field `speed`",
+        );
+    }
+
+    fn line(n: u16) -> Vec<Found> {
+        (0..n)
+            .map(|p| Found {
+                position: p,
+                alias: if p >= 3 { 0x10 + p } else { 0 },
+                identity: (2, 0x10000 + u32::from(p % 3), 1),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn members_resolve_by_position_alias_and_identity() {
+        let g = groups(&format!(
+            "{TOOL}members = [{{ position = 3 }}, {{ alias = 0x14 }}, \
+             {{ vendor_id = 2, product_id = 0x10002 }}]\n"
+        ))
+        .expect("valid");
+        // Identity 0x10002 is at 2 and 5: with 3 and 4 the tail 2..=5.
+        let m = resolve(&g, &line(6), None).expect("the tail");
+        assert_eq!(
+            (0..6).map(|p| m.optional(p)).collect::<Vec<_>>(),
+            [false, false, true, true, true, true]
+        );
+        assert_eq!(m.probe_ms[3], DEFAULT_PROBE_INTERVAL_MS);
+    }
+
+    #[test]
+    fn what_this_version_cannot_run_is_refused_at_bring_up() {
+        let tool = |members: &str| {
+            groups(&format!("{TOOL}members = [{members}]\n")).expect("valid offline")
+        };
+        let e = |r: Result<Membership>| r.expect_err("refused").to_string();
+        // Absent at bring-up.
+        let why = e(resolve(&tool("{ alias = 0x20 }"), &line(6), None));
+        assert!(
+            why.contains("\"tool\"")
+                && why.contains("alias 0x0020")
+                && why.contains("present at bring-up"),
+            "{why}"
+        );
+        // A mandatory device behind an optional one.
+        let why = e(resolve(&tool("{ position = 3 }"), &line(6), None));
+        assert!(why.contains("position 4 behind it is not"), "{why}");
+        // The DC reference.
+        let all = "{ position = 0 }, { position = 1 }, { position = 2 }";
+        assert!(e(resolve(&tool(all), &line(3), Some(0))).contains("DC reference"));
+        assert!(resolve(&tool(all), &line(3), None).is_ok());
+        // Two groups claim one device.
+        let two = groups(&format!(
+            "{TOOL}members = [{{ position = 2 }}]\n[[group]]\nname = \"b\"\noptional = true\n\
+             members = [{{ vendor_id = 2, product_id = 0x10002 }}]\n"
+        ))
+        .expect("valid offline");
+        assert!(e(resolve(&two, &line(3), None)).contains("both claim"));
+    }
+
+    #[test]
+    fn a_line_ending_at_an_optional_group_is_not_a_changed_topology() {
+        let g = groups(&format!("{TOOL}members = [{{ position = 2 }}]\n")).expect("valid");
+        let m = resolve(&g, &line(3), None).expect("tail");
+        let ids: Vec<_> = line(3).iter().map(|f| f.identity).collect();
+        let why = check_topology(&ids[..2], &ids, &m, &g)
+            .expect_err("waits")
+            .to_string();
+        assert!(why.contains("optional group \"tool\" is away"), "{why}");
+        assert!(check_topology(&ids, &ids, &m, &g).is_ok());
+        // Shorter at a mandatory position: a changed topology as before.
+        assert!(matches!(
+            check_topology(&ids[..1], &ids, &m, &g),
+            Err(Error::TopologyChanged { position: 1, .. })
+        ));
+    }
+}
