@@ -52,9 +52,15 @@ fn tools() -> bool {
 /// Builds a C program of app/clients/c once per test binary, with -Werror and ASan/UBSan.
 fn c_program(src: &str) -> PathBuf {
     static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
+    // One compile at a time, into a temporary name renamed into place: a test that found the
+    // executable while the linker of another was still writing it failed to run it with
+    // ETXTBSY ("Text file busy", seen in CI's rust area).
+    static COMPILING: std::sync::Mutex<()> = std::sync::Mutex::new(());
     let dir = DIR.get_or_init(|| tempfile::tempdir().unwrap());
     let exe = dir.path().join(src.replace(['/', '.'], "_"));
+    let _one = COMPILING.lock().unwrap_or_else(|e| e.into_inner());
     if !exe.exists() {
+        let tmp = exe.with_extension("partial");
         let out = Command::new("cc")
             .args([
                 "-std=c11",
@@ -67,7 +73,7 @@ fn c_program(src: &str) -> PathBuf {
             ])
             .args(["-fsanitize=address,undefined", "-fno-sanitize-recover=all"])
             .arg("-o")
-            .arg(&exe)
+            .arg(&tmp)
             .arg(clients().join("c").join(src))
             .output()
             .unwrap();
@@ -76,6 +82,7 @@ fn c_program(src: &str) -> PathBuf {
             "cc {src}: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        std::fs::rename(&tmp, &exe).unwrap();
     }
     exe
 }
