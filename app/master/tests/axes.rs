@@ -231,6 +231,12 @@ fn lost_frames(policy: &str) -> App {
         "5 lost frames are below bad_cycles_before_recovery"
     );
     let x = &app.axes.axes()[0];
+    if x.stats().quick_stops != 1 {
+        eprintln!("DEBUG bad_runs {:?} stats {:?}", bad_runs(&app), x.stats());
+        for s in app.log.iter().filter(|s| s.cycle > 780 && s.cycle < 830 || !s.good) {
+            eprintln!("DEBUG {s:?}");
+        }
+    }
     assert_eq!(x.stats().quick_stops, 1);
     app
 }
