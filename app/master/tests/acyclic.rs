@@ -109,12 +109,8 @@ fn cycle_with<T: Send + 'static>(
     }));
     let client = Arc::new(client);
     let c2 = client.clone();
-    let worker = std::thread::spawn(move || {
-        ready_rx
-            .recv()
-            .ok()
-            .map(|()| client_work(&c2, &faults))
-    });
+    let worker =
+        std::thread::spawn(move || ready_rx.recv().ok().map(|()| client_work(&c2, &faults)));
     let out = support::run_attempt(spec, &mut ZeroOutputs);
     let got = worker.join().expect("client thread");
     let out = out?;
