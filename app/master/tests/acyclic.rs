@@ -224,7 +224,7 @@ fn check_while_cycling_once(mode: TxRxMode) -> Result<(), String> {
     // AL status (ETG.1000.4 Table 12): OP = 8, no error.
     assert_eq!(status.unwrap().as_slice(), &[0x08, 0x00]);
     // Position 1's product code, the same in all 50.
-    let first = reads[0].clone().expect("0x1018:02 of position 1");
+    let first = reads[0].expect("0x1018:02 of position 1");
     assert!(reads.iter().all(|r| r.as_ref() == Ok(&first)), "{reads:?}");
     // The cyclic exchange went on: every cycle that came back had the right working counter.
     // (Lost frames are not asserted: without real-time settings on a loaded machine a TX/RX
