@@ -62,7 +62,8 @@ impl Application for Conveyor {
         };
         #[cfg(feature = "sim")]
         if let Some((at, _, _)) = &self.fault
-            && cx.status.cycle == *at
+            // `>=`: cycle numbers skip the periods a late cycle missed, the fault's among them.
+            && cx.status.cycle >= *at
             && let Some((_, cmd, faults)) = self.fault.take()
         {
             faults.apply(cmd);

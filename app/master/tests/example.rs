@@ -31,32 +31,46 @@ fn field(line: &str, key: &str) -> u64 {
         .unwrap()
 }
 
+/// Machine-dependent (`ecsim::noise`): the bring-up may time out, and without real-time
+/// settings a loaded machine misses periods, which the loop skips (seen: 1026 cycles in the 3 s
+/// with one CPU held busy). The run has to get past the fault at cycle 1000 with room for the
+/// re-arm and the parts; what the controller did with the cycles it got is asserted once.
 #[test]
 fn the_controller_counts_parts_and_stops_on_bad_cycles() {
-    let out = Command::new(example())
-        .args(["--sim", "--no-rt", "--seconds", "3", "--segment"])
-        .arg(segment())
-        .args(["--fault-at", "1000", "--fault", "drop-next 5"])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{}\n{stdout}{stderr}", out.status);
-    let line = stdout
-        .lines()
-        .find(|l| l.starts_with("controller: cycles="))
-        .unwrap_or_else(|| panic!("no summary line in {stdout}"));
+    let (line, stderr) = ecsim::noise::within_machine_noise("the controller example", |_| {
+        let out = Command::new(example())
+            .args(["--sim", "--no-rt", "--seconds", "3", "--segment"])
+            .arg(segment())
+            .args(["--fault-at", "1000", "--fault", "drop-next 5"])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+        ecsim::noise::exited_ok("controller", out.status, &format!("{stdout}{stderr}"))?;
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with("controller: cycles="))
+            .unwrap_or_else(|| panic!("no summary line in {stdout}"))
+            .to_string();
+        // 1000 before the fault, 5 bad, 99 to re-arm and 200 running for more than 100 parts
+        // (1304), with room for a few frames the machine loses (each stops the motor for 100
+        // cycles, so they decide the parts too).
+        ecsim::noise::ensure(
+            field(&line, "cycles") > 1500 && field(&line, "parts") > 100,
+            || format!("too few cycles or parts to judge: {line}"),
+        )?;
+        Ok((line, stderr))
+    });
+    let line = line.as_str();
     let (cycles, parts, bad, stopped) = (
         field(line, "cycles"),
         field(line, "parts"),
         field(line, "bad_cycles"),
         field(line, "stopped_cycles"),
     );
-    assert!(cycles > 1500, "{line}");
     // The simulated EL1008's channel 1 is bit 0 of its cycle counter: it toggles every cycle,
     // so a part passes every other good cycle.
     assert!(parts * 2 + 10 >= cycles - bad - stopped, "{line}");
-    assert!(parts > 100, "{line}");
     // Five dropped frames: five bad cycles; the motor stays stopped for them and until 100 good
     // cycles in a row have passed after them (99 more), and for the first 99 cycles of the run.
     assert!(bad >= 5, "{line}");

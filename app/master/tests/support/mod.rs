@@ -1,5 +1,37 @@
 //! Test support shared by the master's integration tests.
 
+// Each test binary includes this module and uses a part of it.
+#![allow(dead_code)]
+
+/// Whether a run failed on a timeout: a bring-up PDU, an EEPROM read, a mailbox or a state
+/// change that did not come back in time. The in-process segment answers inside the send, so
+/// on this target a timeout is the test machine's scheduling (a starved setup thread), a
+/// verdict retried as `ecsim::noise` says; any other error is a defect of the code.
+pub fn timed_out(e: &rtcat_master::Error) -> bool {
+    use rtcat_master::Error;
+    match e {
+        Error::Bus { source, .. } => matches!(source, ethercrab::error::Error::Timeout(_)),
+        Error::GaveUp { last, .. } => timed_out(last),
+        Error::Stopped(inner) => timed_out(inner),
+        // A startup SDO's mailbox timeout: the error names it in its text.
+        Error::Device(d) => d.to_string().to_ascii_lowercase().contains("timeout"),
+        _ => false,
+    }
+}
+
+/// A run inside an attempt (`ecsim::noise::within_machine_noise`): `Err` naming the timeout
+/// when it failed on one ([`timed_out`]), a panic on any other error.
+pub fn run_attempt(
+    spec: rtcat_master::RunSpec,
+    app: &mut dyn rtcat_master::Application,
+) -> Result<rtcat_master::Outcome, String> {
+    match rtcat_master::run_simple(spec, app) {
+        Ok(out) => Ok(out),
+        Err(e) if timed_out(&e) => Err(format!("run: {e}")),
+        Err(e) => panic!("run: {e}"),
+    }
+}
+
 use rtcat_master::Setup;
 use rtcat_master::coe::Port;
 
