@@ -7,7 +7,7 @@
 #                            [--build-kernel | --kernel-deb F] ...
 #   --out DIR      results (console log, files read back from the guest disk, phases.txt);
 #                  default: out/system in the repository
-#   --timeout S    wall-clock limit of the guest run (default 1200)
+#   --timeout S    wall-clock limit of the guest run (default 1800)
 #   --jobs N       kernel build jobs (default: number of CPUs)
 #   --rebuild X    ignore the cached kernel Image / base rootfs / both
 #   --rootfs-only  only make the cached base rootfs (ci/test.sh starts this in the background
