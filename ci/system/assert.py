@@ -43,6 +43,8 @@ VM_EXCLUDED = {
 WINDOW_MIN_S = 10
 # The same after the recoveries, within an 11 s window.
 AFTER_MIN_S = 5
+# The most tries of a window guest-report.sh measures (its MAX_TRIES).
+MAX_TRIES = 5
 # Share of the nominal cycles (window / period) that must have run in the OP window: the guest
 # CPUs are emulated (TCG) on a shared CI host, so periods may be skipped; but a master that only
 # cycles now and then must not pass.
@@ -578,11 +580,11 @@ def set_fact(k, v):
 def tries(facts, tag):
     """How many windows `tag` guest-report.sh measured (`TAG.tries`, 1 when absent)."""
     n = facts.get(f"{tag}.tries", ["1"])[-1]
-    return int(n) if n.isdigit() and 1 <= int(n) <= 3 else 1
+    return int(n) if n.isdigit() and 1 <= int(n) <= MAX_TRIES else 1
 
 
 def try_tag(facts, tag, i):
-    """The facts' prefix of try i of window `tag`: TAG, TAG.2, TAG.3."""
+    """The facts' prefix of try i of window `tag`: TAG, TAG.2, ... TAG.MAX_TRIES."""
     return tag if i == 1 else f"{tag}.{i}"
 
 
