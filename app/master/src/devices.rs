@@ -756,9 +756,20 @@ pub struct Found {
     pub identity: (u32, u32, u32),
 }
 
-impl DeviceConfig {
-    /// Whether this entry selects the subdevice `s`.
-    pub fn matches(&self, s: &Found) -> bool {
+/// How a `[[device]]` entry or a hot-connect group member names the subdevices it means: by
+/// position, else by station alias, else by identity (revision optional). One rule for both.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Selector {
+    pub(crate) position: Option<u16>,
+    pub(crate) alias: Option<u16>,
+    pub(crate) vendor_id: Option<u32>,
+    pub(crate) product_id: Option<u32>,
+    pub(crate) revision: Option<u32>,
+}
+
+impl Selector {
+    /// Whether it selects the subdevice `s`.
+    pub(crate) fn matches(&self, s: &Found) -> bool {
         if let Some(p) = self.position {
             return p == s.position;
         }
@@ -770,8 +781,8 @@ impl DeviceConfig {
             && self.revision.is_none_or(|r| r == s.identity.2)
     }
 
-    /// `position 2`, `alias 0x0010`, `vendor 0x00000766 product 0x00030003 revision 1`.
-    pub fn matcher(&self) -> String {
+    /// `position 2`, `alias 0x0010`, `vendor_id 0x00000766 product_id 0x00030003 revision 1`.
+    pub(crate) fn describe(&self) -> String {
         if let Some(p) = self.position {
             return format!("position {p}");
         }
@@ -787,6 +798,28 @@ impl DeviceConfig {
             let _ = write!(s, " revision {r}");
         }
         s
+    }
+}
+
+impl DeviceConfig {
+    fn selector(&self) -> Selector {
+        Selector {
+            position: self.position,
+            alias: self.alias,
+            vendor_id: self.vendor_id,
+            product_id: self.product_id,
+            revision: self.revision,
+        }
+    }
+
+    /// Whether this entry selects the subdevice `s`.
+    pub fn matches(&self, s: &Found) -> bool {
+        self.selector().matches(s)
+    }
+
+    /// `position 2`, `alias 0x0010`, `vendor_id 0x00000766 product_id 0x00030003 revision 1`.
+    pub fn matcher(&self) -> String {
+        self.selector().describe()
     }
 }
 

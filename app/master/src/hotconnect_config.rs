@@ -3,7 +3,7 @@
 //! groups) so that the configuration imports only leaves: `hotconnect` uses the bring-up and the
 //! master's errors, which hold the configuration's.
 
-use crate::devices::Found;
+use crate::devices::{Found, Selector};
 use crate::invalid::Invalid;
 use serde::Deserialize;
 
@@ -50,36 +50,24 @@ pub struct MemberConfig {
 }
 
 impl MemberConfig {
-    /// Whether it selects `s`.
+    fn selector(&self) -> Selector {
+        Selector {
+            position: self.position,
+            alias: self.alias,
+            vendor_id: self.vendor_id,
+            product_id: self.product_id,
+            revision: self.revision,
+        }
+    }
+
+    /// Whether it selects `s` (the rule of `[[device]]`).
     pub fn matches(&self, s: &Found) -> bool {
-        if let Some(p) = self.position {
-            return p == s.position;
-        }
-        if let Some(a) = self.alias {
-            return a == s.alias;
-        }
-        self.vendor_id == Some(s.identity.0)
-            && self.product_id == Some(s.identity.1)
-            && self.revision.is_none_or(|r| r == s.identity.2)
+        self.selector().matches(s)
     }
 
     /// `position 3`, `alias 0x0010`, `vendor_id 0x00000002 product_id 0x00010008`.
     pub fn matcher(&self) -> String {
-        if let Some(p) = self.position {
-            return format!("position {p}");
-        }
-        if let Some(a) = self.alias {
-            return format!("alias {a:#06x}");
-        }
-        let mut s = format!(
-            "vendor_id {:#010x} product_id {:#010x}",
-            self.vendor_id.unwrap_or(0),
-            self.product_id.unwrap_or(0)
-        );
-        if let Some(r) = self.revision {
-            s.push_str(&format!(" revision {r}"));
-        }
-        s
+        self.selector().describe()
     }
 }
 

@@ -338,20 +338,25 @@ pub fn bus_differences(cfg: &crate::config::MasterConfig, bus: &[DeviceMapping])
             ));
         }
     }
+    // the subdevices as `[[device]]` and `[[group]]` select them
+    let found: Vec<Found> = bus
+        .iter()
+        .map(|b| Found {
+            position: b.position,
+            alias: b.alias,
+            identity: (
+                b.identity.vendor_id,
+                b.identity.product_code,
+                b.identity.revision,
+            ),
+        })
+        .collect();
     for (i, d) in cfg.device.iter().enumerate() {
         let hits: Vec<&DeviceMapping> = bus
             .iter()
-            .filter(|b| {
-                d.matches(&Found {
-                    position: b.position,
-                    alias: b.alias,
-                    identity: (
-                        b.identity.vendor_id,
-                        b.identity.product_code,
-                        b.identity.revision,
-                    ),
-                })
-            })
+            .zip(&found)
+            .filter(|(_, f)| d.matches(f))
+            .map(|(b, _)| b)
             .collect();
         if hits.is_empty() {
             out.push(format!(
@@ -467,18 +472,6 @@ pub fn bus_differences(cfg: &crate::config::MasterConfig, bus: &[DeviceMapping])
         }
     }
     // [[group]]: members on the bus, optional ones at the end of the line.
-    let found: Vec<Found> = bus
-        .iter()
-        .map(|b| Found {
-            position: b.position,
-            alias: b.alias,
-            identity: (
-                b.identity.vendor_id,
-                b.identity.product_code,
-                b.identity.revision,
-            ),
-        })
-        .collect();
     if let Err(why) = rtcat_master::hotconnect::check_line(&cfg.group, &found) {
         out.push(format!("group: {why}"));
     }
