@@ -135,7 +135,7 @@ window() {
 	a=$(fresh_status_line) s0=$(date +%s%N) sa=$(sim_status) t0=$((($(date +%s%N) - s0) / 1000000))
 	sleep "$secs"
 	b=$(fresh_status_line) s1=$(date +%s%N) sb=$(sim_status) t1=$((($(date +%s%N) - s1) / 1000000))
-	W_START=$a W_END=$b W_T0=$s0 W_T1=$s1
+	W_START=$a W_END=$b
 	# the window as measured: from the first fresh status line to the last (>= SECONDS), on the
 	# clock of the master's events.log (CLOCK_REALTIME, ns)
 	say "$tag.start_unix_ns" "$s0"
