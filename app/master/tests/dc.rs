@@ -96,9 +96,20 @@ fn late(client: &SdoClient, position: u16) -> Option<u32> {
     Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-fn run(cfg: Config, spec: SegmentSpec, faults: Faults, secs: f64, late_after: f64) -> Ran {
+/// A run of `secs` from OP; the late counts are read `late_after` s into it; `drop_at`: five
+/// frames dropped once that many cycles ran (by cycles, not time: a loaded machine's bring-up
+/// can outlast any fixed delay, and frames dropped into it fail it).
+fn run(
+    cfg: Config,
+    spec: SegmentSpec,
+    faults: Faults,
+    secs: f64,
+    late_after: f64,
+    drop_at: Option<u64>,
+) -> Ran {
     let (client, service) = sdo_queue(16, Duration::from_micros(200));
     let client = Arc::new(client);
+    let drop = drop_at.map(|c| (c, faults.clone()));
     let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, Stop::new());
     run.no_rt = !real_time();
     run.duration = Some(Duration::from_secs_f64(secs));
@@ -113,6 +124,7 @@ fn run(cfg: Config, spec: SegmentSpec, faults: Faults, secs: f64, late_after: f6
     };
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (d2, l2, c2) = (done.clone(), live.clone(), client.clone());
+    let mut drop_at = drop;
     let reader = std::thread::spawn(move || {
         let mut samples = Vec::new();
         let mut events = Vec::new();
@@ -127,6 +139,10 @@ fn run(cfg: Config, spec: SegmentSpec, faults: Faults, secs: f64, late_after: f6
             }
             while let Ok(e) = ev_rx.pop() {
                 events.push(e);
+            }
+            if let Some((_, f)) = drop_at.take_if(|(c, _)| l2.cycles.load(Ordering::Relaxed) >= *c)
+            {
+                f.apply(FaultCommand::DropNext(5));
             }
             if started.is_none() && l2.cycles.load(Ordering::Relaxed) > 0 {
                 started = Some(Instant::now());
@@ -210,7 +226,7 @@ fn the_lock_converges_with_50_ppm() {
 
 fn converges() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(SEGMENT).expect("segment");
-    let r = run(config(""), spec, Faults::new(), 4.0, 1.0);
+    let r = run(config(""), spec, Faults::new(), 4.0, 1.0, None);
     let out = ran(r.outcome)?;
     // In process and inline a stall delays a frame but cannot lose it.
     assert_eq!(out.rec.frames_lost, 0);
@@ -303,7 +319,7 @@ fn with_the_lock_sync0_sees_no_late_frame() {
 
 fn no_late_frame() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(FAST_SEGMENT).expect("segment");
-    let r = run(config(""), spec, Faults::new(), 6.0, 1.0);
+    let r = run(config(""), spec, Faults::new(), 6.0, 1.0, None);
     ran(r.outcome)?;
     ensure(r.late.len() == 2, || {
         format!("late counts read while cycling: {:?}", r.late)
@@ -346,13 +362,7 @@ fn a_recovery_re_locks() {
 fn re_locks() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(SEGMENT).expect("segment");
     let faults = Faults::new();
-    let f2 = faults.clone();
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(2000));
-        f2.apply(FaultCommand::DropNext(5));
-    });
-    let r = run(config(""), spec, faults, 5.0, 4.0);
-    t.join().expect("fault thread");
+    let r = run(config(""), spec, faults, 5.0, 4.0, Some(1500));
     let out = ran(r.outcome)?;
     assert_eq!(out.rec.recoveries, 1, "{:?}", r.events);
     let kinds: Vec<&EventKind> = r.events.iter().map(|e| &e.kind).collect();
@@ -435,7 +445,7 @@ fn enabled_is_accepted_and_bad_combinations_are_refused() {
     ] {
         // A bring-up that timed out before it got to the refusal is the machine's verdict.
         let e = within_machine_noise("a refused bring-up", |_| {
-            let r = run(config(extra), segment(), Faults::new(), 1.0, 10.0);
+            let r = run(config(extra), segment(), Faults::new(), 1.0, 10.0, None);
             match r.outcome {
                 Ok(_) => panic!("{extra:?}: not refused"),
                 Err(e) if support::timed_out(&e) => Err(format!("run: {e}")),

@@ -7,9 +7,11 @@
 //! control: the test can fail).
 //!
 //! Timing-dependent: the plug-to-OP time depends on the machine's load (the recovery worker is
-//! a normal thread), and a frame lost to the machine re-initialises the segment
-//! (`bad_cycles_before_recovery = 1`); such an attempt is retried as `ecsim::noise` does. The
-//! mandatory devices' invalid cycles do not depend on timing and are asserted exactly.
+//! a normal thread): judged when the machine gave the run its CPU (`support::Machine`); a frame
+//! lost to the machine re-initialises the segment (`bad_cycles_before_recovery = 1`); such an
+//! attempt is retried as `ecsim::noise` does. A run lasts until the line is back, however
+//! slowly (60 s at most). The mandatory devices' invalid cycles do not depend on timing and are
+//! asserted exactly.
 
 mod support;
 
@@ -17,13 +19,12 @@ use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::stats::EventKind;
 use rtcat_master::{
-    Application, Config, Cycle, RunSpec, Stop, SubdeviceCause, SubdeviceChange, SubdeviceEvent,
-    Target,
+    Application, Config, Cycle, Stop, SubdeviceCause, SubdeviceChange, SubdeviceEvent,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::line::{Watch, example, run_with_events};
+use support::line::{Watch, example, run_with_events, sim_run};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -141,16 +142,7 @@ fn run(
             plugged: true,
         });
     });
-    let mut run = RunSpec::new(
-        config(optional),
-        Target::Sim {
-            spec: line(),
-            faults,
-        },
-        p.stop.clone(),
-    );
-    run.no_rt = true;
-    run.duration = Some(CAP);
+    let run = sim_run(config(optional), line(), faults, p.stop.clone(), CAP);
     let ran = run_with_events(run, &mut p, move |k| {
         if matches!(k, EventKind::TopologyChanged { found: None, .. }) {
             refused.store(true, Ordering::Release);
@@ -274,16 +266,13 @@ fn an_optional_group_absent_at_bring_up_is_refused_naming_it() {
     let e = within_machine_noise("an absent group", |_| {
         let mut cfg = config(true);
         cfg.group[0].members[0].alias = Some(0x30);
-        let mut run = RunSpec::new(
+        let run = sim_run(
             cfg,
-            Target::Sim {
-                spec: line(),
-                faults: Faults::new(),
-            },
+            line(),
+            Faults::new(),
             Stop::new(),
+            Duration::from_millis(100),
         );
-        run.no_rt = true;
-        run.duration = Some(Duration::from_millis(100));
         let mut p = Nop;
         match rtcat_master::run_simple(run, &mut p) {
             Ok(_) => panic!("an absent optional group was brought up"),

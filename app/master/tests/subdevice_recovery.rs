@@ -3,9 +3,11 @@
 //! keep cycling with valid data; one swapped for another identity is refused, never driven.
 //!
 //! Timing-dependent: how long the faulted subdevice takes to come back depends on the load of the
-//! machine (the worker is a normal thread); the bound is generous and an attempt that misses it
-//! is retried as `ecsim::noise` does. The counts of invalid cycles of the healthy subdevices do
-//! not depend on timing and are asserted exactly.
+//! machine (the worker is a normal thread). A run lasts until its story is told (the fault, the
+//! return, some cycles after), however slowly; the time bound is judged when the machine gave
+//! the run its CPU (`support::Machine`), and an attempt that misses it is retried as
+//! `ecsim::noise` does. The counts of invalid cycles of the healthy subdevices do not depend on
+//! timing and are asserted exactly.
 
 mod support;
 
@@ -13,14 +15,13 @@ use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::config::{RecoveryPolicy, TxRxMode};
 use rtcat_master::{
-    Application, Config, Cycle, Recovery, RunSpec, Stop, SubdeviceCause, SubdeviceChange,
-    SubdeviceEvent, Target,
+    Application, Config, Cycle, Recovery, Stop, SubdeviceCause, SubdeviceChange, SubdeviceEvent,
 };
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use support::line::{Watch, example, segment_io};
+use support::line::{Watch, example, segment_io, sim_run};
 
 /// The tests share the machine's two CPUs: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -129,9 +130,8 @@ fn run_story(
     // The TX/RX thread's hand-offs need SCHED_FIFO not to lose frames on a loaded machine: as
     // root (CI) it gets it.
     let no_rt = !(cfg.cycle.txrx == TxRxMode::Thread && nix::unistd::geteuid().is_root());
-    let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, p.stop.clone());
+    let mut run = sim_run(cfg, spec, faults, p.stop.clone(), CAP);
     run.no_rt = no_rt;
-    run.duration = Some(CAP);
     run.sdo = sdo;
     let out = support::run_attempt(run, p)?;
     ensure(p.stop.is_requested(), || {
@@ -481,9 +481,7 @@ fn run_dc(
     sdo: Option<rtcat_master::SdoService>,
 ) -> Result<rtcat_master::Outcome, String> {
     let stop = p.inner.stop.clone();
-    let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, stop.clone());
-    run.no_rt = true;
-    run.duration = Some(CAP);
+    let mut run = sim_run(cfg, spec, faults, stop.clone(), CAP);
     run.sdo = sdo;
     let out = support::run_attempt(run, p)?;
     ensure(stop.is_requested(), || {
@@ -619,16 +617,14 @@ fn a_reinitialisation_refuses_a_changed_topology() {
         let mut cfg = io_config(TxRxMode::Inline);
         cfg.health.recovery = RecoveryPolicy::Segment;
         cfg.health.bad_cycles_before_recovery = Config::default().health.bad_cycles_before_recovery;
-        let mut run = RunSpec::new(
+        let secs = 1.5 * 4f64.powi(i as i32 - 1);
+        let run = sim_run(
             cfg,
-            Target::Sim {
-                spec: segment_io(),
-                faults,
-            },
+            segment_io(),
+            faults,
             p.stop.clone(),
+            Duration::from_secs_f64(secs),
         );
-        run.no_rt = true;
-        run.duration = Some(Duration::from_secs_f64(1.5 * 4f64.powi(i as i32 - 1)));
         let (out, events) = support::line::run_with_events(run, &mut p, |_| {})?;
         ensure(out.rec.failed_recoveries >= 1, || {
             format!("no re-initialisation tried in the run: {events:?}")
@@ -690,16 +686,7 @@ fn a_powered_off_device_falls_back_to_the_segment_which_waits_for_its_topology()
         let mut cfg = io_config(TxRxMode::Inline);
         cfg.health.bad_cycles_before_recovery = Config::default().health.bad_cycles_before_recovery;
         cfg.health.subdevice_attempts = 2;
-        let mut run = RunSpec::new(
-            cfg,
-            Target::Sim {
-                spec: segment_io(),
-                faults,
-            },
-            p.stop.clone(),
-        );
-        run.no_rt = true;
-        run.duration = Some(CAP);
+        let run = sim_run(cfg, segment_io(), faults, p.stop.clone(), CAP);
         let ran = support::line::run_with_events(run, &mut p, |_| {});
         p.stop.request();
         on.join().expect("power on");

@@ -2,11 +2,11 @@
 //! hot-connect groups and firmware updates record (each subdevice's valid data and OP per
 //! cycle, the per-subdevice events), the segments they run, and a run with its event channel.
 
-use ecsim::SegmentSpec;
+use ecsim::{Faults, SegmentSpec};
 use rtcat_master::stats::EventKind;
 use rtcat_master::{
-    Application, Channels, CycleStatus, Outcome, Recovery, RunSpec, SubdeviceCause,
-    SubdeviceChange, SubdeviceEvent,
+    Application, Channels, Config, CycleStatus, Outcome, Recovery, RunSpec, Stop, SubdeviceCause,
+    SubdeviceChange, SubdeviceEvent, Target,
 };
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -25,14 +25,26 @@ pub fn segment_io() -> SegmentSpec {
     SegmentSpec::load(&example("segment-io.toml")).expect("examples/segment-io.toml")
 }
 
+/// A run of `spec` simulated in process with `faults`, without real-time settings (a test's
+/// thread is not SCHED_FIFO unless root), stopped by `stop` or after `duration`.
+pub fn sim_run(
+    cfg: Config,
+    spec: SegmentSpec,
+    faults: Faults,
+    stop: Stop,
+    duration: Duration,
+) -> RunSpec {
+    let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, stop);
+    run.no_rt = true;
+    run.duration = Some(duration);
+    run
+}
+
 /// One cycle of the first `N` subdevices as the application saw it.
 #[derive(Debug, Clone, Copy)]
 pub struct Seen<const N: usize> {
     pub cycle: u64,
     pub wake_ns: u64,
-    /// The cycle's frame did not come back (everyone's data invalid): the machine's doing in
-    /// process, unless the simulator dropped it.
-    pub frames_lost: bool,
     pub valid: [bool; N],
     pub in_op: [bool; N],
 }
@@ -42,7 +54,6 @@ impl<const N: usize> Seen<N> {
         let mut s = Seen {
             cycle: st.cycle,
             wake_ns: st.wake_ns,
-            frames_lost: st.frames_lost,
             valid: [false; N],
             in_op: [false; N],
         };
@@ -98,15 +109,6 @@ impl<const N: usize> Watch<N> {
     /// Cycles in which subdevice `i` had invalid data (frames lost included).
     pub fn invalid(&self, i: usize) -> usize {
         self.log.iter().filter(|s| !s.valid[i]).count()
-    }
-
-    /// Cycles whose frame came back in which subdevice `i` had invalid data or was out of OP:
-    /// what the code did to it, whatever frames the machine lost.
-    pub fn invalid_answered(&self, i: usize) -> usize {
-        self.log
-            .iter()
-            .filter(|s| !s.frames_lost && !(s.valid[i] && s.in_op[i]))
-            .count()
     }
 
     /// Back from an outage: a cycle from log entry `from` on was not well, and the last `n`
