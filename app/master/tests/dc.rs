@@ -2,6 +2,8 @@
 //! configured at bring-up, `tx_rx_dc` in OP and the cycle's deadlines phase-locked to the
 //! reference clock, which drifts by +50 ppm against CLOCK_MONOTONIC (another device by −50 ppm).
 
+mod support;
+
 use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::acyclic::{SdoClient, sdo_queue};
@@ -38,7 +40,7 @@ const BOUND_NS: u64 = 50_000;
 const LOCK_CYCLES: usize = 400;
 
 fn config(extra: &str) -> Config {
-    Config::parse(
+    let mut cfg = Config::parse(
         &format!(
             "[cycle]\nperiod_us = 1000\n[health]\nbad_cycles_before_recovery = 3\n\
              recovery_backoff_ms = 50\n[rt]\nlock_memory = false\nhold_cpu_dma_latency = false\n\
@@ -46,7 +48,19 @@ fn config(extra: &str) -> Config {
         ),
         "dc.toml",
     )
-    .expect("config")
+    .expect("config");
+    support::patient(&mut cfg);
+    cfg
+}
+
+/// A run's outcome inside an attempt: a timeout (a bring-up on a loaded machine) is the
+/// attempt's reason, any other error panics.
+fn ran(outcome: rtcat_master::Result<Outcome>) -> Result<Outcome, String> {
+    match outcome {
+        Ok(out) => Ok(out),
+        Err(e) if support::timed_out(&e) => Err(format!("run: {e}")),
+        Err(e) => panic!("run: {e}"),
+    }
 }
 
 /// As root the cycle runs SCHED_FIFO with a 1 ns timer slack, as in production; otherwise
@@ -72,18 +86,30 @@ struct Ran {
 }
 
 /// Read the simulator's late count of `position` (vendor register 0x09F4 of ecsim, reserved on
-/// a real ESC) through the master's register queue while it cycles.
-fn late(client: &SdoClient, position: u16) -> u32 {
+/// a real ESC) through the master's register queue while it cycles; None when it was not
+/// cycling (a recovery or the run's end that a loaded machine moved to the time of the read).
+fn late(client: &SdoClient, position: u16) -> Option<u32> {
     let d = client
         .read_register(position, 0x09f4, 4, Duration::from_secs(1))
-        .expect("read 0x09F4");
+        .ok()?;
     let b = d.as_slice();
-    u32::from_le_bytes([b[0], b[1], b[2], b[3]])
+    Some(u32::from_le_bytes([b[0], b[1], b[2], b[3]]))
 }
 
-fn run(cfg: Config, spec: SegmentSpec, faults: Faults, secs: f64, late_after: f64) -> Ran {
+/// A run of `secs` from OP; the late counts are read `late_after` s into it; `drop_at`: five
+/// frames dropped once that many cycles ran (by cycles, not time: a loaded machine's bring-up
+/// can outlast any fixed delay, and frames dropped into it fail it).
+fn run(
+    cfg: Config,
+    spec: SegmentSpec,
+    faults: Faults,
+    secs: f64,
+    late_after: f64,
+    drop_at: Option<u64>,
+) -> Ran {
     let (client, service) = sdo_queue(16, Duration::from_micros(200));
     let client = Arc::new(client);
+    let drop = drop_at.map(|c| (c, faults.clone()));
     let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, Stop::new());
     run.no_rt = !real_time();
     run.duration = Some(Duration::from_secs_f64(secs));
@@ -98,6 +124,7 @@ fn run(cfg: Config, spec: SegmentSpec, faults: Faults, secs: f64, late_after: f6
     };
     let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (d2, l2, c2) = (done.clone(), live.clone(), client.clone());
+    let mut drop_at = drop;
     let reader = std::thread::spawn(move || {
         let mut samples = Vec::new();
         let mut events = Vec::new();
@@ -113,6 +140,10 @@ fn run(cfg: Config, spec: SegmentSpec, faults: Faults, secs: f64, late_after: f6
             while let Ok(e) = ev_rx.pop() {
                 events.push(e);
             }
+            if let Some((_, f)) = drop_at.take_if(|(c, _)| l2.cycles.load(Ordering::Relaxed) >= *c)
+            {
+                f.apply(FaultCommand::DropNext(5));
+            }
             if started.is_none() && l2.cycles.load(Ordering::Relaxed) > 0 {
                 started = Some(Instant::now());
                 late_at = Some(Instant::now() + Duration::from_secs_f64(late_after));
@@ -120,7 +151,7 @@ fn run(cfg: Config, spec: SegmentSpec, faults: Faults, secs: f64, late_after: f6
             if let (Some(s), Some(at)) = (started, late_at) {
                 let read = || {
                     let c = l2.cycles.load(Ordering::Relaxed);
-                    (c, late(&c2, 0), late(&c2, 2))
+                    Some((c, late(&c2, 0)?, late(&c2, 2)?))
                 };
                 if first.is_none() && Instant::now() >= at {
                     first = Some(read());
@@ -137,7 +168,11 @@ fn run(cfg: Config, spec: SegmentSpec, faults: Faults, secs: f64, late_after: f6
         while let Ok(e) = ev_rx.pop() {
             events.push(e);
         }
-        (samples, events, first.into_iter().chain(last).collect())
+        (
+            samples,
+            events,
+            first.flatten().into_iter().chain(last.flatten()).collect(),
+        )
     });
     let outcome = rtcat_master::run(run, &mut Nop, &mut ch);
     done.store(true, Ordering::Release);
@@ -191,8 +226,8 @@ fn the_lock_converges_with_50_ppm() {
 
 fn converges() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(SEGMENT).expect("segment");
-    let r = run(config(""), spec, Faults::new(), 4.0, 1.0);
-    let out = r.outcome.expect("run");
+    let r = run(config(""), spec, Faults::new(), 4.0, 1.0, None);
+    let out = ran(r.outcome)?;
     // In process and inline a stall delays a frame but cannot lose it.
     assert_eq!(out.rec.frames_lost, 0);
     let n = r.samples.len();
@@ -284,9 +319,11 @@ fn with_the_lock_sync0_sees_no_late_frame() {
 
 fn no_late_frame() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(FAST_SEGMENT).expect("segment");
-    let r = run(config(""), spec, Faults::new(), 6.0, 1.0);
-    r.outcome.expect("run");
-    assert_eq!(r.late.len(), 2, "late counts read: {:?}", r.late);
+    let r = run(config(""), spec, Faults::new(), 6.0, 1.0, None);
+    ran(r.outcome)?;
+    ensure(r.late.len() == 2, || {
+        format!("late counts read while cycling: {:?}", r.late)
+    })?;
     let ((c0, a0, b0), (c1, a1, b1)) = (r.late[0], r.late[1]);
     ensure(c1 > c0 + 4000, || {
         format!("only cycles {c0}..{c1} in 4.6 s")
@@ -325,14 +362,8 @@ fn a_recovery_re_locks() {
 fn re_locks() -> Result<(), String> {
     let spec = SegmentSpec::from_toml(SEGMENT).expect("segment");
     let faults = Faults::new();
-    let f2 = faults.clone();
-    let t = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(2000));
-        f2.apply(FaultCommand::DropNext(5));
-    });
-    let r = run(config(""), spec, faults, 5.0, 4.0);
-    t.join().expect("fault thread");
-    let out = r.outcome.expect("run");
+    let r = run(config(""), spec, faults, 5.0, 4.0, Some(1500));
+    let out = ran(r.outcome)?;
     assert_eq!(out.rec.recoveries, 1, "{:?}", r.events);
     let kinds: Vec<&EventKind> = r.events.iter().map(|e| &e.kind).collect();
     let done = kinds
@@ -400,16 +431,27 @@ fn enabled_is_accepted_and_bad_combinations_are_refused() {
     // without DC, DC on a segment without DC.
     let spec = || SegmentSpec::from_toml(SEGMENT).expect("segment");
     for (extra, segment, want) in [
-        ("reference = 2\n", spec(), "dc.reference = 2"),
+        (
+            "reference = 2\n",
+            spec as fn() -> SegmentSpec,
+            "dc.reference = 2",
+        ),
         (
             "[[dc.device]]\nposition = 1\nassign_activate = 0x0300\n",
-            spec(),
+            spec,
             "dc.device[0].assign_activate = 0x0300",
         ),
-        ("", SegmentSpec::reference(), "no subdevice of the segment"),
+        ("", SegmentSpec::reference, "no subdevice of the segment"),
     ] {
-        let r = run(config(extra), segment, Faults::new(), 1.0, 10.0);
-        let e = r.outcome.err().expect("refused").to_string();
+        // A bring-up that timed out before it got to the refusal is the machine's verdict.
+        let e = within_machine_noise("a refused bring-up", |_| {
+            let r = run(config(extra), segment(), Faults::new(), 1.0, 10.0, None);
+            match r.outcome {
+                Ok(_) => panic!("{extra:?}: not refused"),
+                Err(e) if support::timed_out(&e) => Err(format!("run: {e}")),
+                Err(e) => Ok(e.to_string()),
+            }
+        });
         assert!(e.contains(want), "{extra:?}: {e}");
     }
 }

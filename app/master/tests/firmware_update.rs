@@ -9,6 +9,8 @@
 //! data for its cycle (inline, it re-initialises the segment): such an attempt is the machine's
 //! verdict and is retried as `ecsim::noise` does.
 
+mod support;
+
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::acyclic::sdo_queue;
 use rtcat_master::config::{RecoveryPolicy, TxRxMode};
@@ -19,6 +21,7 @@ use rtcat_master::{
 };
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::line::Watch;
 
 /// The tests share the machine's two CPUs: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -57,39 +60,16 @@ outputs = 2
 
 const N: usize = 3;
 
-/// Per cycle: valid data and OP of each subdevice.
-#[derive(Debug, Clone, Copy, Default)]
-struct Seen {
-    cycle: u64,
-    valid: [bool; N],
-    in_op: [bool; N],
-}
-
-struct Probe {
-    log: Vec<Seen>,
-    events: Vec<SubdeviceEvent>,
-}
+/// Records every cycle and per-subdevice event.
+struct Probe(Watch<N>);
 
 impl Application for Probe {
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
-        let st = cx.status;
-        let mut s = Seen {
-            cycle: st.cycle,
-            ..Seen::default()
-        };
-        for (i, d) in st.subdevices.iter().enumerate().take(N) {
-            s.valid[i] = d.data_valid;
-            s.in_op[i] = d.in_op();
-        }
-        if self.log.len() < self.log.capacity() {
-            self.log.push(s);
-        }
+        self.0.cycle(cx.status);
     }
 
     fn on_subdevice(&mut self, e: &SubdeviceEvent) {
-        if self.events.len() < self.events.capacity() {
-            self.events.push(*e);
-        }
+        self.0.on_subdevice(e);
     }
 }
 
@@ -143,10 +123,7 @@ fn run(policy: RecoveryPolicy, client_side: ClientSide) -> (rtcat_master::Outcom
         stop.request();
         r
     });
-    let mut probe = Probe {
-        log: Vec::with_capacity(200_000),
-        events: Vec::with_capacity(100),
-    };
+    let mut probe = Probe(Watch::new(200_000));
     let out = rtcat_master::run_simple(spec, &mut probe).expect("run");
     let seen = worker.join().expect("client thread");
     (out, probe, seen)
@@ -215,7 +192,7 @@ fn attempt() -> Result<(), String> {
     assert!(u.back_in_op, "back in OP");
     assert_eq!(u.after, Some(u.before));
     // Told first, out of the recovery's hands until handed back, back with the update's cause.
-    let of_1: Vec<_> = p.events.iter().filter(|e| e.position == 1).collect();
+    let of_1: Vec<_> = p.0.events.iter().filter(|e| e.position == 1).collect();
     assert!(
         matches!(
             of_1.first().map(|e| e.change),
@@ -237,23 +214,27 @@ fn attempt() -> Result<(), String> {
         "{of_1:?}"
     );
     assert_eq!(of_1.len(), 2, "{of_1:?}");
-    assert!(p.events.iter().all(|e| e.position == 1), "{:?}", p.events);
+    assert!(
+        p.0.events.iter().all(|e| e.position == 1),
+        "{:?}",
+        p.0.events
+    );
     let parked_at = of_1[0].cycle;
     let back_at = of_1[1].cycle;
     // The application heard it before the device left OP, and its data was invalid from then
     // on, in OP or not, until the recovery had it in OP again (the cycle in which the worker
     // reports it back may follow that one, as for any outage); valid before and after.
-    let left = p
-        .log
-        .iter()
-        .find(|s| !s.in_op[1])
-        .map(|s| s.cycle)
-        .expect("position 1 left OP");
+    let left =
+        p.0.log
+            .iter()
+            .find(|s| !s.in_op[1])
+            .map(|s| s.cycle)
+            .expect("position 1 left OP");
     assert!(
         parked_at < left,
         "parked in cycle {parked_at}, out of OP in {left}"
     );
-    for s in &p.log {
+    for s in &p.0.log {
         let expected = if s.cycle < parked_at || s.cycle >= back_at {
             true
         } else if s.cycle < left {
@@ -269,13 +250,13 @@ fn attempt() -> Result<(), String> {
     }
     // The others: valid data in every cycle, no segment recovery.
     assert_eq!(out.rec.recoveries, 0);
-    let invalid = |i: usize| p.log.iter().filter(|s| !s.valid[i]).count();
+    let invalid = |i: usize| p.0.log.iter().filter(|s| !s.valid[i]).count();
     assert_eq!(
         (invalid(0), invalid(2)),
         (0, 0),
         "healthy ones' invalid cycles"
     );
-    assert!(p.log.len() > 1000, "{} cycles", p.log.len());
+    assert!(p.0.log.len() > 1000, "{} cycles", p.0.log.len());
     eprintln!(
         "firmware update: 30000 bytes in BOOT in {:.2} s; position 1 out for {} cycles",
         u.transfer.as_secs_f64(),
@@ -324,7 +305,7 @@ fn without_per_subdevice_recovery_an_update_is_refused_before_anything_is_done()
     assert!(e.to_string().contains("no per-subdevice recovery"), "{e}");
     // Still in OP, nobody told anything.
     assert_eq!(c.state_after_abort, 0x08);
-    assert!(p.events.is_empty(), "{:?}", p.events);
+    assert!(p.0.events.is_empty(), "{:?}", p.0.events);
     assert_eq!(out.rec.recoveries, 0);
 }
 
@@ -373,7 +354,7 @@ fn a_new_revision_is_driven_and_expected_by_a_later_reinitialisation() {
     assert_eq!(u.after, Some((u.before.0, u.before.1, 0x0002_0000)));
     assert!(u.back_in_op);
     assert!(
-        p.events.iter().any(|e| e.position == 1
+        p.0.events.iter().any(|e| e.position == 1
             && matches!(
                 e.change,
                 SubdeviceChange::Back {
@@ -382,14 +363,14 @@ fn a_new_revision_is_driven_and_expected_by_a_later_reinitialisation() {
                 }
             )),
         "{:?}",
-        p.events
+        p.0.events
     );
     assert!(
-        !p.events
+        !p.0.events
             .iter()
             .any(|e| matches!(e.change, SubdeviceChange::Refused { .. })),
         "{:?}",
-        p.events
+        p.0.events
     );
     // The lost frames re-initialised the segment, which took the new revision for the device
     // it is, not for a swapped one.
@@ -398,7 +379,7 @@ fn a_new_revision_is_driven_and_expected_by_a_later_reinitialisation() {
         c.state_after_abort, 0x08,
         "position 1 in OP after the re-initialisation"
     );
-    let last = p.log.last().expect("cycles");
+    let last = p.0.log.last().expect("cycles");
     assert!(
         last.valid == [true; N] && last.in_op == [true; N],
         "{last:?}"

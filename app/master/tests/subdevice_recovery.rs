@@ -3,39 +3,51 @@
 //! keep cycling with valid data; one swapped for another identity is refused, never driven.
 //!
 //! Timing-dependent: how long the faulted subdevice takes to come back depends on the load of the
-//! machine (the worker is a normal thread); the bound is generous and an attempt that misses it
-//! is retried as `ecsim::noise` does. The counts of invalid cycles of the healthy subdevices do
-//! not depend on timing and are asserted exactly.
+//! machine (the worker is a normal thread). A run lasts until its story is told (the fault, the
+//! return, some cycles after), however slowly; the time bound is judged when the machine gave
+//! the run its CPU (`support::Machine`), and an attempt that misses it is retried as
+//! `ecsim::noise` does. The counts of invalid cycles of the healthy subdevices do not depend on
+//! timing and are asserted exactly.
 
+mod support;
+
+use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::config::{RecoveryPolicy, TxRxMode};
 use rtcat_master::{
-    Application, Config, Cycle, Recovery, RunSpec, Stop, SubdeviceCause, SubdeviceChange,
-    SubdeviceEvent, Target,
+    Application, Config, Cycle, Recovery, Stop, SubdeviceCause, SubdeviceChange, SubdeviceEvent,
 };
-use std::path::Path;
+use std::sync::Arc;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use support::line::{Watch, example, segment_io, sim_run};
 
 /// The tests share the machine's two CPUs: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const N: usize = 3;
 
-/// Per cycle: which subdevices had valid data and which were in OP.
-#[derive(Debug, Clone, Copy, Default)]
-struct Seen {
-    valid: [bool; N],
-    in_op: [bool; N],
-}
-
+/// Applies a fault at the first cycle from `fault_at` (numbers skip periods a loaded machine
+/// missed), records the line, and once the fault is applied and `done` holds for the first
+/// time raises `done_flag`, runs `tail` more cycles, raises `ready` and (with
+/// `stop_when_ready`) stops the run: a run lasts as many cycles as its story needs, however
+/// long a loaded machine takes to tell it.
 struct Probe {
     faults: Faults,
     fault_at: u64,
     fault: Option<FaultCommand>,
-    log: Vec<Seen>,
-    events: Vec<SubdeviceEvent>,
-    recoveries: Vec<Recovery>,
+    /// Raised when the fault is applied; its log entry.
+    applied: Arc<AtomicBool>,
+    applied_at: usize,
+    w: Watch<N>,
+    done: fn(&Probe) -> bool,
+    tail: usize,
+    done_at: Option<usize>,
+    done_flag: Arc<AtomicBool>,
+    ready: Arc<AtomicBool>,
+    stop_when_ready: bool,
+    stop: Stop,
 }
 
 impl Probe {
@@ -44,64 +56,103 @@ impl Probe {
             faults,
             fault_at,
             fault: Some(fault),
-            log: Vec::with_capacity(100_000),
-            events: Vec::with_capacity(100),
-            recoveries: Vec::new(),
+            applied: Default::default(),
+            applied_at: 0,
+            w: Watch::new(200_000),
+            done: |_| true,
+            tail: 100,
+            done_at: None,
+            done_flag: Default::default(),
+            ready: Default::default(),
+            stop_when_ready: true,
+            stop: Stop::new(),
         }
     }
 
     /// Cycles in which subdevice `i` had invalid data (frames lost included).
     fn invalid(&self, i: usize) -> usize {
-        self.log.iter().filter(|s| !s.valid[i]).count()
+        self.w.invalid(i)
+    }
+
+    /// The line back from the fault's outage for 100 cycles.
+    fn back(&self) -> bool {
+        self.fault.is_none() && self.w.back_since(self.applied_at, 100)
     }
 }
 
 impl Application for Probe {
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
         let st = cx.status;
-        if st.cycle == self.fault_at
+        if st.cycle >= self.fault_at
             && let Some(f) = self.fault.take()
         {
             self.faults.apply(f);
+            self.applied_at = self.w.log.len();
+            self.applied.store(true, Ordering::Release);
         }
-        let mut s = Seen::default();
-        for (i, d) in st.subdevices.iter().enumerate().take(N) {
-            s.valid[i] = d.data_valid;
-            s.in_op[i] = d.in_op();
+        self.w.cycle(st);
+        if self.fault.is_none() && self.done_at.is_none() && (self.done)(self) {
+            self.done_at = Some(self.w.log.len());
+            self.done_flag.store(true, Ordering::Release);
         }
-        if self.log.len() < self.log.capacity() {
-            self.log.push(s);
+        if self
+            .done_at
+            .is_some_and(|d| self.w.log.len() >= d + self.tail)
+        {
+            self.ready.store(true, Ordering::Release);
+            if self.stop_when_ready {
+                self.stop.request();
+            }
         }
     }
 
     fn on_recovery(&mut self, r: &Recovery) {
-        self.recoveries.push(*r);
+        self.w.on_recovery(r);
     }
 
     fn on_subdevice(&mut self, e: &SubdeviceEvent) {
-        if self.events.len() < self.events.capacity() {
-            self.events.push(*e);
-        }
+        self.w.on_subdevice(e);
     }
 }
 
-fn segment_io() -> SegmentSpec {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/segment-io.toml");
-    SegmentSpec::load(&p).expect("examples/segment-io.toml")
-}
+/// The wall time a run may take to tell its story (1-4 s on an idle machine).
+const CAP: Duration = Duration::from_secs(60);
 
-fn run(probe: &mut Probe, faults: Faults, spec: SegmentSpec, secs: f64) -> rtcat_master::Outcome {
-    run_in(probe, faults, spec, secs, TxRxMode::Inline)
-}
-
-fn run_in(
-    probe: &mut Probe,
-    faults: Faults,
+/// A run of `cfg` on `spec` until the probe stops it: an attempt's reason when it timed out or
+/// reached [`CAP`] first (`support::run_attempt`).
+fn run_story(
+    cfg: Config,
     spec: SegmentSpec,
-    secs: f64,
-    txrx: TxRxMode,
-) -> rtcat_master::Outcome {
+    faults: Faults,
+    p: &mut Probe,
+    sdo: Option<rtcat_master::SdoService>,
+) -> Result<rtcat_master::Outcome, String> {
+    // The TX/RX thread's hand-offs need SCHED_FIFO not to lose frames on a loaded machine: as
+    // root (CI) it gets it.
+    let no_rt = !(cfg.cycle.txrx == TxRxMode::Thread && nix::unistd::geteuid().is_root());
+    let mut run = sim_run(cfg, spec, faults, p.stop.clone(), CAP);
+    run.no_rt = no_rt;
+    run.sdo = sdo;
+    let out = support::run_attempt(run, p)?;
+    ensure(p.stop.is_requested(), || {
+        format!(
+            "{} s passed before the run's story was told ({} cycles, fault {})",
+            CAP.as_secs(),
+            p.w.log.len(),
+            if p.fault.is_none() {
+                "applied"
+            } else {
+                "not yet"
+            }
+        )
+    })?;
+    Ok(out)
+}
+
+/// The configuration of the I/O segment's tests (`txrx`: how the frames are moved).
+fn io_config(txrx: TxRxMode) -> Config {
     let mut cfg = Config::default();
+    support::patient(&mut cfg);
     cfg.cycle.txrx = txrx;
     cfg.cycle.period_us = 1000;
     cfg.health.recovery = RecoveryPolicy::Subdevice;
@@ -112,28 +163,23 @@ fn run_in(
     // cycles in a row are tolerated there, and `recovered_alone_in` allows the healthy ones as
     // many invalid cycles as frames were lost.
     cfg.health.bad_cycles_before_recovery = if txrx == TxRxMode::Thread { 5 } else { 1 };
-    let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, Stop::new());
-    // The TX/RX thread's hand-offs need SCHED_FIFO not to lose frames on a loaded machine: as
-    // root (CI) it gets it.
-    run.no_rt = !(txrx == TxRxMode::Thread && nix::unistd::geteuid().is_root());
-    run.duration = Some(Duration::from_secs_f64(secs));
-    rtcat_master::run_simple(run, probe).expect("run")
+    cfg
 }
 
-/// The subdevice's outage as the application was told it: (cause, outage ns, attempts).
-fn back_of(p: &Probe, position: u16) -> Option<(SubdeviceCause, u64, u32)> {
-    p.events.iter().find_map(|e| match e.change {
-        SubdeviceChange::Back {
-            cause,
-            outage_ns,
-            attempts,
-        } if e.position == position => Some((cause, outage_ns, attempts)),
-        _ => None,
-    })
+/// The configuration of an example (`examples/<dir>/rtcat.toml`) and its segment, recovered per
+/// subdevice.
+fn example_setup(dir: &str) -> (Config, SegmentSpec) {
+    let spec = SegmentSpec::load(&example(&format!("{dir}/segment.toml"))).expect("segment");
+    let mut cfg = Config::load(&example(&format!("{dir}/rtcat.toml"))).expect("config");
+    support::patient(&mut cfg);
+    cfg.health.recovery = RecoveryPolicy::Subdevice;
+    cfg.health.recovery_backoff_ms = 50;
+    (cfg, spec)
 }
 
 /// Bound for a non-DC subdevice back in OP, generous for a loaded CI machine (measured on an
-/// idle one: see docs/NOTES.md).
+/// idle one: see docs/NOTES.md); not judged when the machine kept the run waiting for a CPU
+/// (`support::Machine`).
 const BACK_WITHIN_NS: u64 = 500_000_000;
 
 /// Run a fault on position 1 and check that it came back alone; returns its outage (ns).
@@ -148,11 +194,13 @@ fn recovered_alone_in(
 ) -> Result<u64, String> {
     let faults = Faults::new();
     let mut p = Probe::new(faults.clone(), 300, fault);
-    let out = run_in(&mut p, faults, segment_io(), 2.0, txrx);
+    p.done = Probe::back;
+    let machine = support::Machine::watch();
+    let out = run_story(io_config(txrx), segment_io(), faults, &mut p, None)?;
     // A frame lost to the machine's scheduling invalidates everyone's data for that cycle.
     // Inline, with bad_cycles_before_recovery = 1, it re-initialises the segment: the
     // machine's verdict, not the recovery's, so the attempt is retried. With a TX/RX thread a
-    // lost frame is tolerated (see `run_in`) and only its own cycle may be invalid.
+    // lost frame is tolerated (see `io_config`) and only its own cycle may be invalid.
     let lost = out.rec.frames_lost;
     let tolerated = if txrx == TxRxMode::Thread { lost } else { 0 };
     if lost > tolerated || out.rec.recoveries > 0 && lost > 0 {
@@ -160,8 +208,8 @@ fn recovered_alone_in(
     }
     // No whole-segment recovery, and the healthy ones lost no cycle of data but the lost
     // frames' own.
-    assert_eq!(out.rec.recoveries, 0, "{:?}", p.recoveries);
-    assert!(p.recoveries.is_empty());
+    assert_eq!(out.rec.recoveries, 0, "{:?}", p.w.recoveries);
+    assert!(p.w.recoveries.is_empty());
     let tolerated = usize::try_from(tolerated).unwrap_or(usize::MAX);
     assert!(
         p.invalid(0) <= tolerated && p.invalid(2) <= tolerated,
@@ -172,28 +220,23 @@ fn recovered_alone_in(
     let out_cycles = p.invalid(1);
     assert!(out_cycles > 0, "position 1 was seen out");
     assert!(matches!(
-        p.events.first().map(|e| (e.position, e.change)),
+        p.w.events.first().map(|e| (e.position, e.change)),
         Some((1, SubdeviceChange::Lost { .. }))
     ));
-    let (got, outage, attempts) = back_of(&p, 1).ok_or("position 1 never came back")?;
+    let (got, outage, attempts) = p.w.back_of(1).expect("position 1 back");
     assert_eq!(got, cause);
     assert_eq!(attempts, 1);
     // Back in OP with valid data for the rest of the run.
-    let last = p.log.last().expect("cycles");
-    assert!(
-        last.valid == [true; N] && last.in_op == [true; N],
-        "{last:?}"
-    );
-    if outage > BACK_WITHIN_NS {
-        return Err(format!("back after {} ms", outage / 1_000_000));
-    }
+    let last = p.w.log.last().expect("cycles");
+    assert!(last.all_well(), "{last:?}");
+    machine.within("position 1's recovery", outage, BACK_WITHIN_NS)?;
     Ok(outage)
 }
 
 #[test]
 fn an_al_error_is_recovered_alone_and_the_others_lose_no_cycle() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ns = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
+    let ns = within_machine_noise("subdevice recovery", |_| {
         recovered_alone(
             FaultCommand::SubdeviceError {
                 position: 1,
@@ -213,7 +256,7 @@ fn an_al_error_is_recovered_alone_and_the_others_lose_no_cycle() {
 #[test]
 fn an_al_error_is_recovered_alone_with_a_txrx_thread() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ns = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
+    let ns = within_machine_noise("subdevice recovery", |_| {
         recovered_alone_in(
             FaultCommand::SubdeviceError {
                 position: 1,
@@ -232,7 +275,7 @@ fn an_al_error_is_recovered_alone_with_a_txrx_thread() {
 #[test]
 fn a_power_cycled_subdevice_gets_its_address_back_and_is_recovered_alone() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ns = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
+    let ns = within_machine_noise("subdevice recovery", |_| {
         recovered_alone(
             FaultCommand::PowerCycleOne { position: 1 },
             SubdeviceCause::PowerCycled,
@@ -247,63 +290,79 @@ fn a_power_cycled_subdevice_gets_its_address_back_and_is_recovered_alone() {
 #[test]
 fn a_swapped_identity_is_refused_and_never_driven() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let faults = Faults::new();
-    let mut p = Probe::new(
-        faults.clone(),
-        300,
-        FaultCommand::Replace {
-            position: 1,
-            like: 0,
-        },
-    );
-    let spec = segment_io();
-    let out = run(&mut p, faults, spec, 1.5);
+    let (out, p) = within_machine_noise("a swapped identity", |_| {
+        let faults = Faults::new();
+        let mut p = Probe::new(
+            faults.clone(),
+            300,
+            FaultCommand::Replace {
+                position: 1,
+                like: 0,
+            },
+        );
+        // The refusal, then 500 cycles in which it must not be driven.
+        p.done = |p| refused(&p.w.events).is_some();
+        p.tail = 500;
+        let out = run_story(
+            io_config(TxRxMode::Inline),
+            segment_io(),
+            faults,
+            &mut p,
+            None,
+        )?;
+        ensure(out.rec.frames_lost == 0, || {
+            format!("{} frames lost to the machine", out.rec.frames_lost)
+        })?;
+        Ok((out, p))
+    });
     assert_eq!(out.rec.recoveries, 0, "no segment recovery remaps it");
     assert_eq!((p.invalid(0), p.invalid(2)), (0, 0));
-    let refused = p.events.iter().find_map(|e| match e.change {
-        SubdeviceChange::Refused { found, expected } if e.position == 1 => Some((found, expected)),
-        _ => None,
-    });
-    let (found, expected) = refused.expect("a refusal event");
+    let (found, expected) = refused(&p.w.events).expect("a refusal event");
     assert_ne!(found, expected);
     assert_eq!(found.1, 0x0001_0008, "the EL1008-SIM's identity was found");
     // Never back, never driven: out of OP (INIT) to the end, its data invalid.
-    assert!(back_of(&p, 1).is_none());
-    let last = p.log.last().expect("cycles");
+    assert!(p.w.back_of(1).is_none());
+    let last = p.w.log.last().expect("cycles");
     assert!(!last.valid[1] && !last.in_op[1], "{last:?}");
+}
+
+/// Position 1's refusal: (found, expected) identities.
+type Ids = (u32, u32, u32);
+fn refused(events: &[SubdeviceEvent]) -> Option<(Ids, Ids)> {
+    events.iter().find_map(|e| match e.change {
+        SubdeviceChange::Refused { found, expected } if e.position == 1 => Some((found, expected)),
+        _ => None,
+    })
 }
 
 #[test]
 fn the_segment_policy_still_reinitialises_everything() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let faults = Faults::new();
-    let mut p = Probe::new(
-        faults.clone(),
-        300,
-        FaultCommand::SubdeviceError {
-            position: 1,
-            code: 0x001b,
-        },
-    );
-    let mut cfg = Config::default();
-    cfg.health.recovery = RecoveryPolicy::Segment;
-    cfg.health.recovery_backoff_ms = 50;
-    let mut spec = RunSpec::new(
-        cfg,
-        Target::Sim {
-            spec: segment_io(),
-            faults,
-        },
-        Stop::new(),
-    );
-    spec.no_rt = true;
-    spec.duration = Some(Duration::from_secs_f64(1.5));
-    let out = rtcat_master::run_simple(spec, &mut p).expect("run");
+    let (out, p) = within_machine_noise("the segment policy", |_| {
+        let faults = Faults::new();
+        let mut p = Probe::new(
+            faults.clone(),
+            300,
+            FaultCommand::SubdeviceError {
+                position: 1,
+                code: 0x001b,
+            },
+        );
+        p.done = Probe::back;
+        let mut cfg = io_config(TxRxMode::Inline);
+        cfg.health.recovery = RecoveryPolicy::Segment;
+        cfg.health.bad_cycles_before_recovery = Config::default().health.bad_cycles_before_recovery;
+        let out = run_story(cfg, segment_io(), faults, &mut p, None)?;
+        ensure(out.rec.frames_lost == 0, || {
+            format!("{} frames lost to the machine", out.rec.frames_lost)
+        })?;
+        Ok((out, p))
+    });
     assert_eq!(out.rec.recoveries, 1);
     assert!(
-        p.events.is_empty(),
+        p.w.events.is_empty(),
         "no per-subdevice events: {:?}",
-        p.events
+        p.w.events
     );
     // Position 1 was out until the whole segment was re-initialised (the others went down with
     // it: the application is not called while the segment is brought up again).
@@ -316,24 +375,6 @@ fn the_segment_policy_still_reinitialises_everything() {
 #[test]
 fn a_power_cycled_coe_device_gets_its_device_configuration_back() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/coe");
-    let spec = SegmentSpec::load(&dir.join("segment.toml")).expect("segment");
-    let mut cfg = Config::load(&dir.join("rtcat.toml")).expect("config");
-    cfg.health.recovery = RecoveryPolicy::Subdevice;
-    cfg.health.bad_cycles_before_recovery = 1;
-    let faults = Faults::new();
-    let (client, service) = rtcat_master::acyclic::sdo_queue(8, Duration::from_micros(300));
-    let mut p = Probe::new(
-        faults.clone(),
-        300,
-        FaultCommand::PowerCycleOne { position: 2 },
-    );
-    let stop = Stop::new();
-    let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, stop.clone());
-    run.no_rt = true;
-    run.duration = Some(Duration::from_secs(20));
-    run.sdo = Some(service);
-    let t = Duration::from_millis(500);
     type Read = Vec<Result<Vec<u8>, rtcat_master::acyclic::SdoFailure>>;
     let want: Read = vec![
         Ok(50_000u32.to_le_bytes().to_vec()),
@@ -341,32 +382,68 @@ fn a_power_cycled_coe_device_gets_its_device_configuration_back() {
         Ok(0x607a_0020u32.to_le_bytes().to_vec()),
         Ok(vec![1]),
     ];
-    let wanted = want.clone();
-    let reader = std::thread::spawn(move || {
-        // After the power cycle (cycle 300), until the configured values are read back (the
-        // dictionary's defaults, or no answer, while it is being recovered).
-        std::thread::sleep(Duration::from_millis(1000));
-        let start = std::time::Instant::now();
-        let mut read: Read = Vec::new();
-        while start.elapsed() < Duration::from_secs(10) {
-            read = [(0x6085u16, 0u8), (0x1600, 0), (0x1600, 2), (0x1c13, 0)]
-                .iter()
-                .map(|&(i, s)| client.read(2, i, s, t).map(|d| d.as_slice().to_vec()))
-                .collect();
-            if read == wanted {
-                break;
+    let (out, p, read) = within_machine_noise("a CoE device's configuration", |_| {
+        let (mut cfg, spec) = example_setup("coe");
+        cfg.health.bad_cycles_before_recovery = 1;
+        let faults = Faults::new();
+        let (client, service) = rtcat_master::acyclic::sdo_queue(8, Duration::from_micros(300));
+        let mut p = Probe::new(
+            faults.clone(),
+            300,
+            FaultCommand::PowerCycleOne { position: 2 },
+        );
+        // The reader stops the run: once it read the configured values, or 3000 cycles after
+        // position 2 was back, whatever it read.
+        p.done = |p| p.w.back_of(2).is_some();
+        p.tail = 3000;
+        p.stop_when_ready = false;
+        let (stop, back, ready) = (p.stop.clone(), p.done_flag.clone(), p.ready.clone());
+        let wanted = want.clone();
+        let reader = std::thread::spawn(move || {
+            // From position 2's return on (requests to it while it is being recovered made the
+            // worker's attempt fail), until the configured values are read back.
+            let t = Duration::from_millis(500);
+            let mut read: Read = Vec::new();
+            while !stop.is_requested() && !ready.load(Ordering::Acquire) {
+                if back.load(Ordering::Acquire) {
+                    read = [(0x6085u16, 0u8), (0x1600, 0), (0x1600, 2), (0x1c13, 0)]
+                        .iter()
+                        .map(|&(i, s)| client.read(2, i, s, t).map(|d| d.as_slice().to_vec()))
+                        .collect();
+                    if read == wanted {
+                        break;
+                    }
+                }
+                std::thread::sleep(Duration::from_millis(50));
             }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        stop.request();
-        read
+            stop.request();
+            read
+        });
+        let out = run_story(cfg, spec, faults, &mut p, Some(service));
+        p.stop.request();
+        let read = reader.join().expect("reader");
+        let out = out?;
+        ensure(out.rec.frames_lost == 0, || {
+            format!("{} frames lost to the machine", out.rec.frames_lost)
+        })?;
+        // One outage of position 2 (the power cycle) and one attempt that brought it back,
+        // else the machine's verdict: a CoE device's recovery writes its configuration by
+        // mailbox, whose timeouts (100 ms for the mailbox to be free, not configurable) a
+        // loaded machine outlasts (seen beside a CI build: position 2 given up in PRE-OP and
+        // the segment re-initialised).
+        let of_2: Vec<_> = p.w.events.iter().filter(|e| e.position == 2).collect();
+        ensure(of_2.len() == 2 && p.w.recoveries.is_empty(), || {
+            format!(
+                "position 2's outages and attempts: {of_2:?}, {:?}",
+                p.w.recoveries
+            )
+        })?;
+        Ok((out, p, read))
     });
-    let out = rtcat_master::run_simple(run, &mut p).expect("run");
-    let read = reader.join().expect("reader");
-    assert_eq!(out.rec.recoveries, 0, "{:?}", p.recoveries);
+    assert_eq!(out.rec.recoveries, 0, "{:?}", p.w.recoveries);
     assert_eq!((p.invalid(0), p.invalid(1)), (0, 0), "healthy ones' data");
-    let (cause, _, _) = back_of(&p, 2).expect("position 2 back");
-    assert_eq!(cause, SubdeviceCause::PowerCycled);
+    let (cause, _, _) = p.w.back_of(2).expect("position 2 back");
+    assert_eq!(cause, SubdeviceCause::PowerCycled, "{:?}", p.w.events);
     assert_eq!(read, want);
 }
 
@@ -395,6 +472,28 @@ impl rtcat_master::Layer for DcProbe {
     }
 }
 
+/// A run of the DC segment of `examples/cia402` with `p` until it stops (`p.stop`).
+fn run_dc(
+    cfg: Config,
+    spec: SegmentSpec,
+    faults: Faults,
+    p: &mut DcProbe,
+    sdo: Option<rtcat_master::SdoService>,
+) -> Result<rtcat_master::Outcome, String> {
+    let stop = p.inner.stop.clone();
+    let mut run = sim_run(cfg, spec, faults, stop.clone(), CAP);
+    run.sdo = sdo;
+    let out = support::run_attempt(run, p)?;
+    ensure(stop.is_requested(), || {
+        format!(
+            "{} s passed before the run's story was told ({} cycles)",
+            CAP.as_secs(),
+            p.inner.w.log.len()
+        )
+    })?;
+    Ok(out)
+}
+
 /// A fault of drive y (position 1) on the DC segment: y is recovered alone (DC SYNC0 set up
 /// again on the running grid, re-enabled per its `after_recovery = "re_enable"`), x keeps
 /// cycling with valid data and is never quick-stopped. Returns y's outage (ns) and its system
@@ -403,47 +502,53 @@ fn dc_drive_recovered_alone(
     fault: FaultCommand,
     cause: SubdeviceCause,
 ) -> Result<(u64, i64), String> {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cia402");
-    let spec = SegmentSpec::load(&dir.join("segment.toml")).expect("segment");
-    let mut cfg = Config::load(&dir.join("rtcat.toml")).expect("config");
-    cfg.health.recovery = RecoveryPolicy::Subdevice;
+    let (mut cfg, spec) = example_setup("cia402");
     cfg.health.bad_cycles_before_recovery = 1;
-    cfg.health.recovery_backoff_ms = 50;
     let faults = Faults::new();
     let (client, service) = rtcat_master::acyclic::sdo_queue(8, Duration::from_micros(300));
     let mut p = DcProbe {
         app: rtcat_master::axes::AxesApp::from_config(&cfg, Default::default()),
         inner: Probe::new(faults.clone(), 1500, fault),
     };
-    let stop = Stop::new();
-    let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, stop.clone());
-    run.no_rt = true;
-    run.duration = Some(Duration::from_secs(4));
-    run.sdo = Some(service);
+    // y back, then 1000 cycles for its clock to settle before 0x092C is read; the reader stops
+    // the run.
+    p.inner.done = |p| p.w.back_of(1).is_some();
+    p.inner.tail = 1000;
+    p.inner.stop_when_ready = false;
+    let (stop, ready) = (p.inner.stop.clone(), p.inner.ready.clone());
     let reader = std::thread::spawn(move || {
-        // y's 0x092C (sign-magnitude, ETG.1000.4 §6.8.2.5) near the end of the run.
-        std::thread::sleep(Duration::from_millis(3500));
-        client
+        // y's 0x092C (sign-magnitude, ETG.1000.4 §6.8.2.5) once it has settled.
+        while !ready.load(Ordering::Acquire) && !stop.is_requested() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let diff = client
             .read_register(1, 0x092c, 4, Duration::from_millis(200))
             .ok()
             .map(|d| {
                 let v = u32::from_le_bytes(d.as_slice().try_into().unwrap_or([0; 4]));
                 let m = i64::from(v & 0x7fff_ffff);
                 if v & 0x8000_0000 != 0 { -m } else { m }
-            })
+            });
+        stop.request();
+        diff
     });
-    let out = rtcat_master::run_simple(run, &mut p).expect("run");
+    let machine = support::Machine::watch();
+    let out = run_dc(cfg, spec, faults, &mut p, Some(service));
+    p.inner.stop.request();
     let diff = reader.join().expect("reader");
-    assert_eq!(out.rec.recoveries, 0, "{:?}", p.inner.recoveries);
-    assert_eq!(out.rec.frames_lost, 0);
+    let out = out?;
+    ensure(out.rec.frames_lost == 0, || {
+        format!("{} frames lost to the machine", out.rec.frames_lost)
+    })?;
+    assert_eq!(out.rec.recoveries, 0, "{:?}", p.inner.w.recoveries);
     assert_eq!(p.inner.invalid(0), 0, "x's data");
-    let (got, outage, _) = back_of(&p.inner, 1).ok_or("y never came back")?;
+    let (got, outage, _) = p.inner.w.back_of(1).expect("y back");
     assert_eq!(got, cause);
     let x = &p.app.axes.axes()[0];
     assert_eq!(x.stats().quick_stops, 0, "x was quick-stopped");
     let y = &p.app.axes.axes()[1];
     assert!(y.stats().quick_stops >= 1, "y quick-stopped while out");
-    let last = p.inner.log.last().expect("cycles");
+    let last = p.inner.w.log.last().expect("cycles");
     assert!(last.valid[..2] == [true; 2], "{last:?}");
     assert_eq!(
         p.app.axes.state(1),
@@ -451,16 +556,14 @@ fn dc_drive_recovered_alone(
         "y re-enabled"
     );
     let diff = diff.ok_or("0x092C of y not read")?;
-    if outage > BACK_WITHIN_NS {
-        return Err(format!("back after {} ms", outage / 1_000_000));
-    }
+    machine.within("y's recovery", outage, BACK_WITHIN_NS)?;
     Ok((outage, diff))
 }
 
 #[test]
 fn a_dc_drive_is_recovered_alone_and_the_other_axis_is_not_stopped() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (ns, diff) = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
+    let (ns, diff) = within_machine_noise("subdevice recovery", |_| {
         dc_drive_recovered_alone(
             FaultCommand::SubdeviceError {
                 position: 1,
@@ -479,7 +582,7 @@ fn a_dc_drive_is_recovered_alone_and_the_other_axis_is_not_stopped() {
 #[test]
 fn a_power_cycled_dc_drive_gets_its_clock_back_and_is_recovered_alone() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (ns, diff) = ecsim::noise::within_machine_noise("subdevice recovery", |_| {
+    let (ns, diff) = within_machine_noise("subdevice recovery", |_| {
         dc_drive_recovered_alone(
             FaultCommand::PowerCycleOne { position: 1 },
             SubdeviceCause::PowerCycled,
@@ -492,59 +595,43 @@ fn a_power_cycled_dc_drive_gets_its_clock_back_and_is_recovered_alone() {
     assert!(diff.abs() < 1_000, "y's clock off by {diff} ns");
 }
 
-/// A run of `cfg` on segment-io with `p`, its events collected.
-fn run_with_events(
-    cfg: Config,
-    p: &mut Probe,
-    faults: Faults,
-    secs: f64,
-) -> (rtcat_master::Outcome, Vec<rtcat_master::stats::EventKind>) {
-    let mut run = RunSpec::new(
-        cfg,
-        Target::Sim {
-            spec: segment_io(),
-            faults,
-        },
-        Stop::new(),
-    );
-    run.no_rt = true;
-    run.duration = Some(Duration::from_secs_f64(secs));
-    let (tx, mut rx) = rtrb::RingBuffer::new(1 << 14);
-    let mut ch = rtcat_master::Channels {
-        live: Default::default(),
-        events: tx,
-        samples: None,
-    };
-    let out = rtcat_master::run(run, p, &mut ch).expect("run");
-    let mut events = Vec::new();
-    while let Ok(e) = rx.pop() {
-        events.push(e.kind);
-    }
-    (out, events)
-}
-
 /// Topology (issue 28 item 3): a whole-segment re-initialisation that finds a device swapped
 /// refuses the segment (an event naming the position and both identities) instead of driving
-/// it with its outputs remapped, and keeps trying.
+/// it with its outputs remapped, and keeps trying. The application is not called while it
+/// tries: the run has a fixed length, longer at each attempt (1.5, 6, 24 s), and a run whose
+/// re-initialisation did not try once in it is the machine's verdict.
 #[test]
 fn a_reinitialisation_refuses_a_changed_topology() {
     use rtcat_master::stats::EventKind;
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let faults = Faults::new();
-    let mut p = Probe::new(
-        faults.clone(),
-        300,
-        FaultCommand::Replace {
-            position: 1,
-            like: 0,
-        },
-    );
-    let mut cfg = Config::default();
-    cfg.health.recovery = RecoveryPolicy::Segment;
-    cfg.health.recovery_backoff_ms = 50;
-    let (out, events) = run_with_events(cfg, &mut p, faults, 1.5);
+    let (out, p, events) = within_machine_noise("a changed topology", |i| {
+        let faults = Faults::new();
+        let mut p = Probe::new(
+            faults.clone(),
+            300,
+            FaultCommand::Replace {
+                position: 1,
+                like: 0,
+            },
+        );
+        let mut cfg = io_config(TxRxMode::Inline);
+        cfg.health.recovery = RecoveryPolicy::Segment;
+        cfg.health.bad_cycles_before_recovery = Config::default().health.bad_cycles_before_recovery;
+        let secs = 1.5 * 4f64.powi(i as i32 - 1);
+        let run = sim_run(
+            cfg,
+            segment_io(),
+            faults,
+            p.stop.clone(),
+            Duration::from_secs_f64(secs),
+        );
+        let (out, events) = support::line::run_with_events(run, &mut p, |_| {})?;
+        ensure(out.rec.failed_recoveries >= 1, || {
+            format!("no re-initialisation tried in the run: {events:?}")
+        })?;
+        Ok((out, p, events))
+    });
     assert_eq!(out.rec.recoveries, 0, "{events:?}");
-    assert!(out.rec.failed_recoveries >= 1, "{events:?}");
     let changed = events.iter().find_map(|k| match k {
         EventKind::TopologyChanged {
             position,
@@ -561,40 +648,57 @@ fn a_reinitialisation_refuses_a_changed_topology() {
         "the EL1008-SIM now at 1"
     );
     assert_ne!(found, expected);
-    // The cycles before the fault only: nothing was driven after it.
-    assert!(p.log.len() < 400, "{} cycles", p.log.len());
+    // Nothing was driven after the fault: the application saw only the bad cycles that started
+    // the re-initialisation.
+    let after = p.w.log.len() - p.applied_at;
+    assert!(after < 100, "{after} cycles after the fault");
 }
 
 /// A device powered off: its own recovery cannot reach it, gives up after
 /// `subdevice_attempts`, and the segment's re-initialisation refuses the shorter line until it
-/// is powered on again; then the segment is back as it was.
+/// is powered on again (1.2 s after it was powered off); then the segment is back as it was.
 #[test]
 fn a_powered_off_device_falls_back_to_the_segment_which_waits_for_its_topology() {
     use rtcat_master::stats::EventKind;
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let faults = Faults::new();
-    let f2 = faults.clone();
-    let mut p = Probe::new(
-        faults.clone(),
-        300,
-        FaultCommand::Power {
-            position: 2,
-            on: false,
-        },
-    );
-    let on = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(1500));
-        f2.apply(FaultCommand::Power {
-            position: 2,
-            on: true,
+    let (out, p, events) = within_machine_noise("a powered-off device", |_| {
+        let faults = Faults::new();
+        let mut p = Probe::new(
+            faults.clone(),
+            300,
+            FaultCommand::Power {
+                position: 2,
+                on: false,
+            },
+        );
+        p.done = Probe::back;
+        let (f2, applied, stop) = (faults.clone(), p.applied.clone(), p.stop.clone());
+        let on = std::thread::spawn(move || {
+            while !applied.load(Ordering::Acquire) && !stop.is_requested() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(1200));
+            f2.apply(FaultCommand::Power {
+                position: 2,
+                on: true,
+            });
         });
+        let mut cfg = io_config(TxRxMode::Inline);
+        cfg.health.bad_cycles_before_recovery = Config::default().health.bad_cycles_before_recovery;
+        cfg.health.subdevice_attempts = 2;
+        let run = sim_run(cfg, segment_io(), faults, p.stop.clone(), CAP);
+        let ran = support::line::run_with_events(run, &mut p, |_| {});
+        p.stop.request();
+        on.join().expect("power on");
+        let (out, events) = ran?;
+        ensure(out.rec.frames_lost == 0, || {
+            format!("{} frames lost to the machine", out.rec.frames_lost)
+        })?;
+        ensure(p.done_at.is_some(), || {
+            format!("not back within {} s: {events:?}", CAP.as_secs())
+        })?;
+        Ok((out, p, events))
     });
-    let mut cfg = Config::default();
-    cfg.health.recovery = RecoveryPolicy::Subdevice;
-    cfg.health.recovery_backoff_ms = 50;
-    cfg.health.subdevice_attempts = 2;
-    let (out, events) = run_with_events(cfg, &mut p, faults, 3.0);
-    on.join().expect("power on");
     let gave_up = events.iter().any(|k| {
         matches!(
             k,
@@ -618,8 +722,8 @@ fn a_powered_off_device_falls_back_to_the_segment_which_waits_for_its_topology()
     );
     assert_eq!(out.rec.recoveries, 1, "{events:?}");
     assert_eq!(out.subdevices, 3);
-    let last = p.log.last().expect("cycles");
-    assert!(last.valid == [true; N], "{last:?}");
+    let last = p.w.log.last().expect("cycles");
+    assert!(last.all_well(), "{last:?}");
 }
 
 /// The DC reference clock (drive x, position 0) power-cycled: its system time restarted and the
@@ -628,32 +732,33 @@ fn a_powered_off_device_falls_back_to_the_segment_which_waits_for_its_topology()
 #[test]
 fn a_power_cycled_dc_reference_re_initialises_the_segment() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cia402");
-    let spec = SegmentSpec::load(&dir.join("segment.toml")).expect("segment");
-    let mut cfg = Config::load(&dir.join("rtcat.toml")).expect("config");
-    cfg.health.recovery = RecoveryPolicy::Subdevice;
-    cfg.health.recovery_backoff_ms = 50;
-    let faults = Faults::new();
-    let mut p = DcProbe {
-        app: rtcat_master::axes::AxesApp::from_config(&cfg, Default::default()),
-        inner: Probe::new(
-            faults.clone(),
-            1000,
-            FaultCommand::PowerCycleOne { position: 0 },
-        ),
-    };
-    let mut run = RunSpec::new(cfg, Target::Sim { spec, faults }, Stop::new());
-    run.no_rt = true;
-    run.duration = Some(Duration::from_secs(3));
-    let out = rtcat_master::run_simple(run, &mut p).expect("run");
+    let (out, p) = within_machine_noise("a power-cycled DC reference", |_| {
+        let (cfg, spec) = example_setup("cia402");
+        let faults = Faults::new();
+        let mut p = DcProbe {
+            app: rtcat_master::axes::AxesApp::from_config(&cfg, Default::default()),
+            inner: Probe::new(
+                faults.clone(),
+                1000,
+                FaultCommand::PowerCycleOne { position: 0 },
+            ),
+        };
+        p.inner.done = |p| !p.w.recoveries.is_empty();
+        let out = run_dc(cfg, spec, faults, &mut p, None)?;
+        ensure(out.rec.frames_lost == 0, || {
+            format!("{} frames lost to the machine", out.rec.frames_lost)
+        })?;
+        Ok((out, p))
+    });
     assert!(
         p.inner
+            .w
             .events
             .iter()
             .any(|e| e.position == 0 && e.change == SubdeviceChange::GaveUp),
         "{:?}",
-        p.inner.events
+        p.inner.w.events
     );
-    assert_eq!(out.rec.recoveries, 1, "{:?}", p.inner.recoveries);
-    assert!(back_of(&p.inner, 0).is_none());
+    assert_eq!(out.rec.recoveries, 1, "{:?}", p.inner.w.recoveries);
+    assert!(p.inner.w.back_of(0).is_none());
 }
