@@ -337,13 +337,13 @@ fn hand_over_counters(
     Ok(())
 }
 
-/// Stack of a configuration worker: ethercrab's SDO futures and the CoE client's buffers, with
+/// Stack of a configuration worker: the CoE client's buffers and ethercrab's futures, with
 /// room to spare (the bring-up thread itself gets [`crate::limits::SETUP_STACK`]).
 const WORKER_STACK: usize = 8 << 20;
 
 /// `f` for every item of `items`, at most `in_flight` at a time on scoped threads (each blocks
-/// on its own bus requests; `f` must create and consume its frames behind `mapping`'s gate,
-/// see `mapping::PDU_GATE`, or ethercrab 0.7.1 may lose responses). The results
+/// on its own bus requests; `f` must create and consume its frames behind `pdu_gate`, or
+/// ethercrab 0.7.1 may lose responses). The results
 /// in the order of `items`; on failures the first failing item's error (by that order, so the
 /// same device is named as in a sequential run), and no new item is started after one failed.
 /// With `in_flight` 1 (or one item) everything runs on this thread, one after another.
