@@ -1,10 +1,14 @@
 //! Bring-up to OP of 32 and 64 CoE drives with the simulator's ESC timing model
-//! (`cargo bench -p rtcat-master --features sim --bench bringup_fast`): the SII read one device
-//! after another (`[bus] sii_in_flight = 1`) beside 8 at a time (`RTCAT_BENCH_IN_FLIGHT`), each
-//! cold (no `[bus] sii_cache` file) and warm (the file the cold run just wrote: a restart),
-//! interleaved in one run. Prints P50 / max over `RTCAT_BENCH_REPS` repetitions (default 3) and
-//! the ratios of the medians; asserts nothing about times. `RTCAT_BENCH_DRIVES=8,32` other
-//! segment sizes; `RTCAT_BENCH_KINDS=8` drives of 8 revisions (8 SIIs to read cold); `RTCAT_BENCH_LOG=1` the master's log (the cache's counts per bring-up).
+//! (`cargo bench -p rtcat-master --features sim --bench bringup_fast`), in five modes
+//! interleaved in one run: everything one device after another (`[bus] sii_in_flight = 1`,
+//! `config_in_flight = 1`), cold (no `[bus] sii_cache` file) and warm (the file the cold run
+//! just wrote: a restart); the SII 8 at a time (`RTCAT_BENCH_IN_FLIGHT`) with the SDO
+//! configuration still one after another, warm; and both 8 at a time, cold and warm. Prints P50
+//! / max of the bring-up over `RTCAT_BENCH_REPS` repetitions (default 3), then the P50 of each
+//! phase the master logs (ethercrab's scan, the SII, the configuration and mapping read-back,
+//! ethercrab's process data sizing, SAFE-OP and OP); asserts nothing about times.
+//! `RTCAT_BENCH_DRIVES=8,32` other segment sizes; `RTCAT_BENCH_KINDS=8` drives of 8 revisions
+//! (8 SIIs to read cold); `RTCAT_BENCH_LOG=1` the master's log.
 //!
 //! The drives are `examples/cia402`'s SERVO402-SIM (no DC: ethercrab's static DC
 //! synchronisation is a fixed 10 000 round trips, not what this compares), each with its own
@@ -119,10 +123,22 @@ fn now_ns() -> u64 {
     rtcat_master::clock::now_ns()
 }
 
-/// One bring-up; its time to OP in ms.
-fn one(n: usize, kinds: usize, in_flight: u16, cache: &std::path::Path) -> Result<f64, String> {
+/// The phases of one bring-up as the master logs them, in ms: scan, SII, configuration and
+/// mapping, process data sizing, SAFE-OP and OP.
+type Phases = [f64; 5];
+
+const PHASES: [&str; 5] = ["scan", "SII", "config", "sizing", "SO+OP"];
+
+/// One bring-up; its time to OP and its phases in ms.
+fn one(
+    n: usize,
+    kinds: usize,
+    (sii_in_flight, config_in_flight): (u16, u16),
+    cache: &std::path::Path,
+) -> Result<(f64, Phases), String> {
     let mut cfg = Config::parse(CONFIG, "bench").map_err(|e| e.to_string())?;
-    cfg.bus.sii_in_flight = in_flight;
+    cfg.bus.sii_in_flight = sii_in_flight;
+    cfg.bus.config_in_flight = config_in_flight;
     cfg.bus.sii_cache = Some(cache.to_path_buf());
     let stop = Stop::new();
     let ready = Arc::new(AtomicU64::new(0));
@@ -139,12 +155,45 @@ fn one(n: usize, kinds: usize, in_flight: u16, cache: &std::path::Path) -> Resul
     spec.duration = Some(std::time::Duration::from_secs(120));
     spec.on_ready = Some(Box::new(move || r2.store(now_ns(), Ordering::Relaxed)));
     let t0 = now_ns();
+    take_phases();
     rtcat_master::run_simple(spec, &mut First(stop)).map_err(|e| e.to_string())?;
     let t = ready.load(Ordering::Relaxed);
     if t == 0 {
         return Err("never in OP".into());
     }
-    Ok((t - t0) as f64 / 1e6)
+    Ok(((t - t0) as f64 / 1e6, take_phases()))
+}
+
+/// What the master's log said of the last bring-up's phases.
+static LOGGED: std::sync::Mutex<Phases> = std::sync::Mutex::new([f64::NAN; 5]);
+
+fn take_phases() -> Phases {
+    std::mem::replace(
+        &mut *LOGGED.lock().unwrap_or_else(|p| p.into_inner()),
+        [f64::NAN; 5],
+    )
+}
+
+/// The numbers before " ms" in a log line, in order.
+fn millis(m: &str) -> Vec<f64> {
+    m.split(" ms")
+        .filter_map(|part| part.rsplit(' ').next()?.parse().ok())
+        .collect()
+}
+
+/// Keeps the phase times the master logs (`bring-up: scan …`, `SII cache: … SII N ms,
+/// configuration and mapping N ms`, `bring-up: process data sizing … N ms, SAFE-OP and OP N
+/// ms`).
+fn keep_phases(m: &str) {
+    let mut p = LOGGED.lock().unwrap_or_else(|p| p.into_inner());
+    let v = millis(m);
+    if m.starts_with("bring-up: scan") && !v.is_empty() {
+        p[0] = v[0];
+    } else if m.starts_with("SII cache:") && v.len() >= 2 {
+        (p[1], p[2]) = (v[0], v[1]);
+    } else if m.starts_with("bring-up: process data sizing") && v.len() >= 2 {
+        (p[3], p[4]) = (v[0], v[1]);
+    }
 }
 
 fn p50_max(mut v: Vec<f64>) -> String {
@@ -155,25 +204,37 @@ fn p50_max(mut v: Vec<f64>) -> String {
     format!("{:.0} / {:.0}", v[v.len() / 2], v[v.len() - 1])
 }
 
-/// `RTCAT_BENCH_LOG=1`: the master's log (SII cache counts, warnings) on stderr.
-struct Stderr;
+/// Keeps the phase times of the master's log; with `RTCAT_BENCH_LOG=1` prints it on stderr.
+struct Phased {
+    print: std::sync::atomic::AtomicBool,
+}
 
-impl log::Log for Stderr {
+impl log::Log for Phased {
     fn enabled(&self, m: &log::Metadata<'_>) -> bool {
         m.level() <= log::Level::Info
     }
     fn log(&self, r: &log::Record<'_>) {
         if self.enabled(r.metadata()) {
-            eprintln!("{}: {}", r.level(), r.args());
+            let m = r.args().to_string();
+            keep_phases(&m);
+            if self.print.load(Ordering::Relaxed) {
+                eprintln!("{}: {m}", r.level());
+            }
         }
     }
     fn flush(&self) {}
 }
 
-static STDERR: Stderr = Stderr;
+static PHASED: Phased = Phased {
+    print: std::sync::atomic::AtomicBool::new(false),
+};
 
 fn main() {
-    if std::env::var_os("RTCAT_BENCH_LOG").is_some() && log::set_logger(&STDERR).is_ok() {
+    PHASED.print.store(
+        std::env::var_os("RTCAT_BENCH_LOG").is_some(),
+        Ordering::Relaxed,
+    );
+    if log::set_logger(&PHASED).is_ok() {
         log::set_max_level(log::LevelFilter::Info);
     }
     let sizes: Vec<usize> = std::env::var("RTCAT_BENCH_DRIVES")
@@ -199,55 +260,74 @@ fn main() {
     let dir = tempfile::tempdir().expect("temporary directory");
     println!(
         "bring-up to OP, simulated CiA 402 drives with ESC timing (SII 680 µs/command, \
-         transitions 10/20/10 ms, mailbox 1 ms), {kinds} revision(s), SII {ovl} in flight \
-         when overlapped, {reps} repetitions, P50 / max in ms"
+         transitions 10/20/10 ms, mailbox 1 ms), {kinds} revision(s), {ovl} in flight when \
+         overlapped, {reps} repetitions, P50 / max in ms; then the P50 of each logged phase"
     );
-    println!(
-        "{:>7} {:>18} {:>18} {:>18} {:>18}   {:>8} {:>8}",
-        "drives",
-        "sequential cold",
-        "sequential warm",
-        "overlapped cold",
-        "overlapped warm",
-        "seq/ovl",
-        "cold/warm"
-    );
+    // (name, (SII in flight, configuration in flight), warm): columns in that order.
+    let modes = [
+        ("all sequential, cold", (1u16, 1u16), false),
+        ("all sequential, warm", (1, 1), true),
+        ("SII ovl, config seq, warm", (ovl, 1), true),
+        ("all overlapped, cold", (ovl, ovl), false),
+        ("all overlapped, warm", (ovl, ovl), true),
+    ];
     for n in sizes {
-        // (in flight, warm): columns in that order.
-        let modes = [(1u16, false), (1, true), (ovl, false), (ovl, true)];
-        let mut t: Vec<Vec<f64>> = vec![Vec::new(); modes.len()];
+        let mut t: Vec<Vec<(f64, Phases)>> = vec![Vec::new(); modes.len()];
         let mut failed = Vec::new();
         for rep in 0..reps {
-            for (k, &(in_flight, warm)) in modes.iter().enumerate() {
-                let cache = dir.path().join(format!("{n}-{in_flight}-{rep}.cache"));
+            for (k, &(name, in_flight, warm)) in modes.iter().enumerate() {
+                // Warm runs use the file the cold run of the same SII mode (just before) wrote;
+                // the one warm run without a cold run before it uses the sequential one's.
+                let file = if in_flight == (ovl, 1) {
+                    (1, 1)
+                } else {
+                    in_flight
+                };
+                let cache = dir.path().join(format!("{n}-{}-{rep}.cache", file.0));
                 if !warm {
                     let _ = std::fs::remove_file(&cache);
                 }
-                // Warm runs use the file their cold run (just before) wrote.
                 match one(n, kinds, in_flight, &cache) {
-                    Ok(ms) => t[k].push(ms),
-                    Err(e) => failed.push(format!("{in_flight} in flight, warm {warm}: {e}")),
+                    Ok(r) => t[k].push(r),
+                    Err(e) => failed.push(format!("{name}: {e}")),
                 }
             }
         }
-        let med = |k: usize| {
-            let mut v = t[k].clone();
+        let p50 = |v: Vec<f64>| {
+            let mut v: Vec<f64> = v.into_iter().filter(|x| !x.is_nan()).collect();
             v.sort_by(f64::total_cmp);
             v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
         };
         println!(
-            "{n:>7} {:>18} {:>18} {:>18} {:>18}   {:>8.2} {:>8.2}{}",
-            p50_max(t[0].clone()),
-            p50_max(t[1].clone()),
-            p50_max(t[2].clone()),
-            p50_max(t[3].clone()),
-            med(0) / med(2),
-            med(2) / med(3),
+            "\n{n} drives{}",
             if failed.is_empty() {
                 String::new()
             } else {
-                format!("   {} failed: {}", failed.len(), failed[0])
+                format!(" ({} failed: {})", failed.len(), failed[0])
             }
+        );
+        print!("{:>28} {:>13}", "mode", "total");
+        for p in PHASES {
+            print!(" {p:>7}");
+        }
+        println!();
+        for (k, (name, ..)) in modes.iter().enumerate() {
+            print!(
+                "{name:>28} {:>13}",
+                p50_max(t[k].iter().map(|r| r.0).collect())
+            );
+            for i in 0..PHASES.len() {
+                print!(" {:>7.0}", p50(t[k].iter().map(|r| r.1[i]).collect()));
+            }
+            println!();
+        }
+        let med = |k: usize| p50(t[k].iter().map(|r| r.0).collect());
+        println!(
+            "{:>28} config seq/ovl (warm) {:.2}, total seq/ovl (warm) {:.2}, cold/warm (ovl) {:.2}",
+            "",
+            p50(t[2].iter().map(|r| r.1[2]).collect()) / p50(t[4].iter().map(|r| r.1[2]).collect()),
+            med(2) / med(4),
+            med(3) / med(4)
         );
     }
 }

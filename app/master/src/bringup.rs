@@ -62,6 +62,9 @@ pub(crate) struct Up {
 struct Registers<'a> {
     md: &'a MainDevice<'static>,
     addresses: Vec<u16>,
+    /// The mailbox counter of rtcat's last request to each position (its transports continue
+    /// after it, `coe::OnDemand::continue_after`).
+    counters: Vec<u8>,
 }
 
 impl crate::application::RegisterAccess for Registers<'_> {
@@ -91,9 +94,12 @@ impl crate::application::RegisterAccess for Registers<'_> {
                 source: Box::new(devices::SdoFailure::Coe(e)),
             }))
         };
-        let v = crate::coe::Client::on_bus(self.md, position, addr, Default::default())
-            .and_then(|mut c| c.upload(index, sub))
-            .map_err(fail)?;
+        let mut sdo = self.sdo(position, addr);
+        let v = sdo.client().and_then(|c| c.upload(index, sub));
+        if let Some(c) = self.counters.get_mut(usize::from(position)) {
+            *c = sdo.counter();
+        }
+        let v = v.map_err(fail)?;
         let n = v.len().min(buf.len());
         buf[..n].copy_from_slice(&v[..n]);
         Ok(n)
@@ -110,7 +116,14 @@ impl crate::application::RegisterAccess for Registers<'_> {
     }
 }
 
-impl Registers<'_> {
+impl<'a> Registers<'a> {
+    /// rtcat's CoE client of `position` (checked by `address`), its counter going on.
+    fn sdo(&self, position: u16, address: u16) -> crate::coe::OnDemand<'a> {
+        let last = self.counters.get(usize::from(position)).copied();
+        crate::coe::OnDemand::new(self.md, position, address, Default::default())
+            .continue_after(last.unwrap_or(0))
+    }
+
     fn address(&self, position: u16) -> Result<u16> {
         self.addresses
             .get(usize::from(position))
@@ -142,14 +155,17 @@ pub(crate) fn scan_to_pre_op(md: &MainDevice<'static>) -> Result<PreOpGroup> {
 
 /// The first steps of every bring-up, on the segment in PRE-OP: check it against `[segment]`,
 /// write each `[[device]]` entry's PDO configuration and PS startup SDOs, and read the layout it
-/// will run with (the SII through `sii`, up to `[bus] sii_in_flight` subdevices at a time). Returns the layout and which `[[device]]` entry configures each position.
+/// will run with (the SII through `sii`, up to `[bus] sii_in_flight` subdevices at a time; the
+/// SDOs up to `[bus] config_in_flight`). Returns the layout, which `[[device]]` entry configures
+/// each position, and the mailbox counter of rtcat's last request to each (0: none), which
+/// later transports continue after.
 pub(crate) fn configure_pre_op(
     md: &MainDevice<'static>,
     group: &PreOpGroup,
     cfg: &Config,
     generation: u32,
     sii: &crate::sii_cache::SiiCache,
-) -> Result<(Layout, Vec<Option<usize>>)> {
+) -> Result<(Layout, Vec<Option<usize>>, Vec<u8>)> {
     let n = group.len();
     if n == 0 {
         return Err(Error::NoSubdevices);
@@ -229,14 +245,15 @@ pub(crate) fn configure_pre_op(
     }
     let sii_ms = t_sii.elapsed().as_millis();
     let t_config = std::time::Instant::now();
-    // Then every subdevice, one after another: its `[[device]]` PDO configuration and PS
-    // startup SDOs, written now in PRE-OP so that what is read next follows them, then the
-    // mapping in effect, read from the sources ethercrab sizes the SMs from and compared with
-    // what was configured (a subdevice may ignore a write without aborting it). Without CoE
-    // (the SII says) nothing is written and the configuration is compared with the SII. Not
-    // overlapped: these SDOs go through ethercrab's mailbox client, whose polling loops would
-    // meet the frame lookup described at `mapping::PDU_GATE` (docs/NOTES.md §17).
-    let one = |pos: usize| -> Result<crate::layout::SubdeviceSource> {
+    // Then every subdevice, `[bus] config_in_flight` at a time: its `[[device]]` PDO
+    // configuration and PS startup SDOs, written now in PRE-OP so that what is read next
+    // follows them, then the mapping in effect, read from the sources ethercrab sizes the SMs
+    // from and compared with what was configured (a subdevice may ignore a write without
+    // aborting it). Without CoE (the SII says) nothing is written and the configuration is
+    // compared with the SII. Every transfer goes through rtcat's CoE client, whose frames pass
+    // `pdu_gate` one at a time while the devices' mailbox answers overlap; one transport per
+    // subdevice, so its counter runs on through all of them (and on into the later ones).
+    let one = |pos: usize| -> Result<(crate::layout::SubdeviceSource, u8)> {
         let sd = &refs[pos];
         let position = pos as u16;
         let Some(sii_here) = &siis[pos] else {
@@ -244,18 +261,28 @@ pub(crate) fn configure_pre_op(
                 "position {position}: no SII read (internal)"
             )));
         };
+        let mut sdo = crate::coe::OnDemand::new(
+            md,
+            position,
+            sd.configured_address(),
+            crate::coe::Timeouts::default(),
+        );
         let this = configured(pos, sd.name());
         if let Some((d, who)) = &this {
             let coe = crate::mapping::has_coe(sii_here);
-            devices::apply_pre_op(md, sd, position, who, d, coe)?;
+            devices::apply_pre_op(&mut sdo, who, d, coe)?;
         }
-        let mut src = crate::mapping::read_subdevice_with(sd, position, sii_here)?;
+        let mut src = crate::mapping::read_subdevice_with(sd, position, sii_here, &mut sdo)?;
         if let Some((d, who)) = &this {
-            devices::check_and_name(sd, who, d, &mut src)?;
+            devices::check_and_name(&mut sdo, who, d, &mut src)?;
         }
-        Ok(src)
+        Ok((src, sdo.counter()))
     };
-    let sources = (0..n).map(one).collect::<Result<Vec<_>>>()?;
+    let all: Vec<usize> = (0..n).collect();
+    let (sources, counters): (Vec<_>, Vec<_>) =
+        overlapped(usize::from(cfg.bus.config_in_flight), &all, &one)?
+            .into_iter()
+            .unzip();
     let now = sii.counts();
     log::info!(
         "SII cache: {} checked and used, {} read, {} read again (changed); SII {sii_ms} ms, \
@@ -265,16 +292,58 @@ pub(crate) fn configure_pre_op(
         now.invalidated - before.invalidated,
         t_config.elapsed().as_millis()
     );
-    Ok((Layout::build(generation, &sources)?, chosen))
+    Ok((Layout::build(generation, &sources)?, chosen, counters))
 }
 
-/// Stack of a configuration worker: ethercrab's SDO futures and the CoE client's buffers, with
+/// The mailbox counter ethercrab 0.7.1 sends first to a subdevice its scan found: its own
+/// count per subdevice starts at 1 (`SubDevice::mailbox_counter`), and it sends nothing over
+/// the mailbox before sizing the process data.
+const ETHERCRAB_FIRST_COUNTER: u8 = 1;
+
+/// Before ethercrab's own CoE requests (the process data sizing in `into_pre_op_pdi`): a device
+/// may ignore a mailbox whose counter repeats the previous one (ETG.1000.4 §5.6: the repeat of
+/// a request whose answer was lost), and ethercrab neither sees rtcat's counter nor sends
+/// again. Where rtcat's last request to a subdevice carried the counter ethercrab sends first,
+/// one more request (0x1000:00, the device type every CoE device has; an abort moves the count
+/// on as well, and any failure is ethercrab's to meet next) moves the count on.
+fn hand_over_counters(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    layout: &Layout,
+    counters: &mut [u8],
+) -> Result<()> {
+    let due: Vec<usize> = (0..counters.len())
+        .filter(|&p| counters[p] == ETHERCRAB_FIRST_COUNTER)
+        .collect();
+    let one = |pos: usize| -> Result<u8> {
+        let Some(s) = layout.subdevices.get(pos) else {
+            return Ok(ETHERCRAB_FIRST_COUNTER);
+        };
+        let mut sdo =
+            crate::coe::OnDemand::new(md, s.position, s.address, crate::coe::Timeouts::default())
+                .continue_after(ETHERCRAB_FIRST_COUNTER);
+        if let Err(e) = sdo.client().and_then(|c| c.upload(0x1000, 0)) {
+            log::debug!(
+                "position {}: 0x1000:00 before ethercrab's requests: {e}",
+                s.position
+            );
+        }
+        Ok(sdo.counter())
+    };
+    let done = overlapped(usize::from(cfg.bus.config_in_flight), &due, &one)?;
+    for (&p, c) in due.iter().zip(done) {
+        counters[p] = c;
+    }
+    Ok(())
+}
+
+/// Stack of a configuration worker: the CoE client's buffers and ethercrab's futures, with
 /// room to spare (the bring-up thread itself gets [`crate::limits::SETUP_STACK`]).
 const WORKER_STACK: usize = 8 << 20;
 
 /// `f` for every item of `items`, at most `in_flight` at a time on scoped threads (each blocks
-/// on its own bus requests; `f` must create and consume its frames behind `mapping`'s gate,
-/// see `mapping::PDU_GATE`, or ethercrab 0.7.1 may lose responses). The results
+/// on its own bus requests; `f` must create and consume its frames behind `pdu_gate`, or
+/// ethercrab 0.7.1 may lose responses). The results
 /// in the order of `items`; on failures the first failing item's error (by that order, so the
 /// same device is named as in a sequential run), and no new item is started after one failed.
 /// With `in_flight` 1 (or one item) everything runs on this thread, one after another.
@@ -378,7 +447,7 @@ pub(crate) fn bring_up(
         .map(|(sd, id)| (sd.alias_address(), *id));
     let hot =
         crate::hotconnect::resolve(&cfg.group, &crate::hotconnect::found(found), dc_reference)?;
-    let (layout, chosen) = configure_pre_op(md, &group, cfg, generation, sii)?;
+    let (layout, chosen, counters) = configure_pre_op(md, &group, cfg, generation, sii)?;
     let configured = |pos: usize, name: &str| {
         chosen[pos].map(|i| {
             let d = &cfg.device[i];
@@ -388,6 +457,7 @@ pub(crate) fn bring_up(
     let mut regs = Registers {
         md,
         addresses: layout.subdevices.iter().map(|s| s.address).collect(),
+        counters,
     };
     app.configure(&mut Setup {
         layout: &layout,
@@ -397,6 +467,7 @@ pub(crate) fn bring_up(
         Ok(l) => Error::Entry(*l),
         Err(e) => Error::Application(e.to_string()),
     })?;
+    let mut counters = regs.counters;
 
     let pdi_too_long = |stage: &'static str| {
         move |e| match e {
@@ -409,7 +480,8 @@ pub(crate) fn bring_up(
     };
     let group = if cfg.dc.enabled {
         let mut group = group;
-        let dc_positions = configure_dc_pre_op(md, cfg, &mut group, &layout)?;
+        let dc_positions = configure_dc_pre_op(md, cfg, &mut group, &layout, &mut counters)?;
+        hand_over_counters(md, cfg, &layout, &mut counters)?;
         let group = block_on(group.into_pre_op_pdi(md))
             .map_err(pdi_too_long("PRE-OP with process data"))?;
         let group =
@@ -417,17 +489,29 @@ pub(crate) fn bring_up(
                 .map_err(|e| Error::bus("DC SYNC0 configuration (configure_dc_sync)", e))?;
         let group =
             block_on(group.into_safe_op(md)).map_err(|e| Error::bus("transition to SAFE-OP", e))?;
-        write_startup_so(md, &group, &configured)?;
+        write_startup_so(md, &group, &configured, &mut counters)?;
         let group = dc_into_op(md, cfg, group)?;
         check_image(md, &group, &layout, &configured)?;
         let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, true)?;
         // The reference (the first) is what the others are compared with.
         (AnyGroup::Dc(group), dc_positions[1..].to_vec(), snapshots)
     } else {
+        // Timed apart for the bring-up's log: ethercrab sizes the process data (over CoE, one
+        // subdevice after another) in `into_pre_op_pdi`, then the AL transitions.
+        let t_pdi = std::time::Instant::now();
+        hand_over_counters(md, cfg, &layout, &mut counters)?;
+        let group = block_on(group.into_pre_op_pdi(md))
+            .map_err(pdi_too_long("PRE-OP with process data"))?;
+        let pdi_ms = t_pdi.elapsed().as_millis();
+        let t_up = std::time::Instant::now();
         let group =
             block_on(group.into_safe_op(md)).map_err(pdi_too_long("transition to SAFE-OP"))?;
-        write_startup_so(md, &group, &configured)?;
+        write_startup_so(md, &group, &configured, &mut counters)?;
         let group = block_on(group.into_op(md)).map_err(|e| Error::bus("transition to OP", e))?;
+        log::info!(
+            "bring-up: process data sizing (ethercrab) {pdi_ms} ms, SAFE-OP and OP {} ms",
+            t_up.elapsed().as_millis()
+        );
         check_image(md, &group, &layout, &configured)?;
         let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, false)?;
         (AnyGroup::Plain(group), Vec::new(), snapshots)
@@ -482,13 +566,26 @@ fn write_startup_so<S, DC>(
     md: &MainDevice<'static>,
     group: &ethercrab::SubDeviceGroup<MAX_SUBDEVICES, MAX_PDI_BYTES, ethercrab::DefaultLock, S, DC>,
     configured: &Configured<'_>,
+    counters: &mut [u8],
 ) -> Result<()>
 where
     S: ethercrab::subdevice_group::HasPdi,
 {
     for (pos, sd) in group.iter(md).enumerate() {
         if let Some((d, who)) = configured(pos, sd.name()) {
-            devices::write_startup(md, &sd, pos as u16, &who, d, devices::Transition::SO)?;
+            let last = counters.get(pos).copied().unwrap_or(0);
+            let mut sdo = crate::coe::OnDemand::new(
+                md,
+                pos as u16,
+                sd.configured_address(),
+                crate::coe::Timeouts::default(),
+            )
+            .continue_after(last);
+            let r = devices::write_startup(&mut sdo, &who, d, devices::Transition::SO);
+            if let Some(c) = counters.get_mut(pos) {
+                *c = sdo.counter();
+            }
+            r?;
         }
     }
     Ok(())
@@ -530,6 +627,7 @@ fn configure_dc_pre_op(
     cfg: &Config,
     group: &mut PreOpGroup,
     layout: &Layout,
+    counters: &mut [u8],
 ) -> Result<Vec<u16>> {
     let dc = &cfg.dc;
     let mut capable = Vec::new();
@@ -577,17 +675,24 @@ fn configure_dc_pre_op(
             if !s.coe {
                 continue;
             }
-            let mut client =
-                crate::coe::Client::on_bus(md, p, s.address, crate::coe::Timeouts::default())
-                    .map_err(|e| sync_mode_error(p, &s.name, 0x1c32, e))?;
+            let slot = usize::from(p);
+            let mut sdo =
+                crate::coe::OnDemand::new(md, p, s.address, crate::coe::Timeouts::default())
+                    .continue_after(counters.get(slot).copied().unwrap_or(0));
+            let mut r = Ok(());
             for (object, present) in [(0x1c32u16, s.output_bytes > 0), (0x1c33, s.input_bytes > 0)]
             {
-                if present {
-                    client
-                        .download(object, 1, &2u16.to_le_bytes())
-                        .map_err(|e| sync_mode_error(p, &s.name, object, e))?;
+                if present && r.is_ok() {
+                    r = sdo
+                        .client()
+                        .and_then(|c| c.download(object, 1, &2u16.to_le_bytes()))
+                        .map_err(|e| sync_mode_error(p, &s.name, object, e));
                 }
             }
+            if let Some(c) = counters.get_mut(slot) {
+                *c = sdo.counter();
+            }
+            r?;
         }
     }
     Ok(capable)

@@ -104,6 +104,10 @@ pub struct BusConfig {
     /// Subdevices whose SII is read (or checked against the cache) at the same time in PRE-OP:
     /// each ESC has its own EEPROM interface. 1 = one after another.
     pub sii_in_flight: u16,
+    /// Subdevices whose `[[device]]` SDO configuration and mapping read-back run at the same
+    /// time in PRE-OP (their mailbox answers overlap, one frame on the wire at a time). 1 = one
+    /// after another.
+    pub config_in_flight: u16,
 }
 
 /// `[bus] link`: which socket carries the EtherCAT frames.
@@ -133,6 +137,7 @@ impl Default for BusConfig {
             xdp_queue: 0,
             sii_cache: None,
             sii_in_flight: 8,
+            config_in_flight: 8,
         }
     }
 }
@@ -431,6 +436,13 @@ impl BusConfig {
             " ms",
         )?;
         Invalid::range("bus.sii_in_flight", self.sii_in_flight.into(), 1, 64, "")?;
+        Invalid::range(
+            "bus.config_in_flight",
+            self.config_in_flight.into(),
+            1,
+            64,
+            "",
+        )?;
         if let Some(p) = &self.sii_cache
             && p.file_name().is_none()
         {
@@ -727,6 +739,14 @@ mod tests {
             ("[bus]\ninterface = \"a:b\"\n", "bus.interface = \"a:b\""),
             ("[bus]\ninterface = \"abcdefghijklmnop\"\n", "at most 15"),
             ("[rt]\ntimer_slack_ns = 0\n", "rt.timer_slack_ns = 0"),
+            (
+                "[bus]\nconfig_in_flight = 0\n",
+                "bus.config_in_flight = 0: must be 1..=64",
+            ),
+            (
+                "[bus]\nconfig_in_flight = 65\n",
+                "bus.config_in_flight = 65: must be 1..=64",
+            ),
             (
                 "[segment]\nsubdevices = 2\n[[segment.device]]\nposition = 2\n",
                 "segment.device[0].position = 2",

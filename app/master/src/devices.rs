@@ -23,8 +23,6 @@
 
 use crate::layout::{PdoSource, SubdeviceSource};
 use crate::sii::Direction;
-use ethercrab::{MainDevice, SubDeviceRef};
-use futures_lite::future::block_on;
 use serde::Deserialize;
 use std::fmt::Write as _;
 use thiserror::Error;
@@ -34,9 +32,8 @@ use thiserror::Error;
 pub const MAX_SDO_BYTES: usize = 1024;
 
 /// Longest value written as an expedited SDO download (ETG.1000.6 §5.6.2.1: at most 4 data
-/// bytes) with ethercrab's `sdo_write`; longer ones need a normal or segmented download, which
-/// ethercrab 0.7.1 does not do (it returns `Error::Internal`), so rtcat's [`crate::coe`] client
-/// writes them.
+/// bytes); longer ones go as a normal or segmented download (which ethercrab 0.7.1 does not
+/// do). rtcat's [`crate::coe`] client writes both.
 pub const EXPEDITED_MAX: usize = 4;
 
 /// Largest process data of one sync manager: ethercrab 0.7.1 sums the mapped bits of an SM in a
@@ -940,10 +937,8 @@ pub enum DeviceError {
 /// Why an SDO transfer of the device configuration failed.
 #[derive(Debug, Error)]
 pub enum SdoFailure {
-    /// ethercrab's expedited transfer (values of at most 4 bytes, reads).
-    #[error(transparent)]
-    Bus(ethercrab::error::Error),
-    /// rtcat's CoE client (longer values: normal or segmented download).
+    /// rtcat's CoE client (every transfer of the configuration and its read-back: the abort
+    /// code and its text, a timeout, a mailbox error).
     #[error(transparent)]
     Coe(crate::coe::Error),
 }
@@ -958,35 +953,14 @@ pub fn who(position: u16, name: &str, entry: usize, d: &DeviceConfig) -> String 
     }
 }
 
-/// Writes the SDOs of one subdevice: values of at most [`EXPEDITED_MAX`] bytes with ethercrab's
-/// expedited download, longer ones with rtcat's CoE client (created at the first such value).
-struct Writer<'m, 'r, S> {
-    md: &'m MainDevice<'m>,
-    sd: &'r SubDeviceRef<'r, S>,
-    position: u16,
-    who: &'r str,
-    client: Option<crate::coe::BusClient<'m>>,
+/// Writes the SDOs of one subdevice through rtcat's CoE client (expedited up to 4 bytes, normal
+/// or segmented above), its errors naming the subdevice, the object and the value.
+struct Writer<'s, 'm> {
+    sdo: &'s mut crate::coe::OnDemand<'m>,
+    who: &'s str,
 }
 
-impl<'m, 'r, S> Writer<'m, 'r, S>
-where
-    S: std::ops::Deref<Target = ethercrab::SubDevice>,
-{
-    fn new(
-        md: &'m MainDevice<'m>,
-        sd: &'r SubDeviceRef<'r, S>,
-        position: u16,
-        who: &'r str,
-    ) -> Self {
-        Writer {
-            md,
-            sd,
-            position,
-            who,
-            client: None,
-        }
-    }
-
+impl Writer<'_, '_> {
     fn write(
         &mut self,
         index: u16,
@@ -994,33 +968,17 @@ where
         data: &[u8],
         shown: String,
     ) -> Result<(), DeviceError> {
-        let fail = |source| DeviceError::Sdo {
+        let fail = |e| DeviceError::Sdo {
             who: self.who.to_string(),
             action: "write",
             object: format!("{index:#06x}:{sub:02x}"),
             value: format!(" = {shown}"),
-            source,
+            source: Box::new(SdoFailure::Coe(e)),
         };
-        if data.len() <= EXPEDITED_MAX {
-            return block_on(self.sd.sdo_write(index, sub, data))
-                .map_err(|e| fail(Box::new(SdoFailure::Bus(e))));
-        }
-        let client = match &mut self.client {
-            Some(c) => c,
-            None => {
-                let c = crate::coe::Client::on_bus(
-                    self.md,
-                    self.position,
-                    self.sd.configured_address(),
-                    crate::coe::Timeouts::default(),
-                )
-                .map_err(|e| fail(Box::new(SdoFailure::Coe(e))))?;
-                self.client.insert(c)
-            }
-        };
-        client
-            .download(index, sub, data)
-            .map_err(|e| fail(Box::new(SdoFailure::Coe(e))))
+        self.sdo
+            .client()
+            .and_then(|c| c.download(index, sub, data))
+            .map_err(fail)
     }
 }
 
@@ -1031,22 +989,17 @@ where
 ///
 /// A subdevice without CoE (`coe` false) gets nothing written: its PDO assignment and mapping
 /// are its SII's, which [`check_and_name`] compares with `d`; startup SDOs are refused.
-pub fn apply_pre_op<'m, S>(
-    md: &'m MainDevice<'m>,
-    sd: &SubDeviceRef<'_, S>,
-    position: u16,
+pub fn apply_pre_op(
+    sdo: &mut crate::coe::OnDemand<'_>,
     who: &str,
     d: &DeviceConfig,
     coe: bool,
-) -> Result<(), DeviceError>
-where
-    S: std::ops::Deref<Target = ethercrab::SubDevice>,
-{
+) -> Result<(), DeviceError> {
     check_mailbox(who, d, coe)?;
     if !coe {
         return Ok(());
     }
-    let mut w = Writer::new(md, sd, position, who);
+    let mut w = Writer { sdo, who };
     for p in &d.pdo_map {
         w.write(p.index, 0, &[0], "0 (u8)".into())?;
         for (n, e) in p.entries.iter().enumerate() {
@@ -1110,28 +1063,20 @@ pub fn check_mailbox(who: &str, d: &DeviceConfig, coe: bool) -> Result<(), Devic
 }
 
 /// Write the startup SDOs of `d` for `transition`, in file order.
-pub fn write_startup<'m, S>(
-    md: &'m MainDevice<'m>,
-    sd: &SubDeviceRef<'_, S>,
-    position: u16,
+pub fn write_startup(
+    sdo: &mut crate::coe::OnDemand<'_>,
     who: &str,
     d: &DeviceConfig,
     transition: Transition,
-) -> Result<(), DeviceError>
-where
-    S: std::ops::Deref<Target = ethercrab::SubDevice>,
-{
-    startup(&mut Writer::new(md, sd, position, who), d, transition)
+) -> Result<(), DeviceError> {
+    startup(&mut Writer { sdo, who }, d, transition)
 }
 
-fn startup<S>(
-    w: &mut Writer<'_, '_, S>,
+fn startup(
+    w: &mut Writer<'_, '_>,
     d: &DeviceConfig,
     transition: Transition,
-) -> Result<(), DeviceError>
-where
-    S: std::ops::Deref<Target = ethercrab::SubDevice>,
-{
+) -> Result<(), DeviceError> {
     for s in d.sdo.iter().filter(|s| s.transition == transition) {
         // validate() has encoded every value once; an error here cannot happen for a loaded
         // configuration, and would still be reported, not panic.
@@ -1145,17 +1090,14 @@ where
 /// `d` asked ([`compare`]), then give the configured entries their names (and their types where
 /// a startup SDO says it). A mapped PDO that is not assigned (the assignment is the device's
 /// default) is read back with SDOs.
-pub fn check_and_name<S>(
-    sd: &SubDeviceRef<'_, S>,
+pub fn check_and_name(
+    sdo: &mut crate::coe::OnDemand<'_>,
     who: &str,
     d: &DeviceConfig,
     src: &mut SubdeviceSource,
-) -> Result<(), DeviceError>
-where
-    S: std::ops::Deref<Target = ethercrab::SubDevice>,
-{
+) -> Result<(), DeviceError> {
     if src.coe {
-        compare(who, d, src, |pdo| read_mapping(sd, who, pdo))?;
+        compare(who, d, src, |pdo| read_mapping(sdo, who, pdo))?;
     } else {
         // Without CoE the SII is all there is: a PDO not assigned there is not run.
         compare(who, d, src, |pdo| {
@@ -1266,27 +1208,25 @@ fn name_entries(q: &mut PdoSource, p: &PdoMap, d: &DeviceConfig) {
     }
 }
 
-fn read_mapping<S>(
-    sd: &SubDeviceRef<'_, S>,
+fn read_mapping(
+    sdo: &mut crate::coe::OnDemand<'_>,
     who: &str,
     pdo: u16,
-) -> Result<Vec<(u16, u8, u8)>, DeviceError>
-where
-    S: std::ops::Deref<Target = ethercrab::SubDevice>,
-{
+) -> Result<Vec<(u16, u8, u8)>, DeviceError> {
     let err = |sub: u8| {
         move |source| DeviceError::Sdo {
             who: who.to_string(),
             action: "read back",
             object: format!("{pdo:#06x}:{sub:02x}"),
             value: String::new(),
-            source: Box::new(SdoFailure::Bus(source)),
+            source: Box::new(SdoFailure::Coe(source)),
         }
     };
-    let n: u8 = block_on(sd.sdo_read(pdo, 0)).map_err(err(0))?;
-    let mut out = Vec::with_capacity(usize::from(n));
-    for k in 1..=n {
-        let m: u32 = block_on(sd.sdo_read(pdo, k)).map_err(err(k))?;
+    let client = sdo.client().map_err(err(0))?;
+    let n = client.upload_uint(pdo, 0, 1).map_err(err(0))?;
+    let mut out = Vec::with_capacity(n as usize);
+    for k in 1..=n as u8 {
+        let m = client.upload_uint(pdo, k, 4).map_err(err(k))?;
         out.push(((m >> 16) as u16, (m >> 8) as u8, m as u8));
     }
     Ok(out)

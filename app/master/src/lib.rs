@@ -130,6 +130,7 @@ pub mod master;
 pub mod motion;
 #[doc(hidden)]
 pub mod netuse;
+mod pdu_gate;
 #[doc(hidden)]
 pub mod period;
 mod phase_lock;

@@ -36,20 +36,12 @@ pub fn read_sii(
 /// docs/NOTES.md §7.4; the margin is for a loaded host).
 const SII_COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Every frame of the SII reads below goes through this lock, from its creation to the moment
-/// its response is consumed: ethercrab 0.7.1 finds a response's frame by the first PDU's 8-bit
-/// index among all its frames (`frame_index_by_first_pdu_index`), including frames whose
-/// response was received but not yet taken by their (descheduled) thread; 256 PDUs later the
-/// index repeats and a response lands on that stale frame ("Failed to claim receiving frame")
-/// and is lost. With one frame at a time that cannot happen, while the devices' EEPROM busy
-/// times (the slow part) still overlap (docs/NOTES.md §17).
-static PDU_GATE: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
+/// Every frame of the SII reads goes through [`crate::pdu_gate`]: several devices' EEPROM busy
+/// times overlap, one frame at a time.
 fn gated<T>(
     what: impl FnOnce() -> std::result::Result<T, ethercrab::error::Error>,
 ) -> std::result::Result<T, ethercrab::error::Error> {
-    let _g = PDU_GATE.lock().unwrap_or_else(|p| p.into_inner());
-    what()
+    crate::pdu_gate::gated(what)
 }
 
 /// `buf.len()` bytes of the SII from `word` on, through the ESC's SII interface (0x0502 control
@@ -140,19 +132,32 @@ pub fn read_subdevice(
     cache: &SiiCache,
 ) -> Result<SubdeviceSource> {
     let sii = sii_of(md, sd, position, cache)?;
-    read_subdevice_with(sd, position, &sii)
+    let mut sdo = crate::coe::OnDemand::new(
+        md,
+        position,
+        sd.configured_address(),
+        crate::coe::Timeouts::default(),
+    );
+    read_subdevice_with(sd, position, &sii, &mut sdo)
 }
 
-/// [`read_subdevice`] with the subdevice's SII already at hand.
+/// [`read_subdevice`] with the subdevice's SII already at hand, its CoE objects read through
+/// `sdo` (rtcat's client: its frames behind [`crate::pdu_gate`], so several subdevices may be
+/// read on threads side by side).
 pub fn read_subdevice_with(
     sd: &SubDeviceRef<'_, &SubDevice>,
     position: u16,
     sii: &Sii,
+    sdo: &mut crate::coe::OnDemand<'_>,
 ) -> Result<SubdeviceSource> {
     let id = sd.identity();
     let coe = has_coe(sii);
     let pdos = if coe {
-        coe_pdos(sd, position, sii)?
+        coe_pdos(
+            sdo,
+            &format!("subdevice at position {position} ({})", sd.name()),
+            sii,
+        )?
     } else {
         SubdeviceSource::pdos_from_sii(sii)
     };
@@ -207,9 +212,19 @@ pub fn has_coe(sii: &Sii) -> bool {
 /// The PDOs of a CoE subdevice: for every process-data sync manager n, the assignment object
 /// 0x1C10 + n and the mapping objects it lists (ETG.1000.6 §5.6.7.4), as ethercrab 0.7.1 reads
 /// them to size the SMs (`SubDevice::configure_pdos_coe`).
-fn coe_pdos(sd: &SubDeviceRef<'_, &SubDevice>, position: u16, sii: &Sii) -> Result<Vec<PdoSource>> {
-    let sdo = |what: String, e: ethercrab::error::Error| {
-        Error::bus(format!("subdevice at position {position}: {what}"), e)
+fn coe_pdos(sdo: &mut crate::coe::OnDemand<'_>, who: &str, sii: &Sii) -> Result<Vec<PdoSource>> {
+    let mut read = |index: u16, sub: u8, width: usize| -> Result<u32> {
+        sdo.client()
+            .and_then(|c| c.upload_uint(index, sub, width))
+            .map_err(|e| {
+                Error::Device(Box::new(crate::devices::DeviceError::Sdo {
+                    who: who.to_string(),
+                    action: "read",
+                    object: format!("{index:#06x}:{sub:02x}"),
+                    value: String::new(),
+                    source: Box::new(crate::devices::SdoFailure::Coe(e)),
+                }))
+            })
     };
     let mut out = Vec::new();
     for (n, sm) in sii.sync_managers.iter().enumerate() {
@@ -219,17 +234,13 @@ fn coe_pdos(sd: &SubDeviceRef<'_, &SubDevice>, position: u16, sii: &Sii) -> Resu
             _ => continue,
         };
         let assign = 0x1c10 + n as u16;
-        let count: u8 = block_on(sd.sdo_read(assign, 0))
-            .map_err(|e| sdo(format!("SDO {assign:#06x}:00"), e))?;
+        let count = read(assign, 0, 1)? as u8;
         for i in 1..=count {
-            let pdo: u16 = block_on(sd.sdo_read(assign, i))
-                .map_err(|e| sdo(format!("SDO {assign:#06x}:{i:02x}"), e))?;
-            let entries: u8 =
-                block_on(sd.sdo_read(pdo, 0)).map_err(|e| sdo(format!("SDO {pdo:#06x}:00"), e))?;
+            let pdo = read(assign, i, 2)? as u16;
+            let entries = read(pdo, 0, 1)? as u8;
             let mut list = Vec::with_capacity(usize::from(entries));
             for k in 1..=entries {
-                let m: u32 = block_on(sd.sdo_read(pdo, k))
-                    .map_err(|e| sdo(format!("SDO {pdo:#06x}:{k:02x}"), e))?;
+                let m = read(pdo, k, 4)?;
                 let (index, sub, bits) = ((m >> 16) as u16, (m >> 8) as u8, m as u8);
                 let (name, dt) = SubdeviceSource::describe_from_sii(sii, index, sub);
                 list.push((index, sub, bits, name, dt));

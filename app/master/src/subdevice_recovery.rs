@@ -763,8 +763,15 @@ fn recover_one<DC>(
         let d = &w.cfg.device[i];
         (d, devices::who(pos, &snap.name, i, d))
     });
+    // One CoE transport for all of this device's transfers below (its counter runs on).
+    let mut sdo = crate::coe::OnDemand::new(
+        md,
+        pos,
+        sd.configured_address(),
+        crate::coe::Timeouts::default(),
+    );
     if let Some((d, who)) = &configured {
-        devices::apply_pre_op(md, &sd, pos, who, d, snap.coe)
+        devices::apply_pre_op(&mut sdo, who, d, snap.coe)
             .map_err(|e| Error::Device(Box::new(e)))?;
     }
     let reference = w.snapshots.iter().find(|s| s.dc_capable).map(|s| s.address);
@@ -778,7 +785,7 @@ fn recover_one<DC>(
         ))));
     }
     if let Some(regs) = &snap.dc {
-        dc_sync_mode(w, snap)?;
+        dc_sync_mode(w, snap, &mut sdo)?;
         restore_dc(&st, regs, !has_address, reference)?;
     }
     // 5. Process data as the bring-up mapped it, SAFE-OP, SAFE-OP startup SDOs, OP.
@@ -786,7 +793,7 @@ fn recover_one<DC>(
     st.write_fmmus(snap)?;
     st.to_state(SAFE_OP, false, timeout)?;
     if let Some((d, who)) = &configured {
-        devices::write_startup(md, &sd, pos, who, d, devices::Transition::SO)
+        devices::write_startup(&mut sdo, who, d, devices::Transition::SO)
             .map_err(|e| Error::Device(Box::new(e)))?;
     }
     st.to_state(OP, false, timeout)?;
@@ -794,17 +801,17 @@ fn recover_one<DC>(
 }
 
 /// `[dc] coe_sync_mode`: 0x1C32:01 / 0x1C33:01 = 2 (DC SYNC0), as the bring-up writes them.
-fn dc_sync_mode<DC>(w: &Worker<'_, DC>, snap: &Snapshot) -> Result<()> {
+fn dc_sync_mode<DC>(
+    w: &Worker<'_, DC>,
+    snap: &Snapshot,
+    sdo: &mut crate::coe::OnDemand<'_>,
+) -> Result<()> {
     if !w.cfg.dc.coe_sync_mode || !snap.coe || w.cfg.dc.assign_activate(snap.position) == 0 {
         return Ok(());
     }
-    let mut client = crate::coe::Client::on_bus(
-        w.md,
-        snap.position,
-        snap.address,
-        crate::coe::Timeouts::default(),
-    )
-    .map_err(|e| Error::SegmentMismatch(format!("position {}: {e}", snap.position)))?;
+    let client = sdo
+        .client()
+        .map_err(|e| Error::SegmentMismatch(format!("position {}: {e}", snap.position)))?;
     for object in [0x1c32u16, 0x1c33] {
         // A direction without process data has no such object: a refusal there is not fatal
         // at the bring-up either (it is written only where present; the snapshot does not

@@ -3,8 +3,9 @@
 //! another revision read (a miss), a device whose SII changed under the same identity read again
 //! (invalidated), a damaged file ignored and replaced, a segment recovery checking instead of
 //! reading; and a larger segment brought up with its
-//! SII read 8 at a time giving the same layout and dictionary contents as one at a time, and the
-//! same error naming the same device when one refuses its configuration.
+//! SII read and its devices configured 8 at a time giving the same layout and dictionary
+//! contents as one at a time, and the same error naming the same device when one refuses its
+//! configuration.
 
 use ecsim::{Faults, SegmentSpec};
 mod support;
@@ -93,7 +94,9 @@ fn config(text: &str, in_flight: u16) -> Config {
             d.product_id = Some(0x0003_0003);
         }
     }
+    // The SII reads and the SDO configuration alike: one at a time, or overlapped.
     c.bus.sii_in_flight = in_flight;
+    c.bus.config_in_flight = in_flight;
     c
 }
 

@@ -10,7 +10,9 @@
 //! mappings by complete access and values of 8 bytes, and its input comes from the wire, so this
 //! client talks to the mailbox itself through ethercrab's public raw datagrams
 //! ([`ethercrab::Command::fprd`] / [`fpwr`](ethercrab::Command::fpwr)), as the master's register
-//! access does. ethercrab's own `sdo_read` stays in use where it is enough (the layout read).
+//! access does. ethercrab's own client is used only by ethercrab itself (its process data sizing
+//! in PRE-OP → SAFE-OP); the `[[device]]` configuration and the layout's reads are this client's,
+//! one [`OnDemand`] per subdevice, its frames behind the bring-up's PDU gate.
 //!
 //! ## How a transfer goes
 //! The request is built by [`frame`] into a buffer of the mailbox's size, the mailbox layer sends
@@ -213,6 +215,63 @@ impl<'a> Client<BusPort<'a>> {
     }
 }
 
+/// The CoE client of one subdevice on the bus, opened at its first transfer (its mailbox read
+/// from the SM registers then): the `[[device]]` configuration of a subdevice and the read-back
+/// of its mapping share one, so one counter runs through all of their requests, and a
+/// subdevice without CoE (nothing to transfer) never has its mailbox read.
+pub struct OnDemand<'a> {
+    md: &'a MainDevice<'a>,
+    position: u16,
+    address: u16,
+    timeouts: Timeouts,
+    after: u8,
+    client: Option<BusClient<'a>>,
+}
+
+impl<'a> OnDemand<'a> {
+    /// The subdevice at `position` with station `address` on `md` (nothing is sent yet).
+    pub fn new(md: &'a MainDevice<'a>, position: u16, address: u16, timeouts: Timeouts) -> Self {
+        OnDemand {
+            md,
+            position,
+            address,
+            timeouts,
+            after: 0,
+            client: None,
+        }
+    }
+
+    /// Continue counting after `last` (the last counter an earlier transport of rtcat sent to
+    /// this subdevice).
+    pub fn continue_after(mut self, last: u8) -> Self {
+        self.after = last;
+        self
+    }
+
+    /// The subdevice's position.
+    pub fn position(&self) -> u16 {
+        self.position
+    }
+
+    /// The client, its mailbox read at the first call.
+    pub fn client(&mut self) -> Result<&mut BusClient<'a>, Error> {
+        if self.client.is_none() {
+            let mut c = Client::on_bus(self.md, self.position, self.address, self.timeouts)?;
+            c.continue_after(self.after);
+            self.client = Some(c);
+        }
+        self.client.as_mut().ok_or_else(|| Error::NoMailbox {
+            position: self.position,
+            why: "client not opened (internal)".into(),
+        })
+    }
+
+    /// The counter of the last request (what the next transport continues after).
+    pub fn counter(&self) -> u8 {
+        self.client.as_ref().map_or(self.after, |c| c.counter())
+    }
+}
+
 /// Which objects an OD list asks for (ETG.1000.6 Table 45).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u16)]
@@ -342,6 +401,22 @@ impl<P: Port> Client<P> {
     /// Upload (read) `index:sub`: the object's bytes, however the device transfers them.
     pub fn upload(&mut self, index: u16, sub: u8) -> Result<Vec<u8>, Error> {
         self.upload_inner(index, sub, false)
+    }
+
+    /// Upload an unsigned value of `width` bytes (1, 2 or 4) from `index:sub`: the first
+    /// `width` bytes of what the device sends, little-endian (ethercrab's `sdo_read` takes the
+    /// same prefix), an answer shorter than that malformed.
+    pub fn upload_uint(&mut self, index: u16, sub: u8, width: usize) -> Result<u32, Error> {
+        let v = self.upload(index, sub)?;
+        if v.len() < width || width > 4 {
+            return Err(self.malformed(
+                &format!("SDO {index:#06x}:{sub:02x} upload"),
+                format!("{} bytes, a {width}-byte value expected", v.len()),
+            ));
+        }
+        let mut b = [0u8; 4];
+        b[..width].copy_from_slice(&v[..width]);
+        Ok(u32::from_le_bytes(b))
     }
 
     /// Upload `index` by complete access: every subindex at once, from subindex 0 (with its

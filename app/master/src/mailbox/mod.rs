@@ -447,7 +447,8 @@ pub trait Port {
 }
 
 /// A subdevice by its configured station address (FPRD/FPWR, ETG.1000.4 §5.4.3), which
-/// ethercrab assigns at the scan (0x1000 + position).
+/// ethercrab assigns at the scan (0x1000 + position). Every datagram goes through
+/// [`crate::pdu_gate`], so transports of several devices may run on threads side by side.
 pub struct BusPort<'a> {
     md: &'a MainDevice<'a>,
     address: u16,
@@ -463,18 +464,23 @@ impl<'a> BusPort<'a> {
 impl Port for BusPort<'_> {
     fn read(&mut self, register: u16, buf: &mut [u8]) -> Result<(), ethercrab::error::Error> {
         let len = u16::try_from(buf.len()).map_err(|_| ethercrab::error::Error::Internal)?;
-        let r = block_on(Command::fprd(self.address, register).receive_slice(self.md, len))?;
-        if r.len() < buf.len() {
-            return Err(ethercrab::error::Error::Pdu(
-                ethercrab::error::PduError::Decode,
-            ));
-        }
-        buf.copy_from_slice(&r[..buf.len()]);
-        Ok(())
+        // Behind the gate: several devices' transports may run on threads of one bring-up.
+        crate::pdu_gate::gated(|| {
+            let r = block_on(Command::fprd(self.address, register).receive_slice(self.md, len))?;
+            if r.len() < buf.len() {
+                return Err(ethercrab::error::Error::Pdu(
+                    ethercrab::error::PduError::Decode,
+                ));
+            }
+            buf.copy_from_slice(&r[..buf.len()]);
+            Ok(())
+        })
     }
 
     fn write(&mut self, register: u16, data: &[u8]) -> Result<(), ethercrab::error::Error> {
-        block_on(Command::fpwr(self.address, register).send(self.md, data))
+        crate::pdu_gate::gated(|| {
+            block_on(Command::fpwr(self.address, register).send(self.md, data))
+        })
     }
 }
 

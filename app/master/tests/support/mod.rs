@@ -13,8 +13,12 @@ pub fn timed_out(e: &rtcat_master::Error) -> bool {
         Error::Bus { source, .. } => matches!(source, ethercrab::error::Error::Timeout(_)),
         Error::GaveUp { last, .. } => timed_out(last),
         Error::Stopped(inner) => timed_out(inner),
-        // A startup SDO's mailbox timeout: the error names it in its text.
-        Error::Device(d) => d.to_string().to_ascii_lowercase().contains("timeout"),
+        // An SDO's mailbox timeout: the error names it in its text (rtcat's CoE client says
+        // "no answer within N ms").
+        Error::Device(d) => {
+            let m = d.to_string().to_ascii_lowercase();
+            m.contains("timeout") || m.contains("no answer within")
+        }
         _ => false,
     }
 }
