@@ -36,7 +36,7 @@ pub fn read_sii(
 /// docs/NOTES.md §7.4; the margin is for a loaded host).
 const SII_COMMAND_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(1);
 
-/// Every frame of the SII reads goes through [`crate::pdu_gate`]: several devices' EEPROM busy
+/// Every frame of the SII reads goes through `pdu_gate`: several devices' EEPROM busy
 /// times overlap, one frame at a time.
 fn gated<T>(
     what: impl FnOnce() -> std::result::Result<T, ethercrab::error::Error>,
@@ -142,7 +142,7 @@ pub fn read_subdevice(
 }
 
 /// [`read_subdevice`] with the subdevice's SII already at hand, its CoE objects read through
-/// `sdo` (rtcat's client: its frames behind [`crate::pdu_gate`], so several subdevices may be
+/// `sdo` (rtcat's client: its frames behind `pdu_gate`, so several subdevices may be
 /// read on threads side by side).
 pub fn read_subdevice_with(
     sd: &SubDeviceRef<'_, &SubDevice>,

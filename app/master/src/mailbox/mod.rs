@@ -448,7 +448,7 @@ pub trait Port {
 
 /// A subdevice by its configured station address (FPRD/FPWR, ETG.1000.4 §5.4.3), which
 /// ethercrab assigns at the scan (0x1000 + position). Every datagram goes through
-/// [`crate::pdu_gate`], so transports of several devices may run on threads side by side.
+/// `pdu_gate`, so transports of several devices may run on threads side by side.
 pub struct BusPort<'a> {
     md: &'a MainDevice<'a>,
     address: u16,
