@@ -21,7 +21,7 @@ use rtcat_master::{
 };
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use support::line::Watch;
+use support::line::{Watch, no_frame_lost};
 
 /// The tests share the machine's two CPUs: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -167,12 +167,7 @@ fn abort_then_update(q: &rtcat_master::acyclic::SdoClient, cfg: &Config, _: &Fau
 
 fn attempt() -> Result<(), String> {
     let (out, p, c) = run(RecoveryPolicy::Subdevice, abort_then_update);
-    if out.rec.frames_lost > 0 {
-        return Err(format!(
-            "{} frames lost to the machine",
-            out.rec.frames_lost
-        ));
-    }
+    no_frame_lost(&out)?;
     // The abort: a clear error, the device left parked in BOOT.
     let e = c.aborted.expect_err("a write beyond max_bytes is aborted");
     match &e {

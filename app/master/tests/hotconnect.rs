@@ -24,7 +24,7 @@ use rtcat_master::{
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::line::{Watch, example, run_with_events, sim_run};
+use support::line::{Watch, example, no_frame_lost, run_with_events, sim_run};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -175,12 +175,7 @@ fn unplugged_and_back(power: bool) -> Result<u64, String> {
             p.w.log.len()
         )
     })?;
-    if out.rec.frames_lost > 0 {
-        return Err(format!(
-            "{} frames lost to the machine",
-            out.rec.frames_lost
-        ));
-    }
+    no_frame_lost(&out)?;
     let log = &p.w.log;
     // The rest never noticed: no re-initialisation, every cycle valid and in OP.
     assert_eq!(out.rec.recoveries, 0, "{events:?}");

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
-use support::line::{Watch, example, segment_io, sim_run};
+use support::line::{Watch, example, no_frame_lost, segment_io, sim_run};
 
 /// The tests share the machine's two CPUs: run them one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -310,9 +310,7 @@ fn a_swapped_identity_is_refused_and_never_driven() {
             &mut p,
             None,
         )?;
-        ensure(out.rec.frames_lost == 0, || {
-            format!("{} frames lost to the machine", out.rec.frames_lost)
-        })?;
+        no_frame_lost(&out)?;
         Ok((out, p))
     });
     assert_eq!(out.rec.recoveries, 0, "no segment recovery remaps it");
@@ -353,9 +351,7 @@ fn the_segment_policy_still_reinitialises_everything() {
         cfg.health.recovery = RecoveryPolicy::Segment;
         cfg.health.bad_cycles_before_recovery = Config::default().health.bad_cycles_before_recovery;
         let out = run_story(cfg, segment_io(), faults, &mut p, None)?;
-        ensure(out.rec.frames_lost == 0, || {
-            format!("{} frames lost to the machine", out.rec.frames_lost)
-        })?;
+        no_frame_lost(&out)?;
         Ok((out, p))
     });
     assert_eq!(out.rec.recoveries, 1);
@@ -423,9 +419,7 @@ fn a_power_cycled_coe_device_gets_its_device_configuration_back() {
         p.stop.request();
         let read = reader.join().expect("reader");
         let out = out?;
-        ensure(out.rec.frames_lost == 0, || {
-            format!("{} frames lost to the machine", out.rec.frames_lost)
-        })?;
+        no_frame_lost(&out)?;
         // One outage of position 2 (the power cycle) and one attempt that brought it back,
         // else the machine's verdict: a CoE device's recovery writes its configuration by
         // mailbox, whose timeouts (100 ms for the mailbox to be free, not configurable) a
@@ -537,9 +531,7 @@ fn dc_drive_recovered_alone(
     p.inner.stop.request();
     let diff = reader.join().expect("reader");
     let out = out?;
-    ensure(out.rec.frames_lost == 0, || {
-        format!("{} frames lost to the machine", out.rec.frames_lost)
-    })?;
+    no_frame_lost(&out)?;
     assert_eq!(out.rec.recoveries, 0, "{:?}", p.inner.w.recoveries);
     assert_eq!(p.inner.invalid(0), 0, "x's data");
     let (got, outage, _) = p.inner.w.back_of(1).expect("y back");
@@ -691,9 +683,7 @@ fn a_powered_off_device_falls_back_to_the_segment_which_waits_for_its_topology()
         p.stop.request();
         on.join().expect("power on");
         let (out, events) = ran?;
-        ensure(out.rec.frames_lost == 0, || {
-            format!("{} frames lost to the machine", out.rec.frames_lost)
-        })?;
+        no_frame_lost(&out)?;
         ensure(p.done_at.is_some(), || {
             format!("not back within {} s: {events:?}", CAP.as_secs())
         })?;
@@ -745,9 +735,7 @@ fn a_power_cycled_dc_reference_re_initialises_the_segment() {
         };
         p.inner.done = |p| !p.w.recoveries.is_empty();
         let out = run_dc(cfg, spec, faults, &mut p, None)?;
-        ensure(out.rec.frames_lost == 0, || {
-            format!("{} frames lost to the machine", out.rec.frames_lost)
-        })?;
+        no_frame_lost(&out)?;
         Ok((out, p))
     });
     assert!(

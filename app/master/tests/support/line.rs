@@ -13,6 +13,17 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+/// The machine's verdict on a run of the watched line: a frame lost to the test machine's
+/// scheduling invalidates every subdevice's data for its cycle, so a run that lost one is
+/// retried (`ecsim::noise`) rather than judged.
+pub fn no_frame_lost(out: &Outcome) -> Result<(), String> {
+    let lost = out.rec.frames_lost;
+    if lost > 0 {
+        return Err(format!("{lost} frames lost to the machine"));
+    }
+    Ok(())
+}
+
 /// A file of the repository's `examples/`.
 pub fn example(rel: &str) -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
