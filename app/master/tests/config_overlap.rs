@@ -17,11 +17,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 mod support;
 
+use support::coe_example::{self, CONFIG};
+
 /// The tests share the machine's two CPUs: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-const SEGMENT: &str = include_str!("../../../examples/coe/segment.toml");
-const CONFIG: &str = include_str!("../../../examples/coe/rtcat.toml");
 
 /// What the wire and the application showed, in order.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -112,19 +111,10 @@ impl Link for Recording {
     }
 }
 
-/// The example's devices repeated to `n`, each with its own serial, answering a mailbox
-/// request after 1 ms (docs/NOTES.md §7.4) so that there is a wait to overlap.
+/// The example's devices repeated to `n`, answering a mailbox request after 1 ms
+/// (docs/NOTES.md §7.4) so that there is a wait to overlap.
 fn segment(n: usize) -> SegmentSpec {
-    let base = SegmentSpec::from_toml(SEGMENT).expect("examples/coe/segment.toml");
-    let mut s = base.clone();
-    s.devices = (0..n)
-        .map(|i| {
-            let mut d = base.devices[i % base.devices.len()].clone();
-            d.serial = 1000 + i as u32;
-            d
-        })
-        .collect();
-    s.with_timing(EscTiming {
+    coe_example::segment(n).with_timing(EscTiming {
         mailbox_ns: 1_000_000,
         ..EscTiming::default()
     })
@@ -133,15 +123,7 @@ fn segment(n: usize) -> SegmentSpec {
 /// `text` with the segment checks dropped and the servo entry by identity (every third device
 /// is one), `in_flight` subdevices configured at a time.
 fn config(text: &str, in_flight: u16) -> Config {
-    let mut c = Config::parse(text, "examples/coe/rtcat.toml").expect("example config");
-    c.segment = Default::default();
-    for d in &mut c.device {
-        if d.position == Some(2) {
-            d.position = None;
-            d.vendor_id = Some(ecsim::spec::REFERENCE_VENDOR);
-            d.product_id = Some(0x0003_0003);
-        }
-    }
+    let mut c = coe_example::config(text);
     c.bus.config_in_flight = in_flight;
     c
 }

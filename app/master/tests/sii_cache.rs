@@ -16,12 +16,10 @@ use rtcat_master::{AppError, Application, Config, Cycle, Layout, RunSpec, Setup,
 use std::sync::Mutex;
 use std::time::Duration;
 use support::SetupPort;
+use support::coe_example::{self, CONFIG, segment};
 
 /// The tests share the machine's two CPUs and the log capture: one at a time.
 static SERIAL: Mutex<()> = Mutex::new(());
-
-const SEGMENT: &str = include_str!("../../../examples/coe/segment.toml");
-const CONFIG: &str = include_str!("../../../examples/coe/rtcat.toml");
 
 /// The master's "SII cache: …" log lines.
 static LINES: Mutex<Vec<String>> = Mutex::new(Vec::new());
@@ -68,33 +66,10 @@ fn counts() -> Vec<(u32, u32, u32)> {
         .collect()
 }
 
-/// The example's devices repeated to `n`, each with its own serial.
-fn segment(n: usize) -> SegmentSpec {
-    let base = SegmentSpec::from_toml(SEGMENT).expect("examples/coe/segment.toml");
-    let mut s = base.clone();
-    s.devices = (0..n)
-        .map(|i| {
-            let mut d = base.devices[i % base.devices.len()].clone();
-            d.serial = 1000 + i as u32;
-            d
-        })
-        .collect();
-    s
-}
-
-/// The example configuration, the servo by identity (every third device is one), the segment
-/// checks dropped.
+/// The example configuration (the servo by identity, the segment checks dropped), the SII
+/// reads and the SDO configuration alike one at a time or `in_flight` overlapped.
 fn config(text: &str, in_flight: u16) -> Config {
-    let mut c = Config::parse(text, "examples/coe/rtcat.toml").expect("example config");
-    c.segment = Default::default();
-    for d in &mut c.device {
-        if d.position == Some(2) {
-            d.position = None;
-            d.vendor_id = Some(ecsim::spec::REFERENCE_VENDOR);
-            d.product_id = Some(0x0003_0003);
-        }
-    }
-    // The SII reads and the SDO configuration alike: one at a time, or overlapped.
+    let mut c = coe_example::config(text);
     c.bus.sii_in_flight = in_flight;
     c.bus.config_in_flight = in_flight;
     c

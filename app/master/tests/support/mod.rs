@@ -72,6 +72,7 @@ impl Port for SetupPort<'_, '_> {
     }
 }
 
+pub mod coe_example;
 pub mod line;
 
 /// How long this process's threads waited for a CPU while they were runnable, summed (ns): the
