@@ -94,12 +94,10 @@ impl crate::application::RegisterAccess for Registers<'_> {
                 source: Box::new(devices::SdoFailure::Coe(e)),
             }))
         };
-        let mut sdo = self.sdo(position, addr);
-        let v = sdo.client().and_then(|c| c.upload(index, sub));
-        if let Some(c) = self.counters.get_mut(usize::from(position)) {
-            *c = sdo.counter();
-        }
-        let v = v.map_err(fail)?;
+        let v = with_counted_sdo(self.md, &mut self.counters, position, addr, |sdo| {
+            sdo.client().and_then(|c| c.upload(index, sub))
+        })
+        .map_err(fail)?;
         let n = v.len().min(buf.len());
         buf[..n].copy_from_slice(&v[..n]);
         Ok(n)
@@ -116,14 +114,7 @@ impl crate::application::RegisterAccess for Registers<'_> {
     }
 }
 
-impl<'a> Registers<'a> {
-    /// rtcat's CoE client of `position` (checked by `address`), its counter going on.
-    fn sdo(&self, position: u16, address: u16) -> crate::coe::OnDemand<'a> {
-        let last = self.counters.get(usize::from(position)).copied();
-        crate::coe::OnDemand::new(self.md, position, address, Default::default())
-            .continue_after(last.unwrap_or(0))
-    }
-
+impl Registers<'_> {
     fn address(&self, position: u16) -> Result<u16> {
         self.addresses
             .get(usize::from(position))
@@ -561,6 +552,26 @@ fn snapshots_for<DC>(
 /// Which `[[device]]` entry configures the subdevice at a position (and how it is named).
 type Configured<'c> = dyn Fn(usize, &str) -> Option<(&'c devices::DeviceConfig, String)> + 'c;
 
+/// `f` with rtcat's CoE client of the subdevice at `position` (station `address`): its mailbox
+/// counter continues after `counters[position]` (0: none sent yet) and is stored back there
+/// whatever `f` returns, so the next transport to it counts on.
+fn with_counted_sdo<T>(
+    md: &MainDevice<'static>,
+    counters: &mut [u8],
+    position: u16,
+    address: u16,
+    f: impl FnOnce(&mut crate::coe::OnDemand<'_>) -> T,
+) -> T {
+    let slot = usize::from(position);
+    let mut sdo = crate::coe::OnDemand::new(md, position, address, crate::coe::Timeouts::default())
+        .continue_after(counters.get(slot).copied().unwrap_or(0));
+    let r = f(&mut sdo);
+    if let Some(c) = counters.get_mut(slot) {
+        *c = sdo.counter();
+    }
+    r
+}
+
 /// The SAFE-OP startup SDOs of the configured devices.
 fn write_startup_so<S, DC>(
     md: &MainDevice<'static>,
@@ -573,19 +584,9 @@ where
 {
     for (pos, sd) in group.iter(md).enumerate() {
         if let Some((d, who)) = configured(pos, sd.name()) {
-            let last = counters.get(pos).copied().unwrap_or(0);
-            let mut sdo = crate::coe::OnDemand::new(
-                md,
-                pos as u16,
-                sd.configured_address(),
-                crate::coe::Timeouts::default(),
-            )
-            .continue_after(last);
-            let r = devices::write_startup(&mut sdo, &who, d, devices::Transition::SO);
-            if let Some(c) = counters.get_mut(pos) {
-                *c = sdo.counter();
-            }
-            r?;
+            with_counted_sdo(md, counters, pos as u16, sd.configured_address(), |sdo| {
+                devices::write_startup(sdo, &who, d, devices::Transition::SO)
+            })?;
         }
     }
     Ok(())
@@ -675,24 +676,18 @@ fn configure_dc_pre_op(
             if !s.coe {
                 continue;
             }
-            let slot = usize::from(p);
-            let mut sdo =
-                crate::coe::OnDemand::new(md, p, s.address, crate::coe::Timeouts::default())
-                    .continue_after(counters.get(slot).copied().unwrap_or(0));
-            let mut r = Ok(());
-            for (object, present) in [(0x1c32u16, s.output_bytes > 0), (0x1c33, s.input_bytes > 0)]
-            {
-                if present && r.is_ok() {
-                    r = sdo
-                        .client()
-                        .and_then(|c| c.download(object, 1, &2u16.to_le_bytes()))
-                        .map_err(|e| sync_mode_error(p, &s.name, object, e));
+            with_counted_sdo(md, counters, p, s.address, |sdo| {
+                for (object, present) in
+                    [(0x1c32u16, s.output_bytes > 0), (0x1c33, s.input_bytes > 0)]
+                {
+                    if present {
+                        sdo.client()
+                            .and_then(|c| c.download(object, 1, &2u16.to_le_bytes()))
+                            .map_err(|e| sync_mode_error(p, &s.name, object, e))?;
+                    }
                 }
-            }
-            if let Some(c) = counters.get_mut(slot) {
-                *c = sdo.counter();
-            }
-            r?;
+                Ok::<_, Error>(())
+            })?;
         }
     }
     Ok(capable)
