@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""tune: `doctor --json` on this machine: schema rttune.doctor/1, 31 checks with distinct ids,
+"""tune: `doctor --json` on this machine: schema rttune.doctor/1, 32 checks with distinct ids,
 each with a known verdict, non-empty observed/expected/why, string fix, boolean reboot and a
 details list; the summary's FAIL count is the checks' and the exit status is 1 exactly when a
 check FAILs.
@@ -15,7 +15,7 @@ with open(sys.argv[1]) as f:
 rc = int(sys.argv[2])
 assert r["schema"] == "rttune.doctor/1", r["schema"]
 ids = [c["id"] for c in r["checks"]]
-assert len(ids) == 31 and len(set(ids)) == 31, ids
+assert len(ids) == 32 and len(set(ids)) == 32, ids
 for c in r["checks"]:
     assert c["verdict"] in ("PASS", "WARN", "FAIL", "N/A"), c
     for k in ("observed", "expected", "why", "fix"):

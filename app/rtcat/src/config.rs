@@ -12,6 +12,7 @@
 //! apply.
 
 // The master's section types, under this module as before (`rtcat::config::CycleConfig`).
+use rtcat_master::WaitMode;
 pub use rtcat_master::config::{
     BusConfig, ConfigError, CycleConfig, DEFAULT_CONFIG, ExpectedDevice, HealthConfig,
     MAX_CONFIG_BYTES, MAX_QUOTED, RtConfig, SegmentConfig, TxRxMode, clip, clip_lines, read_text,
@@ -377,6 +378,14 @@ impl Config {
             rt_cpu: self.master.cycle.cpu,
             iface: Some(self.master.bus.interface.clone()),
             tune: self.tune.clone(),
+            wait: Some(match self.master.cycle.txrx {
+                TxRxMode::Thread => rttune::CycleWait::Thread,
+                TxRxMode::Inline => match self.master.cycle.wait_mode() {
+                    WaitMode::Sleep => rttune::CycleWait::Sleep,
+                    WaitMode::Busy => rttune::CycleWait::Busy,
+                    WaitMode::Hybrid => rttune::CycleWait::Hybrid,
+                },
+            }),
         }
     }
 }
@@ -391,6 +400,26 @@ mod tests {
         assert_eq!(c.master.cycle.period_us, 1000);
         assert_eq!(c.master.cycle.cpu, Some(6));
         assert_eq!(c.master.segment.expected_wkc, Some(9));
+    }
+
+    /// doctor judges the wait the master would use: the default, `[cycle] wait`, or the TX/RX
+    /// thread's (which always sleeps) whatever `wait` says.
+    #[test]
+    fn doctor_sees_how_the_cycle_waits() {
+        let wait = |t: &str| Config::parse(t, "c.toml").unwrap().rt_context().wait;
+        assert_eq!(wait(""), Some(rttune::CycleWait::Hybrid));
+        assert_eq!(
+            wait("[cycle]\nwait = \"busy\"\n"),
+            Some(rttune::CycleWait::Busy)
+        );
+        assert_eq!(
+            wait("[cycle]\nwait = \"sleep\"\n"),
+            Some(rttune::CycleWait::Sleep)
+        );
+        assert_eq!(
+            wait("[cycle]\ntxrx = \"thread\"\n"),
+            Some(rttune::CycleWait::Thread)
+        );
     }
 
     #[test]

@@ -39,6 +39,7 @@ fn main() {
             iface: Some("eth1".into()),
             tune: TuneSection::default(),
             journal: None,
+            wait: None,
         })
         .expect("doctor");
         times.push(t0.elapsed().as_secs_f64() * 1e3);

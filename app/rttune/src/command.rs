@@ -293,6 +293,7 @@ pub fn run_doctor(args: &DoctorOptions, ctx: &RtContext) -> Result<i32, CommandE
         iface,
         tune: ctx.tune.clone(),
         journal,
+        wait: ctx.wait,
     };
     // it refuses only what it was given (no RT CPU, an offline one)
     let r = doctor::run(&d).map_err(input)?;

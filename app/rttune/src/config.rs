@@ -233,18 +233,46 @@ fn check_state_file(p: &Path) -> Result<(), String> {
     }
 }
 
-/// What doctor and tune work on: built by rtcat from its config (`[cycle].cpu`, `[bus].interface`,
-/// `[tune]`); explicit CLI flags override it.
+/// What doctor and tune work on: built by rtcat from its config (`[cycle].cpu`, `.wait`,
+/// `.txrx`, `[bus].interface`, `[tune]`); explicit CLI flags override it.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RtContext {
     pub rt_cpu: Option<usize>,
     pub iface: Option<String>,
     pub tune: TuneSection,
+    /// How the cycle waits for its replies (`[cycle] wait` and `txrx`); `None` without a config.
+    pub wait: Option<CycleWait>,
+}
+
+/// How rtcat's cyclic thread waits for its replies, as doctor judges it against the RT CPU
+/// (`[cycle] wait`, docs/NOTES.md §1.2; a TX/RX thread, `txrx = "thread"`, always sleeps).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CycleWait {
+    /// `ppoll` until the reply.
+    Sleep,
+    /// Polls without blocking for the whole round trip.
+    Busy,
+    /// Sleeps, then polls a bounded window around the learned round trip (the default).
+    Hybrid,
+    /// A TX/RX thread moves the frames and sleeps on its socket.
+    Thread,
+}
+
+impl CycleWait {
+    /// The `[cycle]` keys' spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            CycleWait::Sleep => "sleep",
+            CycleWait::Busy => "busy",
+            CycleWait::Hybrid => "hybrid",
+            CycleWait::Thread => "txrx = thread",
+        }
+    }
 }
 
 impl RtContext {
-    /// Build a context from an rtcat config file, reading only `[cycle].cpu`, `[bus].interface`
-    /// and `[tune]` (full validation of the file is `rtcat config check`).
+    /// Build a context from an rtcat config file, reading only `[cycle].cpu`, `.wait`, `.txrx`,
+    /// `[bus].interface` and `[tune]` (full validation of the file is `rtcat config check`).
     pub fn from_config_file(path: &Path) -> anyhow::Result<RtContext> {
         // a configuration is a few kB; a FIFO or /dev/zero is refused, not waited on
         let text = safefs::read_to_string_bounded(path, 1 << 20)
@@ -263,6 +291,25 @@ impl RtContext {
                 "cycle.cpu: {other} is not a CPU number (0..={})",
                 crate::cpuset::MAX_CPUS - 1
             ),
+        };
+        let key = |k: &str| v.get("cycle").and_then(|c| c.get(k));
+        let word = |k: &str, words: &[&'static str]| -> anyhow::Result<Option<&'static str>> {
+            match key(k) {
+                None => Ok(None),
+                Some(toml::Value::String(s)) if words.contains(&s.as_str()) => {
+                    Ok(words.iter().copied().find(|w| *w == s))
+                }
+                Some(other) => {
+                    anyhow::bail!("cycle.{k}: {other} is not one of {}", words.join(", "))
+                }
+            }
+        };
+        let txrx = word("txrx", &["inline", "thread"])?;
+        let wait = match word("wait", &["sleep", "busy", "hybrid"])? {
+            _ if txrx == Some("thread") => CycleWait::Thread,
+            Some("sleep") => CycleWait::Sleep,
+            Some("busy") => CycleWait::Busy,
+            _ => CycleWait::Hybrid,
         };
         let iface = match v.get("bus").and_then(|b| b.get("interface")) {
             None => None,
@@ -284,6 +331,7 @@ impl RtContext {
             rt_cpu,
             iface,
             tune,
+            wait: Some(wait),
         })
     }
 }
@@ -372,5 +420,25 @@ mod tests {
         assert_eq!(c.tune.coalesce.tx_frames, Some(25));
         assert!(RtContext::from_config_str("[cycle]\ncpu = -1\n").is_err());
         assert!(RtContext::from_config_str("[bus]\ninterface = \"a/b\"\n").is_err());
+    }
+
+    #[test]
+    fn context_knows_how_the_cycle_waits() {
+        let wait = |t: &str| RtContext::from_config_str(t).map(|c| c.wait.unwrap());
+        assert_eq!(wait("").unwrap(), CycleWait::Hybrid, "the master's default");
+        assert_eq!(wait("[cycle]\nwait = \"busy\"\n").unwrap(), CycleWait::Busy);
+        assert_eq!(
+            wait("[cycle]\nwait = \"sleep\"\n").unwrap(),
+            CycleWait::Sleep
+        );
+        let thread = "[cycle]\ntxrx = \"thread\"\nwait = \"sleep\"\n";
+        assert_eq!(wait(thread).unwrap(), CycleWait::Thread);
+        let e = wait("[cycle]\nwait = \"spin\"\n").unwrap_err().to_string();
+        assert!(e.contains("cycle.wait") && e.contains("spin"), "{e}");
+        let e = wait("[cycle]\ntxrx = 1\n").unwrap_err().to_string();
+        assert!(
+            e.contains("cycle.txrx") && e.contains("inline, thread"),
+            "{e}"
+        );
     }
 }

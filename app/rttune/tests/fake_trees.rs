@@ -1,7 +1,7 @@
 //! doctor and tune against fake RK3588 trees: golden verdicts, exact restore, idempotence,
 //! crash recovery, refused knobs.
 
-use rttune::config::{CoalesceConfig, TuneSection};
+use rttune::config::{CoalesceConfig, CycleWait, TuneSection};
 use rttune::cpuset::CpuSet;
 use rttune::doctor::{self, Doctor, Report, Verdict};
 use rttune::journal::{EntryState, Journal};
@@ -48,6 +48,15 @@ fn rig() -> (
 }
 
 fn doctor(root: &SysRoot, host: &dyn Host, state: Option<&Path>) -> Report {
+    doctor_waiting(root, host, state, Some(CycleWait::Hybrid))
+}
+
+fn doctor_waiting(
+    root: &SysRoot,
+    host: &dyn Host,
+    state: Option<&Path>,
+    wait: Option<CycleWait>,
+) -> Report {
     let journal = state.and_then(|s| Journal::load(s).unwrap());
     doctor::run(&Doctor {
         root,
@@ -56,6 +65,7 @@ fn doctor(root: &SysRoot, host: &dyn Host, state: Option<&Path>) -> Report {
         iface: Some("eth1".into()),
         tune: tune_section(),
         journal,
+        wait,
     })
     .unwrap()
 }
@@ -169,6 +179,60 @@ fn golden_untuned_rk3588() {
 
 /// Without root, debugfs (mode 0700) hides which IRQs are kernel-managed: an IRQ allowed on the
 /// RT CPU is then unknown, a WARN that says so, never a FAIL the root report would not give.
+/// `cycle.wait`: a busy cycle above the NIC's interrupt thread on a PREEMPT_RT CPU fails, on a
+/// CPU that is not isolated warns, on an isolated one without the NIC's interrupt passes; the
+/// hybrid default only warns where the NIC's interrupt shares its CPU; no config, no verdict.
+#[test]
+fn cycle_wait_is_judged_against_the_rt_cpu() {
+    // `nic_on_rt`: eth1's IRQ (60) delivered on CPU 6 of the tuned (PREEMPT_RT, isolated) tree
+    let judged = |tuned: bool, nic_on_rt: bool, wait: Option<CycleWait>| {
+        let (_d, t) = tree(TreeSpec {
+            tuned,
+            ..TreeSpec::default()
+        });
+        if nic_on_rt {
+            let irq = t.root.join("proc/irq/60");
+            std::fs::write(irq.join("smp_affinity"), "40\n").unwrap();
+            std::fs::write(irq.join("smp_affinity_list"), "6\n").unwrap();
+            std::fs::write(irq.join("effective_affinity_list"), "6\n").unwrap();
+        }
+        let root = t.sysroot();
+        let r = doctor_waiting(&root, &FakeHost::new(&root), None, wait);
+        let c = r.get("cycle.wait").unwrap().clone();
+        (c.verdict, c.observed, c.fix)
+    };
+    // PREEMPT_RT with eth1's interrupt thread below a polling cycle on CPU 6
+    let (v, obs, fix) = judged(true, true, Some(CycleWait::Busy));
+    assert_eq!(v, Verdict::Fail, "{obs}");
+    assert!(obs.contains("IRQ 60(eth1)"), "{obs}");
+    assert!(fix.contains("hybrid"), "{fix}");
+    let (v, obs, _) = judged(true, true, Some(CycleWait::Hybrid));
+    assert_eq!(v, Verdict::Warn, "{obs}");
+    for w in [CycleWait::Sleep, CycleWait::Thread] {
+        assert_eq!(judged(true, true, Some(w)).0, Verdict::Pass, "{w:?}");
+    }
+    // tuned: CPU 6 isolated, the NIC's IRQs on the housekeeping CPUs
+    let (v, obs, _) = judged(true, false, Some(CycleWait::Busy));
+    assert_eq!(v, Verdict::Pass, "{obs}");
+    assert!(obs.contains("isolated CPU 6"), "{obs}");
+    assert_eq!(
+        judged(true, false, Some(CycleWait::Hybrid)).0,
+        Verdict::Pass
+    );
+    // untuned (no PREEMPT_RT, CPU 6 not isolated): busy only warns
+    let (v, obs, fix) = judged(false, false, Some(CycleWait::Busy));
+    assert_eq!(v, Verdict::Warn, "{obs}");
+    assert!(
+        obs.contains("not isolated") && fix.contains("hybrid"),
+        "{obs} {fix}"
+    );
+    assert_eq!(
+        judged(false, false, Some(CycleWait::Hybrid)).0,
+        Verdict::Pass
+    );
+    assert_eq!(judged(false, false, None).0, Verdict::NA);
+}
+
 #[test]
 fn irq_affinity_without_root_is_unknown_not_wrong() {
     for tuned in [false, true] {
@@ -663,7 +727,7 @@ fn json_report_has_the_same_ids_as_text() {
         .map(|c| c["id"].as_str().unwrap())
         .collect();
     let text = r.to_text();
-    assert_eq!(ids.len(), 31);
+    assert_eq!(ids.len(), 32);
     for c in v["checks"].as_array().unwrap() {
         let id = c["id"].as_str().unwrap();
         assert!(text.contains(&format!(" {id} ")), "{id}");
@@ -698,6 +762,7 @@ fn commands_run_on_a_fake_root() {
         rt_cpu: Some(6),
         iface: Some("eth1".into()),
         tune: tune_section(),
+        wait: None,
     };
     assert_eq!(rttune::run_doctor(&doctor(None, true), &ctx).unwrap(), 1);
     // explicit flag beats the context; a bad CPU is a clear error

@@ -64,12 +64,13 @@ fn live_doctor_runs_against_root() {
         iface: up_iface(&root),
         tune: TuneSection::default(),
         journal: None,
+        wait: None,
     })
     .unwrap();
     let el = t0.elapsed();
     eprintln!("{}", r.to_text());
     eprintln!("doctor on / took {el:?}");
-    assert_eq!(r.checks.len(), 31);
+    assert_eq!(r.checks.len(), 32);
     for c in &r.checks {
         assert!(
             !c.observed.is_empty() && !c.expected.is_empty() && !c.why.is_empty(),
@@ -189,6 +190,7 @@ fn live_apply_restore_round_trip() {
         iface: None,
         tune: TuneSection::default(),
         journal: None,
+        wait: None,
     })
     .unwrap();
     for (id, path) in [

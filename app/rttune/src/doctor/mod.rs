@@ -9,7 +9,7 @@ mod report;
 
 pub use report::{Check, MAX_DETAILS, Report, SCHEMA, Summary, Verdict};
 
-use crate::config::TuneSection;
+use crate::config::{CycleWait, TuneSection};
 use crate::cpuset::CpuSet;
 use crate::facts::{self, Irq, Task};
 use crate::host::Host;
@@ -26,6 +26,8 @@ pub struct Doctor<'a> {
     pub tune: TuneSection,
     /// The tune journal, if any (IRQs that refused a write are known to be kernel-managed).
     pub journal: Option<Journal>,
+    /// How the cycle waits for its replies (from the rtcat config); `None`: not known.
+    pub wait: Option<CycleWait>,
 }
 
 /// What every check reads, gathered once per run.
@@ -196,6 +198,7 @@ pub fn run(d: &Doctor) -> anyhow::Result<Report> {
         c.memlock(),
         c.tasks_on_rt(),
         c.rtcat_threads(),
+        c.cycle_wait(),
         c.nic_link(),
         c.nic_coalesce(),
         c.caps(),

@@ -1,6 +1,6 @@
 //! The real-time knobs, one file per area: kernel build, boot arguments, scheduler, power, IRQs,
-//! workqueues, memory, tasks, NIC, capabilities; and, not a knob but read the same way, the A/B
-//! update slots.
+//! workqueues, memory, tasks, NIC, capabilities; and, not knobs but read the same way, how the
+//! cycle waits (judged against its CPU) and the A/B update slots.
 //!
 //! Each area file is the one place to read for its knobs: which fact is read (its own readers,
 //! or the shared ones of [`crate::facts`]), how `rtcat doctor` judges it (the area's checks, as
@@ -24,4 +24,5 @@ pub(crate) mod power;
 pub(crate) mod sched;
 pub(crate) mod slots;
 pub(crate) mod tasks;
+pub(crate) mod wait;
 pub(crate) mod workqueue;
