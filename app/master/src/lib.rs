@@ -130,6 +130,8 @@ pub mod master;
 pub mod motion;
 #[doc(hidden)]
 pub mod netuse;
+#[doc(hidden)]
+pub mod pd_registers;
 mod pdu_gate;
 #[doc(hidden)]
 pub mod period;
