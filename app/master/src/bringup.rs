@@ -436,8 +436,12 @@ pub(crate) fn bring_up(
         .iter(md)
         .zip(&identities)
         .map(|(sd, id)| (sd.alias_address(), *id));
-    let hot =
-        crate::hotconnect::resolve(&cfg.group, &crate::hotconnect::found(found), dc_reference)?;
+    let hot = crate::hotconnect::resolve(
+        &cfg.group,
+        &cfg.device,
+        &crate::hotconnect::found(found),
+        dc_reference,
+    )?;
     let (layout, chosen, counters) = configure_pre_op(md, &group, cfg, generation, sii)?;
     let configured = |pos: usize, name: &str| {
         chosen[pos].map(|i| {
