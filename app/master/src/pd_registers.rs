@@ -282,6 +282,39 @@ impl PdRegisters {
         }
         (sm, fmmu)
     }
+
+    /// The first register where `sm` and `fmmu` (the SM and FMMU areas as read back from the
+    /// device) differ from these, as `SM2: read [..], computed [..]`; None when they agree.
+    /// An SM's status byte (offset 5) is the device's and not compared; an SM neither side
+    /// configures (length 0) is not either.
+    pub fn differs_from(
+        &self,
+        sm: &[u8; 16 * SM_BYTES],
+        fmmu: &[u8; 16 * FMMU_BYTES],
+    ) -> Option<String> {
+        let (sm_want, fmmu_want) = self.areas();
+        let strip = |r: &[u8]| [r[0], r[1], r[2], r[3], r[4], r[6], r[7]];
+        for n in 0..16 {
+            let (got, want) = (
+                &sm[SM_BYTES * n..SM_BYTES * (n + 1)],
+                &sm_want[SM_BYTES * n..SM_BYTES * (n + 1)],
+            );
+            let configured = |r: &[u8]| r[2] != 0 || r[3] != 0;
+            if (configured(got) || configured(want)) && strip(got) != strip(want) {
+                return Some(format!("SM{n}: read {got:02x?}, computed {want:02x?}"));
+            }
+        }
+        for n in 0..16 {
+            let (got, want) = (
+                &fmmu[FMMU_BYTES * n..FMMU_BYTES * (n + 1)],
+                &fmmu_want[FMMU_BYTES * n..FMMU_BYTES * (n + 1)],
+            );
+            if got != want {
+                return Some(format!("FMMU{n}: read {got:02x?}, computed {want:02x?}"));
+            }
+        }
+        None
+    }
 }
 
 #[cfg(test)]
@@ -355,6 +388,26 @@ mod tests {
         assert_eq!(&sm_area[24..32], &r.sms[3].1);
         assert_eq!(&fmmu_area[16..32], &r.fmmus[1].1);
         assert!(sm_area[32..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn a_read_back_differing_in_one_register_is_named_and_the_status_byte_is_not_compared() {
+        let at = Logical {
+            inputs: 0x20,
+            outputs: 0x100,
+        };
+        let bits = [(2, Direction::Outputs, 56), (3, Direction::Inputs, 81)];
+        let r = compute(4, &drive(), true, &bits, at).expect("computed");
+        let (mut sm, mut fmmu) = r.areas();
+        sm[8 * 3 + 5] = 0x09;
+        assert_eq!(r.differs_from(&sm, &fmmu), None);
+        fmmu[16 + 4] = 12;
+        let d = r.differs_from(&sm, &fmmu).expect("a difference");
+        assert!(d.starts_with("FMMU1: read [20, 00, 00, 00, 0c"), "{d}");
+        let (mut sm, fmmu) = r.areas();
+        sm[8 * 5 + 2] = 1;
+        let d = r.differs_from(&sm, &fmmu).expect("an SM more");
+        assert!(d.starts_with("SM5:"), "{d}");
     }
 
     #[test]

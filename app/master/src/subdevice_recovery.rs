@@ -115,20 +115,32 @@ pub(crate) fn snapshot<S: ethercrab::subdevice_group::HasPdi, DC>(
         let mut fmmu = [0u8; FMMU_BYTES];
         read(SM0, &mut sm)?;
         read(FMMU0, &mut fmmu)?;
-        // A member of an optional group gets rtcat's own registers, computed from its SII and
-        // the layout (`pd_registers`): what a member absent at bring-up will need, exercised by
-        // every rejoin of one that was present (they equal ethercrab's: tests/pd_registers.rs).
+        // A member of an optional group: rtcat's own registers (`pd_registers`, from its SII and
+        // the layout), what a member absent at bring-up will be given, are checked against
+        // what ethercrab wrote. A difference is logged and ethercrab's are kept: the check is
+        // the field's evidence for the computation, never a reason to refuse a segment that
+        // came up (tests/pd_registers.rs finds them equal on the simulated devices).
         if optional.0.optional(pos) {
             let position = pos as u16;
-            let sii = crate::mapping::sii_of(md, &sd, position, optional.1)?;
-            let at = crate::pd_registers::Logical::in_group(layout, position, ETHERCRAB_PDI_START)
-                .ok_or_else(|| {
-                    Error::SegmentMismatch(format!("position {pos}: not in the layout"))
-                })?;
-            let bits = crate::pd_registers::sm_bits(layout, position);
-            let regs = crate::pd_registers::compute(position, &sii, s.coe, &bits, at)
-                .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
-            (sm, fmmu) = regs.areas();
+            let computed = crate::mapping::sii_of(md, &sd, position, optional.1).and_then(|sii| {
+                let at =
+                    crate::pd_registers::Logical::in_group(layout, position, ETHERCRAB_PDI_START)
+                        .ok_or_else(|| Error::SegmentMismatch("not in the layout".into()))?;
+                let bits = crate::pd_registers::sm_bits(layout, position);
+                crate::pd_registers::compute(position, &sii, s.coe, &bits, at)
+                    .map_err(|e| Error::SegmentMismatch(e.to_string()))
+            });
+            match computed.map(|r| r.differs_from(&sm, &fmmu)) {
+                Ok(None) => {}
+                Ok(Some(d)) => log::warn!(
+                    "position {pos} (optional): rtcat's computed registers differ from \
+                     ethercrab's, {d}: a member absent at bring-up would be configured wrong"
+                ),
+                Err(e) => log::warn!(
+                    "position {pos} (optional): rtcat cannot compute its registers ({e}): a \
+                     member absent at bring-up could not be configured"
+                ),
+            }
         }
         let dc = if dc && sd.dc_support().any() {
             let mut regs = [0u8; DC_BYTES];
