@@ -1,8 +1,8 @@
 //! A subdevice's sync managers and FMMUs computed by rtcat, from its SII and the mapping in the
 //! layout, exactly as ethercrab 0.7.1 writes them in its group initialisation — for a device
 //! ethercrab did not configure: a hot-connect member that was not on the segment at bring-up
-//! (docs/NOTES.md §17.2), and the members of optional groups, whose recovery writes these
-//! instead of a read-back snapshot.
+//! (docs/NOTES.md §17.2). Until that runs, every bring-up checks them against what ethercrab
+//! wrote into the optional groups' members (`subdevice_recovery::snapshot`).
 //!
 //! What ethercrab 0.7.1 writes (`SubDevice::configure_mailbox_sms`, `configure_pdos_coe`,
 //! `configure_pdos_eeprom`, `write_sm_config`, `write_fmmu_config`):
