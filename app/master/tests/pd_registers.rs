@@ -1,7 +1,8 @@
 //! rtcat's own sync manager and FMMU registers (`pd_registers`, what a hot-connect member that
 //! was absent at bring-up gets) against what ethercrab 0.7.1 wrote into the same devices: the
-//! I/O line of `examples/segment-io.toml` (no mailbox, SII PDOs) and the CoE example (mailbox,
-//! PDOs assigned and mapped over CoE by its `[[device]]` entries), both read back in OP through
+//! I/O line of `examples/segment-io.toml` (no mailbox, SII PDOs), the CoE example (mailbox,
+//! PDOs assigned and mapped over CoE by its `[[device]]` entries) and the DC drives of
+//! `examples/cia402` (mapped by their axes), each read back in OP through
 //! the master's register queue and compared byte for byte (the SMs' read-only status byte
 //! aside). The SII is the simulator's image of each device, the mapping the bring-up's layout.
 //!
@@ -177,4 +178,22 @@ fn the_coe_examples_registers_are_what_ethercrab_wrote() {
     let (sms, fmmus) = compare(&spec, &layout, &read);
     assert!(sms >= 6 && fmmus >= 4, "{sms} SMs, {fmmus} FMMUs compared");
     eprintln!("CoE example: {sms} SMs and {fmmus} FMMUs as ethercrab wrote them");
+}
+
+/// The two CiA 402 drives of `examples/cia402` with their configuration (DC, the axes' own PDO
+/// mapping written over CoE).
+#[test]
+fn the_cia402_drives_registers_are_what_ethercrab_wrote() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cia402");
+    let spec = SegmentSpec::load(&dir.join("segment.toml")).expect("segment");
+    let text = std::fs::read_to_string(dir.join("rtcat.toml")).expect("rtcat.toml");
+    let mut cfg = Config::parse(&text, "examples/cia402/rtcat.toml").expect("config");
+    support::patient(&mut cfg);
+    let (layout, read) = within_machine_noise("CiA 402 read-back", |_| {
+        read_back(cfg.clone(), spec.clone())
+    });
+    let (sms, fmmus) = compare(&spec, &layout, &read);
+    assert!(sms >= 8 && fmmus >= 4, "{sms} SMs, {fmmus} FMMUs compared");
+    eprintln!("CiA 402 drives: {sms} SMs and {fmmus} FMMUs as ethercrab wrote them");
 }
