@@ -436,8 +436,12 @@ pub(crate) fn bring_up(
         .iter(md)
         .zip(&identities)
         .map(|(sd, id)| (sd.alias_address(), *id));
-    let hot =
-        crate::hotconnect::resolve(&cfg.group, &crate::hotconnect::found(found), dc_reference)?;
+    let hot = crate::hotconnect::resolve(
+        &cfg.group,
+        &cfg.device,
+        &crate::hotconnect::found(found),
+        dc_reference,
+    )?;
     let (layout, chosen, counters) = configure_pre_op(md, &group, cfg, generation, sii)?;
     let configured = |pos: usize, name: &str| {
         chosen[pos].map(|i| {
@@ -483,7 +487,7 @@ pub(crate) fn bring_up(
         write_startup_so(md, &group, &configured, &mut counters)?;
         let group = dc_into_op(md, cfg, group)?;
         check_image(md, &group, &layout, &configured)?;
-        let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, true)?;
+        let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, true, (&hot, sii))?;
         // The reference (the first) is what the others are compared with.
         (AnyGroup::Dc(group), dc_positions[1..].to_vec(), snapshots)
     } else {
@@ -504,7 +508,7 @@ pub(crate) fn bring_up(
             t_up.elapsed().as_millis()
         );
         check_image(md, &group, &layout, &configured)?;
-        let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, false)?;
+        let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, false, (&hot, sii))?;
         (AnyGroup::Plain(group), Vec::new(), snapshots)
     };
     let (group, dc_positions, snapshots) = group;
@@ -542,11 +546,12 @@ fn snapshots_for<DC>(
     layout: &Layout,
     chosen: &[Option<usize>],
     dc: bool,
+    optional: (&crate::hotconnect::Membership, &crate::sii_cache::SiiCache),
 ) -> Result<Vec<crate::subdevice_recovery::Snapshot>> {
     if cfg.health.recovery != crate::config::RecoveryPolicy::Subdevice {
         return Ok(Vec::new());
     }
-    crate::subdevice_recovery::snapshot(md, group, layout, chosen, dc)
+    crate::subdevice_recovery::snapshot(md, group, layout, chosen, dc, optional)
 }
 
 /// Which `[[device]]` entry configures the subdevice at a position (and how it is named).

@@ -44,9 +44,10 @@ pub use crate::hotconnect_config::{
 /// would be refused.
 pub fn check_line(
     groups: &[GroupConfig],
+    devices: &[crate::devices::DeviceConfig],
     found: &[Found],
 ) -> std::result::Result<Vec<Option<usize>>, String> {
-    resolve(groups, found, None)
+    resolve(groups, devices, found, None)
         .map(|m| m.group)
         .map_err(|e| e.to_string())
 }
@@ -90,6 +91,7 @@ pub(crate) fn found(subdevices: impl IntoIterator<Item = (u16, (u32, u32, u32))>
 /// behind it, or the DC reference clock (`dc_reference`) optional.
 pub(crate) fn resolve(
     groups: &[GroupConfig],
+    devices: &[crate::devices::DeviceConfig],
     found: &[Found],
     dc_reference: Option<u16>,
 ) -> Result<Membership> {
@@ -124,6 +126,12 @@ pub(crate) fn resolve(
             }
             if !any {
                 let why = if g.optional {
+                    // What a member absent at bring-up needs first: its mapping, from its
+                    // `[[device]]` entry (checked now, so that the error says so). The first
+                    // absent member (this version refuses at it) is expected at the line's end.
+                    let position = u16::try_from(found.len()).unwrap_or(u16::MAX);
+                    crate::absent::source(groups, gi, j, position, devices)
+                        .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
                     "an optional group must be present at bring-up in this version"
                 } else {
                     "the group is not optional"
@@ -321,7 +329,7 @@ mod tests {
         ))
         .expect("valid");
         // Identity 0x10002 is at 2 and 5: with 3 and 4 the tail 2..=5.
-        let m = resolve(&g, &line(6), None).expect("the tail");
+        let m = resolve(&g, &[], &line(6), None).expect("the tail");
         assert_eq!(
             (0..6).map(|p| m.optional(p)).collect::<Vec<_>>(),
             [false, false, true, true, true, true]
@@ -335,8 +343,29 @@ mod tests {
             groups(&format!("{TOOL}members = [{members}]\n")).expect("valid offline")
         };
         let e = |r: Result<Membership>| r.expect_err("refused").to_string();
-        // Absent at bring-up.
-        let why = e(resolve(&tool("{ alias = 0x20 }"), &line(6), None));
+        // Absent at bring-up: without a `[[device]]` mapping for it the error says that first,
+        // with one that this version needs it present.
+        let why = e(resolve(&tool("{ alias = 0x20 }"), &[], &line(6), None));
+        assert!(
+            why.contains("group[0].members[0] (alias 0x0020)")
+                && why.contains("no [[device]] entry selects it (by position 6"),
+            "{why}"
+        );
+        #[derive(serde::Deserialize)]
+        struct D {
+            device: Vec<crate::devices::DeviceConfig>,
+        }
+        let d: D = toml::from_str(
+            "[[device]]\nalias = 0x20\npdo_assign = { sm3 = [0x1a00] }\n\
+             [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6000:01:8\"]\n",
+        )
+        .expect("device");
+        let why = e(resolve(
+            &tool("{ alias = 0x20 }"),
+            &d.device,
+            &line(6),
+            None,
+        ));
         assert!(
             why.contains("\"tool\"")
                 && why.contains("alias 0x0020")
@@ -344,25 +373,25 @@ mod tests {
             "{why}"
         );
         // A mandatory device behind an optional one.
-        let why = e(resolve(&tool("{ position = 3 }"), &line(6), None));
+        let why = e(resolve(&tool("{ position = 3 }"), &[], &line(6), None));
         assert!(why.contains("position 4 behind it is not"), "{why}");
         // The DC reference.
         let all = "{ position = 0 }, { position = 1 }, { position = 2 }";
-        assert!(e(resolve(&tool(all), &line(3), Some(0))).contains("DC reference"));
-        assert!(resolve(&tool(all), &line(3), None).is_ok());
+        assert!(e(resolve(&tool(all), &[], &line(3), Some(0))).contains("DC reference"));
+        assert!(resolve(&tool(all), &[], &line(3), None).is_ok());
         // Two groups claim one device.
         let two = groups(&format!(
             "{TOOL}members = [{{ position = 2 }}]\n[[group]]\nname = \"b\"\noptional = true\n\
              members = [{{ vendor_id = 2, product_id = 0x10002 }}]\n"
         ))
         .expect("valid offline");
-        assert!(e(resolve(&two, &line(3), None)).contains("both claim"));
+        assert!(e(resolve(&two, &[], &line(3), None)).contains("both claim"));
     }
 
     #[test]
     fn a_line_ending_at_an_optional_group_is_not_a_changed_topology() {
         let g = groups(&format!("{TOOL}members = [{{ position = 2 }}]\n")).expect("valid");
-        let m = resolve(&g, &line(3), None).expect("tail");
+        let m = resolve(&g, &[], &line(3), None).expect("tail");
         let ids: Vec<_> = line(3).iter().map(|f| f.identity).collect();
         let why = check_topology(&ids[..2], &ids, &m, &g)
             .expect_err("waits")

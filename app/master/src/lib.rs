@@ -68,6 +68,8 @@
 // modules are the master's rooms: reachable for the rtcat binary, its benches and tests
 // (`#[doc(hidden)]`), not the documented API (issue 27; ethercrab's lib.rs is the model).
 #[doc(hidden)]
+pub mod absent;
+#[doc(hidden)]
 pub mod acyclic;
 #[doc(hidden)]
 pub mod al_state;
@@ -130,6 +132,8 @@ pub mod master;
 pub mod motion;
 #[doc(hidden)]
 pub mod netuse;
+#[doc(hidden)]
+pub mod pd_registers;
 mod pdu_gate;
 #[doc(hidden)]
 pub mod period;

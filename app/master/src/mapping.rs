@@ -184,12 +184,7 @@ pub fn read_subdevice_with(
 /// The SII categories the layout needs of the subdevice at `position`: from `cache` when an
 /// image of the same identity is there and the device's shape matches it (see
 /// [`crate::sii_cache`]), otherwise read in full and kept.
-pub fn sii_of(
-    md: &MainDevice<'_>,
-    sd: &SubDeviceRef<'_, &SubDevice>,
-    position: u16,
-    cache: &SiiCache,
-) -> Result<Sii> {
+pub fn sii_of(md: &MainDevice<'_>, sd: &SubDevice, position: u16, cache: &SiiCache) -> Result<Sii> {
     let id = sd.identity();
     let key = (id.vendor_id, id.product_id, id.revision);
     let read = |word: u16, buf: &mut [u8]| eeprom_read(md, sd, position, word, buf);

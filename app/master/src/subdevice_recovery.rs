@@ -64,6 +64,11 @@ const SAFE_OP: u8 = 0x04;
 const OP: u8 = 0x08;
 const ERROR_ACK: u8 = 0x10;
 
+/// The logical address where ethercrab 0.7.1 starts the process image of rtcat's one group:
+/// `MainDevice::init` lays the groups out from `PdiOffset::default()` (address 0), and
+/// `init_single_group` makes one group (tests/pd_registers.rs relies on it too).
+const ETHERCRAB_PDI_START: u32 = 0;
+
 /// What one subdevice ran with once the bring-up reached OP.
 #[derive(Debug, Clone)]
 pub(crate) struct Snapshot {
@@ -95,6 +100,7 @@ pub(crate) fn snapshot<S: ethercrab::subdevice_group::HasPdi, DC>(
     layout: &Layout,
     chosen: &[Option<usize>],
     dc: bool,
+    optional: (&crate::hotconnect::Membership, &crate::sii_cache::SiiCache),
 ) -> Result<Vec<Snapshot>> {
     let mut out = Vec::with_capacity(layout.subdevices.len());
     for (pos, (sd, s)) in group.iter(md).zip(&layout.subdevices).enumerate() {
@@ -109,6 +115,33 @@ pub(crate) fn snapshot<S: ethercrab::subdevice_group::HasPdi, DC>(
         let mut fmmu = [0u8; FMMU_BYTES];
         read(SM0, &mut sm)?;
         read(FMMU0, &mut fmmu)?;
+        // A member of an optional group: rtcat's own registers (`pd_registers`, from its SII and
+        // the layout), what a member absent at bring-up will be given, are checked against
+        // what ethercrab wrote. A difference is logged and ethercrab's are kept: the check is
+        // the field's evidence for the computation, never a reason to refuse a segment that
+        // came up (tests/pd_registers.rs finds them equal on the simulated devices).
+        if optional.0.optional(pos) {
+            let position = pos as u16;
+            let computed = crate::mapping::sii_of(md, &sd, position, optional.1).and_then(|sii| {
+                let at =
+                    crate::pd_registers::Logical::in_group(layout, position, ETHERCRAB_PDI_START)
+                        .ok_or_else(|| Error::SegmentMismatch("not in the layout".into()))?;
+                let bits = crate::pd_registers::sm_bits(layout, position);
+                crate::pd_registers::compute(position, &sii, s.coe, &bits, at)
+                    .map_err(|e| Error::SegmentMismatch(e.to_string()))
+            });
+            match computed.map(|r| r.differs_from(&sm, &fmmu)) {
+                Ok(None) => {}
+                Ok(Some(d)) => log::warn!(
+                    "position {pos} (optional): rtcat's computed registers differ from \
+                     ethercrab's, {d}: a member absent at bring-up would be configured wrong"
+                ),
+                Err(e) => log::warn!(
+                    "position {pos} (optional): rtcat cannot compute its registers ({e}): a \
+                     member absent at bring-up could not be configured"
+                ),
+            }
+        }
         let dc = if dc && sd.dc_support().any() {
             let mut regs = [0u8; DC_BYTES];
             read(DC_BASE, &mut regs)?;

@@ -472,7 +472,7 @@ pub fn bus_differences(cfg: &crate::config::MasterConfig, bus: &[DeviceMapping])
         }
     }
     // [[group]]: members on the bus, optional ones at the end of the line.
-    if let Err(why) = rtcat_master::hotconnect::check_line(&cfg.group, &found) {
+    if let Err(why) = rtcat_master::hotconnect::check_line(&cfg.group, &cfg.device, &found) {
         out.push(format!("group: {why}"));
     }
     out
