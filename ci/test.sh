@@ -98,6 +98,14 @@ rust_checks() {
 	# rttune's tests run serially in ci/check-tune.sh (its live tests change shared knobs).
 	# --no-fail-fast: one CI run reports every failing test binary, not the first.
 	RTLAB_REQUIRE_STRESS_NG=1 cargo test --locked --no-fail-fast --workspace --exclude rttune
+
+	step "rust: issue 33's bar, rtcat's round trip ÷ the bare ping over veth (pinned, test profile)"
+	# The test binary the workspace's run just built (same flags: nothing is rebuilt); about 10 s,
+	# 30 s when the machine makes it retry. Root only (network namespaces); it prints its figures.
+	if [ "$(id -u)" -eq 0 ]; then
+		cargo test --locked --no-fail-fast --workspace --exclude rttune --test floor_veth \
+			round_trip_over_the_floor_pinned -- --ignored --nocapture
+	fi
 	export RTCAT_WORKSPACE_CHECKED=1
 }
 
