@@ -25,8 +25,8 @@
 #                  names the master's NIC in the guest (default rockchip-rk3588-evb)
 #   --no-link      leave that .link file out (a negative control run: the test must FAIL)
 #   --ab           run the A/B update test after the system test (ci/system/ab.sh: U-Boot,
-#                  RAUC bundles, rollback): the default with Debian's RT kernel, @AB_COST@
-#                  more on the 2-core VM; with --build-kernel / --kernel-deb only when asked
+#                  RAUC bundles, rollback): the default with Debian's RT kernel, about 10.5 min
+#                  more on a quiet 2-core VM (16 loaded); with --build-kernel / --kernel-deb only when asked
 #   --no-ab        skip it (or RTCAT_SYSTEST_AB=0 in the environment, e.g. for ci/test.sh)
 #   --ab-only      only the A/B update test (the system test's guest is not booted)
 #   --icount X     guest clock: SHIFT (default 1) = QEMU -icount shift=SHIFT, one emulated
@@ -106,7 +106,7 @@ if [ -z "$ab" ]; then
 	[ "$kernel_src" != debian ] || [ -n "$no_link" ] || ab=1
 fi
 [ "$ab" = 1 ] || ab=""
-[ -z "$ab" ] || [ -z "$no_link" ] || die "--no-link and the A/B test: the A/B test needs the board's .link file (add --no-ab)"
+[ -z "$ab" ] || [ -z "$no_link" ] || die "--no-link and the A/B test: the A/B test needs the board's .link file (leave out --ab)"
 DEBIAN_RT_KERNEL=linux-image-rt-arm64
 BOARD_LINK=yocto-layer/recipes-rtcat/rtcat-board/files/$machine/10-rtcat-ethercat.link
 [ -f "$RTCAT_TOP/$BOARD_LINK" ] || die "--machine: no $BOARD_LINK"

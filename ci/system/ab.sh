@@ -10,7 +10,7 @@
 AB_DIR=""
 AB_COMPATIBLE=rtcat-systest-qemu-arm64
 AB_ENV_SIZE=0x4000
-# the slots: the slim slot image (about 300 MB, ab_slim) and room for the HTTP install's
+# the slots: the slim slot image (about 320 MB, ab_slim) and room for the HTTP install's
 # download into /tmp (Debian's RAUC 1.8 has no streaming), RAUC resizes the image to the slot
 AB_SLOT_MB=768
 AB_DATA_MB=256
@@ -107,6 +107,8 @@ ab_slim() {
 	(cd "$md" && find . -name '*.ko*' -printf '%P\n' |
 		grep -vE '^(fs|net|crypto|lib|block|arch)/|^drivers/(virtio|block|md|char|rtc)/|^drivers/net/(veth|virtio_net|net_failover|dummy|tun)\.ko' |
 		xargs -r rm -f)
+	# (no radio here: cfg80211 would be loaded and read its certificates at every boot)
+	rm -rf "$md/net/"{wireless,mac80211,bluetooth}
 	find "$md" -type d -empty -delete
 	depmod -b "$r" "$rel"
 	for m in $AB_MODULES; do
