@@ -24,9 +24,10 @@
 #   --machine M    the board whose yocto-layer/recipes-rtcat/rtcat-board/files/M/10-rtcat-ethercat.link
 #                  names the master's NIC in the guest (default rockchip-rk3588-evb)
 #   --no-link      leave that .link file out (a negative control run: the test must FAIL)
-#   --ab           also run the A/B update test (ci/system/ab.sh: U-Boot, RAUC bundles,
-#                  rollback); about 28 min more on the 2-core VM, so not yet in the default run
-#                  (issue 30: its cost is to be cut first)
+#   --ab           run the A/B update test after the system test (ci/system/ab.sh: U-Boot,
+#                  RAUC bundles, rollback): the default with Debian's RT kernel, about 10.5 min
+#                  more on a quiet 2-core VM (16 loaded); with --build-kernel / --kernel-deb only when asked
+#   --no-ab        skip it (or RTCAT_SYSTEST_AB=0 in the environment, e.g. for ci/test.sh)
 #   --ab-only      only the A/B update test (the system test's guest is not booted)
 #   --icount X     guest clock: SHIFT (default 1) = QEMU -icount shift=SHIFT, one emulated
 #                  instruction = 2^SHIFT ns of guest time, so the guest's timing no longer
@@ -58,7 +59,9 @@ build_kernel=""
 rootfs_only=""
 machine=rockchip-rk3588-evb
 no_link=""
+# the A/B test: "" = the default (on with Debian's kernel, see below), 1 = asked for, 0 = skipped
 ab=""
+case "${RTCAT_SYSTEST_AB:-}" in "" | 1) ;; 0) ab=0 ;; *) die "RTCAT_SYSTEST_AB='$RTCAT_SYSTEST_AB' is not 0 or 1" ;; esac
 ab_only=""
 while [ $# -gt 0 ]; do
 	case "$1" in
@@ -74,6 +77,7 @@ while [ $# -gt 0 ]; do
 	--machine) machine=${2:?--machine needs a MACHINE}; shift 2 ;;
 	--no-link) no_link=1; shift ;;
 	--ab) ab=1; shift ;;
+	--no-ab) ab=0; shift ;;
 	--ab-only) ab=1; ab_only=1; shift ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
 	*) die "unknown argument '$1' (see --help)" ;;
@@ -89,11 +93,20 @@ if [ -n "$kernel_deb" ]; then
 	kernel_deb=$(cd "$(dirname "$kernel_deb")" && pwd)/$(basename "$kernel_deb")
 fi
 case "$rebuild" in "" | kernel | rootfs | all) ;; *) die "--rebuild: '$rebuild' is not kernel, rootfs or all" ;; esac
+[ -z "$ab_only" ] || [ "$ab" != 0 ] || die "--ab-only and --no-ab: nothing to run"
 [ -z "$kernel_deb" ] || [ -z "$build_kernel" ] || die "--kernel-deb and --build-kernel: choose one kernel"
 # The guest's kernel: Debian's prebuilt PREEMPT_RT package (default), rtcat's own build, or a package.
 kernel_src=debian
 [ -z "$build_kernel" ] || kernel_src=build
 [ -z "$kernel_deb" ] || kernel_src=deb
+# The A/B test by default: with Debian's kernel (its slots boot the kernel and initramfs in the
+# rootfs through U-Boot), not in a --no-link run (its bad update breaks the board's .link file)
+if [ -z "$ab" ]; then
+	ab=0
+	[ "$kernel_src" != debian ] || [ -n "$no_link" ] || ab=1
+fi
+[ "$ab" = 1 ] || ab=""
+[ -z "$ab" ] || [ -z "$no_link" ] || die "--no-link and the A/B test: the A/B test needs the board's .link file (leave out --ab)"
 DEBIAN_RT_KERNEL=linux-image-rt-arm64
 BOARD_LINK=yocto-layer/recipes-rtcat/rtcat-board/files/$machine/10-rtcat-ethercat.link
 [ -f "$RTCAT_TOP/$BOARD_LINK" ] || die "--machine: no $BOARD_LINK"
@@ -489,7 +502,8 @@ image() {
 	: >"$root/etc/machine-id"
 	cleanup_mounts
 	rm -f "$out/guest.img"
-	mkfs.ext4 -q -L rtcat-root -d "$root" "$out/guest.img" 2G
+	# (--ab-only boots no system test guest: its disk is not made)
+	[ -n "$ab_only" ] || mkfs.ext4 -q -L rtcat-root -d "$root" "$out/guest.img" 2G
 	if [ -n "$ab" ]; then
 		# the A/B test makes its slots from the same root filesystem
 		rm -rf "$AB_ROOT" && mv "$root" "$AB_ROOT"

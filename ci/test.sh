@@ -10,8 +10,9 @@
 #
 # `system` boots the mainline-rt kernel with the arm64 .deb in qemu-system-aarch64 (root): about
 # 5 minutes with its caches warm, longer on a cold machine (kernel build and debootstrap, cached
-# under ~/.cache/rtcat/system; see ci/system/README.md). It runs last: it reuses the arm64 build
-# of `image`.
+# under ~/.cache/rtcat/system; see ci/system/README.md), then the A/B update test (U-Boot, RAUC
+# bundles, rollback: about 10.5 min more on a quiet 2-core VM, 16 loaded; RTCAT_SYSTEST_AB=0 skips it). It runs last: it
+# reuses the arm64 build of `image`.
 set -euo pipefail
 # shellcheck source=ci/lib.sh
 . "$(dirname "${BASH_SOURCE[0]}")/lib.sh"

@@ -17,9 +17,12 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# RAUC's U-Boot backend gives a freshly installed slot 3 attempts (BOOT_x_LEFT=3): a slot that
-# never passes its health gate boots 3 times before U-Boot takes the other slot.
-ATTEMPTS = 3
+# RAUC's U-Boot backend makes a freshly installed slot primary with 3 attempts (BOOT_x_LEFT,
+# its boot-attempts-primary default, which the product keeps); the test then sets the bad
+# slot's to 1 (ab-guest.sh, a shortcut that saves two TCG boots): a slot that never passes its
+# health gate boots that many times before U-Boot takes the other slot.
+RAUC_ATTEMPTS = 3
+ATTEMPTS = 1
 
 
 @dataclass
@@ -190,6 +193,20 @@ class Checker:
             f"{ranged} GET requests for bad.raucb answered",
         )
 
+        # RAUC made the updated slot primary with its attempts; the test shortened them
+        at = second.fact("attempts")
+        m_rauc = re.search(r"rauc: BOOT_ORDER=A B BOOT_A_LEFT=(\d+)", at)
+        m_test = re.search(r"test: BOOT_A_LEFT=(\d+)", at)
+        self.ok(
+            "ab.attempts",
+            m_rauc is not None
+            and int(m_rauc.group(1)) == RAUC_ATTEMPTS
+            and m_test is not None
+            and int(m_test.group(1)) == ATTEMPTS,
+            f"boot {second.n}: {at or 'not reported'} (want A primary with {RAUC_ATTEMPTS} from RAUC, "
+            f"{ATTEMPTS} from the test)",
+        )
+
         # the bad slot: every attempt fails its gate, none marks it good
         bad = bs[2 : 2 + ATTEMPTS]
         bad_v = [v for b in bad for v in v_by_boot.get(b.n, [])]
@@ -269,7 +286,7 @@ def figures(r: Run) -> list[str]:
             out.append(
                 f"failed update: install over HTTP {tr[0][0] - float(tb):.0f} s; reboot into the bad slot -> "
                 f"back in the good slot, marked good: {final_good[-1] - tr[0][0]:.0f} s host time "
-                f"({ATTEMPTS} attempts)"
+                f"({ATTEMPTS} attempt{'s' if ATTEMPTS != 1 else ''})"
             )
     return out
 
@@ -321,6 +338,20 @@ def d_one_attempt_missing(r: Run) -> None:
         r.uboot = [u for u in r.uboot if not (u[1] == "A" and abs(u[0] - t) < 120 and u[0] <= t)][:] or r.uboot
 
 
+def d_extra_attempt(r: Run) -> None:
+    """The bad slot booted once more than its attempts (the counter not honoured)."""
+    if len(r.boots) > 2:
+        b = copy.deepcopy(r.boots[2])
+        r.boots.insert(3, b)
+        r.uboot.insert(3, (b.t_up - 1, "A"))
+
+
+def d_not_primary(r: Run) -> None:
+    """RAUC left the updated slot behind the booted one."""
+    b = _boot(r, 1)
+    b.facts["attempts"] = b.facts.get("attempts", "").replace("BOOT_ORDER=A B", "BOOT_ORDER=B A")
+
+
 def d_marker_changed(r: Run) -> None:
     b = _boot(r, -1)
     b.facts["marker"] = "read=00000000000000000000000000000000"
@@ -370,6 +401,8 @@ DEFECTS = [
     ("new slot marked good without holding OP", d_no_gate_proof, "ab.gate.new_slot_proved"),
     ("bad slot marked good", d_gate_good_on_bad_slot, "ab.gate.bad_slot_refused"),
     ("one bad attempt fewer", d_one_attempt_missing, "ab.boot_sequence"),
+    ("one bad attempt more", d_extra_attempt, "ab.boot_sequence"),
+    ("updated slot not made primary by RAUC", d_not_primary, "ab.attempts"),
     ("results marker changed", d_marker_changed, "ab.results_intact"),
     ("results marker gone from the data partition", d_marker_gone_from_disk, "ab.results_intact"),
     ("bundle never served by the host", d_not_served, "ab.install.http"),

@@ -10,7 +10,9 @@
 AB_DIR=""
 AB_COMPATIBLE=rtcat-systest-qemu-arm64
 AB_ENV_SIZE=0x4000
-AB_SLOT_MB=1536
+# the slots: the slim slot image (about 320 MB, ab_slim) and room for the HTTP install's
+# download into /tmp (Debian's RAUC 1.8 has no streaming), RAUC resizes the image to the slot
+AB_SLOT_MB=768
 AB_DATA_MB=256
 AB_BOOT_MB=32
 AB_HTTP_PID=""
@@ -54,7 +56,6 @@ ab_root() {
 	inroot apt-get install -y -q --no-install-recommends rauc rauc-service libubootenv-tool >"$AB_DIR/apt.log" 2>&1 ||
 		{ tail -20 "$AB_DIR/apt.log" >&2; umount "$r/var/cache/apt/archives"; die "apt-get install rauc in the A/B rootfs failed"; }
 	umount "$r/var/cache/apt/archives"
-	rm -rf "$r/var/lib/apt/lists/"*
 	inroot rauc --version
 	# the image's A/B files (rootfs-overlay), as the Yocto image installs them
 	local f
@@ -82,6 +83,38 @@ ab_root() {
 	inroot systemctl enable rtcat-persist.service rtcat-health-gate.service rtcat-systest-ab.service
 	for m in dev sys proc; do umount -l "$r/$m"; done
 	root=""
+	ab_slim "$r"
+}
+
+# ab_slim ROOT: the slots carry what the A/B guest boots and runs, not all of the system test's
+# tree: every byte of a slot image is compressed into the bundles, hashed by dm-verity,
+# decompressed and written by `rauc install` under TCG (the 714 MB image of the whole tree took
+# 258 s of host time to install). Left out: documentation, manual pages, translations, apt's
+# lists and caches, the kernel package's device trees (QEMU's U-Boot passes its own; the boot
+# script loads /boot/$fdtfile only when U-Boot names one) and the modules of hardware the QEMU
+# virt machine does not have. Kept: the kernel's fs/, net/, crypto/, lib/, block/ and arch/
+# modules, and the drivers of virtio (disk, network, rng), loop and device mapper (RAUC's
+# verity bundles), veth (the cable), RTC and char devices; checked below to resolve.
+AB_MODULES="virtio_blk virtio_net virtio_rng ext4 vfat nls_cp437 nls_ascii squashfs loop dm_verity veth"
+ab_slim() {
+	local r=$1 before rel md m
+	before=$(du -sm "$r" | cut -f1)
+	rm -rf "$r/usr/share/"{doc,man,info,locale,lintian} "$r/var/lib/apt/lists/"* "$r/var/cache/apt/"*.bin \
+		"$r/var/cache/debconf/"*-old "$r/usr/lib/linux-image-"*
+	rel=$(find "$r/lib/modules" -mindepth 1 -maxdepth 1 -printf '%f\n' | sort | tail -1)
+	md=$r/lib/modules/$rel/kernel
+	[ -d "$md" ] || die "the A/B rootfs has no kernel modules ($md)"
+	(cd "$md" && find . -name '*.ko*' -printf '%P\n' |
+		grep -vE '^(fs|net|crypto|lib|block|arch)/|^drivers/(virtio|block|md|char|rtc)/|^drivers/net/(veth|virtio_net|net_failover|dummy|tun)\.ko' |
+		xargs -r rm -f)
+	# (no radio here: cfg80211 would be loaded and read its certificates at every boot)
+	rm -rf "$md/net/"{wireless,mac80211,bluetooth}
+	find "$md" -type d -empty -delete
+	depmod -b "$r" "$rel"
+	for m in $AB_MODULES; do
+		modprobe -d "$r" -S "$rel" --show-depends "$m" >/dev/null 2>&1 || die "ab_slim: module $m of $rel left out of the A/B slots"
+	done
+	echo "A/B slot tree: ${before} MB -> $(du -sm "$r" | cut -f1) MB ($(find "$md" -name '*.ko*' | wc -l) modules)"
 }
 
 # ab_ext4 ROOT ID FILE: the slot image of ROOT, marked ID (/etc/rtcat-systest-image), sized to
@@ -89,7 +122,10 @@ ab_root() {
 ab_ext4() {
 	local r=$1 mb
 	echo "$2" >"$r/etc/rtcat-systest-image"
-	mb=$(($(du -sm "$r" | cut -f1) * 5 / 4 + 64))
+	# room for the file system's own blocks (journal, inode tables) and a little more: RAUC
+	# writes every block of the image, empty ones too
+	mb=$(($(du -sm "$r" | cut -f1) * 9 / 8 + 48))
+	[ "$mb" -le "$AB_SLOT_MB" ] || die "the A/B slot image ($mb MB) does not fit AB_SLOT_MB=$AB_SLOT_MB"
 	rm -f "$3"
 	mkfs.ext4 -q -L rootfs -d "$r" "$3" "${mb}M"
 }
@@ -112,20 +148,33 @@ ab_bundle() {
 		filename=rootfs.ext4
 	MF
 	rm -f "$3"
-	rauc bundle --cert="$AB_DIR/keys/$5.cert.pem" --key="$AB_DIR/keys/$5.key.pem" "$d" "$3" >>"$AB_DIR/bundle.log" 2>&1 ||
+	# zstd instead of mksquashfs' default gzip: the guest decompresses the bundle under TCG
+	# (the kernel's squashfs reads zstd since 4.14; RAUC passes the arguments to mksquashfs)
+	rauc bundle --cert="$AB_DIR/keys/$5.cert.pem" --key="$AB_DIR/keys/$5.key.pem" \
+		--mksquashfs-args="-comp zstd -Xcompression-level 3" "$d" "$3" >>"$AB_DIR/bundle.log" 2>&1 ||
 		{ tail -20 "$AB_DIR/bundle.log" >&2; die "rauc bundle $3 failed"; }
 	rm -rf "$d"
 }
 
+# ab_took WHAT: the time since the last ab_took (the parts of the slots/bundles/disk phase)
+AB_T=0
+ab_took() {
+	printf '  A/B image: %-40s %4ds\n' "$1" $((SECONDS - AB_T)) | tee -a "$AB_DIR/image-times.txt"
+	AB_T=$SECONDS
+}
+
 ab_image() {
 	AB_DIR="$out/ab"
+	AB_T=$SECONDS
 	local r=$AB_ROOT w s1 s2 s3 s4 link
 	[ -d "$r" ] || die "no guest rootfs kept for the A/B test"
 	mkdir -p "$AB_DIR"
 	rm -rf "${AB_DIR:?}/"{bundles,work} && mkdir -p "$AB_DIR/bundles" "$AB_DIR/work"
 	: >"$AB_DIR/bundle.log"
+	: >"$AB_DIR/image-times.txt"
 	ab_keys
 	ab_root "$r"
+	ab_took "keys, rootfs (apt, slim)"
 	w=$AB_DIR/work
 	# three images of the same system: as flashed (slot A), the good update, and a bad one whose
 	# board .link names the EtherCAT port ecat9: rtcat.service finds no [bus].interface and
@@ -138,6 +187,7 @@ ab_image() {
 	grep -qx 'Name=ecat9' "$link" || die "$link has no Name= line to break"
 	ab_ext4 "$r" update-bad "$w/bad.ext4"
 	cp "$w/link.orig" "$link"
+	ab_took "three slot images (mkfs.ext4 -d)"
 	ab_bundle "$w/b" "$w/good.ext4" "$AB_DIR/bundles/good.raucb" "$AB_COMPATIBLE" dev 1.0.1
 	ab_bundle "$w/b" "$w/bad.ext4" "$AB_DIR/bundles/bad.raucb" "$AB_COMPATIBLE" dev 1.0.2-bad
 	# the refused ones: a small image is enough, they must be refused before anything is written
@@ -149,6 +199,7 @@ ab_image() {
 	mkdir -p "$w/u" && cp "$w/tiny.ext4" "$w/u/rootfs.ext4"
 	printf '[update]\ncompatible=%s\nversion=9.9.9-unsigned\n\n[image.rootfs]\nfilename=rootfs.ext4\n' "$AB_COMPATIBLE" >"$w/u/manifest.raucm"
 	mksquashfs "$w/u" "$AB_DIR/bundles/unsigned.raucb" -no-progress -quiet -all-root >/dev/null
+	ab_took "bundles (rauc bundle)"
 	ls -l "$AB_DIR/bundles"
 	AB_BUNDLE_BYTES=$(stat -c %s "$AB_DIR/bundles/good.raucb")
 	echo "good bundle: $AB_BUNDLE_BYTES bytes (slot image $(stat -c %s "$w/good.ext4") bytes)" | tee "$AB_DIR/sizes.txt"
@@ -186,6 +237,7 @@ ab_image() {
 	dd if="$w/data.ext4" of="$disk" bs=1M seek="$s4" conv=notrunc,sparse status=none
 	rm -f "$w"/*.ext4 "$w/boot.vfat"
 	rm -rf "$r"
+	ab_took "bundle disk, A/B disk"
 	sfdisk -l "$disk" | tail -5
 }
 

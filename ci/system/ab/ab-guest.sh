@@ -7,7 +7,8 @@
 #                      compatible, unsigned), then `rauc install` of the good bundle from the
 #                      bundle disk into B; reboot
 #   step after-good    (slot B): OP and the gate's verdict; a marker in /var/lib/rtcat; the bad
-#                      bundle installed from the host over HTTP into A; reboot
+#                      bundle installed from the host over HTTP into A, its attempts set to 1
+#                      (a test shortcut); reboot
 #   step after-bad     slot A (bad): nothing (the gate fails and reboots); slot B: the rollback
 #                      is reported, the marker checked; poweroff
 # It reports facts only; ci/system/ab-assert.py decides.
@@ -79,6 +80,14 @@ after-good)
 	echo after-bad >"$S/step"
 	sync
 	if install bad-http "$(cat "$B/url")/bad.raucb"; then
+		# A test shortcut: the bad slot gets 1 boot attempt instead of the 3 RAUC gave it (two
+		# TCG boots fewer); the rollback is the same mechanism: U-Boot spends the attempt,
+		# the counter reaches 0, the other slot boots.
+		rauc_env=$(fw_printenv BOOT_ORDER BOOT_A_LEFT BOOT_B_LEFT 2>&1 | tr '\n' ' ')
+		other=A
+		[ "$slot" != A ] || other=B
+		fw_setenv "BOOT_${other}_LEFT" 1
+		say "attempts slot=$other rauc: ${rauc_env}test: $(fw_printenv "BOOT_${other}_LEFT" 2>&1)"
 		say "reboot"
 		systemctl reboot
 	else
