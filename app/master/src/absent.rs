@@ -16,7 +16,7 @@
 //! device's offset moves.
 
 use crate::devices::{self, DeviceConfig, Found};
-use crate::hotconnect::GroupConfig;
+use crate::hotconnect_config::GroupConfig;
 use crate::layout::{Direction, Identity, MappingSource, PdoSource, SubdeviceSource};
 use thiserror::Error;
 
