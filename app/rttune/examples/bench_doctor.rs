@@ -43,7 +43,7 @@ fn main() {
         })
         .expect("doctor");
         times.push(t0.elapsed().as_secs_f64() * 1e3);
-        assert_eq!(r.checks.len(), 31);
+        assert_eq!(r.checks.len(), 32);
     }
     let _ = std::fs::remove_dir_all(&dir);
     times.sort_by(|a, b| a.total_cmp(b));
