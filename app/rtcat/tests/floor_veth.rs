@@ -16,11 +16,12 @@ const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// The bar's bound on rtcat ÷ floor at p50 (test profile, `--wait sleep`, pinned). Measured
-/// 1.28-1.58 on the shared 2-vCPU VM at load 1.7-3.9; the debug build's exchange costs ~25 µs
-/// more than the floor, which a quiet machine's 17-26 µs floor makes ~2-2.6 (docs/NOTES.md §1.1):
-/// 3.0 catches a gross regression (a second wake-up or frame per cycle) without flaking, the
-/// printed ratio is the finer bar.
-const MAX_RATIO_P50: f64 = 3.0;
+/// 1.28-1.58 on the shared 2-vCPU VM at load 1.7-3.9 and 2.16 in a quiet CI run (load 0.7): the
+/// debug build's exchange costs 25-35 µs more than the floor, a fixed cost that weighs more the
+/// quieter (and faster) the machine's floor is (docs/NOTES.md §1.1). 4.0 keeps a margin for a
+/// quiet machine and still fails an exchange that costs twice today's; the printed ratio is the
+/// finer bar.
+const MAX_RATIO_P50: f64 = 4.0;
 
 #[path = "support/sim_proc.rs"]
 mod sim_proc;
