@@ -153,10 +153,14 @@ fn every_wait_mode_exchanges_correctly_with_a_slow_segment() {
             // that did not poll is one that lost its frame or was preempted (seen on a loaded
             // machine: 1454 of ~1480 cycles polled with one CPU held by `stress-ng --cpu 1`).
             // A busy mode that sleeps instead polls in none (sleep's run shows 0) and fails
-            // every attempt; a run preempted in most cycles cannot tell and is retried.
+            // every attempt; a run preempted in most cycles cannot tell and is retried. In a VM
+            // the hypervisor also stops the vCPU now and then, which the guest's context-switch
+            // counts do not see (a quiet 2-vCPU VM: 1-2 cycles of ~1500 in each of 3 attempts
+            // found the reply at once, none lost or preempted): one cycle in 200 may be that.
             if mode == WaitMode::Busy {
+                let unseen_stalls = rec.cycles.div_ceil(200);
                 ecsim::noise::ensure(
-                    w.polled_cycles + rec.frames_lost + app.preempted >= rec.cycles
+                    w.polled_cycles + rec.frames_lost + app.preempted + unseen_stalls >= rec.cycles
                         && app.preempted * 2 < rec.cycles,
                     || {
                         format!(
