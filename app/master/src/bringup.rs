@@ -56,6 +56,9 @@ pub(crate) struct Up {
     pub(crate) identities: Vec<(u32, u32, u32)>,
     /// Each position's `[[group]]` (hot-connect).
     pub(crate) hot: crate::hotconnect::Membership,
+    /// The members of optional groups absent at bring-up (after the others in the layout):
+    /// their places in rtcat's own region.
+    pub(crate) late: Vec<crate::region::Member>,
 }
 
 /// Register access of `configure`, through the MainDevice (configured station addresses).
@@ -156,6 +159,7 @@ pub(crate) fn configure_pre_op(
     cfg: &Config,
     generation: u32,
     sii: &crate::sii_cache::SiiCache,
+    absent: &[crate::hotconnect::AbsentMember],
 ) -> Result<(Layout, Vec<Option<usize>>, Vec<u8>)> {
     let n = group.len();
     if n == 0 {
@@ -204,7 +208,14 @@ pub(crate) fn configure_pre_op(
             }
         })
         .collect();
-    let chosen = devices::resolve(&cfg.device, &found)?;
+    // The members of optional groups absent at bring-up, as they are expected: a `[[device]]`
+    // entry that selects one of them selects a subdevice (its mapping is their layout's).
+    let expected: Vec<devices::Found> = found
+        .iter()
+        .copied()
+        .chain(absent.iter().map(|a| a.expected))
+        .collect();
+    let chosen = devices::resolve(&cfg.device, &expected)?;
     let configured = |pos: usize, name: &str| {
         chosen[pos].map(|i| {
             let d = &cfg.device[i];
@@ -283,6 +294,20 @@ pub(crate) fn configure_pre_op(
         now.invalidated - before.invalidated,
         t_config.elapsed().as_millis()
     );
+    // Their places after every present device's ([`crate::absent`]).
+    let mut sources = sources;
+    for a in absent {
+        let mut src = crate::absent::source(
+            &cfg.group,
+            a.group,
+            a.member,
+            a.expected.position,
+            &cfg.device,
+        )
+        .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+        src.address = crate::region::station_address(usize::from(a.expected.position));
+        sources.push(src);
+    }
     Ok((Layout::build(generation, &sources)?, chosen, counters))
 }
 
@@ -423,7 +448,7 @@ pub(crate) fn bring_up(
     // A re-initialisation drives only the topology the run started with: never outputs
     // remapped onto a device inserted, removed or swapped in between.
     if let Some((t, hot)) = topology {
-        crate::hotconnect::check_topology(&identities, t, hot, &cfg.group)?;
+        crate::hotconnect::check_topology(&identities, t, hot)?;
     }
     // `[[group]]`: which group each device belongs to, and what this version refuses.
     let dc_reference = cfg
@@ -442,7 +467,10 @@ pub(crate) fn bring_up(
         &crate::hotconnect::found(found),
         dc_reference,
     )?;
-    let (layout, chosen, counters) = configure_pre_op(md, &group, cfg, generation, sii)?;
+    let (layout, chosen, counters) =
+        configure_pre_op(md, &group, cfg, generation, sii, &hot.absent)?;
+    // rtcat's own region: where the absent members' data will be exchanged.
+    let late = crate::region::plan(&layout, n, &chosen)?;
     let configured = |pos: usize, name: &str| {
         chosen[pos].map(|i| {
             let d = &cfg.device[i];
@@ -512,7 +540,8 @@ pub(crate) fn bring_up(
         (AnyGroup::Plain(group), Vec::new(), snapshots)
     };
     let (group, dc_positions, snapshots) = group;
-    let (derived, wkc_shares) = layout.wkc(LRW_CHUNK);
+    // ethercrab's image: the present subdevices only.
+    let (derived, wkc_shares) = layout.wkc_of(n, LRW_CHUNK);
     let expected = match cfg.segment.expected_wkc {
         Some(w) if w != derived => {
             return Err(Error::SegmentMismatch(format!(
@@ -535,6 +564,7 @@ pub(crate) fn bring_up(
         snapshots,
         identities,
         hot,
+        late,
     })
 }
 

@@ -204,22 +204,44 @@ const TXRX_GRACE_NS: u64 = 1_000_000;
 /// wakes nobody).
 const TXRX_POLL_NS: u64 = 20_000;
 
+/// What one exchange brought: ethercrab's response (Err: lost) and the region's.
+type Exchanged<E, L> = (Result<TxRxResponse<MAX_SUBDEVICES, E>, ()>, Option<L>);
+
 /// One exchange: Ok(response), or Err(()) when nothing came back within the response timeout
-/// (and, with a TX/RX thread, nothing in its next look at the link either).
-fn exchange<G: CycleGroup>(
+/// (and, with a TX/RX thread, nothing in its next look at the link either); with it what
+/// `late` (rtcat's own region, [`crate::region`]) brought, None if it was not done in time.
+fn exchange<G: CycleGroup, L: Future>(
     x: &mut Exchanger,
     md: &MainDevice<'static>,
     group: &G,
+    late: Option<L>,
     deadline_ns: u64,
-) -> Result<TxRxResponse<MAX_SUBDEVICES, G::Extra>, ()> {
+) -> Exchanged<G::Extra, L::Output> {
     let mut fut = pin!(group.exchange_once(md));
+    let mut late = pin!(late);
+    let mut got = None;
+    let mut late_got = None;
+    // Poll what is not done yet; true when both are.
+    let mut poll = |cx: &mut Context<'_>| {
+        if got.is_none()
+            && let Poll::Ready(r) = fut.as_mut().poll(cx)
+        {
+            got = Some(r);
+        }
+        if let Some(l) = late.as_mut().as_pin_mut()
+            && let Poll::Ready(v) = l.poll(cx)
+        {
+            late_got = Some(v);
+            late.set(None);
+        }
+        got.is_some() && late.is_none()
+    };
     match x {
         Exchanger::Inline(bus) => {
             let mut cx = Context::from_waker(Waker::noop());
             loop {
-                if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
-                    bus.exchange_end(r.is_ok());
-                    return r.map_err(drop);
+                if poll(&mut cx) {
+                    break;
                 }
                 bus.pump_tx();
                 if bus.pump_rx() > 0 {
@@ -227,14 +249,16 @@ fn exchange<G: CycleGroup>(
                 }
                 let now = now_ns();
                 if now >= deadline_ns {
-                    // Dropping the future releases its frame; a late response is then rejected
-                    // by ethercrab and counted by the bus.
-                    bus.exchange_end(false);
-                    return Err(());
+                    // Dropping the futures releases their frames; a late response is then
+                    // rejected by ethercrab and counted by the bus.
+                    break;
                 }
                 // As `[cycle] wait` says: sleep, poll, or the hybrid of the two.
                 bus.wait_reply(deadline_ns);
             }
+            let r = got.map_or(Err(()), |r| r.map_err(drop));
+            bus.exchange_end(r.is_ok());
+            (r, late_got)
         }
         Exchanger::Thread { waker, passes, .. } => {
             let mut cx = Context::from_waker(waker);
@@ -243,8 +267,8 @@ fn exchange<G: CycleGroup>(
             loop {
                 // Read before the poll: a pass seen finished has delivered what it read.
                 let passed = overdue.is_some_and(|(mark, _)| passes.passed_since(mark));
-                if let Poll::Ready(r) = fut.as_mut().poll(&mut cx) {
-                    return r.map_err(drop);
+                if poll(&mut cx) {
+                    break;
                 }
                 let now = now_ns();
                 let until = match overdue {
@@ -254,7 +278,7 @@ fn exchange<G: CycleGroup>(
                         overdue = Some((passes.request(), end));
                         end
                     }
-                    Some((_, end)) if passed || now >= end => return Err(()),
+                    Some((_, end)) if passed || now >= end => break,
                     Some((_, end)) => end,
                 };
                 let step = if overdue.is_some() {
@@ -264,6 +288,7 @@ fn exchange<G: CycleGroup>(
                 };
                 std::thread::park_timeout(std::time::Duration::from_nanos((until - now).min(step)));
             }
+            (got.map_or(Err(()), |r| r.map_err(drop)), late_got)
         }
     }
 }
@@ -306,6 +331,8 @@ pub struct State {
     watch: Vec<Watch>,
     /// Subdevices handed to the recovery worker and not yet back in service.
     outstanding: u32,
+    /// rtcat's own region: the members of optional groups absent at bring-up.
+    region: crate::region::Region,
 }
 
 /// The cycle's side of one subdevice's recovery: when it was lost, what was reported.
@@ -334,7 +361,26 @@ impl State {
             lock: None,
             watch: vec![Watch::default(); layout.subdevices.len()],
             outstanding: 0,
+            region: crate::region::Region::default(),
         }
+    }
+
+    /// Exchange the data of the members absent at bring-up (`members`, [`crate::region`]) in
+    /// rtcat's own region. They start out of service with their recovery (which waits for them
+    /// to appear), so the cycle looks at the board from the first cycle on.
+    pub(crate) fn with_region(mut self, members: &[crate::region::Member]) -> Self {
+        self.region = crate::region::Region::new(members);
+        for m in members {
+            if let Some(w) = self.watch.get_mut(m.index) {
+                *w = Watch {
+                    lost_ns: now_ns(),
+                    counted: true,
+                    ..Watch::default()
+                };
+                self.outstanding += 1;
+            }
+        }
+        self
     }
 
     /// Lock the deadlines of a DC group with `lock` (reset: a new bring-up has a new grid).
@@ -474,6 +520,32 @@ fn record_states(
             );
         }
         st.al_state = code;
+    }
+}
+
+/// The AL states the region's members answered with into `status`, an event for each change
+/// (ethercrab's response has only its group's).
+fn record_region(
+    region: &crate::region::Region,
+    status: &mut [SubdeviceStatus],
+    events: &mut rtrb::Producer<Event>,
+    cycle: u64,
+) {
+    for (i, a) in region.answers() {
+        let Some(st) = status.get_mut(i) else {
+            continue;
+        };
+        if st.al_state != a.al_state {
+            push_event(
+                events,
+                cycle,
+                EventKind::StateChange {
+                    position: i as u16,
+                    state: a.al_state,
+                },
+            );
+        }
+        st.al_state = a.al_state;
     }
 }
 
@@ -822,12 +894,28 @@ where
     #[inline]
     fn exchange(&mut self, wake: u64) -> Answer<<Group<DC> as CycleGroup>::Extra> {
         self.x.counters().start_cycle();
-        let result = exchange(
-            self.x,
-            self.md,
-            self.group,
-            wake + self.ph.p.response_timeout_ns,
-        );
+        let deadline = wake + self.ph.p.response_timeout_ns;
+        let region = &mut self.ph.st.region;
+        let result = if region.is_empty() {
+            exchange(
+                self.x,
+                self.md,
+                self.group,
+                None::<std::future::Ready<()>>,
+                deadline,
+            )
+            .0
+        } else {
+            let (result, late) = exchange(
+                self.x,
+                self.md,
+                self.group,
+                Some(region.exchange(self.md)),
+                deadline,
+            );
+            region.take(late);
+            result
+        };
         let rtt = self.x.counters().cycle_rtt_ns();
         Answer { result, rtt }
     }
@@ -893,9 +981,16 @@ where
             Ok(resp) => {
                 let wkc = resp.working_counter;
                 record_states(&resp.subdevice_states, &mut st.status, cx.events, cycle);
+                record_region(&st.region, &mut st.status, cx.events, cycle);
                 let v = judge(&st.status, &st.shares, wkc, p.expected_wkc);
                 for s in st.status.iter_mut() {
                     s.data_valid = v.explained && s.al_state == al_state::OP;
+                }
+                // The region's members are judged by their own working counters.
+                for (i, a) in st.region.answers() {
+                    if let Some(s) = st.status.get_mut(i) {
+                        s.data_valid = a.data && s.al_state == al_state::OP;
+                    }
                 }
                 if let Some(b) = board {
                     local_recovery(b, st, &mut **app, &mut cx, wake);
@@ -909,6 +1004,7 @@ where
                 for s in st.status.iter_mut() {
                     s.data_valid = false;
                 }
+                st.region.lost();
                 (self.health.lost(&mut cx), 0)
             }
         };
@@ -938,6 +1034,7 @@ where
         } = &mut self.ph;
         if !lost {
             copy_inputs(self.md, self.group, &mut st.image);
+            st.region.copy_inputs(&mut st.image);
         }
         let status = CycleStatus {
             cycle,
@@ -955,6 +1052,7 @@ where
         };
         apply(&mut **app, &status, &mut st.image, &mut cx);
         copy_outputs(self.md, self.group, &st.image);
+        st.region.copy_outputs(&st.image);
     }
 
     /// The cycle's measurements: histograms, the sample, the live counters. `rtt` is the

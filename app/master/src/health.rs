@@ -62,6 +62,9 @@ pub enum SubdeviceCause {
     /// A member of an optional `[[group]]` that was away from the line (its cable pulled or its
     /// power off: it did not answer) and answered again with its identity.
     Reconnected,
+    /// A member of an optional `[[group]]` that was not on the segment at bring-up, configured
+    /// for the first time (its data in rtcat's own region of the process data).
+    Joined,
 }
 
 impl std::fmt::Display for SubdeviceCause {
@@ -76,6 +79,7 @@ impl std::fmt::Display for SubdeviceCause {
             SubdeviceCause::LeftOp => f.write_str("left_op"),
             SubdeviceCause::FirmwareUpdate => f.write_str("firmware_update"),
             SubdeviceCause::Reconnected => f.write_str("reconnected"),
+            SubdeviceCause::Joined => f.write_str("joined"),
         }
     }
 }

@@ -25,9 +25,12 @@
 //!   that is safe only where no position shifted, i.e. behind the last mandatory device. A group
 //!   behind a junction's branch port with mandatory devices after the junction would shift their
 //!   positions when it goes, and is refused.
-//! - **An optional group is present at bring-up.** ethercrab 0.7.1 lays out the process image
-//!   and the FMMUs only in its group initialisation, from the devices present; a member absent
-//!   then has no place in the image to join later (docs/NOTES.md §17.2 says what is missing).
+//! - **A member absent at bring-up needs its mapping configured.** ethercrab 0.7.1 lays out the
+//!   process image and the FMMUs only in its group initialisation, from the devices present; a
+//!   member absent then gets its place in the layout from its `[[device]]` entry
+//!   ([`crate::absent`]), at the positions after the line's end in `members` order, and its
+//!   data is exchanged in rtcat's own logical region ([`crate::region`]) once its recovery has
+//!   configured it (docs/NOTES.md §17.2).
 //! - **The DC reference clock is not optional**: every other clock follows its system time.
 
 use crate::devices::Found;
@@ -63,6 +66,31 @@ pub(crate) struct Membership {
     pub(crate) group: Vec<Option<usize>>,
     /// Per position: `probe_interval_ms` of its group when that is optional, else 0.
     pub(crate) probe_ms: Vec<u32>,
+    /// The members of optional groups not on the segment at bring-up, at the positions after
+    /// the line's end (`group` and `probe_ms` cover them too), in `[[group]]` then `members`
+    /// order: their place in the layout comes from their `[[device]]` entry
+    /// ([`crate::absent`]), their data from rtcat's own region ([`crate::region`]).
+    pub(crate) absent: Vec<AbsentMember>,
+}
+
+/// A member of an optional group that was not on the segment at bring-up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct AbsentMember {
+    /// Index of its `[[group]]`.
+    pub(crate) group: usize,
+    /// Index in the group's `members`.
+    pub(crate) member: usize,
+    /// What it is expected to be when it appears: the position after the line's end it was
+    /// given, the alias and identity its matcher names (0 where it names none).
+    pub(crate) expected: Found,
+}
+
+impl AbsentMember {
+    /// Whether `found` (position, alias, identity read from the device) is this member: its
+    /// matcher's alias or identity (the position is the one it was given).
+    pub(crate) fn accepts(&self, groups: &[GroupConfig], found: &Found) -> bool {
+        groups[self.group].members[self.member].matches(found)
+    }
 }
 
 impl Membership {
@@ -98,6 +126,7 @@ pub(crate) fn resolve(
     let mut m = Membership {
         group: vec![None; found.len()],
         probe_ms: vec![0; found.len()],
+        absent: Vec::new(),
     };
     let refuse = |s: String| Err(Error::SegmentMismatch(s));
     for (gi, g) in groups.iter().enumerate() {
@@ -125,24 +154,47 @@ pub(crate) fn resolve(
                 }
             }
             if !any {
-                let why = if g.optional {
-                    // What a member absent at bring-up needs first: its mapping, from its
-                    // `[[device]]` entry (checked now, so that the error says so). The first
-                    // absent member (this version refuses at it) is expected at the line's end.
-                    let position = u16::try_from(found.len()).unwrap_or(u16::MAX);
-                    crate::absent::source(groups, gi, j, position, devices)
-                        .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
-                    "an optional group must be present at bring-up in this version"
-                } else {
-                    "the group is not optional"
-                };
-                return refuse(format!(
-                    "group {:?}: group[{gi}].members[{j}] ({}) is not on the segment ({} \
-                     subdevices): {why}",
-                    g.name,
-                    member.matcher(),
-                    found.len()
-                ));
+                if !g.optional {
+                    return refuse(format!(
+                        "group {:?}: group[{gi}].members[{j}] ({}) is not on the segment ({} \
+                         subdevices): the group is not optional",
+                        g.name,
+                        member.matcher(),
+                        found.len()
+                    ));
+                }
+                // Absent at bring-up: it takes the next position after the line's end, and its
+                // place in the layout comes from its `[[device]]` entry (refused without one).
+                let position = found.len() + m.absent.len();
+                let p16 = u16::try_from(position).unwrap_or(u16::MAX);
+                if let Some(want) = member.position
+                    && want != p16
+                {
+                    return refuse(format!(
+                        "group {:?}: group[{gi}].members[{j}] (position {want}) is not on the \
+                         segment ({} subdevices): a member absent at bring-up is expected at the \
+                         next position after the line's end in members order, {position}",
+                        g.name,
+                        found.len()
+                    ));
+                }
+                crate::absent::source(groups, gi, j, p16, devices)
+                    .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+                m.group.push(Some(gi));
+                m.probe_ms.push(g.probe_interval_ms);
+                m.absent.push(AbsentMember {
+                    group: gi,
+                    member: j,
+                    expected: Found {
+                        position: p16,
+                        alias: member.alias.unwrap_or(0),
+                        identity: (
+                            member.vendor_id.unwrap_or(0),
+                            member.product_id.unwrap_or(0),
+                            member.revision.unwrap_or(0),
+                        ),
+                    },
+                });
             }
         }
     }
@@ -175,24 +227,20 @@ pub(crate) fn resolve(
 }
 
 /// A re-initialisation's scan against the topology the run started with (`expected`, and
-/// `optional` positions in it): a line that ends where an optional group begins is not a
-/// changed topology but a group that is away; this version cannot bring the segment up without
-/// it (its image place comes from ethercrab's group initialisation), so the re-initialisation
-/// waits for it with an error that says so. Everything else is `same_identities`'s.
+/// the `optional` positions, which include those of members absent then): the positions both
+/// have must hold the same identities; a line that ends early where optional groups begin, or
+/// goes on beyond the first bring-up's end with optional members, is not a changed topology —
+/// the bring-up gives the absent ones their places again ([`resolve`]) and checks the present
+/// ones against their matchers. Everything else is `same_identities`'s.
 pub(crate) fn check_topology(
     found: &[(u32, u32, u32)],
     expected: &[(u32, u32, u32)],
     optional: &Membership,
-    groups: &[GroupConfig],
 ) -> Result<()> {
-    let n = found.len();
-    if n < expected.len() && found == &expected[..n] && optional.optional(n) {
-        let name = optional.group[n].map_or("?", |g| groups[g].name.as_str());
-        return Err(Error::SegmentMismatch(format!(
-            "optional group {name:?} is away (the line ends before position {n}): the segment's \
-             re-initialisation waits for it (a segment without its optional groups cannot be \
-             brought up in this version)"
-        )));
+    let common = found.len().min(expected.len());
+    let longer = found.len().max(expected.len());
+    if (common..longer).all(|p| optional.optional(p)) {
+        return same_identities(&found[..common], &expected[..common]);
     }
     same_identities(found, expected)
 }
@@ -360,16 +408,16 @@ mod tests {
              [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6000:01:8\"]\n",
         )
         .expect("device");
-        let why = e(resolve(
-            &tool("{ alias = 0x20 }"),
-            &d.device,
-            &line(6),
-            None,
-        ));
+        // With one it is accepted, at the position after the line's end, its group and probe
+        // interval with it; a position matcher naming another position is refused.
+        let m = resolve(&tool("{ alias = 0x20 }"), &d.device, &line(6), None).expect("absent");
+        assert_eq!(m.absent.len(), 1);
+        assert_eq!(m.absent[0].expected.position, 6);
+        assert_eq!(m.absent[0].expected.alias, 0x20);
+        assert!(m.optional(6) && !m.optional(5));
+        let why = e(resolve(&tool("{ position = 7 }"), &[], &line(6), None));
         assert!(
-            why.contains("\"tool\"")
-                && why.contains("alias 0x0020")
-                && why.contains("present at bring-up"),
+            why.contains("(position 7)") && why.contains("next position after the line's end"),
             "{why}"
         );
         // A mandatory device behind an optional one.
@@ -393,15 +441,28 @@ mod tests {
         let g = groups(&format!("{TOOL}members = [{{ position = 2 }}]\n")).expect("valid");
         let m = resolve(&g, &[], &line(3), None).expect("tail");
         let ids: Vec<_> = line(3).iter().map(|f| f.identity).collect();
-        let why = check_topology(&ids[..2], &ids, &m, &g)
-            .expect_err("waits")
-            .to_string();
-        assert!(why.contains("optional group \"tool\" is away"), "{why}");
-        assert!(check_topology(&ids, &ids, &m, &g).is_ok());
+        // The group away at a re-initialisation: its members are absent again.
+        assert!(check_topology(&ids[..2], &ids, &m).is_ok());
+        assert!(check_topology(&ids, &ids, &m).is_ok());
         // Shorter at a mandatory position: a changed topology as before.
         assert!(matches!(
-            check_topology(&ids[..1], &ids, &m, &g),
+            check_topology(&ids[..1], &ids, &m),
             Err(Error::TopologyChanged { position: 1, .. })
         ));
+        // A member absent at the first bring-up present at a re-initialisation.
+        let mut absent = m.clone();
+        absent.probe_ms.push(10);
+        absent.group.push(Some(0));
+        let longer: Vec<_> = line(4).iter().map(|f| f.identity).collect();
+        assert!(check_topology(&longer, &ids, &absent).is_ok());
+        // One more device than the first bring-up knew of, not optional: changed.
+        assert!(matches!(
+            check_topology(&longer, &ids, &m),
+            Err(Error::TopologyChanged { position: 3, .. })
+        ));
+        // A swapped identity where both have a device: changed.
+        let mut swapped = ids.clone();
+        swapped[0].1 ^= 1;
+        assert!(check_topology(&swapped[..2], &ids, &m).is_err());
     }
 }

@@ -587,12 +587,19 @@ impl Layout {
     /// counts twice. Returns the total and each subdevice's share: (from reading its inputs,
     /// from writing its outputs).
     pub fn wkc(&self, chunk: usize) -> (u32, Vec<(u32, u32)>) {
+        self.wkc_of(self.subdevices.len(), chunk)
+    }
+
+    /// [`Layout::wkc`] of the first `present` subdevices, those of ethercrab's group: the
+    /// members of optional groups absent at bring-up that follow them are not in its image
+    /// (their data is rtcat's own region's, judged per member) and have no share in it.
+    pub fn wkc_of(&self, present: usize, chunk: usize) -> (u32, Vec<(u32, u32)>) {
         let n = self.subdevices.len();
         // (bytes of the image, subdevice, direction is outputs), in the order ethercrab lays them.
         let mut areas = Vec::with_capacity(2 * n);
         let mut off = 0usize;
         for out in [false, true] {
-            for (i, s) in self.subdevices.iter().enumerate() {
+            for (i, s) in self.subdevices.iter().enumerate().take(present) {
                 let len = if out { s.output_bytes } else { s.input_bytes } as usize;
                 areas.push((off..off + len, i, out));
                 off += len;

@@ -138,6 +138,7 @@ mod pdu_gate;
 #[doc(hidden)]
 pub mod period;
 mod phase_lock;
+mod region;
 #[doc(hidden)]
 pub mod rt;
 #[doc(hidden)]

@@ -17,6 +17,16 @@ const WANTED: [u16; 4] = [
     sii::category::RXPDO,
 ];
 
+/// What a subdevice ethercrab never configured needs besides: the FMMU category, which says
+/// which FMMU serves which direction ([`crate::pd_registers`]).
+const WANTED_UNSEEN: [u16; 5] = [
+    sii::category::STRINGS,
+    sii::category::FMMU,
+    sii::category::SYNC_MANAGER,
+    sii::category::TXPDO,
+    sii::category::RXPDO,
+];
+
 pub use crate::sii_cache::SiiCache;
 
 /// Read the fixed area and the categories in `wanted` (all categories when `None`) of a
@@ -28,7 +38,8 @@ pub fn read_sii(
     position: u16,
     wanted: Option<&[u16]>,
 ) -> Result<Vec<u8>> {
-    let read = |word: u16, buf: &mut [u8]| eeprom_read(md, sd, position, word, buf);
+    let station = (sd.configured_address(), sd.name());
+    let read = |word: u16, buf: &mut [u8]| eeprom_read(md, station, position, word, buf);
     Ok(crate::sii_cache::read_image(&read, wanted)?.0)
 }
 
@@ -49,12 +60,11 @@ fn gated<T>(
 /// read command, busy polled, 4 or 8 bytes (status bit 6) taken per command.
 fn eeprom_read(
     md: &MainDevice<'_>,
-    sd: &SubDevice,
+    (addr, name): (u16, &str),
     position: u16,
     word: u16,
     buf: &mut [u8],
 ) -> Result<()> {
-    let addr = sd.configured_address();
     let at = |w: u16| format!("SII of the subdevice at position {position}, word {w:#06x}");
     let mut w = word;
     let mut done = 0;
@@ -88,7 +98,7 @@ fn eeprom_read(
         if status & 0x5800 != 0 {
             return Err(Error::Layout(crate::layout::LayoutError::Mapping {
                 position,
-                name: sd.name().to_string(),
+                name: name.to_string(),
                 what: format!("SII read of word {w:#06x}: status {status:#06x}"),
             }));
         }
@@ -152,15 +162,11 @@ pub fn read_subdevice_with(
 ) -> Result<SubdeviceSource> {
     let id = sd.identity();
     let coe = has_coe(sii);
-    let pdos = if coe {
-        coe_pdos(
-            sdo,
-            &format!("subdevice at position {position} ({})", sd.name()),
-            sii,
-        )?
-    } else {
-        SubdeviceSource::pdos_from_sii(sii)
-    };
+    let pdos = pdos_with(
+        sdo,
+        &format!("subdevice at position {position} ({})", sd.name()),
+        sii,
+    )?;
     Ok(SubdeviceSource {
         address: sd.configured_address(),
         alias: sd.alias_address(),
@@ -187,21 +193,63 @@ pub fn read_subdevice_with(
 pub fn sii_of(md: &MainDevice<'_>, sd: &SubDevice, position: u16, cache: &SiiCache) -> Result<Sii> {
     let id = sd.identity();
     let key = (id.vendor_id, id.product_id, id.revision);
-    let read = |word: u16, buf: &mut [u8]| eeprom_read(md, sd, position, word, buf);
-    cache.get_or_read(key, &read, &WANTED).map_err(|e| match e {
-        Error::SegmentMismatch(what) => Error::Layout(crate::layout::LayoutError::Mapping {
-            position,
-            name: sd.name().to_string(),
-            what,
-        }),
-        e => e,
-    })
+    let station = (sd.configured_address(), sd.name());
+    sii_with(md, station, position, (key, &WANTED), cache)
+}
+
+/// [`sii_of`] for a subdevice ethercrab's group does not have (a hot-connect member absent at
+/// bring-up): by its station address and name, with the identity read from its SII, and with
+/// its FMMU category. `cache` must serve only such reads (an image kept without the FMMU
+/// category would be taken for one with it).
+pub(crate) fn sii_at(
+    md: &MainDevice<'_>,
+    (address, name): (u16, &str),
+    position: u16,
+    identity: (u32, u32, u32),
+    cache: &SiiCache,
+) -> Result<Sii> {
+    let wanted: &[u16] = &WANTED_UNSEEN;
+    sii_with(md, (address, name), position, (identity, wanted), cache)
+}
+
+/// The SII categories `wanted` of the subdevice at station `address`, through `cache`.
+fn sii_with(
+    md: &MainDevice<'_>,
+    (address, name): (u16, &str),
+    position: u16,
+    (identity, wanted): ((u32, u32, u32), &[u16]),
+    cache: &SiiCache,
+) -> Result<Sii> {
+    let read = |word: u16, buf: &mut [u8]| eeprom_read(md, (address, name), position, word, buf);
+    cache
+        .get_or_read(identity, &read, wanted)
+        .map_err(|e| match e {
+            Error::SegmentMismatch(what) => Error::Layout(crate::layout::LayoutError::Mapping {
+                position,
+                name: name.to_string(),
+                what,
+            }),
+            e => e,
+        })
 }
 
 /// Whether a subdevice talks CoE (a mailbox and the CoE protocol bit): its PDOs are then read
 /// and configured over CoE, otherwise they are the SII's.
 pub fn has_coe(sii: &Sii) -> bool {
     sii.protocols.coe && sii.mailbox.is_some()
+}
+
+/// The PDOs a subdevice runs with: over CoE when it has it ([`has_coe`]), else the SII's.
+pub(crate) fn pdos_with(
+    sdo: &mut crate::coe::OnDemand<'_>,
+    who: &str,
+    sii: &Sii,
+) -> Result<Vec<PdoSource>> {
+    if has_coe(sii) {
+        coe_pdos(sdo, who, sii)
+    } else {
+        Ok(SubdeviceSource::pdos_from_sii(sii))
+    }
 }
 
 /// The PDOs of a CoE subdevice: for every process-data sync manager n, the assignment object

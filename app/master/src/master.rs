@@ -270,7 +270,7 @@ impl Cycling<'_> {
             end_ns: self.end_ns,
         };
         rec.availability.set_subdevices(seg.layout.subdevices.len());
-        let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares);
+        let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares).with_region(&seg.late);
         if matches!(seg.group, AnyGroup::Dc(_)) {
             state = state.with_lock(phase_lock(cfg));
         }
@@ -291,7 +291,17 @@ impl Cycling<'_> {
             params,
             stop: self.stop,
             sdo: self.sdo.as_deref_mut(),
-            recovery: board.as_ref().map(|b| (b, seg.snapshots.as_slice())),
+            recovery: board.as_ref().map(|b| {
+                (
+                    b,
+                    seg.snapshots.as_slice(),
+                    crate::subdevice_recovery::Late {
+                        members: &seg.late,
+                        absent: &seg.hot.absent,
+                        layout: &seg.layout,
+                    },
+                )
+            }),
         });
         let (bus, rec, exit, a) = match result {
             Ok(v) => v,
@@ -545,6 +555,7 @@ struct CyclicPhase<'a> {
     recovery: Option<(
         &'a crate::subdevice_recovery::Board,
         &'a [crate::subdevice_recovery::Snapshot],
+        crate::subdevice_recovery::Late<'a>,
     )>,
 }
 
@@ -581,23 +592,23 @@ where
     std::thread::scope(|s| {
         // The per-subdevice recovery's worker: a normal thread, for as long as the phase.
         let worker = match recovery {
-            Some((board, snapshots)) => Some(
+            Some((board, snapshots, late)) => Some(
                 std::thread::Builder::new()
                     .name("rtcat-recover".into())
                     .spawn_scoped(s, move || {
                         crate::subdevice_recovery::worker(crate::subdevice_recovery::Worker {
                             md,
-                            group,
                             cfg,
                             snapshots,
                             board,
+                            late,
                         })
                     })
                     .map_err(|e| Box::new((Error::io("spawn the recovery worker")(e), None)))?,
             ),
             None => None,
         };
-        let board = recovery.map(|(b, _)| b);
+        let board = recovery.map(|(b, _, _)| b);
         let handle = std::thread::Builder::new()
             .name("rtcat-cycle".into())
             .spawn_scoped(s, move || -> PhaseResult {

@@ -37,7 +37,6 @@
 use crate::config::Config;
 use crate::devices;
 use crate::error::{Error, Result};
-use crate::group::Group;
 use crate::layout::Layout;
 use ethercrab::{Command, MainDevice};
 use futures_lite::future::block_on;
@@ -198,6 +197,7 @@ const CAUSE_POWER: u32 = 2 << 16;
 const CAUSE_LEFT: u32 = 3 << 16;
 const CAUSE_FIRMWARE: u32 = 4 << 16;
 const CAUSE_RECONNECTED: u32 = 5 << 16;
+const CAUSE_JOINED: u32 = 6 << 16;
 
 fn encode_cause(c: crate::application::SubdeviceCause) -> u32 {
     use crate::application::SubdeviceCause as C;
@@ -207,6 +207,7 @@ fn encode_cause(c: crate::application::SubdeviceCause) -> u32 {
         C::LeftOp => CAUSE_LEFT,
         C::FirmwareUpdate => CAUSE_FIRMWARE,
         C::Reconnected => CAUSE_RECONNECTED,
+        C::Joined => CAUSE_JOINED,
     }
 }
 
@@ -217,6 +218,7 @@ fn decode_cause(v: u32) -> crate::application::SubdeviceCause {
         CAUSE_POWER => C::PowerCycled,
         CAUSE_FIRMWARE => C::FirmwareUpdate,
         CAUSE_RECONNECTED => C::Reconnected,
+        CAUSE_JOINED => C::Joined,
         _ => C::LeftOp,
     }
 }
@@ -264,7 +266,18 @@ pub struct Board {
 pub(crate) type Refusal = &'static str;
 
 impl Board {
+    /// A board for the subdevices brought up (`snapshots`) and, after them, the members of
+    /// optional groups absent at bring-up (`hot.absent`): those start absent, looked for at
+    /// their group's rate.
     pub(crate) fn new(snapshots: &[Snapshot], hot: &crate::hotconnect::Membership) -> Board {
+        let n = snapshots.len();
+        let late = hot.absent.iter().enumerate().map(|(j, a)| Slot {
+            phase: AtomicU8::new(phase::ABSENT),
+            revision: AtomicU32::new(a.expected.identity.2),
+            probe_ms: hot.probe_ms.get(n + j).copied().unwrap_or(0),
+            was_absent: AtomicBool::new(true),
+            ..Slot::default()
+        });
         Board {
             slots: snapshots
                 .iter()
@@ -274,12 +287,18 @@ impl Board {
                     probe_ms: hot.probe_ms.get(i).copied().unwrap_or(0),
                     ..Slot::default()
                 })
+                .chain(late)
                 .collect(),
             quit: AtomicBool::new(false),
             escalate: AtomicU32::new(0),
             expected: snapshots
                 .iter()
                 .map(|s| (s.identity.0, s.identity.1))
+                .chain(
+                    hot.absent
+                        .iter()
+                        .map(|a| (a.expected.identity.0, a.expected.identity.1)),
+                )
                 .collect(),
             park_news: AtomicBool::new(false),
         }
@@ -507,12 +526,33 @@ impl From<Error> for Failure {
 }
 
 /// The worker's view of the segment.
-pub(crate) struct Worker<'a, DC> {
+pub(crate) struct Worker<'a> {
     pub(crate) md: &'a MainDevice<'static>,
-    pub(crate) group: &'a Group<DC>,
     pub(crate) cfg: &'a Config,
     pub(crate) snapshots: &'a [Snapshot],
     pub(crate) board: &'a Board,
+    /// The members of optional groups absent at bring-up, after the snapshots' positions:
+    /// where their data is ([`crate::region`]), who they must be, and the layout their
+    /// registers are computed from.
+    pub(crate) late: Late<'a>,
+}
+
+/// What the worker needs to configure a member ethercrab never saw.
+#[derive(Clone, Copy)]
+pub(crate) struct Late<'a> {
+    pub(crate) members: &'a [crate::region::Member],
+    pub(crate) absent: &'a [crate::hotconnect::AbsentMember],
+    pub(crate) layout: &'a Layout,
+}
+
+/// What an attempt checks the identity found against.
+enum Expect<'a> {
+    /// The identity the segment was brought up with (`updated`: after a firmware update, any
+    /// revision of the same vendor and product).
+    BroughtUp { updated: bool },
+    /// A member absent at bring-up, its matcher checked by [`join`]: its mapping must be the
+    /// layout's (read with its SII `sii` after its `[[device]]` configuration).
+    Member { sii: &'a crate::sii::Sii },
 }
 
 /// How often the worker looks at the board when there is nothing to do.
@@ -520,8 +560,13 @@ const IDLE_POLL: Duration = Duration::from_millis(1);
 
 /// Serve the board until [`Board::quit`]: bring back every subdevice the cycle hands over,
 /// one at a time in position order, retrying failures after `[health] recovery_backoff_ms`.
-pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
+pub(crate) fn worker(w: Worker<'_>) {
     let n = w.board.slots.len();
+    let present = w.snapshots.len();
+    // The registers of each member absent at bring-up, computed when it first appears (again
+    // when another identity its matcher accepts appears), and its SII.
+    let mut joined: Vec<Option<(Snapshot, crate::sii::Sii)>> = vec![None; w.late.members.len()];
+    let sii_cache = crate::sii_cache::SiiCache::default();
     let mut next_try = vec![Instant::now(); n];
     let backoff = Duration::from_millis(w.cfg.health.recovery_backoff_ms.into());
     while !w.board.quit.load(Ordering::Acquire) {
@@ -556,8 +601,11 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
         // Hot-connect: a member of an optional group that does not answer is away, not failing:
         // looked for again at its group's rate (two datagrams), never escalated.
         let optional = slot.probe_ms > 0;
-        let snap = &w.snapshots[i];
-        if optional && !crate::hotconnect::present(w.md, snap.address, snap.position) {
+        let (address, position) = match i.checked_sub(present) {
+            None => (w.snapshots[i].address, w.snapshots[i].position),
+            Some(j) => (w.late.members[j].address, i as u16),
+        };
+        if optional && !crate::hotconnect::present(w.md, address, position) {
             if was != phase::ABSENT {
                 log::info!(
                     "position {i}: optional, not answering: looked for every {} ms",
@@ -571,11 +619,17 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
         }
         slot.attempts.fetch_add(1, Ordering::Relaxed);
         let updated = slot.updated.load(Ordering::Relaxed);
-        match recover_one(&w, &w.snapshots[i], updated) {
+        let attempt = match i.checked_sub(present) {
+            None => recover_one(&w, &w.snapshots[i], Expect::BroughtUp { updated }),
+            Some(j) => join(&w, j, &mut joined[j], &sii_cache),
+        };
+        match attempt {
             Ok(cause) => {
                 let cause = if updated {
                     slot.updated.store(false, Ordering::Relaxed);
                     crate::application::SubdeviceCause::FirmwareUpdate
+                } else if cause == crate::application::SubdeviceCause::Joined {
+                    cause
                 } else if slot.was_absent.load(Ordering::Relaxed) {
                     crate::application::SubdeviceCause::Reconnected
                 } else {
@@ -608,7 +662,7 @@ pub(crate) fn worker<DC>(w: Worker<'_, DC>) {
                     // Gone again half-way, or failing while present: never the segment's.
                     // The next look comes at the probe's rate if it is away, after the
                     // backoff if it answers.
-                    let away = !crate::hotconnect::present(w.md, snap.address, snap.position);
+                    let away = !crate::hotconnect::present(w.md, address, position);
                     next_try[i] = Instant::now()
                         + if away {
                             Duration::from_millis(slot.probe_ms.into())
@@ -723,10 +777,10 @@ pub(crate) fn identity_accepted(
 
 /// One attempt to bring `snap`'s subdevice back to OP (`updated`: after a firmware update);
 /// its cause on success.
-fn recover_one<DC>(
-    w: &Worker<'_, DC>,
+fn recover_one(
+    w: &Worker<'_>,
     snap: &Snapshot,
-    updated: bool,
+    expect: Expect<'_>,
 ) -> std::result::Result<crate::application::SubdeviceCause, Failure> {
     use crate::application::SubdeviceCause;
     let md = w.md;
@@ -740,40 +794,27 @@ fn recover_one<DC>(
     let timeout = Duration::from_millis(w.cfg.bus.state_timeout_ms.into());
     // 1. Its station address: lost with a power cycle (FPRD no longer answered, or another
     //    address there); given again by position (APWR).
-    let mut a = [0u8; 2];
-    let has_address =
-        st.read(STATION_ADDRESS, &mut a).is_ok() && u16::from_le_bytes(a) == snap.address;
-    if !has_address {
-        let probe = block_on(Command::aprd(pos, STATION_ADDRESS).receive::<u16>(md))
-            .map_err(|e| Error::bus(format!("position {pos}: no answer by position"), e))?;
-        log::info!(
-            "position {pos}: station address {probe:#06x}, giving it {:#06x}",
-            snap.address
-        );
-        block_on(Command::apwr(pos, STATION_ADDRESS).send(md, snap.address))
-            .map_err(|e| Error::bus(format!("position {pos}: station address"), e))?;
-    }
-    // 2. The identity it had at the bring-up, from its SII: never drive another device.
-    let probe =
-        crate::diag::Probe::new(md, w.cfg).map_err(|e| Error::SegmentMismatch(e.to_string()))?;
-    let found = probe
-        .read_identity(pos)
-        .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
-    let slot = &w.board.slots[usize::from(pos)];
-    let expected = w.board.expected(usize::from(pos));
-    if !identity_accepted(expected, found, updated) {
-        // Leave it in INIT: nothing is mapped to it.
-        let _ = st.write(AL_CONTROL, &[INIT | ERROR_ACK, 0]);
-        return Err(Failure::Refused(found));
-    }
-    if found.2 != expected.2 {
-        log::info!(
-            "position {pos}: revision {:#010x} after the firmware update (was {:#010x}): \
-             expected from now on",
-            found.2,
-            expected.2
-        );
-        slot.revision.store(found.2, Ordering::Relaxed);
+    let has_address = give_address(&st)?;
+    // 2. The identity it had at the bring-up, from its SII: never drive another device (a
+    //    member absent at bring-up: its matcher, checked by `join`).
+    if let Expect::BroughtUp { updated } = expect {
+        let found = read_identity(w, pos)?;
+        let slot = &w.board.slots[usize::from(pos)];
+        let expected = w.board.expected(usize::from(pos));
+        if !identity_accepted(expected, found, updated) {
+            // Leave it in INIT: nothing is mapped to it.
+            let _ = st.write(AL_CONTROL, &[INIT | ERROR_ACK, 0]);
+            return Err(Failure::Refused(found));
+        }
+        if found.2 != expected.2 {
+            log::info!(
+                "position {pos}: revision {:#010x} after the firmware update (was {:#010x}): \
+                 expected from now on",
+                found.2,
+                expected.2
+            );
+            slot.revision.store(found.2, Ordering::Relaxed);
+        }
     }
     // 3. Why it left, then INIT with the error acknowledged.
     let (state, code) = st.al_status()?;
@@ -788,24 +829,20 @@ fn recover_one<DC>(
     // 4. Mailbox, PRE-OP, the `[[device]]` configuration.
     st.write_sms(snap, true)?;
     st.to_state(PRE_OP, false, timeout)?;
-    let sd = w
-        .group
-        .subdevice(md, usize::from(pos))
-        .map_err(|e| Error::bus(format!("position {pos}"), e))?;
     let configured = snap.device.map(|i| {
         let d = &w.cfg.device[i];
         (d, devices::who(pos, &snap.name, i, d))
     });
     // One CoE transport for all of this device's transfers below (its counter runs on).
-    let mut sdo = crate::coe::OnDemand::new(
-        md,
-        pos,
-        sd.configured_address(),
-        crate::coe::Timeouts::default(),
-    );
+    let mut sdo = crate::coe::OnDemand::new(md, pos, snap.address, crate::coe::Timeouts::default());
     if let Some((d, who)) = &configured {
         devices::apply_pre_op(&mut sdo, who, d, snap.coe)
             .map_err(|e| Error::Device(Box::new(e)))?;
+    }
+    if let Expect::Member { sii } = expect {
+        // Its data goes where the layout put it: the mapping it now runs with must be the one
+        // the layout was built from (a device may ignore a write without aborting it).
+        same_mapping(&mut sdo, w.late.layout, snap, sii)?;
     }
     let reference = w.snapshots.iter().find(|s| s.dc_capable).map(|s| s.address);
     if w.cfg.dc.enabled && !has_address && reference == Some(snap.address) {
@@ -833,12 +870,202 @@ fn recover_one<DC>(
     Ok(cause)
 }
 
-/// `[dc] coe_sync_mode`: 0x1C32:01 / 0x1C33:01 = 2 (DC SYNC0), as the bring-up writes them.
-fn dc_sync_mode<DC>(
-    w: &Worker<'_, DC>,
-    snap: &Snapshot,
+/// Give the subdevice its station address by position (APWR) unless it answers at it already;
+/// whether it had it.
+fn give_address(st: &Station<'_>) -> Result<bool> {
+    let (md, pos) = (st.md, st.position);
+    let mut a = [0u8; 2];
+    if st.read(STATION_ADDRESS, &mut a).is_ok() && u16::from_le_bytes(a) == st.address {
+        return Ok(true);
+    }
+    let probe = block_on(Command::aprd(pos, STATION_ADDRESS).receive::<u16>(md))
+        .map_err(|e| Error::bus(format!("position {pos}: no answer by position"), e))?;
+    log::info!(
+        "position {pos}: station address {probe:#06x}, giving it {:#06x}",
+        st.address
+    );
+    block_on(Command::apwr(pos, STATION_ADDRESS).send(md, st.address))
+        .map_err(|e| Error::bus(format!("position {pos}: station address"), e))?;
+    Ok(false)
+}
+
+/// Vendor, product and revision from the SII of the subdevice at `pos` (ETG.2010 words 0x08..).
+fn read_identity(w: &Worker<'_>, pos: u16) -> Result<(u32, u32, u32)> {
+    let probe =
+        crate::diag::Probe::new(w.md, w.cfg).map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+    probe
+        .read_identity(pos)
+        .map_err(|e| Error::SegmentMismatch(e.to_string()))
+}
+
+/// ESC register of the station alias (ETG.1000.4 §6.1.2, loaded from SII word 4).
+const STATION_ALIAS: u16 = 0x0012;
+
+/// One attempt to bring member `j` of the optional groups absent at bring-up into OP: its
+/// station address, the matcher of its member (alias, identity) checked — another device is
+/// refused and never driven —, its SMs and FMMUs computed from its SII and the layout at its
+/// place in rtcat's region ([`crate::pd_registers`], [`crate::region`]), then the same steps
+/// as every recovery, with its mapping checked against the layout.
+fn join(
+    w: &Worker<'_>,
+    j: usize,
+    joined: &mut Option<(Snapshot, crate::sii::Sii)>,
+    cache: &crate::sii_cache::SiiCache,
+) -> std::result::Result<crate::application::SubdeviceCause, Failure> {
+    let m = &w.late.members[j];
+    let pos = m.index as u16;
+    let st = Station {
+        md: w.md,
+        address: m.address,
+        position: pos,
+        quit: &w.board.quit,
+    };
+    give_address(&st)?;
+    let identity = read_identity(w, pos)?;
+    let mut a = [0u8; 2];
+    st.read(STATION_ALIAS, &mut a)?;
+    let found = devices::Found {
+        position: pos,
+        alias: u16::from_le_bytes(a),
+        identity,
+    };
+    let absent = &w.late.absent[j];
+    if !absent.accepts(&w.cfg.group, &found) {
+        let _ = st.write(AL_CONTROL, &[INIT | ERROR_ACK, 0]);
+        log::warn!(
+            "position {pos}: alias {:#06x}, identity {identity:#x?} is not group[{}].members[{}] \
+             ({}): refused (members absent at bring-up are expected in members order)",
+            found.alias,
+            absent.group,
+            absent.member,
+            w.cfg.group[absent.group].members[absent.member].matcher()
+        );
+        return Err(Failure::Refused(identity));
+    }
+    let first = joined.as_ref().is_none_or(|(s, _)| s.identity != identity);
+    if first {
+        *joined = Some(member_snapshot(w, m, identity, cache)?);
+    }
+    let Some((snap, sii)) = joined.as_ref() else {
+        return Err(Failure::Failed(Error::SegmentMismatch(format!(
+            "position {pos}: no registers (internal)"
+        ))));
+    };
+    let cause = recover_one(w, snap, Expect::Member { sii })?;
+    Ok(if first {
+        crate::application::SubdeviceCause::Joined
+    } else {
+        cause
+    })
+}
+
+/// What a member absent at bring-up runs with, as a [`Snapshot`] of what ethercrab would have
+/// written: its SMs and FMMUs from its SII and the layout at its place in the region; no DC
+/// (its SYNC unit is left off: DC for a member that was absent is not built).
+fn member_snapshot(
+    w: &Worker<'_>,
+    m: &crate::region::Member,
+    identity: (u32, u32, u32),
+    cache: &crate::sii_cache::SiiCache,
+) -> Result<(Snapshot, crate::sii::Sii)> {
+    let pos = m.index as u16;
+    let layout = w.late.layout;
+    let s = layout
+        .subdevices
+        .get(m.index)
+        .ok_or_else(|| Error::SegmentMismatch(format!("position {pos}: not in the layout")))?;
+    let sii = crate::mapping::sii_at(w.md, (m.address, &s.name), pos, identity, cache)?;
+    let coe = crate::mapping::has_coe(&sii);
+    if coe != s.coe {
+        return Err(Error::SegmentMismatch(format!(
+            "position {pos}: the device {} CoE, but its [[device]] entry's pdo_assign {}",
+            if coe { "speaks" } else { "does not speak" },
+            if s.coe {
+                "names sm2/sm3 (a CoE assignment)"
+            } else {
+                "names sm0/sm1 (the SII's)"
+            }
+        )));
+    }
+    let bits = crate::pd_registers::sm_bits(layout, pos);
+    let regs = crate::pd_registers::compute(pos, &sii, coe, &bits, m.at())
+        .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+    let (sm, fmmu) = regs.areas();
+    Ok((
+        Snapshot {
+            position: pos,
+            address: m.address,
+            identity,
+            name: s.name.clone(),
+            sm,
+            fmmu,
+            dc: None,
+            device: m.device,
+            coe,
+            dc_capable: false,
+        },
+        sii,
+    ))
+}
+
+/// The mapping a joined member runs with (read as the bring-up reads it: over CoE, or its SII)
+/// against the layout's: the bits per sync manager and direction must be equal.
+fn same_mapping(
     sdo: &mut crate::coe::OnDemand<'_>,
+    layout: &Layout,
+    snap: &Snapshot,
+    sii: &crate::sii::Sii,
 ) -> Result<()> {
+    let pos = snap.position;
+    let who = format!("subdevice at position {pos} ({})", snap.name);
+    let pdos = crate::mapping::pdos_with(sdo, &who, sii)?;
+    let mut runs: Vec<(u8, crate::layout::Direction, u32)> = Vec::new();
+    for p in &pdos {
+        let bits: u32 = p.entries.iter().map(|e| u32::from(e.2)).sum();
+        match runs
+            .iter_mut()
+            .find(|(sm, d, _)| *sm == p.sync_manager && *d == p.direction)
+        {
+            Some(r) => r.2 += bits,
+            None => runs.push((p.sync_manager, p.direction, bits)),
+        }
+    }
+    let mut want = crate::pd_registers::sm_bits(layout, pos);
+    runs.retain(|r| r.2 > 0);
+    want.retain(|r| r.2 > 0);
+    runs.sort_by_key(|r| (r.0, r.1 == crate::layout::Direction::Outputs));
+    want.sort_by_key(|r| (r.0, r.1 == crate::layout::Direction::Outputs));
+    if runs != want {
+        return Err(Error::SegmentMismatch(format!(
+            "{who}: runs with {} after its [[device]] configuration, but the layout has {}: \
+             its data cannot go where the layout put it",
+            describe_bits(&runs),
+            describe_bits(&want)
+        )));
+    }
+    Ok(())
+}
+
+fn describe_bits(runs: &[(u8, crate::layout::Direction, u32)]) -> String {
+    let parts: Vec<String> = runs
+        .iter()
+        .map(|(sm, d, b)| {
+            let d = match d {
+                crate::layout::Direction::Inputs => "inputs",
+                crate::layout::Direction::Outputs => "outputs",
+            };
+            format!("SM{sm} {b} bits of {d}")
+        })
+        .collect();
+    if parts.is_empty() {
+        "no process data".into()
+    } else {
+        parts.join(", ")
+    }
+}
+
+/// `[dc] coe_sync_mode`: 0x1C32:01 / 0x1C33:01 = 2 (DC SYNC0), as the bring-up writes them.
+fn dc_sync_mode(w: &Worker<'_>, snap: &Snapshot, sdo: &mut crate::coe::OnDemand<'_>) -> Result<()> {
     if !w.cfg.dc.coe_sync_mode || !snap.coe || w.cfg.dc.assign_activate(snap.position) == 0 {
         return Ok(());
     }
@@ -934,6 +1161,7 @@ mod tests {
             C::LeftOp,
             C::FirmwareUpdate,
             C::Reconnected,
+            C::Joined,
         ] {
             assert_eq!(decode_cause(encode_cause(c)), c);
         }

@@ -14,56 +14,13 @@ use ecsim::{Faults, SegmentSpec};
 use rtcat_master::acyclic::{SdoFailure, sdo_queue};
 use rtcat_master::config::TxRxMode;
 use rtcat_master::{Application, Config, Cycle, RunSpec, Stop, Target};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-struct Counting;
+mod support;
 
-thread_local! {
-    static TRACK: Cell<bool> = const { Cell::new(false) };
-}
-static ALLOCS: AtomicU64 = AtomicU64::new(0);
-/// Allocations inside the simulator (inline mode), not counted.
-static SIM_ALLOCS: AtomicU64 = AtomicU64::new(0);
-/// Count simulator allocations apart (inline mode) instead of counting everything.
-static SPLIT_SIM: AtomicBool = AtomicBool::new(false);
-/// The stack of the first counted allocation, for the failure message.
-static FIRST: Mutex<Option<String>> = Mutex::new(None);
-
-fn count() {
-    if !TRACK.with(|t| t.get()) {
-        return;
-    }
-    TRACK.with(|t| t.set(false));
-    let stack = std::backtrace::Backtrace::force_capture().to_string();
-    if SPLIT_SIM.load(Ordering::Relaxed) && stack.contains("ecsim::") {
-        SIM_ALLOCS.fetch_add(1, Ordering::Relaxed);
-    } else {
-        ALLOCS.fetch_add(1, Ordering::Relaxed);
-        let mut f = FIRST.lock().unwrap_or_else(|p| p.into_inner());
-        if f.is_none() {
-            *f = Some(stack);
-        }
-    }
-    TRACK.with(|t| t.set(true));
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        count();
-        unsafe { System.alloc(l) }
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) }
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, n: usize) -> *mut u8 {
-        count();
-        unsafe { System.realloc(p, l, n) }
-    }
-}
+use support::counting::{ALLOCS, Counting, FIRST, SIM_ALLOCS, SPLIT_SIM, TRACK};
 
 #[global_allocator]
 static A: Counting = Counting;

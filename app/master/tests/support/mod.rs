@@ -73,7 +73,9 @@ impl Port for SetupPort<'_, '_> {
 }
 
 pub mod coe_example;
+pub mod counting;
 pub mod line;
+pub mod tool_group;
 
 /// How long this process's threads waited for a CPU while they were runnable, summed (ns): the
 /// second field of each `/proc/self/task/*/schedstat` (`run_delay`, the kernel's

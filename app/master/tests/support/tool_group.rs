@@ -1,0 +1,85 @@
+//! The hot-connect line of the tests: the I/O segment of `examples/segment-io.toml` (three
+//! mandatory devices) followed by the same three devices as the optional group "tool".
+
+use ecsim::SegmentSpec;
+use rtcat_master::Config;
+
+/// Devices on the line: 0..3 mandatory, 3..6 the optional group.
+pub const N: usize = 6;
+/// The group's first position.
+pub const G0: usize = 3;
+
+/// The I/O segment twice: the second copy (serials 11..13, aliases 0x10..0x12) is the group.
+pub fn line() -> SegmentSpec {
+    let text = std::fs::read_to_string(super::line::example("segment-io.toml"))
+        .expect("examples/segment-io.toml");
+    let devices = &text[text.find("[[device]]").expect("devices")..];
+    let mut tail = devices.to_string();
+    for n in 1..=3 {
+        tail = tail.replace(
+            &format!("serial = {n}\n"),
+            &format!("serial = {}\nalias = {}\n", 10 + n, 0x0f + n),
+        );
+    }
+    SegmentSpec::from_toml(&format!("{text}\n{tail}")).expect("the line")
+}
+
+pub fn config(optional: bool) -> Config {
+    let text = format!(
+        "[cycle]\nperiod_us = 1000\n\
+         [health]\nrecovery = \"subdevice\"\nrecovery_backoff_ms = 50\n\
+         bad_cycles_before_recovery = 1\nsubdevice_attempts = 2\n\
+         [[group]]\nname = \"tool\"\noptional = {optional}\n\
+         members = [{{ alias = 0x10 }}, {{ alias = 0x11 }}, {{ position = 5 }}]\n"
+    );
+    let mut cfg = Config::parse(&text, "hotconnect test").expect("config");
+    super::patient(&mut cfg);
+    cfg
+}
+
+/// The `[[device]]` entries that give the group's members their mapping while they are absent:
+/// the SII's PDOs of the simulated terminals (without a mailbox: SM0 first, outputs before
+/// inputs), named as `examples/segment-io.toml` names them.
+pub fn group_devices() -> String {
+    let mut t = String::from("[[device]]\nalias = 0x10\npdo_assign = { sm0 = [");
+    let list = |base: u16| {
+        (0..8)
+            .map(|k| format!("{:#06x}", base + k))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    t += &format!("{}] }}\n", list(0x1a00));
+    for k in 0..8u16 {
+        t += &format!(
+            "[[device.pdo_map]]\nindex = {:#06x}\nentries = [\"{:#06x}:01:1\"]\n",
+            0x1a00 + k,
+            0x6000 + 0x10 * k
+        );
+    }
+    t += &format!(
+        "[[device]]\nalias = 0x11\npdo_assign = {{ sm0 = [{}] }}\n",
+        list(0x1600)
+    );
+    for k in 0..8u16 {
+        t += &format!(
+            "[[device.pdo_map]]\nindex = {:#06x}\nentries = [\"{:#06x}:01:1\"]\n",
+            0x1600 + k,
+            0x7000 + 0x10 * k
+        );
+    }
+    t += "[[device]]\nposition = 5\npdo_assign = { sm0 = [0x1600, 0x1601], sm1 = [0x1a00, 0x1a01] }\n";
+    for (index, obj) in [(0x1600, 0x7000), (0x1601, 0x7010)] {
+        t += &format!(
+            "[[device.pdo_map]]\nindex = {index:#06x}\nentries = [{{ entry = \"{obj:#06x}:01:16\", \
+             name = \"Value\" }}]\n"
+        );
+    }
+    for (index, obj) in [(0x1a00, 0x6000), (0x1a01, 0x6010)] {
+        t += &format!(
+            "[[device.pdo_map]]\nindex = {index:#06x}\nentries = [\"{obj:#06x}:01:1\", \
+             \"{obj:#06x}:02:1\", \"0x0000:00:4\", \"{obj:#06x}:07:1\", \"0x0000:00:7\", \
+             \"{obj:#06x}:0f:1\", \"{obj:#06x}:10:1\", \"{obj:#06x}:11:16\"]\n"
+        );
+    }
+    t
+}
