@@ -29,7 +29,7 @@
 //!   process image and the FMMUs only in its group initialisation, from the devices present; a
 //!   member absent then gets its place in the layout from its `[[device]]` entry
 //!   ([`crate::absent`]), at the positions after the line's end in `members` order, and its
-//!   data is exchanged in rtcat's own logical region ([`crate::region`]) once its recovery has
+//!   data is exchanged in rtcat's own logical region (`region`) once its recovery has
 //!   configured it (docs/NOTES.md §17.2).
 //! - **The DC reference clock is not optional**: every other clock follows its system time.
 
