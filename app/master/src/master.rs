@@ -208,7 +208,7 @@ fn cycle_until_done(
         (rec, exit) = c.phase(&seg, rec)?;
         match exit {
             Exit::Stopped | Exit::DurationReached => {
-                break c.shut_down(seg.group, exit, rec.cycles)?;
+                break c.shut_down((seg.group, &seg.late), exit, rec.cycles)?;
             }
             Exit::Recover { bad_cycles, cause } => {
                 // The old group is dropped before its MainDevice is released (see `recover`).
@@ -326,7 +326,12 @@ impl Cycling<'_> {
 
     /// The end of a run on a stop or the duration: the application told why, the segment
     /// brought down to INIT.
-    fn shut_down(&mut self, group: AnyGroup, exit: Exit, cycles: u64) -> Result<End> {
+    fn shut_down(
+        &mut self,
+        (group, late): (AnyGroup, &[crate::region::Member]),
+        exit: Exit,
+        cycles: u64,
+    ) -> Result<End> {
         let reason = if exit == Exit::Stopped {
             ShutdownReason::Stopped {
                 signal: self.stop.signal(),
@@ -345,9 +350,10 @@ impl Cycling<'_> {
         self.app.shutdown(&reason);
         let md = self.run.md.as_ref().expect("present while running");
         let bus = self.run.bus.take().expect("the bus is back between phases");
+        let state_timeout = Duration::from_millis(self.cfg.bus.state_timeout_ms.into());
         self.run.bus = Some(shut_down_segment(
             md,
-            group,
+            (group, late, state_timeout),
             bus,
             self.init_rt,
             self.ch,
@@ -451,22 +457,24 @@ fn phase_lock(cfg: &Config) -> crate::dc::PhaseLock {
 /// moving the frames, and the `shutdown` event saying whether it got there.
 fn shut_down_segment(
     md: &MainDevice<'static>,
-    group: AnyGroup,
+    (group, late, state_timeout): (AnyGroup, &[crate::region::Member], Duration),
     bus: Bus,
     init_rt: ThreadRt,
     ch: &mut Channels,
     cycles: u64,
 ) -> Result<Bus> {
     let t = TxRxThread::spawn(bus, init_rt)?;
+    // The members that joined after the bring-up first: ethercrab's shut-down walks its group.
+    let late = crate::region::shut_down(md, late, state_timeout);
     let down = group.shut_down(md);
-    if let Err(e) = &down {
+    for e in [&late, &down].into_iter().filter_map(|r| r.as_ref().err()) {
         log::warn!("shutdown: {e}");
     }
     push(
         ch,
         cycles,
         EventKind::Shutdown {
-            reached_init: down.is_ok(),
+            reached_init: down.is_ok() && late.is_ok(),
         },
     );
     Ok(t.stop())

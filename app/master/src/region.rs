@@ -118,6 +118,54 @@ pub(crate) fn plan(
     Ok(out)
 }
 
+/// The end of a run for the members that joined: their outputs zero (one LRW of zeros), then
+/// INIT (AL control 0x0120; OP to INIT is a transition every ESC takes, ETG.1000.6 Table 9),
+/// as ethercrab's shut-down takes its group there. A member that does not answer is away and
+/// left alone; one that answers and stays out of INIT for `timeout` is the error.
+pub(crate) fn shut_down(
+    md: &MainDevice<'static>,
+    members: &[Member],
+    timeout: std::time::Duration,
+) -> Result<()> {
+    use futures_lite::future::block_on;
+    const AL_CONTROL: u16 = 0x0120;
+    const INIT: u8 = 0x01;
+    let zeros = [0u8; crate::limits::LRW_CHUNK];
+    for m in members {
+        let answers = block_on(Command::fprd(m.address, AL_STATUS).receive::<u16>(md)).is_ok();
+        if !answers {
+            continue;
+        }
+        let _ = block_on(
+            Command::lrw(m.logical)
+                .ignore_wkc()
+                .send_receive_slice(md, &zeros[..m.len()]),
+        );
+        block_on(Command::fpwr(m.address, AL_CONTROL).send(md, [INIT, 0u8]))
+            .map_err(|e| Error::bus(format!("position {}: INIT at the end", m.index), e))?;
+        let start = std::time::Instant::now();
+        loop {
+            let s =
+                block_on(Command::fprd(m.address, AL_STATUS).receive::<u16>(md)).map_err(|e| {
+                    Error::bus(format!("position {}: AL status at the end", m.index), e)
+                })?;
+            if s & 0x0f == u16::from(INIT) {
+                break;
+            }
+            if start.elapsed() > timeout {
+                return Err(Error::SegmentMismatch(format!(
+                    "position {}: not in INIT {} ms after it was asked at the end of the run \
+                     (AL status {s:#06x})",
+                    m.index,
+                    timeout.as_millis()
+                )));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+    }
+    Ok(())
+}
+
 /// What one cycle learned of one member.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct Answer {

@@ -15,11 +15,13 @@
 
 mod support;
 
+use ecsim::SimPort;
 use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults};
 use rtcat_master::stats::EventKind;
 use rtcat_master::{
-    Application, Config, Cycle, Stop, SubdeviceCause, SubdeviceChange, SubdeviceEvent,
+    Application, Config, Cycle, Link, LinkFactory, RunSpec, Stop, SubdeviceCause, SubdeviceChange,
+    SubdeviceEvent, Target,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -252,6 +254,46 @@ fn an_absent_member_without_a_mapping_is_refused_naming_it() {
     );
 }
 
+/// Forwards to the simulated line and keeps its devices' AL states after every frame.
+struct States {
+    inner: SimPort,
+    states: Arc<Mutex<Vec<u8>>>,
+}
+
+impl States {
+    fn keep(&self) {
+        let now = self
+            .inner
+            .segment()
+            .devices()
+            .iter()
+            .map(|d| d.al_state() & 0x0f)
+            .collect();
+        *self.states.lock().unwrap_or_else(|e| e.into_inner()) = now;
+    }
+}
+
+impl Link for States {
+    fn send(&mut self, frame: &[u8]) -> std::io::Result<()> {
+        let r = Link::send(&mut self.inner, frame);
+        self.keep();
+        r
+    }
+    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
+        Link::recv(&mut self.inner, buf)
+    }
+    fn wait(
+        &mut self,
+        timeout: Duration,
+        extra_fd: Option<std::os::fd::RawFd>,
+    ) -> std::io::Result<()> {
+        self.inner.wait(timeout, extra_fd)
+    }
+    fn describe(&self) -> String {
+        format!("states of {}", self.inner.describe())
+    }
+}
+
 /// The analog device of the group (position 5): what is written to its outputs comes back XOR
 /// 0x5a in its input bytes 4..7 (the simulator's `pdi` rule, examples/segment-io.toml).
 const ANALOG: usize = 5;
@@ -328,7 +370,19 @@ fn absent_then_joined() -> Result<u64, String> {
         wrong: 0,
         counter: Default::default(),
     };
-    let run = sim_run(cfg, line(), faults, p.stop.clone(), CAP);
+    // The simulated line behind a link that keeps the devices' AL states after each frame: the
+    // last ones are those the run's shut-down left.
+    let states: Arc<Mutex<Vec<u8>>> = Arc::default();
+    let (seg, f, st) = (line(), faults.clone(), states.clone());
+    let factory = LinkFactory::new("sim-states", move || {
+        Ok(Box::new(States {
+            inner: SimPort::with_faults(seg.clone(), f.clone()),
+            states: st.clone(),
+        }) as Box<dyn Link>)
+    });
+    let mut run = RunSpec::new(cfg, Target::Link(factory), p.stop.clone());
+    run.no_rt = true;
+    run.duration = Some(CAP);
     let (out, events) = run_with_events(run, &mut p, |_| {})?;
     ensure(p.stop.is_requested() && p.w.log.len() > PLUG_AT, || {
         format!(
@@ -370,6 +424,10 @@ fn absent_then_joined() -> Result<u64, String> {
             "position {i} not joined: {events:?}"
         );
     }
+    // The run's end took the joined members to INIT too (ethercrab's shut-down has only the
+    // others).
+    let end = states.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    assert_eq!(end, [1; N], "AL states after the run");
     // Its data flows through the region: the analog outputs come back, the input terminal's
     // counter moves.
     assert_eq!(p.wrong, 0, "analog inputs echoed what was never written");
