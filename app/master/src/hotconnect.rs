@@ -55,6 +55,20 @@ pub fn check_line(
         .map_err(|e| e.to_string())
 }
 
+/// The members of optional groups not on the segment `found`, as the bring-up would expect
+/// them (their positions after the line's end, their matchers' alias and identity): what a
+/// `[[device]]` entry may select although no subdevice on the bus matches it. Empty when the
+/// bring-up would refuse the groups ([`check_line`] says why).
+pub fn absent_members(
+    groups: &[GroupConfig],
+    devices: &[crate::devices::DeviceConfig],
+    found: &[Found],
+) -> Vec<Found> {
+    resolve(groups, devices, found, None)
+        .map(|m| m.absent.iter().map(|a| a.expected).collect())
+        .unwrap_or_default()
+}
+
 /// What a re-initialisation must find again: the first bring-up's identities by position and
 /// its group membership.
 pub(crate) type Expected<'a> = (&'a [(u32, u32, u32)], &'a Membership);

@@ -329,6 +329,22 @@ fn config_check_on_the_bus_names_every_difference() {
     ] {
         assert!(err.contains(want), "{err}\n(want {want:?})");
     }
+    // The drive an optional member (absent here): its entry gives the mapping it will join
+    // with, which is no difference with the bus.
+    let optional = d.path().join("optional.toml");
+    let text = std::fs::read_to_string(&generated).unwrap();
+    assert!(!text.contains("[health]"), "{text}");
+    std::fs::write(
+        &optional,
+        format!(
+            "[health]\nrecovery = \"subdevice\"\n{text}\n\
+             [[group]]\nname = \"drive\"\noptional = true\nmembers = [{{ position = 2 }}]\n"
+        ),
+    )
+    .unwrap();
+    let err = String::from_utf8_lossy(&check(&optional, &short).stderr).into_owned();
+    assert!(err.contains("count: segment.subdevices = 3"), "{err}");
+    assert!(!err.contains("identity: device[2]"), "{err}");
 
     // Mapping: a size the DIO8 does not have, an assignment it fixes.
     let cfg = std::fs::read_to_string(&generated).unwrap();

@@ -351,6 +351,8 @@ pub fn bus_differences(cfg: &crate::config::MasterConfig, bus: &[DeviceMapping])
             ),
         })
         .collect();
+    // Members of optional groups not on the bus: their `[[device]]` entries give their mapping.
+    let absent = rtcat_master::hotconnect::absent_members(&cfg.group, &cfg.device, &found);
     for (i, d) in cfg.device.iter().enumerate() {
         let hits: Vec<&DeviceMapping> = bus
             .iter()
@@ -358,7 +360,7 @@ pub fn bus_differences(cfg: &crate::config::MasterConfig, bus: &[DeviceMapping])
             .filter(|(_, f)| d.matches(f))
             .map(|(b, _)| b)
             .collect();
-        if hits.is_empty() {
+        if hits.is_empty() && !absent.iter().any(|f| d.matches(f)) {
             out.push(format!(
                 "identity: device[{i}] ({}): no subdevice on the bus matches",
                 d.matcher()
@@ -366,8 +368,12 @@ pub fn bus_differences(cfg: &crate::config::MasterConfig, bus: &[DeviceMapping])
         }
         for b in hits {
             let who = format!("device[{i}] at position {} {}", b.position, ident(b));
-            let configures = d.pdo_assign.is_some() || !d.pdo_map.is_empty();
-            if !b.coe && (configures || !d.sdo.is_empty()) {
+            // Without CoE an assignment of SM0/SM1 states the SII's mapping (the master compares
+            // it, and a member absent at bring-up takes its layout from it); SM2/SM3 and startup
+            // SDOs would have to be written.
+            let writes = d.pdo_assign.as_ref().is_some_and(|a| !a.names_sm01())
+                || d.pdo_assign.is_none() && !d.pdo_map.is_empty();
+            if !b.coe && (writes || !d.sdo.is_empty()) {
                 out.push(format!(
                     "mapping: {who}: has no CoE mailbox; its pdo_assign, pdo_map and sdo cannot be written"
                 ));
