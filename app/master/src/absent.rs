@@ -134,10 +134,11 @@ pub fn source(
     Ok(SubdeviceSource {
         address: 0,
         alias: m.alias.unwrap_or(0),
+        // The name it keeps whether present or not (the layout does not change when it joins).
         name: d
             .name
             .clone()
-            .unwrap_or_else(|| format!("{} (absent)", m.matcher())),
+            .unwrap_or_else(|| format!("{} {}", g.name, m.matcher())),
         identity: Identity {
             vendor_id: identity.0,
             product_code: identity.1,

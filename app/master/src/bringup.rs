@@ -159,7 +159,10 @@ pub(crate) fn configure_pre_op(
     cfg: &Config,
     generation: u32,
     sii: &crate::sii_cache::SiiCache,
-    absent: &[crate::hotconnect::AbsentMember],
+    (absent, first_absent): (
+        &[crate::hotconnect::AbsentMember],
+        &[crate::hotconnect::AbsentMember],
+    ),
 ) -> Result<(Layout, Vec<Option<usize>>, Vec<u8>)> {
     let n = group.len();
     if n == 0 {
@@ -294,8 +297,29 @@ pub(crate) fn configure_pre_op(
         now.invalidated - before.invalidated,
         t_config.elapsed().as_millis()
     );
-    // Their places after every present device's ([`crate::absent`]).
     let mut sources = sources;
+    // A member that was absent at the run's first bring-up and is present now (it joined, then
+    // the segment was re-initialised): its entries as they were given then, the device's
+    // identity and address (its sizes are checked against ethercrab's image, `check_image`).
+    for a in first_absent {
+        let p = usize::from(a.expected.position);
+        let Some(read) = sources.get(p) else {
+            continue;
+        };
+        let mut src = crate::absent::source(
+            &cfg.group,
+            a.group,
+            a.member,
+            a.expected.position,
+            &cfg.device,
+        )
+        .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+        src.address = read.address;
+        src.alias = read.alias;
+        src.identity = read.identity;
+        sources[p] = src;
+    }
+    // The members absent now: their places after every present device's ([`crate::absent`]).
     for a in absent {
         let mut src = crate::absent::source(
             &cfg.group,
@@ -467,8 +491,17 @@ pub(crate) fn bring_up(
         &crate::hotconnect::found(found),
         dc_reference,
     )?;
-    let (layout, chosen, counters) =
-        configure_pre_op(md, &group, cfg, generation, sii, &hot.absent)?;
+    // A member absent at the run's first bring-up keeps the layout entries it was given then,
+    // present or not (the application and the shared image keep theirs).
+    let first_absent = topology.map_or(&[][..], |(_, first)| first.absent.as_slice());
+    let (layout, chosen, counters) = configure_pre_op(
+        md,
+        &group,
+        cfg,
+        generation,
+        sii,
+        (&hot.absent, first_absent),
+    )?;
     // rtcat's own region: where the absent members' data will be exchanged.
     let late = crate::region::plan(&layout, n, &chosen)?;
     let configured = |pos: usize, name: &str| {

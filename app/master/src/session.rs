@@ -91,7 +91,7 @@ pub fn read_layout(md: &MainDevice<'static>) -> Result<Layout> {
 pub fn read_configured_layout(md: &MainDevice<'static>, cfg: &Config) -> Result<Layout> {
     in_pre_op(md, "rtcat-layout", |group| {
         let configured: MasterResult<_> =
-            configure_pre_op(md, group, cfg, 1, &Default::default(), &[]);
+            configure_pre_op(md, group, cfg, 1, &Default::default(), (&[], &[]));
         configured
             .map(|(layout, _, _)| layout)
             .map_err(Error::Master)

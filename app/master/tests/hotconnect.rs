@@ -310,9 +310,33 @@ struct Joiner {
     wrong: usize,
     /// Distinct values of the input terminal's counter byte seen while valid.
     counter: std::collections::BTreeSet<u8>,
+    /// Once joined, lose frames so that the segment is re-initialised with the group present.
+    reinit: bool,
+    /// The log length when the frames were dropped.
+    dropped_at: Option<usize>,
+    /// The group's entries (name, offset, bits) in the layout of each bring-up.
+    layouts: Vec<Vec<(String, u32, u8)>>,
 }
 
 impl Application for Joiner {
+    fn configure(
+        &mut self,
+        setup: &mut rtcat_master::Setup<'_>,
+    ) -> Result<(), rtcat_master::AppError> {
+        let l = setup.layout();
+        self.layouts.push(
+            (G0..N)
+                .flat_map(|p| l.entries_of(p as u16))
+                .map(|e| (e.name.clone(), e.bit_offset, e.bits))
+                .collect(),
+        );
+        Ok(())
+    }
+
+    fn on_recovery(&mut self, r: &rtcat_master::Recovery) {
+        self.w.on_recovery(r);
+    }
+
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
         let at = self.w.log.len();
         if at == PLUG_AT {
@@ -339,8 +363,18 @@ impl Application for Joiner {
         let o = cx.image.outputs_of_mut(ANALOG);
         let c = at as u8;
         o.copy_from_slice(&[0x11, 0x22, c, c]);
-        if self.w.log.len() > PLUG_AT && self.w.back_since(0, 100) {
-            self.stop.request();
+        let joined = self.w.log.len() > PLUG_AT && self.w.back_since(0, 100);
+        match self.dropped_at {
+            None if joined && self.reinit => {
+                // Frames lost: the segment is re-initialised (bad_cycles_before_recovery = 1).
+                self.faults.apply(FaultCommand::DropNext(3));
+                self.dropped_at = Some(self.w.log.len());
+            }
+            None if joined => self.stop.request(),
+            Some(d) if !self.w.recoveries.is_empty() && self.w.back_since(d, 100) => {
+                self.stop.request()
+            }
+            _ => {}
         }
     }
 
@@ -351,7 +385,7 @@ impl Application for Joiner {
 
 /// The group unplugged from the start, plugged in at `PLUG_AT`: the time from the plug to the
 /// whole group's valid data.
-fn absent_then_joined() -> Result<u64, String> {
+fn absent_then_joined(reinit: bool) -> Result<(u64, Joiner), String> {
     let machine = support::Machine::watch();
     let faults = Faults::new();
     faults.apply(FaultCommand::Cable {
@@ -369,6 +403,9 @@ fn absent_then_joined() -> Result<u64, String> {
         echoed: 0,
         wrong: 0,
         counter: Default::default(),
+        reinit,
+        dropped_at: None,
+        layouts: Vec::new(),
     };
     // The simulated line behind a link that keeps the devices' AL states after each frame: the
     // last ones are those the run's shut-down left.
@@ -391,13 +428,21 @@ fn absent_then_joined() -> Result<u64, String> {
             p.w.log.len()
         )
     })?;
-    no_frame_lost(&out)?;
+    if !reinit {
+        no_frame_lost(&out)?;
+    }
     let log = &p.w.log;
     // The layout had the group from the start: six subdevices.
     assert_eq!(out.subdevices, N);
-    assert_eq!(out.rec.recoveries, 0, "{events:?}");
+    let joined_log = &log[..p.dropped_at.unwrap_or(log.len())];
+    if !reinit {
+        assert_eq!(out.rec.recoveries, 0, "{events:?}");
+    }
     for i in 0..G0 {
-        let bad = log.iter().filter(|s| !s.valid[i] || !s.in_op[i]).count();
+        let bad = joined_log
+            .iter()
+            .filter(|s| !s.valid[i] || !s.in_op[i])
+            .count();
         assert_eq!(
             bad, 0,
             "mandatory position {i}: {bad} cycles invalid or out of OP"
@@ -448,7 +493,7 @@ fn absent_then_joined() -> Result<u64, String> {
         .expect("joined: the run stops only then");
     let ns = log[PLUG_AT + back].wake_ns - plug.wake_ns;
     machine.within("the group's first join", ns, BACK_WITHIN_NS)?;
-    Ok(ns)
+    Ok((ns, p))
 }
 
 /// A group absent at bring-up: the segment comes up without it, its entries in the layout flagged
@@ -457,7 +502,7 @@ fn absent_then_joined() -> Result<u64, String> {
 #[test]
 fn an_optional_group_absent_at_bring_up_joins_when_plugged_in() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ns = within_machine_noise("absent group joins", |_| absent_then_joined());
+    let (ns, _) = within_machine_noise("absent group joins", |_| absent_then_joined(false));
     eprintln!(
         "hot-connect: 3-device group absent at bring-up in OP {:.1} ms after the plug (1 ms \
          cycle, the other 3 devices: 0 invalid cycles)",
@@ -648,4 +693,29 @@ fn a_coe_member_absent_at_bring_up_joins_with_its_configuration() {
          the other 2 devices: 0 invalid cycles)",
         ns as f64 / 1e6
     );
+}
+
+/// A group absent at bring-up that joined, then a whole-segment re-initialisation (frames
+/// lost): the group is now in ethercrab's image, its layout entries are those it was given at
+/// the first bring-up (names from its `[[device]]` entries, same offsets), and it is in OP with
+/// valid data again.
+#[test]
+fn a_joined_group_keeps_its_layout_through_a_re_initialisation() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (_, p) = within_machine_noise("joined group re-initialised", |_| {
+        let r = absent_then_joined(true)?;
+        ensure(!r.1.w.recoveries.is_empty(), || {
+            "no re-initialisation".into()
+        })?;
+        Ok(r)
+    });
+    assert!(p.layouts.len() >= 2, "bring-ups: {}", p.layouts.len());
+    let first = &p.layouts[0];
+    assert_eq!(first.len(), 8 + 8 + 18, "{first:?}");
+    assert!(first.iter().any(|e| e.0 == "Value"), "{first:?}");
+    for (k, l) in p.layouts.iter().enumerate().skip(1) {
+        assert_eq!(l, first, "the layout of bring-up {k}");
+    }
+    let end = p.w.log.last().expect("cycles");
+    assert!(end.all_well(), "after the re-initialisation: {end:?}");
 }
