@@ -127,10 +127,12 @@ pub(crate) fn found(subdevices: impl IntoIterator<Item = (u16, (u32, u32, u32))>
         .collect()
 }
 
-/// The groups on the segment `found` (the first bring-up's scan): each position's group, or
-/// why this version cannot run them — a member not on the segment (an optional group must be
-/// present at bring-up), a subdevice two groups claim, an optional device with a mandatory one
-/// behind it, or the DC reference clock (`dc_reference`) optional.
+/// The groups on the segment `found` (a bring-up's scan): each position's group and the
+/// members absent (an optional one with its mapping in a `[[device]]` entry, at the positions
+/// after the line's end), or why this version cannot run them — a mandatory member not on the
+/// segment, an absent one without its mapping or expected at another position, a subdevice two
+/// groups claim, an optional device with a mandatory one behind it, or the DC reference clock
+/// (`dc_reference`) optional.
 pub(crate) fn resolve(
     groups: &[GroupConfig],
     devices: &[crate::devices::DeviceConfig],
