@@ -604,6 +604,14 @@ where
                 std::thread::Builder::new()
                     .name("rtcat-recover".into())
                     .spawn_scoped(s, move || {
+                        // Off the real-time CPUs: it wakes every millisecond.
+                        if !no_rt {
+                            let rt_cpus: Vec<usize> =
+                                cfg.cycle.cpu.into_iter().chain(txrx_cpu).collect();
+                            if let Err(e) = crate::rt::keep_off(&rt_cpus) {
+                                log::warn!("recovery worker: {e}");
+                            }
+                        }
                         crate::subdevice_recovery::worker(crate::subdevice_recovery::Worker {
                             md,
                             cfg,

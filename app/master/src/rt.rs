@@ -68,6 +68,30 @@ pub fn pin_to(cpu: usize) -> Result<()> {
     })
 }
 
+/// Keep the calling thread off `cpus` (the cyclic thread's and the TX/RX thread's): its
+/// allowed CPUs without them. A normal thread that wakes often (the recovery worker polls its
+/// board every millisecond) on the cycle's CPU costs the cycle a context switch and cache when
+/// it wakes there: on this VM's shared cores the exec P99 rose by about 10 % with it (docs/NOTES.md
+/// §17, "The cycle's cost"). Nothing is changed when no CPU would be left (a one-CPU machine).
+pub fn keep_off(cpus: &[usize]) -> Result<()> {
+    let me = nix::unistd::Pid::from_raw(0);
+    let mut set = nix::sched::sched_getaffinity(me)
+        .map_err(|e| rt_err("read the CPU affinity", e.to_string()))?;
+    for &c in cpus {
+        let _ = set.unset(c);
+    }
+    let left = (0..nix::sched::CpuSet::count()).any(|c| set.is_set(c).unwrap_or(false));
+    if !left {
+        return Ok(());
+    }
+    nix::sched::sched_setaffinity(me, &set).map_err(|e| {
+        rt_err(
+            format!("keep off CPUs {cpus:?}"),
+            format!("{e} (online: {})", online_cpus().unwrap_or_else(|| "unknown".into())),
+        )
+    })
+}
+
 /// The online CPUs as the kernel lists them (`0-3`), for messages.
 pub fn online_cpus() -> Option<String> {
     safefs::SysRoot::live()
