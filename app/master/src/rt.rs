@@ -87,7 +87,10 @@ pub fn keep_off(cpus: &[usize]) -> Result<()> {
     nix::sched::sched_setaffinity(me, &set).map_err(|e| {
         rt_err(
             format!("keep off CPUs {cpus:?}"),
-            format!("{e} (online: {})", online_cpus().unwrap_or_else(|| "unknown".into())),
+            format!(
+                "{e} (online: {})",
+                online_cpus().unwrap_or_else(|| "unknown".into())
+            ),
         )
     })
 }

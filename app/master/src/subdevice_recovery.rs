@@ -856,7 +856,10 @@ fn recover_one(
     }
     if let Some(regs) = &snap.dc {
         dc_sync_mode(w, snap, &mut sdo)?;
-        restore_dc(&st, regs, !has_address, reference)?;
+        // A member absent at bring-up: its clock was never set (its offset is computed as
+        // after a power cycle, which it may well have been).
+        let new_clock = !has_address || matches!(expect, Expect::Member { .. });
+        restore_dc(&st, regs, new_clock, reference)?;
     }
     // 5. Process data as the bring-up mapped it, SAFE-OP, SAFE-OP startup SDOs, OP.
     st.write_sms(snap, false)?;
@@ -960,8 +963,8 @@ fn join(
 }
 
 /// What a member absent at bring-up runs with, as a [`Snapshot`] of what ethercrab would have
-/// written: its SMs and FMMUs from its SII and the layout at its place in the region; no DC
-/// (its SYNC unit is left off: DC for a member that was absent is not built).
+/// written: its SMs and FMMUs from its SII and the layout at its place in the region, and with
+/// `[dc]` its DC registers ([`member_dc`]).
 fn member_snapshot(
     w: &Worker<'_>,
     m: &crate::region::Member,
@@ -991,6 +994,12 @@ fn member_snapshot(
     let regs = crate::pd_registers::compute(pos, &sii, coe, &bits, m.at())
         .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
     let (sm, fmmu) = regs.areas();
+    let dc_capable = has_dc(w.md, m.address, pos)?;
+    let dc = if w.cfg.dc.enabled && dc_capable && w.cfg.dc.assign_activate(pos) != 0 {
+        Some(member_dc(w, m)?)
+    } else {
+        None
+    };
     Ok((
         Snapshot {
             position: pos,
@@ -999,13 +1008,108 @@ fn member_snapshot(
             name: s.name.clone(),
             sm,
             fmmu,
-            dc: None,
+            dc,
             device: m.device,
             coe,
-            dc_capable: false,
+            dc_capable,
         },
         sii,
     ))
+}
+
+/// Whether the ESC at `address` has distributed clocks (0x0008 bit 2, ETG.1000.4 Table 31).
+fn has_dc(md: &MainDevice<'static>, address: u16, pos: u16) -> Result<bool> {
+    block_on(Command::fprd(address, 0x0008).receive::<u16>(md))
+        .map(|f| f & 0x0004 != 0)
+        .map_err(|e| Error::bus(format!("position {pos}: ESC features"), e))
+}
+
+/// The DC registers a member absent at bring-up gets, as ethercrab's DC initialisation and
+/// `configure_dc_sync` would have written them (read by [`restore_dc`] as after a power cycle):
+/// its propagation delay (0x0928) from the receive times one frame latches in it and in the
+/// device before it (the line's end before it joined): that device's delay plus half the
+/// difference of their loop times (ethercrab 0.7.1 `configure_subdevice_offsets`, a
+/// pass-through parent); SYNC0 with `[dc]`'s period and activation, its first pulse on the grid
+/// of the bring-up's SYNC0 (its start time, ethercrab gives every device the same one).
+fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]> {
+    let (md, pos) = (w.md, m.index as u16);
+    let prev = m
+        .index
+        .checked_sub(1)
+        .ok_or_else(|| Error::SegmentMismatch(format!("position {pos}: no device before it")))?;
+    let prev_address = match w.snapshots.get(prev) {
+        Some(s) => s.address,
+        None => crate::region::station_address(prev),
+    };
+    if !has_dc(md, prev_address, prev as u16)? {
+        return Err(Error::SegmentMismatch(format!(
+            "position {pos}: the device before it (position {prev}) has no distributed clock, \
+             so its propagation delay cannot be measured: DC for a member absent at bring-up \
+             needs a DC device before it"
+        )));
+    }
+    let read = |address: u16, reg: u16, what: &str| -> Result<[u8; 16]> {
+        block_on(Command::fprd(address, reg).receive::<[u8; 16]>(md))
+            .map_err(|e| Error::bus(format!("position {pos}: {what}"), e))
+    };
+    block_on(Command::bwr(0x0900).ignore_wkc().send(md, 0u32))
+        .map_err(|e| Error::bus(format!("position {pos}: DC latch"), e))?;
+    let t = |b: [u8; 16], port: usize| {
+        u32::from_le_bytes([
+            b[4 * port],
+            b[4 * port + 1],
+            b[4 * port + 2],
+            b[4 * port + 3],
+        ])
+    };
+    let (p_times, o_times) = (
+        read(
+            prev_address,
+            0x0900,
+            "receive times of the device before it",
+        )?,
+        read(m.address, 0x0900, "receive times")?,
+    );
+    let dl = |address: u16| {
+        block_on(Command::fprd(address, 0x0110).receive::<u16>(md))
+            .map_err(|e| Error::bus(format!("position {pos}: DL status"), e))
+    };
+    // The loop time behind a device's port 0: port 1's receive time minus port 0's when port 1
+    // communicates (DL status bit 11), else 0 (the frame turns back in the device).
+    let loop_ns = |times: [u8; 16], dl: u16| {
+        if dl & 0x0800 != 0 {
+            t(times, 1).wrapping_sub(t(times, 0))
+        } else {
+            0
+        }
+    };
+    let prev_loop = loop_ns(p_times, dl(prev_address)?);
+    let own_loop = loop_ns(o_times, dl(m.address)?);
+    let prev_delay = block_on(Command::fprd(prev_address, 0x0928).receive::<u32>(md))
+        .map_err(|e| Error::bus(format!("position {pos}: delay of the device before it"), e))?;
+    let delay = prev_delay.saturating_add(prev_loop.saturating_sub(own_loop) / 2);
+    let cycle = w.cfg.dc.sync0_period(w.cfg.cycle.period()).as_nanos();
+    let shift = w.cfg.dc.sync0_shift_ns(w.cfg.cycle.period());
+    // The bring-up's grid: a DC subdevice's start time; without one, a grid of its own from
+    // the reference's system time with `[dc]`'s shift.
+    let start = match w.snapshots.iter().find_map(|s| s.dc) {
+        Some(r) => u64::from_le_bytes(r[0x90..0x98].try_into().unwrap_or([0; 8])),
+        None => {
+            let now = block_on(Command::fprd(m.address, 0x0910).receive::<u64>(md))
+                .map_err(|e| Error::bus(format!("position {pos}: system time"), e))?;
+            now - now % cycle.max(1) + shift
+        }
+    };
+    let mut regs = [0u8; DC_BYTES];
+    regs[0x28..0x2c].copy_from_slice(&delay.to_le_bytes());
+    regs[0x90..0x98].copy_from_slice(&start.to_le_bytes());
+    regs[0xa0..0xa4].copy_from_slice(&u32::try_from(cycle).unwrap_or(u32::MAX).to_le_bytes());
+    regs[0x81] = (w.cfg.dc.assign_activate(pos) >> 8) as u8;
+    log::info!(
+        "position {pos}: propagation delay {delay} ns (the device before it {prev_delay} ns, \
+         loops {prev_loop} / {own_loop} ns), SYNC0 every {cycle} ns"
+    );
+    Ok(regs)
 }
 
 /// The mapping a joined member runs with (read as the bring-up reads it: over CoE, or its SII)
