@@ -70,9 +70,10 @@ pub fn pin_to(cpu: usize) -> Result<()> {
 
 /// Keep the calling thread off `cpus` (the cyclic thread's and the TX/RX thread's): its
 /// allowed CPUs without them. A normal thread that wakes often (the recovery worker polls its
-/// board every millisecond) on the cycle's CPU costs the cycle a context switch and cache when
-/// it wakes there: on this VM's shared cores the exec P99 rose by about 10 % with it (docs/NOTES.md
-/// §17, "The cycle's cost"). Nothing is changed when no CPU would be left (a one-CPU machine).
+/// board every millisecond) does not belong on the cycle's CPU, where each wake-up that finds
+/// the cycle running waits and each that precedes it leaves its cache behind; an isolated CPU
+/// (isolcpus) keeps it away anyway, a machine without isolation does not (docs/NOTES.md §17,
+/// "The cycle's cost"). Nothing is changed when no CPU would be left (a one-CPU machine).
 pub fn keep_off(cpus: &[usize]) -> Result<()> {
     let me = nix::unistd::Pid::from_raw(0);
     let mut set = nix::sched::sched_getaffinity(me)
