@@ -298,6 +298,11 @@ pub(crate) fn configure_pre_op(
         t_config.elapsed().as_millis()
     );
     let mut sources = sources;
+    let configured_source = |a: &crate::hotconnect::AbsentMember| {
+        let p = a.expected.position;
+        crate::absent::source(&cfg.group, a.group, a.member, p, &cfg.device)
+            .map_err(|e| Error::SegmentMismatch(e.to_string()))
+    };
     // A member that was absent at the run's first bring-up and is present now (it joined, then
     // the segment was re-initialised): its entries as they were given then, the device's
     // identity and address (its sizes are checked against ethercrab's image, `check_image`).
@@ -306,14 +311,7 @@ pub(crate) fn configure_pre_op(
         let Some(read) = sources.get(p) else {
             continue;
         };
-        let mut src = crate::absent::source(
-            &cfg.group,
-            a.group,
-            a.member,
-            a.expected.position,
-            &cfg.device,
-        )
-        .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+        let mut src = configured_source(a)?;
         src.address = read.address;
         src.alias = read.alias;
         src.identity = read.identity;
@@ -321,14 +319,7 @@ pub(crate) fn configure_pre_op(
     }
     // The members absent now: their places after every present device's ([`crate::absent`]).
     for a in absent {
-        let mut src = crate::absent::source(
-            &cfg.group,
-            a.group,
-            a.member,
-            a.expected.position,
-            &cfg.device,
-        )
-        .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+        let mut src = configured_source(a)?;
         src.address = crate::region::station_address(usize::from(a.expected.position));
         sources.push(src);
     }

@@ -125,6 +125,64 @@ fn run(
     Ok((out, p, events))
 }
 
+/// The run got past the plug and its application stopped it (not the cap); what it waited for
+/// is `what`.
+fn stopped_after_plug<const K: usize>(stop: &Stop, w: &Watch<K>, what: &str) -> Result<(), String> {
+    ensure(stop.is_requested() && w.log.len() > PLUG_AT, || {
+        format!(
+            "{} s passed before {what}: {} cycles",
+            CAP.as_secs(),
+            w.log.len()
+        )
+    })
+}
+
+/// Positions `0..n` were in OP with valid data in every cycle of `log`.
+fn untouched<const K: usize>(log: &[support::line::Seen<K>], n: usize) {
+    for i in 0..n {
+        let bad = log.iter().filter(|s| !s.valid[i] || !s.in_op[i]).count();
+        assert_eq!(bad, 0, "position {i}: {bad} cycles invalid or out of OP");
+    }
+}
+
+/// What a joined member's data showed while valid: the cycles its inputs echoed what was
+/// written (and those that echoed anything else), and the values of the simulator's counter.
+#[derive(Default)]
+struct Flow {
+    echoed: usize,
+    wrong: usize,
+    counter: std::collections::BTreeSet<u8>,
+}
+
+impl Flow {
+    /// Its data went through rtcat's region both ways, in at least 50 cycles.
+    fn check(&self, who: &str) {
+        assert_eq!(self.wrong, 0, "{who}: inputs echoed what was never written");
+        assert!(
+            self.echoed >= 50,
+            "{who}: outputs came back {} times",
+            self.echoed
+        );
+        assert!(
+            self.counter.len() >= 50,
+            "{who}: counter values seen: {}",
+            self.counter.len()
+        );
+    }
+}
+
+/// Nanoseconds from the plug (`PLUG_AT`) to the first cycle that `joined`.
+fn plug_to<const K: usize>(
+    log: &[support::line::Seen<K>],
+    joined: impl Fn(&support::line::Seen<K>) -> bool,
+) -> u64 {
+    let back = log[PLUG_AT..]
+        .iter()
+        .position(joined)
+        .expect("joined: the run stops only then");
+    log[PLUG_AT + back].wake_ns - log[PLUG_AT].wake_ns
+}
+
 fn told(events: &[EventKind], position: u16, f: impl Fn(&SubdeviceChange) -> bool) -> bool {
     events.iter().any(|k| {
         matches!(k, EventKind::Subdevice { position: p, change } if *p == position && f(change))
@@ -139,24 +197,12 @@ const BACK_WITHIN_NS: u64 = 300_000_000;
 fn unplugged_and_back(power: bool) -> Result<u64, String> {
     let machine = support::Machine::watch();
     let (out, p, events) = run(true, power)?;
-    ensure(p.stop.is_requested() && p.w.log.len() > PLUG_AT, || {
-        format!(
-            "{} s passed before the group was back: {} cycles",
-            CAP.as_secs(),
-            p.w.log.len()
-        )
-    })?;
+    stopped_after_plug(&p.stop, &p.w, "the group was back")?;
     no_frame_lost(&out)?;
     let log = &p.w.log;
     // The rest never noticed: no re-initialisation, every cycle valid and in OP.
     assert_eq!(out.rec.recoveries, 0, "{events:?}");
-    for i in 0..G0 {
-        let bad = log.iter().filter(|s| !s.valid[i] || !s.in_op[i]).count();
-        assert_eq!(
-            bad, 0,
-            "mandatory position {i}: {bad} cycles invalid or out of OP"
-        );
-    }
+    untouched(log, G0);
     // The group was away (its data invalid) and is told so: lost, absent, back reconnected.
     for i in G0..N {
         let away = log[UNPLUG_AT + 5..PLUG_AT].iter().all(|s| !s.valid[i]);
@@ -254,29 +300,20 @@ fn an_absent_member_without_a_mapping_is_refused_naming_it() {
     );
 }
 
-/// Forwards to the simulated line and keeps its devices' AL states after every frame.
-struct States {
+/// Forwards to the simulated line and hands it to `after` after every frame sent: the test
+/// looks at the devices as the master left them.
+struct Observed {
     inner: SimPort,
-    states: Arc<Mutex<Vec<u8>>>,
+    after: Look,
 }
 
-impl States {
-    fn keep(&self) {
-        let now = self
-            .inner
-            .segment()
-            .devices()
-            .iter()
-            .map(|d| d.al_state() & 0x0f)
-            .collect();
-        *self.states.lock().unwrap_or_else(|e| e.into_inner()) = now;
-    }
-}
+/// What [`Observed`] calls after every frame.
+type Look = Arc<dyn Fn(&mut SimPort) + Send + Sync>;
 
-impl Link for States {
+impl Link for Observed {
     fn send(&mut self, frame: &[u8]) -> std::io::Result<()> {
         let r = Link::send(&mut self.inner, frame);
-        self.keep();
+        (self.after)(&mut self.inner);
         r
     }
     fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
@@ -290,8 +327,23 @@ impl Link for States {
         self.inner.wait(timeout, extra_fd)
     }
     fn describe(&self) -> String {
-        format!("states of {}", self.inner.describe())
+        format!("observed {}", self.inner.describe())
     }
+}
+
+/// The simulated segment `seg` with `faults` behind an [`Observed`] link.
+fn observed(
+    seg: ecsim::SegmentSpec,
+    faults: &Faults,
+    after: impl Fn(&mut SimPort) + Send + Sync + 'static,
+) -> Target {
+    let (faults, after): (_, Look) = (faults.clone(), Arc::new(after));
+    Target::Link(LinkFactory::new("observed-sim", move || {
+        Ok(Box::new(Observed {
+            inner: SimPort::with_faults(seg.clone(), faults.clone()),
+            after: after.clone(),
+        }) as Box<dyn Link>)
+    }))
 }
 
 /// The analog device of the group (position 5): what is written to its outputs comes back XOR
@@ -304,12 +356,8 @@ struct Joiner {
     faults: Faults,
     w: Watch<N>,
     stop: Stop,
-    /// Cycles whose analog inputs echoed the outputs of an earlier cycle while its data was valid.
-    echoed: usize,
-    /// Cycles with valid analog data that echoed something never written.
-    wrong: usize,
-    /// Distinct values of the input terminal's counter byte seen while valid.
-    counter: std::collections::BTreeSet<u8>,
+    /// The analog member's echo and the input terminal's counter, while valid.
+    flow: Flow,
     /// Once joined, lose frames so that the segment is re-initialised with the group present.
     reinit: bool,
     /// The log length when the frames were dropped.
@@ -352,13 +400,13 @@ impl Application for Joiner {
             let back = [i[4] ^ 0x5a, i[5] ^ 0x5a, i[6] ^ 0x5a, i[7] ^ 0x5a];
             // Written below: 0x11 0x22 then the cycle's low byte twice; 0 before the first.
             if back == [0; 4] || back[..2] == [0x11, 0x22] && back[2] == back[3] {
-                self.echoed += usize::from(back != [0; 4]);
+                self.flow.echoed += usize::from(back != [0; 4]);
             } else {
-                self.wrong += 1;
+                self.flow.wrong += 1;
             }
         }
         if st[G0].data_valid {
-            self.counter.insert(cx.image.inputs_of(G0)[0]);
+            self.flow.counter.insert(cx.image.inputs_of(G0)[0]);
         }
         let o = cx.image.outputs_of_mut(ANALOG);
         let c = at as u8;
@@ -400,9 +448,7 @@ fn absent_then_joined(reinit: bool) -> Result<(u64, Joiner), String> {
         faults: faults.clone(),
         w: Watch::new(100_000),
         stop: Stop::new(),
-        echoed: 0,
-        wrong: 0,
-        counter: Default::default(),
+        flow: Flow::default(),
         reinit,
         dropped_at: None,
         layouts: Vec::new(),
@@ -410,24 +456,21 @@ fn absent_then_joined(reinit: bool) -> Result<(u64, Joiner), String> {
     // The simulated line behind a link that keeps the devices' AL states after each frame: the
     // last ones are those the run's shut-down left.
     let states: Arc<Mutex<Vec<u8>>> = Arc::default();
-    let (seg, f, st) = (line(), faults.clone(), states.clone());
-    let factory = LinkFactory::new("sim-states", move || {
-        Ok(Box::new(States {
-            inner: SimPort::with_faults(seg.clone(), f.clone()),
-            states: st.clone(),
-        }) as Box<dyn Link>)
+    let st = states.clone();
+    let target = observed(line(), &faults, move |port| {
+        let now = port
+            .segment()
+            .devices()
+            .iter()
+            .map(|d| d.al_state() & 0x0f)
+            .collect();
+        *st.lock().unwrap_or_else(|e| e.into_inner()) = now;
     });
-    let mut run = RunSpec::new(cfg, Target::Link(factory), p.stop.clone());
+    let mut run = RunSpec::new(cfg, target, p.stop.clone());
     run.no_rt = true;
     run.duration = Some(CAP);
     let (out, events) = run_with_events(run, &mut p, |_| {})?;
-    ensure(p.stop.is_requested() && p.w.log.len() > PLUG_AT, || {
-        format!(
-            "{} s passed before the group joined: {} cycles, {events:?}",
-            CAP.as_secs(),
-            p.w.log.len()
-        )
-    })?;
+    stopped_after_plug(&p.stop, &p.w, "the group joined")?;
     if !reinit {
         no_frame_lost(&out)?;
     }
@@ -438,16 +481,7 @@ fn absent_then_joined(reinit: bool) -> Result<(u64, Joiner), String> {
     if !reinit {
         assert_eq!(out.rec.recoveries, 0, "{events:?}");
     }
-    for i in 0..G0 {
-        let bad = joined_log
-            .iter()
-            .filter(|s| !s.valid[i] || !s.in_op[i])
-            .count();
-        assert_eq!(
-            bad, 0,
-            "mandatory position {i}: {bad} cycles invalid or out of OP"
-        );
-    }
+    untouched(joined_log, G0);
     for i in G0..N {
         assert!(
             log[..PLUG_AT].iter().all(|s| !s.valid[i]),
@@ -475,23 +509,8 @@ fn absent_then_joined(reinit: bool) -> Result<(u64, Joiner), String> {
     assert_eq!(end, [1; N], "AL states after the run");
     // Its data flows through the region: the analog outputs come back, the input terminal's
     // counter moves.
-    assert_eq!(p.wrong, 0, "analog inputs echoed what was never written");
-    assert!(
-        p.echoed >= 50,
-        "the analog outputs came back {} times",
-        p.echoed
-    );
-    assert!(
-        p.counter.len() >= 50,
-        "counter values seen: {}",
-        p.counter.len()
-    );
-    let plug = &log[PLUG_AT];
-    let back = log[PLUG_AT..]
-        .iter()
-        .position(|s| (G0..N).all(|i| s.valid[i] && s.in_op[i]))
-        .expect("joined: the run stops only then");
-    let ns = log[PLUG_AT + back].wake_ns - plug.wake_ns;
+    p.flow.check("the group");
+    let ns = plug_to(log, |s| (G0..N).all(|i| s.valid[i] && s.in_op[i]));
     machine.within("the group's first join", ns, BACK_WITHIN_NS)?;
     Ok((ns, p))
 }
@@ -582,26 +601,15 @@ fn coe_member_joined() -> Result<u64, String> {
         faults: faults.clone(),
         w: Watch::new(100_000),
         stop: Stop::new(),
-        echoed: 0,
-        wrong: 0,
-        counter: Default::default(),
+        flow: Flow::default(),
     };
     let run = sim_run(cfg, seg, faults, p.stop.clone(), CAP);
     let (out, events) = run_with_events(run, &mut p, |_| {})?;
-    ensure(p.stop.is_requested() && p.w.log.len() > PLUG_AT, || {
-        format!(
-            "{} s passed before the drive joined: {} cycles, {events:?}",
-            CAP.as_secs(),
-            p.w.log.len()
-        )
-    })?;
+    stopped_after_plug(&p.stop, &p.w, "the drive joined")?;
     no_frame_lost(&out)?;
     let log = &p.w.log;
     assert_eq!(out.rec.recoveries, 0, "{events:?}");
-    for i in 0..DRIVE {
-        let bad = log.iter().filter(|s| !s.valid[i] || !s.in_op[i]).count();
-        assert_eq!(bad, 0, "position {i}: {bad} cycles invalid or out of OP");
-    }
+    untouched(log, DRIVE);
     assert!(log[..PLUG_AT].iter().all(|s| !s.valid[DRIVE]));
     assert!(
         told(&events, DRIVE as u16, |c| matches!(
@@ -615,26 +623,8 @@ fn coe_member_joined() -> Result<u64, String> {
     );
     // Its data through the region, where its mapping puts it: the simulator's counter in input
     // bytes 0..3 moves, and input bytes 4..11 echo output bytes 0..7 XOR 0x5a (its `pdi` rule).
-    assert_eq!(
-        p.wrong, 0,
-        "the drive's inputs echoed what was never written"
-    );
-    assert!(
-        p.echoed >= 50,
-        "the drive's outputs came back {} times",
-        p.echoed
-    );
-    assert!(
-        p.counter.len() >= 50,
-        "counter values seen: {}",
-        p.counter.len()
-    );
-    let plug = &log[PLUG_AT];
-    let back = log[PLUG_AT..]
-        .iter()
-        .position(|s| s.valid[DRIVE] && s.in_op[DRIVE])
-        .expect("joined: the run stops only then");
-    let ns = log[PLUG_AT + back].wake_ns - plug.wake_ns;
+    p.flow.check("the drive");
+    let ns = plug_to(log, |s| s.valid[DRIVE] && s.in_op[DRIVE]);
     machine.within("the drive's first join", ns, BACK_WITHIN_NS)?;
     Ok(ns)
 }
@@ -643,11 +633,8 @@ struct CoeJoiner {
     faults: Faults,
     w: Watch<3>,
     stop: Stop,
-    /// Cycles whose inputs echoed the pattern written, and those that echoed something else.
-    echoed: usize,
-    wrong: usize,
-    /// Values of the simulator's counter byte seen while valid.
-    counter: std::collections::BTreeSet<u8>,
+    /// Its echo and the simulator's counter, while valid.
+    flow: Flow,
 }
 
 impl Application for CoeJoiner {
@@ -662,13 +649,13 @@ impl Application for CoeJoiner {
         self.w.cycle(cx.status);
         if cx.status.subdevices[2].data_valid {
             let i = cx.image.inputs_of(2);
-            self.counter.insert(i[0]);
+            self.flow.counter.insert(i[0]);
             let back: Vec<u8> = i[4..11].iter().map(|b| b ^ 0x5a).collect();
             // Written below: 0xa1..0xa6 then the cycle's low byte; zeros before the first.
             if back[..6] == [0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6] {
-                self.echoed += 1;
+                self.flow.echoed += 1;
             } else if back != [0; 7] {
-                self.wrong += 1;
+                self.flow.wrong += 1;
             }
         }
         let o = cx.image.outputs_of_mut(2);
@@ -720,43 +707,6 @@ fn a_joined_group_keeps_its_layout_through_a_re_initialisation() {
     assert!(end.all_well(), "after the re-initialisation: {end:?}");
 }
 
-/// Forwards to the simulated line and keeps one device's distributed clock after every frame.
-struct DcOf {
-    inner: SimPort,
-    position: usize,
-    last: Arc<Mutex<Option<ecsim::dc::DcStatus>>>,
-    /// Its propagation delay register (0x0928) as the master left it.
-    delay: Arc<Mutex<u32>>,
-}
-
-impl Link for DcOf {
-    fn send(&mut self, frame: &[u8]) -> std::io::Result<()> {
-        let r = Link::send(&mut self.inner, frame);
-        let now = self.inner.now_ns();
-        let st = self.inner.segment_mut().dc_status(self.position, now);
-        *self.last.lock().unwrap_or_else(|e| e.into_inner()) = st;
-        if let Some(d) = self.inner.segment().devices().get(self.position) {
-            let m = &d.mem()[0x0928..0x092c];
-            *self.delay.lock().unwrap_or_else(|e| e.into_inner()) =
-                u32::from_le_bytes([m[0], m[1], m[2], m[3]]);
-        }
-        r
-    }
-    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
-        Link::recv(&mut self.inner, buf)
-    }
-    fn wait(
-        &mut self,
-        timeout: Duration,
-        extra_fd: Option<std::os::fd::RawFd>,
-    ) -> std::io::Result<()> {
-        self.inner.wait(timeout, extra_fd)
-    }
-    fn describe(&self) -> String {
-        format!("DC of {}", self.inner.describe())
-    }
-}
-
 /// The two DC drives of `examples/cia402` with the second an optional member absent at
 /// bring-up: plugged in, it gets its propagation delay measured, its clock's offset and SYNC0 on
 /// the segment's grid, and joins; its clock is then in sync with the reference (0x092C) and its
@@ -782,16 +732,18 @@ fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), Str
     support::patient(&mut cfg);
     let seg = ecsim::SegmentSpec::load(&support::line::example("cia402/segment.toml"))
         .expect("examples/cia402/segment.toml");
+    // The drive's clock and its propagation delay register (0x0928) as the master left them.
     let last: Arc<Mutex<Option<ecsim::dc::DcStatus>>> = Arc::default();
     let delay: Arc<Mutex<u32>> = Arc::default();
-    let (f, l, d) = (faults.clone(), last.clone(), delay.clone());
-    let factory = LinkFactory::new("sim-dc", move || {
-        Ok(Box::new(DcOf {
-            inner: SimPort::with_faults(seg.clone(), f.clone()),
-            position: DRIVE,
-            last: l.clone(),
-            delay: d.clone(),
-        }) as Box<dyn Link>)
+    let (l, d) = (last.clone(), delay.clone());
+    let target = observed(seg, &faults, move |port| {
+        let now = port.now_ns();
+        *l.lock().unwrap_or_else(|e| e.into_inner()) = port.segment_mut().dc_status(DRIVE, now);
+        if let Some(dev) = port.segment().devices().get(DRIVE) {
+            let m = &dev.mem()[0x0928..0x092c];
+            *d.lock().unwrap_or_else(|e| e.into_inner()) =
+                u32::from_le_bytes([m[0], m[1], m[2], m[3]]);
+        }
     });
     let mut p = CoeJoinerN::<2> {
         faults: faults.clone(),
@@ -802,25 +754,15 @@ fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), Str
         // 500 cycles in OP: SYNC0 has started and run for a while.
         settle: 500,
     };
-    let mut run = RunSpec::new(cfg, Target::Link(factory), p.stop.clone());
+    let mut run = RunSpec::new(cfg, target, p.stop.clone());
     run.no_rt = true;
     run.duration = Some(CAP);
     let (out, events) = run_with_events(run, &mut p, |_| {})?;
-    ensure(p.stop.is_requested() && p.w.log.len() > PLUG_AT, || {
-        format!(
-            "{} s passed before the drive joined: {} cycles, {events:?}",
-            CAP.as_secs(),
-            p.w.log.len()
-        )
-    })?;
+    stopped_after_plug(&p.stop, &p.w, "the drive joined")?;
     no_frame_lost(&out)?;
     let log = &p.w.log;
     assert_eq!(out.rec.recoveries, 0, "{events:?}");
-    let bad = log.iter().filter(|s| !s.valid[0] || !s.in_op[0]).count();
-    assert_eq!(
-        bad, 0,
-        "the reference drive: {bad} cycles invalid or out of OP"
-    );
+    untouched(log, DRIVE);
     let delay = *delay.lock().unwrap_or_else(|e| e.into_inner());
     if !absent {
         // ethercrab's DC initialisation, the drive present from the start.
@@ -838,11 +780,7 @@ fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), Str
         "the drive did not join: {events:?}"
     );
     let dc = (*last.lock().unwrap_or_else(|e| e.into_inner())).expect("the drive's clock");
-    let back = log[PLUG_AT..]
-        .iter()
-        .position(|s| s.valid[DRIVE] && s.in_op[DRIVE])
-        .expect("joined: the run stops only then");
-    let ns = log[PLUG_AT + back].wake_ns - log[PLUG_AT].wake_ns;
+    let ns = plug_to(log, |s| s.valid[DRIVE] && s.in_op[DRIVE]);
     machine.within("the DC drive's first join", ns, BACK_WITHIN_NS)?;
     Ok((ns, dc, delay))
 }
