@@ -17,10 +17,10 @@ const WANTED: [u16; 4] = [
     sii::category::RXPDO,
 ];
 
-/// What a subdevice ethercrab never configured needs besides: the FMMU category, which says
-/// which FMMU serves which direction ([`crate::pd_registers`]).
-const WANTED_UNSEEN: [u16; 5] = [
-    sii::category::STRINGS,
+/// What a subdevice ethercrab never configured needs: the FMMU category, which says which FMMU
+/// serves which direction ([`crate::pd_registers`]), not the strings (its names in the layout
+/// are its `[[device]]` entry's: `crate::absent`), which are most of a terminal's SII.
+const WANTED_UNSEEN: [u16; 4] = [
     sii::category::FMMU,
     sii::category::SYNC_MANAGER,
     sii::category::TXPDO,

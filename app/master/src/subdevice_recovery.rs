@@ -1083,7 +1083,19 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
             0
         }
     };
-    let prev_loop = loop_ns(p_times, dl(prev_address)?);
+    // The member must hang off the device before it, a pass-through (port 1 communicating,
+    // ports 2 and 3 closed: DL status bits 11, 13, 15): behind a junction's branch its parent
+    // is another device, whose ports' receive times this rule does not read.
+    let prev_dl = dl(prev_address)?;
+    if prev_dl & 0x0800 == 0 || prev_dl & 0xa000 != 0 {
+        return Err(Error::SegmentMismatch(format!(
+            "position {pos}: the device before it (position {prev}, DL status {prev_dl:#06x}) \
+             is not a pass-through with it on port 1: DC for a member absent at bring-up is \
+             built for a member directly behind the device before it, not behind a junction's \
+             branch"
+        )));
+    }
+    let prev_loop = loop_ns(p_times, prev_dl);
     let own_loop = loop_ns(o_times, dl(m.address)?);
     let prev_delay = block_on(Command::fprd(prev_address, 0x0928).receive::<u32>(md))
         .map_err(|e| Error::bus(format!("position {pos}: delay of the device before it"), e))?;

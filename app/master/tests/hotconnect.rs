@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::line::{Watch, no_frame_lost, run_with_events, sim_run};
-use support::tool_group::{G0, N, config, group_devices, line};
+use support::tool_group::{G0, N, config, group_devices, junction_line, line};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -88,6 +88,7 @@ impl Application for Probe {
 fn run(
     optional: bool,
     power: bool,
+    seg: ecsim::SegmentSpec,
 ) -> Result<(rtcat_master::Outcome, Probe, Vec<EventKind>), String> {
     let faults = Faults::new();
     let mut p = Probe {
@@ -113,7 +114,7 @@ fn run(
             plugged: true,
         });
     });
-    let run = sim_run(config(optional), line(), faults, p.stop.clone(), CAP);
+    let run = sim_run(config(optional), seg, faults, p.stop.clone(), CAP);
     let ran = run_with_events(run, &mut p, move |k| {
         if matches!(k, EventKind::TopologyChanged { found: None, .. }) {
             refused.store(true, Ordering::Release);
@@ -194,9 +195,9 @@ fn told(events: &[EventKind], position: u16, f: impl Fn(&SubdeviceChange) -> boo
 const BACK_WITHIN_NS: u64 = 300_000_000;
 
 /// One unplug and plug of the optional group; the time from the plug to the group's valid data.
-fn unplugged_and_back(power: bool) -> Result<u64, String> {
+fn unplugged_and_back(power: bool, seg: ecsim::SegmentSpec) -> Result<u64, String> {
     let machine = support::Machine::watch();
-    let (out, p, events) = run(true, power)?;
+    let (out, p, events) = run(true, power, seg)?;
     stopped_after_plug(&p.stop, &p.w, "the group was back")?;
     no_frame_lost(&out)?;
     let log = &p.w.log;
@@ -245,7 +246,7 @@ fn unplugged_and_back(power: bool) -> Result<u64, String> {
 #[test]
 fn an_optional_group_leaves_and_rejoins_and_the_rest_loses_no_cycle() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ns = within_machine_noise("hot-connect group", |_| unplugged_and_back(false));
+    let ns = within_machine_noise("hot-connect group", |_| unplugged_and_back(false, line()));
     eprintln!(
         "hot-connect: 3-device group in OP {:.1} ms after the plug (1 ms cycle, the other 3 \
          devices: 0 invalid cycles)",
@@ -258,7 +259,7 @@ fn an_optional_group_leaves_and_rejoins_and_the_rest_loses_no_cycle() {
 #[test]
 fn an_optional_group_behind_a_power_cycled_device_rejoins() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let ns = within_machine_noise("hot-connect power", |_| unplugged_and_back(true));
+    let ns = within_machine_noise("hot-connect power", |_| unplugged_and_back(true, line()));
     eprintln!(
         "hot-connect: group in OP {:.1} ms after its first device was powered on",
         ns as f64 / 1e6
@@ -433,7 +434,7 @@ impl Application for Joiner {
 
 /// The group unplugged from the start, plugged in at `PLUG_AT`: the time from the plug to the
 /// whole group's valid data.
-fn absent_then_joined(reinit: bool) -> Result<(u64, Joiner), String> {
+fn absent_then_joined(reinit: bool, seg: ecsim::SegmentSpec) -> Result<(u64, Joiner), String> {
     let machine = support::Machine::watch();
     let faults = Faults::new();
     faults.apply(FaultCommand::Cable {
@@ -457,7 +458,7 @@ fn absent_then_joined(reinit: bool) -> Result<(u64, Joiner), String> {
     // last ones are those the run's shut-down left.
     let states: Arc<Mutex<Vec<u8>>> = Arc::default();
     let st = states.clone();
-    let target = observed(line(), &faults, move |port| {
+    let target = observed(seg, &faults, move |port| {
         let now = port
             .segment()
             .devices()
@@ -521,7 +522,7 @@ fn absent_then_joined(reinit: bool) -> Result<(u64, Joiner), String> {
 #[test]
 fn an_optional_group_absent_at_bring_up_joins_when_plugged_in() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (ns, _) = within_machine_noise("absent group joins", |_| absent_then_joined(false));
+    let (ns, _) = within_machine_noise("absent group joins", |_| absent_then_joined(false, line()));
     eprintln!(
         "hot-connect: 3-device group absent at bring-up in OP {:.1} ms after the plug (1 ms \
          cycle, the other 3 devices: 0 invalid cycles)",
@@ -536,7 +537,7 @@ fn an_optional_group_absent_at_bring_up_joins_when_plugged_in() {
 fn the_same_unplug_without_optional_escalates_to_the_segment() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (out, p, events) = within_machine_noise("hot-connect control", |_| {
-        let r = run(false, false)?;
+        let r = run(false, false, line())?;
         // Whichever member's recovery gives up first escalates (within the cap on any machine:
         // the worker gives up after two attempts 50 ms apart).
         assert!(
@@ -690,7 +691,7 @@ fn a_coe_member_absent_at_bring_up_joins_with_its_configuration() {
 fn a_joined_group_keeps_its_layout_through_a_re_initialisation() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (_, p) = within_machine_noise("joined group re-initialised", |_| {
-        let r = absent_then_joined(true)?;
+        let r = absent_then_joined(true, line())?;
         ensure(!r.1.w.recoveries.is_empty(), || {
             "no re-initialisation".into()
         })?;
@@ -854,5 +855,27 @@ fn a_dc_drive_absent_at_bring_up_joins_in_sync() {
         sync0.cycle,
         dc.on_time,
         dc.late
+    );
+}
+
+/// The group on the last port of a junction (port 2 of a 4-port junction: its devices are
+/// numbered after every other, so its cable pulled there moves no other device's position):
+/// unplugged and plugged back, and absent at bring-up then plugged in, the other three (the
+/// junction and a device on each of its ports 3 and 1) lose no cycle.
+#[test]
+fn an_optional_group_on_a_junction_s_last_port_leaves_joins_and_rejoins() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let back = within_machine_noise("junction group", |_| {
+        unplugged_and_back(false, junction_line())
+    });
+    let (joined, _) = within_machine_noise("junction group joins", |_| {
+        absent_then_joined(false, junction_line())
+    });
+    eprintln!(
+        "hot-connect: group on a junction's port 2 back in OP {:.1} ms after the plug, absent at \
+         bring-up joined {:.1} ms after it (the junction and the devices on its ports 3 and 1: 0 \
+         invalid cycles)",
+        back as f64 / 1e6,
+        joined as f64 / 1e6
     );
 }

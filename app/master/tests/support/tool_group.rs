@@ -24,6 +24,45 @@ pub fn line() -> SegmentSpec {
     SegmentSpec::from_toml(&format!("{text}\n{tail}")).expect("the line")
 }
 
+/// The same group behind a junction: a 4-port junction (position 0, an input terminal with four
+/// ports) with the input terminal on its port 3 (1), the output terminal on its port 1 (2), and
+/// the group on its port 2 (3..6),
+/// the port a frame leaves through last, so the group's positions are the last ones and its
+/// cable pulled at the junction moves no other device's position.
+pub fn junction_line() -> SegmentSpec {
+    let text =
+        std::fs::read_to_string(super::line::example("segment-io.toml")).expect("segment-io");
+    let at = text.find("[[device]]").expect("devices");
+    let (head, devices) = text.split_at(at);
+    let blocks: Vec<&str> = devices
+        .split("[[device]]")
+        .filter(|b| !b.trim().is_empty())
+        .collect();
+    assert_eq!(blocks.len(), 3, "segment-io.toml's devices");
+    // The junction: the input terminal with four ports (the simulator's devices have data).
+    let mut t = format!(
+        "{head}[[device]]{}",
+        blocks[0].replacen("serial = 1\n", "serial = 100\nports = 4\n", 1)
+    );
+    t += &format!("[[device]]{}", blocks[0]);
+    t += &format!(
+        "[[device]]{}",
+        blocks[1].replacen("serial = 2\n", "serial = 2\nupstream = [0, 1]\n", 1)
+    );
+    for (k, b) in blocks.iter().enumerate() {
+        let n = k + 1;
+        let mut extra = format!("serial = {}\nalias = {}\n", 10 + n, 0x0f + n);
+        if k == 0 {
+            extra += "upstream = [0, 2]\n";
+        }
+        t += &format!(
+            "[[device]]{}",
+            b.replacen(&format!("serial = {n}\n"), &extra, 1)
+        );
+    }
+    SegmentSpec::from_toml(&t).expect("the junction line")
+}
+
 pub fn config(optional: bool) -> Config {
     let text = format!(
         "[cycle]\nperiod_us = 1000\n\
