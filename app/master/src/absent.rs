@@ -155,6 +155,42 @@ pub fn source(
     })
 }
 
+/// A member of an optional group by its `[[group]]` index, its index in `members` and the
+/// position it was given after the line's end.
+pub(crate) type Place = (usize, usize, u16);
+
+/// The absent members in the layout's sources (`sources`: the present devices', by position):
+/// those absent now (`absent`) after every present device, with the station address each
+/// will be given; and those absent at the run's first bring-up but present now
+/// (`first_absent`: joined, then the segment re-initialised) with the entries they were given
+/// then, the device's identity and address kept — so the layout the application and the
+/// shared image were given does not change when a member comes or goes (its sizes are
+/// checked against ethercrab's image by the bring-up).
+pub(crate) fn place(
+    groups: &[GroupConfig],
+    devices: &[DeviceConfig],
+    sources: &mut Vec<SubdeviceSource>,
+    (first_absent, absent): (&[Place], &[Place]),
+) -> Result<(), AbsentError> {
+    for &(gi, member, position) in first_absent {
+        let p = usize::from(position);
+        let Some(read) = sources.get(p) else {
+            continue;
+        };
+        let mut src = source(groups, gi, member, position, devices)?;
+        src.address = read.address;
+        src.alias = read.alias;
+        src.identity = read.identity;
+        sources[p] = src;
+    }
+    for &(gi, member, position) in absent {
+        let mut src = source(groups, gi, member, position, devices)?;
+        src.address = crate::region::station_address(usize::from(position));
+        sources.push(src);
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -230,6 +266,35 @@ mod tests {
         let jaw = l.by_name(Direction::Outputs, Some(2), "Jaw");
         assert_eq!(jaw.map(|e| (e.bit_offset, e.bits)).ok(), Some((16, 16)));
         assert!(l.entries_of(2).any(|e| e.name == "0x7000:02"));
+    }
+
+    #[test]
+    fn absent_members_are_placed_and_a_joined_one_keeps_its_configured_entries() {
+        let f = parse(&format!("{GROUP}{DRIVE}"));
+        // Absent now: appended with the address it will be given.
+        let mut subs = vec![present(), present()];
+        place(&f.group, &f.device, &mut subs, (&[], &[(0, 0, 2)])).expect("placed");
+        assert_eq!(subs.len(), 3);
+        assert_eq!(
+            (subs[2].name.as_str(), subs[2].address),
+            ("gripper", 0x1002)
+        );
+        // Present at a re-initialisation after it joined: its configured entries, the
+        // device's identity and address.
+        let mut joined = present();
+        joined.address = 0x1002;
+        joined.identity.vendor_id = 7;
+        let mut subs = vec![present(), present(), joined];
+        place(&f.group, &f.device, &mut subs, (&[(0, 0, 2)], &[])).expect("placed");
+        assert_eq!(subs.len(), 3);
+        assert_eq!(subs[2].name, "gripper");
+        assert_eq!((subs[2].address, subs[2].identity.vendor_id), (0x1002, 7));
+        let sms: Vec<u8> = subs[2].pdos.iter().map(|p| p.sync_manager).collect();
+        assert_eq!(sms, [2, 3], "the configured PDOs, not the device's");
+        // Neither: nothing changes.
+        let mut subs = vec![present()];
+        place(&f.group, &f.device, &mut subs, (&[(0, 0, 2)], &[])).expect("nothing");
+        assert_eq!(subs, vec![present()]);
     }
 
     #[test]

@@ -298,31 +298,18 @@ pub(crate) fn configure_pre_op(
         t_config.elapsed().as_millis()
     );
     let mut sources = sources;
-    let configured_source = |a: &crate::hotconnect::AbsentMember| {
-        let p = a.expected.position;
-        crate::absent::source(&cfg.group, a.group, a.member, p, &cfg.device)
-            .map_err(|e| Error::SegmentMismatch(e.to_string()))
+    let places = |list: &[crate::hotconnect::AbsentMember]| -> Vec<crate::absent::Place> {
+        list.iter()
+            .map(|a| (a.group, a.member, a.expected.position))
+            .collect()
     };
-    // A member that was absent at the run's first bring-up and is present now (it joined, then
-    // the segment was re-initialised): its entries as they were given then, the device's
-    // identity and address (its sizes are checked against ethercrab's image, `check_image`).
-    for a in first_absent {
-        let p = usize::from(a.expected.position);
-        let Some(read) = sources.get(p) else {
-            continue;
-        };
-        let mut src = configured_source(a)?;
-        src.address = read.address;
-        src.alias = read.alias;
-        src.identity = read.identity;
-        sources[p] = src;
-    }
-    // The members absent now: their places after every present device's ([`crate::absent`]).
-    for a in absent {
-        let mut src = configured_source(a)?;
-        src.address = crate::region::station_address(usize::from(a.expected.position));
-        sources.push(src);
-    }
+    crate::absent::place(
+        &cfg.group,
+        &cfg.device,
+        &mut sources,
+        (&places(first_absent), &places(absent)),
+    )
+    .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
     Ok((Layout::build(generation, &sources)?, chosen, counters))
 }
 
