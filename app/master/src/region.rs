@@ -119,7 +119,7 @@ pub(crate) fn plan(
 }
 
 /// The end of a run for the members that joined: their outputs zero (one LRW of zeros), then
-/// INIT (AL control 0x0120; OP to INIT is a transition every ESC takes, ETG.1000.6 Table 9),
+/// INIT (AL control 0x0120; the AL state machine of ETG.1000.6 lets every state go to INIT),
 /// as ethercrab's shut-down takes its group there. A member that does not answer is away and
 /// left alone; one that answers and stays out of INIT for `timeout` is the error.
 pub(crate) fn shut_down(
