@@ -481,7 +481,8 @@ pub(crate) fn bring_up(
         (&hot.absent, first_absent),
     )?;
     // rtcat's own region: where the absent members' data will be exchanged.
-    let late = crate::region::plan(&layout, n, &chosen)?;
+    let members: Vec<(usize, usize)> = hot.absent.iter().map(|a| (a.group, a.member)).collect();
+    let late = crate::region::plan(&layout, n, &chosen, &members)?;
     let configured = |pos: usize, name: &str| {
         chosen[pos].map(|i| {
             let d = &cfg.device[i];

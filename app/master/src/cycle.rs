@@ -500,15 +500,19 @@ struct Step<'r, 'e> {
     events: &'e mut rtrb::Producer<Event>,
 }
 
-/// This cycle's AL states into `status`, an event for each change.
+/// This cycle's AL states, (position, state code), into `status`, an event for each change:
+/// ethercrab's response has its group's, the region's answers those of the members absent at
+/// bring-up.
 fn record_states(
-    states: &[SubDeviceState],
+    states: impl Iterator<Item = (usize, u8)>,
     status: &mut [SubdeviceStatus],
     events: &mut rtrb::Producer<Event>,
     cycle: u64,
 ) {
-    for (i, (s, st)) in states.iter().zip(status.iter_mut()).enumerate() {
-        let code = state_code(*s);
+    for (i, code) in states {
+        let Some(st) = status.get_mut(i) else {
+            continue;
+        };
         if st.al_state != code {
             push_event(
                 events,
@@ -520,32 +524,6 @@ fn record_states(
             );
         }
         st.al_state = code;
-    }
-}
-
-/// The AL states the region's members answered with into `status`, an event for each change
-/// (ethercrab's response has only its group's).
-fn record_region(
-    region: &crate::region::Region,
-    status: &mut [SubdeviceStatus],
-    events: &mut rtrb::Producer<Event>,
-    cycle: u64,
-) {
-    for (i, a) in region.answers() {
-        let Some(st) = status.get_mut(i) else {
-            continue;
-        };
-        if st.al_state != a.al_state {
-            push_event(
-                events,
-                cycle,
-                EventKind::StateChange {
-                    position: i as u16,
-                    state: a.al_state,
-                },
-            );
-        }
-        st.al_state = a.al_state;
     }
 }
 
@@ -980,8 +958,10 @@ where
         let (bad, wkc) = match &answer.result {
             Ok(resp) => {
                 let wkc = resp.working_counter;
-                record_states(&resp.subdevice_states, &mut st.status, cx.events, cycle);
-                record_region(&st.region, &mut st.status, cx.events, cycle);
+                let group = resp.subdevice_states.iter().map(|s| state_code(*s));
+                record_states(group.enumerate(), &mut st.status, cx.events, cycle);
+                let region = st.region.answers().map(|(i, a)| (i, a.al_state));
+                record_states(region, &mut st.status, cx.events, cycle);
                 let v = judge(&st.status, &st.shares, wkc, p.expected_wkc);
                 for s in st.status.iter_mut() {
                     s.data_valid = v.explained && s.al_state == al_state::OP;

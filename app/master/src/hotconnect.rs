@@ -99,14 +99,6 @@ pub(crate) struct AbsentMember {
     pub(crate) expected: Found,
 }
 
-impl AbsentMember {
-    /// Whether `found` (position, alias, identity read from the device) is this member: its
-    /// matcher's alias or identity (the position is the one it was given).
-    pub(crate) fn accepts(&self, groups: &[GroupConfig], found: &Found) -> bool {
-        groups[self.group].members[self.member].matches(found)
-    }
-}
-
 impl Membership {
     /// Whether `position` is a member of an optional group.
     pub(crate) fn optional(&self, position: usize) -> bool {

@@ -297,7 +297,6 @@ impl Cycling<'_> {
                     seg.snapshots.as_slice(),
                     crate::subdevice_recovery::Late {
                         members: &seg.late,
-                        absent: &seg.hot.absent,
                         layout: &seg.layout,
                     },
                 )
@@ -465,7 +464,7 @@ fn shut_down_segment(
 ) -> Result<Bus> {
     let t = TxRxThread::spawn(bus, init_rt)?;
     // The members that joined after the bring-up first: ethercrab's shut-down walks its group.
-    let late = crate::region::shut_down(md, late, state_timeout);
+    let late = crate::subdevice_recovery::shut_down_joined(md, late, state_timeout);
     let down = group.shut_down(md);
     for e in [&late, &down].into_iter().filter_map(|r| r.as_ref().err()) {
         log::warn!("shutdown: {e}");

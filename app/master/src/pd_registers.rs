@@ -109,27 +109,34 @@ impl Logical {
 
 /// Bits the layout maps to each (sync manager, direction) of the subdevice at `position`.
 pub fn sm_bits(layout: &Layout, position: u16) -> Vec<(u8, Direction, u32)> {
-    let mut out: Vec<(u8, Direction, u32)> = Vec::new();
     let Some(s) = layout.subdevices.get(usize::from(position)) else {
-        return out;
+        return Vec::new();
     };
-    for p in &layout.pdos[s.pdos.clone()] {
-        let bits: u32 = layout.entries[p.entries.clone()]
+    per_sm(layout.pdos[s.pdos.clone()].iter().map(|p| {
+        let bits = layout.entries[p.entries.clone()]
             .iter()
             .map(|e| u32::from(e.bits))
             .sum();
-        match out
-            .iter_mut()
-            .find(|(sm, d, _)| *sm == p.sync_manager && *d == p.direction)
-        {
+        (p.sync_manager, p.direction, bits)
+    }))
+}
+
+/// PDOs' bits (sync manager, direction, bits) summed per sync manager and direction, in the
+/// order each first appears.
+pub(crate) fn per_sm(
+    pdos: impl IntoIterator<Item = (u8, Direction, u32)>,
+) -> Vec<(u8, Direction, u32)> {
+    let mut out: Vec<(u8, Direction, u32)> = Vec::new();
+    for (sm, d, bits) in pdos {
+        match out.iter_mut().find(|(s, dd, _)| *s == sm && *dd == d) {
             Some(o) => o.2 += bits,
-            None => out.push((p.sync_manager, p.direction, bits)),
+            None => out.push((sm, d, bits)),
         }
     }
     out
 }
 
-fn direction_name(d: Direction) -> &'static str {
+pub(crate) fn direction_name(d: Direction) -> &'static str {
     match d {
         Direction::Inputs => "inputs",
         Direction::Outputs => "outputs",

@@ -48,6 +48,8 @@ pub(crate) struct Member {
     pub(crate) output_bytes: usize,
     /// The `[[device]]` entry that configures it (its mapping comes from there).
     pub(crate) device: Option<usize>,
+    /// Its `[[group]]` and its index in the group's `members`: who it must be.
+    pub(crate) member: (usize, usize),
 }
 
 impl Member {
@@ -67,6 +69,11 @@ impl Member {
     fn len(&self) -> usize {
         self.input_bytes + self.output_bytes
     }
+
+    /// Where its area starts in the region's buffers.
+    fn offset(&self) -> usize {
+        (self.logical - REGION_START) as usize
+    }
 }
 
 /// The station address ethercrab 0.7.1 gives the subdevice at `position` (`BASE_SUBDEVICE_ADDRESS`
@@ -75,13 +82,15 @@ pub(crate) fn station_address(position: usize) -> u16 {
     0x1000u16.wrapping_add(position as u16)
 }
 
-/// The region of the layout's subdevices from `present` on (the members absent at bring-up),
-/// one after the other from [`REGION_START`]. Refused beyond [`MAX_MEMBERS`] or when one
-/// member's data does not fit one frame.
+/// The region of the layout's subdevices from `present` on (the members absent at bring-up,
+/// `members` giving each one's group and member index, in position order), one after the
+/// other from [`REGION_START`]. Refused beyond [`MAX_MEMBERS`] or when one member's data does
+/// not fit one frame.
 pub(crate) fn plan(
     layout: &Layout,
     present: usize,
     chosen: &[Option<usize>],
+    members: &[(usize, usize)],
 ) -> Result<Vec<Member>> {
     let late = layout.subdevices.get(present..).unwrap_or(&[]);
     if late.len() > MAX_MEMBERS {
@@ -91,9 +100,16 @@ pub(crate) fn plan(
             late.len()
         )));
     }
+    if members.len() != late.len() {
+        return Err(Error::SegmentMismatch(format!(
+            "{} subdevices after the present ones in the layout, {} members absent (internal)",
+            late.len(),
+            members.len()
+        )));
+    }
     let mut logical = REGION_START;
     let mut out = Vec::with_capacity(late.len());
-    for (k, s) in late.iter().enumerate() {
+    for (k, (s, &member)) in late.iter().zip(members).enumerate() {
         let m = Member {
             index: present + k,
             address: station_address(present + k),
@@ -101,6 +117,7 @@ pub(crate) fn plan(
             input_bytes: s.input_bytes as usize,
             output_bytes: s.output_bytes as usize,
             device: chosen.get(present + k).copied().flatten(),
+            member,
         };
         if m.len() > crate::limits::LRW_CHUNK {
             return Err(Error::Capacity(format!(
@@ -116,54 +133,6 @@ pub(crate) fn plan(
         out.push(m);
     }
     Ok(out)
-}
-
-/// The end of a run for the members that joined: their outputs zero (one LRW of zeros), then
-/// INIT (AL control 0x0120; the AL state machine of ETG.1000.6 lets every state go to INIT),
-/// as ethercrab's shut-down takes its group there. A member that does not answer is away and
-/// left alone; one that answers and stays out of INIT for `timeout` is the error.
-pub(crate) fn shut_down(
-    md: &MainDevice<'static>,
-    members: &[Member],
-    timeout: std::time::Duration,
-) -> Result<()> {
-    use futures_lite::future::block_on;
-    const AL_CONTROL: u16 = 0x0120;
-    const INIT: u8 = 0x01;
-    let zeros = [0u8; crate::limits::LRW_CHUNK];
-    for m in members {
-        let answers = block_on(Command::fprd(m.address, AL_STATUS).receive::<u16>(md)).is_ok();
-        if !answers {
-            continue;
-        }
-        let _ = block_on(
-            Command::lrw(m.logical)
-                .ignore_wkc()
-                .send_receive_slice(md, &zeros[..m.len()]),
-        );
-        block_on(Command::fpwr(m.address, AL_CONTROL).send(md, [INIT, 0u8]))
-            .map_err(|e| Error::bus(format!("position {}: INIT at the end", m.index), e))?;
-        let start = std::time::Instant::now();
-        loop {
-            let s =
-                block_on(Command::fprd(m.address, AL_STATUS).receive::<u16>(md)).map_err(|e| {
-                    Error::bus(format!("position {}: AL status at the end", m.index), e)
-                })?;
-            if s & 0x0f == u16::from(INIT) {
-                break;
-            }
-            if start.elapsed() > timeout {
-                return Err(Error::SegmentMismatch(format!(
-                    "position {}: not in INIT {} ms after it was asked at the end of the run \
-                     (AL status {s:#06x})",
-                    m.index,
-                    timeout.as_millis()
-                )));
-            }
-            std::thread::sleep(std::time::Duration::from_millis(1));
-        }
-    }
-    Ok(())
 }
 
 /// What one cycle learned of one member.
@@ -189,9 +158,7 @@ pub struct Region {
 
 impl Region {
     pub(crate) fn new(members: &[Member]) -> Region {
-        let len = members
-            .last()
-            .map_or(0, |m| (m.logical - REGION_START) as usize + m.len());
+        let len = members.last().map_or(0, |m| m.offset() + m.len());
         Region {
             members: members.to_vec(),
             tx: vec![0; len],
@@ -229,7 +196,7 @@ impl Region {
             let Some(m) = members.get(j) else {
                 return Answer::default();
             };
-            let at = (m.logical - REGION_START) as usize;
+            let at = m.offset();
             let lrw = Command::lrw(m.logical)
                 .ignore_wkc()
                 .send_receive_slice(md, &tx[at..at + m.len()]);
@@ -286,7 +253,7 @@ impl Region {
             if !a.data {
                 continue;
             }
-            let at = (m.logical - REGION_START) as usize;
+            let at = m.offset();
             let dst = image.inputs_of_mut(m.index);
             let n = dst.len().min(m.input_bytes);
             dst[..n].copy_from_slice(&self.rx[at..at + n]);
@@ -296,7 +263,7 @@ impl Region {
     /// The application's outputs of every member, sent with the next exchange.
     pub(crate) fn copy_outputs(&mut self, image: &ProcessImage) {
         for m in &self.members {
-            let at = (m.logical - REGION_START) as usize + m.input_bytes;
+            let at = m.offset() + m.input_bytes;
             let src = image.outputs_of(m.index);
             let n = src.len().min(m.output_bytes);
             self.tx[at..at + n].copy_from_slice(&src[..n]);
@@ -334,7 +301,7 @@ mod tests {
     #[test]
     fn absent_members_follow_one_another_from_the_region_start() {
         let l = Layout::build(1, &[source(2, 1), source(4, 3), source(1, 0)]).expect("layout");
-        let r = plan(&l, 1, &[]).expect("plan");
+        let r = plan(&l, 1, &[], &[(0, 0), (0, 1)]).expect("plan");
         assert_eq!(r.len(), 2);
         assert_eq!(
             (r[0].index, r[0].address, r[0].logical),
@@ -345,7 +312,7 @@ mod tests {
         assert_eq!(r[1].logical, REGION_START + 7);
         assert_eq!(r[1].expected_wkc(), 1);
         // Nothing absent: no region.
-        assert!(plan(&l, 3, &[]).expect("none").is_empty());
+        assert!(plan(&l, 3, &[], &[]).expect("none").is_empty());
         // The region never overlaps ethercrab's image.
         assert!(REGION_START as usize >= crate::limits::MAX_PDI_BYTES);
     }
@@ -354,8 +321,10 @@ mod tests {
     fn too_many_absent_members_are_refused() {
         let subs = vec![source(1, 1); MAX_MEMBERS + 2];
         let l = Layout::build(1, &subs).expect("layout");
-        let e = plan(&l, 1, &[]).expect_err("too many").to_string();
+        let e = plan(&l, 1, &[], &[(0, 0); MAX_MEMBERS + 1])
+            .expect_err("too many")
+            .to_string();
         assert!(e.contains("9 members") && e.contains("at most 8"), "{e}");
-        assert!(plan(&l, 2, &[]).is_ok());
+        assert!(plan(&l, 2, &[], &[(0, 0); MAX_MEMBERS]).is_ok());
     }
 }

@@ -541,7 +541,6 @@ pub(crate) struct Worker<'a> {
 #[derive(Clone, Copy)]
 pub(crate) struct Late<'a> {
     pub(crate) members: &'a [crate::region::Member],
-    pub(crate) absent: &'a [crate::hotconnect::AbsentMember],
     pub(crate) layout: &'a Layout,
 }
 
@@ -932,16 +931,15 @@ fn join(
         alias: u16::from_le_bytes(a),
         identity,
     };
-    let absent = &w.late.absent[j];
-    if !absent.accepts(&w.cfg.group, &found) {
+    let (gi, mi) = m.member;
+    let matcher = &w.cfg.group[gi].members[mi];
+    if !matcher.matches(&found) {
         let _ = st.write(AL_CONTROL, &[INIT | ERROR_ACK, 0]);
         log::warn!(
-            "position {pos}: alias {:#06x}, identity {identity:#x?} is not group[{}].members[{}] \
+            "position {pos}: alias {:#06x}, identity {identity:#x?} is not group[{gi}].members[{mi}] \
              ({}): refused (members absent at bring-up are expected in members order)",
             found.alias,
-            absent.group,
-            absent.member,
-            w.cfg.group[absent.group].members[absent.member].matcher()
+            matcher.matcher()
         );
         return Err(Failure::Refused(identity));
     }
@@ -1048,27 +1046,16 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
              needs a DC device before it"
         )));
     }
-    let read = |address: u16, reg: u16, what: &str| -> Result<[u8; 16]> {
-        block_on(Command::fprd(address, reg).receive::<[u8; 16]>(md))
+    // The receive times of ports 0..3 (0x0900..0x090F).
+    let times = |address: u16, what: &str| -> Result<[u32; 4]> {
+        block_on(Command::fprd(address, 0x0900).receive::<[u32; 4]>(md))
             .map_err(|e| Error::bus(format!("position {pos}: {what}"), e))
     };
     block_on(Command::bwr(0x0900).ignore_wkc().send(md, 0u32))
         .map_err(|e| Error::bus(format!("position {pos}: DC latch"), e))?;
-    let t = |b: [u8; 16], port: usize| {
-        u32::from_le_bytes([
-            b[4 * port],
-            b[4 * port + 1],
-            b[4 * port + 2],
-            b[4 * port + 3],
-        ])
-    };
     let (p_times, o_times) = (
-        read(
-            prev_address,
-            0x0900,
-            "receive times of the device before it",
-        )?,
-        read(m.address, 0x0900, "receive times")?,
+        times(prev_address, "receive times of the device before it")?,
+        times(m.address, "receive times")?,
     );
     let dl = |address: u16| {
         block_on(Command::fprd(address, 0x0110).receive::<u16>(md))
@@ -1076,9 +1063,9 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
     };
     // The loop time behind a device's port 0: port 1's receive time minus port 0's when port 1
     // communicates (DL status bit 11), else 0 (the frame turns back in the device).
-    let loop_ns = |times: [u8; 16], dl: u16| {
+    let loop_ns = |t: [u32; 4], dl: u16| {
         if dl & 0x0800 != 0 {
-            t(times, 1).wrapping_sub(t(times, 0))
+            t[1].wrapping_sub(t[0])
         } else {
             0
         }
@@ -1135,17 +1122,10 @@ fn same_mapping(
     let pos = snap.position;
     let who = format!("subdevice at position {pos} ({})", snap.name);
     let pdos = crate::mapping::pdos_with(sdo, &who, sii)?;
-    let mut runs: Vec<(u8, crate::layout::Direction, u32)> = Vec::new();
-    for p in &pdos {
-        let bits: u32 = p.entries.iter().map(|e| u32::from(e.2)).sum();
-        match runs
-            .iter_mut()
-            .find(|(sm, d, _)| *sm == p.sync_manager && *d == p.direction)
-        {
-            Some(r) => r.2 += bits,
-            None => runs.push((p.sync_manager, p.direction, bits)),
-        }
-    }
+    let mut runs = crate::pd_registers::per_sm(pdos.iter().map(|p| {
+        let bits = p.entries.iter().map(|e| u32::from(e.2)).sum();
+        (p.sync_manager, p.direction, bits)
+    }));
     let mut want = crate::pd_registers::sm_bits(layout, pos);
     runs.retain(|r| r.2 > 0);
     want.retain(|r| r.2 > 0);
@@ -1166,10 +1146,7 @@ fn describe_bits(runs: &[(u8, crate::layout::Direction, u32)]) -> String {
     let parts: Vec<String> = runs
         .iter()
         .map(|(sm, d, b)| {
-            let d = match d {
-                crate::layout::Direction::Inputs => "inputs",
-                crate::layout::Direction::Outputs => "outputs",
-            };
+            let d = crate::pd_registers::direction_name(*d);
             format!("SM{sm} {b} bits of {d}")
         })
         .collect();
@@ -1178,6 +1155,39 @@ fn describe_bits(runs: &[(u8, crate::layout::Direction, u32)]) -> String {
     } else {
         parts.join(", ")
     }
+}
+
+/// The end of a run for the members absent at bring-up that joined: their outputs zero (one
+/// LRW of zeros), then INIT as a recovery requests a state (the AL state machine of ETG.1000.6
+/// lets every state go to INIT), as ethercrab's shut-down takes its group there. A member that
+/// does not answer is away and left alone; one that answers and is not in INIT within
+/// `timeout` is the error.
+pub(crate) fn shut_down_joined(
+    md: &MainDevice<'static>,
+    members: &[crate::region::Member],
+    timeout: Duration,
+) -> Result<()> {
+    let quit = AtomicBool::new(false);
+    let zeros = [0u8; crate::limits::LRW_CHUNK];
+    for m in members {
+        let st = Station {
+            md,
+            address: m.address,
+            position: m.index as u16,
+            quit: &quit,
+        };
+        if st.al_status().is_err() {
+            continue;
+        }
+        let area = (m.input_bytes + m.output_bytes).min(zeros.len());
+        let _ = block_on(
+            Command::lrw(m.logical)
+                .ignore_wkc()
+                .send_receive_slice(md, &zeros[..area]),
+        );
+        st.to_state(INIT, true, timeout)?;
+    }
+    Ok(())
 }
 
 /// `[dc] coe_sync_mode`: 0x1C32:01 / 0x1C33:01 = 2 (DC SYNC0), as the bring-up writes them.
