@@ -184,6 +184,15 @@ fn plug_to<const K: usize>(
     log[PLUG_AT + back].wake_ns - log[PLUG_AT].wake_ns
 }
 
+/// Whether `position` was told back with `cause`.
+fn back_with(events: &[EventKind], position: u16, cause: SubdeviceCause) -> bool {
+    told(
+        events,
+        position,
+        |c| matches!(c, SubdeviceChange::Back { cause: got, .. } if *got == cause),
+    )
+}
+
 fn told(events: &[EventKind], position: u16, f: impl Fn(&SubdeviceChange) -> bool) -> bool {
     events.iter().any(|k| {
         matches!(k, EventKind::Subdevice { position: p, change } if *p == position && f(change))
@@ -214,13 +223,7 @@ fn unplugged_and_back(power: bool, seg: ecsim::SegmentSpec) -> Result<u64, Strin
             "{events:?}"
         );
         assert!(
-            told(&events, pos, |c| matches!(
-                c,
-                SubdeviceChange::Back {
-                    cause: SubdeviceCause::Reconnected,
-                    ..
-                }
-            )),
+            back_with(&events, pos, SubdeviceCause::Reconnected),
             "position {i} not back reconnected: {events:?}"
         );
         assert!(!told(&events, pos, |c| *c == SubdeviceChange::GaveUp));
@@ -494,13 +497,7 @@ fn absent_then_joined(reinit: bool, seg: ecsim::SegmentSpec) -> Result<(u64, Joi
             "{events:?}"
         );
         assert!(
-            told(&events, pos, |c| matches!(
-                c,
-                SubdeviceChange::Back {
-                    cause: SubdeviceCause::Joined,
-                    ..
-                }
-            )),
+            back_with(&events, pos, SubdeviceCause::Joined),
             "position {i} not joined: {events:?}"
         );
     }
@@ -598,11 +595,14 @@ fn coe_member_joined() -> Result<u64, String> {
     support::patient(&mut cfg);
     let seg = ecsim::SegmentSpec::load(&support::line::example("coe/segment.toml"))
         .expect("examples/coe/segment.toml");
-    let mut p = CoeJoiner {
+    let mut p = Plugger::<3> {
         faults: faults.clone(),
+        plug: true,
         w: Watch::new(100_000),
         stop: Stop::new(),
-        flow: Flow::default(),
+        position: DRIVE,
+        settle: 100,
+        flow: Some(Flow::default()),
     };
     let run = sim_run(cfg, seg, faults, p.stop.clone(), CAP);
     let (out, events) = run_with_events(run, &mut p, |_| {})?;
@@ -613,63 +613,15 @@ fn coe_member_joined() -> Result<u64, String> {
     untouched(log, DRIVE);
     assert!(log[..PLUG_AT].iter().all(|s| !s.valid[DRIVE]));
     assert!(
-        told(&events, DRIVE as u16, |c| matches!(
-            c,
-            SubdeviceChange::Back {
-                cause: SubdeviceCause::Joined,
-                ..
-            }
-        )),
+        back_with(&events, DRIVE as u16, SubdeviceCause::Joined),
         "the drive did not join: {events:?}"
     );
     // Its data through the region, where its mapping puts it: the simulator's counter in input
     // bytes 0..3 moves, and input bytes 4..11 echo output bytes 0..7 XOR 0x5a (its `pdi` rule).
-    p.flow.check("the drive");
+    p.flow.as_ref().expect("watched").check("the drive");
     let ns = plug_to(log, |s| s.valid[DRIVE] && s.in_op[DRIVE]);
     machine.within("the drive's first join", ns, BACK_WITHIN_NS)?;
     Ok(ns)
-}
-
-struct CoeJoiner {
-    faults: Faults,
-    w: Watch<3>,
-    stop: Stop,
-    /// Its echo and the simulator's counter, while valid.
-    flow: Flow,
-}
-
-impl Application for CoeJoiner {
-    fn cycle(&mut self, cx: &mut Cycle<'_>) {
-        let at = self.w.log.len();
-        if at == PLUG_AT {
-            self.faults.apply(FaultCommand::Cable {
-                position: 2,
-                plugged: true,
-            });
-        }
-        self.w.cycle(cx.status);
-        if cx.status.subdevices[2].data_valid {
-            let i = cx.image.inputs_of(2);
-            self.flow.counter.insert(i[0]);
-            let back: Vec<u8> = i[4..11].iter().map(|b| b ^ 0x5a).collect();
-            // Written below: 0xa1..0xa6 then the cycle's low byte; zeros before the first.
-            if back[..6] == [0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6] {
-                self.flow.echoed += 1;
-            } else if back != [0; 7] {
-                self.flow.wrong += 1;
-            }
-        }
-        let o = cx.image.outputs_of_mut(2);
-        o[..6].copy_from_slice(&[0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6]);
-        o[6] = at as u8;
-        if self.w.log.len() > PLUG_AT && self.w.back_since(0, 100) {
-            self.stop.request();
-        }
-    }
-
-    fn on_subdevice(&mut self, e: &SubdeviceEvent) {
-        self.w.on_subdevice(e);
-    }
 }
 
 #[test]
@@ -746,7 +698,7 @@ fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), Str
                 u32::from_le_bytes([m[0], m[1], m[2], m[3]]);
         }
     });
-    let mut p = CoeJoinerN::<2> {
+    let mut p = Plugger::<2> {
         faults: faults.clone(),
         plug: absent,
         w: Watch::new(100_000),
@@ -754,6 +706,7 @@ fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), Str
         position: DRIVE,
         // 500 cycles in OP: SYNC0 has started and run for a while.
         settle: 500,
+        flow: None,
     };
     let mut run = RunSpec::new(cfg, target, p.stop.clone());
     run.no_rt = true;
@@ -771,13 +724,7 @@ fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), Str
         return Ok((0, dc.expect("the drive's clock"), delay));
     }
     assert!(
-        told(&events, DRIVE as u16, |c| matches!(
-            c,
-            SubdeviceChange::Back {
-                cause: SubdeviceCause::Joined,
-                ..
-            }
-        )),
+        back_with(&events, DRIVE as u16, SubdeviceCause::Joined),
         "the drive did not join: {events:?}"
     );
     let dc = (*last.lock().unwrap_or_else(|e| e.into_inner())).expect("the drive's clock");
@@ -787,7 +734,9 @@ fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), Str
 }
 
 /// Plugs `position` in at `PLUG_AT`; stops once every subdevice was well for `settle` cycles.
-struct CoeJoinerN<const K: usize> {
+/// With `flow`, writes a pattern to its outputs and watches it come back: the simulator's rule
+/// echoes output bytes 0..7 XOR 0x5a in input bytes 4..11, with its counter in bytes 0..3.
+struct Plugger<const K: usize> {
     faults: Faults,
     /// Plug it in at `PLUG_AT` (else it is there from the start).
     plug: bool,
@@ -795,17 +744,36 @@ struct CoeJoinerN<const K: usize> {
     stop: Stop,
     position: usize,
     settle: usize,
+    flow: Option<Flow>,
 }
 
-impl<const K: usize> Application for CoeJoinerN<K> {
+impl<const K: usize> Application for Plugger<K> {
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
-        if self.w.log.len() == PLUG_AT && self.plug {
+        let at = self.w.log.len();
+        if at == PLUG_AT && self.plug {
             self.faults.apply(FaultCommand::Cable {
                 position: self.position,
                 plugged: true,
             });
         }
         self.w.cycle(cx.status);
+        if let Some(flow) = &mut self.flow {
+            let p = self.position;
+            if cx.status.subdevices[p].data_valid {
+                let i = cx.image.inputs_of(p);
+                flow.counter.insert(i[0]);
+                let back: Vec<u8> = i[4..11].iter().map(|b| b ^ 0x5a).collect();
+                // Written below: 0xa1..0xa6 then the cycle's low byte; zeros before the first.
+                if back[..6] == [0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6] {
+                    flow.echoed += 1;
+                } else if back != [0; 7] {
+                    flow.wrong += 1;
+                }
+            }
+            let o = cx.image.outputs_of_mut(p);
+            o[..6].copy_from_slice(&[0xa1, 0xa2, 0xa3, 0xa4, 0xa5, 0xa6]);
+            o[6] = at as u8;
+        }
         let well = if self.plug {
             self.w.back_since(0, self.settle)
         } else {

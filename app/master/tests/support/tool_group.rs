@@ -9,36 +9,52 @@ pub const N: usize = 6;
 /// The group's first position.
 pub const G0: usize = 3;
 
-/// The I/O segment twice: the second copy (serials 11..13, aliases 0x10..0x12) is the group.
-pub fn line() -> SegmentSpec {
+/// `examples/segment-io.toml` split: the text before its devices, and each `[[device]]` block
+/// (without the header).
+fn segment_io() -> (String, Vec<String>) {
     let text = std::fs::read_to_string(super::line::example("segment-io.toml"))
         .expect("examples/segment-io.toml");
-    let devices = &text[text.find("[[device]]").expect("devices")..];
-    let mut tail = devices.to_string();
-    for n in 1..=3 {
-        tail = tail.replace(
-            &format!("serial = {n}\n"),
-            &format!("serial = {}\nalias = {}\n", 10 + n, 0x0f + n),
-        );
+    let at = text.find("[[device]]").expect("devices");
+    let blocks: Vec<String> = text[at..]
+        .split("[[device]]")
+        .filter(|b| !b.trim().is_empty())
+        .map(str::to_string)
+        .collect();
+    assert_eq!(blocks.len(), 3, "segment-io.toml's devices");
+    (text[..at].to_string(), blocks)
+}
+
+/// Device `k` of segment-io as member `k` of the group: serial 11 + k, alias 0x10 + k, and
+/// `extra` keys.
+fn member(k: usize, block: &str, extra: &str) -> String {
+    let n = k + 1;
+    let keys = format!("serial = {}\nalias = {}\n{extra}", 10 + n, 0x0f + n);
+    format!(
+        "[[device]]{}",
+        block.replacen(&format!("serial = {n}\n"), &keys, 1)
+    )
+}
+
+/// The I/O segment twice: the second copy (serials 11..13, aliases 0x10..0x12) is the group.
+pub fn line() -> SegmentSpec {
+    let (head, blocks) = segment_io();
+    let mut t = head;
+    for b in &blocks {
+        t += &format!("[[device]]{b}");
     }
-    SegmentSpec::from_toml(&format!("{text}\n{tail}")).expect("the line")
+    for (k, b) in blocks.iter().enumerate() {
+        t += &member(k, b, "");
+    }
+    SegmentSpec::from_toml(&t).expect("the line")
 }
 
 /// The same group behind a junction: a 4-port junction (position 0, an input terminal with four
 /// ports) with the input terminal on its port 3 (1), the output terminal on its port 1 (2), and
-/// the group on its port 2 (3..6),
-/// the port a frame leaves through last, so the group's positions are the last ones and its
-/// cable pulled at the junction moves no other device's position.
+/// the group on its port 2 (3..6), the port a frame leaves through last, so the group's
+/// positions are the last ones and its cable pulled at the junction moves no other device's
+/// position.
 pub fn junction_line() -> SegmentSpec {
-    let text =
-        std::fs::read_to_string(super::line::example("segment-io.toml")).expect("segment-io");
-    let at = text.find("[[device]]").expect("devices");
-    let (head, devices) = text.split_at(at);
-    let blocks: Vec<&str> = devices
-        .split("[[device]]")
-        .filter(|b| !b.trim().is_empty())
-        .collect();
-    assert_eq!(blocks.len(), 3, "segment-io.toml's devices");
+    let (head, blocks) = segment_io();
     // The junction: the input terminal with four ports (the simulator's devices have data).
     let mut t = format!(
         "{head}[[device]]{}",
@@ -50,15 +66,7 @@ pub fn junction_line() -> SegmentSpec {
         blocks[1].replacen("serial = 2\n", "serial = 2\nupstream = [0, 1]\n", 1)
     );
     for (k, b) in blocks.iter().enumerate() {
-        let n = k + 1;
-        let mut extra = format!("serial = {}\nalias = {}\n", 10 + n, 0x0f + n);
-        if k == 0 {
-            extra += "upstream = [0, 2]\n";
-        }
-        t += &format!(
-            "[[device]]{}",
-            b.replacen(&format!("serial = {n}\n"), &extra, 1)
-        );
+        t += &member(k, b, if k == 0 { "upstream = [0, 2]\n" } else { "" });
     }
     SegmentSpec::from_toml(&t).expect("the junction line")
 }
