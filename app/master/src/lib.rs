@@ -153,6 +153,7 @@ mod stop;
 pub mod subdevice_recovery;
 #[doc(hidden)]
 pub mod target;
+mod tree;
 #[doc(hidden)]
 pub mod wait;
 

@@ -1025,28 +1025,37 @@ fn has_dc(md: &MainDevice<'static>, address: u16, pos: u16) -> Result<bool> {
 /// The DC registers a member absent at bring-up gets, as ethercrab's DC initialisation and
 /// `configure_dc_sync` would have written them (read by [`restore_dc`] as after a power cycle):
 /// its propagation delay (0x0928) from the receive times one frame latches in it and in the
-/// device before it (the line's end before it joined): that device's delay plus half the
-/// difference of their loop times (ethercrab 0.7.1 `configure_subdevice_offsets`, a
-/// pass-through parent); SYNC0 with `[dc]`'s period and activation, its first pulse on the grid
-/// of the bring-up's SYNC0 (its start time, ethercrab gives every device the same one).
+/// device it hangs off (found from every DL status before it, [`crate::tree`]): that device's
+/// delay plus the time the frame spends in its branches before the member's port plus half the
+/// round trip through that port less the member's own loop ([`crate::tree::delay_behind`]);
+/// SYNC0 with `[dc]`'s period and activation, its first pulse on the grid of the bring-up's
+/// SYNC0 (its start time, ethercrab gives every device the same one).
 fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]> {
     let (md, pos) = (w.md, m.index as u16);
-    let prev = m
-        .index
-        .checked_sub(1)
-        .ok_or_else(|| Error::SegmentMismatch(format!("position {pos}: no device before it")))?;
-    let prev_address = match w.snapshots.get(prev) {
+    // Every device up to the member, by its station address: the bring-up's, or a member's.
+    let address = |i: usize| match w.snapshots.get(i) {
         Some(s) => s.address,
-        None => crate::region::station_address(prev),
+        None => crate::region::station_address(i),
     };
-    if !has_dc(md, prev_address, prev as u16)? {
+    let dl = |i: usize| {
+        block_on(Command::fprd(address(i), 0x0110).receive::<u16>(md))
+            .map_err(|e| Error::bus(format!("position {pos}: DL status of position {i}"), e))
+    };
+    let statuses = (0..=m.index).map(dl).collect::<Result<Vec<u16>>>()?;
+    let (parent, port) = crate::tree::parents(&statuses)
+        .map_err(|e| Error::SegmentMismatch(format!("position {pos}: {e}")))?
+        .pop()
+        .flatten()
+        .ok_or_else(|| Error::SegmentMismatch(format!("position {pos}: no device before it")))?;
+    let parent_address = address(parent);
+    if !has_dc(md, parent_address, parent as u16)? {
         return Err(Error::SegmentMismatch(format!(
-            "position {pos}: the device before it (position {prev}) has no distributed clock, \
-             so its propagation delay cannot be measured: DC for a member absent at bring-up \
-             needs a DC device before it"
+            "position {pos}: the device it hangs off (position {parent}, port {port}) has no \
+             distributed clock, so its propagation delay cannot be measured: DC for a member \
+             absent at bring-up needs a DC device before it"
         )));
     }
-    // The receive times of ports 0..3 (0x0900..0x090F).
+    // The receive times of ports 0..3 (0x0900..0x090F), latched by one frame in every device.
     let times = |address: u16, what: &str| -> Result<[u32; 4]> {
         block_on(Command::fprd(address, 0x0900).receive::<[u32; 4]>(md))
             .map_err(|e| Error::bus(format!("position {pos}: {what}"), e))
@@ -1054,39 +1063,18 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
     block_on(Command::bwr(0x0900).ignore_wkc().send(md, 0u32))
         .map_err(|e| Error::bus(format!("position {pos}: DC latch"), e))?;
     let (p_times, o_times) = (
-        times(prev_address, "receive times of the device before it")?,
+        times(parent_address, "receive times of the device it hangs off")?,
         times(m.address, "receive times")?,
     );
-    let dl = |address: u16| {
-        block_on(Command::fprd(address, 0x0110).receive::<u16>(md))
-            .map_err(|e| Error::bus(format!("position {pos}: DL status"), e))
-    };
-    // The loop time behind a device's port 0: port 1's receive time minus port 0's when port 1
-    // communicates (DL status bit 11), else 0 (the frame turns back in the device).
-    let loop_ns = |t: [u32; 4], dl: u16| {
-        if dl & 0x0800 != 0 {
-            t[1].wrapping_sub(t[0])
-        } else {
-            0
-        }
-    };
-    // The member must hang off the device before it, a pass-through (port 1 communicating,
-    // ports 2 and 3 closed: DL status bits 11, 13, 15): behind a junction's branch its parent
-    // is another device, whose ports' receive times this rule does not read.
-    let prev_dl = dl(prev_address)?;
-    if prev_dl & 0x0800 == 0 || prev_dl & 0xa000 != 0 {
-        return Err(Error::SegmentMismatch(format!(
-            "position {pos}: the device before it (position {prev}, DL status {prev_dl:#06x}) \
-             is not a pass-through with it on port 1: DC for a member absent at bring-up is \
-             built for a member directly behind the device before it, not behind a junction's \
-             branch"
-        )));
-    }
-    let prev_loop = loop_ns(p_times, prev_dl);
-    let own_loop = loop_ns(o_times, dl(m.address)?);
-    let prev_delay = block_on(Command::fprd(prev_address, 0x0928).receive::<u32>(md))
-        .map_err(|e| Error::bus(format!("position {pos}: delay of the device before it"), e))?;
-    let delay = prev_delay.saturating_add(prev_loop.saturating_sub(own_loop) / 2);
+    let parent_delay =
+        block_on(Command::fprd(parent_address, 0x0928).receive::<u32>(md)).map_err(|e| {
+            Error::bus(
+                format!("position {pos}: delay of the device it hangs off"),
+                e,
+            )
+        })?;
+    let (p_dl, o_dl) = (statuses[parent], statuses[m.index]);
+    let delay = crate::tree::delay_behind(parent_delay, (p_times, p_dl), port, (o_times, o_dl));
     let cycle = w.cfg.dc.sync0_period(w.cfg.cycle.period()).as_nanos();
     let shift = w.cfg.dc.sync0_shift_ns(w.cfg.cycle.period());
     // The bring-up's grid: a DC subdevice's start time; without one, a grid of its own from
@@ -1105,8 +1093,12 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
     regs[0xa0..0xa4].copy_from_slice(&u32::try_from(cycle).unwrap_or(u32::MAX).to_le_bytes());
     regs[0x81] = (w.cfg.dc.assign_activate(pos) >> 8) as u8;
     log::info!(
-        "position {pos}: propagation delay {delay} ns (the device before it {prev_delay} ns, \
-         loops {prev_loop} / {own_loop} ns), SYNC0 every {cycle} ns"
+        "position {pos}: propagation delay {delay} ns (on port {port} of position {parent}: \
+         {parent_delay} ns, out through the port after {} ns, back after {} ns; its own loop \
+         {} ns), SYNC0 every {cycle} ns",
+        crate::tree::out_at(p_times, p_dl, port),
+        crate::tree::back_at(p_times, port),
+        crate::tree::loop_ns(o_times, o_dl),
     );
     Ok(regs)
 }

@@ -664,46 +664,53 @@ fn a_joined_group_keeps_its_layout_through_a_re_initialisation() {
 /// bring-up: plugged in, it gets its propagation delay measured, its clock's offset and SYNC0 on
 /// the segment's grid, and joins; its clock is then in sync with the reference (0x092C) and its
 /// SYNC0 runs with the segment's period.
-fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), String> {
-    const DRIVE: usize = 1;
+fn dc_member_joined<const K: usize>(
+    absent: bool,
+    seg: ecsim::SegmentSpec,
+    drive: usize,
+) -> Result<(u64, ecsim::dc::DcStatus, Delay), String> {
     let machine = support::Machine::watch();
     let faults = Faults::new();
     faults.apply(FaultCommand::Cable {
-        position: DRIVE,
+        position: drive,
         plugged: !absent,
     });
-    let text = "[cycle]\nperiod_us = 1000\n[dc]\nenabled = true\n\
+    let text = format!(
+        "[cycle]\nperiod_us = 1000\n[dc]\nenabled = true\n\
          [health]\nrecovery = \"subdevice\"\nrecovery_backoff_ms = 50\n\
          bad_cycles_before_recovery = 1\n\
-         [[group]]\nname = \"y\"\noptional = true\nmembers = [{ position = 1 }]\n\
-         [[device]]\nposition = 1\npdo_assign = { sm2 = [0x1600], sm3 = [0x1a00] }\n\
+         [[group]]\nname = \"y\"\noptional = true\nmembers = [{{ position = {drive} }}]\n\
+         [[device]]\nposition = {drive}\npdo_assign = {{ sm2 = [0x1600], sm3 = [0x1a00] }}\n\
          [[device.pdo_map]]\nindex = 0x1600\nentries = [\"0x6040:00:16\", \"0x607a:00:32\", \
          \"0x6060:00:8\"]\n\
          [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6041:00:16\", \"0x6064:00:32\", \
-         \"0x6061:00:8\"]\n";
-    let mut cfg = Config::parse(text, "hotconnect dc test").expect("config");
+         \"0x6061:00:8\"]\n"
+    );
+    let mut cfg = Config::parse(&text, "hotconnect dc test").expect("config");
     support::patient(&mut cfg);
-    let seg = ecsim::SegmentSpec::load(&support::line::example("cia402/segment.toml"))
-        .expect("examples/cia402/segment.toml");
-    // The drive's clock and its propagation delay register (0x0928) as the master left them.
+    // The drive's clock and its propagation delay register (0x0928) as the master left them,
+    // and the simulator's own figure: the frame's arrival at the drive after the reference.
     let last: Arc<Mutex<Option<ecsim::dc::DcStatus>>> = Arc::default();
-    let delay: Arc<Mutex<u32>> = Arc::default();
+    let delay: Arc<Mutex<Delay>> = Arc::default();
     let (l, d) = (last.clone(), delay.clone());
     let target = observed(seg, &faults, move |port| {
         let now = port.now_ns();
-        *l.lock().unwrap_or_else(|e| e.into_inner()) = port.segment_mut().dc_status(DRIVE, now);
-        if let Some(dev) = port.segment().devices().get(DRIVE) {
+        *l.lock().unwrap_or_else(|e| e.into_inner()) = port.segment_mut().dc_status(drive, now);
+        let devices = port.segment().devices();
+        if let (Some(dev), Some(reference)) = (devices.get(drive), devices.first()) {
             let m = &dev.mem()[0x0928..0x092c];
-            *d.lock().unwrap_or_else(|e| e.into_inner()) =
-                u32::from_le_bytes([m[0], m[1], m[2], m[3]]);
+            *d.lock().unwrap_or_else(|e| e.into_inner()) = Delay {
+                set: u32::from_le_bytes([m[0], m[1], m[2], m[3]]),
+                truth: dev.arrival_ns() - reference.arrival_ns(),
+            };
         }
     });
-    let mut p = Plugger::<2> {
+    let mut p = Plugger::<K> {
         faults: faults.clone(),
         plug: absent,
         w: Watch::new(100_000),
         stop: Stop::new(),
-        position: DRIVE,
+        position: drive,
         // 500 cycles in OP: SYNC0 has started and run for a while.
         settle: 500,
         flow: None,
@@ -716,7 +723,7 @@ fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), Str
     no_frame_lost(&out)?;
     let log = &p.w.log;
     assert_eq!(out.rec.recoveries, 0, "{events:?}");
-    untouched(log, DRIVE);
+    untouched(log, drive);
     let delay = *delay.lock().unwrap_or_else(|e| e.into_inner());
     if !absent {
         // ethercrab's DC initialisation, the drive present from the start.
@@ -724,11 +731,11 @@ fn dc_member_joined(absent: bool) -> Result<(u64, ecsim::dc::DcStatus, u32), Str
         return Ok((0, dc.expect("the drive's clock"), delay));
     }
     assert!(
-        back_with(&events, DRIVE as u16, SubdeviceCause::Joined),
+        back_with(&events, drive as u16, SubdeviceCause::Joined),
         "the drive did not join: {events:?}"
     );
     let dc = (*last.lock().unwrap_or_else(|e| e.into_inner())).expect("the drive's clock");
-    let ns = plug_to(log, |s| s.valid[DRIVE] && s.in_op[DRIVE]);
+    let ns = plug_to(log, |s| s.valid[drive] && s.in_op[drive]);
     machine.within("the DC drive's first join", ns, BACK_WITHIN_NS)?;
     Ok((ns, dc, delay))
 }
@@ -794,19 +801,17 @@ impl<const K: usize> Application for Plugger<K> {
     }
 }
 
-#[test]
-fn a_dc_drive_absent_at_bring_up_joins_in_sync() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (ns, dc, delay) = within_machine_noise("absent DC drive joins", |_| dc_member_joined(true));
-    // The propagation delay it was given is the one ethercrab's DC initialisation gives it when
-    // it is there from the start (a clock offset computed with a wrong delay would still read
-    // 0x092C = 0: the delay is checked on its own).
-    let (_, _, ethercrab) = within_machine_noise("DC drive present", |_| dc_member_joined(false));
-    assert!(ethercrab > 0, "ethercrab's delay {ethercrab} ns");
-    assert!(
-        delay.abs_diff(ethercrab) <= 10,
-        "delay {delay} ns, ethercrab's {ethercrab} ns"
-    );
+/// The propagation delay a joining drive was given (0x0928) and the simulator's own: the
+/// frame's arrival at it after the reference (`Esc::arrival_ns`).
+#[derive(Debug, Clone, Copy, Default)]
+struct Delay {
+    set: u32,
+    truth: u64,
+}
+
+/// The drive's clock after its join: in sync with the reference, SYNC0 with the segment's
+/// period, its frames on time.
+fn in_sync(dc: &ecsim::dc::DcStatus) {
     let sync0 = dc.sync0.expect("SYNC0 running");
     assert_eq!(sync0.cycle, 1_000_000, "{dc:?}");
     assert!(dc.in_sync, "{dc:?}");
@@ -814,13 +819,95 @@ fn a_dc_drive_absent_at_bring_up_joins_in_sync() {
     // Frames after the SYNC0 pulse are the cycle's phase on a loaded machine (the phase lock
     // steers the reference's grid), not the join's: a few, not most.
     assert!(dc.on_time >= 400 && dc.late * 50 <= dc.on_time, "{dc:?}");
+}
+
+fn cia402() -> ecsim::SegmentSpec {
+    ecsim::SegmentSpec::load(&support::line::example("cia402/segment.toml"))
+        .expect("examples/cia402/segment.toml")
+}
+
+#[test]
+fn a_dc_drive_absent_at_bring_up_joins_in_sync() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ns, dc, delay) = within_machine_noise("absent DC drive joins", |_| {
+        dc_member_joined::<2>(true, cia402(), 1)
+    });
+    // The propagation delay it was given is the one ethercrab's DC initialisation gives it when
+    // it is there from the start (a clock offset computed with a wrong delay would still read
+    // 0x092C = 0: the delay is checked on its own), and the simulator's.
+    let (_, _, ethercrab) = within_machine_noise("DC drive present", |_| {
+        dc_member_joined::<2>(false, cia402(), 1)
+    });
+    assert!(ethercrab.set > 0, "ethercrab's delay {ethercrab:?}");
+    assert!(
+        delay.set.abs_diff(ethercrab.set) <= 10,
+        "delay {delay:?}, ethercrab's {ethercrab:?}"
+    );
+    assert!(
+        u64::from(delay.set).abs_diff(delay.truth) <= 10,
+        "{delay:?}"
+    );
+    in_sync(&dc);
     eprintln!(
-        "hot-connect: DC drive absent at bring-up in OP {:.1} ms after the plug, delay {delay} ns \
-         (ethercrab's {ethercrab} ns), 0x092C {} ns, SYNC0 every {} ns, {} frames on time and {} \
-         late",
+        "hot-connect: DC drive absent at bring-up in OP {:.1} ms after the plug, delay {} ns \
+         (ethercrab's {} ns, the simulator's {} ns), 0x092C {} ns, {} frames on time and {} late",
         ns as f64 / 1e6,
+        delay.set,
+        ethercrab.set,
+        delay.truth,
         dc.diff_ns,
-        sync0.cycle,
+        dc.on_time,
+        dc.late
+    );
+}
+
+/// The drives of `examples/cia402` behind a junction: the first one with four ports (the
+/// reference clock, 700 ns to the devices on its ports), a mandatory drive on its port 3, and
+/// the optional drive on its port 1. The optional drive hangs off the junction, not off the
+/// device before it (a line's end), and the frame reaches it only after the port-3 branch.
+fn junction_drives() -> ecsim::SegmentSpec {
+    let text = std::fs::read_to_string(support::line::example("cia402/segment.toml"))
+        .expect("examples/cia402/segment.toml");
+    let mut parts = text.splitn(3, "[[device]]");
+    let (head, first, second) = (
+        parts.next().unwrap_or_default(),
+        parts.next().expect("the first drive"),
+        parts.next().expect("the second drive"),
+    );
+    let t = format!(
+        "{head}[[device]]{}[[device]]{}[[device]]{}",
+        first.replacen("serial = 1\n", "serial = 1\nports = 4\nhop_ns = 700\n", 1),
+        first.replacen("serial = 1\n", "serial = 3\nupstream = [0, 3]\n", 1),
+        second.replacen("serial = 2\n", "serial = 2\nupstream = [0, 1]\n", 1),
+    );
+    ecsim::SegmentSpec::from_toml(&t).expect("the junction's drives")
+}
+
+#[test]
+fn a_dc_drive_on_a_junction_s_branch_joins_with_the_branch_before_it_in_its_delay() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ns, dc, delay) = within_machine_noise("DC drive joins on a junction's branch", |_| {
+        dc_member_joined::<3>(true, junction_drives(), 2)
+    });
+    // 700 ns to the drive on port 3 and back, then 700 ns to this one.
+    assert_eq!(delay.truth, 2100, "the simulator's wiring");
+    assert!(
+        u64::from(delay.set).abs_diff(delay.truth) <= 10,
+        "{delay:?}"
+    );
+    in_sync(&dc);
+    let (_, _, ethercrab) = within_machine_noise("DC drive present on the branch", |_| {
+        dc_member_joined::<3>(false, junction_drives(), 2)
+    });
+    eprintln!(
+        "hot-connect: DC drive on a junction's port 1 absent at bring-up in OP {:.1} ms after \
+         the plug, delay {} ns (the simulator's {} ns; ethercrab's when present at bring-up {} \
+         ns), 0x092C {} ns, {} frames on time and {} late",
+        ns as f64 / 1e6,
+        delay.set,
+        delay.truth,
+        ethercrab.set,
+        dc.diff_ns,
         dc.on_time,
         dc.late
     );

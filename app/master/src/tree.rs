@@ -1,0 +1,171 @@
+//! Where each device hangs in the segment: its parent and the parent's port, from the DL status
+//! (0x0110) of every device in processing order, and the port receive times (0x0900..0x090F)
+//! read as the time a frame spends behind a port.
+//!
+//! A frame enters a device at port 0 and leaves through its open ports in the order 3, 1, 2
+//! before it goes back out of port 0 (ETG.1000.4 §5.4 "frame processing", the ESC datasheet
+//! section I "frame processing order"): positions are numbered depth first in that order, so
+//! the device after a line's end hangs off the nearest device before it with a port still
+//! unvisited. A port is open when communication is established on it and its loop is not
+//! closed (DL status bits 9 + 2p and 8 + 2p, ET1100 register description).
+
+/// The ports a frame leaves through after entering at port 0, in processing order.
+pub(crate) const DOWNSTREAM: [usize; 3] = [3, 1, 2];
+
+/// Whether port `p` of a device with DL status `dl` passes frames on (communication, loop open).
+pub(crate) fn open(dl: u16, p: usize) -> bool {
+    dl & (0x0200 << (2 * p)) != 0 && dl & (0x0100 << (2 * p)) == 0
+}
+
+/// A device's open downstream ports in processing order.
+pub(crate) fn downstream(dl: u16) -> impl Iterator<Item = usize> {
+    DOWNSTREAM.into_iter().filter(move |&p| open(dl, p))
+}
+
+/// Each device's parent and the parent's port it hangs off (`None` for the first), from the
+/// DL statuses of the devices in processing order. A device with no parent left (more devices
+/// than the open ports before them lead to) is an error naming it.
+pub(crate) fn parents(dl: &[u16]) -> Result<Vec<Option<(usize, usize)>>, String> {
+    // Devices with ports not yet visited, the latest last, each with its unvisited ports.
+    let mut open_ports: Vec<(usize, Vec<usize>)> = Vec::new();
+    let mut out = Vec::with_capacity(dl.len());
+    for (i, &s) in dl.iter().enumerate() {
+        let parent = if i == 0 {
+            None
+        } else {
+            let (p, ports) = open_ports.last_mut().ok_or_else(|| {
+                format!(
+                    "position {i}: no device before it has an open port left (DL status of \
+                     positions 0..{i}: {:04x?})",
+                    &dl[..i]
+                )
+            })?;
+            let port = ports.remove(0);
+            let p = *p;
+            if ports.is_empty() {
+                open_ports.pop();
+            }
+            Some((p, port))
+        };
+        out.push(parent);
+        let ports: Vec<usize> = downstream(s).collect();
+        if !ports.is_empty() {
+            open_ports.push((i, ports));
+        }
+    }
+    Ok(out)
+}
+
+/// Nanoseconds from a frame's arrival at port 0 until it came back through port `port` (the
+/// receive times `t` of ports 0..3 latched by one frame, 32-bit local times).
+pub(crate) fn back_at(t: [u32; 4], port: usize) -> u32 {
+    t[port].wrapping_sub(t[0])
+}
+
+/// Nanoseconds from a frame's arrival at port 0 until it leaves through `port`: until it came
+/// back through the open port before it in processing order, 0 for the first.
+pub(crate) fn out_at(t: [u32; 4], dl: u16, port: usize) -> u32 {
+    downstream(dl)
+        .take_while(|&p| p != port)
+        .last()
+        .map_or(0, |p| back_at(t, p))
+}
+
+/// The time a frame spends behind a device (its loop): until it came back through its last
+/// open port; 0 at a line's end.
+pub(crate) fn loop_ns(t: [u32; 4], dl: u16) -> u32 {
+    downstream(dl).last().map_or(0, |p| back_at(t, p))
+}
+
+/// The propagation delay of a device hanging off `port` of its parent, from one frame's
+/// receive times in both and their DL statuses: the parent's delay, plus the time the frame
+/// spends in the parent's branches before that port, plus half the round trip through the port
+/// less the time it spends behind the device (the cable and the ports' forwarding, out and
+/// back). For a pass-through parent it is ethercrab 0.7.1's rule (`configure_subdevice_offsets`,
+/// `Topology::Passthrough`: half the difference of the two loop times).
+pub(crate) fn delay_behind(
+    parent_delay: u32,
+    parent: ([u32; 4], u16),
+    port: usize,
+    own: ([u32; 4], u16),
+) -> u32 {
+    let (out, back) = (out_at(parent.0, parent.1, port), back_at(parent.0, port));
+    let round_trip = back
+        .saturating_sub(out)
+        .saturating_sub(loop_ns(own.0, own.1));
+    parent_delay
+        .saturating_add(out)
+        .saturating_add(round_trip / 2)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// DL status with ports `open` communicating, the others closed.
+    fn dl(open: &[usize]) -> u16 {
+        (0..4).fold(0x0001, |s, p| {
+            s | if open.contains(&p) {
+                (0x0010 << p) | (0x0200 << (2 * p))
+            } else {
+                0x0100 << (2 * p)
+            }
+        })
+    }
+
+    #[test]
+    fn a_line_hangs_each_device_off_port_1_of_the_one_before() {
+        let line = [dl(&[0, 1]), dl(&[0, 1]), dl(&[0])];
+        assert_eq!(
+            parents(&line).unwrap(),
+            vec![None, Some((0, 1)), Some((1, 1))]
+        );
+    }
+
+    #[test]
+    fn branches_are_visited_in_the_order_3_1_2() {
+        // A 4-port junction: a device on port 3, a two-device line on port 1, one on port 2.
+        let seg = [dl(&[0, 1, 2, 3]), dl(&[0]), dl(&[0, 1]), dl(&[0]), dl(&[0])];
+        assert_eq!(
+            parents(&seg).unwrap(),
+            vec![None, Some((0, 3)), Some((0, 1)), Some((2, 1)), Some((0, 2))]
+        );
+        // A junction behind a junction: the inner one's branches come first.
+        let seg = [dl(&[0, 1, 3]), dl(&[0, 1, 3]), dl(&[0]), dl(&[0]), dl(&[0])];
+        assert_eq!(
+            parents(&seg).unwrap(),
+            vec![None, Some((0, 3)), Some((1, 3)), Some((1, 1)), Some((0, 1))]
+        );
+    }
+
+    #[test]
+    fn a_device_beyond_every_open_port_is_named() {
+        let e = parents(&[dl(&[0, 1]), dl(&[0]), dl(&[0])]).unwrap_err();
+        assert!(e.starts_with("position 2: no device before it"), "{e}");
+    }
+
+    #[test]
+    fn the_delay_of_a_device_on_a_junction_s_branch_counts_the_branches_before_it() {
+        // The simulator's rule (ecsim `Segment::wiring`): per device a hop h each way; a
+        // port's return time is the ports before it plus 2 h plus the loop behind it.
+        let h = 500u32;
+        // Junction: port 3 leads to one device (loop 0), port 1 to the member (loop 0).
+        let junction = ([1_000, 1_000 + 4 * h, 0, 1_000 + 2 * h], dl(&[0, 1, 3]));
+        let member = ([77, 0, 0, 0], dl(&[0]));
+        // The member sees the frame after the junction's port 3 branch (2 h) and one hop.
+        assert_eq!(delay_behind(0, junction, 1, member), 2 * h + h);
+        assert_eq!(delay_behind(250, junction, 3, member), 250 + h);
+        // A pass-through: ethercrab's rule, half the difference of the loops.
+        let parent = ([10, 10 + 3_000, 0, 0], dl(&[0, 1]));
+        let own = ([5, 5 + 2_000, 0, 0], dl(&[0, 1]));
+        assert_eq!(delay_behind(700, parent, 1, own), 700 + 500);
+        // Behind a member that is a junction itself: its whole loop is its last port's time.
+        let own = ([5, 5 + 2_000, 0, 5 + 800], dl(&[0, 1, 3]));
+        assert_eq!(loop_ns(own.0, own.1), 2_000);
+        let own = ([5, 5 + 2_000, 5 + 3_000, 5 + 800], dl(&[0, 1, 2, 3]));
+        assert_eq!(loop_ns(own.0, own.1), 3_000);
+        assert_eq!(out_at(own.0, own.1, 2), 2_000);
+        assert_eq!(out_at(own.0, own.1, 1), 800);
+        assert_eq!(out_at(own.0, own.1, 3), 0);
+    }
+}
