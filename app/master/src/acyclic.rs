@@ -791,7 +791,7 @@ pub(crate) async fn serve<DC>(
         busy.0.set(true);
         let result = match request.op {
             SdoOp::Park | SdoOp::HandBack => parking(svc, board, &request),
-            _ => transfer(svc, md, group, &request).await,
+            _ => transfer(svc, md, group, board, &request).await,
         };
         busy.0.set(false);
         svc.served += 1;
@@ -845,12 +845,17 @@ async fn transfer<DC>(
     svc: &mut SdoService,
     md: &MainDevice<'static>,
     group: &Group<DC>,
+    board: Option<&crate::subdevice_recovery::Board>,
     r: &SdoRequest,
 ) -> Result<SdoData, SdoFailure> {
-    let address = group
-        .subdevice(md, usize::from(r.position))
-        .map_err(|_| SdoFailure::NoSubdevice(r.position))?
-        .configured_address();
+    let i = usize::from(r.position);
+    let address = match group.subdevice(md, i) {
+        Ok(sd) => sd.configured_address(),
+        // A member of an optional group absent at bring-up (after ethercrab's group on the
+        // board): its station address is the one its join gives it. Absent, it does not answer.
+        Err(_) if board.is_some_and(|b| i < b.positions()) => crate::region::station_address(i),
+        Err(_) => return Err(SdoFailure::NoSubdevice(r.position)),
+    };
     if let SdoOp::ReadRegister { address: reg, len } = r.op {
         let n = usize::from(len).min(MAX_SDO_BYTES);
         if n != usize::from(len) || n == 0 {
@@ -883,9 +888,12 @@ async fn transfer<DC>(
             .map_err(failure)?;
         return Ok(EMPTY);
     }
+    if let Some(why) = board.and_then(|b| b.mailbox_refusal(i)) {
+        return Err(SdoFailure::Refused(why));
+    }
     let slot = svc
         .stations
-        .get_mut(usize::from(r.position))
+        .get_mut(i)
         .ok_or(SdoFailure::NoSubdevice(r.position))?;
     let station = match slot {
         Some(s) => *s,

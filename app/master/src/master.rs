@@ -596,6 +596,8 @@ where
     } = phase;
     let mode = cfg.cycle.txrx;
     let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
+    // The worker adds members joining with DC to the 0x092C sampler's list.
+    let live = ch.live.clone();
     std::thread::scope(|s| {
         // The per-subdevice recovery's worker: a normal thread, for as long as the phase.
         let worker = match recovery {
@@ -617,6 +619,7 @@ where
                             snapshots,
                             board,
                             late,
+                            dc: &live.dc,
                         })
                     })
                     .map_err(|e| Box::new((Error::io("spawn the recovery worker")(e), None)))?,

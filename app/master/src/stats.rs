@@ -234,6 +234,21 @@ impl DcLive {
         }));
     }
 
+    /// A DC subdevice that joined the running segment (a member of an optional group absent
+    /// at the bring-up): sampled from now on, in position order.
+    pub fn add(&self, position: u16) {
+        let mut s = self.subdevices.lock().unwrap_or_else(|p| p.into_inner());
+        if let Err(at) = s.binary_search_by_key(&position, |d| d.position) {
+            s.insert(
+                at,
+                DcSubdevice {
+                    position,
+                    ..DcSubdevice::default()
+                },
+            );
+        }
+    }
+
     /// A copy of the per-subdevice samples.
     pub fn subdevices(&self) -> Vec<DcSubdevice> {
         self.subdevices

@@ -321,6 +321,23 @@ impl Board {
         }
     }
 
+    /// The positions on the board: the subdevices brought up and the members absent at
+    /// bring-up after them.
+    pub(crate) fn positions(&self) -> usize {
+        self.slots.len()
+    }
+
+    /// Why the acyclic service may not use `position`'s mailbox now, if it may not: the worker
+    /// has it (its recovery or its join sets the mailbox up and talks to it with a counter of
+    /// its own) or it is absent. In service or parked (a firmware update's own mailbox) it may.
+    pub(crate) fn mailbox_refusal(&self, position: usize) -> Option<Refusal> {
+        match self.slots.get(position)?.phase.load(Ordering::Acquire) {
+            phase::IN_SERVICE | phase::PARK_ASKED | phase::PARKED => None,
+            phase::ABSENT => Some("it is a member of an optional group and not there (absent)"),
+            _ => Some("its recovery has it: ask again once it is back in OP"),
+        }
+    }
+
     /// Take `position` out of its recovery's hands for a firmware update (the acyclic service,
     /// on the cyclic thread): in service, or out and being retried (waiting, refused), it is
     /// parked by the next cycle. Already parked: nothing to do (an update starting over).
@@ -535,6 +552,8 @@ pub(crate) struct Worker<'a> {
     /// where their data is ([`crate::region`]), who they must be, and the layout their
     /// registers are computed from.
     pub(crate) late: Late<'a>,
+    /// The 0x092C sampler's list, which a member joining with DC is added to.
+    pub(crate) dc: &'a crate::stats::DcLive,
 }
 
 /// What the worker needs to configure a member ethercrab never saw.
@@ -953,6 +972,9 @@ fn join(
         ))));
     };
     let cause = recover_one(w, snap, Expect::Member { sii })?;
+    if snap.dc.is_some() {
+        w.dc.add(pos);
+    }
     Ok(if first {
         crate::application::SubdeviceCause::Joined
     } else {

@@ -26,7 +26,7 @@ use rtcat_master::{
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::line::{Watch, no_frame_lost, run_with_events, sim_run};
+use support::line::{Watch, no_frame_lost, run_with_events, run_with_live, sim_run};
 use support::tool_group::{G0, N, config, group_devices, junction_line, line};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -604,9 +604,49 @@ fn coe_member_joined() -> Result<u64, String> {
         settle: 100,
         flow: Some(Flow::default()),
     };
-    let run = sim_run(cfg, seg, faults, p.stop.clone(), CAP);
+    let vendor = seg.devices[DRIVE].vendor_id;
+    let mut run = sim_run(cfg, seg, faults, p.stop.clone(), CAP);
+    // Another thread asks the drive for its vendor ID (0x1018:01) through the SDO queue all
+    // along: refused while it is absent or joining, answered once it has joined.
+    let (client, service) = rtcat_master::acyclic::sdo_queue(4, Duration::from_micros(300));
+    run.sdo = Some(service);
+    let stop = p.stop.clone();
+    let asker = std::thread::spawn(move || {
+        let mut answers = Vec::new();
+        while !stop.is_requested() {
+            let r = client.read(DRIVE as u16, 0x1018, 1, Duration::from_millis(500));
+            answers.push(r.map(|d| d.as_slice().to_vec()).map_err(|e| e.to_string()));
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        answers
+    });
     let (out, events) = run_with_events(run, &mut p, |_| {})?;
+    let answers = asker.join().expect("the asking thread");
     stopped_after_plug(&p.stop, &p.w, "the drive joined")?;
+    // Refused while absent or joining (not sent, not a timeout), then its vendor ID, and once
+    // answered never refused again.
+    let first = answers.iter().position(|a| a.is_ok());
+    let first = first.ok_or_else(|| format!("no answer from the joined drive: {answers:?}"))?;
+    let before = &answers[..first];
+    assert!(
+        before
+            .iter()
+            .all(|a| a.as_ref().is_err_and(|e| e.starts_with("refused: "))),
+        "{before:?}"
+    );
+    assert!(
+        before
+            .iter()
+            .any(|a| a.as_ref().is_err_and(|e| e.contains("(absent)"))),
+        "{before:?}"
+    );
+    assert!(
+        answers[first..]
+            .iter()
+            .all(|a| a.as_deref() == Ok(&vendor.to_le_bytes()[..])),
+        "{:?}",
+        &answers[first..]
+    );
     no_frame_lost(&out)?;
     let log = &p.w.log;
     assert_eq!(out.rec.recoveries, 0, "{events:?}");
@@ -718,12 +758,33 @@ fn dc_member_joined<const K: usize>(
     let mut run = RunSpec::new(cfg, target, p.stop.clone());
     run.no_rt = true;
     run.duration = Some(CAP);
-    let (out, events) = run_with_events(run, &mut p, |_| {})?;
+    // The status side's 0x092C sampler, as `rtcat run` has it.
+    let (client, service) = rtcat_master::acyclic::sdo_queue(4, Duration::from_micros(300));
+    run.sdo = Some(service);
+    let live: Arc<rtcat_master::stats::Live> = Arc::default();
+    let sampler =
+        rtcat_master::dc_sampler::Sampler::spawn(Arc::new(client), live.clone(), 1000, |_| {})
+            .expect("the sampler");
+    let (out, events) = run_with_live(run, &mut p, live.clone(), |_| {})?;
+    sampler.finish();
     stopped_after_plug(&p.stop, &p.w, "the drive joined")?;
     no_frame_lost(&out)?;
     let log = &p.w.log;
     assert_eq!(out.rec.recoveries, 0, "{events:?}");
     untouched(log, drive);
+    // Every DC drive is sampled, the one that joined too (last, in position order).
+    let sampled = live.dc.subdevices();
+    assert_eq!(
+        sampled.iter().map(|d| d.position).collect::<Vec<_>>(),
+        (1..K as u16).collect::<Vec<_>>(),
+        "{sampled:?}"
+    );
+    assert!(
+        sampled
+            .iter()
+            .all(|d| d.last_ns.is_some_and(|ns| ns.abs() < 1000)),
+        "{sampled:?}"
+    );
     let delay = *delay.lock().unwrap_or_else(|e| e.into_inner());
     if !absent {
         // ethercrab's DC initialisation, the drive present from the start.

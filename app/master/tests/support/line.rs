@@ -153,11 +153,22 @@ impl<const N: usize> Watch<N> {
 pub fn run_with_events(
     spec: RunSpec,
     app: &mut dyn Application,
+    seen: impl FnMut(&EventKind) + Send + 'static,
+) -> Result<(Outcome, Vec<EventKind>), String> {
+    run_with_live(spec, app, Default::default(), seen)
+}
+
+/// [`run_with_events`] with the run's live counters `live` (for a status-side reader such as
+/// the 0x092C sampler).
+pub fn run_with_live(
+    spec: RunSpec,
+    app: &mut dyn Application,
+    live: Arc<rtcat_master::stats::Live>,
     mut seen: impl FnMut(&EventKind) + Send + 'static,
 ) -> Result<(Outcome, Vec<EventKind>), String> {
     let (tx, mut rx) = rtrb::RingBuffer::new(1 << 14);
     let mut ch = Channels {
-        live: Default::default(),
+        live,
         events: tx,
         samples: None,
     };
