@@ -995,3 +995,136 @@ fn an_optional_group_on_a_junction_s_last_port_leaves_joins_and_rejoins() {
         joined as f64 / 1e6
     );
 }
+
+/// The axes of `examples/cia402` with the drive of axis y an optional member absent at
+/// bring-up (a tool changer's axis): axis x runs its profile from the start, y's drive is
+/// plugged in at `PLUG_AT`.
+struct AxisJoin {
+    app: rtcat_master::axes::AxesApp,
+    plugger: Plugger<2>,
+    /// Axis y's state and actual position (units) each cycle; axis x's actual position.
+    y: Vec<(Option<rtcat_master::cia402::State>, f64)>,
+    x: Vec<f64>,
+}
+
+impl rtcat_master::Layer for AxisJoin {
+    fn inner(&mut self) -> &mut dyn Application {
+        &mut self.app
+    }
+    fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        self.app.cycle(cx);
+        self.plugger.cycle(cx);
+        let a = &self.app.axes;
+        self.y.push((a.state(1), a.axes()[1].actual()));
+        self.x.push(a.axes()[0].actual());
+    }
+    fn on_subdevice(&mut self, e: &SubdeviceEvent) {
+        self.plugger.on_subdevice(e);
+        self.app.on_subdevice(e);
+    }
+}
+
+/// A run of [`AxisJoin`] with axis y's `after_recovery` set to `after` (the example's is
+/// `re_enable`).
+fn axis_join(after: &str) -> (AxisJoin, Vec<EventKind>) {
+    const Y: usize = 1;
+    within_machine_noise("axis y joins", |_| {
+        let faults = Faults::new();
+        faults.apply(FaultCommand::Cable {
+            position: Y,
+            plugged: false,
+        });
+        let example = std::fs::read_to_string(support::line::example("cia402/rtcat.toml"))
+            .expect("examples/cia402/rtcat.toml");
+        assert_eq!(example.matches("after_recovery = \"re_enable\"").count(), 1);
+        let example = example.replace(
+            "after_recovery = \"re_enable\"",
+            &format!("after_recovery = \"{after}\""),
+        );
+        // y's drive maps what its axis needs (an absent member's mapping is its [[device]]
+        // entry's).
+        let text = format!(
+            "{example}\n[health]\nrecovery = \"subdevice\"\nrecovery_backoff_ms = 50\n\
+             bad_cycles_before_recovery = 1\n\
+             [[group]]\nname = \"tool\"\noptional = true\nmembers = [{{ position = {Y} }}]\n\
+             [[device]]\nposition = {Y}\npdo_assign = {{ sm2 = [0x1600], sm3 = [0x1a00] }}\n\
+             [[device.pdo_map]]\nindex = 0x1600\nentries = [\"0x6040:00:16\", \
+             \"0x607a:00:32\", \"0x6060:00:8\"]\n\
+             [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6041:00:16\", \
+             \"0x6064:00:32\", \"0x6061:00:8\"]\n"
+        );
+        let mut cfg = Config::parse(&text, "hotconnect axis test").expect("config");
+        support::patient(&mut cfg);
+        let mut p = AxisJoin {
+            app: rtcat_master::axes::AxesApp::from_config(&cfg, Default::default()),
+            plugger: Plugger::<2> {
+                faults: faults.clone(),
+                plug: true,
+                w: Watch::new(100_000),
+                stop: Stop::new(),
+                position: Y,
+                // 1.5 s in OP after the join: y enabled and on its way (25 mm/s).
+                settle: 1500,
+                flow: None,
+            },
+            y: Vec::new(),
+            x: Vec::new(),
+        };
+        let run = sim_run(cfg, cia402(), faults, p.plugger.stop.clone(), CAP);
+        let (out, events) = run_with_events(run, &mut p, |_| {})?;
+        stopped_after_plug(&p.plugger.stop, &p.plugger.w, "axis y's drive joined")?;
+        no_frame_lost(&out)?;
+        assert_eq!(out.rec.recoveries, 0, "{events:?}");
+        assert!(
+            back_with(&events, Y as u16, SubdeviceCause::Joined),
+            "the drive did not join: {events:?}"
+        );
+        untouched(&p.plugger.w.log, Y);
+        Ok((p, events))
+    })
+}
+
+/// Axis x ran its profile on through y's join, never quick-stopped: how far it moved after
+/// the plug (mm).
+fn x_undisturbed(p: &AxisJoin) -> f64 {
+    let x = &p.app.axes.axes()[0];
+    assert_eq!(x.stats().quick_stops, 0, "{:?}", x.stats());
+    assert_eq!(x.stats().faults, 0, "{:?}", x.stats());
+    let x_moved = p.x[PLUG_AT..]
+        .iter()
+        .fold(0.0f64, |m, v| m.max((v - p.x[PLUG_AT]).abs()));
+    assert!(x_moved > 5.0, "axis x moved {x_moved} mm after the plug");
+    x_moved
+}
+
+/// A drive that joins comes as after a recovery: with `after_recovery = "re_enable"` its axis
+/// is enabled and runs; with `"stay_disabled"` it waits for an operator (a tool's axis does not
+/// start moving because its cable was plugged in).
+#[test]
+fn an_axis_on_a_drive_absent_at_bring_up_follows_after_recovery_when_it_joins() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (p, _) = axis_join("re_enable");
+    let enabled =
+        p.y.iter()
+            .position(|(s, _)| *s == Some(rtcat_master::cia402::State::OperationEnabled))
+            .expect("axis y never enabled");
+    assert!(enabled > PLUG_AT, "enabled at cycle {enabled}");
+    let (_, y_end) = p.y.last().copied().unwrap_or_default();
+    assert!(y_end > 5.0, "axis y at {y_end} mm after its join");
+    let x_moved = x_undisturbed(&p);
+    eprintln!(
+        "hot-connect: axis y's drive joined; y in operation enabled {} ms after the plug, at \
+         {y_end:.1} mm {} ms after it; axis x moved {x_moved:.1} mm meanwhile, 0 quick stops",
+        enabled - PLUG_AT,
+        p.y.len() - PLUG_AT
+    );
+    let (p, _) = axis_join("stay_disabled");
+    assert!(
+        p.y.iter()
+            .all(|(s, _)| *s != Some(rtcat_master::cia402::State::OperationEnabled)),
+        "axis y enabled without an operator"
+    );
+    let (_, y_end) = p.y.last().copied().unwrap_or_default();
+    assert!(y_end.abs() < 0.01, "axis y at {y_end} mm");
+    x_undisturbed(&p);
+}

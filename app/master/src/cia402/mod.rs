@@ -226,7 +226,9 @@ pub const fn hold_from_sync_error_limit(limit: u32) -> Option<u32> {
 }
 
 /// Whether a drive is enabled again after a quick stop on bad cycles or after a recovery of the
-/// segment (a drive that was power-cycled comes back in switch on disabled).
+/// segment or of the drive alone (a drive that was power-cycled comes back in switch on
+/// disabled). A drive of an optional group absent at bring-up that joins comes as after a
+/// recovery: with `StayDisabled` its axis waits for an enable.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum AfterRecovery {
     /// Enable again by itself once the cycles are good.
