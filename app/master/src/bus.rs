@@ -261,6 +261,15 @@ pub struct Bus {
     pub counters: Arc<BusCounters>,
     buf: Box<[u8; MAX_FRAME]>,
     wait: Waiter,
+    /// Wakes [`Bus::pump_others_until`] when another thread queues a frame.
+    others: Option<OthersWake>,
+}
+
+/// An eventfd registered with ethercrab while the inline cycle moves other threads' frames:
+/// the worker's next frame is sent as soon as it is queued, not at the end of the wait.
+struct OthersWake {
+    efd: Arc<EventFdWaker>,
+    waker: Waker,
 }
 
 impl Bus {
@@ -285,6 +294,50 @@ impl Bus {
                 after_window: false,
                 polled: false,
             },
+            others: None,
+        }
+    }
+
+    /// Let [`Bus::pump_others_until`] wake as soon as another thread queues a frame (one
+    /// eventfd for the bus's life, made here, before cycling: the cycle allocates nothing).
+    pub fn wake_on_others(&mut self) -> io::Result<()> {
+        if self.others.is_none() {
+            let efd = Arc::new(EventFdWaker(new_eventfd()?));
+            let waker = Waker::from(efd.clone());
+            self.others = Some(OthersWake { efd, waker });
+        }
+        Ok(())
+    }
+
+    /// Move other threads' frames (the per-subdevice recovery's worker on an inline bus) until
+    /// `until_ns` (monotonic): each reply handed over as it comes, each frame sent as soon as
+    /// it is queued when [`Bus::wake_on_others`] was called (else at the end of the wait: one
+    /// exchange per call). ethercrab wakes the registered waker when a frame becomes sendable;
+    /// it is registered only here, so the cycle's own frames never write the eventfd.
+    pub fn pump_others_until(&mut self, until_ns: u64) {
+        let fd = self.others.as_ref().map(|o| o.efd.0.as_raw_fd());
+        let mut drain = [0u8; 8];
+        loop {
+            // Before sending: a frame queued from here on wakes the wait below.
+            if let Some(o) = &self.others {
+                self.tx.replace_waker(&o.waker);
+            }
+            self.pump_tx();
+            if self.pump_rx() > 0 {
+                continue;
+            }
+            let now = now_ns();
+            if now >= until_ns {
+                break;
+            }
+            let _ = self.link.wait(Duration::from_nanos(until_ns - now), fd);
+            if let Some(fd) = fd {
+                // SAFETY: reading the eventfd counter into an 8-byte buffer (non-blocking).
+                unsafe { libc::read(fd, drain.as_mut_ptr() as *mut libc::c_void, 8) };
+            }
+        }
+        if self.others.is_some() {
+            self.tx.replace_waker(Waker::noop());
         }
     }
 
@@ -974,5 +1027,57 @@ mod tests {
             std::task::Poll::Pending => panic!("the requested pass did not read the reply"),
         }
         drop(t.stop());
+    }
+
+    /// The inline cycle's pump sends another thread's frames as soon as they are queued: a
+    /// thread reading 20 times, one read after another, gets them all through within one call
+    /// of `pump_others_until`. Without `wake_on_others` the pump's wait lasts to its end, so
+    /// one call moves at most the frame already queued and the one after it.
+    #[test]
+    fn the_pump_sends_other_threads_frames_as_they_come() {
+        fn exchanges(wake: bool) -> usize {
+            type Sto = PduStorage<4, { PduStorage::element_size(64) }>;
+            let storage: &'static Sto = Box::leak(Box::new(Sto::new()));
+            let (tx, rx, pdu_loop) = storage.try_split().unwrap();
+            let md = MainDevice::new(
+                pdu_loop,
+                Timeouts {
+                    pdu: Duration::from_secs(10),
+                    ..Timeouts::default()
+                },
+                MainDeviceConfig::default(),
+            );
+            let link = ecsim::SimPort::new(ecsim::SegmentSpec::reference());
+            let mut bus = Bus::new(tx, rx, Box::new(link));
+            if wake {
+                bus.wake_on_others().expect("eventfd");
+            }
+            let done = std::sync::atomic::AtomicUsize::new(0);
+            let finished = AtomicBool::new(false);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    for _ in 0..20 {
+                        let r = futures_lite::future::block_on(
+                            Command::brd(0x0000).ignore_wkc().receive::<u16>(&md),
+                        );
+                        if r.is_err() {
+                            break;
+                        }
+                        done.fetch_add(1, Ordering::SeqCst);
+                    }
+                    finished.store(true, Ordering::SeqCst);
+                });
+                bus.pump_others_until(now_ns() + 1_000_000_000);
+                let n = done.load(Ordering::SeqCst);
+                // Let the reader finish.
+                while !finished.load(Ordering::SeqCst) {
+                    bus.pump_others_until(now_ns() + 1_000_000);
+                }
+                n
+            })
+        }
+        assert_eq!(exchanges(true), 20);
+        let without = exchanges(false);
+        assert!(without <= 2, "{without} exchanges without the wake");
     }
 }

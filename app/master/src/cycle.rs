@@ -140,19 +140,7 @@ impl Exchanger {
     /// thread is the only one that pumps an inline bus. Nothing to do with a TX/RX thread.
     fn pump_until(&mut self, until: u64) {
         if let Exchanger::Inline(bus) = self {
-            loop {
-                bus.pump_tx();
-                if bus.pump_rx() > 0 {
-                    continue;
-                }
-                let now = now_ns();
-                if now >= until {
-                    return;
-                }
-                let _ = bus
-                    .link
-                    .wait(std::time::Duration::from_nanos(until - now), None);
-            }
+            bus.pump_others_until(until);
         }
     }
 
@@ -1062,7 +1050,7 @@ where
             self.x.serve_sdo(svc, m.busy, until);
         }
         if self.ph.st.outstanding > 0
-            && let Some(until) = mailbox_until(now_ns(), self.period / 4, next)
+            && let Some(until) = mailbox_until(now_ns(), self.period / 2, next)
         {
             self.x.pump_until(until);
         }

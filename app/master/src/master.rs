@@ -698,6 +698,10 @@ fn exchanger(bus: Bus, cfg: &Config, no_rt: bool) -> Result<(Exchanger, Option<T
             let mut bus = bus;
             bus.tx.replace_waker(std::task::Waker::noop());
             bus.set_wait(cfg.cycle.wait_mode());
+            // Without it the recovery's frames still move, one exchange per cycle.
+            if let Err(e) = bus.wake_on_others() {
+                log::warn!("eventfd for the recovery's frames: {e}");
+            }
             Ok((Exchanger::Inline(bus), None))
         }
         TxRxMode::Thread => {
