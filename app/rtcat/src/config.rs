@@ -386,6 +386,7 @@ impl Config {
                     WaitMode::Hybrid => rttune::CycleWait::Hybrid,
                 },
             }),
+            priority: Some(self.master.cycle.priority),
         }
     }
 }
@@ -419,6 +420,24 @@ mod tests {
         assert_eq!(
             wait("[cycle]\ntxrx = \"thread\"\n"),
             Some(rttune::CycleWait::Thread)
+        );
+    }
+
+    /// doctor judges the cycle's priority against the NIC's interrupt thread: the one the master
+    /// would run at, set or its default (rttune reads a file without the master's types).
+    #[test]
+    fn doctor_sees_the_cycle_s_priority() {
+        let p = |t: &str| Config::parse(t, "c.toml").unwrap().rt_context().priority;
+        assert_eq!(p(""), Some(rttune::DEFAULT_CYCLE_PRIORITY));
+        assert_eq!(
+            rttune::DEFAULT_CYCLE_PRIORITY,
+            rtcat_master::config::CycleConfig::default().priority
+        );
+        assert_eq!(p("[cycle]\npriority = 49\n"), Some(49));
+        let text = "[cycle]\npriority = 49\n";
+        assert_eq!(
+            rttune::RtContext::from_config_str(text).unwrap().priority,
+            p(text)
         );
     }
 

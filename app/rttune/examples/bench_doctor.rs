@@ -40,6 +40,7 @@ fn main() {
             tune: TuneSection::default(),
             journal: None,
             wait: None,
+            priority: None,
         })
         .expect("doctor");
         times.push(t0.elapsed().as_secs_f64() * 1e3);

@@ -294,6 +294,7 @@ pub fn run_doctor(args: &DoctorOptions, ctx: &RtContext) -> Result<i32, CommandE
         tune: ctx.tune.clone(),
         journal,
         wait: ctx.wait,
+        priority: ctx.priority,
     };
     // it refuses only what it was given (no RT CPU, an offline one)
     let r = doctor::run(&d).map_err(input)?;

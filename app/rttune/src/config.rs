@@ -242,7 +242,14 @@ pub struct RtContext {
     pub tune: TuneSection,
     /// How the cycle waits for its replies (`[cycle] wait` and `txrx`); `None` without a config.
     pub wait: Option<CycleWait>,
+    /// SCHED_FIFO priority of the cyclic thread (`[cycle] priority`, [`DEFAULT_CYCLE_PRIORITY`]
+    /// when the file does not set it); `None` without a config.
+    pub priority: Option<u8>,
 }
+
+/// rtcat's `[cycle] priority` when the configuration does not set it (the binary's tests check
+/// it against the master's default).
+pub const DEFAULT_CYCLE_PRIORITY: u8 = 80;
 
 /// How rtcat's cyclic thread waits for its replies, as doctor judges it against the RT CPU
 /// (`[cycle] wait`, docs/NOTES.md §1.2; a TX/RX thread, `txrx = "thread"`, always sleeps).
@@ -311,6 +318,11 @@ impl RtContext {
             Some("busy") => CycleWait::Busy,
             _ => CycleWait::Hybrid,
         };
+        let priority = match key("priority") {
+            None => DEFAULT_CYCLE_PRIORITY,
+            Some(toml::Value::Integer(p)) if (1..=99).contains(p) => *p as u8,
+            Some(other) => anyhow::bail!("cycle.priority: {other} is not a priority (1..=99)"),
+        };
         let iface = match v.get("bus").and_then(|b| b.get("interface")) {
             None => None,
             Some(toml::Value::String(s)) if crate::netif::valid_name(s) => Some(s.clone()),
@@ -332,6 +344,7 @@ impl RtContext {
             iface,
             tune,
             wait: Some(wait),
+            priority: Some(priority),
         })
     }
 }
@@ -440,5 +453,18 @@ mod tests {
             e.contains("cycle.txrx") && e.contains("inline, thread"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn context_knows_the_cycle_s_priority() {
+        let p = |t: &str| RtContext::from_config_str(t).map(|c| c.priority.unwrap());
+        assert_eq!(p("").unwrap(), DEFAULT_CYCLE_PRIORITY);
+        assert_eq!(p("[cycle]\npriority = 49\n").unwrap(), 49);
+        for bad in ["0", "100", "\"high\""] {
+            let e = p(&format!("[cycle]\npriority = {bad}\n"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains("cycle.priority") && e.contains(bad), "{e}");
+        }
     }
 }

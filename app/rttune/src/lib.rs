@@ -31,7 +31,7 @@ pub mod tune;
 pub mod unitfile;
 
 pub use command::{CommandError, DoctorOptions, TuneAction, TuneOptions, run_doctor, run_tune};
-pub use config::{CoalesceConfig, CycleWait, RtContext, TuneSection};
+pub use config::{CoalesceConfig, CycleWait, DEFAULT_CYCLE_PRIORITY, RtContext, TuneSection};
 pub use cpuset::CpuSet;
 pub use host::{Host, RealHost};
 pub use sysroot::SysRoot;

@@ -57,6 +57,23 @@ fn doctor_waiting(
     state: Option<&Path>,
     wait: Option<CycleWait>,
 ) -> Report {
+    doctor_at(
+        root,
+        host,
+        state,
+        wait,
+        wait.map(|_| rttune::DEFAULT_CYCLE_PRIORITY),
+    )
+}
+
+/// [`doctor_waiting`] with the cyclic thread at SCHED_FIFO `priority`.
+fn doctor_at(
+    root: &SysRoot,
+    host: &dyn Host,
+    state: Option<&Path>,
+    wait: Option<CycleWait>,
+    priority: Option<u8>,
+) -> Report {
     let journal = state.and_then(|s| Journal::load(s).unwrap());
     doctor::run(&Doctor {
         root,
@@ -66,6 +83,7 @@ fn doctor_waiting(
         tune: tune_section(),
         journal,
         wait,
+        priority,
     })
     .unwrap()
 }
@@ -208,6 +226,10 @@ fn cycle_wait_is_judged_against_the_rt_cpu() {
     assert!(fix.contains("hybrid"), "{fix}");
     let (v, obs, _) = judged(true, true, Some(CycleWait::Hybrid));
     assert_eq!(v, Verdict::Warn, "{obs}");
+    assert!(
+        obs.contains("at FIFO 80") && obs.contains("its thread at FIFO 50"),
+        "{obs}"
+    );
     for w in [CycleWait::Sleep, CycleWait::Thread] {
         assert_eq!(judged(true, true, Some(w)).0, Verdict::Pass, "{w:?}");
     }
@@ -231,6 +253,43 @@ fn cycle_wait_is_judged_against_the_rt_cpu() {
         Verdict::Pass
     );
     assert_eq!(judged(false, false, None).0, Verdict::NA);
+}
+
+/// `cycle.wait` reads `[cycle] priority`: a cycle polling below the NIC's interrupt thread is
+/// preempted by it, so the reply is delivered; at its priority (FIFO does not preempt an equal)
+/// or above, it is not. The thread's priority is the one it runs at (`tune` may have moved it).
+#[test]
+fn cycle_wait_compares_the_cycle_s_priority_with_the_interrupt_thread_s() {
+    let judged = |priority: u8| {
+        let (_d, t) = tree(TreeSpec {
+            tuned: true,
+            ..TreeSpec::default()
+        });
+        let irq = t.root.join("proc/irq/60");
+        std::fs::write(irq.join("smp_affinity"), "40\n").unwrap();
+        std::fs::write(irq.join("smp_affinity_list"), "6\n").unwrap();
+        std::fs::write(irq.join("effective_affinity_list"), "6\n").unwrap();
+        let root = t.sysroot();
+        let r = doctor_at(
+            &root,
+            &FakeHost::new(&root),
+            None,
+            Some(CycleWait::Busy),
+            Some(priority),
+        );
+        let c = r.get("cycle.wait").unwrap().clone();
+        (c.verdict, c.observed)
+    };
+    // eth1's interrupt thread runs at FIFO 50 in the fake tree
+    for p in [50, 51, 80] {
+        let (v, obs) = judged(p);
+        assert_eq!(v, Verdict::Fail, "{p}: {obs}");
+        assert!(obs.contains(&format!("busy at FIFO {p}")), "{obs}");
+    }
+    // below it: the interrupt thread preempts the poll; CPU 6 is isolated
+    let (v, obs) = judged(49);
+    assert_eq!(v, Verdict::Pass, "{obs}");
+    assert!(obs.contains("isolated CPU 6"), "{obs}");
 }
 
 #[test]
@@ -763,6 +822,7 @@ fn commands_run_on_a_fake_root() {
         iface: Some("eth1".into()),
         tune: tune_section(),
         wait: None,
+        priority: None,
     };
     assert_eq!(rttune::run_doctor(&doctor(None, true), &ctx).unwrap(), 1);
     // explicit flag beats the context; a bad CPU is a clear error

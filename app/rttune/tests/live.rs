@@ -65,6 +65,7 @@ fn live_doctor_runs_against_root() {
         tune: TuneSection::default(),
         journal: None,
         wait: None,
+        priority: None,
     })
     .unwrap();
     let el = t0.elapsed();
@@ -191,6 +192,7 @@ fn live_apply_restore_round_trip() {
         tune: TuneSection::default(),
         journal: None,
         wait: None,
+        priority: None,
     })
     .unwrap();
     for (id, path) in [

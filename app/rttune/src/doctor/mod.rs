@@ -28,6 +28,8 @@ pub struct Doctor<'a> {
     pub journal: Option<Journal>,
     /// How the cycle waits for its replies (from the rtcat config); `None`: not known.
     pub wait: Option<CycleWait>,
+    /// The cyclic thread's SCHED_FIFO priority (from the rtcat config); `None`: not known.
+    pub priority: Option<u8>,
 }
 
 /// What every check reads, gathered once per run.

@@ -5,7 +5,21 @@
 use crate::config::CycleWait;
 use crate::doctor::{Check, Ctx, Verdict, chk};
 
+/// The SCHED_FIFO priority PREEMPT_RT gives an interrupt's thread (`setup_irq_thread` ->
+/// `sched_set_fifo`: MAX_RT_PRIO / 2, kernel/irq/manage.c, kernel/sched/syscalls.c).
+const IRQ_THREAD_PRIORITY: u32 = 50;
+
 impl Ctx<'_> {
+    /// The priority of interrupt `num`'s thread (`irq/NUM-name`) as it runs, else the kernel's
+    /// default for one.
+    fn irq_thread_priority(&self, num: u32) -> u32 {
+        let prefix = format!("irq/{num}-");
+        self.tasks
+            .iter()
+            .find(|t| t.is_irq_thread() && t.comm.starts_with(&prefix))
+            .map_or(IRQ_THREAD_PRIORITY, |t| t.rt_priority)
+    }
+
     pub(crate) fn cycle_wait(&self) -> Check {
         let id = "cycle.wait";
         let why = "a cycle that polls for its replies at SCHED_FIFO keeps every task of lower priority on its CPU from running for the whole round trip, and for the whole response timeout when the segment stops answering";
@@ -17,7 +31,10 @@ impl Ctx<'_> {
                 .why(why);
         };
         let isolated = self.rt.is_subset(&self.isolated);
-        // the NIC's interrupt where it is delivered now (the effective affinity when known)
+        // the NIC's interrupts delivered on the RT CPU now (the effective affinity when known)
+        // whose thread a polling cycle keeps from running: one of SCHED_FIFO priority not above
+        // the cycle's (equal priorities do not preempt each other). Without a known priority
+        // the cycle's is taken to be above.
         let nic = self.nic_irq_nums();
         let nic_here: Vec<String> = self
             .irqs
@@ -29,9 +46,20 @@ impl Ctx<'_> {
                     .or(q.affinity.as_ref())
                     .is_some_and(|a| a.intersects(&self.rt))
             })
-            .map(|q| format!("IRQ {}", q.label()))
+            .filter_map(|q| {
+                let thread = self.irq_thread_priority(q.num);
+                self.d
+                    .priority
+                    .is_none_or(|p| u32::from(p) >= thread)
+                    .then(|| format!("IRQ {} (its thread at FIFO {thread})", q.label()))
+            })
             .collect();
         let cpu = &self.rtl;
+        let at = self
+            .d
+            .priority
+            .map(|p| format!(" at FIFO {p}"))
+            .unwrap_or_default();
         let (v, obs, fix) = match wait {
             CycleWait::Thread => (
                 Verdict::Pass,
@@ -51,7 +79,7 @@ impl Ctx<'_> {
             CycleWait::Busy if self.is_rt && !nic_here.is_empty() => (
                 Verdict::Fail,
                 format!(
-                    "busy on CPU {cpu}, where {} is delivered: its interrupt thread cannot run while the cycle polls above it, so every reply waits for the response timeout",
+                    "busy{at} on CPU {cpu}, where {} is delivered: its interrupt thread cannot run while the cycle polls above it, so every reply waits for the response timeout",
                     nic_here.join(", ")
                 ),
                 Some(format!(
@@ -78,7 +106,7 @@ impl Ctx<'_> {
             CycleWait::Hybrid if self.is_rt && !nic_here.is_empty() => (
                 Verdict::Warn,
                 format!(
-                    "hybrid on CPU {cpu}, where {} is delivered: its interrupt thread waits for the end of each poll window",
+                    "hybrid{at} on CPU {cpu}, where {} is delivered: its interrupt thread waits for the end of each poll window",
                     nic_here.join(", ")
                 ),
                 Some(format!(
