@@ -969,21 +969,27 @@ mod tests {
         }
     }
 
-    /// An overdue reply that the TX/RX thread has not read is taken by the pass asked for.
-    #[test]
-    fn a_requested_pass_reads_what_the_thread_had_not() {
+    /// A main device on storage of its own, whose own timeout cannot end a future while a test
+    /// waits, and the halves of its bus.
+    fn patient_main_device() -> (PduTx<'static>, PduRx<'static>, MainDevice<'static>) {
         type Sto = PduStorage<4, { PduStorage::element_size(64) }>;
         let storage: &'static Sto = Box::leak(Box::new(Sto::new()));
         let (tx, rx, pdu_loop) = storage.try_split().unwrap();
         let md = MainDevice::new(
             pdu_loop,
-            // ethercrab's own timeout must not end the future while the test waits.
             Timeouts {
                 pdu: Duration::from_secs(10),
                 ..Timeouts::default()
             },
             MainDeviceConfig::default(),
         );
+        (tx, rx, md)
+    }
+
+    /// An overdue reply that the TX/RX thread has not read is taken by the pass asked for.
+    #[test]
+    fn a_requested_pass_reads_what_the_thread_had_not() {
+        let (tx, rx, md) = patient_main_device();
         let script = Arc::new(Mutex::new(Script::default()));
         let bus = Bus::new(tx, rx, Box::new(DeafLink(script.clone())));
         let t = TxRxThread::spawn(bus, ThreadRt::default()).expect("TX/RX thread");
@@ -1036,17 +1042,7 @@ mod tests {
     #[test]
     fn the_pump_sends_other_threads_frames_as_they_come() {
         fn exchanges(wake: bool) -> usize {
-            type Sto = PduStorage<4, { PduStorage::element_size(64) }>;
-            let storage: &'static Sto = Box::leak(Box::new(Sto::new()));
-            let (tx, rx, pdu_loop) = storage.try_split().unwrap();
-            let md = MainDevice::new(
-                pdu_loop,
-                Timeouts {
-                    pdu: Duration::from_secs(10),
-                    ..Timeouts::default()
-                },
-                MainDeviceConfig::default(),
-            );
+            let (tx, rx, md) = patient_main_device();
             let link = ecsim::SimPort::new(ecsim::SegmentSpec::reference());
             let mut bus = Bus::new(tx, rx, Box::new(link));
             if wake {
