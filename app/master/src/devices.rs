@@ -754,19 +754,27 @@ pub struct Found {
 }
 
 /// How a `[[device]]` entry or a hot-connect group member names the subdevices it means: by
-/// position, else by station alias, else by identity (revision optional). One rule for both.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Selector {
-    pub(crate) position: Option<u16>,
-    pub(crate) alias: Option<u16>,
-    pub(crate) vendor_id: Option<u32>,
-    pub(crate) product_id: Option<u32>,
-    pub(crate) revision: Option<u32>,
+/// position, else by station alias, else by identity (revision optional). One rule for both: a
+/// `[[group]]` member is one (`members = [{ alias = 0x10 }]`), a `[[device]]` entry carries the
+/// same keys among its others.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Selector {
+    /// The subdevice at this position (0 = first after the master).
+    pub position: Option<u16>,
+    /// The subdevice with this station alias.
+    pub alias: Option<u16>,
+    /// Every subdevice with this identity: vendor ID (with `product_id`).
+    pub vendor_id: Option<u32>,
+    /// Product code (with `vendor_id`).
+    pub product_id: Option<u32>,
+    /// Revision (optional, with both).
+    pub revision: Option<u32>,
 }
 
 impl Selector {
     /// Whether it selects the subdevice `s`.
-    pub(crate) fn matches(&self, s: &Found) -> bool {
+    pub fn matches(&self, s: &Found) -> bool {
         if let Some(p) = self.position {
             return p == s.position;
         }
@@ -779,7 +787,7 @@ impl Selector {
     }
 
     /// `position 2`, `alias 0x0010`, `vendor_id 0x00000766 product_id 0x00030003 revision 1`.
-    pub(crate) fn describe(&self) -> String {
+    pub fn matcher(&self) -> String {
         if let Some(p) = self.position {
             return format!("position {p}");
         }
@@ -816,7 +824,7 @@ impl DeviceConfig {
 
     /// `position 2`, `alias 0x0010`, `vendor_id 0x00000766 product_id 0x00030003 revision 1`.
     pub fn matcher(&self) -> String {
-        self.selector().describe()
+        self.selector().matcher()
     }
 }
 

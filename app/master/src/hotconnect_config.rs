@@ -3,7 +3,7 @@
 //! groups) so that the configuration imports only leaves: `hotconnect` uses the bring-up and the
 //! master's errors, which hold the configuration's.
 
-use crate::devices::{Found, Selector};
+use crate::devices::Selector;
 use crate::invalid::Invalid;
 use serde::Deserialize;
 
@@ -33,43 +33,9 @@ fn default_probe() -> u32 {
 }
 
 /// One member matcher of a `[[group]]`: exactly one of `position`, `alias`, or `vendor_id` +
-/// `product_id` (+ `revision`, and then every subdevice with that identity).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemberConfig {
-    /// The subdevice at this position (0 = first after the master).
-    pub position: Option<u16>,
-    /// The subdevice with this station alias.
-    pub alias: Option<u16>,
-    /// Every subdevice with this identity: vendor ID (with `product_id`).
-    pub vendor_id: Option<u32>,
-    /// Product code (with `vendor_id`).
-    pub product_id: Option<u32>,
-    /// Revision (optional, with both).
-    pub revision: Option<u32>,
-}
-
-impl MemberConfig {
-    fn selector(&self) -> Selector {
-        Selector {
-            position: self.position,
-            alias: self.alias,
-            vendor_id: self.vendor_id,
-            product_id: self.product_id,
-            revision: self.revision,
-        }
-    }
-
-    /// Whether it selects `s` (the rule of `[[device]]`).
-    pub fn matches(&self, s: &Found) -> bool {
-        self.selector().matches(s)
-    }
-
-    /// `position 3`, `alias 0x0010`, `vendor_id 0x00000002 product_id 0x00010008`.
-    pub fn matcher(&self) -> String {
-        self.selector().describe()
-    }
-}
+/// `product_id` (+ `revision`, and then every subdevice with that identity); the rule of
+/// `[[device]]`.
+pub type MemberConfig = Selector;
 
 impl GroupConfig {
     /// One line for `rtcat config check`: `group "tool": optional (absent members looked for
