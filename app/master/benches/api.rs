@@ -13,11 +13,12 @@
 //! The master's own part (copying each subdevice's inputs into the image and its outputs back)
 //! is in all three; the ratios show what the named, typed access costs over raw bytes.
 
-use ecsim::{Faults, SegmentSpec};
-use rtcat_master::{
-    AppError, Application, Config, Cycle, Input, Output, RunSpec, Setup, Stop, Target, ZeroOutputs,
-};
-use std::time::Duration;
+#[path = "support/exec_run.rs"]
+mod exec_run;
+
+use ecsim::SegmentSpec;
+use exec_run::{median, not_root_note};
+use rtcat_master::{AppError, Application, Cycle, Input, Output, Setup, ZeroOutputs};
 
 const ROUNDS: usize = 5;
 const SECS: f64 = 3.0;
@@ -70,21 +71,7 @@ impl Application for Named {
 }
 
 fn exec(app: &mut dyn Application, root: bool) -> (u64, u64, u64) {
-    let mut cfg = Config::default();
-    cfg.cycle.period_us = 1000;
-    cfg.rt.hold_cpu_dma_latency = false;
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cfg.cycle.cpu = Some(ncpu - 1);
-    let mut spec = RunSpec::new(
-        cfg,
-        Target::Sim {
-            spec: SegmentSpec::reference(),
-            faults: Faults::new(),
-        },
-        Stop::new(),
-    );
-    spec.no_rt = !root;
-    spec.duration = Some(Duration::from_secs_f64(SECS));
+    let spec = exec_run::spec(exec_run::config(1000), SegmentSpec::reference(), SECS, root);
     let out = rtcat_master::run_simple(spec, app).expect("run");
     let e = &out.rec.exec;
     (
@@ -94,21 +81,12 @@ fn exec(app: &mut dyn Application, root: bool) -> (u64, u64, u64) {
     )
 }
 
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
 fn main() {
-    let root = nix::unistd::geteuid().is_root();
+    let root = exec_run::root();
     println!(
         "application API: exec time (µs) on the simulated reference segment, 1 ms, {SECS} s per \
          run, {ROUNDS} interleaved rounds{}",
-        if root {
-            ""
-        } else {
-            " (not root: no SCHED_FIFO, no locked memory)"
-        }
+        not_root_note(root)
     );
     println!(
         "   {:>5} {:>10} {:>10} {:>10} {:>10} {:>10} {:>10}",

@@ -9,41 +9,27 @@
 //! 2. `Availability::cycle` alone, in a tight loop, for 3, 64 and 256 subdevices: ns per cycle,
 //!    with one subdevice changing validity every 1000 cycles.
 
-use ecsim::{Faults, SegmentSpec};
+#[path = "support/exec_run.rs"]
+mod exec_run;
+
+use ecsim::SegmentSpec;
+use exec_run::median;
 use rtcat_master::availability::{Availability, LiveAvailability};
 use rtcat_master::config::RecoveryPolicy;
-use rtcat_master::{Config, RunSpec, Stop, SubdeviceStatus, Target, ZeroOutputs};
+use rtcat_master::{SubdeviceStatus, ZeroOutputs};
 use std::hint::black_box;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 const ROUNDS: usize = 5;
 const SECS: f64 = 3.0;
 
 fn exec(policy: RecoveryPolicy, root: bool) -> (u64, u64) {
-    let mut cfg = Config::default();
-    cfg.cycle.period_us = 1000;
-    cfg.rt.hold_cpu_dma_latency = false;
+    let mut cfg = exec_run::config(1000);
     cfg.health.recovery = policy;
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cfg.cycle.cpu = Some(ncpu - 1);
-    let mut spec = RunSpec::new(
-        cfg,
-        Target::Sim {
-            spec: SegmentSpec::reference(),
-            faults: Faults::new(),
-        },
-        Stop::new(),
-    );
-    spec.no_rt = !root;
-    spec.duration = Some(Duration::from_secs_f64(SECS));
+    let spec = exec_run::spec(cfg, SegmentSpec::reference(), SECS, root);
     let out = rtcat_master::run_simple(spec, &mut ZeroOutputs).expect("run");
     let e = &out.rec.exec;
     (e.value_at_quantile(0.5), e.value_at_quantile(0.99))
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
 }
 
 /// ns per `Availability::cycle` with `n` subdevices.
@@ -70,7 +56,7 @@ fn availability_ns(n: usize) -> f64 {
 }
 
 fn main() {
-    let root = nix::unistd::geteuid().is_root();
+    let root = exec_run::root();
     println!(
         "issue 28 bookkeeping: exec time (µs) on the simulated reference segment, 1 ms, {SECS} s \
          per run, {ROUNDS} interleaved rounds{}",

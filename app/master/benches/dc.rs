@@ -11,11 +11,14 @@
 //! |phase error| P50/P99/P99.9/max and the cycle the lock was first reported; the ratio dc/plain
 //! of the execution time medians over the rounds. Over veth, see `app/rtcat/tests/dc_veth.rs`.
 
-use ecsim::{Faults, SegmentSpec};
+#[path = "support/exec_run.rs"]
+mod exec_run;
+
+use ecsim::SegmentSpec;
+use exec_run::{median, not_root_note};
 use rtcat_master::stats::{EventKind, Live};
-use rtcat_master::{Channels, Config, RunSpec, Stop, Target, ZeroOutputs};
+use rtcat_master::{Channels, ZeroOutputs};
 use std::sync::Arc;
-use std::time::Duration;
 
 const ROUNDS: usize = 3;
 const SECS: f64 = 5.0;
@@ -29,11 +32,7 @@ struct Figures {
 }
 
 fn run(dc: bool, root: bool) -> Figures {
-    let mut cfg = Config::default();
-    cfg.cycle.period_us = 1000;
-    cfg.rt.hold_cpu_dma_latency = false;
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cfg.cycle.cpu = Some(ncpu - 1);
+    let mut cfg = exec_run::config(1000);
     cfg.dc.enabled = dc;
     cfg.dc.static_sync_iterations = 1000;
     let path = concat!(
@@ -43,16 +42,7 @@ fn run(dc: bool, root: bool) -> Figures {
     let mut segment =
         SegmentSpec::load(std::path::Path::new(path)).expect("examples/cia402/segment.toml");
     segment.devices[0].dc_clock.drift_ppb = 50_000;
-    let mut spec = RunSpec::new(
-        cfg,
-        Target::Sim {
-            spec: segment,
-            faults: Faults::new(),
-        },
-        Stop::new(),
-    );
-    spec.no_rt = !root;
-    spec.duration = Some(Duration::from_secs_f64(SECS));
+    let spec = exec_run::spec(cfg, segment, SECS, root);
     let (ev_tx, mut ev_rx) = rtrb::RingBuffer::new(1 << 14);
     let mut ch = Channels {
         live: Arc::new(Live::default()),
@@ -94,21 +84,12 @@ fn run(dc: bool, root: bool) -> Figures {
     }
 }
 
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
 fn main() {
-    let root = nix::unistd::geteuid().is_root();
+    let root = exec_run::root();
     println!(
         "DC vs plain: examples/cia402 segment in process, reference +50 ppm, 1 ms, {SECS} s per \
          run, {ROUNDS} interleaved rounds{}",
-        if root {
-            ""
-        } else {
-            " (not root: no SCHED_FIFO, no locked memory)"
-        }
+        not_root_note(root)
     );
     println!(
         "   {:>5} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>6}",

@@ -15,9 +15,13 @@
 //! each, 8 KiB of process data). Execution time is wake to end of cycle (the master's own work
 //! included); the ratios show what publishing adds.
 
-use ecsim::{Faults, SegmentSpec};
+#[path = "support/exec_run.rs"]
+mod exec_run;
+
+use ecsim::SegmentSpec;
+use exec_run::{median, not_root_note};
 use rtcat_master::shm::{SharedImage, ShmConfig};
-use rtcat_master::{Application, Config, Cycle, RunSpec, Stop, Target};
+use rtcat_master::{Application, Cycle};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -43,32 +47,19 @@ enum Variant {
 }
 
 fn exec(seg: &SegmentSpec, period_us: u32, v: Variant, root: bool) -> (u64, u64, u64) {
-    let mut cfg = Config::default();
-    cfg.cycle.period_us = period_us;
+    let mut cfg = exec_run::config(period_us);
     cfg.bus.response_timeout_us = Some(period_us);
-    cfg.rt.hold_cpu_dma_latency = false;
     // 256 simulated devices' SII reads on a shared machine: generous bring-up timeouts.
     cfg.bus.init_pdu_timeout_ms = 1000;
     cfg.bus.init_eeprom_timeout_ms = 1000;
     cfg.bus.state_timeout_ms = 30_000;
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cfg.cycle.cpu = Some(ncpu - 1);
     let name = format!("rtcat-bench-{}", std::process::id());
     // The image is handed out over a socket (format v3); a minimal server of it stands in for
     // the control socket of `rtcat run`.
     let sock = std::env::temp_dir().join(format!("{name}.sock"));
     let hub = rtcat_master::shm::Hub::new();
     let _serve = rtcat_shm::testkit::Serve::start(&sock, hub.clone()).expect("serve");
-    let mut spec = RunSpec::new(
-        cfg,
-        Target::Sim {
-            spec: seg.clone(),
-            faults: Faults::new(),
-        },
-        Stop::new(),
-    );
-    spec.no_rt = !root;
-    spec.duration = Some(Duration::from_secs_f64(SECS));
+    let spec = exec_run::spec(cfg, seg.clone(), SECS, root);
     let mut app: Box<dyn Application> = if v == Variant::Plain {
         Box::new(Pattern)
     } else {
@@ -134,21 +125,12 @@ fn exec(seg: &SegmentSpec, period_us: u32, v: Variant, root: bool) -> (u64, u64,
     )
 }
 
-fn median(mut v: Vec<u64>) -> u64 {
-    v.sort_unstable();
-    v[v.len() / 2]
-}
-
 fn main() {
-    let root = nix::unistd::geteuid().is_root();
+    let root = exec_run::root();
     println!(
         "shared-memory image: exec time (µs) on the simulated segment, {SECS} s per run, \
          {ROUNDS} interleaved rounds{}",
-        if root {
-            ""
-        } else {
-            " (not root: no SCHED_FIFO, no locked memory)"
-        }
+        not_root_note(root)
     );
     for (label, seg, period) in [
         (

@@ -5,9 +5,13 @@
 //! medians over the rounds. Prints; asserts nothing about times. As root the cyclic thread gets
 //! SCHED_FIFO and locked memory; otherwise the figures are noisier and the title says so.
 
-use ecsim::{Faults, SegmentSpec};
+#[path = "exec_run.rs"]
+mod exec_run;
+
+use ecsim::SegmentSpec;
+use exec_run::{median, not_root_note};
+use rtcat_master::ZeroOutputs;
 use rtcat_master::acyclic::{SdoClient, sdo_queue};
-use rtcat_master::{Config, RunSpec, Stop, Target, ZeroOutputs};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
@@ -50,21 +54,7 @@ pub fn example_segment(name: &str, more: &str) -> SegmentSpec {
 
 /// One run of `segment`, with `load` on the queue (None: no queue at all).
 pub fn run(segment: SegmentSpec, load: Option<&dyn Load>, root: bool) -> Figures {
-    let mut cfg = Config::default();
-    cfg.cycle.period_us = 1000;
-    cfg.rt.hold_cpu_dma_latency = false;
-    let ncpu = std::thread::available_parallelism().map_or(1, |n| n.get());
-    cfg.cycle.cpu = Some(ncpu - 1);
-    let mut spec = RunSpec::new(
-        cfg,
-        Target::Sim {
-            spec: segment,
-            faults: Faults::new(),
-        },
-        Stop::new(),
-    );
-    spec.no_rt = !root;
-    spec.duration = Some(Duration::from_secs_f64(SECS));
+    let mut spec = exec_run::spec(exec_run::config(1000), segment, SECS, root);
     let done = AtomicBool::new(false);
     let client = load.map(|_| {
         let (client, service) = sdo_queue(8, BUDGET);
@@ -92,23 +82,14 @@ pub fn run(segment: SegmentSpec, load: Option<&dyn Load>, root: bool) -> Figures
     }
 }
 
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(f64::total_cmp);
-    v[v.len() / 2]
-}
-
 /// Run `none` and every load interleaved for [`ROUNDS`] rounds on the segment `segment` makes,
 /// print every run (`columns`: the loads' own columns) and the ratios of the medians.
 pub fn compare(title: &str, segment: fn() -> SegmentSpec, loads: &[&dyn Load], columns: &[&str]) {
-    let root = nix::unistd::geteuid().is_root();
+    let root = exec_run::root();
     println!(
         "{title}, 1 ms, {} µs budget, {SECS} s per run, {ROUNDS} interleaved rounds{}",
         BUDGET.as_micros(),
-        if root {
-            ""
-        } else {
-            " (not root: no SCHED_FIFO, no locked memory)"
-        }
+        not_root_note(root)
     );
     let mut head = format!(
         "   {:>5} {:>5} {:>9} {:>9} {:>9} {:>9} {:>9} {:>9} {:>7} {:>5}",
