@@ -678,6 +678,11 @@ fn configure_dc_pre_op(
     counters: &mut [u8],
 ) -> Result<Vec<u16>> {
     let dc = &cfg.dc;
+    let devices: Vec<(u16, bool)> = group
+        .iter(md)
+        .map(|sd| (sd.configured_address(), sd.dc_support().any()))
+        .collect();
+    crate::dc_delays::correct(md, &devices)?;
     let mut capable = Vec::new();
     for (pos, mut sd) in group.iter_mut(md).enumerate() {
         let position = pos as u16;

@@ -94,6 +94,7 @@ pub mod config;
 pub mod cycle;
 #[doc(hidden)]
 pub mod dc;
+mod dc_delays;
 #[doc(hidden)]
 pub mod dc_sampler;
 #[doc(hidden)]

@@ -1046,10 +1046,11 @@ fn has_dc(md: &MainDevice<'static>, address: u16, pos: u16) -> Result<bool> {
 
 /// The DC registers a member absent at bring-up gets, as ethercrab's DC initialisation and
 /// `configure_dc_sync` would have written them (read by [`restore_dc`] as after a power cycle):
-/// its propagation delay (0x0928) from the receive times one frame latches in it and in the
-/// device it hangs off (found from every DL status before it, [`crate::tree`]): that device's
-/// delay plus the time the frame spends in its branches before the member's port plus half the
-/// round trip through that port less the member's own loop ([`crate::tree::delay_behind`]);
+/// its propagation delay (0x0928) from the receive times one frame latches in it and in its
+/// nearest DC ancestor (found from every DL status before it, through devices without DC that
+/// pass frames straight on: [`crate::tree::dc_parent`]): that device's delay plus the time the
+/// frame spends in its branches before the port towards the member plus half the round trip
+/// through that port less the member's own loop ([`crate::tree::delay_behind`]);
 /// SYNC0 with `[dc]`'s period and activation, its first pulse on the grid of the bring-up's
 /// SYNC0 (its start time, ethercrab gives every device the same one).
 fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]> {
@@ -1059,43 +1060,26 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
         Some(s) => s.address,
         None => crate::region::station_address(i),
     };
-    let dl = |i: usize| {
-        block_on(Command::fprd(address(i), 0x0110).receive::<u16>(md))
-            .map_err(|e| Error::bus(format!("position {pos}: DL status of position {i}"), e))
-    };
-    let statuses = (0..=m.index).map(dl).collect::<Result<Vec<u16>>>()?;
-    let (parent, port) = crate::tree::parents(&statuses)
-        .map_err(|e| Error::SegmentMismatch(format!("position {pos}: {e}")))?
-        .pop()
-        .flatten()
-        .ok_or_else(|| Error::SegmentMismatch(format!("position {pos}: no device before it")))?;
-    let parent_address = address(parent);
-    if !has_dc(md, parent_address, parent as u16)? {
-        return Err(Error::SegmentMismatch(format!(
-            "position {pos}: the device it hangs off (position {parent}, port {port}) has no \
-             distributed clock, so its propagation delay cannot be measured: DC for a member \
-             absent at bring-up needs a DC device before it"
-        )));
-    }
-    // The receive times of ports 0..3 (0x0900..0x090F), latched by one frame in every device.
-    let times = |address: u16, what: &str| -> Result<[u32; 4]> {
-        block_on(Command::fprd(address, 0x0900).receive::<[u32; 4]>(md))
-            .map_err(|e| Error::bus(format!("position {pos}: {what}"), e))
-    };
-    block_on(Command::bwr(0x0900).ignore_wkc().send(md, 0u32))
-        .map_err(|e| Error::bus(format!("position {pos}: DC latch"), e))?;
-    let (p_times, o_times) = (
-        times(parent_address, "receive times of the device it hangs off")?,
-        times(m.address, "receive times")?,
-    );
-    let parent_delay =
-        block_on(Command::fprd(parent_address, 0x0928).receive::<u32>(md)).map_err(|e| {
-            Error::bus(
-                format!("position {pos}: delay of the device it hangs off"),
-                e,
-            )
+    let devices = (0..=m.index)
+        .map(|i| Ok((address(i), has_dc(md, address(i), i as u16)?)))
+        .collect::<Result<Vec<(u16, bool)>>>()?;
+    // The receive times of every device up to it, latched by one frame.
+    let l = crate::dc_delays::latch(md, &devices, &format!("position {pos}"))?;
+    let unmeasurable = |e: String| Error::SegmentMismatch(format!("position {pos}: {e}"));
+    let parents = crate::tree::parents(&l.dl).map_err(unmeasurable)?;
+    let (parent, port) = crate::tree::dc_parent(&parents, &l.dl, &l.dc, m.index)
+        .map_err(unmeasurable)?
+        .ok_or_else(|| {
+            Error::SegmentMismatch(format!(
+                "position {pos}: no device with a distributed clock on its way from the master, \
+                 so its propagation delay cannot be measured: DC for a member absent at \
+                 bring-up needs a DC device before it"
+            ))
         })?;
-    let (p_dl, o_dl) = (statuses[parent], statuses[m.index]);
+    let parent_delay = block_on(Command::fprd(address(parent), 0x0928).receive::<u32>(md))
+        .map_err(|e| Error::bus(format!("position {pos}: delay of position {parent}"), e))?;
+    let (p_times, p_dl) = (l.times[parent], l.dl[parent]);
+    let (o_times, o_dl) = (l.times[m.index], l.dl[m.index]);
     let delay = crate::tree::delay_behind(parent_delay, (p_times, p_dl), port, (o_times, o_dl));
     let cycle = w.cfg.dc.sync0_period(w.cfg.cycle.period()).as_nanos();
     let shift = w.cfg.dc.sync0_shift_ns(w.cfg.cycle.period());
@@ -1115,9 +1099,9 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
     regs[0xa0..0xa4].copy_from_slice(&u32::try_from(cycle).unwrap_or(u32::MAX).to_le_bytes());
     regs[0x81] = (w.cfg.dc.assign_activate(pos) >> 8) as u8;
     log::info!(
-        "position {pos}: propagation delay {delay} ns (on port {port} of position {parent}: \
-         {parent_delay} ns, out through the port after {} ns, back after {} ns; its own loop \
-         {} ns), SYNC0 every {cycle} ns",
+        "position {pos}: propagation delay {delay} ns (behind port {port} of position {parent}, \
+         the nearest with DC: {parent_delay} ns, out through the port after {} ns, back after \
+         {} ns; its own loop {} ns), SYNC0 every {cycle} ns",
         crate::tree::out_at(p_times, p_dl, port),
         crate::tree::back_at(p_times, port),
         crate::tree::loop_ns(o_times, o_dl),

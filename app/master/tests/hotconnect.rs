@@ -15,18 +15,17 @@
 
 mod support;
 
-use ecsim::SimPort;
 use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults};
 use rtcat_master::stats::EventKind;
 use rtcat_master::{
-    Application, Config, Cycle, Link, LinkFactory, RunSpec, Stop, SubdeviceCause, SubdeviceChange,
-    SubdeviceEvent, Target,
+    Application, Config, Cycle, RunSpec, Stop, SubdeviceCause, SubdeviceChange, SubdeviceEvent,
 };
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::line::{Watch, no_frame_lost, run_with_events, run_with_live, sim_run};
+use support::observed::observed;
 use support::tool_group::{G0, N, config, group_devices, junction_line, line};
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -302,52 +301,6 @@ fn an_absent_member_without_a_mapping_is_refused_naming_it() {
             && e.contains("no [[device]] entry selects it (by position 6"),
         "{e}"
     );
-}
-
-/// Forwards to the simulated line and hands it to `after` after every frame sent: the test
-/// looks at the devices as the master left them.
-struct Observed {
-    inner: SimPort,
-    after: Look,
-}
-
-/// What [`Observed`] calls after every frame.
-type Look = Arc<dyn Fn(&mut SimPort) + Send + Sync>;
-
-impl Link for Observed {
-    fn send(&mut self, frame: &[u8]) -> std::io::Result<()> {
-        let r = Link::send(&mut self.inner, frame);
-        (self.after)(&mut self.inner);
-        r
-    }
-    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
-        Link::recv(&mut self.inner, buf)
-    }
-    fn wait(
-        &mut self,
-        timeout: Duration,
-        extra_fd: Option<std::os::fd::RawFd>,
-    ) -> std::io::Result<()> {
-        self.inner.wait(timeout, extra_fd)
-    }
-    fn describe(&self) -> String {
-        format!("observed {}", self.inner.describe())
-    }
-}
-
-/// The simulated segment `seg` with `faults` behind an [`Observed`] link.
-fn observed(
-    seg: ecsim::SegmentSpec,
-    faults: &Faults,
-    after: impl Fn(&mut SimPort) + Send + Sync + 'static,
-) -> Target {
-    let (faults, after): (_, Look) = (faults.clone(), Arc::new(after));
-    Target::Link(LinkFactory::new("observed-sim", move || {
-        Ok(Box::new(Observed {
-            inner: SimPort::with_faults(seg.clone(), faults.clone()),
-            after: after.clone(),
-        }) as Box<dyn Link>)
-    }))
 }
 
 /// The analog device of the group (position 5): what is written to its outputs comes back XOR
@@ -733,6 +686,11 @@ fn dc_member_joined<const K: usize>(
     let last: Arc<Mutex<Option<ecsim::dc::DcStatus>>> = Arc::default();
     let delay: Arc<Mutex<Delay>> = Arc::default();
     let (l, d) = (last.clone(), delay.clone());
+    // The DC devices the sampler reads: all but the reference (the first; positions < K).
+    let dc_after_the_reference: Vec<u16> = (1..K)
+        .filter(|&i| seg.devices[i].dc)
+        .map(|i| i as u16)
+        .collect();
     let target = observed(seg, &faults, move |port| {
         let now = port.now_ns();
         *l.lock().unwrap_or_else(|e| e.into_inner()) = port.segment_mut().dc_status(drive, now);
@@ -776,7 +734,7 @@ fn dc_member_joined<const K: usize>(
     let sampled = live.dc.subdevices();
     assert_eq!(
         sampled.iter().map(|d| d.position).collect::<Vec<_>>(),
-        (1..K as u16).collect::<Vec<_>>(),
+        dc_after_the_reference,
         "{sampled:?}"
     );
     assert!(
@@ -942,6 +900,42 @@ fn junction_drives() -> ecsim::SegmentSpec {
         second.replacen("serial = 2\n", "serial = 2\nupstream = [0, 1]\n", 1),
     );
     ecsim::SegmentSpec::from_toml(&t).expect("the junction's drives")
+}
+
+/// The drives of `examples/cia402` with a device without DC between them (700 ns from the
+/// first drive to it, 300 ns from it to the second).
+fn drives_through_a_device_without_dc() -> ecsim::SegmentSpec {
+    let text = std::fs::read_to_string(support::line::example("cia402/segment.toml"))
+        .expect("examples/cia402/segment.toml");
+    let at = text.match_indices("[[device]]").nth(1).expect("the second drive").0;
+    let t = format!(
+        "{}[[device]]\nname = \"PLAIN\"\nproduct_id = 2\noutputs = 2\ninputs = 2\n\
+         hop_ns = 300\n\n{}",
+        text[..at].replacen("serial = 1\n", "serial = 1\nhop_ns = 700\n", 1),
+        &text[at..]
+    );
+    ecsim::SegmentSpec::from_toml(&t).expect("drives around a device without DC")
+}
+
+/// A DC drive absent at bring-up behind a device without DC: its delay is measured from the
+/// DC drive before that device, through it (1000 ns: 700 + 300).
+#[test]
+fn a_dc_drive_behind_a_device_without_dc_joins_with_its_delay_through_it() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (ns, dc, delay) = within_machine_noise("DC drive joins behind a device without DC", |_| {
+        dc_member_joined::<3>(true, drives_through_a_device_without_dc(), 2)
+    });
+    assert_eq!(delay.truth, 1000, "the simulator's wiring");
+    assert!(u64::from(delay.set).abs_diff(delay.truth) <= 2, "{delay:?}");
+    in_sync(&dc);
+    eprintln!(
+        "hot-connect: DC drive behind a device without DC absent at bring-up in OP {:.1} ms \
+         after the plug, delay {} ns (the simulator's {} ns), 0x092C {} ns",
+        ns as f64 / 1e6,
+        delay.set,
+        delay.truth,
+        dc.diff_ns,
+    );
 }
 
 #[test]

@@ -75,6 +75,7 @@ impl Port for SetupPort<'_, '_> {
 pub mod coe_example;
 pub mod counting;
 pub mod line;
+pub mod observed;
 pub mod tool_group;
 
 /// How long this process's threads waited for a CPU while they were runnable, summed (ns): the
