@@ -312,6 +312,45 @@ fn dword(img: &[u8], w: usize) -> u32 {
     u32::from(word(img, w)) | (u32::from(word(img, w + 1)) << 16)
 }
 
+/// The FMMU category (ETG.2010): one usage byte per FMMU (0xff pads an odd count to
+/// whole words).
+fn parse_fmmus(data: &[u8]) -> Vec<FmmuUsage> {
+    let mut fmmus: Vec<FmmuUsage> = data
+        .iter()
+        .map(|&b| match b {
+            0 => FmmuUsage::Unused,
+            1 => FmmuUsage::Outputs,
+            2 => FmmuUsage::Inputs,
+            3 => FmmuUsage::SyncManagerStatus,
+            o => FmmuUsage::Other(o),
+        })
+        .collect();
+    if fmmus.last() == Some(&FmmuUsage::Other(0xff)) {
+        fmmus.pop();
+    }
+    fmmus
+}
+
+/// The sync manager category (ETG.2010): 8 bytes per sync manager.
+fn parse_sync_managers(data: &[u8]) -> Vec<SyncManager> {
+    data.chunks_exact(8)
+        .map(|c| SyncManager {
+            start: u16::from_le_bytes([c[0], c[1]]),
+            length: u16::from_le_bytes([c[2], c[3]]),
+            control: c[4],
+            enable: c[6],
+            usage: match c[7] {
+                0 => SmUsage::Unused,
+                1 => SmUsage::MailboxOut,
+                2 => SmUsage::MailboxIn,
+                3 => SmUsage::Outputs,
+                4 => SmUsage::Inputs,
+                o => SmUsage::Other(o),
+            },
+        })
+        .collect()
+}
+
 /// Words of the fixed area a reader needs before it knows where the categories end.
 pub const FIXED_AREA_BYTES: usize = 2 * FIRST_CATEGORY_WORD;
 
@@ -367,41 +406,8 @@ impl Sii {
             match kind {
                 category::STRINGS => sii.strings = parse_strings(data, w)?,
                 category::GENERAL => general_raw = Some((data, w)),
-                category::FMMU => {
-                    sii.fmmus = data
-                        .iter()
-                        .map(|&b| match b {
-                            0 => FmmuUsage::Unused,
-                            1 => FmmuUsage::Outputs,
-                            2 => FmmuUsage::Inputs,
-                            3 => FmmuUsage::SyncManagerStatus,
-                            // 0xff pads an odd count to whole words.
-                            o => FmmuUsage::Other(o),
-                        })
-                        .collect();
-                    if sii.fmmus.last() == Some(&FmmuUsage::Other(0xff)) {
-                        sii.fmmus.pop();
-                    }
-                }
-                category::SYNC_MANAGER => {
-                    sii.sync_managers = data
-                        .chunks_exact(8)
-                        .map(|c| SyncManager {
-                            start: u16::from_le_bytes([c[0], c[1]]),
-                            length: u16::from_le_bytes([c[2], c[3]]),
-                            control: c[4],
-                            enable: c[6],
-                            usage: match c[7] {
-                                0 => SmUsage::Unused,
-                                1 => SmUsage::MailboxOut,
-                                2 => SmUsage::MailboxIn,
-                                3 => SmUsage::Outputs,
-                                4 => SmUsage::Inputs,
-                                o => SmUsage::Other(o),
-                            },
-                        })
-                        .collect()
-                }
+                category::FMMU => sii.fmmus = parse_fmmus(data),
+                category::SYNC_MANAGER => sii.sync_managers = parse_sync_managers(data),
                 category::TXPDO => pdo_raw.push((data, w, Direction::Inputs)),
                 category::RXPDO => pdo_raw.push((data, w, Direction::Outputs)),
                 category::DC => dc_raw = Some(data),
@@ -411,81 +417,104 @@ impl Sii {
         }
         // Names are resolved once the string table is known (it may come after them).
         if let Some((g, at)) = general_raw {
-            if g.len() < 18 {
-                return Err(SiiError::BadCategory {
-                    kind: category::GENERAL,
-                    word: at,
-                    what: format!("{} bytes, at least 18 expected", g.len()),
-                });
-            }
-            sii.general = Some(General {
-                group: sii.string(g[0]),
-                image: sii.string(g[1]),
-                order: sii.string(g[2]),
-                name: sii.string(g[3]),
-                coe_details: g[5],
-                foe_details: g[6],
-                eoe_details: g[7],
-                flags: g[11],
-                ebus_current_ma: i16::from_le_bytes([g[12], g[13]]),
-                ports: u16::from_le_bytes([g[16], g[17]]),
-            });
+            sii.general = Some(sii.parse_general(g, at)?);
         }
         for (data, at, direction) in pdo_raw {
-            let kind = match direction {
-                Direction::Inputs => category::TXPDO,
-                Direction::Outputs => category::RXPDO,
-            };
-            let mut p = 0;
-            while p + 8 <= data.len() {
-                let n = usize::from(data[p + 2]);
-                let entries_end = p + 8 + 8 * n;
-                if entries_end > data.len() {
-                    return Err(SiiError::BadCategory {
-                        kind,
-                        word: at,
-                        what: format!(
-                            "PDO {:#06x} declares {n} entries, more than the category holds",
-                            u16::from_le_bytes([data[p], data[p + 1]])
-                        ),
-                    });
-                }
-                let entries = data[p + 8..entries_end]
-                    .chunks_exact(8)
-                    .map(|e| PdoEntry {
-                        index: u16::from_le_bytes([e[0], e[1]]),
-                        subindex: e[2],
-                        name: sii.string(e[3]),
-                        data_type: e[4],
-                        bits: e[5],
-                    })
-                    .collect();
-                sii.pdos.push(Pdo {
-                    index: u16::from_le_bytes([data[p], data[p + 1]]),
-                    direction,
-                    sync_manager: data[p + 3],
-                    name: sii.string(data[p + 5]),
-                    flags: u16::from_le_bytes([data[p + 6], data[p + 7]]),
-                    entries,
-                });
-                p = entries_end;
-            }
+            let pdos = sii.parse_pdos(data, at, direction)?;
+            sii.pdos.extend(pdos);
         }
         if let Some(d) = dc_raw {
-            sii.dc = d
-                .chunks_exact(24)
-                .map(|c| DcMode {
-                    cycle_time_0: u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
-                    shift_time_0: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
-                    shift_time_1: u32::from_le_bytes([c[8], c[9], c[10], c[11]]),
-                    sync1_cycle_factor: i16::from_le_bytes([c[12], c[13]]),
-                    assign_activate: u16::from_le_bytes([c[14], c[15]]),
-                    sync0_cycle_factor: i16::from_le_bytes([c[16], c[17]]),
-                    name: sii.string(c[18]),
-                })
-                .collect();
+            sii.dc = sii.parse_dc(d);
         }
         Ok(sii)
+    }
+
+    /// The general category (ETG.2010 Table 5), its strings resolved.
+    fn parse_general(&self, g: &[u8], at: usize) -> Result<General, SiiError> {
+        if g.len() < 18 {
+            return Err(SiiError::BadCategory {
+                kind: category::GENERAL,
+                word: at,
+                what: format!("{} bytes, at least 18 expected", g.len()),
+            });
+        }
+        Ok(General {
+            group: self.string(g[0]),
+            image: self.string(g[1]),
+            order: self.string(g[2]),
+            name: self.string(g[3]),
+            coe_details: g[5],
+            foe_details: g[6],
+            eoe_details: g[7],
+            flags: g[11],
+            ebus_current_ma: i16::from_le_bytes([g[12], g[13]]),
+            ports: u16::from_le_bytes([g[16], g[17]]),
+        })
+    }
+
+    /// A TxPDO or RxPDO category (ETG.2010): PDOs of 8 bytes, each followed by its
+    /// entries of 8 bytes.
+    fn parse_pdos(
+        &self,
+        data: &[u8],
+        at: usize,
+        direction: Direction,
+    ) -> Result<Vec<Pdo>, SiiError> {
+        let kind = match direction {
+            Direction::Inputs => category::TXPDO,
+            Direction::Outputs => category::RXPDO,
+        };
+        let mut pdos = Vec::new();
+        let mut p = 0;
+        while p + 8 <= data.len() {
+            let n = usize::from(data[p + 2]);
+            let entries_end = p + 8 + 8 * n;
+            if entries_end > data.len() {
+                return Err(SiiError::BadCategory {
+                    kind,
+                    word: at,
+                    what: format!(
+                        "PDO {:#06x} declares {n} entries, more than the category holds",
+                        u16::from_le_bytes([data[p], data[p + 1]])
+                    ),
+                });
+            }
+            let entries = data[p + 8..entries_end]
+                .chunks_exact(8)
+                .map(|e| PdoEntry {
+                    index: u16::from_le_bytes([e[0], e[1]]),
+                    subindex: e[2],
+                    name: self.string(e[3]),
+                    data_type: e[4],
+                    bits: e[5],
+                })
+                .collect();
+            pdos.push(Pdo {
+                index: u16::from_le_bytes([data[p], data[p + 1]]),
+                direction,
+                sync_manager: data[p + 3],
+                name: self.string(data[p + 5]),
+                flags: u16::from_le_bytes([data[p + 6], data[p + 7]]),
+                entries,
+            });
+            p = entries_end;
+        }
+        Ok(pdos)
+    }
+
+    /// The DC category (ETG.2010 Table 10): operation modes of 24 bytes.
+    fn parse_dc(&self, d: &[u8]) -> Vec<DcMode> {
+        d.chunks_exact(24)
+            .map(|c| DcMode {
+                cycle_time_0: u32::from_le_bytes([c[0], c[1], c[2], c[3]]),
+                shift_time_0: u32::from_le_bytes([c[4], c[5], c[6], c[7]]),
+                shift_time_1: u32::from_le_bytes([c[8], c[9], c[10], c[11]]),
+                sync1_cycle_factor: i16::from_le_bytes([c[12], c[13]]),
+                assign_activate: u16::from_le_bytes([c[14], c[15]]),
+                sync0_cycle_factor: i16::from_le_bytes([c[16], c[17]]),
+                name: self.string(c[18]),
+            })
+            .collect()
     }
 
     /// String `idx` of the string table (1-based; 0 = no string).

@@ -907,7 +907,11 @@ fn junction_drives() -> ecsim::SegmentSpec {
 fn drives_through_a_device_without_dc() -> ecsim::SegmentSpec {
     let text = std::fs::read_to_string(support::line::example("cia402/segment.toml"))
         .expect("examples/cia402/segment.toml");
-    let at = text.match_indices("[[device]]").nth(1).expect("the second drive").0;
+    let at = text
+        .match_indices("[[device]]")
+        .nth(1)
+        .expect("the second drive")
+        .0;
     let t = format!(
         "{}[[device]]\nname = \"PLAIN\"\nproduct_id = 2\noutputs = 2\ninputs = 2\n\
          hop_ns = 300\n\n{}",
