@@ -147,23 +147,8 @@ pub(crate) fn scan_to_pre_op(md: &MainDevice<'static>) -> Result<PreOpGroup> {
     })
 }
 
-/// The first steps of every bring-up, on the segment in PRE-OP: check it against `[segment]`,
-/// write each `[[device]]` entry's PDO configuration and PS startup SDOs, and read the layout it
-/// will run with (the SII through `sii`, up to `[bus] sii_in_flight` subdevices at a time; the
-/// SDOs up to `[bus] config_in_flight`). Returns the layout, which `[[device]]` entry configures
-/// each position, and the mailbox counter of rtcat's last request to each (0: none), which
-/// later transports continue after.
-pub(crate) fn configure_pre_op(
-    md: &MainDevice<'static>,
-    group: &PreOpGroup,
-    cfg: &Config,
-    generation: u32,
-    sii: &crate::sii_cache::SiiCache,
-    (absent, first_absent): (
-        &[crate::hotconnect::AbsentMember],
-        &[crate::hotconnect::AbsentMember],
-    ),
-) -> Result<(Layout, Vec<Option<usize>>, Vec<u8>)> {
+/// The segment found against `[segment]`: how many subdevices, and the identities it names.
+fn check_segment(md: &MainDevice<'static>, group: &PreOpGroup, cfg: &Config) -> Result<()> {
     let n = group.len();
     if n == 0 {
         return Err(Error::NoSubdevices);
@@ -197,6 +182,57 @@ pub(crate) fn configure_pre_op(
             }
         }
     }
+    Ok(())
+}
+
+/// The SII of every subdevice, `in_flight` at once (each ESC has its own EEPROM interface and
+/// busy time): first one subdevice of each identity (a full read, or a check against the
+/// cache), then the others (a check against what the first gave).
+fn read_siis(
+    md: &MainDevice<'static>,
+    refs: &[ethercrab::SubDeviceRef<'_, &ethercrab::SubDevice>],
+    found: &[devices::Found],
+    sii: &crate::sii_cache::SiiCache,
+    in_flight: usize,
+) -> Result<Vec<Option<crate::sii::Sii>>> {
+    let mut firsts: Vec<usize> = Vec::new();
+    let mut others: Vec<usize> = Vec::new();
+    for (pos, f) in found.iter().enumerate() {
+        if found[..pos].iter().any(|o| o.identity == f.identity) {
+            others.push(pos);
+        } else {
+            firsts.push(pos);
+        }
+    }
+    let read = |pos: usize| crate::mapping::sii_of(md, &refs[pos], pos as u16, sii);
+    let mut siis: Vec<Option<crate::sii::Sii>> = vec![None; refs.len()];
+    for group in [&firsts, &others] {
+        for (pos, s) in group.iter().zip(overlapped(in_flight, group, &read)?) {
+            siis[*pos] = Some(s);
+        }
+    }
+    Ok(siis)
+}
+
+/// The first steps of every bring-up, on the segment in PRE-OP: check it against `[segment]`,
+/// write each `[[device]]` entry's PDO configuration and PS startup SDOs, and read the layout it
+/// will run with (the SII through `sii`, up to `[bus] sii_in_flight` subdevices at a time; the
+/// SDOs up to `[bus] config_in_flight`). Returns the layout, which `[[device]]` entry configures
+/// each position, and the mailbox counter of rtcat's last request to each (0: none), which
+/// later transports continue after.
+pub(crate) fn configure_pre_op(
+    md: &MainDevice<'static>,
+    group: &PreOpGroup,
+    cfg: &Config,
+    generation: u32,
+    sii: &crate::sii_cache::SiiCache,
+    (absent, first_absent): (
+        &[crate::hotconnect::AbsentMember],
+        &[crate::hotconnect::AbsentMember],
+    ),
+) -> Result<(Layout, Vec<Option<usize>>, Vec<u8>)> {
+    let n = group.len();
+    check_segment(md, group, cfg)?;
     // [[device]]: which entry applies to which subdevice, then its PDO configuration and PS
     // startup SDOs, written now in PRE-OP so that everything read below follows them.
     let found: Vec<devices::Found> = group
@@ -227,27 +263,8 @@ pub(crate) fn configure_pre_op(
     };
     let refs: Vec<_> = group.iter(md).collect();
     let before = sii.counts();
-    let in_flight = usize::from(cfg.bus.sii_in_flight);
-    // The SII of every subdevice, several at once (each ESC has its own EEPROM interface and
-    // busy time): first one subdevice of each identity (a full read, or a check against the
-    // cache), then the others (a check against what the first gave).
-    let mut firsts: Vec<usize> = Vec::new();
-    let mut others: Vec<usize> = Vec::new();
-    for (pos, f) in found.iter().enumerate() {
-        if found[..pos].iter().any(|o| o.identity == f.identity) {
-            others.push(pos);
-        } else {
-            firsts.push(pos);
-        }
-    }
     let t_sii = std::time::Instant::now();
-    let read = |pos: usize| crate::mapping::sii_of(md, &refs[pos], pos as u16, sii);
-    let mut siis: Vec<Option<crate::sii::Sii>> = vec![None; n];
-    for group in [&firsts, &others] {
-        for (pos, s) in group.iter().zip(overlapped(in_flight, group, &read)?) {
-            siis[*pos] = Some(s);
-        }
-    }
+    let siis = read_siis(md, &refs, &found, sii, usize::from(cfg.bus.sii_in_flight))?;
     let sii_ms = t_sii.elapsed().as_millis();
     let t_config = std::time::Instant::now();
     // Then every subdevice, `[bus] config_in_flight` at a time: its `[[device]]` PDO
@@ -423,6 +440,52 @@ pub(crate) fn overlapped<T: Send>(
     }
 }
 
+/// `[[group]]`: which group each device found belongs to, the members absent, and what this
+/// version refuses ([`crate::hotconnect::resolve`]).
+fn membership(
+    md: &MainDevice<'static>,
+    group: &PreOpGroup,
+    cfg: &Config,
+    identities: &[(u32, u32, u32)],
+) -> Result<crate::hotconnect::Membership> {
+    let dc_reference = cfg
+        .dc
+        .enabled
+        .then(|| group.iter(md).position(|sd| sd.dc_support().any()))
+        .flatten()
+        .and_then(|p| u16::try_from(p).ok());
+    let found = group
+        .iter(md)
+        .zip(identities)
+        .map(|(sd, id)| (sd.alias_address(), *id));
+    crate::hotconnect::resolve(
+        &cfg.group,
+        &cfg.device,
+        &crate::hotconnect::found(found),
+        dc_reference,
+    )
+}
+
+/// The working counter a cycle expects of the `n` subdevices ethercrab's image holds (the
+/// present ones) and the shares [`Layout::wkc_of`] gives; `[segment] expected_wkc` must agree.
+fn expected_wkc(cfg: &Config, layout: &Layout, n: usize) -> Result<(u16, Vec<(u32, u32)>)> {
+    let (derived, wkc_shares) = layout.wkc_of(n, LRW_CHUNK);
+    let expected = match cfg.segment.expected_wkc {
+        Some(w) if w != derived => {
+            return Err(Error::SegmentMismatch(format!(
+                "segment.expected_wkc = {w}, but the mapping found gives {derived} \
+                 ({n} subdevices, {} bytes of process data)",
+                layout.pdi_bytes()
+            )));
+        }
+        Some(w) => w,
+        None => derived,
+    };
+    let expected_wkc = u16::try_from(expected)
+        .map_err(|_| Error::Capacity(format!("expected WKC {expected} is above 65535")))?;
+    Ok((expected_wkc, wkc_shares))
+}
+
 /// Scan, check against the configuration, read the mapping, let the application configure,
 /// and walk the segment to OP.
 pub(crate) fn bring_up(
@@ -452,23 +515,7 @@ pub(crate) fn bring_up(
     if let Some((t, hot)) = topology {
         crate::hotconnect::check_topology(&identities, t, hot)?;
     }
-    // `[[group]]`: which group each device belongs to, and what this version refuses.
-    let dc_reference = cfg
-        .dc
-        .enabled
-        .then(|| group.iter(md).position(|sd| sd.dc_support().any()))
-        .flatten()
-        .and_then(|p| u16::try_from(p).ok());
-    let found = group
-        .iter(md)
-        .zip(&identities)
-        .map(|(sd, id)| (sd.alias_address(), *id));
-    let hot = crate::hotconnect::resolve(
-        &cfg.group,
-        &cfg.device,
-        &crate::hotconnect::found(found),
-        dc_reference,
-    )?;
+    let hot = membership(md, &group, cfg, &identities)?;
     // A member absent at the run's first bring-up keeps the layout entries it was given then,
     // present or not (the application and the shared image keep theirs).
     let first_absent = topology.map_or(&[][..], |(_, first)| first.absent.as_slice());
@@ -552,21 +599,7 @@ pub(crate) fn bring_up(
         (AnyGroup::Plain(group), Vec::new(), snapshots)
     };
     let (group, dc_positions, snapshots) = group;
-    // ethercrab's image: the present subdevices only.
-    let (derived, wkc_shares) = layout.wkc_of(n, LRW_CHUNK);
-    let expected = match cfg.segment.expected_wkc {
-        Some(w) if w != derived => {
-            return Err(Error::SegmentMismatch(format!(
-                "segment.expected_wkc = {w}, but the mapping found gives {derived} \
-                 ({n} subdevices, {} bytes of process data)",
-                layout.pdi_bytes()
-            )));
-        }
-        Some(w) => w,
-        None => derived,
-    };
-    let expected_wkc = u16::try_from(expected)
-        .map_err(|_| Error::Capacity(format!("expected WKC {expected} is above 65535")))?;
+    let (expected_wkc, wkc_shares) = expected_wkc(cfg, &layout, n)?;
     Ok(Up {
         group,
         layout,
