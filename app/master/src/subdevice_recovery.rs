@@ -1060,8 +1060,12 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
         Some(s) => s.address,
         None => crate::region::station_address(i),
     };
+    // Whether each has DC: the bring-up's snapshot knows it of the present ones.
     let devices = (0..=m.index)
-        .map(|i| Ok((address(i), has_dc(md, address(i), i as u16)?)))
+        .map(|i| match w.snapshots.get(i) {
+            Some(s) => Ok((s.address, s.dc_capable)),
+            None => Ok((address(i), has_dc(md, address(i), i as u16)?)),
+        })
         .collect::<Result<Vec<(u16, bool)>>>()?;
     // The receive times of every device up to it, latched by one frame.
     let l = crate::dc_delays::latch(md, &devices, &format!("position {pos}"))?;

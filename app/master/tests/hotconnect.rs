@@ -653,6 +653,22 @@ fn a_joined_group_keeps_its_layout_through_a_re_initialisation() {
     assert!(end.all_well(), "after the re-initialisation: {end:?}");
 }
 
+/// `[health]` with per-subdevice recovery and the CiA 402 drive at `position` the only member
+/// of an optional group: its `[[device]]` entry maps what an axis needs (an absent member's
+/// mapping is its entry's).
+fn optional_drive(position: usize) -> String {
+    format!(
+        "[health]\nrecovery = \"subdevice\"\nrecovery_backoff_ms = 50\n\
+         bad_cycles_before_recovery = 1\n\
+         [[group]]\nname = \"drive\"\noptional = true\nmembers = [{{ position = {position} }}]\n\
+         [[device]]\nposition = {position}\npdo_assign = {{ sm2 = [0x1600], sm3 = [0x1a00] }}\n\
+         [[device.pdo_map]]\nindex = 0x1600\nentries = [\"0x6040:00:16\", \"0x607a:00:32\", \
+         \"0x6060:00:8\"]\n\
+         [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6041:00:16\", \"0x6064:00:32\", \
+         \"0x6061:00:8\"]\n"
+    )
+}
+
 /// The two DC drives of `examples/cia402` with the second an optional member absent at
 /// bring-up: plugged in, it gets its propagation delay measured, its clock's offset and SYNC0 on
 /// the segment's grid, and joins; its clock is then in sync with the reference (0x092C) and its
@@ -669,15 +685,8 @@ fn dc_member_joined<const K: usize>(
         plugged: !absent,
     });
     let text = format!(
-        "[cycle]\nperiod_us = 1000\n[dc]\nenabled = true\n\
-         [health]\nrecovery = \"subdevice\"\nrecovery_backoff_ms = 50\n\
-         bad_cycles_before_recovery = 1\n\
-         [[group]]\nname = \"y\"\noptional = true\nmembers = [{{ position = {drive} }}]\n\
-         [[device]]\nposition = {drive}\npdo_assign = {{ sm2 = [0x1600], sm3 = [0x1a00] }}\n\
-         [[device.pdo_map]]\nindex = 0x1600\nentries = [\"0x6040:00:16\", \"0x607a:00:32\", \
-         \"0x6060:00:8\"]\n\
-         [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6041:00:16\", \"0x6064:00:32\", \
-         \"0x6061:00:8\"]\n"
+        "[cycle]\nperiod_us = 1000\n[dc]\nenabled = true\n{}",
+        optional_drive(drive)
     );
     let mut cfg = Config::parse(&text, "hotconnect dc test").expect("config");
     support::patient(&mut cfg);
@@ -1039,18 +1048,7 @@ fn axis_join(after: &str) -> (AxisJoin, Vec<EventKind>) {
             "after_recovery = \"re_enable\"",
             &format!("after_recovery = \"{after}\""),
         );
-        // y's drive maps what its axis needs (an absent member's mapping is its [[device]]
-        // entry's).
-        let text = format!(
-            "{example}\n[health]\nrecovery = \"subdevice\"\nrecovery_backoff_ms = 50\n\
-             bad_cycles_before_recovery = 1\n\
-             [[group]]\nname = \"tool\"\noptional = true\nmembers = [{{ position = {Y} }}]\n\
-             [[device]]\nposition = {Y}\npdo_assign = {{ sm2 = [0x1600], sm3 = [0x1a00] }}\n\
-             [[device.pdo_map]]\nindex = 0x1600\nentries = [\"0x6040:00:16\", \
-             \"0x607a:00:32\", \"0x6060:00:8\"]\n\
-             [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6041:00:16\", \
-             \"0x6064:00:32\", \"0x6061:00:8\"]\n"
-        );
+        let text = format!("{example}\n{}", optional_drive(Y));
         let mut cfg = Config::parse(&text, "hotconnect axis test").expect("config");
         support::patient(&mut cfg);
         let mut p = AxisJoin {
