@@ -228,9 +228,7 @@ impl Axis {
     /// without CoE or without the object (an abort), or with its check off (0), leaves
     /// [`crate::cia402::DEFAULT_HOLD_BAD_CYCLES`].
     fn hold_from_drive(&mut self, setup: &mut Setup<'_>, p: u16) {
-        if self.cfg.on_bad_cycles != crate::axis::BadCycles::QuickStop
-            || self.cfg.hold_bad_cycles.is_some()
-        {
+        if !self.bound_from_drive() {
             return;
         }
         let coe = setup.subdevices().iter().any(|s| s.position == p && s.coe);
@@ -241,6 +239,18 @@ impl Axis {
             Some(Ok(n)) if (1..=4).contains(&n) => Some(u32::from_le_bytes(b)),
             _ => None,
         };
+        self.hold_from_limit(limit);
+    }
+
+    /// The bound is the drive's to say: `on_bad_cycles = "quick_stop"` without
+    /// `hold_bad_cycles`.
+    fn bound_from_drive(&self) -> bool {
+        self.cfg.on_bad_cycles == crate::axis::BadCycles::QuickStop
+            && self.cfg.hold_bad_cycles.is_none()
+    }
+
+    /// The bound from the drive's sync error counter limit (`None`: it has none, the default).
+    fn hold_from_limit(&mut self, limit: Option<u32>) {
         let (n, from) = match limit.map(|l| (l, crate::cia402::hold_from_sync_error_limit(l))) {
             Some((l, Some(n))) => (n.min(crate::axis::MAX_HOLD_BAD_CYCLES), HoldFrom::Drive(l)),
             _ => (crate::cia402::DEFAULT_HOLD_BAD_CYCLES, HoldFrom::Default),
@@ -508,17 +518,23 @@ impl Axes {
 
     /// One subdevice was brought back on its own (call from [`Application::on_subdevice`]):
     /// the axes on that drive start over as after a recovery (their drive went through INIT;
-    /// `after_recovery` says whether they are enabled again). The others are not touched.
+    /// `after_recovery` says whether they are enabled again). The others are not touched. An
+    /// axis whose bound is its drive's takes the sync error counter limit the recovery read
+    /// (a drive absent at the setup, which joined, or one replaced); without one it keeps its
+    /// bound.
     pub fn on_subdevice(&mut self, event: &crate::application::SubdeviceEvent) {
-        if !matches!(
-            event.change,
-            crate::application::SubdeviceChange::Back { .. }
-        ) {
+        let crate::application::SubdeviceChange::Back {
+            sync_error_limit, ..
+        } = event.change
+        else {
             return;
-        }
+        };
         for a in &mut self.axes {
             if a.io.is_some_and(|io| io.position == event.position) {
                 a.drive.on_recovery();
+                if sync_error_limit.is_some() && a.bound_from_drive() {
+                    a.hold_from_limit(sync_error_limit);
+                }
             }
         }
     }

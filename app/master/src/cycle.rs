@@ -643,7 +643,12 @@ fn local_recovery(
             continue;
         };
         let w = &mut st.watch[i];
-        if let Report::Back { cause, attempts } = report {
+        if let Report::Back {
+            cause,
+            attempts,
+            sync_error_limit,
+        } = report
+        {
             if st.status[i].al_state == al_state::OP {
                 board.back_in_service(i);
                 st.outstanding = st.outstanding.saturating_sub(1);
@@ -657,6 +662,7 @@ fn local_recovery(
                         cause,
                         outage_ns,
                         attempts,
+                        sync_error_limit,
                     },
                 );
             } else {

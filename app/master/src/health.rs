@@ -102,6 +102,10 @@ pub enum SubdeviceChange {
         outage_ns: u64,
         /// Recovery attempts it took.
         attempts: u32,
+        /// Its sync error counter limit (0x10F1:02, ETG.1020) as its recovery read it in
+        /// PRE-OP (`None`: no CoE, or no such object): what it tolerates of missed frames, for
+        /// an axis whose bound comes from its drive (a drive that joins, or was replaced).
+        sync_error_limit: Option<u32>,
     },
     /// One attempt to bring it back failed (retried after `[health] recovery_backoff_ms`).
     Failed {

@@ -489,12 +489,19 @@ impl std::fmt::Display for EventKind {
                         cause,
                         outage_ns,
                         attempts,
-                    } => write!(
-                        f,
-                        "subdevice_back position={position} outage_ms={:.1} attempts={attempts} \
-                         cause={cause}",
-                        *outage_ns as f64 / 1e6
-                    ),
+                        sync_error_limit,
+                    } => {
+                        write!(
+                            f,
+                            "subdevice_back position={position} outage_ms={:.1} \
+                             attempts={attempts} cause={cause}",
+                            *outage_ns as f64 / 1e6
+                        )?;
+                        match sync_error_limit {
+                            Some(l) => write!(f, " sync_error_limit={l}"),
+                            None => Ok(()),
+                        }
+                    }
                     C::Failed { attempt } => {
                         write!(
                             f,

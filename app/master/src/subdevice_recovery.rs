@@ -40,7 +40,7 @@ use crate::error::{Error, Result};
 use crate::layout::Layout;
 use ethercrab::{Command, MainDevice};
 use futures_lite::future::block_on;
-use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const STATION_ADDRESS: u16 = 0x0010;
@@ -244,6 +244,9 @@ struct Slot {
     probe_ms: u32,
     /// This outage, it was absent (not answering): it comes back `Reconnected`.
     was_absent: AtomicBool,
+    /// The sync error counter limit (0x10F1:02) its last successful attempt read, + 1 (0:
+    /// not read: no CoE, no such object).
+    sync_error_limit: AtomicU64,
 }
 
 /// What the cyclic thread and the worker share: one slot per subdevice, allocated before the
@@ -456,6 +459,10 @@ impl Board {
             phase::BACK => Report::Back {
                 cause: decode_cause(s.cause.load(Ordering::Relaxed)),
                 attempts: s.attempts.load(Ordering::Relaxed),
+                sync_error_limit: match s.sync_error_limit.load(Ordering::Relaxed) {
+                    0 => None,
+                    v => Some((v - 1) as u32),
+                },
             },
             phase::WAITING => Report::Failed {
                 failures: s.failures.load(Ordering::Relaxed),
@@ -512,6 +519,7 @@ pub(crate) enum Report {
     Back {
         cause: crate::application::SubdeviceCause,
         attempts: u32,
+        sync_error_limit: Option<u32>,
     },
     Failed {
         failures: u32,
@@ -862,6 +870,16 @@ fn recover_one(
         // the layout was built from (a device may ignore a write without aborting it).
         same_mapping(&mut sdo, w.late.layout, snap, sii)?;
     }
+    // What it tolerates of missed frames, for an axis on it: read at every attempt, as a
+    // drive that joins (absent at the axes' setup) or was replaced may say otherwise.
+    let limit = if snap.coe {
+        sync_error_limit(&mut sdo)
+    } else {
+        None
+    };
+    w.board.slots[usize::from(pos)]
+        .sync_error_limit
+        .store(limit.map_or(0, |l| u64::from(l) + 1), Ordering::Relaxed);
     let reference = w.snapshots.iter().find(|s| s.dc_capable).map(|s| s.address);
     if w.cfg.dc.enabled && !has_address && reference == Some(snap.address) {
         // The reference clock restarted: every other clock follows its system time through
@@ -889,6 +907,20 @@ fn recover_one(
     }
     st.to_state(OP, false, timeout)?;
     Ok(cause)
+}
+
+/// The sync error counter limit 0x10F1:02 (ETG.1020 "Error Settings") of a CoE device. `None`
+/// when it has no such object (an abort) or the answer is not a 1..=4 byte value: the axes on
+/// it keep the bound they have.
+fn sync_error_limit(sdo: &mut crate::coe::OnDemand<'_>) -> Option<u32> {
+    let (index, sub) = crate::cia402::SYNC_ERROR_LIMIT;
+    let v = sdo.client().ok()?.upload(index, sub).ok()?;
+    // UNSIGNED16 (the Slave Stack Code) or UNSIGNED32 (ETG.1020): little-endian either way.
+    (1..=4).contains(&v.len()).then(|| {
+        let mut b = [0u8; 4];
+        b[..v.len()].copy_from_slice(&v);
+        u32::from_le_bytes(b)
+    })
 }
 
 /// Give the subdevice its station address by position (APWR) unless it answers at it already;

@@ -706,38 +706,14 @@ fn scattered_lost_frames_no_longer_quick_stop_every_axis() {
     });
 }
 
-/// The drives of `examples/cia402`, drive 1 (axis y) with the "Error settings" object 0x10F1
-/// of ETG.1020 and a sync error counter limit of 16 in 0x10F1:02.
-fn segment_with_sync_error_limit(dir: &Path) -> SegmentSpec {
-    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/cia402/segment.toml");
-    let text = std::fs::read_to_string(p).unwrap();
-    let anchor = "serial = 2\nprofile = \"cia402\"\ndc = true\n";
-    assert!(text.contains(anchor));
-    let text = text.replace(
-        anchor,
-        &format!(
-            "{anchor}[[device.object]]\nindex = 0x10F1\nname = \"Error settings\"\n\
-             type = \"RECORD\"\n[[device.object.entry]]\nsub = 1\n\
-             name = \"Local error reaction\"\ntype = \"UINT32\"\naccess = \"rw\"\n\
-             default = 1\n[[device.object.entry]]\nsub = 2\n\
-             name = \"Sync error counter limit\"\ntype = \"UINT16\"\naccess = \"rw\"\n\
-             default = 16\n"
-        ),
-    );
-    let f = dir.join("segment.toml");
-    std::fs::write(&f, text).unwrap();
-    SegmentSpec::load(&f).expect("segment")
-}
-
 /// Each axis' bound is its drive's: y's drive says 0x10F1:02 = 16 (5 misses in a row
 /// tolerated), x's has no such object (the default, 3). A burst of 5 lost frames quick-stops x
 /// and is held through by y.
 #[test]
 fn the_bound_is_read_from_the_drives_sync_error_limit_in_pre_op() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let dir = tempfile::tempdir().unwrap();
     let app = within_machine_noise("the drive's bound", |_| {
-        let seg = segment_with_sync_error_limit(dir.path());
+        let seg = support::line::cia402_with_sync_error_limit();
         let cfg = config(
             "profile = { from = 0.0, to = 5.0 }",
             "profile = { from = 1.0, to = 3.0 }",

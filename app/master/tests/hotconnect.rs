@@ -1044,10 +1044,15 @@ fn axis_join(after: &str) -> (AxisJoin, Vec<EventKind>) {
         let example = std::fs::read_to_string(support::line::example("cia402/rtcat.toml"))
             .expect("examples/cia402/rtcat.toml");
         assert_eq!(example.matches("after_recovery = \"re_enable\"").count(), 1);
-        let example = example.replace(
-            "after_recovery = \"re_enable\"",
-            &format!("after_recovery = \"{after}\""),
-        );
+        // y's bound from its drive: the example's hold_bad_cycles out
+        let held = "hold_bad_cycles = 5 ";
+        assert_eq!(example.matches(held).count(), 1);
+        let example = example
+            .replace(
+                "after_recovery = \"re_enable\"",
+                &format!("after_recovery = \"{after}\""),
+            )
+            .replace(held, "# (the drive's) ");
         let text = format!("{example}\n{}", optional_drive(Y));
         let mut cfg = Config::parse(&text, "hotconnect axis test").expect("config");
         support::patient(&mut cfg);
@@ -1066,7 +1071,10 @@ fn axis_join(after: &str) -> (AxisJoin, Vec<EventKind>) {
             y: Vec::new(),
             x: Vec::new(),
         };
-        let run = sim_run(cfg, cia402(), faults, p.plugger.stop.clone(), CAP);
+        // Drive y says what it tolerates (0x10F1:02 = 16): read when it joins, not at the
+        // axes' setup, where it is absent.
+        let seg = support::line::cia402_with_sync_error_limit();
+        let run = sim_run(cfg, seg, faults, p.plugger.stop.clone(), CAP);
         let (out, events) = run_with_events(run, &mut p, |_| {})?;
         stopped_after_plug(&p.plugger.stop, &p.plugger.w, "axis y's drive joined")?;
         no_frame_lost(&out)?;
@@ -1099,7 +1107,22 @@ fn x_undisturbed(p: &AxisJoin) -> f64 {
 #[test]
 fn an_axis_on_a_drive_absent_at_bring_up_follows_after_recovery_when_it_joins() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (p, _) = axis_join("re_enable");
+    let (p, events) = axis_join("re_enable");
+    // The bound of y's axis is its drive's, read by the join (absent at the setup: the
+    // default until then); x's drive has no 0x10F1, its axis keeps the default.
+    use rtcat_master::axes::HoldFrom;
+    let (x, y) = (&p.app.axes.axes()[0], &p.app.axes.axes()[1]);
+    assert_eq!(y.hold_bad_cycles(), (Some(5), HoldFrom::Drive(16)));
+    assert_eq!(y.summary().drive_sync_error_limit, Some(16));
+    let default = rtcat_master::cia402::DEFAULT_HOLD_BAD_CYCLES;
+    assert_eq!(x.hold_bad_cycles(), (Some(default), HoldFrom::Default));
+    assert!(
+        events
+            .iter()
+            .any(|e| e.to_string().contains("subdevice_back position=1 ")
+                && e.to_string().contains(" sync_error_limit=16")),
+        "{events:?}"
+    );
     let enabled =
         p.y.iter()
             .position(|(s, _)| *s == Some(rtcat_master::cia402::State::OperationEnabled))

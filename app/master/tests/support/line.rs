@@ -31,6 +31,26 @@ pub fn example(rel: &str) -> PathBuf {
         .join(rel)
 }
 
+/// The drives of `examples/cia402`, drive 1 (axis y) with the "Error settings" object 0x10F1
+/// of ETG.1020 and a sync error counter limit of 16 in 0x10F1:02 (drive 0 has no such object).
+pub fn cia402_with_sync_error_limit() -> SegmentSpec {
+    let text = std::fs::read_to_string(example("cia402/segment.toml")).unwrap();
+    let anchor = "serial = 2\nprofile = \"cia402\"\ndc = true\n";
+    assert!(text.contains(anchor));
+    let text = text.replace(
+        anchor,
+        &format!(
+            "{anchor}[[device.object]]\nindex = 0x10F1\nname = \"Error settings\"\n\
+             type = \"RECORD\"\n[[device.object.entry]]\nsub = 1\n\
+             name = \"Local error reaction\"\ntype = \"UINT32\"\naccess = \"rw\"\n\
+             default = 1\n[[device.object.entry]]\nsub = 2\n\
+             name = \"Sync error counter limit\"\ntype = \"UINT16\"\naccess = \"rw\"\n\
+             default = 16\n"
+        ),
+    );
+    SegmentSpec::from_toml(&text).expect("segment")
+}
+
 /// The I/O segment of `examples/segment-io.toml` (three devices).
 pub fn segment_io() -> SegmentSpec {
     SegmentSpec::load(&example("segment-io.toml")).expect("examples/segment-io.toml")
@@ -141,6 +161,7 @@ impl<const N: usize> Watch<N> {
                 cause,
                 outage_ns,
                 attempts,
+                ..
             } if e.position == position => Some((cause, outage_ns, attempts)),
             _ => None,
         })
