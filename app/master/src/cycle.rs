@@ -601,6 +601,14 @@ fn local_recovery(
             tell(app, cx, i, SubdeviceChange::Lost { state });
         }
     }
+    // Devices plugged in where the configuration has none (the worker's count): an event.
+    if let Some((devices, first)) = board.unexpected_news() {
+        push_event(
+            cx.events,
+            cx.cycle,
+            EventKind::UnexpectedDevices { devices, first },
+        );
+    }
     // A firmware update took one out of its recovery's hands (the acyclic service asked, after
     // the last cycle): the application hears it before the device leaves OP.
     if board.park_news() {

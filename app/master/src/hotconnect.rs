@@ -21,10 +21,11 @@
 //! - **Optional devices are the end of the line.** A line is one path (ETG.1000.4 §3: the frame
 //!   passes every device and turns back at the last port with a link), so a device missing at
 //!   position p takes every device behind it away, and the positions of those before it do not
-//!   change. Recovery finds a power-cycled device by its position (APWR of its station address):
-//!   that is safe only where no position shifted, i.e. behind the last mandatory device. A group
-//!   behind a junction's branch port with mandatory devices after the junction would shift their
-//!   positions when it goes, and is refused.
+//!   change. Recovery finds a power-cycled device by its position (APWR of its station address)
+//!   where its neighbours confirm the position ([`crate::place`]), which holds only where no
+//!   position shifted, i.e. behind the last mandatory device. A group behind a junction's branch
+//!   port with mandatory devices after the junction would shift their positions when it goes,
+//!   and is refused; one absent at bring-up and plugged in there is not driven.
 //! - **A member absent at bring-up needs its mapping configured.** ethercrab 0.7.1 lays out the
 //!   process image and the FMMUs only in its group initialisation, from the devices present; a
 //!   member absent then gets its place in the layout from its `[[device]]` entry
@@ -272,17 +273,39 @@ fn same_identities(found: &[(u32, u32, u32)], expected: &[(u32, u32, u32)]) -> R
     Ok(())
 }
 
-/// Whether the subdevice brought up at `position` with station `address` answers: by its
-/// address (powered throughout), else by its position (power-cycled, address lost). Two
-/// datagrams at most; one nobody answers comes back with working counter 0 at once.
-pub(crate) fn present(md: &MainDevice<'static>, address: u16, position: u16) -> bool {
+/// Whether subdevice `target` of `order` (every subdevice's station address in processing
+/// order), expected at `position`, answers: by its address (powered throughout), else by its
+/// position (power-cycled, address lost, or plugged in for the first time). Two datagrams when
+/// nothing is there or it has its address; a device at its position that holds another
+/// subdevice's address is not it (positions moved: a device is missing before it, or one
+/// appeared elsewhere); one without a known address is it only where its neighbours say so
+/// ([`crate::place::locate`]: two more datagrams, or one per device on the segment). `Err`: not
+/// there, with what the segment showed when that is worth a technician's look.
+pub(crate) fn present(
+    md: &MainDevice<'static>,
+    order: &[u16],
+    target: usize,
+    position: u16,
+) -> std::result::Result<(), Option<String>> {
     const STATION_ADDRESS: u16 = 0x0010;
+    let address = order[target];
     if block_on(Command::fprd(address, STATION_ADDRESS).receive::<u16>(md))
         .is_ok_and(|a| a == address)
     {
-        return true;
+        return Ok(());
     }
-    block_on(Command::aprd(position, STATION_ADDRESS).receive::<u16>(md)).is_ok()
+    match block_on(Command::aprd(position, STATION_ADDRESS).receive::<u16>(md)) {
+        Err(_) => Err(None),
+        Ok(a) if a == address => Ok(()),
+        Ok(a) if order.contains(&a) => Err(Some(format!(
+            "position {position} answers with station {a:#06x}, another subdevice's"
+        ))),
+        Ok(_) => match crate::place::locate(md, order, target, position) {
+            crate::place::Place::At(_) => Ok(()),
+            crate::place::Place::Absent(strays) => Err(strays.map(|s| s.text)),
+            crate::place::Place::Unclear(why) => Err(Some(why)),
+        },
+    }
 }
 
 #[cfg(test)]

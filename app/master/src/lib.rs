@@ -139,6 +139,7 @@ mod pdu_gate;
 #[doc(hidden)]
 pub mod period;
 mod phase_lock;
+mod place;
 mod region;
 #[doc(hidden)]
 pub mod rt;
@@ -154,6 +155,7 @@ mod stop;
 pub mod subdevice_recovery;
 #[doc(hidden)]
 pub mod target;
+mod topology_watch;
 mod tree;
 #[doc(hidden)]
 pub mod wait;

@@ -408,6 +408,15 @@ pub enum EventKind {
         /// What happened.
         change: crate::health::SubdeviceChange,
     },
+    /// Devices on the segment that the configuration does not place (plugged in while it runs,
+    /// at a free port or elsewhere than an optional group's place): never driven. `devices` 0:
+    /// none any more.
+    UnexpectedDevices {
+        /// How many.
+        devices: u16,
+        /// The first one's position.
+        first: u16,
+    },
     /// A re-initialisation found another topology than the run started with and refused it
     /// (`found`/`expected`: vendor, product, revision; None: no device there).
     TopologyChanged {
@@ -522,6 +531,12 @@ impl std::fmt::Display for EventKind {
                 }
             }
             EventKind::StartFailed { attempt } => write!(f, "start_failed attempt={attempt}"),
+            EventKind::UnexpectedDevices { devices, first } => {
+                write!(
+                    f,
+                    "unexpected_devices count={devices} first_position={first}"
+                )
+            }
             EventKind::Emergency {
                 position,
                 code,

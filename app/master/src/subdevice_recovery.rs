@@ -263,6 +263,11 @@ pub struct Board {
     expected: Box<[(u32, u32)]>,
     /// A park was asked since the cycle last looked.
     park_news: AtomicBool,
+    /// Devices on the segment the configuration does not place ([`crate::topology_watch`]):
+    /// how many << 16 | the first one's position; `unexpected_news` when that changed since
+    /// the cycle last looked.
+    unexpected: AtomicU32,
+    unexpected_news: AtomicBool,
 }
 
 /// Why [`Board::park`] or [`Board::hand_back`] refused.
@@ -304,7 +309,47 @@ impl Board {
                 )
                 .collect(),
             park_news: AtomicBool::new(false),
+            unexpected: AtomicU32::new(0),
+            unexpected_news: AtomicBool::new(false),
         }
+    }
+
+    /// How many subdevices answer as far as the board knows: those in service and those
+    /// parked (members of optional groups known absent do not). `None` while any other is
+    /// being recovered, joined, retried or refused: then nothing can be judged by a count.
+    fn settled(&self) -> Option<usize> {
+        let mut answering = 0;
+        for s in self.slots.iter() {
+            match s.phase.load(Ordering::Acquire) {
+                phase::IN_SERVICE | phase::PARK_ASKED | phase::PARKED => answering += 1,
+                phase::ABSENT => {}
+                _ => return None,
+            }
+        }
+        Some(answering)
+    }
+
+    /// The worker found `devices` on the segment that the configuration does not place, from
+    /// position `first` (0 devices: none any more).
+    fn set_unexpected(&self, devices: u16, first: u16) {
+        self.unexpected.store(
+            u32::from(devices) << 16 | u32::from(first),
+            Ordering::Relaxed,
+        );
+        self.unexpected_news.store(true, Ordering::Release);
+    }
+
+    /// What changed in the devices the configuration does not place since the last call: (how
+    /// many, the first one's position). The cycle, once per cycle: one atomic.
+    #[inline]
+    pub(crate) fn unexpected_news(&self) -> Option<(u16, u16)> {
+        if !(self.unexpected_news.load(Ordering::Relaxed)
+            && self.unexpected_news.swap(false, Ordering::AcqRel))
+        {
+            return None;
+        }
+        let v = self.unexpected.load(Ordering::Relaxed);
+        Some(((v >> 16) as u16, v as u16))
     }
 
     /// The identity `position` is expected to have now.
@@ -593,7 +638,15 @@ pub(crate) fn worker(w: Worker<'_>) {
     // when another identity its matcher accepts appears), and its SII.
     let mut joined: Vec<Option<(Snapshot, crate::sii::Sii)>> = vec![None; w.late.members.len()];
     let sii_cache = crate::sii_cache::SiiCache::default();
+    // Every subdevice's station address in the order a frame meets them: the bring-up's, then
+    // the members absent then at the line's end (what positions are checked against).
+    let order: Vec<u16> = (w.snapshots.iter().map(|s| s.address))
+        .chain(w.late.members.iter().map(|m| m.address))
+        .collect();
+    // What the last probe of each showed that a technician should see (logged when it changes).
+    let mut seen: Vec<Option<String>> = vec![None; n];
     let mut next_try = vec![Instant::now(); n];
+    let mut watch = crate::topology_watch::Watch::new();
     let backoff = Duration::from_millis(w.cfg.health.recovery_backoff_ms.into());
     while !w.board.quit.load(Ordering::Acquire) {
         let now = Instant::now();
@@ -603,6 +656,9 @@ pub(crate) fn worker(w: Worker<'_>) {
             _ => false,
         });
         let Some(i) = due else {
+            watch.step(w.md, w.board.settled(), &order, |n, first| {
+                w.board.set_unexpected(n, first);
+            });
             std::thread::sleep(IDLE_POLL);
             continue;
         };
@@ -627,11 +683,21 @@ pub(crate) fn worker(w: Worker<'_>) {
         // Hot-connect: a member of an optional group that does not answer is away, not failing:
         // looked for again at its group's rate (two datagrams), never escalated.
         let optional = slot.probe_ms > 0;
-        let (address, position) = match i.checked_sub(present) {
-            None => (w.snapshots[i].address, w.snapshots[i].position),
-            Some(j) => (w.late.members[j].address, i as u16),
+        let position = match i.checked_sub(present) {
+            None => w.snapshots[i].position,
+            Some(_) => i as u16,
         };
-        if optional && !crate::hotconnect::present(w.md, address, position) {
+        let mut probe = || match crate::hotconnect::present(w.md, &order, i, position) {
+            Ok(()) => true,
+            Err(note) => {
+                if note.is_some() && note != seen[i] {
+                    log::warn!("position {i}: not found: {}", note.as_deref().unwrap_or(""));
+                }
+                seen[i] = note;
+                false
+            }
+        };
+        if optional && !probe() {
             if was != phase::ABSENT {
                 log::info!(
                     "position {i}: optional, not answering: looked for every {} ms",
@@ -646,8 +712,8 @@ pub(crate) fn worker(w: Worker<'_>) {
         slot.attempts.fetch_add(1, Ordering::Relaxed);
         let updated = slot.updated.load(Ordering::Relaxed);
         let attempt = match i.checked_sub(present) {
-            None => recover_one(&w, &w.snapshots[i], Expect::BroughtUp { updated }),
-            Some(j) => join(&w, j, &mut joined[j], &sii_cache),
+            None => recover_one(&w, &order, &w.snapshots[i], Expect::BroughtUp { updated }),
+            Some(j) => join(&w, &order, j, &mut joined[j], &sii_cache),
         };
         match attempt {
             Ok(cause) => {
@@ -688,7 +754,7 @@ pub(crate) fn worker(w: Worker<'_>) {
                     // Gone again half-way, or failing while present: never the segment's.
                     // The next look comes at the probe's rate if it is away, after the
                     // backoff if it answers.
-                    let away = !crate::hotconnect::present(w.md, address, position);
+                    let away = !probe();
                     next_try[i] = Instant::now()
                         + if away {
                             Duration::from_millis(slot.probe_ms.into())
@@ -805,6 +871,7 @@ pub(crate) fn identity_accepted(
 /// its cause on success.
 fn recover_one(
     w: &Worker<'_>,
+    order: &[u16],
     snap: &Snapshot,
     expect: Expect<'_>,
 ) -> std::result::Result<crate::application::SubdeviceCause, Failure> {
@@ -820,7 +887,7 @@ fn recover_one(
     let timeout = Duration::from_millis(w.cfg.bus.state_timeout_ms.into());
     // 1. Its station address: lost with a power cycle (FPRD no longer answered, or another
     //    address there); given again by position (APWR).
-    let has_address = give_address(&st)?;
+    let has_address = give_address(&st, order)?;
     // 2. The identity it had at the bring-up, from its SII: never drive another device (a
     //    member absent at bring-up: its matcher, checked by `join`).
     if let Expect::BroughtUp { updated } = expect {
@@ -924,8 +991,11 @@ fn sync_error_limit(sdo: &mut crate::coe::OnDemand<'_>) -> Option<u32> {
 }
 
 /// Give the subdevice its station address by position (APWR) unless it answers at it already;
-/// whether it had it.
-fn give_address(st: &Station<'_>) -> Result<bool> {
+/// whether it had it. `order`: every subdevice's station address in processing order. Only
+/// where the device at the position is it by its neighbours ([`crate::place::locate`]): never
+/// over another subdevice's address, never to a device whose place cannot be told (a device
+/// missing before it, or one plugged in elsewhere than configured, moves the positions).
+fn give_address(st: &Station<'_>, order: &[u16]) -> Result<bool> {
     let (md, pos) = (st.md, st.position);
     let mut a = [0u8; 2];
     if st.read(STATION_ADDRESS, &mut a).is_ok() && u16::from_le_bytes(a) == st.address {
@@ -933,6 +1003,34 @@ fn give_address(st: &Station<'_>) -> Result<bool> {
     }
     let probe = block_on(Command::aprd(pos, STATION_ADDRESS).receive::<u16>(md))
         .map_err(|e| Error::bus(format!("position {pos}: no answer by position"), e))?;
+    let moved = |why: String| {
+        Error::SegmentMismatch(format!(
+            "position {pos}: not given station address {:#06x}: {why}",
+            st.address
+        ))
+    };
+    if probe != st.address && order.contains(&probe) {
+        return Err(moved(format!(
+            "the device there has station {probe:#06x}, another subdevice's (a device before it \
+             is missing, or one was plugged in elsewhere than configured)"
+        )));
+    }
+    match crate::place::locate(md, order, usize::from(pos), pos) {
+        crate::place::Place::At(at) if at == pos => {}
+        // The steps after this one read its SII by position: the same position or none.
+        crate::place::Place::At(at) => {
+            return Err(moved(format!(
+                "its neighbours place it at position {at}: the positions moved"
+            )));
+        }
+        crate::place::Place::Absent(strays) => {
+            return Err(moved(format!(
+                "not on the segment{}",
+                strays.map_or(String::new(), |s| format!(" ({})", s.text))
+            )));
+        }
+        crate::place::Place::Unclear(why) => return Err(moved(why)),
+    }
     log::info!(
         "position {pos}: station address {probe:#06x}, giving it {:#06x}",
         st.address
@@ -961,6 +1059,7 @@ const STATION_ALIAS: u16 = 0x0012;
 /// as every recovery, with its mapping checked against the layout.
 fn join(
     w: &Worker<'_>,
+    order: &[u16],
     j: usize,
     joined: &mut Option<(Snapshot, crate::sii::Sii)>,
     cache: &crate::sii_cache::SiiCache,
@@ -973,7 +1072,7 @@ fn join(
         position: pos,
         quit: &w.board.quit,
     };
-    give_address(&st)?;
+    give_address(&st, order)?;
     let identity = read_identity(w, pos)?;
     let mut a = [0u8; 2];
     st.read(STATION_ALIAS, &mut a)?;
@@ -1003,7 +1102,7 @@ fn join(
             "position {pos}: no registers (internal)"
         ))));
     };
-    let cause = recover_one(w, snap, Expect::Member { sii })?;
+    let cause = recover_one(w, order, snap, Expect::Member { sii })?;
     if snap.dc.is_some() {
         w.dc.add(pos);
     }

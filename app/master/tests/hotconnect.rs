@@ -26,7 +26,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use support::line::{Watch, no_frame_lost, run_with_events, run_with_live, sim_run};
 use support::observed::observed;
-use support::tool_group::{G0, N, config, group_devices, junction_line, line};
+use support::tool_group::{
+    G0, N, config, group_devices, junction_first_branch, junction_line, line,
+};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -434,6 +436,8 @@ fn absent_then_joined(reinit: bool, seg: ecsim::SegmentSpec) -> Result<(u64, Joi
     let log = &p.w.log;
     // The layout had the group from the start: six subdevices.
     assert_eq!(out.subdevices, N);
+    // Plugged in at their place: theirs to join, not devices the configuration does not place.
+    assert!(unexpected(&events).is_empty(), "{events:?}");
     let joined_log = &log[..p.dropped_at.unwrap_or(log.len())];
     if !reinit {
         assert_eq!(out.rec.recoveries, 0, "{events:?}");
@@ -1000,6 +1004,155 @@ fn an_optional_group_on_a_junction_s_last_port_leaves_joins_and_rejoins() {
          invalid cycles)",
         back as f64 / 1e6,
         joined as f64 / 1e6
+    );
+}
+
+/// Watches the line and plugs in the cable at `position` of the simulator's list at `PLUG_AT`
+/// (and pulls it again `unplug` cycles later); stops `after` cycles after the plug.
+struct PlugAndWatch<const K: usize> {
+    faults: Faults,
+    position: usize,
+    unplug: Option<usize>,
+    after: usize,
+    w: Watch<K>,
+    stop: Stop,
+}
+
+impl<const K: usize> Application for PlugAndWatch<K> {
+    fn cycle(&mut self, cx: &mut Cycle<'_>) {
+        let at = self.w.log.len();
+        if at == PLUG_AT || self.unplug.is_some_and(|u| at == PLUG_AT + u) {
+            self.faults.apply(FaultCommand::Cable {
+                position: self.position,
+                plugged: at == PLUG_AT,
+            });
+        }
+        self.w.cycle(cx.status);
+        if self.w.log.len() >= PLUG_AT + self.after {
+            self.stop.request();
+        }
+    }
+    fn on_recovery(&mut self, r: &rtcat_master::Recovery) {
+        self.w.on_recovery(r);
+    }
+    fn on_subdevice(&mut self, e: &SubdeviceEvent) {
+        self.w.on_subdevice(e);
+    }
+}
+
+/// The group absent at bring-up, plugged in on a junction's first branch with the junction's
+/// other two devices (mandatory) after it: nothing at bring-up can tell where it will appear,
+/// and this version expects a member absent at bring-up at the line's end. Plugged in there it
+/// takes positions 1..3 and moves the two terminals behind it: the group's probes and the
+/// address its join gives by position must not take a mandatory device for a member, nor a
+/// recovery a member for a mandatory device. Before `place`: the joins wrote members' station
+/// addresses over the two terminals' (found at the positions expected for the members), the
+/// terminals' recoveries then gave their addresses by position to the group's first two
+/// devices — units of the same identity — and configured them as the terminals (`Back`
+/// `PowerCycled`), and the segment was re-initialised and refused as another topology until
+/// the end. Now the mandatory devices lose no cycle and the group is not driven.
+#[test]
+fn a_group_plugged_in_before_mandatory_devices_is_not_mistaken_for_them() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (p, events) = within_machine_noise("group plugged in before mandatory devices", |_| {
+        let faults = Faults::new();
+        faults.apply(FaultCommand::Cable {
+            position: 1,
+            plugged: false,
+        });
+        let mut cfg = config(true);
+        cfg.device = Config::parse(&group_devices(), "hotconnect test")
+            .expect("devices")
+            .device;
+        let mut p = PlugAndWatch::<N> {
+            faults: faults.clone(),
+            position: 1,
+            unplug: None,
+            after: 700,
+            w: Watch::new(100_000),
+            stop: Stop::new(),
+        };
+        let run = sim_run(cfg, junction_first_branch(), faults, p.stop.clone(), CAP);
+        let (out, events) = run_with_events(run, &mut p, |_| {})?;
+        no_frame_lost(&out)?;
+        assert_eq!(out.subdevices, N);
+        assert_eq!(out.rec.recoveries, 0, "{events:?}");
+        Ok((p, events))
+    });
+    // The junction and the two terminals (layout positions 0..3): every cycle valid, in OP.
+    untouched(&p.w.log, G0);
+    // The three devices where the configuration has none: an event naming the first.
+    assert_eq!(
+        unexpected(&events),
+        [(3, 1)],
+        "the group's devices reported once: {events:?}"
+    );
+    for i in G0..N {
+        assert!(
+            p.w.log.iter().all(|s| !s.valid[i]),
+            "position {i}: a member's data valid"
+        );
+        assert!(
+            !told(&events, i as u16, |c| matches!(
+                c,
+                SubdeviceChange::Back { .. }
+            )),
+            "position {i} joined: {events:?}"
+        );
+    }
+}
+
+/// The `unexpected_devices` events of a run: (devices, first position).
+fn unexpected(events: &[EventKind]) -> Vec<(u16, u16)> {
+    events
+        .iter()
+        .filter_map(|k| match k {
+            EventKind::UnexpectedDevices { devices, first } => Some((*devices, *first)),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Devices plugged in at the line's end while it runs, with no `[[group]]` placing them: the
+/// master counts the devices on the segment and reports them (they answer no datagram of the
+/// cycle, so nothing else shows them before a re-initialisation), never drives them, and
+/// reports them gone when their cable is pulled again. The three configured devices lose no
+/// cycle.
+#[test]
+fn devices_plugged_in_where_none_are_configured_are_reported_not_driven() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (p, events) = within_machine_noise("devices plugged in at a free port", |_| {
+        let faults = Faults::new();
+        faults.apply(FaultCommand::Cable {
+            position: G0,
+            plugged: false,
+        });
+        let mut cfg = Config::parse(
+            "[cycle]\nperiod_us = 1000\n[health]\nrecovery = \"subdevice\"\n",
+            "hotconnect test",
+        )
+        .expect("config");
+        support::patient(&mut cfg);
+        let mut p = PlugAndWatch::<G0> {
+            faults: faults.clone(),
+            position: G0,
+            unplug: Some(500),
+            after: 900,
+            w: Watch::new(100_000),
+            stop: Stop::new(),
+        };
+        let run = sim_run(cfg, line(), faults, p.stop.clone(), CAP);
+        let (out, events) = run_with_events(run, &mut p, |_| {})?;
+        no_frame_lost(&out)?;
+        assert_eq!(out.subdevices, G0);
+        assert_eq!(out.rec.recoveries, 0, "{events:?}");
+        Ok((p, events))
+    });
+    untouched(&p.w.log, G0);
+    assert_eq!(
+        unexpected(&events),
+        [(3, 3), (0, 0)],
+        "reported when plugged in, and when pulled: {events:?}"
     );
 }
 

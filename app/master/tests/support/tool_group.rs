@@ -71,6 +71,30 @@ pub fn junction_line() -> SegmentSpec {
     SegmentSpec::from_toml(&t).expect("the junction line")
 }
 
+/// The group on a junction's first branch: the 4-port junction (position 0) with the group on
+/// its port 3 (1..4 when plugged in), the input terminal on its port 1 and the output terminal
+/// on its port 2 after it. Plugged in, the group moves the two terminals from positions 1 and 2
+/// to 4 and 5: `Cable { position: 1 }` is the group's cable at the junction.
+pub fn junction_first_branch() -> SegmentSpec {
+    let (head, blocks) = segment_io();
+    let mut t = format!(
+        "{head}[[device]]{}",
+        blocks[0].replacen("serial = 1\n", "serial = 100\nports = 4\n", 1)
+    );
+    for (k, b) in blocks.iter().enumerate() {
+        t += &member(k, b, if k == 0 { "upstream = [0, 3]\n" } else { "" });
+    }
+    t += &format!(
+        "[[device]]{}",
+        blocks[0].replacen("serial = 1\n", "serial = 1\nupstream = [0, 1]\n", 1)
+    );
+    t += &format!(
+        "[[device]]{}",
+        blocks[1].replacen("serial = 2\n", "serial = 2\nupstream = [0, 2]\n", 1)
+    );
+    SegmentSpec::from_toml(&t).expect("the junction's first branch")
+}
+
 pub fn config(optional: bool) -> Config {
     let text = format!(
         "[cycle]\nperiod_us = 1000\n\

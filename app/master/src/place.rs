@@ -1,0 +1,321 @@
+//! Where a subdevice that lost its station address (or never had one) is on the segment now,
+//! told by its neighbours before anything is written by position.
+//!
+//! A position-addressed datagram (APRD/APWR, ETG.1000.4 §5.3) reaches whatever device the
+//! frame meets at that count, and a device that appears where it was not expected — a group
+//! absent at bring-up plugged into a junction's first branch instead of the line's end — moves
+//! every device behind it. Giving a station address by position there would overwrite another
+//! subdevice's, and a unit with the same identity would then be driven as that subdevice (seen
+//! in `tests/hotconnect.rs` before this module). So a recovery or a join that has to give an
+//! address first reads the station address (0x0010) of every device by position ([`sweep`]),
+//! and gives it only where the devices it finds agree with the order expected
+//! ([`place`]): between its nearest expected neighbours that answer with their own addresses
+//! there must be exactly as many devices without a known address as the order expects there.
+//! Anything else is [`Place::Unclear`], and nothing is written.
+
+use ethercrab::{Command, MainDevice};
+use futures_lite::future::block_on;
+
+/// ESC register of the configured station address (ETG.1000.4 §6.1.2).
+const STATION_ADDRESS: u16 = 0x0010;
+
+/// Devices read beyond the expected count: a few unexpected ones are named, not missed.
+const SWEEP_SPARE: usize = 16;
+
+/// The station address of every device on the segment, by position, until a position nobody
+/// answers (a datagram nobody answers comes back with working counter 0 at once), at most
+/// `expected + 16` of them.
+pub(crate) fn sweep(md: &MainDevice<'static>, expected: usize) -> Vec<u16> {
+    let mut seen = Vec::with_capacity(expected + SWEEP_SPARE);
+    for p in 0..expected + SWEEP_SPARE {
+        let Ok(p16) = u16::try_from(p) else { break };
+        match block_on(Command::aprd(p16, STATION_ADDRESS).receive::<u16>(md)) {
+            Ok(a) => seen.push(a),
+            Err(_) => break,
+        }
+    }
+    seen
+}
+
+/// Where subdevice `order[target]`, which does not answer at its station address, is now;
+/// `position` is where it is expected. Its neighbours first (two datagrams): the device before
+/// that position answers with the address of the subdevice expected before it, and the one
+/// after with the address of the subdevice expected after it (or nothing answers there when it
+/// is the last expected): then the device between them is in its place. Otherwise every
+/// device is read ([`sweep`]) and [`place`] decides.
+pub(crate) fn locate(
+    md: &MainDevice<'static>,
+    order: &[u16],
+    target: usize,
+    position: u16,
+) -> Place {
+    let read = |p: u16| block_on(Command::aprd(p, STATION_ADDRESS).receive::<u16>(md)).ok();
+    let before_ok = match (target.checked_sub(1), position.checked_sub(1)) {
+        (None, None) => true,
+        (Some(k), Some(p)) => read(p) == Some(order[k]),
+        _ => false,
+    };
+    if before_ok {
+        let after = position.checked_add(1).and_then(read);
+        let after_ok = match order.get(target + 1) {
+            Some(&a) => after == Some(a),
+            None => after.is_none(),
+        };
+        if after_ok && read(position).is_some() {
+            return Place::At(position);
+        }
+    }
+    place(&sweep(md, order.len()), order, target)
+}
+
+/// Where the subdevice `order[target]` is, from the station addresses `seen` by position.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Place {
+    /// At this position, with its own address or with none known (its place between its
+    /// neighbours is unambiguous).
+    At(u16),
+    /// Not on the segment: its neighbours answer and nothing is between them (with devices
+    /// found where the order expects none, named: [`strays`]).
+    Absent(Option<Strays>),
+    /// The devices found do not tell: why, for the log.
+    Unclear(String),
+}
+
+/// Where `order[target]` is, given the station addresses `seen` by position. `order` is every
+/// subdevice's station address in the order a frame is expected to meet them (processing
+/// order), present or not.
+///
+/// Its nearest neighbours in `order` that are found with their own addresses bound the
+/// positions it can be at; the devices between them without a known address are the devices
+/// of `order` between the two neighbours that are on the segment. Their number must be every
+/// one of those devices (then each is at its place in order) or none (then it is absent);
+/// anything between — some there and some not — cannot be told apart without writing, and a
+/// known address out of order is another topology.
+pub(crate) fn place(seen: &[u16], order: &[u16], target: usize) -> Place {
+    let at = |a: u16| seen.iter().position(|&s| s == a);
+    if let Some(p) = at(order[target]) {
+        return Place::At(p as u16);
+    }
+    // The known devices must be found in order.
+    let mut last = None;
+    for (k, &a) in order.iter().enumerate() {
+        if let Some(p) = at(a) {
+            if last.is_some_and(|(_, q)| q > p) {
+                let (j, q) = last.unwrap_or((0, 0));
+                return Place::Unclear(format!(
+                    "station {a:#06x} (the {k}th expected) answers at position {p}, before station \
+                     {:#06x} (the {j}th) at position {q}: not the order the segment was brought \
+                     up in",
+                    order[j]
+                ));
+            }
+            last = Some((k, p));
+        }
+    }
+    let before = (0..target).rev().find_map(|k| at(order[k]).map(|p| (k, p)));
+    let after = (target + 1..order.len()).find_map(|k| at(order[k]).map(|p| (k, p)));
+    let (k0, lo) = before.map_or((None, 0), |(k, p)| (Some(k), p + 1));
+    let (k1, hi) = after.map_or((order.len(), seen.len()), |(k, p)| (k, p));
+    let unknown = hi.saturating_sub(lo);
+    let expected = k1 - k0.map_or(0, |k| k + 1);
+    let between = |lo: usize, hi: usize| {
+        format!(
+            "{} device(s) without a known station address at positions {lo}..{}",
+            hi - lo,
+            hi.saturating_sub(1)
+        )
+    };
+    let rank = target - k0.map_or(0, |k| k + 1);
+    if unknown == 0 {
+        Place::Absent(strays(seen, order))
+    } else if unknown == expected {
+        Place::At((lo + rank) as u16)
+    } else if after.is_none() && unknown < expected {
+        // The segment's end: on a line the devices there are the first ones of those expected
+        // (a missing device takes every device behind it away), as the members of a group at
+        // the line's end appear one after another.
+        if rank < unknown {
+            Place::At((lo + rank) as u16)
+        } else {
+            Place::Absent(None)
+        }
+    } else {
+        Place::Unclear(format!(
+            "{} where {expected} subdevice(s) of the configured order are expected, this one \
+             among them: which one is which cannot be told",
+            between(lo, hi)
+        ))
+    }
+}
+
+/// Devices without a known station address where `order` expects fewer: how many beyond what
+/// it expects, the first position of the first such run, and the text for the technician.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Strays {
+    pub(crate) devices: u16,
+    pub(crate) first: u16,
+    pub(crate) text: String,
+}
+
+/// Devices without a known station address where `order` expects fewer between two devices
+/// that answer with their own (or before the first, after the last): a device plugged in
+/// elsewhere than the configuration places it, named for the technician.
+pub(crate) fn strays(seen: &[u16], order: &[u16]) -> Option<Strays> {
+    let mut over = regions(seen, order).filter(|r| r.found() > r.expected);
+    let first = over.next()?;
+    let devices = over.fold(first.found() - first.expected, |n, r| {
+        n + r.found() - r.expected
+    });
+    let near = match first.after {
+        Some(k) => format!("after station {:#06x}", order[k]),
+        None => "at the segment's start".to_string(),
+    };
+    Some(Strays {
+        devices: u16::try_from(devices).unwrap_or(u16::MAX),
+        first: first.lo as u16,
+        text: format!(
+            "{} device(s) without a known station address at positions {}..{} {near}, \
+             where the configured order has {}: plugged in elsewhere than configured?",
+            first.found(),
+            first.lo,
+            first.hi - 1,
+            first.expected
+        ),
+    })
+}
+
+/// The devices without a known station address between two that answer with their own.
+struct Region {
+    /// The index in the order of the device before them (None: the segment's start).
+    after: Option<usize>,
+    /// Their positions `lo..hi`.
+    lo: usize,
+    hi: usize,
+    /// How many devices the order has between the same two.
+    expected: usize,
+}
+
+impl Region {
+    fn found(&self) -> usize {
+        self.hi - self.lo
+    }
+}
+
+/// Every [`Region`] of the segment `seen`: before the first device with a known address,
+/// between each two, after the last.
+fn regions<'a>(seen: &'a [u16], order: &'a [u16]) -> impl Iterator<Item = Region> + 'a {
+    let known: Vec<(usize, usize)> = seen
+        .iter()
+        .enumerate()
+        .filter_map(|(p, a)| order.iter().position(|o| o == a).map(|k| (k, p)))
+        .collect();
+    (0..=known.len()).map(move |i| {
+        let (after, lo) = match i.checked_sub(1) {
+            None => (None, 0),
+            Some(j) => (Some(known[j].0), known[j].1 + 1),
+        };
+        let (k1, hi) = known.get(i).copied().unwrap_or((order.len(), seen.len()));
+        Region {
+            after,
+            lo,
+            hi: hi.max(lo),
+            expected: k1.saturating_sub(after.map_or(0, |k| k + 1)),
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // J 0x1000, in 0x1001, out 0x1002, then three members absent at bring-up.
+    const ORDER: [u16; 6] = [0x1000, 0x1001, 0x1002, 0x1003, 0x1004, 0x1005];
+
+    #[test]
+    fn a_device_with_its_own_address_is_where_it_answers() {
+        assert_eq!(place(&[0x1000, 0x1001, 0x1002], &ORDER, 1), Place::At(1));
+    }
+
+    #[test]
+    fn members_plugged_in_at_the_line_s_end_take_their_places_in_order() {
+        let seen = [0x1000, 0x1001, 0x1002, 0, 0, 0];
+        assert_eq!(place(&seen, &ORDER, 3), Place::At(3));
+        assert_eq!(place(&seen, &ORDER, 5), Place::At(5));
+        // the first one joined: the others still between it and the end
+        let seen = [0x1000, 0x1001, 0x1002, 0x1003, 0, 0];
+        assert_eq!(place(&seen, &ORDER, 4), Place::At(4));
+        // not plugged in
+        assert_eq!(place(&ORDER[..3], &ORDER, 3), Place::Absent(None));
+    }
+
+    #[test]
+    fn a_power_cycled_device_between_its_neighbours() {
+        let seen = [0x1000, 0, 0x1002, 0x1003];
+        assert_eq!(place(&seen, &ORDER[..4], 1), Place::At(1));
+        // the first device of the segment
+        assert_eq!(place(&[0, 0x1001], &ORDER[..2], 0), Place::At(0));
+    }
+
+    #[test]
+    fn devices_plugged_in_before_mandatory_ones_are_not_taken_for_members() {
+        // The group on a junction's first branch: three new devices at 1..=3, the two
+        // terminals moved to 4 and 5.
+        let seen = [0x1000, 0, 0, 0, 0x1001, 0x1002];
+        let Place::Absent(strays_seen) = place(&seen, &ORDER, 3) else {
+            panic!("placed")
+        };
+        assert_eq!(strays_seen, strays(&seen, &ORDER));
+        let found = strays(&seen, &ORDER).expect("strays");
+        assert_eq!((found.devices, found.first), (3, 1));
+        assert_eq!(
+            Some(found.text.as_str()),
+            Some(
+                "3 device(s) without a known station address at positions 1..3 after station \
+                 0x1000, where the configured order has 0: plugged in elsewhere than configured?"
+            )
+        );
+        // where absent members are expected: theirs
+        assert_eq!(strays(&[0x1000, 0x1001, 0x1002, 0, 0], &ORDER), None);
+        assert_eq!(strays(&ORDER, &ORDER), None);
+        // one at the line's end, where the order has none
+        let end = strays(&[0x1000, 0x1001, 0], &ORDER[..2]).expect("strays");
+        assert_eq!((end.devices, end.first), (1, 2));
+        // A terminal power-cycled meanwhile: four devices without an address where one is
+        // expected.
+        let seen = [0x1000, 0, 0, 0, 0, 0x1002];
+        let Place::Unclear(why) = place(&seen, &ORDER, 1) else {
+            panic!("placed")
+        };
+        assert!(why.contains("4 device(s) without a known station address at positions 1..4"));
+        assert!(why.contains("where 1 subdevice(s)"), "{why}");
+    }
+
+    #[test]
+    fn at_the_segment_s_end_the_devices_found_are_the_first_ones_expected() {
+        // Members 3..6 expected after out; two devices found there (the third one's power
+        // off): the first two members.
+        let seen = [0x1000, 0x1001, 0x1002, 0, 0];
+        assert_eq!(place(&seen, &ORDER, 3), Place::At(3));
+        assert_eq!(place(&seen, &ORDER, 4), Place::At(4));
+        assert_eq!(place(&seen, &ORDER, 5), Place::Absent(None));
+        // More than expected there: unclear.
+        let seen = [0x1000, 0x1001, 0x1002, 0, 0, 0, 0];
+        assert!(matches!(place(&seen, &ORDER, 3), Place::Unclear(_)));
+    }
+
+    #[test]
+    fn between_answering_neighbours_some_there_and_some_not_is_unclear() {
+        // in and out expected between J and a joined member 0x1003; one device found there.
+        let seen = [0x1000, 0, 0x1003];
+        assert!(matches!(place(&seen, &ORDER[..4], 1), Place::Unclear(_)));
+    }
+
+    #[test]
+    fn known_addresses_out_of_order_are_another_topology() {
+        let seen = [0x1000, 0x1002, 0x1001, 0];
+        let Place::Unclear(why) = place(&seen, &ORDER[..4], 3) else {
+            panic!("placed")
+        };
+        assert!(why.contains("not the order"), "{why}");
+    }
+}
