@@ -19,8 +19,10 @@
 
 use std::time::{Duration, Instant};
 
-/// How often the devices are counted: one datagram.
-pub(crate) const INTERVAL: Duration = Duration::from_millis(100);
+/// How often the devices are counted: one datagram. On an inline bus with no recovery
+/// outstanding the worker's frames go out with the cycle's own exchange: at 1 s the extra
+/// frame is in 0.1 % of the cycles of a 1 ms cycle, below where the exec P99 is read.
+pub(crate) const INTERVAL: Duration = Duration::from_secs(1);
 
 /// What the worker keeps between counts.
 pub(crate) struct Watch {

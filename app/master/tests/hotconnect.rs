@@ -1068,7 +1068,8 @@ fn a_group_plugged_in_before_mandatory_devices_is_not_mistaken_for_them() {
             faults: faults.clone(),
             position: 1,
             unplug: None,
-            after: 700,
+            // the devices are counted every second
+            after: 1500,
             w: Watch::new(100_000),
             stop: Stop::new(),
         };
@@ -1114,7 +1115,7 @@ fn unexpected(events: &[EventKind]) -> Vec<(u16, u16)> {
 }
 
 /// Devices plugged in at the line's end while it runs, with no `[[group]]` placing them: the
-/// master counts the devices on the segment and reports them (they answer no datagram of the
+/// master counts the devices on the segment (every second) and reports them (they answer no datagram of the
 /// cycle, so nothing else shows them before a re-initialisation), never drives them, and
 /// reports them gone when their cable is pulled again. The three configured devices lose no
 /// cycle.
@@ -1136,8 +1137,9 @@ fn devices_plugged_in_where_none_are_configured_are_reported_not_driven() {
         let mut p = PlugAndWatch::<G0> {
             faults: faults.clone(),
             position: G0,
-            unplug: Some(500),
-            after: 900,
+            // the devices are counted every second
+            unplug: Some(1500),
+            after: 2700,
             w: Watch::new(100_000),
             stop: Stop::new(),
         };
