@@ -54,6 +54,8 @@ pub(crate) struct Up {
     pub(crate) snapshots: Vec<crate::subdevice_recovery::Snapshot>,
     /// Vendor, product, revision by position: the topology this bring-up found.
     pub(crate) identities: Vec<(u32, u32, u32)>,
+    /// The station aliases (0x0012) by position.
+    pub(crate) aliases: Vec<u16>,
     /// Each position's `[[group]]` (hot-connect).
     pub(crate) hot: crate::hotconnect::Membership,
     /// The members of optional groups absent at bring-up (after the others in the layout):
@@ -510,10 +512,11 @@ pub(crate) fn bring_up(
             (id.vendor_id, id.product_id, id.revision)
         })
         .collect();
+    let aliases: Vec<u16> = group.iter(md).map(|sd| sd.alias_address()).collect();
     // A re-initialisation drives only the topology the run started with: never outputs
     // remapped onto a device inserted, removed or swapped in between.
     if let Some((t, hot)) = topology {
-        crate::hotconnect::check_topology(&identities, t, hot)?;
+        crate::hotconnect::check_topology((&identities, &aliases), t, hot)?;
     }
     let hot = membership(md, &group, cfg, &identities)?;
     // A member absent at the run's first bring-up keeps the layout entries it was given then,
@@ -608,6 +611,7 @@ pub(crate) fn bring_up(
         dc_positions,
         snapshots,
         identities,
+        aliases,
         hot,
         late,
     })
@@ -870,7 +874,10 @@ pub(crate) fn bring_up_retrying(
             cfg,
             app,
             tries.generation,
-            tries.topology.as_deref().map(|t| (t, &tries.hot)),
+            tries
+                .topology
+                .as_ref()
+                .map(|(ids, aliases)| ((&ids[..], &aliases[..]), &tries.hot)),
             &tries.sii,
         ) {
             Ok(up) => {
@@ -916,15 +923,19 @@ fn shut_down<DC>(md: &MainDevice<'static>, group: Group<DC>) -> Result<()> {
     Ok(())
 }
 
+/// The run's first bring-up: identities (vendor, product, revision) and station aliases by
+/// position.
+pub(crate) type FirstTopology = (Vec<(u32, u32, u32)>, Vec<u16>);
+
 /// The bring-ups of a run: the layout generation of the last one, and the failures in a row
 /// (`[health] max_failed_recoveries`).
 #[derive(Debug, Default)]
 pub(crate) struct Attempts {
     pub(crate) generation: u32,
     pub(crate) failed_in_a_row: u32,
-    /// The topology of the run's first bring-up (identities by position), which every
-    /// re-initialisation must find again.
-    pub(crate) topology: Option<Vec<(u32, u32, u32)>>,
+    /// The topology of the run's first bring-up (identities and station aliases by position),
+    /// which every re-initialisation must find again.
+    pub(crate) topology: Option<FirstTopology>,
     /// The `[[group]]` membership of that first bring-up (an optional group away is not a
     /// changed topology).
     pub(crate) hot: crate::hotconnect::Membership,

@@ -690,7 +690,15 @@ fn local_recovery(
         w.reported = Some(report);
         let change = match report {
             Report::Failed { failures } => SubdeviceChange::Failed { attempt: failures },
-            Report::Refused { found, expected } => SubdeviceChange::Refused { found, expected },
+            Report::Refused {
+                found,
+                expected,
+                alias,
+            } => SubdeviceChange::Refused {
+                found,
+                expected,
+                alias,
+            },
             Report::GaveUp => SubdeviceChange::GaveUp,
             Report::Absent => SubdeviceChange::Absent,
             Report::Back { .. } => continue,

@@ -48,10 +48,12 @@ pub enum Error {
     /// A re-initialisation found another topology than the run started with (a device
     /// inserted, removed or swapped): the segment is not driven until it is back.
     #[error(
-        "topology changed at position {position}: found {}, the run started with {}; a device \
-         inserted, removed or swapped is not driven (retried until the topology is back)",
+        "topology changed at position {position}: found {}{}, the run started with {}{}; a \
+         device inserted, removed or swapped is not driven (retried until the topology is back)",
         show_identity(*found),
-        show_identity(*expected)
+        alias.map_or(String::new(), |(a, _)| format!(" with station alias {a:#06x}")),
+        show_identity(*expected),
+        alias.map_or(String::new(), |(_, e)| format!(" with station alias {e:#06x}"))
     )]
     TopologyChanged {
         /// First position that differs.
@@ -60,6 +62,8 @@ pub enum Error {
         found: Option<(u32, u32, u32)>,
         /// What the run started with (None: no device).
         expected: Option<(u32, u32, u32)>,
+        /// The same identity with another station alias (0x0012): found, started with.
+        alias: Option<(u16, u16)>,
     },
     /// The segment is larger than the master runs.
     #[error("{0}")]

@@ -112,13 +112,17 @@ pub enum SubdeviceChange {
         /// Failed attempts in a row.
         attempt: u32,
     },
-    /// A device with another identity answers at its position: it is not driven (retried
-    /// until the configured device is back).
+    /// A device with another identity answers at its position, or the same identity with
+    /// another station alias (another unit): it is not driven (retried until the configured
+    /// device is back).
     Refused {
         /// Vendor, product, revision found (SII).
         found: (u32, u32, u32),
         /// What the segment was brought up with.
         expected: (u32, u32, u32),
+        /// Refused for its station alias (0x0012): the alias found and the one it was brought
+        /// up with (`None`: the identity differs).
+        alias: Option<(u16, u16)>,
     },
     /// Its recovery failed `[health] subdevice_attempts` times in a row: the whole segment is
     /// re-initialised.

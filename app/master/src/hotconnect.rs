@@ -70,9 +70,13 @@ pub fn absent_members(
         .unwrap_or_default()
 }
 
-/// What a re-initialisation must find again: the first bring-up's identities by position and
-/// its group membership.
-pub(crate) type Expected<'a> = (&'a [(u32, u32, u32)], &'a Membership);
+/// A segment as a scan found it: identities (vendor, product, revision) and station aliases
+/// (0x0012) by position.
+pub(crate) type Topology<'a> = (&'a [(u32, u32, u32)], &'a [u16]);
+
+/// What a re-initialisation must find again: the first bring-up's topology and its group
+/// membership.
+pub(crate) type Expected<'a> = (Topology<'a>, &'a Membership);
 
 /// Which group each position belongs to, as one bring-up found the segment.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -240,18 +244,32 @@ pub(crate) fn resolve(
 /// have must hold the same identities; a line that ends early where optional groups begin, or
 /// goes on beyond the first bring-up's end with optional members, is not a changed topology —
 /// the bring-up gives the absent ones their places again ([`resolve`]) and checks the present
-/// ones against their matchers. Everything else is `same_identities`'s.
+/// ones against their matchers. Everything else is `same_identities`'s. Where both have a
+/// device with the same identity, the station aliases must be the same too: the alias is what
+/// tells identical units apart (a configuration may select by it), and two of them swapped
+/// would otherwise get each other's outputs.
 pub(crate) fn check_topology(
-    found: &[(u32, u32, u32)],
-    expected: &[(u32, u32, u32)],
+    (found, found_aliases): Topology<'_>,
+    (expected, expected_aliases): Topology<'_>,
     optional: &Membership,
 ) -> Result<()> {
     let common = found.len().min(expected.len());
     let longer = found.len().max(expected.len());
     if (common..longer).all(|p| optional.optional(p)) {
-        return same_identities(&found[..common], &expected[..common]);
+        same_identities(&found[..common], &expected[..common])?;
+    } else {
+        same_identities(found, expected)?;
     }
-    same_identities(found, expected)
+    let aliases = found_aliases.iter().zip(expected_aliases).take(common);
+    match aliases.enumerate().find(|(_, (f, e))| f != e) {
+        Some((p, (&f, &e))) => Err(Error::TopologyChanged {
+            position: p as u16,
+            found: Some(found[p]),
+            expected: Some(expected[p]),
+            alias: Some((f, e)),
+        }),
+        None => Ok(()),
+    }
 }
 
 /// The scanned segment against the topology the run started with: the first position whose
@@ -267,6 +285,7 @@ fn same_identities(found: &[(u32, u32, u32)], expected: &[(u32, u32, u32)]) -> R
                 position: position as u16,
                 found: f,
                 expected: e,
+                alias: None,
             });
         }
     }
@@ -472,12 +491,16 @@ mod tests {
         let g = groups(&format!("{TOOL}members = [{{ position = 2 }}]\n")).expect("valid");
         let m = resolve(&g, &[], &line(3), None).expect("tail");
         let ids: Vec<_> = line(3).iter().map(|f| f.identity).collect();
+        let al = [0u16; 4];
+        fn at<'a>(ids: &'a [(u32, u32, u32)], al: &'a [u16]) -> Topology<'a> {
+            (ids, &al[..ids.len()])
+        }
         // The group away at a re-initialisation: its members are absent again.
-        assert!(check_topology(&ids[..2], &ids, &m).is_ok());
-        assert!(check_topology(&ids, &ids, &m).is_ok());
+        assert!(check_topology(at(&ids[..2], &al), at(&ids, &al), &m).is_ok());
+        assert!(check_topology(at(&ids, &al), at(&ids, &al), &m).is_ok());
         // Shorter at a mandatory position: a changed topology as before.
         assert!(matches!(
-            check_topology(&ids[..1], &ids, &m),
+            check_topology(at(&ids[..1], &al), at(&ids, &al), &m),
             Err(Error::TopologyChanged { position: 1, .. })
         ));
         // A member absent at the first bring-up present at a re-initialisation.
@@ -485,15 +508,28 @@ mod tests {
         absent.probe_ms.push(10);
         absent.group.push(Some(0));
         let longer: Vec<_> = line(4).iter().map(|f| f.identity).collect();
-        assert!(check_topology(&longer, &ids, &absent).is_ok());
+        assert!(check_topology(at(&longer, &al), at(&ids, &al), &absent).is_ok());
         // One more device than the first bring-up knew of, not optional: changed.
         assert!(matches!(
-            check_topology(&longer, &ids, &m),
+            check_topology(at(&longer, &al), at(&ids, &al), &m),
             Err(Error::TopologyChanged { position: 3, .. })
         ));
         // A swapped identity where both have a device: changed.
         let mut swapped = ids.clone();
         swapped[0].1 ^= 1;
-        assert!(check_topology(&swapped[..2], &ids, &m).is_err());
+        assert!(check_topology(at(&swapped[..2], &al), at(&ids, &al), &m).is_err());
+        // The same identities, two units swapped: their station aliases tell.
+        let (first, swapped_aliases) = ([0x10u16, 0x11, 0x12], [0x11u16, 0x10, 0x12]);
+        assert!(check_topology((&ids, &first), (&ids, &first), &m).is_ok());
+        assert!(matches!(
+            check_topology((&ids, &swapped_aliases), (&ids, &first), &m),
+            Err(Error::TopologyChanged {
+                position: 0,
+                alias: Some((0x11, 0x10)),
+                ..
+            })
+        ));
+        // A group away: the positions both have are compared.
+        assert!(check_topology((&ids[..2], &first[..2]), (&ids, &first), &m).is_ok());
     }
 }

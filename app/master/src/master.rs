@@ -176,7 +176,7 @@ fn cycle_until_done(
     run.bus = Some(bus);
     // The segment in OP: replaced by each recovery, handed back at the end.
     let mut seg = up;
-    run.attempts.topology = Some(seg.identities.clone());
+    run.attempts.topology = Some((seg.identities.clone(), seg.aliases.clone()));
     run.attempts.hot = seg.hot.clone();
     seg.publish(&ch.live);
     // Process-wide real-time settings, once the segment is up.
@@ -313,7 +313,7 @@ impl Cycling<'_> {
         self.run.bus = Some(bus);
         // A revision a firmware update brought (its recovery accepted it) is what a
         // re-initialisation of the segment expects from now on.
-        if let (Some(b), Some(t)) = (&board, self.run.attempts.topology.as_mut()) {
+        if let (Some(b), Some((t, _))) = (&board, self.run.attempts.topology.as_mut()) {
             b.updated_revisions(t);
         }
         self.applied = RtApplied {
@@ -521,6 +521,7 @@ fn recover(
             position,
             found,
             expected,
+            alias,
         } = *e
         {
             push(
@@ -530,6 +531,7 @@ fn recover(
                     position,
                     found,
                     expected,
+                    alias,
                 },
             );
         }

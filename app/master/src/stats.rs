@@ -426,6 +426,8 @@ pub enum EventKind {
         found: Option<(u32, u32, u32)>,
         /// What the run started with.
         expected: Option<(u32, u32, u32)>,
+        /// The same identity with another station alias (0x0012): found, started with.
+        alias: Option<(u16, u16)>,
     },
     /// A client shrank the shared image (ftruncate): the master's mapping became private
     /// memory (no SIGBUS), clients see nothing new until the next bring-up re-creates it.
@@ -473,6 +475,7 @@ impl std::fmt::Display for EventKind {
                 position,
                 found,
                 expected,
+                alias,
             } => {
                 let id = |i: &Option<(u32, u32, u32)>| match i {
                     Some((v, p, r)) => format!("{v:#010x}:{p:#010x}:{r:#010x}"),
@@ -483,7 +486,11 @@ impl std::fmt::Display for EventKind {
                     "topology_changed position={position} found={} expected={}",
                     id(found),
                     id(expected)
-                )
+                )?;
+                match alias {
+                    Some((a, e)) => write!(f, " alias={a:#06x} expected_alias={e:#06x}"),
+                    None => Ok(()),
+                }
             }
             EventKind::Subdevice { position, change } => {
                 use crate::health::SubdeviceChange as C;
@@ -517,12 +524,22 @@ impl std::fmt::Display for EventKind {
                             "subdevice_recovery_failed position={position} attempt={attempt}"
                         )
                     }
-                    C::Refused { found, expected } => write!(
-                        f,
-                        "subdevice_refused position={position} found={} expected={}",
-                        id(*found),
-                        id(*expected)
-                    ),
+                    C::Refused {
+                        found,
+                        expected,
+                        alias,
+                    } => {
+                        write!(
+                            f,
+                            "subdevice_refused position={position} found={} expected={}",
+                            id(*found),
+                            id(*expected)
+                        )?;
+                        match alias {
+                            Some((a, e)) => write!(f, " alias={a:#06x} expected_alias={e:#06x}"),
+                            None => Ok(()),
+                        }
+                    }
                     C::GaveUp => write!(f, "subdevice_gave_up position={position}"),
                     C::Parked { cause } => {
                         write!(f, "subdevice_parked position={position} cause={cause}")

@@ -74,6 +74,8 @@ pub(crate) struct Snapshot {
     position: u16,
     address: u16,
     identity: (u32, u32, u32),
+    /// Its station alias (0x0012, from SII word 4) as it was brought up.
+    alias: u16,
     name: String,
     sm: [u8; SM_BYTES],
     fmmu: [u8; FMMU_BYTES],
@@ -154,6 +156,7 @@ pub(crate) fn snapshot<S: ethercrab::subdevice_group::HasPdi, DC>(
             position: pos as u16,
             address,
             identity: (id.vendor_id, id.product_id, id.revision),
+            alias: sd.alias_address(),
             name: sd.name().to_string(),
             sm,
             fmmu,
@@ -234,6 +237,8 @@ struct Slot {
     cause: AtomicU32,
     /// The identity found by a refusal: vendor, product, revision packed.
     found: [AtomicU32; 3],
+    /// A refusal for the station alias: 1 << 32 | found << 16 | expected (0: not the alias).
+    found_alias: AtomicU64,
     /// Handed back after a firmware update: the next success has that cause and may find a
     /// new revision.
     updated: AtomicBool,
@@ -519,6 +524,10 @@ impl Board {
                     s.found[2].load(Ordering::Relaxed),
                 ),
                 expected: self.expected(position),
+                alias: match s.found_alias.load(Ordering::Relaxed) {
+                    0 => None,
+                    v => Some(((v >> 16) as u16, v as u16)),
+                },
             },
             phase::GAVE_UP => Report::GaveUp,
             phase::ABSENT => Report::Absent,
@@ -572,6 +581,7 @@ pub(crate) enum Report {
     Refused {
         found: (u32, u32, u32),
         expected: (u32, u32, u32),
+        alias: Option<(u16, u16)>,
     },
     GaveUp,
     /// A member of an optional group that does not answer (unplugged, powered off).
@@ -582,7 +592,9 @@ pub(crate) enum Report {
 #[derive(Debug)]
 enum Failure {
     /// Another identity answers at its position.
-    Refused((u32, u32, u32)),
+    /// Another identity (vendor, product, revision), or the same with another station alias
+    /// (found, expected).
+    Refused((u32, u32, u32), Option<(u16, u16)>),
     /// Anything else (retried).
     Failed(Error),
     /// What only the whole segment's re-initialisation can repair (no retry).
@@ -730,14 +742,24 @@ pub(crate) fn worker(w: Worker<'_>) {
                 slot.cause.store(encode_cause(cause), Ordering::Relaxed);
                 w.board.set(i, phase::BACK);
             }
-            Err(Failure::Refused(found)) => {
+            Err(Failure::Refused(found, alias)) => {
                 for (a, v) in slot.found.iter().zip([found.0, found.1, found.2]) {
                     a.store(v, Ordering::Relaxed);
                 }
-                log::warn!(
-                    "position {i}: identity {found:#x?} is not the configured {:#x?}: refused",
-                    w.board.expected(i)
+                slot.found_alias.store(
+                    alias.map_or(0, |(f, e)| 1 << 32 | u64::from(f) << 16 | u64::from(e)),
+                    Ordering::Relaxed,
                 );
+                match alias {
+                    Some((f, e)) => log::warn!(
+                        "position {i}: station alias {f:#06x} is not the {e:#06x} it was brought \
+                         up with (identity {found:#x?} the same): another unit, refused"
+                    ),
+                    None => log::warn!(
+                        "position {i}: identity {found:#x?} is not the configured {:#x?}: refused",
+                        w.board.expected(i)
+                    ),
+                }
                 next_try[i] = Instant::now() + backoff.max(IDLE_POLL * 100);
                 w.board.set(i, phase::REFUSED);
             }
@@ -897,7 +919,17 @@ fn recover_one(
         if !identity_accepted(expected, found, updated) {
             // Leave it in INIT: nothing is mapped to it.
             let _ = st.write(AL_CONTROL, &[INIT | ERROR_ACK, 0]);
-            return Err(Failure::Refused(found));
+            return Err(Failure::Refused(found, None));
+        }
+        // The same identity with another station alias is another unit: the alias is what
+        // tells identical units apart (a configuration may select by it), so a unit swapped in
+        // with another one is not driven in this one's place.
+        let mut a = [0u8; 2];
+        st.read(STATION_ALIAS, &mut a)?;
+        let alias = u16::from_le_bytes(a);
+        if alias != snap.alias {
+            let _ = st.write(AL_CONTROL, &[INIT | ERROR_ACK, 0]);
+            return Err(Failure::Refused(found, Some((alias, snap.alias))));
         }
         if found.2 != expected.2 {
             log::info!(
@@ -1091,11 +1123,11 @@ fn join(
             found.alias,
             matcher.matcher()
         );
-        return Err(Failure::Refused(identity));
+        return Err(Failure::Refused(identity, None));
     }
     let first = joined.as_ref().is_none_or(|(s, _)| s.identity != identity);
     if first {
-        *joined = Some(member_snapshot(w, m, identity, cache)?);
+        *joined = Some(member_snapshot(w, m, (identity, found.alias), cache)?);
     }
     let Some((snap, sii)) = joined.as_ref() else {
         return Err(Failure::Failed(Error::SegmentMismatch(format!(
@@ -1119,7 +1151,7 @@ fn join(
 fn member_snapshot(
     w: &Worker<'_>,
     m: &crate::region::Member,
-    identity: (u32, u32, u32),
+    (identity, alias): ((u32, u32, u32), u16),
     cache: &crate::sii_cache::SiiCache,
 ) -> Result<(Snapshot, crate::sii::Sii)> {
     let pos = m.index as u16;
@@ -1156,6 +1188,7 @@ fn member_snapshot(
             position: pos,
             address: m.address,
             identity,
+            alias,
             name: s.name.clone(),
             sm,
             fmmu,

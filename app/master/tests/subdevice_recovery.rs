@@ -324,11 +324,118 @@ fn a_swapped_identity_is_refused_and_never_driven() {
     assert!(!last.valid[1] && !last.in_op[1], "{last:?}");
 }
 
+/// Another unit of the same identity swapped in with another station alias (0x0012: what tells
+/// identical units apart, and what a configuration may select by) is another device: refused,
+/// never driven in the place of the one brought up. The I/O segment with a fourth device, a
+/// copy of the output terminal at position 1 with alias 0x0021; position 1 swapped for one like
+/// it.
+#[test]
+fn a_unit_with_another_station_alias_is_refused_and_never_driven() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let seg = segment_with_twin();
+    let (out, p) = within_machine_noise("another station alias", |_| {
+        let faults = Faults::new();
+        let mut p = Probe::new(
+            faults.clone(),
+            300,
+            FaultCommand::Replace {
+                position: 1,
+                like: 3,
+            },
+        );
+        p.done = |p| refused(&p.w.events).is_some();
+        p.tail = 500;
+        let out = run_story(
+            io_config(TxRxMode::Inline),
+            seg.clone(),
+            faults,
+            &mut p,
+            None,
+        )?;
+        no_frame_lost(&out)?;
+        Ok((out, p))
+    });
+    assert_eq!(out.rec.recoveries, 0, "no segment recovery remaps it");
+    assert_eq!((p.invalid(0), p.invalid(2)), (0, 0));
+    let (found, expected) = refused(&p.w.events).expect("a refusal event");
+    assert_eq!(found, expected, "the same identity");
+    let alias = p.w.events.iter().find_map(|e| match e.change {
+        SubdeviceChange::Refused { alias, .. } if e.position == 1 => alias,
+        _ => None,
+    });
+    assert_eq!(alias, Some((0x0021, 0x0000)), "refused for its alias");
+    assert!(p.w.back_of(1).is_none());
+    let last = p.w.log.last().expect("cycles");
+    assert!(!last.valid[1] && !last.in_op[1], "{last:?}");
+}
+
+/// The same swap under `[health] recovery = "segment"`: the whole segment's re-initialisation
+/// finds the identities of the first bring-up but another station alias at position 1, and
+/// refuses it as a changed topology (retried) instead of driving the other unit there.
+#[test]
+fn a_re_initialisation_refuses_a_unit_with_another_station_alias() {
+    use rtcat_master::stats::EventKind;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (out, events) = within_machine_noise("another station alias, segment policy", |_| {
+        let faults = Faults::new();
+        let mut p = Probe::new(
+            faults.clone(),
+            300,
+            FaultCommand::Replace {
+                position: 1,
+                like: 3,
+            },
+        );
+        p.done = |_| false;
+        let (applied, stop) = (p.applied.clone(), p.stop.clone());
+        let stopper = std::thread::spawn(move || {
+            while !applied.load(Ordering::Acquire) && !stop.is_requested() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(Duration::from_millis(1500));
+            stop.request();
+        });
+        let mut cfg = io_config(TxRxMode::Inline);
+        cfg.health.recovery = RecoveryPolicy::Segment;
+        let run = sim_run(cfg, segment_with_twin(), faults, p.stop.clone(), CAP);
+        let ran = support::line::run_with_events(run, &mut p, |_| {});
+        p.stop.request();
+        stopper.join().expect("stopper");
+        let (out, events) = ran?;
+        Ok((out, events))
+    });
+    let refused = events.iter().any(|k| {
+        matches!(
+            k,
+            EventKind::TopologyChanged {
+                position: 1,
+                alias: Some((0x0021, 0x0000)),
+                ..
+            }
+        )
+    });
+    assert!(refused, "{events:?}");
+    assert_eq!(out.rec.recoveries, 0, "the other unit driven: {events:?}");
+}
+
+/// The I/O segment with a fourth device: a copy of the output terminal at position 1 with
+/// station alias 0x0021 (the same identity, another unit).
+fn segment_with_twin() -> SegmentSpec {
+    let mut seg = segment_io();
+    let mut twin = seg.devices[1].clone();
+    twin.alias = 0x0021;
+    twin.serial += 100;
+    seg.devices.push(twin);
+    seg
+}
+
 /// Position 1's refusal: (found, expected) identities.
 type Ids = (u32, u32, u32);
 fn refused(events: &[SubdeviceEvent]) -> Option<(Ids, Ids)> {
     events.iter().find_map(|e| match e.change {
-        SubdeviceChange::Refused { found, expected } if e.position == 1 => Some((found, expected)),
+        SubdeviceChange::Refused {
+            found, expected, ..
+        } if e.position == 1 => Some((found, expected)),
         _ => None,
     })
 }
@@ -629,6 +736,7 @@ fn a_reinitialisation_refuses_a_changed_topology() {
             position,
             found,
             expected,
+            ..
         } => Some((*position, *found, *expected)),
         _ => None,
     });
