@@ -7,11 +7,13 @@
 //! every device behind it. Giving a station address by position there would overwrite another
 //! subdevice's, and a unit with the same identity would then be driven as that subdevice (seen
 //! in `tests/hotconnect.rs` before this module). So a recovery or a join that has to give an
-//! address first reads the station address (0x0010) of every device by position ([`sweep`]),
-//! and gives it only where the devices it finds agree with the order expected
-//! ([`place`]): between its nearest expected neighbours that answer with their own addresses
-//! there must be exactly as many devices without a known address as the order expects there.
-//! Anything else is [`Place::Unclear`], and nothing is written.
+//! address first asks the neighbours of the position ([`locate`]: the devices before and after
+//! it answer with the addresses of the subdevices expected there), else reads the station
+//! address (0x0010) of every device by position ([`sweep`]) and gives it only where the devices
+//! found agree with the order expected ([`place`]): between its nearest expected neighbours
+//! that answer with their own addresses there must be exactly as many devices without a known
+//! address as the order expects there. Anything else is [`Place::Unclear`], and nothing is
+//! written.
 
 use ethercrab::{Command, MainDevice};
 use futures_lite::future::block_on;
@@ -103,9 +105,9 @@ pub(crate) fn place(seen: &[u16], order: &[u16], target: usize) -> Place {
             if last.is_some_and(|(_, q)| q > p) {
                 let (j, q) = last.unwrap_or((0, 0));
                 return Place::Unclear(format!(
-                    "station {a:#06x} (the {k}th expected) answers at position {p}, before station \
-                     {:#06x} (the {j}th) at position {q}: not the order the segment was brought \
-                     up in",
+                    "station {a:#06x} answers at position {p}, before station {:#06x} at \
+                     position {q}, which the segment was brought up with before it (order {j} \
+                     and {k}): another topology",
                     order[j]
                 ));
             }
@@ -316,6 +318,6 @@ mod tests {
         let Place::Unclear(why) = place(&seen, &ORDER[..4], 3) else {
             panic!("placed")
         };
-        assert!(why.contains("not the order"), "{why}");
+        assert!(why.contains("another topology"), "{why}");
     }
 }
