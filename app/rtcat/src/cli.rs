@@ -6,7 +6,7 @@ use std::path::PathBuf;
 
 pub(crate) mod values;
 
-use crate::cmd::bus::{CountersArgs, PdosArgs, RegsArgs, ScanArgs, SiiArgs};
+use crate::cmd::bus::{AliasArgs, CountersArgs, PdosArgs, RegsArgs, ScanArgs, SiiArgs};
 use crate::cmd::config::ConfigCmd;
 use crate::cmd::eoe::EoeCmd;
 use crate::cmd::esi::EsiArgs;
@@ -67,6 +67,9 @@ pub enum Command {
     Counters(CountersArgs),
     /// Read ESC registers of one subdevice (APRD) as a hex dump
     Regs(RegsArgs),
+    /// Write a subdevice's station alias into its SII (word 4 and the checksum), as IgH's
+    /// `ethercat alias` does; with the master stopped
+    Alias(AliasArgs),
     /// Read an ESI file (ETG.2000 device description): devices, sync managers, PDOs, objects;
     /// or print the [[device]] configuration for a chosen set of PDOs
     Esi(EsiArgs),

@@ -224,6 +224,36 @@ fn sii_decodes_names_pdos_and_the_whole_image() {
     }
 }
 
+/// The station alias written into the SII: word 4 and the configuration area's checksum in
+/// word 7 (the simulator's own CRC of the 14 bytes agrees, as an ESC's at power-up would), the
+/// ESC's register 0x0012 after the reload, the rest of the image untouched; the other devices'
+/// aliases unchanged.
+#[test]
+fn the_station_alias_is_written_with_its_checksum_and_reloaded() {
+    let spec = SegmentSpec::load(&segment_io()).unwrap();
+    let s = sim_session(spec.clone(), &Faults::new());
+    let p = Probe::new(s.maindevice(), &Config::default()).unwrap();
+    let before = p.read_sii(1, None).unwrap().bytes;
+    assert_eq!(p.write_alias(1, 0x0021).unwrap(), (0, 0x0021));
+    let after = p.read_sii(1, None).unwrap().bytes;
+    assert_eq!(after[8..10], [0x21, 0x00]);
+    assert_eq!(after[14], ecsim::sii::config_crc(&after[..14]));
+    assert_eq!(after[14], diag::config_area_checksum(&after[..14]));
+    assert_ne!(after[14], before[14], "the checksum covers the alias");
+    assert_eq!(after[..8], before[..8]);
+    assert_eq!(after[10..14], before[10..14]);
+    assert_eq!(after[15..], before[15..]);
+    let alias_of = |pos: u16| {
+        let mut a = [0u8; 2];
+        p.read(pos, 0x0012, &mut a).unwrap();
+        u16::from_le_bytes(a)
+    };
+    assert_eq!((alias_of(0), alias_of(1), alias_of(2)), (0, 0x0021, 0));
+    // And back: written over again.
+    assert_eq!(p.write_alias(1, 0).unwrap(), (0x0021, 0));
+    assert_eq!(p.read_sii(1, None).unwrap().bytes, before);
+}
+
 #[test]
 fn sii_read_gives_an_eeprom_offered_to_the_pdi_back() {
     let s = sim_session(SegmentSpec::reference(), &Faults::new());
@@ -511,6 +541,19 @@ fn regs_sim_hex_dump_and_json() {
 }
 
 #[test]
+fn alias_writes_and_says_what_it_did() {
+    let t = stdout(&cmd(&["alias", "--sim", "2", "0x0031"]));
+    assert_eq!(
+        t,
+        "position 2: station alias 0x0000 -> 0x0031 (SII word 4 and the checksum in word 7 \
+         written; register 0x0012 reads 0x0031)\n"
+    );
+    let v = ok(&cmd(&["alias", "--sim", "0", "5", "--json"]));
+    assert_eq!((v["old"].as_u64(), v["alias"].as_u64()), (Some(0), Some(5)));
+    assert_eq!(v["register"], 5);
+}
+
+#[test]
 fn the_interface_comes_from_the_configuration() {
     let dir = tempfile::tempdir().unwrap();
     let cfg = dir.path().join("rtcat.toml");
@@ -542,6 +585,9 @@ fn bad_arguments_exit_2_naming_the_value() {
         (&["regs", "--sim", "0", "0xfff0", "0x20"], "0x10010"),
         (&["regs", "--sim", "0", "0xzz", "1"], "0xzz"),
         (&["sii", "--sim", "7"], "position 7"),
+        (&["alias", "--sim", "3", "1"], "POS 3"),
+        (&["alias", "--sim", "1", "0x10000"], "0x10000"),
+        (&["alias", "--sim", "1", "x"], "\"x\""),
         (&["sii", "--sim", "--raw"], "POS"),
         (&["scan", "--iface", NO_IF], NO_IF),
         (&["scan", "--iface", "bad/name"], "bad/name"),

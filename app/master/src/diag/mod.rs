@@ -18,7 +18,7 @@ pub mod eeprom;
 pub mod scan;
 
 pub use counters::{ErrorCounters, PortCounters};
-pub use eeprom::SiiImage;
+pub use eeprom::{SiiImage, config_area_checksum};
 pub use scan::{AlState, DcSupport, EscInfo, PortKind, PortState, ScanEntry, al_status_text};
 
 use crate::config::Config;
@@ -89,14 +89,15 @@ pub enum Error {
         /// How long it waited.
         timeout: Duration,
     },
-    /// The ESC refused an EEPROM read (its control/status register 0x0502 reports an error).
+    /// The ESC refused an EEPROM read, write or reload (its control/status register 0x0502
+    /// reports an error).
     #[error(
-        "position {position}: SII EEPROM read of word {word:#06x} failed: {what} (0x0502 = {status:#06x})"
+        "position {position}: SII EEPROM command on word {word:#06x} failed: {what} (0x0502 = {status:#06x})"
     )]
     EepromCommand {
         /// Position of the subdevice.
         position: u16,
-        /// Word being read.
+        /// Word being read or written.
         word: u16,
         /// The control/status register.
         status: u16,

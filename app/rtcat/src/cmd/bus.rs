@@ -67,6 +67,18 @@ pub struct RegsArgs {
     pub bus: BusArgs,
 }
 
+#[derive(Args, Debug)]
+pub struct AliasArgs {
+    /// Position of the subdevice
+    #[arg(value_name = "POS")]
+    pub position: u32,
+    /// The station alias to write, 0..=0xffff (hex with 0x, or decimal; 0: none)
+    #[arg(value_name = "ALIAS", value_parser = parse_number)]
+    pub alias: u32,
+    #[command(flatten)]
+    pub bus: BusArgs,
+}
+
 /// A number in decimal or with a `0x` prefix in hex.
 pub fn parse_number(s: &str) -> Result<u32, String> {
     let t = s.trim();
@@ -881,6 +893,64 @@ struct RegsJson<'a> {
     length: usize,
     /// The bytes in hex, two digits each, in address order.
     hex: &'a str,
+}
+
+#[derive(serde::Serialize)]
+struct AliasJson {
+    position: u32,
+    /// The alias the SII had.
+    old: u16,
+    /// The alias written (SII word 4, with the configuration area's checksum).
+    alias: u16,
+    /// Register 0x0012 after the ESC reloaded its configuration area.
+    register: u16,
+}
+
+/// `rtcat alias`: the station alias written into a subdevice's SII (what `ethercat alias`
+/// does for IgH). rtcat takes a device's alias as part of what it is (a recovery or a
+/// re-initialisation refuses a unit with another alias than it was brought up with), so a spare
+/// fitted for a unit whose alias was set gets it here.
+pub fn alias(a: AliasArgs) -> Outcome {
+    let Ok(alias) = u16::try_from(a.alias) else {
+        return Err(Failure::Usage(format!(
+            "ALIAS {:#x}: a station alias is 16 bits (0..=0xffff)",
+            a.alias
+        )));
+    };
+    let (s, cfg) = open(&a.bus)?;
+    let p = probe(&s, &cfg)?;
+    let position = u16::try_from(a.position)
+        .ok()
+        .filter(|&q| q < p.count())
+        .ok_or_else(|| {
+            Failure::Usage(format!(
+                "POS {}: the segment has {} subdevices (0..={})",
+                a.position,
+                p.count(),
+                p.count() - 1
+            ))
+        })?;
+    let (old, register) = p.write_alias(position, alias)?;
+    if register != alias {
+        return Err(Failure::Runtime(format!(
+            "position {position}: SII word 4 holds {alias:#06x}, but register 0x0012 reads \
+             {register:#06x} after the reload: power-cycle the device"
+        )));
+    }
+    emit(&if a.bus.json {
+        json(&AliasJson {
+            position: a.position,
+            old,
+            alias,
+            register,
+        })
+    } else {
+        format!(
+            "position {position}: station alias {old:#06x} -> {alias:#06x} (SII word 4 and the \
+             checksum in word 7 written; register 0x0012 reads {register:#06x})\n"
+        )
+    });
+    Ok(())
 }
 
 /// `rtcat regs`.

@@ -35,6 +35,7 @@ pub fn run(cmd: Command) -> Outcome {
         Command::Sii(a) => bus::sii(a),
         Command::Counters(a) => bus::counters(a),
         Command::Regs(a) => bus::regs(a),
+        Command::Alias(a) => bus::alias(a),
         Command::Esi(a) => esi::run(&a),
         Command::Sdo(c) => sdo::sdo(c),
         Command::Foe(c) => foe::foe(c),
