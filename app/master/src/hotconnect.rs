@@ -22,7 +22,7 @@
 //!   passes every device and turns back at the last port with a link), so a device missing at
 //!   position p takes every device behind it away, and the positions of those before it do not
 //!   change. Recovery finds a power-cycled device by its position (APWR of its station address)
-//!   where its neighbours confirm the position ([`crate::place`]), which holds only where no
+//!   where its neighbours confirm the position (`place`), which holds only where no
 //!   position shifted, i.e. behind the last mandatory device. A group behind a junction's branch
 //!   port with mandatory devices after the junction would shift their positions when it goes,
 //!   and is refused; one absent at bring-up and plugged in there is not driven.

@@ -1040,6 +1040,37 @@ impl<const K: usize> Application for PlugAndWatch<K> {
     }
 }
 
+/// A run of [`PlugAndWatch`] on `seg` with the cable at `position` out from the start: plugged
+/// in at `PLUG_AT`, pulled again `unplug` cycles later, stopped `after` cycles after the plug
+/// (the devices are counted every second: these leave time for a count). No frame lost to the
+/// machine, `subdevices` in the layout, no re-initialisation.
+fn plug_and_watch<const K: usize>(
+    cfg: Config,
+    seg: ecsim::SegmentSpec,
+    (position, unplug, after): (usize, Option<usize>, usize),
+    subdevices: usize,
+) -> Result<(PlugAndWatch<K>, Vec<EventKind>), String> {
+    let faults = Faults::new();
+    faults.apply(FaultCommand::Cable {
+        position,
+        plugged: false,
+    });
+    let mut p = PlugAndWatch::<K> {
+        faults: faults.clone(),
+        position,
+        unplug,
+        after,
+        w: Watch::new(100_000),
+        stop: Stop::new(),
+    };
+    let run = sim_run(cfg, seg, faults, p.stop.clone(), CAP);
+    let (out, events) = run_with_events(run, &mut p, |_| {})?;
+    no_frame_lost(&out)?;
+    assert_eq!(out.subdevices, subdevices);
+    assert_eq!(out.rec.recoveries, 0, "{events:?}");
+    Ok((p, events))
+}
+
 /// The group absent at bring-up, plugged in on a junction's first branch with the junction's
 /// other two devices (mandatory) after it: nothing at bring-up can tell where it will appear,
 /// and this version expects a member absent at bring-up at the line's end. Plugged in there it
@@ -1055,30 +1086,11 @@ impl<const K: usize> Application for PlugAndWatch<K> {
 fn a_group_plugged_in_before_mandatory_devices_is_not_mistaken_for_them() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (p, events) = within_machine_noise("group plugged in before mandatory devices", |_| {
-        let faults = Faults::new();
-        faults.apply(FaultCommand::Cable {
-            position: 1,
-            plugged: false,
-        });
         let mut cfg = config(true);
         cfg.device = Config::parse(&group_devices(), "hotconnect test")
             .expect("devices")
             .device;
-        let mut p = PlugAndWatch::<N> {
-            faults: faults.clone(),
-            position: 1,
-            unplug: None,
-            // the devices are counted every second
-            after: 1500,
-            w: Watch::new(100_000),
-            stop: Stop::new(),
-        };
-        let run = sim_run(cfg, junction_first_branch(), faults, p.stop.clone(), CAP);
-        let (out, events) = run_with_events(run, &mut p, |_| {})?;
-        no_frame_lost(&out)?;
-        assert_eq!(out.subdevices, N);
-        assert_eq!(out.rec.recoveries, 0, "{events:?}");
-        Ok((p, events))
+        plug_and_watch::<N>(cfg, junction_first_branch(), (1, None, 1500), N)
     });
     // The junction and the two terminals (layout positions 0..3): every cycle valid, in OP.
     untouched(&p.w.log, G0);
@@ -1123,32 +1135,13 @@ fn unexpected(events: &[EventKind]) -> Vec<(u16, u16)> {
 fn devices_plugged_in_where_none_are_configured_are_reported_not_driven() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let (p, events) = within_machine_noise("devices plugged in at a free port", |_| {
-        let faults = Faults::new();
-        faults.apply(FaultCommand::Cable {
-            position: G0,
-            plugged: false,
-        });
         let mut cfg = Config::parse(
             "[cycle]\nperiod_us = 1000\n[health]\nrecovery = \"subdevice\"\n",
             "hotconnect test",
         )
         .expect("config");
         support::patient(&mut cfg);
-        let mut p = PlugAndWatch::<G0> {
-            faults: faults.clone(),
-            position: G0,
-            // the devices are counted every second
-            unplug: Some(1500),
-            after: 2700,
-            w: Watch::new(100_000),
-            stop: Stop::new(),
-        };
-        let run = sim_run(cfg, line(), faults, p.stop.clone(), CAP);
-        let (out, events) = run_with_events(run, &mut p, |_| {})?;
-        no_frame_lost(&out)?;
-        assert_eq!(out.subdevices, G0);
-        assert_eq!(out.rec.recoveries, 0, "{events:?}");
-        Ok((p, events))
+        plug_and_watch::<G0>(cfg, line(), (G0, Some(1500), 2700), G0)
     });
     untouched(&p.w.log, G0);
     assert_eq!(

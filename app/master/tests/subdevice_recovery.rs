@@ -287,62 +287,19 @@ fn a_power_cycled_subdevice_gets_its_address_back_and_is_recovered_alone() {
     );
 }
 
-#[test]
-fn a_swapped_identity_is_refused_and_never_driven() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (out, p) = within_machine_noise("a swapped identity", |_| {
+/// Position 1 replaced by a device like `like` of `seg` (`replace 1 LIKE`) with the
+/// per-subdevice recovery: refused, never driven — no segment recovery, the others 0 invalid
+/// cycles, never back, out of OP with its data invalid to the end. The refusal: found and
+/// expected identities, and the aliases when it was refused for its alias.
+fn swapped_and_refused(seg: SegmentSpec, like: usize) -> (Ids, Ids, Option<(u16, u16)>) {
+    let (out, p) = within_machine_noise("a swapped device", |_| {
         let faults = Faults::new();
         let mut p = Probe::new(
             faults.clone(),
             300,
-            FaultCommand::Replace {
-                position: 1,
-                like: 0,
-            },
+            FaultCommand::Replace { position: 1, like },
         );
         // The refusal, then 500 cycles in which it must not be driven.
-        p.done = |p| refused(&p.w.events).is_some();
-        p.tail = 500;
-        let out = run_story(
-            io_config(TxRxMode::Inline),
-            segment_io(),
-            faults,
-            &mut p,
-            None,
-        )?;
-        no_frame_lost(&out)?;
-        Ok((out, p))
-    });
-    assert_eq!(out.rec.recoveries, 0, "no segment recovery remaps it");
-    assert_eq!((p.invalid(0), p.invalid(2)), (0, 0));
-    let (found, expected) = refused(&p.w.events).expect("a refusal event");
-    assert_ne!(found, expected);
-    assert_eq!(found.1, 0x0001_0008, "the EL1008-SIM's identity was found");
-    // Never back, never driven: out of OP (INIT) to the end, its data invalid.
-    assert!(p.w.back_of(1).is_none());
-    let last = p.w.log.last().expect("cycles");
-    assert!(!last.valid[1] && !last.in_op[1], "{last:?}");
-}
-
-/// Another unit of the same identity swapped in with another station alias (0x0012: what tells
-/// identical units apart, and what a configuration may select by) is another device: refused,
-/// never driven in the place of the one brought up. The I/O segment with a fourth device, a
-/// copy of the output terminal at position 1 with alias 0x0021; position 1 swapped for one like
-/// it.
-#[test]
-fn a_unit_with_another_station_alias_is_refused_and_never_driven() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let seg = segment_with_twin();
-    let (out, p) = within_machine_noise("another station alias", |_| {
-        let faults = Faults::new();
-        let mut p = Probe::new(
-            faults.clone(),
-            300,
-            FaultCommand::Replace {
-                position: 1,
-                like: 3,
-            },
-        );
         p.done = |p| refused(&p.w.events).is_some();
         p.tail = 500;
         let out = run_story(
@@ -358,15 +315,37 @@ fn a_unit_with_another_station_alias_is_refused_and_never_driven() {
     assert_eq!(out.rec.recoveries, 0, "no segment recovery remaps it");
     assert_eq!((p.invalid(0), p.invalid(2)), (0, 0));
     let (found, expected) = refused(&p.w.events).expect("a refusal event");
-    assert_eq!(found, expected, "the same identity");
+    // Never back, never driven: out of OP (INIT) to the end, its data invalid.
+    assert!(p.w.back_of(1).is_none());
+    let last = p.w.log.last().expect("cycles");
+    assert!(!last.valid[1] && !last.in_op[1], "{last:?}");
     let alias = p.w.events.iter().find_map(|e| match e.change {
         SubdeviceChange::Refused { alias, .. } if e.position == 1 => alias,
         _ => None,
     });
+    (found, expected, alias)
+}
+
+#[test]
+fn a_swapped_identity_is_refused_and_never_driven() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (found, expected, alias) = swapped_and_refused(segment_io(), 0);
+    assert_ne!(found, expected);
+    assert_eq!(found.1, 0x0001_0008, "the EL1008-SIM's identity was found");
+    assert_eq!(alias, None);
+}
+
+/// Another unit of the same identity swapped in with another station alias (0x0012: what tells
+/// identical units apart, and what a configuration may select by) is another device: refused,
+/// never driven in the place of the one brought up. The I/O segment with a fourth device, a
+/// copy of the output terminal at position 1 with alias 0x0021; position 1 swapped for one like
+/// it.
+#[test]
+fn a_unit_with_another_station_alias_is_refused_and_never_driven() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let (found, expected, alias) = swapped_and_refused(segment_with_twin(), 3);
+    assert_eq!(found, expected, "the same identity");
     assert_eq!(alias, Some((0x0021, 0x0000)), "refused for its alias");
-    assert!(p.w.back_of(1).is_none());
-    let last = p.w.log.last().expect("cycles");
-    assert!(!last.valid[1] && !last.in_op[1], "{last:?}");
 }
 
 /// The same swap under `[health] recovery = "segment"`: the whole segment's re-initialisation
