@@ -759,14 +759,16 @@ fn dc_member_joined<const K: usize>(
     let delay = *delay.lock().unwrap_or_else(|e| e.into_inner());
     if !absent {
         // ethercrab's DC initialisation, the drive present from the start.
-        let dc = *last.lock().unwrap_or_else(|e| e.into_inner());
-        return Ok((0, dc.expect("the drive's clock"), delay));
+        let dc = (*last.lock().unwrap_or_else(|e| e.into_inner())).expect("the drive's clock");
+        frames_on_time(&dc)?;
+        return Ok((0, dc, delay));
     }
     assert!(
         back_with(&events, drive as u16, SubdeviceCause::Joined),
         "the drive did not join: {events:?}"
     );
     let dc = (*last.lock().unwrap_or_else(|e| e.into_inner())).expect("the drive's clock");
+    frames_on_time(&dc)?;
     let ns = plug_to(log, |s| s.valid[drive] && s.in_op[drive]);
     machine.within("the DC drive's first join", ns, BACK_WITHIN_NS)?;
     Ok((ns, dc, delay))
@@ -839,6 +841,20 @@ impl<const K: usize> Application for Plugger<K> {
 struct Delay {
     set: u32,
     truth: u64,
+}
+
+/// The machine's verdict on a DC run: frames that reach the drive after its SYNC0 pulse are the
+/// cycle's phase on a loaded machine (the phase lock steers the reference's grid), not the
+/// join's — a few, not most; more than 2 % and the run is retried (`ecsim::noise`), as a CI run
+/// under the whole test suite once had 12 of 502.
+fn frames_on_time(dc: &ecsim::dc::DcStatus) -> Result<(), String> {
+    ensure(dc.late * 50 <= dc.on_time, || {
+        format!(
+            "{} of {} frames after the drive's SYNC0 pulse (the machine's phase)",
+            dc.late,
+            dc.late + dc.on_time
+        )
+    })
 }
 
 /// The drive's clock after its join: in sync with the reference, SYNC0 with the segment's
