@@ -42,9 +42,8 @@ const STATION_ALIAS: u16 = 0x0012;
 /// The checksum of the SII's configuration area: CRC-8, polynomial x^8 + x^2 + x + 1, initial
 /// value 0xFF, over words 0..=6 (14 bytes; ETG.2010 §2.2); an ESC that finds it wrong does not
 /// load the area (its alias among it) at power-up. Written out rather than taken from the
-/// `crc` crate: nine lines, where the crate's catalogue has no entry with this initial value
-/// and would need the same parameters spelled out; the standard check value ("123456789" →
-/// 0xFB) is tested.
+/// `crc` crate: a few lines, where the crate would need the same parameters spelled out as a
+/// custom algorithm; the standard check value ("123456789" → 0xFB) is tested.
 pub fn config_area_checksum(bytes: &[u8]) -> u8 {
     bytes.iter().fold(0xff, |crc, &b| {
         (0..8).fold(crc ^ b, |c, _| {
@@ -196,9 +195,9 @@ impl<'a> Probe<'a> {
     /// Write `alias` as the station alias into the SII of the subdevice at `position` (word 4,
     /// with the configuration area's checksum in word 7 computed again), then have the ESC
     /// reload its configuration area so that register 0x0012 holds it at once. Returns the
-    /// alias the SII had and what 0x0012 reads after the reload; the area is read back and a
-    /// word that did not take, or 0x0012 not showing the alias, is an error. The device must
-    /// not be in use by a master: its EEPROM is taken for EtherCAT for the writes.
+    /// alias the SII had and what 0x0012 reads after the reload (for the caller to compare);
+    /// the area is read back and a word that did not take is an error. The device must not be
+    /// in use by a master: its EEPROM is taken for EtherCAT for the writes.
     pub fn write_alias(&self, position: u16, alias: u16) -> Result<(u16, u16)> {
         let o = self.take_eeprom(position)?;
         let mut area = [0u8; 16];
