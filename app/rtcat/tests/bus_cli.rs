@@ -585,7 +585,7 @@ fn bad_arguments_exit_2_naming_the_value() {
         (&["regs", "--sim", "0", "0xfff0", "0x20"], "0x10010"),
         (&["regs", "--sim", "0", "0xzz", "1"], "0xzz"),
         (&["sii", "--sim", "7"], "position 7"),
-        (&["alias", "--sim", "3", "1"], "POS 3"),
+        (&["alias", "--sim", "3", "1"], "position 3"),
         (&["alias", "--sim", "1", "0x10000"], "0x10000"),
         (&["alias", "--sim", "1", "x"], "\"x\""),
         (&["sii", "--sim", "--raw"], "POS"),

@@ -919,17 +919,7 @@ pub fn alias(a: AliasArgs) -> Outcome {
     };
     let (s, cfg) = open(&a.bus)?;
     let p = probe(&s, &cfg)?;
-    let position = u16::try_from(a.position)
-        .ok()
-        .filter(|&q| q < p.count())
-        .ok_or_else(|| {
-            Failure::Usage(format!(
-                "POS {}: the segment has {} subdevices (0..={})",
-                a.position,
-                p.count(),
-                p.count() - 1
-            ))
-        })?;
+    let position = p.check_position(a.position)?;
     let (old, register) = p.write_alias(position, alias)?;
     if register != alias {
         return Err(Failure::Runtime(format!(
