@@ -294,12 +294,11 @@ fn same_identities(found: &[(u32, u32, u32)], expected: &[(u32, u32, u32)]) -> R
 
 /// Whether subdevice `target` of `order` (every subdevice's station address in processing
 /// order), expected at `position`, answers: by its address (powered throughout), else by its
-/// position (power-cycled, address lost, or plugged in for the first time). Two datagrams when
-/// nothing is there or it has its address; a device at its position that holds another
-/// subdevice's address is not it (positions moved: a device is missing before it, or one
-/// appeared elsewhere); one without a known address is it only where its neighbours say so
-/// ([`crate::place::locate`]: two more datagrams, or one per device on the segment). `Err`: not
-/// there, with what the segment showed when that is worth a technician's look.
+/// position (power-cycled, address lost, or plugged in for the first time) where
+/// [`crate::place::locate`] says the device there is it. Two datagrams when nothing is there or
+/// it has its address; two more, or one per device on the segment, for a device there without
+/// a known address. `Err`: not there, with what the segment showed when that is worth a
+/// technician's look.
 pub(crate) fn present(
     md: &MainDevice<'static>,
     order: &[u16],
@@ -315,11 +314,7 @@ pub(crate) fn present(
     }
     match block_on(Command::aprd(position, STATION_ADDRESS).receive::<u16>(md)) {
         Err(_) => Err(None),
-        Ok(a) if a == address => Ok(()),
-        Ok(a) if order.contains(&a) => Err(Some(format!(
-            "position {position} answers with station {a:#06x}, another subdevice's"
-        ))),
-        Ok(_) => match crate::place::locate(md, order, target, position) {
+        Ok(there) => match crate::place::locate(md, order, target, (position, there)) {
             crate::place::Place::At(_) => Ok(()),
             crate::place::Place::Absent(strays) => Err(strays.map(|s| s.text)),
             crate::place::Place::Unclear(why) => Err(Some(why)),

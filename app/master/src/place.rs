@@ -40,17 +40,29 @@ pub(crate) fn sweep(md: &MainDevice<'static>, expected: usize) -> Vec<u16> {
 }
 
 /// Where subdevice `order[target]`, which does not answer at its station address, is now;
-/// `position` is where it is expected. Its neighbours first (two datagrams): the device before
-/// that position answers with the address of the subdevice expected before it, and the one
-/// after with the address of the subdevice expected after it (or nothing answers there when it
-/// is the last expected): then the device between them is in its place. Otherwise every
-/// device is read ([`sweep`]) and [`place`] decides.
+/// `position` is where it is expected and `there` the station address the device at that
+/// position answered with. That address its own: it is there. Another subdevice's: it is not
+/// (positions moved: a device is missing before it, or one was plugged in elsewhere than
+/// configured). Else its neighbours (two datagrams): the device before that position answers
+/// with the address of the subdevice expected before it, and the one after with the address of
+/// the subdevice expected after it (or nothing answers there when it is the last expected):
+/// then the device between them is in its place. Otherwise every device is read ([`sweep`])
+/// and [`place`] decides.
 pub(crate) fn locate(
     md: &MainDevice<'static>,
     order: &[u16],
     target: usize,
-    position: u16,
+    (position, there): (u16, u16),
 ) -> Place {
+    if there == order[target] {
+        return Place::At(position);
+    }
+    if order.contains(&there) {
+        return Place::Unclear(format!(
+            "position {position} answers with station {there:#06x}, another subdevice's (a \
+             device before it is missing, or one was plugged in elsewhere than configured)"
+        ));
+    }
     let read = |p: u16| block_on(Command::aprd(p, STATION_ADDRESS).receive::<u16>(md)).ok();
     let before_ok = match (target.checked_sub(1), position.checked_sub(1)) {
         (None, None) => true,
@@ -63,7 +75,7 @@ pub(crate) fn locate(
             Some(&a) => after == Some(a),
             None => after.is_none(),
         };
-        if after_ok && read(position).is_some() {
+        if after_ok {
             return Place::At(position);
         }
     }

@@ -1024,9 +1024,9 @@ fn sync_error_limit(sdo: &mut crate::coe::OnDemand<'_>) -> Option<u32> {
 
 /// Give the subdevice its station address by position (APWR) unless it answers at it already;
 /// whether it had it. `order`: every subdevice's station address in processing order. Only
-/// where the device at the position is it by its neighbours ([`crate::place::locate`]): never
-/// over another subdevice's address, never to a device whose place cannot be told (a device
-/// missing before it, or one plugged in elsewhere than configured, moves the positions).
+/// where [`crate::place::locate`] says the device at the position is it: never over another
+/// subdevice's address, never to a device whose place cannot be told (a device missing before
+/// it, or one plugged in elsewhere than configured, moves the positions).
 fn give_address(st: &Station<'_>, order: &[u16]) -> Result<bool> {
     let (md, pos) = (st.md, st.position);
     let mut a = [0u8; 2];
@@ -1041,13 +1041,7 @@ fn give_address(st: &Station<'_>, order: &[u16]) -> Result<bool> {
             st.address
         ))
     };
-    if probe != st.address && order.contains(&probe) {
-        return Err(moved(format!(
-            "the device there has station {probe:#06x}, another subdevice's (a device before it \
-             is missing, or one was plugged in elsewhere than configured)"
-        )));
-    }
-    match crate::place::locate(md, order, usize::from(pos), pos) {
+    match crate::place::locate(md, order, usize::from(pos), (pos, probe)) {
         crate::place::Place::At(at) if at == pos => {}
         // The steps after this one read its SII by position: the same position or none.
         crate::place::Place::At(at) => {
