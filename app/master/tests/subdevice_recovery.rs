@@ -78,6 +78,23 @@ impl Probe {
     fn back(&self) -> bool {
         self.fault.is_none() && self.w.back_since(self.applied_at, 100)
     }
+
+    /// A thread that runs `then` `delay` after the fault was applied (not at all if the run
+    /// stops first without it): the second act of a story told in time, not in cycles.
+    fn after_fault(
+        &self,
+        delay: Duration,
+        then: impl FnOnce() + Send + 'static,
+    ) -> std::thread::JoinHandle<()> {
+        let (applied, stop) = (self.applied.clone(), self.stop.clone());
+        std::thread::spawn(move || {
+            while !applied.load(Ordering::Acquire) && !stop.is_requested() {
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            std::thread::sleep(delay);
+            then();
+        })
+    }
 }
 
 impl Application for Probe {
@@ -366,14 +383,8 @@ fn a_re_initialisation_refuses_a_unit_with_another_station_alias() {
             },
         );
         p.done = |_| false;
-        let (applied, stop) = (p.applied.clone(), p.stop.clone());
-        let stopper = std::thread::spawn(move || {
-            while !applied.load(Ordering::Acquire) && !stop.is_requested() {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            std::thread::sleep(Duration::from_millis(1500));
-            stop.request();
-        });
+        let stop = p.stop.clone();
+        let stopper = p.after_fault(Duration::from_millis(1500), move || stop.request());
         let mut cfg = io_config(TxRxMode::Inline);
         cfg.health.recovery = RecoveryPolicy::Segment;
         let run = sim_run(cfg, segment_with_twin(), faults, p.stop.clone(), CAP);
@@ -751,12 +762,8 @@ fn a_powered_off_device_falls_back_to_the_segment_which_waits_for_its_topology()
             },
         );
         p.done = Probe::back;
-        let (f2, applied, stop) = (faults.clone(), p.applied.clone(), p.stop.clone());
-        let on = std::thread::spawn(move || {
-            while !applied.load(Ordering::Acquire) && !stop.is_requested() {
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            std::thread::sleep(Duration::from_millis(1200));
+        let f2 = faults.clone();
+        let on = p.after_fault(Duration::from_millis(1200), move || {
             f2.apply(FaultCommand::Power {
                 position: 2,
                 on: true,
