@@ -132,13 +132,6 @@ pub(crate) fn place(seen: &[u16], order: &[u16], target: usize) -> Place {
     let (k1, hi) = after.map_or((order.len(), seen.len()), |(k, p)| (k, p));
     let unknown = hi.saturating_sub(lo);
     let expected = k1 - k0.map_or(0, |k| k + 1);
-    let between = |lo: usize, hi: usize| {
-        format!(
-            "{} device(s) without a known station address at positions {lo}..{}",
-            hi - lo,
-            hi.saturating_sub(1)
-        )
-    };
     let rank = target - k0.map_or(0, |k| k + 1);
     if unknown == 0 {
         Place::Absent(strays(seen, order))
@@ -157,7 +150,7 @@ pub(crate) fn place(seen: &[u16], order: &[u16], target: usize) -> Place {
         Place::Unclear(format!(
             "{} where {expected} subdevice(s) of the configured order are expected, this one \
              among them: which one is which cannot be told",
-            between(lo, hi)
+            without_address(lo, hi)
         ))
     }
 }
@@ -188,14 +181,22 @@ pub(crate) fn strays(seen: &[u16], order: &[u16]) -> Option<Strays> {
         devices: u16::try_from(devices).unwrap_or(u16::MAX),
         first: first.lo as u16,
         text: format!(
-            "{} device(s) without a known station address at positions {}..{} {near}, \
-             where the configured order has {}: plugged in elsewhere than configured?",
-            first.found(),
-            first.lo,
-            first.hi - 1,
+            "{} {near}, where the configured order has {}: plugged in elsewhere than configured?",
+            without_address(first.lo, first.hi),
             first.expected
         ),
     })
+}
+
+/// "N device(s) without a known station address at position(s) …" for positions `lo..hi`.
+fn without_address(lo: usize, hi: usize) -> String {
+    match hi - lo {
+        1 => format!("1 device without a known station address at position {lo}"),
+        n => format!(
+            "{n} devices without a known station address at positions {lo}..{}",
+            hi - 1
+        ),
+    }
 }
 
 /// The devices without a known station address between two that answer with their own.
@@ -284,7 +285,7 @@ mod tests {
         assert_eq!(
             Some(found.text.as_str()),
             Some(
-                "3 device(s) without a known station address at positions 1..3 after station \
+                "3 devices without a known station address at positions 1..3 after station \
                  0x1000, where the configured order has 0: plugged in elsewhere than configured?"
             )
         );
@@ -300,7 +301,7 @@ mod tests {
         let Place::Unclear(why) = place(&seen, &ORDER, 1) else {
             panic!("placed")
         };
-        assert!(why.contains("4 device(s) without a known station address at positions 1..4"));
+        assert!(why.contains("4 devices without a known station address at positions 1..4"));
         assert!(why.contains("where 1 subdevice(s)"), "{why}");
     }
 

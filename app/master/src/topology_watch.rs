@@ -70,8 +70,8 @@ impl Watch {
         match &found {
             Some(s) => {
                 log::warn!(
-                    "{} device(s) on the segment that the configuration does not place: {}; not \
-                     driven",
+                    "devices on the segment that the configuration does not place, {} in all: {}; \
+                     not driven",
                     s.devices,
                     s.text
                 );
