@@ -1180,6 +1180,23 @@ pub struct Status {
     /// cycle and from masters that do not count them).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<AvailabilityStatus>,
+    /// Devices on the segment where the configuration places none, by the master's count (None
+    /// before the first cycle and from masters that do not count them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexpected_devices: Option<UnexpectedDevices>,
+}
+
+/// [`Status::unexpected_devices`]: devices plugged in where the configured order has none
+/// (never driven by the master).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UnexpectedDevices {
+    /// How many now (0: none, or not counted yet since the last bring-up).
+    pub count: u16,
+    /// The first one's position (None when there are none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<u16>,
+    /// The most found at any time of the run.
+    pub max: u16,
 }
 
 /// [`Status::availability`].

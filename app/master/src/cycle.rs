@@ -603,6 +603,7 @@ fn local_recovery(
     }
     // Devices plugged in where the configuration has none (the worker's count): an event.
     if let Some((devices, first)) = board.unexpected_news() {
+        cx.rec.unexpected.found(devices, first);
         push_event(
             cx.events,
             cx.cycle,

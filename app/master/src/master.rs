@@ -270,6 +270,7 @@ impl Cycling<'_> {
             end_ns: self.end_ns,
         };
         rec.availability.set_subdevices(seg.layout.subdevices.len());
+        rec.unexpected.new_segment();
         let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares).with_region(&seg.late);
         if matches!(seg.group, AnyGroup::Dc(_)) {
             state = state.with_lock(phase_lock(cfg));

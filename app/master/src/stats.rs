@@ -43,6 +43,55 @@ pub struct Recorder {
     pub phase_max_ns: i64,
     /// Time in OP and outages, per subdevice and for the segment.
     pub availability: crate::availability::Availability,
+    /// Devices on the segment where the configuration places none.
+    pub unexpected: Unexpected,
+}
+
+/// Devices on the segment where the configured order has none (a device plugged into a free
+/// port while the line runs; never driven): what the recovery worker's count last found
+/// ([`EventKind::UnexpectedDevices`]) and the most it found in the run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Unexpected {
+    /// How many now (0 after every bring-up until the worker counts them again).
+    pub now: u16,
+    /// The first one's position (meaningful when `now` > 0).
+    pub first: u16,
+    /// The most at any time of the run.
+    pub max: u16,
+    /// Times the number changed (each an `unexpected_devices` event).
+    pub changes: u64,
+}
+
+impl Unexpected {
+    /// The worker's finding: `devices` from position `first`.
+    #[inline]
+    pub fn found(&mut self, devices: u16, first: u16) {
+        self.now = devices;
+        self.first = first;
+        self.max = self.max.max(devices);
+        self.changes += 1;
+    }
+
+    /// A new bring-up: nothing known until the worker counts again.
+    pub fn new_segment(&mut self) {
+        self.now = 0;
+        self.first = 0;
+    }
+
+    /// Packed for [`Live::unexpected`]: now, first, max (16 bits each).
+    fn pack(&self) -> u64 {
+        u64::from(self.now) << 32 | u64::from(self.first) << 16 | u64::from(self.max)
+    }
+
+    /// What [`Live::unexpected`] holds, unpacked (`changes` is not carried).
+    pub fn unpack(v: u64) -> Unexpected {
+        Unexpected {
+            now: (v >> 32) as u16,
+            first: (v >> 16) as u16,
+            max: v as u16,
+            changes: 0,
+        }
+    }
 }
 
 impl Default for Recorder {
@@ -71,6 +120,7 @@ impl Recorder {
             phase_min_ns: 0,
             phase_max_ns: 0,
             availability: Default::default(),
+            unexpected: Unexpected::default(),
         }
     }
 
@@ -164,6 +214,8 @@ pub struct Live {
     pub dc: DcLive,
     /// Time in OP and outages, per subdevice and for the segment.
     pub availability: crate::availability::LiveAvailability,
+    /// [`Recorder::unexpected`] as last published ([`Unexpected::unpack`]).
+    pub unexpected: AtomicU64,
 }
 
 /// The DC part of [`Live`].
@@ -275,6 +327,13 @@ impl Live {
         self.wake_max_ns.fetch_max(wake, Ordering::Relaxed);
         self.exec_max_ns.fetch_max(exec, Ordering::Relaxed);
         self.healthy.store(u64::from(healthy), Ordering::Relaxed);
+        self.unexpected
+            .store(rec.unexpected.pack(), Ordering::Relaxed);
+    }
+
+    /// The devices the configuration does not place, as last published.
+    pub fn unexpected(&self) -> Unexpected {
+        Unexpected::unpack(self.unexpected.load(Ordering::Relaxed))
     }
 }
 

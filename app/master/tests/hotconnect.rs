@@ -1032,6 +1032,8 @@ struct PlugAndWatch<const K: usize> {
     after: usize,
     w: Watch<K>,
     stop: Stop,
+    /// The run's record of the devices the configuration does not place (set after it).
+    unexpected: rtcat_master::stats::Unexpected,
 }
 
 impl<const K: usize> Application for PlugAndWatch<K> {
@@ -1078,9 +1080,11 @@ fn plug_and_watch<const K: usize>(
         after,
         w: Watch::new(100_000),
         stop: Stop::new(),
+        unexpected: Default::default(),
     };
     let run = sim_run(cfg, seg, faults, p.stop.clone(), CAP);
     let (out, events) = run_with_events(run, &mut p, |_| {})?;
+    p.unexpected = out.rec.unexpected;
     no_frame_lost(&out)?;
     assert_eq!(out.subdevices, subdevices);
     assert_eq!(out.rec.recoveries, 0, "{events:?}");
@@ -1115,6 +1119,16 @@ fn a_group_plugged_in_before_mandatory_devices_is_not_mistaken_for_them() {
         unexpected(&events),
         [(3, 1)],
         "the group's devices reported once: {events:?}"
+    );
+    // The run's record (summary.json, the status, the metrics): still there at the end.
+    assert_eq!(
+        (
+            p.unexpected.now,
+            p.unexpected.first,
+            p.unexpected.max,
+            p.unexpected.changes
+        ),
+        (3, 1, 3, 1)
     );
     for i in G0..N {
         assert!(
@@ -1164,6 +1178,11 @@ fn devices_plugged_in_where_none_are_configured_are_reported_not_driven() {
         unexpected(&events),
         [(3, 3), (0, 0)],
         "reported when plugged in, and when pulled: {events:?}"
+    );
+    // The run's record: none at the end, three at most, two changes.
+    assert_eq!(
+        (p.unexpected.now, p.unexpected.max, p.unexpected.changes),
+        (0, 3, 2)
     );
 }
 

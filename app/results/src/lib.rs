@@ -39,7 +39,7 @@ pub use ladder::{
 pub use summary::{
     Availability, AvailabilitySummary, AxisSummary, BusStats, DcSubdeviceSummary, DcSummary,
     FloorSummary, LatencyStats, LoggingHealth, Mode, Policy, Stop, StopReason, Summary, SystemInfo,
-    WaitStats, Wkc, write_results,
+    UnexpectedDevices, WaitStats, Wkc, write_results,
 };
 
 /// `schema` value of a `summary.json`.

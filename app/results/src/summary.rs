@@ -248,6 +248,57 @@ pub struct Summary {
     /// files written before it was recorded).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub availability: Option<AvailabilitySummary>,
+    /// Devices on the segment where the configuration places none (plugged in while the line
+    /// ran; never driven); absent without a bus (and in files written before it was recorded).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unexpected_devices: Option<UnexpectedDevices>,
+}
+
+/// `unexpected_devices` of `summary.json`: devices found on the segment where the configured
+/// order has none, by the master's count while the segment ran.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UnexpectedDevices {
+    /// How many at the end of the run.
+    pub now: u16,
+    /// The first one's position at the end of the run (absent when there are none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_position: Option<u16>,
+    /// The most at any time of the run.
+    pub max: u16,
+    /// Times the number changed (each an `unexpected_devices` event in `events.log`).
+    pub changes: u64,
+}
+
+impl UnexpectedDevices {
+    fn validate(&self) -> Result<()> {
+        let field = "unexpected_devices";
+        if self.now > self.max {
+            let f = format!("{field}.now");
+            return Err(Error::field(
+                &f,
+                format!("{f}: {} above max ({})", self.now, self.max),
+            ));
+        }
+        if (self.now > 0) != self.first_position.is_some() {
+            let f = format!("{field}.first_position");
+            return Err(Error::field(
+                &f,
+                format!(
+                    "{f}: must be given exactly when now ({}) is above 0",
+                    self.now
+                ),
+            ));
+        }
+        if self.max > 0 && self.changes == 0 {
+            let f = format!("{field}.changes");
+            return Err(Error::field(
+                &f,
+                format!("{f}: 0 although max is {}", self.max),
+            ));
+        }
+        Ok(())
+    }
 }
 
 /// `availability` of `summary.json`: the segment (valid when every subdevice's data is) and
@@ -838,6 +889,9 @@ impl Summary {
                 s.validate(&format!("availability.subdevices[{i}]"), self.cycles)?;
             }
         }
+        if let Some(u) = &self.unexpected_devices {
+            u.validate()?;
+        }
         if let Some(f) = &self.floor {
             f.validate()?;
         }
@@ -1135,6 +1189,53 @@ mod tests {
         let mut bad = s;
         bad.availability.as_mut().unwrap().segment.invalid_cycles = u64::MAX;
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn unexpected_devices_are_validated_naming_the_field() {
+        let mut s = sample_summary();
+        s.unexpected_devices = Some(UnexpectedDevices {
+            now: 3,
+            first_position: Some(3),
+            max: 3,
+            changes: 1,
+        });
+        s.validate().expect("valid");
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(
+            json.contains(
+                r#""unexpected_devices":{"now":3,"first_position":3,"max":3,"changes":1}"#
+            ),
+            "{json}"
+        );
+        assert_eq!(serde_json::from_str::<Summary>(&json).unwrap(), s);
+        let gone = UnexpectedDevices {
+            now: 0,
+            first_position: None,
+            max: 3,
+            changes: 2,
+        };
+        s.unexpected_devices = Some(gone.clone());
+        s.validate().expect("none now, three before");
+        let e = |f: &dyn Fn(&mut UnexpectedDevices)| {
+            let mut bad = s.clone();
+            f(bad.unexpected_devices.as_mut().unwrap());
+            bad.validate().unwrap_err().to_string()
+        };
+        assert!(e(&|u| u.now = 4).starts_with("unexpected_devices.now: 4 above max (3)"));
+        assert!(
+            e(&|u| u.first_position = Some(1)).starts_with("unexpected_devices.first_position")
+        );
+        assert!(
+            e(&|u| {
+                u.now = 1;
+            })
+            .starts_with("unexpected_devices.first_position")
+        );
+        assert!(e(&|u| u.changes = 0).starts_with("unexpected_devices.changes"));
+        let mut unknown = serde_json::to_value(&s).unwrap();
+        unknown["unexpected_devices"]["where"] = 1.into();
+        assert!(serde_json::from_value::<Summary>(unknown).is_err());
     }
 
     #[test]

@@ -52,5 +52,6 @@ pub(crate) fn sample_summary() -> Summary {
         dc: None,
         floor: None,
         availability: None,
+        unexpected_devices: None,
     }
 }

@@ -379,6 +379,14 @@ impl Shared {
             }),
             axes,
             availability: (r(&l.cycles) > 0).then(|| availability(l)),
+            unexpected_devices: (r(&l.cycles) > 0).then(|| {
+                let u = l.unexpected();
+                rtcat_control::protocol::UnexpectedDevices {
+                    count: u.now,
+                    first_position: (u.now > 0).then_some(u.first),
+                    max: u.max,
+                }
+            }),
         }
     }
 }

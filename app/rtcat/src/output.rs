@@ -119,6 +119,18 @@ pub fn build_summary(rec: &Recorder, f: &RunFacts) -> Summary {
         dc: f.dc.clone(),
         floor: None,
         availability: (f.mode != Mode::TimerOnly).then(|| availability(rec)),
+        unexpected_devices: (f.mode != Mode::TimerOnly).then(|| unexpected_devices(rec)),
+    }
+}
+
+/// `unexpected_devices` of the summary: the recovery worker's last count and the run's most.
+fn unexpected_devices(rec: &Recorder) -> summary::UnexpectedDevices {
+    let u = &rec.unexpected;
+    summary::UnexpectedDevices {
+        now: u.now,
+        first_position: (u.now > 0).then_some(u.first),
+        max: u.max,
+        changes: u.changes,
     }
 }
 
@@ -246,6 +258,16 @@ pub fn human_table(s: &Summary, rec: &Recorder) -> String {
                 line(format!("  position {}", sd.position.unwrap_or(0)), sd)
             );
         }
+    }
+    if let Some(u) = s.unexpected_devices.as_ref().filter(|u| u.max > 0) {
+        let _ = writeln!(
+            t,
+            "devices the configuration does not place (never driven): {} at the end{}, at most {}",
+            u.now,
+            u.first_position
+                .map_or(String::new(), |p| format!(" from position {p}")),
+            u.max
+        );
     }
     if let Some(b) = &s.bus {
         let reasons: Vec<String> = b

@@ -277,10 +277,19 @@ fn dc_status(live: &Live) -> String {
     )
 }
 
+/// Devices the configuration does not place, while there are any.
+fn unexpected_status(live: &Live) -> String {
+    let u = live.unexpected();
+    if u.now == 0 {
+        return String::new();
+    }
+    format!(" unexpected_devices={} from_position={}", u.now, u.first)
+}
+
 fn status_line(start: Instant, cycles: u64, live: &Live) -> String {
     format!(
         "rtcat: t={:.0}s cycles={} wake_max={:.1}µs exec_max={:.1}µs missed={} \
-         wkc_mismatch={} lost={} recoveries={} rejected={} send_errors={}{} {}",
+         wkc_mismatch={} lost={} recoveries={} rejected={} send_errors={}{}{} {}",
         start.elapsed().as_secs_f64(),
         cycles,
         live.wake_max_ns.swap(0, Ordering::Relaxed) as f64 / 1000.0,
@@ -292,6 +301,7 @@ fn status_line(start: Instant, cycles: u64, live: &Live) -> String {
         live.rx_rejected.load(Ordering::Relaxed),
         live.send_errors.load(Ordering::Relaxed),
         dc_status(live),
+        unexpected_status(live),
         if live.recovering.load(Ordering::Relaxed) == 1 {
             "RECOVERING"
         } else if live.healthy.load(Ordering::Relaxed) == 1 {

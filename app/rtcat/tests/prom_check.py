@@ -250,6 +250,7 @@ def check_up(fams, a):
         if len(got) != len(sds):
             fail(f"{name}: {len(got)} series, status has {len(sds)}")
     check_availability(fams, st.get("availability"), after.get("availability"), names)
+    check_unexpected(fams, st.get("unexpected_devices"), after.get("unexpected_devices"))
     if a.counters:
         check_counters(fams, load(a.counters), names, live)
     dc = st.get("dc")
@@ -293,6 +294,21 @@ def check_up(fams, a):
             within("rtcat_axis_drive_following_error_last_increments", got, dfe, dfe)
         h = ax["following_error_abs"]
         check_histogram(fams, "rtcat_axis_following_error_increments", h, h, live, base, scale=1)
+
+
+def check_unexpected(fams, u, u_after):
+    """Devices the configuration does not place: one gauge (and the first one's position while
+    there are any), between the status before and after the scrape."""
+    got = series(fams, "rtcat_unexpected_devices")
+    first = series(fams, "rtcat_unexpected_devices_first_position")
+    if not u or not u_after:
+        if got or first:
+            fail("rtcat_unexpected_devices without unexpected_devices in the status")
+        return
+    lo, hi = sorted((u["count"], u_after["count"]))
+    within("rtcat_unexpected_devices", one(fams, "rtcat_unexpected_devices"), lo, hi)
+    if first and "first_position" not in u and "first_position" not in u_after:
+        fail("rtcat_unexpected_devices_first_position without a first position in the status")
 
 
 def check_availability(fams, av, av_after, names):

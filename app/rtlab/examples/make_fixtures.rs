@@ -100,6 +100,7 @@ fn bench_dir(
         dc: None,
         floor: None,
         availability: None,
+        unexpected_devices: None,
     };
     s.write(&dir.join(SUMMARY_FILE))?;
     Ok(s)

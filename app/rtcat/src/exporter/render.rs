@@ -373,6 +373,22 @@ fn status(p: &mut Page, st: &Status, names: &BTreeMap<u16, String>) {
     if let Some(a) = &st.availability {
         availability(p, a, names);
     }
+    if let Some(u) = &st.unexpected_devices {
+        p.one(
+            "rtcat_unexpected_devices",
+            "gauge",
+            "Devices on the segment where the configuration places none (plugged in while the line runs; never driven)",
+            f64::from(u.count),
+        );
+        if let Some(first) = u.first_position {
+            p.one(
+                "rtcat_unexpected_devices_first_position",
+                "gauge",
+                "Position of the first device the configuration does not place",
+                f64::from(first),
+            );
+        }
+    }
     if let Some(dc) = &st.dc {
         p.one(
             "rtcat_dc_locked",
@@ -703,6 +719,41 @@ mod tests {
             page.contains("\nrtcat_cycle_period_seconds 0.001\n"),
             "{page}"
         );
+    }
+
+    #[test]
+    fn devices_the_configuration_does_not_place_are_a_gauge() {
+        use rtcat_control::protocol::{Status, UnexpectedDevices};
+        let mut st = Status {
+            unexpected_devices: Some(UnexpectedDevices {
+                count: 3,
+                first_position: Some(4),
+                max: 3,
+            }),
+            ..Status::default()
+        };
+        let scrape = |st: &Status| {
+            render(
+                &Scrape {
+                    status: Some(st.clone()),
+                    ..Scrape::default()
+                },
+                &ExporterCounters::default(),
+            )
+        };
+        let page = scrape(&st);
+        assert!(page.contains("\nrtcat_unexpected_devices 3\n"), "{page}");
+        assert!(page.contains("\nrtcat_unexpected_devices_first_position 4\n"));
+        st.unexpected_devices = Some(UnexpectedDevices {
+            count: 0,
+            first_position: None,
+            max: 3,
+        });
+        let page = scrape(&st);
+        assert!(page.contains("\nrtcat_unexpected_devices 0\n"));
+        assert!(!page.contains("rtcat_unexpected_devices_first_position"));
+        st.unexpected_devices = None;
+        assert!(!scrape(&st).contains("rtcat_unexpected_devices"));
     }
 
     #[test]
