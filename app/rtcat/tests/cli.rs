@@ -37,6 +37,30 @@ fn malformed_config_exits_2_naming_the_key() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/rtcat.toml"));
 }
 
+/// The test-only `--sim-unplug POS` (a device of the in-process segment whose cable starts
+/// pulled): position 0 (the link) or one the segment does not have is a usage error naming it.
+#[test]
+fn sim_unplug_outside_the_segment_exits_2_naming_it() {
+    for (pos, want) in [
+        (
+            "0",
+            "--sim-unplug 0: not a position of the segment after the first (1..=2",
+        ),
+        (
+            "3",
+            "--sim-unplug 3: not a position of the segment after the first (1..=2",
+        ),
+    ] {
+        let out = rtcat()
+            .args(["bench", "--sim", "--duration", "1", "--sim-unplug", pos])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "{pos}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(want), "{pos}: {err}");
+    }
+}
+
 #[test]
 fn shipped_configs_are_valid() {
     let top = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");

@@ -132,6 +132,10 @@ pub struct BenchArgs {
     /// With --sim: accept the simulator's fault commands (`rtcat sim-ctl`) on this socket
     #[arg(long, value_name = "PATH", requires = "sim", hide = true)]
     pub sim_control: Option<PathBuf>,
+    /// With --sim: the cable into this device (position 1 or later) is pulled before the run
+    /// starts, as `rtcat sim-ctl unplug POS` would (a device to plug in later); repeatable
+    #[arg(long, value_name = "POS", requires = "sim", hide = true)]
+    pub sim_unplug: Vec<usize>,
     /// Share the process image, labelled NAME, handed out over the control socket (needs
     /// --control or [control] socket; overrides [shm].name)
     #[arg(long, value_name = "NAME", conflicts_with = "timer_only")]
@@ -323,6 +327,19 @@ pub fn bench(a: BenchArgs) -> Outcome {
             None => SegmentSpec::reference(),
         };
         let faults = Faults::new();
+        for &position in &a.sim_unplug {
+            if position == 0 || position >= spec.devices.len() {
+                return Err(usage(format_args!(
+                    "--sim-unplug {position}: not a position of the segment after the first \
+                     (1..={}; position 0's cable is the link)",
+                    spec.devices.len().saturating_sub(1)
+                )));
+            }
+            faults.apply(ecsim::FaultCommand::Cable {
+                position,
+                plugged: false,
+            });
+        }
         if let Some(p) = &a.sim_control {
             // The simulator's fault socket (`rtcat sim-ctl`), on the in-process segment.
             let h = ecsim::control::Handler::new(

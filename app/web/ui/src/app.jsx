@@ -89,6 +89,8 @@ function Bus({ frame, session }) {
   const counters = {};
   for (const c of (frame && frame.counters && frame.counters.subdevices) || []) counters[c.position] = c;
   const valid = (frame && frame.pd && frame.pd.valid) || [];
+  // Devices plugged in where the configuration has none: the master's count, not driven.
+  const unexpected = frame && frame.status && frame.status.unexpected_devices;
   // The tree: a device hangs on the nearest earlier one with an open port left (frames go
   // out on port 0 and return through ports 3, 1, 2: ETG.1000.4 §5.1 "Loop control").
   const depth = {};
@@ -108,6 +110,12 @@ function Bus({ frame, session }) {
         <span class="mute">{devs.length} subdevices, layout generation {gen == null ? '–' : gen}</span>
         {err && <span class="err">{err}</span>}
       </div>
+      {unexpected && unexpected.count > 0 && (
+        <p class="card notice" role="status" data-unexpected>
+          {unexpected.count === 1 ? '1 device' : `${unexpected.count} devices`} on the segment where the configuration has none, from position {unexpected.first_position}: not driven.
+          Plugged in elsewhere than configured? Unplug it, or put it in the configuration and restart the master.
+        </p>
+      )}
       {scan && scan.subdevices == null && <p class="mute">Scanning the bus…</p>}
       <div class="tree">
         {devs.map((d) => {

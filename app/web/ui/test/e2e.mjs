@@ -17,6 +17,8 @@
 //      the read role has no axis commands and its POST is refused; the write role's held jog
 //      moves the simulated axis and it stops (and holds) when the button is released, and when
 //      the page is closed with the button held; the master's record names the user.
+//   D. the I/O example with a device plugged in behind it while it runs (a cable the simulator
+//      starts pulled): the Bus view warns, naming its position, until it is pulled again.
 //
 // Environment: RTCAT (the rtcat binary), RTCAT_WEB (rtcat-web), RTCAT_TOP (the checkout),
 // OUT (screenshots and logs). Exit 1 with the failed check on stderr.
@@ -67,10 +69,14 @@ async function waitFor(fn, what, ms = 20000) {
 }
 
 // A master on `segment` (null: the simulator's reference segment) and rtcat-web in front of it.
-async function rig(name, segment, config, webArgs = [], segmentExtra = '') {
+// `benchArgs`: more arguments of the master (`--sim-unplug POS`); the simulator's fault socket
+// is `simSock` (`rtcat sim-ctl --control`).
+async function rig(name, segment, config, webArgs = [], segmentExtra = '', benchArgs = []) {
   const dir = mkdtempSync(join(tmpdir(), `rtcat-web-${name}-`));
   const sock = join(dir, 'control.sock');
-  const args = ['bench', '--sim', '--shm', `e2e-${name}`, '--control', sock, '--duration', '300', '--no-rt'];
+  const simSock = join(dir, 'sim.sock');
+  const args = ['bench', '--sim', '--shm', `e2e-${name}`, '--control', sock, '--duration', '300', '--no-rt',
+    '--sim-control', simSock, ...benchArgs];
   if (segment && segmentExtra) {
     writeFileSync(join(dir, 'segment.toml'), readFileSync(join(TOP, segment), 'utf8') + segmentExtra);
     args.push('--segment', join(dir, 'segment.toml'));
@@ -92,7 +98,7 @@ async function rig(name, segment, config, webArgs = [], segmentExtra = '') {
   const url = await waitFor(() => (web.out().match(/serving (http:\/\/[0-9.:]+)/) || [])[1], `rtcat-web ${name} to listen`);
   const cred = readFileSync(join(dir, 'state', 'credentials'), 'utf8');
   const pw = Object.fromEntries(cred.split('\n').filter((l) => l && !l.startsWith('#')).map((l) => l.split(/\s+/)).map(([u, , p]) => [u, p]));
-  return { dir, sock, url, pw, master, web };
+  return { dir, sock, simSock, url, pw, master, web };
 }
 
 const errors = [];
@@ -145,6 +151,7 @@ async function main() {
     await partA(browser);
     await partB(browser);
     await partC(browser);
+    await partD(browser);
   } finally {
     await browser.close();
   }
@@ -542,6 +549,35 @@ async function partC(browser) {
   check(!/"action":"renew".*result=ok/.test(r.master.out()), 'renewals are not on the record');
   await page.screenshot({ path: join(OUT, 'axes-held.png'), fullPage: true });
   await ctxE.close();
+  await ctx.close();
+}
+
+async function partD(browser) {
+  // The I/O example with a fourth device whose cable is pulled at the start: the configuration
+  // (the segment as found at bring-up) has three. Plugged in while the line runs, it is one the
+  // configuration does not place: the Bus view warns, naming its position, until it is pulled.
+  const r = await rig('plug', 'examples/segment-io.toml', null, [],
+    '\n[[device]]\nname = "SPARE-SIM"\nproduct_id = 0x00010099\nserial = 9\ninputs = 1\n', ['--sim-unplug', '3']);
+  const ctx = await browser.newContext({ viewport: { width: 1280, height: 800 } });
+  const page = watch(await ctx.newPage(), 'plug');
+  await login(page, r.url, 'viewer', r.pw.viewer);
+  await page.waitForSelector('[data-position="2"] [data-al]', { timeout: 30000 });
+  await waitFor(async () => (await page.textContent('[data-position="0"] [data-al]')) === 'OP', 'the segment in OP', 30000);
+  check(await page.locator('[data-unexpected]').count() === 0, 'Bus: no warning while every device is where the configuration has it');
+  const simctl = (cmd) => {
+    const c = spawnSync(RTCAT, ['sim-ctl', '--control', r.simSock, ...cmd.split(' ')], { encoding: 'utf8' });
+    if (c.status !== 0) throw new Error(`sim-ctl ${cmd}: ${c.stderr}`);
+  };
+  simctl('plug 3');
+  // The master counts the devices once a second.
+  await page.waitForSelector('[data-unexpected]', { timeout: 10000 });
+  const text = await page.textContent('[data-unexpected]');
+  check(/^1 device on the segment where the configuration has none, from position 3: not driven/.test(text), `Bus: a device plugged in where none is configured is named (${text})`);
+  await page.screenshot({ path: join(OUT, 'bus-unexpected.png'), fullPage: true });
+  simctl('unplug 3');
+  await page.waitForSelector('[data-unexpected]', { state: 'detached', timeout: 10000 });
+  check(true, 'Bus: the warning leaves when the device is pulled');
+  check(/devices on the segment that the configuration does not place, 1 in all: 1 device without a known station address at position 3/.test(r.master.out()), "the master's log names it");
   await ctx.close();
 }
 
