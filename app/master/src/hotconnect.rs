@@ -322,9 +322,60 @@ pub(crate) fn present(
     }
 }
 
+/// The longest an optional member's probe waits while a device that is not it stands where
+/// it is expected: the topology watch's interval ([`crate::topology_watch::INTERVAL`]).
+pub(crate) const PROBE_INTERVAL_MAX: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// An optional member's next probe interval after one that did not find it: its group's rate
+/// when nothing answers where it is expected (a probe is two datagrams), else — a device there
+/// that is not it, [`present`] having read its neighbours or every device on the segment to
+/// tell, up to one datagram per device — twice the last one, up to [`PROBE_INTERVAL_MAX`],
+/// while the finding (`same`) is unchanged. A group plugged in elsewhere than configured stays
+/// there until a technician moves it: read at the group's rate (10 ms by default), a line of
+/// a hundred devices would carry a sweep of every device per member all the time, and the
+/// worker would serve other subdevices' recoveries between sweeps. A new finding starts again
+/// at the group's rate; a group moved to its place within a second may take that second to
+/// join.
+pub(crate) fn interval_after(
+    rate: std::time::Duration,
+    last: std::time::Duration,
+    something_there: bool,
+    same: bool,
+) -> std::time::Duration {
+    if !something_there || !same {
+        return rate;
+    }
+    (last * 2).clamp(rate, PROBE_INTERVAL_MAX.max(rate))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_probe_that_finds_another_device_backs_off_to_a_second_and_starts_again_on_news() {
+        let ms = std::time::Duration::from_millis;
+        let rate = ms(10);
+        let mut last = rate;
+        let mut seen = Vec::new();
+        for _ in 0..9 {
+            last = interval_after(rate, last, true, true);
+            seen.push(last.as_millis());
+        }
+        assert_eq!(seen, [20, 40, 80, 160, 320, 640, 1000, 1000, 1000]);
+        assert_eq!(
+            interval_after(rate, last, true, false),
+            rate,
+            "a new finding"
+        );
+        assert_eq!(
+            interval_after(rate, last, false, true),
+            rate,
+            "nothing there"
+        );
+        // A group's own rate above the bound stays its rate.
+        assert_eq!(interval_after(ms(5000), ms(5000), true, true), ms(5000));
+    }
 
     fn groups(text: &str) -> std::result::Result<Vec<GroupConfig>, String> {
         #[derive(serde::Deserialize)]

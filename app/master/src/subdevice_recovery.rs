@@ -658,6 +658,11 @@ pub(crate) fn worker(w: Worker<'_>) {
     // What the last probe of each showed that a technician should see (logged when it changes).
     let mut seen: Vec<Option<String>> = vec![None; n];
     let mut next_try = vec![Instant::now(); n];
+    // Each optional member's probe interval now: its group's, stretched while a device that
+    // is not it stands where it is expected (`crate::hotconnect::interval_after`).
+    let mut interval: Vec<Duration> = (w.board.slots.iter())
+        .map(|s| Duration::from_millis(s.probe_ms.into()))
+        .collect();
     let mut watch = crate::topology_watch::Watch::new();
     let backoff = Duration::from_millis(w.cfg.health.recovery_backoff_ms.into());
     while !w.board.quit.load(Ordering::Acquire) {
@@ -699,12 +704,23 @@ pub(crate) fn worker(w: Worker<'_>) {
             None => w.snapshots[i].position,
             Some(_) => i as u16,
         };
+        let group_rate = Duration::from_millis(slot.probe_ms.into());
         let mut probe = || match crate::hotconnect::present(w.md, &order, i, position) {
-            Ok(()) => true,
+            Ok(()) => {
+                interval[i] = group_rate;
+                true
+            }
             Err(note) => {
-                if note.is_some() && note != seen[i] {
+                let same = note == seen[i];
+                if note.is_some() && !same {
                     log::warn!("position {i}: not found: {}", note.as_deref().unwrap_or(""));
                 }
+                interval[i] = crate::hotconnect::interval_after(
+                    group_rate,
+                    interval[i],
+                    note.is_some(),
+                    same,
+                );
                 seen[i] = note;
                 false
             }
@@ -717,7 +733,7 @@ pub(crate) fn worker(w: Worker<'_>) {
                 );
             }
             slot.was_absent.store(true, Ordering::Relaxed);
-            next_try[i] = Instant::now() + Duration::from_millis(slot.probe_ms.into());
+            next_try[i] = Instant::now() + interval[i];
             w.board.set(i, phase::ABSENT);
             continue;
         }
