@@ -1,14 +1,16 @@
 //! Moving ethercrab's frames: a [`Link`] (the trait of `rtcat-packet`, implemented there for the
 //! AF_PACKET socket, in `ecsim` for the in-process segment, or by a user through
 //! [`LinkFactory`]) and the [`Bus`] that pumps frames between ethercrab's PduTx/PduRx and the
-//! link.
+//! link, with rtcat's own frames (several datagrams each, from another source MAC address)
+//! beside them.
 //!
 //! Lost and late frames never stop the bus: a response ethercrab no longer waits for is counted
 //! and dropped (the stock ethercrab tasks exit on it, upstream issue #293).
 //!
 //! Only replies reach ethercrab: every received frame goes through [`classify`] first (on either
 //! link), and a frame that is not EtherCAT, was not processed by the segment, comes from another
-//! source or has an implausible length is counted by [`RxReject`] reason and dropped.
+//! source or has an implausible length is counted by [`RxReject`] reason and dropped; replies
+//! to rtcat's own frames ([`Reply::Own`]) go to them.
 
 use ethercrab::{PduRx, PduTx};
 use rtcat_packet::{
@@ -53,6 +55,15 @@ pub const MAX_REPLY_LEN: usize = ETH_HEADER_LEN + 1500 + FCS_LEN;
 pub const MIN_REPLY_LEN: usize = ETH_HEADER_LEN + ECAT_HEADER_LEN + DATAGRAM_HEADER_LEN + WKC_LEN;
 /// EtherCAT header type of frames carrying datagrams (ETG.1000.4: type 1, "DLPDU").
 const ECAT_TYPE_DATAGRAMS: u16 = 1;
+
+/// Whose reply a received frame is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// ethercrab's (from [`REPLY_MAC`]).
+    Ethercrab,
+    /// One of rtcat's own frames (from `12:10:10:10:10:11`: they go out from `…:11`).
+    Own,
+}
 
 /// Why a received frame was not taken as a reply.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -101,12 +112,14 @@ impl std::fmt::Display for RxReject {
 }
 
 /// Whether `frame` (as received, without FCS unless the NIC keeps it) can be a reply to one of
-/// the master's frames. Reads only the headers: no allocation, constant time.
+/// the master's frames, and whose: ethercrab's or rtcat's own. Reads only the headers: no
+/// allocation, constant time.
 ///
 /// Checked in order: the EtherType (a frame too short to have one is `BadLength`), who sent it,
 /// then the lengths, so that a foreign frame is counted as foreign whatever its shape.
 #[inline]
-pub fn classify(frame: &[u8]) -> Result<(), RxReject> {
+pub fn classify(frame: &[u8]) -> Result<Reply, RxReject> {
+    use crate::own_frames::{OWN_MAC, OWN_REPLY_MAC};
     let n = frame.len();
     if n < ETH_HEADER_LEN {
         return Err(RxReject::BadLength);
@@ -115,13 +128,15 @@ pub fn classify(frame: &[u8]) -> Result<(), RxReject> {
         return Err(RxReject::NotEthercat);
     }
     let src = &frame[6..12];
-    if src != REPLY_MAC {
-        return Err(if src == MASTER_MAC {
-            RxReject::Unprocessed
-        } else {
-            RxReject::ForeignSource
-        });
-    }
+    let reply = if src == REPLY_MAC {
+        Reply::Ethercrab
+    } else if src == OWN_REPLY_MAC {
+        Reply::Own
+    } else if src == MASTER_MAC || src == OWN_MAC {
+        return Err(RxReject::Unprocessed);
+    } else {
+        return Err(RxReject::ForeignSource);
+    };
     if !(MIN_REPLY_LEN..=MAX_REPLY_LEN).contains(&n) {
         return Err(RxReject::BadLength);
     }
@@ -138,7 +153,7 @@ pub fn classify(frame: &[u8]) -> Result<(), RxReject> {
     {
         return Err(RxReject::BadLength);
     }
-    Ok(())
+    Ok(reply)
 }
 
 pub use rtcat_packet::link::{Link, LinkPorts};
@@ -263,6 +278,10 @@ pub struct Bus {
     wait: Waiter,
     /// Wakes [`Bus::pump_others_until`] when another thread queues a frame.
     others: Option<OthersWake>,
+    /// rtcat's own frames, sent and answered with ethercrab's.
+    own: Arc<crate::own_frames::OwnFrames>,
+    /// An own frame as it is sent (the slot's lock is not held across the send).
+    own_buf: Box<[u8; MAX_FRAME]>,
 }
 
 /// An eventfd registered with ethercrab while the inline cycle moves other threads' frames:
@@ -295,7 +314,14 @@ impl Bus {
                 polled: false,
             },
             others: None,
+            own: Arc::default(),
+            own_buf: Box::new([0; MAX_FRAME]),
         }
+    }
+
+    /// rtcat's own frames on this bus: for the threads that exchange through it.
+    pub(crate) fn own_frames(&self) -> Arc<crate::own_frames::OwnFrames> {
+        self.own.clone()
     }
 
     /// Let [`Bus::pump_others_until`] wake as soon as another thread queues a frame (one
@@ -321,6 +347,7 @@ impl Bus {
             // Before sending: a frame queued from here on wakes the wait below.
             if let Some(o) = &self.others {
                 self.tx.replace_waker(&o.waker);
+                self.own.register(&o.waker);
             }
             self.pump_tx();
             if self.pump_rx() > 0 {
@@ -338,6 +365,7 @@ impl Bus {
         }
         if self.others.is_some() {
             self.tx.replace_waker(Waker::noop());
+            self.own.register(Waker::noop());
         }
     }
 
@@ -461,7 +489,13 @@ impl Bus {
                 }
             }
         }
-        n
+        let link = &mut self.link;
+        let (sent, failed) = self.own.send_ready(&mut self.own_buf[..], |f| link.send(f));
+        self.counters.sent.fetch_add(sent as u64, Ordering::Relaxed);
+        self.counters
+            .send_errors
+            .fetch_add(failed as u64, Ordering::Relaxed);
+        n + sent
     }
 
     /// Hand every received frame to ethercrab.
@@ -473,13 +507,18 @@ impl Bus {
                     n += 1;
                     self.counters.received.fetch_add(1, Ordering::Relaxed);
                     let frame = &self.buf[..len];
-                    match classify(frame).and_then(|()| {
-                        self.rx
-                            .receive_frame(frame)
-                            .map_err(|_| RxReject::NotAwaited)
-                    }) {
-                        // Only frames ethercrab took end the round trip.
-                        Ok(_) => self.counters.last_rx_ns.store(now_ns(), Ordering::Relaxed),
+                    match classify(frame) {
+                        Ok(Reply::Ethercrab) => match self.rx.receive_frame(frame) {
+                            // Only frames ethercrab took end the round trip.
+                            Ok(_) => self.counters.last_rx_ns.store(now_ns(), Ordering::Relaxed),
+                            Err(_) => self.counters.reject(RxReject::NotAwaited),
+                        },
+                        // rtcat's own frames are not the cycle's: no round trip.
+                        Ok(Reply::Own) => {
+                            if !self.own.receive(frame) {
+                                self.counters.reject(RxReject::NotAwaited);
+                            }
+                        }
                         Err(why) => self.counters.reject(why),
                     }
                 }
@@ -693,6 +732,7 @@ impl TxRxThread {
                     pass += 1;
                     started.store(pass, Ordering::Release);
                     bus.tx.replace_waker(&waker2);
+                    bus.own.register(&waker2);
                     bus.pump_tx();
                     bus.pump_rx();
                     finished.store(pass, Ordering::Release);
@@ -765,20 +805,20 @@ mod tests {
     fn a_reply_from_the_segment_is_accepted() {
         let f = reply();
         assert_eq!(f.len(), ETH_MIN_FRAME, "padded like on a real wire");
-        assert_eq!(classify(&f), Ok(()));
+        assert_eq!(classify(&f), Ok(Reply::Ethercrab));
         // Unpadded (veth) and with an FCS kept by the NIC.
         let used = ETH_HEADER_LEN + ECAT_HEADER_LEN + DATAGRAM_HEADER_LEN + 2 + WKC_LEN;
-        assert_eq!(classify(&f[..used]), Ok(()));
+        assert_eq!(classify(&f[..used]), Ok(Reply::Ethercrab));
         let mut fcs = f.clone();
         fcs.extend_from_slice(&[0xde, 0xad, 0xbe, 0xef]);
-        assert_eq!(classify(&fcs), Ok(()));
+        assert_eq!(classify(&fcs), Ok(Reply::Ethercrab));
         // A full-size frame: one LRW of 1486 bytes (1500 bytes of Ethernet payload).
         let mut big = FrameBuilder::new()
             .datagram(Cmd::Lrw, 1, 0, &[0; 1500 - 2 - 12])
             .build();
         big[6] |= 0x02;
         assert_eq!(big.len(), 1514);
-        assert_eq!(classify(&big), Ok(()));
+        assert_eq!(classify(&big), Ok(Reply::Ethercrab));
     }
 
     #[test]
@@ -820,7 +860,7 @@ mod tests {
             .build();
         trailing[6] |= 0x02;
         trailing.extend_from_slice(&[0; FCS_LEN]);
-        assert_eq!(classify(&trailing), Ok(()));
+        assert_eq!(classify(&trailing), Ok(Reply::Ethercrab));
         trailing.push(0);
         assert_eq!(classify(&trailing), Err(RxReject::BadLength));
     }
@@ -847,7 +887,7 @@ mod tests {
         let f = reply();
         for mac in [
             [0x02, 0x42, 0xac, 0x11, 0x00, 0x02],
-            [0x12, 0x10, 0x10, 0x10, 0x10, 0x11],
+            [0x12, 0x10, 0x10, 0x10, 0x10, 0x13],
             [0x13, 0x10, 0x10, 0x10, 0x10, 0x10],
             [0xff; 6],
         ] {
@@ -862,6 +902,12 @@ mod tests {
         let mut own = f.clone();
         own[6] &= !0x02;
         assert_eq!(classify(&own), Err(RxReject::Unprocessed));
+        // rtcat's own frames: their replies are told apart by the source MAC address.
+        let mut g = f.clone();
+        g[6..12].copy_from_slice(&crate::own_frames::OWN_REPLY_MAC);
+        assert_eq!(classify(&g), Ok(Reply::Own));
+        g[6..12].copy_from_slice(&crate::own_frames::OWN_MAC);
+        assert_eq!(classify(&g), Err(RxReject::Unprocessed));
     }
 
     /// A link whose received frames the test scripts; sent frames are kept.

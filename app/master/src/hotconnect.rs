@@ -36,8 +36,6 @@
 
 use crate::devices::Found;
 use crate::error::{Error, Result};
-use ethercrab::{Command, MainDevice};
-use futures_lite::future::block_on;
 
 pub use crate::hotconnect_config::{
     DEFAULT_PROBE_INTERVAL_MS, GroupConfig, MemberConfig, validate,
@@ -295,29 +293,28 @@ fn same_identities(found: &[(u32, u32, u32)], expected: &[(u32, u32, u32)]) -> R
 /// Whether subdevice `target` of `order` (every subdevice's station address in processing
 /// order), expected at `position`, answers: by its address (powered throughout), else by its
 /// position (power-cycled, address lost, or plugged in for the first time) where
-/// [`crate::place::locate`] says the device there is it. Two datagrams when nothing is there or
-/// it has its address; two more, or one per device on the segment, for a device there without
-/// a known address. `Err`: not there, with what the segment showed when that is worth a
-/// technician's look.
+/// [`crate::place::locate`] says the device there is it. One frame of two datagrams when
+/// nothing is there or it has its address; one more of two, or of one per device on the
+/// segment, for a device there without a known address. `Err`: not there, with what the
+/// segment showed when that is worth a technician's look.
 pub(crate) fn present(
-    md: &MainDevice<'static>,
+    own: crate::own_frames::OwnBus<'_>,
     order: &[u16],
     target: usize,
     position: u16,
 ) -> std::result::Result<(), Option<String>> {
-    const STATION_ADDRESS: u16 = 0x0010;
-    let address = order[target];
-    if block_on(Command::fprd(address, STATION_ADDRESS).receive::<u16>(md))
-        .is_ok_and(|a| a == address)
-    {
-        return Ok(());
-    }
-    match block_on(Command::aprd(position, STATION_ADDRESS).receive::<u16>(md)) {
-        Err(_) => Err(None),
-        Ok(there) => match crate::place::locate(md, order, target, (position, there)) {
-            crate::place::Place::At(_) => Ok(()),
-            crate::place::Place::Absent(strays) => Err(strays.map(|s| s.text)),
-            crate::place::Place::Unclear(why) => Err(Some(why)),
+    use crate::place::{Look, Place, locate, look};
+    match look(own, order[target], position) {
+        Ok(Look {
+            at_address: true, ..
+        }) => Ok(()),
+        Err(_) | Ok(Look { there: None, .. }) => Err(None),
+        Ok(Look {
+            there: Some(there), ..
+        }) => match locate(own, order, target, (position, there)) {
+            Place::At(_) => Ok(()),
+            Place::Absent(strays) => Err(strays.map(|s| s.text)),
+            Place::Unclear(why) => Err(Some(why)),
         },
     }
 }

@@ -133,6 +133,7 @@ pub mod master;
 pub mod motion;
 #[doc(hidden)]
 pub mod netuse;
+mod own_frames;
 #[doc(hidden)]
 pub mod pd_registers;
 mod pdu_gate;

@@ -601,6 +601,9 @@ where
     let txrx_cpu = cfg.cycle.txrx_cpu.or(cfg.cycle.cpu);
     // The worker adds members joining with DC to the 0x092C sampler's list.
     let live = ch.live.clone();
+    // Its own frames go over this bus, with ethercrab's (the worker's PDU timeout).
+    let own = bus.own_frames();
+    let own_timeout = Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into());
     std::thread::scope(|s| {
         // The per-subdevice recovery's worker: a normal thread, for as long as the phase.
         let worker = match recovery {
@@ -623,6 +626,10 @@ where
                             board,
                             late,
                             dc: &live.dc,
+                            own: crate::own_frames::OwnBus {
+                                frames: &own,
+                                timeout: own_timeout,
+                            },
                         })
                     })
                     .map_err(|e| Box::new((Error::io("spawn the recovery worker")(e), None)))?,

@@ -15,8 +15,7 @@
 //! address as the order expects there. Anything else is [`Place::Unclear`], and nothing is
 //! written.
 
-use ethercrab::{Command, MainDevice};
-use futures_lite::future::block_on;
+use crate::own_frames::{Batch, OwnBus, OwnError};
 
 /// ESC register of the configured station address (ETG.1000.4 §6.1.2).
 const STATION_ADDRESS: u16 = 0x0010;
@@ -26,17 +25,39 @@ const SWEEP_SPARE: usize = 16;
 
 /// The station address of every device on the segment, by position, until a position nobody
 /// answers (a datagram nobody answers comes back with working counter 0 at once), at most
-/// `expected + 16` of them.
-pub(crate) fn sweep(md: &MainDevice<'static>, expected: usize) -> Vec<u16> {
-    let mut seen = Vec::with_capacity(expected + SWEEP_SPARE);
-    for p in 0..expected + SWEEP_SPARE {
-        let Ok(p16) = u16::try_from(p) else { break };
-        match block_on(Command::aprd(p16, STATION_ADDRESS).receive::<u16>(md)) {
-            Ok(a) => seen.push(a),
-            Err(_) => break,
-        }
+/// `expected + 16` of them: one datagram per position, all in one frame of rtcat's own (64
+/// per frame). A failed exchange reads as nobody answering from its first position on.
+pub(crate) fn sweep(own: OwnBus<'_>, expected: usize) -> Vec<u16> {
+    let positions = (expected + SWEEP_SPARE).min(usize::from(u16::MAX));
+    let mut b = Batch::new();
+    for p in 0..positions {
+        b.aprd(p as u16, STATION_ADDRESS, 2);
     }
-    seen
+    let Ok(r) = own.exchange(&b) else {
+        return Vec::new();
+    };
+    (0..positions).map_while(|i| r.u16_of_one(i)).collect()
+}
+
+/// What one frame shows of a subdevice expected with station address `station` at
+/// `position`: whether it answers at its address with it, and the station address of the
+/// device at the position (None: nobody there).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Look {
+    pub(crate) at_address: bool,
+    pub(crate) there: Option<u16>,
+}
+
+/// [`Look`]: one frame of two datagrams (FPRD of its address, APRD of the position).
+pub(crate) fn look(own: OwnBus<'_>, station: u16, position: u16) -> Result<Look, OwnError> {
+    let mut b = Batch::new();
+    let fp = b.fprd(station, STATION_ADDRESS, 2);
+    let ap = b.aprd(position, STATION_ADDRESS, 2);
+    let r = own.exchange(&b)?;
+    Ok(Look {
+        at_address: r.u16_of_one(fp) == Some(station),
+        there: r.u16_of_one(ap),
+    })
 }
 
 /// Where subdevice `order[target]`, which does not answer at its station address, is now;
@@ -49,7 +70,7 @@ pub(crate) fn sweep(md: &MainDevice<'static>, expected: usize) -> Vec<u16> {
 /// then the device between them is in its place. Otherwise every device is read ([`sweep`])
 /// and [`place`] decides.
 pub(crate) fn locate(
-    md: &MainDevice<'static>,
+    own: OwnBus<'_>,
     order: &[u16],
     target: usize,
     (position, there): (u16, u16),
@@ -63,23 +84,30 @@ pub(crate) fn locate(
              device before it is missing, or one was plugged in elsewhere than configured)"
         ));
     }
-    let read = |p: u16| block_on(Command::aprd(p, STATION_ADDRESS).receive::<u16>(md)).ok();
-    let before_ok = match (target.checked_sub(1), position.checked_sub(1)) {
-        (None, None) => true,
-        (Some(k), Some(p)) => read(p) == Some(order[k]),
-        _ => false,
-    };
-    if before_ok {
-        let after = position.checked_add(1).and_then(read);
-        let after_ok = match order.get(target + 1) {
-            Some(&a) => after == Some(a),
-            None => after.is_none(),
+    // The neighbours, in one frame.
+    let mut b = Batch::new();
+    let before = position
+        .checked_sub(1)
+        .map(|p| b.aprd(p, STATION_ADDRESS, 2));
+    let after = position
+        .checked_add(1)
+        .map(|p| b.aprd(p, STATION_ADDRESS, 2));
+    if let Ok(r) = own.exchange(&b) {
+        let read = |i: Option<usize>| i.and_then(|i| r.u16_of_one(i));
+        let before_ok = match (target.checked_sub(1), before) {
+            (None, None) => true,
+            (Some(k), Some(_)) => read(before) == Some(order[k]),
+            _ => false,
         };
-        if after_ok {
+        let after_ok = match order.get(target + 1) {
+            Some(&a) => read(after) == Some(a),
+            None => read(after).is_none(),
+        };
+        if before_ok && after_ok {
             return Place::At(position);
         }
     }
-    place(&sweep(md, order.len()), order, target)
+    place(&sweep(own, order.len()), order, target)
 }
 
 /// Where the subdevice `order[target]` is, from the station addresses `seen` by position.

@@ -619,6 +619,8 @@ pub(crate) struct Worker<'a> {
     pub(crate) late: Late<'a>,
     /// The 0x092C sampler's list, which a member joining with DC is added to.
     pub(crate) dc: &'a crate::stats::DcLive,
+    /// rtcat's own frames on the bus: where a device is, several registers in one frame.
+    pub(crate) own: crate::own_frames::OwnBus<'a>,
 }
 
 /// What the worker needs to configure a member ethercrab never saw.
@@ -673,7 +675,7 @@ pub(crate) fn worker(w: Worker<'_>) {
             _ => false,
         });
         let Some(i) = due else {
-            watch.step(w.md, w.board.settled(), &order, |n, first| {
+            watch.step(w.own, w.board.settled(), &order, |n, first| {
                 w.board.set_unexpected(n, first);
             });
             std::thread::sleep(IDLE_POLL);
@@ -705,7 +707,7 @@ pub(crate) fn worker(w: Worker<'_>) {
             Some(_) => i as u16,
         };
         let group_rate = Duration::from_millis(slot.probe_ms.into());
-        let mut probe = || match crate::hotconnect::present(w.md, &order, i, position) {
+        let mut probe = || match crate::hotconnect::present(w.own, &order, i, position) {
             Ok(()) => {
                 interval[i] = group_rate;
                 true
@@ -925,7 +927,7 @@ fn recover_one(
     let timeout = Duration::from_millis(w.cfg.bus.state_timeout_ms.into());
     // 1. Its station address: lost with a power cycle (FPRD no longer answered, or another
     //    address there); given again by position (APWR).
-    let has_address = give_address(&st, order)?;
+    let has_address = give_address(&st, order, w.own)?;
     // 2. The identity it had at the bring-up, from its SII: never drive another device (a
     //    member absent at bring-up: its matcher, checked by `join`).
     if let Expect::BroughtUp { updated } = expect {
@@ -1043,21 +1045,33 @@ fn sync_error_limit(sdo: &mut crate::coe::OnDemand<'_>) -> Option<u32> {
 /// where [`crate::place::locate`] says the device at the position is it: never over another
 /// subdevice's address, never to a device whose place cannot be told (a device missing before
 /// it, or one plugged in elsewhere than configured, moves the positions).
-fn give_address(st: &Station<'_>, order: &[u16]) -> Result<bool> {
+fn give_address(
+    st: &Station<'_>,
+    order: &[u16],
+    own: crate::own_frames::OwnBus<'_>,
+) -> Result<bool> {
     let (md, pos) = (st.md, st.position);
-    let mut a = [0u8; 2];
-    if st.read(STATION_ADDRESS, &mut a).is_ok() && u16::from_le_bytes(a) == st.address {
+    let seen = crate::place::look(own, st.address, pos)
+        .map_err(|e| e.into_error(format!("position {pos}: its station address")))?;
+    if seen.at_address {
         return Ok(true);
     }
-    let probe = block_on(Command::aprd(pos, STATION_ADDRESS).receive::<u16>(md))
-        .map_err(|e| Error::bus(format!("position {pos}: no answer by position"), e))?;
+    let probe = seen.there.ok_or_else(|| {
+        Error::bus(
+            format!("position {pos}: no answer by position"),
+            ethercrab::error::Error::WorkingCounter {
+                expected: 1,
+                received: 0,
+            },
+        )
+    })?;
     let moved = |why: String| {
         Error::SegmentMismatch(format!(
             "position {pos}: not given station address {:#06x}: {why}",
             st.address
         ))
     };
-    match crate::place::locate(md, order, usize::from(pos), (pos, probe)) {
+    match crate::place::locate(own, order, usize::from(pos), (pos, probe)) {
         crate::place::Place::At(at) if at == pos => {}
         // The steps after this one read its SII by position: the same position or none.
         crate::place::Place::At(at) => {
@@ -1114,7 +1128,7 @@ fn join(
         position: pos,
         quit: &w.board.quit,
     };
-    give_address(&st, order)?;
+    give_address(&st, order, w.own)?;
     let identity = read_identity(w, pos)?;
     let mut a = [0u8; 2];
     st.read(STATION_ALIAS, &mut a)?;

@@ -44,7 +44,7 @@ impl Watch {
     /// address in processing order. What changed goes to `report` (0 devices: none any more).
     pub(crate) fn step(
         &mut self,
-        md: &ethercrab::MainDevice<'static>,
+        own: crate::own_frames::OwnBus<'_>,
         settled: Option<usize>,
         order: &[u16],
         report: impl FnOnce(u16, u16),
@@ -55,11 +55,18 @@ impl Watch {
         }
         self.next = now + INTERVAL;
         let Some(answering) = settled else { return };
-        let Ok(count) = crate::diag::count_subdevices(md) else {
+        // Every device that reads the register increments the working counter.
+        let mut b = crate::own_frames::Batch::new();
+        let brd = b.brd(0x0000, 1);
+        let Some(count) = own
+            .exchange(&b)
+            .ok()
+            .and_then(|r| r.get(brd).map(|(wkc, _)| wkc))
+        else {
             return;
         };
         let found = if usize::from(count) > answering {
-            crate::place::strays(&crate::place::sweep(md, order.len()), order)
+            crate::place::strays(&crate::place::sweep(own, order.len()), order)
         } else {
             None
         };

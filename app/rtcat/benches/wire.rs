@@ -5,7 +5,7 @@
 
 use ecsim::frame::{Cmd, FrameBuilder, phys};
 use ethercrab::PduStorage;
-use rtcat_master::bus::{Bus, Link, RxReject, classify};
+use rtcat_master::bus::{Bus, Link, Reply, RxReject, classify};
 use std::hint::black_box;
 use std::io;
 use std::os::fd::RawFd;
@@ -81,8 +81,8 @@ fn main() {
     foreign[6..12].copy_from_slice(&[0x02, 0x42, 0xac, 0x11, 0x00, 0x02]);
     let mut inconsistent = reply.clone();
     inconsistent[14] = inconsistent[14].wrapping_add(40);
-    assert_eq!(classify(&reply), Ok(()));
-    assert_eq!(classify(&full), Ok(()));
+    assert_eq!(classify(&reply), Ok(Reply::Ethercrab));
+    assert_eq!(classify(&full), Ok(Reply::Ethercrab));
     assert_eq!(classify(&foreign), Err(RxReject::ForeignSource));
     assert_eq!(classify(&inconsistent), Err(RxReject::BadLength));
 
