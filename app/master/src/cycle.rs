@@ -356,8 +356,12 @@ impl State {
     /// Exchange the data of the members absent at bring-up (`members`, [`crate::region`]) in
     /// rtcat's own region. They start out of service with their recovery (which waits for them
     /// to appear), so the cycle looks at the board from the first cycle on.
-    pub(crate) fn with_region(mut self, members: &[crate::region::Member]) -> Self {
-        self.region = crate::region::Region::new(members);
+    pub(crate) fn with_region(
+        mut self,
+        members: &[crate::region::Member],
+        own: Arc<crate::own_frames::OwnFrames>,
+    ) -> Self {
+        self.region = crate::region::Region::new(members, own);
         for m in members {
             if let Some(w) = self.watch.get_mut(m.index) {
                 *w = Watch {
@@ -899,7 +903,7 @@ where
                 self.x,
                 self.md,
                 self.group,
-                Some(region.exchange(self.md)),
+                Some(region.exchange()),
                 deadline,
             );
             region.take(late);

@@ -271,15 +271,16 @@ impl Cycling<'_> {
         };
         rec.availability.set_subdevices(seg.layout.subdevices.len());
         rec.unexpected.new_segment();
-        let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares).with_region(&seg.late);
+        let md = self.run.md.as_ref().expect("present while running");
+        let bus = self.run.bus.take().expect("the bus is back between phases");
+        let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares)
+            .with_region(&seg.late, bus.own_frames());
         if matches!(seg.group, AnyGroup::Dc(_)) {
             state = state.with_lock(phase_lock(cfg));
         }
         // The per-subdevice recovery's board, shared by the cyclic thread and the worker.
         let board = (!seg.snapshots.is_empty())
             .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots, &seg.hot));
-        let md = self.run.md.as_ref().expect("present while running");
-        let bus = self.run.bus.take().expect("the bus is back between phases");
         let result = seg.group.cyclic_phase(CyclicPhase {
             md,
             bus,

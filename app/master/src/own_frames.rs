@@ -37,8 +37,12 @@ pub const OWN_REPLY_MAC: [u8; 6] = {
     m
 };
 
-/// Slots: exchanges in flight at once (the recovery worker needs one).
+/// Slots: exchanges in flight at once. The first is the cyclic thread's
+/// ([`OwnFrames::submit_cycle`]), the others serve [`OwnFrames::exchange`] (the recovery worker
+/// needs one).
 const SLOTS: usize = 4;
+/// The cyclic thread's slot.
+const CYCLE_SLOT: usize = 0;
 /// Most datagrams in one frame: far below what an ESC processes (any number that fits the
 /// frame) and the simulator's limit (128); a batch with more goes out in several frames.
 pub(crate) const MAX_DATAGRAMS: usize = 64;
@@ -58,6 +62,7 @@ mod cmd {
     pub(super) const APRD: u8 = 1;
     pub(super) const FPRD: u8 = 4;
     pub(super) const BRD: u8 = 7;
+    pub(super) const LRW: u8 = 12;
 }
 
 /// Slot states. The requester moves FREE → FILLING → READY and takes ANSWERED back to FREE
@@ -131,8 +136,26 @@ struct Slot {
 struct SlotData {
     /// The frame to send, then its reply.
     frame: Vec<u8>,
-    /// The requester, woken by the reply.
-    owner: Option<std::thread::Thread>,
+    /// Woken by the reply.
+    owner: Option<Owner>,
+}
+
+/// Who waits for a slot's reply.
+#[derive(Debug, Clone)]
+enum Owner {
+    /// A thread parked in [`OwnFrames::exchange`].
+    Thread(std::thread::Thread),
+    /// The cyclic thread's exchange ([`OwnFrames::submit_cycle`]).
+    Waker(Waker),
+}
+
+impl Owner {
+    fn wake(self) {
+        match self {
+            Owner::Thread(t) => t.unpark(),
+            Owner::Waker(w) => w.wake(),
+        }
+    }
 }
 
 impl Default for OwnFrames {
@@ -181,11 +204,33 @@ impl Batch {
         self.push(cmd::BRD, 0, register, len)
     }
 
+    /// Read and write `len` bytes at logical address `logical` (the FMMUs of every device
+    /// that maps them; working counter +1 per device that read, +2 per device that wrote).
+    pub(crate) fn lrw(&mut self, logical: u32, len: u16) -> usize {
+        self.push_at(cmd::LRW, logical, len)
+    }
+
     fn push(&mut self, command: u8, adp: u16, ado: u16, len: u16) -> usize {
+        self.push_at(command, u32::from(adp) | u32::from(ado) << 16, len)
+    }
+
+    fn push_at(&mut self, command: u8, address: u32, len: u16) -> usize {
         let len = len.min((MAX_DATAGRAM_BYTES - DATAGRAM_HEADER_LEN - WKC_LEN) as u16);
-        self.datagrams
-            .push((command, u32::from(adp) | u32::from(ado) << 16, len));
+        self.datagrams.push((command, address, len));
         self.datagrams.len() - 1
+    }
+
+    /// The whole batch as one frame (data and working counters zero), or None when it needs
+    /// more than one.
+    pub(crate) fn one_frame(&self) -> Option<Vec<u8>> {
+        match self.frames().as_slice() {
+            [range] => {
+                let mut f = Vec::new();
+                self.encode(range.clone(), &mut f);
+                Some(f)
+            }
+            _ => None,
+        }
     }
 
     /// Datagrams in the batch.
@@ -252,8 +297,21 @@ impl Replies {
     }
 }
 
+/// Every datagram's index byte of `frame` set to `tag` (in place: no allocation).
+fn tag_datagrams(frame: &mut [u8], tag: u8) {
+    let mut at = ETH_HEADER_LEN + ECAT_HEADER_LEN;
+    while at + DATAGRAM_HEADER_LEN + WKC_LEN <= frame.len() {
+        frame[at + 1] = tag;
+        let word = u16::from_le_bytes([frame[at + 6], frame[at + 7]]);
+        if word & MORE == 0 {
+            break;
+        }
+        at += DATAGRAM_HEADER_LEN + usize::from(word & 0x07ff) + WKC_LEN;
+    }
+}
+
 /// Each datagram of `frame` as (offset of its header, data length).
-fn datagrams_of(frame: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
+pub(crate) fn datagrams_of(frame: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut at = Some(ETH_HEADER_LEN + ECAT_HEADER_LEN);
     std::iter::from_fn(move || {
         let off = at?;
@@ -303,7 +361,7 @@ impl OwnFrames {
     fn one(&self, frame: &[u8], timeout: Duration) -> Result<Vec<u8>, OwnError> {
         let deadline = Instant::now() + timeout;
         let slot = loop {
-            let free = self.slots.iter().find(|s| {
+            let free = self.slots[CYCLE_SLOT + 1..].iter().find(|s| {
                 s.state
                     .compare_exchange(
                         state::FREE,
@@ -326,11 +384,8 @@ impl OwnFrames {
             let mut d = slot.data.lock().unwrap_or_else(|p| p.into_inner());
             d.frame.clear();
             d.frame.extend_from_slice(frame);
-            let offsets: Vec<usize> = datagrams_of(frame).map(|(off, _)| off).collect();
-            for off in offsets {
-                d.frame[off + 1] = tag;
-            }
-            d.owner = Some(std::thread::current());
+            tag_datagrams(&mut d.frame, tag);
+            d.owner = Some(Owner::Thread(std::thread::current()));
         }
         slot.tag.store(tag, Ordering::Relaxed);
         slot.state.store(state::READY, Ordering::Release);
@@ -361,6 +416,86 @@ impl OwnFrames {
                 continue;
             }
             std::thread::park_timeout(deadline - now);
+        }
+    }
+
+    /// The cyclic thread: `frame` out through its slot, `waker` woken by the reply (a thread
+    /// that pumps the bus itself passes a no-op one). Nothing is allocated once the slot's
+    /// buffer has held a frame this long. False when the slot is still busy (a reply being
+    /// copied in after the last cycle gave up): nothing sent this cycle.
+    pub(crate) fn submit_cycle(&self, frame: &[u8], waker: &Waker) -> bool {
+        let slot = &self.slots[CYCLE_SLOT];
+        // A reply that came in after the last cycle gave up on it: not this cycle's.
+        let _ = slot.state.compare_exchange(
+            state::ANSWERED,
+            state::FREE,
+            Ordering::AcqRel,
+            Ordering::Relaxed,
+        );
+        if slot
+            .state
+            .compare_exchange(
+                state::FREE,
+                state::FILLING,
+                Ordering::Acquire,
+                Ordering::Relaxed,
+            )
+            .is_err()
+        {
+            return false;
+        }
+        let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
+        match slot.data.try_lock() {
+            Ok(mut d) => {
+                d.frame.clear();
+                d.frame.extend_from_slice(frame);
+                tag_datagrams(&mut d.frame, tag);
+                if !matches!(&d.owner, Some(Owner::Waker(w)) if w.will_wake(waker)) {
+                    d.owner = Some(Owner::Waker(waker.clone()));
+                }
+            }
+            Err(_) => {
+                slot.state.store(state::FREE, Ordering::Release);
+                return false;
+            }
+        }
+        slot.tag.store(tag, Ordering::Relaxed);
+        slot.state.store(state::READY, Ordering::Release);
+        self.waker.wake();
+        true
+    }
+
+    /// The cyclic thread: the reply to its frame copied into `reply` (its length returned),
+    /// when it has come; the slot is free again then.
+    pub(crate) fn take_cycle(&self, reply: &mut [u8]) -> Option<usize> {
+        let slot = &self.slots[CYCLE_SLOT];
+        if slot.state.load(Ordering::Acquire) != state::ANSWERED {
+            return None;
+        }
+        let n = match slot.data.try_lock() {
+            Ok(d) => {
+                let n = d.frame.len().min(reply.len());
+                reply[..n].copy_from_slice(&d.frame[..n]);
+                n
+            }
+            Err(_) => return None,
+        };
+        slot.state.store(state::FREE, Ordering::Release);
+        Some(n)
+    }
+
+    /// The cyclic thread gave up on its frame (the cycle's deadline): a reply after this is
+    /// not taken (or, being copied in right now, dropped at the next submit).
+    pub(crate) fn abandon_cycle(&self) {
+        let slot = &self.slots[CYCLE_SLOT];
+        for from in [state::READY, state::SENT] {
+            if slot
+                .state
+                .compare_exchange(from, state::FREE, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+            {
+                return;
+            }
         }
     }
 
@@ -449,8 +584,8 @@ impl OwnFrames {
                 }
             };
             slot.state.store(state::ANSWERED, Ordering::Release);
-            if let Some(t) = owner {
-                t.unpark();
+            if let Some(w) = owner {
+                w.wake();
             }
             return true;
         }

@@ -8,29 +8,33 @@
 //! region, which starts at [`REGION_START`], far beyond any image ethercrab can lay out
 //! ([`crate::limits::MAX_PDI_BYTES`]), so no datagram of one ever touches the other.
 //!
-//! Each cycle sends, beside ethercrab's frames, per member one LRW of its area (its inputs,
-//! then its outputs) and one FPRD of its AL status: ethercrab's public API builds one PDU per
-//! frame (`Command::lrw(..).send_receive_slice`; its frame builder is crate-private), so these
-//! are two frames per member. Its data is valid only when the LRW came back with the member's
-//! own working counter (+1 for its inputs read, +2 for its outputs written, ETG.1000.4 Table
-//! 24) and the FPRD read OP: a judgement per member, so one member that leaves does not make
-//! another one's data invalid. The futures live on the cycle's stack and the frames in
-//! ethercrab's static storage: nothing is allocated per cycle (`tests/alloc.rs`).
+//! Each cycle sends, beside ethercrab's frames, one frame of rtcat's own
+//! ([`crate::own_frames`]) with, per member, one LRW of its area (its inputs, then its
+//! outputs) and one FPRD of its AL status. Its data is valid only when its LRW came back with
+//! the member's own working counter (+1 for its inputs read, +2 for its outputs written,
+//! ETG.1000.4 Table 24) and the FPRD read OP: a judgement per member (each datagram has its
+//! own working counter), so one member that leaves does not make another one's data invalid.
+//! The frame is built once (its outputs copied in every cycle) and its reply read into a
+//! buffer of the region's: nothing is allocated per cycle (`tests/region_alloc.rs`). Before
+//! these frames, ethercrab's public API (one PDU per frame) made it two frames per member
+//! each cycle, at most 8 members.
 
 use crate::error::{Error, Result};
 use crate::image::ProcessImage;
 use crate::layout::Layout;
-use ethercrab::{Command, MainDevice};
-use futures_lite::future::zip;
+use crate::own_frames::{Batch, OwnFrames};
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
 
 /// Where the region starts in the logical address space: beyond every image ethercrab lays
 /// out (from 0, at most [`crate::limits::MAX_PDI_BYTES`] bytes).
 pub const REGION_START: u32 = 0x0001_0000;
 
-/// Most members absent at bring-up one segment may have: each costs two frames a cycle from
-/// ethercrab's storage ([`crate::limits::MAX_FRAMES`]), which also carries the image's LRWs.
-pub const MAX_MEMBERS: usize = 8;
+/// Most members absent at bring-up one segment may have: two datagrams each in the region's
+/// one frame ([`crate::own_frames::MAX_DATAGRAMS`]), whose bytes bound them too.
+pub const MAX_MEMBERS: usize = crate::own_frames::MAX_DATAGRAMS / 2;
 
 /// AL status register (ETG.1000.4 §6.3.2).
 const AL_STATUS: u16 = 0x0130;
@@ -69,11 +73,6 @@ impl Member {
     fn len(&self) -> usize {
         self.input_bytes + self.output_bytes
     }
-
-    /// Where its area starts in the region's buffers.
-    fn offset(&self) -> usize {
-        (self.logical - REGION_START) as usize
-    }
 }
 
 /// The station address ethercrab 0.7.1 gives the subdevice at `position` (`BASE_SUBDEVICE_ADDRESS`
@@ -96,7 +95,7 @@ pub(crate) fn plan(
     if late.len() > MAX_MEMBERS {
         return Err(Error::Capacity(format!(
             "{} members of optional groups are absent at bring-up; rtcat runs at most \
-             {MAX_MEMBERS} (each is exchanged in frames of its own)",
+             {MAX_MEMBERS} (all are exchanged in one frame)",
             late.len()
         )));
     }
@@ -132,7 +131,26 @@ pub(crate) fn plan(
         logical += m.len() as u32;
         out.push(m);
     }
+    if !out.is_empty() && frame_of(&out).is_none() {
+        let bytes: usize = out.iter().map(Member::len).sum();
+        return Err(Error::Capacity(format!(
+            "{} members of optional groups are absent at bring-up with {bytes} bytes of \
+             process data: more than the one frame they are exchanged in holds",
+            out.len()
+        )));
+    }
     Ok(out)
+}
+
+/// The region's frame: per member an LRW of its area and an FPRD of its AL status (None: more
+/// than one frame).
+fn frame_of(members: &[Member]) -> Option<Vec<u8>> {
+    let mut b = Batch::new();
+    for m in members {
+        b.lrw(m.logical, m.len() as u16);
+        b.fprd(m.address, AL_STATUS, 2);
+    }
+    b.one_frame()
 }
 
 /// What one cycle learned of one member.
@@ -144,26 +162,35 @@ pub(crate) struct Answer {
     pub(crate) al_state: u8,
 }
 
-/// The cycle's side of the region: its members, the bytes sent and received, and what the
-/// last exchange brought; allocated before the cyclic phase.
+/// The cycle's side of the region: its members, its frame as sent and as received, and what
+/// the last exchange brought; allocated before the cyclic phase.
 #[derive(Debug, Default)]
 pub struct Region {
     members: Vec<Member>,
-    /// Per member at (logical - REGION_START): zeros where its inputs go, then its outputs.
+    /// The frame: per member its LRW (zeros where its inputs go, then its outputs) and its
+    /// FPRD, working counters zero.
     tx: Vec<u8>,
-    /// The same places: what came back.
+    /// The last reply (as long as `tx`).
     rx: Vec<u8>,
+    /// Per member, where the data of its LRW and of its FPRD start in the frame.
+    at: Vec<(usize, usize)>,
     answers: Vec<Answer>,
+    own: Option<Arc<OwnFrames>>,
 }
 
 impl Region {
-    pub(crate) fn new(members: &[Member]) -> Region {
-        let len = members.last().map_or(0, |m| m.offset() + m.len());
+    /// The region of `members` (checked by [`plan`]), exchanged through `own`.
+    pub(crate) fn new(members: &[Member], own: Arc<OwnFrames>) -> Region {
+        let tx = frame_of(members).unwrap_or_default();
+        let data = |(off, _)| off + rtcat_packet::DATAGRAM_HEADER_LEN;
+        let offsets: Vec<usize> = crate::own_frames::datagrams_of(&tx).map(data).collect();
         Region {
             members: members.to_vec(),
-            tx: vec![0; len],
-            rx: vec![0; len],
+            rx: vec![0; tx.len()],
+            at: offsets.chunks(2).map(|c| (c[0], c[1])).collect(),
+            tx,
             answers: vec![Answer::default(); members.len()],
+            own: Some(own),
         }
     }
 
@@ -172,65 +199,41 @@ impl Region {
         self.members.is_empty()
     }
 
-    /// Every member's LRW and AL status read, all in flight at once: one future of fixed size
-    /// on the caller's stack, writing each member's inputs into its place of `rx` (only with its
-    /// working counter); its output is each member's answer.
-    pub(crate) fn exchange<'a>(
-        &'a mut self,
-        md: &'a MainDevice<'static>,
-    ) -> impl Future<Output = [Answer; MAX_MEMBERS]> + 'a {
-        let Region {
-            members, tx, rx, ..
-        } = self;
-        // Each member's place of `rx`, handed to its own future.
-        let mut places: [&mut [u8]; MAX_MEMBERS] = Default::default();
-        let mut rest: &mut [u8] = rx;
-        for (j, m) in members.iter().enumerate() {
-            let (here, after) = std::mem::take(&mut rest).split_at_mut(m.len());
-            places[j] = here;
-            rest = after;
-        }
-        let (members, tx): (&'a [Member], &'a [u8]) = (members, tx);
-        let [p0, p1, p2, p3, p4, p5, p6, p7] = places;
-        let one = move |j: usize, place: &'a mut [u8]| async move {
-            let Some(m) = members.get(j) else {
-                return Answer::default();
-            };
-            let at = m.offset();
-            let lrw = Command::lrw(m.logical)
-                .ignore_wkc()
-                .send_receive_slice(md, &tx[at..at + m.len()]);
-            let al = Command::fprd(m.address, AL_STATUS).receive::<u16>(md);
-            let (lrw, al) = zip(lrw, al).await;
-            let mut a = Answer::default();
-            if let Ok(pdu) = lrw
-                && let Ok(pdu) = pdu.wkc(m.expected_wkc())
-                && pdu.len() >= m.len()
-            {
-                place.copy_from_slice(&pdu[..m.len()]);
-                a.data = true;
-            }
-            if let Ok(s) = al {
-                a.al_state = (s & 0x0f) as u8;
-            }
-            a
-        };
-        let first = zip(zip(one(0, p0), one(1, p1)), zip(one(2, p2), one(3, p3)));
-        let second = zip(zip(one(4, p4), one(5, p5)), zip(one(6, p6), one(7, p7)));
-        async move {
-            let (((a, b), (c, d)), ((e, f), (g, h))) = zip(first, second).await;
-            [a, b, c, d, e, f, g, h]
+    /// The region's frame out and its reply in: a future the cycle polls beside ethercrab's
+    /// exchange, which writes each member's answer; dropped before it is ready, the frame is
+    /// given up.
+    pub(crate) fn exchange(&mut self) -> Exchange<'_> {
+        Exchange {
+            region: self,
+            sent: false,
         }
     }
 
-    /// What the exchange brought (`None`: the cycle ended before every reply came back).
-    pub(crate) fn take(&mut self, answers: Option<[Answer; MAX_MEMBERS]>) {
-        match answers {
-            Some(a) => {
-                let n = self.answers.len();
-                self.answers.copy_from_slice(&a[..n]);
-            }
-            None => self.lost(),
+    /// What the exchange brought (`None`: the cycle ended before the reply came back).
+    pub(crate) fn take(&mut self, answered: Option<()>) {
+        if answered.is_none() {
+            self.lost();
+        }
+    }
+
+    /// Each member's answer from the reply in `rx` (`n` bytes): all lost when its datagrams
+    /// are not where the frame sent has them.
+    fn read_reply(&mut self, n: usize) {
+        let rx = &self.rx[..n];
+        let same = crate::own_frames::datagrams_of(rx)
+            .map(|(off, len)| (off + rtcat_packet::DATAGRAM_HEADER_LEN, len))
+            .zip(crate::own_frames::datagrams_of(&self.tx))
+            .all(|((a, la), (b, lb))| a == b + rtcat_packet::DATAGRAM_HEADER_LEN && la == lb);
+        if !same || n < self.tx.len() {
+            self.lost();
+            return;
+        }
+        let wkc = |data_at: usize, len: usize| {
+            u16::from_le_bytes([rx[data_at + len], rx[data_at + len + 1]])
+        };
+        for ((m, &(lrw, al)), a) in self.members.iter().zip(&self.at).zip(&mut self.answers) {
+            a.data = wkc(lrw, m.len()) == m.expected_wkc();
+            a.al_state = if wkc(al, 2) == 1 { rx[al] & 0x0f } else { 0 };
         }
     }
 
@@ -249,11 +252,11 @@ impl Region {
 
     /// The inputs of the members whose data came back, into the application's image.
     pub(crate) fn copy_inputs(&self, image: &mut ProcessImage) {
-        for (m, a) in self.members.iter().zip(&self.answers) {
+        for (j, (m, a)) in self.members.iter().zip(&self.answers).enumerate() {
             if !a.data {
                 continue;
             }
-            let at = m.offset();
+            let (at, _) = self.at[j];
             let dst = image.inputs_of_mut(m.index);
             let n = dst.len().min(m.input_bytes);
             dst[..n].copy_from_slice(&self.rx[at..at + n]);
@@ -262,11 +265,55 @@ impl Region {
 
     /// The application's outputs of every member, sent with the next exchange.
     pub(crate) fn copy_outputs(&mut self, image: &ProcessImage) {
-        for m in &self.members {
-            let at = m.offset() + m.input_bytes;
+        for (m, &(lrw, _)) in self.members.iter().zip(&self.at) {
+            let at = lrw + m.input_bytes;
             let src = image.outputs_of(m.index);
             let n = src.len().min(m.output_bytes);
             self.tx[at..at + n].copy_from_slice(&src[..n]);
+        }
+    }
+}
+
+/// [`Region::exchange`]: sends the frame at its first poll, ready when the reply is in.
+pub(crate) struct Exchange<'a> {
+    region: &'a mut Region,
+    sent: bool,
+}
+
+impl Future for Exchange<'_> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let r = &mut *this.region;
+        let Some(own) = r.own.as_deref() else {
+            r.lost();
+            return Poll::Ready(());
+        };
+        if !this.sent {
+            if !own.submit_cycle(&r.tx, cx.waker()) {
+                r.lost();
+                return Poll::Ready(());
+            }
+            this.sent = true;
+        }
+        match own.take_cycle(&mut r.rx) {
+            Some(n) => {
+                this.sent = false;
+                r.read_reply(n);
+                Poll::Ready(())
+            }
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Drop for Exchange<'_> {
+    fn drop(&mut self) {
+        if self.sent
+            && let Some(own) = self.region.own.as_deref()
+        {
+            own.abandon_cycle();
         }
     }
 }
@@ -324,7 +371,69 @@ mod tests {
         let e = plan(&l, 1, &[], &[(0, 0); MAX_MEMBERS + 1])
             .expect_err("too many")
             .to_string();
-        assert!(e.contains("9 members") && e.contains("at most 8"), "{e}");
+        assert!(e.contains("33 members") && e.contains("at most 32"), "{e}");
         assert!(plan(&l, 2, &[], &[(0, 0); MAX_MEMBERS]).is_ok());
+        // Fewer, with more data than one frame holds: 4 of 400 bytes.
+        let l = Layout::build(
+            1,
+            &[
+                source(1, 1),
+                source(200, 200),
+                source(200, 200),
+                source(200, 200),
+                source(200, 200),
+            ],
+        )
+        .expect("layout");
+        let e = plan(&l, 1, &[], &[(0, 0); 4])
+            .expect_err("too large")
+            .to_string();
+        assert!(e.contains("4 members") && e.contains("1600 bytes"), "{e}");
+        assert!(plan(&l, 2, &[], &[(0, 0); 3]).is_ok());
+    }
+
+    /// A region of three members: their frame, an answer written as the segment would (the
+    /// first with its inputs and outputs, the second not there, the third in SAFE-OP), and what
+    /// the cycle reads from it.
+    #[test]
+    fn each_member_is_judged_by_its_own_datagrams_in_the_one_frame() {
+        let l = Layout::build(1, &[source(1, 1), source(2, 1), source(1, 0), source(1, 2)])
+            .expect("layout");
+        let members = plan(&l, 1, &[], &[(0, 0), (0, 1), (0, 2)]).expect("plan");
+        let own = Arc::new(OwnFrames::default());
+        let mut r = Region::new(&members, own);
+        let ds: Vec<(usize, usize)> = crate::own_frames::datagrams_of(&r.tx).collect();
+        assert_eq!(ds.len(), 6, "an LRW and an FPRD per member");
+        assert_eq!(
+            ds.iter().map(|&(_, len)| len).collect::<Vec<_>>(),
+            [3, 2, 1, 2, 3, 2]
+        );
+        // The reply: the first member read and written (working counter 3) in OP, the second
+        // absent (nothing answered), the third read and written in SAFE-OP.
+        let mut rx = r.tx.clone();
+        let put = |rx: &mut Vec<u8>, (off, len): (usize, usize), data: &[u8], wkc: u16| {
+            let d = off + rtcat_packet::DATAGRAM_HEADER_LEN;
+            rx[d..d + data.len()].copy_from_slice(data);
+            rx[d + len..d + len + 2].copy_from_slice(&wkc.to_le_bytes());
+        };
+        put(&mut rx, ds[0], &[0xa1, 0xa2], 3);
+        put(&mut rx, ds[1], &[0x08, 0x00], 1);
+        put(&mut rx, ds[4], &[0xc1], 3);
+        put(&mut rx, ds[5], &[0x04, 0x00], 1);
+        r.rx.copy_from_slice(&rx);
+        r.read_reply(rx.len());
+        let got: Vec<(usize, Answer)> = r.answers().collect();
+        let answer = |data, al_state| Answer { data, al_state };
+        assert_eq!(
+            got,
+            [
+                (1, answer(true, 8)),
+                (2, answer(false, 0)),
+                (3, answer(true, 4))
+            ]
+        );
+        // A reply of another shape: every member lost.
+        r.read_reply(rx.len() - 1);
+        assert!(r.answers().all(|(_, a)| a == Answer::default()));
     }
 }

@@ -1231,6 +1231,43 @@ fn a_group_plugged_in_before_mandatory_devices_is_not_mistaken_for_them() {
     }
 }
 
+/// Twelve members absent at bring-up (four copies of the I/O set behind the I/O segment),
+/// plugged in together while the line runs: every member joins, all in the region's one frame
+/// of rtcat's own (until session 21 the region took two frames a member and refused more than
+/// 8), and the three mandatory devices lose no cycle.
+#[test]
+fn twelve_members_absent_at_bring_up_join_in_the_region_s_one_frame() {
+    const ALL: usize = 15;
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let p = within_machine_noise("twelve members join", |_| {
+        let (seg, cfg) = support::tool_group::long_group(4);
+        let (p, _) = plug_and_watch::<ALL>(cfg, seg, (G0, None, 2500), ALL)?;
+        // All twelve joined: every device's data valid in the last cycles.
+        let well =
+            p.w.log
+                .iter()
+                .rev()
+                .take(50)
+                .all(|s| s.valid.iter().all(|&v| v));
+        ensure(well, || {
+            let last = p.w.log.last().map(|s| s.valid);
+            format!("not every member joined within 2.5 s of the plug: {last:?}")
+        })?;
+        Ok(p)
+    });
+    untouched(&p.w.log, G0);
+    let joined =
+        p.w.log
+            .iter()
+            .position(|s| s.valid.iter().all(|&v| v))
+            .expect("joined");
+    eprintln!(
+        "hot-connect: 12 members absent at bring-up all in OP {} cycles after the plug (1 ms \
+         cycle, the other 3 devices: 0 invalid cycles)",
+        joined.saturating_sub(PLUG_AT)
+    );
+}
+
 /// The `unexpected_devices` events of a run: (devices, first position).
 fn unexpected(events: &[EventKind]) -> Vec<(u16, u16)> {
     events

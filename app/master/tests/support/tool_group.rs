@@ -154,3 +154,57 @@ pub fn group_devices() -> String {
     }
     t
 }
+
+/// A longer group: the I/O segment followed by `copies` copies of its three devices, all one
+/// optional group "tool" (serials 11.., aliases 0x10..), with the configuration naming every
+/// member by its alias and the `[[device]]` entries giving each its mapping (those of
+/// [`group_devices`], one set per copy).
+pub fn long_group(copies: usize) -> (SegmentSpec, Config) {
+    let (head, blocks) = segment_io();
+    let mut t = head;
+    for b in &blocks {
+        t += &format!("[[device]]{b}");
+    }
+    for k in 0..3 * copies {
+        let j = k % 3;
+        let keys = format!("serial = {}\nalias = {}\n", 11 + k, 0x10 + k);
+        t += &format!(
+            "[[device]]{}",
+            blocks[j].replacen(&format!("serial = {}\n", j + 1), &keys, 1)
+        );
+    }
+    let seg = SegmentSpec::from_toml(&t).expect("the long group's line");
+    let members: Vec<String> = (0..3 * copies)
+        .map(|k| format!("{{ alias = {:#x} }}", 0x10 + k))
+        .collect();
+    let text = format!(
+        "[cycle]\nperiod_us = 1000\n\
+         [health]\nrecovery = \"subdevice\"\nrecovery_backoff_ms = 50\n\
+         bad_cycles_before_recovery = 1\nsubdevice_attempts = 2\n\
+         [[group]]\nname = \"tool\"\noptional = true\nmembers = [{}]\n",
+        members.join(", ")
+    );
+    let mut cfg = Config::parse(&text, "hotconnect test").expect("config");
+    super::patient(&mut cfg);
+    let one = group_devices();
+    let mut devices = String::new();
+    for c in 0..copies {
+        devices += &one
+            .replace(
+                "[[device]]\nalias = 0x10\n",
+                &format!("[[device]]\nalias = {:#x}\n", 0x10 + 3 * c),
+            )
+            .replace(
+                "[[device]]\nalias = 0x11\n",
+                &format!("[[device]]\nalias = {:#x}\n", 0x11 + 3 * c),
+            )
+            .replace(
+                "[[device]]\nposition = 5\n",
+                &format!("[[device]]\nalias = {:#x}\n", 0x12 + 3 * c),
+            );
+    }
+    cfg.device = Config::parse(&devices, "hotconnect test")
+        .expect("devices")
+        .device;
+    (seg, cfg)
+}
