@@ -12,10 +12,13 @@
 //!
 //! A thread that wants an exchange ([`OwnFrames::exchange`]) fills a free slot and waits; the
 //! thread that pumps the bus (the cyclic thread on an inline bus, else the TX/RX thread) sends
-//! ready slots with ethercrab's frames and copies each reply into its slot. The pump only ever
-//! tries a slot's lock (it never waits for one) and holds it for a copy, never across a send:
-//! the real-time path neither blocks nor allocates here (`tests/alloc.rs` runs a worker's
-//! exchanges beside the cycle).
+//! ready slots with ethercrab's frames and copies each reply into its slot. The cyclic thread
+//! has a slot of its own for the frame it sends every cycle ([`OwnFrames::submit_cycle`], the
+//! region of members absent at bring-up, [`crate::region`]), polled instead of waited for. The
+//! pump only ever tries a slot's lock (it never waits for one) and holds it for a copy, never
+//! across a send: the real-time path neither blocks nor allocates here
+//! (`tests/region_alloc.rs` counts the cyclic thread's allocations with the region's frame and
+//! the worker's count of the devices going through it).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Mutex, TryLockError};
@@ -327,6 +330,13 @@ pub(crate) fn datagrams_of(frame: &[u8]) -> impl Iterator<Item = (usize, usize)>
 }
 
 impl OwnFrames {
+    /// The next frame's tag: the cycle's with bit 7 set, the others' without, so that a late
+    /// reply to one kind is never taken for the other; within a kind a reply would have to
+    /// come 128 frames late (ethercrab's 8-bit PDU index has the same bound for its own).
+    fn tag(&self, cycle: bool) -> u8 {
+        self.next_tag.fetch_add(1, Ordering::Relaxed) & 0x7f | u8::from(cycle) << 7
+    }
+
     /// Send `batch` (in as many frames as it needs, one after the other) and wait for every
     /// reply, `timeout` for each frame.
     pub(crate) fn exchange(&self, batch: &Batch, timeout: Duration) -> Result<Replies, OwnError> {
@@ -379,7 +389,7 @@ impl OwnFrames {
             }
             std::thread::sleep(SLOT_WAIT);
         };
-        let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
+        let tag = self.tag(false);
         {
             let mut d = slot.data.lock().unwrap_or_else(|p| p.into_inner());
             d.frame.clear();
@@ -444,7 +454,7 @@ impl OwnFrames {
         {
             return false;
         }
-        let tag = self.next_tag.fetch_add(1, Ordering::Relaxed);
+        let tag = self.tag(true);
         match slot.data.try_lock() {
             Ok(mut d) => {
                 d.frame.clear();
@@ -786,6 +796,54 @@ mod tests {
         assert_eq!(
             h.join().unwrap(),
             Err(OwnError::Mismatch("another datagram than sent"))
+        );
+    }
+
+    /// The cycle's slot: submitted, answered, taken; given up, its late reply is not taken;
+    /// a reply that came in after the cycle gave up is dropped at the next submit.
+    #[test]
+    fn the_cycle_s_slot_is_polled_and_given_up_at_its_deadline() {
+        let own = OwnFrames::default();
+        let mut b = Batch::new();
+        b.aprd(0, 0x0010, 2);
+        let frame = b.one_frame().expect("one frame");
+        let (mut buf, mut reply) = ([0u8; 1536], [0u8; 1536]);
+        let pump = |own: &OwnFrames, buf: &mut [u8; 1536]| {
+            let mut out = Vec::new();
+            own.send_ready(buf, |f| {
+                out.push(answer(f, 1));
+                Ok(())
+            });
+            out
+        };
+        assert!(own.submit_cycle(&frame, Waker::noop()));
+        assert_eq!(own.take_cycle(&mut reply), None, "not answered yet");
+        let r = pump(&own, &mut buf);
+        assert_eq!(r.len(), 1);
+        assert_eq!(
+            r[0][ETH_HEADER_LEN + ECAT_HEADER_LEN + 1] & 0x80,
+            0x80,
+            "the cycle's tag"
+        );
+        assert!(own.receive(&r[0]));
+        let n = own.take_cycle(&mut reply).expect("answered");
+        assert_eq!(&reply[26..28], &0x1000u16.to_le_bytes());
+        assert_eq!(n, frame.len());
+        // Given up at the deadline: the late reply is not the next cycle's.
+        assert!(own.submit_cycle(&frame, Waker::noop()));
+        let late = pump(&own, &mut buf);
+        own.abandon_cycle();
+        assert!(!own.receive(&late[0]));
+        assert!(own.submit_cycle(&frame, Waker::noop()));
+        assert_eq!(own.take_cycle(&mut reply), None);
+        // Answered after the cycle gave up (the copy was under way): dropped at the next submit.
+        let r = pump(&own, &mut buf);
+        assert!(own.receive(&r[0]));
+        assert!(own.submit_cycle(&frame, Waker::noop()));
+        assert_eq!(
+            own.take_cycle(&mut reply),
+            None,
+            "a new frame, not yet answered"
         );
     }
 
