@@ -491,10 +491,12 @@ impl Bus {
         }
         let link = &mut self.link;
         let (sent, failed) = self.own.send_ready(&mut self.own_buf[..], |f| link.send(f));
-        self.counters.sent.fetch_add(sent as u64, Ordering::Relaxed);
-        self.counters
-            .send_errors
-            .fetch_add(failed as u64, Ordering::Relaxed);
+        if sent + failed > 0 {
+            self.counters.sent.fetch_add(sent as u64, Ordering::Relaxed);
+            self.counters
+                .send_errors
+                .fetch_add(failed as u64, Ordering::Relaxed);
+        }
         n + sent
     }
 
@@ -1084,7 +1086,10 @@ mod tests {
     /// The inline cycle's pump sends another thread's frames as soon as they are queued: a
     /// thread reading 20 times, one read after another, gets them all through within one call
     /// of `pump_others_until`. Without `wake_on_others` the pump's wait lasts to its end, so
-    /// one call moves at most the frame already queued and the one after it.
+    /// one call moves at most the frame already queued and the one after it — unless the
+    /// reader, woken by its reply, queues its next frame before the pump looks again, which on
+    /// a busy machine (both threads on one core, the woken one run first) can chain all 20: that
+    /// verdict is the machine's, retried as `ecsim::noise` does (a CI run saw 20).
     #[test]
     fn the_pump_sends_other_threads_frames_as_they_come() {
         fn exchanges(wake: bool) -> usize {
@@ -1119,7 +1124,11 @@ mod tests {
             })
         }
         assert_eq!(exchanges(true), 20);
-        let without = exchanges(false);
-        assert!(without <= 2, "{without} exchanges without the wake");
+        ecsim::noise::within_machine_noise("the pump without the wake", |_| {
+            let without = exchanges(false);
+            ecsim::noise::ensure(without <= 2, || {
+                format!("{without} exchanges without the wake")
+            })
+        });
     }
 }
