@@ -156,9 +156,12 @@ fn every_wait_mode_exchanges_correctly_with_a_slow_segment() {
             // every attempt; a run preempted in most cycles cannot tell and is retried. In a VM
             // the hypervisor also stops the vCPU now and then, which the guest's context-switch
             // counts do not see (a quiet 2-vCPU VM: 1-2 cycles of ~1500 in each of 3 attempts
-            // found the reply at once, none lost or preempted): one cycle in 200 may be that.
+            // found the reply at once, none lost or preempted; another day the same VM, load
+            // average 0.03: 12-19, and 27-50 with a CI run beside it, the binary of the session
+            // before alike, so the VM's): one cycle in 20 may be that. A busy mode that sleeps
+            // still fails: it polls in none.
             if mode == WaitMode::Busy {
-                let unseen_stalls = rec.cycles.div_ceil(200);
+                let unseen_stalls = rec.cycles.div_ceil(20);
                 ecsim::noise::ensure(
                     w.polled_cycles + rec.frames_lost + app.preempted + unseen_stalls >= rec.cycles
                         && app.preempted * 2 < rec.cycles,
