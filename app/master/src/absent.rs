@@ -271,13 +271,13 @@ mod tests {
     #[test]
     fn absent_members_are_placed_and_a_joined_one_keeps_its_configured_entries() {
         let f = parse(&format!("{GROUP}{DRIVE}"));
-        // Absent now: appended with the address it will be given.
+        // Absent now: appended with the address it will be given (the region's range).
         let mut subs = vec![present(), present()];
         place(&f.group, &f.device, &mut subs, (&[], &[(0, 0, 2)])).expect("placed");
         assert_eq!(subs.len(), 3);
         assert_eq!(
             (subs[2].name.as_str(), subs[2].address),
-            ("gripper", 0x1002)
+            ("gripper", 0x2002)
         );
         // Present at a re-initialisation after it joined: its configured entries, the
         // device's identity and address.

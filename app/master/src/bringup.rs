@@ -16,7 +16,6 @@ use crate::group::{DcGroup, Group, OpGroup, PreOpGroup};
 use crate::layout::{Layout, LayoutError};
 use crate::limits::{LRW_CHUNK, MAX_PDI_BYTES, MAX_SUBDEVICES};
 use crate::stop::Stop;
-use ethercrab::std::ethercat_now;
 use ethercrab::{MainDevice, Timeouts};
 use futures_lite::future::block_on;
 use std::time::Duration;
@@ -61,6 +60,9 @@ pub(crate) struct Up {
     /// The members of optional groups absent at bring-up (after the others in the layout):
     /// their places in rtcat's own region.
     pub(crate) late: Vec<crate::region::Member>,
+    /// The layout's positions in the order a frame meets them with every device present
+    /// ([`crate::branch::order`]).
+    pub(crate) order: Vec<usize>,
 }
 
 /// Register access of `configure`, through the MainDevice (configured station addresses).
@@ -136,17 +138,8 @@ impl Registers<'_> {
 /// The segment scanned and configured by ethercrab, in PRE-OP (a segment larger than the master
 /// runs is a [`Error::Capacity`] naming both sizes).
 pub(crate) fn scan_to_pre_op(md: &MainDevice<'static>) -> Result<PreOpGroup> {
-    block_on(md.init_single_group::<MAX_SUBDEVICES, MAX_PDI_BYTES>(ethercat_now)).map_err(|e| {
-        match e {
-            ethercrab::error::Error::Capacity(ethercrab::error::Item::SubDevice) => {
-                Error::Capacity(format!(
-                    "the segment has {} subdevices; rtcat runs at most {MAX_SUBDEVICES}",
-                    md.num_subdevices()
-                ))
-            }
-            e => Error::bus("segment scan/configuration", e),
-        }
-    })
+    // Nothing kept aside without groups on a junction's port: ethercrab's single group.
+    crate::branch::scan(md, &[]).map(|(group, _)| group)
 }
 
 /// The segment found against `[segment]`: how many subdevices, and the identities it names.
@@ -499,7 +492,8 @@ pub(crate) fn bring_up(
     sii: &crate::sii_cache::SiiCache,
 ) -> Result<Up> {
     let t_scan = std::time::Instant::now();
-    let group = scan_to_pre_op(md)?;
+    // Members of groups on a junction's port are kept out of ethercrab's group (`branch`).
+    let (group, aside) = crate::branch::scan(md, &cfg.group)?;
     log::info!(
         "bring-up: scan to PRE-OP (ethercrab) {} ms",
         t_scan.elapsed().as_millis()
@@ -519,6 +513,11 @@ pub(crate) fn bring_up(
         crate::hotconnect::check_topology((&identities, &aliases), t, hot)?;
     }
     let hot = membership(md, &group, cfg, &identities)?;
+    let scanned = crate::branch::scanned(md, &group, &aside);
+    if cfg.dc.enabled {
+        crate::branch::check_reference(&cfg.group, &scanned, &aside)?;
+    }
+    let order = crate::branch::order(md, &cfg.group, &scanned, &aside, n, &hot)?;
     // A member absent at the run's first bring-up keeps the layout entries it was given then,
     // present or not (the application and the shared image keep theirs).
     let first_absent = topology.map_or(&[][..], |(_, first)| first.absent.as_slice());
@@ -565,7 +564,8 @@ pub(crate) fn bring_up(
     };
     let group = if cfg.dc.enabled {
         let mut group = group;
-        let dc_positions = configure_dc_pre_op(md, cfg, &mut group, &layout, &mut counters)?;
+        let dc_positions =
+            configure_dc_pre_op(md, cfg, (&mut group, &scanned), &layout, &mut counters)?;
         hand_over_counters(md, cfg, &layout, &mut counters)?;
         let group = block_on(group.into_pre_op_pdi(md))
             .map_err(pdi_too_long("PRE-OP with process data"))?;
@@ -614,6 +614,7 @@ pub(crate) fn bring_up(
         aliases,
         hot,
         late,
+        order,
     })
 }
 
@@ -710,16 +711,14 @@ fn check_image<DC>(
 fn configure_dc_pre_op(
     md: &MainDevice<'static>,
     cfg: &Config,
-    group: &mut PreOpGroup,
+    (group, scanned): (&mut PreOpGroup, &crate::branch::Scanned),
     layout: &Layout,
     counters: &mut [u8],
 ) -> Result<Vec<u16>> {
     let dc = &cfg.dc;
-    let devices: Vec<(u16, bool)> = group
-        .iter(md)
-        .map(|sd| (sd.configured_address(), sd.dc_support().any()))
-        .collect();
-    crate::dc_delays::correct(md, &devices)?;
+    // Over every device of the scan: the members kept out of ethercrab's group are in the
+    // tree the receive times are read along.
+    crate::dc_delays::correct(md, scanned)?;
     let mut capable = Vec::new();
     for (pos, mut sd) in group.iter_mut(md).enumerate() {
         let position = pos as u16;

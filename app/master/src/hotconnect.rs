@@ -6,10 +6,10 @@
 //! a member that disappears (its cable pulled, its power off) is not a fault of the segment:
 //!
 //! - its own recovery ([`crate::subdevice_recovery`]) finds it absent with a presence probe
-//!   (one FPRD of its station address, then one APRD by position: ETG.1000.4 §5.3, a datagram
-//!   nobody answers comes back with working counter 0) and probes again every
-//!   `probe_interval_ms` instead of counting failures: it never escalates to a whole-segment
-//!   re-initialisation;
+//!   (one frame: an FPRD of its station address, an APRD of its position and of the one before:
+//!   ETG.1000.4 §5.3, a datagram nobody answers comes back with working counter 0) and probes
+//!   again every `probe_interval_ms` instead of counting failures: it never escalates to a
+//!   whole-segment re-initialisation;
 //! - the cycle judges the working counter without its share, flags only its data invalid and
 //!   tells the application (`Lost`, then `Absent`); when it answers again with the identity it
 //!   was brought up with, the per-subdevice recovery brings it back (mailbox, `[[device]]`,
@@ -18,14 +18,16 @@
 //!
 //! What this version checks at bring-up, and why (the same checks are [`check_line`] for
 //! `rtcat config check`):
-//! - **Optional devices are the end of the line.** A line is one path (ETG.1000.4 §3: the frame
-//!   passes every device and turns back at the last port with a link), so a device missing at
-//!   position p takes every device behind it away, and the positions of those before it do not
-//!   change. Recovery finds a power-cycled device by its position (APWR of its station address)
-//!   where its neighbours confirm the position (`place`), which holds only where no
-//!   position shifted, i.e. behind the last mandatory device. A group behind a junction's branch
-//!   port with mandatory devices after the junction would shift their positions when it goes,
-//!   and is refused; one absent at bring-up and plugged in there is not driven.
+//! - **Optional devices are the end of the line, or their junction's port is named.** A line
+//!   is one path (ETG.1000.4 §3: the frame passes every device and turns back at the last port
+//!   with a link), so a device missing at position p takes every device behind it away, and the
+//!   positions of those before it do not change. A group on a junction's port with mandatory
+//!   devices after that port moves their positions when it comes and goes: it names its place
+//!   (`behind = { position, port }`, members by alias) and is kept out of ethercrab's group at
+//!   every scan (`branch`), so ethercrab's image and the positions of the configuration
+//!   never count it; any other optional device with a mandatory one behind it is refused.
+//!   Recovery finds a power-cycled device by its position on the wire now (APWR of its station
+//!   address) where its neighbours confirm it (`place`).
 //! - **A member absent at bring-up needs its mapping configured.** ethercrab 0.7.1 lays out the
 //!   process image and the FMMUs only in its group initialisation, from the devices present; a
 //!   member absent then gets its place in the layout from its `[[device]]` entry
@@ -38,7 +40,7 @@ use crate::devices::Found;
 use crate::error::{Error, Result};
 
 pub use crate::hotconnect_config::{
-    DEFAULT_PROBE_INTERVAL_MS, GroupConfig, MemberConfig, validate,
+    Behind, DEFAULT_PROBE_INTERVAL_MS, GroupConfig, MemberConfig, on_a_branch, validate,
 };
 
 /// The bring-up's checks of the groups, as far as a scan without the bus's DC capabilities
@@ -49,9 +51,22 @@ pub fn check_line(
     devices: &[crate::devices::DeviceConfig],
     found: &[Found],
 ) -> std::result::Result<Vec<Option<usize>>, String> {
-    resolve(groups, devices, found, None)
+    resolve(groups, devices, &main_line(groups, found), None)
         .map(|m| m.group)
         .map_err(|e| e.to_string())
+}
+
+/// The subdevices of a whole scan that the bring-up gives ethercrab's group, renumbered: all
+/// but the members of groups behind a junction's port (named by their aliases), which rtcat's
+/// region runs whether present or not.
+pub fn main_line(groups: &[GroupConfig], found: &[Found]) -> Vec<Found> {
+    let kept = found.iter().filter(|f| !on_a_branch(groups, f.alias));
+    kept.enumerate()
+        .map(|(p, f)| Found {
+            position: u16::try_from(p).unwrap_or(u16::MAX),
+            ..*f
+        })
+        .collect()
 }
 
 /// The members of optional groups not on the segment `found`, as the bring-up would expect
@@ -63,7 +78,7 @@ pub fn absent_members(
     devices: &[crate::devices::DeviceConfig],
     found: &[Found],
 ) -> Vec<Found> {
-    resolve(groups, devices, found, None)
+    resolve(groups, devices, &main_line(groups, found), None)
         .map(|m| m.absent.iter().map(|a| a.expected).collect())
         .unwrap_or_default()
 }
@@ -209,6 +224,30 @@ pub(crate) fn resolve(
             }
         }
     }
+    // A group on a junction's port: its members are never in `found` (the bring-up keeps them
+    // out of ethercrab's group, `main_line`), so all of them are absent here, present or not.
+    for g in groups {
+        let Some(b) = g.behind else { continue };
+        let j = usize::from(b.position);
+        if j >= found.len() {
+            return refuse(format!(
+                "group {:?}: behind port {} of position {j}, but the segment has {} subdevices \
+                 besides the members of groups on a junction's port",
+                g.name,
+                b.port,
+                found.len()
+            ));
+        }
+        if m.optional(j) {
+            return refuse(format!(
+                "group {:?}: behind port {} of position {j}, which is itself optional (group \
+                 {:?}): the junction a group hangs off must always be there",
+                g.name,
+                b.port,
+                m.group[j].map_or("", |o| groups[o].name.as_str())
+            ));
+        }
+    }
     if let Some(first) = (0..found.len()).find(|&p| m.optional(p))
         && let Some(p) = (first..found.len()).find(|&p| !m.optional(p))
     {
@@ -219,9 +258,9 @@ pub(crate) fn resolve(
         };
         return refuse(format!(
             "group {:?}: position {first} is optional but position {p} behind it is not \
-             ({mandatory}): optional devices must be the end of the line in this version (a \
-             missing one takes every device behind it away and recovery finds devices by \
-             position)",
+             ({mandatory}): optional devices are the end of the line (a missing one takes \
+             every device behind it away), or a group on a junction's port says which with \
+             `behind = {{ position = J, port = P }}` (members named by alias)",
             name(first)
         ));
     }
@@ -293,15 +332,17 @@ fn same_identities(found: &[(u32, u32, u32)], expected: &[(u32, u32, u32)]) -> R
 /// Whether subdevice `target` of `order` (every subdevice's station address in processing
 /// order), expected at `position`, answers: by its address (powered throughout), else by its
 /// position (power-cycled, address lost, or plugged in for the first time) where
-/// [`crate::place::locate`] says the device there is it. One frame of two datagrams when
-/// nothing is there or it has its address; one more of two, or of one per device on the
-/// segment, for a device there without a known address. `Err`: not there, with what the
-/// segment showed when that is worth a technician's look.
+/// [`crate::place::locate`] says the device there is it. One frame of three datagrams when
+/// nothing is there, when it has its address, or when the devices at the position and before
+/// it are the ones `around` says are there when it is not (a member of a group on a junction's
+/// port, absent: the devices after its port are where it would be); one more of two, or of
+/// one per device on the segment, for a device there without a known address. `Err`: not
+/// there, with what the segment showed when that is worth a technician's look.
 pub(crate) fn present(
     own: crate::own_frames::OwnBus<'_>,
     order: &[u16],
-    target: usize,
-    position: u16,
+    (target, position): (usize, u16),
+    around: crate::place::Around,
 ) -> std::result::Result<(), Option<String>> {
     use crate::place::{Look, Place, locate, look};
     match look(own, order[target], position) {
@@ -309,6 +350,9 @@ pub(crate) fn present(
             at_address: true, ..
         }) => Ok(()),
         Err(_) | Ok(Look { there: None, .. }) => Err(None),
+        Ok(Look { there, before, .. }) if there == around.after && before == around.before => {
+            Err(None)
+        }
         Ok(Look {
             there: Some(there), ..
         }) => match locate(own, order, target, (position, there)) {
@@ -324,7 +368,7 @@ pub(crate) fn present(
 pub(crate) const PROBE_INTERVAL_MAX: std::time::Duration = std::time::Duration::from_secs(1);
 
 /// An optional member's next probe interval after one that did not find it: its group's rate
-/// when nothing answers where it is expected (a probe is two datagrams), else — a device there
+/// when nothing answers where it is expected (a probe is one frame), else — a device there
 /// that is not it, [`present`] having read its neighbours or every device on the segment to
 /// tell, up to one datagram per device — twice the last one, up to [`PROBE_INTERVAL_MAX`],
 /// while the finding (`same`) is unchanged. A group plugged in elsewhere than configured stays
@@ -449,6 +493,119 @@ mod tests {
         refused(
             &format!("{TOOL}members = [{{ position = 1 }}]\nspeed = 1\n"),
             "unknown field `speed`",
+        );
+    }
+
+    #[test]
+    fn a_group_behind_a_junction_s_port_is_checked_offline() {
+        let g = groups(&format!(
+            "{TOOL}behind = {{ position = 0, port = 3 }}\nmembers = [{{ alias = 0x10 }}]\n"
+        ))
+        .expect("valid");
+        assert!(g[0].describe().contains("behind port 3 of position 0"));
+        assert!(on_a_branch(&g, 0x10) && !on_a_branch(&g, 0x11) && !on_a_branch(&g, 0));
+        let behind =
+            |b: &str, members: &str| format!("{TOOL}behind = {b}\nmembers = [{members}]\n");
+        refused(
+            &behind("{ position = 0, port = 0 }", "{ alias = 1 }"),
+            "group[0].behind.port = 0: must be 1, 2 or 3",
+        );
+        refused(
+            &behind("{ position = 8, port = 1 }", "{ alias = 1 }"),
+            "group[0].behind.position = 8: must be below segment.subdevices (8)",
+        );
+        refused(
+            &behind(
+                "{ position = 0, port = 1 }",
+                "{ alias = 1 }, { position = 4 }",
+            ),
+            "group[0].members[1] = position 4: a member of a group behind a junction's port is \
+             named by its alias",
+        );
+        refused(
+            &behind(
+                "{ position = 0, port = 1 }",
+                "{ vendor_id = 2, product_id = 3 }",
+            ),
+            "is named by its alias",
+        );
+        refused(
+            &behind("{ position = 0, port = 1, speed = 2 }", "{ alias = 1 }"),
+            "unknown field `speed`",
+        );
+        refused(
+            "[[group]]\nname = \"t\"\noptional = false\nbehind = { position = 0, port = 1 }\n\
+             members = [{ alias = 1 }]\n",
+            "group[0].behind = { position = 0, port = 1 }: only an optional group",
+        );
+        refused(
+            &format!(
+                "{}[[group]]\nname = \"b\"\noptional = true\nbehind = {{ position = 0, port = 1 }}\n\
+                 members = [{{ alias = 2 }}]\n",
+                behind("{ position = 0, port = 1 }", "{ alias = 1 }")
+            ),
+            "group[1].behind = { position = 0, port = 1 }: group[0] hangs behind the same port",
+        );
+    }
+
+    #[test]
+    fn a_group_behind_a_junction_s_port_is_absent_from_ethercrab_s_line_wherever_it_is() {
+        let g = groups(&format!(
+            "{TOOL}behind = {{ position = 0, port = 3 }}\n\
+             members = [{{ alias = 0x13 }}, {{ alias = 0x14 }}]\n"
+        ))
+        .expect("valid");
+        #[derive(serde::Deserialize)]
+        struct D {
+            device: Vec<crate::devices::DeviceConfig>,
+        }
+        let d: D = toml::from_str(
+            "[[device]]\nalias = 0x13\npdo_assign = { sm3 = [0x1a00] }\n\
+             [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6000:01:8\"]\n\
+             [[device]]\nalias = 0x14\npdo_assign = { sm3 = [0x1a00] }\n\
+             [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6000:01:8\"]\n",
+        )
+        .expect("devices");
+        // The members (aliases 0x13, 0x14 at 3 and 4) before mandatory devices 5 and 6 of a
+        // whole scan: out of the line ethercrab's group holds, which stays 0..5.
+        let scan: Vec<Found> = line(7);
+        let main = main_line(&g, &scan);
+        assert_eq!(
+            main.iter()
+                .map(|f| (f.position, f.alias))
+                .collect::<Vec<_>>(),
+            [(0, 0), (1, 0), (2, 0), (3, 0x15), (4, 0x16)]
+        );
+        // Both absent from it: after its end in members order, the rest mandatory.
+        let members = check_line(&g, &d.device, &scan).expect("accepted");
+        assert_eq!(members, [None, None, None, None, None, Some(0), Some(0)]);
+        let m = resolve(&g, &d.device, &main, None).expect("accepted");
+        assert_eq!(
+            m.absent
+                .iter()
+                .map(|a| a.expected.position)
+                .collect::<Vec<_>>(),
+            [5, 6]
+        );
+        // Without the place the same members are optional devices before mandatory ones.
+        let mut end = g.clone();
+        end[0].behind = None;
+        let why = check_line(&end, &d.device, &scan).expect_err("refused");
+        assert!(
+            why.contains("position 3 is optional but position 5"),
+            "{why}"
+        );
+        assert!(why.contains("behind = { position = J, port = P }"), "{why}");
+        // The junction must be there, and not optional itself.
+        let mut far = g.clone();
+        far[0].behind = Some(Behind {
+            position: 5,
+            port: 1,
+        });
+        let why = check_line(&far, &d.device, &scan).expect_err("refused");
+        assert!(
+            why.contains("behind port 1 of position 5, but the segment has 5"),
+            "{why}"
         );
     }
 

@@ -8,7 +8,7 @@ use crate::invalid::Invalid;
 use serde::Deserialize;
 
 /// Default of `probe_interval_ms`: a rejoining group is seen within 10 ms of its link, and an
-/// absent member costs at most two datagrams per 10 ms.
+/// absent member costs one frame of three datagrams per 10 ms.
 pub const DEFAULT_PROBE_INTERVAL_MS: u32 = 10;
 /// Longest group name (bytes).
 const MAX_NAME: usize = 64;
@@ -26,6 +26,24 @@ pub struct GroupConfig {
     /// How often an absent member is looked for, ms (1..=10000).
     #[serde(default = "default_probe")]
     pub probe_interval_ms: u32,
+    /// Where the group hangs when it is not the end of the line: behind a port of a junction
+    /// with mandatory devices after that port (members named by alias, in the order a frame
+    /// meets them).
+    #[serde(default)]
+    pub behind: Option<Behind>,
+}
+
+/// `behind = { position = J, port = P }`: the group's first member hangs off port `P` (1, 2 or
+/// 3) of the device at position `J`, and the group is everything behind that port. `J` is a
+/// position of the layout: counted without any optional group's members, so it does not
+/// depend on what is plugged in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Behind {
+    /// The junction's position.
+    pub position: u16,
+    /// Its port the group hangs off (ports 1..=3; port 0 leads to the master).
+    pub port: u8,
 }
 
 fn default_probe() -> u32 {
@@ -50,12 +68,29 @@ impl GroupConfig {
         } else {
             "not optional".to_string()
         };
+        let place = match self.behind {
+            Some(b) => format!(", behind port {} of position {}", b.port, b.position),
+            None => String::new(),
+        };
         format!(
-            "group {:?}: {kind}; members {}",
+            "group {:?}: {kind}{place}; members {}",
             self.name,
             members.join(", ")
         )
     }
+
+    /// Whether a subdevice with station alias `alias` is a member of this group on a
+    /// junction's branch: such members are never in ethercrab's group (their positions depend
+    /// on what is plugged in), rtcat's region runs them whether present at bring-up or not.
+    pub fn on_branch_with(&self, alias: u16) -> bool {
+        self.behind.is_some() && alias != 0 && self.members.iter().any(|m| m.alias == Some(alias))
+    }
+}
+
+/// Whether the subdevice with station alias `alias` is a member of a group behind a junction's
+/// port ([`GroupConfig::on_branch_with`]).
+pub fn on_a_branch(groups: &[GroupConfig], alias: u16) -> bool {
+    groups.iter().any(|g| g.on_branch_with(alias))
 }
 
 /// `[[group]]` checked offline: names, matchers, ranges, a position or alias in two groups.
@@ -113,6 +148,9 @@ pub fn validate(groups: &[GroupConfig], subdevices: Option<u16>) -> Result<(), I
         for (j, m) in g.members.iter().enumerate() {
             validate_member(&format!("group[{i}].members[{j}]"), m, subdevices)?;
         }
+        if let Some(b) = g.behind {
+            validate_behind(groups, i, b, subdevices)?;
+        }
     }
     // The same position or alias in two places: which group it belongs to would be a guess.
     let all: Vec<(usize, usize, &MemberConfig)> = groups
@@ -133,6 +171,58 @@ pub fn validate(groups: &[GroupConfig], subdevices: Option<u16>) -> Result<(), I
                 format!("group[{i2}].members[{j2}] names the same subdevice"),
             ));
         }
+    }
+    Ok(())
+}
+
+/// A group behind a junction's port: optional, members by alias, a downstream port, and no
+/// other group behind the same port.
+fn validate_behind(
+    groups: &[GroupConfig],
+    i: usize,
+    b: Behind,
+    subdevices: Option<u16>,
+) -> Result<(), Invalid> {
+    let g = &groups[i];
+    if !g.optional {
+        return Err(Invalid::new(
+            format!("group[{i}].behind"),
+            format!("{{ position = {}, port = {} }}", b.position, b.port),
+            "only an optional group has a place of its own (a mandatory device is where the \
+             scan finds it)",
+        ));
+    }
+    if !(1..=3).contains(&b.port) {
+        return Err(Invalid::new(
+            format!("group[{i}].behind.port"),
+            b.port,
+            "must be 1, 2 or 3 (port 0 leads to the master)",
+        ));
+    }
+    if let Some(n) = subdevices
+        && b.position >= n
+    {
+        return Err(Invalid::new(
+            format!("group[{i}].behind.position"),
+            b.position,
+            format!("must be below segment.subdevices ({n})"),
+        ));
+    }
+    if let Some(j) = g.members.iter().position(|m| m.alias.is_none()) {
+        return Err(Invalid::new(
+            format!("group[{i}].members[{j}]"),
+            g.members[j].matcher(),
+            "a member of a group behind a junction's port is named by its alias: its \
+             position depends on what is plugged in, and its identity may be another \
+             device's too",
+        ));
+    }
+    if let Some(j) = groups[..i].iter().position(|o| o.behind == Some(b)) {
+        return Err(Invalid::new(
+            format!("group[{i}].behind"),
+            format!("{{ position = {}, port = {} }}", b.position, b.port),
+            format!("group[{j}] hangs behind the same port"),
+        ));
     }
     Ok(())
 }

@@ -80,6 +80,7 @@ pub mod availability;
 pub mod axes;
 #[doc(hidden)]
 pub mod axis;
+mod branch;
 #[doc(hidden)]
 pub mod bringup;
 #[doc(hidden)]

@@ -300,6 +300,7 @@ impl Cycling<'_> {
                     crate::subdevice_recovery::Late {
                         members: &seg.late,
                         layout: &seg.layout,
+                        order: &seg.order,
                     },
                 )
             }),

@@ -40,24 +40,88 @@ pub(crate) fn sweep(own: OwnBus<'_>, expected: usize) -> Vec<u16> {
 }
 
 /// What one frame shows of a subdevice expected with station address `station` at
-/// `position`: whether it answers at its address with it, and the station address of the
-/// device at the position (None: nobody there).
+/// `position`: whether it answers at its address with it, and the station addresses of the
+/// devices at the position and the one before it (None: nobody there).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Look {
     pub(crate) at_address: bool,
     pub(crate) there: Option<u16>,
+    pub(crate) before: Option<u16>,
 }
 
-/// [`Look`]: one frame of two datagrams (FPRD of its address, APRD of the position).
+/// [`Look`]: one frame of three datagrams (FPRD of its address, APRD of the position and of
+/// the one before; two at position 0).
 pub(crate) fn look(own: OwnBus<'_>, station: u16, position: u16) -> Result<Look, OwnError> {
     let mut b = Batch::new();
     let fp = b.fprd(station, STATION_ADDRESS, 2);
     let ap = b.aprd(position, STATION_ADDRESS, 2);
+    let before = position
+        .checked_sub(1)
+        .map(|p| b.aprd(p, STATION_ADDRESS, 2));
     let r = own.exchange(&b)?;
     Ok(Look {
         at_address: r.u16_of_one(fp) == Some(station),
         there: r.u16_of_one(ap),
+        before: before.and_then(|i| r.u16_of_one(i)),
     })
+}
+
+/// The layout's subdevices in the order a frame meets them with all of them present
+/// ([`crate::branch::order`]) and where each is on the wire now, as far as the recovery
+/// worker knows which answer.
+pub(crate) struct Order {
+    /// Station addresses in that order (what [`locate`] and [`place`] compare with).
+    pub(crate) addresses: Vec<u16>,
+    /// Each layout position's index in it.
+    index: Vec<usize>,
+    /// The layout position of each entry.
+    layout: Vec<usize>,
+}
+
+/// The nearest subdevices in [`Order`] before and after one that are thought to answer: the
+/// station addresses expected at the position before its and at its own when it is absent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub(crate) struct Around {
+    pub(crate) before: Option<u16>,
+    pub(crate) after: Option<u16>,
+}
+
+impl Order {
+    /// From the layout positions in processing order and each one's station address.
+    pub(crate) fn new(layout: &[usize], address: impl Fn(usize) -> u16) -> Order {
+        let mut index = vec![0; layout.len()];
+        for (k, &i) in layout.iter().enumerate() {
+            index[i] = k;
+        }
+        Order {
+            addresses: layout.iter().map(|&i| address(i)).collect(),
+            index,
+            layout: layout.to_vec(),
+        }
+    }
+
+    /// Layout position `i`'s index in the order.
+    pub(crate) fn target(&self, i: usize) -> usize {
+        self.index[i]
+    }
+
+    /// Where layout position `i` is on the wire if the subdevices before it in the order that
+    /// answer are those `answers` says: their number. A guess where a member came or went
+    /// unseen; [`locate`] checks it before anything is written.
+    pub(crate) fn position(&self, i: usize, answers: impl Fn(usize) -> bool) -> u16 {
+        let before = &self.layout[..self.index[i]];
+        before.iter().filter(|&&k| answers(k)).count() as u16
+    }
+
+    /// [`Around`] layout position `i`, with `answers` as for [`Order::position`].
+    pub(crate) fn around(&self, i: usize, answers: impl Fn(usize) -> bool) -> Around {
+        let k = self.index[i];
+        let address = |j: usize| answers(self.layout[j]).then(|| self.addresses[j]);
+        Around {
+            before: (0..k).rev().find_map(address),
+            after: (k + 1..self.layout.len()).find_map(address),
+        }
+    }
 }
 
 /// Where subdevice `order[target]`, which does not answer at its station address, is now;
@@ -78,11 +142,10 @@ pub(crate) fn locate(
     if there == order[target] {
         return Place::At(position);
     }
+    // Another subdevice's address there: the positions moved (a member of a group came or
+    // went before it, or a device was plugged in elsewhere): every device is read below.
     if order.contains(&there) {
-        return Place::Unclear(format!(
-            "position {position} answers with station {there:#06x}, another subdevice's (a \
-             device before it is missing, or one was plugged in elsewhere than configured)"
-        ));
+        return place(&sweep(own, order.len()), order, target);
     }
     // The neighbours, in one frame.
     let mut b = Batch::new();

@@ -44,7 +44,7 @@ const AL_STATUS: u16 = 0x0130;
 pub(crate) struct Member {
     /// Its position (its index in the layout and the image).
     pub(crate) index: usize,
-    /// The station address its recovery gives it (ethercrab's scheme, 0x1000 + position).
+    /// The station address its recovery gives it ([`station_address`]).
     pub(crate) address: u16,
     /// Logical address of its first input byte; its outputs follow its inputs.
     pub(crate) logical: u32,
@@ -75,10 +75,18 @@ impl Member {
     }
 }
 
-/// The station address ethercrab 0.7.1 gives the subdevice at `position` (`BASE_SUBDEVICE_ADDRESS`
-/// + index): a member absent at bring-up gets the one it would have had.
+/// First station address of the members of the region: above every address ethercrab 0.7.1
+/// gives at a scan (`BASE_SUBDEVICE_ADDRESS` 0x1000 + scan index, below 0x1000 +
+/// [`crate::limits::MAX_SUBDEVICES`]). A range of their own, because a group on a junction's
+/// port present at a scan takes scan indices before mandatory devices: an address from the
+/// layout position (0x1000 + position) would then be a mandatory device's.
+pub(crate) const STATION_BASE: u16 = 0x2000;
+const _: () = assert!(0x1000 + crate::limits::MAX_SUBDEVICES <= STATION_BASE as usize);
+
+/// The station address the recovery gives the member at layout `position` (the positions
+/// after ethercrab's group): [`STATION_BASE`] + position.
 pub(crate) fn station_address(position: usize) -> u16 {
-    0x1000u16.wrapping_add(position as u16)
+    STATION_BASE.wrapping_add(position as u16)
 }
 
 /// The region of the layout's subdevices from `present` on (the members absent at bring-up,
@@ -352,7 +360,7 @@ mod tests {
         assert_eq!(r.len(), 2);
         assert_eq!(
             (r[0].index, r[0].address, r[0].logical),
-            (1, 0x1001, REGION_START)
+            (1, 0x2001, REGION_START)
         );
         assert_eq!(r[0].at().outputs, REGION_START + 4);
         assert_eq!(r[0].expected_wkc(), 3);

@@ -628,6 +628,9 @@ pub(crate) struct Worker<'a> {
 pub(crate) struct Late<'a> {
     pub(crate) members: &'a [crate::region::Member],
     pub(crate) layout: &'a Layout,
+    /// The layout's positions in the order a frame meets them with every device present
+    /// ([`crate::branch::order`]; the layout's own order without groups on a junction's port).
+    pub(crate) order: &'a [usize],
 }
 
 /// What an attempt checks the identity found against.
@@ -652,11 +655,21 @@ pub(crate) fn worker(w: Worker<'_>) {
     // when another identity its matcher accepts appears), and its SII.
     let mut joined: Vec<Option<(Snapshot, crate::sii::Sii)>> = vec![None; w.late.members.len()];
     let sii_cache = crate::sii_cache::SiiCache::default();
-    // Every subdevice's station address in the order a frame meets them: the bring-up's, then
-    // the members absent then at the line's end (what positions are checked against).
-    let order: Vec<u16> = (w.snapshots.iter().map(|s| s.address))
-        .chain(w.late.members.iter().map(|m| m.address))
-        .collect();
+    // Every subdevice's station address in the order a frame meets them (what positions are
+    // checked against): the bring-up's, the members of groups on a junction's port at their
+    // port, the other members absent at bring-up at the line's end.
+    let address = |i: usize| match i.checked_sub(present) {
+        None => w.snapshots[i].address,
+        Some(j) => w.late.members[j].address,
+    };
+    let wire = if w.late.order.len() == n {
+        crate::place::Order::new(w.late.order, address)
+    } else {
+        crate::place::Order::new(&(0..n).collect::<Vec<_>>(), address)
+    };
+    let order = wire.addresses.as_slice();
+    // Which subdevices answer as far as the board knows: all but the members known absent.
+    let answers = |k: usize| w.board.phase(k) != phase::ABSENT;
     // What the last probe of each showed that a technician should see (logged when it changes).
     let mut seen: Vec<Option<String>> = vec![None; n];
     let mut next_try = vec![Instant::now(); n];
@@ -675,7 +688,7 @@ pub(crate) fn worker(w: Worker<'_>) {
             _ => false,
         });
         let Some(i) = due else {
-            watch.step(w.own, w.board.settled(), &order, |n, first| {
+            watch.step(w.own, w.board.settled(), order, |n, first| {
                 w.board.set_unexpected(n, first);
             });
             std::thread::sleep(IDLE_POLL);
@@ -700,14 +713,14 @@ pub(crate) fn worker(w: Worker<'_>) {
             slot.was_absent.store(false, Ordering::Relaxed);
         }
         // Hot-connect: a member of an optional group that does not answer is away, not failing:
-        // looked for again at its group's rate (two datagrams), never escalated.
+        // looked for again at its group's rate (one frame), never escalated.
         let optional = slot.probe_ms > 0;
-        let position = match i.checked_sub(present) {
-            None => w.snapshots[i].position,
-            Some(_) => i as u16,
-        };
+        // Where it is on the wire now: the subdevices before it in the order that answer (it
+        // counts itself as answering).
+        let at = (wire.target(i), wire.position(i, answers));
+        let around = wire.around(i, answers);
         let group_rate = Duration::from_millis(slot.probe_ms.into());
-        let mut probe = || match crate::hotconnect::present(w.own, &order, i, position) {
+        let mut probe = || match crate::hotconnect::present(w.own, order, at, around) {
             Ok(()) => {
                 interval[i] = group_rate;
                 true
@@ -742,8 +755,13 @@ pub(crate) fn worker(w: Worker<'_>) {
         slot.attempts.fetch_add(1, Ordering::Relaxed);
         let updated = slot.updated.load(Ordering::Relaxed);
         let attempt = match i.checked_sub(present) {
-            None => recover_one(&w, &order, &w.snapshots[i], Expect::BroughtUp { updated }),
-            Some(j) => join(&w, &order, j, &mut joined[j], &sii_cache),
+            None => recover_one(
+                &w,
+                (order, at),
+                &w.snapshots[i],
+                Expect::BroughtUp { updated },
+            ),
+            Some(j) => join(&w, (order, at), j, &mut joined[j], &sii_cache),
         };
         match attempt {
             Ok(cause) => {
@@ -909,9 +927,13 @@ pub(crate) fn identity_accepted(
 
 /// One attempt to bring `snap`'s subdevice back to OP (`updated`: after a firmware update);
 /// its cause on success.
+///
+/// `(order, (target, wire))`: every subdevice's station address in processing order, this
+/// one's index in it and its position on the wire as far as the worker knows (checked by
+/// [`give_address`], which finds where it is).
 fn recover_one(
     w: &Worker<'_>,
-    order: &[u16],
+    (order, at): (&[u16], (usize, u16)),
     snap: &Snapshot,
     expect: Expect<'_>,
 ) -> std::result::Result<crate::application::SubdeviceCause, Failure> {
@@ -927,11 +949,11 @@ fn recover_one(
     let timeout = Duration::from_millis(w.cfg.bus.state_timeout_ms.into());
     // 1. Its station address: lost with a power cycle (FPRD no longer answered, or another
     //    address there); given again by position (APWR).
-    let has_address = give_address(&st, order, w.own)?;
+    let (has_address, wire) = give_address(&st, order, at, w.own)?;
     // 2. The identity it had at the bring-up, from its SII: never drive another device (a
     //    member absent at bring-up: its matcher, checked by `join`).
     if let Expect::BroughtUp { updated } = expect {
-        let found = read_identity(w, pos)?;
+        let found = read_identity(w, wire)?;
         let slot = &w.board.slots[usize::from(pos)];
         let expected = w.board.expected(usize::from(pos));
         if !identity_accepted(expected, found, updated) {
@@ -1041,24 +1063,35 @@ fn sync_error_limit(sdo: &mut crate::coe::OnDemand<'_>) -> Option<u32> {
 }
 
 /// Give the subdevice its station address by position (APWR) unless it answers at it already;
-/// whether it had it. `order`: every subdevice's station address in processing order. Only
-/// where [`crate::place::locate`] says the device at the position is it: never over another
-/// subdevice's address, never to a device whose place cannot be told (a device missing before
-/// it, or one plugged in elsewhere than configured, moves the positions).
+/// whether it had it, and its position on the wire. `order`: every subdevice's station
+/// address in processing order, `(target, position)` its index there and where it is thought
+/// to be. Only where [`crate::place::locate`] says the device at a position is it: never over
+/// another subdevice's address, never to a device whose place cannot be told (a device missing
+/// before it, or one plugged in elsewhere than configured, moves the positions; the
+/// neighbours say where it is then).
 fn give_address(
     st: &Station<'_>,
     order: &[u16],
+    (target, position): (usize, u16),
     own: crate::own_frames::OwnBus<'_>,
-) -> Result<bool> {
+) -> Result<(bool, u16)> {
     let (md, pos) = (st.md, st.position);
-    let seen = crate::place::look(own, st.address, pos)
+    let seen = crate::place::look(own, st.address, position)
         .map_err(|e| e.into_error(format!("position {pos}: its station address")))?;
     if seen.at_address {
-        return Ok(true);
+        // Where it is on the wire: the neighbours tell when the guess was wrong.
+        let at = match seen.there {
+            Some(a) if a == st.address => position,
+            _ => match crate::place::place(&crate::place::sweep(own, order.len()), order, target) {
+                crate::place::Place::At(at) => at,
+                _ => position,
+            },
+        };
+        return Ok((true, at));
     }
     let probe = seen.there.ok_or_else(|| {
         Error::bus(
-            format!("position {pos}: no answer by position"),
+            format!("position {pos}: no answer by position {position}"),
             ethercrab::error::Error::WorkingCounter {
                 expected: 1,
                 received: 0,
@@ -1071,14 +1104,8 @@ fn give_address(
             st.address
         ))
     };
-    match crate::place::locate(own, order, usize::from(pos), (pos, probe)) {
-        crate::place::Place::At(at) if at == pos => {}
-        // The steps after this one read its SII by position: the same position or none.
-        crate::place::Place::At(at) => {
-            return Err(moved(format!(
-                "its neighbours place it at position {at}: the positions moved"
-            )));
-        }
+    let at = match crate::place::locate(own, order, target, (position, probe)) {
+        crate::place::Place::At(at) => at,
         crate::place::Place::Absent(strays) => {
             return Err(moved(format!(
                 "not on the segment{}",
@@ -1086,14 +1113,23 @@ fn give_address(
             )));
         }
         crate::place::Place::Unclear(why) => return Err(moved(why)),
+    };
+    if at == position {
+        log::info!(
+            "position {pos}: station address {probe:#06x} at position {at} on the wire, giving \
+             it {:#06x}",
+            st.address
+        );
+    } else {
+        log::info!(
+            "position {pos}: at position {at} on the wire (its neighbours say; {position} was \
+             thought), giving it station address {:#06x}",
+            st.address
+        );
     }
-    log::info!(
-        "position {pos}: station address {probe:#06x}, giving it {:#06x}",
-        st.address
-    );
-    block_on(Command::apwr(pos, STATION_ADDRESS).send(md, st.address))
+    block_on(Command::apwr(at, STATION_ADDRESS).send(md, st.address))
         .map_err(|e| Error::bus(format!("position {pos}: station address"), e))?;
-    Ok(false)
+    Ok((false, at))
 }
 
 /// Vendor, product and revision from the SII of the subdevice at `pos` (ETG.2010 words 0x08..).
@@ -1115,7 +1151,7 @@ const STATION_ALIAS: u16 = 0x0012;
 /// as every recovery, with its mapping checked against the layout.
 fn join(
     w: &Worker<'_>,
-    order: &[u16],
+    (order, (target, guess)): (&[u16], (usize, u16)),
     j: usize,
     joined: &mut Option<(Snapshot, crate::sii::Sii)>,
     cache: &crate::sii_cache::SiiCache,
@@ -1128,8 +1164,8 @@ fn join(
         position: pos,
         quit: &w.board.quit,
     };
-    give_address(&st, order, w.own)?;
-    let identity = read_identity(w, pos)?;
+    let (_, wire) = give_address(&st, order, (target, guess), w.own)?;
+    let identity = read_identity(w, wire)?;
     let mut a = [0u8; 2];
     st.read(STATION_ALIAS, &mut a)?;
     let found = devices::Found {
@@ -1151,14 +1187,20 @@ fn join(
     }
     let first = joined.as_ref().is_none_or(|(s, _)| s.identity != identity);
     if first {
-        *joined = Some(member_snapshot(w, m, (identity, found.alias), cache)?);
+        *joined = Some(member_snapshot(
+            w,
+            m,
+            (identity, found.alias),
+            (order, wire),
+            cache,
+        )?);
     }
     let Some((snap, sii)) = joined.as_ref() else {
         return Err(Failure::Failed(Error::SegmentMismatch(format!(
             "position {pos}: no registers (internal)"
         ))));
     };
-    let cause = recover_one(w, order, snap, Expect::Member { sii })?;
+    let cause = recover_one(w, (order, (target, wire)), snap, Expect::Member { sii })?;
     if snap.dc.is_some() {
         w.dc.add(pos);
     }
@@ -1176,6 +1218,7 @@ fn member_snapshot(
     w: &Worker<'_>,
     m: &crate::region::Member,
     (identity, alias): ((u32, u32, u32), u16),
+    (order, wire): (&[u16], u16),
     cache: &crate::sii_cache::SiiCache,
 ) -> Result<(Snapshot, crate::sii::Sii)> {
     let pos = m.index as u16;
@@ -1203,7 +1246,7 @@ fn member_snapshot(
     let (sm, fmmu) = regs.areas();
     let dc_capable = has_dc(w.md, m.address, pos)?;
     let dc = if w.cfg.dc.enabled && dc_capable && w.cfg.dc.assign_activate(pos) != 0 {
-        Some(member_dc(w, m)?)
+        Some(member_dc(w, m, (order, wire))?)
     } else {
         None
     };
@@ -1241,25 +1284,45 @@ fn has_dc(md: &MainDevice<'static>, address: u16, pos: u16) -> Result<bool> {
 /// through that port less the member's own loop ([`crate::tree::delay_behind`]);
 /// SYNC0 with `[dc]`'s period and activation, its first pulse on the grid of the bring-up's
 /// SYNC0 (its start time, ethercrab gives every device the same one).
-fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]> {
+fn member_dc(
+    w: &Worker<'_>,
+    m: &crate::region::Member,
+    (order, wire): (&[u16], u16),
+) -> Result<[u8; DC_BYTES]> {
     let (md, pos) = (w.md, m.index as u16);
-    // Every device up to the member, by its station address: the bring-up's, or a member's.
-    let address = |i: usize| match w.snapshots.get(i) {
-        Some(s) => s.address,
-        None => crate::region::station_address(i),
-    };
+    // Every device on the wire up to the member (it at `wire`, with its address given), by
+    // its station address: the bring-up's, or a member's.
+    let seen = crate::place::sweep(w.own, order.len());
+    let upto = (seen.get(..=usize::from(wire)))
+        .filter(|s| s.last() == Some(&m.address))
+        .ok_or_else(|| {
+            Error::SegmentMismatch(format!(
+                "position {pos}: not at position {wire} on the wire with its station address \
+                 {:#06x} when its propagation delay was to be measured",
+                m.address
+            ))
+        })?;
     // Whether each has DC: the bring-up's snapshot knows it of the present ones.
-    let devices = (0..=m.index)
-        .map(|i| match w.snapshots.get(i) {
-            Some(s) => Ok((s.address, s.dc_capable)),
-            None => Ok((address(i), has_dc(md, address(i), i as u16)?)),
-        })
+    let devices = (upto.iter().enumerate())
+        .map(
+            |(k, &a)| match w.snapshots.iter().find(|s| s.address == a) {
+                Some(s) => Ok((a, s.dc_capable)),
+                None if order.contains(&a) => Ok((a, has_dc(md, a, k as u16)?)),
+                None => Err(Error::SegmentMismatch(format!(
+                    "position {pos}: the device at position {k} on the wire before it has no \
+                 station address of the configuration ({a:#06x}); its delay is measured once \
+                 every device before it is known"
+                ))),
+            },
+        )
         .collect::<Result<Vec<(u16, bool)>>>()?;
+    let index = devices.len() - 1;
+    let address = |i: usize| devices[i].0;
     // The receive times of every device up to it, latched by one frame.
     let l = crate::dc_delays::latch(md, &devices, &format!("position {pos}"))?;
     let unmeasurable = |e: String| Error::SegmentMismatch(format!("position {pos}: {e}"));
     let parents = crate::tree::parents(&l.dl).map_err(unmeasurable)?;
-    let (parent, port) = crate::tree::dc_parent(&parents, &l.dl, &l.dc, m.index)
+    let (parent, port) = crate::tree::dc_parent(&parents, &l.dl, &l.dc, index)
         .map_err(unmeasurable)?
         .ok_or_else(|| {
             Error::SegmentMismatch(format!(
@@ -1269,9 +1332,14 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
             ))
         })?;
     let parent_delay = block_on(Command::fprd(address(parent), 0x0928).receive::<u32>(md))
-        .map_err(|e| Error::bus(format!("position {pos}: delay of position {parent}"), e))?;
+        .map_err(|e| {
+            Error::bus(
+                format!("position {pos}: delay of the device at position {parent} on the wire"),
+                e,
+            )
+        })?;
     let (p_times, p_dl) = (l.times[parent], l.dl[parent]);
-    let (o_times, o_dl) = (l.times[m.index], l.dl[m.index]);
+    let (o_times, o_dl) = (l.times[index], l.dl[index]);
     let delay = crate::tree::delay_behind(parent_delay, (p_times, p_dl), port, (o_times, o_dl));
     let cycle = w.cfg.dc.sync0_period(w.cfg.cycle.period()).as_nanos();
     let shift = w.cfg.dc.sync0_shift_ns(w.cfg.cycle.period());
@@ -1291,7 +1359,8 @@ fn member_dc(w: &Worker<'_>, m: &crate::region::Member) -> Result<[u8; DC_BYTES]
     regs[0xa0..0xa4].copy_from_slice(&u32::try_from(cycle).unwrap_or(u32::MAX).to_le_bytes());
     regs[0x81] = (w.cfg.dc.assign_activate(pos) >> 8) as u8;
     log::info!(
-        "position {pos}: propagation delay {delay} ns (behind port {port} of position {parent}, \
+        "position {pos}: propagation delay {delay} ns (behind port {port} of the device at \
+         position {parent} on the wire, \
          the nearest with DC: {parent_delay} ns, out through the port after {} ns, back after \
          {} ns; its own loop {} ns), SYNC0 every {cycle} ns",
         crate::tree::out_at(p_times, p_dl, port),

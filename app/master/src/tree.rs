@@ -56,6 +56,79 @@ pub(crate) fn parents(dl: &[u16]) -> Result<Vec<Option<(usize, usize)>>, String>
     Ok(out)
 }
 
+/// A group on a junction's port, for [`processing_order`]: the junction's layout position, the
+/// port, and the group's members' layout positions in the order a frame meets them.
+pub(crate) type Branch<'a> = (usize, usize, &'a [usize]);
+
+/// The layout's devices in the order a frame meets them with every one of them present:
+/// the devices a scan found (`parents` of each, from [`parents`]; `layout_of` each one's layout
+/// position, `None` for a member of a group on a junction's port, which the layout holds after
+/// the line's end), each group of `branches` in the place of whatever its port leads to, and
+/// `tail` (the other members absent at the scan, the line's end) last. A device of the layout
+/// found behind a group's port (its position would depend on the group) is an error naming it.
+pub(crate) fn processing_order(
+    parents: &[Option<(usize, usize)>],
+    layout_of: &[Option<usize>],
+    branches: &[Branch<'_>],
+    tail: &[usize],
+) -> Result<Vec<usize>, String> {
+    let mut child = vec![[None::<usize>; 4]; parents.len()];
+    for (i, p) in parents.iter().enumerate() {
+        if let Some((p, port)) = *p {
+            child[p][port] = Some(i);
+        }
+    }
+    let mut out = Vec::with_capacity(layout_of.len() + tail.len());
+    let mut placed = vec![false; branches.len()];
+    // Depth first without recursion (a line of a thousand devices): each device on the stack
+    // with the index of its next port in `DOWNSTREAM`.
+    let mut stack: Vec<(usize, usize)> = Vec::new();
+    if !parents.is_empty() {
+        out.extend(layout_of[0]);
+        stack.push((0, 0));
+    }
+    while let Some(top) = stack.last_mut() {
+        let (d, k) = *top;
+        if k == DOWNSTREAM.len() {
+            stack.pop();
+            continue;
+        }
+        top.1 += 1;
+        let port = DOWNSTREAM[k];
+        let branch =
+            layout_of[d].and_then(|l| branches.iter().position(|&(j, p, _)| (j, p) == (l, port)));
+        if let Some(b) = branch {
+            out.extend_from_slice(branches[b].2);
+            placed[b] = true;
+            // What hangs there now must be the group's, none of the layout's own devices.
+            let mut behind: Vec<usize> = child[d][port].into_iter().collect();
+            while let Some(x) = behind.pop() {
+                if let Some(l) = layout_of[x] {
+                    return Err(format!(
+                        "position {l} hangs behind port {port} of position {}, where an optional \
+                         group is configured: its position would change with the group's",
+                        branches[b].0
+                    ));
+                }
+                behind.extend(child[x].iter().flatten());
+            }
+            continue;
+        }
+        if let Some(c) = child[d][port] {
+            out.extend(layout_of[c]);
+            stack.push((c, 0));
+        }
+    }
+    if let Some(b) = placed.iter().position(|p| !p) {
+        return Err(format!(
+            "no device at position {} on the segment for the group behind its port {}",
+            branches[b].0, branches[b].1
+        ));
+    }
+    out.extend_from_slice(tail);
+    Ok(out)
+}
+
 /// Nanoseconds from a frame's arrival at port 0 until it came back through port `port` (the
 /// receive times `t` of ports 0..3 latched by one frame, 32-bit local times).
 pub(crate) fn back_at(t: [u32; 4], port: usize) -> u32 {
@@ -206,6 +279,67 @@ mod tests {
             parents(&seg).unwrap(),
             vec![None, Some((0, 3)), Some((1, 3)), Some((1, 1)), Some((0, 1))]
         );
+    }
+
+    /// A 4-port junction (layout 0) with the input terminal on port 1 and the output terminal
+    /// on port 2, and a three-device group configured behind port 3 (layout 3, 4, 5).
+    #[test]
+    fn a_group_on_a_junction_s_first_port_comes_before_the_devices_on_its_other_ports() {
+        let group = [3, 4, 5];
+        // Absent at the scan: the junction's port 3 closed.
+        let seg = [dl(&[0, 1, 2]), dl(&[0]), dl(&[0])];
+        let scan = parents(&seg).unwrap();
+        let layout_of = [Some(0), Some(1), Some(2)];
+        assert_eq!(
+            processing_order(&scan, &layout_of, &[(0, 3, &group)], &[]).unwrap(),
+            vec![0, 3, 4, 5, 1, 2]
+        );
+        // Present at the scan: its devices are not the layout's (`None`), in the same place.
+        let seg = [
+            dl(&[0, 1, 2, 3]),
+            dl(&[0, 1]),
+            dl(&[0, 1]),
+            dl(&[0]),
+            dl(&[0]),
+            dl(&[0]),
+        ];
+        let scan = parents(&seg).unwrap();
+        let layout_of = [Some(0), None, None, None, Some(1), Some(2)];
+        assert_eq!(
+            processing_order(&scan, &layout_of, &[(0, 3, &group)], &[]).unwrap(),
+            vec![0, 3, 4, 5, 1, 2]
+        );
+        // On port 1: after the device on port 3, before the one on port 2; the members of an
+        // end-of-line group absent at the scan (6) last.
+        let seg = [dl(&[0, 2, 3]), dl(&[0]), dl(&[0])];
+        let scan = parents(&seg).unwrap();
+        let layout_of = [Some(0), Some(1), Some(2)];
+        assert_eq!(
+            processing_order(&scan, &layout_of, &[(0, 1, &group)], &[6]).unwrap(),
+            vec![0, 1, 3, 4, 5, 2, 6]
+        );
+        // Without groups: the scan's order.
+        assert_eq!(
+            processing_order(&scan, &layout_of, &[], &[]).unwrap(),
+            vec![0, 1, 2]
+        );
+    }
+
+    #[test]
+    fn a_layout_device_behind_a_group_s_port_or_a_missing_junction_is_refused() {
+        // A device of the layout (not a member) hangs behind the group's port 3.
+        let seg = [dl(&[0, 1, 3]), dl(&[0]), dl(&[0])];
+        let scan = parents(&seg).unwrap();
+        let e = processing_order(&scan, &[Some(0), Some(1), Some(2)], &[(0, 3, &[3])], &[])
+            .unwrap_err();
+        assert!(
+            e.contains("position 1 hangs behind port 3 of position 0"),
+            "{e}"
+        );
+        // The junction is not on the segment.
+        let e = processing_order(&scan, &[Some(0), Some(1), Some(2)], &[(7, 3, &[3])], &[])
+            .unwrap_err();
+        assert!(e.contains("no device at position 7"), "{e}");
     }
 
     /// The simulator's wiring of a line A (DC, 700 ns to the next) - P (no DC, 300 ns) - B (DC,

@@ -479,7 +479,7 @@ fn delays_are_measured_through_a_device_without_dc() {
     // (see below): the offset moved with the delay leaves none to correct.
     let worst: Arc<Mutex<i64>> = Arc::default();
     let (s2, w2) = (seen.clone(), worst.clone());
-    let target = support::observed::observed(spec, &Faults::new(), move |port| {
+    let target = support::observed::observed(spec, &Faults::new(), move |port, _| {
         let now = port.now_ns();
         let n = port.segment().devices().len();
         let first = port.segment().devices()[0].arrival_ns();

@@ -24,6 +24,7 @@ use rtcat_master::{
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use support::aprds::Aprds;
 use support::line::{Watch, no_frame_lost, run_with_events, run_with_live, sim_run};
 use support::observed::observed;
 use support::tool_group::{
@@ -330,13 +331,8 @@ impl Application for Joiner {
         &mut self,
         setup: &mut rtcat_master::Setup<'_>,
     ) -> Result<(), rtcat_master::AppError> {
-        let l = setup.layout();
-        self.layouts.push(
-            (G0..N)
-                .flat_map(|p| l.entries_of(p as u16))
-                .map(|e| (e.name.clone(), e.bit_offset, e.bits))
-                .collect(),
-        );
+        self.layouts
+            .push(support::tool_group::entries(setup.layout(), G0..N));
         Ok(())
     }
 
@@ -416,7 +412,7 @@ fn absent_then_joined(reinit: bool, seg: ecsim::SegmentSpec) -> Result<(u64, Joi
     // last ones are those the run's shut-down left.
     let states: Arc<Mutex<Vec<u8>>> = Arc::default();
     let st = states.clone();
-    let target = observed(seg, &faults, move |port| {
+    let target = observed(seg, &faults, move |port, _| {
         let now = port
             .segment()
             .devices()
@@ -704,7 +700,7 @@ fn dc_member_joined<const K: usize>(
         .filter(|&i| seg.devices[i].dc)
         .map(|i| i as u16)
         .collect();
-    let target = observed(seg, &faults, move |port| {
+    let target = observed(seg, &faults, move |port, _| {
         let now = port.now_ns();
         *l.lock().unwrap_or_else(|e| e.into_inner()) = port.segment_mut().dc_status(drive, now);
         let devices = port.segment().devices();
@@ -1040,62 +1036,6 @@ struct PlugAndWatch<const K: usize> {
     aprds_at_plug: (u64, u64),
 }
 
-/// APRD datagrams (ETG.1000.4 Table 12: command 1) and the frames they came in.
-#[derive(Default)]
-struct Aprds {
-    datagrams: std::sync::atomic::AtomicU64,
-    frames: std::sync::atomic::AtomicU64,
-}
-
-impl Aprds {
-    fn now(&self) -> (u64, u64) {
-        (
-            self.datagrams.load(Ordering::Relaxed),
-            self.frames.load(Ordering::Relaxed),
-        )
-    }
-}
-
-/// The simulated segment behind a link that counts the APRDs the master sends.
-struct CountingLink {
-    inner: ecsim::SimPort,
-    aprds: Arc<Aprds>,
-}
-
-impl rtcat_master::Link for CountingLink {
-    fn send(&mut self, frame: &[u8]) -> std::io::Result<()> {
-        // Ethernet header (14), EtherCAT header (2), then datagrams: command, index, address
-        // (4), length (11 bits; bit 15: another follows), interrupt (2), data, working counter.
-        let (mut at, mut n) = (16, 0);
-        while at + 10 <= frame.len() {
-            n += u64::from(frame[at] == 1);
-            let word = u16::from_le_bytes([frame[at + 6], frame[at + 7]]);
-            at += 10 + usize::from(word & 0x07ff) + 2;
-            if word & 0x8000 == 0 {
-                break;
-            }
-        }
-        if n > 0 {
-            self.aprds.datagrams.fetch_add(n, Ordering::Relaxed);
-            self.aprds.frames.fetch_add(1, Ordering::Relaxed);
-        }
-        rtcat_master::Link::send(&mut self.inner, frame)
-    }
-    fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
-        rtcat_master::Link::recv(&mut self.inner, buf)
-    }
-    fn wait(
-        &mut self,
-        timeout: Duration,
-        extra_fd: Option<std::os::fd::RawFd>,
-    ) -> std::io::Result<()> {
-        self.inner.wait(timeout, extra_fd)
-    }
-    fn describe(&self) -> String {
-        format!("counting {}", self.inner.describe())
-    }
-}
-
 impl<const K: usize> Application for PlugAndWatch<K> {
     fn cycle(&mut self, cx: &mut Cycle<'_>) {
         let at = self.w.log.len();
@@ -1147,14 +1087,8 @@ fn plug_and_watch<const K: usize>(
         aprds: Default::default(),
         aprds_at_plug: (0, 0),
     };
-    let (f, aprds) = (faults.clone(), p.aprds.clone());
-    let link = rtcat_master::LinkFactory::new("counting-sim", move || {
-        Ok(Box::new(CountingLink {
-            inner: ecsim::SimPort::with_faults(seg.clone(), f.clone()),
-            aprds: aprds.clone(),
-        }) as Box<dyn rtcat_master::Link>)
-    });
-    let mut run = RunSpec::new(cfg, rtcat_master::Target::Link(link), p.stop.clone());
+    let target = support::aprds::counting(seg, &faults, &p.aprds);
+    let mut run = RunSpec::new(cfg, target, p.stop.clone());
     run.no_rt = true;
     run.duration = Some(CAP);
     let (out, events) = run_with_events(run, &mut p, |_| {})?;

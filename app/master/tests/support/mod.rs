@@ -72,6 +72,7 @@ impl Port for SetupPort<'_, '_> {
     }
 }
 
+pub mod aprds;
 pub mod coe_example;
 pub mod counting;
 pub mod line;

@@ -1,25 +1,25 @@
-//! A simulated segment behind a [`Link`] that lets a test look at the devices after every
-//! frame the master sends (registers as the master left them, the simulator's own figures).
+//! A simulated segment behind a [`Link`] that lets a test look at every frame the master sends
+//! and at the devices after it (registers as the master left them, the simulator's own figures).
 
 use ecsim::{Faults, SimPort};
 use rtcat_master::{Link, LinkFactory, Target};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// Forwards to the simulated line and hands it to `after` after every frame sent: the test
-/// looks at the devices as the master left them.
+/// Forwards to the simulated line and hands it and the frame to `after` after every frame sent:
+/// the test looks at what was sent and at the devices as the master left them.
 pub struct Observed {
     inner: SimPort,
     after: Look,
 }
 
 /// What [`Observed`] calls after every frame.
-pub type Look = Arc<dyn Fn(&mut SimPort) + Send + Sync>;
+pub type Look = Arc<dyn Fn(&mut SimPort, &[u8]) + Send + Sync>;
 
 impl Link for Observed {
     fn send(&mut self, frame: &[u8]) -> std::io::Result<()> {
         let r = Link::send(&mut self.inner, frame);
-        (self.after)(&mut self.inner);
+        (self.after)(&mut self.inner, frame);
         r
     }
     fn recv(&mut self, buf: &mut [u8]) -> std::io::Result<Option<usize>> {
@@ -41,7 +41,7 @@ impl Link for Observed {
 pub fn observed(
     seg: ecsim::SegmentSpec,
     faults: &Faults,
-    after: impl Fn(&mut SimPort) + Send + Sync + 'static,
+    after: impl Fn(&mut SimPort, &[u8]) + Send + Sync + 'static,
 ) -> Target {
     let (faults, after): (_, Look) = (faults.clone(), Arc::new(after));
     Target::Link(LinkFactory::new("observed-sim", move || {

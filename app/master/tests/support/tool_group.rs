@@ -208,3 +208,35 @@ pub fn long_group(copies: usize) -> (SegmentSpec, Config) {
         .device;
     (seg, cfg)
 }
+
+/// The group of [`junction_first_branch`] configured where it is plugged in: behind port 3 of
+/// the junction (position 0), its members named by alias (0x10..0x12) with their mapping in
+/// `[[device]]` entries, the terminals on the junction's ports 1 and 2 mandatory (layout
+/// positions 1 and 2, on the wire 4 and 5 while the group is there).
+pub fn branch_config() -> Config {
+    let text = "[cycle]\nperiod_us = 1000\n\
+         [health]\nrecovery = \"subdevice\"\nrecovery_backoff_ms = 50\n\
+         bad_cycles_before_recovery = 1\nsubdevice_attempts = 2\n\
+         [[group]]\nname = \"tool\"\noptional = true\nbehind = { position = 0, port = 3 }\n\
+         members = [{ alias = 0x10 }, { alias = 0x11 }, { alias = 0x12 }]\n";
+    let mut cfg = Config::parse(text, "branch test").expect("config");
+    super::patient(&mut cfg);
+    let devices =
+        group_devices().replace("[[device]]\nposition = 5\n", "[[device]]\nalias = 0x12\n");
+    cfg.device = Config::parse(&devices, "branch test")
+        .expect("devices")
+        .device;
+    cfg
+}
+
+/// The layout entries (name, bit offset, bits) of `positions`: what a bring-up gave them, to
+/// compare the bring-ups of a run.
+pub fn entries(
+    l: &rtcat_master::Layout,
+    positions: std::ops::Range<usize>,
+) -> Vec<(String, u32, u8)> {
+    positions
+        .flat_map(|p| l.entries_of(p as u16))
+        .map(|e| (e.name.clone(), e.bit_offset, e.bits))
+        .collect()
+}
