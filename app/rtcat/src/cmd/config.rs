@@ -278,6 +278,18 @@ fn from_bus(bus: BusArgs) -> Outcome {
 /// give. Empty when the configuration fits.
 pub fn bus_differences(cfg: &crate::config::MasterConfig, bus: &[DeviceMapping]) -> Vec<String> {
     use rtcat_master::devices::{Found, parse_entry};
+    // The bus as a bring-up's ethercrab group holds it: the members of groups on a junction's
+    // port (by alias) are kept out, wherever they are, and positions count without them
+    // (docs/NOTES.md §17.2); `absent_members` gives their entries.
+    let main: Vec<DeviceMapping> = (bus.iter())
+        .filter(|b| !rtcat_master::hotconnect::on_a_branch(&cfg.group, b.alias))
+        .enumerate()
+        .map(|(p, b)| DeviceMapping {
+            position: u16::try_from(p).unwrap_or(u16::MAX),
+            ..b.clone()
+        })
+        .collect();
+    let bus = main.as_slice();
     let mut out = Vec::new();
     let n = bus.len();
     let ident = |b: &DeviceMapping| {
@@ -610,4 +622,77 @@ fn from_eni(file: &std::path::Path, out: Option<&std::path::Path>) -> Outcome {
         None => emit(&made.toml),
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::MasterConfig;
+    use rtcat_master::layout::Identity;
+
+    fn device(position: u16, alias: u16, product_code: u32) -> DeviceMapping {
+        DeviceMapping {
+            position,
+            name: format!("D{product_code}"),
+            alias,
+            identity: Identity {
+                vendor_id: 2,
+                product_code,
+                revision: 1,
+                serial: 0,
+            },
+            coe: false,
+            sdo_info: false,
+            assignments: Vec::new(),
+            pdos: Vec::new(),
+            input_bytes: 0,
+            output_bytes: 0,
+            emergencies: Vec::new(),
+        }
+    }
+
+    /// A junction (position 0) with a two-device group on its port 3 and two terminals after
+    /// it: the members are kept out of the positions the configuration counts, as at a
+    /// bring-up, so the terminals are at positions 1 and 2 whether the group is there or not.
+    #[test]
+    fn members_of_a_group_on_a_junction_s_port_do_not_count_in_positions() {
+        let with_group = [
+            device(0, 0, 1),
+            device(1, 0x10, 7),
+            device(2, 0x11, 7),
+            device(3, 0, 2),
+            device(4, 0, 3),
+        ];
+        let text = |behind: &str| {
+            format!(
+                "[health]\nrecovery = \"subdevice\"\n\
+                 [segment]\nsubdevices = 3\n\
+                 [[segment.device]]\nposition = 1\nvendor_id = 2\nproduct_id = 2\n\
+                 [[group]]\nname = \"tool\"\noptional = true\n{behind}\
+                 members = [{{ alias = 0x10 }}, {{ alias = 0x11 }}]\n\
+                 [[device]]\nalias = 0x10\npdo_assign = {{ sm0 = [0x1a00] }}\n\
+                 [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6000:01:8\"]\n\
+                 [[device]]\nalias = 0x11\npdo_assign = {{ sm0 = [0x1a00] }}\n\
+                 [[device.pdo_map]]\nindex = 0x1a00\nentries = [\"0x6000:01:8\"]\n"
+            )
+        };
+        let cfg = MasterConfig::parse(&text("behind = { position = 0, port = 3 }\n"), "t.toml")
+            .expect("config");
+        assert_eq!(bus_differences(&cfg, &with_group), Vec::<String>::new());
+        // The group unplugged: the same.
+        let without = [device(0, 0, 1), device(1, 0, 2), device(2, 0, 3)];
+        assert_eq!(bus_differences(&cfg, &without), Vec::<String>::new());
+        // Not placed: its members count, the terminals are elsewhere, optional devices before
+        // mandatory ones.
+        let cfg = MasterConfig::parse(&text(""), "t.toml").expect("config");
+        let diffs = bus_differences(&cfg, &with_group).join("\n");
+        for want in [
+            "count: segment.subdevices = 3, the bus has 5 subdevices",
+            "order: segment.device[0] expects vendor_id 0x00000002 product_id 0x00000002 at \
+             position 1, the bus has it at position 3",
+            "group: group \"tool\": position 1 is optional but position 3 behind it is not",
+        ] {
+            assert!(diffs.contains(want), "{diffs}\n(want {want:?})");
+        }
+    }
 }
