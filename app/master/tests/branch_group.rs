@@ -316,14 +316,7 @@ fn a_group_present_at_bring_up_on_a_junction_s_port_runs_through_recoveries() {
 /// clock, 700 ns to the devices on its ports), an optional drive (alias 0x20) on its port 3 and
 /// a mandatory drive on its port 1 after it.
 fn dc_junction() -> ecsim::SegmentSpec {
-    let text = std::fs::read_to_string(support::line::example("cia402/segment.toml"))
-        .expect("examples/cia402/segment.toml");
-    let mut parts = text.splitn(3, "[[device]]");
-    let (head, first, second) = (
-        parts.next().unwrap_or_default(),
-        parts.next().expect("the first drive"),
-        parts.next().expect("the second drive"),
-    );
+    let (head, first, second) = support::line::cia402_parts();
     let t = format!(
         "{head}[[device]]{}[[device]]{}[[device]]{}",
         first.replacen("serial = 1\n", "serial = 1\nports = 4\nhop_ns = 700\n", 1),

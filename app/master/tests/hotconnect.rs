@@ -910,14 +910,7 @@ fn a_dc_drive_absent_at_bring_up_joins_in_sync() {
 /// the optional drive on its port 1. The optional drive hangs off the junction, not off the
 /// device before it (a line's end), and the frame reaches it only after the port-3 branch.
 fn junction_drives() -> ecsim::SegmentSpec {
-    let text = std::fs::read_to_string(support::line::example("cia402/segment.toml"))
-        .expect("examples/cia402/segment.toml");
-    let mut parts = text.splitn(3, "[[device]]");
-    let (head, first, second) = (
-        parts.next().unwrap_or_default(),
-        parts.next().expect("the first drive"),
-        parts.next().expect("the second drive"),
-    );
+    let (head, first, second) = support::line::cia402_parts();
     let t = format!(
         "{head}[[device]]{}[[device]]{}[[device]]{}",
         first.replacen("serial = 1\n", "serial = 1\nports = 4\nhop_ns = 700\n", 1),

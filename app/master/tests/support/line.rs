@@ -51,6 +51,19 @@ pub fn cia402_with_sync_error_limit() -> SegmentSpec {
     SegmentSpec::from_toml(&text).expect("segment")
 }
 
+/// `examples/cia402/segment.toml` split at its two drives: the text before them and each
+/// `[[device]]` block (without the header), for tests that wire the drives otherwise.
+pub fn cia402_parts() -> (String, String, String) {
+    let text = std::fs::read_to_string(example("cia402/segment.toml"))
+        .expect("examples/cia402/segment.toml");
+    let mut parts = text.splitn(3, "[[device]]");
+    (
+        parts.next().unwrap_or_default().to_string(),
+        parts.next().expect("the first drive").to_string(),
+        parts.next().expect("the second drive").to_string(),
+    )
+}
+
 /// The I/O segment of `examples/segment-io.toml` (three devices).
 pub fn segment_io() -> SegmentSpec {
     SegmentSpec::load(&example("segment-io.toml")).expect("examples/segment-io.toml")
