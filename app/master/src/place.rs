@@ -126,9 +126,10 @@ impl Order {
 
 /// Where subdevice `order[target]`, which does not answer at its station address, is now;
 /// `position` is where it is expected and `there` the station address the device at that
-/// position answered with. That address its own: it is there. Another subdevice's: it is not
-/// (positions moved: a device is missing before it, or one was plugged in elsewhere than
-/// configured). Else its neighbours (two datagrams): the device before that position answers
+/// position answered with. That address its own: it is there. Another subdevice's: the
+/// positions moved (a member of a group came or went before it unseen, or a device was plugged
+/// in elsewhere than configured), every device is read ([`sweep`]) and [`place`] decides where
+/// it is. Else its neighbours (two datagrams): the device before that position answers
 /// with the address of the subdevice expected before it, and the one after with the address of
 /// the subdevice expected after it (or nothing answers there when it is the last expected):
 /// then the device between them is in its place. Otherwise every device is read ([`sweep`])
