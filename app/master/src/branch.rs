@@ -153,16 +153,17 @@ pub(crate) fn order(
     n: usize,
     hot: &Membership,
 ) -> Result<Vec<usize>> {
-    let late = |g: &dyn Fn(usize) -> bool| -> Vec<usize> {
-        (hot.absent.iter().enumerate())
-            .filter(|(_, a)| g(a.group))
-            .map(|(k, _)| n + k)
-            .collect()
-    };
-    let on_branch = |gi: usize| groups[gi].behind.is_some();
     if !groups.iter().any(|g| g.behind.is_some()) {
         return Ok((0..n + hot.absent.len()).collect());
     }
+    // The layout positions of the members absent from ethercrab's group of the groups `keep`
+    // takes (by index).
+    let late = |keep: &dyn Fn(usize) -> bool| -> Vec<usize> {
+        (hot.absent.iter().enumerate())
+            .filter(|(_, a)| keep(a.group))
+            .map(|(k, _)| n + k)
+            .collect()
+    };
     let mut dl = Vec::with_capacity(scanned.len());
     for (i, &(address, _)) in scanned.iter().enumerate() {
         dl.push(
@@ -182,18 +183,20 @@ pub(crate) fn order(
             })
         })
         .collect();
-    let members: Vec<(usize, Vec<usize>)> = (groups.iter().enumerate())
-        .filter(|(_, g)| g.behind.is_some())
-        .map(|(gi, _)| (gi, late(&|g| g == gi)))
-        .collect();
-    let branches: Vec<crate::tree::Branch<'_>> = members
-        .iter()
-        .filter_map(|(gi, m)| {
-            let b = groups[*gi].behind?;
-            Some((usize::from(b.position), usize::from(b.port), m.as_slice()))
+    let members: Vec<(usize, usize, Vec<usize>)> = (groups.iter().enumerate())
+        .filter_map(|(gi, g)| {
+            let b = g.behind?;
+            Some((
+                usize::from(b.position),
+                usize::from(b.port),
+                late(&|o| o == gi),
+            ))
         })
         .collect();
-    let tail = late(&|g| !on_branch(g));
+    let branches: Vec<crate::tree::Branch<'_>> = (members.iter())
+        .map(|(j, port, m)| (*j, *port, m.as_slice()))
+        .collect();
+    let tail = late(&|o| groups[o].behind.is_none());
     let order =
         crate::tree::processing_order(&parents, &layout_of, &branches, &tail).map_err(|e| {
             Error::SegmentMismatch(format!(
@@ -201,23 +204,13 @@ pub(crate) fn order(
             ))
         })?;
     // Every layout position once: what the recovery worker indexes by.
-    let mut seen = vec![false; n + hot.absent.len()];
-    for &i in &order {
-        match seen.get_mut(i) {
-            Some(s) if !*s => *s = true,
-            _ => {
-                return Err(Error::SegmentMismatch(format!(
-                    "groups on a junction's port: the order {order:?} is not one of the layout's \
-                     {} positions (internal)",
-                    seen.len()
-                )));
-            }
-        }
-    }
-    if seen.iter().any(|s| !s) {
+    let mut sorted = order.clone();
+    sorted.sort_unstable();
+    if !sorted.iter().copied().eq(0..n + hot.absent.len()) {
         return Err(Error::SegmentMismatch(format!(
-            "groups on a junction's port: the order {order:?} misses a layout position \
-             (internal)"
+            "groups on a junction's port: the order {order:?} is not each of the layout's {} \
+             positions once (internal)",
+            n + hot.absent.len()
         )));
     }
     Ok(order)

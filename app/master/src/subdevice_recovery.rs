@@ -1310,8 +1310,8 @@ fn member_dc(
                 None if order.contains(&a) => Ok((a, has_dc(md, a, k as u16)?)),
                 None => Err(Error::SegmentMismatch(format!(
                     "position {pos}: the device at position {k} on the wire before it has no \
-                 station address of the configuration ({a:#06x}); its delay is measured once \
-                 every device before it is known"
+                     station address of the configuration ({a:#06x}); its delay is measured \
+                     once every device before it is known"
                 ))),
             },
         )
