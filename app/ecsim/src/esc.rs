@@ -1253,6 +1253,7 @@ impl Esc {
             return;
         };
         let boot = state == AlState::Boot;
+        let mut slow = false;
         match mailbox::parse(&request, len) {
             Parsed::Error(detail) => self.mbx.queue.push_back(mailbox::error_reply(detail)),
             // In BOOT a device runs its bootloader: FoE only.
@@ -1301,6 +1302,14 @@ impl Esc {
                     outputs: &self.mem[out_at..out_at + out_len],
                     inputs: &self.mem[in_at..in_at + in_len],
                 };
+                // A download to the slow object: an SDO request (CoE service 2) whose command
+                // is "initiate download" (1 << 5), its index after the CoE header and command.
+                slow = self.spec.timing.slow_object.is_some_and(|o| {
+                    data.len() >= 5
+                        && data[1] >> 4 == 2
+                        && data[2] >> 5 == 1
+                        && u16::from_le_bytes([data[3], data[4]]) == o
+                });
                 let responses = coe.handle(data, state, room, img);
                 for r in responses.into_iter().take(mailbox::MAX_QUEUED) {
                     self.mbx
@@ -1309,7 +1318,11 @@ impl Esc {
                 }
             }
         }
-        let answer_ns = self.spec.timing.mailbox_ns;
+        let answer_ns = if slow {
+            self.spec.timing.slow_object_ns
+        } else {
+            self.spec.timing.mailbox_ns
+        };
         if answer_ns > 0 && !self.mbx.queue.is_empty() {
             self.mbx.ready_at = self.now_ns + answer_ns;
         }

@@ -51,6 +51,8 @@
 //! safeop_op_us = 10000
 //! down_us = 2000            # any change to a lower state (OP -> SAFE-OP, -> INIT)
 //! mailbox_us = 1000         # a mailbox response appears in SM1 this long after the request
+//! slow_object = 0x1010      # a write (SDO download) to this object is answered after
+//! slow_object_us = 1500000  # slow_object_us (firmware that acts on it first: storing, flash)
 //! sm_watchdog = true        # OP -> SAFE-OP (0x001B) when outputs stop for the watchdog time
 //! ```
 //!
@@ -411,6 +413,10 @@ struct TimingEntry {
     #[serde(default)]
     mailbox_us: u32,
     #[serde(default)]
+    slow_object: Option<u16>,
+    #[serde(default)]
+    slow_object_us: u32,
+    #[serde(default)]
     sm_watchdog: bool,
 }
 
@@ -439,6 +445,12 @@ pub struct EscTiming {
     pub down_ns: u64,
     /// From taking a mailbox request to its response in SM1.
     pub mailbox_ns: u64,
+    /// A write (SDO download) to this object (index) is answered after
+    /// [`EscTiming::slow_object_ns`] instead of `mailbox_ns`: firmware that acts on the value
+    /// before it answers (storing parameters, writing flash).
+    pub slow_object: Option<u16>,
+    /// See [`EscTiming::slow_object`].
+    pub slow_object_ns: u64,
     /// The sync-manager watchdog is on: a device in OP whose outputs the master has not
     /// written for the watchdog time (0x0400 divider, 0x0420 time; 100 ms after power-on)
     /// leaves OP for SAFE-OP with AL status code 0x001B, as a device's firmware does on the
@@ -476,6 +488,7 @@ fn timing(i: usize, t: Option<TimingEntry>) -> Result<EscTiming, SpecError> {
         ("safeop_op_us", t.safeop_op_us),
         ("down_us", t.down_us),
         ("mailbox_us", t.mailbox_us),
+        ("slow_object_us", t.slow_object_us),
     ] {
         if v > MAX_TIMING_US {
             return Err(SpecError::Invalid(format!(
@@ -491,6 +504,8 @@ fn timing(i: usize, t: Option<TimingEntry>) -> Result<EscTiming, SpecError> {
         safeop_op_ns: ns(t.safeop_op_us),
         down_ns: ns(t.down_us),
         mailbox_ns: ns(t.mailbox_us),
+        slow_object: t.slow_object,
+        slow_object_ns: ns(t.slow_object_us),
         sm_watchdog: t.sm_watchdog,
     })
 }

@@ -136,6 +136,9 @@ pub struct CoeInitCmd {
     pub comment: String,
     /// `Disabled` = 1: the tool keeps the command but does not send it.
     pub disabled: bool,
+    /// `Timeout`: how long the device may take to answer, in ms (0 or absent: the master's
+    /// default).
+    pub timeout_ms: u32,
     /// Line of the `InitCmd`.
     pub line: u32,
 }
@@ -501,6 +504,7 @@ impl<'a, 'i> P<'a, 'i> {
                         Some(d) => matches!(text_of(d).as_str(), "1" | "true"),
                         None => false,
                     },
+                    timeout_ms: self.opt_number(ic, "Timeout", 0xFFFF_FFFF)?.unwrap_or(0) as u32,
                     line: self.line(ic.range().start),
                 });
             }

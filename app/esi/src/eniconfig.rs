@@ -54,6 +54,10 @@ impl std::fmt::Display for EniNote {
 const MAX_NAME: usize = 128;
 /// Longest startup value rtcat writes (rtcat's `MAX_SDO_BYTES`).
 const MAX_SDO_BYTES: usize = 1024;
+/// Longest a startup SDO's `timeout_ms` may be (rtcat's `MAX_SDO_TIMEOUT_MS`).
+const MAX_SDO_TIMEOUT_MS: u32 = 120_000;
+/// The mailbox response timeout rtcat waits without `timeout_ms` (rtcat's mailbox default).
+const DEFAULT_RESPONSE_MS: u32 = 1000;
 
 /// A name as rtcat.toml accepts it: control characters replaced, at most [`MAX_NAME`] bytes;
 /// `None` when nothing is left.
@@ -795,7 +799,7 @@ fn slave(o: &mut Out<'_>, s: &EniSlave) -> Result<(), Error> {
         let _ = writeln!(
             o.toml,
             "\n[[device.sdo]]{}\nindex = 0x{:04X}\nsub = 0x{:02X}\ntype = \"{ty}\"   # ENI data \
-             {}\nvalue = {value}\ntransition = \"{t}\"",
+             {}\nvalue = {value}\ntransition = \"{t}\"{}",
             if c.comment.is_empty() {
                 String::new()
             } else {
@@ -803,7 +807,8 @@ fn slave(o: &mut Out<'_>, s: &EniSlave) -> Result<(), Error> {
             },
             c.index,
             c.sub,
-            hex_bytes(&c.data)
+            hex_bytes(&c.data),
+            timeout_key(c.timeout_ms)
         );
     }
     if !later.is_empty() || s.has_dc || !s.init_cmds.is_empty() {
@@ -843,6 +848,20 @@ fn slave(o: &mut Out<'_>, s: &EniSlave) -> Result<(), Error> {
         o.register_cmd(c, pos);
     }
     Ok(())
+}
+
+/// The `timeout_ms` line of a startup SDO whose `InitCmd/Timeout` is `ms`: none for 0 (the
+/// master's default) or the default itself; longer than rtcat waits, the longest it waits,
+/// said so.
+fn timeout_key(ms: u32) -> String {
+    match ms {
+        0 | DEFAULT_RESPONSE_MS => String::new(),
+        m if m > MAX_SDO_TIMEOUT_MS => format!(
+            "\ntimeout_ms = {MAX_SDO_TIMEOUT_MS}   # ENI Timeout {m} ms: rtcat waits at most \
+             {MAX_SDO_TIMEOUT_MS}"
+        ),
+        m => format!("\ntimeout_ms = {m}   # ENI Timeout"),
+    }
 }
 
 #[cfg(test)]

@@ -145,6 +145,46 @@ fn the_example_imports_as_the_hand_written_configuration() {
     assert_eq!(c.toml.matches("# NOT RUN (ENI line").count(), c.notes.len());
 }
 
+/// An init command's `Timeout` (how long the device may take to answer it) imports as the
+/// startup SDO's `timeout_ms`; 0 and the master's default add nothing; longer than the master
+/// waits, the longest it waits, said so; not a number, refused naming the place.
+#[test]
+fn an_init_command_s_timeout_imports_as_the_startup_sdo_s() {
+    let quick_stop =
+        "<Comment>quick stop deceleration</Comment>\n              <Timeout>0</Timeout>";
+    let sdo_of = |eni: &str| {
+        let c = parse(eni).unwrap().to_config("v.eni.xml").unwrap();
+        let t: toml::Table = toml::from_str(&c.toml).unwrap();
+        let servo = &t["device"].as_array().unwrap()[2];
+        let s = servo["sdo"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| s["index"].as_integer() == Some(0x6085))
+            .cloned()
+            .unwrap();
+        (s.get("timeout_ms").and_then(|v| v.as_integer()), c.toml)
+    };
+    assert_eq!(sdo_of(&text()).0, None, "Timeout 0: the default");
+    let with = |ms: &str| {
+        variant(
+            quick_stop,
+            &format!(
+                "<Comment>quick stop deceleration</Comment>\n              <Timeout>{ms}</Timeout>"
+            ),
+        )
+    };
+    assert_eq!(sdo_of(&with("1000")).0, None, "the default itself");
+    assert_eq!(sdo_of(&with("5000")).0, Some(5000));
+    let (long, toml) = sdo_of(&with("600000"));
+    assert_eq!(long, Some(120_000));
+    assert!(toml.contains("ENI Timeout 600000 ms"), "{toml}");
+    // The other commands of the example keep theirs (0): no other timeout_ms.
+    assert_eq!(sdo_of(&with("5000")).1.matches("timeout_ms").count(), 1);
+    let e = err(&with("soon"));
+    assert!(e.contains("Timeout") && e.contains("not a number"), "{e}");
+}
+
 #[test]
 fn what_rtcat_does_not_run_is_listed() {
     let extra = r#"<InitCmd><Transition>PS</Transition><Ccs>2</Ccs><Index>#x1018</Index><SubIndex>1</SubIndex></InitCmd>

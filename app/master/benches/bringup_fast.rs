@@ -89,7 +89,7 @@ fn timing() -> EscTiming {
         safeop_op_ns: 10_000_000,
         down_ns: 2_000_000,
         mailbox_ns: 1_000_000,
-        sm_watchdog: false,
+        ..EscTiming::default()
     }
 }
 

@@ -324,6 +324,11 @@ pub struct StartupSdo {
     /// When it is written (default PS).
     #[serde(default)]
     pub transition: Transition,
+    /// How long the device may take to answer this write, in ms (default: the mailbox's
+    /// response timeout, [`crate::mailbox::Timeouts`], 1000 ms). For an object whose write the
+    /// device's firmware acts on before it answers (storing parameters, a drive's motor data,
+    /// a flash write); an ENI's `InitCmd/Timeout` imports as this.
+    pub timeout_ms: Option<u32>,
 }
 
 impl StartupSdo {
@@ -597,9 +602,22 @@ fn validate_sdos(i: usize, d: &DeviceConfig) -> Result<(), Invalid> {
         }
         encode(s.ty, &s.value)
             .map_err(|msg| invalid(k(&format!("sdo[{m}].value")), s.shown(), msg))?;
+        if let Some(t) = s.timeout_ms
+            && !(1..=MAX_SDO_TIMEOUT_MS).contains(&t)
+        {
+            return Err(invalid(
+                k(&format!("sdo[{m}].timeout_ms")),
+                t.to_string(),
+                format!("must be 1..={MAX_SDO_TIMEOUT_MS} ms"),
+            ));
+        }
     }
     Ok(())
 }
+
+/// Longest a startup SDO's `timeout_ms` may be: 2 minutes, beyond what any firmware takes to
+/// act on a write (a recovery waits this long for a device that never answers).
+pub const MAX_SDO_TIMEOUT_MS: u32 = 120_000;
 
 /// `pdo_assign` of `device[i]`: per SM one direction (SM2 RxPDOs, SM3 TxPDOs, SM0/SM1 either),
 /// each PDO once over all SMs, each direction's sizes against `output_bytes` / `input_bytes`,
@@ -976,6 +994,18 @@ impl Writer<'_, '_> {
         data: &[u8],
         shown: String,
     ) -> Result<(), DeviceError> {
+        self.write_within(index, sub, data, shown, None)
+    }
+
+    /// [`Writer::write`], the device given `response` (when set) to answer this one write.
+    fn write_within(
+        &mut self,
+        index: u16,
+        sub: u8,
+        data: &[u8],
+        shown: String,
+        response: Option<std::time::Duration>,
+    ) -> Result<(), DeviceError> {
         let fail = |e| DeviceError::Sdo {
             who: self.who.to_string(),
             action: "write",
@@ -985,7 +1015,18 @@ impl Writer<'_, '_> {
         };
         self.sdo
             .client()
-            .and_then(|c| c.download(index, sub, data))
+            .and_then(|c| {
+                let Some(response) = response else {
+                    return c.download(index, sub, data);
+                };
+                // For this write only: the transport's own timeouts are back for the next.
+                let before = c.mailbox().timeouts();
+                c.mailbox()
+                    .set_timeouts(crate::mailbox::Timeouts { response, ..before });
+                let r = c.download(index, sub, data);
+                c.mailbox().set_timeouts(before);
+                r
+            })
             .map_err(fail)
     }
 }
@@ -1089,7 +1130,10 @@ fn startup(
         // validate() has encoded every value once; an error here cannot happen for a loaded
         // configuration, and would still be reported, not panic.
         let data = encode(s.ty, &s.value).unwrap_or_default();
-        w.write(s.index, s.sub, &data, s.shown())?;
+        let response = s
+            .timeout_ms
+            .map(|t| std::time::Duration::from_millis(t.into()));
+        w.write_within(s.index, s.sub, &data, s.shown(), response)?;
     }
     Ok(())
 }
@@ -1645,6 +1689,15 @@ transition = "SO"
             "[[device]]\nposition = 0\n[[device.sdo]]\nindex = 0x6060\nsub = 0\ntype = \"i8\"\n",
             &["missing field `value`"],
         );
+        let timed = |ms: &str| format!("{}timeout_ms = {ms}\n", sdo("u8", "1"));
+        refused(
+            &timed("0"),
+            &["device[0].sdo[0].timeout_ms = 0", "must be 1..=120000 ms"],
+        );
+        refused(&timed("120001"), &["sdo[0].timeout_ms = 120001"]);
+        refused(&timed("-5"), &["timeout_ms"]);
+        let c = Config::parse(&timed("120000"), "c.toml").expect("the longest timeout");
+        assert_eq!(c.device[0].sdo[0].timeout_ms, Some(120_000));
     }
 
     #[test]

@@ -382,6 +382,49 @@ fn startup_sdos_are_in_the_dictionary_and_a_power_cycle_reapplies_everything() {
     assert!(probe.gens[1].checked >= 50, "{}", probe.gens[1].checked);
 }
 
+/// A startup write the device takes long to answer (the simulator's `slow_object`: the servo
+/// answers a write of 0x6085 after 1.5 s) fails the bring-up on the mailbox's 1 s, naming the
+/// write and the time waited; with `timeout_ms` on that SDO the bring-up waits for it, and the
+/// value is in the device's dictionary.
+#[test]
+fn a_slow_startup_write_is_waited_for_as_long_as_its_timeout_ms_says() {
+    let _g = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    let mut seg = segment();
+    seg.devices[2].timing.slow_object = Some(0x6085);
+    seg.devices[2].timing.slow_object_ns = 1_500_000_000;
+
+    let faults = Faults::new();
+    let mut probe = Probe::new(faults.clone(), Stop::new(), Vec::new());
+    let e = match run_on(seg.clone(), configured(), &mut probe, faults) {
+        Ok(_) => panic!("the bring-up succeeded without timeout_ms"),
+        Err(e) => e,
+    };
+    let m = e.to_string();
+    for w in [
+        "subdevice at position 2 (SERVO-COE, device[1])",
+        "write 0x6085:00 = 50000 (u32)",
+        "no answer within 1000 ms",
+    ] {
+        assert!(m.contains(w), "{m}\nwanted {w}");
+    }
+
+    let text = CONFIG.replace(
+        "value = 50000\ntransition = \"PS\"",
+        "value = 50000\ntransition = \"PS\"\ntimeout_ms = 3000",
+    );
+    assert_ne!(text, CONFIG, "the replacement must change the file");
+    let cfg = Config::parse(&text, "slow.toml").expect("timeout_ms parses");
+    let faults = Faults::new();
+    let mut probe = Probe::new(faults.clone(), Stop::new(), vec![(2, 0x6085, 0)]);
+    let out = run_on(seg, cfg, &mut probe, faults).expect("run with timeout_ms");
+    assert!(out.fatal.is_none(), "{:?}", out.fatal);
+    assert_eq!(
+        probe.gens[0].sdos,
+        vec![(2, 0x6085, 0, 50_000u32.to_le_bytes().to_vec())]
+    );
+    assert!(probe.gens[0].checked >= 50, "{}", probe.gens[0].checked);
+}
+
 /// The expected working counter follows the configured mapping: an AI4 assigned no PDO has no
 /// inputs and no share of the LRW's working counter (ETG.1000.4 §5.4.3.3: +1 per subdevice read).
 #[test]

@@ -288,6 +288,7 @@ pub fn generated_device(a: &AxisConfig) -> DeviceConfig {
             ty: devices::SdoType::I8,
             value: toml::Value::Integer(a.mode.mode().code().into()),
             transition: devices::Transition::PS,
+            timeout_ms: None,
         }],
     }
 }
