@@ -1,12 +1,14 @@
 //! Bring-up to OP of 32 and 64 CoE drives with the simulator's ESC timing model
-//! (`cargo bench -p rtcat-master --features sim --bench bringup_fast`), in five modes
-//! interleaved in one run: everything one device after another (`[bus] sii_in_flight = 1`,
-//! `config_in_flight = 1`), cold (no `[bus] sii_cache` file) and warm (the file the cold run
-//! just wrote: a restart); the SII 8 at a time (`RTCAT_BENCH_IN_FLIGHT`) with the SDO
-//! configuration still one after another, warm; and both 8 at a time, cold and warm. Prints P50
-//! / max of the bring-up over `RTCAT_BENCH_REPS` repetitions (default 3), then the P50 of each
-//! phase the master logs (ethercrab's scan, the SII, the configuration and mapping read-back,
-//! ethercrab's process data sizing, SAFE-OP and OP); asserts nothing about times.
+//! (`cargo bench -p rtcat-master --features sim --bench bringup_fast`), in seven modes
+//! interleaved in one run: with ethercrab's bring-up, everything one device after another
+//! (`[bus] sii_in_flight = 1`, `config_in_flight = 1`), cold (no `[bus] sii_cache` file) and
+//! warm (the file the cold run just wrote: a restart); the SII 8 at a time
+//! (`RTCAT_BENCH_IN_FLIGHT`) with the SDO configuration still one after another, warm; both 8 at
+//! a time, cold and warm; and rtcat's own bring-up (`[bus] bring_up = "rtcat"`), 8 at a time,
+//! cold and warm. Prints P50 / max of the bring-up over `RTCAT_BENCH_REPS` repetitions (default
+//! 3), then the P50 of each phase the master logs (the scan to PRE-OP, the SII, the
+//! configuration and mapping read-back, the process data sizing — ethercrab's over CoE, or
+//! rtcat's registers —, SAFE-OP and OP); asserts nothing about times.
 //! `RTCAT_BENCH_DRIVES=8,32` other segment sizes; `RTCAT_BENCH_KINDS=8` drives of 8 revisions
 //! (8 SIIs to read cold); `RTCAT_BENCH_LOG=1` the master's log.
 //!
@@ -22,6 +24,7 @@
 //! read, the configuration, the layout read and the AL transitions included.
 
 use ecsim::{EscTiming, Faults, SegmentSpec};
+use rtcat_master::config::BringUp;
 use rtcat_master::{Application, Config, Cycle, RunSpec, Stop, Target};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -134,9 +137,11 @@ fn one(
     n: usize,
     kinds: usize,
     (sii_in_flight, config_in_flight): (u16, u16),
+    bring_up: BringUp,
     cache: &std::path::Path,
 ) -> Result<(f64, Phases), String> {
     let mut cfg = Config::parse(CONFIG, "bench").map_err(|e| e.to_string())?;
+    cfg.bus.bring_up = bring_up;
     cfg.bus.sii_in_flight = sii_in_flight;
     cfg.bus.config_in_flight = config_in_flight;
     cfg.bus.sii_cache = Some(cache.to_path_buf());
@@ -181,14 +186,15 @@ fn millis(m: &str) -> Vec<f64> {
         .collect()
 }
 
-/// Keeps the phase times the master logs (`bring-up: scan …`, `SII cache: … SII N ms,
+/// Keeps the phase times the master logs (`bring-up: scan …` — rtcat's with its mailboxes and
+/// PRE-OP apart, counted together as ethercrab's scan to PRE-OP is —, `SII cache: … SII N ms,
 /// configuration and mapping N ms`, `bring-up: process data sizing … N ms, SAFE-OP and OP N
 /// ms`).
 fn keep_phases(m: &str) {
     let mut p = LOGGED.lock().unwrap_or_else(|p| p.into_inner());
     let v = millis(m);
     if m.starts_with("bring-up: scan") && !v.is_empty() {
-        p[0] = v[0];
+        p[0] = v.iter().sum();
     } else if m.starts_with("SII cache:") && v.len() >= 2 {
         (p[1], p[2]) = (v[0], v[1]);
     } else if m.starts_with("bring-up: process data sizing") && v.len() >= 2 {
@@ -263,19 +269,22 @@ fn main() {
          transitions 10/20/10 ms, mailbox 1 ms), {kinds} revision(s), {ovl} in flight when \
          overlapped, {reps} repetitions, P50 / max in ms; then the P50 of each logged phase"
     );
-    // (name, (SII in flight, configuration in flight), warm): columns in that order.
+    // (name, (SII in flight, configuration in flight), warm, bring-up): columns in that order.
+    let e = BringUp::Ethercrab;
     let modes = [
-        ("all sequential, cold", (1u16, 1u16), false),
-        ("all sequential, warm", (1, 1), true),
-        ("SII ovl, config seq, warm", (ovl, 1), true),
-        ("all overlapped, cold", (ovl, ovl), false),
-        ("all overlapped, warm", (ovl, ovl), true),
+        ("all sequential, cold", (1u16, 1u16), false, e),
+        ("all sequential, warm", (1, 1), true, e),
+        ("SII ovl, config seq, warm", (ovl, 1), true, e),
+        ("all overlapped, cold", (ovl, ovl), false, e),
+        ("all overlapped, warm", (ovl, ovl), true, e),
+        ("rtcat's bring-up, cold", (ovl, ovl), false, BringUp::Rtcat),
+        ("rtcat's bring-up, warm", (ovl, ovl), true, BringUp::Rtcat),
     ];
     for n in sizes {
         let mut t: Vec<Vec<(f64, Phases)>> = vec![Vec::new(); modes.len()];
         let mut failed = Vec::new();
         for rep in 0..reps {
-            for (k, &(name, in_flight, warm)) in modes.iter().enumerate() {
+            for (k, &(name, in_flight, warm, bring_up)) in modes.iter().enumerate() {
                 // Warm runs use the file the cold run of the same SII mode (just before) wrote;
                 // the one warm run without a cold run before it uses the sequential one's.
                 let file = if in_flight == (ovl, 1) {
@@ -283,11 +292,13 @@ fn main() {
                 } else {
                     in_flight
                 };
-                let cache = dir.path().join(format!("{n}-{}-{rep}.cache", file.0));
+                let cache = dir
+                    .path()
+                    .join(format!("{n}-{}-{bring_up:?}-{rep}.cache", file.0));
                 if !warm {
                     let _ = std::fs::remove_file(&cache);
                 }
-                match one(n, kinds, in_flight, &cache) {
+                match one(n, kinds, in_flight, bring_up, &cache) {
                     Ok(r) => t[k].push(r),
                     Err(e) => failed.push(format!("{name}: {e}")),
                 }
@@ -328,6 +339,12 @@ fn main() {
             p50(t[2].iter().map(|r| r.1[2]).collect()) / p50(t[4].iter().map(|r| r.1[2]).collect()),
             med(2) / med(4),
             med(3) / med(4)
+        );
+        println!(
+            "{:>28} ethercrab's/rtcat's bring-up: cold {:.2}, warm {:.2}",
+            "",
+            med(3) / med(5),
+            med(4) / med(6)
         );
     }
 }

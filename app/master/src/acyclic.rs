@@ -20,7 +20,6 @@
 //! reply, never a panic of the cyclic thread.
 
 use crate::coe::frame::{self, Response};
-use crate::group::Group;
 use crate::mailbox::{Counter, Emergency, Geometry, RegisterError, Timeouts};
 use ethercrab::{Command, MainDevice};
 use std::cell::Cell;
@@ -777,10 +776,10 @@ impl Future for Next<'_> {
 
 /// Serve requests forever (the cyclic thread drops the future at the end of the phase; a
 /// transfer cut short there is answered [`SdoFailure::NotCycling`] by the client's timeout).
-pub(crate) async fn serve<DC>(
+pub(crate) async fn serve(
     svc: &mut SdoService,
     md: &MainDevice<'static>,
-    group: &Group<DC>,
+    addresses: &[u16],
     board: Option<&crate::subdevice_recovery::Board>,
     busy: &Busy,
 ) {
@@ -791,7 +790,7 @@ pub(crate) async fn serve<DC>(
         busy.0.set(true);
         let result = match request.op {
             SdoOp::Park | SdoOp::HandBack => parking(svc, board, &request),
-            _ => transfer(svc, md, group, board, &request).await,
+            _ => transfer(svc, md, addresses, board, &request).await,
         };
         busy.0.set(false);
         svc.served += 1;
@@ -841,20 +840,20 @@ fn moves_mailbox(reg: u16, len: usize) -> bool {
     overlaps(0x0800, 0x0810) || overlaps(0x0120, 0x0122)
 }
 
-async fn transfer<DC>(
+async fn transfer(
     svc: &mut SdoService,
     md: &MainDevice<'static>,
-    group: &Group<DC>,
+    addresses: &[u16],
     board: Option<&crate::subdevice_recovery::Board>,
     r: &SdoRequest,
 ) -> Result<SdoData, SdoFailure> {
     let i = usize::from(r.position);
-    let address = match group.subdevice(md, i) {
-        Ok(sd) => sd.configured_address(),
+    let address = match addresses.get(i) {
+        Some(&a) => a,
         // A member of an optional group absent at bring-up (after ethercrab's group on the
         // board): its station address is the one its join gives it. Absent, it does not answer.
-        Err(_) if board.is_some_and(|b| i < b.positions()) => crate::region::station_address(i),
-        Err(_) => return Err(SdoFailure::NoSubdevice(r.position)),
+        None if board.is_some_and(|b| i < b.positions()) => crate::region::station_address(i),
+        None => return Err(SdoFailure::NoSubdevice(r.position)),
     };
     if let SdoOp::ReadRegister { address: reg, len } = r.op {
         let n = usize::from(len).min(MAX_SDO_BYTES);

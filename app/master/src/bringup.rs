@@ -31,10 +31,12 @@ pub(crate) fn init_timeouts(cfg: &Config) -> Timeouts {
 
 /// The segment in OP: with or without distributed clocks.
 pub(crate) enum AnyGroup {
-    /// No DC: plain `tx_rx`, deadlines on CLOCK_MONOTONIC.
+    /// Brought up by ethercrab, no DC: deadlines on CLOCK_MONOTONIC.
     Plain(OpGroup),
-    /// SYNC0 configured: `tx_rx_dc` and the phase lock.
+    /// Brought up by ethercrab, SYNC0 configured: the phase lock.
     Dc(DcGroup),
+    /// Brought up by rtcat (`[bus] bring_up = "rtcat"`, [`crate::own_bringup`]), no DC.
+    Own(crate::own_group::OwnGroup),
 }
 
 /// A segment in OP.
@@ -63,6 +65,9 @@ pub(crate) struct Up {
     /// The layout's positions in the order a frame meets them with every device present
     /// ([`crate::branch::order`]).
     pub(crate) order: Vec<usize>,
+    /// What the cycle's frames carry ([`crate::own_cycle`]): the group's image and stations,
+    /// with `[dc]` the reference clock.
+    pub(crate) frames: crate::own_cycle::Plan,
 }
 
 /// Register access of `configure`, through the MainDevice (configured station addresses).
@@ -142,9 +147,10 @@ pub(crate) fn scan_to_pre_op(md: &MainDevice<'static>) -> Result<PreOpGroup> {
     crate::branch::scan(md, &[]).map(|(group, _)| group)
 }
 
-/// The segment found against `[segment]`: how many subdevices, and the identities it names.
-fn check_segment(md: &MainDevice<'static>, group: &PreOpGroup, cfg: &Config) -> Result<()> {
-    let n = group.len();
+/// The segment found (the identities by position) against `[segment]`: how many subdevices,
+/// and the identities it names.
+pub(crate) fn check_segment(cfg: &Config, identities: &[(u32, u32, u32)]) -> Result<()> {
+    let n = identities.len();
     if n == 0 {
         return Err(Error::NoSubdevices);
     }
@@ -156,16 +162,15 @@ fn check_segment(md: &MainDevice<'static>, group: &PreOpGroup, cfg: &Config) -> 
         )));
     }
     for d in &cfg.segment.device {
-        let sd = group.subdevice(md, usize::from(d.position)).map_err(|_| {
+        let &(vendor, product, _) = identities.get(usize::from(d.position)).ok_or_else(|| {
             Error::SegmentMismatch(format!(
                 "segment.device position {}: the segment has {n} subdevices",
                 d.position
             ))
         })?;
-        let id = sd.identity();
         for (what, got, want) in [
-            ("vendor_id", id.vendor_id, d.vendor_id),
-            ("product_id", id.product_id, d.product_id),
+            ("vendor_id", vendor, d.vendor_id),
+            ("product_id", product, d.product_id),
         ] {
             if let Some(w) = want
                 && w != got
@@ -221,32 +226,96 @@ pub(crate) fn configure_pre_op(
     cfg: &Config,
     generation: u32,
     sii: &crate::sii_cache::SiiCache,
-    (absent, first_absent): (
-        &[crate::hotconnect::AbsentMember],
-        &[crate::hotconnect::AbsentMember],
-    ),
+    absent: Absents<'_>,
 ) -> Result<(Layout, Vec<Option<usize>>, Vec<u8>)> {
-    let n = group.len();
-    check_segment(md, group, cfg)?;
-    // [[device]]: which entry applies to which subdevice, then its PDO configuration and PS
-    // startup SDOs, written now in PRE-OP so that everything read below follows them.
-    let found: Vec<devices::Found> = group
+    let stations: Vec<crate::mapping::Station> = group
         .iter(md)
         .enumerate()
-        .map(|(p, sd)| {
-            let id = sd.identity();
-            devices::Found {
-                position: u16::try_from(p).unwrap_or(u16::MAX),
-                alias: sd.alias_address(),
-                identity: (id.vendor_id, id.product_id, id.revision),
-            }
-        })
+        .map(|(p, sd)| crate::mapping::Station::of(&sd, u16::try_from(p).unwrap_or(u16::MAX)))
         .collect();
+    let identities: Vec<(u32, u32, u32)> = stations.iter().map(identity_of).collect();
+    check_segment(cfg, &identities)?;
+    let found: Vec<devices::Found> = stations.iter().map(found_of).collect();
+    let refs: Vec<_> = group.iter(md).collect();
+    let before = sii.counts();
+    let t_sii = std::time::Instant::now();
+    let siis = read_siis(md, &refs, &found, sii, usize::from(cfg.bus.sii_in_flight))?;
+    let sii_ms = t_sii.elapsed().as_millis();
+    let siis = siis
+        .into_iter()
+        .enumerate()
+        .map(|(p, s)| {
+            s.ok_or_else(|| Error::SegmentMismatch(format!("position {p}: no SII read (internal)")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let t_config = std::time::Instant::now();
+    let r = configure_stations(md, &stations, &siis, cfg, generation, absent)?;
+    log_sii_and_config(sii, before, sii_ms, t_config.elapsed().as_millis());
+    Ok(r)
+}
+
+/// The bring-up's log line of its SII reads (what `sii` counted since `before`) and its
+/// configuration: `tests/sii_cache.rs` and `benches/bringup_fast.rs` read it.
+pub(crate) fn log_sii_and_config(
+    sii: &crate::sii_cache::SiiCache,
+    before: crate::sii_cache::Counts,
+    sii_ms: u128,
+    config_ms: u128,
+) {
+    let now = sii.counts();
+    log::info!(
+        "SII cache: {} checked and used, {} read, {} read again (changed); SII {sii_ms} ms, \
+         configuration and mapping {config_ms} ms",
+        now.hits - before.hits,
+        now.misses - before.misses,
+        now.invalidated - before.invalidated,
+    );
+}
+
+/// The members of optional groups absent at this bring-up and at the run's first.
+pub(crate) type Absents<'a> = (
+    &'a [crate::hotconnect::AbsentMember],
+    &'a [crate::hotconnect::AbsentMember],
+);
+
+/// The identity (vendor, product, revision) of `s`.
+pub(crate) fn identity_of(s: &crate::mapping::Station) -> (u32, u32, u32) {
+    (
+        s.identity.vendor_id,
+        s.identity.product_code,
+        s.identity.revision,
+    )
+}
+
+/// `s` as the `[[device]]` matchers see it.
+fn found_of(s: &crate::mapping::Station) -> devices::Found {
+    devices::Found {
+        position: s.position,
+        alias: s.alias,
+        identity: identity_of(s),
+    }
+}
+
+/// [`configure_pre_op`] of the subdevices `stations` with their SII `siis`, whoever scanned
+/// them (ethercrab's group, or [`crate::scan`]): in PRE-OP, each `[[device]]` entry's PDO
+/// configuration and PS startup SDOs written, `[bus] config_in_flight` subdevices at a time,
+/// and the layout read.
+pub(crate) fn configure_stations(
+    md: &MainDevice<'static>,
+    stations: &[crate::mapping::Station],
+    siis: &[crate::sii::Sii],
+    cfg: &Config,
+    generation: u32,
+    (absent, first_absent): Absents<'_>,
+) -> Result<(Layout, Vec<Option<usize>>, Vec<u8>)> {
+    let n = stations.len();
+    // [[device]]: which entry applies to which subdevice, then its PDO configuration and PS
+    // startup SDOs, written now in PRE-OP so that everything read below follows them.
     // The members of optional groups absent at bring-up, as they are expected: a `[[device]]`
     // entry that selects one of them selects a subdevice (its mapping is their layout's).
-    let expected: Vec<devices::Found> = found
+    let expected: Vec<devices::Found> = stations
         .iter()
-        .copied()
+        .map(found_of)
         .chain(absent.iter().map(|a| a.expected))
         .collect();
     let chosen = devices::resolve(&cfg.device, &expected)?;
@@ -256,40 +325,30 @@ pub(crate) fn configure_pre_op(
             (d, devices::who(pos as u16, name, i, d))
         })
     };
-    let refs: Vec<_> = group.iter(md).collect();
-    let before = sii.counts();
-    let t_sii = std::time::Instant::now();
-    let siis = read_siis(md, &refs, &found, sii, usize::from(cfg.bus.sii_in_flight))?;
-    let sii_ms = t_sii.elapsed().as_millis();
-    let t_config = std::time::Instant::now();
     // Then every subdevice, `[bus] config_in_flight` at a time: its `[[device]]` PDO
     // configuration and PS startup SDOs, written now in PRE-OP so that what is read next
-    // follows them, then the mapping in effect, read from the sources ethercrab sizes the SMs
-    // from and compared with what was configured (a subdevice may ignore a write without
-    // aborting it). Without CoE (the SII says) nothing is written and the configuration is
-    // compared with the SII. Every transfer goes through rtcat's CoE client, whose frames pass
+    // follows them, then the mapping in effect, read from the sources the SMs are sized from
+    // and compared with what was configured (a subdevice may ignore a write without aborting
+    // it). Without CoE (the SII says) nothing is written and the configuration is compared
+    // with the SII. Every transfer goes through rtcat's CoE client, whose frames pass
     // `pdu_gate` one at a time while the devices' mailbox answers overlap; one transport per
     // subdevice, so its counter runs on through all of them (and on into the later ones).
     let one = |pos: usize| -> Result<(crate::layout::SubdeviceSource, u8)> {
-        let sd = &refs[pos];
-        let position = pos as u16;
-        let Some(sii_here) = &siis[pos] else {
+        let st = &stations[pos];
+        let Some(sii_here) = siis.get(pos) else {
             return Err(Error::SegmentMismatch(format!(
-                "position {position}: no SII read (internal)"
+                "position {}: no SII read (internal)",
+                st.position
             )));
         };
-        let mut sdo = crate::coe::OnDemand::new(
-            md,
-            position,
-            sd.configured_address(),
-            crate::coe::Timeouts::default(),
-        );
-        let this = configured(pos, sd.name());
+        let mut sdo =
+            crate::coe::OnDemand::new(md, st.position, st.address, crate::coe::Timeouts::default());
+        let this = configured(pos, &st.name);
         if let Some((d, who)) = &this {
             let coe = crate::mapping::has_coe(sii_here);
             devices::apply_pre_op(&mut sdo, who, d, coe)?;
         }
-        let mut src = crate::mapping::read_subdevice_with(sd, position, sii_here, &mut sdo)?;
+        let mut src = crate::mapping::read_subdevice_with(st, sii_here, &mut sdo)?;
         if let Some((d, who)) = &this {
             devices::check_and_name(&mut sdo, who, d, &mut src)?;
         }
@@ -300,15 +359,6 @@ pub(crate) fn configure_pre_op(
         overlapped(usize::from(cfg.bus.config_in_flight), &all, &one)?
             .into_iter()
             .unzip();
-    let now = sii.counts();
-    log::info!(
-        "SII cache: {} checked and used, {} read, {} read again (changed); SII {sii_ms} ms, \
-         configuration and mapping {} ms",
-        now.hits - before.hits,
-        now.misses - before.misses,
-        now.invalidated - before.invalidated,
-        t_config.elapsed().as_millis()
-    );
     let mut sources = sources;
     let places = |list: &[crate::hotconnect::AbsentMember]| -> Vec<crate::absent::Place> {
         list.iter()
@@ -463,7 +513,11 @@ fn membership(
 
 /// The working counter a cycle expects of the `n` subdevices ethercrab's image holds (the
 /// present ones) and the shares [`Layout::wkc_of`] gives; `[segment] expected_wkc` must agree.
-fn expected_wkc(cfg: &Config, layout: &Layout, n: usize) -> Result<(u16, Vec<(u32, u32)>)> {
+pub(crate) fn expected_wkc(
+    cfg: &Config,
+    layout: &Layout,
+    n: usize,
+) -> Result<(u16, Vec<(u32, u32)>)> {
     let (derived, wkc_shares) = layout.wkc_of(n, LRW_CHUNK);
     let expected = match cfg.segment.expected_wkc {
         Some(w) if w != derived => {
@@ -538,20 +592,7 @@ pub(crate) fn bring_up(
             (d, devices::who(pos as u16, name, i, d))
         })
     };
-    let mut regs = Registers {
-        md,
-        addresses: layout.subdevices.iter().map(|s| s.address).collect(),
-        counters,
-    };
-    app.configure(&mut Setup {
-        layout: &layout,
-        registers: &mut regs,
-    })
-    .map_err(|e| match e.downcast::<LayoutError>() {
-        Ok(l) => Error::Entry(*l),
-        Err(e) => Error::Application(e.to_string()),
-    })?;
-    let mut counters = regs.counters;
+    let mut counters = configure_app(md, app, &layout, counters)?;
 
     let pdi_too_long = |stage: &'static str| {
         move |e| match e {
@@ -578,8 +619,15 @@ pub(crate) fn bring_up(
         let group = dc_into_op(md, cfg, group)?;
         check_image(md, &group, &layout, &configured)?;
         let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, true, (&hot, sii))?;
+        // ethercrab's reference clock: the first DC subdevice (`configure_dc_pre_op`).
+        let frames = frames_plan(md, &group, &layout, dc_positions.first().copied());
         // The reference (the first) is what the others are compared with.
-        (AnyGroup::Dc(group), dc_positions[1..].to_vec(), snapshots)
+        (
+            AnyGroup::Dc(group),
+            dc_positions[1..].to_vec(),
+            snapshots,
+            frames,
+        )
     } else {
         // Timed apart for the bring-up's log: ethercrab sizes the process data (over CoE, one
         // subdevice after another) in `into_pre_op_pdi`, then the AL transitions.
@@ -599,9 +647,10 @@ pub(crate) fn bring_up(
         );
         check_image(md, &group, &layout, &configured)?;
         let snapshots = snapshots_for(md, cfg, &group, &layout, &chosen, false, (&hot, sii))?;
-        (AnyGroup::Plain(group), Vec::new(), snapshots)
+        let frames = frames_plan(md, &group, &layout, None);
+        (AnyGroup::Plain(group), Vec::new(), snapshots, frames)
     };
-    let (group, dc_positions, snapshots) = group;
+    let (group, dc_positions, snapshots, frames) = group;
     let (expected_wkc, wkc_shares) = expected_wkc(cfg, &layout, n)?;
     Ok(Up {
         group,
@@ -615,7 +664,54 @@ pub(crate) fn bring_up(
         hot,
         late,
         order,
+        frames,
     })
+}
+
+/// The application's `configure` on the segment in PRE-OP with `layout`: its register and SDO
+/// access by the layout's station addresses, each subdevice's mailbox counter continuing after
+/// `counters` (returned as the application left them).
+pub(crate) fn configure_app(
+    md: &MainDevice<'static>,
+    app: &mut dyn Application,
+    layout: &Layout,
+    counters: Vec<u8>,
+) -> Result<Vec<u8>> {
+    let mut regs = Registers {
+        md,
+        addresses: layout.subdevices.iter().map(|s| s.address).collect(),
+        counters,
+    };
+    app.configure(&mut Setup {
+        layout,
+        registers: &mut regs,
+    })
+    .map_err(|e| match e.downcast::<LayoutError>() {
+        Ok(l) => Error::Entry(*l),
+        Err(e) => Error::Application(e.to_string()),
+    })?;
+    Ok(regs.counters)
+}
+
+/// What the cycle's frames carry for `group` in OP ([`crate::own_cycle`]): its image from the
+/// logical address ethercrab lays it out at, the inputs and outputs of its subdevices (the
+/// layout's, which [`check_image`] found equal to ethercrab's), their station addresses, and
+/// the station address of the reference clock at position `dc_reference`.
+fn frames_plan<DC>(
+    md: &MainDevice<'static>,
+    group: &Group<DC>,
+    layout: &Layout,
+    dc_reference: Option<u16>,
+) -> crate::own_cycle::Plan {
+    let addresses: Vec<u16> = group.iter(md).map(|sd| sd.configured_address()).collect();
+    let ours = &layout.subdevices[..addresses.len().min(layout.subdevices.len())];
+    crate::own_cycle::Plan {
+        start: crate::subdevice_recovery::ETHERCRAB_PDI_START,
+        inputs: ours.iter().map(|s| s.input_bytes as usize).sum(),
+        outputs: ours.iter().map(|s| s.output_bytes as usize).sum(),
+        dc_reference: dc_reference.and_then(|p| addresses.get(usize::from(p)).copied()),
+        addresses,
+    }
 }
 
 /// The registers each subdevice runs with, for `[health] recovery = "subdevice"`.
@@ -635,12 +731,13 @@ fn snapshots_for<DC>(
 }
 
 /// Which `[[device]]` entry configures the subdevice at a position (and how it is named).
-type Configured<'c> = dyn Fn(usize, &str) -> Option<(&'c devices::DeviceConfig, String)> + 'c;
+pub(crate) type Configured<'c> =
+    dyn Fn(usize, &str) -> Option<(&'c devices::DeviceConfig, String)> + 'c;
 
 /// `f` with rtcat's CoE client of the subdevice at `position` (station `address`): its mailbox
 /// counter continues after `counters[position]` (0: none sent yet) and is stored back there
 /// whatever `f` returns, so the next transport to it counts on.
-fn with_counted_sdo<T>(
+pub(crate) fn with_counted_sdo<T>(
     md: &MainDevice<'static>,
     counters: &mut [u8],
     position: u16,
@@ -851,11 +948,23 @@ pub(crate) fn setup_txrx(cfg: &Config, no_rt: bool) -> ThreadRt {
 /// the number of attempts it took, or the last error.
 pub(crate) type Retried = (MainDevice<'static>, Result<(Up, u32)>);
 
-/// Bring the segment up, retrying after `[health] recovery_backoff_ms` until it works, a stop is
-/// requested, `deadline_ns` passes, or `[health] max_failed_recoveries` attempts failed in a row
-/// (0 = never give up). Each failure goes to `on_failure(attempt, error)`.
+/// A bring-up: ethercrab's ([`bring_up`]) or rtcat's own (`own_bringup::bring_up`), as
+/// `[bus] bring_up` says (the run chooses, `master`).
+pub(crate) type BringUpFn = fn(
+    &MainDevice<'static>,
+    &Config,
+    &mut dyn Application,
+    u32,
+    Option<crate::hotconnect::Expected<'_>>,
+    &crate::sii_cache::SiiCache,
+) -> Result<Up>;
+
+/// Bring the segment up with `bring_up`, retrying after `[health] recovery_backoff_ms` until it
+/// works, a stop is requested, `deadline_ns` passes, or `[health] max_failed_recoveries`
+/// attempts failed in a row (0 = never give up). Each failure goes to `on_failure(attempt,
+/// error)`.
 pub(crate) fn bring_up_retrying(
-    mut md: MainDevice<'static>,
+    (mut md, bring_up): (MainDevice<'static>, BringUpFn),
     cfg: &Config,
     app: &mut dyn Application,
     stop: &Stop,
@@ -983,11 +1092,13 @@ impl Up {
 }
 
 impl AnyGroup {
-    /// Shut this group down (outputs to zero, SAFE-OP, INIT).
-    pub(crate) fn shut_down(self, md: &MainDevice<'static>) -> Result<()> {
+    /// Shut this group down (outputs to zero, SAFE-OP, INIT); `state_timeout` bounds each
+    /// state change of rtcat's own.
+    pub(crate) fn shut_down(self, md: &MainDevice<'static>, state_timeout: Duration) -> Result<()> {
         match self {
             AnyGroup::Plain(g) => shut_down(md, g),
             AnyGroup::Dc(g) => shut_down(md, g),
+            AnyGroup::Own(g) => g.shut_down(md, state_timeout),
         }
     }
 }

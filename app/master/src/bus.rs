@@ -44,6 +44,9 @@ pub const REPLY_MAC: [u8; 6] = {
     m[0] |= 0x02;
     m
 };
+/// The source MAC address of rtcat's own frames, the cycle's among them (docs/NOTES.md §17.3,
+/// §17.4): [`MASTER_MAC`] with another last octet.
+pub use crate::own_frames::OWN_MAC;
 /// Ethernet minimum frame without FCS; shorter frames are padded to it on a real wire.
 pub const ETH_MIN_FRAME: usize = 60;
 /// Frame check sequence, which some NICs pass up with the frame (`ethtool -K IF rx-fcs on`).
@@ -457,14 +460,35 @@ impl Bus {
         w.exchanges += 1;
     }
 
-    /// Send every frame ethercrab queued. A send error leaves the frame to ethercrab's timeout.
+    /// Send every frame queued: rtcat's own first (the cycle's frames, [`crate::own_cycle`],
+    /// then the others'), then ethercrab's. A send error leaves the frame to its requester's
+    /// timeout.
     pub fn pump_tx(&mut self) -> usize {
+        let link = &mut self.link;
+        let counters = &self.counters;
+        let (sent, failed) = self.own.send_ready(&mut self.own_buf[..], |f, cycle| {
+            // The cycle's first frame is stamped before the send: the in-process segment
+            // processes the frame (and reads the DC time) inside it, an AF_PACKET frame is on
+            // the wire during it.
+            let first = cycle && counters.first_tx_ns.load(Ordering::Relaxed) == 0;
+            let t = if first { now_ns() } else { 0 };
+            link.send(f)?;
+            if first {
+                counters.first_tx_ns.store(t, Ordering::Relaxed);
+                counters
+                    .first_tx_len
+                    .store(f.len() as u64, Ordering::Relaxed);
+            }
+            Ok(())
+        });
+        if sent + failed > 0 {
+            self.counters.sent.fetch_add(sent as u64, Ordering::Relaxed);
+            self.counters
+                .send_errors
+                .fetch_add(failed as u64, Ordering::Relaxed);
+        }
         let mut n = 0;
         while let Some(frame) = self.tx.next_sendable_frame() {
-            // Stamped before the send: the in-process segment processes the frame (and reads
-            // the DC time) inside it, an AF_PACKET frame is on the wire during it.
-            let first = self.counters.first_tx_ns.load(Ordering::Relaxed) == 0;
-            let t = if first { now_ns() } else { 0 };
             let link = &mut self.link;
             let r = frame.send_blocking(|data| {
                 link.send(data)
@@ -472,13 +496,7 @@ impl Bus {
                     .map_err(|_| ethercrab::error::Error::SendFrame)
             });
             match r {
-                Ok(len) => {
-                    if first {
-                        self.counters.first_tx_ns.store(t, Ordering::Relaxed);
-                        self.counters
-                            .first_tx_len
-                            .store(len as u64, Ordering::Relaxed);
-                    }
+                Ok(_) => {
                     self.counters.sent.fetch_add(1, Ordering::Relaxed);
                     n += 1;
                 }
@@ -488,14 +506,6 @@ impl Bus {
                     break;
                 }
             }
-        }
-        let link = &mut self.link;
-        let (sent, failed) = self.own.send_ready(&mut self.own_buf[..], |f| link.send(f));
-        if sent + failed > 0 {
-            self.counters.sent.fetch_add(sent as u64, Ordering::Relaxed);
-            self.counters
-                .send_errors
-                .fetch_add(failed as u64, Ordering::Relaxed);
         }
         n + sent
     }
@@ -510,17 +520,19 @@ impl Bus {
                     self.counters.received.fetch_add(1, Ordering::Relaxed);
                     let frame = &self.buf[..len];
                     match classify(frame) {
-                        Ok(Reply::Ethercrab) => match self.rx.receive_frame(frame) {
-                            // Only frames ethercrab took end the round trip.
-                            Ok(_) => self.counters.last_rx_ns.store(now_ns(), Ordering::Relaxed),
-                            Err(_) => self.counters.reject(RxReject::NotAwaited),
-                        },
-                        // rtcat's own frames are not the cycle's: no round trip.
-                        Ok(Reply::Own) => {
-                            if !self.own.receive(frame) {
+                        Ok(Reply::Ethercrab) => {
+                            if self.rx.receive_frame(frame).is_err() {
                                 self.counters.reject(RxReject::NotAwaited);
                             }
                         }
+                        // Only the cycle's frames end its round trip.
+                        Ok(Reply::Own) => match self.own.receive(frame) {
+                            Some(true) => {
+                                self.counters.last_rx_ns.store(now_ns(), Ordering::Relaxed)
+                            }
+                            Some(false) => {}
+                            None => self.counters.reject(RxReject::NotAwaited),
+                        },
                         Err(why) => self.counters.reject(why),
                     }
                 }

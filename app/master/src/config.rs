@@ -108,6 +108,21 @@ pub struct BusConfig {
     /// time in PRE-OP (their mailbox answers overlap, one frame on the wire at a time). 1 = one
     /// after another.
     pub config_in_flight: u16,
+    /// Who brings the segment up: ethercrab's group initialisation, or rtcat's own (the same
+    /// segment in OP, faster; docs/NOTES.md §17.4).
+    pub bring_up: BringUp,
+}
+
+/// `[bus] bring_up`: who brings the segment up (docs/NOTES.md §17.4).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum BringUp {
+    /// ethercrab 0.7.1's group initialisation (scan, PRE-OP, process data sizing over CoE).
+    #[default]
+    Ethercrab,
+    /// rtcat's own: every step for all subdevices at once, the sync managers and FMMUs
+    /// computed from the SII and the layout. Not yet with `[dc]` or `[[group]] behind`.
+    Rtcat,
 }
 
 /// `[bus] link`: which socket carries the EtherCAT frames.
@@ -138,6 +153,7 @@ impl Default for BusConfig {
             sii_cache: None,
             sii_in_flight: 8,
             config_in_flight: 8,
+            bring_up: BringUp::Ethercrab,
         }
     }
 }
@@ -331,6 +347,27 @@ impl Config {
         crate::axis::validate(&self.axis, &self.device)?;
         check_axis_limits(&self.axis)?;
         crate::hotconnect_config::validate(&self.group, self.segment.subdevices)?;
+        if self.bus.bring_up == BringUp::Rtcat {
+            // What rtcat's own bring-up does not do yet (docs/NOTES.md §17.4).
+            if self.dc.enabled {
+                return Err(Invalid::new(
+                    "bus.bring_up",
+                    "\"rtcat\"",
+                    "does not set up distributed clocks yet: with dc.enabled = true use \
+                     bring_up = \"ethercrab\"",
+                ));
+            }
+            if let Some(i) = self.group.iter().position(|g| g.behind.is_some()) {
+                return Err(Invalid::new(
+                    "bus.bring_up",
+                    "\"rtcat\"",
+                    format!(
+                        "does not run groups on a junction's port yet (group[{i}].behind): use \
+                         bring_up = \"ethercrab\""
+                    ),
+                ));
+            }
+        }
         // An optional member is kept out by its own recovery; the segment policy has none.
         if self.health.recovery == RecoveryPolicy::Segment
             && let Some(i) = self.group.iter().position(|g| g.optional)

@@ -6,11 +6,12 @@
 //! Nothing here allocates, locks across I/O, or prints: events and samples go into lock-free
 //! rings drained by the status thread.
 //!
-//! One loop serves both kinds of groups ([`CycleGroup`]): without distributed clocks the cycle
-//! is ethercrab's `tx_rx`; with them it is `tx_rx_dc` (the reference clock's system time is
-//! read and distributed by an FRMW in the cycle's first frame), and the DC time of that frame
-//! feeds [`crate::phase_lock::PhaseLock`], whose correction moves the next absolute deadline: the grid is
-//! then the DC grid seen through CLOCK_MONOTONIC, not CLOCK_MONOTONIC's own.
+//! The cycle's frames are rtcat's own (`own_cycle`: what ethercrab's `tx_rx` and
+//! `tx_rx_dc` send, all of a cycle's frames at once). With distributed clocks the reference
+//! clock's system time is read and distributed by an FRMW in the cycle's first frame, and the
+//! DC time of that frame feeds [`crate::phase_lock::PhaseLock`], whose correction moves the
+//! next absolute deadline: the grid is then the DC grid seen through CLOCK_MONOTONIC, not
+//! CLOCK_MONOTONIC's own.
 
 use crate::acyclic::{self, SdoService};
 use crate::al_state;
@@ -20,67 +21,19 @@ use crate::clock::{now_ns, sleep_until, unix_ns};
 use crate::health::{RecoveryCause, SubdeviceStatus};
 use crate::image::ProcessImage;
 use crate::layout::Layout;
-use crate::limits::MAX_SUBDEVICES;
+use crate::own_cycle::{OwnCycle, Reply};
 use crate::period::Period;
 use crate::stats::{Event, EventKind, Live, Recorder, Sample};
 use crate::stop::Stop;
 use crate::subdevice_recovery::{Board, Report};
-use ethercrab::subdevice_group::{CycleInfo, TxRxResponse};
-use ethercrab::{MainDevice, SubDeviceState};
+use ethercrab::MainDevice;
 use std::future::Future;
 use std::ops::ControlFlow;
 use std::pin::{Pin, pin};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
-pub use crate::group::{DcGroup, Group, OpGroup};
 pub use crate::health::{Verdict, judge};
-
-/// "Exchange this cycle's process data" for both kinds of OP groups.
-pub trait CycleGroup {
-    /// What the response carries besides the WKC and the states.
-    type Extra;
-    /// Send the process image and the state checks; with DC also the FRMW of the system time.
-    fn exchange_once<'a>(
-        &'a self,
-        md: &'a MainDevice<'static>,
-    ) -> impl Future<
-        Output = Result<TxRxResponse<MAX_SUBDEVICES, Self::Extra>, ethercrab::error::Error>,
-    > + 'a;
-    /// The DC system time of the reference clock when the frame passed it (DC groups only).
-    fn dc_time(extra: &Self::Extra) -> Option<u64>;
-}
-
-impl CycleGroup for OpGroup {
-    type Extra = ();
-    fn exchange_once<'a>(
-        &'a self,
-        md: &'a MainDevice<'static>,
-    ) -> impl Future<Output = Result<TxRxResponse<MAX_SUBDEVICES>, ethercrab::error::Error>> + 'a
-    {
-        self.tx_rx(md)
-    }
-    fn dc_time(_: &()) -> Option<u64> {
-        None
-    }
-}
-
-impl CycleGroup for DcGroup {
-    type Extra = CycleInfo;
-    fn exchange_once<'a>(
-        &'a self,
-        md: &'a MainDevice<'static>,
-    ) -> impl Future<
-        Output = Result<TxRxResponse<MAX_SUBDEVICES, CycleInfo>, ethercrab::error::Error>,
-    > + 'a {
-        // ethercrab 0.7.1 `tx_rx_dc`: the FRMW of 0x0910 at the reference's configured address
-        // is the first PDU of the cycle's first frame; `dc_system_time` is what it read there.
-        self.tx_rx_dc(md)
-    }
-    fn dc_time(extra: &CycleInfo) -> Option<u64> {
-        Some(extra.dc_system_time)
-    }
-}
 
 /// Why the cyclic loop returned.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -192,20 +145,19 @@ const TXRX_GRACE_NS: u64 = 1_000_000;
 /// wakes nobody).
 const TXRX_POLL_NS: u64 = 20_000;
 
-/// What one exchange brought: ethercrab's response (Err: lost) and the region's.
-type Exchanged<E, L> = (Result<TxRxResponse<MAX_SUBDEVICES, E>, ()>, Option<L>);
+/// What one exchange brought: the cycle's frames' reply (Err: lost) and the region's.
+type Exchanged<L> = (Result<Reply, ()>, Option<L>);
 
-/// One exchange: Ok(response), or Err(()) when nothing came back within the response timeout
+/// One exchange: Ok(reply), or Err(()) when nothing came back within the response timeout
 /// (and, with a TX/RX thread, nothing in its next look at the link either); with it what
 /// `late` (rtcat's own region, [`crate::region`]) brought, None if it was not done in time.
-fn exchange<G: CycleGroup, L: Future>(
+fn exchange<L: Future>(
     x: &mut Exchanger,
-    md: &MainDevice<'static>,
-    group: &G,
+    frames: &mut OwnCycle,
     late: Option<L>,
     deadline_ns: u64,
-) -> Exchanged<G::Extra, L::Output> {
-    let mut fut = pin!(group.exchange_once(md));
+) -> Exchanged<L::Output> {
+    let mut fut = pin!(frames.exchange());
     let mut late = pin!(late);
     let mut got = None;
     let mut late_got = None;
@@ -244,7 +196,7 @@ fn exchange<G: CycleGroup, L: Future>(
                 // As `[cycle] wait` says: sleep, poll, or the hybrid of the two.
                 bus.wait_reply(deadline_ns);
             }
-            let r = got.map_or(Err(()), |r| r.map_err(drop));
+            let r = got.unwrap_or(Err(()));
             bus.exchange_end(r.is_ok());
             (r, late_got)
         }
@@ -276,20 +228,8 @@ fn exchange<G: CycleGroup, L: Future>(
                 };
                 std::thread::park_timeout(std::time::Duration::from_nanos((until - now).min(step)));
             }
-            (got.map_or(Err(()), |r| r.map_err(drop)), late_got)
+            (got.unwrap_or(Err(())), late_got)
         }
-    }
-}
-
-fn state_code(s: SubDeviceState) -> u8 {
-    match s {
-        SubDeviceState::None => 0,
-        SubDeviceState::Init => 1,
-        SubDeviceState::PreOp => 2,
-        SubDeviceState::Bootstrap => 3,
-        SubDeviceState::SafeOp => 4,
-        SubDeviceState::Op => 8,
-        SubDeviceState::Other(v) => v,
     }
 }
 
@@ -321,6 +261,8 @@ pub struct State {
     outstanding: u32,
     /// rtcat's own region: the members of optional groups absent at bring-up.
     region: crate::region::Region,
+    /// The cycle's frames: the process data and AL states of ethercrab's group.
+    frames: OwnCycle,
 }
 
 /// The cycle's side of one subdevice's recovery: when it was lost, what was reported.
@@ -350,7 +292,15 @@ impl State {
             watch: vec![Watch::default(); layout.subdevices.len()],
             outstanding: 0,
             region: crate::region::Region::default(),
+            frames: OwnCycle::default(),
         }
+    }
+
+    /// The cycle's frames ([`crate::own_cycle`]): the process data and AL states of the
+    /// subdevices the bring-up put in OP (its group), with DC the reference's system time.
+    pub(crate) fn with_frames(mut self, frames: OwnCycle) -> Self {
+        self.frames = frames;
+        self
     }
 
     /// Exchange the data of the members absent at bring-up (`members`, [`crate::region`]) in
@@ -548,27 +498,6 @@ fn lock_phase(
     (correction, phase_error)
 }
 
-/// The inputs that came back, from ethercrab's image into the application's.
-fn copy_inputs<DC>(md: &MainDevice<'static>, group: &Group<DC>, image: &mut ProcessImage) {
-    for (i, sd) in group.iter(md).enumerate() {
-        let io = sd.io_raw();
-        let dst = image.inputs_of_mut(i);
-        let n = dst.len().min(io.inputs().len());
-        dst[..n].copy_from_slice(&io.inputs()[..n]);
-    }
-}
-
-/// The application's outputs into ethercrab's image, sent with the next exchange.
-fn copy_outputs<DC>(md: &MainDevice<'static>, group: &Group<DC>, image: &ProcessImage) {
-    for (i, sd) in group.iter(md).enumerate() {
-        let mut io = sd.io_raw_mut();
-        let src = image.outputs_of(i);
-        let out = io.outputs();
-        let n = out.len().min(src.len());
-        out[..n].copy_from_slice(&src[..n]);
-    }
-}
-
 /// The per-subdevice recovery's step of the cycle: hand every subdevice newly seen out of OP to
 /// the worker, and pass on what the worker reported (back, failed, refused, gave up) to the
 /// application and the events. Looks at the board only while a recovery is outstanding.
@@ -753,15 +682,12 @@ fn mailbox_until(now: u64, budget_ns: u64, next: u64) -> Option<u64> {
 /// `Cycler::one_cycle`: wait for the deadline, exchange, phase lock (DC), AL states and the
 /// health judgement, input copy, application, output copy, measurements, mailbox budget, next
 /// deadline.
-pub fn run<DC>(
+pub fn run(
     x: &mut Exchanger,
     md: &MainDevice<'static>,
-    group: &Group<DC>,
+    addresses: &[u16],
     ph: Phase<'_, '_>,
-) -> Exit
-where
-    Group<DC>: CycleGroup,
-{
+) -> Exit {
     // SDO requests of other threads: one long-lived future, polled only in the budget after a
     // cycle's own work (see `acyclic`).
     let busy = acyclic::Busy::new();
@@ -774,13 +700,11 @@ where
         .sinks
         .sdo
         .take()
-        .map(|s| acyclic::serve(s, md, group, ph.board, &busy));
+        .map(|s| acyclic::serve(s, md, addresses, ph.board, &busy));
     let service = pin!(service);
     let period = ph.p.period.as_nanos();
     let mut c = Cycler {
         x,
-        md,
-        group,
         ph,
         period,
         // First deadline one period from now; all later ones on the same grid.
@@ -813,10 +737,8 @@ struct MailboxBudget<'b, F> {
 /// One cyclic phase in progress: what [`run`] was given and what it keeps from one cycle to the
 /// next (the deadline, the health across cycles, the mailbox service). Its methods are the
 /// cycle's steps.
-struct Cycler<'x, 'a, 's, 'b, DC, F> {
+struct Cycler<'x, 'a, 's, 'b, F> {
     x: &'x mut Exchanger,
-    md: &'x MainDevice<'static>,
-    group: &'x Group<DC>,
     ph: Phase<'a, 's>,
     period: u64,
     deadline: u64,
@@ -825,16 +747,15 @@ struct Cycler<'x, 'a, 's, 'b, DC, F> {
 }
 
 /// What the exchange step hands to the later steps of the same cycle.
-struct Answer<E> {
-    /// The response, or Err when the frames did not come back.
-    result: Result<TxRxResponse<MAX_SUBDEVICES, E>, ()>,
+struct Answer {
+    /// The reply, or Err when the frames did not come back.
+    result: Result<Reply, ()>,
     /// First frame out to last frame in.
     rtt: Option<u64>,
 }
 
-impl<DC, F> Cycler<'_, '_, '_, '_, DC, F>
+impl<F> Cycler<'_, '_, '_, '_, F>
 where
-    Group<DC>: CycleGroup,
     F: Future<Output = ()>,
 {
     /// One cycle, its steps in order; Break: the phase ends.
@@ -885,27 +806,14 @@ where
 
     /// The cycle's frames out and back, within the response timeout from the wake-up.
     #[inline]
-    fn exchange(&mut self, wake: u64) -> Answer<<Group<DC> as CycleGroup>::Extra> {
+    fn exchange(&mut self, wake: u64) -> Answer {
         self.x.counters().start_cycle();
         let deadline = wake + self.ph.p.response_timeout_ns;
-        let region = &mut self.ph.st.region;
+        let State { region, frames, .. } = &mut *self.ph.st;
         let result = if region.is_empty() {
-            exchange(
-                self.x,
-                self.md,
-                self.group,
-                None::<std::future::Ready<()>>,
-                deadline,
-            )
-            .0
+            exchange(self.x, frames, None::<std::future::Ready<()>>, deadline).0
         } else {
-            let (result, late) = exchange(
-                self.x,
-                self.md,
-                self.group,
-                Some(region.exchange()),
-                deadline,
-            );
+            let (result, late) = exchange(self.x, frames, Some(region.exchange()), deadline);
             region.take(late);
             result
         };
@@ -915,12 +823,8 @@ where
 
     /// The phase lock (DC groups with a reply): (correction of the next deadline, phase error).
     #[inline]
-    fn lock_phase(&mut self, answer: &Answer<<Group<DC> as CycleGroup>::Extra>) -> (i64, i64) {
-        let dc_time = answer
-            .result
-            .as_ref()
-            .ok()
-            .and_then(|r| <Group<DC> as CycleGroup>::dc_time(&r.extra));
+    fn lock_phase(&mut self, answer: &Answer) -> (i64, i64) {
+        let dc_time = answer.result.as_ref().ok().and_then(|r| r.dc_time);
         match (dc_time, self.ph.st.lock.as_mut()) {
             (Some(dc_time), Some(lock)) => {
                 // The send delay: deadline to the first frame handed to the link (stamped by
@@ -951,12 +855,7 @@ where
     /// The AL states, the pure [`judge`]ment, each subdevice's data validity, the per-subdevice
     /// recovery's step and the time in OP: (a bad cycle for the segment, the working counter).
     #[inline]
-    fn judge_health(
-        &mut self,
-        answer: &Answer<<Group<DC> as CycleGroup>::Extra>,
-        cycle: u64,
-        wake: u64,
-    ) -> (bool, u16) {
+    fn judge_health(&mut self, answer: &Answer, cycle: u64, wake: u64) -> (bool, u16) {
         let Phase {
             app,
             rec,
@@ -971,9 +870,9 @@ where
             events: &mut *sinks.events,
         };
         let (bad, wkc) = match &answer.result {
-            Ok(resp) => {
-                let wkc = resp.working_counter;
-                let group = resp.subdevice_states.iter().map(|s| state_code(*s));
+            Ok(reply) => {
+                let wkc = reply.wkc;
+                let group = st.frames.states().iter().copied();
                 record_states(group.enumerate(), &mut st.status, cx.events, cycle);
                 let region = st.region.answers().map(|(i, a)| (i, a.al_state));
                 record_states(region, &mut st.status, cx.events, cycle);
@@ -1009,15 +908,9 @@ where
     }
 
     /// Inputs that came back into the application's image, the application, its outputs into
-    /// ethercrab's image.
+    /// the cycle's frames.
     #[inline]
-    fn run_application(
-        &mut self,
-        answer: &Answer<<Group<DC> as CycleGroup>::Extra>,
-        cycle: u64,
-        wake: u64,
-        wkc: u16,
-    ) {
+    fn run_application(&mut self, answer: &Answer, cycle: u64, wake: u64, wkc: u16) {
         let lost = answer.result.is_err();
         let Phase {
             app,
@@ -1028,7 +921,7 @@ where
             ..
         } = &mut self.ph;
         if !lost {
-            copy_inputs(self.md, self.group, &mut st.image);
+            st.frames.copy_inputs(&mut st.image);
             st.region.copy_inputs(&mut st.image);
         }
         let status = CycleStatus {
@@ -1046,7 +939,7 @@ where
             events: &mut *sinks.events,
         };
         apply(&mut **app, &status, &mut st.image, &mut cx);
-        copy_outputs(self.md, self.group, &st.image);
+        st.frames.copy_outputs(&st.image);
         st.region.copy_outputs(&st.image);
     }
 
@@ -1185,8 +1078,6 @@ mod tests {
 
     #[test]
     fn al_states_by_name() {
-        assert_eq!(state_code(SubDeviceState::Op), al_state::OP);
-        assert_eq!(state_code(SubDeviceState::SafeOp), al_state::SAFE_OP);
         assert_eq!(al_state::state(0x14), al_state::SAFE_OP);
         assert_eq!(al_state::state(al_state::OP), al_state::OP);
     }

@@ -406,6 +406,23 @@ impl ProcessImage {
         })
     }
 
+    /// The whole input image, writable: for the master, which copies the received inputs in.
+    pub(crate) fn inputs_mut(&mut self) -> &mut [u8] {
+        &mut self.inputs
+    }
+
+    /// An image of `inputs` and `outputs` bytes and no subdevices (tests of the frames).
+    #[cfg(test)]
+    pub(crate) fn with_sizes(inputs: usize, outputs: usize) -> Self {
+        ProcessImage {
+            inputs: vec![0; inputs],
+            outputs: vec![0; outputs],
+            areas: Vec::new(),
+            generation: 0,
+            stale: 0,
+        }
+    }
+
     /// The inputs of the subdevice at `position`, writable: for the master, which copies the
     /// received inputs in.
     pub(crate) fn inputs_of_mut(&mut self, position: usize) -> &mut [u8] {

@@ -134,7 +134,10 @@ pub mod master;
 pub mod motion;
 #[doc(hidden)]
 pub mod netuse;
+mod own_bringup;
+mod own_cycle;
 mod own_frames;
+mod own_group;
 #[doc(hidden)]
 pub mod pd_registers;
 mod pdu_gate;
@@ -145,6 +148,7 @@ mod place;
 mod region;
 #[doc(hidden)]
 pub mod rt;
+mod scan;
 #[doc(hidden)]
 pub mod session;
 pub mod shm;

@@ -27,6 +27,51 @@ const WANTED_UNSEEN: [u16; 4] = [
     sii::category::RXPDO,
 ];
 
+/// What rtcat's own bring-up needs ([`Categories::Own`]).
+const WANTED_OWN: [u16; 6] = [
+    sii::category::STRINGS,
+    sii::category::GENERAL,
+    sii::category::FMMU,
+    sii::category::SYNC_MANAGER,
+    sii::category::TXPDO,
+    sii::category::RXPDO,
+];
+
+/// A subdevice as the layout names it: where it is and who it is, whichever scan found it
+/// (ethercrab's group or rtcat's own scan, docs/NOTES.md §17.4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Station {
+    /// Its position.
+    pub position: u16,
+    /// Its station address.
+    pub address: u16,
+    /// Its station alias (0x0012).
+    pub alias: u16,
+    /// Its name.
+    pub name: String,
+    /// Its identity, with the serial number.
+    pub identity: Identity,
+}
+
+impl Station {
+    /// The subdevice `sd` of ethercrab's group at `position`.
+    pub fn of(sd: &SubDevice, position: u16) -> Station {
+        let id = sd.identity();
+        Station {
+            position,
+            address: sd.configured_address(),
+            alias: sd.alias_address(),
+            name: sd.name().to_string(),
+            identity: Identity {
+                vendor_id: id.vendor_id,
+                product_code: id.product_id,
+                revision: id.revision,
+                serial: id.serial,
+            },
+        }
+    }
+}
+
 pub use crate::sii_cache::SiiCache;
 
 /// Read the fixed area and the categories in `wanted` (all categories when `None`) of a
@@ -148,35 +193,28 @@ pub fn read_subdevice(
         sd.configured_address(),
         crate::coe::Timeouts::default(),
     );
-    read_subdevice_with(sd, position, &sii, &mut sdo)
+    read_subdevice_with(&Station::of(sd, position), &sii, &mut sdo)
 }
 
 /// [`read_subdevice`] with the subdevice's SII already at hand, its CoE objects read through
 /// `sdo` (rtcat's client: its frames behind `pdu_gate`, so several subdevices may be
 /// read on threads side by side).
 pub fn read_subdevice_with(
-    sd: &SubDeviceRef<'_, &SubDevice>,
-    position: u16,
+    st: &Station,
     sii: &Sii,
     sdo: &mut crate::coe::OnDemand<'_>,
 ) -> Result<SubdeviceSource> {
-    let id = sd.identity();
     let coe = has_coe(sii);
     let pdos = pdos_with(
         sdo,
-        &format!("subdevice at position {position} ({})", sd.name()),
+        &format!("subdevice at position {} ({})", st.position, st.name),
         sii,
     )?;
     Ok(SubdeviceSource {
-        address: sd.configured_address(),
-        alias: sd.alias_address(),
-        name: sd.name().to_string(),
-        identity: Identity {
-            vendor_id: id.vendor_id,
-            product_code: id.product_id,
-            revision: id.revision,
-            serial: id.serial,
-        },
+        address: st.address,
+        alias: st.alias,
+        name: st.name.clone(),
+        identity: st.identity,
         coe,
         mapping: if coe {
             MappingSource::Coe
@@ -197,19 +235,45 @@ pub fn sii_of(md: &MainDevice<'_>, sd: &SubDevice, position: u16, cache: &SiiCac
     sii_with(md, station, position, (key, &WANTED), cache)
 }
 
-/// [`sii_of`] for a subdevice ethercrab's group does not have (a hot-connect member absent at
-/// bring-up): by its station address and name, with the identity read from its SII, and with
-/// its FMMU category. `cache` must serve only such reads (an image kept without the FMMU
-/// category would be taken for one with it).
+/// Which categories a subdevice's SII is read for by its station address ([`sii_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Categories {
+    /// A subdevice ethercrab's group does not have (a hot-connect member absent at bring-up):
+    /// with its FMMU category, without the strings (its names are its `[[device]]` entry's).
+    Unseen,
+    /// rtcat's own bring-up ([`crate::own_bringup`]): the layout's, the FMMU category for the
+    /// registers it writes, General for the device's name.
+    Own,
+}
+
+/// [`sii_of`] by station address and name, with the identity read from the SII: the
+/// categories `which` says. `cache` must serve only reads of one kind (an image kept without
+/// the FMMU category would be taken for one with it).
 pub(crate) fn sii_at(
     md: &MainDevice<'_>,
     (address, name): (u16, &str),
     position: u16,
-    identity: (u32, u32, u32),
+    (identity, which): ((u32, u32, u32), Categories),
     cache: &SiiCache,
 ) -> Result<Sii> {
-    let wanted: &[u16] = &WANTED_UNSEEN;
+    let wanted: &[u16] = match which {
+        Categories::Unseen => &WANTED_UNSEEN,
+        Categories::Own => &WANTED_OWN,
+    };
     sii_with(md, (address, name), position, (identity, wanted), cache)
+}
+
+/// Vendor, product, revision and serial number from the SII of the subdevice at station
+/// `address` (words 0x08..0x0F, ETG.2010 Table 2).
+pub(crate) fn sii_identity(
+    md: &MainDevice<'_>,
+    address: u16,
+    position: u16,
+) -> Result<(u32, u32, u32, u32)> {
+    let mut b = [0u8; 16];
+    eeprom_read(md, (address, "?"), position, 0x08, &mut b)?;
+    let w = |i: usize| u32::from_le_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+    Ok((w(0), w(4), w(8), w(12)))
 }
 
 /// The SII categories `wanted` of the subdevice at station `address`, through `cache`.

@@ -9,7 +9,7 @@
 use crate::application::{Application, Recovery, RecoveryCause, ShutdownReason};
 use crate::bus::{Bus, ThreadRt, TxRxThread};
 use crate::config::{Config, TxRxMode};
-use crate::cycle::{self, CycleGroup, Exchanger, Exit, Group, Params, Sinks};
+use crate::cycle::{self, Exchanger, Exit, Params, Sinks};
 use crate::error::{Error, Result};
 use crate::layout::Layout;
 use crate::rt;
@@ -109,17 +109,25 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
             // Service mode: a segment that is not there yet (powered later, cable plugged later)
             // is waited for, like a recovery.
             ch.live.recovering.store(1, Ordering::Relaxed);
-            let r = bring_up_retrying(md, &cfg, app, &stop, None, &mut run.attempts, |n, e| {
-                counters.publish(&ch.live);
-                push(ch, 0, EventKind::StartFailed { attempt: n });
-                log::warn!("bringing the segment up, attempt {n} failed: {e}");
-            });
+            let r = bring_up_retrying(
+                (md, bring_up_of(&cfg)),
+                &cfg,
+                app,
+                &stop,
+                None,
+                &mut run.attempts,
+                |n, e| {
+                    counters.publish(&ch.live);
+                    push(ch, 0, EventKind::StartFailed { attempt: n });
+                    log::warn!("bringing the segment up, attempt {n} failed: {e}");
+                },
+            );
             ch.live.recovering.store(0, Ordering::Relaxed);
             (r.0, r.1.map(|(up, _)| up))
         } else {
             run.attempts.generation = 1;
             run.attempts.load_sii(&cfg);
-            let r = bring_up(
+            let r = bring_up_of(&cfg)(
                 &md,
                 &cfg,
                 app,
@@ -273,16 +281,19 @@ impl Cycling<'_> {
         rec.unexpected.new_segment();
         let md = self.run.md.as_ref().expect("present while running");
         let bus = self.run.bus.take().expect("the bus is back between phases");
+        let frames = crate::own_cycle::OwnCycle::new(&seg.frames, bus.own_frames());
         let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares)
-            .with_region(&seg.late, bus.own_frames());
+            .with_region(&seg.late, bus.own_frames())
+            .with_frames(frames);
         if matches!(seg.group, AnyGroup::Dc(_)) {
             state = state.with_lock(phase_lock(cfg));
         }
         // The per-subdevice recovery's board, shared by the cyclic thread and the worker.
         let board = (!seg.snapshots.is_empty())
             .then(|| crate::subdevice_recovery::Board::new(&seg.snapshots, &seg.hot));
-        let result = seg.group.cyclic_phase(CyclicPhase {
+        let result = run_phase(CyclicPhase {
             md,
+            addresses: &seg.frames.addresses,
             bus,
             cfg,
             no_rt: self.no_rt,
@@ -468,7 +479,7 @@ fn shut_down_segment(
     let t = TxRxThread::spawn(bus, init_rt)?;
     // The members that joined after the bring-up first: ethercrab's shut-down walks its group.
     let late = crate::subdevice_recovery::shut_down_joined(md, late, state_timeout);
-    let down = group.shut_down(md);
+    let down = group.shut_down(md, state_timeout);
     for e in [&late, &down].into_iter().filter_map(|r| r.as_ref().err()) {
         log::warn!("shutdown: {e}");
     }
@@ -480,6 +491,14 @@ fn shut_down_segment(
         },
     );
     Ok(t.stop())
+}
+
+/// The bring-up `[bus] bring_up` names: ethercrab's group initialisation or rtcat's own.
+fn bring_up_of(cfg: &Config) -> crate::bringup::BringUpFn {
+    match cfg.bus.bring_up {
+        crate::config::BringUp::Ethercrab => bring_up,
+        crate::config::BringUp::Rtcat => crate::own_bringup::bring_up,
+    }
 }
 
 /// What a recovery runs with besides the run's state.
@@ -517,30 +536,38 @@ fn recover(
     let t = TxRxThread::spawn(bus, init_rt)?;
     let cycles = rec.cycles;
     let mut failures = 0u64;
-    let (m, result) = bring_up_retrying(md, cfg, app, stop, end_ns, &mut run.attempts, |n, e| {
-        counters.publish(&ch.live);
-        failures += 1;
-        if let Error::TopologyChanged {
-            position,
-            found,
-            expected,
-            alias,
-        } = *e
-        {
-            push(
-                ch,
-                cycles,
-                EventKind::TopologyChanged {
-                    position,
-                    found,
-                    expected,
-                    alias,
-                },
-            );
-        }
-        push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
-        log::warn!("recovery attempt {n} failed: {e}");
-    });
+    let (m, result) = bring_up_retrying(
+        (md, bring_up_of(cfg)),
+        cfg,
+        app,
+        stop,
+        end_ns,
+        &mut run.attempts,
+        |n, e| {
+            counters.publish(&ch.live);
+            failures += 1;
+            if let Error::TopologyChanged {
+                position,
+                found,
+                expected,
+                alias,
+            } = *e
+            {
+                push(
+                    ch,
+                    cycles,
+                    EventKind::TopologyChanged {
+                        position,
+                        found,
+                        expected,
+                        alias,
+                    },
+                );
+            }
+            push(ch, cycles, EventKind::RecoveryFailed { attempt: n });
+            log::warn!("recovery attempt {n} failed: {e}");
+        },
+    );
     run.md = Some(m);
     rec.failed_recoveries += failures;
     let bus = t.stop();
@@ -553,6 +580,8 @@ fn recover(
 /// the measurements) when it ends.
 struct CyclicPhase<'a> {
     md: &'a MainDevice<'static>,
+    /// The station addresses of the subdevices the bring-up put in OP, by position.
+    addresses: &'a [u16],
     bus: Bus,
     cfg: &'a Config,
     no_rt: bool,
@@ -571,22 +600,10 @@ struct CyclicPhase<'a> {
     )>,
 }
 
-impl AnyGroup {
-    /// The one place the two kinds of group are told apart: a cyclic phase on this group.
-    fn cyclic_phase(&self, phase: CyclicPhase<'_>) -> PhaseResult {
-        match self {
-            AnyGroup::Plain(g) => run_phase(g, phase),
-            AnyGroup::Dc(g) => run_phase(g, phase),
-        }
-    }
-}
-
-fn run_phase<DC: Sync>(group: &Group<DC>, phase: CyclicPhase<'_>) -> PhaseResult
-where
-    Group<DC>: CycleGroup,
-{
+fn run_phase(phase: CyclicPhase<'_>) -> PhaseResult {
     let CyclicPhase {
         md,
+        addresses,
         bus,
         cfg,
         no_rt,
@@ -665,7 +682,7 @@ where
                 let exit = cycle::run(
                     &mut x,
                     md,
-                    group,
+                    addresses,
                     cycle::Phase {
                         app,
                         rec: &mut rec,

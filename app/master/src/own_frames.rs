@@ -13,8 +13,9 @@
 //! A thread that wants an exchange ([`OwnFrames::exchange`]) fills a free slot and waits; the
 //! thread that pumps the bus (the cyclic thread on an inline bus, else the TX/RX thread) sends
 //! ready slots with ethercrab's frames and copies each reply into its slot. The cyclic thread
-//! has a slot of its own for the frame it sends every cycle ([`OwnFrames::submit_cycle`], the
-//! region of members absent at bring-up, [`crate::region`]), polled instead of waited for. The
+//! has slots of its own for the frames it sends every cycle ([`OwnFrames::submit_cycle`]: the
+//! process data and AL states, [`crate::own_cycle`], and the region of members absent at
+//! bring-up, [`crate::region`]), polled instead of waited for. The
 //! pump only ever tries a slot's lock (it never waits for one) and holds it for a copy, never
 //! across a send: the real-time path neither blocks nor allocates here
 //! (`tests/region_alloc.rs` counts the cyclic thread's allocations with the region's frame and
@@ -40,12 +41,15 @@ pub const OWN_REPLY_MAC: [u8; 6] = {
     m
 };
 
-/// Slots: exchanges in flight at once. The first is the cyclic thread's
-/// ([`OwnFrames::submit_cycle`]), the others serve [`OwnFrames::exchange`] (the recovery worker
-/// needs one).
-const SLOTS: usize = 4;
-/// The cyclic thread's slot.
-const CYCLE_SLOT: usize = 0;
+/// The cyclic thread's slots ([`OwnFrames::submit_cycle`]): the cycle's frames
+/// ([`crate::own_cycle`]: at most [`crate::own_cycle::MAX_FRAMES`]) and the region's one
+/// ([`REGION_SLOT`]). The frames of a cycle go out together, one after the other.
+pub(crate) const CYCLE_SLOTS: usize = 40;
+/// The cyclic thread's slot of the region's frame ([`crate::region`]): the last of its slots.
+pub(crate) const REGION_SLOT: usize = CYCLE_SLOTS - 1;
+/// Slots: exchanges in flight at once. The first [`CYCLE_SLOTS`] are the cyclic thread's, the
+/// others serve [`OwnFrames::exchange`] (the recovery worker needs one).
+const SLOTS: usize = CYCLE_SLOTS + 3;
 /// Most datagrams in one frame: far below what an ESC processes (any number that fits the
 /// frame) and the simulator's limit (128); a batch with more goes out in several frames.
 pub(crate) const MAX_DATAGRAMS: usize = 64;
@@ -66,6 +70,7 @@ mod cmd {
     pub(super) const FPRD: u8 = 4;
     pub(super) const BRD: u8 = 7;
     pub(super) const LRW: u8 = 12;
+    pub(super) const FRMW: u8 = 14;
 }
 
 /// Slot states. The requester moves FREE → FILLING → READY and takes ANSWERED back to FREE
@@ -164,7 +169,7 @@ impl Owner {
 impl Default for OwnFrames {
     fn default() -> Self {
         OwnFrames {
-            slots: Default::default(),
+            slots: std::array::from_fn(|_| Slot::default()),
             waker: atomic_waker::AtomicWaker::new(),
             next_tag: AtomicU8::new(0),
         }
@@ -213,12 +218,43 @@ impl Batch {
         self.push_at(cmd::LRW, logical, len)
     }
 
+    /// Read `len` bytes of `register` at the device with station address `station` and write
+    /// them into the same register of every device after it (ETG.1000.4 Table 12: the
+    /// distribution of the reference clock's system time).
+    pub(crate) fn frmw(&mut self, station: u16, register: u16, len: u16) -> usize {
+        self.push(cmd::FRMW, station, register, len)
+    }
+
+    /// The most data one datagram can carry in a frame of its own (a longer one is cut to it).
+    pub(crate) const MAX_DATA: usize = MAX_DATAGRAM_BYTES - DATAGRAM_HEADER_LEN - WKC_LEN;
+
+    /// Bytes one datagram of `len` data bytes takes in a frame.
+    pub(crate) const fn size(len: usize) -> usize {
+        DATAGRAM_HEADER_LEN + len + WKC_LEN
+    }
+
+    /// Room for datagrams in one frame (bytes).
+    pub(crate) const FRAME_ROOM: usize = MAX_DATAGRAM_BYTES;
+
+    /// Every frame of the batch (data and working counters zero, the index bytes too: the tag
+    /// is written when a frame is sent), in order.
+    pub(crate) fn encoded(&self) -> Vec<Vec<u8>> {
+        self.frames()
+            .into_iter()
+            .map(|range| {
+                let mut f = Vec::new();
+                self.encode(range, &mut f);
+                f
+            })
+            .collect()
+    }
+
     fn push(&mut self, command: u8, adp: u16, ado: u16, len: u16) -> usize {
         self.push_at(command, u32::from(adp) | u32::from(ado) << 16, len)
     }
 
     fn push_at(&mut self, command: u8, address: u32, len: u16) -> usize {
-        let len = len.min((MAX_DATAGRAM_BYTES - DATAGRAM_HEADER_LEN - WKC_LEN) as u16);
+        let len = len.min(Self::MAX_DATA as u16);
         self.datagrams.push((command, address, len));
         self.datagrams.len() - 1
     }
@@ -371,7 +407,7 @@ impl OwnFrames {
     fn one(&self, frame: &[u8], timeout: Duration) -> Result<Vec<u8>, OwnError> {
         let deadline = Instant::now() + timeout;
         let slot = loop {
-            let free = self.slots[CYCLE_SLOT + 1..].iter().find(|s| {
+            let free = self.slots[CYCLE_SLOTS..].iter().find(|s| {
                 s.state
                     .compare_exchange(
                         state::FREE,
@@ -429,12 +465,15 @@ impl OwnFrames {
         }
     }
 
-    /// The cyclic thread: `frame` out through its slot, `waker` woken by the reply (a thread
-    /// that pumps the bus itself passes a no-op one). Nothing is allocated once the slot's
-    /// buffer has held a frame this long. False when the slot is still busy (a reply being
-    /// copied in after the last cycle gave up): nothing sent this cycle.
-    pub(crate) fn submit_cycle(&self, frame: &[u8], waker: &Waker) -> bool {
-        let slot = &self.slots[CYCLE_SLOT];
+    /// The cyclic thread: `frame` out through its slot `k` (< [`CYCLE_SLOTS`]), `waker` woken
+    /// by the reply (a thread that pumps the bus itself passes a no-op one). Nothing is
+    /// allocated once the slot's buffer has held a frame this long. False when the slot is
+    /// still busy (a reply being copied in after the last cycle gave up) or `k` is no cycle
+    /// slot: nothing sent this cycle.
+    pub(crate) fn submit_cycle(&self, k: usize, frame: &[u8], waker: &Waker) -> bool {
+        let Some(slot) = self.slots[..CYCLE_SLOTS].get(k) else {
+            return false;
+        };
         // A reply that came in after the last cycle gave up on it: not this cycle's.
         let _ = slot.state.compare_exchange(
             state::ANSWERED,
@@ -475,10 +514,10 @@ impl OwnFrames {
         true
     }
 
-    /// The cyclic thread: the reply to its frame copied into `reply` (its length returned),
-    /// when it has come; the slot is free again then.
-    pub(crate) fn take_cycle(&self, reply: &mut [u8]) -> Option<usize> {
-        let slot = &self.slots[CYCLE_SLOT];
+    /// The cyclic thread: the reply to its frame in slot `k` copied into `reply` (its length
+    /// returned), when it has come; the slot is free again then.
+    pub(crate) fn take_cycle(&self, k: usize, reply: &mut [u8]) -> Option<usize> {
+        let slot = self.slots[..CYCLE_SLOTS].get(k)?;
         if slot.state.load(Ordering::Acquire) != state::ANSWERED {
             return None;
         }
@@ -494,10 +533,12 @@ impl OwnFrames {
         Some(n)
     }
 
-    /// The cyclic thread gave up on its frame (the cycle's deadline): a reply after this is
-    /// not taken (or, being copied in right now, dropped at the next submit).
-    pub(crate) fn abandon_cycle(&self) {
-        let slot = &self.slots[CYCLE_SLOT];
+    /// The cyclic thread gave up on its frame in slot `k` (the cycle's deadline): a reply
+    /// after this is not taken (or, being copied in right now, dropped at the next submit).
+    pub(crate) fn abandon_cycle(&self, k: usize) {
+        let Some(slot) = self.slots[..CYCLE_SLOTS].get(k) else {
+            return;
+        };
         for from in [state::READY, state::SENT] {
             if slot
                 .state
@@ -514,16 +555,18 @@ impl OwnFrames {
         self.waker.register(waker);
     }
 
-    /// The pump: send every ready slot over `send`, copying it into `buf` first (the slot's
-    /// lock is not held across the send). A slot whose lock is taken is left for the next
-    /// pump. Returns how many were sent and how many failed to send.
+    /// The pump: send every ready slot over `send` (told whether it is one of the cycle's
+    /// frames: the cyclic thread's slots but the region's), copying it into `buf` first (the
+    /// slot's lock is not held across the send); the cycle's frames first, in order. A slot
+    /// whose lock is taken is left for the next pump. Returns how many were sent and how many
+    /// failed to send.
     pub(crate) fn send_ready(
         &self,
         buf: &mut [u8],
-        mut send: impl FnMut(&[u8]) -> std::io::Result<()>,
+        mut send: impl FnMut(&[u8], bool) -> std::io::Result<()>,
     ) -> (usize, usize) {
         let (mut sent, mut failed) = (0, 0);
-        for slot in &self.slots {
+        for (k, slot) in self.slots.iter().enumerate() {
             if slot.state.load(Ordering::Acquire) != state::READY {
                 continue;
             }
@@ -548,7 +591,7 @@ impl OwnFrames {
             {
                 continue;
             }
-            match send(&buf[..len]) {
+            match send(&buf[..len], k < REGION_SLOT) {
                 Ok(()) => sent += 1,
                 // Left to the requester's timeout, as ethercrab's frames are.
                 Err(_) => failed += 1,
@@ -558,13 +601,12 @@ impl OwnFrames {
     }
 
     /// The pump: a reply to one of these frames (the bus checked it: EtherCAT, from
-    /// [`OWN_REPLY_MAC`], lengths consistent). False when no slot waits for it (late after its
-    /// timeout, or not ours).
-    pub(crate) fn receive(&self, frame: &[u8]) -> bool {
-        let Some(tag) = frame.get(ETH_HEADER_LEN + ECAT_HEADER_LEN + 1).copied() else {
-            return false;
-        };
-        for slot in &self.slots {
+    /// [`OWN_REPLY_MAC`], lengths consistent). None when no slot waits for it (late after its
+    /// timeout, or not ours), else whether it is one of the cycle's frames (as in
+    /// [`OwnFrames::send_ready`]).
+    pub(crate) fn receive(&self, frame: &[u8]) -> Option<bool> {
+        let tag = frame.get(ETH_HEADER_LEN + ECAT_HEADER_LEN + 1).copied()?;
+        for (k, slot) in self.slots.iter().enumerate() {
             if slot.tag.load(Ordering::Relaxed) != tag
                 || slot
                     .state
@@ -590,16 +632,16 @@ impl OwnFrames {
                 }
                 Err(_) => {
                     slot.state.store(state::SENT, Ordering::Release);
-                    return false;
+                    return None;
                 }
             };
             slot.state.store(state::ANSWERED, Ordering::Release);
             if let Some(w) = owner {
                 w.wake();
             }
-            return true;
+            return Some(k < REGION_SLOT);
         }
-        false
+        None
     }
 }
 
@@ -646,7 +688,7 @@ mod tests {
             let mut frames = 0;
             while !stop.load(Ordering::Relaxed) {
                 let mut out = Vec::new();
-                own.send_ready(&mut buf, |f| {
+                own.send_ready(&mut buf, |f, _| {
                     out.push(answer(f, n));
                     Ok(())
                 });
@@ -753,14 +795,14 @@ mod tests {
         let own2 = own.clone();
         let h = std::thread::spawn(move || own2.exchange(&b, Duration::from_millis(50)));
         while late.is_empty() {
-            own.send_ready(&mut buf, |f| {
+            own.send_ready(&mut buf, |f, _| {
                 late.push(answer(f, 1));
                 Ok(())
             });
             std::thread::yield_now();
         }
         assert!(matches!(h.join().unwrap(), Err(OwnError::Timeout(_))));
-        assert!(!own.receive(&late[0]), "a reply to a frame given up");
+        assert_eq!(own.receive(&late[0]), None, "a reply to a frame given up");
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let p = pump(own.clone(), 2, Duration::ZERO, stop.clone());
         let mut b = Batch::new();
@@ -784,7 +826,7 @@ mod tests {
         let mut buf = [0u8; 1536];
         let mut sent = Vec::new();
         while sent.is_empty() {
-            own.send_ready(&mut buf, |f| {
+            own.send_ready(&mut buf, |f, _| {
                 sent.push(f.to_vec());
                 Ok(())
             });
@@ -792,7 +834,7 @@ mod tests {
         }
         let mut r = answer(&sent[0], 2);
         r[ETH_HEADER_LEN + ECAT_HEADER_LEN] = cmd::FPRD;
-        assert!(own.receive(&r));
+        assert_eq!(own.receive(&r), Some(false));
         assert_eq!(
             h.join().unwrap(),
             Err(OwnError::Mismatch("another datagram than sent"))
@@ -810,14 +852,14 @@ mod tests {
         let (mut buf, mut reply) = ([0u8; 1536], [0u8; 1536]);
         let pump = |own: &OwnFrames, buf: &mut [u8; 1536]| {
             let mut out = Vec::new();
-            own.send_ready(buf, |f| {
+            own.send_ready(buf, |f, _| {
                 out.push(answer(f, 1));
                 Ok(())
             });
             out
         };
-        assert!(own.submit_cycle(&frame, Waker::noop()));
-        assert_eq!(own.take_cycle(&mut reply), None, "not answered yet");
+        assert!(own.submit_cycle(0, &frame, Waker::noop()));
+        assert_eq!(own.take_cycle(0, &mut reply), None, "not answered yet");
         let r = pump(&own, &mut buf);
         assert_eq!(r.len(), 1);
         assert_eq!(
@@ -825,23 +867,23 @@ mod tests {
             0x80,
             "the cycle's tag"
         );
-        assert!(own.receive(&r[0]));
-        let n = own.take_cycle(&mut reply).expect("answered");
+        assert_eq!(own.receive(&r[0]), Some(true), "one of the cycle's frames");
+        let n = own.take_cycle(0, &mut reply).expect("answered");
         assert_eq!(&reply[26..28], &0x1000u16.to_le_bytes());
         assert_eq!(n, frame.len());
         // Given up at the deadline: the late reply is not the next cycle's.
-        assert!(own.submit_cycle(&frame, Waker::noop()));
+        assert!(own.submit_cycle(0, &frame, Waker::noop()));
         let late = pump(&own, &mut buf);
-        own.abandon_cycle();
-        assert!(!own.receive(&late[0]));
-        assert!(own.submit_cycle(&frame, Waker::noop()));
-        assert_eq!(own.take_cycle(&mut reply), None);
+        own.abandon_cycle(0);
+        assert_eq!(own.receive(&late[0]), None);
+        assert!(own.submit_cycle(0, &frame, Waker::noop()));
+        assert_eq!(own.take_cycle(0, &mut reply), None);
         // Answered after the cycle gave up (the copy was under way): dropped at the next submit.
         let r = pump(&own, &mut buf);
-        assert!(own.receive(&r[0]));
-        assert!(own.submit_cycle(&frame, Waker::noop()));
+        assert_eq!(own.receive(&r[0]), Some(true), "one of the cycle's frames");
+        assert!(own.submit_cycle(0, &frame, Waker::noop()));
         assert_eq!(
-            own.take_cycle(&mut reply),
+            own.take_cycle(0, &mut reply),
             None,
             "a new frame, not yet answered"
         );

@@ -299,13 +299,13 @@ impl Future for Exchange<'_> {
             return Poll::Ready(());
         };
         if !this.sent {
-            if !own.submit_cycle(&r.tx, cx.waker()) {
+            if !own.submit_cycle(crate::own_frames::REGION_SLOT, &r.tx, cx.waker()) {
                 r.lost();
                 return Poll::Ready(());
             }
             this.sent = true;
         }
-        match own.take_cycle(&mut r.rx) {
+        match own.take_cycle(crate::own_frames::REGION_SLOT, &mut r.rx) {
             Some(n) => {
                 this.sent = false;
                 r.read_reply(n);
@@ -321,7 +321,7 @@ impl Drop for Exchange<'_> {
         if self.sent
             && let Some(own) = self.region.own.as_deref()
         {
-            own.abandon_cycle();
+            own.abandon_cycle(crate::own_frames::REGION_SLOT);
         }
     }
 }

@@ -112,13 +112,19 @@ impl SiiCache {
     pub fn get_or_read(&self, key: Key, read: &ReadFn<'_>, wanted: &[u16]) -> Result<Sii> {
         let cached = {
             let g = self.lock();
-            g.entries
-                .iter()
-                .find(|e| e.key == key)
-                .map(|e| (e.shape.clone(), e.sii.clone()))
+            g.entries.iter().find(|e| e.key == key).map(|e| {
+                (
+                    e.shape.clone(),
+                    e.sii.clone(),
+                    holds(&e.image, &e.shape, wanted),
+                )
+            })
         };
         let invalidated = match cached {
-            Some((shape, sii)) => {
+            // Kept with fewer categories than wanted (by a reader that needs fewer: the
+            // ethercrab bring-up's, the tools'): read again with these.
+            Some((_, _, false)) => false,
+            Some((shape, sii, true)) => {
                 if read_shape(read)? == shape {
                     let mut g = self.lock();
                     g.tick += 1;
@@ -299,6 +305,30 @@ fn walk(
         word += 2 + usize::from(words);
     }
     Ok(shape)
+}
+
+/// Whether `image` holds every category of `wanted` that the device of `shape` has.
+fn holds(image: &[u8], shape: &Shape, wanted: &[u16]) -> bool {
+    let mut held = Vec::new();
+    let mut at = sii::FIXED_AREA_BYTES;
+    while let Some(h) = image.get(at..at + 4) {
+        let kind = u16::from_le_bytes([h[0], h[1]]);
+        if kind == sii::category::END || kind == 0 {
+            break;
+        }
+        held.push(kind);
+        at += 4 + 2 * usize::from(u16::from_le_bytes([h[2], h[3]]));
+    }
+    // The shape: the fixed words, then (type, length) of each category.
+    let fixed = fixed_shape(&[0u8; sii::FIXED_AREA_BYTES]).len();
+    shape
+        .0
+        .get(fixed..)
+        .unwrap_or(&[])
+        .chunks_exact(2)
+        .map(|c| c[0])
+        .filter(|k| wanted.contains(k))
+        .all(|k| held.contains(&k))
 }
 
 /// The device's [`Shape`], read with three commands plus one per category.
@@ -572,6 +602,32 @@ mod tests {
         assert_eq!(s.sync_managers.len(), 5);
         assert_eq!(cache.counts().invalidated, 1);
         assert_eq!(cache.keys(), vec![KEY]);
+    }
+
+    /// An image kept with fewer categories than a reader wants (the strings only, where the
+    /// next one wants the sync managers too) is read again with them, and then serves both.
+    #[test]
+    fn an_image_without_the_categories_wanted_is_read_again() {
+        let cache = SiiCache::default();
+        let dev = Eeprom::new(image(1, 4));
+        let r = |w: u16, b: &mut [u8]| dev.read(w, b);
+        let strings_only = cache
+            .get_or_read(KEY, &r, &[sii::category::STRINGS])
+            .unwrap();
+        assert!(strings_only.sync_managers.is_empty());
+        let both = cache.get_or_read(KEY, &r, &WANTED).unwrap();
+        assert_eq!(both.sync_managers.len(), 4, "not the image without them");
+        assert_eq!(cache.counts().misses, 2);
+        let again = cache
+            .get_or_read(KEY, &r, &[sii::category::STRINGS])
+            .unwrap();
+        assert_eq!(again, both, "the fuller image serves the smaller want");
+        assert_eq!(cache.counts().hits, 1);
+        // A category the device does not have is not wanted of the image.
+        cache
+            .get_or_read(KEY, &r, &[sii::category::FMMU, sii::category::STRINGS])
+            .unwrap();
+        assert_eq!(cache.counts().hits, 2);
     }
 
     #[test]

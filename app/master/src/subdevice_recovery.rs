@@ -66,7 +66,7 @@ const ERROR_ACK: u8 = 0x10;
 /// The logical address where ethercrab 0.7.1 starts the process image of rtcat's one group:
 /// `MainDevice::init` lays the groups out from `PdiOffset::default()` (address 0), and
 /// `init_single_group` makes one group (tests/pd_registers.rs relies on it too).
-const ETHERCRAB_PDI_START: u32 = 0;
+pub(crate) const ETHERCRAB_PDI_START: u32 = 0;
 
 /// What one subdevice ran with once the bring-up reached OP.
 #[derive(Debug, Clone)]
@@ -86,6 +86,40 @@ pub(crate) struct Snapshot {
     coe: bool,
     /// It has a distributed clock (the first one is the reference, as ethercrab chooses it).
     dc_capable: bool,
+}
+
+/// What rtcat's own bring-up computed for one subdevice ([`crate::own_bringup`]).
+pub(crate) struct Computed<'a> {
+    pub(crate) position: u16,
+    pub(crate) address: u16,
+    pub(crate) identity: (u32, u32, u32),
+    pub(crate) alias: u16,
+    pub(crate) name: String,
+    pub(crate) registers: &'a crate::pd_registers::PdRegisters,
+    pub(crate) device: Option<usize>,
+    pub(crate) coe: bool,
+    pub(crate) dc_capable: bool,
+}
+
+impl Snapshot {
+    /// What a subdevice rtcat brought up itself runs with: the registers it wrote (no DC: the
+    /// own bring-up runs none yet).
+    pub(crate) fn computed(c: Computed<'_>) -> Snapshot {
+        let (sm, fmmu) = c.registers.areas();
+        Snapshot {
+            position: c.position,
+            address: c.address,
+            identity: c.identity,
+            alias: c.alias,
+            name: c.name,
+            sm,
+            fmmu,
+            dc: None,
+            device: c.device,
+            coe: c.coe,
+            dc_capable: c.dc_capable,
+        }
+    }
 }
 
 /// Read what every subdevice of `group` runs with (after OP).
@@ -1227,7 +1261,13 @@ fn member_snapshot(
         .subdevices
         .get(m.index)
         .ok_or_else(|| Error::SegmentMismatch(format!("position {pos}: not in the layout")))?;
-    let sii = crate::mapping::sii_at(w.md, (m.address, &s.name), pos, identity, cache)?;
+    let sii = crate::mapping::sii_at(
+        w.md,
+        (m.address, &s.name),
+        pos,
+        (identity, crate::mapping::Categories::Unseen),
+        cache,
+    )?;
     let coe = crate::mapping::has_coe(&sii);
     if coe != s.coe {
         return Err(Error::SegmentMismatch(format!(

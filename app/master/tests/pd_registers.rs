@@ -11,106 +11,15 @@
 
 mod support;
 
+use ecsim::SegmentSpec;
 use ecsim::noise::within_machine_noise;
-use ecsim::{Faults, SegmentSpec};
-use rtcat_master::acyclic::{SdoClient, sdo_queue};
 use rtcat_master::pd_registers::{self, Logical};
 use rtcat_master::sii::Sii;
-use rtcat_master::{AppError, Application, Config, Cycle, Layout, Setup, Stop};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use rtcat_master::{Config, Layout};
+use std::sync::Mutex;
+use support::readback::{read_back, sm_fields};
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-/// Keeps the bring-up's layout and says when every subdevice has been valid and in OP for a
-/// while.
-struct Keep {
-    layout: Arc<Mutex<Option<Layout>>>,
-    good: u32,
-    up: Arc<AtomicBool>,
-}
-
-impl Application for Keep {
-    fn configure(&mut self, setup: &mut Setup<'_>) -> Result<(), AppError> {
-        *self.layout.lock().unwrap_or_else(|e| e.into_inner()) = Some(setup.layout().clone());
-        Ok(())
-    }
-    fn cycle(&mut self, cx: &mut Cycle<'_>) {
-        let well = cx
-            .status
-            .subdevices
-            .iter()
-            .all(|d| d.data_valid && d.in_op());
-        self.good = if well { self.good + 1 } else { 0 };
-        if self.good >= 20 {
-            self.up.store(true, Ordering::Release);
-        }
-    }
-}
-
-/// `len` bytes of `position`'s registers from `address`, in pieces the register queue carries.
-fn registers(c: &SdoClient, position: u16, address: u16, len: usize) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(len);
-    while out.len() < len {
-        let n = (len - out.len()).min(32);
-        let at = address + out.len() as u16;
-        let d = c
-            .read_register(position, at, n as u8, Duration::from_secs(1))
-            .map_err(|e| format!("position {position} register {at:#06x}: {e:?}"))?;
-        out.extend_from_slice(&d.as_slice()[..n]);
-    }
-    Ok(out)
-}
-
-/// What ethercrab wrote (SM area, FMMU area) and the layout, per position, read in OP.
-type Read = (Layout, Vec<(Vec<u8>, Vec<u8>)>);
-
-fn read_back(cfg: Config, spec: SegmentSpec) -> Result<Read, String> {
-    let n = spec.devices.len();
-    let (client, service) = sdo_queue(16, Duration::from_micros(300));
-    let stop = Stop::new();
-    let mut run = support::line::sim_run(
-        cfg,
-        spec,
-        Faults::new(),
-        stop.clone(),
-        Duration::from_secs(60),
-    );
-    run.sdo = Some(service);
-    let layout = Arc::new(Mutex::new(None));
-    let up = Arc::new(AtomicBool::new(false));
-    let mut app = Keep {
-        layout: layout.clone(),
-        good: 0,
-        up: up.clone(),
-    };
-    let reader = std::thread::spawn(move || {
-        let t0 = std::time::Instant::now();
-        while !up.load(Ordering::Acquire) {
-            if t0.elapsed() > Duration::from_secs(50) {
-                stop.request();
-                return Err("not in OP within 50 s".to_string());
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        let r = (0..n as u16)
-            .map(|p| {
-                Ok((
-                    registers(&client, p, 0x0800, 128)?,
-                    registers(&client, p, 0x0600, 256)?,
-                ))
-            })
-            .collect::<Result<Vec<_>, String>>();
-        stop.request();
-        r
-    });
-    let ran = rtcat_master::run_simple(run, &mut app).map_err(|e| format!("run: {e}"));
-    let regs = reader.join().expect("reader")?;
-    ran?;
-    let layout = layout.lock().unwrap_or_else(|e| e.into_inner()).take();
-    Ok((layout.ok_or("no layout")?, regs))
-}
 
 /// Computes every device's registers and compares them with the read-back ones; returns how
 /// many SMs and FMMUs were compared.
@@ -129,11 +38,9 @@ fn compare(spec: &SegmentSpec, layout: &Layout, read: &[(Vec<u8>, Vec<u8>)]) -> 
         for n in 0..16 {
             let (got, want) = (&sm_read[8 * n..8 * n + 8], &sm_want[8 * n..8 * n + 8]);
             if regs.sms.iter().any(|(i, _)| usize::from(*i) == n) {
-                // Byte 5 is the SM's status (read only, the device's).
-                let strip = |r: &[u8]| [r[0], r[1], r[2], r[3], r[4], r[6], r[7]];
                 assert_eq!(
-                    strip(got),
-                    strip(want),
+                    sm_fields(got),
+                    sm_fields(want),
                     "position {p} SM{n}: read {got:02x?}"
                 );
                 sms += 1;

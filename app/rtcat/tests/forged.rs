@@ -88,10 +88,12 @@ fn start_forger(
             sock.wait_readable(Some(Duration::from_millis(20)))?;
             while let Some((n, kind)) = sock.recv(&mut buf)? {
                 let f = &mut buf[..n];
-                if kind == PacketKind::Incoming
-                    && f.get(6..12) == Some(&rtcat_master::bus::MASTER_MAC[..])
-                    && forge(f)
-                {
+                // The cycle's frames are rtcat's own (their source MAC `OWN_MAC`); ethercrab's
+                // carry `MASTER_MAC`: both are copied.
+                let from_master = f.get(6..12).is_some_and(|m| {
+                    m == rtcat_master::bus::MASTER_MAC || m == rtcat_master::bus::OWN_MAC
+                });
+                if kind == PacketKind::Incoming && from_master && forge(f) {
                     sock.send(f)?;
                     sent += 1;
                 }

@@ -233,17 +233,13 @@ pub fn with_pre_op<R: Send>(
                     s
                 }
             };
+            let st = crate::mapping::Station::of(&sd, position);
             devices.push(Device {
                 position,
-                address: sd.configured_address(),
-                alias: sd.alias_address(),
-                name: sd.name().to_string(),
-                identity: Identity {
-                    vendor_id: id.vendor_id,
-                    product_code: id.product_id,
-                    revision: id.revision,
-                    serial: id.serial,
-                },
+                address: st.address,
+                alias: st.alias,
+                name: st.name,
+                identity: st.identity,
                 sii,
             });
         }

@@ -77,6 +77,7 @@ pub mod coe_example;
 pub mod counting;
 pub mod line;
 pub mod observed;
+pub mod readback;
 pub mod tool_group;
 
 /// How long this process's threads waited for a CPU while they were runnable, summed (ns): the

@@ -1,0 +1,274 @@
+//! The segment brought to OP by rtcat itself, `[bus] bring_up = "rtcat"` (issue 28 item 6,
+//! docs/NOTES.md §17.4): ethercrab 0.7.1 only carries the frames.
+//!
+//! ethercrab's group initialisation is the larger part of a bring-up with real ESC timing and
+//! cannot be shortened from outside (§17.1): its scan creates one subdevice after the other and
+//! moves each to PRE-OP before the next, with its own uncached SII reads; its process data
+//! sizing reads the PDO assignment and every mapping object over CoE again, one subdevice after
+//! the other, after rtcat has configured and read them. Here the same steps are done for all
+//! subdevices at once and with what rtcat already knows:
+//! - the scan ([`crate::scan`]): count, reset, station addresses, identity and SII through the
+//!   cache, `[bus] sii_in_flight` subdevices at a time;
+//! - the mailbox sync managers of every subdevice, then PRE-OP requested of all and waited for
+//!   together ([`states`]);
+//! - the `[[device]]` configuration and the layout, as in ethercrab's bring-up
+//!   ([`crate::bringup::configure_stations`], `[bus] config_in_flight` at a time);
+//! - the process data sync managers and FMMUs computed from the SII and the layout
+//!   ([`crate::pd_registers`]: what ethercrab writes, byte for byte, `tests/pd_registers.rs`)
+//!   instead of sized over CoE again; SAFE-OP, the SAFE-OP startup SDOs, OP, each for all.
+//!
+//! The cycle is the same for both bring-ups ([`crate::own_cycle`]): the image is laid out as
+//! ethercrab lays out its group (from logical address 0, every subdevice's inputs, then every
+//! subdevice's outputs), so the expected working counter, the per-subdevice recovery's
+//! registers and the shared image do not depend on which bring-up ran.
+//!
+//! Not yet: distributed clocks and groups behind a junction's port (`[[group]] behind`), both
+//! refused with this bring-up when the configuration is read.
+
+use crate::application::Application;
+use crate::bringup::{AnyGroup, Up};
+use crate::config::Config;
+use crate::devices;
+use crate::error::{Error, Result};
+use crate::layout::Layout;
+use crate::own_group::{OwnGroup, states};
+use crate::pd_registers::{Logical, PdRegisters};
+use crate::sii::SmUsage;
+use ethercrab::{Command, MainDevice};
+use futures_lite::future::block_on;
+use std::time::{Duration, Instant};
+
+/// Write the sync managers of `regs` whose SII usage `mailbox` says (the mailbox's, or the
+/// process data's), and (`fmmus`) every FMMU it enables.
+fn write_registers(
+    md: &MainDevice<'static>,
+    (address, position): (u16, u16),
+    sii: &crate::sii::Sii,
+    regs: &PdRegisters,
+    (mailbox, fmmus): (bool, bool),
+) -> Result<()> {
+    for (n, r) in &regs.sms {
+        let is_mailbox = sii
+            .sync_managers
+            .get(usize::from(*n))
+            .is_some_and(|s| matches!(s.usage, SmUsage::MailboxOut | SmUsage::MailboxIn));
+        if is_mailbox != mailbox {
+            continue;
+        }
+        // Start, length, control; status is the ESC's; activation.
+        block_on(Command::fpwr(address, 0x0800 + 8 * u16::from(*n)).send(md, &r[..7]))
+            .map_err(|e| Error::bus(format!("position {position}: SM{n}"), e))?;
+    }
+    if fmmus {
+        for (n, r) in &regs.fmmus {
+            block_on(Command::fpwr(address, 0x0600 + 16 * u16::from(*n)).send(md, &r[..]))
+                .map_err(|e| Error::bus(format!("position {position}: FMMU{n}"), e))?;
+        }
+    }
+    Ok(())
+}
+
+/// Bring the segment to OP (see the module's description); what [`crate::bringup::bring_up`]
+/// returns, with [`AnyGroup::Own`].
+pub(crate) fn bring_up(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    app: &mut dyn Application,
+    generation: u32,
+    topology: Option<crate::hotconnect::Expected<'_>>,
+    sii: &crate::sii_cache::SiiCache,
+) -> Result<Up> {
+    let timeout = Duration::from_millis(cfg.bus.state_timeout_ms.into());
+    let before = sii.counts();
+    let t_scan = Instant::now();
+    let (found, sii_ms) = crate::scan::scan(md, cfg, sii)?;
+    let scan_ms = t_scan.elapsed().as_millis().saturating_sub(sii_ms);
+    let n = found.len();
+    let identities: Vec<(u32, u32, u32)> = found.iter().map(|f| f.identity).collect();
+    let aliases: Vec<u16> = found.iter().map(|f| f.alias).collect();
+    // A re-initialisation drives only the topology the run started with.
+    if let Some((t, hot)) = topology {
+        crate::hotconnect::check_topology((&identities, &aliases), t, hot)?;
+    }
+    let hot = crate::hotconnect::resolve(
+        &cfg.group,
+        &cfg.device,
+        &crate::hotconnect::found(aliases.iter().copied().zip(identities.iter().copied())),
+        None,
+    )?;
+    crate::bringup::check_segment(cfg, &identities)?;
+    let addresses: Vec<u16> = found.iter().map(|f| f.address).collect();
+    let names: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
+    let stations = states::Stations {
+        md,
+        addresses: &addresses,
+        names: &names,
+    };
+    // The mailboxes, then PRE-OP for all.
+    let t_pre = Instant::now();
+    mailboxes(md, &found)?;
+    stations.to_all(crate::al_state::PRE_OP, timeout)?;
+    log::info!(
+        "bring-up: scan (rtcat) {scan_ms} ms, mailboxes and PRE-OP {} ms",
+        t_pre.elapsed().as_millis()
+    );
+    // The configuration and the layout, as ethercrab's bring-up does them.
+    let by_station: Vec<crate::mapping::Station> = found
+        .iter()
+        .map(|f| crate::mapping::Station {
+            position: f.position,
+            address: f.address,
+            alias: f.alias,
+            name: f.name.clone(),
+            identity: crate::layout::Identity {
+                vendor_id: f.identity.0,
+                product_code: f.identity.1,
+                revision: f.identity.2,
+                serial: f.serial,
+            },
+        })
+        .collect();
+    let siis: Vec<crate::sii::Sii> = found.iter().map(|f| f.sii.clone()).collect();
+    let first_absent = topology.map_or(&[][..], |(_, first)| first.absent.as_slice());
+    let t_config = Instant::now();
+    let (layout, chosen, counters) = crate::bringup::configure_stations(
+        md,
+        &by_station,
+        &siis,
+        cfg,
+        generation,
+        (&hot.absent, first_absent),
+    )?;
+    crate::bringup::log_sii_and_config(sii, before, sii_ms, t_config.elapsed().as_millis());
+    let members: Vec<(usize, usize)> = hot.absent.iter().map(|a| (a.group, a.member)).collect();
+    let late = crate::region::plan(&layout, n, &chosen, &members)?;
+    let mut counters = crate::bringup::configure_app(md, app, &layout, counters)?;
+    let configured = |pos: usize, name: &str| {
+        chosen[pos].map(|i| {
+            let d = &cfg.device[i];
+            (d, devices::who(pos as u16, name, i, d))
+        })
+    };
+    // The process data: sync managers and FMMUs from the SII and the layout.
+    let t_pd = Instant::now();
+    let registers = process_data(md, &found, &layout, &configured)?;
+    let pd_ms = t_pd.elapsed().as_millis();
+    let t_up = Instant::now();
+    stations.to_all(crate::al_state::SAFE_OP, timeout)?;
+    for (pos, f) in found.iter().enumerate() {
+        if let Some((d, who)) = configured(pos, &f.name) {
+            crate::bringup::with_counted_sdo(md, &mut counters, f.position, f.address, |sdo| {
+                devices::write_startup(sdo, &who, d, devices::Transition::SO)
+            })?;
+        }
+    }
+    stations.to_all(crate::al_state::OP, timeout)?;
+    log::info!(
+        "bring-up: process data sizing (rtcat) {pd_ms} ms, SAFE-OP and OP {} ms",
+        t_up.elapsed().as_millis()
+    );
+    let snapshots = if cfg.health.recovery == crate::config::RecoveryPolicy::Subdevice {
+        snapshots(&found, &registers, &chosen, &layout)
+    } else {
+        Vec::new()
+    };
+    let (expected_wkc, wkc_shares) = crate::bringup::expected_wkc(cfg, &layout, n)?;
+    let frames = plan(&layout, &addresses);
+    let image = (frames.start, frames.inputs + frames.outputs);
+    let order = (0..layout.subdevices.len()).collect();
+    Ok(Up {
+        group: AnyGroup::Own(OwnGroup::new(addresses, names, image)),
+        layout,
+        expected_wkc,
+        wkc_shares,
+        dc_positions: Vec::new(),
+        snapshots,
+        identities,
+        aliases,
+        hot,
+        late,
+        order,
+        frames,
+    })
+}
+
+/// The mailbox sync managers of every subdevice, as ethercrab writes them (from the SII).
+fn mailboxes(md: &MainDevice<'static>, found: &[crate::scan::Scanned]) -> Result<()> {
+    for f in found {
+        let coe = crate::mapping::has_coe(&f.sii);
+        let none = Logical {
+            inputs: 0,
+            outputs: 0,
+        };
+        let regs = crate::pd_registers::compute(f.position, &f.sii, coe, &[], none)
+            .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+        write_registers(md, (f.address, f.position), &f.sii, &regs, (true, false))?;
+    }
+    Ok(())
+}
+
+/// The process data sync managers and FMMUs of every subdevice, computed from its SII and the
+/// layout at its place in the image, after its `[[device]]` sizes (`configured`) are checked
+/// against the layout; returns what was written, by position.
+fn process_data(
+    md: &MainDevice<'static>,
+    found: &[crate::scan::Scanned],
+    layout: &Layout,
+    configured: &crate::bringup::Configured<'_>,
+) -> Result<Vec<PdRegisters>> {
+    let mut registers = Vec::with_capacity(found.len());
+    for (pos, f) in found.iter().enumerate() {
+        let s = &layout.subdevices[pos];
+        if let Some((d, who)) = configured(pos, &f.name) {
+            devices::check_sizes(&who, d, s.input_bytes as usize, s.output_bytes as usize)?;
+        }
+        let at = Logical::in_group(layout, f.position, 0)
+            .ok_or_else(|| Error::SegmentMismatch(format!("position {pos}: not in the layout")))?;
+        let bits = crate::pd_registers::sm_bits(layout, f.position);
+        let regs = crate::pd_registers::compute(f.position, &f.sii, s.coe, &bits, at)
+            .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
+        write_registers(md, (f.address, f.position), &f.sii, &regs, (false, true))?;
+        registers.push(regs);
+    }
+    Ok(registers)
+}
+
+/// What each subdevice runs with, for its own recovery: the registers written.
+fn snapshots(
+    found: &[crate::scan::Scanned],
+    registers: &[PdRegisters],
+    chosen: &[Option<usize>],
+    layout: &Layout,
+) -> Vec<crate::subdevice_recovery::Snapshot> {
+    found
+        .iter()
+        .zip(registers)
+        .enumerate()
+        .map(|(pos, (f, regs))| {
+            crate::subdevice_recovery::Snapshot::computed(crate::subdevice_recovery::Computed {
+                position: f.position,
+                address: f.address,
+                identity: f.identity,
+                alias: f.alias,
+                name: f.name.clone(),
+                registers: regs,
+                device: chosen.get(pos).copied().flatten(),
+                coe: layout.subdevices[pos].coe,
+                dc_capable: f.dc,
+            })
+        })
+        .collect()
+}
+
+/// The cycle's frames for the subdevices at `addresses` (the first positions of `layout`):
+/// their image from logical address 0, as ethercrab lays out its group.
+fn plan(layout: &Layout, addresses: &[u16]) -> crate::own_cycle::Plan {
+    let ours = &layout.subdevices[..addresses.len().min(layout.subdevices.len())];
+    crate::own_cycle::Plan {
+        start: 0,
+        inputs: ours.iter().map(|s| s.input_bytes as usize).sum(),
+        outputs: ours.iter().map(|s| s.output_bytes as usize).sum(),
+        addresses: addresses.to_vec(),
+        dc_reference: None,
+    }
+}

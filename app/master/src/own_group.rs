@@ -1,0 +1,169 @@
+//! The segment in OP as rtcat's own bring-up left it (`[bus] bring_up = "rtcat"`,
+//! docs/NOTES.md §17.4): its stations and image, the AL states of all of them moved together,
+//! and the way back to INIT. A leaf below the bring-ups: `bringup` names it in its
+//! `AnyGroup`, `own_bringup` builds it.
+
+use crate::error::{Error, Result};
+use ethercrab::{Command, MainDevice};
+use futures_lite::future::block_on;
+use std::time::Duration;
+
+/// The segment in OP as rtcat brought it up.
+#[derive(Debug)]
+pub(crate) struct OwnGroup {
+    /// Station addresses by position.
+    addresses: Vec<u16>,
+    /// Names by position (for messages).
+    names: Vec<String>,
+    /// The image: its logical start and length (inputs, then outputs).
+    image: (u32, usize),
+}
+
+impl OwnGroup {
+    /// The subdevices at `addresses` (with their `names`, by position) and their image
+    /// (logical start, length).
+    pub(crate) fn new(addresses: Vec<u16>, names: Vec<String>, image: (u32, usize)) -> OwnGroup {
+        OwnGroup {
+            addresses,
+            names,
+            image,
+        }
+    }
+
+    /// Outputs to zero, then SAFE-OP, PRE-OP and INIT, as ethercrab's group is shut down.
+    /// Errors are reported, not fatal: results still get written.
+    pub(crate) fn shut_down(&self, md: &MainDevice<'static>, timeout: Duration) -> Result<()> {
+        let (start, len) = self.image;
+        let zeros = [0u8; crate::limits::LRW_CHUNK];
+        let mut done = 0;
+        while done < len {
+            let n = (len - done).min(zeros.len());
+            block_on(
+                Command::lrw(start + done as u32)
+                    .ignore_wkc()
+                    .send_receive_slice(md, &zeros[..n]),
+            )
+            .map_err(|e| Error::bus("last cycle with zero outputs", e))?;
+            done += n;
+        }
+        let st = states::Stations {
+            md,
+            addresses: &self.addresses,
+            names: &self.names,
+        };
+        for state in [
+            crate::al_state::SAFE_OP,
+            crate::al_state::PRE_OP,
+            crate::al_state::INIT,
+        ] {
+            st.to_all(state, timeout)?;
+        }
+        Ok(())
+    }
+}
+
+/// AL states of many subdevices at once.
+pub(crate) mod states {
+    use crate::error::{Error, Result};
+    use ethercrab::{Command, MainDevice};
+    use futures_lite::future::block_on;
+    use std::time::{Duration, Instant};
+
+    /// AL control (ETG.1000.4 §6.3.1) and AL status with its code (§6.3.2, 0x0134).
+    const AL_CONTROL: u16 = 0x0120;
+    const AL_STATUS: u16 = 0x0130;
+
+    /// The subdevices whose states move together.
+    pub(crate) struct Stations<'a> {
+        pub(crate) md: &'a MainDevice<'static>,
+        pub(crate) addresses: &'a [u16],
+        pub(crate) names: &'a [String],
+    }
+
+    impl Stations<'_> {
+        fn who(&self, i: usize) -> String {
+            format!(
+                "position {i} ({})",
+                self.names.get(i).map_or("?", String::as_str)
+            )
+        }
+
+        /// Request `state` of every subdevice, then wait until all are there (a broadcast
+        /// read of the AL status each round: their states ORed, the working counter how many
+        /// answered), at most `timeout` (`[bus] state_timeout_ms`). A subdevice that reports
+        /// an AL error, or is not there in time, fails it, named with its state and code.
+        pub(crate) fn to_all(&self, state: u8, timeout: Duration) -> Result<()> {
+            for (i, &a) in self.addresses.iter().enumerate() {
+                block_on(Command::fpwr(a, AL_CONTROL).send(self.md, [state, 0])).map_err(|e| {
+                    Error::bus(format!("{}: request state {state:#x}", self.who(i)), e)
+                })?;
+            }
+            let n = self.addresses.len() as u16;
+            let start = Instant::now();
+            loop {
+                let r = block_on(
+                    Command::brd(AL_STATUS)
+                        .ignore_wkc()
+                        .receive_slice(self.md, 2),
+                )
+                .map_err(|e| Error::bus(format!("AL states on the way to {state:#x}"), e))?;
+                let ored = r[0];
+                let answered = match r.wkc(n) {
+                    Ok(_) => n,
+                    Err(ethercrab::error::Error::WorkingCounter { received, .. }) => received,
+                    Err(e) => return Err(Error::bus("AL states (working counter)", e)),
+                };
+                if answered == n && ored & 0x1f == state {
+                    return Ok(());
+                }
+                let late = start.elapsed() > timeout;
+                if ored & crate::al_state::ERROR != 0 || late || answered != n {
+                    // Which one: each read on its own (an error, a state, one that left).
+                    if let Some(e) = self.which(state, late || answered != n)? {
+                        return Err(e);
+                    }
+                    if late {
+                        return Err(Error::SegmentMismatch(format!(
+                            "state {state:#x} not reached within {} ms (bus.state_timeout_ms): \
+                             {answered} of {n} subdevices answer",
+                            timeout.as_millis()
+                        )));
+                    }
+                }
+                std::thread::sleep(Duration::from_micros(200));
+            }
+        }
+
+        /// The first subdevice with an AL error, or (`not_there`) not in `state`, as the error
+        /// that names it.
+        fn which(&self, state: u8, not_there: bool) -> Result<Option<Error>> {
+            for (i, &a) in self.addresses.iter().enumerate() {
+                let b = match block_on(Command::fprd(a, AL_STATUS).receive_slice(self.md, 6)) {
+                    Ok(b) => b,
+                    Err(e) if not_there => {
+                        return Ok(Some(Error::bus(format!("{}: AL status", self.who(i)), e)));
+                    }
+                    Err(_) => continue,
+                };
+                let (s, code) = (b[0], u16::from_le_bytes([b[4], b[5]]));
+                if s & crate::al_state::ERROR != 0 {
+                    return Ok(Some(Error::SegmentMismatch(format!(
+                        "{}: AL error {code:#06x} ({}) on the way to state {state:#x} (state \
+                         {:#x})",
+                        self.who(i),
+                        crate::al_state::al_status_text(code),
+                        s & 0x0f
+                    ))));
+                }
+                if not_there && s & 0x0f != state {
+                    return Ok(Some(Error::SegmentMismatch(format!(
+                        "{}: state {:#x}, not {state:#x}",
+                        self.who(i),
+                        s & 0x0f
+                    ))));
+                }
+            }
+            Ok(None)
+        }
+    }
+}
