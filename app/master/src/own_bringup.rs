@@ -107,7 +107,9 @@ pub(crate) fn bring_up(
     // The mailboxes, then PRE-OP for all.
     let t_pre = Instant::now();
     mailboxes(md, &found)?;
+    crate::own_group::sii_owner(md, true)?;
     stations.to_all(crate::al_state::PRE_OP, timeout)?;
+    crate::own_group::sii_owner(md, false)?;
     log::info!(
         "bring-up: scan (rtcat) {scan_ms} ms, mailboxes and PRE-OP {} ms",
         t_pre.elapsed().as_millis()

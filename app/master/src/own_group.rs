@@ -8,6 +8,20 @@ use ethercrab::{Command, MainDevice};
 use futures_lite::future::block_on;
 use std::time::Duration;
 
+/// Who may access the SII (0x0500, ETG.1000.4 Table 48): the master, or the device's PDI.
+/// Some devices need their PDI to have it for INIT -> PRE-OP (ETG.2010, `Eeprom/@AssignToPd`):
+/// it is given for that transition and taken back after, as ethercrab 0.7.1 does
+/// (`configure_mailboxes`), on every subdevice at once.
+pub(crate) fn sii_owner(md: &MainDevice<'static>, pdi: bool) -> Result<()> {
+    // 2 first: cancels an access under way and gives the master the interface (ethercrab's
+    // `set_eeprom_mode`).
+    for v in [2u16, u16::from(pdi)] {
+        block_on(Command::bwr(0x0500).ignore_wkc().send(md, v))
+            .map_err(|e| Error::bus("SII access (0x0500)", e))?;
+    }
+    Ok(())
+}
+
 /// The segment in OP as rtcat brought it up.
 #[derive(Debug)]
 pub(crate) struct OwnGroup {
@@ -118,8 +132,9 @@ pub(crate) mod states {
                 }
                 let late = start.elapsed() > timeout;
                 if ored & crate::al_state::ERROR != 0 || late || answered != n {
-                    // Which one: each read on its own (an error, a state, one that left).
-                    if let Some(e) = self.which(state, late || answered != n)? {
+                    // Which one: each read on its own (an AL error, one that does not answer,
+                    // once late one not there).
+                    if let Some(e) = self.which(state, (answered != n, late)) {
                         return Err(e);
                     }
                     if late {
@@ -134,36 +149,38 @@ pub(crate) mod states {
             }
         }
 
-        /// The first subdevice with an AL error, or (`not_there`) not in `state`, as the error
-        /// that names it.
-        fn which(&self, state: u8, not_there: bool) -> Result<Option<Error>> {
+        /// The error that names the subdevice to blame: the first with an AL error; with
+        /// `missing` (the broadcast's working counter fell short) the first that does not
+        /// answer; when `late`, the first not in `state`. None: nothing to name (yet).
+        fn which(&self, state: u8, (missing, late): (bool, bool)) -> Option<Error> {
+            let mut behind = None;
             for (i, &a) in self.addresses.iter().enumerate() {
                 let b = match block_on(Command::fprd(a, AL_STATUS).receive_slice(self.md, 6)) {
                     Ok(b) => b,
-                    Err(e) if not_there => {
-                        return Ok(Some(Error::bus(format!("{}: AL status", self.who(i)), e)));
+                    Err(e) if missing || late => {
+                        return Some(Error::bus(format!("{}: AL status", self.who(i)), e));
                     }
                     Err(_) => continue,
                 };
                 let (s, code) = (b[0], u16::from_le_bytes([b[4], b[5]]));
                 if s & crate::al_state::ERROR != 0 {
-                    return Ok(Some(Error::SegmentMismatch(format!(
+                    return Some(Error::SegmentMismatch(format!(
                         "{}: AL error {code:#06x} ({}) on the way to state {state:#x} (state \
                          {:#x})",
                         self.who(i),
                         crate::al_state::al_status_text(code),
                         s & 0x0f
-                    ))));
+                    )));
                 }
-                if not_there && s & 0x0f != state {
-                    return Ok(Some(Error::SegmentMismatch(format!(
-                        "{}: state {:#x}, not {state:#x}",
-                        self.who(i),
-                        s & 0x0f
-                    ))));
+                if s & 0x0f != state && behind.is_none() {
+                    behind = Some((i, s & 0x0f));
                 }
             }
-            Ok(None)
+            let (i, s) = behind.filter(|_| late)?;
+            Some(Error::SegmentMismatch(format!(
+                "{}: state {s:#x}, not {state:#x}",
+                self.who(i)
+            )))
         }
     }
 }

@@ -6,7 +6,8 @@
 //! the next (`configure_mailboxes`, "TODO: Move PRE-OP transition out of this"): about 29 ms
 //! per simulated drive with real ESC timing, 0.9-1.5 s for 32 (§17.1). Here every step is done
 //! for all subdevices at once: the count (BRD), the reset (the same registers ethercrab
-//! blanks, broadcast), the station addresses, then the identity and the SII categories of every
+//! blanks, broadcast), the station addresses, every subdevice in INIT and its SII given to the
+//! master (0x0500, as ethercrab's `set_eeprom_mode`), then the identity and the SII categories of every
 //! subdevice through rtcat's overlapped SII reader and its cache ([`crate::sii_cache`]: checked
 //! against each device's shape, never trusted blindly), `[bus] sii_in_flight` at a time. The
 //! mailbox sync managers, PRE-OP and everything after are [`crate::own_bringup`]'s.
@@ -119,6 +120,16 @@ pub(crate) fn scan(
         block_on(Command::apwr(i, 0x0010).send(md, address))
             .map_err(bus(format!("position {i}: station address")))?;
     }
+    // Every subdevice in INIT (one coming down from OP takes its time), the SII the master's.
+    let addresses: Vec<u16> = (0..n).map(|i| STATION_BASE + i).collect();
+    let timeout = std::time::Duration::from_millis(cfg.bus.state_timeout_ms.into());
+    crate::own_group::states::Stations {
+        md,
+        addresses: &addresses,
+        names: &[],
+    }
+    .to_all(crate::al_state::INIT, timeout)?;
+    crate::own_group::sii_owner(md, false)?;
     let positions: Vec<usize> = (0..usize::from(n)).collect();
     let in_flight = usize::from(cfg.bus.sii_in_flight);
     // Registers and identity of every device (on several threads: each frame behind
