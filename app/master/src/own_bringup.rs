@@ -224,7 +224,7 @@ fn process_data(
         if let Some((d, who)) = configured(pos, &f.name) {
             devices::check_sizes(&who, d, s.input_bytes as usize, s.output_bytes as usize)?;
         }
-        let at = Logical::in_group(layout, f.position, 0)
+        let at = Logical::in_group(layout, (f.position, found.len()), 0)
             .ok_or_else(|| Error::SegmentMismatch(format!("position {pos}: not in the layout")))?;
         let bits = crate::pd_registers::sm_bits(layout, f.position);
         let regs = crate::pd_registers::compute(f.position, &f.sii, s.coe, &bits, at)

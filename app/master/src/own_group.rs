@@ -102,85 +102,61 @@ pub(crate) mod states {
             )
         }
 
-        /// Request `state` of every subdevice, then wait until all are there (a broadcast
-        /// read of the AL status each round: their states ORed, the working counter how many
-        /// answered), at most `timeout` (`[bus] state_timeout_ms`). A subdevice that reports
-        /// an AL error, or is not there in time, fails it, named with its state and code.
+        /// Request `state` of every subdevice, then wait until all are there, at most
+        /// `timeout` (`[bus] state_timeout_ms`): each round reads the AL status of those not
+        /// there yet (one by one: a broadcast read would count the other devices on the
+        /// segment too, the region's members, which have states of their own). A subdevice
+        /// that reports an AL error or stops answering fails it at once, one not there in
+        /// time when the time is up, each named with its state and code.
         pub(crate) fn to_all(&self, state: u8, timeout: Duration) -> Result<()> {
             for (i, &a) in self.addresses.iter().enumerate() {
                 block_on(Command::fpwr(a, AL_CONTROL).send(self.md, [state, 0])).map_err(|e| {
                     Error::bus(format!("{}: request state {state:#x}", self.who(i)), e)
                 })?;
             }
-            let n = self.addresses.len() as u16;
             let start = Instant::now();
+            let mut waiting: Vec<usize> = (0..self.addresses.len()).collect();
             loop {
-                let r = block_on(
-                    Command::brd(AL_STATUS)
-                        .ignore_wkc()
-                        .receive_slice(self.md, 2),
-                )
-                .map_err(|e| Error::bus(format!("AL states on the way to {state:#x}"), e))?;
-                let ored = r[0];
-                let answered = match r.wkc(n) {
-                    Ok(_) => n,
-                    Err(ethercrab::error::Error::WorkingCounter { received, .. }) => received,
-                    Err(e) => return Err(Error::bus("AL states (working counter)", e)),
-                };
-                if answered == n && ored & 0x1f == state {
-                    return Ok(());
-                }
                 let late = start.elapsed() > timeout;
-                if ored & crate::al_state::ERROR != 0 || late || answered != n {
-                    // Which one: each read on its own (an AL error, one that does not answer,
-                    // once late one not there).
-                    if let Some(e) = self.which(state, (answered != n, late)) {
-                        return Err(e);
-                    }
-                    if late {
+                let mut still = Vec::with_capacity(waiting.len());
+                for &i in &waiting {
+                    let (s, code) = self.status(i)?;
+                    if s & crate::al_state::ERROR != 0 {
                         return Err(Error::SegmentMismatch(format!(
-                            "state {state:#x} not reached within {} ms (bus.state_timeout_ms): \
-                             {answered} of {n} subdevices answer",
-                            timeout.as_millis()
+                            "{}: AL error {code:#06x} ({}) on the way to state {state:#x} \
+                             (state {:#x})",
+                            self.who(i),
+                            crate::al_state::al_status_text(code),
+                            s & 0x0f
                         )));
                     }
+                    if s & 0x0f != state {
+                        if late {
+                            return Err(Error::SegmentMismatch(format!(
+                                "{}: state {:#x}, not {state:#x} within {} ms \
+                                 (bus.state_timeout_ms)",
+                                self.who(i),
+                                s & 0x0f,
+                                timeout.as_millis()
+                            )));
+                        }
+                        still.push(i);
+                    }
                 }
+                if still.is_empty() {
+                    return Ok(());
+                }
+                waiting = still;
                 std::thread::sleep(Duration::from_micros(200));
             }
         }
 
-        /// The error that names the subdevice to blame: the first with an AL error; with
-        /// `missing` (the broadcast's working counter fell short) the first that does not
-        /// answer; when `late`, the first not in `state`. None: nothing to name (yet).
-        fn which(&self, state: u8, (missing, late): (bool, bool)) -> Option<Error> {
-            let mut behind = None;
-            for (i, &a) in self.addresses.iter().enumerate() {
-                let b = match block_on(Command::fprd(a, AL_STATUS).receive_slice(self.md, 6)) {
-                    Ok(b) => b,
-                    Err(e) if missing || late => {
-                        return Some(Error::bus(format!("{}: AL status", self.who(i)), e));
-                    }
-                    Err(_) => continue,
-                };
-                let (s, code) = (b[0], u16::from_le_bytes([b[4], b[5]]));
-                if s & crate::al_state::ERROR != 0 {
-                    return Some(Error::SegmentMismatch(format!(
-                        "{}: AL error {code:#06x} ({}) on the way to state {state:#x} (state \
-                         {:#x})",
-                        self.who(i),
-                        crate::al_state::al_status_text(code),
-                        s & 0x0f
-                    )));
-                }
-                if s & 0x0f != state && behind.is_none() {
-                    behind = Some((i, s & 0x0f));
-                }
-            }
-            let (i, s) = behind.filter(|_| late)?;
-            Some(Error::SegmentMismatch(format!(
-                "{}: state {s:#x}, not {state:#x}",
-                self.who(i)
-            )))
+        /// The AL status of subdevice `i` and its code (0x0130, 0x0134).
+        fn status(&self, i: usize) -> Result<(u8, u16)> {
+            let a = self.addresses[i];
+            let b = block_on(Command::fprd(a, AL_STATUS).receive_slice(self.md, 6))
+                .map_err(|e| Error::bus(format!("{}: AL status", self.who(i)), e))?;
+            Ok((b[0], u16::from_le_bytes([b[4], b[5]])))
         }
     }
 }

@@ -95,14 +95,27 @@ pub struct Logical {
 }
 
 impl Logical {
-    /// As ethercrab 0.7.1 lays out one group from its start address `pdi_start`: every
-    /// subdevice's inputs in position order, then every subdevice's outputs (the order
-    /// [`Layout::wkc`] counts the working counter in).
-    pub fn in_group(layout: &Layout, position: u16, pdi_start: u32) -> Option<Logical> {
+    /// As ethercrab 0.7.1 lays out one group of the layout's first `group` subdevices from its
+    /// start address `pdi_start`: every subdevice's inputs in position order, then every
+    /// subdevice's outputs (the order [`Layout::wkc_of`] counts the working counter in). The
+    /// subdevices after them (members of optional groups absent at bring-up, in rtcat's own
+    /// region) are not in its image: its outputs start after the group's inputs, not the
+    /// layout's.
+    pub fn in_group(
+        layout: &Layout,
+        (position, group): (u16, usize),
+        pdi_start: u32,
+    ) -> Option<Logical> {
         let s = layout.subdevices.get(usize::from(position))?;
+        let inputs: u32 = layout
+            .subdevices
+            .get(..group)?
+            .iter()
+            .map(|s| s.input_bytes)
+            .sum();
         Some(Logical {
             inputs: pdi_start + s.input_offset,
-            outputs: pdi_start + layout.input_bytes + s.output_offset,
+            outputs: pdi_start + inputs + s.output_offset,
         })
     }
 }

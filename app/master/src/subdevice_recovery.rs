@@ -158,9 +158,12 @@ pub(crate) fn snapshot<S: ethercrab::subdevice_group::HasPdi, DC>(
         if optional.0.optional(pos) {
             let position = pos as u16;
             let computed = crate::mapping::sii_of(md, &sd, position, optional.1).and_then(|sii| {
-                let at =
-                    crate::pd_registers::Logical::in_group(layout, position, ETHERCRAB_PDI_START)
-                        .ok_or_else(|| Error::SegmentMismatch("not in the layout".into()))?;
+                let at = crate::pd_registers::Logical::in_group(
+                    layout,
+                    (position, group.len()),
+                    ETHERCRAB_PDI_START,
+                )
+                .ok_or_else(|| Error::SegmentMismatch("not in the layout".into()))?;
                 let bits = crate::pd_registers::sm_bits(layout, position);
                 crate::pd_registers::compute(position, &sii, s.coe, &bits, at)
                     .map_err(|e| Error::SegmentMismatch(e.to_string()))

@@ -480,6 +480,26 @@ fn an_optional_group_absent_at_bring_up_joins_when_plugged_in() {
     );
 }
 
+/// Both stories on a segment rtcat brought up itself (`[bus] bring_up = "rtcat"`): the group's
+/// members present at bring-up are in its group and come back on their own after the unplug;
+/// absent at bring-up they are in the region and join.
+#[test]
+fn an_optional_group_comes_and_goes_on_rtcat_s_bring_up() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _own = support::tool_group::OwnBringUp::set();
+    let back = within_machine_noise("hot-connect group, rtcat's bring-up", |_| {
+        unplugged_and_back(false, line())
+    });
+    let (joined, _) = within_machine_noise("absent group joins, rtcat's bring-up", |_| {
+        absent_then_joined(false, line())
+    });
+    eprintln!(
+        "hot-connect on rtcat's bring-up: back {:.1} ms, joined {:.1} ms after the plug",
+        back as f64 / 1e6,
+        joined as f64 / 1e6
+    );
+}
+
 /// The control: the same group without `optional = true` is three mandatory devices; unplugged,
 /// their recovery gives up and the segment is re-initialised (it waits for the line to be whole
 /// again), so the mandatory devices lose cycles too.

@@ -30,7 +30,8 @@ fn compare(spec: &SegmentSpec, layout: &Layout, read: &[(Vec<u8>, Vec<u8>)]) -> 
         let img = ecsim::sii::build_image(&spec.devices[p]).expect("SII image");
         let sii = Sii::parse(&img).expect("SII");
         let s = &layout.subdevices[p];
-        let at = Logical::in_group(layout, position, 0).expect("in the layout");
+        let at = Logical::in_group(layout, (position, layout.subdevices.len()), 0)
+            .expect("in the layout");
         let bits = pd_registers::sm_bits(layout, position);
         let regs = pd_registers::compute(position, &sii, s.coe, &bits, at)
             .unwrap_or_else(|e| panic!("position {p}: {e}"));

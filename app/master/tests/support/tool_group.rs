@@ -95,6 +95,26 @@ pub fn junction_first_branch() -> SegmentSpec {
     SegmentSpec::from_toml(&t).expect("the junction's first branch")
 }
 
+/// Set: [`config`] gives `[bus] bring_up = "rtcat"` (a test sets it under its lock with
+/// [`OwnBringUp`], which clears it again).
+static OWN_BRING_UP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// While it lives, [`config`] brings the segment up with rtcat's own bring-up.
+pub struct OwnBringUp;
+
+impl OwnBringUp {
+    pub fn set() -> OwnBringUp {
+        OWN_BRING_UP.store(true, std::sync::atomic::Ordering::Relaxed);
+        OwnBringUp
+    }
+}
+
+impl Drop for OwnBringUp {
+    fn drop(&mut self) {
+        OWN_BRING_UP.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+}
+
 pub fn config(optional: bool) -> Config {
     let text = format!(
         "[cycle]\nperiod_us = 1000\n\
@@ -105,6 +125,9 @@ pub fn config(optional: bool) -> Config {
     );
     let mut cfg = Config::parse(&text, "hotconnect test").expect("config");
     super::patient(&mut cfg);
+    if OWN_BRING_UP.load(std::sync::atomic::Ordering::Relaxed) {
+        cfg.bus.bring_up = rtcat_master::config::BringUp::Rtcat;
+    }
     cfg
 }
 
