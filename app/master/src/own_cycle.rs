@@ -1,4 +1,4 @@
-//! The cycle's frames, rtcat's own (issue 28, docs/NOTES.md §17.3): the segment's process data
+//! The cycle's frames, rtcat's own (issue 28, docs/NOTES.md §17.4): the segment's process data
 //! and every subdevice's AL status (with distributed clocks the reference clock's system time
 //! first) in frames built once for a cyclic phase and sent together through the cyclic
 //! thread's slots of [`crate::own_frames`].
