@@ -694,9 +694,9 @@ pub(crate) fn configure_app(
 }
 
 /// What the cycle's frames carry for `group` in OP ([`crate::own_cycle`]): its image from the
-/// logical address ethercrab lays it out at, the inputs and outputs of its subdevices (the
-/// layout's, which [`check_image`] found equal to ethercrab's), their station addresses, and
-/// the station address of the reference clock at position `dc_reference`.
+/// logical address ethercrab lays it out at (the layout's sizes, which [`check_image`] found
+/// equal to ethercrab's), its station addresses, and the station address of the reference
+/// clock at position `dc_reference`.
 fn frames_plan<DC>(
     md: &MainDevice<'static>,
     group: &Group<DC>,
@@ -704,14 +704,9 @@ fn frames_plan<DC>(
     dc_reference: Option<u16>,
 ) -> crate::own_cycle::Plan {
     let addresses: Vec<u16> = group.iter(md).map(|sd| sd.configured_address()).collect();
-    let ours = &layout.subdevices[..addresses.len().min(layout.subdevices.len())];
-    crate::own_cycle::Plan {
-        start: crate::subdevice_recovery::ETHERCRAB_PDI_START,
-        inputs: ours.iter().map(|s| s.input_bytes as usize).sum(),
-        outputs: ours.iter().map(|s| s.output_bytes as usize).sum(),
-        dc_reference: dc_reference.and_then(|p| addresses.get(usize::from(p)).copied()),
-        addresses,
-    }
+    let reference = dc_reference.and_then(|p| addresses.get(usize::from(p)).copied());
+    let start = crate::subdevice_recovery::ETHERCRAB_PDI_START;
+    crate::own_cycle::Plan::of(layout, (addresses, start), reference)
 }
 
 /// The registers each subdevice runs with, for `[health] recovery = "subdevice"`.

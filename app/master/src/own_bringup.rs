@@ -175,7 +175,7 @@ pub(crate) fn bring_up(
         Vec::new()
     };
     let (expected_wkc, wkc_shares) = crate::bringup::expected_wkc(cfg, &layout, n)?;
-    let frames = plan(&layout, &addresses);
+    let frames = crate::own_cycle::Plan::of(&layout, (addresses.clone(), 0), None);
     let image = (frames.start, frames.inputs + frames.outputs);
     let order = (0..layout.subdevices.len()).collect();
     Ok(Up {
@@ -260,17 +260,4 @@ fn snapshots(
             })
         })
         .collect()
-}
-
-/// The cycle's frames for the subdevices at `addresses` (the first positions of `layout`):
-/// their image from logical address 0, as ethercrab lays out its group.
-fn plan(layout: &Layout, addresses: &[u16]) -> crate::own_cycle::Plan {
-    let ours = &layout.subdevices[..addresses.len().min(layout.subdevices.len())];
-    crate::own_cycle::Plan {
-        start: 0,
-        inputs: ours.iter().map(|s| s.input_bytes as usize).sum(),
-        outputs: ours.iter().map(|s| s.output_bytes as usize).sum(),
-        addresses: addresses.to_vec(),
-        dc_reference: None,
-    }
 }

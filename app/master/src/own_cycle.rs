@@ -62,6 +62,27 @@ pub(crate) struct Plan {
     pub(crate) dc_reference: Option<u16>,
 }
 
+impl Plan {
+    /// The frames of the layout's first `addresses.len()` subdevices (at `addresses`, by
+    /// position): their image from logical address `start` as ethercrab lays out a group (every
+    /// one's inputs, then every one's outputs), with DC the reference clock at station
+    /// `dc_reference`. The subdevices after them (rtcat's region) are not in it.
+    pub(crate) fn of(
+        layout: &crate::layout::Layout,
+        (addresses, start): (Vec<u16>, u32),
+        dc_reference: Option<u16>,
+    ) -> Plan {
+        let ours = &layout.subdevices[..addresses.len().min(layout.subdevices.len())];
+        Plan {
+            start,
+            inputs: ours.iter().map(|s| s.input_bytes as usize).sum(),
+            outputs: ours.iter().map(|s| s.output_bytes as usize).sum(),
+            addresses,
+            dc_reference,
+        }
+    }
+}
+
 /// Where a datagram's data is: (frame, offset of its data in the frame).
 type At = (usize, usize);
 

@@ -102,8 +102,9 @@ pub(crate) struct Computed<'a> {
 }
 
 impl Snapshot {
-    /// What a subdevice rtcat brought up itself runs with: the registers it wrote (no DC: the
-    /// own bring-up runs none yet).
+    /// What a subdevice whose registers rtcat computed runs with (rtcat's own bring-up, a
+    /// member absent at bring-up that joins): the registers written, no DC registers (a
+    /// joining member adds its own).
     pub(crate) fn computed(c: Computed<'_>) -> Snapshot {
         let (sm, fmmu) = c.registers.areas();
         Snapshot {
@@ -1286,29 +1287,24 @@ fn member_snapshot(
     let bits = crate::pd_registers::sm_bits(layout, pos);
     let regs = crate::pd_registers::compute(pos, &sii, coe, &bits, m.at())
         .map_err(|e| Error::SegmentMismatch(e.to_string()))?;
-    let (sm, fmmu) = regs.areas();
     let dc_capable = has_dc(w.md, m.address, pos)?;
     let dc = if w.cfg.dc.enabled && dc_capable && w.cfg.dc.assign_activate(pos) != 0 {
         Some(member_dc(w, m, (order, wire))?)
     } else {
         None
     };
-    Ok((
-        Snapshot {
-            position: pos,
-            address: m.address,
-            identity,
-            alias,
-            name: s.name.clone(),
-            sm,
-            fmmu,
-            dc,
-            device: m.device,
-            coe,
-            dc_capable,
-        },
-        sii,
-    ))
+    let computed = Snapshot::computed(Computed {
+        position: pos,
+        address: m.address,
+        identity,
+        alias,
+        name: s.name.clone(),
+        registers: &regs,
+        device: m.device,
+        coe,
+        dc_capable,
+    });
+    Ok((Snapshot { dc, ..computed }, sii))
 }
 
 /// Whether the ESC at `address` has distributed clocks (0x0008 bit 2, ETG.1000.4 Table 31).
