@@ -21,7 +21,7 @@
 
 use crate::image::ProcessImage;
 use crate::limits::LRW_CHUNK;
-use crate::own_frames::{Batch, OwnFrames, datagrams_of};
+use crate::own_frames::{Batch, OwnFrames, answers, datagrams_of};
 use rtcat_packet::DATAGRAM_HEADER_LEN;
 use std::future::Future;
 use std::pin::Pin;
@@ -233,12 +233,7 @@ impl OwnCycle {
     /// the DC time read; Err(()) otherwise.
     fn read_replies(&mut self) -> Result<Reply, ()> {
         for ((tx, rx), &n) in self.tx.iter().zip(&self.rx).zip(&self.rx_len) {
-            let same = n == tx.len()
-                && datagrams_of(rx)
-                    .zip(datagrams_of(tx))
-                    .all(|((a, la), (b, lb))| a == b && la == lb && rx[a] == tx[b])
-                && datagrams_of(rx).count() == datagrams_of(tx).count();
-            if !same {
+            if !rx.get(..n).is_some_and(|r| answers(tx, r)) {
                 return Err(());
             }
         }

@@ -349,6 +349,17 @@ fn tag_datagrams(frame: &mut [u8], tag: u8) {
     }
 }
 
+/// Whether `reply` carries the datagrams of `sent`: as long as it, each datagram where it was
+/// sent, as long and of the same command (a reply to another frame, or a damaged one, does
+/// not). The cycle's frames and the region's are read only then.
+pub(crate) fn answers(sent: &[u8], reply: &[u8]) -> bool {
+    reply.len() == sent.len()
+        && datagrams_of(reply).count() == datagrams_of(sent).count()
+        && datagrams_of(reply)
+            .zip(datagrams_of(sent))
+            .all(|((a, la), (b, lb))| a == b && la == lb && reply[a] == sent[b])
+}
+
 /// Each datagram of `frame` as (offset of its header, data length).
 pub(crate) fn datagrams_of(frame: &[u8]) -> impl Iterator<Item = (usize, usize)> + '_ {
     let mut at = Some(ETH_HEADER_LEN + ECAT_HEADER_LEN);

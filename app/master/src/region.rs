@@ -228,11 +228,7 @@ impl Region {
     /// are not where the frame sent has them.
     fn read_reply(&mut self, n: usize) {
         let rx = &self.rx[..n];
-        let same = crate::own_frames::datagrams_of(rx)
-            .map(|(off, len)| (off + rtcat_packet::DATAGRAM_HEADER_LEN, len))
-            .zip(crate::own_frames::datagrams_of(&self.tx))
-            .all(|((a, la), (b, lb))| a == b + rtcat_packet::DATAGRAM_HEADER_LEN && la == lb);
-        if !same || n < self.tx.len() {
+        if !crate::own_frames::answers(&self.tx, rx) {
             self.lost();
             return;
         }
