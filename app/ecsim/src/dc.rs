@@ -131,6 +131,8 @@ pub struct DcClock {
     latched: Option<u64>,
     late: u64,
     on_time: u64,
+    /// Frames on time since SYNC0 was last switched on.
+    on_time_since_on: u64,
     /// Events reported through 0x098E so far.
     status_seen: u64,
 }
@@ -157,6 +159,7 @@ impl DcClock {
             latched: None,
             late: 0,
             on_time: 0,
+            on_time_since_on: 0,
             status_seen: 0,
         }
     }
@@ -307,6 +310,7 @@ impl DcClock {
     pub fn activate(&mut self, t: u64, activation: u8, start: u64, cycle: u32, regs: LoopRegs) {
         self.latched = None;
         self.status_seen = 0;
+        self.on_time_since_on = 0;
         if activation & 0x03 != 0x03 {
             self.sync0 = None;
             return;
@@ -350,7 +354,10 @@ impl DcClock {
         let k = s0.passed(s);
         match self.latched {
             Some(l) if k > l + 1 => self.late += 1,
-            _ => self.on_time += 1,
+            _ => {
+                self.on_time += 1;
+                self.on_time_since_on += 1;
+            }
         }
         self.latched = Some(k);
     }
@@ -361,6 +368,11 @@ impl DcClock {
 
     pub fn on_time(&self) -> u64 {
         self.on_time
+    }
+
+    /// Process data frames on time since SYNC0 was last switched on.
+    pub fn on_time_since_on(&self) -> u64 {
+        self.on_time_since_on
     }
 }
 

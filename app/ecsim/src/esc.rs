@@ -91,6 +91,7 @@ pub mod al_code {
     pub const INVALID_STATE_CHANGE: u16 = 0x0011;
     pub const UNKNOWN_STATE: u16 = 0x0012;
     pub const INVALID_MAILBOX_CONFIG: u16 = 0x0016;
+    pub const SYNC_ERROR: u16 = 0x001a;
     pub const SM_WATCHDOG: u16 = 0x001b;
     pub const INVALID_OUTPUT_CONFIG: u16 = 0x001d;
     pub const INVALID_INPUT_CONFIG: u16 = 0x001e;
@@ -913,6 +914,16 @@ impl Esc {
         if from == PreOp && target == SafeOp {
             // The application publishes valid inputs before it reports SAFE-OP.
             self.publish_inputs();
+        }
+        let frames = u64::from(self.spec.timing.dc_op_frames);
+        if from == SafeOp
+            && target == Op
+            && frames > 0
+            && self.dc.sync0().is_some()
+            && self.dc.on_time_since_on() < frames
+        {
+            self.set_al_status(SafeOp as u8, true, al_code::SYNC_ERROR);
+            return;
         }
         self.set_al_status(target as u8, false, 0);
         if from == Init && matches!(target, PreOp | Boot) {

@@ -54,6 +54,8 @@
 //! slow_object = 0x1010      # a write (SDO download) to this object is answered after
 //! slow_object_us = 1500000  # slow_object_us (firmware that acts on it first: storing, flash)
 //! sm_watchdog = true        # OP -> SAFE-OP (0x001B) when outputs stop for the watchdog time
+//! dc_op_frames = 3          # with SYNC0 running, SAFE-OP -> OP only after this many process
+//!                           # data frames on time since SYNC0 started (0x001A otherwise)
 //! ```
 //!
 //! A device may list its PDOs instead of getting the generated default
@@ -418,6 +420,8 @@ struct TimingEntry {
     slow_object_us: u32,
     #[serde(default)]
     sm_watchdog: bool,
+    #[serde(default)]
+    dc_op_frames: u16,
 }
 
 /// Longest time a `[device.timing]` key may give: 10 s (beyond any master's state timeout).
@@ -456,6 +460,13 @@ pub struct EscTiming {
     /// leaves OP for SAFE-OP with AL status code 0x001B, as a device's firmware does on the
     /// ESC's watchdog (ET1100: "Watchdog"; ETG.1000.6 AL status codes).
     pub sm_watchdog: bool,
+    /// A device whose SYNC0 runs accepts SAFE-OP -> OP only when at least this many process
+    /// data frames reached it on time (between two SYNC0 pulses) since SYNC0 was switched on,
+    /// counted when the transition's time ([`EscTiming::safeop_op_ns`]) is over; otherwise it
+    /// stays in SAFE-OP with AL status code 0x001A "synchronization error". A drive in DC mode
+    /// checks that frames arrive around SYNC0 before it accepts OP (ETG.1020 §21.1). 0: no
+    /// check.
+    pub dc_op_frames: u16,
 }
 
 impl EscTiming {
@@ -507,6 +518,7 @@ fn timing(i: usize, t: Option<TimingEntry>) -> Result<EscTiming, SpecError> {
         slow_object: t.slow_object,
         slow_object_ns: ns(t.slow_object_us),
         sm_watchdog: t.sm_watchdog,
+        dc_op_frames: t.dc_op_frames,
     })
 }
 

@@ -1,20 +1,22 @@
 //! Bring-up to OP of 32 and 64 CoE drives with the simulator's ESC timing model
-//! (`cargo bench -p rtcat-master --features sim --bench bringup_fast`), in seven modes
+//! (`cargo bench -p rtcat-master --features sim --bench bringup_fast`), in eleven modes
 //! interleaved in one run: with ethercrab's bring-up, everything one device after another
 //! (`[bus] sii_in_flight = 1`, `config_in_flight = 1`), cold (no `[bus] sii_cache` file) and
 //! warm (the file the cold run just wrote: a restart); the SII 8 at a time
 //! (`RTCAT_BENCH_IN_FLIGHT`) with the SDO configuration still one after another, warm; both 8 at
 //! a time, cold and warm; and rtcat's own bring-up (`[bus] bring_up = "rtcat"`), 8 at a time,
-//! cold and warm. Prints P50 / max of the bring-up over `RTCAT_BENCH_REPS` repetitions (default
-//! 3), then the P50 of each phase the master logs (the scan to PRE-OP, the SII, the
-//! configuration and mapping read-back, the process data sizing — ethercrab's over CoE, or
-//! rtcat's registers —, SAFE-OP and OP); asserts nothing about times.
+//! cold and warm; then both bring-ups, 8 at a time, cold and warm, with distributed clocks (`[dc]`
+//! as `examples/cia402` has it: SYNC0 every 1 ms, the CoE sync modes, 10 000 static sync
+//! frames; each drive accepts OP only after 3 frames on time since SYNC0 started). Prints
+//! P50 / max of the bring-up over `RTCAT_BENCH_REPS` repetitions (default 3), then the P50 of
+//! each phase the master logs (the scan to PRE-OP — ethercrab's with its DC initialisation —,
+//! rtcat's DC set-up, the SII, the configuration and mapping read-back, the process data
+//! sizing — ethercrab's over CoE, or rtcat's registers —, SAFE-OP and OP); asserts nothing
+//! about times.
 //! `RTCAT_BENCH_DRIVES=8,32` other segment sizes; `RTCAT_BENCH_KINDS=8` drives of 8 revisions
 //! (8 SIIs to read cold); `RTCAT_BENCH_LOG=1` the master's log.
 //!
-//! The drives are `examples/cia402`'s SERVO402-SIM (no DC: ethercrab's static DC
-//! synchronisation is a fixed 10 000 round trips, not what this compares), each with its own
-//! serial. Timing per device (docs/NOTES.md §7.4): an SII command 680 µs (ET1100 Table 79),
+//! The drives are `examples/cia402`'s SERVO402-SIM, each with its own serial. Timing per device (docs/NOTES.md §7.4): an SII command 680 µs (ET1100 Table 79),
 //! INIT -> PRE-OP 10 ms, PRE-OP -> SAFE-OP 20 ms, SAFE-OP -> OP 10 ms, down 2 ms, mailbox
 //! answer 1 ms. Configuration per drive (`[[device]]` by identity): the CSP mapping written to
 //! 0x1600 (5 entries) and 0x1A00 (7), assigned in 0x1C12 / 0x1C13, two startup SDOs: 24 SDO
@@ -83,9 +85,10 @@ type = "u32"
 value = 500000
 "#;
 
-/// The timing of docs/NOTES.md §7.4.
-fn timing() -> EscTiming {
+/// The timing of docs/NOTES.md §7.4 (with DC: OP after 3 frames on time).
+fn timing(dc: bool) -> EscTiming {
     EscTiming {
+        dc_op_frames: if dc { 3 } else { 0 },
         sii_ns: 680_000,
         init_preop_ns: 10_000_000,
         preop_safeop_ns: 20_000_000,
@@ -98,7 +101,7 @@ fn timing() -> EscTiming {
 
 /// `n` drives of `kinds` revisions (`RTCAT_BENCH_KINDS`, default 1): as many identities, each
 /// with its own SII to read cold.
-fn segment(n: usize, kinds: usize) -> SegmentSpec {
+fn segment(n: usize, kinds: usize, dc: bool) -> SegmentSpec {
     let base = SegmentSpec::from_toml(SEGMENT).expect("examples/cia402/segment.toml");
     let mut s = base.clone();
     s.devices = (0..n)
@@ -110,7 +113,7 @@ fn segment(n: usize, kinds: usize) -> SegmentSpec {
         })
         .collect();
     s.name = format!("{n} drives");
-    s.with_dc(false).with_timing(timing())
+    s.with_dc(dc).with_timing(timing(dc))
 }
 
 /// Stops at the first cycle.
@@ -127,21 +130,23 @@ fn now_ns() -> u64 {
 }
 
 /// The phases of one bring-up as the master logs them, in ms: scan, SII, configuration and
-/// mapping, process data sizing, SAFE-OP and OP.
-type Phases = [f64; 5];
+/// mapping, process data sizing, SAFE-OP and OP, rtcat's DC static drift compensation (beside
+/// the steps in PRE-OP, not after them).
+type Phases = [f64; 6];
 
-const PHASES: [&str; 5] = ["scan", "SII", "config", "sizing", "SO+OP"];
+const PHASES: [&str; 6] = ["scan", "SII", "config", "sizing", "SO+OP", "DC"];
 
 /// One bring-up; its time to OP and its phases in ms.
 fn one(
     n: usize,
     kinds: usize,
     (sii_in_flight, config_in_flight): (u16, u16),
-    bring_up: BringUp,
+    (bring_up, dc): (BringUp, bool),
     cache: &std::path::Path,
 ) -> Result<(f64, Phases), String> {
     let mut cfg = Config::parse(CONFIG, "bench").map_err(|e| e.to_string())?;
     cfg.bus.bring_up = bring_up;
+    cfg.dc.enabled = dc;
     cfg.bus.sii_in_flight = sii_in_flight;
     cfg.bus.config_in_flight = config_in_flight;
     cfg.bus.sii_cache = Some(cache.to_path_buf());
@@ -151,7 +156,7 @@ fn one(
     let mut spec = RunSpec::new(
         cfg,
         Target::Sim {
-            spec: segment(n, kinds),
+            spec: segment(n, kinds, dc),
             faults: Faults::new(),
         },
         stop.clone(),
@@ -170,12 +175,12 @@ fn one(
 }
 
 /// What the master's log said of the last bring-up's phases.
-static LOGGED: std::sync::Mutex<Phases> = std::sync::Mutex::new([f64::NAN; 5]);
+static LOGGED: std::sync::Mutex<Phases> = std::sync::Mutex::new([f64::NAN; 6]);
 
 fn take_phases() -> Phases {
     std::mem::replace(
         &mut *LOGGED.lock().unwrap_or_else(|p| p.into_inner()),
-        [f64::NAN; 5],
+        [f64::NAN; 6],
     )
 }
 
@@ -199,6 +204,8 @@ fn keep_phases(m: &str) {
         (p[1], p[2]) = (v[0], v[1]);
     } else if m.starts_with("bring-up: process data sizing") && v.len() >= 2 {
         (p[3], p[4]) = (v[0], v[1]);
+    } else if m.starts_with("bring-up: DC static drift compensation") && v.len() == 1 {
+        p[5] = v[0];
     }
 }
 
@@ -269,16 +276,21 @@ fn main() {
          transitions 10/20/10 ms, mailbox 1 ms), {kinds} revision(s), {ovl} in flight when \
          overlapped, {reps} repetitions, P50 / max in ms; then the P50 of each logged phase"
     );
-    // (name, (SII in flight, configuration in flight), warm, bring-up): columns in that order.
-    let e = BringUp::Ethercrab;
+    // (name, (SII in flight, configuration in flight), warm, (bring-up, DC)): columns in that
+    // order.
+    let (e, r) = (BringUp::Ethercrab, BringUp::Rtcat);
     let modes = [
-        ("all sequential, cold", (1u16, 1u16), false, e),
-        ("all sequential, warm", (1, 1), true, e),
-        ("SII ovl, config seq, warm", (ovl, 1), true, e),
-        ("all overlapped, cold", (ovl, ovl), false, e),
-        ("all overlapped, warm", (ovl, ovl), true, e),
-        ("rtcat's bring-up, cold", (ovl, ovl), false, BringUp::Rtcat),
-        ("rtcat's bring-up, warm", (ovl, ovl), true, BringUp::Rtcat),
+        ("all sequential, cold", (1u16, 1u16), false, (e, false)),
+        ("all sequential, warm", (1, 1), true, (e, false)),
+        ("SII ovl, config seq, warm", (ovl, 1), true, (e, false)),
+        ("all overlapped, cold", (ovl, ovl), false, (e, false)),
+        ("all overlapped, warm", (ovl, ovl), true, (e, false)),
+        ("rtcat's bring-up, cold", (ovl, ovl), false, (r, false)),
+        ("rtcat's bring-up, warm", (ovl, ovl), true, (r, false)),
+        ("DC, all overlapped, cold", (ovl, ovl), false, (e, true)),
+        ("DC, all overlapped, warm", (ovl, ovl), true, (e, true)),
+        ("DC, rtcat's, cold", (ovl, ovl), false, (r, true)),
+        ("DC, rtcat's, warm", (ovl, ovl), true, (r, true)),
     ];
     for n in sizes {
         let mut t: Vec<Vec<(f64, Phases)>> = vec![Vec::new(); modes.len()];
@@ -292,9 +304,11 @@ fn main() {
                 } else {
                     in_flight
                 };
-                let cache = dir
-                    .path()
-                    .join(format!("{n}-{}-{bring_up:?}-{rep}.cache", file.0));
+                // The DC devices' SIIs are others (their DC features): files of their own.
+                let cache = dir.path().join(format!(
+                    "{n}-{}-{:?}-{}-{rep}.cache",
+                    file.0, bring_up.0, bring_up.1
+                ));
                 if !warm {
                     let _ = std::fs::remove_file(&cache);
                 }
@@ -341,10 +355,13 @@ fn main() {
             med(3) / med(4)
         );
         println!(
-            "{:>28} ethercrab's/rtcat's bring-up: cold {:.2}, warm {:.2}",
+            "{:>28} ethercrab's/rtcat's bring-up: cold {:.2}, warm {:.2}; with DC cold {:.2}, \
+             warm {:.2}",
             "",
             med(3) / med(5),
-            med(4) / med(6)
+            med(4) / med(6),
+            med(7) / med(9),
+            med(8) / med(10)
         );
     }
 }

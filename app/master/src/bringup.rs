@@ -35,7 +35,8 @@ pub(crate) enum AnyGroup {
     Plain(OpGroup),
     /// Brought up by ethercrab, SYNC0 configured: the phase lock.
     Dc(DcGroup),
-    /// Brought up by rtcat (`[bus] bring_up = "rtcat"`, [`crate::own_bringup`]), no DC.
+    /// Brought up by rtcat (`[bus] bring_up = "rtcat"`, [`crate::own_bringup`]), with or
+    /// without DC (see [`Up::has_dc`]).
     Own(crate::own_group::OwnGroup),
 }
 
@@ -536,7 +537,8 @@ pub(crate) fn expected_wkc(
 }
 
 /// Scan, check against the configuration, read the mapping, let the application configure,
-/// and walk the segment to OP.
+/// and walk the segment to OP (rtcat's own frames are not needed: ethercrab's group carries
+/// all).
 pub(crate) fn bring_up(
     md: &MainDevice<'static>,
     cfg: &Config,
@@ -544,6 +546,7 @@ pub(crate) fn bring_up(
     generation: u32,
     topology: Option<crate::hotconnect::Expected<'_>>,
     sii: &crate::sii_cache::SiiCache,
+    _own: crate::own_frames::OwnBus<'_>,
 ) -> Result<Up> {
     let t_scan = std::time::Instant::now();
     // Members of groups on a junction's port are kept out of ethercrab's group (`branch`).
@@ -797,9 +800,10 @@ fn check_image<DC>(
     Ok(())
 }
 
-/// `[dc]` in PRE-OP: check the reference clock, give every DC subdevice its SYNC mode
-/// (`set_dc_sync`, applied by `configure_dc_sync`) and write the CoE sync modes. Returns the
-/// positions of the DC subdevices.
+/// `[dc]` in PRE-OP with ethercrab's group: the delays rtcat measures, the checks of
+/// [`dc_capable`], every DC subdevice's SYNC mode (`set_dc_sync`, applied by
+/// `configure_dc_sync`) and the CoE sync modes ([`write_sync_modes`]). Returns the positions
+/// of the DC subdevices.
 fn configure_dc_pre_op(
     md: &MainDevice<'static>,
     cfg: &Config,
@@ -807,29 +811,46 @@ fn configure_dc_pre_op(
     layout: &Layout,
     counters: &mut [u8],
 ) -> Result<Vec<u16>> {
-    let dc = &cfg.dc;
     // Over every device of the scan: the members kept out of ethercrab's group are in the
     // tree the receive times are read along.
     crate::dc_delays::correct(md, scanned)?;
-    let mut capable = Vec::new();
+    let devices: Vec<(bool, String)> = group
+        .iter(md)
+        .map(|sd| (sd.dc_support().any(), sd.name().to_string()))
+        .collect();
+    let capable = dc_capable(cfg, &devices)?;
     for (pos, mut sd) in group.iter_mut(md).enumerate() {
         let position = pos as u16;
-        if sd.dc_support().any() {
+        if capable.contains(&position) {
+            sd.set_dc_sync(cfg.dc.dc_sync(position));
+        }
+    }
+    write_sync_modes(md, cfg, layout, &capable, counters)?;
+    Ok(capable)
+}
+
+/// The positions of the subdevices with a distributed clock (`devices`: whether each has one,
+/// its name; by position), checked against `[dc]`: a SYNC mode only for a device with a clock,
+/// at least one clock, and the reference clock the first of them — ethercrab 0.7.1 takes the
+/// first DC subdevice (`dc::configure_dc`) and offers no way to choose another; rtcat's own
+/// bring-up takes the same, so that both run a segment alike.
+pub(crate) fn dc_capable(cfg: &Config, devices: &[(bool, String)]) -> Result<Vec<u16>> {
+    let dc = &cfg.dc;
+    let mut capable = Vec::new();
+    for (pos, (has, name)) in devices.iter().enumerate() {
+        let position = pos as u16;
+        if *has {
             capable.push(position);
-            sd.set_dc_sync(dc.dc_sync(position));
         } else if let Some(i) = dc.device.iter().position(|d| d.position == position)
             && dc.device[i].assign_activate != 0
         {
             return Err(Error::SegmentMismatch(format!(
                 "dc.device[{i}].assign_activate = {:#06x}: the subdevice at position {position} \
-                 ({}) has no distributed clock",
+                 ({name}) has no distributed clock",
                 dc.device[i].assign_activate,
-                sd.name()
             )));
         }
     }
-    // ethercrab 0.7.1 takes the first DC-capable subdevice as the reference clock
-    // (`dc::configure_dc`) and offers no way to choose another one.
     let Some(&first) = capable.first() else {
         return Err(Error::SegmentMismatch(
             "dc.enabled = true, but no subdevice of the segment has a distributed clock".into(),
@@ -843,34 +864,42 @@ fn configure_dc_pre_op(
              clock, position {first}; another one is not supported"
         )));
     }
-    let synced: Vec<u16> = capable
-        .iter()
-        .copied()
-        .filter(|&p| dc.assign_activate(p) != 0)
-        .collect();
-    if dc.coe_sync_mode {
-        // 0x1C32:01 / 0x1C33:01 "Synchronization type" (UINT16) = 2: DC SYNC0 (ETG.1020 §21.1.2;
-        // the drive then latches its outputs and samples its inputs on SYNC0, not on the frame).
-        for &p in &synced {
-            let s = &layout.subdevices[usize::from(p)];
-            if !s.coe {
-                continue;
-            }
-            with_counted_sdo(md, counters, p, s.address, |sdo| {
-                for (object, present) in
-                    [(0x1c32u16, s.output_bytes > 0), (0x1c33, s.input_bytes > 0)]
-                {
-                    if present {
-                        sdo.client()
-                            .and_then(|c| c.download(object, 1, &2u16.to_le_bytes()))
-                            .map_err(|e| sync_mode_error(p, &s.name, object, e))?;
-                    }
-                }
-                Ok::<_, Error>(())
-            })?;
-        }
-    }
     Ok(capable)
+}
+
+/// `[dc] coe_sync_mode`, in PRE-OP: 0x1C32:01 / 0x1C33:01 of every CoE subdevice among
+/// `capable` with a SYNC mode, for each direction it has process data in.
+pub(crate) fn write_sync_modes(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    layout: &Layout,
+    capable: &[u16],
+    counters: &mut [u8],
+) -> Result<()> {
+    let dc = &cfg.dc;
+    if !dc.coe_sync_mode {
+        return Ok(());
+    }
+    // "Synchronization type" (UINT16) = 2: DC SYNC0 (ETG.1020 §21.1.2; the drive then latches
+    // its outputs and samples its inputs on SYNC0, not on the frame).
+    for &p in capable.iter().filter(|&&p| dc.assign_activate(p) != 0) {
+        let s = &layout.subdevices[usize::from(p)];
+        if !s.coe {
+            continue;
+        }
+        with_counted_sdo(md, counters, p, s.address, |sdo| {
+            for (object, present) in [(0x1c32u16, s.output_bytes > 0), (0x1c33, s.input_bytes > 0)]
+            {
+                if present {
+                    sdo.client()
+                        .and_then(|c| c.download(object, 1, &2u16.to_le_bytes()))
+                        .map_err(|e| sync_mode_error(p, &s.name, object, e))?;
+                }
+            }
+            Ok::<_, Error>(())
+        })?;
+    }
+    Ok(())
 }
 
 fn sync_mode_error(position: u16, name: &str, object: u16, e: crate::coe::Error) -> Error {
@@ -952,6 +981,7 @@ pub(crate) type BringUpFn = fn(
     u32,
     Option<crate::hotconnect::Expected<'_>>,
     &crate::sii_cache::SiiCache,
+    crate::own_frames::OwnBus<'_>,
 ) -> Result<Up>;
 
 /// Bring the segment up with `bring_up`, retrying after `[health] recovery_backoff_ms` until it
@@ -959,7 +989,11 @@ pub(crate) type BringUpFn = fn(
 /// attempts failed in a row (0 = never give up). Each failure goes to `on_failure(attempt,
 /// error)`.
 pub(crate) fn bring_up_retrying(
-    (mut md, bring_up): (MainDevice<'static>, BringUpFn),
+    (mut md, bring_up, own): (
+        MainDevice<'static>,
+        BringUpFn,
+        &crate::own_frames::OwnFrames,
+    ),
     cfg: &Config,
     app: &mut dyn Application,
     stop: &Stop,
@@ -982,6 +1016,10 @@ pub(crate) fn bring_up_retrying(
                 .as_ref()
                 .map(|(ids, aliases)| ((&ids[..], &aliases[..]), &tries.hot)),
             &tries.sii,
+            crate::own_frames::OwnBus {
+                frames: own,
+                timeout: Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into()),
+            },
         ) {
             Ok(up) => {
                 tries.failed_in_a_row = 0;
@@ -1081,8 +1119,13 @@ impl Up {
             self.layout.pdi_bytes(),
             self.expected_wkc,
         );
-        live.dc
-            .set_segment(matches!(self.group, AnyGroup::Dc(_)), &self.dc_positions);
+        live.dc.set_segment(self.has_dc(), &self.dc_positions);
+    }
+
+    /// SYNC0 configured: the cycle's frames read the reference's system time, and the
+    /// cycle's deadlines are locked to it.
+    pub(crate) fn has_dc(&self) -> bool {
+        self.frames.dc_reference.is_some()
     }
 }
 

@@ -121,7 +121,7 @@ pub enum BringUp {
     #[default]
     Ethercrab,
     /// rtcat's own: every step for all subdevices at once, the sync managers and FMMUs
-    /// computed from the SII and the layout. Not yet with `[dc]` or `[[group]] behind`.
+    /// computed from the SII and the layout.
     Rtcat,
 }
 
@@ -347,27 +347,6 @@ impl Config {
         crate::axis::validate(&self.axis, &self.device)?;
         check_axis_limits(&self.axis)?;
         crate::hotconnect_config::validate(&self.group, self.segment.subdevices)?;
-        if self.bus.bring_up == BringUp::Rtcat {
-            // What rtcat's own bring-up does not do yet (docs/NOTES.md §17.4).
-            if self.dc.enabled {
-                return Err(Invalid::new(
-                    "bus.bring_up",
-                    "\"rtcat\"",
-                    "does not set up distributed clocks yet: with dc.enabled = true use \
-                     bring_up = \"ethercrab\"",
-                ));
-            }
-            if let Some(i) = self.group.iter().position(|g| g.behind.is_some()) {
-                return Err(Invalid::new(
-                    "bus.bring_up",
-                    "\"rtcat\"",
-                    format!(
-                        "does not run groups on a junction's port yet (group[{i}].behind): use \
-                         bring_up = \"ethercrab\""
-                    ),
-                ));
-            }
-        }
         // An optional member is kept out by its own recovery; the segment policy has none.
         if self.health.recovery == RecoveryPolicy::Segment
             && let Some(i) = self.group.iter().position(|g| g.optional)

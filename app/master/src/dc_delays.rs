@@ -22,10 +22,13 @@ pub(crate) struct Latch {
     pub(crate) dc: Vec<bool>,
     /// Receive times of ports 0..3 (0x0900..0x090F); zeros for a device without DC.
     pub(crate) times: Vec<[u32; 4]>,
+    /// The local time the frame reached the processing unit (0x0918, 64 bit); 0 without DC.
+    pub(crate) local: Vec<u64>,
 }
 
 /// Latch the receive times of every device with one frame (a write to 0x0900, ETG.1000.4
-/// §6.8.2) and read them with each device's DL status. `devices`: station address and DC
+/// §6.8.2) and read them with each device's DL status (the ports' times and the processing
+/// unit's, 0x0900..0x091F, in one read). `devices`: station address and DC
 /// support of every device, in processing order; `who` names the caller in errors.
 pub(crate) fn latch(md: &MainDevice<'static>, devices: &[(u16, bool)], who: &str) -> Result<Latch> {
     block_on(Command::bwr(0x0900).ignore_wkc().send(md, 0u32))
@@ -34,6 +37,7 @@ pub(crate) fn latch(md: &MainDevice<'static>, devices: &[(u16, bool)], who: &str
         dl: Vec::with_capacity(devices.len()),
         dc: Vec::with_capacity(devices.len()),
         times: Vec::with_capacity(devices.len()),
+        local: Vec::with_capacity(devices.len()),
     };
     for (i, &(address, dc)) in devices.iter().enumerate() {
         l.dl.push(
@@ -41,12 +45,17 @@ pub(crate) fn latch(md: &MainDevice<'static>, devices: &[(u16, bool)], who: &str
                 .map_err(|e| Error::bus(format!("{who}: DL status of position {i}"), e))?,
         );
         l.dc.push(dc);
-        l.times.push(if dc {
-            block_on(Command::fprd(address, 0x0900).receive::<[u32; 4]>(md))
-                .map_err(|e| Error::bus(format!("{who}: receive times of position {i}"), e))?
+        let (times, local) = if dc {
+            // 0x0900..0x090F the ports, 0x0910 the system time, 0x0918 the processing unit.
+            let r = block_on(Command::fprd(address, 0x0900).receive::<[u32; 8]>(md))
+                .map_err(|e| Error::bus(format!("{who}: receive times of position {i}"), e))?;
+            let local = u64::from(r[6]) | (u64::from(r[7]) << 32);
+            ([r[0], r[1], r[2], r[3]], local)
         } else {
-            [0; 4]
-        });
+            ([0; 4], 0)
+        };
+        l.times.push(times);
+        l.local.push(local);
     }
     Ok(l)
 }

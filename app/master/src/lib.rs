@@ -136,6 +136,7 @@ pub mod motion;
 pub mod netuse;
 mod own_bringup;
 mod own_cycle;
+mod own_dc;
 mod own_frames;
 mod own_group;
 #[doc(hidden)]

@@ -103,6 +103,8 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
         attempts: Attempts::default(),
     };
     let result = (|| {
+        // rtcat's own frames go out through the TX/RX thread during the bring-up too.
+        let own = bus.own_frames();
         let thread = TxRxThread::spawn(bus, init_rt)?;
         let md = run.md.take().expect("set above");
         let (md, first) = if spec.retry_start {
@@ -110,7 +112,7 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
             // is waited for, like a recovery.
             ch.live.recovering.store(1, Ordering::Relaxed);
             let r = bring_up_retrying(
-                (md, bring_up_of(&cfg)),
+                (md, bring_up_of(&cfg), &own),
                 &cfg,
                 app,
                 &stop,
@@ -134,6 +136,10 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
                 run.attempts.generation,
                 None,
                 &run.attempts.sii,
+                crate::own_frames::OwnBus {
+                    frames: &own,
+                    timeout: Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into()),
+                },
             );
             if r.is_ok() {
                 run.attempts.save_sii(&cfg);
@@ -285,7 +291,7 @@ impl Cycling<'_> {
         let mut state = cycle::State::new(&seg.layout, &seg.wkc_shares)
             .with_region(&seg.late, bus.own_frames())
             .with_frames(frames);
-        if matches!(seg.group, AnyGroup::Dc(_)) {
+        if seg.has_dc() {
             state = state.with_lock(phase_lock(cfg));
         }
         // The per-subdevice recovery's board, shared by the cyclic thread and the worker.
@@ -533,11 +539,12 @@ fn recover(
     // SAFETY: the old group is dropped and never used with the new MainDevice.
     let pdu_loop = unsafe { old.release() };
     let md = MainDevice::new(pdu_loop, init_timeouts(cfg), cfg.maindevice_config());
+    let own = bus.own_frames();
     let t = TxRxThread::spawn(bus, init_rt)?;
     let cycles = rec.cycles;
     let mut failures = 0u64;
     let (m, result) = bring_up_retrying(
-        (md, bring_up_of(cfg)),
+        (md, bring_up_of(cfg), &own),
         cfg,
         app,
         stop,

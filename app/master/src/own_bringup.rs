@@ -22,8 +22,12 @@
 //! subdevice's outputs), so the expected working counter, the per-subdevice recovery's
 //! registers and the shared image do not depend on which bring-up ran.
 //!
-//! Not yet: distributed clocks and groups behind a junction's port (`[[group]] behind`), both
-//! refused with this bring-up when the configuration is read.
+//! With `[dc]` the clocks are set up after the scan, SYNC0 with the process data and OP is
+//! reached with frames on the SYNC0 grid ([`crate::own_dc`]).
+//!
+//! The members of groups on a junction's port (`[[group]] behind`) are kept out of the
+//! layout's devices at the scan, as [`crate::branch`] keeps them out of ethercrab's group:
+//! left in INIT, run by the region ([`crate::region`]), joining through their recovery.
 
 use crate::application::Application;
 use crate::bringup::{AnyGroup, Up};
@@ -36,6 +40,7 @@ use crate::pd_registers::{Logical, PdRegisters};
 use crate::sii::SmUsage;
 use ethercrab::{Command, MainDevice};
 use futures_lite::future::block_on;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 /// Write the sync managers of `regs` whose SII usage `mailbox` says (the mailbox's, or the
@@ -68,8 +73,21 @@ fn write_registers(
     Ok(())
 }
 
+/// What the steps in PRE-OP leave: the layout, which `[[device]]` entry configures each
+/// subdevice, the mailbox counters, the region's members, the process data registers written.
+struct Configured {
+    layout: Layout,
+    chosen: Vec<Option<usize>>,
+    counters: Vec<u8>,
+    late: Vec<crate::region::Member>,
+    registers: Vec<PdRegisters>,
+    /// How long writing the process data registers took (ms).
+    pd_ms: u128,
+}
+
 /// Bring the segment to OP (see the module's description); what [`crate::bringup::bring_up`]
-/// returns, with [`AnyGroup::Own`].
+/// returns, with [`AnyGroup::Own`]. `own`: rtcat's own frames, for the DC static drift
+/// compensation, which runs beside the steps in PRE-OP.
 pub(crate) fn bring_up(
     md: &MainDevice<'static>,
     cfg: &Config,
@@ -77,12 +95,16 @@ pub(crate) fn bring_up(
     generation: u32,
     topology: Option<crate::hotconnect::Expected<'_>>,
     sii: &crate::sii_cache::SiiCache,
+    own: crate::own_frames::OwnBus<'_>,
 ) -> Result<Up> {
     let timeout = Duration::from_millis(cfg.bus.state_timeout_ms.into());
     let before = sii.counts();
     let t_scan = Instant::now();
-    let (found, sii_ms) = crate::scan::scan(md, cfg, sii)?;
+    let (all, sii_ms) = crate::scan::scan(md, cfg, sii)?;
     let scan_ms = t_scan.elapsed().as_millis().saturating_sub(sii_ms);
+    // Every device in processing order (the DC tree and the wire order are read along it).
+    let scanned: crate::branch::Scanned = all.iter().map(|f| (f.address, f.dc)).collect();
+    let (found, aside) = keep_aside(cfg, all)?;
     let n = found.len();
     let identities: Vec<(u32, u32, u32)> = found.iter().map(|f| f.identity).collect();
     let aliases: Vec<u16> = found.iter().map(|f| f.alias).collect();
@@ -90,13 +112,26 @@ pub(crate) fn bring_up(
     if let Some((t, hot)) = topology {
         crate::hotconnect::check_topology((&identities, &aliases), t, hot)?;
     }
+    // With `[dc]`: the DC subdevices (the first the reference, which cannot be optional).
+    let capable = if cfg.dc.enabled {
+        let devices: Vec<(bool, String)> = found.iter().map(|f| (f.dc, f.name.clone())).collect();
+        crate::bringup::dc_capable(cfg, &devices)?
+    } else {
+        Vec::new()
+    };
     let hot = crate::hotconnect::resolve(
         &cfg.group,
         &cfg.device,
         &crate::hotconnect::found(aliases.iter().copied().zip(identities.iter().copied())),
-        None,
+        capable.first().copied(),
     )?;
     crate::bringup::check_segment(cfg, &identities)?;
+    let reference = if cfg.dc.enabled {
+        crate::branch::check_reference(&cfg.group, &scanned, &aside)?;
+        Some(crate::own_dc::clocks(md, &scanned)?)
+    } else {
+        None
+    };
     let addresses: Vec<u16> = found.iter().map(|f| f.address).collect();
     let names: Vec<String> = found.iter().map(|f| f.name.clone()).collect();
     let stations = states::Stations {
@@ -104,18 +139,149 @@ pub(crate) fn bring_up(
         addresses: &addresses,
         names: &names,
     };
-    // The mailboxes, then PRE-OP for all.
-    let t_pre = Instant::now();
-    mailboxes(md, &found)?;
-    crate::own_group::sii_owner(md, true)?;
-    stations.to_all(crate::al_state::PRE_OP, timeout)?;
-    crate::own_group::sii_owner(md, false)?;
+    let first_absent = topology.map_or(&[][..], |(_, first)| first.absent.as_slice());
+    // The DC static drift compensation on a thread of its own while the steps in PRE-OP run
+    // (its frames are rtcat's own, the steps' ethercrab's: they do not meet).
+    let stop = AtomicBool::new(false);
+    let (configured, synced) = std::thread::scope(|s| {
+        let sync = reference.map(|r| {
+            let stop = &stop;
+            s.spawn(move || {
+                let t = Instant::now();
+                crate::own_dc::static_sync(own, r, cfg.dc.static_sync_iterations, stop)
+                    .map(|lost| (lost, t.elapsed().as_millis()))
+            })
+        });
+        let configured = (|| -> Result<Configured> {
+            // The mailboxes, then PRE-OP for all.
+            let t_pre = Instant::now();
+            mailboxes(md, &found)?;
+            crate::own_group::sii_owner(md, true)?;
+            stations.to_all(crate::al_state::PRE_OP, timeout)?;
+            crate::own_group::sii_owner(md, false)?;
+            log::info!(
+                "bring-up: scan (rtcat) {scan_ms} ms, mailboxes and PRE-OP {} ms",
+                t_pre.elapsed().as_millis()
+            );
+            // The configuration and the layout, as ethercrab's bring-up does them.
+            let t_config = Instant::now();
+            let (layout, chosen, counters) = crate::bringup::configure_stations(
+                md,
+                &stations_of(&found),
+                &found.iter().map(|f| f.sii.clone()).collect::<Vec<_>>(),
+                cfg,
+                generation,
+                (&hot.absent, first_absent),
+            )?;
+            crate::bringup::log_sii_and_config(sii, before, sii_ms, t_config.elapsed().as_millis());
+            let members: Vec<(usize, usize)> =
+                hot.absent.iter().map(|a| (a.group, a.member)).collect();
+            let late = crate::region::plan(&layout, n, &chosen, &members)?;
+            let mut counters = crate::bringup::configure_app(md, app, &layout, counters)?;
+            crate::bringup::write_sync_modes(md, cfg, &layout, &capable, &mut counters)?;
+            let t_pd = Instant::now();
+            let registers = process_data(md, &found, &layout, &configured_by(cfg, &chosen))?;
+            Ok(Configured {
+                layout,
+                chosen,
+                counters,
+                late,
+                registers,
+                pd_ms: t_pd.elapsed().as_millis(),
+            })
+        })();
+        // A failed step ends the compensation too: the bring-up is over.
+        stop.store(configured.is_err(), Ordering::Relaxed);
+        let synced = sync.map(|h| {
+            h.join()
+                .unwrap_or(Err(Error::Panicked("the DC static drift compensation")))
+        });
+        (configured, synced)
+    });
+    let Configured {
+        layout,
+        chosen,
+        mut counters,
+        late,
+        registers,
+        pd_ms,
+    } = configured?;
+    if let Some(synced) = synced {
+        let (lost, ms) = synced?;
+        log::info!(
+            "bring-up: DC static drift compensation, {} frames ({lost} lost), {ms} ms beside the \
+             steps in PRE-OP",
+            cfg.dc.static_sync_iterations
+        );
+        crate::own_dc::sync0(md, cfg, &found, &capable)?;
+    }
+    let configured = configured_by(cfg, &chosen);
+    let t_up = Instant::now();
+    stations.to_all(crate::al_state::SAFE_OP, timeout)?;
+    for (pos, f) in found.iter().enumerate() {
+        if let Some((d, who)) = configured(pos, &f.name) {
+            crate::bringup::with_counted_sdo(md, &mut counters, f.position, f.address, |sdo| {
+                devices::write_startup(sdo, &who, d, devices::Transition::SO)
+            })?;
+        }
+    }
+    let frames = crate::own_cycle::Plan::of(&layout, (addresses.clone(), 0), reference);
+    let image = (frames.start, frames.inputs + frames.outputs);
+    match reference {
+        Some(r) => crate::own_dc::into_op(md, cfg, &stations, r, image)?,
+        None => stations.to_all(crate::al_state::OP, timeout)?,
+    }
     log::info!(
-        "bring-up: scan (rtcat) {scan_ms} ms, mailboxes and PRE-OP {} ms",
-        t_pre.elapsed().as_millis()
+        "bring-up: process data sizing (rtcat) {pd_ms} ms, SAFE-OP and OP {} ms",
+        t_up.elapsed().as_millis()
     );
-    // The configuration and the layout, as ethercrab's bring-up does them.
-    let by_station: Vec<crate::mapping::Station> = found
+    let snapshots = if cfg.health.recovery == crate::config::RecoveryPolicy::Subdevice {
+        let s = snapshots(&found, &registers, &chosen, &layout);
+        if reference.is_some() {
+            s.into_iter()
+                .map(|s| s.with_running_dc(md))
+                .collect::<Result<Vec<_>>>()?
+        } else {
+            s
+        }
+    } else {
+        Vec::new()
+    };
+    let (expected_wkc, wkc_shares) = crate::bringup::expected_wkc(cfg, &layout, n)?;
+    let order = crate::branch::order(md, &cfg.group, &scanned, &aside, n, &hot)?;
+    Ok(Up {
+        group: AnyGroup::Own(OwnGroup::new(addresses, names, image)),
+        layout,
+        expected_wkc,
+        wkc_shares,
+        // The reference is what the others are compared with.
+        dc_positions: capable.get(1..).unwrap_or_default().to_vec(),
+        snapshots,
+        identities,
+        aliases,
+        hot,
+        late,
+        order,
+        frames,
+    })
+}
+
+/// Which `[[device]]` entry (`chosen`, by position) configures a subdevice, and how it is named.
+fn configured_by<'c>(
+    cfg: &'c Config,
+    chosen: &'c [Option<usize>],
+) -> impl Fn(usize, &str) -> Option<(&'c devices::DeviceConfig, String)> + 'c {
+    move |pos: usize, name: &str| {
+        chosen[pos].map(|i| {
+            let d = &cfg.device[i];
+            (d, devices::who(pos as u16, name, i, d))
+        })
+    }
+}
+
+/// The scanned subdevices as the configuration names them.
+fn stations_of(found: &[crate::scan::Scanned]) -> Vec<crate::mapping::Station> {
+    found
         .iter()
         .map(|f| crate::mapping::Station {
             position: f.position,
@@ -129,69 +295,38 @@ pub(crate) fn bring_up(
                 serial: f.serial,
             },
         })
-        .collect();
-    let siis: Vec<crate::sii::Sii> = found.iter().map(|f| f.sii.clone()).collect();
-    let first_absent = topology.map_or(&[][..], |(_, first)| first.absent.as_slice());
-    let t_config = Instant::now();
-    let (layout, chosen, counters) = crate::bringup::configure_stations(
-        md,
-        &by_station,
-        &siis,
-        cfg,
-        generation,
-        (&hot.absent, first_absent),
-    )?;
-    crate::bringup::log_sii_and_config(sii, before, sii_ms, t_config.elapsed().as_millis());
-    let members: Vec<(usize, usize)> = hot.absent.iter().map(|a| (a.group, a.member)).collect();
-    let late = crate::region::plan(&layout, n, &chosen, &members)?;
-    let mut counters = crate::bringup::configure_app(md, app, &layout, counters)?;
-    let configured = |pos: usize, name: &str| {
-        chosen[pos].map(|i| {
-            let d = &cfg.device[i];
-            (d, devices::who(pos as u16, name, i, d))
-        })
-    };
-    // The process data: sync managers and FMMUs from the SII and the layout.
-    let t_pd = Instant::now();
-    let registers = process_data(md, &found, &layout, &configured)?;
-    let pd_ms = t_pd.elapsed().as_millis();
-    let t_up = Instant::now();
-    stations.to_all(crate::al_state::SAFE_OP, timeout)?;
-    for (pos, f) in found.iter().enumerate() {
-        if let Some((d, who)) = configured(pos, &f.name) {
-            crate::bringup::with_counted_sdo(md, &mut counters, f.position, f.address, |sdo| {
-                devices::write_startup(sdo, &who, d, devices::Transition::SO)
-            })?;
-        }
+        .collect()
+}
+
+/// The scan's devices (`all`) parted: the layout's, numbered by their place among them (the
+/// positions the layout, the image and the configuration use), and the members of groups on a
+/// junction's port, each with the station address the scan gave it.
+fn keep_aside(
+    cfg: &Config,
+    all: Vec<crate::scan::Scanned>,
+) -> Result<(Vec<crate::scan::Scanned>, Vec<crate::branch::Aside>)> {
+    let (mut found, members): (Vec<_>, Vec<_>) = all
+        .into_iter()
+        .partition(|f| !crate::hotconnect::on_a_branch(&cfg.group, f.alias));
+    for (i, f) in found.iter_mut().enumerate() {
+        f.position = i as u16;
     }
-    stations.to_all(crate::al_state::OP, timeout)?;
-    log::info!(
-        "bring-up: process data sizing (rtcat) {pd_ms} ms, SAFE-OP and OP {} ms",
-        t_up.elapsed().as_millis()
-    );
-    let snapshots = if cfg.health.recovery == crate::config::RecoveryPolicy::Subdevice {
-        snapshots(&found, &registers, &chosen, &layout)
-    } else {
-        Vec::new()
-    };
-    let (expected_wkc, wkc_shares) = crate::bringup::expected_wkc(cfg, &layout, n)?;
-    let frames = crate::own_cycle::Plan::of(&layout, (addresses.clone(), 0), None);
-    let image = (frames.start, frames.inputs + frames.outputs);
-    let order = (0..layout.subdevices.len()).collect();
-    Ok(Up {
-        group: AnyGroup::Own(OwnGroup::new(addresses, names, image)),
-        layout,
-        expected_wkc,
-        wkc_shares,
-        dc_positions: Vec::new(),
-        snapshots,
-        identities,
-        aliases,
-        hot,
-        late,
-        order,
-        frames,
-    })
+    if members.len() > crate::region::MAX_MEMBERS {
+        return Err(Error::Capacity(format!(
+            "{} members of groups on a junction's port answered; rtcat runs at most {}",
+            members.len(),
+            crate::region::MAX_MEMBERS
+        )));
+    }
+    let aside = members
+        .iter()
+        .map(|f| crate::branch::Aside {
+            address: f.address,
+            alias: f.alias,
+            dc: f.dc,
+        })
+        .collect();
+    Ok((found, aside))
 }
 
 /// The mailbox sync managers of every subdevice, as ethercrab writes them (from the SII).

@@ -109,6 +109,19 @@ pub(crate) mod states {
         /// that reports an AL error or stops answering fails it at once, one not there in
         /// time when the time is up, each named with its state and code.
         pub(crate) fn to_all(&self, state: u8, timeout: Duration) -> Result<()> {
+            self.to_all_between(state, timeout, || Ok(Duration::from_micros(200)))
+        }
+
+        /// [`Stations::to_all`] with `between` called after each round that left a subdevice
+        /// on its way: what it does goes on while they change state (process data for a
+        /// drive that wants SYNC0-aligned frames before OP), what it returns is how long to
+        /// wait before the next round.
+        pub(crate) fn to_all_between(
+            &self,
+            state: u8,
+            timeout: Duration,
+            mut between: impl FnMut() -> Result<Duration>,
+        ) -> Result<()> {
             for (i, &a) in self.addresses.iter().enumerate() {
                 block_on(Command::fpwr(a, AL_CONTROL).send(self.md, [state, 0])).map_err(|e| {
                     Error::bus(format!("{}: request state {state:#x}", self.who(i)), e)
@@ -147,7 +160,7 @@ pub(crate) mod states {
                     return Ok(());
                 }
                 waiting = still;
-                std::thread::sleep(Duration::from_micros(200));
+                std::thread::sleep(between()?);
             }
         }
 

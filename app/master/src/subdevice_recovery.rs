@@ -123,6 +123,29 @@ impl Snapshot {
     }
 }
 
+/// The DC registers of the subdevice at `address` (position `pos`) when its SYNC unit runs:
+/// only such a one needs them set up again.
+fn running_dc(md: &MainDevice<'static>, address: u16, pos: u16) -> Result<Option<[u8; DC_BYTES]>> {
+    let r = block_on(Command::fprd(address, DC_BASE).receive_slice(md, DC_BYTES as u16))
+        .map_err(|e| Error::bus(format!("position {pos}: snapshot of {DC_BASE:#06x}"), e))?;
+    let mut regs = [0u8; DC_BYTES];
+    regs.copy_from_slice(&r[..DC_BYTES]);
+    Ok((regs[0x81] != 0).then_some(regs))
+}
+
+impl Snapshot {
+    /// With the DC registers it runs with (a subdevice with a distributed clock, read after
+    /// OP), for rtcat's own bring-up with `[dc]`.
+    pub(crate) fn with_running_dc(self, md: &MainDevice<'static>) -> Result<Snapshot> {
+        let dc = if self.dc_capable {
+            running_dc(md, self.address, self.position)?
+        } else {
+            None
+        };
+        Ok(Snapshot { dc, ..self })
+    }
+}
+
 /// Read what every subdevice of `group` runs with (after OP).
 pub(crate) fn snapshot<S: ethercrab::subdevice_group::HasPdi, DC>(
     md: &MainDevice<'static>,
@@ -182,10 +205,7 @@ pub(crate) fn snapshot<S: ethercrab::subdevice_group::HasPdi, DC>(
             }
         }
         let dc = if dc && sd.dc_support().any() {
-            let mut regs = [0u8; DC_BYTES];
-            read(DC_BASE, &mut regs)?;
-            // Only a subdevice whose SYNC unit runs needs it set up again.
-            (regs[0x81] != 0).then_some(regs)
+            running_dc(md, address, pos as u16)?
         } else {
             None
         };

@@ -18,6 +18,7 @@ mod support;
 
 use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults};
+use rtcat_master::config::BringUp;
 use rtcat_master::stats::EventKind;
 use rtcat_master::{Application, Cycle, Stop, SubdeviceCause, SubdeviceChange, SubdeviceEvent};
 use std::sync::Arc;
@@ -95,8 +96,12 @@ struct Ran<const K: usize> {
 }
 
 /// The line of `junction_first_branch` with its position reads counted, the group absent at
-/// bring-up or not.
-fn run(absent: bool, script: Vec<(usize, FaultCommand)>) -> Result<Ran<N>, String> {
+/// bring-up or not, brought up by `bring_up`.
+fn run(
+    bring_up: BringUp,
+    absent: bool,
+    script: Vec<(usize, FaultCommand)>,
+) -> Result<Ran<N>, String> {
     let faults = Faults::new();
     if absent {
         faults.apply(FaultCommand::Cable {
@@ -106,7 +111,9 @@ fn run(absent: bool, script: Vec<(usize, FaultCommand)>) -> Result<Ran<N>, Strin
     }
     let aprds = Arc::default();
     let target = support::aprds::counting(junction_first_branch(), &faults, &aprds);
-    run_on(branch_config(), target, (faults, aprds), script, 100)
+    let mut cfg = branch_config();
+    cfg.bus.bring_up = bring_up;
+    run_on(cfg, target, (faults, aprds), script, 100)
 }
 
 fn run_on<const K: usize>(
@@ -188,7 +195,7 @@ fn a_group_on_a_junction_s_first_port_joins_and_leaves_before_mandatory_devices(
             (PULL, cable(false)),
             (AGAIN, cable(true)),
         ];
-        let r = run(true, script)?;
+        let r = run(BringUp::Ethercrab, true, script)?;
         no_frame_lost(&r.out)?;
         let w = &r.p.w;
         let first = joined(w, PLUG)
@@ -251,9 +258,20 @@ fn a_group_on_a_junction_s_first_port_joins_and_leaves_before_mandatory_devices(
 /// with the group present keeps its layout, and the group joins again.
 #[test]
 fn a_group_present_at_bring_up_on_a_junction_s_port_runs_through_recoveries() {
+    present_at_bring_up(BringUp::Ethercrab);
+}
+
+/// The same with rtcat's own bring-up, which keeps the members out at its scan.
+#[test]
+fn a_group_present_at_rtcat_s_bring_up_on_a_junction_s_port_runs_through_recoveries() {
+    present_at_bring_up(BringUp::Rtcat);
+}
+
+fn present_at_bring_up(b: BringUp) {
     const POWER: usize = 600;
     const DROP: usize = 1500;
-    let r = within_machine_noise("group on a junction's port at bring-up", |_| {
+    let what = format!("group on a junction's port at bring-up, {b:?}");
+    let r = within_machine_noise(&what, |_| {
         let script = vec![
             (
                 POWER,
@@ -263,7 +281,7 @@ fn a_group_present_at_bring_up_on_a_junction_s_port_runs_through_recoveries() {
             ),
             (DROP, FaultCommand::DropNext(3)),
         ];
-        let r = run(false, script)?;
+        let r = run(b, false, script)?;
         let w = &r.p.w;
         let start = joined(w, 0)
             .filter(|&c| c < POWER)
@@ -279,7 +297,7 @@ fn a_group_present_at_bring_up_on_a_junction_s_port_runs_through_recoveries() {
     });
     let w = &r.p.w;
     let start = joined(w, 0).unwrap();
-    eprintln!("group present at bring-up: all in OP at cycle {start}");
+    eprintln!("{b:?}: group present at bring-up: all in OP at cycle {start}");
     for i in MEMBERS {
         assert!(back_with(w, i, SubdeviceCause::Joined), "{:?}", w.events);
     }
@@ -336,16 +354,24 @@ fn dc_junction() -> ecsim::SegmentSpec {
 /// sync and SYNC0 on the segment's grid; the two others lose no cycle.
 #[test]
 fn a_dc_drive_on_a_junction_s_first_port_joins_in_sync_before_a_mandatory_drive() {
-    dc_drive_on_a_junction(true);
+    dc_drive_on_a_junction(true, BringUp::Ethercrab);
 }
 
 /// The same drive there at bring-up: kept out of ethercrab's group, joined at once, in sync.
 #[test]
 fn a_dc_drive_on_a_junction_s_first_port_at_bring_up_runs_in_sync() {
-    dc_drive_on_a_junction(false);
+    dc_drive_on_a_junction(false, BringUp::Ethercrab);
 }
 
-fn dc_drive_on_a_junction(absent: bool) {
+/// Both with rtcat's own bring-up: its scan keeps the drive out, its DC set-up measures the
+/// delays along the wire with the drive there or not.
+#[test]
+fn a_dc_drive_on_a_junction_s_first_port_runs_in_sync_with_rtcat_s_bring_up() {
+    dc_drive_on_a_junction(true, BringUp::Rtcat);
+    dc_drive_on_a_junction(false, BringUp::Rtcat);
+}
+
+fn dc_drive_on_a_junction(absent: bool, b: BringUp) {
     const PLUG: usize = 900;
     const DRIVE: usize = 1;
     let cfg = || {
@@ -364,6 +390,7 @@ fn dc_drive_on_a_junction(absent: bool) {
         )
         .expect("config");
         support::patient(&mut cfg);
+        cfg.bus.bring_up = b;
         cfg
     };
     type Clock = Option<(ecsim::dc::DcStatus, u32, u64)>;

@@ -1,12 +1,15 @@
 //! Distributed clocks driven by the master against the in-process simulated segment: SYNC0
-//! configured at bring-up, `tx_rx_dc` in OP and the cycle's deadlines phase-locked to the
-//! reference clock, which drifts by +50 ppm against CLOCK_MONOTONIC (another device by −50 ppm).
+//! configured at bring-up, the reference's system time read in every cycle and the cycle's
+//! deadlines phase-locked to the reference clock, which drifts by +50 ppm against
+//! CLOCK_MONOTONIC (another device by −50 ppm). Each story is told for both bring-ups
+//! (`[bus] bring_up`): ethercrab's DC initialisation and rtcat's own (`own_dc`).
 
 mod support;
 
 use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults, SegmentSpec};
 use rtcat_master::acyclic::{SdoClient, sdo_queue};
+use rtcat_master::config::BringUp;
 use rtcat_master::dc::LockState;
 use rtcat_master::stats::{Event, EventKind, Live, Sample};
 use rtcat_master::{Application, Channels, Config, Cycle, Outcome, RunSpec, Stop, Target};
@@ -39,7 +42,10 @@ const BOUND_NS: u64 = 50_000;
 /// window that make it "locked".
 const LOCK_CYCLES: usize = 400;
 
-fn config(extra: &str) -> Config {
+/// Both bring-ups, each story told for each.
+const BRING_UPS: [BringUp; 2] = [BringUp::Ethercrab, BringUp::Rtcat];
+
+fn config(extra: &str, bring_up: BringUp) -> Config {
     let mut cfg = Config::parse(
         &format!(
             "[cycle]\nperiod_us = 1000\n[health]\nbad_cycles_before_recovery = 3\n\
@@ -50,6 +56,7 @@ fn config(extra: &str) -> Config {
     )
     .expect("config");
     support::patient(&mut cfg);
+    cfg.bus.bring_up = bring_up;
     cfg
 }
 
@@ -221,12 +228,14 @@ fn kept_the_cycle(out: &Outcome) -> bool {
 #[test]
 fn the_lock_converges_with_50_ppm() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    within_machine_noise("the lock converges", |_| converges());
+    for b in BRING_UPS {
+        within_machine_noise(&format!("the lock converges, {b:?}"), |_| converges(b));
+    }
 }
 
-fn converges() -> Result<(), String> {
+fn converges(b: BringUp) -> Result<(), String> {
     let spec = SegmentSpec::from_toml(SEGMENT).expect("segment");
-    let r = run(config(""), spec, Faults::new(), 4.0, 1.0, None);
+    let r = run(config("", b), spec, Faults::new(), 4.0, 1.0, None);
     let out = ran(r.outcome)?;
     // In process and inline a stall delays a frame but cannot lose it.
     assert_eq!(out.rec.frames_lost, 0);
@@ -283,8 +292,8 @@ fn converges() -> Result<(), String> {
     ensure((drift - 50.0).abs() < 15.0, || format!("drift {drift} ppm"))?;
     let p = out.rec.phase_stats().expect("phase errors");
     eprintln!(
-        "phase error |e| P50 {} P99 {} P99.9 {} max {} ns, signed {}..{} ns, locked at cycle \
-         {}, drift {drift:.2} ppm, {n} cycles",
+        "{b:?}: phase error |e| P50 {} P99 {} P99.9 {} max {} ns, signed {}..{} ns, locked at \
+         cycle {}, drift {drift:.2} ppm, {n} cycles",
         p.p50,
         p.p99,
         p.p999,
@@ -314,12 +323,16 @@ fn with_the_lock_sync0_sees_no_late_frame() {
         eprintln!("with_the_lock_sync0_sees_no_late_frame: skipped (needs root for SCHED_FIFO)");
         return;
     }
-    within_machine_noise("no late frame with the lock", |_| no_late_frame());
+    for b in BRING_UPS {
+        within_machine_noise(&format!("no late frame with the lock, {b:?}"), |_| {
+            no_late_frame(b)
+        });
+    }
 }
 
-fn no_late_frame() -> Result<(), String> {
+fn no_late_frame(b: BringUp) -> Result<(), String> {
     let spec = SegmentSpec::from_toml(FAST_SEGMENT).expect("segment");
-    let r = run(config(""), spec, Faults::new(), 6.0, 1.0, None);
+    let r = run(config("", b), spec, Faults::new(), 6.0, 1.0, None);
     ran(r.outcome)?;
     ensure(r.late.len() == 2, || {
         format!("late counts read while cycling: {:?}", r.late)
@@ -340,7 +353,8 @@ fn no_late_frame() -> Result<(), String> {
         .filter(|s| (c0..c1).contains(&s.cycle) && s.wake_ns + s.exec_ns > 500_000)
         .count() as u32;
     eprintln!(
-        "late frames between cycles {c0} and {c1}: {} and {}, cycles past 500 µs: {outliers}",
+        "{b:?}: late frames between cycles {c0} and {c1}: {} and {}, cycles past 500 µs: \
+         {outliers}",
         a1 - a0,
         b1 - b0
     );
@@ -356,13 +370,15 @@ fn no_late_frame() -> Result<(), String> {
 #[test]
 fn a_recovery_re_locks() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    within_machine_noise("a recovery re-locks", |_| re_locks());
+    for b in BRING_UPS {
+        within_machine_noise(&format!("a recovery re-locks, {b:?}"), |_| re_locks(b));
+    }
 }
 
-fn re_locks() -> Result<(), String> {
+fn re_locks(b: BringUp) -> Result<(), String> {
     let spec = SegmentSpec::from_toml(SEGMENT).expect("segment");
     let faults = Faults::new();
-    let r = run(config(""), spec, faults, 5.0, 4.0, Some(1500));
+    let r = run(config("", b), spec, faults, 5.0, 4.0, Some(1500));
     let out = ran(r.outcome)?;
     assert_eq!(out.rec.recoveries, 1, "{:?}", r.events);
     let kinds: Vec<&EventKind> = r.events.iter().map(|e| &e.kind).collect();
@@ -421,38 +437,40 @@ fn re_locks() -> Result<(), String> {
 #[test]
 fn enabled_is_accepted_and_bad_combinations_are_refused() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    assert!(config("").dc.enabled);
+    assert!(config("", BringUp::Ethercrab).dc.enabled);
     // Refused in the file: the key and the value named.
     let e = Config::parse("[dc]\nenabled = true\nsync0_shift_us = 1000\n", "dc.toml")
         .unwrap_err()
         .to_string();
     assert!(e.contains("dc.sync0_shift_us = 1000"), "{e}");
-    // Refused at bring-up: a reference ethercrab does not use, a SYNC0 mode on a device
-    // without DC, DC on a segment without DC.
+    // Refused at bring-up, by either: a reference other than the first DC device, a SYNC0
+    // mode on a device without DC, DC on a segment without DC.
     let spec = || SegmentSpec::from_toml(SEGMENT).expect("segment");
-    for (extra, segment, want) in [
-        (
-            "reference = 2\n",
-            spec as fn() -> SegmentSpec,
-            "dc.reference = 2",
-        ),
-        (
-            "[[dc.device]]\nposition = 1\nassign_activate = 0x0300\n",
-            spec,
-            "dc.device[0].assign_activate = 0x0300",
-        ),
-        ("", SegmentSpec::reference, "no subdevice of the segment"),
-    ] {
-        // A bring-up that timed out before it got to the refusal is the machine's verdict.
-        let e = within_machine_noise("a refused bring-up", |_| {
-            let r = run(config(extra), segment(), Faults::new(), 1.0, 10.0, None);
-            match r.outcome {
-                Ok(_) => panic!("{extra:?}: not refused"),
-                Err(e) if support::timed_out(&e) => Err(format!("run: {e}")),
-                Err(e) => Ok(e.to_string()),
-            }
-        });
-        assert!(e.contains(want), "{extra:?}: {e}");
+    for b in BRING_UPS {
+        for (extra, segment, want) in [
+            (
+                "reference = 2\n",
+                spec as fn() -> SegmentSpec,
+                "dc.reference = 2",
+            ),
+            (
+                "[[dc.device]]\nposition = 1\nassign_activate = 0x0300\n",
+                spec,
+                "dc.device[0].assign_activate = 0x0300",
+            ),
+            ("", SegmentSpec::reference, "no subdevice of the segment"),
+        ] {
+            // A bring-up that timed out before it got to the refusal is the machine's verdict.
+            let e = within_machine_noise("a refused bring-up", |_| {
+                let r = run(config(extra, b), segment(), Faults::new(), 1.0, 10.0, None);
+                match r.outcome {
+                    Ok(_) => panic!("{b:?}, {extra:?}: not refused"),
+                    Err(e) if support::timed_out(&e) => Err(format!("run: {e}")),
+                    Err(e) => Ok(e.to_string()),
+                }
+            });
+            assert!(e.contains(want), "{b:?}, {extra:?}: {e}");
+        }
     }
 }
 
@@ -466,6 +484,13 @@ fn enabled_is_accepted_and_bad_combinations_are_refused() {
 #[test]
 fn delays_are_measured_through_a_device_without_dc() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    for b in BRING_UPS {
+        delays_through(b);
+    }
+}
+
+/// [`delays_are_measured_through_a_device_without_dc`] with bring-up `b`.
+fn delays_through(b: BringUp) {
     let text = "\
 [[device]]\nname = \"A\"\noutputs = 4\ninputs = 4\ndc = true\nhop_ns = 700\n\
 [[device]]\nname = \"P\"\nproduct_id = 2\noutputs = 2\ninputs = 2\nhop_ns = 300\n\
@@ -505,8 +530,8 @@ fn delays_are_measured_through_a_device_without_dc() {
         }
         *s2.lock().unwrap_or_else(|e| e.into_inner()) = v;
     });
-    let out = within_machine_noise("DC through a device without DC", |_| {
-        let mut spec = RunSpec::new(config(""), target.clone(), Stop::new());
+    let out = within_machine_noise(&format!("DC through a device without DC, {b:?}"), |_| {
+        let mut spec = RunSpec::new(config("", b), target.clone(), Stop::new());
         spec.no_rt = true;
         spec.duration = Some(Duration::from_millis(600));
         ran(rtcat_master::run_simple(spec, &mut Nop))
@@ -553,7 +578,7 @@ fn delays_are_measured_through_a_device_without_dc() {
         "system time off by up to {worst} ns after the delays were written"
     );
     eprintln!(
-        "DC through a device without DC: delays {delays:?} ns for arrivals {arrivals:?} ns, \
+        "{b:?}: DC through a device without DC: delays {delays:?} ns for arrivals {arrivals:?} ns, \
          system time against the reference's {} / {} ns at the end, at most {worst} ns from the \
          write on, 0x092C {:?} ns",
         error(2),

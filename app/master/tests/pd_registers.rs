@@ -17,15 +17,16 @@ use rtcat_master::pd_registers::{self, Logical};
 use rtcat_master::sii::Sii;
 use rtcat_master::{Config, Layout};
 use std::sync::Mutex;
-use support::readback::{read_back, sm_fields};
+use support::readback::{Regs, read_back, sm_fields};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// Computes every device's registers and compares them with the read-back ones; returns how
 /// many SMs and FMMUs were compared.
-fn compare(spec: &SegmentSpec, layout: &Layout, read: &[(Vec<u8>, Vec<u8>)]) -> (usize, usize) {
+fn compare(spec: &SegmentSpec, layout: &Layout, read: &[Regs]) -> (usize, usize) {
     let (mut sms, mut fmmus) = (0, 0);
-    for (p, (sm_read, fmmu_read)) in read.iter().enumerate() {
+    for (p, r) in read.iter().enumerate() {
+        let (sm_read, fmmu_read) = (&r.sm, &r.fmmu);
         let position = p as u16;
         let img = ecsim::sii::build_image(&spec.devices[p]).expect("SII image");
         let sii = Sii::parse(&img).expect("SII");

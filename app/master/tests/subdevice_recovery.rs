@@ -13,7 +13,7 @@ mod support;
 
 use ecsim::noise::{ensure, within_machine_noise};
 use ecsim::{FaultCommand, Faults, SegmentSpec};
-use rtcat_master::config::{RecoveryPolicy, TxRxMode};
+use rtcat_master::config::{BringUp, RecoveryPolicy, TxRxMode};
 use rtcat_master::{
     Application, Config, Cycle, Recovery, Stop, SubdeviceCause, SubdeviceChange, SubdeviceEvent,
 };
@@ -592,8 +592,10 @@ fn run_dc(
 fn dc_drive_recovered_alone(
     fault: FaultCommand,
     cause: SubdeviceCause,
+    bring_up: BringUp,
 ) -> Result<(u64, i64), String> {
     let (mut cfg, spec) = example_setup("cia402");
+    cfg.bus.bring_up = bring_up;
     cfg.health.bad_cycles_before_recovery = 1;
     let faults = Faults::new();
     let (client, service) = rtcat_master::acyclic::sdo_queue(8, Duration::from_micros(300));
@@ -659,6 +661,7 @@ fn a_dc_drive_is_recovered_alone_and_the_other_axis_is_not_stopped() {
                 code: 0x001b,
             },
             SubdeviceCause::AlError(0x001b),
+            BringUp::Ethercrab,
         )
     });
     eprintln!(
@@ -668,20 +671,24 @@ fn a_dc_drive_is_recovered_alone_and_the_other_axis_is_not_stopped() {
     assert!(diff.abs() < 1_000, "y's clock off by {diff} ns");
 }
 
+/// For both bring-ups: the clock rtcat's own bring-up set up is restored as ethercrab's is.
 #[test]
 fn a_power_cycled_dc_drive_gets_its_clock_back_and_is_recovered_alone() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (ns, diff) = within_machine_noise("subdevice recovery", |_| {
-        dc_drive_recovered_alone(
-            FaultCommand::PowerCycleOne { position: 1 },
-            SubdeviceCause::PowerCycled,
-        )
-    });
-    eprintln!(
-        "DC drive, power cycle: back in OP after {:.1} ms, 0x092C {diff} ns",
-        ns as f64 / 1e6
-    );
-    assert!(diff.abs() < 1_000, "y's clock off by {diff} ns");
+    for b in [BringUp::Ethercrab, BringUp::Rtcat] {
+        let (ns, diff) = within_machine_noise(&format!("subdevice recovery, {b:?}"), |_| {
+            dc_drive_recovered_alone(
+                FaultCommand::PowerCycleOne { position: 1 },
+                SubdeviceCause::PowerCycled,
+                b,
+            )
+        });
+        eprintln!(
+            "{b:?}: DC drive, power cycle: back in OP after {:.1} ms, 0x092C {diff} ns",
+            ns as f64 / 1e6
+        );
+        assert!(diff.abs() < 1_000, "{b:?}: y's clock off by {diff} ns");
+    }
 }
 
 /// Topology (issue 28 item 3): a whole-segment re-initialisation that finds a device swapped
@@ -813,11 +820,19 @@ fn a_powered_off_device_falls_back_to_the_segment_which_waits_for_its_topology()
 /// The DC reference clock (drive x, position 0) power-cycled: its system time restarted and the
 /// others follow it, so only the segment's DC initialisation sets the clocks up again; its own
 /// recovery gives up at once and the segment is re-initialised.
+/// For both bring-ups (the re-initialisation is the same bring-up again).
 #[test]
 fn a_power_cycled_dc_reference_re_initialises_the_segment() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (out, p) = within_machine_noise("a power-cycled DC reference", |_| {
-        let (cfg, spec) = example_setup("cia402");
+    for b in [BringUp::Ethercrab, BringUp::Rtcat] {
+        dc_reference_power_cycled(b);
+    }
+}
+
+fn dc_reference_power_cycled(b: BringUp) {
+    let (out, p) = within_machine_noise(&format!("a power-cycled DC reference, {b:?}"), |_| {
+        let (mut cfg, spec) = example_setup("cia402");
+        cfg.bus.bring_up = b;
         let faults = Faults::new();
         let mut p = DcProbe {
             app: rtcat_master::axes::AxesApp::from_config(&cfg, Default::default()),

@@ -1,6 +1,7 @@
 //! A segment brought to OP and read back while it cycles: the layout the bring-up gave the
-//! application and every subdevice's sync manager (0x0800) and FMMU (0x0600) areas, read
-//! through the master's register queue (`tests/pd_registers.rs`, `tests/own_bringup.rs`).
+//! application and every subdevice's sync manager (0x0800), FMMU (0x0600) and DC (0x0900)
+//! areas, read through the master's register queue (`tests/pd_registers.rs`,
+//! `tests/own_bringup.rs`).
 
 use ecsim::{Faults, SegmentSpec};
 use rtcat_master::acyclic::{SdoClient, sdo_queue};
@@ -49,8 +50,20 @@ fn registers(c: &SdoClient, position: u16, address: u16, len: usize) -> Result<V
     Ok(out)
 }
 
-/// The layout and, per position, what its SM and FMMU areas hold, read in OP.
-pub type Read = (Layout, Vec<(Vec<u8>, Vec<u8>)>);
+/// What one subdevice's register areas hold, read in OP.
+pub struct Regs {
+    /// 0x0800..0x087F: 16 sync managers.
+    pub sm: Vec<u8>,
+    /// 0x0600..0x06FF: 16 FMMUs.
+    pub fmmu: Vec<u8>,
+    /// 0x0900..0x09AF of a device with a distributed clock (empty without): receive times,
+    /// system time, offset, delay, SYNC activation, start time, SYNC0 and SYNC1 cycle times
+    /// (at offsets 0x20, 0x28, 0x81, 0x90, 0xA0, 0xA4).
+    pub dc: Vec<u8>,
+}
+
+/// The layout and, per position, its registers.
+pub type Read = (Layout, Vec<Regs>);
 
 pub fn read_back(cfg: Config, spec: SegmentSpec) -> Result<Read, String> {
     let n = spec.devices.len();
@@ -82,10 +95,17 @@ pub fn read_back(cfg: Config, spec: SegmentSpec) -> Result<Read, String> {
         }
         let r = (0..n as u16)
             .map(|p| {
-                Ok((
-                    registers(&client, p, 0x0800, 128)?,
-                    registers(&client, p, 0x0600, 256)?,
-                ))
+                // ESC features (0x0008) bit 2: it has a distributed clock.
+                let has_dc = registers(&client, p, 0x0008, 2)?[0] & 0x04 != 0;
+                Ok(Regs {
+                    sm: registers(&client, p, 0x0800, 128)?,
+                    fmmu: registers(&client, p, 0x0600, 256)?,
+                    dc: if has_dc {
+                        registers(&client, p, 0x0900, 0xb0)?
+                    } else {
+                        Vec::new()
+                    },
+                })
             })
             .collect::<Result<Vec<_>, String>>();
         stop.request();
