@@ -2,8 +2,9 @@
 //! (`cargo bench -p rtcat-master --features sim --bench bringup`). Prints a table; asserts
 //! nothing about times.
 //!
-//! For 3 and 64 CoE subdevices (the `examples/coe` devices, repeated), each with ethercrab's
-//! default static DC synchronisation (10 000 FRMW round trips) and a small one, over
+//! For 3 and 64 CoE subdevices (the `examples/coe` devices, repeated), each with the default
+//! static DC synchronisation (`[dc] static_sync_iterations`, 10 000 FRMW round trips, as
+//! ethercrab's) and a small one, with the default bring-up (rtcat's own), over
 //! `RTCAT_BENCH_REPS` repetitions (default 5):
 //! - bring-up: from `run()` to the segment in OP with the `[[device]]` configuration applied
 //!   (the run's `on_ready`), scan, SII reads, PDO configuration, startup SDOs and layout read

@@ -599,10 +599,9 @@ pub(crate) fn bring_up(
 
     let pdi_too_long = |stage: &'static str| {
         move |e| match e {
-            ethercrab::error::Error::PdiTooLong { desired_length, .. } => Error::Capacity(format!(
-                "the segment's process image is {desired_length} bytes (inputs + outputs); \
-                     rtcat runs at most {MAX_PDI_BYTES}"
-            )),
+            ethercrab::error::Error::PdiTooLong { desired_length, .. } => {
+                image_too_long(desired_length)
+            }
             e => Error::bus(stage, e),
         }
     };
@@ -669,6 +668,14 @@ pub(crate) fn bring_up(
         order,
         frames,
     })
+}
+
+/// A process image of `len` bytes (inputs + outputs) beyond what the master runs.
+pub(crate) fn image_too_long(len: usize) -> Error {
+    Error::Capacity(format!(
+        "the segment's process image is {len} bytes (inputs + outputs); rtcat runs at most \
+         {MAX_PDI_BYTES}"
+    ))
 }
 
 /// The application's `configure` on the segment in PRE-OP with `layout`: its register and SDO

@@ -108,8 +108,8 @@ pub struct BusConfig {
     /// time in PRE-OP (their mailbox answers overlap, one frame on the wire at a time). 1 = one
     /// after another.
     pub config_in_flight: u16,
-    /// Who brings the segment up: ethercrab's group initialisation, or rtcat's own (the same
-    /// segment in OP, faster; docs/NOTES.md §17.4).
+    /// Who brings the segment up: rtcat's own (the default), or ethercrab's group
+    /// initialisation (the same segment in OP, slower; docs/NOTES.md §17.4).
     pub bring_up: BringUp,
 }
 
@@ -117,11 +117,12 @@ pub struct BusConfig {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum BringUp {
-    /// ethercrab 0.7.1's group initialisation (scan, PRE-OP, process data sizing over CoE).
-    #[default]
+    /// ethercrab 0.7.1's group initialisation (scan, PRE-OP, process data sizing over CoE),
+    /// kept as the fallback for a device rtcat's own does not bring up.
     Ethercrab,
     /// rtcat's own: every step for all subdevices at once, the sync managers and FMMUs
     /// computed from the SII and the layout.
+    #[default]
     Rtcat,
 }
 
@@ -153,7 +154,7 @@ impl Default for BusConfig {
             sii_cache: None,
             sii_in_flight: 8,
             config_in_flight: 8,
-            bring_up: BringUp::Ethercrab,
+            bring_up: BringUp::Rtcat,
         }
     }
 }

@@ -174,6 +174,11 @@ pub(crate) fn bring_up(
                 (&hot.absent, first_absent),
             )?;
             crate::bringup::log_sii_and_config(sii, before, sii_ms, t_config.elapsed().as_millis());
+            // The image of the subdevices present, as ethercrab refuses its group's.
+            let image = crate::own_cycle::Plan::of(&layout, (addresses.clone(), 0), None);
+            if image.inputs + image.outputs > crate::limits::MAX_PDI_BYTES {
+                return Err(crate::bringup::image_too_long(image.inputs + image.outputs));
+            }
             let members: Vec<(usize, usize)> =
                 hot.absent.iter().map(|a| (a.group, a.member)).collect();
             let late = crate::region::plan(&layout, n, &chosen, &members)?;

@@ -110,7 +110,7 @@ pub(crate) fn scan(
     }
     if usize::from(n) > crate::limits::MAX_SUBDEVICES {
         return Err(Error::Capacity(format!(
-            "{n} subdevices answered; rtcat runs at most {}",
+            "the segment has {n} subdevices; rtcat runs at most {}",
             crate::limits::MAX_SUBDEVICES
         )));
     }

@@ -480,21 +480,22 @@ fn an_optional_group_absent_at_bring_up_joins_when_plugged_in() {
     );
 }
 
-/// Both stories on a segment rtcat brought up itself (`[bus] bring_up = "rtcat"`): the group's
-/// members present at bring-up are in its group and come back on their own after the unplug;
-/// absent at bring-up they are in the region and join.
+/// Both stories on a segment ethercrab brought up (`[bus] bring_up = "ethercrab"`; the others
+/// run on rtcat's own, the default): the group's members present at bring-up are in its group
+/// and come back on their own after the unplug; absent at bring-up they are in the region and
+/// join.
 #[test]
-fn an_optional_group_comes_and_goes_on_rtcat_s_bring_up() {
+fn an_optional_group_comes_and_goes_on_ethercrab_s_bring_up() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let _own = support::tool_group::OwnBringUp::set();
-    let back = within_machine_noise("hot-connect group, rtcat's bring-up", |_| {
+    let _ethercrab = support::tool_group::EthercrabBringUp::set();
+    let back = within_machine_noise("hot-connect group, ethercrab's bring-up", |_| {
         unplugged_and_back(false, line())
     });
-    let (joined, _) = within_machine_noise("absent group joins, rtcat's bring-up", |_| {
+    let (joined, _) = within_machine_noise("absent group joins, ethercrab's bring-up", |_| {
         absent_then_joined(false, line())
     });
     eprintln!(
-        "hot-connect on rtcat's bring-up: back {:.1} ms, joined {:.1} ms after the plug",
+        "hot-connect on ethercrab's bring-up: back {:.1} ms, joined {:.1} ms after the plug",
         back as f64 / 1e6,
         joined as f64 / 1e6
     );

@@ -21,6 +21,13 @@ use support::readback::{Regs, read_back, sm_fields};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// `cfg` with ethercrab's bring-up, whose registers these are compared with (rtcat's own is
+/// the default, and writes the computed ones: `tests/own_bringup.rs` compares the two).
+fn ethercrab_s(mut cfg: Config) -> Config {
+    cfg.bus.bring_up = rtcat_master::config::BringUp::Ethercrab;
+    cfg
+}
+
 /// Computes every device's registers and compares them with the read-back ones; returns how
 /// many SMs and FMMUs were compared.
 fn compare(spec: &SegmentSpec, layout: &Layout, read: &[Regs]) -> (usize, usize) {
@@ -68,7 +75,9 @@ fn compare(spec: &SegmentSpec, layout: &Layout, read: &[Regs]) -> (usize, usize)
 fn the_io_lines_registers_are_what_ethercrab_wrote() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let spec = support::line::segment_io();
-    let cfg = Config::parse("[cycle]\nperiod_us = 1000\n", "pd_registers test").expect("config");
+    let cfg = ethercrab_s(
+        Config::parse("[cycle]\nperiod_us = 1000\n", "pd_registers test").expect("config"),
+    );
     let (layout, read) =
         within_machine_noise("I/O read-back", |_| read_back(cfg.clone(), spec.clone()));
     let (sms, fmmus) = compare(&spec, &layout, &read);
@@ -80,7 +89,7 @@ fn the_io_lines_registers_are_what_ethercrab_wrote() {
 fn the_coe_examples_registers_are_what_ethercrab_wrote() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let spec = support::coe_example::segment(3);
-    let cfg = support::coe_example::config(support::coe_example::CONFIG);
+    let cfg = ethercrab_s(support::coe_example::config(support::coe_example::CONFIG));
     let (layout, read) =
         within_machine_noise("CoE read-back", |_| read_back(cfg.clone(), spec.clone()));
     assert!(layout.subdevices.iter().any(|s| s.coe), "a CoE device");
@@ -99,6 +108,7 @@ fn the_cia402_drives_registers_are_what_ethercrab_wrote() {
     let text = std::fs::read_to_string(dir.join("rtcat.toml")).expect("rtcat.toml");
     let mut cfg = Config::parse(&text, "examples/cia402/rtcat.toml").expect("config");
     support::patient(&mut cfg);
+    let cfg = ethercrab_s(cfg);
     let (layout, read) = within_machine_noise("CiA 402 read-back", |_| {
         read_back(cfg.clone(), spec.clone())
     });

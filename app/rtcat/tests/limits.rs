@@ -16,7 +16,7 @@ static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn run(spec: SegmentSpec, period_us: u32) -> anyhow::Result<JobResult> {
     let mut cfg = Config::default();
     // The bring-up of 1024 subdevices takes a minute in a debug build; each cycle sends one AL
-    // status read per subdevice (ethercrab), 14 frames at the limit: a long period.
+    // status read per subdevice (as ethercrab's tx_rx), 14 frames at the limit: a long period.
     cfg.master.cycle.period_us = period_us;
     cfg.output.status_interval_ms = 0;
     cfg.master.rt.hold_cpu_dma_latency = false;

@@ -95,23 +95,24 @@ pub fn junction_first_branch() -> SegmentSpec {
     SegmentSpec::from_toml(&t).expect("the junction's first branch")
 }
 
-/// Set: [`config`] gives `[bus] bring_up = "rtcat"` (a test sets it under its lock with
-/// [`OwnBringUp`], which clears it again).
-static OWN_BRING_UP: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+/// Set: [`config`] gives `[bus] bring_up = "ethercrab"` instead of the default, rtcat's own (a
+/// test sets it under its lock with [`EthercrabBringUp`], which clears it again).
+static ETHERCRAB_BRING_UP: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
-/// While it lives, [`config`] brings the segment up with rtcat's own bring-up.
-pub struct OwnBringUp;
+/// While it lives, [`config`] brings the segment up with ethercrab's bring-up.
+pub struct EthercrabBringUp;
 
-impl OwnBringUp {
-    pub fn set() -> OwnBringUp {
-        OWN_BRING_UP.store(true, std::sync::atomic::Ordering::Relaxed);
-        OwnBringUp
+impl EthercrabBringUp {
+    pub fn set() -> EthercrabBringUp {
+        ETHERCRAB_BRING_UP.store(true, std::sync::atomic::Ordering::Relaxed);
+        EthercrabBringUp
     }
 }
 
-impl Drop for OwnBringUp {
+impl Drop for EthercrabBringUp {
     fn drop(&mut self) {
-        OWN_BRING_UP.store(false, std::sync::atomic::Ordering::Relaxed);
+        ETHERCRAB_BRING_UP.store(false, std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -125,8 +126,8 @@ pub fn config(optional: bool) -> Config {
     );
     let mut cfg = Config::parse(&text, "hotconnect test").expect("config");
     super::patient(&mut cfg);
-    if OWN_BRING_UP.load(std::sync::atomic::Ordering::Relaxed) {
-        cfg.bus.bring_up = rtcat_master::config::BringUp::Rtcat;
+    if ETHERCRAB_BRING_UP.load(std::sync::atomic::Ordering::Relaxed) {
+        cfg.bus.bring_up = rtcat_master::config::BringUp::Ethercrab;
     }
     cfg
 }
