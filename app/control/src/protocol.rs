@@ -182,7 +182,9 @@ pub enum Request {
         /// Object index.
         index: u16,
     },
-    /// `{"cmd": "sdo_write", "position": 0, "index": 8192, "sub": 1, "data": "2a00"}`.
+    /// `{"cmd": "sdo_write", "position": 0, "index": 8192, "sub": 1, "data": "2a00"}`, with
+    /// `"timeout_ms": 5000` for a device that acts on the value before it answers (storing
+    /// parameters, writing flash).
     SdoWrite {
         /// Subdevice position.
         position: u16,
@@ -192,6 +194,9 @@ pub enum Request {
         sub: u8,
         /// The bytes to write.
         data: Vec<u8>,
+        /// How long the device may take to answer, 1..=[`MAX_SDO_TIMEOUT_MS`] ms (None: the
+        /// master's default, 1 s). The master's other acyclic requests wait as long.
+        timeout_ms: Option<u32>,
     },
     /// `{"cmd": "al_state", "position": 1, "state": "safe-op"}`: write AL control.
     AlState {
@@ -456,6 +461,10 @@ const MAX_EOE_FIELD: usize = 64;
 
 /// Largest value an `sdo_write` carries (the master's acyclic queue moves at most this).
 pub const MAX_SDO_DATA: usize = 64;
+
+/// Longest answer an `sdo_write` may wait for (`timeout_ms`): 2 minutes, as a startup SDO's
+/// `[[device.sdo]] timeout_ms`.
+pub const MAX_SDO_TIMEOUT_MS: u32 = 120_000;
 
 fn field<'a>(o: &'a Map<String, Value>, name: &str) -> Result<&'a Value, Failure> {
     o.get(name)
@@ -742,7 +751,7 @@ impl Request {
                 }
             }
             "sdo_write" => {
-                only(o, cmd, &["position", "index", "sub", "data"])?;
+                only(o, cmd, &["position", "index", "sub", "data", "timeout_ms"])?;
                 let hex = string(o, "data")?;
                 let data = from_hex(hex).map_err(|e| Failure::usage(format!("data = {e}")))?;
                 if data.is_empty() || data.len() > MAX_SDO_DATA {
@@ -751,11 +760,24 @@ impl Request {
                         data.len()
                     )));
                 }
+                let timeout_ms = match o.get("timeout_ms") {
+                    None => None,
+                    Some(_) => {
+                        let t = number(o, "timeout_ms", u64::MAX)?;
+                        if !(1..=u64::from(MAX_SDO_TIMEOUT_MS)).contains(&t) {
+                            return Err(Failure::usage(format!(
+                                "timeout_ms = {t}: must be 1..={MAX_SDO_TIMEOUT_MS} ms"
+                            )));
+                        }
+                        Some(t as u32)
+                    }
+                };
                 Request::SdoWrite {
                     position: pos(o)?,
                     index: idx(o)?,
                     sub: sub(o)?,
                     data,
+                    timeout_ms,
                 }
             }
             "al_state" => {
@@ -797,8 +819,15 @@ impl Request {
                 index,
                 sub,
                 data,
-            } => json!({"cmd": "sdo_write", "position": position, "index": index, "sub": sub,
-                        "data": to_hex(data)}),
+                timeout_ms,
+            } => {
+                let mut v = json!({"cmd": "sdo_write", "position": position, "index": index,
+                                   "sub": sub, "data": to_hex(data)});
+                if let (Some(t), Some(o)) = (timeout_ms, v.as_object_mut()) {
+                    o.insert("timeout_ms".into(), json!(t));
+                }
+                v
+            }
             Request::AlState { position, state } => {
                 json!({"cmd": "al_state", "position": position, "state": state.name()})
             }
@@ -1261,6 +1290,14 @@ mod tests {
                 index: 0x2000,
                 sub: 255,
                 data: vec![0x2a, 0, 0xff],
+                timeout_ms: None,
+            },
+            Request::SdoWrite {
+                position: 3,
+                index: 0x1010,
+                sub: 1,
+                data: b"save".to_vec(),
+                timeout_ms: Some(MAX_SDO_TIMEOUT_MS),
             },
             Request::AlState {
                 position: 65535,
@@ -1371,6 +1408,14 @@ mod tests {
             (
                 r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":""}"#,
                 "0 bytes, must be 1..=64",
+            ),
+            (
+                r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":"01","timeout_ms":0}"#,
+                "timeout_ms = 0: must be 1..=120000 ms",
+            ),
+            (
+                r#"{"cmd":"sdo_write","position":0,"index":1,"sub":0,"data":"01","timeout_ms":120001}"#,
+                "timeout_ms = 120001: must be 1..=120000 ms",
             ),
             (
                 r#"{"cmd":"al_state","position":0,"state":"boot"}"#,

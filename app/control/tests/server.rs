@@ -312,6 +312,7 @@ fn writes_are_checked_against_the_peer_and_every_one_is_recorded() {
         index: 0x6085,
         sub: 0,
         data: vec![0x10, 0x27, 0, 0],
+        timeout_ms: None,
     };
     let fail = Request::AlState {
         position: 9,

@@ -220,6 +220,11 @@ pub struct SdoRequest {
     pub sub: u8,
     /// Read or write.
     pub op: SdoOp,
+    /// How long the device may take to answer this transfer; None: the service's
+    /// ([`SdoService::set_timeouts`], 1 s by default). For a write the firmware acts on before
+    /// it answers (storing parameters, writing flash). The requests queued behind it wait as
+    /// long; the cycle does not.
+    pub response: Option<Duration>,
 }
 
 /// Why a request failed.
@@ -431,6 +436,7 @@ impl SdoClient {
                 index: 0,
                 sub: 0,
                 op: SdoOp::ReadRegister { address, len },
+                response: None,
             },
             timeout,
         )
@@ -455,6 +461,7 @@ impl SdoClient {
                 index: 0,
                 sub: 0,
                 op: SdoOp::WriteRegister { address, data },
+                response: None,
             },
             timeout,
         )
@@ -470,6 +477,7 @@ impl SdoClient {
                 index: 0,
                 sub: 0,
                 op: SdoOp::PollMailbox,
+                response: None,
             },
             timeout,
         )
@@ -498,6 +506,7 @@ impl SdoClient {
             index: 0,
             sub: 0,
             op: SdoOp::Mailbox(m),
+            response: None,
         };
         match self.exchange(request, timeout)? {
             (_, Some(reply)) => Ok(reply),
@@ -522,6 +531,7 @@ impl SdoClient {
             index: 0,
             sub: 0,
             op: SdoOp::MailboxSend(m),
+            response: None,
         };
         self.exchange(request, timeout).map(drop)
     }
@@ -559,6 +569,7 @@ impl SdoClient {
                 index: 0,
                 sub: 0,
                 op: SdoOp::Park,
+                response: None,
             },
             timeout,
         )
@@ -573,6 +584,7 @@ impl SdoClient {
                 index: 0,
                 sub: 0,
                 op: SdoOp::HandBack,
+                response: None,
             },
             timeout,
         )
@@ -593,6 +605,7 @@ impl SdoClient {
                 index,
                 sub,
                 op: SdoOp::Read,
+                response: None,
             },
             timeout,
         )
@@ -607,6 +620,20 @@ impl SdoClient {
         value: &[u8],
         timeout: Duration,
     ) -> Result<(), SdoFailure> {
+        self.write_within(position, (index, sub), value, None, timeout)
+    }
+
+    /// [`SdoClient::write`] whose device may take `response` to answer
+    /// ([`SdoRequest::response`]; None: the service's); `timeout` is the caller's wait, which
+    /// must cover it.
+    pub fn write_within(
+        &self,
+        position: u16,
+        (index, sub): (u16, u8),
+        value: &[u8],
+        response: Option<Duration>,
+        timeout: Duration,
+    ) -> Result<(), SdoFailure> {
         let data = SdoData::new(value).ok_or(SdoFailure::TooLong {
             len: value.len(),
             max: MAX_SDO_BYTES,
@@ -617,6 +644,7 @@ impl SdoClient {
                 index,
                 sub,
                 op: SdoOp::Write(data),
+                response,
             },
             timeout,
         )
@@ -912,7 +940,10 @@ async fn transfer(
         address,
         position: r.position,
         st: station,
-        timeouts: svc.timeouts,
+        timeouts: Timeouts {
+            response: r.response.unwrap_or(svc.timeouts.response),
+            ..svc.timeouts
+        },
         out: &mut svc.out,
         inp: &mut svc.inp,
         unasked: &mut svc.unasked,

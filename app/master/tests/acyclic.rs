@@ -381,6 +381,7 @@ fn mailbox_poll_once(cfg: Config) -> Result<(), String> {
                     address: 0x0120,
                     data: rtcat_master::acyclic::SdoData::new(&[]).unwrap(),
                 },
+                response: None,
             },
             t,
         );

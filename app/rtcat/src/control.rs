@@ -147,9 +147,11 @@ pub fn record_text(peer: &Peer, request: &Request, outcome: &Outcome<'_>) -> Str
             index,
             sub,
             data,
+            timeout_ms,
         } => format!(
-            "position={position} index={index:#06x} sub={sub} data={}",
-            to_hex(data)
+            "position={position} index={index:#06x} sub={sub} data={}{}",
+            to_hex(data),
+            timeout_ms.map_or(String::new(), |t| format!(" timeout_ms={t}"))
         ),
         Request::AlState { position, state } => {
             format!("position={position} state={}", AlTarget::name(*state))
@@ -534,11 +536,20 @@ impl Provider for Shared {
                 index,
                 sub,
                 data,
+                timeout_ms,
             } => {
                 self.check_position(*position)?;
                 self.cycling()?;
+                // The device's time to answer on top of the socket's own wait.
+                let response = timeout_ms.map(|t| Duration::from_millis(t.into()));
                 self.sdo
-                    .write(*position, *index, *sub, data, SDO_TIMEOUT)
+                    .write_within(
+                        *position,
+                        (*index, *sub),
+                        data,
+                        response,
+                        SDO_TIMEOUT + response.unwrap_or_default(),
+                    )
                     .map_err(failure)?;
                 Ok(json!({"position": position, "index": index, "sub": sub,
                           "written": data.len()}))

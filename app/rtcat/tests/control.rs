@@ -41,6 +41,11 @@ impl Bench {
 
     /// With `config` added to the patient configuration.
     fn start_with(dir: &Path, secs: u32, config: &str) -> Bench {
+        Bench::start_on(dir, secs, config, &coe_segment())
+    }
+
+    /// On the simulated segment of `segment`.
+    fn start_on(dir: &Path, secs: u32, config: &str, segment: &Path) -> Bench {
         let cfg = patient(dir);
         let mut text = std::fs::read_to_string(&cfg).unwrap();
         text.push_str(config);
@@ -51,7 +56,7 @@ impl Bench {
         let child = Command::new(BIN)
             .args(["bench", "--sim", "--no-rt", "--duration", &secs.to_string()])
             .arg("--segment")
-            .arg(coe_segment())
+            .arg(segment)
             .arg("--config")
             .arg(&cfg)
             .arg("--control")
@@ -512,6 +517,7 @@ fn state_changes_are_on_the_record_with_uid_pid_target_value_and_result() {
         index: 0x8000,
         sub: 0x15,
         data: vec![0x05, 0x00],
+        timeout_ms: None,
     })
     .unwrap();
     c.call(&Request::SdoWrite {
@@ -519,6 +525,7 @@ fn state_changes_are_on_the_record_with_uid_pid_target_value_and_result() {
         index: 0x6085,
         sub: 0,
         data: vec![0xe8, 0x03, 0, 0],
+        timeout_ms: None,
     })
     .unwrap_err();
     c.call(&Request::AlState {
@@ -597,4 +604,56 @@ fn refused_writes_are_recorded_and_a_flood_is_rate_limited_with_a_count() {
     // The record still ends with the shutdown line, after the last count.
     let last = log.lines().last().unwrap_or("");
     assert!(last.contains("shutdown outputs=0 segment=INIT"), "{last}");
+}
+
+/// A write the drive answers after 3 s (its 0x6085, as firmware that stores a value first)
+/// through the running master: `--timeout-ms 5000` writes it (read back), the queue's default
+/// second fails it (exit 1: 1 s, and 1 s more for the transport's repeat of a first request),
+/// and the record says how long the write was allowed.
+#[test]
+fn a_slow_write_through_the_socket_waits_as_long_as_timeout_ms_says() {
+    let d = tempfile::tempdir().unwrap();
+    let mut seg = std::fs::read_to_string(coe_segment()).unwrap();
+    seg.push_str("\n[device.timing]\nslow_object = 0x6085\nslow_object_us = 3000000\n");
+    let path = d.path().join("slow.toml");
+    std::fs::write(&path, seg).unwrap();
+    let b = Bench::start_on(d.path(), 15, "", &path);
+    let sock = b.sock.as_os_str();
+    let write = |extra: &[&str]| {
+        let mut args = vec!["sdo", "write", "2", "0x6085:00", "u32", "50000"];
+        args.extend_from_slice(extra);
+        args.push("--control");
+        rtcat(&args, &[sock])
+    };
+    let w = write(&["--timeout-ms", "5000"]);
+    assert!(w.status.success(), "{w:?}");
+    let r = rtcat(
+        &[
+            "sdo",
+            "read",
+            "2",
+            "0x6085:00",
+            "--type",
+            "u32",
+            "--control",
+        ],
+        &[sock],
+    );
+    assert_eq!(String::from_utf8_lossy(&r.stdout), "0x0000c350\n", "{r:?}");
+    let w = write(&[]);
+    assert_eq!(w.status.code(), Some(1), "{w:?}");
+    let out = b.out.clone();
+    b.finish();
+    let r = records(&out);
+    assert!(
+        r.iter()
+            .any(|l| l.contains("sdo_write") && l.contains("timeout_ms=5000 result=ok")),
+        "{r:#?}"
+    );
+    assert!(
+        r.iter().any(|l| l.contains("sdo_write")
+            && !l.contains("timeout_ms")
+            && l.contains("result=failed")),
+        "{r:#?}"
+    );
 }

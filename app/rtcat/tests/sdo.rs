@@ -172,6 +172,34 @@ fn write_prints_what_it_wrote_and_says_the_simulator_forgets() {
     );
 }
 
+/// A write the device answers late (the drive's 0x6085 after 3 s: firmware that acts on the
+/// value first): the default second fails naming the time (1 s, and 1 s more for the
+/// transport's repeat of a first request), `--timeout-ms 5000` writes it, a timeout out of
+/// range is the user's input.
+#[test]
+fn a_slow_write_waits_as_long_as_timeout_ms_says() {
+    let d = tempfile::tempdir().unwrap();
+    let mut s = std::fs::read_to_string(coe_segment()).unwrap();
+    s.push_str("\n[device.timing]\nslow_object = 0x6085\nslow_object_us = 3000000\n");
+    let seg = d.path().join("slow.toml");
+    std::fs::write(&seg, s).unwrap();
+    let write = |extra: &[&str]| {
+        let mut c = rtcat(&["sdo", "write", "2", "0x6085:00", "u32", "50000"]);
+        c.args(extra).arg("--sim").arg("--segment").arg(&seg);
+        run(c)
+    };
+    fails(&write(&[]), 1, "no answer within 1000 ms");
+    let o = write(&["--timeout-ms", "5000"]);
+    assert_eq!(ok(&o), "position 2: 0x6085:00 <- 0x0000c350 (u32)\n");
+    for bad in ["0", "120001"] {
+        fails(
+            &write(&["--timeout-ms", bad]),
+            2,
+            &format!("--timeout-ms {bad}: must be 1..=120000 ms"),
+        );
+    }
+}
+
 #[test]
 fn list_shows_objects_and_entries() {
     let t = ok(&sim(&["sdo", "list", "2"]));

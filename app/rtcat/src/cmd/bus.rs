@@ -102,11 +102,22 @@ impl From<diag::Error> for Failure {
 /// Ask the running master on `bus.control` (`--control SOCK`): the reply's data, or the
 /// master's failure (usage → exit 2, runtime → exit 1). No master at the path is exit 1.
 pub(crate) fn remote(bus: &BusArgs, request: &Request) -> Result<serde_json::Value, Failure> {
+    remote_within(bus, request, rtcat_control::client::DEFAULT_TIMEOUT)
+}
+
+/// [`remote`], waiting up to `timeout` for the reply.
+pub(crate) fn remote_within(
+    bus: &BusArgs,
+    request: &Request,
+    timeout: std::time::Duration,
+) -> Result<serde_json::Value, Failure> {
     let path = bus
         .control
         .as_deref()
         .expect("remote() with --control only");
-    let mut c = Client::connect(path).map_err(|e| Failure::Runtime(e.to_string()))?;
+    let mut c = Client::connect(path)
+        .map_err(|e| Failure::Runtime(e.to_string()))?
+        .with_timeout(timeout);
     c.call(request).map_err(|e| match e {
         ClientError::Failed(f) if f.kind == FailureKind::Usage => Failure::Usage(f.message),
         e => Failure::Runtime(e.to_string()),

@@ -7,7 +7,7 @@
 //! the command ends, so a write is seen by a read only within one process (the library API:
 //! [`rtcat_master::coe::segment::with_pre_op`] and a client's `download` then `upload`).
 
-use super::bus::{emit, json, open, remote, table};
+use super::bus::{emit, json, open, remote, remote_within, table};
 use crate::cli::BusArgs;
 use crate::outcome::{Failure, Outcome};
 use clap::{Args, Subcommand};
@@ -64,6 +64,11 @@ pub struct SdoWriteArgs {
     /// Complete access: write every subindex of the object at once (from SUB, 0 or 1)
     #[arg(long)]
     pub complete: bool,
+    /// How long the device may take to answer, 1..=120000 ms (default 1000): for a write it
+    /// acts on first (storing parameters, writing flash). Over --control the running master's
+    /// other acyclic requests wait as long
+    #[arg(long, value_name = "MS")]
+    pub timeout_ms: Option<u32>,
     #[command(flatten)]
     pub bus: BusArgs,
 }
@@ -121,22 +126,37 @@ pub(super) fn on_segment<R: Send>(
     bus: &BusArgs,
     f: impl FnOnce(&PreOp<'_>) -> diag::Result<R> + Send,
 ) -> Result<R, Failure> {
+    on_segment_within(bus, Timeouts::default(), f)
+}
+
+/// [`on_segment`] with the mailbox's `timeouts`.
+fn on_segment_within<R: Send>(
+    bus: &BusArgs,
+    timeouts: Timeouts,
+    f: impl FnOnce(&PreOp<'_>) -> diag::Result<R> + Send,
+) -> Result<R, Failure> {
     let (s, _cfg) = open(bus)?;
-    Ok(segment::with_pre_op(
-        s.maindevice(),
-        Timeouts::default(),
-        f,
-    )?)
+    Ok(segment::with_pre_op(s.maindevice(), timeouts, f)?)
+}
+
+/// `--timeout-ms`: 1..=[`rtcat_control::protocol::MAX_SDO_TIMEOUT_MS`].
+fn check_timeout(ms: Option<u32>) -> Result<Option<u32>, Failure> {
+    let max = rtcat_control::protocol::MAX_SDO_TIMEOUT_MS;
+    match ms {
+        Some(t) if !(1..=max).contains(&t) => Err(Failure::Usage(format!(
+            "--timeout-ms {t}: must be 1..={max} ms"
+        ))),
+        t => Ok(t),
+    }
 }
 
 /// The request of `sdo read|write --control` (what the master's queue can do: no complete
 /// access, at most [`rtcat_control::protocol::MAX_SDO_DATA`] bytes).
 fn remote_request(
     position: u32,
-    index: u16,
-    sub: u8,
+    (index, sub): (u16, u8),
     complete: bool,
-    data: Option<Vec<u8>>,
+    data: Option<(Vec<u8>, Option<u32>)>,
 ) -> Result<Request, Failure> {
     if complete {
         return Err(Failure::Usage(
@@ -151,7 +171,7 @@ fn remote_request(
             index,
             sub,
         },
-        Some(d) => {
+        Some((d, timeout_ms)) => {
             let max = rtcat_control::protocol::MAX_SDO_DATA;
             if d.len() > max {
                 return Err(Failure::Usage(format!(
@@ -164,6 +184,7 @@ fn remote_request(
                 index,
                 sub,
                 data: d,
+                timeout_ms,
             }
         }
     })
@@ -221,7 +242,7 @@ fn read(a: SdoReadArgs) -> Result<(), Failure> {
         // type comes from --type, the value is shown as hex without it).
         let v = remote(
             &a.bus,
-            &remote_request(position, index, sub, complete, None)?,
+            &remote_request(position, (index, sub), complete, None)?,
         )?;
         let hex = v.get("data").and_then(|d| d.as_str()).unwrap_or_default();
         let bytes = rtcat_control::protocol::from_hex(hex)
@@ -312,6 +333,7 @@ fn write(a: SdoWriteArgs) -> Result<(), Failure> {
     let (index, sub) = parse_entry(&a.entry).map_err(Failure::Usage)?;
     check_complete(a.complete, sub)?;
     let ty = parse_type(&a.ty)?;
+    let timeout_ms = check_timeout(a.timeout_ms)?;
     let data = ty
         .encode(&a.value)
         .map_err(|e| Failure::Usage(format!("{:#06x}:{sub:02x}: {e}", index)))?;
@@ -323,13 +345,28 @@ fn write(a: SdoWriteArgs) -> Result<(), Failure> {
     let (position, complete) = (a.position, a.complete);
     let d2 = data.clone();
     let emergencies = if a.bus.control.is_some() {
-        remote(
+        // The device's time on top of the socket's usual wait.
+        let wait = rtcat_control::client::DEFAULT_TIMEOUT
+            + std::time::Duration::from_millis(timeout_ms.unwrap_or(0).into());
+        remote_within(
             &a.bus,
-            &remote_request(position, index, sub, complete, Some(data.clone()))?,
+            &remote_request(
+                position,
+                (index, sub),
+                complete,
+                Some((data.clone(), timeout_ms)),
+            )?,
+            wait,
         )?;
         Vec::new()
     } else {
-        on_segment(&a.bus, move |seg| {
+        let timeouts = Timeouts {
+            response: timeout_ms.map_or(Timeouts::default().response, |t| {
+                std::time::Duration::from_millis(t.into())
+            }),
+            ..Timeouts::default()
+        };
+        on_segment_within(&a.bus, timeouts, move |seg| {
             let mut c = seg.client(position)?;
             if complete {
                 c.download_complete(index, sub == 0, &d2)?;
