@@ -75,7 +75,7 @@ fn write_registers(
 
 /// What the steps in PRE-OP leave: the layout, which `[[device]]` entry configures each
 /// subdevice, the mailbox counters, the region's members, the process data registers written.
-struct Configured {
+struct Prepared {
     layout: Layout,
     chosen: Vec<Option<usize>>,
     counters: Vec<u8>,
@@ -143,7 +143,7 @@ pub(crate) fn bring_up(
     // The DC static drift compensation on a thread of its own while the steps in PRE-OP run
     // (its frames are rtcat's own, the steps' ethercrab's: they do not meet).
     let stop = AtomicBool::new(false);
-    let (configured, synced) = std::thread::scope(|s| {
+    let (prepared, synced) = std::thread::scope(|s| {
         let sync = reference.map(|r| {
             let stop = &stop;
             s.spawn(move || {
@@ -152,7 +152,7 @@ pub(crate) fn bring_up(
                     .map(|lost| (lost, t.elapsed().as_millis()))
             })
         });
-        let configured = (|| -> Result<Configured> {
+        let prepared = (|| -> Result<Prepared> {
             // The mailboxes, then PRE-OP for all.
             let t_pre = Instant::now();
             mailboxes(md, &found)?;
@@ -186,7 +186,7 @@ pub(crate) fn bring_up(
             crate::bringup::write_sync_modes(md, cfg, &layout, &capable, &mut counters)?;
             let t_pd = Instant::now();
             let registers = process_data(md, &found, &layout, &configured_by(cfg, &chosen))?;
-            Ok(Configured {
+            Ok(Prepared {
                 layout,
                 chosen,
                 counters,
@@ -196,21 +196,21 @@ pub(crate) fn bring_up(
             })
         })();
         // A failed step ends the compensation too: the bring-up is over.
-        stop.store(configured.is_err(), Ordering::Relaxed);
+        stop.store(prepared.is_err(), Ordering::Relaxed);
         let synced = sync.map(|h| {
             h.join()
                 .unwrap_or(Err(Error::Panicked("the DC static drift compensation")))
         });
-        (configured, synced)
+        (prepared, synced)
     });
-    let Configured {
+    let Prepared {
         layout,
         chosen,
         mut counters,
         late,
         registers,
         pd_ms,
-    } = configured?;
+    } = prepared?;
     if let Some(synced) = synced {
         let (lost, ms) = synced?;
         log::info!(
