@@ -198,6 +198,10 @@ pub struct Esc {
     /// `[device.timing] sm_watchdog`), and whether the frame being processed wrote them.
     last_output_ns: Option<u64>,
     outputs_written: bool,
+    /// Frames that brought its outputs since it last entered SAFE-OP (taken in OP only, but
+    /// seen in SAFE-OP: `[device.timing] op_outputs`).
+    outputs_offered: u32,
+    offered_in_frame: bool,
 }
 
 impl Esc {
@@ -244,6 +248,8 @@ impl Esc {
             sii_busy_until: 0,
             last_output_ns: None,
             outputs_written: false,
+            outputs_offered: 0,
+            offered_in_frame: false,
         };
         esc.power_on();
         esc
@@ -313,6 +319,8 @@ impl Esc {
         self.pending_al = None;
         self.last_output_ns = None;
         self.outputs_written = false;
+        self.outputs_offered = 0;
+        self.offered_in_frame = false;
         self.pd_counter = 0;
         self.pd_touched = false;
         // A power cycle loses what the master configured over CoE (the dictionary is RAM).
@@ -915,6 +923,14 @@ impl Esc {
             // The application publishes valid inputs before it reports SAFE-OP.
             self.publish_inputs();
         }
+        if target == SafeOp {
+            self.outputs_offered = 0;
+        }
+        let want = u32::from(self.spec.timing.op_outputs);
+        if from == SafeOp && target == Op && want > 0 && self.outputs_offered < want {
+            self.set_al_status(SafeOp as u8, true, al_code::SM_WATCHDOG);
+            return;
+        }
         let frames = u64::from(self.spec.timing.dc_op_frames);
         if from == SafeOp
             && target == Op
@@ -1431,6 +1447,9 @@ impl Esc {
                 hit.write = true;
                 self.outputs_written = true;
             }
+            if f.write && !outputs_live && matches!(cmd, Cmd::Lwr | Cmd::Lrw) {
+                self.offered_in_frame = true;
+            }
         }
         // The device application runs on the output sync manager event (SM-synchronous), or on
         // the input read for a device without outputs: once per cycle even when the image is
@@ -1451,6 +1470,10 @@ impl Esc {
         if self.outputs_written {
             self.outputs_written = false;
             self.last_output_ns = Some(now_ns);
+        }
+        if self.offered_in_frame {
+            self.offered_in_frame = false;
+            self.outputs_offered = self.outputs_offered.saturating_add(1);
         }
         if !self.pd_touched {
             return;

@@ -56,6 +56,8 @@
 //! sm_watchdog = true        # OP -> SAFE-OP (0x001B) when outputs stop for the watchdog time
 //! dc_op_frames = 3          # with SYNC0 running, SAFE-OP -> OP only after this many process
 //!                           # data frames on time since SYNC0 started (0x001A otherwise)
+//! op_outputs = 1            # SAFE-OP -> OP only after this many frames brought its outputs
+//!                           # since SAFE-OP (0x001B otherwise)
 //! ```
 //!
 //! A device may list its PDOs instead of getting the generated default
@@ -422,6 +424,8 @@ struct TimingEntry {
     sm_watchdog: bool,
     #[serde(default)]
     dc_op_frames: u16,
+    #[serde(default)]
+    op_outputs: u16,
 }
 
 /// Longest time a `[device.timing]` key may give: 10 s (beyond any master's state timeout).
@@ -467,6 +471,13 @@ pub struct EscTiming {
     /// checks that frames arrive around SYNC0 before it accepts OP (ETG.1020 §21.1). 0: no
     /// check.
     pub dc_op_frames: u16,
+    /// A device accepts SAFE-OP -> OP only when at least this many frames brought its outputs
+    /// (an LRW or LWR over its output FMMU) since it entered SAFE-OP, counted when the
+    /// transition's time is over; otherwise it stays in SAFE-OP with AL status code 0x001B
+    /// (sync manager watchdog). "Before the master switches the slave from SAFE-OP to OP it
+    /// must transfer valid output data" (Beckhoff's description of the EtherCAT state
+    /// machine; Yaskawa's and Kollmorgen's say the same). 0: no check.
+    pub op_outputs: u16,
 }
 
 impl EscTiming {
@@ -519,6 +530,7 @@ fn timing(i: usize, t: Option<TimingEntry>) -> Result<EscTiming, SpecError> {
         slow_object_ns: ns(t.slow_object_us),
         sm_watchdog: t.sm_watchdog,
         dc_op_frames: t.dc_op_frames,
+        op_outputs: t.op_outputs,
     })
 }
 

@@ -15,7 +15,9 @@
 //!   ([`crate::bringup::configure_stations`], `[bus] config_in_flight` at a time);
 //! - the process data sync managers and FMMUs computed from the SII and the layout
 //!   ([`crate::pd_registers`]: what ethercrab writes, byte for byte, `tests/pd_registers.rs`)
-//!   instead of sized over CoE again; SAFE-OP, the SAFE-OP startup SDOs, OP, each for all.
+//!   instead of sized over CoE again; SAFE-OP, the SAFE-OP startup SDOs, OP (with the image
+//!   exchanged while the subdevices get there: a subdevice wants outputs before OP), each for
+//!   all.
 //!
 //! The cycle is the same for both bring-ups ([`crate::own_cycle`]): the image is laid out as
 //! ethercrab lays out its group (from logical address 0, every subdevice's inputs, then every
@@ -23,7 +25,8 @@
 //! registers and the shared image do not depend on which bring-up ran.
 //!
 //! With `[dc]` the clocks are set up after the scan, SYNC0 with the process data and OP is
-//! reached with frames on the SYNC0 grid ([`crate::own_dc`]).
+//! reached with frames on the SYNC0 grid ([`crate::own_dc`]); the static drift compensation
+//! runs beside the steps in PRE-OP.
 //!
 //! The members of groups on a junction's port (`[[group]] behind`) are kept out of the
 //! layout's devices at the scan, as [`crate::branch`] keeps them out of ethercrab's group:
@@ -232,10 +235,7 @@ pub(crate) fn bring_up(
     }
     let frames = crate::own_cycle::Plan::of(&layout, (addresses.clone(), 0), reference);
     let image = (frames.start, frames.inputs + frames.outputs);
-    match reference {
-        Some(r) => crate::own_dc::into_op(md, cfg, &stations, r, image)?,
-        None => stations.to_all(crate::al_state::OP, timeout)?,
-    }
+    into_op(md, cfg, &stations, reference, image)?;
     log::info!(
         "bring-up: process data sizing (rtcat) {pd_ms} ms, SAFE-OP and OP {} ms",
         t_up.elapsed().as_millis()
@@ -268,6 +268,39 @@ pub(crate) fn bring_up(
         late,
         order,
         frames,
+    })
+}
+
+/// OP for every subdevice of `stations`, the image (`image`: logical start, length; outputs
+/// zero) exchanged while they get there, a cycle period apart: a subdevice may go from SAFE-OP
+/// to OP only once the master sends it outputs ("before the EtherCAT master switches the
+/// EtherCAT slave from Safe-Op to Op it must transfer valid output data": Beckhoff's
+/// description of the state machine; Yaskawa's and Kollmorgen's say the same), which
+/// ethercrab's `into_op` does not. With DC (`reference`) the reference's system time is read
+/// first in each round and the next round starts at the next SYNC0 plus `[dc]`'s shift, as
+/// ethercrab's `tx_rx_dc` loop does.
+fn into_op(
+    md: &MainDevice<'static>,
+    cfg: &Config,
+    stations: &states::Stations<'_>,
+    reference: Option<u16>,
+    (start, len): (u32, usize),
+) -> Result<()> {
+    let timeout = Duration::from_millis(cfg.bus.state_timeout_ms.into());
+    let zeros = vec![0u8; len];
+    stations.to_all_between(crate::al_state::OP, timeout, || {
+        let dc_time = reference
+            .map(|r| crate::own_dc::system_time(md, r))
+            .transpose()?;
+        for (k, chunk) in zeros.chunks(crate::limits::LRW_CHUNK).enumerate() {
+            let at = start + (k * crate::limits::LRW_CHUNK) as u32;
+            block_on(Command::lrw(at).ignore_wkc().send_receive_slice(md, chunk))
+                .map_err(|e| Error::bus("transition to OP: the process data", e))?;
+        }
+        Ok(match dc_time {
+            Some(t) => crate::own_dc::next_wait(cfg, t),
+            None => cfg.cycle.period().as_duration(),
+        })
     })
 }
 

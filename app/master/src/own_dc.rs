@@ -15,13 +15,13 @@
 //!   gets SYNC0 off, the start time (the reference's system time plus
 //!   [`crate::dc::SYNC0_START_DELAY`], on the SYNC0 grid; the same for all), the cycle time and
 //!   its activation (AssignActivate's high byte, 0x0981).
-//! - [`into_op`]: OP requested of all, and process data exchanged with the reference's time
-//!   on the SYNC0 grid plus `[dc]`'s shift until all are there (a drive in DC mode checks
-//!   that frames arrive around SYNC0 before it accepts OP, ETG.1020 §21.1).
+//! - OP (`own_bringup`): process data exchanged while the subdevices get there, with DC the
+//!   reference's time read first ([`system_time`]) and the next frame at the next SYNC0 plus
+//!   `[dc]`'s shift ([`next_wait`]): a drive in DC mode checks that frames arrive around SYNC0
+//!   before it accepts OP (ETG.1020 §21.1).
 
 use crate::config::Config;
 use crate::error::{Error, Result};
-use crate::own_group::states::Stations;
 use crate::scan::Scanned;
 use ethercrab::{Command, MainDevice};
 use futures_lite::future::block_on;
@@ -155,40 +155,28 @@ pub(crate) fn sync0(
     Ok(())
 }
 
-/// How long from a frame that read the reference's `system_time` until the next one should
-/// leave: the next SYNC0 of `period` plus `shift` (ethercrab's `next_cycle_wait`).
-fn next_wait(system_time: u64, period: u64, shift: u64) -> Duration {
-    Duration::from_nanos(period - system_time % period + shift)
+/// The reference's system time, read as the cycle reads it: an FRMW of 0x0910 at station
+/// `reference`, which the other clocks take as theirs.
+pub(crate) fn system_time(md: &MainDevice<'static>, reference: u16) -> Result<u64> {
+    block_on(
+        Command::frmw(reference, SYSTEM_TIME)
+            .ignore_wkc()
+            .receive::<u64>(md),
+    )
+    .map_err(|e| Error::bus("FRMW of the DC system time (0x0910)", e))
 }
 
-/// OP for every subdevice of `stations`, process data (outputs zero) exchanged on the SYNC0
-/// grid while they get there: the FRMW of the reference's system time (at `reference`), then
-/// the image (`image`: logical start, length) as LRWs.
-pub(crate) fn into_op(
-    md: &MainDevice<'static>,
-    cfg: &Config,
-    stations: &Stations<'_>,
-    reference: u16,
-    (start, len): (u32, usize),
-) -> Result<()> {
-    let timeout = Duration::from_millis(cfg.bus.state_timeout_ms.into());
+/// How long from a frame that read the reference's `system_time` until the next one should
+/// leave: the next SYNC0 plus `[dc]`'s shift (ethercrab's `next_cycle_wait`).
+pub(crate) fn next_wait(cfg: &Config, system_time: u64) -> Duration {
     let period = cfg.dc.sync0_period(cfg.cycle.period()).as_nanos();
     let shift = cfg.dc.sync0_shift_ns(cfg.cycle.period());
-    let zeros = vec![0u8; len];
-    stations.to_all_between(crate::al_state::OP, timeout, || {
-        let t = block_on(
-            Command::frmw(reference, SYSTEM_TIME)
-                .ignore_wkc()
-                .receive::<u64>(md),
-        )
-        .map_err(|e| Error::bus("transition to OP with distributed clocks: FRMW", e))?;
-        for (k, chunk) in zeros.chunks(crate::limits::LRW_CHUNK).enumerate() {
-            let at = start + (k * crate::limits::LRW_CHUNK) as u32;
-            block_on(Command::lrw(at).ignore_wkc().send_receive_slice(md, chunk))
-                .map_err(|e| Error::bus("transition to OP with distributed clocks: LRW", e))?;
-        }
-        Ok(next_wait(t, period, shift))
-    })
+    wait_after(system_time, period, shift)
+}
+
+/// [`next_wait`] of a SYNC0 `period` and `shift` (ns).
+fn wait_after(system_time: u64, period: u64, shift: u64) -> Duration {
+    Duration::from_nanos(period - system_time % period + shift)
 }
 
 #[cfg(test)]
@@ -212,7 +200,7 @@ mod tests {
         assert_eq!(start_time(999_999, 1, 1_000_000), 1_000_000);
         // 300 µs into a 1 ms period, shift 500 µs: the next SYNC0 in 700 µs, then 500 µs.
         assert_eq!(
-            next_wait(10_300_000, 1_000_000, 500_000),
+            wait_after(10_300_000, 1_000_000, 500_000),
             Duration::from_micros(1_200)
         );
     }

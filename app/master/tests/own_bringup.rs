@@ -164,6 +164,31 @@ fn the_cia402_drives_with_dc_run_the_same_whoever_brings_them_up() {
     assert_eq!(synced, 2, "both drives run SYNC0");
 }
 
+/// The devices of the I/O line with outputs go from SAFE-OP to OP only once the master has sent
+/// them outputs (`[device.timing] op_outputs`, 5 ms to OP): rtcat's bring-up exchanges the
+/// image while it waits for OP (ethercrab's `into_op` does not).
+#[test]
+fn rtcat_s_bring_up_sends_outputs_before_op() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut spec = support::line::segment_io();
+    let mut checking = 0;
+    for d in &mut spec.devices {
+        if d.outputs > 0 {
+            d.timing.safeop_op_ns = 5_000_000;
+            d.timing.op_outputs = 1;
+            checking += 1;
+        }
+    }
+    assert!(checking > 0, "a device with outputs");
+    let cfg = with(
+        Config::parse("[cycle]\nperiod_us = 1000\n", "own test").expect("config"),
+        BringUp::Rtcat,
+    );
+    within_machine_noise("outputs before OP", |_| {
+        read_back(cfg.clone(), spec.clone())
+    });
+}
+
 #[test]
 fn the_bring_up_key_takes_either_value() {
     Config::parse(
