@@ -9,8 +9,11 @@
 //!   (ETG.1000.4 §6.8.2); each DC device's propagation delay (0x0928) and system time offset
 //!   (0x0920) written in one datagram, the offset such that its system time is the
 //!   reference's as the frame passed it plus its delay (ethercrab leaves the delay to the
-//!   control loop); then the static drift compensation: `[dc] static_sync_iterations` FRMWs
-//!   of the reference's system time (0x0910), one a frame, as ethercrab and SOEM send them.
+//!   control loop).
+//! - [`static_sync`], the static drift compensation: `[dc] static_sync_iterations` FRMWs of
+//!   the reference's system time (0x0910), one a frame, as ethercrab and SOEM send them — on a
+//!   thread of its own through rtcat's own frames, beside the steps in PRE-OP (ethercrab's
+//!   runs after its scan).
 //! - [`sync0`], in PRE-OP with the process data configured: every DC device with a SYNC mode
 //!   gets SYNC0 off, the start time (the reference's system time plus
 //!   [`crate::dc::SYNC0_START_DELAY`], on the SYNC0 grid; the same for all), the cycle time and
