@@ -13,6 +13,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/slow_drive.rs"]
+mod slow_drive;
+
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 
 fn coe_segment() -> PathBuf {
@@ -613,10 +616,7 @@ fn refused_writes_are_recorded_and_a_flood_is_rate_limited_with_a_count() {
 #[test]
 fn a_slow_write_through_the_socket_waits_as_long_as_timeout_ms_says() {
     let d = tempfile::tempdir().unwrap();
-    let mut seg = std::fs::read_to_string(coe_segment()).unwrap();
-    seg.push_str("\n[device.timing]\nslow_object = 0x6085\nslow_object_us = 3000000\n");
-    let path = d.path().join("slow.toml");
-    std::fs::write(&path, seg).unwrap();
+    let path = slow_drive::segment(d.path(), 3_000_000);
     let b = Bench::start_on(d.path(), 15, "", &path);
     let sock = b.sock.as_os_str();
     let write = |extra: &[&str]| {

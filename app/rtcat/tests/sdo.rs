@@ -14,6 +14,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
+#[path = "support/slow_drive.rs"]
+mod slow_drive;
+
 const BIN: &str = env!("CARGO_BIN_EXE_rtcat");
 
 fn coe_segment() -> PathBuf {
@@ -179,10 +182,7 @@ fn write_prints_what_it_wrote_and_says_the_simulator_forgets() {
 #[test]
 fn a_slow_write_waits_as_long_as_timeout_ms_says() {
     let d = tempfile::tempdir().unwrap();
-    let mut s = std::fs::read_to_string(coe_segment()).unwrap();
-    s.push_str("\n[device.timing]\nslow_object = 0x6085\nslow_object_us = 3000000\n");
-    let seg = d.path().join("slow.toml");
-    std::fs::write(&seg, s).unwrap();
+    let seg = slow_drive::segment(d.path(), 3_000_000);
     let write = |extra: &[&str]| {
         let mut c = rtcat(&["sdo", "write", "2", "0x6085:00", "u32", "50000"]);
         c.args(extra).arg("--sim").arg("--segment").arg(&seg);
