@@ -20,6 +20,18 @@ use ethercrab::{MainDevice, Timeouts};
 use futures_lite::future::block_on;
 use std::time::Duration;
 
+/// rtcat's own frames on `frames` with the bring-up's PDU timeout (`[bus]
+/// init_pdu_timeout_ms`): for a bring-up, and for the per-subdevice recovery's worker.
+pub(crate) fn own_bus<'a>(
+    frames: &'a crate::own_frames::OwnFrames,
+    cfg: &Config,
+) -> crate::own_frames::OwnBus<'a> {
+    crate::own_frames::OwnBus {
+        frames,
+        timeout: init_timeouts(cfg).pdu,
+    }
+}
+
 pub(crate) fn init_timeouts(cfg: &Config) -> Timeouts {
     Timeouts {
         pdu: Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into()),
@@ -320,12 +332,7 @@ pub(crate) fn configure_stations(
         .chain(absent.iter().map(|a| a.expected))
         .collect();
     let chosen = devices::resolve(&cfg.device, &expected)?;
-    let configured = |pos: usize, name: &str| {
-        chosen[pos].map(|i| {
-            let d = &cfg.device[i];
-            (d, devices::who(pos as u16, name, i, d))
-        })
-    };
+    let configured = configured_by(cfg, &chosen);
     // Then every subdevice, `[bus] config_in_flight` at a time: its `[[device]]` PDO
     // configuration and PS startup SDOs, written now in PRE-OP so that what is read next
     // follows them, then the mapping in effect, read from the sources the SMs are sized from
@@ -361,6 +368,8 @@ pub(crate) fn configure_stations(
             .into_iter()
             .unzip();
     let mut sources = sources;
+    // Its borrow of `chosen` ends here (returned below).
+    drop(configured);
     let places = |list: &[crate::hotconnect::AbsentMember]| -> Vec<crate::absent::Place> {
         list.iter()
             .map(|a| (a.group, a.member, a.expected.position))
@@ -589,12 +598,7 @@ pub(crate) fn bring_up(
     // rtcat's own region: where the absent members' data will be exchanged.
     let members: Vec<(usize, usize)> = hot.absent.iter().map(|a| (a.group, a.member)).collect();
     let late = crate::region::plan(&layout, n, &chosen, &members)?;
-    let configured = |pos: usize, name: &str| {
-        chosen[pos].map(|i| {
-            let d = &cfg.device[i];
-            (d, devices::who(pos as u16, name, i, d))
-        })
-    };
+    let configured = configured_by(cfg, &chosen);
     let mut counters = configure_app(md, app, &layout, counters)?;
 
     let pdi_too_long = |stage: &'static str| {
@@ -738,6 +742,20 @@ fn snapshots_for<DC>(
 /// Which `[[device]]` entry configures the subdevice at a position (and how it is named).
 pub(crate) type Configured<'c> =
     dyn Fn(usize, &str) -> Option<(&'c devices::DeviceConfig, String)> + 'c;
+
+/// [`Configured`] of `chosen`: the `[[device]]` entry (by index into `cfg.device`) each
+/// position's subdevice was matched to.
+pub(crate) fn configured_by<'c>(
+    cfg: &'c Config,
+    chosen: &'c [Option<usize>],
+) -> impl Fn(usize, &str) -> Option<(&'c devices::DeviceConfig, String)> + 'c {
+    move |pos: usize, name: &str| {
+        chosen[pos].map(|i| {
+            let d = &cfg.device[i];
+            (d, devices::who(pos as u16, name, i, d))
+        })
+    }
+}
 
 /// `f` with rtcat's CoE client of the subdevice at `position` (station `address`): its mailbox
 /// counter continues after `counters[position]` (0: none sent yet) and is stored back there
@@ -999,7 +1017,7 @@ pub(crate) fn bring_up_retrying(
     (mut md, bring_up, own): (
         MainDevice<'static>,
         BringUpFn,
-        &crate::own_frames::OwnFrames,
+        crate::own_frames::OwnBus<'_>,
     ),
     cfg: &Config,
     app: &mut dyn Application,
@@ -1023,10 +1041,7 @@ pub(crate) fn bring_up_retrying(
                 .as_ref()
                 .map(|(ids, aliases)| ((&ids[..], &aliases[..]), &tries.hot)),
             &tries.sii,
-            crate::own_frames::OwnBus {
-                frames: own,
-                timeout: Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into()),
-            },
+            own,
         ) {
             Ok(up) => {
                 tries.failed_in_a_row = 0;

@@ -60,6 +60,19 @@ pub(crate) fn latch(md: &MainDevice<'static>, devices: &[(u16, bool)], who: &str
     Ok(l)
 }
 
+/// Write a DC device's system time offset (0x0920, 8 bytes) and propagation delay (0x0928,
+/// 4) in one datagram: its control loop never compares with one moved and the other not.
+pub(crate) fn write_offset_and_delay(
+    md: &MainDevice<'static>,
+    address: u16,
+    (offset, delay): (u64, u32),
+) -> std::result::Result<(), ethercrab::error::Error> {
+    let mut regs = [0u8; 12];
+    regs[..8].copy_from_slice(&offset.to_le_bytes());
+    regs[8..].copy_from_slice(&delay.to_le_bytes());
+    block_on(Command::fpwr(address, 0x0920).send(md, &regs[..]))
+}
+
 /// ethercrab's delay and rtcat's may differ by the rounding of their halves.
 const ROUNDING_NS: u32 = 2;
 
@@ -98,12 +111,7 @@ pub(crate) fn correct(md: &MainDevice<'static>, devices: &[(u16, bool)]) -> Resu
         let offset = block_on(Command::fprd(address, 0x0920).receive::<u64>(md))
             .map_err(failed(0x0920))?
             .wrapping_add_signed(i64::from(now) - i64::from(was));
-        // Offset (0x0920, 8 bytes) and delay (0x0928, 4) in one datagram: the loop never
-        // compares with one moved and the other not.
-        let mut regs = [0u8; 12];
-        regs[..8].copy_from_slice(&offset.to_le_bytes());
-        regs[8..].copy_from_slice(&now.to_le_bytes());
-        block_on(Command::fpwr(address, 0x0920).send(md, &regs[..])).map_err(failed(0x0920))?;
+        write_offset_and_delay(md, address, (offset, now)).map_err(failed(0x0920))?;
         log::info!("{who}: position {i} {now} ns (ethercrab's {was} ns)");
         out.push(Corrected {
             position: i as u16,

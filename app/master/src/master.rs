@@ -104,7 +104,8 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
     };
     let result = (|| {
         // rtcat's own frames go out through the TX/RX thread during the bring-up too.
-        let own = bus.own_frames();
+        let own_frames = bus.own_frames();
+        let own = crate::bringup::own_bus(&own_frames, &cfg);
         let thread = TxRxThread::spawn(bus, init_rt)?;
         let md = run.md.take().expect("set above");
         let (md, first) = if spec.retry_start {
@@ -112,7 +113,7 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
             // is waited for, like a recovery.
             ch.live.recovering.store(1, Ordering::Relaxed);
             let r = bring_up_retrying(
-                (md, bring_up_of(&cfg), &own),
+                (md, bring_up_of(&cfg), own),
                 &cfg,
                 app,
                 &stop,
@@ -136,10 +137,7 @@ fn run_here(mut spec: RunSpec, app: &mut dyn Application, ch: &mut Channels) -> 
                 run.attempts.generation,
                 None,
                 &run.attempts.sii,
-                crate::own_frames::OwnBus {
-                    frames: &own,
-                    timeout: Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into()),
-                },
+                own,
             );
             if r.is_ok() {
                 run.attempts.save_sii(&cfg);
@@ -544,7 +542,7 @@ fn recover(
     let cycles = rec.cycles;
     let mut failures = 0u64;
     let (m, result) = bring_up_retrying(
-        (md, bring_up_of(cfg), &own),
+        (md, bring_up_of(cfg), crate::bringup::own_bus(&own, cfg)),
         cfg,
         app,
         stop,
@@ -629,7 +627,6 @@ fn run_phase(phase: CyclicPhase<'_>) -> PhaseResult {
     let live = ch.live.clone();
     // Its own frames go over this bus, with ethercrab's (the worker's PDU timeout).
     let own = bus.own_frames();
-    let own_timeout = Duration::from_millis(cfg.bus.init_pdu_timeout_ms.into());
     std::thread::scope(|s| {
         // The per-subdevice recovery's worker: a normal thread, for as long as the phase.
         let worker = match recovery {
@@ -652,10 +649,7 @@ fn run_phase(phase: CyclicPhase<'_>) -> PhaseResult {
                             board,
                             late,
                             dc: &live.dc,
-                            own: crate::own_frames::OwnBus {
-                                frames: &own,
-                                timeout: own_timeout,
-                            },
+                            own: crate::bringup::own_bus(&own, cfg),
                         })
                     })
                     .map_err(|e| Box::new((Error::io("spawn the recovery worker")(e), None)))?,

@@ -188,7 +188,12 @@ pub(crate) fn bring_up(
             let mut counters = crate::bringup::configure_app(md, app, &layout, counters)?;
             crate::bringup::write_sync_modes(md, cfg, &layout, &capable, &mut counters)?;
             let t_pd = Instant::now();
-            let registers = process_data(md, &found, &layout, &configured_by(cfg, &chosen))?;
+            let registers = process_data(
+                md,
+                &found,
+                &layout,
+                &crate::bringup::configured_by(cfg, &chosen),
+            )?;
             Ok(Prepared {
                 layout,
                 chosen,
@@ -223,7 +228,7 @@ pub(crate) fn bring_up(
         );
         crate::own_dc::sync0(md, cfg, &found, &capable)?;
     }
-    let configured = configured_by(cfg, &chosen);
+    let configured = crate::bringup::configured_by(cfg, &chosen);
     let t_up = Instant::now();
     stations.to_all(crate::al_state::SAFE_OP, timeout)?;
     for (pos, f) in found.iter().enumerate() {
@@ -284,37 +289,20 @@ fn into_op(
     cfg: &Config,
     stations: &states::Stations<'_>,
     reference: Option<u16>,
-    (start, len): (u32, usize),
+    image: (u32, usize),
 ) -> Result<()> {
     let timeout = Duration::from_millis(cfg.bus.state_timeout_ms.into());
-    let zeros = vec![0u8; len];
     stations.to_all_between(crate::al_state::OP, timeout, || {
         let dc_time = reference
             .map(|r| crate::own_dc::system_time(md, r))
             .transpose()?;
-        for (k, chunk) in zeros.chunks(crate::limits::LRW_CHUNK).enumerate() {
-            let at = start + (k * crate::limits::LRW_CHUNK) as u32;
-            block_on(Command::lrw(at).ignore_wkc().send_receive_slice(md, chunk))
-                .map_err(|e| Error::bus("transition to OP: the process data", e))?;
-        }
+        crate::own_group::zero_outputs(md, image)
+            .map_err(|e| Error::bus("transition to OP: the process data", e))?;
         Ok(match dc_time {
             Some(t) => crate::own_dc::next_wait(cfg, t),
             None => cfg.cycle.period().as_duration(),
         })
     })
-}
-
-/// Which `[[device]]` entry (`chosen`, by position) configures a subdevice, and how it is named.
-fn configured_by<'c>(
-    cfg: &'c Config,
-    chosen: &'c [Option<usize>],
-) -> impl Fn(usize, &str) -> Option<(&'c devices::DeviceConfig, String)> + 'c {
-    move |pos: usize, name: &str| {
-        chosen[pos].map(|i| {
-            let d = &cfg.device[i];
-            (d, devices::who(pos as u16, name, i, d))
-        })
-    }
 }
 
 /// The scanned subdevices as the configuration names them.

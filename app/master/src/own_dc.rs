@@ -30,10 +30,8 @@ use ethercrab::{Command, MainDevice};
 use futures_lite::future::block_on;
 use std::time::Duration;
 
-/// DC system time (ETG.1000.4 §6.9.2), system time offset and propagation delay, SYNC
-/// activation, start time, SYNC0 cycle time.
+/// DC system time (ETG.1000.4 §6.9.2), SYNC activation, start time, SYNC0 cycle time.
 const SYSTEM_TIME: u16 = 0x0910;
-const OFFSET: u16 = 0x0920;
 const SYNC_ACTIVATION: u16 = 0x0981;
 const START_TIME: u16 = 0x0990;
 const SYNC0_CYCLE: u16 = 0x09a0;
@@ -61,11 +59,8 @@ pub(crate) fn clocks(md: &MainDevice<'static>, scanned: &crate::branch::Scanned)
     for (i, (&(address, _), delay)) in scanned.iter().zip(&delays).enumerate() {
         let Some(delay) = *delay else { continue };
         reference.get_or_insert(address);
-        // Offset (8 bytes) and delay (4) in one datagram, as `dc_delays` writes them.
-        let mut regs = [0u8; 12];
-        regs[..8].copy_from_slice(&offset(now, delay, l.local[i]).to_le_bytes());
-        regs[8..].copy_from_slice(&delay.to_le_bytes());
-        block_on(Command::fpwr(address, OFFSET).send(md, &regs[..])).map_err(|e| {
+        let offset = offset(now, delay, l.local[i]);
+        crate::dc_delays::write_offset_and_delay(md, address, (offset, delay)).map_err(|e| {
             Error::bus(
                 format!("{who}: offset and delay of the device at scan position {i}"),
                 e,

@@ -47,19 +47,7 @@ impl OwnGroup {
     /// Outputs to zero, then SAFE-OP, PRE-OP and INIT, as ethercrab's group is shut down.
     /// Errors are reported, not fatal: results still get written.
     pub(crate) fn shut_down(&self, md: &MainDevice<'static>, timeout: Duration) -> Result<()> {
-        let (start, len) = self.image;
-        let zeros = [0u8; crate::limits::LRW_CHUNK];
-        let mut done = 0;
-        while done < len {
-            let n = (len - done).min(zeros.len());
-            block_on(
-                Command::lrw(start + done as u32)
-                    .ignore_wkc()
-                    .send_receive_slice(md, &zeros[..n]),
-            )
-            .map_err(|e| Error::bus("last cycle with zero outputs", e))?;
-            done += n;
-        }
+        zero_outputs(md, self.image).map_err(|e| Error::bus("last cycle with zero outputs", e))?;
         let st = states::Stations {
             md,
             addresses: &self.addresses,
@@ -74,6 +62,27 @@ impl OwnGroup {
         }
         Ok(())
     }
+}
+
+/// The image at `image` (logical start, length) exchanged once with every output zero, as
+/// LRWs of [`crate::limits::LRW_CHUNK`] bytes (the cycle's): while the subdevices go to OP,
+/// and as the last cycle of a shut-down.
+pub(crate) fn zero_outputs(
+    md: &MainDevice<'static>,
+    (start, len): (u32, usize),
+) -> std::result::Result<(), ethercrab::error::Error> {
+    let zeros = [0u8; crate::limits::LRW_CHUNK];
+    let mut done = 0;
+    while done < len {
+        let n = (len - done).min(zeros.len());
+        block_on(
+            Command::lrw(start + done as u32)
+                .ignore_wkc()
+                .send_receive_slice(md, &zeros[..n]),
+        )?;
+        done += n;
+    }
+    Ok(())
 }
 
 /// AL states of many subdevices at once.

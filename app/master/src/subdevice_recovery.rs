@@ -121,19 +121,7 @@ impl Snapshot {
             dc_capable: c.dc_capable,
         }
     }
-}
 
-/// The DC registers of the subdevice at `address` (position `pos`) when its SYNC unit runs:
-/// only such a one needs them set up again.
-fn running_dc(md: &MainDevice<'static>, address: u16, pos: u16) -> Result<Option<[u8; DC_BYTES]>> {
-    let r = block_on(Command::fprd(address, DC_BASE).receive_slice(md, DC_BYTES as u16))
-        .map_err(|e| Error::bus(format!("position {pos}: snapshot of {DC_BASE:#06x}"), e))?;
-    let mut regs = [0u8; DC_BYTES];
-    regs.copy_from_slice(&r[..DC_BYTES]);
-    Ok((regs[0x81] != 0).then_some(regs))
-}
-
-impl Snapshot {
     /// With the DC registers it runs with (a subdevice with a distributed clock, read after
     /// OP), for rtcat's own bring-up with `[dc]`.
     pub(crate) fn with_running_dc(self, md: &MainDevice<'static>) -> Result<Snapshot> {
@@ -144,6 +132,16 @@ impl Snapshot {
         };
         Ok(Snapshot { dc, ..self })
     }
+}
+
+/// The DC registers of the subdevice at `address` (position `pos`) when its SYNC unit runs:
+/// only such a one needs them set up again.
+fn running_dc(md: &MainDevice<'static>, address: u16, pos: u16) -> Result<Option<[u8; DC_BYTES]>> {
+    let r = block_on(Command::fprd(address, DC_BASE).receive_slice(md, DC_BYTES as u16))
+        .map_err(|e| Error::bus(format!("position {pos}: snapshot of {DC_BASE:#06x}"), e))?;
+    let mut regs = [0u8; DC_BYTES];
+    regs.copy_from_slice(&r[..DC_BYTES]);
+    Ok((regs[0x81] != 0).then_some(regs))
 }
 
 /// Read what every subdevice of `group` runs with (after OP).
